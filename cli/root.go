@@ -1,0 +1,60 @@
+// Package cli holds zonefold's cobra commands. It owns flag parsing and
+// printing only: every command calls into the engine's packages and turns
+// their results into tables or JSON. Errors reach the user as one line on
+// stderr and a non-zero exit status; nothing here panics on input.
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Main runs the command line args and returns the process exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(stderr, "zonefold:", err)
+		return 1
+	}
+	return 0
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	var verbose bool
+	root := &cobra.Command{
+		Use:           "zonefold",
+		Short:         "A userspace engine for zoned storage",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			level := slog.LevelWarn
+			if verbose {
+				level = slog.LevelDebug
+			}
+			slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+	root.AddCommand(newBenchCmd())
+	return root
+}
+
+func newBenchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmarks that compare two configurations in one run",
+	}
+	cmd.AddCommand(newBenchBatchingCmd())
+	return cmd
+}

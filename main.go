@@ -1,0 +1,14 @@
+// Command zonefold is a userspace engine for zoned storage: it serves files
+// from a zoned device through io_uring, a large-folio write-back cache and
+// per-file zone placement, and benchmarks what zone GC costs.
+package main
+
+import (
+	"os"
+
+	"github.com/zonefold/zonefold/cli"
+)
+
+func main() {
+	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
+}
