@@ -1,0 +1,178 @@
+// Package zns owns zoned devices: one Device interface, its backends (Linux
+// zoned block devices, NVMe passthrough, an emulated zoned device on any
+// file, and a storage-less null device), and the zone rules they all obey.
+//
+// Invariants (the contract every backend passes in the conformance suite):
+//
+//   - A sequential zone is written only at its write pointer; the write
+//     pointer advances by every byte written; a write elsewhere fails with
+//     ErrNotAtWP and changes nothing.
+//   - A zone accepts at most its capacity (which may be less than its size);
+//     a write past it fails with ErrZoneFull or ErrBeyondCapacity.
+//   - Conditions move as in ZBC/ZNS: empty -> implicitly open (by a write) or
+//     explicitly open (by OpenZone) -> closed (by CloseZone) -> full (by
+//     reaching capacity, or by FinishZone) -> empty (by ResetZone).
+//   - At most MaxOpen zones are open and at most MaxActive are open or
+//     closed (0: no limit); an operation that would exceed a limit fails with
+//     ErrTooManyOpen or ErrTooManyActive and changes nothing.
+//   - All offsets and lengths are bytes, multiples of the logical block size.
+//   - Append is the engine's write path on every backend: the device (or
+//     the backend, for devices without native append) chooses the offset and
+//     reports it. Backends without native append serialize each zone's
+//     appends, so at most one write per zone is in flight.
+package zns
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/zonefold/zonefold/uring"
+)
+
+// Type is a zone's type.
+type Type uint8
+
+const (
+	TypeConventional Type = 1 // writable anywhere
+	TypeSeqRequired  Type = 2 // sequential write required
+	TypeSeqPreferred Type = 3 // sequential write preferred
+)
+
+func (t Type) String() string {
+	switch t {
+	case TypeConventional:
+		return "conventional"
+	case TypeSeqRequired:
+		return "seq-write-required"
+	case TypeSeqPreferred:
+		return "seq-write-preferred"
+	}
+	return fmt.Sprintf("type(%d)", uint8(t))
+}
+
+// Cond is a zone's condition; the values are those of BLK_ZONE_COND_*.
+type Cond uint8
+
+const (
+	CondNotWP    Cond = 0x0
+	CondEmpty    Cond = 0x1
+	CondImpOpen  Cond = 0x2
+	CondExpOpen  Cond = 0x3
+	CondClosed   Cond = 0x4
+	CondReadOnly Cond = 0xd
+	CondFull     Cond = 0xe
+	CondOffline  Cond = 0xf
+)
+
+func (c Cond) String() string {
+	switch c {
+	case CondNotWP:
+		return "not-wp"
+	case CondEmpty:
+		return "empty"
+	case CondImpOpen:
+		return "implicit-open"
+	case CondExpOpen:
+		return "explicit-open"
+	case CondClosed:
+		return "closed"
+	case CondReadOnly:
+		return "read-only"
+	case CondFull:
+		return "full"
+	case CondOffline:
+		return "offline"
+	}
+	return fmt.Sprintf("cond(%#x)", uint8(c))
+}
+
+// Open reports whether the condition counts against the open limit.
+func (c Cond) Open() bool { return c == CondImpOpen || c == CondExpOpen }
+
+// Active reports whether the condition counts against the active limit.
+func (c Cond) Active() bool { return c.Open() || c == CondClosed }
+
+// Zone is one zone as reported by the device, in bytes.
+type Zone struct {
+	Start int64 // first byte of the zone
+	Len   int64 // zone size
+	Cap   int64 // writable bytes from Start (Cap <= Len)
+	WP    int64 // write pointer, absolute; Start+Cap when full
+	Type  Type
+	Cond  Cond
+}
+
+// Geometry describes a device.
+type Geometry struct {
+	Zones     int   // number of zones
+	ZoneSize  int64 // bytes per zone (a power of two on Linux devices)
+	ZoneCap   int64 // writable bytes per sequential zone
+	BlockSize int   // logical block size in bytes
+	MaxOpen   int   // max open zones, 0 = no limit
+	MaxActive int   // max open+closed zones, 0 = no limit
+	// MaxAppend is the largest single Append or Write in bytes.
+	MaxAppend int
+	// NativeAppend is true when the device itself picks the append offset
+	// (NVMe Zone Append); many appends per zone may then be in flight.
+	NativeAppend bool
+}
+
+// Capacity is the writable bytes of the whole device.
+func (g Geometry) Capacity() int64 { return int64(g.Zones) * g.ZoneCap }
+
+// AppendCompletion receives the outcome of an Append: the absolute byte
+// offset the data landed at, or an error. It is called once, possibly on
+// the ring's reaper goroutine, and must not block.
+type AppendCompletion interface {
+	Appended(off int64, err error)
+}
+
+// Device is a zoned device. Data operations are asynchronous through the
+// device's ring, so callers can Plug and batch them; zone management and
+// Flush are synchronous.
+type Device interface {
+	Geometry() Geometry
+	// Ring is the io_uring the device submits through: Plug/Unplug it to
+	// batch a set of operations into one kernel entry.
+	Ring() *uring.Ring
+
+	// Report fills zones with the state of zones first, first+1, ... and
+	// returns how many it filled.
+	Report(first int, zones []Zone) (int, error)
+	ResetZone(zone int) error
+	OpenZone(zone int) error
+	CloseZone(zone int) error
+	FinishZone(zone int) error
+	// ResetAll resets every sequential zone.
+	ResetAll() error
+
+	// Append writes bufs, in order, at zone's write pointer. The total
+	// length must be a non-zero multiple of the block size and at most
+	// MaxAppend.
+	Append(zone int, bufs [][]byte, c AppendCompletion) error
+	// Write writes bufs at off, which must be zone's write pointer (any
+	// offset in a conventional zone). Callers must not have two writes to
+	// one zone in flight unless NativeAppend; Append is the engine's path.
+	Write(zone int, off int64, bufs [][]byte, c uring.Completion) error
+	// Read reads len(buf) bytes at the absolute offset off. Bytes at or
+	// past a zone's write pointer read as zeros.
+	Read(off int64, buf []byte, c uring.Completion) error
+	// Flush makes every completed write durable.
+	Flush() error
+	Close() error
+}
+
+// Zone-rule violations. Backends wrap them with the zone and offset.
+var (
+	ErrNotAtWP        = errors.New("zns: write not at the write pointer")
+	ErrZoneFull       = errors.New("zns: zone is full")
+	ErrBeyondCapacity = errors.New("zns: write crosses the zone capacity")
+	ErrTooManyOpen    = errors.New("zns: too many open zones")
+	ErrTooManyActive  = errors.New("zns: too many active zones")
+	ErrOutOfRange     = errors.New("zns: out of range")
+	ErrMisaligned     = errors.New("zns: offset or length not block aligned")
+	ErrTooLarge       = errors.New("zns: I/O larger than the max append size")
+	ErrConventional   = errors.New("zns: operation not valid on a conventional zone")
+	ErrReadOnly       = errors.New("zns: zone is read-only or offline")
+	ErrNotZoned       = errors.New("zns: device is not zoned")
+)
