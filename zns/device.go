@@ -16,6 +16,13 @@
 //     closed (0: no limit); an operation that would exceed a limit fails with
 //     ErrTooManyOpen or ErrTooManyActive and changes nothing.
 //   - All offsets and lengths are bytes, multiples of the logical block size.
+//     A Read stays inside one zone (ErrOutOfRange otherwise).
+//   - Rule violations the backend can see are returned by the call and
+//     change nothing. What only the device can decide (a real device's
+//     open/active limits, media errors) arrives in the completion: Append's
+//     error, or a Write's Result, which CompletionErr maps to the same
+//     typed errors. Write and Read Results report the bytes the caller
+//     asked for on success, on every backend.
 //   - Append is the engine's write path on every backend: the device (or
 //     the backend, for devices without native append) chooses the offset and
 //     reports it. Backends without native append serialize each zone's
@@ -175,4 +182,7 @@ var (
 	ErrConventional   = errors.New("zns: operation not valid on a conventional zone")
 	ErrReadOnly       = errors.New("zns: zone is read-only or offline")
 	ErrNotZoned       = errors.New("zns: device is not zoned")
+	// ErrBadTransition is a zone management request that the zone's
+	// condition does not allow (closing an empty or a full zone).
+	ErrBadTransition = errors.New("zns: invalid zone condition transition")
 )

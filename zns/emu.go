@@ -1,0 +1,435 @@
+package zns
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+
+	"github.com/zonefold/zonefold/uring"
+)
+
+// Emu is an emulated zoned device on a regular file or a block device. The
+// zone rules are enforced in software (see zoneTable); data goes through
+// the ring to the file.
+//
+// On-disk layout: two header slots at the start of the file, then the
+// zones. A slot holds the geometry, a sequence number, every zone's write
+// pointer and condition, and a CRC-32C; Flush writes the slot the previous
+// Flush did not, so a torn header write leaves the other one valid, and
+// Open takes the valid slot with the higher sequence number. Zone i's data
+// is at dataOff + i*ZoneSize (dataOff is 1 MiB aligned).
+//
+// Durability: Flush makes completed writes and the zone table durable.
+// Close does not flush: like a device that loses power, a reopened Emu has
+// the zone table of the last Flush, its open zones closed, and reads at or
+// past a write pointer return zeros whatever the file holds there. Data in
+// conventional zones is never reverted.
+//
+// Fault injection (for crash and error-path tests), all precise:
+//   - FailWrite(n): the n-th Write or Append from now fails with EIO.
+//   - FailRead(n): the n-th Read from now fails with EIO.
+//   - PowerCut(): everything not flushed is lost, at once.
+//   - TearLastWrite(keep): a power cut during the last write, of which only
+//     the first keep bytes reached the media.
+type Emu struct {
+	soft
+	f       *os.File
+	slotLen int64
+	seq     uint64      // sequence number of the newest valid header slot
+	flushed []zoneState // the zone table as of the last Flush
+	hdr     []byte      // one slot, reused by every Flush
+}
+
+const (
+	emuMagic      = "ZFEMU\x00v1"
+	emuVersion    = 1
+	emuHdrFixed   = 64
+	emuEntryLen   = 16
+	emuDataAlign  = 1 << 20
+	emuSlotAlign  = 4096
+	emuFlagStrict = 1
+)
+
+var crc32c = crc32.MakeTable(crc32.Castagnoli)
+
+func emuSlotLen(zones int) int64 {
+	n := int64(emuHdrFixed + emuEntryLen*zones + 4)
+	return (n + emuSlotAlign - 1) / emuSlotAlign * emuSlotAlign
+}
+
+func emuDataOff(zones int) int64 {
+	return (2*emuSlotLen(zones) + emuDataAlign - 1) / emuDataAlign * emuDataAlign
+}
+
+// emuHeader is the fixed part of a header slot.
+type emuHeader struct {
+	seq  uint64
+	geo  Geometry
+	conv int
+}
+
+func openEmu(sp spec, opts Options) (*Emu, error) {
+	flags := os.O_RDWR
+	create := sp.zoneSize > 0 && sp.zones > 0
+	if create {
+		flags |= os.O_CREATE
+	}
+	f, err := os.OpenFile(sp.path, flags, 0o644)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("zns: emu %s does not exist; give zone_size and zones to create it: %w", sp.path, err)
+		}
+		return nil, fmt.Errorf("zns: emu: %w", err)
+	}
+	e, err := newEmu(f, sp, opts)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("zns: emu: %w", err)
+	}
+	isBlock := st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0
+	if !st.Mode().IsRegular() && !isBlock {
+		return nil, fmt.Errorf("zns: emu %s: not a regular file or block device", sp.path)
+	}
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return nil, fmt.Errorf("zns: emu %s: size: %w", sp.path, err)
+	}
+	hdr, found, err := readEmuHeader(f, sp)
+	if err != nil {
+		return nil, err
+	}
+	var g Geometry
+	if found && !sp.format {
+		if err := hdr.matches(sp); err != nil {
+			return nil, fmt.Errorf("zns: emu %s: %w", sp.path, err)
+		}
+		g = hdr.geo
+		sp.conv = hdr.conv
+	} else if g, err = softGeometry(sp); err != nil {
+		return nil, fmt.Errorf("zns: emu %s: %w", sp.path, err)
+	}
+	need := emuDataOff(g.Zones) + int64(g.Zones)*g.ZoneSize
+	if size < need {
+		if isBlock {
+			return nil, fmt.Errorf("zns: emu %s: %d bytes, the geometry needs %d", sp.path, size, need)
+		}
+		if err := f.Truncate(need); err != nil {
+			return nil, fmt.Errorf("zns: emu %s: grow to %d bytes: %w", sp.path, need, err)
+		}
+	}
+	e := &Emu{f: f, slotLen: emuSlotLen(g.Zones)}
+	if err := e.init(g, sp, opts, true); err != nil {
+		return nil, err
+	}
+	e.file = uring.FD(int(f.Fd()))
+	e.dataOff = emuDataOff(g.Zones)
+	e.hdr = make([]byte, e.slotLen)
+	if found && !sp.format {
+		e.seq = hdr.seq
+		if err := e.loadZones(); err != nil {
+			e.ring.Close()
+			return nil, fmt.Errorf("zns: emu %s: %w", sp.path, err)
+		}
+		e.powerCycle()
+	}
+	e.flushed = make([]zoneState, g.Zones)
+	copy(e.flushed, e.zones)
+	if !found || sp.format {
+		// A new device: write its table now so that it reopens as formatted.
+		e.mu.Lock()
+		err := e.persistLocked()
+		e.mu.Unlock()
+		if err != nil {
+			e.ring.Close()
+			return nil, fmt.Errorf("zns: emu %s: format: %w", sp.path, err)
+		}
+	}
+	return e, nil
+}
+
+// readEmuHeader finds the newest valid header slot. found is false when the
+// header area is all zeros (a new file or a blank device); anything else
+// that is not a valid header is an error, so that Open never formats over
+// data it does not understand (format=1 does that on purpose).
+func readEmuHeader(f *os.File, sp spec) (emuHeader, bool, error) {
+	first := make([]byte, emuSlotAlign)
+	if _, err := f.ReadAt(first, 0); err != nil && !errors.Is(err, io.EOF) {
+		return emuHeader{}, false, fmt.Errorf("zns: emu %s: read header: %w", sp.path, err)
+	}
+	if !bytes.HasPrefix(first, []byte(emuMagic)) {
+		if sp.format || bytes.Count(first, []byte{0}) == len(first) {
+			return emuHeader{}, false, nil
+		}
+		return emuHeader{}, false, fmt.Errorf("zns: emu %s: no emulated-device header (add format=1 to overwrite it)", sp.path)
+	}
+	zones := int(binary.LittleEndian.Uint32(first[24:]))
+	if zones <= 0 || zones > 1<<24 {
+		return emuHeader{}, false, fmt.Errorf("zns: emu %s: corrupt header (zones %d)", sp.path, zones)
+	}
+	slotLen := emuSlotLen(zones)
+	var best emuHeader
+	found := false
+	slot := make([]byte, slotLen)
+	for i := range int64(2) {
+		if _, err := f.ReadAt(slot, i*slotLen); err != nil {
+			continue
+		}
+		h, ok := decodeEmuHeader(slot)
+		if ok && (!found || h.seq > best.seq) {
+			best, found = h, true
+		}
+	}
+	if !found && !sp.format {
+		return best, false, fmt.Errorf("zns: emu %s: both header slots are corrupt (add format=1 to start over)", sp.path)
+	}
+	return best, found, nil
+}
+
+func decodeEmuHeader(b []byte) (emuHeader, bool) {
+	le := binary.LittleEndian
+	if !bytes.HasPrefix(b, []byte(emuMagic)) || le.Uint32(b[8:]) != emuVersion {
+		return emuHeader{}, false
+	}
+	zones := int(le.Uint32(b[24:]))
+	if zones <= 0 || emuSlotLen(zones) != int64(len(b)) {
+		return emuHeader{}, false
+	}
+	end := emuHdrFixed + emuEntryLen*zones
+	if crc32.Checksum(b[:end], crc32c) != le.Uint32(b[end:]) {
+		return emuHeader{}, false
+	}
+	h := emuHeader{seq: le.Uint64(b[16:]), conv: int(le.Uint32(b[28:]))}
+	h.geo = Geometry{
+		Zones:     zones,
+		BlockSize: int(le.Uint32(b[12:])),
+		ZoneSize:  int64(le.Uint64(b[32:])),
+		ZoneCap:   int64(le.Uint64(b[40:])),
+		MaxOpen:   int(le.Uint32(b[48:])),
+		MaxActive: int(le.Uint32(b[52:])),
+		MaxAppend: int(le.Uint32(b[56:])),
+	}
+	return h, true
+}
+
+// matches checks that what the device string gives agrees with the header.
+func (h emuHeader) matches(sp spec) error {
+	g := h.geo
+	for _, c := range []struct {
+		name      string
+		given, is int64
+	}{
+		{"zone_size", sp.zoneSize, g.ZoneSize},
+		{"zones", int64(sp.zones), int64(g.Zones)},
+		{"zone_cap", sp.zoneCap, g.ZoneCap},
+		{"block_size", int64(sp.blockSize), int64(g.BlockSize)},
+		{"max_open", int64(sp.maxOpen), int64(g.MaxOpen)},
+		{"max_active", int64(sp.maxActive), int64(g.MaxActive)},
+		{"max_append", int64(sp.maxAppend), int64(g.MaxAppend)},
+		{"conv", int64(sp.conv), int64(h.conv)},
+	} {
+		if c.given != 0 && c.given != c.is {
+			return fmt.Errorf("%s=%d but the device was made with %d (add format=1 to start over)", c.name, c.given, c.is)
+		}
+	}
+	return nil
+}
+
+// loadZones reads the zone entries of the newest slot into the table.
+func (e *Emu) loadZones() error {
+	if _, err := e.f.ReadAt(e.hdr, int64(e.seq%2)*e.slotLen); err != nil {
+		return fmt.Errorf("read header: %w", err)
+	}
+	le := binary.LittleEndian
+	for i := range e.zones {
+		ent := e.hdr[emuHdrFixed+emuEntryLen*i:]
+		z := &e.zones[i]
+		rel, cond := int64(le.Uint64(ent)), Cond(ent[8])
+		if z.typ == TypeConventional {
+			continue
+		}
+		if rel < 0 || rel > e.geo.ZoneCap || !validSeqCond(cond) {
+			return fmt.Errorf("corrupt entry for zone %d (wp +%d, %s)", i, rel, cond)
+		}
+		z.wp, z.cond = e.start(i)+rel, cond
+	}
+	e.recount()
+	return nil
+}
+
+func validSeqCond(c Cond) bool {
+	switch c {
+	case CondEmpty, CondImpOpen, CondExpOpen, CondClosed, CondFull, CondReadOnly, CondOffline:
+		return true
+	}
+	return false
+}
+
+// persistLocked writes the zone table to the next header slot and syncs.
+// Caller holds mu and has drained the writes.
+func (e *Emu) persistLocked() error {
+	if err := e.ring.Sync(e.file, true); err != nil {
+		return fmt.Errorf("sync data: %w", err)
+	}
+	le := binary.LittleEndian
+	b := e.hdr
+	clear(b)
+	copy(b, emuMagic)
+	g := e.geo
+	le.PutUint32(b[8:], emuVersion)
+	le.PutUint32(b[12:], uint32(g.BlockSize))
+	le.PutUint64(b[16:], e.seq+1)
+	le.PutUint32(b[24:], uint32(g.Zones))
+	conv := 0
+	for conv < len(e.zones) && e.zones[conv].typ == TypeConventional {
+		conv++
+	}
+	le.PutUint32(b[28:], uint32(conv))
+	le.PutUint64(b[32:], uint64(g.ZoneSize))
+	le.PutUint64(b[40:], uint64(g.ZoneCap))
+	le.PutUint32(b[48:], uint32(g.MaxOpen))
+	le.PutUint32(b[52:], uint32(g.MaxActive))
+	le.PutUint32(b[56:], uint32(g.MaxAppend))
+	if e.strict {
+		le.PutUint32(b[60:], emuFlagStrict)
+	}
+	for i, z := range e.zones {
+		ent := b[emuHdrFixed+emuEntryLen*i:]
+		le.PutUint64(ent, uint64(z.wp-e.start(i)))
+		ent[8] = byte(z.cond)
+	}
+	end := emuHdrFixed + emuEntryLen*len(e.zones)
+	le.PutUint32(b[end:], crc32.Checksum(b[:end], crc32c))
+	if _, err := e.ring.WriteAt(e.file, b, int64((e.seq+1)%2)*e.slotLen); err != nil {
+		return fmt.Errorf("write zone table: %w", err)
+	}
+	if err := e.ring.Sync(e.file, true); err != nil {
+		return fmt.Errorf("sync zone table: %w", err)
+	}
+	e.seq++
+	copy(e.flushed, e.zones)
+	return nil
+}
+
+// Flush implements Device: completed writes and the zone table become
+// durable. Writes in flight are waited for first, so the persisted write
+// pointers never cover data that has not landed.
+func (e *Emu) Flush() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return fmt.Errorf("zns: flush: %w", uring.ErrClosed)
+	}
+	if err := e.drain(); err != nil {
+		return err
+	}
+	if err := e.persistLocked(); err != nil {
+		return fmt.Errorf("zns: emu flush: %w", err)
+	}
+	return nil
+}
+
+// Close implements Device. It does not flush (see Emu).
+func (e *Emu) Close() error {
+	err := e.closeRing()
+	if e.f != nil {
+		if cerr := e.f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("zns: emu close: %w", cerr)
+		}
+		e.f = nil
+	}
+	return err
+}
+
+// Path is the file or device the emulated device lives on.
+func (e *Emu) Path() string { return e.f.Name() }
+
+// FailWrite arms a fault: the n-th Write or Append submitted from now
+// (n = 1: the next one) fails. It is checked against the zone rules first
+// (a rule violation is returned as usual and does not count); then nothing
+// is written, the write pointer and condition stay as they were, and its
+// completion reports EIO (Append: an error wrapping syscall.EIO). n <= 0
+// disarms.
+func (e *Emu) FailWrite(n int) {
+	e.mu.Lock()
+	e.faults.writeIn = max(n, 0)
+	e.mu.Unlock()
+}
+
+// FailRead arms a fault: the n-th valid Read submitted from now fails with
+// EIO and leaves the buffer's content unspecified. n <= 0 disarms.
+func (e *Emu) FailRead(n int) {
+	e.mu.Lock()
+	e.faults.readIn = max(n, 0)
+	e.mu.Unlock()
+}
+
+// PowerCut simulates losing power: it waits for the writes in flight to
+// complete (their completions report success; callers cannot tell them
+// from writes that were lost), then puts the zone table back to the last
+// Flush with every open zone closed, as the device would come back. The
+// device stays usable, as after a reboot; reads at or past a write pointer
+// return zeros, so unflushed appends are gone. Close and reopen gives the
+// same state.
+func (e *Emu) PowerCut() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.drain(); err != nil {
+		return err
+	}
+	copy(e.zones, e.flushed)
+	e.powerCycle()
+	e.last = lastWrite{}
+	return nil
+}
+
+// TearLastWrite simulates a power cut in the middle of the most recent
+// Write or Append to a sequential zone: only its first keep bytes (a block
+// multiple, less than the write's length) reached the media. Afterwards
+// that zone holds everything written to it before the torn write plus
+// those keep bytes, its write pointer right after them; every other zone
+// is back at the last Flush, as after PowerCut. The new state is made
+// durable at once, so a reopen sees it too. It fails, changing nothing, if
+// there was no such write since the last power cut or if the zone was
+// written, reset or finished after it.
+func (e *Emu) TearLastWrite(keep int64) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.drain(); err != nil {
+		return err
+	}
+	lw := e.last
+	if !lw.valid {
+		return errors.New("zns: tear: no write to tear since the last power cut")
+	}
+	if keep < 0 || keep >= lw.n || keep%int64(e.geo.BlockSize) != 0 {
+		return fmt.Errorf("zns: tear: keep %d of a %d-byte write: want a block multiple below it", keep, lw.n)
+	}
+	if e.zones[lw.zone].wp != lw.off+lw.n {
+		return fmt.Errorf("zns: tear: zone %d changed after its last write", lw.zone)
+	}
+	copy(e.zones, e.flushed)
+	torn := &e.zones[lw.zone]
+	torn.wp = lw.off + keep
+	torn.cond = CondClosed
+	if torn.wp == e.start(lw.zone) {
+		torn.cond = CondEmpty
+	}
+	e.powerCycle()
+	e.last = lastWrite{}
+	if err := e.persistLocked(); err != nil {
+		return fmt.Errorf("zns: tear: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,206 @@
+package zns
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+const emuTestGeo = "?zone_size=1M&zones=8&zone_cap=768K&max_append=128K"
+
+// openEmuT opens (or reopens) an emu device on path and returns its helper.
+func openEmuT(t *testing.T, path, params string) (*Emu, *conf) {
+	t.Helper()
+	d := openT(t, "emu:"+path+params)
+	e, ok := d.(*Emu)
+	if !ok {
+		t.Fatalf("Open gave %T, want *Emu", d)
+	}
+	return e, newConf(t, d)
+}
+
+func TestEmuReopenKeepsFlushedState(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev")
+	e, c := openEmuT(t, path, emuTestGeo+"&max_open=2&max_active=3")
+	a, b := c.buf(c.bs, 1), c.buf(c.bs, 2)
+	c.append(0, a)
+	c.append(1, a)
+	c.ok("CloseZone", e.CloseZone(1))
+	c.ok("FinishZone", e.FinishZone(2))
+	c.ok("OpenZone", e.OpenZone(3))
+	c.ok("Flush", e.Flush())
+	c.append(0, b) // not flushed: lost on reopen
+	c.ok("Close", e.Close())
+
+	// Reopen without geometry: it comes from the header.
+	e2, c2 := openEmuT(t, path, "")
+	if g := e2.Geometry(); g.Zones != 8 || g.ZoneCap != 768<<10 || g.MaxOpen != 2 || g.MaxActive != 3 || g.MaxAppend != 128<<10 {
+		t.Fatalf("reopened geometry %+v", g)
+	}
+	c2.expectZone(0, CondClosed, c.bs) // open zones come back closed
+	c2.expectZone(1, CondClosed, c.bs)
+	c2.expectZone(2, CondFull, 768<<10)
+	c2.expectZone(3, CondEmpty, 0) // explicitly opened, never written
+	if got := c2.read(0, 2*c.bs); !bytes.Equal(got[:c.bs], a) || !bytes.Equal(got[c.bs:], make([]byte, c.bs)) {
+		t.Fatal("reopened zone 0: want the flushed block, then zeros where the unflushed append was")
+	}
+	// The accounting is rebuilt: two active zones, so one more may open.
+	c2.append(4, a)
+	_, err := c2.tryAppend(5, a)
+	c2.expectErr("append past the reopened active limit", err, ErrTooManyActive)
+	// A mismatched geometry is refused.
+	if _, err := Open("emu:"+path+"?zones=9", Options{}); err == nil {
+		t.Fatal("reopen with another zone count succeeded")
+	}
+}
+
+func TestEmuTornHeaderFallsBack(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev")
+	e, c := openEmuT(t, path, emuTestGeo)
+	c.append(0, c.buf(c.bs, 1))
+	c.ok("Flush", e.Flush()) // slot A: zone 0 at +1 block
+	c.append(0, c.buf(c.bs, 2))
+	c.ok("Flush", e.Flush()) // slot B: zone 0 at +2 blocks
+	slot := int64(e.seq%2) * e.slotLen
+	c.ok("Close", e.Close())
+	// Corrupt the newest slot: the previous one must win.
+	f, err := openFileRW(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xff, 0xff, 0xff}, slot+emuHdrFixed); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	_, c2 := openEmuT(t, path, "")
+	c2.expectZone(0, CondClosed, c.bs)
+}
+
+func TestEmuPowerCut(t *testing.T) {
+	e, c := openEmuT(t, filepath.Join(t.TempDir(), "dev"), emuTestGeo+"&conv=1")
+	a, b := c.buf(c.bs, 1), c.buf(c.bs, 2)
+	c.append(1, a)
+	c.write(0, 0, a) // conventional: never reverted
+	c.ok("Flush", e.Flush())
+	c.append(1, b)
+	c.append(2, b)
+	c.ok("FinishZone", e.FinishZone(3))
+	c.ok("PowerCut", e.PowerCut())
+	c.expectZone(1, CondClosed, c.bs)
+	c.expectZone(2, CondEmpty, 0)
+	c.expectZone(3, CondEmpty, 0)
+	c.expectZeros(c.zone(1).Start+c.bs, c.bs)
+	c.expectZeros(c.zone(2).Start, c.bs)
+	if !bytes.Equal(c.read(0, c.bs), a) || !bytes.Equal(c.read(c.zone(1).Start, c.bs), a) {
+		t.Fatal("flushed data lost in a power cut")
+	}
+	// The device goes on: the next append lands where the lost one did.
+	if off := c.append(1, b); off != c.zone(1).Start+c.bs {
+		t.Fatalf("append after power cut at %d", off)
+	}
+}
+
+func TestEmuTearLastWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev")
+	e, c := openEmuT(t, path, emuTestGeo)
+	if err := e.TearLastWrite(0); err == nil {
+		t.Fatal("tear with no write succeeded")
+	}
+	a, b := c.buf(c.bs, 1), c.buf(4*c.bs, 2)
+	c.append(1, a)
+	c.ok("Flush", e.Flush())
+	c.append(2, a) // unflushed, other zone: lost
+	c.append(1, a) // unflushed, same zone, before the torn write: kept
+	c.append(1, b) // torn after 1 block
+	if err := e.TearLastWrite(3); err == nil {
+		t.Fatal("tear of a non-block multiple succeeded")
+	}
+	if err := e.TearLastWrite(4 * c.bs); err == nil {
+		t.Fatal("tear keeping the whole write succeeded")
+	}
+	c.ok("TearLastWrite", e.TearLastWrite(c.bs))
+	check := func(c *conf) {
+		t.Helper()
+		c.expectZone(1, CondClosed, 3*c.bs)
+		c.expectZone(2, CondEmpty, 0)
+		got := c.read(c.zone(1).Start, 4*c.bs)
+		if !bytes.Equal(got[:c.bs], a) || !bytes.Equal(got[c.bs:2*c.bs], a) || !bytes.Equal(got[2*c.bs:3*c.bs], b[:c.bs]) ||
+			!bytes.Equal(got[3*c.bs:], make([]byte, c.bs)) {
+			t.Fatal("torn zone content")
+		}
+	}
+	check(c)
+	if err := e.TearLastWrite(0); err == nil {
+		t.Fatal("second tear succeeded")
+	}
+	c.ok("Close", e.Close())
+	_, c2 := openEmuT(t, path, "")
+	check(c2)
+}
+
+func TestEmuFailWriteAndRead(t *testing.T) {
+	e, c := openEmuT(t, filepath.Join(t.TempDir(), "dev"), emuTestGeo)
+	a := c.buf(c.bs, 1)
+	e.FailWrite(2)
+	c.append(1, a)
+	_, err := c.tryAppend(1, make([]byte, 3)) // rule violation: does not count
+	c.expectErr("misaligned append", err, ErrMisaligned)
+	_, err = c.tryAppend(1, a)
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("second append: %v, want EIO", err)
+	}
+	c.expectZone(1, CondImpOpen, c.bs)
+	c.append(1, a) // disarmed after firing
+	e.FailWrite(1)
+	if err := c.tryWrite(2, c.zone(2).Start, a); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("write: %v, want EIO", err)
+	}
+	c.expectZone(2, CondEmpty, 0)
+
+	e.FailRead(1)
+	buf := c.buf(c.bs, 0)
+	w := newTestWaiter()
+	c.ok("Read", e.Read(c.zone(1).Start, buf, w))
+	if res := e.Ring().Wait(w); !errors.Is(CompletionErr("read", res), syscall.EIO) {
+		t.Fatalf("read: %+v, want EIO", res)
+	}
+	if !bytes.Equal(c.read(c.zone(1).Start, c.bs), a) {
+		t.Fatal("read after the injected failure differs")
+	}
+}
+
+// allocAppender is an AppendCompletion that does not allocate.
+type allocAppender struct{ ch chan error }
+
+func (a *allocAppender) Appended(_ int64, err error) { a.ch <- err }
+
+func TestEmuAppendDoesNotAllocate(t *testing.T) {
+	for _, dev := range []string{
+		"emu:" + filepath.Join(t.TempDir(), "dev") + "?zone_size=4M&zones=2",
+		"null:?size=8M&zone_size=4M",
+	} {
+		d := openT(t, dev)
+		c := newConf(t, d)
+		bufs := [][]byte{c.buf(c.bs, 1), c.buf(c.bs, 2)}
+		a := &allocAppender{ch: make(chan error, 1)}
+		read := c.buf(c.bs, 3)
+		w := newTestWaiter()
+		allocs := testing.AllocsPerRun(200, func() {
+			if err := d.Append(0, bufs, a); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-a.ch; err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Read(0, read, w); err != nil {
+				t.Fatal(err)
+			}
+			d.Ring().Wait(w)
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %.1f allocations per Append+Read, want 0", dev, allocs)
+		}
+	}
+}

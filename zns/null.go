@@ -1,0 +1,111 @@
+package zns
+
+import (
+	"fmt"
+
+	"github.com/zonefold/zonefold/uring"
+)
+
+// Null is a zoned device without storage: every data operation is a NOP
+// through the ring, reads return zeros, and the zone rules are enforced
+// exactly as on Emu. It measures what the engine itself costs.
+type Null struct {
+	soft
+}
+
+// defaultMaxAppend is the max append size of software devices unless the
+// device string says otherwise.
+const defaultMaxAppend = 1 << 20
+
+// softGeometry builds and checks the geometry of a software device.
+func softGeometry(sp spec) (Geometry, error) {
+	g := Geometry{
+		Zones:     sp.zones,
+		ZoneSize:  sp.zoneSize,
+		ZoneCap:   sp.zoneCap,
+		BlockSize: sp.blockSize,
+		MaxOpen:   sp.maxOpen,
+		MaxActive: sp.maxActive,
+		MaxAppend: sp.maxAppend,
+	}
+	if g.BlockSize == 0 {
+		g.BlockSize = 4096
+	}
+	if g.BlockSize < 512 || g.BlockSize > 64<<10 || g.BlockSize&(g.BlockSize-1) != 0 {
+		return g, fmt.Errorf("zns: unsupported block size %d (want a power of two from 512 to 64K)", g.BlockSize)
+	}
+	bs := int64(g.BlockSize)
+	if g.ZoneSize == 0 {
+		return g, fmt.Errorf("zns: zone_size is required")
+	}
+	if g.ZoneSize%bs != 0 {
+		return g, fmt.Errorf("zns: zone_size %d is not a multiple of the block size %d", g.ZoneSize, bs)
+	}
+	if g.Zones == 0 && sp.size > 0 {
+		g.Zones = int(min(sp.size/g.ZoneSize, 1<<31-1))
+	}
+	if g.Zones == 0 {
+		return g, fmt.Errorf("zns: the device needs at least one zone (zones=N, or size >= zone_size)")
+	}
+	if g.ZoneCap == 0 {
+		g.ZoneCap = g.ZoneSize
+	}
+	if g.ZoneCap > g.ZoneSize || g.ZoneCap%bs != 0 {
+		return g, fmt.Errorf("zns: zone_cap %d must be a multiple of the block size %d and at most zone_size %d", g.ZoneCap, bs, g.ZoneSize)
+	}
+	if g.MaxOpen > 0 && g.MaxActive > 0 && g.MaxOpen > g.MaxActive {
+		return g, fmt.Errorf("zns: max_open %d exceeds max_active %d", g.MaxOpen, g.MaxActive)
+	}
+	if g.MaxAppend == 0 {
+		g.MaxAppend = int(min(defaultMaxAppend, g.ZoneCap))
+	}
+	if int64(g.MaxAppend)%bs != 0 {
+		return g, fmt.Errorf("zns: max_append %d is not a multiple of the block size %d", g.MaxAppend, bs)
+	}
+	g.MaxAppend = int(min(int64(g.MaxAppend), g.ZoneCap))
+	if sp.conv >= g.Zones {
+		return g, fmt.Errorf("zns: conv %d leaves no sequential zone of %d", sp.conv, g.Zones)
+	}
+	return g, nil
+}
+
+// init sets up the shared core of a software device with its own ring.
+func (s *soft) init(g Geometry, sp spec, opts Options, storage bool) error {
+	ring, err := uring.New(uring.Options{Entries: opts.RingEntries})
+	if err != nil {
+		return fmt.Errorf("zns: %w", err)
+	}
+	s.zoneTable = newZoneTable(g, sp.conv, sp.strictOpen)
+	s.ring = ring
+	s.storage = storage
+	s.reqs = newFreeList[softReq](ringSlots(opts))
+	return nil
+}
+
+// ringSlots is how many operations a device's ring keeps in flight: the
+// number of per-I/O structs worth preallocating.
+func ringSlots(opts Options) int {
+	n := 256
+	if opts.RingEntries > 0 {
+		n = int(opts.RingEntries)
+	}
+	return 2 * n
+}
+
+func openNull(sp spec, opts Options) (*Null, error) {
+	g, err := softGeometry(sp)
+	if err != nil {
+		return nil, err
+	}
+	n := &Null{}
+	if err := n.init(g, sp, opts, false); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// Flush implements Device; there is nothing to make durable.
+func (n *Null) Flush() error { return nil }
+
+// Close implements Device.
+func (n *Null) Close() error { return n.closeRing() }

@@ -1,0 +1,50 @@
+package zns
+
+import (
+	"errors"
+	"fmt"
+	"os"
+)
+
+// Options tune how a device is opened.
+type Options struct {
+	// RingEntries is the submission queue size of the device's ring
+	// (default 256; twice that many operations can be in flight).
+	RingEntries uint32
+}
+
+// Open opens the zoned device named by a device string (see spec.go):
+//
+//	emu:PATH?zone_size=64M&zones=N[&zone_cap=..&max_open=..&max_active=..&block_size=..&max_append=..&conv=N&strict_open=1&format=1]
+//	null:?size=16G&zone_size=256M[&zones=N&zone_cap=..&max_open=..&max_active=..&block_size=..&max_append=..&conv=N&strict_open=1]
+//	/dev/nullb0, /dev/nvme0n1   a Linux zoned block device
+//	/dev/ng0n1                  an NVMe namespace through passthrough
+//
+// Each device owns its ring. The concrete types are *Emu, *Null, *Block
+// and *Passthrough; tests reach Emu's fault injection by type assertion.
+func Open(device string, opts Options) (Device, error) {
+	sp, err := parseSpec(device)
+	if err != nil {
+		return nil, err
+	}
+	switch sp.kind {
+	case kindEmu:
+		return openEmu(sp, opts)
+	case kindNull:
+		return openNull(sp, opts)
+	}
+	st, err := os.Stat(sp.path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("zns: no such device %s: %w", sp.path, err)
+		}
+		return nil, fmt.Errorf("zns: %w", err)
+	}
+	switch m := st.Mode(); {
+	case m&os.ModeDevice != 0 && m&os.ModeCharDevice == 0:
+		return openBlock(sp.path, opts)
+	case m&os.ModeCharDevice != 0:
+		return openPassthrough(sp.path, opts)
+	}
+	return nil, fmt.Errorf("zns: %s is not a device (for an emulated zoned device on a file use emu:%s?zone_size=..&zones=..): %w", sp.path, sp.path, ErrNotZoned)
+}

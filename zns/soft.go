@@ -1,0 +1,236 @@
+package zns
+
+import (
+	"fmt"
+	"sync"
+	"syscall"
+
+	"github.com/zonefold/zonefold/uring"
+)
+
+// soft is the data path of the devices whose zone rules live in software
+// (emu and null): the zone table decides, under its mutex, where each write
+// goes and moves the write pointer at submission; the ring carries the data
+// (or a NOP when there is no storage). Many writes per zone may be in flight.
+type soft struct {
+	*zoneTable
+	ring    *uring.Ring
+	file    uring.File
+	storage bool  // false: null, every operation is a NOP
+	dataOff int64 // where zone 0 starts in the file
+	reqs    *freeList[softReq]
+	// writes counts writes in flight; Add happens under mu so that Flush,
+	// holding mu, can wait for it to drain.
+	writes sync.WaitGroup
+	closed bool
+	faults faults
+	last   lastWrite
+}
+
+// faults are the armed fault injections (emu); countdowns, 0 = disarmed.
+type faults struct {
+	writeIn int
+	readIn  int
+}
+
+// hit counts one operation down and reports whether it is the one to fail.
+func hit(countdown *int) bool {
+	if *countdown == 0 {
+		return false
+	}
+	*countdown--
+	return *countdown == 0
+}
+
+// lastWrite is the most recent write to a sequential zone (for tearing).
+type lastWrite struct {
+	valid  bool
+	zone   int
+	off, n int64
+}
+
+// softReq adapts a ring completion to the caller's completion and reports
+// the byte count the caller asked for. They come from a free list.
+type softReq struct {
+	s        *soft
+	app      AppendCompletion
+	c        uring.Completion
+	zone     int
+	off      int64 // where the data went (appends)
+	n        int32 // bytes the caller asked for
+	want     int32 // bytes the ring operation transfers (0 for a NOP)
+	injected syscall.Errno
+	write    bool
+}
+
+func (s *soft) newReq(zone int, off, n, want int64, write bool) *softReq {
+	r := s.reqs.get()
+	*r = softReq{s: s, zone: zone, off: off, n: int32(n), want: int32(want), write: write}
+	return r
+}
+
+// Complete implements uring.Completion.
+func (r *softReq) Complete(res uring.Result) {
+	s, app, c, zone, off, n, want, inj, write := r.s, r.app, r.c, r.zone, r.off, r.n, r.want, r.injected, r.write
+	*r = softReq{}
+	s.reqs.put(r)
+	switch {
+	case inj != 0:
+		res.Res = -int32(inj)
+	case res.Res >= 0 && res.Res != want:
+		res.Res = -int32(syscall.EIO) // a short transfer on a file sized for every zone
+	case res.Res >= 0:
+		res.Res = n
+	}
+	if write {
+		s.writes.Done()
+	}
+	if app == nil {
+		if c != nil {
+			c.Complete(res)
+		}
+		return
+	}
+	if res.Res < 0 {
+		app.Appended(off, fmt.Errorf("zns: append to zone %d: %w", zone, res.Err("append")))
+		return
+	}
+	app.Appended(off, nil)
+}
+
+func totalLen(bufs [][]byte) int64 {
+	var n int64
+	for _, b := range bufs {
+		n += int64(len(b))
+	}
+	return n
+}
+
+// Append implements Device: the offset is the write pointer at submission.
+func (s *soft) Append(zone int, bufs [][]byte, c AppendCompletion) error {
+	return s.write(zone, -1, bufs, c, nil)
+}
+
+// Write implements Device.
+func (s *soft) Write(zone int, off int64, bufs [][]byte, c uring.Completion) error {
+	if off < 0 {
+		return fmt.Errorf("zns: write at %d: %w", off, ErrOutOfRange)
+	}
+	return s.write(zone, off, bufs, nil, c)
+}
+
+func (s *soft) write(zone int, off int64, bufs [][]byte, app AppendCompletion, c uring.Completion) error {
+	n := totalLen(bufs)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("zns: write zone %d: %w", zone, uring.ErrClosed)
+	}
+	z, err := s.checkWrite(zone, off, n)
+	if err != nil {
+		return err
+	}
+	if hit(&s.faults.writeIn) {
+		// The injected failure happens before the device accepts the
+		// write: nothing is written and the write pointer stays.
+		r := s.newReq(zone, off, n, 0, true)
+		r.app, r.c, r.injected = app, c, syscall.EIO
+		s.writes.Add(1)
+		return s.submitNop(r)
+	}
+	at := s.advance(zone, z, off, n)
+	if z.typ != TypeConventional {
+		s.last = lastWrite{valid: true, zone: zone, off: at, n: n}
+	}
+	want := n
+	if !s.storage {
+		want = 0
+	}
+	r := s.newReq(zone, at, n, want, true)
+	r.app, r.c = app, c
+	s.writes.Add(1)
+	if !s.storage {
+		return s.submitNop(r)
+	}
+	if err := s.ring.Writev(s.file, bufs, uint64(s.dataOff+at), r); err != nil {
+		s.abandon(r)
+		return fmt.Errorf("zns: write zone %d at %d: %w", zone, at, err)
+	}
+	return nil
+}
+
+func (s *soft) submitNop(r *softReq) error {
+	if err := s.ring.Nop(r); err != nil {
+		s.abandon(r)
+		return fmt.Errorf("zns: submit: %w", err)
+	}
+	return nil
+}
+
+// abandon returns a request whose submission failed.
+func (s *soft) abandon(r *softReq) {
+	if r.write {
+		s.writes.Done()
+	}
+	*r = softReq{}
+	s.reqs.put(r)
+}
+
+// Read implements Device. The part of buf at or past the write pointer is
+// zeroed here and not read from storage.
+func (s *soft) Read(off int64, buf []byte, c uring.Completion) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fmt.Errorf("zns: read at %d: %w", off, uring.ErrClosed)
+	}
+	valid, err := s.readable(off, int64(len(buf)))
+	inject := err == nil && hit(&s.faults.readIn)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if !s.storage {
+		valid = 0
+	}
+	clear(buf[valid:])
+	r := s.newReq(int(off/s.geo.ZoneSize), off, int64(len(buf)), valid, false)
+	r.c = c
+	if inject {
+		r.injected = syscall.EIO
+	}
+	if inject || valid == 0 {
+		return s.submitNop(r)
+	}
+	if err := s.ring.Read(s.file, buf[:valid], uint64(s.dataOff+off), r); err != nil {
+		s.abandon(r)
+		return fmt.Errorf("zns: read at %d: %w", off, err)
+	}
+	return nil
+}
+
+// Ring implements Device.
+func (s *soft) Ring() *uring.Ring { return s.ring }
+
+// drain submits anything plugged and waits for every write in flight.
+// Caller holds mu, which keeps new writes out.
+func (s *soft) drain() error {
+	if err := s.ring.Flush(); err != nil {
+		return fmt.Errorf("zns: drain writes: %w", err)
+	}
+	s.writes.Wait()
+	return nil
+}
+
+// closeRing marks the device closed and closes its ring, which waits for
+// every operation in flight.
+func (s *soft) closeRing() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	return s.ring.Close()
+}

@@ -1,0 +1,186 @@
+package zns
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Device strings name a backend and its parameters:
+//
+//	emu:PATH?zone_size=64M&zones=N[&zone_cap=..&max_open=..&max_active=..&block_size=4096&max_append=..&conv=N&strict_open=1&format=1]
+//	null:?size=16G&zone_size=256M[&zone_cap=..&max_open=..&max_active=..&block_size=..&max_append=..&conv=N&strict_open=1]
+//	/dev/nullb0, /dev/nvme0n1   Linux zoned block device
+//	/dev/ng0n1                  NVMe passthrough (generic character device)
+//
+// Sizes take an optional binary suffix: K, M, G, T (also KiB, MiB, ...).
+
+// Kinds of device string.
+const (
+	kindEmu  = "emu"
+	kindNull = "null"
+	kindPath = "path" // a real device node; the backend depends on what it is
+)
+
+// spec is a parsed device string. Zero means "not given".
+type spec struct {
+	kind       string
+	path       string
+	zoneSize   int64
+	zoneCap    int64
+	size       int64
+	zones      int
+	maxOpen    int
+	maxActive  int
+	blockSize  int
+	maxAppend  int
+	conv       int
+	strictOpen bool
+	format     bool
+}
+
+// params each backend accepts.
+var specParams = map[string][]string{
+	kindEmu:  {"zone_size", "zones", "zone_cap", "max_open", "max_active", "block_size", "max_append", "conv", "strict_open", "format"},
+	kindNull: {"size", "zone_size", "zones", "zone_cap", "max_open", "max_active", "block_size", "max_append", "conv", "strict_open"},
+}
+
+// parseSpec parses a device string. It checks syntax and ranges only; the
+// backend checks that the geometry is consistent.
+func parseSpec(s string) (spec, error) {
+	var sp spec
+	if s == "" {
+		return sp, fmt.Errorf("zns: empty device string (want /dev/..., emu:PATH?zone_size=..&zones=.. or null:?size=..&zone_size=..)")
+	}
+	rest, query, hasQuery := strings.Cut(s, "?")
+	switch {
+	case strings.HasPrefix(rest, "emu:"):
+		sp.kind, sp.path = kindEmu, strings.TrimPrefix(rest, "emu:")
+		if sp.path == "" {
+			return sp, fmt.Errorf("zns: device %q: emu needs a file or device path (emu:PATH?zone_size=..&zones=..)", s)
+		}
+	case strings.HasPrefix(rest, "null:"):
+		sp.kind = kindNull
+		if p := strings.TrimPrefix(rest, "null:"); p != "" {
+			return sp, fmt.Errorf("zns: device %q: null takes no path (null:?size=..&zone_size=..)", s)
+		}
+	default:
+		if hasQuery {
+			return sp, fmt.Errorf("zns: device %q: parameters are only for emu: and null: devices", s)
+		}
+		if i := strings.Index(rest, ":"); i > 0 && !strings.Contains(rest[:i], "/") {
+			return sp, fmt.Errorf("zns: device %q: unknown backend %q (want emu:, null: or a /dev path)", s, rest[:i])
+		}
+		sp.kind, sp.path = kindPath, rest
+		return sp, nil
+	}
+	if !hasQuery || query == "" {
+		return sp, nil
+	}
+	allowed := specParams[sp.kind]
+	seen := map[string]bool{}
+	for _, kv := range strings.Split(query, "&") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return sp, fmt.Errorf("zns: device %q: parameter %q is not key=value", s, kv)
+		}
+		if !contains(allowed, k) {
+			return sp, fmt.Errorf("zns: device %q: unknown parameter %q for %s (known: %s)", s, k, sp.kind, strings.Join(allowed, ", "))
+		}
+		if seen[k] {
+			return sp, fmt.Errorf("zns: device %q: parameter %q given twice", s, k)
+		}
+		seen[k] = true
+		if err := sp.set(k, v); err != nil {
+			return sp, fmt.Errorf("zns: device %q: %s: %w", s, k, err)
+		}
+	}
+	return sp, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (sp *spec) set(k, v string) error {
+	switch k {
+	case "strict_open", "format":
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("want 0 or 1, got %q", v)
+		}
+		if k == "format" {
+			sp.format = b
+		} else {
+			sp.strictOpen = b
+		}
+		return nil
+	case "zone_size", "zone_cap", "size":
+		n, err := parseSize(v)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("must be positive")
+		}
+		switch k {
+		case "zone_size":
+			sp.zoneSize = n
+		case "zone_cap":
+			sp.zoneCap = n
+		default:
+			sp.size = n
+		}
+		return nil
+	}
+	n, err := parseSize(v)
+	if err != nil {
+		return err
+	}
+	if n > math.MaxInt32 {
+		return fmt.Errorf("%d is too large", n)
+	}
+	switch k {
+	case "zones":
+		if n == 0 {
+			return fmt.Errorf("must be positive")
+		}
+		sp.zones = int(n)
+	case "max_open":
+		sp.maxOpen = int(n)
+	case "max_active":
+		sp.maxActive = int(n)
+	case "block_size":
+		sp.blockSize = int(n)
+	case "max_append":
+		sp.maxAppend = int(n)
+	case "conv":
+		sp.conv = int(n)
+	}
+	return nil
+}
+
+// parseSize parses a byte count with an optional binary suffix.
+func parseSize(v string) (int64, error) {
+	i := 0
+	for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+		i++
+	}
+	shifts := map[string]uint{"": 0, "K": 10, "KB": 10, "KIB": 10, "M": 20, "MB": 20, "MIB": 20,
+		"G": 30, "GB": 30, "GIB": 30, "T": 40, "TB": 40, "TIB": 40}
+	shift, ok := shifts[strings.ToUpper(v[i:])]
+	n, err := strconv.ParseUint(v[:i], 10, 63)
+	if !ok || err != nil {
+		return 0, fmt.Errorf("bad size %q (want a number with an optional K, M, G or T suffix)", v)
+	}
+	if n > math.MaxInt64>>shift {
+		return 0, fmt.Errorf("size %q overflows", v)
+	}
+	return int64(n << shift), nil
+}

@@ -1,0 +1,209 @@
+package zns
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zonefold/zonefold/uring"
+)
+
+// openT opens a device string for a test and closes it at cleanup.
+func openT(t *testing.T, device string) Device {
+	t.Helper()
+	d, err := Open(device, Options{RingEntries: 64})
+	if err != nil {
+		t.Fatalf("Open(%q): %v", device, err)
+	}
+	t.Cleanup(func() {
+		if err := d.Close(); err != nil {
+			t.Errorf("Close %q: %v", device, err)
+		}
+	})
+	return d
+}
+
+func emuString(t *testing.T, params string) string {
+	return "emu:" + filepath.Join(t.TempDir(), "dev") + "?" + params
+}
+
+func TestConformance(t *testing.T) {
+	const geo = "zone_size=1M&zones=12&zone_cap=768K&max_append=128K"
+	for _, tc := range []struct{ name, params string }{
+		{"emu", geo + "&conv=1"},
+		{"emu-limits", geo + "&max_open=3&max_active=5"},
+		{"emu-limits-strict", geo + "&max_open=3&max_active=5&strict_open=1&conv=2"},
+		{"emu-open-limit-only", geo + "&max_open=4"},
+		{"emu-512", "zone_size=256K&zones=8&block_size=512&max_append=16K&max_open=3&max_active=4"},
+		{"null", "null"},
+		{"null-limits", "null-limits"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			RunConformance(t, func(t *testing.T) Device {
+				switch tc.params {
+				case "null":
+					return openT(t, "null:?size=12M&zone_size=1M&zone_cap=768K&max_append=128K&conv=1")
+				case "null-limits":
+					return openT(t, "null:?size=12M&zone_size=1M&zone_cap=768K&max_append=128K&max_open=3&max_active=5")
+				}
+				return openT(t, emuString(t, tc.params))
+			})
+		})
+	}
+}
+
+// TestConformanceDevices runs the suite on the real devices that
+// ZONEFOLD_TEST_DEVICES names (comma separated, e.g. in the VM:
+// /dev/nullb0,/dev/nvme0n1,/dev/ng0n1). A device named there that cannot
+// be opened fails the test.
+func TestConformanceDevices(t *testing.T) {
+	env := os.Getenv("ZONEFOLD_TEST_DEVICES")
+	if env == "" {
+		t.Skip("ZONEFOLD_TEST_DEVICES is not set")
+	}
+	for _, dev := range strings.Split(env, ",") {
+		dev = strings.TrimSpace(dev)
+		if dev == "" {
+			continue
+		}
+		t.Run(strings.ReplaceAll(strings.TrimPrefix(dev, "/dev/"), "/", "_"), func(t *testing.T) {
+			d := openT(t, dev)
+			t.Logf("%s: %+v", dev, d.Geometry())
+			d.Close()
+			RunConformance(t, func(t *testing.T) Device { return openT(t, dev) })
+		})
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	regular := filepath.Join(dir, "plain")
+	if err := os.WriteFile(regular, []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	junk := filepath.Join(dir, "junk")
+	if err := os.WriteFile(junk, []byte("not a header"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		device string
+		want   string
+		is     error
+	}{
+		{"", "empty device string", nil},
+		{"foo:bar", "unknown backend", nil},
+		{"emu:", "needs a file", nil},
+		{"emu:" + dir + "/x?zone_size=1M", "does not exist", os.ErrNotExist},
+		{"emu:" + dir + "/x?zone_size=1M&zones=4&bogus=1", "unknown parameter", nil},
+		{"emu:" + dir + "/x?zone_size=1M&zones=4&zones=5", "given twice", nil},
+		{"emu:" + dir + "/x?zone_size=1Q&zones=4", "bad size", nil},
+		{"emu:" + dir + "/x?zone_size=1M&zones=4&block_size=1000", "unsupported block size", nil},
+		{"emu:" + dir + "/x?zone_size=1M&zones=4&block_size=128K", "unsupported block size", nil},
+		{"emu:" + dir + "/x?zone_size=1M&zones=4&zone_cap=2M", "zone_cap", nil},
+		{"emu:" + dir + "/x?zone_size=1M&zones=4&max_open=5&max_active=2", "exceeds max_active", nil},
+		{"emu:" + dir + "/x?zone_size=1M&zones=4&conv=4", "no sequential zone", nil},
+		{"emu:" + junk + "?zone_size=1M&zones=4", "format=1", nil},
+		{"null:?zone_size=1M", "at least one zone", nil},
+		{"null:/x?size=1G&zone_size=1M", "takes no path", nil},
+		{"null:?size=1G&zone_size=1M&format=1", "unknown parameter", nil},
+		{dir + "/missing", "no such device", os.ErrNotExist},
+		{"/dev/null?x=1", "only for emu", nil},
+		{regular, "not a device", ErrNotZoned},
+	} {
+		_, err := Open(tc.device, Options{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%q) = %v, want an error with %q", tc.device, err, tc.want)
+			continue
+		}
+		if strings.Contains(err.Error(), "\n") {
+			t.Errorf("Open(%q): error is not one line: %q", tc.device, err)
+		}
+		if tc.is != nil && !errors.Is(err, tc.is) {
+			t.Errorf("Open(%q) = %v, want it to wrap %v", tc.device, err, tc.is)
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"4096", 4096, true}, {"4K", 4096, true}, {"4k", 4096, true}, {"64M", 64 << 20, true},
+		{"64MiB", 64 << 20, true}, {"2G", 2 << 30, true}, {"1T", 1 << 40, true}, {"3MB", 3 << 20, true},
+		{"", 0, false}, {"M", 0, false}, {"1iB", 0, false}, {"-1", 0, false}, {"1.5M", 0, false},
+		{"99999999999999T", 0, false}, {"1X", 0, false},
+	} {
+		got, err := parseSize(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+// FuzzParseSpec: any string parses or fails cleanly, and a parsed spec
+// obeys the documented ranges.
+func FuzzParseSpec(f *testing.F) {
+	for _, s := range []string{
+		"emu:/tmp/x?zone_size=64M&zones=8", "null:?size=16G&zone_size=256M", "/dev/nullb0",
+		"emu:/a?zone_size=1M&zones=2&zone_cap=512K&max_open=1&max_active=2&block_size=512&max_append=64K&conv=1&strict_open=1&format=1",
+		"null:?", "emu:x?", "emu:?&&", "a:b?c=d", "emu:/x?zones=0", "null:?size=1G&zone_size=9999999999T",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sp, err := parseSpec(s)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("multi-line error %q", err)
+			}
+			return
+		}
+		switch sp.kind {
+		case kindEmu:
+			if sp.path == "" {
+				t.Fatalf("%q: emu without a path", s)
+			}
+		case kindNull:
+			if sp.path != "" {
+				t.Fatalf("%q: null with a path", s)
+			}
+		case kindPath:
+			if strings.Contains(s, "?") {
+				t.Fatalf("%q: a device path with parameters", s)
+			}
+		default:
+			t.Fatalf("%q: kind %q", s, sp.kind)
+		}
+		if sp.zoneSize < 0 || sp.zoneCap < 0 || sp.size < 0 || sp.zones < 0 || sp.maxOpen < 0 ||
+			sp.maxActive < 0 || sp.blockSize < 0 || sp.maxAppend < 0 || sp.conv < 0 {
+			t.Fatalf("%q: negative value in %+v", s, sp)
+		}
+		if sp.kind == kindNull {
+			// Geometry checks must not panic either.
+			_, _ = softGeometry(sp)
+		}
+	})
+}
+
+func ExampleOpen() {
+	dir, _ := os.MkdirTemp("", "zns-example")
+	defer os.RemoveAll(dir)
+	d, err := Open("emu:"+dir+"/dev?zone_size=64M&zones=16&zone_cap=48M&max_open=4", Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+	g := d.Geometry()
+	fmt.Println(g.Zones, g.ZoneSize>>20, g.ZoneCap>>20, g.MaxOpen)
+	// Output: 16 64 48 4
+}
+
+func openFileRW(path string) (*os.File, error) { return os.OpenFile(path, os.O_RDWR, 0) }
+
+func newTestWaiter() *uring.Waiter { return uring.NewWaiter() }
