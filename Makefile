@@ -5,7 +5,7 @@ GO      ?= go
 LDFLAGS := -ldflags=-checklinkname=0
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build test unit vet fmt lint bench run clean
+.PHONY: all build test unit vet fmt lint bench run clean vmtest
 
 all: build
 
@@ -27,6 +27,13 @@ fmt:
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# vmtest runs the zns conformance suite against real zoned devices (null_blk
+# zoned, QEMU ZNS NVMe as a block device and through passthrough) in a QEMU
+# VM, without and with zone limits. It installs QEMU and a Debian kernel on
+# first use (root, apt) and caches them in build/vm.
+vmtest:
+	testdata/vm/vmtest.sh
 
 bench:
 	$(GO) test $(LDFLAGS) -run '^$$' -bench . -benchmem ./...

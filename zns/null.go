@@ -79,6 +79,7 @@ func (s *soft) init(g Geometry, sp spec, opts Options, storage bool) error {
 	s.ring = ring
 	s.storage = storage
 	s.reqs = newFreeList[softReq](ringSlots(opts))
+	s.reads = newFreeList[readReq](ringSlots(opts))
 	return nil
 }
 

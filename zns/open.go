@@ -29,9 +29,9 @@ func Open(device string, opts Options) (Device, error) {
 	}
 	switch sp.kind {
 	case kindEmu:
-		return openEmu(sp, opts)
+		return asDevice(openEmu(sp, opts))
 	case kindNull:
-		return openNull(sp, opts)
+		return asDevice(openNull(sp, opts))
 	}
 	st, err := os.Stat(sp.path)
 	if err != nil {
@@ -42,9 +42,18 @@ func Open(device string, opts Options) (Device, error) {
 	}
 	switch m := st.Mode(); {
 	case m&os.ModeDevice != 0 && m&os.ModeCharDevice == 0:
-		return openBlock(sp.path, opts)
+		return asDevice(openBlock(sp.path, opts))
 	case m&os.ModeCharDevice != 0:
-		return openPassthrough(sp.path, opts)
+		return asDevice(openPassthrough(sp.path, opts))
 	}
 	return nil, fmt.Errorf("zns: %s is not a device (for an emulated zoned device on a file use emu:%s?zone_size=..&zones=..): %w", sp.path, sp.path, ErrNotZoned)
+}
+
+// asDevice returns a backend as a Device, and a nil Device (not a typed nil
+// pointer) with an error.
+func asDevice[T Device](d T, err error) (Device, error) {
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
 }

@@ -19,6 +19,7 @@ type soft struct {
 	storage bool  // false: null, every operation is a NOP
 	dataOff int64 // where zone 0 starts in the file
 	reqs    *freeList[softReq]
+	reads   *freeList[readReq]
 	// writes counts writes in flight; Add happens under mu so that Flush,
 	// holding mu, can wait for it to drain.
 	writes sync.WaitGroup
@@ -49,8 +50,8 @@ type lastWrite struct {
 	off, n int64
 }
 
-// softReq adapts a ring completion to the caller's completion and reports
-// the byte count the caller asked for. They come from a free list.
+// softReq adapts a write's ring completion to the caller's completion and
+// reports the byte count the caller asked for. They come from a free list.
 type softReq struct {
 	s        *soft
 	app      AppendCompletion
@@ -60,18 +61,17 @@ type softReq struct {
 	n        int32 // bytes the caller asked for
 	want     int32 // bytes the ring operation transfers (0 for a NOP)
 	injected syscall.Errno
-	write    bool
 }
 
-func (s *soft) newReq(zone int, off, n, want int64, write bool) *softReq {
+func (s *soft) newReq(zone int, off, n, want int64) *softReq {
 	r := s.reqs.get()
-	*r = softReq{s: s, zone: zone, off: off, n: int32(n), want: int32(want), write: write}
+	*r = softReq{s: s, zone: zone, off: off, n: int32(n), want: int32(want)}
 	return r
 }
 
 // Complete implements uring.Completion.
 func (r *softReq) Complete(res uring.Result) {
-	s, app, c, zone, off, n, want, inj, write := r.s, r.app, r.c, r.zone, r.off, r.n, r.want, r.injected, r.write
+	s, app, c, zone, off, n, want, inj := r.s, r.app, r.c, r.zone, r.off, r.n, r.want, r.injected
 	*r = softReq{}
 	s.reqs.put(r)
 	switch {
@@ -82,9 +82,7 @@ func (r *softReq) Complete(res uring.Result) {
 	case res.Res >= 0:
 		res.Res = n
 	}
-	if write {
-		s.writes.Done()
-	}
+	s.writes.Done()
 	if app == nil {
 		if c != nil {
 			c.Complete(res)
@@ -133,7 +131,7 @@ func (s *soft) write(zone int, off int64, bufs [][]byte, app AppendCompletion, c
 	if hit(&s.faults.writeIn) {
 		// The injected failure happens before the device accepts the
 		// write: nothing is written and the write pointer stays.
-		r := s.newReq(zone, off, n, 0, true)
+		r := s.newReq(zone, off, n, 0)
 		r.app, r.c, r.injected = app, c, syscall.EIO
 		s.writes.Add(1)
 		return s.submitNop(r)
@@ -146,7 +144,7 @@ func (s *soft) write(zone int, off int64, bufs [][]byte, app AppendCompletion, c
 	if !s.storage {
 		want = 0
 	}
-	r := s.newReq(zone, at, n, want, true)
+	r := s.newReq(zone, at, n, want)
 	r.app, r.c = app, c
 	s.writes.Add(1)
 	if !s.storage {
@@ -169,9 +167,7 @@ func (s *soft) submitNop(r *softReq) error {
 
 // abandon returns a request whose submission failed.
 func (s *soft) abandon(r *softReq) {
-	if r.write {
-		s.writes.Done()
-	}
+	s.writes.Done()
 	*r = softReq{}
 	s.reqs.put(r)
 }
@@ -193,17 +189,11 @@ func (s *soft) Read(off int64, buf []byte, c uring.Completion) error {
 	if !s.storage {
 		valid = 0
 	}
-	clear(buf[valid:])
-	r := s.newReq(int(off/s.geo.ZoneSize), off, int64(len(buf)), valid, false)
-	r.c = c
+	var injected syscall.Errno
 	if inject {
-		r.injected = syscall.EIO
+		injected = syscall.EIO
 	}
-	if inject || valid == 0 {
-		return s.submitNop(r)
-	}
-	if err := s.ring.Read(s.file, buf[:valid], uint64(s.dataOff+off), r); err != nil {
-		s.abandon(r)
+	if err := submitRead(s.ring, s.reads, s.file, buf, s.dataOff+off, valid, injected, c); err != nil {
 		return fmt.Errorf("zns: read at %d: %w", off, err)
 	}
 	return nil
