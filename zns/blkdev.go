@@ -27,11 +27,10 @@ import (
 // arrive in the completion (ETOOMANYREFS, EOVERFLOW, typed by
 // CompletionErr).
 type Block struct {
+	mgmt
 	path  string
 	fd    int
 	file  uring.File
-	ring  *uring.Ring
-	geo   Geometry
 	zones []blkZone
 	reqs  *freeList[blkReq]
 	reads *freeList[readReq]
@@ -81,19 +80,6 @@ type blkReq struct {
 	next   *blkReq
 }
 
-func openBlock(path string, opts Options) (*Block, error) {
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("zns: open %s: %w", path, err)
-	}
-	b, err := newBlock(fd, path, opts)
-	if err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	return b, nil
-}
-
 func newBlock(fd int, path string, opts Options) (*Block, error) {
 	q, err := blockQueueDir(fd, path)
 	if err != nil {
@@ -103,7 +89,8 @@ func newBlock(fd int, path string, opts Options) (*Block, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Block{path: path, fd: fd, file: uring.FD(fd), geo: g}
+	b := &Block{path: path, fd: fd, file: uring.FD(fd)}
+	b.mgmt = mgmt{geo: g, report: b.reportInto, manage: b.manage}
 	zs := make([]Zone, g.Zones)
 	if err := b.reportInto(0, zs); err != nil {
 		return nil, err
@@ -161,30 +148,7 @@ func (b *Block) reportInto(first int, out []Zone) error {
 	return nil
 }
 
-// Geometry implements Device.
-func (b *Block) Geometry() Geometry { return b.geo }
-
-// Ring implements Device.
-func (b *Block) Ring() *uring.Ring { return b.ring }
-
-// Report implements Device.
-func (b *Block) Report(first int, zones []Zone) (int, error) {
-	if first < 0 || first > b.geo.Zones {
-		return 0, fmt.Errorf("zns: report from zone %d of %d: %w", first, b.geo.Zones, ErrOutOfRange)
-	}
-	n := min(len(zones), b.geo.Zones-first)
-	if err := b.reportInto(first, zones[:n]); err != nil {
-		return 0, err
-	}
-	return n, nil
-}
-
-func (b *Block) zone(zone int) (*blkZone, error) {
-	if zone < 0 || zone >= len(b.zones) {
-		return nil, fmt.Errorf("zns: zone %d of %d: %w", zone, len(b.zones), ErrOutOfRange)
-	}
-	return &b.zones[zone], nil
-}
+func (b *Block) zone(zone int) (*blkZone, error) { return zoneAt(b.zones, zone) }
 
 // resyncLocked re-reads one zone from the device. Caller holds z.mu.
 func (b *Block) resyncLocked(zone int, z *blkZone) error {
@@ -221,35 +185,6 @@ func (b *Block) manage(a zoneAction, zone int) error {
 	}
 	if err != nil {
 		return zoneMgmtErr(a, zone, err)
-	}
-	return nil
-}
-
-// ResetZone implements Device.
-func (b *Block) ResetZone(zone int) error { return b.manage(actReset, zone) }
-
-// OpenZone implements Device.
-func (b *Block) OpenZone(zone int) error { return b.manage(actOpen, zone) }
-
-// CloseZone implements Device.
-func (b *Block) CloseZone(zone int) error { return b.manage(actClose, zone) }
-
-// FinishZone implements Device.
-func (b *Block) FinishZone(zone int) error { return b.manage(actFinish, zone) }
-
-// ResetAll implements Device: every sequential zone that is not empty.
-func (b *Block) ResetAll() error {
-	zs := make([]Zone, b.geo.Zones)
-	if err := b.reportInto(0, zs); err != nil {
-		return err
-	}
-	for i, z := range zs {
-		if z.Type == TypeConventional || z.Cond == CondEmpty || z.Cond == CondReadOnly || z.Cond == CondOffline {
-			continue
-		}
-		if err := b.ResetZone(i); err != nil {
-			return err
-		}
 	}
 	return nil
 }

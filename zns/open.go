@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"golang.org/x/sys/unix"
 )
 
 // Options tune how a device is opened.
@@ -42,9 +44,11 @@ func Open(device string, opts Options) (Device, error) {
 	}
 	switch m := st.Mode(); {
 	case m&os.ModeDevice != 0 && m&os.ModeCharDevice == 0:
-		return asDevice(openBlock(sp.path, opts))
+		// O_DIRECT: zone writes must reach the device in submission order,
+		// not through the page cache.
+		return asDevice(openFD(sp.path, unix.O_DIRECT, opts, newBlock))
 	case m&os.ModeCharDevice != 0:
-		return asDevice(openPassthrough(sp.path, opts))
+		return asDevice(openFD(sp.path, 0, opts, newPassthrough))
 	}
 	return nil, fmt.Errorf("zns: %s is not a device (for an emulated zoned device on a file use emu:%s?zone_size=..&zones=..): %w", sp.path, sp.path, ErrNotZoned)
 }

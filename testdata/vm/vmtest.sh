@@ -3,7 +3,8 @@
 # kernel under QEMU (run.sh) with null_blk zoned (/dev/nullb0) and a QEMU
 # ZNS NVMe namespace (/dev/nvme0n1 as a block device, /dev/ng0n1 through
 # passthrough), twice: without zone limits, and with open/active limits,
-# zone capacity < zone size, 4 KiB NVMe blocks and a conventional zone.
+# zone capacity < zone size, 4 KiB NVMe blocks (512 B on null_blk; the other
+# way round without limits) and a conventional zone.
 # Exit status: 0 when every run passed.
 #
 # Usage: testdata/vm/vmtest.sh [extra go test flags for the test binary]
@@ -21,7 +22,7 @@ devs=/dev/nullb0,/dev/nvme0n1,/dev/ng0n1
 # Small zones keep the fill-to-capacity tests quick under TCG.
 common=(--timeout 600 --zone-mb 8 --nvme-mb 256 --nvme-zone-mb 8 --env "ZONEFOLD_TEST_DEVICES=$devs")
 runs=(
-  "no-limits|--nvme-zcap-mb 8"
+  "no-limits|--nvme-zcap-mb 8 --nullb-args bs=4096"
   "limits|--zone-cap-mb 6 --nvme-zcap-mb 6 --nvme-lbs 4096 --nullb-args zone_nr_conv=1@zone_max_open=4@zone_max_active=6 --nvme-args zoned.max_open=4,zoned.max_active=6"
 )
 failed=0 summary=()
