@@ -47,6 +47,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	root.AddCommand(newBenchCmd())
+	root.AddCommand(newZonesCmd())
 	return root
 }
 
