@@ -24,10 +24,12 @@ import (
 // is at dataOff + i*ZoneSize (dataOff is 1 MiB aligned).
 //
 // Durability: Flush makes completed writes and the zone table durable.
-// Close does not flush: like a device that loses power, a reopened Emu has
-// the zone table of the last Flush, its open zones closed, and reads at or
-// past a write pointer return zeros whatever the file holds there. Data in
-// conventional zones is never reverted.
+// Close does not flush: a reopened Emu has the zone table of the last
+// Flush, conditions included (an explicitly opened zone stays open, as on
+// a device that kept power while its user restarted), and reads at or past
+// a write pointer return zeros whatever the file holds there. Data in
+// conventional zones is never reverted. PowerCut and TearLastWrite also
+// close the open zones, as a power cycle does.
 //
 // Fault injection (for crash and error-path tests), all precise:
 //   - FailWrite(n): the n-th Write or Append from now fails with EIO.
@@ -142,14 +144,18 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 			e.ring.Close()
 			return nil, fmt.Errorf("zns: emu %s: %w", sp.path, err)
 		}
-		e.powerCycle()
 	}
 	e.flushed = make([]zoneState, g.Zones)
 	copy(e.flushed, e.zones)
 	if !found || sp.format {
-		// A new device: write its table now so that it reopens as formatted.
+		// A new device: write its table to both slots now, so that it
+		// reopens as formatted and slot 0 (where Open looks for the zone
+		// count) is never blank again.
 		e.mu.Lock()
 		err := e.persistLocked()
+		if err == nil {
+			err = e.persistLocked()
+		}
 		e.mu.Unlock()
 		if err != nil {
 			e.ring.Close()

@@ -39,20 +39,36 @@ func TestEmuReopenKeepsFlushedState(t *testing.T) {
 	if g := e2.Geometry(); g.Zones != 8 || g.ZoneCap != 768<<10 || g.MaxOpen != 2 || g.MaxActive != 3 || g.MaxAppend != 128<<10 {
 		t.Fatalf("reopened geometry %+v", g)
 	}
-	c2.expectZone(0, CondClosed, c.bs) // open zones come back closed
+	c2.expectZone(0, CondImpOpen, c.bs) // conditions as flushed
 	c2.expectZone(1, CondClosed, c.bs)
 	c2.expectZone(2, CondFull, 768<<10)
-	c2.expectZone(3, CondEmpty, 0) // explicitly opened, never written
+	c2.expectZone(3, CondExpOpen, 0)
 	if got := c2.read(0, 2*c.bs); !bytes.Equal(got[:c.bs], a) || !bytes.Equal(got[c.bs:], make([]byte, c.bs)) {
 		t.Fatal("reopened zone 0: want the flushed block, then zeros where the unflushed append was")
 	}
-	// The accounting is rebuilt: two active zones, so one more may open.
-	c2.append(4, a)
-	_, err := c2.tryAppend(5, a)
+	// The accounting is rebuilt: three active zones, the limit.
+	_, err := c2.tryAppend(4, a)
 	c2.expectErr("append past the reopened active limit", err, ErrTooManyActive)
+	c2.ok("ResetZone", e2.ResetZone(3))
+	c2.append(4, a)
 	// A mismatched geometry is refused.
 	if _, err := Open("emu:"+path+"?zones=9", Options{}); err == nil {
 		t.Fatal("reopen with another zone count succeeded")
+	}
+}
+
+func TestEmuReopenWithoutFlush(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev")
+	e, c := openEmuT(t, path, emuTestGeo+"&conv=2")
+	c.append(3, c.buf(c.bs, 1)) // never flushed
+	c.ok("Close", e.Close())
+	e2, c2 := openEmuT(t, path, "")
+	if g := e2.Geometry(); g.Zones != 8 || g.ZoneCap != 768<<10 {
+		t.Fatalf("reopened geometry %+v", g)
+	}
+	c2.expectZone(3, CondEmpty, 0)
+	if z := c2.zone(1); z.Type != TypeConventional {
+		t.Fatalf("zone 1 reopened as %+v", z)
 	}
 }
 
@@ -75,7 +91,7 @@ func TestEmuTornHeaderFallsBack(t *testing.T) {
 	}
 	f.Close()
 	_, c2 := openEmuT(t, path, "")
-	c2.expectZone(0, CondClosed, c.bs)
+	c2.expectZone(0, CondImpOpen, c.bs)
 }
 
 func TestEmuPowerCut(t *testing.T) {

@@ -207,3 +207,32 @@ func ExampleOpen() {
 func openFileRW(path string) (*os.File, error) { return os.OpenFile(path, os.O_RDWR, 0) }
 
 func newTestWaiter() *uring.Waiter { return uring.NewWaiter() }
+
+// TestOpenRefusesNonZonedDevices opens a block device that is not zoned
+// (a loop device, or whatever this machine has) and a character device
+// that is not NVMe: each is one clear error line.
+func TestOpenRefusesNonZonedDevices(t *testing.T) {
+	if _, err := Open("/dev/null", Options{}); err == nil || !strings.Contains(err.Error(), "not an NVMe generic device") {
+		t.Errorf("Open(/dev/null) = %v", err)
+	}
+	blocks, _ := filepath.Glob("/sys/block/*/queue/zoned")
+	for _, attr := range blocks {
+		b, err := os.ReadFile(attr)
+		name := filepath.Base(filepath.Dir(filepath.Dir(attr)))
+		if err != nil || strings.TrimSpace(string(b)) != "none" {
+			continue
+		}
+		if _, err := os.Stat("/dev/" + name); err != nil {
+			continue
+		}
+		_, err = Open("/dev/"+name, Options{})
+		if !errors.Is(err, ErrNotZoned) || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "emu:/dev/"+name) {
+			if errors.Is(err, os.ErrPermission) {
+				t.Skipf("no permission to open /dev/%s", name)
+			}
+			t.Fatalf("Open(/dev/%s) = %v, want one line wrapping ErrNotZoned that suggests emu:", name, err)
+		}
+		return
+	}
+	t.Skip("no non-zoned block device on this machine")
+}

@@ -7,16 +7,21 @@
 # way round without limits) and a conventional zone.
 # Exit status: 0 when every run passed.
 #
-# Usage: testdata/vm/vmtest.sh [extra go test flags for the test binary]
+# Usage: testdata/vm/vmtest.sh [extra flags for the test binary]
 #   e.g. testdata/vm/vmtest.sh -test.run 'TestConformanceDevices/nullb0'
+# Another package's tests run the same way, against the same two device
+# setups, with ZONEFOLD_TEST_DEVICES set in the guest:
+#   VMTEST_PKG=./engine VMTEST_RUN='^TestRealDevices$' testdata/vm/vmtest.sh
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 export PATH=$PATH:/usr/local/go/bin
 out=${ZVM_CACHE:-$repo/build/vm}
 mkdir -p "$out"
-bin=$out/zns.test
-( cd "$repo" && CGO_ENABLED=0 go test -c -ldflags=-checklinkname=0 -o "$bin" ./zns )
+pkg=${VMTEST_PKG:-./zns}
+testrun=${VMTEST_RUN:-^TestConformanceDevices\$}
+bin=$out/$(basename "$pkg").test
+( cd "$repo" && CGO_ENABLED=0 go test -c -ldflags=-checklinkname=0 -o "$bin" "$pkg" )
 
 devs=/dev/nullb0,/dev/nvme0n1,/dev/ng0n1
 # Small zones keep the fill-to-capacity tests quick under TCG.
@@ -32,7 +37,7 @@ for r in "${runs[@]}"; do
   args=("${args[@]//@/ }")   # @ stands for a space inside one argument
   echo "=== vmtest $name: ${args[*]}"
   set +e
-  "$here/run.sh" "${common[@]}" "${args[@]}" -- "$bin" -test.run '^TestConformanceDevices$' -test.v -test.count=1 "$@" |
+  "$here/run.sh" "${common[@]}" "${args[@]}" -- "$bin" -test.run "$testrun" -test.v -test.count=1 "$@" |
     tee "$out/vmtest-$name.log"
   rc=${PIPESTATUS[0]}
   set -e
