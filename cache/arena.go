@@ -1,0 +1,141 @@
+package cache
+
+import (
+	"fmt"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	pageShift = 12
+	pageSize  = 1 << pageShift // the smallest folio: order 0
+	// MaxOrder is the largest folio order: 2 MiB.
+	MaxOrder = 9
+	// chunkShift sizes the index's chunks: no folio crosses a 2 MiB
+	// boundary, since folios are naturally aligned and at most 2 MiB.
+	chunkShift = pageShift + MaxOrder
+	chunkSize  = 1 << chunkShift
+	// regionBytes is the size of one registered buffer: io_uring takes at
+	// most 1 GiB per fixed buffer. A multiple of 2 MiB, so no folio
+	// crosses two regions.
+	regionBytes = 1 << 30
+)
+
+// mapArena maps the cache's memory: anonymous, private, asking for huge
+// pages where the kernel has them (the page cache's folios live in the
+// huge-mapped direct map, so this is the fair comparison).
+func mapArena(bytes int64) ([]byte, error) {
+	mem, err := unix.Mmap(-1, 0, int(bytes), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return nil, fmt.Errorf("cache: map %d-byte arena: %w", bytes, err)
+	}
+	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE) // best effort: not every kernel has THP
+	return mem, nil
+}
+
+// buddy is a binary buddy allocator over the arena's pages: blocks of
+// 2^order pages, naturally aligned, orders 0..MaxOrder. The free lists are
+// intrusive (links indexed by page), so nothing allocates.
+type buddy struct {
+	mu        sync.Mutex
+	npages    int32
+	head      [MaxOrder + 1]int32 // first free block of each order, -1 if none
+	next      []int32             // free-list links by first page
+	prev      []int32
+	freeOrder []int8 // order of the free block that starts at a page, -1 if none
+	freePages int64
+}
+
+func newBuddy(npages int32) *buddy {
+	b := &buddy{
+		npages:    npages,
+		next:      make([]int32, npages),
+		prev:      make([]int32, npages),
+		freeOrder: make([]int8, npages),
+	}
+	for i := range b.head {
+		b.head[i] = -1
+	}
+	for i := range b.freeOrder {
+		b.freeOrder[i] = -1
+	}
+	// Carve the arena into the largest aligned blocks that fit: an arena
+	// that is not a multiple of 2 MiB still uses every page.
+	for p := int32(0); p < npages; {
+		k := MaxOrder
+		for k > 0 && (p&(1<<k-1) != 0 || p+1<<k > npages) {
+			k--
+		}
+		b.push(p, k)
+		b.freePages += 1 << k
+		p += 1 << k
+	}
+	return b
+}
+
+func (b *buddy) push(p int32, k int) {
+	b.freeOrder[p] = int8(k)
+	b.prev[p] = -1
+	b.next[p] = b.head[k]
+	if b.head[k] >= 0 {
+		b.prev[b.head[k]] = p
+	}
+	b.head[k] = p
+}
+
+func (b *buddy) remove(p int32, k int) {
+	b.freeOrder[p] = -1
+	if b.prev[p] >= 0 {
+		b.next[b.prev[p]] = b.next[p]
+	} else {
+		b.head[k] = b.next[p]
+	}
+	if b.next[p] >= 0 {
+		b.prev[b.next[p]] = b.prev[p]
+	}
+}
+
+// alloc returns the first page of a free block of 2^order pages.
+func (b *buddy) alloc(order int) (int32, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	j := order
+	for j <= MaxOrder && b.head[j] < 0 {
+		j++
+	}
+	if j > MaxOrder {
+		return -1, false
+	}
+	p := b.head[j]
+	b.remove(p, j)
+	for j > order {
+		j--
+		b.push(p+1<<j, j)
+	}
+	b.freePages -= 1 << order
+	return p, true
+}
+
+// free returns a block, merging it with its free buddies.
+func (b *buddy) free(p int32, order int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.freePages += 1 << order
+	for order < MaxOrder {
+		q := p ^ (1 << order)
+		if q+1<<order > b.npages || b.freeOrder[q] != int8(order) {
+			break
+		}
+		b.remove(q, order)
+		p = min(p, q)
+		order++
+	}
+	b.push(p, order)
+}
+
+func (b *buddy) free64() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.freePages
+}

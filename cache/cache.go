@@ -1,0 +1,347 @@
+// Package cache is zonefold's large-folio write-back cache: every buffered
+// byte lives here between a client's write and its writeback.
+//
+// It owns the cache memory (one mmap'd arena, carved by a buddy allocator
+// into folios of 4 KiB to 2 MiB and registered with io_uring as fixed
+// buffers), the index from (file, offset) to folio, the per-block state of
+// each folio, clean-folio eviction, and dirty accounting with throttling.
+// It knows files only by uint64 ids and nothing of their sizes: the engine
+// clamps at EOF and supplies the stored bytes through Backing. Writeback
+// (package writeback) decides when to flush and calls BeginWriteback and
+// EndWriteback; the engine decides where the bytes go.
+//
+// Folios. A folio caches a naturally aligned, power-of-two range of one
+// file. Its order comes from the access that creates it — the largest
+// naturally aligned order that the write (or read), rounded out to pages,
+// covers, capped by Config.MaxOrder: the bcachefs "order hint". Existing
+// folios are never merged or split: an access that spans or partly
+// overlaps folios of other orders uses each existing folio for the part it
+// covers and creates new folios, no larger than the gaps, for the rest, so
+// every byte has exactly one home.
+//
+// Per-block state. Each folio keeps three bitmaps with one bit per block of
+// Config.BlockSize bytes — uptodate, dirty, writeback — in one run of words
+// guarded by the folio's state lock (as the kernel's iomap_folio_state
+// does). A write sets uptodate and dirty for its blocks in one critical
+// section (the iomap "block size < folio size" series).
+//
+// Invariants:
+//
+//   - A block's bytes are returned by Read only if it is uptodate, and a
+//     block becomes uptodate only when all of its bytes were written by a
+//     client or read from Backing. A partial write of a block that is not
+//     uptodate reads that block from Backing first; nothing is ever zeroed
+//     and marked uptodate on the cache's own authority, so recycled arena
+//     memory (another file's data) can never be exposed.
+//   - dirty ⊆ uptodate. Dirty blocks are never dropped except by Forget and
+//     Truncate: a failed writeback leaves them dirty.
+//   - Stable pages: the bytes of a block under writeback never change.
+//     A write, read-fill or truncate that would change them waits until
+//     EndWriteback.
+//   - Only clean folios with nothing under writeback are evicted, in LRU
+//     order with a second chance for folios used since they were queued.
+//   - Writers block (never fail, unless their context ends) while dirty
+//     bytes are above Config.DirtyLimit, and while no memory can be had;
+//     Config.OnPressure asks the writeback layer for help, always called
+//     without any cache lock held.
+//   - Nothing on the write or read path allocates once a file's folios
+//     exist.
+//
+// Locks, outermost first: a file's lock (an RWMutex: readers of cached
+// data share it; writers, read-fills, BeginWriteback, Truncate, Forget and
+// eviction hold it exclusively), then the LRU lock, the dirty-list lock and
+// a folio's state lock, then the buddy allocator's lock. EndWriteback takes
+// only state locks, like the kernel's I/O completion, which is why the
+// bitmaps need a lock of their own. Eviction runs LRU-first and so only
+// try-locks files.
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Backing is the stored data of files, as the engine sees it.
+type Backing interface {
+	// ReadBacking fills p with the file's bytes at off from storage.
+	// Never-written bytes, and bytes at or past a size the file was
+	// truncated to since they were last written, read as zeros.
+	ReadBacking(file uint64, off int64, p []byte) error
+}
+
+// Config configures a cache.
+type Config struct {
+	// Bytes is the arena size; it is rounded down to 4 KiB.
+	Bytes int64
+	// MaxOrder caps the order hint: folios are at most 4 KiB << MaxOrder
+	// (0..9). 0 makes every folio 4 KiB, the baseline without large folios.
+	MaxOrder int
+	// DirtyLimit: writers block above this many dirty bytes until
+	// writeback brings them down. Default Bytes/2.
+	DirtyLimit int64
+	// BackgroundDirty is where OnPressure is called as dirty bytes rise
+	// past it. Default DirtyLimit/2.
+	BackgroundDirty int64
+	// BlockSize is the granularity of the per-block state: 512, 1024,
+	// 2048 or 4096 (the default).
+	BlockSize int
+	// OnPressure is called, without blocking and without cache locks
+	// held, when dirty bytes rise past BackgroundDirty and whenever a
+	// writer is about to wait for dirty bytes to fall or for memory. The
+	// writeback layer kicks its flusher, which should flush something
+	// even below the background threshold when memory is short.
+	OnPressure func()
+	// SplitStateLock sets uptodate and dirty in two critical sections
+	// instead of one: the baseline of the state-lock benchmark.
+	SplitStateLock bool
+}
+
+// ErrRange is returned for a negative offset or an offset+length overflow.
+var ErrRange = errors.New("cache: offset out of range")
+
+// Cache is the write-back cache. All methods are safe for concurrent use.
+type Cache struct {
+	cfg        Config
+	maxOrder   int
+	limit      int64 // DirtyLimit
+	background int64 // BackgroundDirty
+	blockShift uint
+	blockMask  int
+	bpp        int // blocks per page
+
+	arena   []byte
+	regions [][]byte
+	buddy   *buddy
+	folios  []folio  // by first arena page; only heads are live
+	words   []uint64 // folio state: one word per arena page, see folio.state
+
+	shards [fileShards]fileShard
+
+	lruMu            sync.Mutex
+	lruHead, lruTail int32
+	lruLen           int
+
+	dirtyMu              sync.Mutex
+	dirtyHead, dirtyTail *fileState
+	dirty                atomic.Int64 // dirty bytes
+	events               broadcaster  // memory freed, writeback ended
+	counters             counters
+	poison               bool // tests: fill freed folios so stale bytes show
+}
+
+// New maps the arena and returns an empty cache.
+func New(cfg Config) (*Cache, error) {
+	if cfg.BlockSize == 0 {
+		cfg.BlockSize = 4096
+	}
+	shift := -1
+	for s := 9; s <= pageShift; s++ {
+		if cfg.BlockSize == 1<<s {
+			shift = s
+		}
+	}
+	if shift < 0 {
+		return nil, fmt.Errorf("cache: block size %d: want 512, 1024, 2048 or 4096", cfg.BlockSize)
+	}
+	if cfg.MaxOrder < 0 || cfg.MaxOrder > MaxOrder {
+		return nil, fmt.Errorf("cache: max order %d: want 0..%d", cfg.MaxOrder, MaxOrder)
+	}
+	bytes := cfg.Bytes &^ (pageSize - 1)
+	if bytes < pageSize || bytes/pageSize > 1<<31-1 {
+		return nil, fmt.Errorf("cache: arena of %d bytes: want 4 KiB to 8 TiB", cfg.Bytes)
+	}
+	if cfg.DirtyLimit <= 0 {
+		cfg.DirtyLimit = bytes / 2
+	}
+	if cfg.BackgroundDirty <= 0 || cfg.BackgroundDirty > cfg.DirtyLimit {
+		cfg.BackgroundDirty = cfg.DirtyLimit / 2
+	}
+	mem, err := mapArena(bytes)
+	if err != nil {
+		return nil, err
+	}
+	npages := int32(bytes / pageSize)
+	c := &Cache{
+		cfg:        cfg,
+		maxOrder:   cfg.MaxOrder,
+		limit:      cfg.DirtyLimit,
+		background: cfg.BackgroundDirty,
+		blockShift: uint(shift),
+		blockMask:  cfg.BlockSize - 1,
+		bpp:        pageSize / cfg.BlockSize,
+		arena:      mem,
+		buddy:      newBuddy(npages),
+		folios:     make([]folio, npages),
+		words:      make([]uint64, npages),
+		lruHead:    -1,
+		lruTail:    -1,
+	}
+	for off := int64(0); off < bytes; off += regionBytes {
+		c.regions = append(c.regions, mem[off:min(off+regionBytes, bytes)])
+	}
+	for i := range c.folios {
+		c.folios[i].page = int32(i)
+	}
+	for i := range c.shards {
+		c.shards[i].m = make(map[uint64]*fileState)
+	}
+	return c, nil
+}
+
+// Close unmaps the arena. The cache must be idle: no call in progress, no
+// writeback in flight, and its regions unregistered from every ring.
+func (c *Cache) Close() error {
+	if c.arena == nil {
+		return nil
+	}
+	err := unix.Munmap(c.arena)
+	c.arena, c.regions = nil, nil
+	if err != nil {
+		return fmt.Errorf("cache: unmap arena: %w", err)
+	}
+	return nil
+}
+
+// Regions returns the arena as buffers to register with
+// uring.Ring.RegisterBuffers, in order: Extent.BufIndex indexes this slice.
+func (c *Cache) Regions() [][]byte { return c.regions }
+
+// BlockSize is the per-block state granularity; writeback extents are
+// multiples of it.
+func (c *Cache) BlockSize() int { return c.cfg.BlockSize }
+
+// DirtyBytes is the number of dirty bytes (blocks × block size), those
+// under writeback included.
+func (c *Cache) DirtyBytes() int64 { return c.dirty.Load() }
+
+// BackgroundBytes is the dirty level above which writeback should run.
+func (c *Cache) BackgroundBytes() int64 { return c.background }
+
+// Stats are cumulative counters and current levels of a cache.
+type Stats struct {
+	ArenaBytes  int64
+	CachedBytes int64 // arena bytes held by folios
+	DirtyBytes  int64
+	// Folios is the live folios of each order; FoliosCreated counts every
+	// folio ever made, by order.
+	Folios        [MaxOrder + 1]int64
+	FoliosCreated [MaxOrder + 1]uint64
+	// Hits and Misses count folio visits by Read: served from the cache,
+	// or needing Backing. ReadThroughs counts Backing reads of partly
+	// written blocks by Write.
+	Hits, Misses, ReadThroughs uint64
+	Evictions, EvictedBytes    uint64
+	// Throttles counts writers that waited for dirty bytes to fall;
+	// AllocWaits those that waited for memory; StableWaits those that
+	// waited for a block under writeback.
+	Throttles, AllocWaits, StableWaits uint64
+	ThrottledTime, AllocWaitTime       time.Duration
+	WritebackExtents, WritebackBytes   uint64 // begun
+	WritebackErrors                    uint64 // extents ended with an error
+	Pressure                           uint64 // OnPressure calls
+}
+
+type counters struct {
+	folios                             [MaxOrder + 1]atomic.Int64
+	created                            [MaxOrder + 1]atomic.Uint64
+	hits, misses, readThroughs         atomic.Uint64
+	evictions, evictedBytes            atomic.Uint64
+	throttles, allocWaits, stableWaits atomic.Uint64
+	throttledNs, allocWaitNs           atomic.Int64
+	wbExtents, wbBytes, wbErrors       atomic.Uint64
+	pressure                           atomic.Uint64
+}
+
+// Stats returns a snapshot of the counters.
+func (c *Cache) Stats() Stats {
+	k := &c.counters
+	s := Stats{
+		ArenaBytes:       int64(len(c.folios)) * pageSize,
+		DirtyBytes:       c.dirty.Load(),
+		Hits:             k.hits.Load(),
+		Misses:           k.misses.Load(),
+		ReadThroughs:     k.readThroughs.Load(),
+		Evictions:        k.evictions.Load(),
+		EvictedBytes:     k.evictedBytes.Load(),
+		Throttles:        k.throttles.Load(),
+		AllocWaits:       k.allocWaits.Load(),
+		StableWaits:      k.stableWaits.Load(),
+		ThrottledTime:    time.Duration(k.throttledNs.Load()),
+		AllocWaitTime:    time.Duration(k.allocWaitNs.Load()),
+		WritebackExtents: k.wbExtents.Load(),
+		WritebackBytes:   k.wbBytes.Load(),
+		WritebackErrors:  k.wbErrors.Load(),
+		Pressure:         k.pressure.Load(),
+	}
+	s.CachedBytes = s.ArenaBytes - c.buddy.free64()*pageSize
+	for i := range s.Folios {
+		s.Folios[i] = k.folios[i].Load()
+		s.FoliosCreated[i] = k.created[i].Load()
+	}
+	return s
+}
+
+// kick calls OnPressure. Callers hold no cache lock.
+func (c *Cache) kick() {
+	c.counters.pressure.Add(1)
+	if c.cfg.OnPressure != nil {
+		c.cfg.OnPressure()
+	}
+}
+
+func checkIO(off int64, n int) error {
+	if off < 0 || off+int64(n) < off {
+		return fmt.Errorf("cache: offset %d, length %d: %w", off, n, ErrRange)
+	}
+	return nil
+}
+
+// broadcaster wakes every waiter when memory is freed or writeback ends.
+// Waiters take the channel first, then re-check their condition, then
+// block: a change after the re-check closes the channel they hold.
+type broadcaster struct {
+	armed atomic.Bool // someone holds ch: signal has work to do
+	mu    sync.Mutex
+	ch    chan struct{}
+}
+
+func (b *broadcaster) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch == nil {
+		b.ch = make(chan struct{})
+	}
+	b.armed.Store(true)
+	return b.ch
+}
+
+func (b *broadcaster) signal() {
+	if !b.armed.Load() {
+		return
+	}
+	b.mu.Lock()
+	if b.ch != nil {
+		close(b.ch)
+		b.ch = nil
+	}
+	b.armed.Store(false)
+	b.mu.Unlock()
+}
+
+// waitFor blocks on ch or ctx and adds the time spent to *ns.
+func waitFor(ctx context.Context, ch <-chan struct{}, ns *atomic.Int64) error {
+	start := time.Now()
+	defer func() { ns.Add(int64(time.Since(start))) }()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

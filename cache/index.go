@@ -1,0 +1,240 @@
+package cache
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// fileShards spreads the file table's lock: lookups of different files
+// rarely share a lock word.
+const fileShards = 64
+
+type fileShard struct {
+	mu sync.RWMutex
+	m  map[uint64]*fileState
+	_  [40]byte // keep shards on separate cache lines
+}
+
+// fileState is one file's part of the cache.
+type fileState struct {
+	id uint64
+	// mu guards chunks, last, dead and keys, and the bytes of the file's
+	// folios: shared by readers of cached data, exclusive for changes.
+	mu     sync.RWMutex
+	chunks map[int64]*chunk
+	// last is the chunk a writer used last: sequential writers skip the
+	// map. Set only with mu held for writing.
+	last *chunk
+	dead bool    // forgotten: callers look the file up again
+	keys []int64 // BeginWriteback's scratch
+
+	dirtyBytes atomic.Int64
+	wbBlocks   atomic.Int64 // blocks under writeback
+
+	// The dirty list, oldest-dirtied first; under Cache.dirtyMu.
+	dirtyPrev, dirtyNext *fileState
+	inDirty              bool
+	dirtySince           time.Time
+}
+
+// chunk indexes the folios of one 2 MiB-aligned range of a file. Folios
+// never cross chunks; a chunk holds at most 512 of them.
+type chunk struct {
+	key    int64    // file offset >> chunkShift
+	folios []*folio // sorted by offset, non-overlapping
+}
+
+var chunkPool = sync.Pool{New: func() any { return new(chunk) }}
+
+// find returns the index of the first folio that ends after pos, and that
+// folio if it covers pos.
+func (ck *chunk) find(pos int64) (int, *folio) {
+	lo, hi := 0, len(ck.folios)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if ck.folios[m].end() <= pos {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(ck.folios) && ck.folios[lo].off <= pos {
+		return lo, ck.folios[lo]
+	}
+	return lo, nil
+}
+
+// nextStart is where the folio at index i starts, or the chunk's end.
+func (ck *chunk) nextStart(i int) int64 {
+	if i < len(ck.folios) {
+		return ck.folios[i].off
+	}
+	return (ck.key + 1) << chunkShift
+}
+
+func (ck *chunk) insert(i int, f *folio) {
+	ck.folios = append(ck.folios, nil)
+	copy(ck.folios[i+1:], ck.folios[i:])
+	ck.folios[i] = f
+}
+
+func (ck *chunk) removeAt(i int) {
+	copy(ck.folios[i:], ck.folios[i+1:])
+	ck.folios[len(ck.folios)-1] = nil
+	ck.folios = ck.folios[:len(ck.folios)-1]
+}
+
+// chunk returns the chunk with key, or nil. Under fs.mu.
+func (fs *fileState) chunk(key int64) *chunk {
+	if fs.last != nil && fs.last.key == key {
+		return fs.last
+	}
+	return fs.chunks[key]
+}
+
+// chunkFor returns the chunk with key, making it if need be. Under fs.mu
+// held for writing.
+func (fs *fileState) chunkFor(key int64) *chunk {
+	ck := fs.chunk(key)
+	if ck == nil {
+		ck = chunkPool.Get().(*chunk)
+		ck.key = key
+		fs.chunks[key] = ck
+	}
+	fs.last = ck
+	return ck
+}
+
+// dropChunkIfEmpty recycles an empty chunk. Under fs.mu held for writing.
+func (fs *fileState) dropChunkIfEmpty(ck *chunk) {
+	if len(ck.folios) > 0 {
+		return
+	}
+	delete(fs.chunks, ck.key)
+	if fs.last == ck {
+		fs.last = nil
+	}
+	chunkPool.Put(ck)
+}
+
+// unindex takes f out of its file's index. Under fs.mu held for writing.
+func (fs *fileState) unindex(f *folio) {
+	ck := fs.chunk(f.off >> chunkShift)
+	i, g := ck.find(f.off)
+	if g != f {
+		panic("cache: folio missing from its file's index") // an internal invariant, not input
+	}
+	ck.removeAt(i)
+	fs.dropChunkIfEmpty(ck)
+}
+
+func (c *Cache) shard(id uint64) *fileShard {
+	return &c.shards[(id*0x9E3779B97F4A7C15)>>58]
+}
+
+// file returns the file's state, or nil if the cache has none.
+func (c *Cache) file(id uint64) *fileState {
+	sh := c.shard(id)
+	sh.mu.RLock()
+	fs := sh.m[id]
+	sh.mu.RUnlock()
+	return fs
+}
+
+// fileOrNew returns the file's state, making it if need be.
+func (c *Cache) fileOrNew(id uint64) *fileState {
+	if fs := c.file(id); fs != nil {
+		return fs
+	}
+	sh := c.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	fs := sh.m[id]
+	if fs == nil {
+		fs = &fileState{id: id, chunks: make(map[int64]*chunk)}
+		sh.m[id] = fs
+	}
+	return fs
+}
+
+// addDirty accounts n newly dirty blocks of fs and reports whether dirty
+// bytes just rose past the background threshold.
+func (c *Cache) addDirty(fs *fileState, n int) bool {
+	bytes := int64(n) << c.blockShift
+	if fs.dirtyBytes.Add(bytes) == bytes {
+		c.dirtyListUpdate(fs)
+	}
+	after := c.dirty.Add(bytes)
+	return after >= c.background && after-bytes < c.background
+}
+
+// subDirty accounts n dirty blocks of fs that became clean or were dropped.
+func (c *Cache) subDirty(fs *fileState, n int) {
+	if n == 0 {
+		return
+	}
+	bytes := int64(n) << c.blockShift
+	if fs.dirtyBytes.Add(-bytes) == 0 {
+		c.dirtyListUpdate(fs)
+	}
+	c.dirty.Add(-bytes)
+}
+
+// dirtyListUpdate puts fs on or takes it off the dirty list to match its
+// dirty bytes. Deciding under the lock from the current count makes racing
+// updates settle on the right answer, whichever runs last.
+func (c *Cache) dirtyListUpdate(fs *fileState) {
+	c.dirtyMu.Lock()
+	defer c.dirtyMu.Unlock()
+	dirty := fs.dirtyBytes.Load() > 0
+	switch {
+	case dirty && !fs.inDirty:
+		fs.dirtySince = time.Now()
+		fs.dirtyPrev, fs.dirtyNext = c.dirtyTail, nil
+		if c.dirtyTail != nil {
+			c.dirtyTail.dirtyNext = fs
+		} else {
+			c.dirtyHead = fs
+		}
+		c.dirtyTail = fs
+		fs.inDirty = true
+	case !dirty && fs.inDirty:
+		if fs.dirtyPrev != nil {
+			fs.dirtyPrev.dirtyNext = fs.dirtyNext
+		} else {
+			c.dirtyHead = fs.dirtyNext
+		}
+		if fs.dirtyNext != nil {
+			fs.dirtyNext.dirtyPrev = fs.dirtyPrev
+		} else {
+			c.dirtyTail = fs.dirtyPrev
+		}
+		fs.dirtyPrev, fs.dirtyNext = nil, nil
+		fs.inDirty = false
+	}
+}
+
+// DirtyFiles appends the ids of files with dirty data to dst, oldest
+// dirtied first (a file's age counts from when it went from clean to
+// dirty), for expiry-driven writeback.
+func (c *Cache) DirtyFiles(dst []uint64) []uint64 {
+	c.dirtyMu.Lock()
+	defer c.dirtyMu.Unlock()
+	for fs := c.dirtyHead; fs != nil; fs = fs.dirtyNext {
+		dst = append(dst, fs.id)
+	}
+	return dst
+}
+
+// DirtySince returns when the file last went from clean to dirty, and
+// false if it has no dirty data.
+func (c *Cache) DirtySince(file uint64) (time.Time, bool) {
+	fs := c.file(file)
+	if fs == nil {
+		return time.Time{}, false
+	}
+	c.dirtyMu.Lock()
+	defer c.dirtyMu.Unlock()
+	return fs.dirtySince, fs.inDirty
+}

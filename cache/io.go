@@ -1,0 +1,490 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+)
+
+// reserve is a block of memory that reclaim obtained for an access while
+// it held no lock; the access uses it for its next new folio if it fits.
+type reserve struct {
+	page  int32
+	order int // -1: none
+}
+
+func noReserve() reserve { return reserve{order: -1} }
+
+func (c *Cache) releaseReserve(r *reserve) {
+	if r.order >= 0 {
+		c.buddy.free(r.page, r.order)
+		c.events.signal()
+		r.order = -1
+	}
+}
+
+// stall says why an access dropped its file lock: to get memory for a
+// folio of order, or to wait for writeback to end.
+type stall struct {
+	order int // >= 0: reclaim memory for a folio of this order
+	wait  <-chan struct{}
+}
+
+var noStall = stall{order: -1}
+
+// orderFor returns the order of the folio to make at start, a page-aligned
+// offset: the largest naturally aligned order, up to maxOrder, that fits
+// before limit. This is the order hint.
+func orderFor(start, limit int64, maxOrder int) int {
+	k := 0
+	for k < maxOrder {
+		size := int64(pageSize) << (k + 1)
+		if start&(size-1) != 0 || start+size > limit {
+			break
+		}
+		k++
+	}
+	return k
+}
+
+func pageUp(off int64) int64 { return (off + pageSize - 1) &^ (pageSize - 1) }
+
+// folioAt returns the folio that covers pos, making one for the access
+// [pos, end) if none does: of the hinted order, shrunk to fit the gap
+// before the next folio. A nil folio means no memory for that order. Under
+// fs.mu held for writing. A folio found (not made) counts as used again.
+func (c *Cache) folioAt(fs *fileState, pos, end int64, res *reserve) (*folio, int) {
+	ck := fs.chunkFor(pos >> chunkShift)
+	i, f := ck.find(pos)
+	if f != nil {
+		f.touch()
+		return f, -1
+	}
+	start := pos &^ (pageSize - 1)
+	order := orderFor(start, min(pageUp(end), ck.nextStart(i)), c.maxOrder)
+	var p int32
+	got, ok := order, false
+	if res.order >= 0 && res.order <= order {
+		p, got, ok = res.page, res.order, true
+		res.order = -1
+	} else {
+		p, ok = c.buddy.alloc(order)
+	}
+	if !ok {
+		fs.dropChunkIfEmpty(ck)
+		return nil, order
+	}
+	f = c.newFolio(fs, p, got, start)
+	ck.insert(i, f)
+	return f, -1
+}
+
+// blocks returns the blocks [b0, b1) that bytes [lo, hi) of a folio touch.
+func (c *Cache) blocks(lo, hi int) (int, int) {
+	return lo >> c.blockShift, (hi + c.blockMask) >> c.blockShift
+}
+
+// readBacking fills blocks [b0, b1) of f from b; a nil Backing reads zeros.
+func (c *Cache) readBacking(fs *fileState, f *folio, b0, b1 int, b Backing) error {
+	p := f.mem[b0<<c.blockShift : b1<<c.blockShift]
+	off := f.off + int64(b0)<<c.blockShift
+	if b == nil {
+		clear(p)
+		return nil
+	}
+	if err := b.ReadBacking(fs.id, off, p); err != nil {
+		return fmt.Errorf("cache: read file %d at %d (%d bytes): %w", fs.id, off, len(p), err)
+	}
+	return nil
+}
+
+// Write copies p into the file at off and marks it dirty, making folios
+// as needed (their order from the write's size and alignment). A partial
+// write of a block that is not uptodate first reads that block through b
+// (nil: the file has no stored data). It blocks while dirty bytes are over
+// the limit, while memory is short and while a block it writes is under
+// writeback; it fails only if ctx ends, b fails or off is negative, and
+// then returns how many bytes it wrote.
+func (c *Cache) Write(ctx context.Context, file uint64, off int64, p []byte, b Backing) (int, error) {
+	if err := checkIO(off, len(p)); err != nil || len(p) == 0 {
+		return 0, err
+	}
+	if err := c.throttle(ctx); err != nil {
+		return 0, err
+	}
+	a := access{file: file, off: off, end: off + int64(len(p)), p: p, b: b, write: true}
+	return c.run(ctx, &a, off)
+}
+
+// access is one Read or Write in progress.
+type access struct {
+	file     uint64
+	off, end int64 // p's range in the file
+	p        []byte
+	b        Backing
+	write    bool
+}
+
+// run does an access from pos on under the file lock, dropping the lock to
+// get memory or wait for writeback, and retrying where it stopped.
+func (c *Cache) run(ctx context.Context, a *access, pos int64) (int, error) {
+	res := noReserve()
+	defer c.releaseReserve(&res)
+	for pos < a.end {
+		fs := c.fileOrNew(a.file)
+		fs.mu.Lock()
+		if fs.dead {
+			fs.mu.Unlock()
+			continue
+		}
+		var st stall
+		var kick bool
+		var err error
+		if a.write {
+			pos, st, kick, err = c.writeLocked(fs, pos, a, &res)
+		} else {
+			pos, st, err = c.readLocked(fs, pos, a, &res)
+		}
+		fs.mu.Unlock()
+		if kick {
+			c.kick()
+		}
+		if err == nil {
+			err = c.unstall(ctx, st, &res)
+		}
+		if err != nil {
+			return int(pos - a.off), err
+		}
+	}
+	return len(a.p), nil
+}
+
+// writeLocked writes from pos on, folio by folio, until done or a stall.
+// Under fs.mu held for writing.
+func (c *Cache) writeLocked(fs *fileState, pos int64, a *access, res *reserve) (int64, stall, bool, error) {
+	kick := false
+	for pos < a.end {
+		f, order := c.folioAt(fs, pos, a.end, res)
+		if f == nil {
+			return pos, stall{order: order}, kick, nil
+		}
+		stepEnd := min(a.end, f.end())
+		lo, hi := int(pos-f.off), int(stepEnd-f.off)
+		b0, b1 := c.blocks(lo, hi)
+		if ch := c.underWriteback(f, b0, b1); ch != nil {
+			return pos, stall{order: -1, wait: ch}, kick, nil
+		}
+		if err := c.fillPartialBlocks(fs, f, lo, hi, a.b); err != nil {
+			return pos, noStall, kick, err
+		}
+		copy(f.mem[lo:hi], a.p[pos-a.off:stepEnd-a.off])
+		if n := c.markWritten(f, b0, b1); n > 0 && c.addDirty(fs, n) {
+			kick = true
+		}
+		pos = stepEnd
+	}
+	return pos, noStall, kick, nil
+}
+
+// fillPartialBlocks reads from Backing the blocks that bytes [lo, hi)
+// cover only in part and that are not uptodate, so that the write leaves
+// them whole.
+func (c *Cache) fillPartialBlocks(fs *fileState, f *folio, lo, hi int, b Backing) error {
+	headPartial, tailPartial := lo&c.blockMask != 0, hi&c.blockMask != 0
+	if f.allUptodate.Load() || !headPartial && !tailPartial {
+		return nil
+	}
+	head, tail := lo>>c.blockShift, (hi-1)>>c.blockShift
+	f.stateMu.Lock()
+	readHead := headPartial && !bitSet(f.state, head)
+	readTail := tailPartial && !bitSet(f.state, tail) && !(readHead && tail == head)
+	f.stateMu.Unlock()
+	if readHead {
+		c.counters.readThroughs.Add(1)
+		if err := c.readBacking(fs, f, head, head+1, b); err != nil {
+			return err
+		}
+	}
+	if readTail {
+		c.counters.readThroughs.Add(1)
+		return c.readBacking(fs, f, tail, tail+1, b)
+	}
+	return nil
+}
+
+// unstall does what a stall asks, with no lock held.
+func (c *Cache) unstall(ctx context.Context, st stall, res *reserve) error {
+	if st.wait != nil {
+		select {
+		case <-st.wait:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("cache: wait for writeback: %w", ctx.Err())
+		}
+	}
+	if st.order >= 0 {
+		return c.reclaim(ctx, st.order, res)
+	}
+	return nil
+}
+
+// Read copies the file's bytes at off into p: from the cache where they are
+// uptodate, otherwise through b into the cache (new folios sized like
+// writes') and then out. The cache does not know EOF: the caller clamps.
+func (c *Cache) Read(ctx context.Context, file uint64, off int64, p []byte, b Backing) (int, error) {
+	if err := checkIO(off, len(p)); err != nil || len(p) == 0 {
+		return 0, err
+	}
+	a := access{file: file, off: off, end: off + int64(len(p)), p: p, b: b}
+	pos := off
+	if fs := c.file(file); fs != nil {
+		fs.mu.RLock()
+		if !fs.dead {
+			pos = c.readCached(fs, pos, &a)
+		}
+		fs.mu.RUnlock()
+	}
+	if pos == a.end {
+		return len(p), nil
+	}
+	return c.run(ctx, &a, pos)
+}
+
+// readCached copies out what the cache holds uptodate from pos on and
+// returns where it stopped. Under fs.mu held for reading.
+func (c *Cache) readCached(fs *fileState, pos int64, a *access) int64 {
+	for pos < a.end {
+		ck := fs.chunk(pos >> chunkShift)
+		if ck == nil {
+			return pos
+		}
+		_, f := ck.find(pos)
+		if f == nil {
+			return pos
+		}
+		stepEnd := min(a.end, f.end())
+		lo, hi := int(pos-f.off), int(stepEnd-f.off)
+		if !f.allUptodate.Load() {
+			b0, b1 := c.blocks(lo, hi)
+			f.stateMu.Lock()
+			whole := nextClear(f.state, b0, b1) == b1
+			f.stateMu.Unlock()
+			if !whole {
+				return pos
+			}
+		}
+		copy(a.p[pos-a.off:stepEnd-a.off], f.mem[lo:hi])
+		f.touch()
+		c.counters.hits.Add(1)
+		pos = stepEnd
+	}
+	return pos
+}
+
+// readLocked reads through b what is missing, folio by folio, and copies
+// out. Under fs.mu held for writing.
+func (c *Cache) readLocked(fs *fileState, pos int64, a *access, res *reserve) (int64, stall, error) {
+	for pos < a.end {
+		f, order := c.folioAt(fs, pos, a.end, res)
+		if f == nil {
+			return pos, stall{order: order}, nil
+		}
+		stepEnd := min(a.end, f.end())
+		lo, hi := int(pos-f.off), int(stepEnd-f.off)
+		b0, b1 := c.blocks(lo, hi)
+		missed := false
+		for !f.allUptodate.Load() {
+			// Runs of blocks that are not uptodate; the file lock keeps
+			// them so while Backing fills them.
+			f.stateMu.Lock()
+			r0 := nextClear(f.state, b0, b1)
+			r1 := nextSet(f.state, r0, b1)
+			f.stateMu.Unlock()
+			if r0 == b1 {
+				break
+			}
+			if ch := c.underWriteback(f, r0, r1); ch != nil {
+				return pos, stall{order: -1, wait: ch}, nil
+			}
+			if err := c.readBacking(fs, f, r0, r1, a.b); err != nil {
+				return pos, noStall, err
+			}
+			f.stateMu.Lock()
+			f.setUptodate(r0, r1)
+			f.stateMu.Unlock()
+			missed = true
+		}
+		if missed {
+			c.counters.misses.Add(1)
+		} else {
+			c.counters.hits.Add(1)
+		}
+		copy(a.p[pos-a.off:stepEnd-a.off], f.mem[lo:hi])
+		pos = stepEnd
+	}
+	return pos, noStall, nil
+}
+
+// throttle blocks while dirty bytes are over the limit.
+func (c *Cache) throttle(ctx context.Context) error {
+	if c.dirty.Load() <= c.limit {
+		return nil
+	}
+	c.counters.throttles.Add(1)
+	for {
+		ch := c.events.wait()
+		if c.dirty.Load() <= c.limit {
+			return nil
+		}
+		c.kick()
+		if err := waitFor(ctx, ch, &c.counters.throttledNs); err != nil {
+			return fmt.Errorf("cache: write throttled at %d dirty bytes: %w", c.dirty.Load(), err)
+		}
+	}
+}
+
+// evictScan bounds one eviction pass over the LRU.
+const evictScan = 256
+
+// reclaim gets a block for a folio of order into res: from free memory,
+// by evicting clean folios, by settling for a smaller order once eviction
+// has freed enough without making a block of this order, or by waiting for
+// writeback to make folios clean. With no lock held.
+func (c *Cache) reclaim(ctx context.Context, order int, res *reserve) error {
+	c.releaseReserve(res)
+	evicted, scanned := 0, 0
+	for {
+		if p, ok := c.buddy.alloc(order); ok {
+			*res = reserve{page: p, order: order}
+			return nil
+		}
+		if evicted < 2<<order {
+			freed, seen, busy := c.evict(1 << order)
+			evicted += freed
+			scanned += seen
+			if freed > 0 {
+				continue
+			}
+			if busy {
+				// Clean folios exist but their files are locked for a
+				// moment; try again rather than sleep.
+				runtime.Gosched()
+				if err := ctx.Err(); err != nil {
+					return fmt.Errorf("cache: wait for memory: %w", err)
+				}
+				continue
+			}
+			if scanned < c.lruLength() {
+				continue // dirty folios went to the young end: look further
+			}
+		}
+		if c.allocBelow(order, res) {
+			return nil
+		}
+		// Nothing free, nothing clean: writeback must make folios clean.
+		ch := c.events.wait()
+		if c.allocBelow(order+1, res) {
+			return nil
+		}
+		if freed, _, _ := c.evict(1); freed > 0 {
+			evicted, scanned = 0, 0
+			continue
+		}
+		c.counters.allocWaits.Add(1)
+		c.kick()
+		if err := waitFor(ctx, ch, &c.counters.allocWaitNs); err != nil {
+			return fmt.Errorf("cache: wait for memory: %w", err)
+		}
+		evicted, scanned = 0, 0
+	}
+}
+
+// allocBelow takes the largest free block of an order below order.
+func (c *Cache) allocBelow(order int, res *reserve) bool {
+	for k := order - 1; k >= 0; k-- {
+		if p, ok := c.buddy.alloc(k); ok {
+			*res = reserve{page: p, order: k}
+			return true
+		}
+	}
+	return false
+}
+
+// evict frees clean, idle folios from the LRU's old end until wantPages
+// pages are free or a pass of at most evictScan folios ends; folios it
+// passes over go to the young end. It returns the pages freed, the folios
+// looked at, and whether clean folios were skipped because their file was
+// locked.
+func (c *Cache) evict(wantPages int) (freed, scanned int, busy bool) {
+	var victims [32]*folio
+	n := 0
+	c.lruMu.Lock()
+	for ; scanned < evictScan && freed < wantPages && n < len(victims) && c.lruHead >= 0; scanned++ {
+		f := &c.folios[c.lruHead]
+		c.lruUnlinkLocked(f)
+		if f.referenced.Load() {
+			f.referenced.Store(false)
+			c.lruLinkLocked(f)
+			continue
+		}
+		if f.dirtyN.Load() != 0 || f.wbN.Load() != 0 {
+			c.lruLinkLocked(f)
+			continue
+		}
+		fs := f.owner
+		// The LRU lock is inside file locks: only try.
+		if !fs.mu.TryLock() {
+			busy = true
+			c.lruLinkLocked(f)
+			continue
+		}
+		// Under the file lock a clean folio stays clean: only writers
+		// dirty, and BeginWriteback needs the file lock too. The state
+		// lock orders this after the last EndWriteback's use of f.
+		f.stateMu.Lock()
+		idle := f.dirtyN.Load() == 0 && f.wbN.Load() == 0
+		f.stateMu.Unlock()
+		if !idle {
+			fs.mu.Unlock()
+			c.lruLinkLocked(f)
+			continue
+		}
+		fs.unindex(f)
+		fs.mu.Unlock()
+		victims[n] = f
+		n++
+		freed += 1 << f.order
+	}
+	c.lruMu.Unlock()
+	for _, f := range victims[:n] {
+		c.counters.evictions.Add(1)
+		c.counters.evictedBytes.Add(uint64(len(f.mem)))
+		c.freeFolio(f)
+	}
+	return freed, scanned, busy
+}
+
+// EvictClean evicts clean folios, oldest first, until at least bytes are
+// freed or none is left to evict, and returns the bytes freed. The cache
+// evicts by itself when it needs memory; this is for callers that want
+// memory back (and for tests).
+func (c *Cache) EvictClean(bytes int64) int64 {
+	var total int64
+	scanned, busyPasses := 0, 0
+	for total < bytes && busyPasses < 1000 {
+		want := int((bytes - total + pageSize - 1) / pageSize)
+		freed, seen, busy := c.evict(want)
+		total += int64(freed) * pageSize
+		scanned += seen
+		switch {
+		case freed > 0:
+			scanned, busyPasses = 0, 0
+		case busy:
+			busyPasses++
+			runtime.Gosched() // a file is locked for a moment
+		case scanned >= c.lruLength():
+			return total
+		}
+	}
+	return total
+}

@@ -1,0 +1,267 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Extent is a run of contiguous dirty blocks of one folio, under
+// writeback from BeginWriteback until EndWriteback.
+type Extent struct {
+	Off      int64  // file offset
+	Data     []byte // arena memory: stable until EndWriteback
+	BufIndex uint16 // registered buffer (index into Regions) holding Data
+	folio    *folio
+}
+
+// BeginWriteback takes dirty data of one file, in offset order, as runs of
+// contiguous dirty blocks not already under writeback, at most maxBytes in
+// all (maxBytes <= 0: no limit), marks them under writeback and appends
+// them to dst. Each extent lies within one folio; file-contiguous extents
+// are meant to be merged into one I/O by the caller. The data stays dirty
+// (and counted in DirtyBytes) until EndWriteback, and writes to it wait.
+// Every extent returned must be passed to EndWriteback exactly once.
+func (c *Cache) BeginWriteback(file uint64, maxBytes int64, dst []Extent) []Extent {
+	fs := c.file(file)
+	if fs == nil {
+		return dst
+	}
+	if maxBytes <= 0 {
+		maxBytes = math.MaxInt64
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.dead || fs.dirtyBytes.Load() == 0 {
+		return dst
+	}
+	keys := fs.keys[:0]
+	for k := range fs.chunks {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	fs.keys = keys
+	budget := maxBytes >> c.blockShift
+	for _, k := range keys {
+		for _, f := range fs.chunks[k].folios {
+			if f.dirtyN.Load() == 0 {
+				continue
+			}
+			dst, budget = c.takeDirty(fs, f, budget, dst)
+			if budget == 0 {
+				return dst
+			}
+		}
+	}
+	return dst
+}
+
+// takeDirty marks the runs of dirty blocks of f that are not yet under
+// writeback, up to budget blocks, and appends them as extents.
+func (c *Cache) takeDirty(fs *fileState, f *folio, budget int64, dst []Extent) ([]Extent, int64) {
+	n := f.nblocks
+	taken := 0
+	f.stateMu.Lock()
+	for b := 0; b < n && budget > 0; {
+		d := nextSet(f.state, n+b, 2*n) - n // next dirty block
+		if d == n {
+			break
+		}
+		if bitSet(f.state, 2*n+d) { // already in flight: skip past it
+			b = nextClear(f.state, 2*n+d, 3*n) - 2*n
+			continue
+		}
+		e := min(nextClear(f.state, n+d, 2*n)-n, nextSet(f.state, 2*n+d, 3*n)-2*n)
+		e = min(e, d+int(min(budget, int64(n))))
+		setBits(f.state, 2*n+d, 2*n+e)
+		f.wbN.Add(int32(e - d))
+		taken += e - d
+		budget -= int64(e - d)
+		dst = append(dst, Extent{
+			Off:      f.off + int64(d)<<c.blockShift,
+			Data:     f.mem[d<<c.blockShift : e<<c.blockShift],
+			BufIndex: f.bufIndex,
+			folio:    f,
+		})
+		c.counters.wbExtents.Add(1)
+		b = e
+	}
+	f.stateMu.Unlock()
+	if taken > 0 {
+		fs.wbBlocks.Add(int64(taken))
+		c.counters.wbBytes.Add(uint64(taken) << c.blockShift)
+	}
+	return dst, budget
+}
+
+// EndWriteback ends the writeback of extents from BeginWriteback. With a
+// nil err their blocks become clean; with an error they stay dirty, to be
+// written again later — never dropped. It takes no file lock, so it may
+// run while writers of the file wait for it; it must not run on a ring's
+// reaper goroutine only because it may briefly wait for state locks.
+func (c *Cache) EndWriteback(exts []Extent, err error) {
+	for i := range exts {
+		e := &exts[i]
+		f := e.folio
+		if f == nil {
+			continue // ended already
+		}
+		e.folio = nil
+		n := f.nblocks
+		b0 := int(e.Off-f.off) >> c.blockShift
+		b1 := b0 + len(e.Data)>>c.blockShift
+		f.stateMu.Lock()
+		fs := f.owner
+		inFlight := countBits(f.state, 2*n+b0, 2*n+b1)
+		clearBits(f.state, 2*n+b0, 2*n+b1)
+		f.wbN.Add(-int32(inFlight))
+		cleaned := 0
+		if err == nil {
+			cleaned = countBits(f.state, n+b0, n+b1)
+			clearBits(f.state, n+b0, n+b1)
+			f.dirtyN.Add(-int32(cleaned))
+		}
+		free := f.orphan && f.wbN.Load() == 0
+		f.stateMu.Unlock()
+		fs.wbBlocks.Add(-int64(inFlight))
+		c.subDirty(fs, cleaned)
+		if err != nil {
+			c.counters.wbErrors.Add(1)
+		}
+		if free {
+			c.freeFolio(f)
+		}
+	}
+	c.events.signal()
+}
+
+// WaitWriteback waits until none of the file's data is under writeback.
+func (c *Cache) WaitWriteback(ctx context.Context, file uint64) error {
+	for {
+		fs := c.file(file)
+		if fs == nil || fs.wbBlocks.Load() == 0 {
+			return nil
+		}
+		ch := c.events.wait()
+		if fs.wbBlocks.Load() == 0 {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("cache: wait for writeback of file %d: %w", file, ctx.Err())
+		}
+	}
+}
+
+// Truncate drops what the cache holds of the file at and past size: folios
+// wholly past it go (dirty or not; those in flight are freed when their
+// writeback ends), blocks of the folio that straddles size stop being
+// uptodate or dirty, and the rest of the block that holds size is zeroed if
+// it is uptodate — waiting, if that block is in flight, for its writeback.
+// A block that is not uptodate is left so, never zeroed into uptodate.
+func (c *Cache) Truncate(file uint64, size int64) {
+	size = max(size, 0)
+	fs := c.file(file)
+	if fs == nil {
+		return
+	}
+	for {
+		fs.mu.Lock()
+		if fs.dead {
+			fs.mu.Unlock()
+			return
+		}
+		ch := c.truncateLocked(fs, size)
+		fs.mu.Unlock()
+		if ch == nil {
+			return
+		}
+		<-ch
+	}
+}
+
+// truncateLocked returns a channel to wait on if the block that holds size
+// is in flight. Under fs.mu held for writing.
+func (c *Cache) truncateLocked(fs *fileState, size int64) <-chan struct{} {
+	for key, ck := range fs.chunks {
+		if (key+1)<<chunkShift <= size {
+			continue
+		}
+		for i := len(ck.folios) - 1; i >= 0; i-- {
+			f := ck.folios[i]
+			if f.end() <= size {
+				break
+			}
+			if f.off < size {
+				if ch := c.truncateFolio(fs, f, int(size-f.off)); ch != nil {
+					return ch
+				}
+				break
+			}
+			ck.removeAt(i)
+			c.drop(fs, f)
+		}
+		fs.dropChunkIfEmpty(ck)
+	}
+	return nil
+}
+
+// truncateFolio cuts f at byte rel of it.
+func (c *Cache) truncateFolio(fs *fileState, f *folio, rel int) <-chan struct{} {
+	n := f.nblocks
+	past := (rel + c.blockMask) >> c.blockShift // first block wholly past size
+	var ch <-chan struct{}
+	if f.wbN.Load() != 0 {
+		ch = c.events.wait()
+	}
+	f.stateMu.Lock()
+	cleared := countBits(f.state, n+past, 2*n)
+	clearBits(f.state, n+past, 2*n)
+	f.dirtyN.Add(-int32(cleared))
+	if up := countBits(f.state, past, n); up > 0 {
+		clearBits(f.state, past, n)
+		f.uptodateN -= up
+		f.allUptodate.Store(false)
+	}
+	partial := rel&c.blockMask != 0
+	zero := partial && bitSet(f.state, rel>>c.blockShift)
+	inFlight := zero && bitSet(f.state, 2*n+rel>>c.blockShift)
+	f.stateMu.Unlock()
+	c.subDirty(fs, cleared)
+	if inFlight {
+		c.counters.stableWaits.Add(1)
+		return ch
+	}
+	if zero {
+		clear(f.mem[rel : past<<c.blockShift])
+	}
+	return nil
+}
+
+// Forget drops everything the cache holds of a removed file, dirty data
+// included. Folios in flight are freed when their writeback ends.
+func (c *Cache) Forget(file uint64) {
+	sh := c.shard(file)
+	sh.mu.Lock()
+	fs := sh.m[file]
+	delete(sh.m, file)
+	sh.mu.Unlock()
+	if fs == nil {
+		return
+	}
+	fs.mu.Lock()
+	fs.dead = true
+	for key, ck := range fs.chunks {
+		for _, f := range ck.folios {
+			c.drop(fs, f)
+		}
+		clear(ck.folios)
+		ck.folios = ck.folios[:0]
+		delete(fs.chunks, key)
+		chunkPool.Put(ck)
+	}
+	fs.last = nil
+	fs.mu.Unlock()
+}
