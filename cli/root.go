@@ -48,6 +48,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	root.AddCommand(newBenchCmd())
 	root.AddCommand(newZonesCmd())
+	root.AddCommand(newFormatCmd())
 	return root
 }
 
@@ -57,5 +58,6 @@ func newBenchCmd() *cobra.Command {
 		Short: "Benchmarks that compare two configurations in one run",
 	}
 	cmd.AddCommand(newBenchBatchingCmd())
+	cmd.AddCommand(newBenchRunCmd())
 	return cmd
 }

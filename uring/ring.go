@@ -192,6 +192,9 @@ func New(opts Options) (*Ring, error) {
 	return r, nil
 }
 
+// Slots is how many operations can be in flight at once.
+func (r *Ring) Slots() int { return len(r.slots) }
+
 // Big reports whether the ring has 128-byte SQEs and 32-byte CQEs.
 func (r *Ring) Big() bool { return r.big }
 

@@ -1,0 +1,320 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+
+	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/zns"
+)
+
+// engineFlags are the engine settings every command that opens a device
+// shares.
+type engineFlags struct {
+	cache     string
+	maxOrder  int
+	placement string
+	gcPolicy  string
+	openZones int
+	gcLow     int
+	gcHigh    int
+}
+
+func (f *engineFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.cache, "cache", "256M", "folio cache size")
+	fs.IntVar(&f.maxOrder, "max-order", 9, "largest folio order (4 KiB << order)")
+	fs.StringVar(&f.placement, "placement", "mru", "zone placement: mru, none or round-robin")
+	fs.StringVar(&f.gcPolicy, "gc-policy", "greedy", "GC victim policy: greedy or cost-benefit")
+	fs.IntVar(&f.openZones, "open-zones", 0, "data zones open at once (0: from the device's limits)")
+	fs.IntVar(&f.gcLow, "gc-low", 0, "start GC below this many free zones (0: default)")
+	fs.IntVar(&f.gcHigh, "gc-high", 0, "stop GC at this many free zones (0: default)")
+}
+
+func (f *engineFlags) config() (engine.Config, error) {
+	var cfg engine.Config
+	n, err := parseSize(f.cache)
+	if err != nil {
+		return cfg, fmt.Errorf("--cache: %w", err)
+	}
+	cfg.CacheBytes = n
+	if f.maxOrder < 0 || f.maxOrder > 9 {
+		return cfg, fmt.Errorf("--max-order %d: want 0..9", f.maxOrder)
+	}
+	cfg.MaxOrder = f.maxOrder
+	if f.maxOrder == 0 {
+		cfg.MaxOrder = -1 // explicit order 0
+	}
+	if cfg.Policy, err = engine.ParsePolicy(f.placement); err != nil {
+		return cfg, err
+	}
+	if cfg.GC.Policy, err = engine.ParseGCPolicy(f.gcPolicy); err != nil {
+		return cfg, err
+	}
+	cfg.OpenZones = f.openZones
+	cfg.GC.Low, cfg.GC.High = f.gcLow, f.gcHigh
+	return cfg, nil
+}
+
+// parseSize reads 4096, 4k, 64K, 1M, 2G, 1T (powers of 1024).
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(strings.ToUpper(s))
+	t = strings.TrimSuffix(t, "B")
+	t = strings.TrimSuffix(t, "I")
+	mult := int64(1)
+	if t != "" {
+		switch t[len(t)-1] {
+		case 'K':
+			mult = 1 << 10
+		case 'M':
+			mult = 1 << 20
+		case 'G':
+			mult = 1 << 30
+		case 'T':
+			mult = 1 << 40
+		}
+		if mult != 1 {
+			t = t[:len(t)-1]
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v < 0 || v*float64(mult) > 1<<50 {
+		return 0, fmt.Errorf("bad size %q (want e.g. 4096, 64K, 1M, 2G)", s)
+	}
+	return int64(v * float64(mult)), nil
+}
+
+func newFormatCmd() *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "format DEVICE",
+		Short: "Write an empty zonefold file system to a zoned device",
+		Long: `Resets every zone and writes a superblock and an empty checkpoint to the
+first two sequential zones. A device that holds data is refused unless
+--force is given.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dev, err := zns.Open(args[0], zns.Options{})
+			if err != nil {
+				return err
+			}
+			defer dev.Close()
+			sb, err := engine.Format(dev, engine.FormatOptions{Force: force})
+			if err != nil {
+				return err
+			}
+			g := dev.Geometry()
+			fmt.Fprintf(cmd.OutOrStdout(), "formatted %s: uuid %s, %d zones of %s (capacity %s), metadata zones %d and %d\n",
+				args[0], sb.ID(), g.Zones, human(g.ZoneSize), human(g.ZoneCap), sb.MetaZones[0], sb.MetaZones[1])
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "erase a device that holds data")
+	return cmd
+}
+
+// human prints a byte count in binary units.
+func human(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dG", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dM", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dK", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// openFormatted formats dev (erasing it) and opens an engine on it.
+func openFormatted(device string, cfg engine.Config) (*engine.Engine, error) {
+	dev, err := zns.Open(device, zns.Options{})
+	if err != nil {
+		return nil, err
+	}
+	e, err := engine.FormatAndOpen(dev, cfg)
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+type runOpts struct {
+	engineFlags
+	files    int
+	bs       string
+	iodepth  int
+	size     string
+	rw       string
+	endFsync bool
+	preset   string
+	scale    float64
+	json     bool
+}
+
+var presets = map[string]func(o *runOpts){
+	"seq128k": func(o *runOpts) { o.files, o.bs, o.iodepth, o.rw, o.size = 1, "128K", 16, "write", "256M" },
+	"4x1m": func(o *runOpts) {
+		o.files, o.bs, o.iodepth, o.rw, o.size, o.endFsync = 4, "1M", 1, "write", "256M", true
+	},
+	"16x8k": func(o *runOpts) { o.files, o.bs, o.iodepth, o.rw, o.size = 16, "8K", 4, "randwrite", "1G" },
+}
+
+func newBenchRunCmd() *cobra.Command {
+	var o runOpts
+	cmd := &cobra.Command{
+		Use:   "run DEVICE",
+		Short: "Run an fio-like workload in process against a freshly formatted DEVICE (erases it)",
+		Long: `Formats DEVICE (erasing it), then runs N files of writes or reads through
+the engine's File API with a progress bar, and prints MB/s, IOPS, latency
+percentiles and write amplification. Presets reproduce the kernel series'
+workloads: seq128k (bs=128k, iodepth 16), 4x1m (4 files, bs=1M, end_fsync),
+16x8k (16 files, 8k random writes, iodepth 4, 1G each; --scale shrinks it).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runBenchRun(cmd, args[0], o)
+		},
+	}
+	f := cmd.Flags()
+	o.engineFlags.register(f)
+	f.IntVar(&o.files, "files", 1, "files written in parallel")
+	f.StringVar(&o.bs, "bs", "128K", "bytes per operation")
+	f.IntVar(&o.iodepth, "iodepth", 1, "operations in flight per file")
+	f.StringVar(&o.size, "size", "64M", "bytes per file")
+	f.StringVar(&o.rw, "rw", "write", "write, randwrite, read or randread")
+	f.BoolVar(&o.endFsync, "end-fsync", false, "fsync every file at the end (timed)")
+	f.StringVar(&o.preset, "preset", "", "seq128k, 4x1m or 16x8k (flags given explicitly still win)")
+	f.Float64Var(&o.scale, "scale", 1, "multiply the per-file size by this")
+	f.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
+	return cmd
+}
+
+func runBenchRun(cmd *cobra.Command, device string, o runOpts) error {
+	if o.preset != "" {
+		set, ok := presets[o.preset]
+		if !ok {
+			return fmt.Errorf("--preset %q: want seq128k, 4x1m or 16x8k", o.preset)
+		}
+		explicit := o
+		set(&o)
+		// Flags the user gave override the preset.
+		cmd.Flags().Visit(func(fl *pflag.Flag) {
+			switch fl.Name {
+			case "files":
+				o.files = explicit.files
+			case "bs":
+				o.bs = explicit.bs
+			case "iodepth":
+				o.iodepth = explicit.iodepth
+			case "size":
+				o.size = explicit.size
+			case "rw":
+				o.rw = explicit.rw
+			case "end-fsync":
+				o.endFsync = explicit.endFsync
+			}
+		})
+	}
+	cfg, err := o.config()
+	if err != nil {
+		return err
+	}
+	bs, err := parseSize(o.bs)
+	if err != nil {
+		return fmt.Errorf("--bs: %w", err)
+	}
+	size, err := parseSize(o.size)
+	if err != nil {
+		return fmt.Errorf("--size: %w", err)
+	}
+	if o.scale <= 0 {
+		return fmt.Errorf("--scale %v: want > 0", o.scale)
+	}
+	size = int64(float64(size)*o.scale) / bs * bs
+	w := engine.Workload{Files: o.files, BS: int(bs), IODepth: o.iodepth, Size: size, RW: o.rw, EndFsync: o.endFsync, Seed: 1}
+	e, err := openFormatted(device, cfg)
+	if err != nil {
+		return err
+	}
+	var bar *progressbar.ProgressBar
+	if !o.json && isTerminal(cmd.ErrOrStderr()) {
+		bar = progressbar.DefaultBytes(int64(w.Files)*size, "bench run")
+		w.Progress = func(done, _ int64) { _ = bar.Set64(done) }
+	}
+	res, runErr := engine.RunWorkload(cmd.Context(), e, w)
+	if bar != nil {
+		_ = bar.Finish()
+		fmt.Fprintln(cmd.ErrOrStderr())
+	}
+	closeErr := e.Close()
+	if runErr != nil {
+		return runErr
+	}
+	if closeErr != nil {
+		return closeErr
+	}
+	return printRun(cmd.OutOrStdout(), o, w, res)
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+type runJSON struct {
+	Files        int     `json:"files"`
+	BS           int     `json:"bs"`
+	IODepth      int     `json:"iodepth"`
+	RW           string  `json:"rw"`
+	Placement    string  `json:"placement"`
+	MBps         float64 `json:"mbps"`
+	IOPS         float64 `json:"iops"`
+	P50us        float64 `json:"p50_us"`
+	P99us        float64 `json:"p99_us"`
+	WAF          float64 `json:"waf"`
+	HostBytes    int64   `json:"host_bytes"`
+	DevBytes     int64   `json:"dev_bytes"`
+	GCBytes      int64   `json:"gc_bytes"`
+	ZonesReset   int64   `json:"zones_reset"`
+	SQEsPerEnter float64 `json:"sqes_per_enter"`
+	Seconds      float64 `json:"seconds"`
+}
+
+func runSummary(o runOpts, w engine.Workload, r engine.WorkloadResult) runJSON {
+	return runJSON{
+		Files: w.Files, BS: w.BS, IODepth: w.IODepth, RW: w.RW, Placement: o.placement,
+		MBps: r.MBps(), IOPS: r.IOPS(),
+		P50us: float64(r.P50) / float64(time.Microsecond), P99us: float64(r.P99) / float64(time.Microsecond),
+		WAF: r.Stats.WAF(), HostBytes: r.Stats.HostWritten, DevBytes: r.Stats.DevWritten(),
+		GCBytes: r.Stats.GCWritten, ZonesReset: r.Stats.GCResets, SQEsPerEnter: r.Stats.Ring.SQEsPerEnter(),
+		Seconds: r.Elapsed.Seconds(),
+	}
+}
+
+func printRun(out io.Writer, o runOpts, w engine.Workload, r engine.WorkloadResult) error {
+	s := runSummary(o, w, r)
+	if o.json {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	}
+	fmt.Fprintf(out, "%d file(s) x %s, %s bs=%d iodepth=%d, placement %s\n\n",
+		w.Files, human(w.Size), w.RW, w.BS, w.IODepth, o.placement)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "MB/s\tIOPS\tp50\tp99\tWAF\tdevice MB\tGC MB\tSQEs/enter\t")
+	fmt.Fprintf(tw, "%.1f\t%.0f\t%v\t%v\t%.3f\t%.1f\t%.1f\t%.1f\t\n", s.MBps, s.IOPS,
+		r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), s.WAF,
+		float64(s.DevBytes)/1e6, float64(s.GCBytes)/1e6, s.SQEsPerEnter)
+	return tw.Flush()
+}

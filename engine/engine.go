@@ -1,0 +1,397 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zonefold/zonefold/cache"
+	"github.com/zonefold/zonefold/uring"
+	"github.com/zonefold/zonefold/writeback"
+	"github.com/zonefold/zonefold/zns"
+)
+
+// Config configures an engine.
+type Config struct {
+	// CacheBytes is the size of the folio cache. Default 256 MiB.
+	CacheBytes int64
+	// MaxOrder caps folio size: 4 KiB << MaxOrder. Default 9 (2 MiB).
+	MaxOrder int
+	// DirtyLimit throttles writers above this many dirty bytes.
+	// Default half the cache.
+	DirtyLimit int64
+	// Writeback tunes when data is written back.
+	Writeback writeback.Config
+	// Policy is the zone placement policy. Default PolicyMRU.
+	Policy Policy
+	// OpenZones is how many data zones are open for appends at once.
+	// 0: as many as the device's limits allow after the metadata and GC
+	// zones, and at most 16.
+	OpenZones int
+	// GC configures the garbage collector.
+	GC GCConfig
+}
+
+func (c *Config) fill() {
+	if c.CacheBytes <= 0 {
+		c.CacheBytes = 256 << 20
+	}
+	if c.MaxOrder == 0 {
+		c.MaxOrder = 9
+	}
+	if c.MaxOrder < 0 {
+		c.MaxOrder = 0
+	}
+	if c.DirtyLimit <= 0 {
+		c.DirtyLimit = c.CacheBytes / 2
+	}
+	c.GC.fill()
+}
+
+// Engine serves files from one zoned device.
+type Engine struct {
+	cfg   Config
+	dev   zns.Device
+	geo   zns.Geometry
+	ring  *uring.Ring
+	cache *cache.Cache
+	wb    *writeback.Writeback
+	sb    Superblock
+	log   *slog.Logger
+
+	zones  []*zone // by device zone number; nil for zones the engine does not write data to
+	placer placer
+	hdrs   *blockPool
+	ops    chan *recordOp
+	seq    atomic.Uint64
+	// inflight counts appends submitted and not completed; quiesce is
+	// held shared while appends are being built, so that a checkpoint
+	// can stop them and see a still zone table.
+	inflight    atomic.Int64
+	quiesce     sync.RWMutex
+	failedZones []*zone // guarded by placer.mu
+
+	nsMu       sync.RWMutex
+	byName     map[string]*file
+	byID       map[uint64]*file
+	nextID     uint64
+	closed     bool
+	meta       *metaLog
+	gc         *collector
+	stats      counters
+	cancel     context.CancelFunc
+	readGroups sync.Pool // *uring.Group for batched device reads
+	bg         sync.WaitGroup
+	zeroBlk    []byte
+}
+
+// file is one file's state; mu guards size and the extent map.
+type file struct {
+	id   uint64
+	name string
+	mu   sync.RWMutex
+	size int64
+	ext  *extentMap
+	mru  atomic.Pointer[zone]
+	gone bool // removed: its data is garbage
+}
+
+// Open opens a formatted device and recovers its files.
+func Open(devName string, cfg Config) (*Engine, error) {
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		return nil, err
+	}
+	e, err := OpenDevice(dev, cfg)
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// OpenDevice is Open on a device the caller opened; the engine owns it
+// from then on and closes it with Close.
+func OpenDevice(dev zns.Device, cfg Config) (*Engine, error) {
+	return openDevice(dev, cfg, nil)
+}
+
+// FormatAndOpen formats dev (erasing it) and opens an empty engine on it
+// without reading anything back: the one way to run the engine on a
+// storage-less null: device, whose reads return zeros.
+func FormatAndOpen(dev zns.Device, cfg Config) (*Engine, error) {
+	sb, err := Format(dev, FormatOptions{Force: true})
+	if err != nil {
+		return nil, err
+	}
+	return openDevice(dev, cfg, &sb)
+}
+
+func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) {
+	cfg.fill()
+	e := &Engine{cfg: cfg, dev: dev, geo: dev.Geometry(), ring: dev.Ring(), log: slog.Default(),
+		byName: map[string]*file{}, byID: map[uint64]*file{}, nextID: 1}
+	e.readGroups.New = func() any { return new(uring.Group) }
+	if err := e.checkDevice(); err != nil {
+		return nil, err
+	}
+	var sb Superblock
+	var err error
+	if fresh != nil {
+		sb = *fresh
+	} else if sb, err = readSuperblock(dev); err != nil {
+		return nil, err
+	}
+	if err := sb.checkGeometry(e.geo); err != nil {
+		return nil, err
+	}
+	e.sb = sb
+	if e.hdrs, err = newBlockPool(e.ring, 2*int(nslots(e.ring))); err != nil {
+		return nil, err
+	}
+	e.ops = make(chan *recordOp, e.hdrs.size())
+	for range e.hdrs.size() {
+		e.ops <- &recordOp{e: e}
+	}
+	e.zeroBlk = e.hdrs.zero
+	if err := e.setupZones(); err != nil {
+		e.hdrs.close()
+		return nil, err
+	}
+	e.cache, err = cache.New(cache.Config{
+		Bytes:      cfg.CacheBytes,
+		MaxOrder:   max(cfg.MaxOrder, 0),
+		DirtyLimit: cfg.DirtyLimit,
+		BlockSize:  BlockSize,
+		OnPressure: func() { e.wb.Kick() },
+	})
+	if err != nil {
+		e.hdrs.close()
+		return nil, fmt.Errorf("engine: cache: %w", err)
+	}
+	e.wb = writeback.New(cfg.Writeback, e.cache, e, e.ring)
+	if fresh != nil {
+		err = e.startFresh()
+	} else {
+		err = e.recover()
+	}
+	if err != nil {
+		e.cache.Close()
+		e.hdrs.close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cancel = cancel
+	e.bg.Go(func() { e.wb.Run(ctx) })
+	e.gc = newCollector(e)
+	e.bg.Go(func() { e.gc.run(ctx) })
+	return e, nil
+}
+
+// checkDevice refuses geometries the engine cannot use.
+func (e *Engine) checkDevice() error {
+	g := e.geo
+	if g.BlockSize > BlockSize || BlockSize%g.BlockSize != 0 {
+		return fmt.Errorf("engine: device block size %d: zonefold needs one that divides %d", g.BlockSize, BlockSize)
+	}
+	if g.ZoneCap%BlockSize != 0 || g.ZoneCap < 4*BlockSize {
+		return fmt.Errorf("engine: zone capacity %d: need a multiple of %d, at least %d", g.ZoneCap, BlockSize, 4*BlockSize)
+	}
+	if g.MaxAppend < minRecord {
+		return fmt.Errorf("engine: max append %d bytes is below a record (%d)", g.MaxAppend, minRecord)
+	}
+	return nil
+}
+
+func nslots(r *uring.Ring) int { return r.Slots() }
+
+// setupZones reads the zone report and builds the placer: the metadata
+// zones are set aside, every other sequential zone holds data.
+func (e *Engine) setupZones() error {
+	report := make([]zns.Zone, e.geo.Zones)
+	n, err := e.dev.Report(0, report)
+	if err != nil {
+		return fmt.Errorf("engine: report zones: %w", err)
+	}
+	report = report[:n]
+	e.zones = make([]*zone, e.geo.Zones)
+	var data []*zone
+	for i, rz := range report {
+		if rz.Type == zns.TypeConventional || i == e.sb.MetaZones[0] || i == e.sb.MetaZones[1] {
+			continue
+		}
+		z := &zone{idx: i, start: rz.Start, cap: rz.Cap}
+		z.alloc.Store(rz.WP - rz.Start)
+		switch {
+		case rz.Cond == zns.CondReadOnly || rz.Cond == zns.CondOffline:
+			z.state.Store(zoneFull)
+		case rz.WP >= rz.Start+rz.Cap || rz.Cond == zns.CondFull:
+			z.alloc.Store(rz.Cap)
+			z.state.Store(zoneFull)
+		case rz.WP == rz.Start:
+			z.state.Store(zoneFree)
+		default:
+			// Partly written: recovery finishes it (its tail cannot be
+			// trusted to be in order with new appends after a crash).
+			z.state.Store(zoneFull)
+		}
+		e.zones[i] = z
+		data = append(data, z)
+	}
+	if len(data) < 2+e.cfg.GC.Reserve {
+		return fmt.Errorf("engine: %d data zones; zonefold needs at least %d", len(data), 2+e.cfg.GC.Reserve)
+	}
+	budget := e.cfg.OpenZones
+	limit := deviceOpenLimit(e.geo)
+	// One metadata zone and one GC zone may be open besides data zones.
+	if limit > 0 && limit-2 < 1 {
+		return fmt.Errorf("engine: device allows %d open zones; zonefold needs at least 3", limit)
+	}
+	if budget <= 0 {
+		budget = 16
+		if limit > 0 {
+			budget = min(budget, limit-2)
+		}
+	}
+	if limit > 0 && budget > limit-2 {
+		return fmt.Errorf("engine: %d open zones asked for; the device allows %d, and zonefold keeps 2 for metadata and GC", budget, limit)
+	}
+	e.placer = placer{policy: e.cfg.Policy, zones: data, budget: budget, gcReserve: e.cfg.GC.Reserve}
+	for _, z := range data {
+		if z.state.Load() == zoneFree {
+			e.placer.free = append(e.placer.free, z)
+		}
+	}
+	return nil
+}
+
+// deviceOpenLimit is the tighter of the open and active limits, 0 if none.
+func deviceOpenLimit(g zns.Geometry) int {
+	switch {
+	case g.MaxOpen > 0 && g.MaxActive > 0:
+		return min(g.MaxOpen, g.MaxActive)
+	case g.MaxOpen > 0:
+		return g.MaxOpen
+	default:
+		return g.MaxActive
+	}
+}
+
+// zoneAt is the data zone holding device offset off, or nil.
+func (e *Engine) zoneAt(off int64) *zone {
+	i := off / e.geo.ZoneSize
+	if i < 0 || int(i) >= len(e.zones) {
+		return nil
+	}
+	return e.zones[i]
+}
+
+// Close flushes everything, writes a checkpoint and releases the device.
+func (e *Engine) Close() error {
+	e.nsMu.Lock()
+	if e.closed {
+		e.nsMu.Unlock()
+		return nil
+	}
+	e.closed = true
+	e.nsMu.Unlock()
+	var errs []error
+	ctx := context.Background()
+	if err := e.wb.SyncAll(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	e.cancel()
+	e.bg.Wait()
+	if err := e.dev.Flush(); err != nil {
+		errs = append(errs, fmt.Errorf("engine: flush device: %w", err))
+	}
+	if len(errs) == 0 {
+		if err := e.checkpoint(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	e.cache.Close()
+	if err := e.dev.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	e.hdrs.close()
+	return errors.Join(errs...)
+}
+
+// Sync writes back every file and flushes the device.
+func (e *Engine) Sync(ctx context.Context) error {
+	if err := e.wb.SyncAll(ctx); err != nil {
+		return err
+	}
+	return e.dev.Flush()
+}
+
+// Geometry is the device's geometry.
+func (e *Engine) Geometry() zns.Geometry { return e.geo }
+
+// Superblock is the device's superblock.
+func (e *Engine) Superblock() Superblock { return e.sb }
+
+var errClosed = fmt.Errorf("engine: %w", fs.ErrClosed)
+
+// blockPool is a fixed set of BlockSize buffers in page-aligned memory
+// outside the Go heap (O_DIRECT needs the alignment), for record headers.
+type blockPool struct {
+	mem  []byte
+	free chan int
+	ring *uring.Ring
+	zero []byte // one zero block, never handed out
+}
+
+func newBlockPool(r *uring.Ring, n int) (*blockPool, error) {
+	mem, err := unix.Mmap(-1, 0, (n+1)*BlockSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return nil, fmt.Errorf("engine: map header blocks: %w", err)
+	}
+	p := &blockPool{mem: mem, free: make(chan int, n), ring: r, zero: mem[n*BlockSize:]}
+	for i := range n {
+		p.free <- i
+	}
+	return p, nil
+}
+
+func (p *blockPool) size() int { return cap(p.free) }
+
+// get takes a block, flushing the ring before it waits so that the
+// appends holding blocks can complete.
+func (p *blockPool) get() (int, []byte) {
+	var i int
+	select {
+	case i = <-p.free:
+	default:
+		_ = p.ring.Flush()
+		i = <-p.free
+	}
+	return i, p.mem[i*BlockSize : (i+1)*BlockSize]
+}
+
+func (p *blockPool) put(i int) { p.free <- i }
+
+func (p *blockPool) close() { _ = unix.Munmap(p.mem) }
+
+// counters are the engine's cumulative stats.
+type counters struct {
+	hostWritten, hostRead         atomic.Int64
+	devData, devHeaders, devPad   atomic.Int64
+	devRead                       atomic.Int64
+	appends, appendErrs, readErrs atomic.Int64
+	zonesOpened, zonesFilled      atomic.Int64
+	gcRead, gcWritten, gcResets   atomic.Int64
+	gcNanos, gcRuns               atomic.Int64
+	metaWritten, checkpoints      atomic.Int64
+	writeNanos, writeOps          atomic.Int64
+	throttleNanos                 atomic.Int64
+	startTime                     time.Time
+}

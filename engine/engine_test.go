@@ -1,0 +1,116 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"testing"
+
+	"github.com/zonefold/zonefold/zns"
+)
+
+// emuDevice is an emulated zoned device string in a test's temp dir.
+func emuDevice(t testing.TB, zones int, zoneSize string, extra string) string {
+	t.Helper()
+	return fmt.Sprintf("emu:%s?zone_size=%s&zones=%d%s", filepath.Join(t.TempDir(), "dev"), zoneSize, zones, extra)
+}
+
+// formatOpen formats dev and opens an engine on it.
+func formatOpen(t testing.TB, devName string, cfg Config) *Engine {
+	t.Helper()
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatalf("open device: %v", err)
+	}
+	if _, err := Format(dev, FormatOptions{}); err != nil {
+		t.Fatalf("format: %v", err)
+	}
+	e, err := OpenDevice(dev, cfg)
+	if err != nil {
+		t.Fatalf("open engine: %v", err)
+	}
+	return e
+}
+
+func reopen(t testing.TB, devName string, cfg Config) *Engine {
+	t.Helper()
+	e, err := Open(devName, cfg)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	return e
+}
+
+func smallConfig() Config {
+	return Config{CacheBytes: 8 << 20, DirtyLimit: 4 << 20}
+}
+
+func TestWriteReadSyncReopen(t *testing.T) {
+	devName := emuDevice(t, 16, "1M", "")
+	e := formatOpen(t, devName, smallConfig())
+	f, err := e.Create("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Repeat([]byte("zonefold"), 40000) // 320000 bytes: not block aligned
+	if n, err := f.WriteAt(want, 1000); err != nil || n != len(want) {
+		t.Fatalf("WriteAt = %d, %v", n, err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(want)+2000)
+	n, err := f.ReadAt(got, 0)
+	if err != io.EOF || n != len(want)+1000 {
+		t.Fatalf("ReadAt = %d, %v; want %d, EOF", n, err, len(want)+1000)
+	}
+	if !bytes.Equal(got[:1000], make([]byte, 1000)) || !bytes.Equal(got[1000:n], want) {
+		t.Fatal("read differs from write")
+	}
+	st := e.Stats()
+	if st.DevData < int64(len(want)) || st.Appends == 0 {
+		t.Fatalf("nothing reached the device: %+v", st)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	e = reopen(t, devName, smallConfig())
+	defer e.Close()
+	f, err = e.Open("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clear(got)
+	n, err = f.ReadAt(got, 0)
+	if n != len(want)+1000 || !bytes.Equal(got[1000:n], want) {
+		t.Fatalf("after reopen: read %d bytes (%v), content equal: %v", n, err, bytes.Equal(got[1000:n], want))
+	}
+	if _, err := e.Open("missing"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Open(missing) = %v, want ErrNotExist", err)
+	}
+}
+
+func TestOpenRefusesUnformatted(t *testing.T) {
+	devName := emuDevice(t, 8, "1M", "")
+	if _, err := Open(devName, smallConfig()); !errors.Is(err, ErrNotFormatted) {
+		t.Fatalf("Open of a blank device = %v, want ErrNotFormatted", err)
+	}
+	e := formatOpen(t, devName, smallConfig())
+	f, _ := e.Create("x")
+	f.WriteAt([]byte("data"), 0)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	if _, err := Format(dev, FormatOptions{}); err == nil {
+		t.Fatal("Format without Force erased a device holding data")
+	}
+}

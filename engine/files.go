@@ -1,0 +1,459 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/zonefold/zonefold/uring"
+)
+
+// FileInfo describes a file.
+type FileInfo struct {
+	Name    string
+	ID      uint64
+	Size    int64
+	Extents int
+}
+
+// File is an open file. Its methods have the semantics of os.File's:
+// reads past the end return io.EOF, writes past it extend the file with
+// zeros. A File may be used from several goroutines.
+type File struct {
+	e      *Engine
+	f      *file
+	closed bool
+}
+
+// MaxNameLen bounds file names.
+const MaxNameLen = 255
+
+func checkName(name string) error {
+	if name == "" || len(name) > MaxNameLen || strings.ContainsRune(name, 0) {
+		return fmt.Errorf("engine: invalid file name %q: %w", name, fs.ErrInvalid)
+	}
+	return nil
+}
+
+// Create opens name, creating it if it does not exist; like os.Create it
+// truncates an existing file.
+func (e *Engine) Create(name string) (*File, error) {
+	return e.OpenFile(name, true, true)
+}
+
+// Open opens an existing file.
+func (e *Engine) Open(name string) (*File, error) {
+	return e.OpenFile(name, false, false)
+}
+
+// OpenFile opens name; create makes it if missing, trunc empties it.
+// Creation is durable when OpenFile returns.
+func (e *Engine) OpenFile(name string, create, trunc bool) (*File, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	e.nsMu.Lock()
+	if e.closed {
+		e.nsMu.Unlock()
+		return nil, errClosed
+	}
+	f := e.byName[name]
+	if f == nil {
+		if !create {
+			e.nsMu.Unlock()
+			return nil, fmt.Errorf("engine: open %q: %w", name, fs.ErrNotExist)
+		}
+		f = &file{id: e.nextID, name: name, ext: newExtentMap()}
+		if err := e.logOp(nsOp{kind: opCreate, file: f.id, name: name}); err != nil {
+			e.nsMu.Unlock()
+			return nil, err
+		}
+		e.nextID++
+		e.byName[name] = f
+		e.byID[f.id] = f
+		e.nsMu.Unlock()
+		return &File{e: e, f: f}, nil
+	}
+	e.nsMu.Unlock()
+	h := &File{e: e, f: f}
+	if trunc {
+		if err := h.Truncate(0); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// Remove deletes a file; its data becomes garbage for GC. Open handles
+// to it fail from then on.
+func (e *Engine) Remove(name string) error {
+	e.nsMu.Lock()
+	defer e.nsMu.Unlock()
+	if e.closed {
+		return errClosed
+	}
+	f := e.byName[name]
+	if f == nil {
+		return fmt.Errorf("engine: remove %q: %w", name, fs.ErrNotExist)
+	}
+	if err := e.logOp(nsOp{kind: opRemove, file: f.id}); err != nil {
+		return err
+	}
+	delete(e.byName, name)
+	e.dropFile(f)
+	return nil
+}
+
+// dropFile forgets a removed (or renamed-over) file: its data becomes
+// garbage, and appends of it still in flight map nothing. nsMu is held.
+func (e *Engine) dropFile(f *file) {
+	delete(e.byID, f.id)
+	f.mu.Lock()
+	f.gone = true
+	f.ext.each(func(x extent) bool { e.unmapped(x); return true })
+	f.ext = newExtentMap()
+	f.mu.Unlock()
+	e.cache.Forget(f.id)
+	e.wb.Forget(f.id)
+}
+
+// Rename renames a file, replacing newName if it exists.
+func (e *Engine) Rename(oldName, newName string) error {
+	if err := checkName(newName); err != nil {
+		return err
+	}
+	e.nsMu.Lock()
+	if e.closed {
+		e.nsMu.Unlock()
+		return errClosed
+	}
+	f := e.byName[oldName]
+	if f == nil {
+		e.nsMu.Unlock()
+		return fmt.Errorf("engine: rename %q: %w", oldName, fs.ErrNotExist)
+	}
+	if oldName == newName {
+		e.nsMu.Unlock()
+		return nil
+	}
+	victim := e.byName[newName]
+	if err := e.logOp(nsOp{kind: opRename, file: f.id, name: newName}); err != nil {
+		e.nsMu.Unlock()
+		return err
+	}
+	delete(e.byName, oldName)
+	e.byName[newName] = f
+	f.mu.Lock()
+	f.name = newName
+	f.mu.Unlock()
+	if victim != nil {
+		e.dropFile(victim)
+	}
+	e.nsMu.Unlock()
+	return nil
+}
+
+// List returns every file, by name.
+func (e *Engine) List() []FileInfo {
+	e.nsMu.RLock()
+	out := make([]FileInfo, 0, len(e.byName))
+	for _, f := range e.byName {
+		out = append(out, f.info())
+	}
+	e.nsMu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Stat describes one file.
+func (e *Engine) Stat(name string) (FileInfo, error) {
+	e.nsMu.RLock()
+	f := e.byName[name]
+	e.nsMu.RUnlock()
+	if f == nil {
+		return FileInfo{}, fmt.Errorf("engine: stat %q: %w", name, fs.ErrNotExist)
+	}
+	return f.info(), nil
+}
+
+func (f *file) info() FileInfo {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return FileInfo{Name: f.name, ID: f.id, Size: f.size, Extents: f.ext.count()}
+}
+
+// check refuses operations on closed handles and removed files.
+func (h *File) check() error {
+	if h.closed {
+		return fmt.Errorf("engine: file %q: %w", h.f.name, fs.ErrClosed)
+	}
+	h.f.mu.RLock()
+	gone := h.f.gone
+	h.f.mu.RUnlock()
+	if gone {
+		return fmt.Errorf("engine: file %q was removed: %w", h.f.name, fs.ErrNotExist)
+	}
+	return nil
+}
+
+// Name is the file's name.
+func (h *File) Name() string {
+	h.f.mu.RLock()
+	defer h.f.mu.RUnlock()
+	return h.f.name
+}
+
+// Stat describes the file.
+func (h *File) Stat() FileInfo { return h.f.info() }
+
+// Size is the file's size.
+func (h *File) Size() int64 {
+	h.f.mu.RLock()
+	defer h.f.mu.RUnlock()
+	return h.f.size
+}
+
+// ReadAt reads len(p) bytes at off; fewer at the end of the file, with
+// io.EOF.
+func (h *File) ReadAt(p []byte, off int64) (int, error) {
+	return h.ReadAtContext(context.Background(), p, off)
+}
+
+// ReadAtContext is ReadAt with cancellation of cache waits.
+func (h *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	if err := h.check(); err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, fmt.Errorf("engine: read at %d: %w", off, fs.ErrInvalid)
+	}
+	size := h.Size()
+	if off >= size {
+		return 0, io.EOF
+	}
+	want := p
+	if int64(len(p)) > size-off {
+		want = p[:size-off]
+	}
+	n, err := h.e.cache.Read(ctx, h.f.id, off, want, h.e)
+	h.e.stats.hostRead.Add(int64(n))
+	if err != nil {
+		return n, fmt.Errorf("engine: read %q at %d: %w", h.f.name, off, err)
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// WriteAt writes p at off, extending the file if needed. The data is in
+// the cache when WriteAt returns; Sync makes it durable.
+func (h *File) WriteAt(p []byte, off int64) (int, error) {
+	return h.WriteAtContext(context.Background(), p, off)
+}
+
+// WriteAtContext is WriteAt with cancellation of throttling waits.
+func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	if err := h.check(); err != nil {
+		return 0, err
+	}
+	if off < 0 || off+int64(len(p)) < off || off+int64(len(p)) > MaxFileSize {
+		return 0, fmt.Errorf("engine: write of %d bytes at %d: %w", len(p), off, fs.ErrInvalid)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	e := h.e
+	if err := e.admit(ctx, int64(len(p))); err != nil {
+		return 0, err
+	}
+	// The size grows before the data enters the cache, so that any
+	// record that carries the data also carries a size that covers it.
+	f := h.f
+	f.mu.Lock()
+	if end := off + int64(len(p)); end > f.size {
+		f.size = end
+	}
+	f.mu.Unlock()
+	n, err := e.cache.Write(ctx, f.id, off, p, e)
+	e.stats.hostWritten.Add(int64(n))
+	if err != nil {
+		return n, fmt.Errorf("engine: write %q at %d: %w", f.name, off, err)
+	}
+	return n, nil
+}
+
+// MaxFileSize bounds file sizes (and so offsets).
+const MaxFileSize = 1 << 50
+
+// Truncate sets the file's size. Bytes past a shrunk end read as zeros if
+// the file grows again. Durable when Truncate returns.
+func (h *File) Truncate(size int64) error {
+	if err := h.check(); err != nil {
+		return err
+	}
+	if size < 0 || size > MaxFileSize {
+		return fmt.Errorf("engine: truncate to %d: %w", size, fs.ErrInvalid)
+	}
+	e, f := h.e, h.f
+	ctx := context.Background()
+	f.mu.Lock()
+	f.size = size
+	f.mu.Unlock()
+	e.cache.Truncate(f.id, size)
+	// Records built before the truncate may still be in flight; once they
+	// are mapped, the extent map can be cut without them resurrecting
+	// the old bytes.
+	if err := e.cache.WaitWriteback(ctx, f.id); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.ext.truncate(f.size, e.unmapped)
+	f.mu.Unlock()
+	if tail := size % BlockSize; tail != 0 {
+		// The last block keeps its bytes past the end on the device; if
+		// the file grows again they must read as zeros. Rewrite them as
+		// zeros and make that durable before the truncate is: recovery
+		// then never finds the old tail under a logged size.
+		zeros := e.zeroBlk[:BlockSize-tail]
+		if _, err := e.cache.Write(ctx, f.id, size, zeros, e); err != nil {
+			return fmt.Errorf("engine: truncate %q: zero the tail: %w", f.name, err)
+		}
+		if err := e.wb.FlushFile(ctx, f.id); err != nil {
+			return fmt.Errorf("engine: truncate %q: %w", f.name, err)
+		}
+	}
+	e.nsMu.RLock()
+	err := e.logOp(nsOp{kind: opTruncate, file: f.id, size: size})
+	e.nsMu.RUnlock()
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+// Sync writes back the file's dirty data and flushes the device: when it
+// returns, the data survives a crash.
+func (h *File) Sync() error { return h.SyncContext(context.Background()) }
+
+// SyncContext is Sync with cancellation.
+func (h *File) SyncContext(ctx context.Context) error {
+	if err := h.check(); err != nil {
+		return err
+	}
+	if err := h.e.wb.FlushFile(ctx, h.f.id); err != nil {
+		return fmt.Errorf("engine: sync %q: %w", h.f.name, err)
+	}
+	if err := h.e.dev.Flush(); err != nil {
+		return fmt.Errorf("engine: sync %q: flush device: %w", h.f.name, err)
+	}
+	return nil
+}
+
+// Close releases the handle; the file's dirty data stays in the cache.
+func (h *File) Close() error {
+	if h.closed {
+		return fmt.Errorf("engine: file %q: %w", h.f.name, fs.ErrClosed)
+	}
+	h.closed = true
+	return nil
+}
+
+// admit refuses a write that cannot fit on the device: without GC, every
+// byte written, overwrite or not, needs new space.
+func (e *Engine) admit(ctx context.Context, n int64) error {
+	for {
+		room := e.placer.space()
+		need := e.cache.DirtyBytes() + n
+		need += need/(e.maxRecordData()/BlockSize) + int64(e.placer.budget)*BlockSize
+		if room >= need {
+			return nil
+		}
+		if !e.gc.makeRoom(ctx, need-room) {
+			return fmt.Errorf("engine: write of %d bytes: %w", n, ErrNoSpace)
+		}
+	}
+}
+
+// ReadBacking implements cache.Backing: it fills p with the file's bytes
+// at off from the device, zeros where nothing is mapped.
+func (e *Engine) ReadBacking(fileID uint64, off int64, p []byte) error {
+	e.nsMu.RLock()
+	f := e.byID[fileID]
+	e.nsMu.RUnlock()
+	clear(p)
+	if f == nil {
+		return nil
+	}
+	if off%int64(e.geo.BlockSize) != 0 || len(p)%e.geo.BlockSize != 0 {
+		return fmt.Errorf("engine: unaligned backing read of %d bytes at %d: %w", len(p), off, syscall.EINVAL)
+	}
+	var pieces [32]extent
+	for done := int64(0); done < int64(len(p)); {
+		// Gather up to 32 pieces under the file lock, pinning their
+		// zones against GC reset, then read them in one batch.
+		n := 0
+		next := int64(len(p))
+		f.mu.RLock()
+		f.ext.lookup(off+done, int64(len(p))-done, func(x extent) {
+			if n == len(pieces) {
+				next = min(next, x.off-off)
+				return
+			}
+			pieces[n] = x
+			n++
+			if z := e.zoneAt(x.dev); z != nil {
+				z.readers.Add(1)
+			}
+		})
+		f.mu.RUnlock()
+		if err := e.readPieces(pieces[:n], p, off); err != nil {
+			return err
+		}
+		done = next
+	}
+	return nil
+}
+
+// readPieces reads mapped pieces into p (which starts at file offset
+// base) in one plugged batch, and unpins their zones.
+func (e *Engine) readPieces(pieces []extent, p []byte, base int64) error {
+	if len(pieces) == 0 {
+		return nil
+	}
+	g := e.readGroups.Get().(*uring.Group)
+	defer e.readGroups.Put(g)
+	e.ring.Plug()
+	var subErr error
+	for _, x := range pieces {
+		dst := p[x.off-base : x.off-base+x.len]
+		g.Add(1)
+		if err := e.dev.Read(x.dev, dst, g); err != nil {
+			g.Complete(uring.Result{})
+			subErr = err
+		}
+	}
+	uerr := e.ring.Unplug()
+	_, err := e.ring.WaitGroup(g, "read")
+	for _, x := range pieces {
+		if z := e.zoneAt(x.dev); z != nil {
+			z.readers.Add(-1)
+		}
+		e.stats.devRead.Add(x.len)
+	}
+	switch {
+	case subErr != nil:
+		err = subErr
+	case uerr != nil:
+		err = uerr
+	}
+	if err != nil {
+		e.stats.readErrs.Add(1)
+		return fmt.Errorf("engine: device read: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,401 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zonefold/zonefold/uring"
+)
+
+// GCPolicy chooses GC victims.
+type GCPolicy int
+
+const (
+	// GCGreedy takes the full zone with the least valid data.
+	GCGreedy GCPolicy = iota
+	// GCCostBenefit maximises (1-u)·age/(1+u): free space gained per
+	// byte copied, weighted by how long the zone's data has stayed cold.
+	GCCostBenefit
+)
+
+func (p GCPolicy) String() string {
+	if p == GCCostBenefit {
+		return "cost-benefit"
+	}
+	return "greedy"
+}
+
+// ParseGCPolicy reads greedy or cost-benefit.
+func ParseGCPolicy(s string) (GCPolicy, error) {
+	switch s {
+	case "greedy":
+		return GCGreedy, nil
+	case "cost-benefit":
+		return GCCostBenefit, nil
+	}
+	return 0, fmt.Errorf("engine: unknown GC policy %q (want greedy or cost-benefit)", s)
+}
+
+// GCConfig tunes the garbage collector. Watermarks count free zones.
+type GCConfig struct {
+	Policy GCPolicy
+	// Low starts GC when free zones fall below it; High stops it.
+	Low, High int
+	// Reserve is free zones only GC may take, so it can always run.
+	Reserve int
+	// Disabled turns background GC off (writers still get GC when space
+	// runs out).
+	Disabled bool
+}
+
+func (c *GCConfig) fill() {
+	if c.Reserve <= 0 {
+		c.Reserve = 1
+	}
+	if c.Low <= 0 {
+		c.Low = c.Reserve + 2
+	}
+	if c.High <= c.Low {
+		c.High = c.Low + 2
+	}
+}
+
+// collector reclaims zones. One GC pass runs at a time.
+type collector struct {
+	e    *Engine
+	mu   sync.Mutex // one pass at a time
+	kick chan struct{}
+	mru  atomic.Pointer[zone] // the zone GC appends to
+	buf  *scanBuf
+	w    *uring.Waiter
+}
+
+// gcBatch counts a relocation's appends.
+type gcBatch struct {
+	wg  sync.WaitGroup
+	err atomic.Pointer[error]
+}
+
+func (b *gcBatch) done(err error) {
+	if err != nil {
+		b.err.CompareAndSwap(nil, &err)
+	}
+	b.wg.Done()
+}
+
+func newCollector(e *Engine) *collector {
+	return &collector{e: e, kick: make(chan struct{}, 1), w: uring.NewWaiter()}
+}
+
+// run collects in the background while free zones are below the low
+// watermark.
+func (c *collector) run(ctx context.Context) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.kick:
+		case <-t.C:
+		}
+		if c.e.cfg.GC.Disabled || c.e.placer.freeCount() >= c.e.cfg.GC.Low {
+			continue
+		}
+		for c.e.placer.freeCount() < c.e.cfg.GC.High && ctx.Err() == nil {
+			moved, err := c.pass()
+			if err != nil {
+				slog.Warn("engine: gc pass failed", "err", err)
+				break
+			}
+			if !moved {
+				break
+			}
+		}
+	}
+}
+
+// makeRoom runs GC until need more bytes fit, or no victim is left. It
+// reports whether it freed anything.
+func (c *collector) makeRoom(ctx context.Context, need int64) bool {
+	freed := false
+	for need > 0 && ctx.Err() == nil {
+		before := c.e.placer.space()
+		moved, err := c.pass()
+		if err != nil {
+			slog.Warn("engine: gc pass failed", "err", err)
+			return freed
+		}
+		if !moved {
+			return freed
+		}
+		after := c.e.placer.space()
+		if after <= before {
+			return freed
+		}
+		freed = true
+		need -= after - before
+	}
+	return freed
+}
+
+// pass reclaims one victim zone: relocate its valid data, make that
+// durable, log the reset, then reset it. It reports whether it reclaimed
+// a zone.
+func (c *collector) pass() (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.e
+	victim := c.pick()
+	if victim == nil {
+		return false, nil
+	}
+	start := time.Now()
+	defer func() {
+		e.stats.gcNanos.Add(int64(time.Since(start)))
+		e.stats.gcRuns.Add(1)
+	}()
+	victim.state.Store(zoneGC)
+	if victim.valid.Load() > 0 {
+		if err := c.relocate(victim); err != nil {
+			victim.state.Store(zoneFull)
+			return false, err
+		}
+	}
+	if v := victim.valid.Load(); v != 0 {
+		victim.state.Store(zoneFull)
+		return false, fmt.Errorf("engine: gc: zone %d still holds %d valid bytes after relocation", victim.idx, v)
+	}
+	e.nsMu.RLock()
+	err := e.logOp(nsOp{kind: opZoneReset, zone: victim.idx})
+	e.nsMu.RUnlock()
+	if err != nil {
+		victim.state.Store(zoneFull)
+		return false, err
+	}
+	for victim.readers.Load() > 0 {
+		time.Sleep(20 * time.Microsecond)
+	}
+	if err := e.dev.ResetZone(victim.idx); err != nil {
+		victim.state.Store(zoneFull)
+		return false, fmt.Errorf("engine: gc: reset zone %d: %w", victim.idx, err)
+	}
+	e.stats.gcResets.Add(1)
+	e.placer.freeZone(victim)
+	return true, nil
+}
+
+// pick chooses a victim among full zones by the configured policy.
+func (c *collector) pick() *zone {
+	e := c.e
+	now := e.seq.Load()
+	var best *zone
+	var bestScore float64
+	for _, z := range e.placer.zones {
+		if z.state.Load() != zoneFull {
+			continue
+		}
+		u := float64(z.valid.Load()) / float64(z.cap)
+		if u >= 1 {
+			continue // nothing to gain
+		}
+		var score float64
+		switch e.cfg.GC.Policy {
+		case GCCostBenefit:
+			age := float64(now - min(now, z.lastSeq.Load()))
+			score = (1 - u) * (age + 1) / (1 + u)
+		default:
+			score = 1 - u
+		}
+		if best == nil || score > bestScore {
+			best, bestScore = z, score
+		}
+	}
+	return best
+}
+
+// live is one valid piece found in a victim.
+type live struct {
+	file *file
+	x    extent
+}
+
+// relocate copies the victim's valid extents, sorted by (file, offset),
+// into the GC zone as GC records, and waits until they are durable. The
+// mapping moves only where it still holds the copied version.
+func (c *collector) relocate(victim *zone) error {
+	e := c.e
+	if c.buf == nil {
+		var err error
+		if c.buf, err = newScanBuf(int(max(e.geo.ZoneCap, 1<<20))); err != nil {
+			return err
+		}
+	}
+	pieces, err := c.validPieces(victim)
+	if err != nil {
+		return err
+	}
+	sort.Slice(pieces, func(i, j int) bool {
+		if pieces[i].file.id != pieces[j].file.id {
+			return pieces[i].file.id < pieces[j].file.id
+		}
+		return pieces[i].x.off < pieces[j].x.off
+	})
+	// Read them all into the scan buffer (a zone's worth at most).
+	var total int64
+	for _, p := range pieces {
+		total += p.x.len
+	}
+	if total > int64(len(c.buf.mem)) {
+		return fmt.Errorf("engine: gc: %d valid bytes exceed the scan buffer", total)
+	}
+	off := int64(0)
+	for _, p := range pieces {
+		if err := e.readDev(p.x.dev, c.buf.mem[off:off+p.x.len], c.w); err != nil {
+			return fmt.Errorf("engine: gc: read zone %d: %w", victim.idx, err)
+		}
+		off += p.x.len
+	}
+	e.stats.gcRead.Add(total)
+	// Write them as GC records, one file per record.
+	var b gcBatch
+	e.quiesce.RLock()
+	e.ring.Plug()
+	data := int64(0)
+	var werr error
+	for i := 0; i < len(pieces) && werr == nil; {
+		j := i
+		for j < len(pieces) && pieces[j].file == pieces[i].file {
+			j++
+		}
+		werr = c.appendFile(pieces[i:j], c.buf.mem[data:], &b)
+		for _, p := range pieces[i:j] {
+			data += p.x.len
+		}
+		i = j
+	}
+	uerr := e.ring.Unplug()
+	e.quiesce.RUnlock()
+	b.wg.Wait()
+	if werr == nil {
+		werr = uerr
+	}
+	if p := b.err.Load(); werr == nil && p != nil {
+		werr = *p
+	}
+	if werr != nil {
+		return fmt.Errorf("engine: gc: relocate zone %d: %w", victim.idx, werr)
+	}
+	if err := e.dev.Flush(); err != nil {
+		return fmt.Errorf("engine: gc: flush: %w", err)
+	}
+	return nil
+}
+
+// appendFile writes one file's pieces (their bytes back to back in mem)
+// as GC records.
+func (c *collector) appendFile(pieces []live, mem []byte, b *gcBatch) error {
+	e := c.e
+	f := pieces[0].file
+	i, used := 0, int64(0) // piece and bytes of it taken
+	pos := int64(0)        // bytes of mem taken
+	for i < len(pieces) {
+		var want int64 = BlockSize
+		for j, u := i, used; j < len(pieces) && j-i < MaxRecordExtents && want-BlockSize < e.maxRecordData(); j++ {
+			want += pieces[j].x.len - u
+			u = 0
+		}
+		want = min(want, BlockSize+e.maxRecordData())
+		g, err := e.placer.reserve(&c.mru, want, true)
+		if g.padZone != nil {
+			e.appendPad(g.padZone, g.padOff, nil)
+		}
+		if err != nil {
+			return err
+		}
+		op := <-e.ops
+		op.f, op.z, op.p, op.gc = f, g.z, nil, b
+		op.hdr.Kind = KindGC
+		op.hdr.File = f.id
+		op.hdr.Seq = e.seq.Add(1)
+		op.hdr.Size = SizeUnknown
+		op.hdr.Extents = op.hdr.Extents[:0]
+		op.bufs = op.bufs[:0]
+		op.hdrI, op.bufs = e.takeHeader(op.bufs)
+		var crc uint32
+		for left := g.n - BlockSize; left > 0 && i < len(pieces) && len(op.hdr.Extents) < MaxRecordExtents; {
+			p := pieces[i].x
+			n := min(p.len-used, left)
+			src := mem[pos : pos+n]
+			pos += n
+			op.hdr.Extents = append(op.hdr.Extents, RecordExtent{FileOff: p.off + used, Len: uint32(n), Version: p.ver})
+			op.bufs = append(op.bufs, src)
+			crc = crc32.Update(crc, castagnoli, src)
+			left -= n
+			used += n
+			if used == p.len {
+				i++
+				used = 0
+			}
+		}
+		op.hdr.DataLen = uint32(g.n - BlockSize)
+		op.hdr.DataCRC = crc
+		b.wg.Add(1)
+		if err := e.submitRecord(op); err != nil {
+			b.wg.Done()
+			return err
+		}
+	}
+	return nil
+}
+
+// validPieces walks the victim's record headers and keeps the extents the
+// mapping still points at this zone with the same version.
+func (c *collector) validPieces(victim *zone) ([]live, error) {
+	e := c.e
+	var out []live
+	var h RecordHeader
+	hb := c.buf.mem[:BlockSize]
+	end := victim.alloc.Load()
+	for off := int64(0); off+BlockSize <= end; {
+		if err := e.readDev(victim.start+off, hb, c.w); err != nil {
+			return nil, fmt.Errorf("engine: gc: read zone %d header at %d: %w", victim.idx, off, err)
+		}
+		err := DecodeHeader(hb, &h)
+		if errors.Is(err, ErrNoRecord) || errors.Is(err, ErrCorruptRecord) {
+			break // the rest of the zone was never written whole
+		}
+		if err != nil {
+			return nil, err
+		}
+		e.stats.gcRead.Add(BlockSize)
+		dev := victim.start + off + BlockSize
+		if h.Kind != KindPad {
+			e.nsMu.RLock()
+			f := e.byID[h.File]
+			e.nsMu.RUnlock()
+			for _, x := range h.Extents {
+				if f != nil {
+					f.mu.RLock()
+					f.ext.lookup(x.FileOff, int64(x.Len), func(m extent) {
+						want := dev + (m.off - x.FileOff)
+						if m.ver == x.Version && m.dev == want {
+							out = append(out, live{file: f, x: m})
+						}
+					})
+					f.mu.RUnlock()
+				}
+				dev += int64(x.Len)
+			}
+		}
+		off += BlockSize + int64(h.DataLen)
+	}
+	return out, nil
+}

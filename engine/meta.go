@@ -1,0 +1,282 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// Metadata records live in the two metadata zones, after the superblock
+// copy that starts each. A record is a 32-byte header and a payload,
+// padded to whole blocks:
+//
+//	magic u32, version u16, kind u16, seq u64, payload length u32,
+//	reserved u32, CRC32C u32 of the header (this field zero) and payload,
+//	reserved u32.
+//
+// Kinds: a checkpoint (the whole namespace, every extent map and the data
+// zones' write pointers, as of its sequence number) or one namespace
+// operation. The newest valid checkpoint plus every operation and data
+// record with a higher sequence number is the file system.
+const (
+	metaMagic   = 0x544d465a // "ZFMT"
+	metaVersion = 1
+	metaHdrLen  = 32
+
+	metaCheckpoint uint16 = 1
+	metaOp         uint16 = 2
+)
+
+// Namespace operation kinds.
+const (
+	opCreate    uint8 = 1
+	opRemove    uint8 = 2
+	opRename    uint8 = 3
+	opTruncate  uint8 = 4
+	opZoneReset uint8 = 5 // GC reset a data zone: scan it from its start
+)
+
+// nsOp is one logged namespace operation.
+type nsOp struct {
+	seq  uint64
+	kind uint8
+	file uint64
+	size int64
+	zone int
+	name string
+}
+
+var errCorruptMeta = errors.New("engine: corrupt metadata record")
+
+// metaRecordLen is the on-device length of a record with n payload bytes.
+func metaRecordLen(n int) int64 {
+	return (int64(metaHdrLen+n) + BlockSize - 1) / BlockSize * BlockSize
+}
+
+// encodeMeta lays out a record in buf, which must be metaRecordLen long.
+func encodeMeta(buf []byte, kind uint16, seq uint64, payload []byte) {
+	clear(buf)
+	le := binary.LittleEndian
+	le.PutUint32(buf[0:], metaMagic)
+	le.PutUint16(buf[4:], metaVersion)
+	le.PutUint16(buf[6:], kind)
+	le.PutUint64(buf[8:], seq)
+	le.PutUint32(buf[16:], uint32(len(payload)))
+	copy(buf[metaHdrLen:], payload)
+	le.PutUint32(buf[24:], Checksum(buf[:metaHdrLen+len(payload)]))
+}
+
+// metaHeader is a decoded record header.
+type metaHeader struct {
+	kind   uint16
+	seq    uint64
+	length int // payload bytes
+	crc    uint32
+}
+
+// decodeMetaHeader reads the header at the start of buf (one block).
+func decodeMetaHeader(buf []byte) (metaHeader, error) {
+	var h metaHeader
+	if len(buf) < metaHdrLen {
+		return h, ErrNoRecord
+	}
+	le := binary.LittleEndian
+	if le.Uint32(buf[0:]) != metaMagic {
+		return h, ErrNoRecord
+	}
+	if le.Uint16(buf[4:]) != metaVersion {
+		return h, fmt.Errorf("%w: version %d", errCorruptMeta, le.Uint16(buf[4:]))
+	}
+	h.kind = le.Uint16(buf[6:])
+	h.seq = le.Uint64(buf[8:])
+	h.length = int(le.Uint32(buf[16:]))
+	h.crc = le.Uint32(buf[24:])
+	if h.kind != metaCheckpoint && h.kind != metaOp {
+		return h, fmt.Errorf("%w: kind %d", errCorruptMeta, h.kind)
+	}
+	return h, nil
+}
+
+// verifyMeta checks a whole record (header block and payload).
+func verifyMeta(rec []byte, h metaHeader) ([]byte, error) {
+	if len(rec) < metaHdrLen+h.length {
+		return nil, fmt.Errorf("%w: short record", errCorruptMeta)
+	}
+	le := binary.LittleEndian
+	saved := le.Uint32(rec[24:])
+	le.PutUint32(rec[24:], 0)
+	sum := Checksum(rec[:metaHdrLen+h.length])
+	le.PutUint32(rec[24:], saved)
+	if sum != h.crc {
+		return nil, fmt.Errorf("%w: checksum", errCorruptMeta)
+	}
+	return rec[metaHdrLen : metaHdrLen+h.length], nil
+}
+
+// enc appends little-endian values to a byte slice.
+type enc struct{ b []byte }
+
+func (e *enc) u8(v uint8)   { e.b = append(e.b, v) }
+func (e *enc) u32(v uint32) { e.b = binary.LittleEndian.AppendUint32(e.b, v) }
+func (e *enc) u64(v uint64) { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
+func (e *enc) str(s string) { e.u32(uint32(len(s))); e.b = append(e.b, s...) }
+
+// dec reads what enc wrote; the first error sticks and later reads
+// return zeros, so callers check err once at the end.
+type dec struct {
+	b   []byte
+	err error
+}
+
+func (d *dec) need(n int) bool {
+	if d.err != nil {
+		return false
+	}
+	if n < 0 || len(d.b) < n {
+		d.err = fmt.Errorf("%w: truncated payload", errCorruptMeta)
+		return false
+	}
+	return true
+}
+
+func (d *dec) u8() uint8 {
+	if !d.need(1) {
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *dec) u32() uint32 {
+	if !d.need(4) {
+		return 0
+	}
+	v := binary.LittleEndian.Uint32(d.b)
+	d.b = d.b[4:]
+	return v
+}
+
+func (d *dec) u64() uint64 {
+	if !d.need(8) {
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *dec) str() string {
+	n := int(d.u32())
+	if n > MaxNameLen || !d.need(n) {
+		if d.err == nil {
+			d.err = fmt.Errorf("%w: name of %d bytes", errCorruptMeta, n)
+		}
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func encodeOp(op nsOp) []byte {
+	var e enc
+	e.u8(op.kind)
+	e.u64(op.file)
+	e.u64(uint64(op.size))
+	e.u32(uint32(op.zone))
+	e.str(op.name)
+	return e.b
+}
+
+func decodeOp(seq uint64, p []byte) (nsOp, error) {
+	d := dec{b: p}
+	op := nsOp{seq: seq, kind: d.u8(), file: d.u64(), size: int64(d.u64()), zone: int(d.u32()), name: d.str()}
+	if d.err != nil {
+		return op, d.err
+	}
+	if op.kind < opCreate || op.kind > opZoneReset || op.size < 0 {
+		return op, fmt.Errorf("%w: operation %d", errCorruptMeta, op.kind)
+	}
+	return op, nil
+}
+
+// checkpoint is the decoded form of a checkpoint record.
+type checkpointState struct {
+	seq    uint64
+	nextID uint64
+	files  []ckptFile
+	// zoneWP maps a data zone to the bytes allocated in it at the
+	// checkpoint: recovery scans for newer records from there.
+	zoneWP map[int]int64
+}
+
+type ckptFile struct {
+	id   uint64
+	name string
+	size int64
+	ext  []extent
+}
+
+func encodeCheckpoint(c *checkpointState) []byte {
+	var e enc
+	e.u64(c.seq)
+	e.u64(c.nextID)
+	e.u32(uint32(len(c.files)))
+	for _, f := range c.files {
+		e.u64(f.id)
+		e.str(f.name)
+		e.u64(uint64(f.size))
+		e.u32(uint32(len(f.ext)))
+		for _, x := range f.ext {
+			e.u64(uint64(x.off))
+			e.u64(uint64(x.len))
+			e.u64(uint64(x.dev))
+			e.u64(x.ver)
+		}
+	}
+	zones := make([]int, 0, len(c.zoneWP))
+	for z := range c.zoneWP {
+		zones = append(zones, z)
+	}
+	sort.Ints(zones)
+	e.u32(uint32(len(zones)))
+	for _, z := range zones {
+		e.u32(uint32(z))
+		e.u64(uint64(c.zoneWP[z]))
+	}
+	return e.b
+}
+
+func decodeCheckpoint(p []byte) (*checkpointState, error) {
+	d := dec{b: p}
+	c := &checkpointState{seq: d.u64(), nextID: d.u64(), zoneWP: map[int]int64{}}
+	nf := d.u32()
+	for i := uint32(0); i < nf && d.err == nil; i++ {
+		f := ckptFile{id: d.u64(), name: d.str(), size: int64(d.u64())}
+		ne := d.u32()
+		if !d.need(int(ne) * 32) {
+			break
+		}
+		f.ext = make([]extent, ne)
+		for j := range f.ext {
+			f.ext[j] = extent{off: int64(d.u64()), len: int64(d.u64()), dev: int64(d.u64()), ver: d.u64()}
+			if x := f.ext[j]; x.off < 0 || x.len <= 0 || x.dev < 0 {
+				d.err = fmt.Errorf("%w: extent %+v", errCorruptMeta, x)
+			}
+		}
+		if f.size < 0 || f.size > MaxFileSize {
+			d.err = fmt.Errorf("%w: file size %d", errCorruptMeta, f.size)
+		}
+		c.files = append(c.files, f)
+	}
+	nz := d.u32()
+	for i := uint32(0); i < nz && d.err == nil; i++ {
+		c.zoneWP[int(d.u32())] = int64(d.u64())
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return c, nil
+}

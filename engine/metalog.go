@@ -1,0 +1,299 @@
+package engine
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zonefold/zonefold/uring"
+	"github.com/zonefold/zonefold/zns"
+)
+
+// metaLog appends namespace operations and checkpoints to the active
+// metadata zone and switches zones with a fresh checkpoint when it fills.
+// Callers hold the engine's nsMu (shared or exclusive) so that a
+// checkpoint sees a still namespace.
+type metaLog struct {
+	e      *Engine
+	mu     sync.Mutex
+	active int   // index into the superblock's MetaZones
+	wp     int64 // next free byte in the active zone, from its start
+	block  []byte
+	w      *uring.Waiter
+}
+
+func newMetaLog(e *Engine) (*metaLog, error) {
+	blk, err := unix.Mmap(-1, 0, BlockSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return nil, fmt.Errorf("engine: map metadata block: %w", err)
+	}
+	return &metaLog{e: e, block: blk, w: uring.NewWaiter()}, nil
+}
+
+func (m *metaLog) close() { _ = unix.Munmap(m.block) }
+
+// logOp makes op durable in the metadata log before it returns. op.seq,
+// if zero, is assigned here, after any zone switch, so that a checkpoint
+// never claims an operation it does not contain.
+func (e *Engine) logOp(op nsOp) error {
+	m := e.meta
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	payload := encodeOp(op)
+	n := metaRecordLen(len(payload))
+	if m.wp+n > e.sb.ZoneCapOf(e.geo) {
+		if err := e.checkpointLocked(); err != nil {
+			return err
+		}
+	}
+	if op.seq == 0 {
+		op.seq = e.seq.Add(1)
+	}
+	encodeMeta(m.block[:n], metaOp, op.seq, payload)
+	zoneIdx := e.sb.MetaZones[m.active]
+	if err := e.writeZone(zoneIdx, m.wp, m.block[:n], m.w); err != nil {
+		return fmt.Errorf("engine: log operation: %w", err)
+	}
+	if err := e.dev.Flush(); err != nil {
+		return fmt.Errorf("engine: log operation: flush: %w", err)
+	}
+	m.wp += n
+	e.stats.metaWritten.Add(n)
+	return nil
+}
+
+// ZoneCapOf is the writable bytes of a metadata zone.
+func (s *Superblock) ZoneCapOf(g zns.Geometry) int64 { return g.ZoneCap }
+
+// writeZone writes data (aligned memory) at offset off of zone, in pieces
+// no larger than the device's max append, waiting for each.
+func (e *Engine) writeZone(zoneIdx int, off int64, data []byte, w *uring.Waiter) error {
+	start := int64(zoneIdx) * e.geo.ZoneSize
+	chunk := e.geo.MaxAppend / BlockSize * BlockSize
+	for done := 0; done < len(data); {
+		n := min(chunk, len(data)-done)
+		bufs := [][]byte{data[done : done+n]}
+		if err := e.dev.Write(zoneIdx, start+off+int64(done), bufs, w); err != nil {
+			return err
+		}
+		res := e.ring.Wait(w)
+		if err := res.Err("write"); err != nil {
+			return err
+		}
+		if int(res.Res) != n {
+			return fmt.Errorf("engine: short metadata write: %d of %d bytes", res.Res, n)
+		}
+		done += n
+	}
+	return nil
+}
+
+// readDev reads len(buf) bytes at device offset off, in pieces no larger
+// than the device's max append.
+func (e *Engine) readDev(off int64, buf []byte, w *uring.Waiter) error {
+	chunk := e.geo.MaxAppend / BlockSize * BlockSize
+	for done := 0; done < len(buf); {
+		n := min(chunk, len(buf)-done)
+		if err := e.dev.Read(off+int64(done), buf[done:done+n], w); err != nil {
+			return err
+		}
+		res := e.ring.Wait(w)
+		if err := res.Err("read"); err != nil {
+			return err
+		}
+		done += n
+	}
+	return nil
+}
+
+// checkpoint writes a checkpoint to the other metadata zone.
+func (e *Engine) checkpoint() error {
+	e.meta.mu.Lock()
+	defer e.meta.mu.Unlock()
+	return e.checkpointLocked()
+}
+
+// checkpointLocked stops appends, snapshots the file system and writes it
+// to the metadata zone that is not active, which then becomes active. The
+// old zone keeps the previous checkpoint until the next switch.
+func (e *Engine) checkpointLocked() error {
+	m := e.meta
+	e.quiesce.Lock()
+	defer e.quiesce.Unlock()
+	for e.inflight.Load() > 0 {
+		_ = e.ring.Flush()
+		runtime.Gosched()
+		time.Sleep(50 * time.Microsecond)
+	}
+	c := e.snapshot()
+	payload := encodeCheckpoint(c)
+	n := metaRecordLen(len(payload))
+	if BlockSize+n > e.geo.ZoneCap {
+		return fmt.Errorf("engine: checkpoint of %d bytes does not fit a %d-byte metadata zone", n, e.geo.ZoneCap)
+	}
+	buf, err := unix.Mmap(-1, 0, int(BlockSize+n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return fmt.Errorf("engine: checkpoint buffer: %w", err)
+	}
+	defer unix.Munmap(buf)
+	e.sb.encode(buf[:BlockSize])
+	encodeMeta(buf[BlockSize:], metaCheckpoint, c.seq, payload)
+	next := 1 - m.active
+	zoneIdx := e.sb.MetaZones[next]
+	if err := e.dev.ResetZone(zoneIdx); err != nil {
+		return fmt.Errorf("engine: checkpoint: reset metadata zone %d: %w", zoneIdx, err)
+	}
+	if err := e.writeZone(zoneIdx, 0, buf, m.w); err != nil {
+		return fmt.Errorf("engine: checkpoint: %w", err)
+	}
+	if err := e.dev.Flush(); err != nil {
+		return fmt.Errorf("engine: checkpoint: flush: %w", err)
+	}
+	m.active, m.wp = next, BlockSize+n
+	e.stats.metaWritten.Add(BlockSize + n)
+	e.stats.checkpoints.Add(1)
+	return nil
+}
+
+// snapshot captures the file system for a checkpoint. Appends are
+// stopped; the caller holds nsMu.
+func (e *Engine) snapshot() *checkpointState {
+	c := &checkpointState{seq: e.seq.Load(), nextID: e.nextID, zoneWP: map[int]int64{}}
+	for _, f := range e.byID {
+		f.mu.RLock()
+		cf := ckptFile{id: f.id, name: f.name, size: f.size, ext: make([]extent, 0, f.ext.count())}
+		f.ext.each(func(x extent) bool { cf.ext = append(cf.ext, x); return true })
+		f.mu.RUnlock()
+		c.files = append(c.files, cf)
+	}
+	for _, z := range e.zones {
+		if z != nil {
+			c.zoneWP[z.idx] = z.alloc.Load()
+		}
+	}
+	return c
+}
+
+// metaZones are the first two sequential zones.
+func metaZones(dev zns.Device) ([2]int, error) {
+	g := dev.Geometry()
+	report := make([]zns.Zone, g.Zones)
+	n, err := dev.Report(0, report)
+	if err != nil {
+		return [2]int{}, fmt.Errorf("engine: report zones: %w", err)
+	}
+	var out [2]int
+	found := 0
+	for i, z := range report[:n] {
+		if z.Type != zns.TypeConventional {
+			out[found] = i
+			found++
+			if found == 2 {
+				return out, nil
+			}
+		}
+	}
+	return out, fmt.Errorf("engine: device has %d sequential zones; zonefold needs more than 4", found)
+}
+
+// readSuperblock reads the superblock copy at the start of either
+// metadata zone.
+func readSuperblock(dev zns.Device) (Superblock, error) {
+	mz, err := metaZones(dev)
+	if err != nil {
+		return Superblock{}, err
+	}
+	g := dev.Geometry()
+	buf, err := unix.Mmap(-1, 0, BlockSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return Superblock{}, err
+	}
+	defer unix.Munmap(buf)
+	w := uring.NewWaiter()
+	var firstErr error
+	for _, z := range mz {
+		if err := dev.Read(int64(z)*g.ZoneSize, buf, w); err != nil {
+			return Superblock{}, err
+		}
+		res := dev.Ring().Wait(w)
+		if err := res.Err("read superblock"); err != nil {
+			firstErr = err
+			continue
+		}
+		sb, err := decodeSuperblock(buf)
+		if err == nil {
+			if sb.MetaZones != mz {
+				return sb, fmt.Errorf("engine: superblock names metadata zones %v, the device's are %v", sb.MetaZones, mz)
+			}
+			return sb, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	return Superblock{}, firstErr
+}
+
+// FormatOptions control Format.
+type FormatOptions struct {
+	// Force formats a device that holds data or another superblock.
+	Force bool
+}
+
+// Format writes a fresh, empty zonefold file system to dev: every zone
+// reset, a superblock at the start of both metadata zones and an empty
+// checkpoint. Without Force it refuses a device that is not empty.
+func Format(dev zns.Device, opts FormatOptions) (Superblock, error) {
+	g := dev.Geometry()
+	mz, err := metaZones(dev)
+	if err != nil {
+		return Superblock{}, err
+	}
+	if !opts.Force {
+		report := make([]zns.Zone, g.Zones)
+		n, err := dev.Report(0, report)
+		if err != nil {
+			return Superblock{}, fmt.Errorf("engine: report zones: %w", err)
+		}
+		for i, z := range report[:n] {
+			if z.Type != zns.TypeConventional && z.WP != z.Start {
+				return Superblock{}, fmt.Errorf("engine: zone %d is not empty: the device holds data (format --force erases it)", i)
+			}
+		}
+	}
+	uuid, err := newUUID()
+	if err != nil {
+		return Superblock{}, err
+	}
+	sb := Superblock{UUID: uuid, ZoneSize: g.ZoneSize, ZoneCap: g.ZoneCap, Zones: g.Zones, BlockSize: BlockSize, MetaZones: mz}
+	if err := dev.ResetAll(); err != nil {
+		return sb, fmt.Errorf("engine: format: reset zones: %w", err)
+	}
+	e := &Engine{dev: dev, geo: g, ring: dev.Ring(), sb: sb, byID: map[uint64]*file{}, nextID: 1}
+	if e.meta, err = newMetaLog(e); err != nil {
+		return sb, err
+	}
+	defer e.meta.close()
+	// An empty checkpoint in metadata zone 1 makes it the active one; then
+	// the superblock in zone 0 (written by the checkpoint switch later).
+	e.meta.active = 1
+	if err := e.checkpoint(); err != nil {
+		return sb, err
+	}
+	buf, err := unix.Mmap(-1, 0, BlockSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return sb, err
+	}
+	defer unix.Munmap(buf)
+	sb.encode(buf)
+	if err := e.writeZone(mz[1], 0, buf, e.meta.w); err != nil {
+		return sb, fmt.Errorf("engine: format: %w", err)
+	}
+	if err := dev.Flush(); err != nil {
+		return sb, fmt.Errorf("engine: format: flush: %w", err)
+	}
+	return sb, nil
+}

@@ -1,0 +1,337 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// Policy chooses the zone each append goes to.
+type Policy int
+
+const (
+	// PolicyMRU gives each file its own most recently used zone (the xfs
+	// "add inode to zone caching" idea): a file's data stays together, so
+	// overwriting a file invalidates whole zones together.
+	PolicyMRU Policy = iota
+	// PolicyNone sends every file's appends to one shared zone stream.
+	PolicyNone
+	// PolicyRoundRobin spreads appends over the open zones in turn,
+	// whatever the file.
+	PolicyRoundRobin
+)
+
+func (p Policy) String() string {
+	switch p {
+	case PolicyMRU:
+		return "mru"
+	case PolicyNone:
+		return "none"
+	case PolicyRoundRobin:
+		return "round-robin"
+	}
+	return fmt.Sprintf("policy(%d)", int(p))
+}
+
+// ParsePolicy reads a policy name: mru, none or round-robin.
+func ParsePolicy(s string) (Policy, error) {
+	for _, p := range []Policy{PolicyMRU, PolicyNone, PolicyRoundRobin} {
+		if p.String() == s {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("engine: unknown placement policy %q (want mru, none or round-robin)", s)
+}
+
+// Zone states as the engine sees them.
+const (
+	zoneFree int32 = iota // empty, in the free pool
+	zoneOpen              // taking appends
+	zoneFull              // no room left; a GC candidate
+	zoneMeta              // a metadata zone
+	zoneGC                // being relocated or reset by GC
+)
+
+// zone is the engine's view of one sequential zone.
+type zone struct {
+	idx   int
+	start int64 // device byte offset
+	cap   int64 // writable bytes
+	// alloc is the bytes reserved from start; appends land in reservation
+	// order on serialised backends and anywhere in the reservation on
+	// native-append ones, so alloc is the write pointer once they finish.
+	alloc   atomic.Int64
+	valid   atomic.Int64  // bytes still mapped by some file
+	lastUse atomic.Uint64 // placement clock at the last reservation
+	lastSeq atomic.Uint64 // highest record sequence written (GC age)
+	state   atomic.Int32
+	// readers counts reads in flight from this zone; GC resets a zone only
+	// when none remain.
+	readers atomic.Int32
+}
+
+func (z *zone) remaining() int64 { return z.cap - z.alloc.Load() }
+
+// ErrNoSpace is returned when no zone can take an append.
+var ErrNoSpace = fmt.Errorf("engine: no space left on device: %w", syscall.ENOSPC)
+
+// minRecord is the smallest record: a header and one block of data.
+const minRecord = 2 * BlockSize
+
+// grant is space reserved in a zone for one append.
+type grant struct {
+	z   *zone
+	off int64 // offset in the zone where the reservation starts
+	n   int64
+	// pad, if non-zero, is a zone tail too short for a record that the
+	// reserver must fill with a header-only pad record, at padOff.
+	padZone *zone
+	padOff  int64
+}
+
+// placer hands out zone space. The fast path (a file's MRU zone has room)
+// is one atomic compare-and-swap; choosing a zone takes mu.
+type placer struct {
+	policy Policy
+	zones  []*zone // every data zone, by device zone number order
+	budget int     // data zones open at once
+
+	mu     sync.Mutex
+	free   []*zone // empty data zones
+	open   []*zone // zones taking appends
+	shared atomic.Pointer[zone]
+	rr     atomic.Uint64
+	clock  atomic.Uint64
+	// reserved free zones that only GC may take.
+	gcReserve int
+}
+
+// claim reserves up to want bytes (at least minRecord) in z. It returns
+// ok=false when z has no room for a record; a tail too short for one is
+// claimed whole and reported as pad, so the zone still fills to capacity.
+func (z *zone) claim(want int64) (off, n int64, pad bool, ok bool) {
+	for {
+		a := z.alloc.Load()
+		rem := z.cap - a
+		if rem <= 0 {
+			return 0, 0, false, false
+		}
+		if rem < minRecord {
+			if z.alloc.CompareAndSwap(a, z.cap) {
+				return a, rem, true, true
+			}
+			continue
+		}
+		n = min(want, rem)
+		if left := rem - n; left > 0 && left < minRecord {
+			// Leave no unusable tail: take it if allowed, else leave a
+			// full record's worth.
+			if n > minRecord {
+				n -= minRecord - left
+			}
+		}
+		if z.alloc.CompareAndSwap(a, a+n) {
+			return a, n, false, true
+		}
+	}
+}
+
+// reserve finds room for up to want bytes for a file whose MRU zone is
+// mru, and updates it. want is at least minRecord.
+func (p *placer) reserve(mru *atomic.Pointer[zone], want int64, forGC bool) (grant, error) {
+	var g grant
+	for attempt := 0; attempt < 1000; attempt++ {
+		z := p.pick(mru, forGC)
+		if z == nil {
+			var err error
+			if z, err = p.choose(mru, forGC); err != nil {
+				return g, err
+			}
+		}
+		off, n, pad, ok := z.claim(want)
+		if !ok {
+			p.retire(z)
+			continue
+		}
+		z.lastUse.Store(p.clock.Add(1))
+		if z.alloc.Load() >= z.cap {
+			p.retire(z)
+		}
+		if pad {
+			// A tail shorter than a record: the caller pads it, and
+			// this reservation goes on elsewhere.
+			if g.padZone != nil {
+				return g, errors.New("engine: placement found two pad tails in one reservation")
+			}
+			g.padZone, g.padOff = z, off
+			continue
+		}
+		g.z, g.off, g.n = z, off, n
+		return g, nil
+	}
+	return g, errors.New("engine: placement did not converge")
+}
+
+// pick is the lock-free fast path: the zone this policy would use without
+// choosing a new one, or nil.
+func (p *placer) pick(mru *atomic.Pointer[zone], forGC bool) *zone {
+	var z *zone
+	switch p.policyFor(forGC) {
+	case PolicyMRU:
+		z = mru.Load()
+	case PolicyNone:
+		z = p.shared.Load()
+	case PolicyRoundRobin:
+		return nil
+	}
+	if z != nil && z.state.Load() == zoneOpen {
+		return z
+	}
+	return nil
+}
+
+// choose takes the placement lock and picks a zone with room.
+func (p *placer) choose(mru *atomic.Pointer[zone], forGC bool) (*zone, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch p.policyFor(forGC) {
+	case PolicyRoundRobin:
+		for len(p.open) < p.budget {
+			if !p.openFreeLocked(forGC) {
+				break
+			}
+		}
+		if len(p.open) == 0 {
+			return nil, ErrNoSpace
+		}
+		z := p.open[int(p.rr.Add(1))%len(p.open)]
+		mru.Store(z)
+		return z, nil
+	case PolicyNone:
+		if z := p.shared.Load(); z != nil && z.state.Load() == zoneOpen {
+			return z, nil
+		}
+		if !p.openFreeLocked(forGC) {
+			if z := p.lruLocked(); z != nil {
+				p.shared.Store(z)
+				return z, nil
+			}
+			return nil, ErrNoSpace
+		}
+		z := p.open[len(p.open)-1]
+		p.shared.Store(z)
+		return z, nil
+	default:
+		if z := mru.Load(); z != nil && z.state.Load() == zoneOpen {
+			return z, nil // another writer of this file chose meanwhile
+		}
+		if p.openFreeLocked(forGC) {
+			z := p.open[len(p.open)-1]
+			mru.Store(z)
+			return z, nil
+		}
+		if z := p.lruLocked(); z != nil {
+			mru.Store(z)
+			return z, nil
+		}
+		return nil, ErrNoSpace
+	}
+}
+
+// policyFor is the policy a reservation follows: GC always keeps its own
+// zone, whatever the policy for client data.
+func (p *placer) policyFor(forGC bool) Policy {
+	if forGC {
+		return PolicyMRU
+	}
+	return p.policy
+}
+
+// openFreeLocked moves a free zone to the open set, keeping the GC reserve
+// unless forGC. It refuses beyond the open budget.
+func (p *placer) openFreeLocked(forGC bool) bool {
+	budget, keep := p.budget, p.gcReserve
+	if forGC {
+		// GC may open one zone beyond the data budget (the engine keeps
+		// one for it) and take the reserve.
+		budget, keep = p.budget+1, 0
+	}
+	if len(p.open) >= budget {
+		return false
+	}
+	if len(p.free) <= keep {
+		return false
+	}
+	z := p.free[0]
+	p.free = p.free[1:]
+	z.state.Store(zoneOpen)
+	p.open = append(p.open, z)
+	return true
+}
+
+// lruLocked is the least recently used open zone.
+func (p *placer) lruLocked() *zone {
+	var best *zone
+	for _, z := range p.open {
+		if z.state.Load() != zoneOpen || z.remaining() <= 0 {
+			continue
+		}
+		if best == nil || z.lastUse.Load() < best.lastUse.Load() {
+			best = z
+		}
+	}
+	return best
+}
+
+// retire takes a zone without room out of the open set.
+func (p *placer) retire(z *zone) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if z.state.Load() != zoneOpen || z.remaining() > 0 {
+		return
+	}
+	z.state.Store(zoneFull)
+	for i, o := range p.open {
+		if o == z {
+			p.open = append(p.open[:i], p.open[i+1:]...)
+			break
+		}
+	}
+}
+
+// freeZone returns a reset zone to the pool.
+func (p *placer) freeZone(z *zone) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	z.alloc.Store(0)
+	z.valid.Store(0)
+	z.lastSeq.Store(0)
+	z.state.Store(zoneFree)
+	p.free = append(p.free, z)
+}
+
+// space is the bytes appends can still take without GC: open zones'
+// remaining room and the free zones outside the GC reserve.
+func (p *placer) space() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var n int64
+	for _, z := range p.open {
+		n += max(0, z.remaining())
+	}
+	for i, z := range p.free {
+		if i >= p.gcReserve {
+			n += z.cap
+		}
+	}
+	return n
+}
+
+// freeCount is the number of empty zones.
+func (p *placer) freeCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.free)
+}

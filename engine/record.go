@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+// BlockSize is the engine's unit of allocation and of record headers.
+const BlockSize = 4096
+
+// Record kinds.
+const (
+	// KindData is a client write: every extent's version is the record's
+	// sequence number.
+	KindData uint16 = 1
+	// KindGC is data relocated by the garbage collector: extents keep the
+	// version of the write that produced them, so that replaying a
+	// relocation never overrides a newer client write.
+	KindGC uint16 = 2
+	// KindPad fills a zone tail too short for a record: no extents, and
+	// its data, if any, is zeros.
+	KindPad uint16 = 3
+)
+
+const (
+	recordMagic   = 0x4b52465a // "ZFRK"
+	recordVersion = 1
+	// recHdrFixed is the fixed part of a header; extents follow it.
+	recHdrFixed = 48
+	recExtSize  = 24
+	// MaxRecordExtents is how many extents one header describes.
+	MaxRecordExtents = (BlockSize - recHdrFixed - 4) / recExtSize
+	// SizeUnknown is the file size a GC record carries: relocation does
+	// not change sizes.
+	SizeUnknown = ^uint64(0)
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Checksum is CRC32C, as every on-device structure uses.
+func Checksum(p []byte) uint32 { return crc32.Checksum(p, castagnoli) }
+
+// RecordExtent is one run of a file's bytes carried by a record; the data
+// of a record is its extents' bytes back to back, in header order.
+type RecordExtent struct {
+	FileOff int64
+	Len     uint32
+	// Version is the sequence number of the write that produced the
+	// bytes: the record's own for KindData.
+	Version uint64
+}
+
+// RecordHeader is the first block of every append: it makes the record
+// self-describing, so that GC and recovery need no other index.
+//
+// Layout (little endian): magic u32, version u16, kind u16, seq u64,
+// file u64, size u64, extent count u32, data length u32, data CRC32C u32,
+// reserved u32, then extents of {file offset u64, version u64, length u32,
+// reserved u32}, zero padding, and the CRC32C of the first 4092 bytes.
+type RecordHeader struct {
+	Kind    uint16
+	Seq     uint64
+	File    uint64
+	Size    uint64 // file size when the record was built, or SizeUnknown
+	DataLen uint32
+	DataCRC uint32
+	Extents []RecordExtent
+}
+
+// Errors from DecodeHeader.
+var (
+	ErrNoRecord      = errors.New("engine: no record here")
+	ErrCorruptRecord = errors.New("engine: corrupt record header")
+)
+
+// EncodeHeader writes h into the BlockSize bytes of buf.
+func EncodeHeader(h *RecordHeader, buf []byte) error {
+	if len(buf) < BlockSize {
+		return fmt.Errorf("engine: header buffer of %d bytes", len(buf))
+	}
+	if (len(h.Extents) == 0) != (h.Kind == KindPad) || len(h.Extents) > MaxRecordExtents {
+		return fmt.Errorf("engine: record with %d extents (1..%d)", len(h.Extents), MaxRecordExtents)
+	}
+	buf = buf[:BlockSize]
+	clear(buf)
+	le := binary.LittleEndian
+	le.PutUint32(buf[0:], recordMagic)
+	le.PutUint16(buf[4:], recordVersion)
+	le.PutUint16(buf[6:], h.Kind)
+	le.PutUint64(buf[8:], h.Seq)
+	le.PutUint64(buf[16:], h.File)
+	le.PutUint64(buf[24:], h.Size)
+	le.PutUint32(buf[32:], uint32(len(h.Extents)))
+	le.PutUint32(buf[36:], h.DataLen)
+	le.PutUint32(buf[40:], h.DataCRC)
+	var total uint64
+	for i, e := range h.Extents {
+		p := buf[recHdrFixed+i*recExtSize:]
+		le.PutUint64(p[0:], uint64(e.FileOff))
+		le.PutUint64(p[8:], e.Version)
+		le.PutUint32(p[16:], e.Len)
+		total += uint64(e.Len)
+	}
+	if total != uint64(h.DataLen) && h.Kind != KindPad {
+		return fmt.Errorf("engine: extents carry %d bytes, header says %d", total, h.DataLen)
+	}
+	le.PutUint32(buf[BlockSize-4:], Checksum(buf[:BlockSize-4]))
+	return nil
+}
+
+// DecodeHeader parses the header block in buf into h, reusing h.Extents'
+// storage. A block that does not start with the magic is ErrNoRecord (an
+// unwritten or foreign block); one that does but fails its checks is
+// ErrCorruptRecord.
+func DecodeHeader(buf []byte, h *RecordHeader) error {
+	if len(buf) < BlockSize {
+		return fmt.Errorf("%w: %d bytes", ErrNoRecord, len(buf))
+	}
+	le := binary.LittleEndian
+	if le.Uint32(buf[0:]) != recordMagic {
+		return ErrNoRecord
+	}
+	if got, want := Checksum(buf[:BlockSize-4]), le.Uint32(buf[BlockSize-4:]); got != want {
+		return fmt.Errorf("%w: checksum %#x, want %#x", ErrCorruptRecord, got, want)
+	}
+	if v := le.Uint16(buf[4:]); v != recordVersion {
+		return fmt.Errorf("%w: version %d", ErrCorruptRecord, v)
+	}
+	h.Kind = le.Uint16(buf[6:])
+	if h.Kind != KindData && h.Kind != KindGC && h.Kind != KindPad {
+		return fmt.Errorf("%w: kind %d", ErrCorruptRecord, h.Kind)
+	}
+	h.Seq = le.Uint64(buf[8:])
+	h.File = le.Uint64(buf[16:])
+	h.Size = le.Uint64(buf[24:])
+	n := le.Uint32(buf[32:])
+	h.DataLen = le.Uint32(buf[36:])
+	h.DataCRC = le.Uint32(buf[40:])
+	if (n == 0) != (h.Kind == KindPad) || n > MaxRecordExtents {
+		return fmt.Errorf("%w: %d extents", ErrCorruptRecord, n)
+	}
+	h.Extents = h.Extents[:0]
+	var total uint64
+	for i := range int(n) {
+		p := buf[recHdrFixed+i*recExtSize:]
+		e := RecordExtent{FileOff: int64(le.Uint64(p[0:])), Version: le.Uint64(p[8:]), Len: le.Uint32(p[16:])}
+		if e.FileOff < 0 || e.Len == 0 || e.FileOff%BlockSize != 0 || e.Len%BlockSize != 0 {
+			return fmt.Errorf("%w: extent %d at %d+%d", ErrCorruptRecord, i, e.FileOff, e.Len)
+		}
+		total += uint64(e.Len)
+		h.Extents = append(h.Extents, e)
+	}
+	if total != uint64(h.DataLen) && h.Kind != KindPad {
+		return fmt.Errorf("%w: extents carry %d bytes, header says %d", ErrCorruptRecord, total, h.DataLen)
+	}
+	return nil
+}

@@ -1,0 +1,375 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zonefold/zonefold/uring"
+	"github.com/zonefold/zonefold/zns"
+)
+
+// event is one thing recovery replays, in sequence order: a namespace
+// operation or a data record.
+type event struct {
+	seq uint64
+	op  *nsOp
+	rec *RecordHeader
+	dev int64 // device offset of the record's data
+}
+
+// scanBuf is aligned scratch memory for recovery and GC reads.
+type scanBuf struct{ mem []byte }
+
+func newScanBuf(n int) (*scanBuf, error) {
+	mem, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return nil, fmt.Errorf("engine: map scan buffer: %w", err)
+	}
+	return &scanBuf{mem: mem}, nil
+}
+
+func (s *scanBuf) close() { _ = unix.Munmap(s.mem) }
+
+// recover rebuilds the file system: the newest valid checkpoint, then
+// every namespace operation and data record with a higher sequence
+// number, in order. A torn or corrupt record ends its zone. Recovery ends
+// with a fresh checkpoint, so the next open starts from here.
+func (e *Engine) recover() error {
+	var err error
+	if e.meta, err = newMetaLog(e); err != nil {
+		return err
+	}
+	buf, err := newScanBuf(int(max(e.geo.ZoneCap, 1<<20)))
+	if err != nil {
+		return err
+	}
+	defer buf.close()
+	w := uring.NewWaiter()
+	report := make([]zns.Zone, e.geo.Zones)
+	n, err := e.dev.Report(0, report)
+	if err != nil {
+		return fmt.Errorf("engine: recover: report zones: %w", err)
+	}
+	report = report[:n]
+
+	// 1. The metadata zones: checkpoints and operations.
+	var ckpt *checkpointState
+	var ckptZone int
+	var ops []nsOp
+	for i, mz := range e.sb.MetaZones {
+		rz := report[mz]
+		c, zoneOps, err := e.scanMetaZone(rz, buf, w)
+		if err != nil {
+			return err
+		}
+		if c != nil && (ckpt == nil || c.seq > ckpt.seq) {
+			ckpt, ckptZone = c, i
+		}
+		ops = append(ops, zoneOps...)
+	}
+	if ckpt == nil {
+		return fmt.Errorf("engine: recover: no valid checkpoint in metadata zones %v", e.sb.MetaZones)
+	}
+	e.meta.active = ckptZone
+	e.loadCheckpoint(ckpt)
+
+	// 2. Newer operations and the zones they tell recovery to rescan.
+	var events []event
+	fromStart := map[int]bool{}
+	for i := range ops {
+		if ops[i].seq <= ckpt.seq {
+			continue
+		}
+		events = append(events, event{seq: ops[i].seq, op: &ops[i]})
+		if ops[i].kind == opZoneReset {
+			fromStart[ops[i].zone] = true
+		}
+	}
+
+	// 3. Newer data records in every data zone.
+	for _, z := range e.zones {
+		if z == nil {
+			continue
+		}
+		rz := report[z.idx]
+		from, ok := ckpt.zoneWP[z.idx]
+		if !ok || fromStart[z.idx] {
+			from = 0
+		}
+		recs, end, torn, err := e.scanDataZone(z, rz, from, buf, w)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if r.seq > ckpt.seq {
+				events = append(events, r)
+			}
+		}
+		e.settleZone(z, rz, end, torn)
+	}
+
+	// 4. Replay in sequence order.
+	sort.Slice(events, func(i, j int) bool { return events[i].seq < events[j].seq })
+	for _, ev := range events {
+		if ev.op != nil {
+			e.replayOp(*ev.op)
+		} else {
+			e.replayRecord(ev.rec, ev.dev)
+		}
+		if ev.seq > e.seq.Load() {
+			e.seq.Store(ev.seq)
+		}
+	}
+	for id := range e.byID {
+		e.nextID = max(e.nextID, id+1)
+	}
+	e.recountValid()
+	if err := e.resetDeadZones(); err != nil {
+		return err
+	}
+	if len(events) > 0 {
+		slog.Info("engine: recovered", "checkpoint_seq", ckpt.seq, "replayed", len(events), "seq", e.seq.Load())
+	}
+	return e.checkpoint()
+}
+
+// startFresh sets up the metadata log of a device Format just wrote: its
+// checkpoint is the only record, in metadata zone 0.
+func (e *Engine) startFresh() error {
+	var err error
+	if e.meta, err = newMetaLog(e); err != nil {
+		return err
+	}
+	e.meta.active = 0
+	e.meta.wp = BlockSize + metaRecordLen(len(encodeCheckpoint(&checkpointState{nextID: 1, zoneWP: map[int]int64{}})))
+	return nil
+}
+
+// scanMetaZone reads one metadata zone's records.
+func (e *Engine) scanMetaZone(rz zns.Zone, buf *scanBuf, w *uring.Waiter) (*checkpointState, []nsOp, error) {
+	var best *checkpointState
+	var ops []nsOp
+	end := rz.WP - rz.Start
+	for off := int64(BlockSize); off+BlockSize <= end; {
+		hb := buf.mem[:BlockSize]
+		if err := e.readDev(rz.Start+off, hb, w); err != nil {
+			return nil, nil, fmt.Errorf("engine: recover: read metadata at %d: %w", rz.Start+off, err)
+		}
+		h, err := decodeMetaHeader(hb)
+		if err != nil {
+			break // the end of this zone's valid log
+		}
+		n := metaRecordLen(h.length)
+		if off+n > end || n > int64(len(buf.mem)) {
+			break // torn
+		}
+		rec := buf.mem[:n]
+		if err := e.readDev(rz.Start+off+BlockSize, rec[BlockSize:], w); err != nil {
+			return nil, nil, fmt.Errorf("engine: recover: read metadata at %d: %w", rz.Start+off, err)
+		}
+		payload, err := verifyMeta(rec, h)
+		if err != nil {
+			break
+		}
+		switch h.kind {
+		case metaCheckpoint:
+			c, err := decodeCheckpoint(payload)
+			if err != nil {
+				slog.Warn("engine: recover: corrupt checkpoint skipped", "seq", h.seq, "err", err)
+				break
+			}
+			if best == nil || c.seq > best.seq {
+				best = c
+			}
+		case metaOp:
+			op, err := decodeOp(h.seq, payload)
+			if err != nil {
+				slog.Warn("engine: recover: corrupt operation ends the log", "seq", h.seq, "err", err)
+				return best, ops, nil
+			}
+			ops = append(ops, op)
+		}
+		off += n
+	}
+	return best, ops, nil
+}
+
+// scanDataZone reads the records of a data zone from offset from (in the
+// zone) to its write pointer. It returns them, where the valid log ends,
+// and whether it ended early on a torn or corrupt record.
+func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w *uring.Waiter) ([]event, int64, bool, error) {
+	var out []event
+	wp := rz.WP - rz.Start
+	off := from
+	for off < wp {
+		if off+BlockSize > wp {
+			return out, off, true, nil
+		}
+		hb := buf.mem[:BlockSize]
+		if err := e.readDev(rz.Start+off, hb, w); err != nil {
+			return nil, 0, false, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, err)
+		}
+		h := &RecordHeader{}
+		if err := DecodeHeader(hb, h); err != nil {
+			return out, off, true, nil
+		}
+		n := BlockSize + int64(h.DataLen)
+		if off+n > wp {
+			return out, off, true, nil
+		}
+		if h.Kind != KindPad && h.DataLen > 0 {
+			data := buf.mem[:h.DataLen]
+			if int64(len(buf.mem)) < int64(h.DataLen) {
+				return out, off, true, nil
+			}
+			if err := e.readDev(rz.Start+off+BlockSize, data, w); err != nil {
+				return nil, 0, false, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, err)
+			}
+			if Checksum(data) != h.DataCRC {
+				return out, off, true, nil
+			}
+		}
+		if h.Kind != KindPad {
+			out = append(out, event{seq: h.Seq, rec: h, dev: rz.Start + off + BlockSize})
+		}
+		bumpMax(&z.lastSeq, h.Seq)
+		off += n
+	}
+	return out, off, false, nil
+}
+
+// settleZone sets a data zone's state after its scan. A zone whose log is
+// torn is finished: nothing may follow untrusted bytes. A cleanly written,
+// partly full zone stays open for appends if the budget allows.
+func (e *Engine) settleZone(z *zone, rz zns.Zone, end int64, torn bool) {
+	wp := rz.WP - rz.Start
+	switch {
+	case rz.Cond == zns.CondReadOnly || rz.Cond == zns.CondOffline:
+		z.state.Store(zoneFull)
+		z.alloc.Store(z.cap)
+	case wp == 0:
+		z.alloc.Store(0)
+		if z.state.Load() != zoneFree {
+			z.state.Store(zoneFree)
+			e.placer.free = append(e.placer.free, z)
+		}
+	case wp >= z.cap || rz.Cond == zns.CondFull:
+		z.alloc.Store(z.cap)
+		z.state.Store(zoneFull)
+	case !torn && len(e.placer.open) < e.placer.budget && z.cap-wp >= minRecord:
+		z.alloc.Store(wp)
+		z.state.Store(zoneOpen)
+		e.placer.open = append(e.placer.open, z)
+	default:
+		if torn {
+			slog.Warn("engine: recover: torn record ends zone", "zone", z.idx, "at", end, "wp", wp)
+		}
+		if err := e.dev.FinishZone(z.idx); err != nil {
+			slog.Warn("engine: recover: finish zone", "zone", z.idx, "err", err)
+		}
+		z.alloc.Store(z.cap)
+		z.state.Store(zoneFull)
+	}
+}
+
+// loadCheckpoint installs a checkpoint's namespace and mappings.
+func (e *Engine) loadCheckpoint(c *checkpointState) {
+	e.seq.Store(c.seq)
+	e.nextID = max(c.nextID, 1)
+	for _, cf := range c.files {
+		f := &file{id: cf.id, name: cf.name, size: cf.size, ext: newExtentMap()}
+		for _, x := range cf.ext {
+			f.ext.t.ReplaceOrInsert(x)
+		}
+		e.byID[f.id] = f
+		e.byName[f.name] = f
+	}
+}
+
+// replayOp applies one logged namespace operation.
+func (e *Engine) replayOp(op nsOp) {
+	switch op.kind {
+	case opCreate:
+		if old := e.byName[op.name]; old != nil {
+			delete(e.byID, old.id)
+		}
+		f := &file{id: op.file, name: op.name, ext: newExtentMap()}
+		e.byID[f.id] = f
+		e.byName[f.name] = f
+	case opRemove:
+		if f := e.byID[op.file]; f != nil {
+			delete(e.byID, f.id)
+			delete(e.byName, f.name)
+		}
+	case opRename:
+		if f := e.byID[op.file]; f != nil {
+			if victim := e.byName[op.name]; victim != nil && victim != f {
+				delete(e.byID, victim.id)
+			}
+			delete(e.byName, f.name)
+			f.name = op.name
+			e.byName[f.name] = f
+		}
+	case opTruncate:
+		if f := e.byID[op.file]; f != nil {
+			f.size = op.size
+			f.ext.truncate(op.size, nil)
+		}
+	case opZoneReset:
+		// Everything in the zone before this point was relocated first.
+	}
+}
+
+// replayRecord applies one data or GC record.
+func (e *Engine) replayRecord(h *RecordHeader, dev int64) {
+	f := e.byID[h.File]
+	if f == nil {
+		return // removed later, or never created durably
+	}
+	for _, x := range h.Extents {
+		f.ext.insert(extent{off: x.FileOff, len: int64(x.Len), dev: dev, ver: x.Version}, nil)
+		dev += int64(x.Len)
+	}
+	if h.Size != SizeUnknown {
+		f.size = int64(h.Size)
+	}
+}
+
+// recountValid derives every data zone's valid bytes from the mappings.
+func (e *Engine) recountValid() {
+	for _, z := range e.zones {
+		if z != nil {
+			z.valid.Store(0)
+		}
+	}
+	for _, f := range e.byID {
+		f.ext.each(func(x extent) bool {
+			if z := e.zoneAt(x.dev); z != nil {
+				z.valid.Add(x.len)
+			}
+			return true
+		})
+	}
+}
+
+// resetDeadZones resets full zones that hold no valid data (GC logged
+// their reset but may have crashed before doing it, or everything in them
+// was overwritten).
+func (e *Engine) resetDeadZones() error {
+	var errs []error
+	for _, z := range e.zones {
+		if z == nil || z.state.Load() != zoneFull || z.valid.Load() != 0 {
+			continue
+		}
+		if err := e.dev.ResetZone(z.idx); err != nil {
+			errs = append(errs, fmt.Errorf("engine: recover: reset zone %d: %w", z.idx, err))
+			continue
+		}
+		e.placer.freeZone(z)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"github.com/zonefold/zonefold/cache"
+	"github.com/zonefold/zonefold/uring"
+	"github.com/zonefold/zonefold/writeback"
+)
+
+// Stats are the engine's cumulative counters and current gauges.
+type Stats struct {
+	HostWritten int64 `json:"host_written"` // bytes clients wrote
+	HostRead    int64 `json:"host_read"`    // bytes clients read
+
+	DevData    int64 `json:"dev_data"`    // client data appended
+	DevHeaders int64 `json:"dev_headers"` // record headers appended
+	DevPad     int64 `json:"dev_pad"`     // zone-tail padding appended
+	DevMeta    int64 `json:"dev_meta"`    // metadata (log, checkpoints) written
+	DevRead    int64 `json:"dev_read"`    // bytes read from the device for clients
+
+	Appends     int64 `json:"appends"`
+	AppendErrs  int64 `json:"append_errors"`
+	ReadErrs    int64 `json:"read_errors"`
+	Checkpoints int64 `json:"checkpoints"`
+
+	GCRead    int64 `json:"gc_read"`    // bytes GC read (headers and data)
+	GCWritten int64 `json:"gc_written"` // bytes GC relocated
+	GCResets  int64 `json:"gc_resets"`  // zones GC reset
+	GCRuns    int64 `json:"gc_runs"`
+	GCNanos   int64 `json:"gc_nanos"` // time spent in GC passes
+
+	FreeZones  int   `json:"free_zones"`
+	OpenZones  int   `json:"open_zones"`
+	DataZones  int   `json:"data_zones"`
+	DirtyBytes int64 `json:"dirty_bytes"`
+
+	Cache     cache.Stats     `json:"cache"`
+	Writeback writeback.Stats `json:"writeback"`
+	Ring      uring.Stats     `json:"ring"`
+}
+
+// DevWritten is every byte written to the device.
+func (s Stats) DevWritten() int64 {
+	return s.DevData + s.DevHeaders + s.DevPad + s.DevMeta + s.GCWritten
+}
+
+// WAF is write amplification: device bytes written per client byte.
+func (s Stats) WAF() float64 {
+	if s.HostWritten == 0 {
+		return 0
+	}
+	return float64(s.DevWritten()) / float64(s.HostWritten)
+}
+
+// Sub is the counters accumulated since an earlier snapshot; gauges keep
+// their current values.
+func (s Stats) Sub(o Stats) Stats {
+	d := s
+	d.HostWritten -= o.HostWritten
+	d.HostRead -= o.HostRead
+	d.DevData -= o.DevData
+	d.DevHeaders -= o.DevHeaders
+	d.DevPad -= o.DevPad
+	d.DevMeta -= o.DevMeta
+	d.DevRead -= o.DevRead
+	d.Appends -= o.Appends
+	d.AppendErrs -= o.AppendErrs
+	d.ReadErrs -= o.ReadErrs
+	d.Checkpoints -= o.Checkpoints
+	d.GCRead -= o.GCRead
+	d.GCWritten -= o.GCWritten
+	d.GCResets -= o.GCResets
+	d.GCRuns -= o.GCRuns
+	d.GCNanos -= o.GCNanos
+	d.Ring = s.Ring.Sub(o.Ring)
+	return d
+}
+
+// ZoneValid is one data zone's valid bytes and capacity.
+type ZoneValid struct {
+	Zone  int   `json:"zone"`
+	Valid int64 `json:"valid"`
+	Cap   int64 `json:"cap"`
+	State string
+}
+
+// Stats returns a snapshot.
+func (e *Engine) Stats() Stats {
+	c := &e.stats
+	s := Stats{
+		HostWritten: c.hostWritten.Load(), HostRead: c.hostRead.Load(),
+		DevData: c.devData.Load(), DevHeaders: c.devHeaders.Load(), DevPad: c.devPad.Load(),
+		DevMeta: c.metaWritten.Load(), DevRead: c.devRead.Load(),
+		Appends: c.appends.Load(), AppendErrs: c.appendErrs.Load(), ReadErrs: c.readErrs.Load(),
+		Checkpoints: c.checkpoints.Load(),
+		GCRead:      c.gcRead.Load(), GCWritten: c.gcWritten.Load(), GCResets: c.gcResets.Load(),
+		GCRuns: c.gcRuns.Load(), GCNanos: c.gcNanos.Load(),
+		DataZones: len(e.placer.zones),
+	}
+	e.placer.mu.Lock()
+	s.FreeZones, s.OpenZones = len(e.placer.free), len(e.placer.open)
+	e.placer.mu.Unlock()
+	if e.cache != nil {
+		s.DirtyBytes = e.cache.DirtyBytes()
+		s.Cache = e.cache.Stats()
+	}
+	if e.wb != nil {
+		s.Writeback = e.wb.Stats()
+	}
+	s.Ring = e.ring.Stats()
+	return s
+}
+
+// ZoneValidity lists every data zone's valid bytes: the GC histogram.
+func (e *Engine) ZoneValidity() []ZoneValid {
+	out := make([]ZoneValid, 0, len(e.placer.zones))
+	for _, z := range e.placer.zones {
+		st := [...]string{"free", "open", "full", "meta", "gc"}[z.state.Load()]
+		out = append(out, ZoneValid{Zone: z.idx, Valid: z.valid.Load(), Cap: z.cap, State: st})
+	}
+	return out
+}

@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/zonefold/zonefold/zns"
+)
+
+const (
+	superMagic   = 0x42534a46 // "FJSB"
+	superVersion = 1
+)
+
+// Superblock identifies a formatted device and the geometry it was
+// formatted with. A copy starts each of the two metadata zones.
+//
+// Layout (little endian, one block): magic u32, version u32, uuid [16]byte,
+// zone size u64, zone capacity u64, zones u32, block size u32, metadata
+// zones [2]u32, zeros, CRC32C of the first 4092 bytes.
+type Superblock struct {
+	UUID      [16]byte
+	ZoneSize  int64
+	ZoneCap   int64
+	Zones     int
+	BlockSize int
+	MetaZones [2]int
+}
+
+// ID is the UUID as text.
+func (s *Superblock) ID() string { return hex.EncodeToString(s.UUID[:]) }
+
+// ErrNotFormatted is opening a device without a zonefold superblock.
+var ErrNotFormatted = errors.New("engine: device is not formatted by zonefold (run `zonefold format DEVICE`)")
+
+func (s *Superblock) encode(buf []byte) {
+	buf = buf[:BlockSize]
+	clear(buf)
+	le := binary.LittleEndian
+	le.PutUint32(buf[0:], superMagic)
+	le.PutUint32(buf[4:], superVersion)
+	copy(buf[8:24], s.UUID[:])
+	le.PutUint64(buf[24:], uint64(s.ZoneSize))
+	le.PutUint64(buf[32:], uint64(s.ZoneCap))
+	le.PutUint32(buf[40:], uint32(s.Zones))
+	le.PutUint32(buf[44:], uint32(s.BlockSize))
+	le.PutUint32(buf[48:], uint32(s.MetaZones[0]))
+	le.PutUint32(buf[52:], uint32(s.MetaZones[1]))
+	le.PutUint32(buf[BlockSize-4:], Checksum(buf[:BlockSize-4]))
+}
+
+// decodeSuperblock parses a superblock; anything else is ErrNotFormatted.
+func decodeSuperblock(buf []byte) (Superblock, error) {
+	var s Superblock
+	if len(buf) < BlockSize {
+		return s, ErrNotFormatted
+	}
+	le := binary.LittleEndian
+	if le.Uint32(buf[0:]) != superMagic {
+		return s, ErrNotFormatted
+	}
+	if Checksum(buf[:BlockSize-4]) != le.Uint32(buf[BlockSize-4:]) {
+		return s, fmt.Errorf("%w: superblock checksum mismatch", ErrNotFormatted)
+	}
+	if v := le.Uint32(buf[4:]); v != superVersion {
+		return s, fmt.Errorf("engine: superblock version %d, this zonefold reads %d", v, superVersion)
+	}
+	copy(s.UUID[:], buf[8:24])
+	s.ZoneSize = int64(le.Uint64(buf[24:]))
+	s.ZoneCap = int64(le.Uint64(buf[32:]))
+	s.Zones = int(le.Uint32(buf[40:]))
+	s.BlockSize = int(le.Uint32(buf[44:]))
+	s.MetaZones[0] = int(le.Uint32(buf[48:]))
+	s.MetaZones[1] = int(le.Uint32(buf[52:]))
+	return s, nil
+}
+
+// checkGeometry refuses a device whose geometry differs from the one the
+// superblock was written for.
+func (s *Superblock) checkGeometry(g zns.Geometry) error {
+	if s.ZoneSize != g.ZoneSize || s.ZoneCap != g.ZoneCap || s.Zones != g.Zones || s.BlockSize != BlockSize {
+		return fmt.Errorf("engine: device geometry (%d zones of %d bytes, capacity %d) differs from the formatted one (%d zones of %d, capacity %d)",
+			g.Zones, g.ZoneSize, g.ZoneCap, s.Zones, s.ZoneSize, s.ZoneCap)
+	}
+	return nil
+}
+
+func newUUID() ([16]byte, error) {
+	var u [16]byte
+	if _, err := rand.Read(u[:]); err != nil {
+		return u, fmt.Errorf("engine: uuid: %w", err)
+	}
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return u, nil
+}

@@ -1,0 +1,273 @@
+package engine
+
+import (
+	"fmt"
+	"hash/crc32"
+
+	"github.com/zonefold/zonefold/cache"
+	"github.com/zonefold/zonefold/writeback"
+)
+
+// recordOp is one append in flight: a record header and the data it
+// carries. A fixed set of them is made at Open; none is allocated per I/O.
+type recordOp struct {
+	e    *Engine
+	f    *file // nil for a pad record
+	z    *zone
+	hdrI int
+	hdr  RecordHeader
+	bufs [][]byte
+	p    writeback.Pending
+	gc   *gcBatch // set for GC relocations
+	n    int64    // bytes appended, header included
+}
+
+// maxRecordData is the most data one record carries on this device.
+func (e *Engine) maxRecordData() int64 {
+	return int64(e.geo.MaxAppend)/BlockSize*BlockSize - BlockSize
+}
+
+// WriteExtents implements writeback.Store: it packs the extents into
+// records that fit the zones placement grants and appends them. It runs
+// under the ring's plug and does not wait for I/O.
+func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pending) error {
+	e.nsMu.RLock()
+	f := e.byID[fileID]
+	e.nsMu.RUnlock()
+	if f == nil {
+		// Removed after it was dirtied: its data is garbage, and clean.
+		return nil
+	}
+	e.quiesce.RLock()
+	defer e.quiesce.RUnlock()
+	w := extentCursor{exts: exts}
+	for !w.done() {
+		want := BlockSize + w.peek(e.maxRecordData(), MaxRecordExtents)
+		g, err := e.placer.reserve(&f.mru, want, false)
+		if g.padZone != nil {
+			e.appendPad(g.padZone, g.padOff, p)
+		}
+		if err != nil {
+			return fmt.Errorf("engine: place %d bytes of file %d: %w", want, fileID, err)
+		}
+		op := <-e.ops
+		op.f, op.z, op.p, op.gc = f, g.z, p, nil
+		op.hdr.Kind = KindData
+		op.hdr.File = fileID
+		op.hdr.Seq = e.seq.Add(1)
+		f.mu.RLock()
+		op.hdr.Size = uint64(f.size)
+		f.mu.RUnlock()
+		op.hdr.Extents = op.hdr.Extents[:0]
+		op.bufs = op.bufs[:0]
+		op.hdrI, op.bufs = e.takeHeader(op.bufs)
+		var crc uint32
+		for data := g.n - BlockSize; data > 0; {
+			off, b := w.next(data, MaxRecordExtents-len(op.hdr.Extents))
+			if b == nil {
+				break
+			}
+			if k := len(op.hdr.Extents) - 1; k >= 0 && op.hdr.Extents[k].FileOff+int64(op.hdr.Extents[k].Len) == off {
+				// File-contiguous with the previous piece (the next
+				// folio): one header entry covers both.
+				op.hdr.Extents[k].Len += uint32(len(b))
+			} else {
+				op.hdr.Extents = append(op.hdr.Extents, RecordExtent{FileOff: off, Len: uint32(len(b)), Version: op.hdr.Seq})
+			}
+			op.bufs = append(op.bufs, b)
+			crc = crc32.Update(crc, castagnoli, b)
+			data -= int64(len(b))
+		}
+		op.hdr.DataLen = uint32(g.n - BlockSize)
+		op.hdr.DataCRC = crc
+		if err := e.submitRecord(op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// takeHeader takes a header block and makes it the first buffer.
+func (e *Engine) takeHeader(bufs [][]byte) (int, [][]byte) {
+	i, blk := e.hdrs.get()
+	return i, append(bufs, blk)
+}
+
+// submitRecord encodes op's header and appends the record to op.z.
+func (e *Engine) submitRecord(op *recordOp) error {
+	if err := EncodeHeader(&op.hdr, op.bufs[0]); err != nil {
+		e.releaseOp(op)
+		return err
+	}
+	op.n = BlockSize + int64(op.hdr.DataLen)
+	if op.p != nil {
+		op.p.Add(1)
+	}
+	e.inflight.Add(1)
+	if err := e.dev.Append(op.z.idx, op.bufs, op); err != nil {
+		op.Appended(0, err)
+		return nil // reported through Pending
+	}
+	return nil
+}
+
+// appendPad fills a zone's tail, too short for a record, with a
+// header-only pad record so that the zone reaches capacity.
+func (e *Engine) appendPad(z *zone, off int64, p writeback.Pending) {
+	op := <-e.ops
+	op.f, op.z, op.p, op.gc = nil, z, p, nil
+	op.hdr = RecordHeader{Kind: KindPad, Seq: e.seq.Add(1), Size: SizeUnknown, Extents: op.hdr.Extents[:0]}
+	op.bufs = op.bufs[:0]
+	op.hdrI, op.bufs = e.takeHeader(op.bufs)
+	for left := z.cap - off - BlockSize; left > 0; left -= BlockSize {
+		op.bufs = append(op.bufs, e.zeroBlk)
+		op.hdr.DataLen += BlockSize
+	}
+	_ = e.submitRecord(op)
+}
+
+// Appended implements zns.AppendCompletion. It runs on the ring's reaper:
+// it maps the record's extents and hands the result on, without blocking.
+func (op *recordOp) Appended(off int64, err error) {
+	e := op.e
+	if err != nil {
+		e.stats.appendErrs.Add(1)
+		e.zoneFailed(op.z)
+	} else {
+		e.stats.appends.Add(1)
+		e.stats.devHeaders.Add(BlockSize)
+		switch {
+		case op.hdr.Kind == KindPad:
+			e.stats.devPad.Add(int64(op.hdr.DataLen))
+		case op.gc != nil:
+			e.stats.gcWritten.Add(int64(op.hdr.DataLen))
+		default:
+			e.stats.devData.Add(int64(op.hdr.DataLen))
+		}
+		bumpMax(&op.z.lastSeq, op.hdr.Seq)
+		if op.f != nil {
+			e.mapRecord(op, off)
+		}
+	}
+	p, gc := op.p, op.gc
+	e.releaseOp(op)
+	e.inflight.Add(-1)
+	if gc != nil {
+		gc.done(err)
+	}
+	if p != nil {
+		p.Done(err)
+	}
+}
+
+// mapRecord points the file's extents at the record written at off.
+func (e *Engine) mapRecord(op *recordOp, off int64) {
+	f := op.f
+	dev := off + BlockSize
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gone {
+		return
+	}
+	for _, x := range op.hdr.Extents {
+		ext := extent{off: x.FileOff, len: int64(x.Len), dev: dev, ver: x.Version}
+		if op.gc != nil {
+			moved := f.ext.relocate(ext, e.unmapped)
+			op.z.valid.Add(moved)
+		} else {
+			f.ext.insert(ext, e.unmapped)
+			op.z.valid.Add(ext.len)
+		}
+		dev += int64(x.Len)
+	}
+}
+
+// unmapped accounts for bytes no file maps any more.
+func (e *Engine) unmapped(old extent) {
+	if z := e.zoneAt(old.dev); z != nil {
+		z.valid.Add(-old.len)
+	}
+}
+
+func (e *Engine) releaseOp(op *recordOp) {
+	e.hdrs.put(op.hdrI)
+	op.f, op.z, op.p, op.gc = nil, nil, nil, nil
+	clear(op.bufs)
+	op.bufs = op.bufs[:0]
+	e.ops <- op
+}
+
+// zoneFailed takes a zone whose append failed out of placement; the data
+// stays dirty and goes elsewhere, and GC reclaims the zone later.
+func (e *Engine) zoneFailed(z *zone) {
+	if z == nil {
+		return
+	}
+	e.placer.mu.Lock()
+	if z.state.Load() == zoneOpen {
+		z.state.Store(zoneFull)
+		for i, o := range e.placer.open {
+			if o == z {
+				e.placer.open = append(e.placer.open[:i], e.placer.open[i+1:]...)
+				break
+			}
+		}
+		e.failedZones = append(e.failedZones, z)
+	}
+	e.placer.mu.Unlock()
+}
+
+func bumpMax(a interface {
+	Load() uint64
+	CompareAndSwap(old, new uint64) bool
+}, v uint64) {
+	for {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}
+
+// extentCursor walks a flush's extents, handing out pieces that fit a
+// record.
+type extentCursor struct {
+	exts []cache.Extent
+	i    int
+	used int // bytes of exts[i] already taken
+}
+
+func (c *extentCursor) done() bool { return c.i >= len(c.exts) }
+
+// peek is the data the next record would carry with room for max bytes
+// and maxExt extents.
+func (c *extentCursor) peek(max int64, maxExt int) int64 {
+	var n int64
+	used := c.used
+	for j := c.i; j < len(c.exts) && maxExt > 0 && n < max; j++ {
+		n += int64(len(c.exts[j].Data) - used)
+		used = 0
+		maxExt--
+	}
+	return min(n, max)
+}
+
+// next takes up to max bytes from the current extent, at most one extent,
+// and returns its file offset and memory; nil when nothing is left or no
+// extent may be added.
+func (c *extentCursor) next(max int64, extLeft int) (int64, []byte) {
+	if c.done() || extLeft <= 0 || max <= 0 {
+		return 0, nil
+	}
+	x := c.exts[c.i]
+	rest := x.Data[c.used:]
+	n := min(int64(len(rest)), max)
+	off := x.Off + int64(c.used)
+	b := rest[:n]
+	c.used += int(n)
+	if c.used == len(x.Data) {
+		c.i++
+		c.used = 0
+	}
+	return off, b
+}
