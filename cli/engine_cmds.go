@@ -160,6 +160,7 @@ type runOpts struct {
 	endFsync bool
 	preset   string
 	scale    float64
+	loops    int
 	json     bool
 }
 
@@ -196,6 +197,7 @@ workloads: seq128k (bs=128k, iodepth 16), 4x1m (4 files, bs=1M, end_fsync),
 	f.BoolVar(&o.endFsync, "end-fsync", false, "fsync every file at the end (timed)")
 	f.StringVar(&o.preset, "preset", "", "seq128k, 4x1m or 16x8k (flags given explicitly still win)")
 	f.Float64Var(&o.scale, "scale", 1, "multiply the per-file size by this")
+	f.IntVar(&o.loops, "loops", 1, "write each file's size this many times (random overwrites after the first)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
 	return cmd
 }
@@ -242,7 +244,7 @@ func runBenchRun(cmd *cobra.Command, device string, o runOpts) error {
 		return fmt.Errorf("--scale %v: want > 0", o.scale)
 	}
 	size = int64(float64(size)*o.scale) / bs * bs
-	w := engine.Workload{Files: o.files, BS: int(bs), IODepth: o.iodepth, Size: size, RW: o.rw, EndFsync: o.endFsync, Seed: 1}
+	w := engine.Workload{Files: o.files, BS: int(bs), IODepth: o.iodepth, Size: size, RW: o.rw, EndFsync: o.endFsync, Seed: 1, Loops: o.loops}
 	e, err := openFormatted(device, cfg)
 	if err != nil {
 		return err

@@ -60,9 +60,11 @@ func (m *extentMap) overlapping(lo, hi int64) []extent {
 }
 
 // insert maps e's range to e, except where the mapping already holds a
-// newer version (which only replay of GC records can meet). displaced is
-// called with every piece that no longer maps anywhere.
-func (m *extentMap) insert(e extent, displaced func(extent)) {
+// newer version (a record that completes after a newer one of the same
+// bytes, or replay of a GC record). displaced is called with every piece
+// that no longer maps anywhere. It returns the bytes of e now mapped.
+func (m *extentMap) insert(e extent, displaced func(extent)) int64 {
+	var kept int64
 	over := append([]extent(nil), m.overlapping(e.off, e.end())...)
 	cursor := e.off
 	for _, o := range over {
@@ -73,6 +75,7 @@ func (m *extentMap) insert(e extent, displaced func(extent)) {
 			if o.off > cursor {
 				m.t.ReplaceOrInsert(e.clip(cursor, o.off))
 			}
+			kept += min(o.end(), e.end()) - max(o.off, e.off)
 			cursor = max(cursor, o.end())
 			continue
 		}
@@ -89,6 +92,7 @@ func (m *extentMap) insert(e extent, displaced func(extent)) {
 	if cursor < e.end() {
 		m.t.ReplaceOrInsert(e.clip(cursor, e.end()))
 	}
+	return e.len - kept
 }
 
 // relocate points the pieces of [e.off, e.end()) that still hold version

@@ -88,7 +88,15 @@ func TestExtentMapModel(t *testing.T) {
 				bm.insert(e)
 			case op < 7: // replay of an old GC record: loses to newer data
 				e := extent{off: off, len: n, dev: rng.Int64N(1 << 30), ver: rng.Uint64N(ver + 1)}
-				m.insert(e, nil)
+				var want int64
+				for b := off; b < off+n; b += BlockSize {
+					if cur, ok := bm[b]; !ok || cur.ver <= e.ver {
+						want += BlockSize
+					}
+				}
+				if got := m.insert(e, nil); got != want {
+					t.Fatalf("seed %d: insert mapped %d bytes, model %d", seed, got, want)
+				}
 				bm.insert(e)
 			case op < 9: // GC relocates whatever still has version v
 				if ver == 0 {

@@ -363,8 +363,10 @@ func (h *File) Close() error {
 	return nil
 }
 
-// admit refuses a write that cannot fit on the device: without GC, every
-// byte written, overwrite or not, needs new space.
+// admit makes room for a write: while the device's free space (less what
+// dirty data will take) cannot hold it, the writer runs GC itself, so
+// writers slow down as space runs out. Only when GC can free nothing more
+// is the write refused with ENOSPC.
 func (e *Engine) admit(ctx context.Context, n int64) error {
 	for {
 		room := e.placer.space()
@@ -373,7 +375,10 @@ func (e *Engine) admit(ctx context.Context, n int64) error {
 		if room >= need {
 			return nil
 		}
-		if !e.gc.makeRoom(ctx, need-room) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !e.gc.reclaim() {
 			return fmt.Errorf("engine: write of %d bytes: %w", n, ErrNoSpace)
 		}
 	}

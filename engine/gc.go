@@ -57,7 +57,9 @@ type GCConfig struct {
 
 func (c *GCConfig) fill() {
 	if c.Reserve <= 0 {
-		c.Reserve = 1
+		// Two: relocating a victim can need the rest of the GC zone and
+		// one more zone before the victim's reset pays the space back.
+		c.Reserve = 2
 	}
 	if c.Low <= 0 {
 		c.Low = c.Reserve + 2
@@ -122,28 +124,15 @@ func (c *collector) run(ctx context.Context) {
 	}
 }
 
-// makeRoom runs GC until need more bytes fit, or no victim is left. It
-// reports whether it freed anything.
-func (c *collector) makeRoom(ctx context.Context, need int64) bool {
-	freed := false
-	for need > 0 && ctx.Err() == nil {
-		before := c.e.placer.space()
-		moved, err := c.pass()
-		if err != nil {
-			slog.Warn("engine: gc pass failed", "err", err)
-			return freed
-		}
-		if !moved {
-			return freed
-		}
-		after := c.e.placer.space()
-		if after <= before {
-			return freed
-		}
-		freed = true
-		need -= after - before
+// reclaim runs one GC pass for a writer that found no space. It reports
+// whether a zone was reclaimed; false means GC can free nothing more.
+func (c *collector) reclaim() bool {
+	moved, err := c.pass()
+	if err != nil {
+		slog.Warn("engine: gc pass failed", "err", err)
+		return false
 	}
-	return freed
+	return moved
 }
 
 // pass reclaims one victim zone: relocate its valid data, make that
@@ -157,12 +146,22 @@ func (c *collector) pass() (bool, error) {
 	if victim == nil {
 		return false, nil
 	}
+	// Mark first, then look for writers (placement announces a writer
+	// first, then looks at the state): a zone still being appended to is
+	// left for a later pass.
+	if !victim.state.CompareAndSwap(zoneFull, zoneGC) {
+		return true, nil
+	}
+	if victim.writers.Load() > 0 {
+		victim.state.Store(zoneFull)
+		time.Sleep(50 * time.Microsecond) // its appends finish in a moment
+		return true, nil
+	}
 	start := time.Now()
 	defer func() {
 		e.stats.gcNanos.Add(int64(time.Since(start)))
 		e.stats.gcRuns.Add(1)
 	}()
-	victim.state.Store(zoneGC)
 	if victim.valid.Load() > 0 {
 		if err := c.relocate(victim); err != nil {
 			victim.state.Store(zoneFull)
@@ -199,7 +198,7 @@ func (c *collector) pick() *zone {
 	var best *zone
 	var bestScore float64
 	for _, z := range e.placer.zones {
-		if z.state.Load() != zoneFull {
+		if z.state.Load() != zoneFull || z.writers.Load() > 0 {
 			continue
 		}
 		u := float64(z.valid.Load()) / float64(z.cap)
@@ -283,6 +282,11 @@ func (c *collector) relocate(victim *zone) error {
 	}
 	uerr := e.ring.Unplug()
 	e.quiesce.RUnlock()
+	// Another holder of the ring's plug (the flusher) may keep our
+	// appends queued: submit them before waiting.
+	if err := e.ring.Flush(); err != nil && uerr == nil {
+		uerr = err
+	}
 	b.wg.Wait()
 	if werr == nil {
 		werr = uerr
@@ -320,7 +324,7 @@ func (c *collector) appendFile(pieces []live, mem []byte, b *gcBatch) error {
 		if err != nil {
 			return err
 		}
-		op := <-e.ops
+		op := e.takeOp()
 		op.f, op.z, op.p, op.gc = f, g.z, nil, b
 		op.hdr.Kind = KindGC
 		op.hdr.File = f.id

@@ -70,6 +70,10 @@ type zone struct {
 	// readers counts reads in flight from this zone; GC resets a zone only
 	// when none remain.
 	readers atomic.Int32
+	// writers counts reservations not yet appended and mapped: a zone that
+	// placement has filled may still have appends in flight, and GC must
+	// not take it before they are mapped.
+	writers atomic.Int32
 }
 
 func (z *zone) remaining() int64 { return z.cap - z.alloc.Load() }
@@ -150,8 +154,16 @@ func (p *placer) reserve(mru *atomic.Pointer[zone], want int64, forGC bool) (gra
 				return g, err
 			}
 		}
+		// Announce the reservation before checking the state: GC marks a
+		// victim before it checks writers, so one of the two sees the other.
+		z.writers.Add(1)
+		if z.state.Load() != zoneOpen {
+			z.writers.Add(-1)
+			continue
+		}
 		off, n, pad, ok := z.claim(want)
 		if !ok {
+			z.writers.Add(-1)
 			p.retire(z)
 			continue
 		}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"hash/crc32"
 
@@ -47,10 +48,20 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 		if g.padZone != nil {
 			e.appendPad(g.padZone, g.padOff, p)
 		}
+		if errors.Is(err, ErrNoSpace) {
+			// Out of zones: collect, without holding off checkpoints
+			// (GC may log a zone reset, which may checkpoint).
+			e.quiesce.RUnlock()
+			moved := e.gc.reclaim()
+			e.quiesce.RLock()
+			if moved {
+				continue
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("engine: place %d bytes of file %d: %w", want, fileID, err)
 		}
-		op := <-e.ops
+		op := e.takeOp()
 		op.f, op.z, op.p, op.gc = f, g.z, p, nil
 		op.hdr.Kind = KindData
 		op.hdr.File = fileID
@@ -87,6 +98,18 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 	return nil
 }
 
+// takeOp takes a free record op, submitting what the ring holds before
+// it waits: the ops it waits for may be queued under a plug.
+func (e *Engine) takeOp() *recordOp {
+	select {
+	case op := <-e.ops:
+		return op
+	default:
+	}
+	_ = e.ring.Flush()
+	return <-e.ops
+}
+
 // takeHeader takes a header block and makes it the first buffer.
 func (e *Engine) takeHeader(bufs [][]byte) (int, [][]byte) {
 	i, blk := e.hdrs.get()
@@ -96,6 +119,7 @@ func (e *Engine) takeHeader(bufs [][]byte) (int, [][]byte) {
 // submitRecord encodes op's header and appends the record to op.z.
 func (e *Engine) submitRecord(op *recordOp) error {
 	if err := EncodeHeader(&op.hdr, op.bufs[0]); err != nil {
+		op.z.writers.Add(-1)
 		e.releaseOp(op)
 		return err
 	}
@@ -114,7 +138,7 @@ func (e *Engine) submitRecord(op *recordOp) error {
 // appendPad fills a zone's tail, too short for a record, with a
 // header-only pad record so that the zone reaches capacity.
 func (e *Engine) appendPad(z *zone, off int64, p writeback.Pending) {
-	op := <-e.ops
+	op := e.takeOp()
 	op.f, op.z, op.p, op.gc = nil, z, p, nil
 	op.hdr = RecordHeader{Kind: KindPad, Seq: e.seq.Add(1), Size: SizeUnknown, Extents: op.hdr.Extents[:0]}
 	op.bufs = op.bufs[:0]
@@ -149,6 +173,7 @@ func (op *recordOp) Appended(off int64, err error) {
 			e.mapRecord(op, off)
 		}
 	}
+	op.z.writers.Add(-1)
 	p, gc := op.p, op.gc
 	e.releaseOp(op)
 	e.inflight.Add(-1)
@@ -175,8 +200,7 @@ func (e *Engine) mapRecord(op *recordOp, off int64) {
 			moved := f.ext.relocate(ext, e.unmapped)
 			op.z.valid.Add(moved)
 		} else {
-			f.ext.insert(ext, e.unmapped)
-			op.z.valid.Add(ext.len)
+			op.z.valid.Add(f.ext.insert(ext, e.unmapped))
 		}
 		dev += int64(x.Len)
 	}

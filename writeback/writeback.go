@@ -136,13 +136,17 @@ func (f *flush) Done(err error) {
 	}
 }
 
-// finish runs once per flush, when the last append is done.
-func (f *flush) finish() {
+// finish runs once per flush, when the last append is done, possibly on
+// the ring's reaper: it only hands the flush to its waiter, who ends the
+// writeback (the cache wants EndWriteback called outside completions).
+func (f *flush) finish() { f.done <- struct{}{} }
+
+// end ends f's writeback in the cache and accounts for it; wait calls it.
+func (w *Writeback) end(f *flush) error {
 	var err error
 	if p := f.errOnce.Load(); p != nil {
 		err = *p
 	}
-	w := f.w
 	w.cache.EndWriteback(f.exts, err)
 	w.flushNanos.Add(uint64(time.Since(f.start)))
 	if err != nil {
@@ -152,12 +156,12 @@ func (f *flush) finish() {
 			w.errs[f.file] = err
 		}
 		w.mu.Unlock()
-	} else {
-		for _, e := range f.exts {
-			w.bytes.Add(uint64(len(e.Data)))
-		}
+		return err
 	}
-	f.done <- struct{}{}
+	for _, e := range f.exts {
+		w.bytes.Add(uint64(len(e.Data)))
+	}
+	return nil
 }
 
 // start takes up to MaxChain of file's dirty data and submits it. It
@@ -185,16 +189,14 @@ func (w *Writeback) start(file uint64) (*flush, error) {
 	return f, nil
 }
 
-// wait blocks until f finished and returns its error.
+// wait blocks until f's appends are done, ends its writeback and returns
+// its error.
 func (w *Writeback) wait(f *flush) error {
 	if err := w.ring.Flush(); err != nil {
 		return err
 	}
 	<-f.done
-	var err error
-	if p := f.errOnce.Load(); p != nil {
-		err = *p
-	}
+	err := w.end(f)
 	f.exts = f.exts[:0]
 	w.pool.Put(f)
 	return err
