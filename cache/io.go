@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 )
 
@@ -472,7 +473,7 @@ func (c *Cache) EvictClean(bytes int64) int64 {
 	var total int64
 	scanned, busyPasses := 0, 0
 	for total < bytes && busyPasses < 1000 {
-		want := int((bytes - total + pageSize - 1) / pageSize)
+		want := int(min((bytes-total)/pageSize+1, math.MaxInt32))
 		freed, seen, busy := c.evict(want)
 		total += int64(freed) * pageSize
 		scanned += seen
