@@ -109,6 +109,7 @@ var ErrRange = errors.New("cache: offset out of range")
 type Cache struct {
 	cfg        Config
 	maxOrder   int
+	evictBatch int   // pages reclaim frees at least
 	limit      int64 // DirtyLimit
 	background int64 // BackgroundDirty
 	blockShift uint
@@ -170,6 +171,7 @@ func New(cfg Config) (*Cache, error) {
 	c := &Cache{
 		cfg:        cfg,
 		maxOrder:   cfg.MaxOrder,
+		evictBatch: int(min(max(int64(npages)/64, 1), evictBatch)),
 		limit:      cfg.DirtyLimit,
 		background: cfg.BackgroundDirty,
 		blockShift: uint(shift),

@@ -347,6 +347,11 @@ func (c *Cache) throttle(ctx context.Context) error {
 // evictScan bounds one eviction pass over the LRU.
 const evictScan = 256
 
+// evictBatch is the fewest pages reclaim frees at once (the kernel's
+// SWAP_CLUSTER_MAX), so that small folios do not pay a reclaim pass each;
+// small arenas free less, to keep what they can.
+const evictBatch = 32
+
 // reclaim gets a block for a folio of order into res: from free memory,
 // by evicting clean folios, by settling for a smaller order once eviction
 // has freed enough without making a block of this order, or by waiting for
@@ -359,8 +364,9 @@ func (c *Cache) reclaim(ctx context.Context, order int, res *reserve) error {
 			*res = reserve{page: p, order: order}
 			return nil
 		}
-		if evicted < 2<<order {
-			freed, seen, busy := c.evict(1 << order)
+		batch := max(1<<order, c.evictBatch)
+		if evicted < 2*batch {
+			freed, seen, busy := c.evict(batch)
 			evicted += freed
 			scanned += seen
 			if freed > 0 {

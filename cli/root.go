@@ -56,5 +56,6 @@ func newBenchCmd() *cobra.Command {
 		Short: "Benchmarks that compare two configurations in one run",
 	}
 	cmd.AddCommand(newBenchBatchingCmd())
+	cmd.AddCommand(newBenchFoliosCmd())
 	return cmd
 }
