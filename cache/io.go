@@ -105,7 +105,8 @@ func (c *Cache) readBacking(fs *fileState, f *folio, b0, b1 int, b Backing) erro
 // (nil: the file has no stored data). It blocks while dirty bytes are over
 // the limit, while memory is short and while a block it writes is under
 // writeback; it fails only if ctx ends, b fails or off is negative, and
-// then returns how many bytes it wrote.
+// then returns how many bytes it wrote. The dirty limit is checked as a
+// write starts, so one large write can pass it by its own size.
 func (c *Cache) Write(ctx context.Context, file uint64, off int64, p []byte, b Backing) (int, error) {
 	if err := checkIO(off, len(p)); err != nil || len(p) == 0 {
 		return 0, err
