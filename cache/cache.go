@@ -47,6 +47,15 @@
 //   - Nothing on the write or read path allocates once a file's folios
 //     exist.
 //
+// Use. Clients' data goes through Write and Read with the engine's Backing.
+// The writeback layer picks files with DirtyFiles (oldest first) or
+// DirtySince, takes each file's dirty data with BeginWriteback — extents in
+// offset order, each with its arena bytes and the registered buffer
+// (BufIndex into Regions) that holds them — merges file-contiguous extents
+// into appends, and reports each batch with EndWriteback. OnPressure tells
+// it when to start; DirtyBytes and BackgroundBytes when to stop. The engine
+// calls Truncate and Forget as files shrink or go.
+//
 // Locks, outermost first: a file's lock (an RWMutex: readers of cached
 // data share it; writers, read-fills, BeginWriteback, Truncate, Forget and
 // eviction hold it exclusively), then the LRU lock, the dirty-list lock and
@@ -71,7 +80,9 @@ import (
 type Backing interface {
 	// ReadBacking fills p with the file's bytes at off from storage.
 	// Never-written bytes, and bytes at or past a size the file was
-	// truncated to since they were last written, read as zeros.
+	// truncated to since they were last written, read as zeros. It is
+	// called with the file's cache lock held, so it must not call the
+	// cache for the same file.
 	ReadBacking(file uint64, off int64, p []byte) error
 }
 
@@ -109,6 +120,7 @@ var ErrRange = errors.New("cache: offset out of range")
 type Cache struct {
 	cfg        Config
 	maxOrder   int
+	evictBatch int   // pages reclaim frees at least
 	limit      int64 // DirtyLimit
 	background int64 // BackgroundDirty
 	blockShift uint
@@ -170,6 +182,7 @@ func New(cfg Config) (*Cache, error) {
 	c := &Cache{
 		cfg:        cfg,
 		maxOrder:   cfg.MaxOrder,
+		evictBatch: int(min(max(int64(npages)/64, 1), evictBatch)),
 		limit:      cfg.DirtyLimit,
 		background: cfg.BackgroundDirty,
 		blockShift: uint(shift),

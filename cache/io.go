@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 )
 
@@ -104,7 +105,8 @@ func (c *Cache) readBacking(fs *fileState, f *folio, b0, b1 int, b Backing) erro
 // (nil: the file has no stored data). It blocks while dirty bytes are over
 // the limit, while memory is short and while a block it writes is under
 // writeback; it fails only if ctx ends, b fails or off is negative, and
-// then returns how many bytes it wrote.
+// then returns how many bytes it wrote. The dirty limit is checked as a
+// write starts, so one large write can pass it by its own size.
 func (c *Cache) Write(ctx context.Context, file uint64, off int64, p []byte, b Backing) (int, error) {
 	if err := checkIO(off, len(p)); err != nil || len(p) == 0 {
 		return 0, err
@@ -346,6 +348,11 @@ func (c *Cache) throttle(ctx context.Context) error {
 // evictScan bounds one eviction pass over the LRU.
 const evictScan = 256
 
+// evictBatch is the fewest pages reclaim frees at once (the kernel's
+// SWAP_CLUSTER_MAX), so that small folios do not pay a reclaim pass each;
+// small arenas free less, to keep what they can.
+const evictBatch = 32
+
 // reclaim gets a block for a folio of order into res: from free memory,
 // by evicting clean folios, by settling for a smaller order once eviction
 // has freed enough without making a block of this order, or by waiting for
@@ -358,8 +365,9 @@ func (c *Cache) reclaim(ctx context.Context, order int, res *reserve) error {
 			*res = reserve{page: p, order: order}
 			return nil
 		}
-		if evicted < 2<<order {
-			freed, seen, busy := c.evict(1 << order)
+		batch := max(1<<order, c.evictBatch)
+		if evicted < 2*batch {
+			freed, seen, busy := c.evict(batch)
 			evicted += freed
 			scanned += seen
 			if freed > 0 {
@@ -472,7 +480,7 @@ func (c *Cache) EvictClean(bytes int64) int64 {
 	var total int64
 	scanned, busyPasses := 0, 0
 	for total < bytes && busyPasses < 1000 {
-		want := int((bytes - total + pageSize - 1) / pageSize)
+		want := int(min((bytes-total)/pageSize+1, math.MaxInt32))
 		freed, seen, busy := c.evict(want)
 		total += int64(freed) * pageSize
 		scanned += seen

@@ -23,6 +23,9 @@ type Extent struct {
 // are meant to be merged into one I/O by the caller. The data stays dirty
 // (and counted in DirtyBytes) until EndWriteback, and writes to it wait.
 // Every extent returned must be passed to EndWriteback exactly once.
+// Truncate and Forget do not wait for extents in flight: an extent whose
+// bytes were cut off meanwhile still ends normally, so the engine must not
+// map bytes at or past the file's size as it stands at completion.
 func (c *Cache) BeginWriteback(file uint64, maxBytes int64, dst []Extent) []Extent {
 	fs := c.file(file)
 	if fs == nil {
@@ -97,9 +100,10 @@ func (c *Cache) takeDirty(fs *fileState, f *folio, budget int64, dst []Extent) (
 
 // EndWriteback ends the writeback of extents from BeginWriteback. With a
 // nil err their blocks become clean; with an error they stay dirty, to be
-// written again later — never dropped. It takes no file lock, so it may
-// run while writers of the file wait for it; it must not run on a ring's
-// reaper goroutine only because it may briefly wait for state locks.
+// written again later — never dropped. It takes no file lock, so writers
+// waiting on those blocks cannot hold it up. Call it from the flusher, not
+// from a uring Completion: it may wait briefly for state locks, and
+// Complete must not block.
 func (c *Cache) EndWriteback(exts []Extent, err error) {
 	for i := range exts {
 		e := &exts[i]

@@ -59,5 +59,6 @@ func newBenchCmd() *cobra.Command {
 	}
 	cmd.AddCommand(newBenchBatchingCmd())
 	cmd.AddCommand(newBenchRunCmd())
+	cmd.AddCommand(newBenchFoliosCmd())
 	return cmd
 }
