@@ -224,7 +224,7 @@ func (e *Engine) setupZones() error {
 	e.zones = make([]*zone, e.geo.Zones)
 	var data []*zone
 	for i, rz := range report {
-		if rz.Type == zns.TypeConventional || i == e.sb.MetaZones[0] || i == e.sb.MetaZones[1] {
+		if i >= e.sb.UsedZones || rz.Type == zns.TypeConventional || i == e.sb.MetaZones[0] || i == e.sb.MetaZones[1] {
 			continue
 		}
 		z := &zone{idx: i, start: rz.Start, cap: rz.Cap}
@@ -335,6 +335,15 @@ func (e *Engine) Sync(ctx context.Context) error {
 
 // Geometry is the device's geometry.
 func (e *Engine) Geometry() zns.Geometry { return e.geo }
+
+// Capacity is the bytes the data zones hold.
+func (e *Engine) Capacity() int64 {
+	var n int64
+	for _, z := range e.placer.zones {
+		n += z.cap
+	}
+	return n
+}
 
 // Superblock is the device's superblock.
 func (e *Engine) Superblock() Superblock { return e.sb }

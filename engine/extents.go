@@ -38,7 +38,8 @@ func newExtentMap() *extentMap {
 	return &extentMap{t: btree.NewG(16, func(a, b extent) bool { return a.off < b.off })}
 }
 
-// overlapping collects, in order, the extents that overlap [lo, hi).
+// overlapping collects, in order, the extents that overlap [lo, hi), in
+// scratch: only for callers holding the file's lock exclusively.
 func (m *extentMap) overlapping(lo, hi int64) []extent {
 	m.scratch = m.scratch[:0]
 	m.t.DescendLessOrEqual(extent{off: lo}, func(e extent) bool {
@@ -124,11 +125,28 @@ func (m *extentMap) relocate(e extent, moved func(old extent)) int64 {
 }
 
 // lookup calls fn with every mapped piece of [off, off+n), clipped to it,
-// in order; holes are skipped.
+// in order; holes are skipped. It only reads the tree (no scratch), so
+// readers holding the file's lock shared may call it at once.
 func (m *extentMap) lookup(off, n int64, fn func(extent)) {
-	for _, e := range m.overlapping(off, off+n) {
-		fn(e.clip(off, off+n))
-	}
+	end := off + n
+	startsAtOff := false // the descent gave an extent starting at off
+	m.t.DescendLessOrEqual(extent{off: off}, func(e extent) bool {
+		if e.end() > off {
+			fn(e.clip(off, end))
+		}
+		startsAtOff = e.off == off
+		return false
+	})
+	m.t.AscendGreaterOrEqual(extent{off: off}, func(e extent) bool {
+		if e.off >= end {
+			return false
+		}
+		if e.off == off && startsAtOff {
+			return true // already given by the descent
+		}
+		fn(e.clip(off, end))
+		return true
+	})
 }
 
 // truncate unmaps everything at or past size (rounded up to a block: the

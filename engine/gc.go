@@ -69,6 +69,10 @@ func (c *GCConfig) fill() {
 	}
 }
 
+// minGainDiv: GC takes a zone only if at least 1/minGainDiv of it is
+// garbage.
+const minGainDiv = 16
+
 // collector reclaims zones. One GC pass runs at a time.
 type collector struct {
 	e    *Engine
@@ -201,10 +205,14 @@ func (c *collector) pick() *zone {
 		if z.state.Load() != zoneFull || z.writers.Load() > 0 {
 			continue
 		}
-		u := float64(z.valid.Load()) / float64(z.cap)
-		if u >= 1 {
-			continue // nothing to gain
+		valid := z.valid.Load()
+		if z.cap-valid < z.cap/minGainDiv {
+			// Copying a zone this full frees almost nothing, and a pass
+			// costs a zone's worth of reads: a device of such zones is
+			// full, not in need of GC.
+			continue
 		}
+		u := float64(valid) / float64(z.cap)
 		var score float64
 		switch e.cfg.GC.Policy {
 		case GCCostBenefit:

@@ -39,7 +39,7 @@ func overwrite(t *testing.T, e *Engine, files int, fileSize int64, bs int, passe
 			}
 		}
 	}
-	total := int64(passes * float64(e.Geometry().Capacity()))
+	total := int64(passes * float64(e.Capacity()))
 	for written := int64(0); written < total; written += int64(bs) {
 		i := rng.IntN(files)
 		b := rng.IntN(len(gens[i]))
@@ -111,7 +111,7 @@ func TestGCReclaimsUnderOverwrites(t *testing.T) {
 			e := formatOpen(t, devName, cfg)
 			// 8 files of 3 MiB: about 63% of the 38 data zones, written
 			// three device capacities over.
-			gens := overwrite(t, e, 8, 3<<20, 8192, 3, 1)
+			gens := overwrite(t, e, 8, 3<<20, 8192, 2, 1)
 			if err := e.Sync(t.Context()); err != nil {
 				t.Fatal(err)
 			}

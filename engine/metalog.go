@@ -241,6 +241,9 @@ func readSuperblock(dev zns.Device) (Superblock, error) {
 type FormatOptions struct {
 	// Force formats a device that holds data or another superblock.
 	Force bool
+	// Zones limits the file system to the device's first Zones zones
+	// (0: all), e.g. to make a GC benchmark on a large device short.
+	Zones int
 }
 
 // Format writes a fresh, empty zonefold file system to dev: every zone
@@ -259,18 +262,28 @@ func Format(dev zns.Device, opts FormatOptions) (Superblock, error) {
 			return Superblock{}, fmt.Errorf("engine: report zones: %w", err)
 		}
 		for i, z := range report[:n] {
+			if opts.Zones > 0 && i >= opts.Zones {
+				break
+			}
 			if z.Type != zns.TypeConventional && z.WP != z.Start {
 				return Superblock{}, fmt.Errorf("engine: zone %d is not empty: the device holds data (format --force erases it)", i)
 			}
 		}
 	}
+	used := g.Zones
+	if opts.Zones > 0 {
+		if opts.Zones > g.Zones || opts.Zones < mz[1]+5 {
+			return Superblock{}, fmt.Errorf("engine: format: %d zones asked for; the device has %d and zonefold needs at least %d", opts.Zones, g.Zones, mz[1]+5)
+		}
+		used = opts.Zones
+	}
 	uuid, err := newUUID()
 	if err != nil {
 		return Superblock{}, err
 	}
-	sb := Superblock{UUID: uuid, ZoneSize: g.ZoneSize, ZoneCap: g.ZoneCap, Zones: g.Zones, BlockSize: BlockSize, MetaZones: mz}
-	if err := dev.ResetAll(); err != nil {
-		return sb, fmt.Errorf("engine: format: reset zones: %w", err)
+	sb := Superblock{UUID: uuid, ZoneSize: g.ZoneSize, ZoneCap: g.ZoneCap, Zones: g.Zones, BlockSize: BlockSize, MetaZones: mz, UsedZones: used}
+	if err := resetZones(dev, used); err != nil {
+		return sb, fmt.Errorf("engine: format: %w", err)
 	}
 	e := &Engine{dev: dev, geo: g, ring: dev.Ring(), sb: sb, byID: map[uint64]*file{}, nextID: 1}
 	if e.meta, err = newMetaLog(e); err != nil {
@@ -296,4 +309,27 @@ func Format(dev zns.Device, opts FormatOptions) (Superblock, error) {
 		return sb, fmt.Errorf("engine: format: flush: %w", err)
 	}
 	return sb, nil
+}
+
+// resetZones resets the device's first n zones (all of them at once when
+// n is the whole device).
+func resetZones(dev zns.Device, n int) error {
+	g := dev.Geometry()
+	if n == g.Zones {
+		return dev.ResetAll()
+	}
+	report := make([]zns.Zone, n)
+	got, err := dev.Report(0, report)
+	if err != nil {
+		return fmt.Errorf("report zones: %w", err)
+	}
+	for i, z := range report[:got] {
+		if z.Type == zns.TypeConventional || z.WP == z.Start {
+			continue
+		}
+		if err := dev.ResetZone(i); err != nil {
+			return fmt.Errorf("reset zone %d: %w", i, err)
+		}
+	}
+	return nil
 }

@@ -42,14 +42,15 @@ func (m *modelFile) synced() {
 
 // modelRun drives an engine and a model with the same random operations.
 type modelRun struct {
-	t        *testing.T
-	rng      *rand.Rand
-	devName  string
-	cfg      Config
-	e        *Engine
-	files    map[string]*modelFile
-	canCrash bool
-	ops      []string // the last operations, for failure messages
+	t       *testing.T
+	rng     *rand.Rand
+	devName string
+	cfg     Config
+	e       *Engine
+	files   map[string]*modelFile
+	// canReopen allows clean close and reopen; canCrash power cuts (emu).
+	canReopen, canCrash bool
+	ops                 []string // the last operations, for failure messages
 }
 
 func (r *modelRun) logf(format string, args ...any) {
@@ -222,7 +223,7 @@ func (r *modelRun) step() {
 			r.fatalf("fsync: %v", err)
 		}
 		m.synced()
-	case op < 96 && r.canCrash:
+	case op < 96 && r.canReopen:
 		r.logf("close and reopen")
 		if err := e.Close(); err != nil {
 			r.fatalf("close: %v", err)
@@ -301,14 +302,32 @@ func anyTouched(m *modelFile) bool {
 	return m.resized
 }
 
-func runModel(t *testing.T, devName string, cfg Config, seed uint64, steps int, canCrash bool) {
-	r := &modelRun{t: t, rng: rand.New(rand.NewPCG(seed, 99)), devName: devName, cfg: cfg,
-		files: map[string]*modelFile{}, canCrash: canCrash}
+func newModelRun(t *testing.T, devName string, cfg Config, seed uint64) *modelRun {
+	return &modelRun{t: t, rng: rand.New(rand.NewPCG(seed, 99)), devName: devName, cfg: cfg,
+		files: map[string]*modelFile{}}
+}
+
+// run does steps random operations, then checks every file, then closes.
+func (r *modelRun) run(steps int) {
+	defer func() {
+		if err := r.e.Close(); err != nil {
+			r.t.Errorf("close: %v", err)
+		}
+	}()
+	for range steps {
+		r.step()
+	}
+	r.checkAll()
+}
+
+func runModel(t *testing.T, devName string, cfg Config, seed uint64, steps int, durable bool) {
+	r := newModelRun(t, devName, cfg, seed)
+	r.canReopen, r.canCrash = durable, durable
 	dev, err := zns.Open(devName, zns.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if canCrash {
+	if durable {
 		if _, err := Format(dev, FormatOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -319,15 +338,7 @@ func runModel(t *testing.T, devName string, cfg Config, seed uint64, steps int, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		if err := r.e.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	}()
-	for range steps {
-		r.step()
-	}
-	r.checkAll()
+	r.run(steps)
 }
 
 func TestModelEmu(t *testing.T) {

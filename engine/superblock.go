@@ -20,7 +20,7 @@ const (
 //
 // Layout (little endian, one block): magic u32, version u32, uuid [16]byte,
 // zone size u64, zone capacity u64, zones u32, block size u32, metadata
-// zones [2]u32, zeros, CRC32C of the first 4092 bytes.
+// zones [2]u32, used zones u32, zeros, CRC32C of the first 4092 bytes.
 type Superblock struct {
 	UUID      [16]byte
 	ZoneSize  int64
@@ -28,6 +28,10 @@ type Superblock struct {
 	Zones     int
 	BlockSize int
 	MetaZones [2]int
+	// UsedZones is how many zones, from zone 0, the file system uses; the
+	// rest of the device is left alone. Equal to Zones unless formatted
+	// smaller.
+	UsedZones int
 }
 
 // ID is the UUID as text.
@@ -49,6 +53,7 @@ func (s *Superblock) encode(buf []byte) {
 	le.PutUint32(buf[44:], uint32(s.BlockSize))
 	le.PutUint32(buf[48:], uint32(s.MetaZones[0]))
 	le.PutUint32(buf[52:], uint32(s.MetaZones[1]))
+	le.PutUint32(buf[56:], uint32(s.UsedZones))
 	le.PutUint32(buf[BlockSize-4:], Checksum(buf[:BlockSize-4]))
 }
 
@@ -75,6 +80,10 @@ func decodeSuperblock(buf []byte) (Superblock, error) {
 	s.BlockSize = int(le.Uint32(buf[44:]))
 	s.MetaZones[0] = int(le.Uint32(buf[48:]))
 	s.MetaZones[1] = int(le.Uint32(buf[52:]))
+	s.UsedZones = int(le.Uint32(buf[56:]))
+	if s.UsedZones <= 0 || s.UsedZones > s.Zones {
+		return s, fmt.Errorf("engine: superblock uses %d of %d zones", s.UsedZones, s.Zones)
+	}
 	return s, nil
 }
 

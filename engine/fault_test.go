@@ -1,0 +1,228 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/zonefold/zonefold/zns"
+)
+
+func emuOf(t *testing.T, e *Engine) *zns.Emu {
+	t.Helper()
+	emu, ok := e.dev.(*zns.Emu)
+	if !ok {
+		t.Fatalf("device is %T, not *zns.Emu", e.dev)
+	}
+	return emu
+}
+
+func readAll(t *testing.T, e *Engine, name string) []byte {
+	t.Helper()
+	f, err := e.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, f.Size())
+	if n, err := f.ReadAt(got, 0); n != len(got) || (err != nil && err != io.EOF) {
+		t.Fatalf("read %s: %d of %d, %v", name, n, len(got), err)
+	}
+	return got
+}
+
+func TestWriteEIOIsNeverDropped(t *testing.T) {
+	devName := emuDevice(t, 24, "1M", "")
+	e := formatOpen(t, devName, smallConfig())
+	f, _ := e.Create("a")
+	want := bytes.Repeat([]byte{7}, 300000)
+	f.WriteAt(want, 0)
+	emuOf(t, e).FailWrite(1)
+	// The failed append either went elsewhere on a retry, or its error
+	// reaches fsync; the data stays dirty in the cache either way.
+	err := f.Sync()
+	if err != nil && !errors.Is(err, syscall.EIO) {
+		t.Fatalf("first fsync: %v, want nil or EIO", err)
+	}
+	if err == nil {
+		t.Log("the failed append was retried before fsync returned")
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatalf("second fsync: %v", err)
+	}
+	if st := e.Stats(); st.AppendErrs != 1 {
+		t.Fatalf("append errors = %d, want 1", st.AppendErrs)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = reopen(t, devName, smallConfig())
+	defer e.Close()
+	if got := readAll(t, e, "a"); !bytes.Equal(got, want) {
+		t.Fatal("data written around an EIO differs after reopen")
+	}
+}
+
+func TestReadEIOReachesReader(t *testing.T) {
+	devName := emuDevice(t, 24, "1M", "")
+	e := formatOpen(t, devName, smallConfig())
+	f, _ := e.Create("a")
+	want := bytes.Repeat([]byte("eio!"), 5000)
+	f.WriteAt(want, 0)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = reopen(t, devName, smallConfig()) // cold cache: reads go to the device
+	defer e.Close()
+	f, _ = e.Open("a")
+	emuOf(t, e).FailRead(1)
+	buf := make([]byte, len(want))
+	if _, err := f.ReadAt(buf, 0); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("read with an injected EIO: %v, want EIO", err)
+	}
+	if st := e.Stats(); st.ReadErrs != 1 {
+		t.Fatalf("read errors = %d, want 1", st.ReadErrs)
+	}
+	// The failure was not cached: the next read goes to the device again.
+	if n, err := f.ReadAt(buf, 0); n != len(want) || (err != nil && err != io.EOF) || !bytes.Equal(buf, want) {
+		t.Fatalf("read after the EIO: %d, %v, equal %v", n, err, bytes.Equal(buf, want))
+	}
+}
+
+func TestTornLastRecordIsDropped(t *testing.T) {
+	devName := emuDevice(t, 24, "1M", "")
+	cfg := smallConfig()
+	e := formatOpen(t, devName, cfg)
+	f, _ := e.Create("a")
+	first := bytes.Repeat([]byte{1}, 64<<10)
+	f.WriteAt(first, 0)
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	second := bytes.Repeat([]byte{2}, 32<<10)
+	f.WriteAt(second, 16<<10) // overwrites the middle of the first
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	emu := emuOf(t, e)
+	e.crashForTest()
+	// The last write was the second record: keep its header and half its
+	// data, as if power failed mid-write.
+	if err := emu.TearLastWrite(BlockSize + 16<<10); err != nil {
+		t.Fatal(err)
+	}
+	emu.Close()
+	e = reopen(t, devName, cfg)
+	defer e.Close()
+	got := readAll(t, e, "a")
+	if !bytes.Equal(got, first) {
+		t.Fatalf("after a torn record: %d bytes, equal to the first write: %v (the torn record must be dropped whole)",
+			len(got), bytes.Equal(got, first))
+	}
+}
+
+func TestDeviceFullIsENOSPCAndLosesNothing(t *testing.T) {
+	devName := emuDevice(t, 12, "256K", "")
+	e := formatOpen(t, devName, Config{CacheBytes: 2 << 20, DirtyLimit: 1 << 20})
+	defer e.Close()
+	// Distinct files, never overwritten: GC can free nothing.
+	var written [][]byte
+	var names []string
+	var full error
+	for i := 0; i < 200 && full == nil; i++ {
+		name := "f" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		f, err := e.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := bytes.Repeat([]byte{byte(i)}, 100000)
+		if _, err := f.WriteAt(p, 0); err != nil {
+			full = err
+			break
+		}
+		if err := f.Sync(); err != nil {
+			full = err
+			break
+		}
+		written = append(written, p)
+		names = append(names, name)
+	}
+	if !errors.Is(full, syscall.ENOSPC) {
+		t.Fatalf("filling the device ended with %v, want ENOSPC", full)
+	}
+	if !strings.Contains(full.Error(), "no space left on device") {
+		t.Fatalf("unclear error: %v", full)
+	}
+	if len(written) < 10 {
+		t.Fatalf("only %d files fit before ENOSPC", len(written))
+	}
+	for i, name := range names {
+		if got := readAll(t, e, name); !bytes.Equal(got, written[i]) {
+			t.Fatalf("file %s changed after ENOSPC", name)
+		}
+	}
+	// "No space" while empty zones remain would be a bug.
+	if st := e.Stats(); st.FreeZones > e.cfg.GC.Reserve {
+		t.Fatalf("ENOSPC with %d free zones (reserve %d)", st.FreeZones, e.cfg.GC.Reserve)
+	}
+}
+
+// TestRealDevices runs the engine on the zoned devices named in
+// ZONEFOLD_TEST_DEVICES (the VM sets it): random operations against the
+// model with reopens, then overwrites that make GC run. A device named
+// there that cannot be used fails the test.
+func TestRealDevices(t *testing.T) {
+	list := os.Getenv("ZONEFOLD_TEST_DEVICES")
+	if list == "" {
+		t.Skip("ZONEFOLD_TEST_DEVICES is not set (make vmtest sets it in the VM)")
+	}
+	for _, dev := range strings.Split(list, ",") {
+		t.Run(strings.TrimPrefix(dev, "/dev/"), func(t *testing.T) {
+			d, err := zns.Open(dev, zns.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A slice of the device keeps GC quick under emulation.
+			zones := min(d.Geometry().Zones, 14)
+			if _, err := Format(d, FormatOptions{Force: true, Zones: zones}); err != nil {
+				d.Close()
+				t.Fatal(err)
+			}
+			d.Close()
+			cfg := Config{CacheBytes: 4 << 20, DirtyLimit: 2 << 20}
+			t.Run("model", func(t *testing.T) {
+				r := newModelRun(t, dev, cfg, 11)
+				r.canReopen = true
+				r.e = reopen(t, dev, cfg)
+				r.run(300)
+			})
+			t.Run("gc", func(t *testing.T) {
+				e := reopen(t, dev, cfg)
+				for _, fi := range e.List() {
+					if err := e.Remove(fi.Name); err != nil {
+						t.Fatal(err)
+					}
+				}
+				per := e.Capacity() * 6 / 10 / 4 / 8192 * 8192
+				gens := overwrite(t, e, 4, per, 8192, 1.5, 2)
+				if err := e.Sync(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				if st := e.Stats(); st.GCResets == 0 {
+					t.Fatalf("GC never ran: %+v", st)
+				}
+				checkValidCounts(t, e)
+				verifyStamps(t, e, gens, 8192)
+				if err := e.Close(); err != nil {
+					t.Fatal(err)
+				}
+				e = reopen(t, dev, cfg)
+				defer e.Close()
+				verifyStamps(t, e, gens, 8192)
+			})
+		})
+	}
+}
