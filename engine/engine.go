@@ -88,6 +88,12 @@ type Engine struct {
 	stats      counters
 	cancel     context.CancelFunc
 	readGroups sync.Pool // *uring.Group for batched device reads
+
+	// readOnly recovery (fsck) changes nothing on the device and keeps
+	// what it found for the report.
+	readOnly  bool
+	recovered []event
+	tornZones []tornZone
 	bg         sync.WaitGroup
 	zeroBlk    []byte
 }

@@ -127,6 +127,7 @@ func TestGCReclaimsUnderOverwrites(t *testing.T) {
 			if err := e.Close(); err != nil {
 				t.Fatal(err)
 			}
+			checkFsck(t, devName)
 			// And after recovery.
 			e = reopen(t, devName, cfg)
 			defer e.Close()

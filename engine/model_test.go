@@ -339,6 +339,26 @@ func runModel(t *testing.T, devName string, cfg Config, seed uint64, steps int, 
 		t.Fatal(err)
 	}
 	r.run(steps)
+	if durable {
+		checkFsck(t, devName)
+	}
+}
+
+// checkFsck runs fsck on a closed device and fails on any problem.
+func checkFsck(t *testing.T, devName string) {
+	t.Helper()
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	rep, err := Fsck(dev)
+	if err != nil {
+		t.Fatalf("fsck: %v", err)
+	}
+	if len(rep.Problems) > 0 {
+		t.Fatalf("fsck found damage: %v", rep.Problems)
+	}
 }
 
 func TestModelEmu(t *testing.T) {

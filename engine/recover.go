@@ -128,6 +128,10 @@ func (e *Engine) recover() error {
 		e.nextID = max(e.nextID, id+1)
 	}
 	e.recountValid()
+	if e.readOnly {
+		e.recovered = events
+		return nil
+	}
 	if err := e.resetDeadZones(); err != nil {
 		return err
 	}
@@ -268,7 +272,9 @@ func (e *Engine) settleZone(z *zone, rz zns.Zone, end int64, torn bool) {
 		if torn {
 			slog.Warn("engine: recover: torn record ends zone", "zone", z.idx, "at", end, "wp", wp)
 		}
-		if err := e.dev.FinishZone(z.idx); err != nil {
+		if e.readOnly {
+			e.tornZones = append(e.tornZones, tornZone{zone: z.idx, at: end, wp: wp, torn: torn})
+		} else if err := e.dev.FinishZone(z.idx); err != nil {
 			slog.Warn("engine: recover: finish zone", "zone", z.idx, "err", err)
 		}
 		z.alloc.Store(z.cap)

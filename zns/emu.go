@@ -439,3 +439,7 @@ func (e *Emu) TearLastWrite(keep int64) error {
 	}
 	return nil
 }
+
+// FileOffset is where device offset off is stored in the backing file:
+// for tests that damage the medium behind the device's back.
+func (e *Emu) FileOffset(off int64) int64 { return e.dataOff + off }

@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/zns"
+)
+
+// errDamaged makes fsck exit non-zero after it printed its report.
+var errDamaged = fmt.Errorf("file system is damaged")
+
+func newFsckCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "fsck DEVICE",
+		Short: "Check a zonefold file system without changing it",
+		Long: `Reads both superblock copies, the metadata log, every record in every data
+zone (header and data checksums) and checks that every file's extents point
+at records that carry them. Prints a report; exits non-zero on damage.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dev, err := zns.Open(args[0], zns.Options{})
+			if err != nil {
+				return err
+			}
+			defer dev.Close()
+			rep, err := engine.Fsck(dev)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(rep); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(out, "%s: uuid %s, %d of %d zones used\n", args[0], rep.Superblock.ID(), rep.Superblock.UsedZones, rep.Superblock.Zones)
+				fmt.Fprintf(out, "%d files, %d extents, %d live bytes; %d records; %d replayed past the checkpoint\n",
+					rep.Files, rep.Extents, rep.LiveBytes, rep.Records, rep.Replayed)
+				for _, n := range rep.Notes {
+					fmt.Fprintln(out, "note:", n)
+				}
+				for _, p := range rep.Problems {
+					fmt.Fprintln(out, "DAMAGE:", p)
+				}
+				if len(rep.Problems) == 0 {
+					fmt.Fprintln(out, "clean")
+				}
+			}
+			if len(rep.Problems) > 0 {
+				return fmt.Errorf("%s: %w (%d problems)", args[0], errDamaged, len(rep.Problems))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return cmd
+}

@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/zns"
+)
+
+func TestFormatWriteFsck(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev")
+	devName := fmt.Sprintf("emu:%s?zone_size=1M&zones=16", path)
+	run := func(args ...string) (int, string) {
+		var out, errOut bytes.Buffer
+		code := Main(args, &out, &errOut)
+		return code, out.String() + errOut.String()
+	}
+	if code, out := run("format", devName); code != 0 || !strings.Contains(out, "formatted") {
+		t.Fatalf("format: %d %s", code, out)
+	}
+	e, err := engine.Open(devName, engine.Config{CacheBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := e.Create("hello")
+	f.WriteAt(bytes.Repeat([]byte("hello zones "), 10000), 0)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, out := run("fsck", devName)
+	if code != 0 || !strings.Contains(out, "1 files") || !strings.Contains(out, "clean") {
+		t.Fatalf("fsck of a clean device: exit %d\n%s", code, out)
+	}
+	if code, out := run("format", devName); code == 0 {
+		t.Fatalf("format of a device holding data succeeded:\n%s", out)
+	}
+
+	// Damage the data of the first record behind the device's back.
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	emu := dev.(*zns.Emu)
+	g := dev.Geometry()
+	at := emu.FileOffset(2*g.ZoneSize + engine.BlockSize + 100) // zone 2: the first data zone
+	dev.Close()
+	fh, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fh.WriteAt([]byte("garbage"), at); err != nil {
+		t.Fatal(err)
+	}
+	fh.Close()
+	code, out = run("fsck", devName)
+	if code == 0 || !strings.Contains(out, "DAMAGE") {
+		t.Fatalf("fsck of a damaged device: exit %d\n%s", code, out)
+	}
+}
