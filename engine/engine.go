@@ -94,8 +94,8 @@ type Engine struct {
 	readOnly  bool
 	recovered []event
 	tornZones []tornZone
-	bg         sync.WaitGroup
-	zeroBlk    []byte
+	bg        sync.WaitGroup
+	zeroBlk   []byte
 }
 
 // file is one file's state; mu guards size and the extent map.

@@ -18,14 +18,14 @@ type tornZone struct {
 // FsckReport is what Fsck found. Problems empty means the file system is
 // consistent.
 type FsckReport struct {
-	Superblock  Superblock
-	Files       int
-	Extents     int
-	Records     int   // records walked in data zones
-	LiveBytes   int64 // bytes the extent maps point at
-	Replayed    int // operations and records newer than the checkpoint
-	Notes       []string
-	Problems    []string
+	Superblock Superblock
+	Files      int
+	Extents    int
+	Records    int   // records walked in data zones
+	LiveBytes  int64 // bytes the extent maps point at
+	Replayed   int   // operations and records newer than the checkpoint
+	Notes      []string
+	Problems   []string
 }
 
 func (r *FsckReport) problem(format string, args ...any) {
