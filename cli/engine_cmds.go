@@ -96,6 +96,7 @@ func parseSize(s string) (int64, error) {
 
 func newFormatCmd() *cobra.Command {
 	var force bool
+	var zones int
 	cmd := &cobra.Command{
 		Use:   "format DEVICE",
 		Short: "Write an empty zonefold file system to a zoned device",
@@ -109,17 +110,18 @@ first two sequential zones. A device that holds data is refused unless
 				return err
 			}
 			defer dev.Close()
-			sb, err := engine.Format(dev, engine.FormatOptions{Force: force})
+			sb, err := engine.Format(dev, engine.FormatOptions{Force: force, Zones: zones})
 			if err != nil {
 				return err
 			}
 			g := dev.Geometry()
-			fmt.Fprintf(cmd.OutOrStdout(), "formatted %s: uuid %s, %d zones of %s (capacity %s), metadata zones %d and %d\n",
-				args[0], sb.ID(), g.Zones, human(g.ZoneSize), human(g.ZoneCap), sb.MetaZones[0], sb.MetaZones[1])
+			fmt.Fprintf(cmd.OutOrStdout(), "formatted %s: uuid %s, %d of %d zones of %s (capacity %s), metadata zones %d and %d\n",
+				args[0], sb.ID(), sb.UsedZones, g.Zones, human(g.ZoneSize), human(g.ZoneCap), sb.MetaZones[0], sb.MetaZones[1])
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "erase a device that holds data")
+	cmd.Flags().IntVar(&zones, "zones", 0, "use only the first N zones (0: all)")
 	return cmd
 }
 
