@@ -402,7 +402,6 @@ type counters struct {
 	devData, devHeaders, devPad   atomic.Int64
 	devRead                       atomic.Int64
 	appends, appendErrs, readErrs atomic.Int64
-	zonesOpened, zonesFilled      atomic.Int64
 	gcRead, gcWritten, gcResets   atomic.Int64
 	gcNanos, gcRuns               atomic.Int64
 	metaWritten, checkpoints      atomic.Int64

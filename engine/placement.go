@@ -110,6 +110,8 @@ type placer struct {
 	clock  atomic.Uint64
 	// reserved free zones that only GC may take.
 	gcReserve int
+	// opened and filled count zones placement opened and saw fill up.
+	opened, filled atomic.Int64
 }
 
 // claim reserves up to want bytes (at least minRecord) in z. It returns
@@ -280,6 +282,7 @@ func (p *placer) openFreeLocked(forGC bool) bool {
 	p.free = p.free[1:]
 	z.state.Store(zoneOpen)
 	p.open = append(p.open, z)
+	p.opened.Add(1)
 	return true
 }
 
@@ -305,6 +308,7 @@ func (p *placer) retire(z *zone) {
 		return
 	}
 	z.state.Store(zoneFull)
+	p.filled.Add(1)
 	for i, o := range p.open {
 		if o == z {
 			p.open = append(p.open[:i], p.open[i+1:]...)

@@ -18,6 +18,8 @@ type Stats struct {
 	DevRead    int64 `json:"dev_read"`    // bytes read from the device for clients
 
 	Appends     int64 `json:"appends"`
+	ZonesOpened int64 `json:"zones_opened"` // zones placement opened for appends
+	ZonesFilled int64 `json:"zones_filled"` // zones appends filled to capacity
 	AppendErrs  int64 `json:"append_errors"`
 	ReadErrs    int64 `json:"read_errors"`
 	Checkpoints int64 `json:"checkpoints"`
@@ -63,6 +65,8 @@ func (s Stats) Sub(o Stats) Stats {
 	d.DevMeta -= o.DevMeta
 	d.DevRead -= o.DevRead
 	d.Appends -= o.Appends
+	d.ZonesOpened -= o.ZonesOpened
+	d.ZonesFilled -= o.ZonesFilled
 	d.AppendErrs -= o.AppendErrs
 	d.ReadErrs -= o.ReadErrs
 	d.Checkpoints -= o.Checkpoints
@@ -90,7 +94,7 @@ func (e *Engine) Stats() Stats {
 		HostWritten: c.hostWritten.Load(), HostRead: c.hostRead.Load(),
 		DevData: c.devData.Load(), DevHeaders: c.devHeaders.Load(), DevPad: c.devPad.Load(),
 		DevMeta: c.metaWritten.Load(), DevRead: c.devRead.Load(),
-		Appends: c.appends.Load(), AppendErrs: c.appendErrs.Load(), ReadErrs: c.readErrs.Load(),
+		Appends: c.appends.Load(), ZonesOpened: e.placer.opened.Load(), ZonesFilled: e.placer.filled.Load(), AppendErrs: c.appendErrs.Load(), ReadErrs: c.readErrs.Load(),
 		Checkpoints: c.checkpoints.Load(),
 		GCRead:      c.gcRead.Load(), GCWritten: c.gcWritten.Load(), GCResets: c.gcResets.Load(),
 		GCRuns: c.gcRuns.Load(), GCNanos: c.gcNanos.Load(),
