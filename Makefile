@@ -5,7 +5,7 @@ GO      ?= go
 LDFLAGS := -ldflags=-checklinkname=0
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build test unit vet fmt lint bench run clean vmtest
+.PHONY: all build test unit vet fmt lint bench run clean vmtest fio-engine bench-fio
 
 all: build
 
@@ -13,10 +13,22 @@ build:
 	$(GO) build $(LDFLAGS) -o zonefold .
 
 # test is what CI runs: formatting, vet, and every test, race detector on.
+# The server's fio tests need fio and the engine: fio-engine installs and
+# builds them, and ZONEFOLD_REQUIRE_FIO makes those tests fail, not skip,
+# if they are missing anyway.
 test: lint unit
 
-unit:
-	$(GO) test $(LDFLAGS) -race -count=1 ./...
+unit: fio-engine
+	ZONEFOLD_FIO_ENGINE=$(FIO_ENGINE) ZONEFOLD_REQUIRE_FIO=1 $(GO) test $(LDFLAGS) -race -count=1 ./...
+
+# fio-engine builds fio/engine.c against the installed fio's source
+# (installing fio and gcc, and fetching the source into build/fio, on
+# first use); see fio/build.sh.
+FIO_ENGINE := $(CURDIR)/build/fio/zonefold-engine.so
+fio-engine: $(FIO_ENGINE)
+
+$(FIO_ENGINE): fio/engine.c fio/build.sh
+	fio/build.sh $@
 
 vet:
 	$(GO) vet $(LDFLAGS) ./...

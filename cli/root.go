@@ -49,6 +49,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newBenchCmd())
 	root.AddCommand(newZonesCmd())
 	root.AddCommand(newFormatCmd())
+	root.AddCommand(newServeCmd())
+	addClientCmds(root)
 	return root
 }
 
