@@ -538,3 +538,54 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestReadWritePathDoesNotAllocate runs batches of writes and reads of
+// cached data through a live connection: the daemon's request path (and
+// the client's Submit/Recv) must not allocate per request.
+func TestReadWritePathDoesNotAllocate(t *testing.T) {
+	d := newDaemon(t)
+	c := dial(t, d.socket)
+	ctx := context.Background()
+	h, _, err := c.Open(ctx, "hot", OpenCreate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const depth, bs = 32, 4096
+	reqs := make([]Request, depth)
+	reps := make([]Reply, MaxBatch)
+	batch := func(op Op) {
+		for i := range reqs {
+			reqs[i] = Request{Tag: uint64(i + 1), Op: op, Handle: h, Off: uint64(i * bs), Addr: uint64(i * bs), Len: bs}
+		}
+		if err := c.Submit(reqs); err != nil {
+			t.Fatal(err)
+		}
+		for got := 0; got < depth; {
+			n, err := c.Recv(reps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range reps[:n] {
+				if r.Status != StatusOK || r.Val != bs {
+					t.Fatalf("%s: %+v", op, r)
+				}
+			}
+			got += n
+		}
+	}
+	// Warm up: folios exist, workers are started, buffers are sized.
+	for range 10 {
+		batch(OpWrite)
+		batch(OpRead)
+	}
+	allocs := testing.AllocsPerRun(200, func() {
+		batch(OpWrite)
+		batch(OpRead)
+	})
+	// 64 requests per run: anything per request would show as >= 64;
+	// under 1 leaves room for a rare allocation of the runtime's own.
+	if allocs >= 1 {
+		t.Fatalf("%.1f allocations per %d requests, want none per request", allocs, 2*depth)
+	}
+	t.Logf("%.2f allocations per %d requests", allocs, 2*depth)
+}
