@@ -61,5 +61,6 @@ func newBenchCmd() *cobra.Command {
 	}
 	cmd.AddCommand(newBenchBatchingCmd())
 	cmd.AddCommand(newBenchRunCmd())
+	cmd.AddCommand(newBenchFioCmd())
 	return cmd
 }

@@ -80,8 +80,10 @@ type conn struct {
 	badCount  int
 
 	handles handleTable
-	rbuf    []byte
-	wbuf    []byte
+	rbuf    []byte // a batch of requests
+	out     []byte // the reader's replies to this batch
+	local   slot   // the request the reader is running itself
+	wbuf    []byte // the writer's batch of replies
 }
 
 func newConn(s *Server, uc *net.UnixConn) *conn {
@@ -95,6 +97,7 @@ func newConn(s *Server, uc *net.UnixConn) *conn {
 		// message is seen as such rather than silently truncated.
 		rbuf: make([]byte, (MaxBatch+1)*RequestSize),
 		wbuf: make([]byte, 0, MaxBatch*ReplySize),
+		out:  make([]byte, 0, MaxBatch*ReplySize),
 	}
 }
 
@@ -245,24 +248,38 @@ func (c *conn) readLoop() string {
 		}
 		stats.msgsIn.Add(1)
 		stats.requestsIn.Add(int64(n / RequestSize))
+		c.out = c.out[:0]
 		for off := 0; off < n; off += RequestSize {
+			req, st := ParseRequest(c.rbuf[off:off+RequestSize], uint64(len(c.region)))
+			if st != StatusOK {
+				c.badRequest(&req, st)
+				c.reply(Reply{Tag: req.Tag, Status: st})
+				continue
+			}
+			if inline(&req) {
+				c.local = slot{req: req, rep: Reply{Tag: req.Tag}}
+				c.exec(&c.local)
+				c.reply(c.local.rep)
+				continue
+			}
 			var sl *slot
 			select {
 			case sl = <-c.free:
-			case <-c.stopCh:
-				// Shutdown while the client has MaxInflight requests
-				// unanswered: the rest of this batch is not served.
-				return "daemon shutting down"
+			default:
+				// The client has MaxInflight requests unanswered: send
+				// what this batch has answered, then wait for a slot.
+				c.flush()
+				select {
+				case sl = <-c.free:
+				case <-c.stopCh:
+					// Shutdown meanwhile: the rest of this batch is
+					// not served.
+					return "daemon shutting down"
+				}
 			}
-			req, st := ParseRequest(c.rbuf[off:off+RequestSize], uint64(len(c.region)))
 			sl.req = req
-			sl.rep = Reply{Tag: req.Tag, Status: st}
+			sl.rep = Reply{Tag: req.Tag}
 			c.inflight.Add(1)
-			if st != StatusOK {
-				c.badRequest(&req, st)
-				c.done <- sl
-				continue
-			}
 			if c.busy.Add(1) > int64(c.workers) {
 				// Every worker is busy: one more, so that requests run
 				// in parallel up to the client's queue depth. Workers
@@ -272,7 +289,55 @@ func (c *conn) readLoop() string {
 			}
 			c.work <- sl
 		}
+		c.flush()
 	}
+}
+
+// inlineMax is the largest write the reader copies into the cache
+// itself; larger ones go to workers, which copy several at once.
+const inlineMax = 64 << 10
+
+// inline says which requests the reader runs itself rather than handing
+// them to a worker: those that only touch memory in the common case. A
+// small write goes to the cache; handing it to a worker would cost two
+// goroutine switches, more than the copy (measured: 2.5x the IOPS at 4k
+// QD128). The price: a write that waits (dirty throttling, a block under
+// writeback) holds up the requests behind it on this connection, only.
+// Reads may wait for the device, and fsync and namespace operations for
+// the metadata log, so they run on workers.
+func inline(q *Request) bool {
+	switch q.Op {
+	case OpWrite:
+		return q.Len <= inlineMax
+	case OpNop, OpFstat:
+		return true
+	}
+	return false
+}
+
+// reply queues a reply the reader produced, to go out with the batch's
+// other inline replies in one message.
+func (c *conn) reply(r Reply) {
+	c.s.stats.countStatus(r.Status)
+	n := len(c.out)
+	c.out = c.out[:n+ReplySize]
+	r.Encode(c.out[n:])
+}
+
+// flush sends the reader's replies. A failed send is left to the writer
+// and the next read to notice.
+func (c *conn) flush() {
+	if len(c.out) == 0 || c.sendFail.Load() {
+		c.out = c.out[:0]
+		return
+	}
+	if _, err := c.uc.Write(c.out); err != nil {
+		c.sendFailed(err)
+	} else {
+		c.s.stats.msgsOut.Add(1)
+		c.s.stats.repliesOut.Add(int64(len(c.out) / ReplySize))
+	}
+	c.out = c.out[:0]
 }
 
 // badRequest logs a request that failed the parser.
@@ -316,12 +381,7 @@ func (c *conn) writer() {
 			continue
 		}
 		if _, err := c.uc.Write(buf); err != nil {
-			// The client is gone or stuck: its remaining replies are
-			// dropped, and the reader is woken to end the session.
-			c.sendFail.Store(true)
-			c.log.Debug("server: send replies", "err", err)
-			c.cancel()
-			c.uc.SetReadDeadline(time.Now())
+			c.sendFailed(err)
 			continue
 		}
 		stats.msgsOut.Add(1)
@@ -329,19 +389,21 @@ func (c *conn) writer() {
 	}
 }
 
+// sendFailed ends a session whose client is gone or stuck: its remaining
+// replies are dropped, its requests canceled, and the reader is woken.
+func (c *conn) sendFailed(err error) {
+	c.sendFail.Store(true)
+	c.log.Debug("server: send replies", "err", err)
+	c.cancel()
+	c.uc.SetReadDeadline(time.Now())
+}
+
 // encode appends sl's reply to buf and frees the slot.
 func (c *conn) encode(buf []byte, sl *slot) []byte {
 	n := len(buf)
 	buf = buf[:n+ReplySize]
 	sl.rep.Encode(buf[n:])
-	st := sl.rep.Status
-	if st != StatusOK {
-		if st < Status(len(c.s.stats.errors)) {
-			c.s.stats.errors[st].Add(1)
-		} else {
-			c.s.stats.errors[0].Add(1)
-		}
-	}
+	c.s.stats.countStatus(sl.rep.Status)
 	c.free <- sl
 	c.inflight.Done()
 	return buf

@@ -48,6 +48,16 @@ type serverCounters struct {
 	canceled, rejectedMalformed atomic.Int64
 }
 
+func (sc *serverCounters) countStatus(st Status) {
+	switch {
+	case st == StatusOK:
+	case st < Status(len(sc.errors)):
+		sc.errors[st].Add(1)
+	default:
+		sc.errors[0].Add(1)
+	}
+}
+
 // New makes a server for e. The caller keeps owning e: it closes it after
 // Serve returns.
 func New(e *engine.Engine, opts Options) *Server {
