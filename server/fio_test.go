@@ -392,3 +392,29 @@ func killMidBatch(t *testing.T, socket string) {
 		t.Fatalf("mid-batch client: %q", line)
 	}
 }
+
+// TestPutIsDurable kills the daemon (SIGKILL: no flush, no checkpoint)
+// right after `zonefold put` returns: the file is there after a restart.
+func TestPutIsDurable(t *testing.T) {
+	d := newServe(t)
+	local := filepath.Join(t.TempDir(), "local")
+	want := randomBytes(t, 3<<20+123)
+	if err := os.WriteFile(local, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	if code := cli.Main([]string{"put", local, "precious", "--socket", d.socket}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("put: %s", stderr.String())
+	}
+	d.cmd.Process.Kill()
+	<-d.exited
+	d = startServe(t, d.device, d.socket)
+	copyPath := filepath.Join(t.TempDir(), "copy")
+	if code := cli.Main([]string{"get", "precious", copyPath, "--socket", d.socket}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("get after SIGKILL: %s", stderr.String())
+	}
+	if got, err := os.ReadFile(copyPath); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("after SIGKILL: %d bytes, %v; want the %d bytes put wrote", len(got), err, len(want))
+	}
+	d.stop()
+}
