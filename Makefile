@@ -5,7 +5,7 @@ GO      ?= go
 LDFLAGS := -ldflags=-checklinkname=0
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build test unit vet fmt lint bench run clean vmtest
+.PHONY: all build test unit vet fmt lint bench run clean vmtest fio-engine bench-fio
 
 all: build
 
@@ -13,10 +13,22 @@ build:
 	$(GO) build $(LDFLAGS) -o zonefold .
 
 # test is what CI runs: formatting, vet, and every test, race detector on.
+# The server's fio tests need fio and the engine: fio-engine installs and
+# builds them, and ZONEFOLD_REQUIRE_FIO makes those tests fail, not skip,
+# if they are missing anyway.
 test: lint unit
 
-unit:
-	$(GO) test $(LDFLAGS) -race -count=1 ./...
+unit: fio-engine
+	ZONEFOLD_FIO_ENGINE=$(FIO_ENGINE) ZONEFOLD_REQUIRE_FIO=1 $(GO) test $(LDFLAGS) -race -count=1 ./...
+
+# fio-engine builds fio/engine.c against the installed fio's source
+# (installing fio and gcc, and fetching the source into build/fio, on
+# first use); see fio/build.sh.
+FIO_ENGINE := $(CURDIR)/build/fio/zonefold-engine.so
+fio-engine: $(FIO_ENGINE)
+
+$(FIO_ENGINE): fio/engine.c fio/build.sh
+	fio/build.sh $@
 
 vet:
 	$(GO) vet $(LDFLAGS) ./...
@@ -37,6 +49,18 @@ vmtest:
 
 bench:
 	$(GO) test $(LDFLAGS) -run '^$$' -bench . -benchmem ./...
+
+# bench-fio compares the daemon path (fio + fio/engine.c + zonefold serve)
+# with the same workload in process, for each seed workload (preset:scale,
+# the scale shrinking the preset's per-file size to keep a run short), on an
+# emu device in build/.
+BENCH_FIO_RUNS ?= seq128k:1 4x1m:0.5 16x8k:0.1 4k-qd128:1
+BENCH_FIO_DEV  ?= emu:$(CURDIR)/build/bench-fio.dev?zone_size=64M&zones=128
+bench-fio: build fio-engine
+	@for r in $(BENCH_FIO_RUNS); do \
+		echo "== $${r%%:*}"; \
+		ZONEFOLD_FIO_ENGINE=$(FIO_ENGINE) ./zonefold bench fio '$(BENCH_FIO_DEV)' --preset $${r%%:*} --scale $${r##*:} || exit 1; \
+	done
 
 # run is the main job on the embedded default device.
 run: build

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -171,7 +172,8 @@ var presets = map[string]func(o *runOpts){
 	"4x1m": func(o *runOpts) {
 		o.files, o.bs, o.iodepth, o.rw, o.size, o.endFsync = 4, "1M", 1, "write", "256M", true
 	},
-	"16x8k": func(o *runOpts) { o.files, o.bs, o.iodepth, o.rw, o.size = 16, "8K", 4, "randwrite", "1G" },
+	"16x8k":    func(o *runOpts) { o.files, o.bs, o.iodepth, o.rw, o.size = 16, "8K", 4, "randwrite", "1G" },
+	"4k-qd128": func(o *runOpts) { o.files, o.bs, o.iodepth, o.rw, o.size = 1, "4K", 128, "randwrite", "256M" },
 }
 
 func newBenchRunCmd() *cobra.Command {
@@ -189,26 +191,63 @@ workloads: seq128k (bs=128k, iodepth 16), 4x1m (4 files, bs=1M, end_fsync),
 			return runBenchRun(cmd, args[0], o)
 		},
 	}
-	f := cmd.Flags()
+	o.register(cmd.Flags(), "write, randwrite, read or randread")
+	return cmd
+}
+
+// register adds the engine and workload flags; rws says which --rw
+// values the command takes.
+func (o *runOpts) register(f *pflag.FlagSet, rws string) {
 	o.engineFlags.register(f)
 	f.IntVar(&o.files, "files", 1, "files written in parallel")
 	f.StringVar(&o.bs, "bs", "128K", "bytes per operation")
 	f.IntVar(&o.iodepth, "iodepth", 1, "operations in flight per file")
 	f.StringVar(&o.size, "size", "64M", "bytes per file")
-	f.StringVar(&o.rw, "rw", "write", "write, randwrite, read or randread")
+	f.StringVar(&o.rw, "rw", "write", rws)
 	f.BoolVar(&o.endFsync, "end-fsync", false, "fsync every file at the end (timed)")
-	f.StringVar(&o.preset, "preset", "", "seq128k, 4x1m or 16x8k (flags given explicitly still win)")
+	f.StringVar(&o.preset, "preset", "", "seq128k, 4x1m, 16x8k or 4k-qd128 (flags given explicitly still win)")
 	f.Float64Var(&o.scale, "scale", 1, "multiply the per-file size by this")
 	f.IntVar(&o.loops, "loops", 1, "write each file's size this many times (random overwrites after the first)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
-	return cmd
 }
 
 func runBenchRun(cmd *cobra.Command, device string, o runOpts) error {
+	o, w, cfg, err := o.resolve(cmd)
+	if err != nil {
+		return err
+	}
+	e, err := openFormatted(device, cfg)
+	if err != nil {
+		return err
+	}
+	var bar *progressbar.ProgressBar
+	if !o.json && isTerminal(cmd.ErrOrStderr()) {
+		bar = progressbar.DefaultBytes(int64(w.Files)*w.Size, "bench run")
+		w.Progress = func(done, _ int64) { _ = bar.Set64(done) }
+	}
+	res, runErr := engine.RunWorkload(cmd.Context(), e, w)
+	if bar != nil {
+		_ = bar.Finish()
+		fmt.Fprintln(cmd.ErrOrStderr())
+	}
+	closeErr := e.Close()
+	if runErr != nil {
+		return runErr
+	}
+	if closeErr != nil {
+		return closeErr
+	}
+	return printRun(cmd.OutOrStdout(), o, w, res)
+}
+
+// resolve applies the preset (flags given explicitly win) and checks the
+// options: the workload and engine configuration they describe.
+func (o runOpts) resolve(cmd *cobra.Command) (runOpts, engine.Workload, engine.Config, error) {
+	var w engine.Workload
 	if o.preset != "" {
 		set, ok := presets[o.preset]
 		if !ok {
-			return fmt.Errorf("--preset %q: want seq128k, 4x1m or 16x8k", o.preset)
+			return o, w, engine.Config{}, fmt.Errorf("--preset %q: want %s", o.preset, presetNames())
 		}
 		explicit := o
 		set(&o)
@@ -232,43 +271,31 @@ func runBenchRun(cmd *cobra.Command, device string, o runOpts) error {
 	}
 	cfg, err := o.config()
 	if err != nil {
-		return err
+		return o, w, cfg, err
 	}
 	bs, err := parseSize(o.bs)
 	if err != nil {
-		return fmt.Errorf("--bs: %w", err)
+		return o, w, cfg, fmt.Errorf("--bs: %w", err)
 	}
 	size, err := parseSize(o.size)
 	if err != nil {
-		return fmt.Errorf("--size: %w", err)
+		return o, w, cfg, fmt.Errorf("--size: %w", err)
 	}
 	if o.scale <= 0 {
-		return fmt.Errorf("--scale %v: want > 0", o.scale)
+		return o, w, cfg, fmt.Errorf("--scale %v: want > 0", o.scale)
 	}
 	size = int64(float64(size)*o.scale) / bs * bs
-	w := engine.Workload{Files: o.files, BS: int(bs), IODepth: o.iodepth, Size: size, RW: o.rw, EndFsync: o.endFsync, Seed: 1, Loops: o.loops}
-	e, err := openFormatted(device, cfg)
-	if err != nil {
-		return err
+	w = engine.Workload{Files: o.files, BS: int(bs), IODepth: o.iodepth, Size: size, RW: o.rw, EndFsync: o.endFsync, Seed: 1, Loops: o.loops}
+	return o, w, cfg, nil
+}
+
+func presetNames() string {
+	names := make([]string, 0, len(presets))
+	for n := range presets {
+		names = append(names, n)
 	}
-	var bar *progressbar.ProgressBar
-	if !o.json && isTerminal(cmd.ErrOrStderr()) {
-		bar = progressbar.DefaultBytes(int64(w.Files)*size, "bench run")
-		w.Progress = func(done, _ int64) { _ = bar.Set64(done) }
-	}
-	res, runErr := engine.RunWorkload(cmd.Context(), e, w)
-	if bar != nil {
-		_ = bar.Finish()
-		fmt.Fprintln(cmd.ErrOrStderr())
-	}
-	closeErr := e.Close()
-	if runErr != nil {
-		return runErr
-	}
-	if closeErr != nil {
-		return closeErr
-	}
-	return printRun(cmd.OutOrStdout(), o, w, res)
+	sort.Strings(names)
+	return strings.Join(names, ", ")
 }
 
 func isTerminal(w io.Writer) bool {

@@ -51,6 +51,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newFormatCmd())
 	root.AddCommand(newFsckCmd())
 	root.AddCommand(newDebugCmd())
+	root.AddCommand(newServeCmd())
+	addClientCmds(root)
 	return root
 }
 
@@ -62,5 +64,6 @@ func newBenchCmd() *cobra.Command {
 	cmd.AddCommand(newBenchBatchingCmd())
 	cmd.AddCommand(newBenchRunCmd())
 	cmd.AddCommand(newBenchFoliosCmd())
+	cmd.AddCommand(newBenchFioCmd())
 	return cmd
 }

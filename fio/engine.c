@@ -1,0 +1,573 @@
+/*
+ * zonefold: a fio external ioengine that is a client of the zonefold
+ * daemon (docs/protocol.md).
+ *
+ * Each job (process or thread) opens its own connection. fio's I/O
+ * buffers live in the connection's shared-memory region (.iomem_alloc),
+ * so a request only names an offset in it: no data is copied on this
+ * side. .queue encodes a request header, .commit sends every queued
+ * header in one message, .getevents reaps reply messages (each may carry
+ * many replies); new I/O may be queued while earlier I/O is unreaped.
+ *
+ * fio's filename is the zonefold file name (created if missing); the file
+ * size is --size divided among the job's files, or the daemon's size of
+ * the file when no size is given.
+ *
+ * Build: make fio-engine (fio/build.sh), against the installed fio's
+ * source. Use: fio --ioengine=external:/abs/zonefold-engine.so --sock=PATH
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "fio.h"
+#include "optgroup.h"
+
+/* Protocol constants: server/proto.go is the reference. */
+#define ZF_MAGIC 0x444c465aU
+#define ZF_VERSION 1
+#define ZF_HELLO_SIZE 16
+#define ZF_HELLO_REPLY_SIZE 32
+#define ZF_REQ_SIZE 48
+#define ZF_REP_SIZE 32
+#define ZF_MAX_BATCH 256
+
+enum {
+	ZF_OP_OPEN = 2,
+	ZF_OP_CLOSE = 3,
+	ZF_OP_READ = 4,
+	ZF_OP_WRITE = 5,
+	ZF_OP_FSYNC = 6,
+	ZF_OP_STAT = 10,
+};
+#define ZF_OPEN_CREATE 1
+
+/* The tail of the region holds names; fio's buffers are before it. */
+#define ZF_CTL_BYTES 4096
+/*
+ * Tag of the one synchronous request (open, close, stat) a job may have
+ * outstanding; I/O requests are tagged with their io_u's address, which
+ * is never odd.
+ */
+#define ZF_SYNC_TAG 1
+
+struct zf_options {
+	void *pad; /* fio requires a pointer-sized first member */
+	char *sock;
+};
+
+static struct fio_option options[] = {
+	{
+		.name = "sock",
+		.lname = "zonefold socket",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct zf_options, sock),
+		.help = "Path of the zonefold daemon's Unix socket",
+		.def = "/tmp/zonefold.sock",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{ .name = NULL },
+};
+
+struct zf_data {
+	int fd;
+	uint8_t *region;
+	size_t region_len;
+	uint32_t max_batch, max_inflight, max_io;
+
+	uint8_t *sbuf;             /* encoded requests not yet sent */
+	struct io_u **pending;     /* their io_us */
+	unsigned int npending;
+	unsigned int inflight;     /* sent, reply not yet seen */
+
+	struct io_u **done;        /* ring: replied, not yet handed to fio */
+	unsigned int done_head, done_count, done_cap;
+	struct io_u **events;      /* what the last getevents returned */
+
+	int sync_waiting;          /* a synchronous request is outstanding */
+	uint32_t sync_status;
+	uint64_t sync_val, sync_val2;
+
+	uint8_t rbuf[(ZF_MAX_BATCH + 1) * ZF_REP_SIZE];
+};
+
+static void put16(uint8_t *b, uint16_t v) { memcpy(b, &v, 2); }
+static void put32(uint8_t *b, uint32_t v) { memcpy(b, &v, 4); }
+static void put64(uint8_t *b, uint64_t v) { memcpy(b, &v, 8); }
+static uint32_t get32(const uint8_t *b) { uint32_t v; memcpy(&v, b, 4); return v; }
+static uint64_t get64(const uint8_t *b) { uint64_t v; memcpy(&v, b, 8); return v; }
+
+/* The protocol is little endian, as is every machine fio runs this on. */
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "zonefold engine: big-endian hosts are not supported"
+#endif
+
+static void encode_req(uint8_t *b, uint64_t tag, uint8_t op, uint8_t flags, uint32_t handle,
+		       uint64_t off, uint64_t addr, uint32_t len)
+{
+	memset(b, 0, ZF_REQ_SIZE);
+	put64(b + 0, tag);
+	b[8] = op;
+	b[9] = flags;
+	put32(b + 12, handle);
+	put64(b + 16, off);
+	put64(b + 24, addr);
+	put32(b + 32, len);
+}
+
+static const char *sock_path(struct thread_data *td)
+{
+	struct zf_options *o = td->eo;
+	return o && o->sock ? o->sock : "/tmp/zonefold.sock";
+}
+
+static int zf_send(int fd, const void *buf, size_t len)
+{
+	for (;;) {
+		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+		if (n == (ssize_t) len)
+			return 0;
+		if (n < 0 && errno == EINTR)
+			continue;
+		return n < 0 ? -errno : -EIO;
+	}
+}
+
+/*
+ * zf_connect connects to the daemon and maps a region of at least
+ * data_bytes + ZF_CTL_BYTES. On failure it logs why and returns -errno.
+ */
+static int zf_connect(struct thread_data *td, struct zf_data *zd, size_t data_bytes)
+{
+	const char *path = sock_path(td);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	uint8_t hello[ZF_HELLO_SIZE] = { 0 }, rep[ZF_HELLO_REPLY_SIZE + 1];
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { .iov_base = rep, .iov_len = sizeof(rep) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+			     .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *cm;
+	size_t want = data_bytes + ZF_CTL_BYTES;
+	long page = sysconf(_SC_PAGESIZE);
+	int fd, memfd = -1, err;
+	ssize_t n;
+	void *mem;
+
+	want = (want + page - 1) / page * page;
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		log_err("zonefold: socket path too long: %s\n", path);
+		return -ENAMETOOLONG;
+	}
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
+		err = -errno;
+		log_err("zonefold: connect to %s: %s (is `zonefold serve` running?)\n", path, strerror(-err));
+		close(fd);
+		return err;
+	}
+	put32(hello, ZF_MAGIC);
+	put16(hello + 4, ZF_VERSION);
+	put64(hello + 8, want);
+	if ((err = zf_send(fd, hello, sizeof(hello))) < 0)
+		goto fail;
+	do
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		err = -errno;
+		goto fail;
+	}
+	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+			memcpy(&memfd, CMSG_DATA(cm), sizeof(int));
+	if (n != ZF_HELLO_REPLY_SIZE || get32(rep) != ZF_MAGIC) {
+		log_err("zonefold: %s: not a zonefold daemon (hello reply of %zd bytes)\n", path, n);
+		err = -EPROTO;
+		goto fail;
+	}
+	if (get32(rep + 8) != 0) {
+		err = -(int) get32(rep + 8);
+		log_err("zonefold: daemon refused the connection: %s\n", strerror(-err));
+		goto fail;
+	}
+	if (memfd < 0 || get64(rep + 16) < want) {
+		log_err("zonefold: daemon sent no region or a smaller one\n");
+		err = -EPROTO;
+		goto fail;
+	}
+	zd->region_len = get64(rep + 16);
+	mem = mmap(NULL, zd->region_len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	if (mem == MAP_FAILED) {
+		err = -errno;
+		goto fail;
+	}
+	close(memfd);
+	zd->region = mem;
+	zd->max_batch = get32(rep + 12);
+	zd->max_inflight = get32(rep + 24);
+	zd->max_io = get32(rep + 28);
+	if (zd->max_batch > ZF_MAX_BATCH)
+		zd->max_batch = ZF_MAX_BATCH;
+	zd->fd = fd;
+	return 0;
+fail:
+	if (memfd >= 0)
+		close(memfd);
+	close(fd);
+	return err;
+}
+
+/* complete hands an answered io_u to the done ring. */
+static void complete(struct zf_data *zd, struct io_u *io_u, uint32_t status, uint64_t val)
+{
+	if (status)
+		io_u->error = status;
+	else if (ddir_rw(io_u->ddir) && val < io_u->xfer_buflen)
+		io_u->resid = io_u->xfer_buflen - val;
+	zd->done[(zd->done_head + zd->done_count) % zd->done_cap] = io_u;
+	zd->done_count++;
+	zd->inflight--;
+}
+
+/*
+ * recv_replies reads one message of replies and dispatches them. Returns
+ * replies read, 0 if none was ready (nonblocking), or -errno.
+ */
+static int recv_replies(struct zf_data *zd, int block)
+{
+	ssize_t n;
+	int i, k;
+
+	do
+		n = recv(zd->fd, zd->rbuf, sizeof(zd->rbuf), block ? 0 : MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -errno;
+	if (n == 0) {
+		log_err("zonefold: the daemon closed the connection\n");
+		return -ECONNRESET;
+	}
+	if (n % ZF_REP_SIZE) {
+		log_err("zonefold: reply message of %zd bytes\n", n);
+		return -EPROTO;
+	}
+	k = n / ZF_REP_SIZE;
+	for (i = 0; i < k; i++) {
+		const uint8_t *b = zd->rbuf + i * ZF_REP_SIZE;
+		uint64_t tag = get64(b);
+		uint32_t status = get32(b + 8);
+
+		if (tag == ZF_SYNC_TAG && zd->sync_waiting) {
+			zd->sync_waiting = 0;
+			zd->sync_status = status;
+			zd->sync_val = get64(b + 16);
+			zd->sync_val2 = get64(b + 24);
+		} else if (zd->inflight > 0 && tag && !(tag & 1)) {
+			complete(zd, (struct io_u *) (uintptr_t) tag, status, get64(b + 16));
+		} else {
+			log_err("zonefold: reply with unknown tag %#llx\n", (unsigned long long) tag);
+			return -EPROTO;
+		}
+	}
+	return k;
+}
+
+/*
+ * sync_call sends one request and waits for its reply, reaping I/O
+ * replies that arrive meanwhile. name, if set, goes to the control area.
+ * Returns the reply's status as -errno.
+ */
+static int sync_call(struct zf_data *zd, uint8_t op, uint8_t flags, uint32_t handle, const char *name)
+{
+	uint8_t req[ZF_REQ_SIZE];
+	uint64_t ctl = zd->region_len - ZF_CTL_BYTES;
+	uint32_t len = 0;
+	int err;
+
+	if (name) {
+		len = strlen(name);
+		if (len >= ZF_CTL_BYTES)
+			return -ENAMETOOLONG;
+		memcpy(zd->region + ctl, name, len);
+	}
+	encode_req(req, ZF_SYNC_TAG, op, flags, handle, 0, name ? ctl : 0, len);
+	zd->sync_waiting = 1;
+	if ((err = zf_send(zd->fd, req, sizeof(req))) < 0)
+		return err;
+	while (zd->sync_waiting)
+		if ((err = recv_replies(zd, 1)) < 0)
+			return err;
+	return -(int) zd->sync_status;
+}
+
+static void zf_free(struct zf_data *zd)
+{
+	if (!zd)
+		return;
+	if (zd->fd >= 0)
+		close(zd->fd);
+	if (zd->region)
+		munmap(zd->region, zd->region_len);
+	free(zd->sbuf);
+	free(zd->pending);
+	free(zd->done);
+	free(zd->events);
+	free(zd);
+}
+
+static int zf_init(struct thread_data *td)
+{
+	struct zf_data *zd = calloc(1, sizeof(*zd));
+	unsigned int depth = td->o.iodepth ? td->o.iodepth : 1;
+
+	if (!zd)
+		return 1;
+	zd->fd = -1;
+	/* One extra for the end-of-job fsync fio queues outside iodepth. */
+	zd->done_cap = depth + 1;
+	zd->sbuf = malloc((size_t) zd->done_cap * ZF_REQ_SIZE);
+	zd->pending = calloc(zd->done_cap, sizeof(*zd->pending));
+	zd->done = calloc(zd->done_cap, sizeof(*zd->done));
+	zd->events = calloc(zd->done_cap, sizeof(*zd->events));
+	td->io_ops_data = zd;
+	if (!zd->sbuf || !zd->pending || !zd->done || !zd->events)
+		return 1;
+	return 0;
+}
+
+static int ensure_connected(struct thread_data *td, size_t data_bytes)
+{
+	struct zf_data *zd = td->io_ops_data;
+	int err;
+
+	if (zd->fd >= 0)
+		return 0;
+	if ((err = zf_connect(td, zd, data_bytes)) < 0) {
+		td_verror(td, -err, "zonefold connect");
+		return 1;
+	}
+	if (zd->max_inflight < zd->done_cap) {
+		log_err("zonefold: iodepth %u is above the daemon's limit of %u in flight\n",
+			zd->done_cap - 1, zd->max_inflight - 1);
+		td_verror(td, EINVAL, "zonefold iodepth");
+		return 1;
+	}
+	return 0;
+}
+
+/* fio's buffers are the region's data part: requests name offsets in it. */
+static int zf_iomem_alloc(struct thread_data *td, size_t size)
+{
+	struct zf_data *zd = td->io_ops_data;
+
+	if (ensure_connected(td, size))
+		return 1;
+	td->orig_buffer = (char *) zd->region;
+	return 0;
+}
+
+static void zf_iomem_free(struct thread_data *td)
+{
+	/* The region is unmapped when the job's connection closes. */
+}
+
+static void zf_cleanup(struct thread_data *td)
+{
+	zf_free(td->io_ops_data);
+	td->io_ops_data = NULL;
+}
+
+/*
+ * setup runs in fio's parent process, before jobs start: it sets each
+ * file's size from --size or, without one, from the daemon.
+ */
+static int zf_setup(struct thread_data *td)
+{
+	struct fio_file *f;
+	struct zf_data *zd = NULL;
+	unsigned int i;
+	int err, ret = 0;
+
+	for_each_file(td, f, i) {
+		if (f->real_file_size != -1ULL)
+			continue;
+		if (td->o.size) {
+			f->real_file_size = td->o.size / td->o.nr_files;
+			fio_file_set_size_known(f);
+			continue;
+		}
+		if (!zd) {
+			zd = calloc(1, sizeof(*zd));
+			if (!zd)
+				return 1;
+			zd->fd = -1;
+			if ((err = zf_connect(td, zd, 0)) < 0) {
+				ret = 1;
+				break;
+			}
+		}
+		if ((err = sync_call(zd, ZF_OP_STAT, 0, 0, f->file_name)) < 0) {
+			log_err("zonefold: %s: %s, and no size= was given\n", f->file_name, strerror(-err));
+			ret = 1;
+			break;
+		}
+		f->real_file_size = zd->sync_val;
+		fio_file_set_size_known(f);
+	}
+	/* The parent's connection is not inherited by the jobs. */
+	zf_free(zd);
+	return ret;
+}
+
+static int zf_open_file(struct thread_data *td, struct fio_file *f)
+{
+	struct zf_data *zd = td->io_ops_data;
+	int err;
+
+	if (ensure_connected(td, 0))
+		return 1;
+	if ((err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE, 0, f->file_name)) < 0) {
+		log_err("zonefold: open %s: %s\n", f->file_name, strerror(-err));
+		td_verror(td, -err, "zonefold open");
+		return 1;
+	}
+	FILE_SET_ENG_DATA(f, (void *) (uintptr_t) zd->sync_val);
+	return 0;
+}
+
+static int zf_close_file(struct thread_data *td, struct fio_file *f)
+{
+	struct zf_data *zd = td->io_ops_data;
+	uint32_t h = (uint32_t) (uintptr_t) FILE_ENG_DATA(f);
+	int err = 0;
+
+	if (zd && zd->fd >= 0 && h)
+		err = sync_call(zd, ZF_OP_CLOSE, 0, h, NULL);
+	FILE_SET_ENG_DATA(f, NULL);
+	return err < 0 ? -err : 0;
+}
+
+static enum fio_q_status zf_queue(struct thread_data *td, struct io_u *io_u)
+{
+	struct zf_data *zd = td->io_ops_data;
+	uint32_t h = (uint32_t) (uintptr_t) FILE_ENG_DATA(io_u->file);
+	uint8_t op;
+	uint64_t addr = 0;
+	uint32_t len = 0;
+
+	fio_ro_check(td, io_u);
+	if (zd->npending + zd->inflight + zd->done_count >= zd->done_cap ||
+	    zd->npending >= zd->max_batch)
+		return FIO_Q_BUSY;
+	switch (io_u->ddir) {
+	case DDIR_READ:
+	case DDIR_WRITE:
+		op = io_u->ddir == DDIR_READ ? ZF_OP_READ : ZF_OP_WRITE;
+		addr = (uint8_t *) io_u->xfer_buf - zd->region;
+		len = io_u->xfer_buflen;
+		if ((uint8_t *) io_u->xfer_buf < zd->region ||
+		    addr + len > zd->region_len - ZF_CTL_BYTES) {
+			io_u->error = EFAULT; /* not a buffer of ours */
+			return FIO_Q_COMPLETED;
+		}
+		if (len > zd->max_io) {
+			io_u->error = E2BIG;
+			return FIO_Q_COMPLETED;
+		}
+		break;
+	case DDIR_SYNC:
+	case DDIR_DATASYNC:
+		op = ZF_OP_FSYNC;
+		break;
+	default:
+		io_u->error = EOPNOTSUPP;
+		return FIO_Q_COMPLETED;
+	}
+	encode_req(zd->sbuf + zd->npending * ZF_REQ_SIZE, (uint64_t) (uintptr_t) io_u, op, 0, h,
+		   io_u->offset, addr, len);
+	zd->pending[zd->npending++] = io_u;
+	return FIO_Q_QUEUED;
+}
+
+static int zf_commit(struct thread_data *td)
+{
+	struct zf_data *zd = td->io_ops_data;
+	unsigned int i;
+	int err;
+
+	if (!zd->npending)
+		return 0;
+	if ((err = zf_send(zd->fd, zd->sbuf, (size_t) zd->npending * ZF_REQ_SIZE)) < 0) {
+		td_verror(td, -err, "zonefold send");
+		return err;
+	}
+	io_u_mark_submit(td, zd->npending);
+	for (i = 0; i < zd->npending; i++)
+		io_u_queued(td, zd->pending[i]);
+	zd->inflight += zd->npending;
+	zd->npending = 0;
+	return 0;
+}
+
+static int zf_getevents(struct thread_data *td, unsigned int min, unsigned int max,
+			const struct timespec *t)
+{
+	struct zf_data *zd = td->io_ops_data;
+	unsigned int n = 0;
+	int err;
+
+	while (n < max) {
+		if (zd->done_count) {
+			zd->events[n++] = zd->done[zd->done_head];
+			zd->done_head = (zd->done_head + 1) % zd->done_cap;
+			zd->done_count--;
+			continue;
+		}
+		if (!zd->inflight)
+			break;
+		/* Block only until min are reaped; then take what is ready. */
+		err = recv_replies(zd, n < min);
+		if (err < 0) {
+			td_verror(td, -err, "zonefold receive");
+			return err;
+		}
+		if (err == 0)
+			break;
+	}
+	return n;
+}
+
+static struct io_u *zf_event(struct thread_data *td, int event)
+{
+	struct zf_data *zd = td->io_ops_data;
+
+	return zd->events[event];
+}
+
+struct ioengine_ops ioengine = {
+	.name = "zonefold",
+	.version = FIO_IOOPS_VERSION,
+	.flags = FIO_DISKLESSIO | FIO_NOEXTEND | FIO_NODISKUTIL,
+	.setup = zf_setup,
+	.init = zf_init,
+	.cleanup = zf_cleanup,
+	.queue = zf_queue,
+	.commit = zf_commit,
+	.getevents = zf_getevents,
+	.event = zf_event,
+	.open_file = zf_open_file,
+	.close_file = zf_close_file,
+	.iomem_alloc = zf_iomem_alloc,
+	.iomem_free = zf_iomem_free,
+	.options = options,
+	.option_struct_size = sizeof(struct zf_options),
+};

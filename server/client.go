@@ -1,0 +1,428 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zonefold/zonefold/engine"
+)
+
+// ctlBytes is the tail of the region the Client keeps for names,
+// listings and stats; the rest is for data (Data).
+const ctlBytes = 64 << 10
+
+// Client is a connection to a zonefold daemon.
+//
+// It has two levels. Submit and Recv send a batch of requests and
+// receive a batch of replies without allocating; the caller places data
+// in Data() and matches replies by tag, and must use them from one
+// goroutine at a time. The other methods are synchronous calls built on
+// them; they are safe for concurrent use (they take turns) but must not
+// be mixed with requests of the caller's own that are still unanswered.
+type Client struct {
+	mu     sync.Mutex
+	uc     *net.UnixConn
+	region []byte
+	info   HelloReply
+	sbuf   []byte
+	rbuf   []byte
+	reps   []Reply
+	reqs   []Request
+	tag    uint64
+}
+
+// Dial connects to the daemon at socket and asks for a shared-memory
+// region of regionBytes (0: DefaultRegion).
+func Dial(ctx context.Context, socket string, regionBytes int) (*Client, error) {
+	if regionBytes == 0 {
+		regionBytes = DefaultRegion
+	}
+	if regionBytes < 2*ctlBytes {
+		return nil, fmt.Errorf("zonefold: region of %d bytes is too small (at least %d)", regionBytes, 2*ctlBytes)
+	}
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "unixpacket", socket)
+	if err != nil {
+		return nil, fmt.Errorf("zonefold: connect to daemon: %w", err)
+	}
+	uc := nc.(*net.UnixConn)
+	c := &Client{uc: uc,
+		sbuf: make([]byte, MaxBatch*RequestSize),
+		rbuf: make([]byte, (MaxBatch+1)*ReplySize),
+		reps: make([]Reply, MaxBatch),
+		reqs: make([]Request, 0, MaxBatch),
+	}
+	if err := c.hello(ctx, uint64(regionBytes)); err != nil {
+		uc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Client) hello(ctx context.Context, size uint64) error {
+	defer c.watch(ctx)()
+	var hb [HelloSize]byte
+	h := Hello{Magic: Magic, Version: Version, Region: size}
+	h.Encode(hb[:])
+	if _, err := c.uc.Write(hb[:]); err != nil {
+		return fmt.Errorf("zonefold: send hello: %w", err)
+	}
+	var rb [HelloReplySize + 1]byte
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := c.uc.ReadMsgUnix(rb[:], oob)
+	if err != nil {
+		return fmt.Errorf("zonefold: read hello reply: %w", err)
+	}
+	rep, err := ParseHelloReply(rb[:n])
+	if err != nil {
+		return err
+	}
+	if rep.Status != StatusOK {
+		return fmt.Errorf("zonefold: daemon refused the connection: %w", rep.Status)
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return fmt.Errorf("zonefold: hello reply without the region: %v", err)
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		return fmt.Errorf("zonefold: hello reply without the region: %v", err)
+	}
+	defer unix.Close(fds[0])
+	mem, err := unix.Mmap(fds[0], 0, int(rep.Region), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("zonefold: map region: %w", err)
+	}
+	c.region, c.info = mem, rep
+	return nil
+}
+
+// watch applies ctx to the connection until the returned func is
+// called: a deadline, and cancellation by an immediate deadline.
+func (c *Client) watch(ctx context.Context) func() {
+	if d, ok := ctx.Deadline(); ok {
+		c.uc.SetDeadline(d)
+	}
+	stop := context.AfterFunc(ctx, func() { c.uc.SetDeadline(time.Now()) })
+	return func() {
+		stop()
+		c.uc.SetDeadline(time.Time{})
+	}
+}
+
+// Close ends the session; the daemon closes its handles.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.uc == nil {
+		return nil
+	}
+	err := c.uc.Close()
+	if c.region != nil {
+		unix.Munmap(c.region)
+		c.region = nil
+	}
+	c.uc = nil
+	return err
+}
+
+// Limits is what the daemon granted.
+func (c *Client) Limits() HelloReply { return c.info }
+
+// Data is the part of the shared region for I/O data: a request's Addr
+// is an offset into it.
+func (c *Client) Data() []byte { return c.region[:len(c.region)-ctlBytes] }
+
+// ctl is the part of the region the synchronous calls use.
+func (c *Client) ctl() (uint64, []byte) {
+	off := len(c.region) - ctlBytes
+	return uint64(off), c.region[off:]
+}
+
+// Submit sends reqs (at most MaxBatch) as one batch.
+func (c *Client) Submit(reqs []Request) error {
+	if len(reqs) == 0 || len(reqs) > MaxBatch {
+		return fmt.Errorf("zonefold: batch of %d requests (1..%d)", len(reqs), MaxBatch)
+	}
+	b := c.sbuf[:len(reqs)*RequestSize]
+	for i := range reqs {
+		reqs[i].Encode(b[i*RequestSize:])
+	}
+	if _, err := c.uc.Write(b); err != nil {
+		return fmt.Errorf("zonefold: send: %w", err)
+	}
+	return nil
+}
+
+// Recv waits for the next batch of replies and decodes it into reps,
+// which must have room for MaxBatch.
+func (c *Client) Recv(reps []Reply) (int, error) {
+	n, err := c.uc.Read(c.rbuf)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return 0, fmt.Errorf("zonefold: daemon closed the connection: %w", io.ErrUnexpectedEOF)
+		}
+		return 0, fmt.Errorf("zonefold: receive: %w", err)
+	}
+	if n%ReplySize != 0 || n/ReplySize > len(reps) {
+		return 0, fmt.Errorf("zonefold: reply message of %d bytes", n)
+	}
+	k := n / ReplySize
+	for i := range k {
+		b := c.rbuf[i*ReplySize : (i+1)*ReplySize]
+		reps[i] = Reply{Tag: le.Uint64(b[0:]), Status: Status(le.Uint32(b[8:])),
+			Val: le.Uint64(b[16:]), Val2: le.Uint64(b[24:])}
+	}
+	return k, nil
+}
+
+// roundTrip sends c.reqs as one batch, tagged 1..n after c.tag, and
+// waits for every reply; replies land in c.reps in request order.
+func (c *Client) roundTrip(ctx context.Context) error {
+	if c.uc == nil {
+		return fmt.Errorf("zonefold: client: %w", os.ErrClosed)
+	}
+	defer c.watch(ctx)()
+	base := c.tag
+	for i := range c.reqs {
+		c.tag++
+		c.reqs[i].Tag = c.tag
+	}
+	if err := c.Submit(c.reqs); err != nil {
+		return err
+	}
+	var got [MaxBatch]Reply
+	for left := len(c.reqs); left > 0; {
+		n, err := c.Recv(got[:])
+		if err != nil {
+			return err
+		}
+		for _, r := range got[:n] {
+			i := r.Tag - base - 1
+			if r.Tag <= base || i >= uint64(len(c.reqs)) {
+				return fmt.Errorf("zonefold: reply with unexpected tag %d", r.Tag)
+			}
+			c.reps[i] = r
+			left--
+		}
+	}
+	return nil
+}
+
+// call runs one request synchronously.
+func (c *Client) call(ctx context.Context, q Request) (Reply, error) {
+	c.reqs = append(c.reqs[:0], q)
+	if err := c.roundTrip(ctx); err != nil {
+		return Reply{}, err
+	}
+	r := c.reps[0]
+	return r, r.Status.Err()
+}
+
+// putNames copies names into the control area and sets q's range.
+func (c *Client) putNames(q *Request, first, second string) error {
+	off, ctl := c.ctl()
+	if len(first)+len(second) > len(ctl) {
+		return fmt.Errorf("zonefold: name too long: %w", StatusNameTooLong)
+	}
+	copy(ctl, first)
+	copy(ctl[len(first):], second)
+	q.Addr, q.Len, q.Len2 = off, uint32(len(first)), uint32(len(second))
+	return nil
+}
+
+// Open opens a file by name with OpenCreate/OpenTrunc flags; it returns
+// the handle and the file's size.
+func (c *Client) Open(ctx context.Context, name string, flags uint8) (uint32, int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := Request{Op: OpOpen, Flags: flags}
+	if err := c.putNames(&q, name, ""); err != nil {
+		return 0, 0, err
+	}
+	r, err := c.call(ctx, q)
+	if err != nil {
+		return 0, 0, fmt.Errorf("zonefold: open %q: %w", name, err)
+	}
+	return uint32(r.Val), int64(r.Val2), nil
+}
+
+// CloseFile closes a handle.
+func (c *Client) CloseFile(ctx context.Context, h uint32) error {
+	return c.simple(ctx, Request{Op: OpClose, Handle: h}, "close")
+}
+
+// Fsync makes a file durable (handle 0: every file).
+func (c *Client) Fsync(ctx context.Context, h uint32) error {
+	return c.simple(ctx, Request{Op: OpFsync, Handle: h}, "fsync")
+}
+
+// Truncate sets a file's size.
+func (c *Client) Truncate(ctx context.Context, h uint32, size int64) error {
+	return c.simple(ctx, Request{Op: OpTruncate, Handle: h, Off: uint64(size)}, "truncate")
+}
+
+func (c *Client) simple(ctx context.Context, q Request, what string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := c.call(ctx, q); err != nil {
+		return fmt.Errorf("zonefold: %s: %w", what, err)
+	}
+	return nil
+}
+
+// Remove deletes a file.
+func (c *Client) Remove(ctx context.Context, name string) error {
+	return c.named(ctx, OpRemove, name, "")
+}
+
+// Rename renames a file, replacing newName.
+func (c *Client) Rename(ctx context.Context, oldName, newName string) error {
+	return c.named(ctx, OpRename, oldName, newName)
+}
+
+func (c *Client) named(ctx context.Context, op Op, a, b string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := Request{Op: op}
+	if err := c.putNames(&q, a, b); err != nil {
+		return err
+	}
+	if _, err := c.call(ctx, q); err != nil {
+		return fmt.Errorf("zonefold: %s %q: %w", op, a, err)
+	}
+	return nil
+}
+
+// FileStat is a file's size and id.
+type FileStat struct {
+	Size int64
+	ID   uint64
+}
+
+// Stat describes a file by name.
+func (c *Client) Stat(ctx context.Context, name string) (FileStat, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := Request{Op: OpStat}
+	if err := c.putNames(&q, name, ""); err != nil {
+		return FileStat{}, err
+	}
+	r, err := c.call(ctx, q)
+	if err != nil {
+		return FileStat{}, fmt.Errorf("zonefold: stat %q: %w", name, err)
+	}
+	return FileStat{Size: int64(r.Val), ID: r.Val2}, nil
+}
+
+// List returns every file, by name.
+func (c *Client) List(ctx context.Context) ([]ListEntry, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	off, ctl := c.ctl()
+	var out []ListEntry
+	for {
+		r, err := c.call(ctx, Request{Op: OpList, Off: uint64(len(out)), Addr: off, Len: uint32(len(ctl))})
+		if err != nil {
+			return out, fmt.Errorf("zonefold: list: %w", err)
+		}
+		if r.Val == 0 {
+			return out, nil
+		}
+		part, err := ParseList(ctl, int(r.Val))
+		if err != nil {
+			return out, err
+		}
+		out = append(out, part...)
+		if uint64(len(out)) >= r.Val2 {
+			return out, nil
+		}
+	}
+}
+
+// Stats returns the engine's stats.
+func (c *Client) Stats(ctx context.Context) (engine.Stats, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var st engine.Stats
+	off, ctl := c.ctl()
+	r, err := c.call(ctx, Request{Op: OpStats, Addr: off, Len: uint32(len(ctl))})
+	if err != nil {
+		return st, fmt.Errorf("zonefold: stats: %w", err)
+	}
+	if err := json.Unmarshal(ctl[:r.Val], &st); err != nil {
+		return st, fmt.Errorf("zonefold: stats: %w", err)
+	}
+	return st, nil
+}
+
+// chunking splits transfers through Data into pieces that fit the
+// region several at a time, so that one batch carries a few of them.
+func (c *Client) chunking() (chunk, depth int) {
+	data := len(c.Data())
+	chunk = min(data, 1<<20, int(c.info.MaxIO))
+	depth = min(data/chunk, MaxBatch, int(c.info.MaxInflight))
+	return chunk, depth
+}
+
+// WriteAt writes p at off through the region, several chunks per batch.
+func (c *Client) WriteAt(ctx context.Context, h uint32, p []byte, off int64) (int, error) {
+	return c.transfer(ctx, OpWrite, h, p, off)
+}
+
+// ReadAt reads into p from off; at the end of the file it returns fewer
+// bytes and io.EOF.
+func (c *Client) ReadAt(ctx context.Context, h uint32, p []byte, off int64) (int, error) {
+	return c.transfer(ctx, OpRead, h, p, off)
+}
+
+// transfer moves p through Data in batches of chunks.
+func (c *Client) transfer(ctx context.Context, op Op, h uint32, p []byte, off int64) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	chunk, depth := c.chunking()
+	data := c.Data()
+	done := 0
+	for done < len(p) {
+		c.reqs = c.reqs[:0]
+		for i := 0; i < depth && done+i*chunk < len(p); i++ {
+			n := min(chunk, len(p)-done-i*chunk)
+			if op == OpWrite {
+				copy(data[i*chunk:], p[done+i*chunk:done+i*chunk+n])
+			}
+			c.reqs = append(c.reqs, Request{Op: op, Handle: h, Off: uint64(off) + uint64(done+i*chunk),
+				Addr: uint64(i * chunk), Len: uint32(n)})
+		}
+		if err := c.roundTrip(ctx); err != nil {
+			return done, err
+		}
+		// Chunks complete in order of offset as far as the caller can
+		// tell: the first failure or short read ends the count.
+		for i, q := range c.reqs {
+			r := c.reps[i]
+			if err := r.Status.Err(); err != nil {
+				return done, fmt.Errorf("zonefold: %s: %w", op, err)
+			}
+			if op == OpRead {
+				copy(p[done:], data[q.Addr:q.Addr+r.Val])
+			}
+			done += int(r.Val)
+			if r.Val < uint64(q.Len) {
+				if op == OpRead {
+					return done, io.EOF
+				}
+				return done, fmt.Errorf("zonefold: short write of %d of %d bytes", r.Val, q.Len)
+			}
+		}
+	}
+	return done, nil
+}

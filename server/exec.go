@@ -1,0 +1,260 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+
+	"github.com/zonefold/zonefold/engine"
+)
+
+// execHook, set by tests, runs before each request: it lets a test hold
+// a request in flight to observe what else proceeds meanwhile.
+var execHook atomic.Pointer[func(*Request)]
+
+// exec runs one parsed request and fills in its reply. It never panics
+// on what the request says: the parser bounded every range, and what
+// depends on state (handles, names) is checked here.
+func (c *conn) exec(sl *slot) {
+	q, r := &sl.req, &sl.rep
+	if hook := execHook.Load(); hook != nil {
+		(*hook)(q)
+	}
+	stats := &c.s.stats
+	stats.requests[q.Op].Add(1)
+	e := c.s.e
+	switch q.Op {
+	case OpNop:
+	case OpRead, OpWrite:
+		h, st := c.handle(q.Handle)
+		if st != StatusOK {
+			r.Status = st
+			return
+		}
+		buf := c.region[q.Addr : q.Addr+uint64(q.Len)]
+		var n int
+		var err error
+		if q.Op == OpRead {
+			n, err = h.f.ReadAtContext(c.ctx, buf, int64(q.Off))
+			stats.bytesRead.Add(int64(n))
+		} else {
+			n, err = h.f.WriteAtContext(c.ctx, buf, int64(q.Off))
+			stats.bytesWritten.Add(int64(n))
+		}
+		h.mu.RUnlock()
+		r.Val = uint64(n)
+		r.Status = c.status(err)
+	case OpFsync, OpTruncate, OpFstat:
+		if q.Op == OpFsync && q.Handle == 0 {
+			r.Status = c.status(e.Sync(c.ctx))
+			return
+		}
+		h, st := c.handle(q.Handle)
+		if st != StatusOK {
+			r.Status = st
+			return
+		}
+		var err error
+		switch q.Op {
+		case OpFsync:
+			err = h.f.SyncContext(c.ctx)
+		case OpTruncate:
+			err = h.f.Truncate(int64(q.Off))
+		default:
+			fi := h.f.Stat()
+			r.Val, r.Val2 = uint64(fi.Size), fi.ID
+		}
+		h.mu.RUnlock()
+		r.Status = c.status(err)
+	case OpOpen:
+		c.open(q, r)
+	case OpClose:
+		r.Status = c.closeHandle(q.Handle)
+	case OpRemove:
+		r.Status = c.status(e.Remove(c.name(q.Addr, q.Len)))
+	case OpRename:
+		old := c.name(q.Addr, q.Len)
+		r.Status = c.status(e.Rename(old, c.name(q.Addr+uint64(q.Len), q.Len2)))
+	case OpStat:
+		fi, err := e.Stat(c.name(q.Addr, q.Len))
+		r.Status = c.status(err)
+		r.Val, r.Val2 = uint64(fi.Size), fi.ID
+	case OpList:
+		c.list(q, r)
+	case OpStats:
+		b, err := json.Marshal(e.Stats())
+		if err != nil {
+			r.Status = StatusIO
+			return
+		}
+		r.Val = uint64(len(b))
+		if len(b) > int(q.Len) {
+			r.Status = StatusOverflow
+			return
+		}
+		copy(c.region[q.Addr:], b)
+	default:
+		r.Status = StatusNoOp // the parser refuses these; kept for safety
+	}
+}
+
+// status maps an engine error onto a status, and logs the errors that
+// are the daemon's problem rather than the client's.
+func (c *conn) status(err error) Status {
+	if err == nil {
+		return StatusOK
+	}
+	if errors.Is(err, context.Canceled) {
+		c.s.stats.canceled.Add(1)
+		if c.stopping.Load() {
+			return StatusShutdown
+		}
+		return StatusCanceled
+	}
+	st := statusOf(err)
+	if st == StatusIO {
+		c.log.Error("server: request failed", "err", err)
+	}
+	return st
+}
+
+// name copies a name out of the region: the client may change the
+// region at any time, and the engine keeps names.
+func (c *conn) name(addr uint64, n uint32) string {
+	return string(c.region[addr : addr+uint64(n)])
+}
+
+func (c *conn) open(q *Request, r *Reply) {
+	create, trunc := q.Flags&OpenCreate != 0, q.Flags&OpenTrunc != 0
+	name := c.name(q.Addr, q.Len)
+	f, err := c.s.e.OpenFile(name, create, trunc)
+	if err != nil {
+		r.Status = c.status(err)
+		return
+	}
+	id, st := c.addHandle(f)
+	if st != StatusOK {
+		f.Close()
+		r.Status = st
+		return
+	}
+	r.Val, r.Val2 = uint64(id), uint64(f.Size())
+}
+
+func (c *conn) list(q *Request, r *Reply) {
+	all := c.s.e.List()
+	r.Val2 = uint64(len(all))
+	if q.Off >= uint64(len(all)) {
+		return
+	}
+	out := c.region[q.Addr : q.Addr : q.Addr+uint64(q.Len)]
+	n := 0
+	for _, fi := range all[q.Off:] {
+		var ok bool
+		if out, ok = appendListEntry(out, int(q.Len), fi.Size, fi.Name); !ok {
+			break
+		}
+		n++
+	}
+	if n == 0 {
+		r.Status = StatusOverflow
+		r.Val = uint64(listEntryHeader + len(all[q.Off].Name))
+		return
+	}
+	r.Val = uint64(n)
+}
+
+// handle looks up an open handle and returns it read-locked; the caller
+// unlocks it when done with the file.
+func (c *conn) handle(id uint32) (*handle, Status) {
+	if id == 0 || id > MaxHandles {
+		return nil, StatusBadHandle
+	}
+	i := id - 1
+	chunk := c.handles.chunks[i/handleChunk].Load()
+	if chunk == nil {
+		return nil, StatusBadHandle
+	}
+	h := &chunk[i%handleChunk]
+	h.mu.RLock()
+	if h.f == nil {
+		h.mu.RUnlock()
+		return nil, StatusBadHandle
+	}
+	return h, StatusOK
+}
+
+// addHandle gives f a handle number.
+func (c *conn) addHandle(f *engine.File) (uint32, Status) {
+	t := &c.handles
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var id uint32
+	if n := len(t.free); n > 0 {
+		id = t.free[n-1]
+		t.free = t.free[:n-1]
+	} else {
+		if t.next == 0 {
+			t.next = 1
+		}
+		if t.next > MaxHandles {
+			return 0, StatusTooMany
+		}
+		id = t.next
+		t.next++
+	}
+	i := id - 1
+	chunk := t.chunks[i/handleChunk].Load()
+	if chunk == nil {
+		chunk = new([handleChunk]handle)
+		t.chunks[i/handleChunk].Store(chunk)
+	}
+	h := &chunk[i%handleChunk]
+	h.mu.Lock()
+	h.f = f
+	h.mu.Unlock()
+	return id, StatusOK
+}
+
+// closeHandle closes a handle once no request is using it.
+func (c *conn) closeHandle(id uint32) Status {
+	if id == 0 || id > MaxHandles {
+		return StatusBadHandle
+	}
+	t := &c.handles
+	i := id - 1
+	chunk := t.chunks[i/handleChunk].Load()
+	if chunk == nil {
+		return StatusBadHandle
+	}
+	h := &chunk[i%handleChunk]
+	h.mu.Lock()
+	f := h.f
+	h.f = nil
+	h.mu.Unlock()
+	if f == nil {
+		return StatusBadHandle
+	}
+	f.Close()
+	t.mu.Lock()
+	t.free = append(t.free, id)
+	t.mu.Unlock()
+	return StatusOK
+}
+
+// closeHandles closes every handle; no request is running.
+func (c *conn) closeHandles() {
+	for i := range c.handles.chunks {
+		chunk := c.handles.chunks[i].Load()
+		if chunk == nil {
+			continue
+		}
+		for j := range chunk {
+			if f := chunk[j].f; f != nil {
+				f.Close()
+				chunk[j].f = nil
+			}
+		}
+	}
+}

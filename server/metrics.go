@@ -1,0 +1,156 @@
+package server
+
+import (
+	"strconv"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+
+	"github.com/zonefold/zonefold/cache"
+	"github.com/zonefold/zonefold/engine"
+)
+
+// metric is one exported value read from a stats snapshot.
+type metric struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(*engine.Stats) float64
+}
+
+func counter(name, help string, f func(*engine.Stats) float64) metric {
+	return metric{prometheus.NewDesc("zonefold_"+name, help, nil, nil), prometheus.CounterValue, f}
+}
+
+func gauge(name, help string, f func(*engine.Stats) float64) metric {
+	return metric{prometheus.NewDesc("zonefold_"+name, help, nil, nil), prometheus.GaugeValue, f}
+}
+
+// engineMetrics are the engine, cache, writeback, GC and io_uring
+// counters of (*engine.Engine).Stats, one snapshot per scrape.
+var engineMetrics = []metric{
+	counter("host_written_bytes_total", "Bytes clients wrote.", func(s *engine.Stats) float64 { return float64(s.HostWritten) }),
+	counter("host_read_bytes_total", "Bytes clients read.", func(s *engine.Stats) float64 { return float64(s.HostRead) }),
+	counter("device_data_bytes_total", "Client data appended to the device.", func(s *engine.Stats) float64 { return float64(s.DevData) }),
+	counter("device_header_bytes_total", "Record headers appended to the device.", func(s *engine.Stats) float64 { return float64(s.DevHeaders) }),
+	counter("device_pad_bytes_total", "Zone-tail padding appended to the device.", func(s *engine.Stats) float64 { return float64(s.DevPad) }),
+	counter("device_meta_bytes_total", "Metadata (log, checkpoints) written to the device.", func(s *engine.Stats) float64 { return float64(s.DevMeta) }),
+	counter("device_read_bytes_total", "Bytes read from the device for clients.", func(s *engine.Stats) float64 { return float64(s.DevRead) }),
+	gauge("write_amplification", "Device bytes written per client byte.", func(s *engine.Stats) float64 { return s.WAF() }),
+	counter("appends_total", "Records appended.", func(s *engine.Stats) float64 { return float64(s.Appends) }),
+	counter("append_errors_total", "Appends that failed.", func(s *engine.Stats) float64 { return float64(s.AppendErrs) }),
+	counter("read_errors_total", "Device reads that failed.", func(s *engine.Stats) float64 { return float64(s.ReadErrs) }),
+	counter("checkpoints_total", "Checkpoints written.", func(s *engine.Stats) float64 { return float64(s.Checkpoints) }),
+	counter("gc_read_bytes_total", "Bytes GC read.", func(s *engine.Stats) float64 { return float64(s.GCRead) }),
+	counter("gc_written_bytes_total", "Bytes GC relocated.", func(s *engine.Stats) float64 { return float64(s.GCWritten) }),
+	counter("gc_zone_resets_total", "Zones GC reset.", func(s *engine.Stats) float64 { return float64(s.GCResets) }),
+	counter("gc_runs_total", "GC passes.", func(s *engine.Stats) float64 { return float64(s.GCRuns) }),
+	counter("gc_seconds_total", "Time spent in GC passes.", func(s *engine.Stats) float64 { return float64(s.GCNanos) / 1e9 }),
+	gauge("free_zones", "Empty data zones.", func(s *engine.Stats) float64 { return float64(s.FreeZones) }),
+	gauge("open_zones", "Data zones open for appends.", func(s *engine.Stats) float64 { return float64(s.OpenZones) }),
+	gauge("data_zones", "Zones that hold data.", func(s *engine.Stats) float64 { return float64(s.DataZones) }),
+	gauge("dirty_bytes", "Dirty bytes in the cache.", func(s *engine.Stats) float64 { return float64(s.DirtyBytes) }),
+
+	gauge("cache_arena_bytes", "Size of the folio arena.", func(s *engine.Stats) float64 { return float64(s.Cache.ArenaBytes) }),
+	gauge("cache_cached_bytes", "Arena bytes held by folios.", func(s *engine.Stats) float64 { return float64(s.Cache.CachedBytes) }),
+	counter("cache_hits_total", "Folio visits served from the cache.", func(s *engine.Stats) float64 { return float64(s.Cache.Hits) }),
+	counter("cache_misses_total", "Folio visits that read the device.", func(s *engine.Stats) float64 { return float64(s.Cache.Misses) }),
+	counter("cache_read_throughs_total", "Device reads of partly written blocks.", func(s *engine.Stats) float64 { return float64(s.Cache.ReadThroughs) }),
+	counter("cache_evictions_total", "Folios evicted.", func(s *engine.Stats) float64 { return float64(s.Cache.Evictions) }),
+	counter("cache_evicted_bytes_total", "Bytes evicted.", func(s *engine.Stats) float64 { return float64(s.Cache.EvictedBytes) }),
+	counter("cache_throttles_total", "Writers that waited for dirty bytes to fall.", func(s *engine.Stats) float64 { return float64(s.Cache.Throttles) }),
+	counter("cache_throttled_seconds_total", "Time writers spent throttled.", func(s *engine.Stats) float64 { return s.Cache.ThrottledTime.Seconds() }),
+	counter("cache_alloc_waits_total", "Writers that waited for memory.", func(s *engine.Stats) float64 { return float64(s.Cache.AllocWaits) }),
+	counter("cache_stable_waits_total", "Writers that waited for a block under writeback.", func(s *engine.Stats) float64 { return float64(s.Cache.StableWaits) }),
+	counter("cache_writeback_bytes_total", "Bytes whose writeback began.", func(s *engine.Stats) float64 { return float64(s.Cache.WritebackBytes) }),
+	counter("cache_writeback_errors_total", "Writeback extents that failed.", func(s *engine.Stats) float64 { return float64(s.Cache.WritebackErrors) }),
+
+	counter("writeback_flushes_total", "File flushes started.", func(s *engine.Stats) float64 { return float64(s.Writeback.Flushes) }),
+	counter("writeback_rounds_total", "Background writeback rounds.", func(s *engine.Stats) float64 { return float64(s.Writeback.Rounds) }),
+	counter("writeback_bytes_total", "Bytes written back.", func(s *engine.Stats) float64 { return float64(s.Writeback.Bytes) }),
+	counter("writeback_errors_total", "Failed flushes.", func(s *engine.Stats) float64 { return float64(s.Writeback.Errors) }),
+	counter("writeback_flush_seconds_total", "Time from submission to completion of flushes.", func(s *engine.Stats) float64 { return float64(s.Writeback.FlushNanos) / 1e9 }),
+
+	counter("uring_sqes_total", "Operations submitted to io_uring.", func(s *engine.Stats) float64 { return float64(s.Ring.SQEs) }),
+	counter("uring_submit_enters_total", "io_uring_enter calls that submitted.", func(s *engine.Stats) float64 { return float64(s.Ring.SubmitEnters) }),
+	counter("uring_wait_enters_total", "io_uring_enter calls that only waited.", func(s *engine.Stats) float64 { return float64(s.Ring.WaitEnters) }),
+	counter("uring_completions_total", "io_uring completions delivered.", func(s *engine.Stats) float64 { return float64(s.Ring.Completions) }),
+}
+
+var (
+	foliosDesc = prometheus.NewDesc("zonefold_cache_folios", "Live folios by order.", []string{"order"}, nil)
+	opsDesc    = prometheus.NewDesc("zonefold_server_requests_total", "Requests served, by operation.", []string{"op"}, nil)
+	errsDesc   = prometheus.NewDesc("zonefold_server_errors_total", "Error replies, by status.", []string{"status"}, nil)
+	srvDescs   = []struct {
+		desc  *prometheus.Desc
+		kind  prometheus.ValueType
+		value func(*serverCounters) float64
+	}{
+		{prometheus.NewDesc("zonefold_server_connections", "Clients connected.", nil, nil), prometheus.GaugeValue,
+			func(c *serverCounters) float64 { return float64(c.active.Load()) }},
+		{prometheus.NewDesc("zonefold_server_connections_total", "Clients accepted.", nil, nil), prometheus.CounterValue,
+			func(c *serverCounters) float64 { return float64(c.accepted.Load()) }},
+		{prometheus.NewDesc("zonefold_server_protocol_errors_total", "Connections closed for breaking the protocol.", nil, nil), prometheus.CounterValue,
+			func(c *serverCounters) float64 { return float64(c.protocolErrors.Load()) }},
+		{prometheus.NewDesc("zonefold_server_malformed_requests_total", "Requests refused by the parser.", nil, nil), prometheus.CounterValue,
+			func(c *serverCounters) float64 { return float64(c.rejectedMalformed.Load()) }},
+		{prometheus.NewDesc("zonefold_server_canceled_requests_total", "Requests canceled by a vanished client or shutdown.", nil, nil), prometheus.CounterValue,
+			func(c *serverCounters) float64 { return float64(c.canceled.Load()) }},
+		{prometheus.NewDesc("zonefold_server_request_messages_total", "Request batches received.", nil, nil), prometheus.CounterValue,
+			func(c *serverCounters) float64 { return float64(c.msgsIn.Load()) }},
+		{prometheus.NewDesc("zonefold_server_reply_messages_total", "Reply batches sent.", nil, nil), prometheus.CounterValue,
+			func(c *serverCounters) float64 { return float64(c.msgsOut.Load()) }},
+		{prometheus.NewDesc("zonefold_server_requests_received_total", "Requests received (all batches).", nil, nil), prometheus.CounterValue,
+			func(c *serverCounters) float64 { return float64(c.requestsIn.Load()) }},
+		{prometheus.NewDesc("zonefold_server_replies_sent_total", "Replies sent (all batches).", nil, nil), prometheus.CounterValue,
+			func(c *serverCounters) float64 { return float64(c.repliesOut.Load()) }},
+		{prometheus.NewDesc("zonefold_server_read_bytes_total", "Bytes read by clients through the daemon.", nil, nil), prometheus.CounterValue,
+			func(c *serverCounters) float64 { return float64(c.bytesRead.Load()) }},
+		{prometheus.NewDesc("zonefold_server_written_bytes_total", "Bytes written by clients through the daemon.", nil, nil), prometheus.CounterValue,
+			func(c *serverCounters) float64 { return float64(c.bytesWritten.Load()) }},
+	}
+)
+
+// collector exports a Server's engine and its own counters.
+type collector struct{ s *Server }
+
+// Collector returns the server's metrics for a Prometheus registry.
+func (s *Server) Collector() prometheus.Collector { return collector{s} }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range engineMetrics {
+		ch <- m.desc
+	}
+	for _, m := range srvDescs {
+		ch <- m.desc
+	}
+	ch <- foliosDesc
+	ch <- opsDesc
+	ch <- errsDesc
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.e.Stats()
+	for _, m := range engineMetrics {
+		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(&st))
+	}
+	for order := range cache.MaxOrder + 1 {
+		ch <- prometheus.MustNewConstMetric(foliosDesc, prometheus.GaugeValue, float64(st.Cache.Folios[order]), strconv.Itoa(order))
+	}
+	sc := &c.s.stats
+	for _, m := range srvDescs {
+		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(sc))
+	}
+	for op := OpNop; op < opLimit; op++ {
+		ch <- prometheus.MustNewConstMetric(opsDesc, prometheus.CounterValue, float64(sc.requests[op].Load()), op.String())
+	}
+	for i := range sc.errors {
+		if n := sc.errors[i].Load(); n > 0 {
+			label := "other"
+			if i > 0 {
+				label = unix.ErrnoName(syscall.Errno(i))
+			}
+			ch <- prometheus.MustNewConstMetric(errsDesc, prometheus.CounterValue, float64(n), label)
+		}
+	}
+}

@@ -1,0 +1,420 @@
+package server
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"syscall"
+
+	"github.com/zonefold/zonefold/engine"
+)
+
+// Wire format: see docs/protocol.md, which this file implements.
+
+// Protocol identity.
+const (
+	Magic   = 0x444c465a // "ZFLD" in little endian
+	Version = 1
+)
+
+// Sizes of the fixed headers, in bytes.
+const (
+	HelloSize      = 16
+	HelloReplySize = 32
+	RequestSize    = 48
+	ReplySize      = 32
+)
+
+// Limits the daemon advertises in the hello reply.
+const (
+	// MaxBatch is the most requests (or replies) one message carries.
+	MaxBatch = 256
+	// MaxInflight is the most requests a connection may have unanswered;
+	// the daemon stops reading a connection that reaches it.
+	MaxInflight = 512
+	// MaxIO is the longest read or write.
+	MaxIO = 16 << 20
+	// MaxHandles is the most files one connection may hold open.
+	MaxHandles = 4096
+	// DefaultRegion and MaxRegion bound the shared-memory region.
+	DefaultRegion = 4 << 20
+	MaxRegion     = 1 << 30
+)
+
+// Op is a request's operation.
+type Op uint8
+
+// Opcodes.
+const (
+	OpNop      Op = 1  // nothing; answers 0
+	OpOpen     Op = 2  // name → handle, size
+	OpClose    Op = 3  // handle
+	OpRead     Op = 4  // handle, off, region range → bytes read
+	OpWrite    Op = 5  // handle, off, region range → bytes written
+	OpFsync    Op = 6  // handle; handle 0: every file
+	OpTruncate Op = 7  // handle, off = new size
+	OpRemove   Op = 8  // name
+	OpRename   Op = 9  // old name, new name
+	OpStat     Op = 10 // name → size, file id
+	OpFstat    Op = 11 // handle → size, file id
+	OpList     Op = 12 // off = first index, region range ← entries
+	OpStats    Op = 13 // region range ← engine stats as JSON
+	opLimit    Op = 14
+)
+
+var opNames = [opLimit]string{"", "nop", "open", "close", "read", "write", "fsync", "truncate", "remove", "rename", "stat", "fstat", "list", "stats"}
+
+func (o Op) String() string {
+	if o > 0 && o < opLimit {
+		return opNames[o]
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+// Open flags.
+const (
+	OpenCreate = 1 << 0 // create the file if it does not exist
+	OpenTrunc  = 1 << 1 // empty it
+	openFlags  = OpenCreate | OpenTrunc
+)
+
+// Status is a reply's result: 0 or a Linux errno value, so that a C
+// client can hand it to its caller as is.
+type Status uint32
+
+// Status codes (docs/protocol.md lists when each is returned).
+const (
+	StatusOK          Status = 0
+	StatusNotExist    Status = Status(syscall.ENOENT)
+	StatusIO          Status = Status(syscall.EIO)
+	StatusTooBig      Status = Status(syscall.E2BIG)        // length above MaxIO
+	StatusBadHandle   Status = Status(syscall.EBADF)        // handle not open on this connection
+	StatusFault       Status = Status(syscall.EFAULT)       // region range outside the region
+	StatusExist       Status = Status(syscall.EEXIST)       // the file exists
+	StatusInvalid     Status = Status(syscall.EINVAL)       // malformed request
+	StatusTooMany     Status = Status(syscall.EMFILE)       // MaxHandles open
+	StatusFileTooBig  Status = Status(syscall.EFBIG)        // offset or size past engine.MaxFileSize
+	StatusNoSpace     Status = Status(syscall.ENOSPC)       // device full
+	StatusNameTooLong Status = Status(syscall.ENAMETOOLONG) // name above engine.MaxNameLen
+	StatusNoOp        Status = Status(syscall.ENOSYS)       // unknown opcode
+	StatusOverflow    Status = Status(syscall.EOVERFLOW)    // output range too small
+	StatusVersion     Status = Status(syscall.EPROTONOSUPPORT)
+	StatusShutdown    Status = Status(syscall.ESHUTDOWN) // daemon stopping; request not done
+	StatusCanceled    Status = Status(syscall.ECANCELED) // connection closing; request not done
+)
+
+// Error is a non-zero Status as a Go error; it unwraps to the errno and,
+// where one fits, to the io/fs error, so errors.Is(err, fs.ErrNotExist)
+// works on the client side.
+func (s Status) Error() string {
+	return fmt.Sprintf("zonefold: %s", syscall.Errno(s).Error())
+}
+
+// Is makes errors.Is match the errno and the matching fs error.
+func (s Status) Is(target error) bool {
+	if e, ok := target.(syscall.Errno); ok {
+		return uint32(e) == uint32(s)
+	}
+	switch target {
+	case fs.ErrNotExist:
+		return s == StatusNotExist
+	case fs.ErrExist:
+		return s == StatusExist
+	case fs.ErrInvalid:
+		return s == StatusInvalid
+	case fs.ErrClosed:
+		return s == StatusBadHandle || s == StatusShutdown
+	}
+	return false
+}
+
+// Err is nil for StatusOK, else the Status as an error.
+func (s Status) Err() error {
+	if s == StatusOK {
+		return nil
+	}
+	return s
+}
+
+// statusOf maps an engine error onto a status code.
+func statusOf(err error) Status {
+	var st Status
+	switch {
+	case err == nil || errors.Is(err, io.EOF):
+		return StatusOK
+	case errors.As(err, &st):
+		return st
+	case errors.Is(err, fs.ErrNotExist):
+		return StatusNotExist
+	case errors.Is(err, fs.ErrExist):
+		return StatusExist
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, engine.ErrNoSpace):
+		return StatusNoSpace
+	case errors.Is(err, fs.ErrClosed):
+		return StatusShutdown
+	case errors.Is(err, fs.ErrInvalid):
+		return StatusInvalid
+	}
+	return StatusIO
+}
+
+// Hello is the client's first message.
+type Hello struct {
+	Magic   uint32
+	Version uint16
+	Flags   uint16 // 0
+	Region  uint64 // bytes of shared memory asked for; 0: DefaultRegion
+}
+
+// HelloReply answers Hello; on StatusOK the message carries the region's
+// memfd (SCM_RIGHTS).
+type HelloReply struct {
+	Magic       uint32
+	Version     uint16
+	Status      Status
+	MaxBatch    uint32
+	Region      uint64 // bytes granted
+	MaxInflight uint32
+	MaxIO       uint32
+}
+
+var le = binary.LittleEndian
+
+// Encode writes h into b (HelloSize bytes).
+func (h *Hello) Encode(b []byte) {
+	_ = b[HelloSize-1]
+	le.PutUint32(b[0:], h.Magic)
+	le.PutUint16(b[4:], h.Version)
+	le.PutUint16(b[6:], h.Flags)
+	le.PutUint64(b[8:], h.Region)
+}
+
+// ParseHello decodes and checks a hello message. The status says which
+// reply a bad hello gets: StatusVersion for a version this daemon does
+// not speak, StatusInvalid for anything else malformed.
+func ParseHello(b []byte) (Hello, Status, error) {
+	var h Hello
+	if len(b) != HelloSize {
+		return h, StatusInvalid, fmt.Errorf("hello is %d bytes, want %d", len(b), HelloSize)
+	}
+	h.Magic = le.Uint32(b[0:])
+	h.Version = le.Uint16(b[4:])
+	h.Flags = le.Uint16(b[6:])
+	h.Region = le.Uint64(b[8:])
+	switch {
+	case h.Magic != Magic:
+		return h, StatusInvalid, fmt.Errorf("hello magic %#x, want %#x", h.Magic, uint32(Magic))
+	case h.Version != Version:
+		return h, StatusVersion, fmt.Errorf("protocol version %d, this daemon speaks %d", h.Version, Version)
+	case h.Flags != 0:
+		return h, StatusInvalid, fmt.Errorf("hello flags %#x, want 0", h.Flags)
+	case h.Region > MaxRegion:
+		return h, StatusInvalid, fmt.Errorf("region of %d bytes asked for, at most %d", h.Region, MaxRegion)
+	}
+	return h, StatusOK, nil
+}
+
+// Encode writes r into b (HelloReplySize bytes).
+func (r *HelloReply) Encode(b []byte) {
+	_ = b[HelloReplySize-1]
+	le.PutUint32(b[0:], r.Magic)
+	le.PutUint16(b[4:], r.Version)
+	le.PutUint16(b[6:], 0)
+	le.PutUint32(b[8:], uint32(r.Status))
+	le.PutUint32(b[12:], r.MaxBatch)
+	le.PutUint64(b[16:], r.Region)
+	le.PutUint32(b[24:], r.MaxInflight)
+	le.PutUint32(b[28:], r.MaxIO)
+}
+
+// ParseHelloReply decodes a hello reply.
+func ParseHelloReply(b []byte) (HelloReply, error) {
+	var r HelloReply
+	if len(b) != HelloReplySize {
+		return r, fmt.Errorf("zonefold: hello reply is %d bytes, want %d", len(b), HelloReplySize)
+	}
+	r.Magic = le.Uint32(b[0:])
+	r.Version = le.Uint16(b[4:])
+	r.Status = Status(le.Uint32(b[8:]))
+	r.MaxBatch = le.Uint32(b[12:])
+	r.Region = le.Uint64(b[16:])
+	r.MaxInflight = le.Uint32(b[24:])
+	r.MaxIO = le.Uint32(b[28:])
+	if r.Magic != Magic {
+		return r, fmt.Errorf("zonefold: hello reply magic %#x, want %#x", r.Magic, uint32(Magic))
+	}
+	return r, nil
+}
+
+// Request is one request header.
+//
+//	0 tag u64 · 8 op u8 · 9 flags u8 · 10 reserved u16 · 12 handle u32
+//	16 off u64 · 24 addr u64 · 32 len u32 · 36 len2 u32 · 40 reserved u64
+type Request struct {
+	Tag    uint64 // echoed in the reply
+	Op     Op
+	Flags  uint8
+	Handle uint32
+	Off    uint64 // file offset; new size for OpTruncate; first index for OpList
+	Addr   uint64 // region offset of data, name(s) or output
+	Len    uint32 // bytes at Addr
+	Len2   uint32 // OpRename: bytes of the new name, right after the old one
+}
+
+// Encode writes q into b (RequestSize bytes).
+func (q *Request) Encode(b []byte) {
+	_ = b[RequestSize-1]
+	le.PutUint64(b[0:], q.Tag)
+	b[8] = byte(q.Op)
+	b[9] = q.Flags
+	le.PutUint16(b[10:], 0)
+	le.PutUint32(b[12:], q.Handle)
+	le.PutUint64(b[16:], q.Off)
+	le.PutUint64(b[24:], q.Addr)
+	le.PutUint32(b[32:], q.Len)
+	le.PutUint32(b[36:], q.Len2)
+	le.PutUint64(b[40:], 0)
+}
+
+// ParseRequest decodes one header and checks what can be checked without
+// the connection's state: the opcode, flags, reserved fields, lengths,
+// file offsets, and that the region range [Addr, Addr+Len+Len2) lies
+// within a region of regionLen bytes. A request that fails gets the
+// returned status as its reply; its tag is always decoded.
+func ParseRequest(b []byte, regionLen uint64) (Request, Status) {
+	var q Request
+	if len(b) != RequestSize {
+		return q, StatusInvalid
+	}
+	q.Tag = le.Uint64(b[0:])
+	q.Op = Op(b[8])
+	q.Flags = b[9]
+	q.Handle = le.Uint32(b[12:])
+	q.Off = le.Uint64(b[16:])
+	q.Addr = le.Uint64(b[24:])
+	q.Len = le.Uint32(b[32:])
+	q.Len2 = le.Uint32(b[36:])
+	if le.Uint16(b[10:]) != 0 || le.Uint64(b[40:]) != 0 {
+		return q, StatusInvalid
+	}
+	if q.Op == 0 || q.Op >= opLimit {
+		return q, StatusNoOp
+	}
+	// Every operation but open takes no flags.
+	if q.Flags != 0 && (q.Op != OpOpen || q.Flags&^openFlags != 0) {
+		return q, StatusInvalid
+	}
+	if q.Len2 != 0 && q.Op != OpRename {
+		return q, StatusInvalid
+	}
+	switch q.Op {
+	case OpRead, OpWrite:
+		if q.Len > MaxIO {
+			return q, StatusTooBig
+		}
+		if q.Off > engine.MaxFileSize || q.Off+uint64(q.Len) > engine.MaxFileSize {
+			return q, StatusFileTooBig
+		}
+	case OpTruncate:
+		if q.Off > engine.MaxFileSize {
+			return q, StatusFileTooBig
+		}
+	case OpOpen, OpRemove, OpStat:
+		if st := checkNameLen(q.Len); st != StatusOK {
+			return q, st
+		}
+	case OpRename:
+		if st := checkNameLen(q.Len); st != StatusOK {
+			return q, st
+		}
+		if st := checkNameLen(q.Len2); st != StatusOK {
+			return q, st
+		}
+	}
+	// Len and Len2 are u32, so the sum cannot overflow a u64; Addr can.
+	end := q.Addr + uint64(q.Len) + uint64(q.Len2)
+	if end < q.Addr || end > regionLen {
+		return q, StatusFault
+	}
+	return q, StatusOK
+}
+
+func checkNameLen(n uint32) Status {
+	switch {
+	case n == 0:
+		return StatusInvalid
+	case n > engine.MaxNameLen:
+		return StatusNameTooLong
+	}
+	return StatusOK
+}
+
+// Reply is one reply header.
+//
+//	0 tag u64 · 8 status u32 · 12 reserved u32 · 16 val u64 · 24 val2 u64
+type Reply struct {
+	Tag    uint64
+	Status Status
+	Val    uint64
+	Val2   uint64
+}
+
+// Encode writes r into b (ReplySize bytes).
+func (r *Reply) Encode(b []byte) {
+	_ = b[ReplySize-1]
+	le.PutUint64(b[0:], r.Tag)
+	le.PutUint32(b[8:], uint32(r.Status))
+	le.PutUint32(b[12:], 0)
+	le.PutUint64(b[16:], r.Val)
+	le.PutUint64(b[24:], r.Val2)
+}
+
+// ParseReply decodes one reply header.
+func ParseReply(b []byte) (Reply, error) {
+	if len(b) != ReplySize {
+		return Reply{}, fmt.Errorf("zonefold: reply is %d bytes, want %d", len(b), ReplySize)
+	}
+	return Reply{Tag: le.Uint64(b[0:]), Status: Status(le.Uint32(b[8:])),
+		Val: le.Uint64(b[16:]), Val2: le.Uint64(b[24:])}, nil
+}
+
+// List entries, as OpList writes them into the region back to back:
+// size u64, name length u16, name.
+const listEntryHeader = 10
+
+// AppendListEntry appends one entry to b if it fits within limit bytes.
+func appendListEntry(b []byte, limit int, size int64, name string) ([]byte, bool) {
+	if len(b)+listEntryHeader+len(name) > limit {
+		return b, false
+	}
+	b = le.AppendUint64(b, uint64(size))
+	b = le.AppendUint16(b, uint16(len(name)))
+	return append(b, name...), true
+}
+
+// ListEntry is one file in a listing.
+type ListEntry struct {
+	Name string
+	Size int64
+}
+
+// ParseList decodes n entries written by OpList.
+func ParseList(b []byte, n int) ([]ListEntry, error) {
+	out := make([]ListEntry, 0, n)
+	for range n {
+		if len(b) < listEntryHeader {
+			return out, fmt.Errorf("zonefold: listing truncated after %d entries", len(out))
+		}
+		size := int64(le.Uint64(b))
+		nl := int(le.Uint16(b[8:]))
+		b = b[listEntryHeader:]
+		if len(b) < nl {
+			return out, fmt.Errorf("zonefold: listing truncated in entry %d", len(out))
+		}
+		out = append(out, ListEntry{Name: string(b[:nl]), Size: size})
+		b = b[nl:]
+	}
+	return out, nil
+}

@@ -1,0 +1,209 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zonefold/zonefold/engine"
+)
+
+func TestRequestRoundTrip(t *testing.T) {
+	tests := []Request{
+		{Tag: 1, Op: OpNop},
+		{Tag: ^uint64(0), Op: OpWrite, Handle: 7, Off: 1 << 40, Addr: 4096, Len: MaxIO},
+		{Tag: 3, Op: OpOpen, Flags: OpenCreate | OpenTrunc, Addr: 10, Len: engine.MaxNameLen},
+		{Tag: 4, Op: OpRename, Addr: 0, Len: 3, Len2: 5},
+		{Tag: 5, Op: OpTruncate, Handle: 1, Off: engine.MaxFileSize},
+	}
+	for _, want := range tests {
+		b := make([]byte, RequestSize)
+		want.Encode(b)
+		got, st := ParseRequest(b, 1<<30)
+		if st != StatusOK || got != want {
+			t.Errorf("round trip of %+v: %+v, %v", want, got, st)
+		}
+	}
+}
+
+func TestStatusOf(t *testing.T) {
+	tests := []struct {
+		err  error
+		want Status
+	}{
+		{nil, StatusOK},
+		{io.EOF, StatusOK},
+		{fmt.Errorf("x: %w", fs.ErrNotExist), StatusNotExist},
+		{fmt.Errorf("x: %w", fs.ErrExist), StatusExist},
+		{engine.ErrNoSpace, StatusNoSpace},
+		{fmt.Errorf("x: %w", fs.ErrClosed), StatusShutdown},
+		{fmt.Errorf("x: %w", fs.ErrInvalid), StatusInvalid},
+		{fmt.Errorf("wrapped: %w", StatusTooBig), StatusTooBig},
+		{errors.New("device on fire"), StatusIO},
+	}
+	for _, tc := range tests {
+		if got := statusOf(tc.err); got != tc.want {
+			t.Errorf("statusOf(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+	if !errors.Is(StatusNotExist, fs.ErrNotExist) || !errors.Is(StatusNoSpace, syscall.ENOSPC) || errors.Is(StatusIO, fs.ErrNotExist) {
+		t.Error("Status does not match the errors it stands for")
+	}
+}
+
+// FuzzParseRequest: the parser never panics, and what it accepts is safe
+// to execute: the region range is inside the region, lengths and offsets
+// are within the limits, and the header survives a round trip.
+func FuzzParseRequest(f *testing.F) {
+	for _, q := range []Request{
+		{Tag: 1, Op: OpRead, Handle: 1, Off: 4096, Addr: 0, Len: 4096},
+		{Tag: 2, Op: OpRename, Addr: 100, Len: 3, Len2: 4},
+		{Tag: 3, Op: OpOpen, Flags: OpenCreate, Len: 1},
+	} {
+		b := make([]byte, RequestSize)
+		q.Encode(b)
+		f.Add(b, uint64(1<<20))
+	}
+	f.Add(make([]byte, RequestSize-1), uint64(0))
+	f.Fuzz(func(t *testing.T, b []byte, region uint64) {
+		q, st := ParseRequest(b, region)
+		if st != StatusOK {
+			return
+		}
+		end := q.Addr + uint64(q.Len) + uint64(q.Len2)
+		if end < q.Addr || end > region {
+			t.Fatalf("accepted a range outside the region: %+v in %d", q, region)
+		}
+		if (q.Op == OpRead || q.Op == OpWrite) && (q.Len > MaxIO || q.Off+uint64(q.Len) > engine.MaxFileSize) {
+			t.Fatalf("accepted an I/O out of bounds: %+v", q)
+		}
+		if q.Op == 0 || q.Op >= opLimit {
+			t.Fatalf("accepted opcode %d", q.Op)
+		}
+		out := make([]byte, RequestSize)
+		q.Encode(out)
+		if !bytes.Equal(out, b) {
+			t.Fatalf("round trip changed the header:\n%x\n%x", b, out)
+		}
+	})
+}
+
+func FuzzParseHello(f *testing.F) {
+	b := make([]byte, HelloSize)
+	(&Hello{Magic: Magic, Version: Version, Region: 1 << 20}).Encode(b)
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, st, err := ParseHello(b)
+		if (st == StatusOK) != (err == nil) {
+			t.Fatalf("status %v with error %v", st, err)
+		}
+		if st == StatusOK && (h.Magic != Magic || h.Version != Version || h.Region > MaxRegion) {
+			t.Fatalf("accepted %+v", h)
+		}
+	})
+}
+
+func FuzzParseReply(f *testing.F) {
+	b := make([]byte, ReplySize)
+	(&Reply{Tag: 9, Status: StatusBadHandle, Val: 1, Val2: 2}).Encode(b)
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := ParseReply(b)
+		if err != nil {
+			return
+		}
+		out := make([]byte, ReplySize)
+		r.Encode(out)
+		if le.Uint32(b[12:]) == 0 && !bytes.Equal(out, b) {
+			t.Fatalf("round trip changed the reply:\n%x\n%x", b, out)
+		}
+	})
+}
+
+func FuzzParseList(f *testing.F) {
+	b, _ := appendListEntry(nil, 100, 42, "name")
+	b, _ = appendListEntry(b, 100, 7, "other")
+	f.Add(b, 2)
+	f.Fuzz(func(t *testing.T, b []byte, n int) {
+		if n < 0 || n > 1000 {
+			return
+		}
+		list, err := ParseList(b, n)
+		if err == nil && len(list) != n {
+			t.Fatalf("%d entries, want %d", len(list), n)
+		}
+	})
+}
+
+// FuzzSession sends one arbitrary message to a live daemon after a
+// valid hello. A whole batch of requests gets exactly one reply per
+// request, matched by tag; anything else closes the connection. Either
+// way the daemon keeps serving another client.
+func FuzzSession(f *testing.F) {
+	d := startDaemon(f, testConfig(emuDevice(f), filepath.Join(f.TempDir(), "zf.sock")))
+	probe := dial(f, d.socket)
+	seed := make([]byte, 3*RequestSize)
+	(&Request{Tag: 1, Op: OpNop}).Encode(seed)
+	(&Request{Tag: 2, Op: OpStats, Len: 1 << 16}).Encode(seed[RequestSize:])
+	(&Request{Tag: 3, Op: OpRead, Handle: 5, Len: 10}).Encode(seed[2*RequestSize:])
+	f.Add(seed)
+	f.Add([]byte("not a request"))
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		if len(msg) == 0 {
+			return // an empty message is end of stream
+		}
+		c, err := Dial(context.Background(), d.socket, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.uc.SetDeadline(time.Now().Add(time.Minute))
+		if _, err := c.uc.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		framed := len(msg)%RequestSize == 0 && len(msg) <= MaxBatch*RequestSize
+		want := map[uint64]int{}
+		if framed {
+			for i := 0; i < len(msg); i += RequestSize {
+				want[le.Uint64(msg[i:])]++
+			}
+		}
+		reps := make([]Reply, MaxBatch)
+		for left := len(want); ; {
+			if framed && left == 0 {
+				break
+			}
+			n, err := c.Recv(reps)
+			if err != nil {
+				if framed {
+					t.Fatalf("a batch of %d requests: %v", len(msg)/RequestSize, err)
+				}
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					t.Fatal("a broken message did not close the connection")
+				}
+				break
+			}
+			if !framed {
+				t.Fatalf("replies to a message of %d bytes", len(msg))
+			}
+			for _, r := range reps[:n] {
+				if want[r.Tag]--; want[r.Tag] < 0 {
+					t.Fatalf("reply to tag %d that was not asked for", r.Tag)
+				}
+				left--
+			}
+		}
+		if _, err := probe.Stat(context.Background(), "nothing"); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("the other client: %v", err)
+		}
+	})
+}

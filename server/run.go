@@ -1,0 +1,120 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/zns"
+)
+
+// RunConfig configures a daemon.
+type RunConfig struct {
+	Device string // device string (zns.Open)
+	Socket string // Unix socket path
+	// Metrics, if set, is the TCP address /metrics is served on.
+	Metrics string
+	Engine  engine.Config
+	// Format formats a device that is not formatted yet; a formatted one
+	// is opened as it is unless Force is set too, which erases it.
+	Format, Force bool
+	Grace         time.Duration // see Options.Grace
+	Log           *slog.Logger
+	// Ready, if set, is called once clients can connect, with the server
+	// and the address metrics are served on (nil without Metrics).
+	Ready func(srv *Server, metrics net.Addr)
+}
+
+// Run is the daemon: it claims the socket and the device, opens the
+// engine and serves until ctx is done; then it shuts the server down,
+// closes the engine (flush and checkpoint) and returns nil if all of
+// that went well.
+func Run(ctx context.Context, cfg RunConfig) (err error) {
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	l, err := Listen(cfg.Socket)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	devLock, err := LockDevice(cfg.Device)
+	if err != nil {
+		return err
+	}
+	defer devLock.Release()
+	e, err := openEngine(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := e.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("server: close engine: %w", cerr))
+		} else {
+			log.Info("server: engine flushed and checkpointed")
+		}
+	}()
+	srv := New(e, Options{Log: log, Grace: cfg.Grace})
+	var maddr net.Addr
+	if cfg.Metrics != "" {
+		ml, err := net.Listen("tcp", cfg.Metrics)
+		if err != nil {
+			return fmt.Errorf("server: metrics: %w", err)
+		}
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(srv.Collector(), collectors.NewGoCollector())
+		hs := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
+		go hs.Serve(ml)
+		defer hs.Close()
+		maddr = ml.Addr()
+		log.Info("server: metrics", "addr", maddr.String())
+	}
+	log.Info("server: serving", "device", cfg.Device, "socket", cfg.Socket)
+	if cfg.Ready != nil {
+		cfg.Ready(srv, maddr)
+	}
+	return srv.Serve(ctx, l.UnixListener)
+}
+
+// openEngine opens the engine on cfg.Device, formatting it as asked.
+func openEngine(cfg RunConfig, log *slog.Logger) (*engine.Engine, error) {
+	dev, err := zns.Open(cfg.Device, zns.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if strings.HasPrefix(cfg.Device, "null:") {
+		// A null device stores nothing: there is nothing to recover,
+		// and the engine runs on it only freshly formatted.
+		return engine.FormatAndOpen(dev, cfg.Engine)
+	}
+	if cfg.Format && cfg.Force {
+		if _, err := engine.Format(dev, engine.FormatOptions{Force: true}); err != nil {
+			dev.Close()
+			return nil, err
+		}
+		log.Warn("server: device erased and formatted (--force)", "device", cfg.Device)
+	}
+	e, err := engine.OpenDevice(dev, cfg.Engine)
+	if errors.Is(err, engine.ErrNotFormatted) && cfg.Format {
+		if _, err = engine.Format(dev, engine.FormatOptions{}); err == nil {
+			log.Info("server: formatted", "device", cfg.Device)
+			e, err = engine.OpenDevice(dev, cfg.Engine)
+		}
+	}
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	return e, nil
+}

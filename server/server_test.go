@@ -1,0 +1,591 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zonefold/zonefold/engine"
+)
+
+// daemon is a Run in a goroutine on an emu device in a temp dir.
+type daemon struct {
+	device, socket string
+	metrics        net.Addr
+	srv            *Server
+	cancel         context.CancelFunc
+	done           chan error
+}
+
+func emuDevice(t testing.TB) string {
+	t.Helper()
+	return fmt.Sprintf("emu:%s?zone_size=4M&zones=32", filepath.Join(t.TempDir(), "dev"))
+}
+
+func testConfig(device, socket string) RunConfig {
+	return RunConfig{Device: device, Socket: socket, Format: true,
+		Engine: engine.Config{CacheBytes: 16 << 20, DirtyLimit: 8 << 20},
+		Log:    slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+func startDaemon(t testing.TB, cfg RunConfig) *daemon {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &daemon{device: cfg.Device, socket: cfg.Socket, cancel: cancel, done: make(chan error, 1)}
+	ready := make(chan struct{})
+	cfg.Ready = func(s *Server, m net.Addr) { d.srv, d.metrics = s, m; close(ready) }
+	go func() { d.done <- Run(ctx, cfg) }()
+	select {
+	case <-ready:
+	case err := <-d.done:
+		cancel()
+		t.Fatalf("daemon did not start: %v", err)
+	}
+	t.Cleanup(func() { d.stop(t) })
+	return d
+}
+
+// stop shuts the daemon down and returns Run's error.
+func (d *daemon) stop(t testing.TB) error {
+	t.Helper()
+	if d.cancel == nil {
+		return nil
+	}
+	d.cancel()
+	d.cancel = nil
+	return <-d.done
+}
+
+func newDaemon(t testing.TB) *daemon {
+	t.Helper()
+	return startDaemon(t, testConfig(emuDevice(t), filepath.Join(t.TempDir(), "zf.sock")))
+}
+
+func dial(t testing.TB, socket string) *Client {
+	t.Helper()
+	c, err := Dial(context.Background(), socket, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestClientOperations(t *testing.T) {
+	d := newDaemon(t)
+	c := dial(t, d.socket)
+	ctx := context.Background()
+	h, size, err := c.Open(ctx, "a", OpenCreate)
+	if err != nil || size != 0 {
+		t.Fatalf("Open(create) = %d, %d, %v", h, size, err)
+	}
+	// Larger than the region, so WriteAt and ReadAt take several batches.
+	want := bytes.Repeat([]byte("zonefold-server!"), 300_000)
+	if n, err := c.WriteAt(ctx, h, want, 1000); err != nil || n != len(want) {
+		t.Fatalf("WriteAt = %d, %v", n, err)
+	}
+	if err := c.Fsync(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(want)+5000)
+	n, err := c.ReadAt(ctx, h, got, 0)
+	if err != io.EOF || n != len(want)+1000 {
+		t.Fatalf("ReadAt = %d, %v; want %d, EOF", n, err, len(want)+1000)
+	}
+	if !bytes.Equal(got[:1000], make([]byte, 1000)) || !bytes.Equal(got[1000:n], want) {
+		t.Fatal("read differs from what was written")
+	}
+	if st, err := c.Stat(ctx, "a"); err != nil || st.Size != int64(len(want)+1000) {
+		t.Fatalf("Stat = %+v, %v", st, err)
+	}
+	if err := c.Truncate(ctx, h, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Rename(ctx, "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Stat(ctx, "a"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Stat(old name) = %v, want ErrNotExist", err)
+	}
+	for i := range 3 {
+		if _, _, err := c.Open(ctx, fmt.Sprintf("f%d", i), OpenCreate); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := c.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 4 || list[0].Name != "b" || list[0].Size != 10 || list[3].Name != "f2" {
+		t.Fatalf("List = %+v", list)
+	}
+	if err := c.Remove(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	// The handle to the removed file fails; the handle itself is valid.
+	if _, err := c.ReadAt(ctx, h, got[:10], 0); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("read of a removed file = %v", err)
+	}
+	if err := c.CloseFile(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CloseFile(ctx, h); !errors.Is(err, StatusBadHandle) {
+		t.Fatalf("second close = %v, want EBADF", err)
+	}
+	if _, _, err := c.Open(ctx, "missing", 0); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Open(missing) = %v", err)
+	}
+	st, err := c.Stats(ctx)
+	if err != nil || st.HostWritten < int64(len(want)) {
+		t.Fatalf("Stats = %+v, %v", st, err)
+	}
+	if err := c.Fsync(ctx, 0); err != nil {
+		t.Fatalf("fsync of everything: %v", err)
+	}
+}
+
+// rawConn is a client that speaks the protocol by hand.
+type rawConn struct {
+	t  testing.TB
+	uc *net.UnixConn
+	c  *Client
+}
+
+func rawDial(t testing.TB, socket string) *rawConn {
+	c := dial(t, socket)
+	return &rawConn{t: t, uc: c.uc, c: c}
+}
+
+func (r *rawConn) send(b []byte) error {
+	_, err := r.uc.Write(b)
+	return err
+}
+
+// replies reads replies until n have arrived.
+func (r *rawConn) replies(n int) []Reply {
+	r.t.Helper()
+	var out []Reply
+	buf := make([]Reply, MaxBatch)
+	r.uc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for len(out) < n {
+		k, err := r.c.Recv(buf)
+		if err != nil {
+			r.t.Fatalf("after %d of %d replies: %v", len(out), n, err)
+		}
+		out = append(out, buf[:k]...)
+	}
+	return out
+}
+
+func encodeReq(q Request) []byte {
+	b := make([]byte, RequestSize)
+	q.Encode(b)
+	return b
+}
+
+func TestBadRequestsGetErrorCodes(t *testing.T) {
+	d := newDaemon(t)
+	c := dial(t, d.socket)
+	h, _, err := c.Open(context.Background(), "f", OpenCreate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	region := uint64(len(c.region))
+	reserved := encodeReq(Request{Op: OpNop})
+	reserved[41] = 1
+	tests := []struct {
+		name string
+		raw  []byte
+		want Status
+	}{
+		{"unknown opcode", encodeReq(Request{Op: 200}), StatusNoOp},
+		{"opcode zero", encodeReq(Request{Op: 0}), StatusNoOp},
+		{"reserved field set", reserved, StatusInvalid},
+		{"flags on a read", encodeReq(Request{Op: OpRead, Flags: 1, Handle: h, Len: 1}), StatusInvalid},
+		{"unknown open flag", encodeReq(Request{Op: OpOpen, Flags: 0x80, Len: 1}), StatusInvalid},
+		{"oversize read", encodeReq(Request{Op: OpRead, Handle: h, Len: MaxIO + 1}), StatusTooBig},
+		{"range past the region", encodeReq(Request{Op: OpWrite, Handle: h, Addr: region - 10, Len: 11}), StatusFault},
+		{"range wrapping around", encodeReq(Request{Op: OpWrite, Handle: h, Addr: ^uint64(0) - 5, Len: 10}), StatusFault},
+		{"offset past the max file size", encodeReq(Request{Op: OpWrite, Handle: h, Off: engine.MaxFileSize, Len: 1}), StatusFileTooBig},
+		{"offset wrapping around", encodeReq(Request{Op: OpRead, Handle: h, Off: ^uint64(0), Len: 1}), StatusFileTooBig},
+		{"truncate too far", encodeReq(Request{Op: OpTruncate, Handle: h, Off: engine.MaxFileSize + 1}), StatusFileTooBig},
+		{"unknown handle", encodeReq(Request{Op: OpRead, Handle: 77, Len: 1}), StatusBadHandle},
+		{"handle zero", encodeReq(Request{Op: OpWrite, Handle: 0, Len: 1}), StatusBadHandle},
+		{"handle past the table", encodeReq(Request{Op: OpFstat, Handle: MaxHandles + 1}), StatusBadHandle},
+		{"empty name", encodeReq(Request{Op: OpOpen, Flags: OpenCreate}), StatusInvalid},
+		{"name too long", encodeReq(Request{Op: OpStat, Len: engine.MaxNameLen + 1}), StatusNameTooLong},
+		{"name with a NUL", encodeReq(Request{Op: OpOpen, Flags: OpenCreate, Len: 3}), StatusInvalid},
+		{"second length on a read", encodeReq(Request{Op: OpRead, Handle: h, Len: 1, Len2: 1}), StatusInvalid},
+		{"stats into too little room", encodeReq(Request{Op: OpStats, Len: 10}), StatusOverflow},
+	}
+	// All in one batch: each gets its own reply, by tag.
+	var batch []byte
+	for i, tc := range tests {
+		le.PutUint64(tc.raw[0:], uint64(i+1))
+		batch = append(batch, tc.raw...)
+	}
+	copy(c.region, "a\x00b")
+	raw := &rawConn{t: t, uc: c.uc, c: c}
+	if err := raw.send(batch); err != nil {
+		t.Fatal(err)
+	}
+	reps := raw.replies(len(tests))
+	got := map[uint64]Status{}
+	for _, rep := range reps {
+		got[rep.Tag] = rep.Status
+	}
+	for i, tc := range tests {
+		if got[uint64(i+1)] != tc.want {
+			t.Errorf("%s: status %v (%d), want %v (%d)", tc.name, got[uint64(i+1)], got[uint64(i+1)], tc.want, tc.want)
+		}
+	}
+	// The connection still works.
+	if _, err := c.Stat(context.Background(), "f"); err != nil {
+		t.Fatalf("after bad requests: %v", err)
+	}
+}
+
+func TestBrokenFramingClosesOnlyThatConnection(t *testing.T) {
+	d := newDaemon(t)
+	good := dial(t, d.socket)
+	ctx := context.Background()
+	h, _, err := good.Open(ctx, "g", OpenCreate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		msg  []byte
+	}{
+		{"truncated header", encodeReq(Request{Op: OpNop})[:RequestSize-5]},
+		{"random bytes", []byte("\x93\x11random bytes that are not a batch of requests")},
+		{"too many requests", make([]byte, (MaxBatch+1)*RequestSize)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rawDial(t, d.socket)
+			if err := r.send(tc.msg); err != nil {
+				t.Fatal(err)
+			}
+			r.uc.SetReadDeadline(time.Now().Add(30 * time.Second))
+			if _, err := r.c.Recv(make([]Reply, MaxBatch)); !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Fatalf("after a broken message: %v, want the daemon to close the connection", err)
+			}
+			if _, err := good.WriteAt(ctx, h, []byte("still here"), 0); err != nil {
+				t.Fatalf("the other client noticed: %v", err)
+			}
+		})
+	}
+}
+
+func TestBadHello(t *testing.T) {
+	d := newDaemon(t)
+	tests := []struct {
+		name  string
+		hello Hello
+		size  int
+		want  Status
+	}{
+		{"bad magic", Hello{Magic: 0x12345678, Version: Version}, HelloSize, StatusInvalid},
+		{"newer version", Hello{Magic: Magic, Version: Version + 1}, HelloSize, StatusVersion},
+		{"huge region", Hello{Magic: Magic, Version: Version, Region: MaxRegion + 1}, HelloSize, StatusInvalid},
+		{"short hello", Hello{Magic: Magic, Version: Version}, HelloSize - 1, StatusInvalid},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			nc, err := net.Dial("unixpacket", d.socket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			b := make([]byte, HelloSize)
+			tc.hello.Encode(b)
+			if _, err := nc.Write(b[:tc.size]); err != nil {
+				t.Fatal(err)
+			}
+			nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+			rb := make([]byte, 64)
+			n, err := nc.Read(rb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := ParseHelloReply(rb[:n])
+			if err != nil || rep.Status != tc.want {
+				t.Fatalf("hello reply %+v, %v; want status %v", rep, err, tc.want)
+			}
+			if n, err := nc.Read(rb); err != io.EOF {
+				t.Fatalf("after a refused hello: read %d, %v; want EOF", n, err)
+			}
+		})
+	}
+}
+
+// holdOps makes every request of op wait until release is closed.
+func holdOps(t *testing.T, op Op) (held <-chan struct{}, release func()) {
+	h := make(chan struct{}, 64)
+	rel := make(chan struct{})
+	hook := func(q *Request) {
+		if q.Op == op {
+			h <- struct{}{}
+			<-rel
+		}
+	}
+	execHook.Store(&hook)
+	var once sync.Once
+	release = func() { once.Do(func() { close(rel) }) }
+	t.Cleanup(func() { release(); execHook.Store(nil) })
+	return h, release
+}
+
+func TestSlowFsyncDoesNotStallOthers(t *testing.T) {
+	d := newDaemon(t)
+	ctx := context.Background()
+	a, b := dial(t, d.socket), dial(t, d.socket)
+	ha, _, err := a.Open(ctx, "a", OpenCreate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, _, err := b.Open(ctx, "b", OpenCreate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.WriteAt(ctx, hb, []byte("bbbb"), 0); err != nil {
+		t.Fatal(err)
+	}
+	held, release := holdOps(t, OpFsync)
+	// a's fsync is held inside the daemon; a's own reads and b's reads
+	// and writes must still be served meanwhile.
+	if err := a.Submit([]Request{{Tag: 99, Op: OpFsync, Handle: ha}}); err != nil {
+		t.Fatal(err)
+	}
+	<-held
+	buf := make([]byte, 4)
+	if _, err := b.WriteAt(ctx, hb, []byte("cccc"), 4); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.ReadAt(ctx, hb, buf, 4); n != 4 || string(buf) != "cccc" {
+		t.Fatalf("read while another client's fsync is held: %d, %v", n, err)
+	}
+	// The same connection's other requests also run while its fsync waits.
+	if err := a.Submit([]Request{{Tag: 100, Op: OpFstat, Handle: ha}}); err != nil {
+		t.Fatal(err)
+	}
+	reps := make([]Reply, MaxBatch)
+	n, err := a.Recv(reps)
+	if err != nil || n != 1 || reps[0].Tag != 100 {
+		t.Fatalf("fstat behind a held fsync: %v, %+v", err, reps[:n])
+	}
+	release()
+	if n, err = a.Recv(reps); err != nil || n != 1 || reps[0].Tag != 99 || reps[0].Status != StatusOK {
+		t.Fatalf("fsync reply: %v, %+v", err, reps[:n])
+	}
+}
+
+func TestShutdownFinishesInFlight(t *testing.T) {
+	dev := emuDevice(t)
+	sock := filepath.Join(t.TempDir(), "zf.sock")
+	d := startDaemon(t, testConfig(dev, sock))
+	c := dial(t, d.socket)
+	ctx := context.Background()
+	h, _, err := c.Open(ctx, "f", OpenCreate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, release := holdOps(t, OpWrite)
+	copy(c.Data(), "durable after shutdown")
+	if err := c.Submit([]Request{{Tag: 1, Op: OpWrite, Handle: h, Len: 22}}); err != nil {
+		t.Fatal(err)
+	}
+	<-held
+	stopped := make(chan error, 1)
+	go func() { stopped <- d.stop(t) }()
+	// The daemon stops reading but waits for the held write.
+	select {
+	case err := <-stopped:
+		t.Fatalf("daemon stopped with a request in flight: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	release()
+	reps := make([]Reply, MaxBatch)
+	if n, err := c.Recv(reps); err != nil || n != 1 || reps[0].Status != StatusOK || reps[0].Val != 22 {
+		t.Fatalf("in-flight write at shutdown: %v, %+v", err, reps[:n])
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("Run after shutdown = %v, want nil", err)
+	}
+	execHook.Store(nil)
+	// Everything was flushed and checkpointed: a new daemon serves it.
+	d2 := startDaemon(t, testConfig(dev, sock))
+	c2 := dial(t, d2.socket)
+	h2, size, err := c2.Open(ctx, "f", 0)
+	if err != nil || size != 22 {
+		t.Fatalf("after restart: open = %d, %v", size, err)
+	}
+	buf := make([]byte, 22)
+	if _, err := c2.ReadAt(ctx, h2, buf, 0); err != nil || string(buf) != "durable after shutdown" {
+		t.Fatalf("after restart: %q, %v", buf, err)
+	}
+}
+
+func TestSecondDaemonRefused(t *testing.T) {
+	d := newDaemon(t)
+	tests := []struct {
+		name, device, socket, want string
+	}{
+		{"same socket", emuDevice(t), d.socket, "another zonefold daemon"},
+		{"same device", d.device, filepath.Join(t.TempDir(), "other.sock"), "another zonefold daemon"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Run(context.Background(), testConfig(tc.device, tc.socket))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("second daemon: %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
+	// The first daemon is unharmed.
+	if _, err := dial(t, d.socket).Stats(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestClientVanishingMidBatch(t *testing.T) {
+	d := newDaemon(t)
+	ctx := context.Background()
+	good := dial(t, d.socket)
+	hg, _, err := good.Open(ctx, "good", OpenCreate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		bad, err := Dial(ctx, d.socket, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _, err := bad.Open(ctx, "bad", OpenCreate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reqs []Request
+		for i := range MaxBatch {
+			reqs = append(reqs, Request{Tag: uint64(i), Op: OpWrite, Handle: h, Off: uint64(i) * 4096, Len: 4096})
+		}
+		if err := bad.Submit(reqs); err != nil {
+			t.Fatal(err)
+		}
+		bad.Close() // gone with its whole batch in flight
+		if _, err := good.WriteAt(ctx, hg, []byte("unaffected"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every vanished session ends and releases its slots.
+	deadline := time.Now().Add(30 * time.Second)
+	for d.connections() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections, want 1", d.connections())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	buf := make([]byte, 10)
+	if _, err := good.ReadAt(ctx, hg, buf, 0); err != nil || string(buf) != "unaffected" {
+		t.Fatalf("%q, %v", buf, err)
+	}
+}
+
+func (d *daemon) connections() int { return d.srv.Connections() }
+
+func TestMetrics(t *testing.T) {
+	cfg := testConfig(emuDevice(t), filepath.Join(t.TempDir(), "zf.sock"))
+	cfg.Metrics = "127.0.0.1:0"
+	d := startDaemon(t, cfg)
+	c := dial(t, d.socket)
+	ctx := context.Background()
+	h, _, err := c.Open(ctx, "m", OpenCreate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WriteAt(ctx, h, make([]byte, 8192), 0); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + d.metrics.String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		"zonefold_host_written_bytes_total 8192",
+		`zonefold_server_requests_total{op="write"} 1`,
+		`zonefold_server_requests_total{op="open"} 1`,
+		"zonefold_server_connections 1",
+		"zonefold_uring_sqes_total",
+		"zonefold_gc_runs_total",
+		`zonefold_cache_folios{order="1"}`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+// TestReadWritePathDoesNotAllocate runs batches of writes and reads of
+// cached data through a live connection: the daemon's request path (and
+// the client's Submit/Recv) must not allocate per request.
+func TestReadWritePathDoesNotAllocate(t *testing.T) {
+	d := newDaemon(t)
+	c := dial(t, d.socket)
+	ctx := context.Background()
+	h, _, err := c.Open(ctx, "hot", OpenCreate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const depth, bs = 32, 4096
+	reqs := make([]Request, depth)
+	reps := make([]Reply, MaxBatch)
+	batch := func(op Op) {
+		for i := range reqs {
+			reqs[i] = Request{Tag: uint64(i + 1), Op: op, Handle: h, Off: uint64(i * bs), Addr: uint64(i * bs), Len: bs}
+		}
+		if err := c.Submit(reqs); err != nil {
+			t.Fatal(err)
+		}
+		for got := 0; got < depth; {
+			n, err := c.Recv(reps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range reps[:n] {
+				if r.Status != StatusOK || r.Val != bs {
+					t.Fatalf("%s: %+v", op, r)
+				}
+			}
+			got += n
+		}
+	}
+	// Warm up: folios exist, workers are started, buffers are sized.
+	for range 10 {
+		batch(OpWrite)
+		batch(OpRead)
+	}
+	allocs := testing.AllocsPerRun(200, func() {
+		batch(OpWrite)
+		batch(OpRead)
+	})
+	// 64 requests per run: anything per request would show as >= 64;
+	// under 1 leaves room for a rare allocation of the runtime's own.
+	if allocs >= 1 {
+		t.Fatalf("%.1f allocations per %d requests, want none per request", allocs, 2*depth)
+	}
+	t.Logf("%.2f allocations per %d requests", allocs, 2*depth)
+}
