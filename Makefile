@@ -16,7 +16,7 @@ build:
 # The server's fio tests need fio and the engine: fio-engine installs and
 # builds them, and ZONEFOLD_REQUIRE_FIO makes those tests fail, not skip,
 # if they are missing anyway.
-test: lint unit
+test: lint unit vmtest
 
 unit: fio-engine
 	ZONEFOLD_FIO_ENGINE=$(FIO_ENGINE) ZONEFOLD_REQUIRE_FIO=1 $(GO) test $(LDFLAGS) -race -count=1 ./...
@@ -40,12 +40,14 @@ lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-# vmtest runs the zns conformance suite against real zoned devices (null_blk
-# zoned, QEMU ZNS NVMe as a block device and through passthrough) in a QEMU
-# VM, without and with zone limits. It installs QEMU and a Debian kernel on
-# first use (root, apt) and caches them in build/vm.
+# vmtest runs the zns conformance suite and the engine's real-device tests
+# (the model with reopens, and GC under overwrites) against real zoned
+# devices (null_blk zoned, QEMU ZNS NVMe as a block device and through
+# passthrough) in a QEMU VM, without and with zone limits. It installs QEMU
+# and a Debian kernel on first use (root, apt) and caches them in build/vm.
 vmtest:
 	testdata/vm/vmtest.sh
+	VMTEST_PKG=./engine VMTEST_RUN='^TestRealDevices$$' testdata/vm/vmtest.sh
 
 bench:
 	$(GO) test $(LDFLAGS) -run '^$$' -bench . -benchmem ./...

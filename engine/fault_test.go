@@ -185,8 +185,9 @@ func TestRealDevices(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// A slice of the device keeps GC quick under emulation.
-			zones := min(d.Geometry().Zones, 14)
+			// A slice of the device keeps GC quick under emulation: two
+			// metadata zones and seven data zones.
+			zones := min(d.Geometry().Zones, 9)
 			if _, err := Format(d, FormatOptions{Force: true, Zones: zones}); err != nil {
 				d.Close()
 				t.Fatal(err)
@@ -207,7 +208,7 @@ func TestRealDevices(t *testing.T) {
 					}
 				}
 				per := e.Capacity() * 6 / 10 / 4 / 8192 * 8192
-				gens := overwrite(t, e, 4, per, 8192, 1.5, 2)
+				gens := overwrite(t, e, 4, per, 8192, 1.2, 2)
 				if err := e.Sync(t.Context()); err != nil {
 					t.Fatal(err)
 				}
