@@ -114,3 +114,32 @@ func TestOpenRefusesUnformatted(t *testing.T) {
 		t.Fatal("Format without Force erased a device holding data")
 	}
 }
+
+func TestOpenFileFlags(t *testing.T) {
+	e := formatOpen(t, emuDevice(t, 8, "1M", ""), smallConfig())
+	defer e.Close()
+	f, err := e.OpenFile("x", OCreate|OExcl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("keep"), 0)
+	if _, err := e.OpenFile("x", OCreate|OExcl); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("exclusive create of an existing file: %v, want ErrExist", err)
+	}
+	g, err := e.OpenFile("x", OCreate)
+	if err != nil || g.Size() != 4 {
+		t.Fatalf("plain create of an existing file: %v, size %d (want it kept)", err, g.Size())
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); !errors.Is(err, fs.ErrClosed) {
+		t.Fatalf("second Close: %v, want ErrClosed", err)
+	}
+	if _, err := g.WriteAt([]byte("x"), 0); !errors.Is(err, fs.ErrClosed) {
+		t.Fatalf("write on a closed handle: %v", err)
+	}
+	if h, _ := e.OpenFile("x", OTrunc); h.Size() != 0 {
+		t.Fatalf("OTrunc left %d bytes", h.Size())
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/zonefold/zonefold/uring"
@@ -26,7 +27,7 @@ type FileInfo struct {
 type File struct {
 	e      *Engine
 	f      *file
-	closed bool
+	closed atomic.Bool
 }
 
 // MaxNameLen bounds file names.
@@ -39,20 +40,30 @@ func checkName(name string) error {
 	return nil
 }
 
+// OpenFlag modifies OpenFile, like os.O_CREATE, os.O_EXCL and os.O_TRUNC.
+type OpenFlag int
+
+const (
+	OCreate OpenFlag = 1 << iota // create the file if it does not exist
+	OExcl                        // with OCreate: fail with fs.ErrExist if it does
+	OTrunc                       // empty an existing file
+)
+
 // Create opens name, creating it if it does not exist; like os.Create it
 // truncates an existing file.
 func (e *Engine) Create(name string) (*File, error) {
-	return e.OpenFile(name, true, true)
+	return e.OpenFile(name, OCreate|OTrunc)
 }
 
 // Open opens an existing file.
 func (e *Engine) Open(name string) (*File, error) {
-	return e.OpenFile(name, false, false)
+	return e.OpenFile(name, 0)
 }
 
-// OpenFile opens name; create makes it if missing, trunc empties it.
-// Creation is durable when OpenFile returns.
-func (e *Engine) OpenFile(name string, create, trunc bool) (*File, error) {
+// OpenFile opens name as flags say. Creation is durable when OpenFile
+// returns; OCreate|OExcl decides atomically that this call created it.
+func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
+	create, trunc := flags&OCreate != 0, flags&OTrunc != 0
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
@@ -79,6 +90,9 @@ func (e *Engine) OpenFile(name string, create, trunc bool) (*File, error) {
 		return &File{e: e, f: f}, nil
 	}
 	e.nsMu.Unlock()
+	if create && flags&OExcl != 0 {
+		return nil, fmt.Errorf("engine: create %q: %w", name, fs.ErrExist)
+	}
 	h := &File{e: e, f: f}
 	if trunc {
 		if err := h.Truncate(0); err != nil {
@@ -188,8 +202,8 @@ func (f *file) info() FileInfo {
 
 // check refuses operations on closed handles and removed files.
 func (h *File) check() error {
-	if h.closed {
-		return fmt.Errorf("engine: file %q: %w", h.f.name, fs.ErrClosed)
+	if h.closed.Load() {
+		return fmt.Errorf("engine: file %q: %w", h.Name(), fs.ErrClosed)
 	}
 	h.f.mu.RLock()
 	gone := h.f.gone
@@ -356,10 +370,9 @@ func (h *File) SyncContext(ctx context.Context) error {
 
 // Close releases the handle; the file's dirty data stays in the cache.
 func (h *File) Close() error {
-	if h.closed {
-		return fmt.Errorf("engine: file %q: %w", h.f.name, fs.ErrClosed)
+	if h.closed.Swap(true) {
+		return fmt.Errorf("engine: file %q: %w", h.Name(), fs.ErrClosed)
 	}
-	h.closed = true
 	return nil
 }
 

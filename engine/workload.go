@@ -97,7 +97,7 @@ func RunWorkload(ctx context.Context, e *Engine, w Workload) (WorkloadResult, er
 		name := fmt.Sprintf("%s.%d", w.Prefix, i)
 		var err error
 		if reading {
-			files[i], err = e.OpenFile(name, true, false)
+			files[i], err = e.OpenFile(name, OCreate)
 			if err == nil && files[i].Size() < w.Size {
 				err = layOut(ctx, files[i], w.Size, w.BS)
 			}

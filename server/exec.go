@@ -126,9 +126,17 @@ func (c *conn) name(addr uint64, n uint32) string {
 }
 
 func (c *conn) open(q *Request, r *Reply) {
-	create, trunc := q.Flags&OpenCreate != 0, q.Flags&OpenTrunc != 0
-	name := c.name(q.Addr, q.Len)
-	f, err := c.s.e.OpenFile(name, create, trunc)
+	var flags engine.OpenFlag
+	if q.Flags&OpenCreate != 0 {
+		flags |= engine.OCreate
+	}
+	if q.Flags&OpenExcl != 0 {
+		flags |= engine.OExcl
+	}
+	if q.Flags&OpenTrunc != 0 {
+		flags |= engine.OTrunc
+	}
+	f, err := c.s.e.OpenFile(c.name(q.Addr, q.Len), flags)
 	if err != nil {
 		r.Status = c.status(err)
 		return

@@ -77,7 +77,8 @@ func (o Op) String() string {
 const (
 	OpenCreate = 1 << 0 // create the file if it does not exist
 	OpenTrunc  = 1 << 1 // empty it
-	openFlags  = OpenCreate | OpenTrunc
+	OpenExcl   = 1 << 2 // with OpenCreate: fail with EEXIST if it exists
+	openFlags  = OpenCreate | OpenTrunc | OpenExcl
 )
 
 // Status is a reply's result: 0 or a Linux errno value, so that a C
