@@ -188,6 +188,7 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 	} else {
 		err = e.recover()
 	}
+	e.placer.recount()
 	if err != nil {
 		e.cache.Close()
 		e.hdrs.close()

@@ -75,9 +75,15 @@ func verifyStamps(t *testing.T, e *Engine, gens [][]uint32, bs int) {
 }
 
 // checkValidCounts compares every zone's valid-byte counter with what the
-// extent maps say.
+// extent maps say, and the placer's lock-free free-space counters with
+// its zones.
 func checkValidCounts(t *testing.T, e *Engine) {
 	t.Helper()
+	unalloc, nfree := e.placer.unalloc.Load(), e.placer.nfree.Load()
+	e.placer.recount()
+	if u, n := e.placer.unalloc.Load(), e.placer.nfree.Load(); u != unalloc || n != nfree {
+		t.Errorf("placer counted %d unreserved bytes in %d free zones; its zones say %d in %d", unalloc, nfree, u, n)
+	}
 	counted := map[int]int64{}
 	for _, z := range e.ZoneValidity() {
 		counted[z.Zone] = z.Valid

@@ -112,6 +112,11 @@ type placer struct {
 	gcReserve int
 	// opened and filled count zones placement opened and saw fill up.
 	opened, filled atomic.Int64
+	// unalloc is the bytes not yet reserved in free and open zones, and
+	// nfree the free zones: space() reads them on every client write, so
+	// they are kept without the lock.
+	unalloc atomic.Int64
+	nfree   atomic.Int64
 }
 
 // claim reserves up to want bytes (at least minRecord) in z. It returns
@@ -164,6 +169,9 @@ func (p *placer) reserve(mru *atomic.Pointer[zone], want int64, forGC bool) (gra
 			continue
 		}
 		off, n, pad, ok := z.claim(want)
+		if ok {
+			p.unalloc.Add(-n)
+		}
 		if !ok {
 			z.writers.Add(-1)
 			p.retire(z)
@@ -280,6 +288,7 @@ func (p *placer) openFreeLocked(forGC bool) bool {
 	}
 	z := p.free[0]
 	p.free = p.free[1:]
+	p.nfree.Add(-1)
 	z.state.Store(zoneOpen)
 	p.open = append(p.open, z)
 	p.opened.Add(1)
@@ -326,23 +335,35 @@ func (p *placer) freeZone(z *zone) {
 	z.lastSeq.Store(0)
 	z.state.Store(zoneFree)
 	p.free = append(p.free, z)
+	p.nfree.Add(1)
+	p.unalloc.Add(z.cap)
 }
 
 // space is the bytes appends can still take without GC: open zones'
-// remaining room and the free zones outside the GC reserve.
+// remaining room and the free zones outside the GC reserve. It takes no
+// lock: every client write asks.
 func (p *placer) space() int64 {
+	if len(p.zones) == 0 {
+		return 0
+	}
+	reserved := min(p.nfree.Load(), int64(p.gcReserve)) * p.zones[0].cap
+	return p.unalloc.Load() - reserved
+}
+
+// recount derives unalloc and nfree from the zones, after setup and
+// recovery placed them.
+func (p *placer) recount() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var n int64
+	for _, z := range p.free {
+		n += z.cap - z.alloc.Load()
+	}
 	for _, z := range p.open {
 		n += max(0, z.remaining())
 	}
-	for i, z := range p.free {
-		if i >= p.gcReserve {
-			n += z.cap
-		}
-	}
-	return n
+	p.unalloc.Store(n)
+	p.nfree.Store(int64(len(p.free)))
 }
 
 // freeCount is the number of empty zones.

@@ -229,6 +229,9 @@ func (e *Engine) zoneFailed(z *zone) {
 	}
 	e.placer.mu.Lock()
 	if z.state.Load() == zoneOpen {
+		// Its tail will never be reserved: it leaves the free space.
+		e.placer.unalloc.Add(-max(0, z.remaining()))
+		z.alloc.Store(z.cap)
 		z.state.Store(zoneFull)
 		for i, o := range e.placer.open {
 			if o == z {
