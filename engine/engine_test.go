@@ -143,3 +143,48 @@ func TestOpenFileFlags(t *testing.T) {
 		t.Fatalf("OTrunc left %d bytes", h.Size())
 	}
 }
+
+func TestReformatForgetsTheOldFileSystem(t *testing.T) {
+	devName := emuDevice(t, 12, "1M", "")
+	for round := range 3 {
+		e := formatOrForce(t, devName, round > 0)
+		if n := len(e.List()); n != 0 {
+			t.Fatalf("round %d: a fresh format lists %d files of an earlier one", round, n)
+		}
+		for i := range 5 + round {
+			f, _ := e.Create(fmt.Sprintf("r%d.%d", round, i))
+			f.WriteAt(bytes.Repeat([]byte{byte(round)}, 50000), 0)
+		}
+		// Several checkpoints, so both metadata zones hold records.
+		for range 3 {
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			e = reopen(t, devName, smallConfig())
+		}
+		if n := len(e.List()); n != 5+round {
+			t.Fatalf("round %d: %d files, want %d", round, n, 5+round)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		e = reopen(t, devName, smallConfig())
+		if n := len(e.List()); n != 5+round {
+			t.Fatalf("round %d after reopen: %d files, want %d", round, n, 5+round)
+		}
+		e.Close()
+	}
+}
+
+func formatOrForce(t *testing.T, devName string, force bool) *Engine {
+	t.Helper()
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Format(dev, FormatOptions{Force: force}); err != nil {
+		t.Fatal(err)
+	}
+	dev.Close()
+	return reopen(t, devName, smallConfig())
+}

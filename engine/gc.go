@@ -381,7 +381,7 @@ func (c *collector) validPieces(victim *zone) ([]live, error) {
 			return nil, fmt.Errorf("engine: gc: read zone %d header at %d: %w", victim.idx, off, err)
 		}
 		err := DecodeHeader(hb, &h)
-		if errors.Is(err, ErrNoRecord) || errors.Is(err, ErrCorruptRecord) {
+		if errors.Is(err, ErrNoRecord) || errors.Is(err, ErrCorruptRecord) || (err == nil && h.FS != e.sb.FS()) {
 			break // the rest of the zone was never written whole
 		}
 		if err != nil {

@@ -12,8 +12,11 @@ import (
 // padded to whole blocks:
 //
 //	magic u32, version u16, kind u16, seq u64, payload length u32,
-//	reserved u32, CRC32C u32 of the header (this field zero) and payload,
-//	reserved u32.
+//	file system id low u32, CRC32C u32 of the header (this field zero) and
+//	payload, file system id high u32.
+//
+// The file system id keeps records of an earlier format of the device,
+// which a finished metadata zone can expose, out of recovery.
 //
 // Kinds: a checkpoint (the whole namespace, every extent map and the data
 // zones' write pointers, as of its sequence number) or one namespace
@@ -55,7 +58,7 @@ func metaRecordLen(n int) int64 {
 }
 
 // encodeMeta lays out a record in buf, which must be metaRecordLen long.
-func encodeMeta(buf []byte, kind uint16, seq uint64, payload []byte) {
+func encodeMeta(buf []byte, fs uint64, kind uint16, seq uint64, payload []byte) {
 	clear(buf)
 	le := binary.LittleEndian
 	le.PutUint32(buf[0:], metaMagic)
@@ -63,12 +66,15 @@ func encodeMeta(buf []byte, kind uint16, seq uint64, payload []byte) {
 	le.PutUint16(buf[6:], kind)
 	le.PutUint64(buf[8:], seq)
 	le.PutUint32(buf[16:], uint32(len(payload)))
+	le.PutUint32(buf[20:], uint32(fs))
+	le.PutUint32(buf[28:], uint32(fs>>32))
 	copy(buf[metaHdrLen:], payload)
 	le.PutUint32(buf[24:], Checksum(buf[:metaHdrLen+len(payload)]))
 }
 
 // metaHeader is a decoded record header.
 type metaHeader struct {
+	fs     uint64
 	kind   uint16
 	seq    uint64
 	length int // payload bytes
@@ -92,6 +98,7 @@ func decodeMetaHeader(buf []byte) (metaHeader, error) {
 	h.seq = le.Uint64(buf[8:])
 	h.length = int(le.Uint32(buf[16:]))
 	h.crc = le.Uint32(buf[24:])
+	h.fs = uint64(le.Uint32(buf[20:])) | uint64(le.Uint32(buf[28:]))<<32
 	if h.kind != metaCheckpoint && h.kind != metaOp {
 		return h, fmt.Errorf("%w: kind %d", errCorruptMeta, h.kind)
 	}

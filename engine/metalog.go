@@ -52,7 +52,7 @@ func (e *Engine) logOp(op nsOp) error {
 	if op.seq == 0 {
 		op.seq = e.seq.Add(1)
 	}
-	encodeMeta(m.block[:n], metaOp, op.seq, payload)
+	encodeMeta(m.block[:n], e.sb.FS(), metaOp, op.seq, payload)
 	zoneIdx := e.sb.MetaZones[m.active]
 	if err := e.writeZone(zoneIdx, m.wp, m.block[:n], m.w); err != nil {
 		return fmt.Errorf("engine: log operation: %w", err)
@@ -140,7 +140,7 @@ func (e *Engine) checkpointLocked() error {
 	}
 	defer unix.Munmap(buf)
 	e.sb.encode(buf[:BlockSize])
-	encodeMeta(buf[BlockSize:], metaCheckpoint, c.seq, payload)
+	encodeMeta(buf[BlockSize:], e.sb.FS(), metaCheckpoint, c.seq, payload)
 	next := 1 - m.active
 	zoneIdx := e.sb.MetaZones[next]
 	if err := e.dev.ResetZone(zoneIdx); err != nil {
@@ -304,6 +304,11 @@ func Format(dev zns.Device, opts FormatOptions) (Superblock, error) {
 	sb.encode(buf)
 	if err := e.writeZone(mz[1], 0, buf, e.meta.w); err != nil {
 		return sb, fmt.Errorf("engine: format: %w", err)
+	}
+	// Zone 1 holds only the superblock copy until the first checkpoint
+	// switch resets it; finished, it holds no open or active resource.
+	if err := dev.FinishZone(mz[1]); err != nil {
+		return sb, fmt.Errorf("engine: format: finish metadata zone %d: %w", mz[1], err)
 	}
 	if err := dev.Flush(); err != nil {
 		return sb, fmt.Errorf("engine: format: flush: %w", err)

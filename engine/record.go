@@ -31,7 +31,8 @@ const (
 	recHdrFixed = 48
 	recExtSize  = 24
 	// MaxRecordExtents is how many extents one header describes.
-	MaxRecordExtents = (BlockSize - recHdrFixed - 4) / recExtSize
+	MaxRecordExtents = (recFSOffset - recHdrFixed) / recExtSize
+	recFSOffset      = BlockSize - 16
 	// SizeUnknown is the file size a GC record carries: relocation does
 	// not change sizes.
 	SizeUnknown = ^uint64(0)
@@ -58,8 +59,13 @@ type RecordExtent struct {
 // Layout (little endian): magic u32, version u16, kind u16, seq u64,
 // file u64, size u64, extent count u32, data length u32, data CRC32C u32,
 // reserved u32, then extents of {file offset u64, version u64, length u32,
-// reserved u32}, zero padding, and the CRC32C of the first 4092 bytes.
+// reserved u32}, zero padding, the file system id u64 at byte 4080, and
+// the CRC32C of the first 4092 bytes.
 type RecordHeader struct {
+	// FS is the id of the file system that wrote the record (from the
+	// superblock's UUID): a record left over from an earlier format of
+	// the device is not one of ours.
+	FS      uint64
 	Kind    uint16
 	Seq     uint64
 	File    uint64
@@ -106,6 +112,7 @@ func EncodeHeader(h *RecordHeader, buf []byte) error {
 	if total != uint64(h.DataLen) && h.Kind != KindPad {
 		return fmt.Errorf("engine: extents carry %d bytes, header says %d", total, h.DataLen)
 	}
+	le.PutUint64(buf[recFSOffset:], h.FS)
 	le.PutUint32(buf[BlockSize-4:], Checksum(buf[:BlockSize-4]))
 	return nil
 }
@@ -128,6 +135,7 @@ func DecodeHeader(buf []byte, h *RecordHeader) error {
 	if v := le.Uint16(buf[4:]); v != recordVersion {
 		return fmt.Errorf("%w: version %d", ErrCorruptRecord, v)
 	}
+	h.FS = le.Uint64(buf[recFSOffset:])
 	h.Kind = le.Uint16(buf[6:])
 	if h.Kind != KindData && h.Kind != KindGC && h.Kind != KindPad {
 		return fmt.Errorf("%w: kind %d", ErrCorruptRecord, h.Kind)

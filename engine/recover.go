@@ -164,7 +164,7 @@ func (e *Engine) scanMetaZone(rz zns.Zone, buf *scanBuf, w *uring.Waiter) (*chec
 			return nil, nil, fmt.Errorf("engine: recover: read metadata at %d: %w", rz.Start+off, err)
 		}
 		h, err := decodeMetaHeader(hb)
-		if err != nil {
+		if err != nil || h.fs != e.sb.FS() {
 			break // the end of this zone's valid log
 		}
 		n := metaRecordLen(h.length)
@@ -218,7 +218,7 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 			return nil, 0, false, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, err)
 		}
 		h := &RecordHeader{}
-		if err := DecodeHeader(hb, h); err != nil {
+		if err := DecodeHeader(hb, h); err != nil || h.FS != e.sb.FS() {
 			return out, off, true, nil
 		}
 		n := BlockSize + int64(h.DataLen)

@@ -34,6 +34,10 @@ type Superblock struct {
 	UsedZones int
 }
 
+// FS is the file system id that records and metadata carry: the first
+// eight bytes of the UUID.
+func (s *Superblock) FS() uint64 { return binary.LittleEndian.Uint64(s.UUID[:8]) }
+
 // ID is the UUID as text.
 func (s *Superblock) ID() string { return hex.EncodeToString(s.UUID[:]) }
 

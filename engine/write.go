@@ -118,6 +118,7 @@ func (e *Engine) takeHeader(bufs [][]byte) (int, [][]byte) {
 
 // submitRecord encodes op's header and appends the record to op.z.
 func (e *Engine) submitRecord(op *recordOp) error {
+	op.hdr.FS = e.sb.FS()
 	if err := EncodeHeader(&op.hdr, op.bufs[0]); err != nil {
 		op.z.writers.Add(-1)
 		e.releaseOp(op)
