@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -180,9 +178,7 @@ type batchingJSON struct {
 
 func printBatching(out io.Writer, o batchingOpts, direct bool, nop, file batchingPair) error {
 	if o.json {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(batchingJSON{
+		return writeJSON(out, batchingJSON{
 			QD: o.qd, BS: o.bs, FileDirect: direct,
 			NopRatio: nop.ratio(), NopPluggedIOPS: nop.Plugged.IOPS(), NopUnpluggedIOPS: nop.Unplugged.IOPS(),
 			NopPluggedSQEsPerEnter: nop.Plugged.Stats.SQEsPerEnter(), NopUnpluggedSQEsPer: nop.Unplugged.Stats.SQEsPerEnter(),
@@ -195,7 +191,7 @@ func printBatching(out io.Writer, o batchingOpts, direct bool, nop, file batchin
 		mode = "buffered (no O_DIRECT here)"
 	}
 	fmt.Fprintf(out, "batching: QD%d, file writes %d B %s, %d alternating rounds\n\n", o.qd, o.bs, mode, o.rounds)
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := newTable(out)
 	fmt.Fprintln(tw, "target\tplugged IOPS\tSQEs/enter\tunplugged IOPS\tSQEs/enter\tratio\t")
 	for _, p := range []batchingPair{nop, file} {
 		fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.0f\t%.1f\t%.2fx\t\n", p.Target,
