@@ -319,6 +319,11 @@ func Format(dev zns.Device, opts FormatOptions) (Superblock, error) {
 	if err := e.writeZone(mz[1], 0, buf, e.meta.w); err != nil {
 		return sb, fmt.Errorf("engine: format: %w", err)
 	}
+	// Finished, the copy stays readable without holding an active zone:
+	// the open budget has room for one metadata zone, the active one.
+	if err := dev.FinishZone(mz[1]); err != nil {
+		return sb, fmt.Errorf("engine: format: finish metadata zone %d: %w", mz[1], err)
+	}
 	if err := dev.Flush(); err != nil {
 		return sb, fmt.Errorf("engine: format: flush: %w", err)
 	}

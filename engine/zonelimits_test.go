@@ -23,11 +23,14 @@ func activeZones(t *testing.T, e *Engine) int {
 	return active
 }
 
-// A checkpoint leaves one metadata zone active, not two: the open budget
-// has room for one.
-func TestCheckpointFinishesOldMetaZone(t *testing.T) {
+// Format and every checkpoint leave one metadata zone active, not two:
+// the open budget has room for one.
+func TestOneActiveMetaZone(t *testing.T) {
 	e := formatOpen(t, emuDevice(t, 16, "256K", ""), smallConfig())
 	defer e.Close()
+	if n := activeZones(t, e); n != 1 {
+		t.Fatalf("%d active zones after format; want the one metadata zone", n)
+	}
 	for range 3 {
 		if err := e.checkpoint(); err != nil {
 			t.Fatal(err)
