@@ -339,6 +339,9 @@ func (c *collector) appendFile(pieces []live, mem []byte, b *gcBatch) error {
 		if g.padZone != nil {
 			e.appendPad(g.padZone, g.padOff, nil)
 		}
+		if errors.Is(err, errDraining) {
+			continue // the pad was what a zone waited for
+		}
 		if err != nil {
 			return err
 		}

@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/zonefold/zonefold/zns"
 )
@@ -73,5 +75,41 @@ func TestOverwritesKeepToActiveLimit(t *testing.T) {
 				t.Errorf("GC resets %d, checkpoints %d: the test wants both", st.GCResets, st.Checkpoints)
 			}
 		})
+	}
+}
+
+// A zone placement has filled still counts against the open budget until
+// its last reservation is appended: the device counts it active until
+// then. The next zone opens only after that.
+func TestPlacementWaitsForFilledZoneToDrain(t *testing.T) {
+	const zcap = 16 * BlockSize
+	zones := make([]*zone, 3)
+	p := placer{policy: PolicyNone, budget: 1, flush: func() {}}
+	for i := range zones {
+		zones[i] = &zone{idx: i, cap: zcap}
+		p.zones = append(p.zones, zones[i])
+		p.free = append(p.free, zones[i])
+	}
+	var mru atomic.Pointer[zone]
+	first, err := p.reserve(&mru, zcap, false)
+	if err != nil || first.z != zones[0] || first.n != zcap {
+		t.Fatalf("first reservation: %+v, %v; want all of zone 0", first, err)
+	}
+	got := make(chan grant, 1)
+	go func() {
+		g, err := p.reserve(&mru, minRecord, false)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- g
+	}()
+	select {
+	case g := <-got:
+		t.Fatalf("zone %d opened while zone 0's append was in flight", g.z.idx)
+	case <-time.After(20 * time.Millisecond):
+	}
+	zones[0].writers.Add(-1) // the append lands
+	if g := <-got; g.z != zones[1] {
+		t.Fatalf("second reservation in zone %d; want zone 1", g.z.idx)
 	}
 }
