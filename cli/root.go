@@ -60,5 +60,6 @@ func newBenchCmd() *cobra.Command {
 	cmd.AddCommand(newBenchBatchingCmd())
 	cmd.AddCommand(newBenchRunCmd())
 	cmd.AddCommand(newBenchFoliosCmd())
+	cmd.AddCommand(newBenchGCCmd())
 	return cmd
 }
