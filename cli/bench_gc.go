@@ -250,41 +250,56 @@ func (o gcBenchOpts) validate() error {
 		return fmt.Errorf("--passes %v: want more than 0 and at most 1000", o.passes)
 	case o.sample < time.Millisecond:
 		return fmt.Errorf("--sample %v: want at least 1ms", o.sample)
-	case o.out == "":
-		return errors.New("--out: want a folder")
 	}
 	return nil
 }
 
 func runBenchGC(ctx context.Context, stdout, stderr io.Writer, device string, o gcBenchOpts) error {
-	if err := o.validate(); err != nil {
+	if o.out == "" {
+		return errors.New("--out: want a folder")
+	}
+	sum, runs, err := measureGC(ctx, stderr, device, o)
+	if err != nil {
 		return err
+	}
+	if o.json {
+		return writeJSON(stdout, sum)
+	}
+	return printGC(stdout, o.out, sum, runs)
+}
+
+// measureGC runs every configuration and, if o.out is set, writes the
+// charts, series and summary there.
+func measureGC(ctx context.Context, stderr io.Writer, device string, o gcBenchOpts) (gcSummary, []*gcRun, error) {
+	var sum gcSummary
+	if err := o.validate(); err != nil {
+		return sum, nil, err
 	}
 	setups, err := parseGCSetups(o.configs)
 	if err != nil {
-		return err
+		return sum, nil, err
 	}
 	bs, err := parseSize(o.bs)
 	if err != nil {
-		return fmt.Errorf("--bs: %w", err)
+		return sum, nil, fmt.Errorf("--bs: %w", err)
 	}
 	if bs < engine.BlockSize || bs%engine.BlockSize != 0 || bs > 16<<20 {
-		return fmt.Errorf("--bs %s: want a multiple of %d up to 16M", o.bs, engine.BlockSize)
+		return sum, nil, fmt.Errorf("--bs %s: want a multiple of %d up to 16M", o.bs, engine.BlockSize)
 	}
 	ef := engineFlags{cache: o.cache, maxOrder: 9, openZones: o.openZones, placement: "mru", gcPolicy: "greedy"}
 	base, err := ef.config()
 	if err != nil {
-		return err
+		return sum, nil, err
 	}
 	if strings.HasPrefix(device, "null:") {
-		return errors.New("bench gc needs a device that keeps data (GC reads record headers back); null: does not: use emu: or a zoned device")
+		return sum, nil, errors.New("bench gc needs a device that keeps data (GC reads record headers back); null: does not: use emu: or a zoned device")
 	}
 	deviceFor := func() (string, error) { return device, nil }
 	shown := device
 	if device == "" {
 		dir, err := os.MkdirTemp("", "zonefold-bench-gc-")
 		if err != nil {
-			return fmt.Errorf("default device: %w", err)
+			return sum, nil, fmt.Errorf("default device: %w", err)
 		}
 		defer os.RemoveAll(dir)
 		path := filepath.Join(dir, "dev")
@@ -298,8 +313,10 @@ func runBenchGC(ctx context.Context, stdout, stderr io.Writer, device string, o 
 			return "emu:" + path + "?" + defaultGCGeometry, nil
 		}
 	}
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
-		return fmt.Errorf("--out: %w", err)
+	if o.out != "" {
+		if err := os.MkdirAll(o.out, 0o755); err != nil {
+			return sum, nil, fmt.Errorf("--out: %w", err)
+		}
 	}
 
 	var w gcWorkload
@@ -311,23 +328,23 @@ func runBenchGC(ctx context.Context, stdout, stderr io.Writer, device string, o 
 		cfg.Policy, cfg.GC.Policy = s.placement, s.gc
 		dev, err := deviceFor()
 		if err != nil {
-			return err
+			return sum, nil, err
 		}
 		e, err := openFormatted(dev, cfg)
 		if err != nil {
-			return fmt.Errorf("%s: %w", s, err)
+			return sum, nil, fmt.Errorf("%s: %w", s, err)
 		}
 		if i == 0 {
 			if w, err = sizeGCWorkload(o, bs, e.Capacity()); err != nil {
 				e.Close()
-				return err
+				return sum, nil, err
 			}
 			if !o.json && isTerminal(stderr) {
 				bar = progressbar.DefaultBytes(int64(len(setups))*(w.fillBytes()+w.overwriteBytes()), "bench gc")
 			}
 		} else if c := e.Capacity(); c != w.capacity {
 			e.Close()
-			return fmt.Errorf("%s: capacity %d differs from the first configuration's %d: the device changed", s, c, w.capacity)
+			return sum, nil, fmt.Errorf("%s: capacity %d differs from the first configuration's %d: the device changed", s, c, w.capacity)
 		}
 		progress := func(done int64) {}
 		if bar != nil {
@@ -338,10 +355,10 @@ func runBenchGC(ctx context.Context, stdout, stderr io.Writer, device string, o 
 		r, runErr := runGCSetup(ctx, e, s, w, progress)
 		closeErr := e.Close()
 		if runErr != nil {
-			return fmt.Errorf("%s: %w", s, runErr)
+			return sum, nil, fmt.Errorf("%s: %w", s, runErr)
 		}
 		if closeErr != nil {
-			return fmt.Errorf("%s: %w", s, closeErr)
+			return sum, nil, fmt.Errorf("%s: %w", s, closeErr)
 		}
 		runs = append(runs, r)
 		doneBefore += w.fillBytes() + w.overwriteBytes()
@@ -350,14 +367,13 @@ func runBenchGC(ctx context.Context, stdout, stderr io.Writer, device string, o 
 		_ = bar.Finish()
 		fmt.Fprintln(stderr)
 	}
-	sum := summarizeGC(shown, o, w, runs)
-	if err := writeGCOutputs(o.out, sum, runs, w); err != nil {
-		return err
+	sum = summarizeGC(shown, o, w, runs)
+	if o.out != "" {
+		if err := writeGCOutputs(o.out, sum, runs, w); err != nil {
+			return sum, nil, err
+		}
 	}
-	if o.json {
-		return writeJSON(stdout, sum)
-	}
-	return printGC(stdout, o.out, sum, runs)
+	return sum, runs, nil
 }
 
 // sizeGCWorkload turns the flags into per-file sizes for a capacity.

@@ -61,5 +61,6 @@ func newBenchCmd() *cobra.Command {
 	cmd.AddCommand(newBenchRunCmd())
 	cmd.AddCommand(newBenchFoliosCmd())
 	cmd.AddCommand(newBenchGCCmd())
+	cmd.AddCommand(newBenchSeedsCmd())
 	return cmd
 }
