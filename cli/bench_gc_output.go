@@ -245,6 +245,7 @@ func validHistogram(runs []*gcRun, _ gcWorkload) (*plot.Plot, error) {
 		labels[b] = fmt.Sprintf("%d-%d%%", b*100/histBins, (b+1)*100/histBins)
 	}
 	width := vg.Points(36 / float64(max(1, len(runs))))
+	top := 0.0
 	for i, r := range runs {
 		counts := make(plotter.Values, histBins)
 		free := 0
@@ -255,6 +256,9 @@ func validHistogram(runs []*gcRun, _ gcWorkload) (*plot.Plot, error) {
 			}
 			b := min(histBins-1, int(float64(z.Valid)/float64(z.Cap)*histBins))
 			counts[max(b, 0)]++
+		}
+		for _, c := range counts {
+			top = max(top, c)
 		}
 		bars, err := plotter.NewBarChart(counts, width)
 		if err != nil {
@@ -267,6 +271,7 @@ func validHistogram(runs []*gcRun, _ gcWorkload) (*plot.Plot, error) {
 		p.Legend.Add(fmt.Sprintf("%s (%d free)", r.name(), free), bars)
 	}
 	p.Legend.Left = true
+	p.Y.Min, p.Y.Max = 0, max(top*1.4, 1) // room above the bars for the legend
 	p.NominalX(labels...)
 	p.X.Tick.Label.Rotation = 0
 	p.X.Tick.Label.XAlign = draw.XCenter
