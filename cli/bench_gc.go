@@ -354,6 +354,10 @@ func measureGC(ctx context.Context, stderr io.Writer, device string, o gcBenchOp
 		slog.Debug("bench gc: configuration", "config", s, "device", dev)
 		r, runErr := runGCSetup(ctx, e, s, w, progress)
 		closeErr := e.Close()
+		if ctx.Err() != nil {
+			// Every worker saw the cancellation: one line says it.
+			return sum, nil, fmt.Errorf("%s: interrupted: %w", s, ctx.Err())
+		}
 		if runErr != nil {
 			return sum, nil, fmt.Errorf("%s: %w", s, runErr)
 		}
