@@ -64,9 +64,11 @@ bench-fio: build fio-engine
 		ZONEFOLD_FIO_ENGINE=$(FIO_ENGINE) ./zonefold bench fio '$(BENCH_FIO_DEV)' --preset $${r%%:*} --scale $${r##*:} || exit 1; \
 	done
 
-# run is the main job on the embedded default device.
+# run is the main job on the embedded default device: zone placement and GC
+# policies compared under random overwrites (about a minute; charts in
+# ./zonefold-bench-gc/).
 run: build
-	./zonefold bench batching
+	./zonefold bench gc
 
 clean:
 	rm -rf zonefold build

@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -66,38 +64,47 @@ Seed: the aio "implement request batching" series (2x at 4k O_DIRECT QD128).`,
 }
 
 func runBenchBatching(out io.Writer, o batchingOpts) error {
+	nopPair, filePair, direct, err := measureBatching(o)
+	if err != nil {
+		return err
+	}
+	return printBatching(out, o, direct, nopPair, filePair)
+}
+
+// measureBatching runs both targets, plugged and unplugged; direct says
+// whether the file target had O_DIRECT.
+func measureBatching(o batchingOpts) (nopPair, filePair batchingPair, direct bool, err error) {
 	if o.qd < 1 || o.qd > 4096 {
-		return fmt.Errorf("--qd %d: want 1..4096", o.qd)
+		return nopPair, filePair, false, fmt.Errorf("--qd %d: want 1..4096", o.qd)
 	}
 	if o.bs < 512 || o.bs%512 != 0 {
-		return fmt.Errorf("--bs %d: want a multiple of 512", o.bs)
+		return nopPair, filePair, false, fmt.Errorf("--bs %d: want a multiple of 512", o.bs)
 	}
 	if o.rounds < 1 || o.duration <= 0 {
-		return errors.New("--rounds and --time must be positive")
+		return nopPair, filePair, false, errors.New("--rounds and --time must be positive")
 	}
 	if o.fileSize < int64(o.bs) {
-		return fmt.Errorf("--file-size %d is smaller than --bs %d", o.fileSize, o.bs)
+		return nopPair, filePair, false, fmt.Errorf("--file-size %d is smaller than --bs %d", o.fileSize, o.bs)
 	}
 	ring, err := uring.New(uring.Options{Entries: uint32(max(o.qd, 8))})
 	if err != nil {
-		return err
+		return nopPair, filePair, false, err
 	}
 	defer ring.Close()
 
 	nop := func(_ int64, c uring.Completion) error { return ring.Nop(c) }
-	nopPair, err := alternate(ring, "nop", o, nop)
-	if err != nil {
-		return err
+	if nopPair, err = alternate(ring, "nop", o, nop); err != nil {
+		return nopPair, filePair, false, err
 	}
 
 	file, direct, cleanup, err := scratchFile(o.dir, o.fileSize)
 	if err != nil {
-		return err
+		return nopPair, filePair, false, err
 	}
 	defer cleanup()
 	buf, err := unix.Mmap(-1, 0, o.bs, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil {
-		return fmt.Errorf("map write buffer: %w", err)
+		return nopPair, filePair, false, fmt.Errorf("map write buffer: %w", err)
 	}
 	defer unix.Munmap(buf)
 	blocks := o.fileSize / int64(o.bs)
@@ -105,11 +112,8 @@ func runBenchBatching(out io.Writer, o batchingOpts) error {
 	write := func(i int64, c uring.Completion) error {
 		return ring.Write(fd, buf, uint64((i%blocks)*int64(o.bs)), c)
 	}
-	filePair, err := alternate(ring, "file", o, write)
-	if err != nil {
-		return err
-	}
-	return printBatching(out, o, direct, nopPair, filePair)
+	filePair, err = alternate(ring, "file", o, write)
+	return nopPair, filePair, direct, err
 }
 
 // alternate runs plugged and unplugged rounds in turn and sums each side.
@@ -180,9 +184,7 @@ type batchingJSON struct {
 
 func printBatching(out io.Writer, o batchingOpts, direct bool, nop, file batchingPair) error {
 	if o.json {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(batchingJSON{
+		return writeJSON(out, batchingJSON{
 			QD: o.qd, BS: o.bs, FileDirect: direct,
 			NopRatio: nop.ratio(), NopPluggedIOPS: nop.Plugged.IOPS(), NopUnpluggedIOPS: nop.Unplugged.IOPS(),
 			NopPluggedSQEsPerEnter: nop.Plugged.Stats.SQEsPerEnter(), NopUnpluggedSQEsPer: nop.Unplugged.Stats.SQEsPerEnter(),
@@ -195,7 +197,7 @@ func printBatching(out io.Writer, o batchingOpts, direct bool, nop, file batchin
 		mode = "buffered (no O_DIRECT here)"
 	}
 	fmt.Fprintf(out, "batching: QD%d, file writes %d B %s, %d alternating rounds\n\n", o.qd, o.bs, mode, o.rounds)
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := newTable(out)
 	fmt.Fprintln(tw, "target\tplugged IOPS\tSQEs/enter\tunplugged IOPS\tSQEs/enter\tratio\t")
 	for _, p := range []batchingPair{nop, file} {
 		fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.0f\t%.1f\t%.2fx\t\n", p.Target,

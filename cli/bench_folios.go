@@ -2,12 +2,10 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -419,9 +417,7 @@ type foliosJSON struct {
 
 func printFolios(out io.Writer, o foliosOpts, large, small, one, split foliosSide) error {
 	if o.json {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(foliosJSON{
+		return writeJSON(out, foliosJSON{
 			WriteSize:       o.writeSize,
 			LargeFolioRatio: ratio(large, small), LargeFolioMBps: large.mbps(), SmallFolioMBps: small.mbps(),
 			LargeFoliosByOrder: large.Stats.FoliosCreated[:], SmallFoliosByOrder: small.Stats.FoliosCreated[:],
@@ -433,7 +429,7 @@ func printFolios(out io.Writer, o foliosOpts, large, small, one, split foliosSid
 		})
 	}
 	fmt.Fprintf(out, "folios: %d alternating rounds, %v per configuration\n\n", o.rounds, o.duration)
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := newTable(out)
 	fmt.Fprintf(tw, "seq %d KiB writes + writeback\tMB/s\twb extents\twb I/Os\tevictions\t\n", o.writeSize>>10)
 	for _, s := range []struct {
 		name string

@@ -1,14 +1,12 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -326,7 +324,7 @@ func runSummary(o runOpts, w engine.Workload, r engine.WorkloadResult) runJSON {
 	return runJSON{
 		Files: w.Files, BS: w.BS, IODepth: w.IODepth, RW: w.RW, Placement: o.placement,
 		MBps: r.MBps(), IOPS: r.IOPS(),
-		P50us: float64(r.P50) / float64(time.Microsecond), P99us: float64(r.P99) / float64(time.Microsecond),
+		P50us: micros(r.P50), P99us: micros(r.P99),
 		WAF: r.Stats.WAF(), HostBytes: r.Stats.HostWritten, DevBytes: r.Stats.DevWritten(),
 		GCBytes: r.Stats.GCWritten, ZonesReset: r.Stats.GCResets, SQEsPerEnter: r.Stats.Ring.SQEsPerEnter(),
 		Seconds: r.Elapsed.Seconds(),
@@ -336,13 +334,11 @@ func runSummary(o runOpts, w engine.Workload, r engine.WorkloadResult) runJSON {
 func printRun(out io.Writer, o runOpts, w engine.Workload, r engine.WorkloadResult) error {
 	s := runSummary(o, w, r)
 	if o.json {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(s)
+		return writeJSON(out, s)
 	}
 	fmt.Fprintf(out, "%d file(s) x %s, %s bs=%d iodepth=%d, placement %s\n\n",
 		w.Files, human(w.Size), w.RW, w.BS, w.IODepth, o.placement)
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := newTable(out)
 	fmt.Fprintln(tw, "MB/s\tIOPS\tp50\tp99\tWAF\tdevice MB\tGC MB\tSQEs/enter\t")
 	fmt.Fprintf(tw, "%.1f\t%.0f\t%v\t%v\t%.3f\t%.1f\t%.1f\t%.1f\t\n", s.MBps, s.IOPS,
 		r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), s.WAF,

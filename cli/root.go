@@ -65,5 +65,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.AddCommand(newBenchRunCmd())
 	cmd.AddCommand(newBenchFoliosCmd())
 	cmd.AddCommand(newBenchFioCmd())
+	cmd.AddCommand(newBenchGCCmd())
+	cmd.AddCommand(newBenchSeedsCmd())
 	return cmd
 }

@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -86,13 +84,11 @@ func printReport(w io.Writer, device string, d zns.Device, asJSON bool) error {
 		for i, z := range zones {
 			out.Zones[i] = zoneJSON{i, z.Start, z.Len, z.Cap, z.WP, z.Type.String(), z.Cond.String()}
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return writeJSON(w, out)
 	}
 	fmt.Fprintf(w, "%d zones of %d bytes (capacity %d), block size %d, max open %s, max active %s, max append %d\n",
 		g.Zones, g.ZoneSize, g.ZoneCap, g.BlockSize, limit(g.MaxOpen), limit(g.MaxActive), g.MaxAppend)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "zone\tstart\tlen\tcap\twp\ttype\tcond\t")
 	for i, z := range zones {
 		fmt.Fprintf(tw, "%d\t%#x\t%#x\t%#x\t%#x\t%s\t%s\t\n", i, z.Start, z.Len, z.Cap, z.WP, z.Type, z.Cond)

@@ -270,7 +270,8 @@ func (e *Engine) setupZones() error {
 	if limit > 0 && budget > limit-2 {
 		return fmt.Errorf("engine: %d open zones asked for; the device allows %d, and zonefold keeps 2 for metadata and GC", budget, limit)
 	}
-	e.placer = placer{policy: e.cfg.Policy, zones: data, budget: budget, gcReserve: e.cfg.GC.Reserve}
+	e.placer = placer{policy: e.cfg.Policy, zones: data, budget: budget, gcReserve: e.cfg.GC.Reserve,
+		flush: func() { _ = e.ring.Flush() }}
 	for _, z := range data {
 		if z.state.Load() == zoneFree {
 			e.placer.free = append(e.placer.free, z)

@@ -443,35 +443,46 @@ func (e *Engine) readPieces(pieces []extent, p []byte, base int64) error {
 	if len(pieces) == 0 {
 		return nil
 	}
-	g := e.readGroups.Get().(*uring.Group)
-	defer e.readGroups.Put(g)
-	e.ring.Plug()
-	var subErr error
-	for _, x := range pieces {
-		dst := p[x.off-base : x.off-base+x.len]
-		g.Add(1)
-		if err := e.dev.Read(x.dev, dst, g); err != nil {
-			g.Complete(uring.Result{})
-			subErr = err
-		}
-	}
-	uerr := e.ring.Unplug()
-	_, err := e.ring.WaitGroup(g, "read")
+	_, err := e.readBatch(len(pieces), func(i int) (int64, []byte) {
+		x := pieces[i]
+		return x.dev, p[x.off-base : x.off-base+x.len]
+	})
 	for _, x := range pieces {
 		if z := e.zoneAt(x.dev); z != nil {
 			z.readers.Add(-1)
 		}
 		e.stats.devRead.Add(x.len)
 	}
+	if err != nil {
+		e.stats.readErrs.Add(1)
+		return fmt.Errorf("engine: device read: %w", err)
+	}
+	return nil
+}
+
+// readBatch reads n device ranges, each no longer than the device's max
+// append, submitted under one plug, and waits for them all. It returns the
+// bytes read.
+func (e *Engine) readBatch(n int, at func(i int) (dev int64, dst []byte)) (int64, error) {
+	g := e.readGroups.Get().(*uring.Group)
+	defer e.readGroups.Put(g)
+	e.ring.Plug()
+	var subErr error
+	for i := range n {
+		dev, dst := at(i)
+		g.Add(1)
+		if err := e.dev.Read(dev, dst, g); err != nil {
+			g.Complete(uring.Result{})
+			subErr = err
+		}
+	}
+	uerr := e.ring.Unplug()
+	got, err := e.ring.WaitGroup(g, "read")
 	switch {
 	case subErr != nil:
 		err = subErr
 	case uerr != nil:
 		err = uerr
 	}
-	if err != nil {
-		e.stats.readErrs.Add(1)
-		return fmt.Errorf("engine: device read: %w", err)
-	}
-	return nil
+	return got, err
 }

@@ -152,6 +152,20 @@ func (e *Engine) checkpointLocked() error {
 	if err := e.dev.Flush(); err != nil {
 		return fmt.Errorf("engine: checkpoint: flush: %w", err)
 	}
+	// The old zone keeps the previous checkpoint, but it must stop being
+	// an active zone: the open budget leaves room for one metadata zone,
+	// and a partly written one would hold a second active resource until
+	// the next switch resets it.
+	old := e.sb.MetaZones[m.active]
+	var rz [1]zns.Zone
+	if _, err := e.dev.Report(old, rz[:]); err != nil {
+		return fmt.Errorf("engine: checkpoint: report metadata zone %d: %w", old, err)
+	}
+	if rz[0].Cond.Active() {
+		if err := e.dev.FinishZone(old); err != nil {
+			return fmt.Errorf("engine: checkpoint: finish metadata zone %d: %w", old, err)
+		}
+	}
 	m.active, m.wp = next, BlockSize+n
 	e.stats.metaWritten.Add(BlockSize + n)
 	e.stats.checkpoints.Add(1)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Policy chooses the zone each append goes to.
@@ -81,6 +82,11 @@ func (z *zone) remaining() int64 { return z.cap - z.alloc.Load() }
 // ErrNoSpace is returned when no zone can take an append.
 var ErrNoSpace = fmt.Errorf("engine: no space left on device: %w", syscall.ENOSPC)
 
+// errDraining means a zone may open only once zones that placement has
+// filled finish their last appends; reserve waits for that itself, except
+// when its caller holds a pad for one of them (see reserve).
+var errDraining = errors.New("engine: waiting for filled zones' last appends")
+
 // minRecord is the smallest record: a header and one block of data.
 const minRecord = 2 * BlockSize
 
@@ -117,6 +123,13 @@ type placer struct {
 	// they are kept without the lock.
 	unalloc atomic.Int64
 	nfree   atomic.Int64
+	// draining are zones retired from open whose reservations are not all
+	// appended yet: the device counts a zone open and active until its
+	// last write lands, so they count against the budget until then.
+	draining []*zone
+	// flush submits what the ring holds, so that draining zones' appends
+	// queued under a plug can complete.
+	flush func()
 }
 
 // claim reserves up to want bytes (at least minRecord) in z. It returns
@@ -157,7 +170,18 @@ func (p *placer) reserve(mru *atomic.Pointer[zone], want int64, forGC bool) (gra
 		z := p.pick(mru, forGC)
 		if z == nil {
 			var err error
-			if z, err = p.choose(mru, forGC); err != nil {
+			z, err = p.choose(mru, forGC)
+			if errors.Is(err, errDraining) {
+				if g.padZone != nil {
+					// The pad is one of the appends a draining zone
+					// waits for: the caller submits it, then retries.
+					return g, err
+				}
+				p.waitDrain()
+				attempt-- // waiting is progress, not a failed attempt
+				continue
+			}
+			if err != nil {
 				return g, err
 			}
 		}
@@ -220,12 +244,17 @@ func (p *placer) choose(mru *atomic.Pointer[zone], forGC bool) (*zone, error) {
 	defer p.mu.Unlock()
 	switch p.policyFor(forGC) {
 	case PolicyRoundRobin:
-		for len(p.open) < p.budget {
-			if !p.openFreeLocked(forGC) {
+		draining := false
+		for len(p.open) < p.budget && !draining {
+			var opened bool
+			if opened, draining = p.openFreeLocked(forGC); !opened {
 				break
 			}
 		}
 		if len(p.open) == 0 {
+			if draining {
+				return nil, errDraining
+			}
 			return nil, ErrNoSpace
 		}
 		z := p.open[int(p.rr.Add(1))%len(p.open)]
@@ -235,7 +264,10 @@ func (p *placer) choose(mru *atomic.Pointer[zone], forGC bool) (*zone, error) {
 		if z := p.shared.Load(); z != nil && z.state.Load() == zoneOpen {
 			return z, nil
 		}
-		if !p.openFreeLocked(forGC) {
+		if opened, draining := p.openFreeLocked(forGC); !opened {
+			if draining {
+				return nil, errDraining
+			}
 			if z := p.lruLocked(); z != nil {
 				p.shared.Store(z)
 				return z, nil
@@ -249,10 +281,16 @@ func (p *placer) choose(mru *atomic.Pointer[zone], forGC bool) (*zone, error) {
 		if z := mru.Load(); z != nil && z.state.Load() == zoneOpen {
 			return z, nil // another writer of this file chose meanwhile
 		}
-		if p.openFreeLocked(forGC) {
+		opened, draining := p.openFreeLocked(forGC)
+		if opened {
 			z := p.open[len(p.open)-1]
 			mru.Store(z)
 			return z, nil
+		}
+		if draining {
+			// Wait a moment for a zone of its own rather than share
+			// another file's until that one fills.
+			return nil, errDraining
 		}
 		if z := p.lruLocked(); z != nil {
 			mru.Store(z)
@@ -272,19 +310,20 @@ func (p *placer) policyFor(forGC bool) Policy {
 }
 
 // openFreeLocked moves a free zone to the open set, keeping the GC reserve
-// unless forGC. It refuses beyond the open budget.
-func (p *placer) openFreeLocked(forGC bool) bool {
+// unless forGC. It refuses beyond the open budget; draining reports that
+// zones still finishing their appends are all that stand in the way.
+func (p *placer) openFreeLocked(forGC bool) (opened, draining bool) {
 	budget, keep := p.budget, p.gcReserve
 	if forGC {
 		// GC may open one zone beyond the data budget (the engine keeps
 		// one for it) and take the reserve.
 		budget, keep = p.budget+1, 0
 	}
-	if len(p.open) >= budget {
-		return false
+	if len(p.open) >= budget || len(p.free) <= keep {
+		return false, false
 	}
-	if len(p.free) <= keep {
-		return false
+	if len(p.open)+p.drainingLocked() >= budget {
+		return false, true
 	}
 	z := p.free[0]
 	p.free = p.free[1:]
@@ -292,7 +331,30 @@ func (p *placer) openFreeLocked(forGC bool) bool {
 	z.state.Store(zoneOpen)
 	p.open = append(p.open, z)
 	p.opened.Add(1)
-	return true
+	return true, false
+}
+
+// drainingLocked drops the draining zones whose appends have all landed
+// and counts the rest.
+func (p *placer) drainingLocked() int {
+	keep := p.draining[:0]
+	for _, z := range p.draining {
+		if z.writers.Load() > 0 {
+			keep = append(keep, z)
+		}
+	}
+	clear(p.draining[len(keep):])
+	p.draining = keep
+	return len(keep)
+}
+
+// waitDrain lets draining zones' appends complete: it submits what the
+// ring holds (they may be queued under a plug) and yields briefly.
+func (p *placer) waitDrain() {
+	if p.flush != nil {
+		p.flush()
+	}
+	time.Sleep(20 * time.Microsecond)
 }
 
 // lruLocked is the least recently used open zone.
@@ -323,6 +385,9 @@ func (p *placer) retire(z *zone) {
 			p.open = append(p.open[:i], p.open[i+1:]...)
 			break
 		}
+	}
+	if z.writers.Load() > 0 {
+		p.draining = append(p.draining, z)
 	}
 }
 

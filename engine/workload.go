@@ -22,7 +22,13 @@ type Workload struct {
 	RW      string // write, randwrite, read, randread
 	// Loops is how many times each file's Size is written (random
 	// overwrites past the first pass); default 1.
-	Loops    int
+	Loops int
+	// Ops, if set, is the operations per file instead of Size/BS × Loops:
+	// a phase that writes a given number of bytes, not whole passes.
+	Ops int64
+	// Keep opens existing files as they are instead of truncating them:
+	// an overwrite phase after a fill phase.
+	Keep     bool
 	EndFsync bool   // fsync every file at the end, inside the timing
 	Prefix   string // file name prefix; default "job"
 	Seed     uint64
@@ -70,6 +76,8 @@ func (w *Workload) check() error {
 		return fmt.Errorf("workload: iodepth %d out of range", w.IODepth)
 	case w.Size < int64(w.BS):
 		return fmt.Errorf("workload: size %d smaller than bs %d", w.Size, w.BS)
+	case w.Ops < 0:
+		return fmt.Errorf("workload: ops %d is negative", w.Ops)
 	}
 	switch w.RW {
 	case "write", "randwrite", "read", "randread":
@@ -102,7 +110,11 @@ func RunWorkload(ctx context.Context, e *Engine, w Workload) (WorkloadResult, er
 				err = layOut(ctx, files[i], w.Size, w.BS)
 			}
 		} else {
-			files[i], err = e.Create(name)
+			flags := OCreate
+			if !w.Keep {
+				flags |= OTrunc
+			}
+			files[i], err = e.OpenFile(name, flags)
 		}
 		if err != nil {
 			return WorkloadResult{}, err
@@ -110,6 +122,9 @@ func RunWorkload(ctx context.Context, e *Engine, w Workload) (WorkloadResult, er
 	}
 	blocks := w.Size / int64(w.BS)
 	perFile := blocks * int64(w.Loops)
+	if w.Ops > 0 {
+		perFile = w.Ops
+	}
 	total := perFile * int64(w.BS) * int64(w.Files)
 	var done atomic.Int64
 	hist := hdrhistogram.New(1, int64(10*time.Second), 3)

@@ -48,6 +48,9 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 		if g.padZone != nil {
 			e.appendPad(g.padZone, g.padOff, p)
 		}
+		if errors.Is(err, errDraining) {
+			continue // the pad was what a zone waited for
+		}
 		if errors.Is(err, ErrNoSpace) {
 			// Out of zones: collect, without holding off checkpoints
 			// (GC may log a zone reset, which may checkpoint).
