@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/zonefold/zonefold/zns"
 )
@@ -225,5 +226,47 @@ func TestRealDevices(t *testing.T) {
 				verifyStamps(t, e, gens, 8192)
 			})
 		})
+	}
+}
+
+func TestCacheLargerThanFreeSpaceStillOverwrites(t *testing.T) {
+	// 8 usable data zones of 256 KiB (2 MiB), a 1 MiB file, and a cache
+	// that holds a whole overwrite of it dirty (no background writeback):
+	// the dirty overwrite plus the live copy exceed the device, so the
+	// writer must write back to turn old copies into garbage, collect,
+	// and go on — not fail with ENOSPC.
+	devName := emuDevice(t, 12, "256K", "")
+	cfg := Config{CacheBytes: 8 << 20, DirtyLimit: 4 << 20}
+	cfg.Writeback.Background = 1 << 30
+	cfg.Writeback.Expire = time.Hour
+	e := formatOpen(t, devName, cfg)
+	defer e.Close()
+	f, _ := e.Create("a")
+	p := make([]byte, 1<<20)
+	for round := range 6 {
+		for i := range p {
+			p[i] = byte(round + 1)
+		}
+		for off := 0; off < len(p); off += 128 << 10 {
+			if _, err := f.WriteAt(p[off:off+128<<10], int64(off)); err != nil {
+				t.Fatalf("overwrite %d at %d: %v", round, off, err)
+			}
+		}
+		if round%2 == 0 {
+			// The next round's dirty overwrite and this live copy
+			// together exceed the device.
+			if err := f.Sync(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, e, "a"); !bytes.Equal(got, p) {
+		t.Fatal("content after overwrites differs")
+	}
+	if st := e.Stats(); st.GCResets == 0 {
+		t.Fatalf("no GC ran: %+v", st)
 	}
 }

@@ -381,20 +381,35 @@ func (h *File) Close() error {
 // writers slow down as space runs out. Only when GC can free nothing more
 // is the write refused with ENOSPC.
 func (e *Engine) admit(ctx context.Context, n int64) error {
-	for {
-		room := e.placer.space()
-		need := e.cache.DirtyBytes() + n
-		need += need/(e.maxRecordData()/BlockSize) + int64(e.placer.budget)*BlockSize
-		if room >= need {
-			return nil
-		}
+	flushed := false
+	for !e.roomFor(n) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if !e.gc.reclaim() {
-			return fmt.Errorf("engine: write of %d bytes: %w", n, ErrNoSpace)
+		if e.gc.reclaim() {
+			continue
 		}
+		if !flushed && e.cache.DirtyBytes() > 0 {
+			// Dirty data counts as needing space, but much of it may
+			// overwrite data on the device: written back, it turns
+			// those old copies into garbage GC can reclaim.
+			flushed = true
+			if err := e.wb.SyncAll(ctx); err != nil {
+				return fmt.Errorf("engine: write of %d bytes: make room: %w", n, err)
+			}
+			continue
+		}
+		return fmt.Errorf("engine: write of %d bytes: %w", n, ErrNoSpace)
 	}
+	return nil
+}
+
+// roomFor reports whether n more dirty bytes fit in the space appends can
+// still take, counting record headers and a pad per open zone.
+func (e *Engine) roomFor(n int64) bool {
+	need := e.cache.DirtyBytes() + n
+	need += need/(e.maxRecordData()/BlockSize) + int64(e.placer.budget)*BlockSize
+	return e.placer.space() >= need
 }
 
 // ReadBacking implements cache.Backing: it fills p with the file's bytes
