@@ -119,10 +119,11 @@ func findFioEngine(flag string) (string, error) {
 }
 
 func inProcessRound(ctx context.Context, device string, cfg engine.Config, w engine.Workload) (fioBenchResult, error) {
-	e, err := openFormatted(device, cfg)
+	e, release, err := openFormatted(device, cfg)
 	if err != nil {
 		return fioBenchResult{}, err
 	}
+	defer release() // after Close, which the function does itself
 	res, err := engine.RunWorkload(ctx, e, w)
 	if cerr := e.Close(); err == nil {
 		err = cerr
@@ -144,10 +145,11 @@ func daemonRound(ctx context.Context, device string, cfg engine.Config, w engine
 		return fioBenchResult{}, err
 	}
 	defer l.Close()
-	e, err := openFormatted(device, cfg)
+	e, release, err := openFormatted(device, cfg)
 	if err != nil {
 		return fioBenchResult{}, err
 	}
+	defer release() // after Close, which the function does itself
 	srv := server.New(e, server.Options{})
 	sctx, stop := context.WithCancel(ctx)
 	served := make(chan error, 1)

@@ -330,13 +330,14 @@ func measureGC(ctx context.Context, stderr io.Writer, device string, o gcBenchOp
 		if err != nil {
 			return sum, nil, err
 		}
-		e, err := openFormatted(dev, cfg)
+		e, release, err := openFormatted(dev, cfg)
 		if err != nil {
 			return sum, nil, fmt.Errorf("%s: %w", s, err)
 		}
 		if i == 0 {
 			if w, err = sizeGCWorkload(o, bs, e.Capacity()); err != nil {
 				e.Close()
+				release()
 				return sum, nil, err
 			}
 			if !o.json && isTerminal(stderr) {
@@ -344,6 +345,7 @@ func measureGC(ctx context.Context, stderr io.Writer, device string, o gcBenchOp
 			}
 		} else if c := e.Capacity(); c != w.capacity {
 			e.Close()
+			release()
 			return sum, nil, fmt.Errorf("%s: capacity %d differs from the first configuration's %d: the device changed", s, c, w.capacity)
 		}
 		progress := func(done int64) {}
@@ -354,6 +356,7 @@ func measureGC(ctx context.Context, stderr io.Writer, device string, o gcBenchOp
 		slog.Debug("bench gc: configuration", "config", s, "device", dev)
 		r, runErr := runGCSetup(ctx, e, s, w, progress)
 		closeErr := e.Close()
+		release()
 		if ctx.Err() != nil {
 			// Every worker saw the cancellation: one line says it.
 			return sum, nil, fmt.Errorf("%s: interrupted: %w", s, ctx.Err())

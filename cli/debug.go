@@ -48,10 +48,11 @@ func newDebugCmd() *cobra.Command {
 		Short: "Format DEVICE and write a deterministic schedule, printing each op count that fsync made durable",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := openFormatted(args[0], engine.Config{CacheBytes: 8 << 20, DirtyLimit: 4 << 20})
+			e, release, err := openFormatted(args[0], engine.Config{CacheBytes: 8 << 20, DirtyLimit: 4 << 20})
 			if err != nil {
 				return err
 			}
+			defer release()
 			defer e.Close()
 			handles := make([]*engine.File, files)
 			for i := range handles {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/server"
 	"github.com/zonefold/zonefold/zns"
 )
 
@@ -104,6 +105,11 @@ first two sequential zones. A device that holds data is refused unless
 --force is given.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			lock, err := server.LockDevice(args[0])
+			if err != nil {
+				return err
+			}
+			defer lock.Release()
 			dev, err := zns.Open(args[0], zns.Options{})
 			if err != nil {
 				return err
@@ -137,18 +143,26 @@ func human(n int64) string {
 	return fmt.Sprintf("%dB", n)
 }
 
-// openFormatted formats dev (erasing it) and opens an engine on it.
-func openFormatted(device string, cfg engine.Config) (*engine.Engine, error) {
+// openFormatted formats dev (erasing it) and opens an engine on it. It
+// claims the device first, as the daemon does, so that it never erases a
+// device a daemon serves; release drops the claim after the engine closed.
+func openFormatted(device string, cfg engine.Config) (e *engine.Engine, release func(), err error) {
+	lock, err := server.LockDevice(device)
+	if err != nil {
+		return nil, nil, err
+	}
 	dev, err := zns.Open(device, zns.Options{})
 	if err != nil {
-		return nil, err
+		lock.Release()
+		return nil, nil, err
 	}
-	e, err := engine.FormatAndOpen(dev, cfg)
+	e, err = engine.FormatAndOpen(dev, cfg)
 	if err != nil {
 		dev.Close()
-		return nil, err
+		lock.Release()
+		return nil, nil, err
 	}
-	return e, nil
+	return e, lock.Release, nil
 }
 
 type runOpts struct {
@@ -214,10 +228,11 @@ func runBenchRun(cmd *cobra.Command, device string, o runOpts) error {
 	if err != nil {
 		return err
 	}
-	e, err := openFormatted(device, cfg)
+	e, release, err := openFormatted(device, cfg)
 	if err != nil {
 		return err
 	}
+	defer release() // after Close, which the function does itself
 	var bar *progressbar.ProgressBar
 	if !o.json && isTerminal(cmd.ErrOrStderr()) {
 		bar = progressbar.DefaultBytes(int64(w.Files)*w.Size, "bench run")

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/server"
 	"github.com/zonefold/zonefold/zns"
 )
 
@@ -23,6 +24,13 @@ zone (header and data checksums) and checks that every file's extents point
 at records that carry them. Prints a report; exits non-zero on damage.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// A daemon writing meanwhile would make the report
+			// meaningless: claim the device as the daemon does.
+			lock, err := server.LockDevice(args[0])
+			if err != nil {
+				return err
+			}
+			defer lock.Release()
 			dev, err := zns.Open(args[0], zns.Options{})
 			if err != nil {
 				return err

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/server"
 	"github.com/zonefold/zonefold/zns"
 )
 
@@ -60,5 +61,25 @@ func TestFormatWriteFsck(t *testing.T) {
 	code, out = run("fsck", devName)
 	if code == 0 || !strings.Contains(out, "DAMAGE") {
 		t.Fatalf("fsck of a damaged device: exit %d\n%s", code, out)
+	}
+}
+
+func TestFormatRefusesADeviceInUse(t *testing.T) {
+	devName := fmt.Sprintf("emu:%s?zone_size=1M&zones=16", filepath.Join(t.TempDir(), "dev"))
+	lock, err := server.LockDevice(devName) // what a serving daemon holds
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	for _, args := range [][]string{{"format", "--force", devName}, {"fsck", devName}, {"bench", "run", devName, "--size", "1M"}} {
+		out.Reset()
+		errOut.Reset()
+		if code := Main(args, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), "locked") && !strings.Contains(errOut.String(), "in use") && !strings.Contains(errOut.String(), "another") {
+			t.Errorf("%v on a device in use: exit %d, %q", args, code, errOut.String())
+		}
+	}
+	lock.Release()
+	if code := Main([]string{"format", devName}, &out, &errOut); code != 0 {
+		t.Fatalf("format after the claim was released: %s", errOut.String())
 	}
 }
