@@ -20,6 +20,9 @@ test: lint unit vmtest
 
 unit: fio-engine
 	ZONEFOLD_FIO_ENGINE=$(FIO_ENGINE) ZONEFOLD_REQUIRE_FIO=1 $(GO) test $(LDFLAGS) -race -count=1 ./...
+	# The race detector allocates, so the no-allocation tests also run
+	# without it.
+	$(GO) test $(LDFLAGS) -count=1 -run 'DoesNotAllocate' ./...
 
 # fio-engine builds fio/engine.c against the installed fio's source
 # (installing fio and gcc, and fetching the source into build/fio, on
