@@ -208,7 +208,11 @@ func TestRealDevices(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				per := e.Capacity() * 6 / 10 / 4 / 8192 * 8192
+				// Half of what is left after the GC reserve: with a
+				// conventional zone and tight limits only six data
+				// zones remain, two of them reserved.
+				usable := e.Capacity() - int64(e.cfg.GC.Reserve)*e.geo.ZoneCap
+				per := usable / 2 / 4 / 8192 * 8192
 				gens := overwrite(t, e, 4, per, 8192, 1.2, 2)
 				if err := e.Sync(t.Context()); err != nil {
 					t.Fatal(err)

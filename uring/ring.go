@@ -18,6 +18,9 @@
 //     released, when the queue fills, or when someone waits (Flush, Wait,
 //     or a submitter blocking for a free slot) — the kernel likewise flushes
 //     a task's plug when it sleeps, so waiting under a plug cannot deadlock.
+//     A goroutine that submits and does not wait itself (a dispatcher)
+//     must Flush after its Unplug: someone else's plug may be holding its
+//     SQEs while that someone waits for them.
 //   - The submission queue is guarded by one mutex; the completion queue is
 //     read only by the reaper. Nothing on the submit or complete path
 //     allocates.

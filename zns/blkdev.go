@@ -431,6 +431,12 @@ func (b *Block) dispatcher() {
 		if err := b.ring.Unplug(); err != nil {
 			slog.Error("zns: submit queued zone writes", "device", b.path, "err", err)
 		}
+		// The plug is the ring's: another goroutine may hold it (a
+		// flush round), blocked until these very writes complete.
+		// Nobody waits here to flush them, so submit them now.
+		if err := b.ring.Flush(); err != nil {
+			slog.Error("zns: submit queued zone writes", "device", b.path, "err", err)
+		}
 	}
 }
 
