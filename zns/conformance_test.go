@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -36,6 +37,7 @@ func RunConformance(t *testing.T, open func(t *testing.T) Device) {
 		{"ImplicitOpenLimit", confImplicitOpenLimit},
 		{"ActiveLimit", confActiveLimit},
 		{"ResetAll", confResetAll},
+		{"AppendsUnderAnotherPlug", confAppendsUnderAnotherPlug},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := open(t)
@@ -713,5 +715,51 @@ func confResetAll(t *testing.T, c *conf) {
 	}
 	if open, act := c.countOpen(); open != 0 || act != 0 {
 		t.Fatalf("after ResetAll: %d open, %d active", open, act)
+	}
+}
+
+// confAppendsUnderAnotherPlug holds the ring's plug, as the engine's
+// flusher does for a whole round, while appending several records to one
+// zone and waiting for them: a backend that queues a zone's writes behind
+// the one in flight must still get the queued ones submitted. (The block
+// backend's dispatcher once only unplugged, and this hung.)
+func confAppendsUnderAnotherPlug(t *testing.T, c *conf) {
+	c.need(1)
+	zone := c.seq[0]
+	r := c.d.Ring()
+	r.Plug()
+	defer func() {
+		if err := r.Unplug(); err != nil {
+			t.Error(err)
+		}
+	}()
+	const n = 4
+	ws := make([]*appendWaiter, n)
+	for i := range ws {
+		ws[i] = &appendWaiter{ch: make(chan appendResult, 1)}
+		if err := c.d.Append(zone, [][]byte{c.buf(c.bs, byte(i))}, ws[i]); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	if err := r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	for i, w := range ws {
+		select {
+		case res := <-w.ch:
+			if res.err != nil {
+				t.Fatalf("append %d: %v", i, res.err)
+			}
+			seen[res.off] = true
+		case <-time.After(30 * time.Second):
+			t.Fatalf("append %d never completed while another goroutine held the plug", i)
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("%d appends landed at %d distinct offsets", n, len(seen))
+	}
+	if wp := c.zone(zone).WP; wp != c.zone(zone).Start+n*c.bs {
+		t.Fatalf("write pointer %d after %d appends of %d", wp, n, c.bs)
 	}
 }
