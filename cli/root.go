@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -30,22 +32,44 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	var verbose bool
+	var cpuProfile string
+	var profile *os.File
 	root := &cobra.Command{
 		Use:           "zonefold",
 		Short:         "A userspace engine for zoned storage",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			level := slog.LevelWarn
 			if verbose {
 				level = slog.LevelDebug
 			}
 			slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
+			if cpuProfile == "" {
+				return nil
+			}
+			f, err := os.Create(cpuProfile)
+			if err != nil {
+				return fmt.Errorf("--cpuprofile: %w", err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				f.Close()
+				return fmt.Errorf("--cpuprofile: %w", err)
+			}
+			profile = f
+			return nil
+		},
+		PersistentPostRun: func(*cobra.Command, []string) {
+			if profile != nil {
+				pprof.StopCPUProfile()
+				profile.Close()
+			}
 		},
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
 	root.AddCommand(newBenchCmd())
 	root.AddCommand(newZonesCmd())
 	root.AddCommand(newFormatCmd())
