@@ -30,7 +30,7 @@ runs=(
   "no-limits|--nvme-zcap-mb 8 --nullb-args bs=4096"
   "limits|--zone-cap-mb 6 --nvme-zcap-mb 6 --nvme-lbs 4096 --nullb-args zone_nr_conv=1@zone_max_open=4@zone_max_active=6 --nvme-args zoned.max_open=4,zoned.max_active=6"
 )
-failed=0 summary=()
+failed=0 summary=() tpass=0 tfail=0 tskip=0
 for r in "${runs[@]}"; do
   name=${r%%|*}
   read -r -a args <<<"${r#*|}"
@@ -45,7 +45,13 @@ for r in "${runs[@]}"; do
   fail=$(grep -c -- '--- FAIL' "$out/vmtest-$name.log" || true)
   skip=$(grep -c -- '--- SKIP' "$out/vmtest-$name.log" || true)
   summary+=("vmtest $name: exit $rc, $pass passed, $fail failed, $skip skipped (tests and subtests)")
-  [ "$rc" = 0 ] || failed=1
+  tpass=$((tpass + pass)) tfail=$((tfail + fail)) tskip=$((tskip + skip))
+  if [ "$rc" != 0 ]; then
+    failed=1
+    [ "$fail" -gt 0 ] || tfail=$((tfail + 1)) # a crash or timeout is a failure too
+  fi
 done
 printf '%s\n' "${summary[@]}"
+# One closing line in the plain form CI reads.
+echo "vmtest: $tpass passed, $tfail failed, $tskip skipped"
 exit $failed
