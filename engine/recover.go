@@ -353,12 +353,14 @@ func (e *Engine) recountValid() {
 		}
 	}
 	for _, f := range e.byID {
+		f.mu.RLock()
 		f.ext.each(func(x extent) bool {
 			if z := e.zoneAt(x.dev); z != nil {
 				z.valid.Add(x.len)
 			}
 			return true
 		})
+		f.mu.RUnlock()
 	}
 }
 
