@@ -105,16 +105,11 @@ first two sequential zones. A device that holds data is refused unless
 --force is given.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			lock, err := server.LockDevice(args[0])
+			dev, release, err := openClaimed(args[0])
 			if err != nil {
 				return err
 			}
-			defer lock.Release()
-			dev, err := zns.Open(args[0], zns.Options{})
-			if err != nil {
-				return err
-			}
-			defer dev.Close()
+			defer release()
 			sb, err := engine.Format(dev, engine.FormatOptions{Force: force, Zones: zones})
 			if err != nil {
 				return err
@@ -143,9 +138,25 @@ func human(n int64) string {
 	return fmt.Sprintf("%dB", n)
 }
 
-// openFormatted formats dev (erasing it) and opens an engine on it. It
-// claims the device first, as the daemon does, so that it never erases a
-// device a daemon serves; release drops the claim after the engine closed.
+// openClaimed claims device as the daemon does (so that nothing here
+// erases or reads a device a daemon serves) and opens it; release closes
+// the device and drops the claim.
+func openClaimed(device string) (dev zns.Device, release func(), err error) {
+	lock, err := server.LockDevice(device)
+	if err != nil {
+		return nil, nil, err
+	}
+	dev, err = zns.Open(device, zns.Options{})
+	if err != nil {
+		lock.Release()
+		return nil, nil, err
+	}
+	return dev, func() { dev.Close(); lock.Release() }, nil
+}
+
+// openFormatted formats a claimed device (erasing it) and opens an engine
+// on it, which owns the device; release drops the claim after the engine
+// closed.
 func openFormatted(device string, cfg engine.Config) (e *engine.Engine, release func(), err error) {
 	lock, err := server.LockDevice(device)
 	if err != nil {

@@ -7,8 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/zonefold/zonefold/engine"
-	"github.com/zonefold/zonefold/server"
-	"github.com/zonefold/zonefold/zns"
 )
 
 // errDamaged makes fsck exit non-zero after it printed its report.
@@ -26,16 +24,11 @@ at records that carry them. Prints a report; exits non-zero on damage.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// A daemon writing meanwhile would make the report
 			// meaningless: claim the device as the daemon does.
-			lock, err := server.LockDevice(args[0])
+			dev, release, err := openClaimed(args[0])
 			if err != nil {
 				return err
 			}
-			defer lock.Release()
-			dev, err := zns.Open(args[0], zns.Options{})
-			if err != nil {
-				return err
-			}
-			defer dev.Close()
+			defer release()
 			rep, err := engine.Fsck(dev)
 			if err != nil {
 				return err
