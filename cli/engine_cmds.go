@@ -104,12 +104,12 @@ func newFormatCmd() *cobra.Command {
 first two sequential zones. A device that holds data is refused unless
 --force is given.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			dev, release, err := openClaimed(args[0])
 			if err != nil {
 				return err
 			}
-			defer release()
+			defer func() { release(err == nil) }()
 			sb, err := engine.Format(dev, engine.FormatOptions{Force: force, Zones: zones})
 			if err != nil {
 				return err
@@ -139,9 +139,10 @@ func human(n int64) string {
 }
 
 // openClaimed claims device as the daemon does (so that nothing here
-// erases or reads a device a daemon serves) and opens it; release closes
-// the device and drops the claim.
-func openClaimed(device string) (dev zns.Device, release func(), err error) {
+// erases or reads a device a daemon serves) and opens it. release closes
+// the device and drops the claim; keep says whether an emu file the claim
+// created stays (the command made a device of it) or goes (it failed).
+func openClaimed(device string) (dev zns.Device, release func(keep bool), err error) {
 	lock, err := server.LockDevice(device)
 	if err != nil {
 		return nil, nil, err
@@ -151,7 +152,13 @@ func openClaimed(device string) (dev zns.Device, release func(), err error) {
 		lock.Release()
 		return nil, nil, err
 	}
-	return dev, func() { dev.Close(); lock.Release() }, nil
+	return dev, func(keep bool) {
+		dev.Close()
+		if keep {
+			lock.Keep()
+		}
+		lock.Release()
+	}, nil
 }
 
 // openFormatted formats a claimed device (erasing it) and opens an engine
@@ -173,6 +180,7 @@ func openFormatted(device string, cfg engine.Config) (e *engine.Engine, release 
 		lock.Release()
 		return nil, nil, err
 	}
+	lock.Keep()
 	return e, lock.Release, nil
 }
 

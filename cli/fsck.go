@@ -21,14 +21,14 @@ func newFsckCmd() *cobra.Command {
 zone (header and data checksums) and checks that every file's extents point
 at records that carry them. Prints a report; exits non-zero on damage.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			// A daemon writing meanwhile would make the report
 			// meaningless: claim the device as the daemon does.
 			dev, release, err := openClaimed(args[0])
 			if err != nil {
 				return err
 			}
-			defer release()
+			defer func() { release(err == nil) }()
 			rep, err := engine.Fsck(dev)
 			if err != nil {
 				return err

@@ -58,6 +58,7 @@ func Run(ctx context.Context, cfg RunConfig) (err error) {
 	if err != nil {
 		return err
 	}
+	devLock.Keep() // a device now, if the lock created its emu file
 	defer func() {
 		if cerr := e.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("server: close engine: %w", cerr))
