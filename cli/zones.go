@@ -142,8 +142,16 @@ func newZoneActionCmd(a zoneAction) *cobra.Command {
 	return cmd
 }
 
-func runZoneAction(w io.Writer, device string, a zoneAction, zone int, all bool) error {
-	return withDevice(device, func(d zns.Device) error { return applyAction(w, d, a, zone, all) })
+// runZoneAction claims the device as the daemon does: changing zones
+// under a daemon, or under format or fsck, would corrupt what they write
+// or make their report meaningless.
+func runZoneAction(w io.Writer, device string, a zoneAction, zone int, all bool) (err error) {
+	d, release, err := openClaimed(device)
+	if err != nil {
+		return err
+	}
+	defer func() { release(err == nil) }()
+	return applyAction(w, d, a, zone, all)
 }
 
 func applyAction(w io.Writer, d zns.Device, a zoneAction, zone int, all bool) (err error) {

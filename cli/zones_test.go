@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/zonefold/zonefold/server"
 	"github.com/zonefold/zonefold/zns"
 )
 
@@ -152,5 +153,26 @@ func TestZonesIllegalRequestsChangeNothing(t *testing.T) {
 		if after := report(t, dev); conds(after) != conds(before) || after[1].WP != before[1].WP {
 			t.Fatalf("zones %v changed the device: %s -> %s", tc.args, conds(before), conds(after))
 		}
+	}
+}
+
+// Zone management used to run under a live daemon, changing the zones it
+// writes; it is refused as format and fsck are, and changes nothing.
+func TestZonesActionsRefuseAClaimedDevice(t *testing.T) {
+	dev := newEmu(t)
+	before := report(t, dev)
+	lock, err := server.LockDevice(dev) // what a serving daemon holds
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	for _, a := range zoneActions {
+		_, errOut, st := run(t, "zones", a.verb, dev, "--all")
+		if st == 0 || !strings.Contains(errOut, "is in use: another zonefold daemon or command") {
+			t.Errorf("zones %s under a daemon: status %d, %q", a.verb, st, errOut)
+		}
+	}
+	if after := report(t, dev); conds(after) != conds(before) || after[1].WP != before[1].WP {
+		t.Fatalf("refused requests changed the device: %s -> %s", conds(before), conds(after))
 	}
 }
