@@ -2,14 +2,18 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -84,6 +88,13 @@ device is served as it is, unless --force is given too, which erases it.`,
 
 // clientCmd makes a command that talks to a running daemon.
 func clientCmd(use, short string, args cobra.PositionalArgs, run func(ctx context.Context, c *server.Client, out io.Writer, args []string) error) *cobra.Command {
+	return socketCmd(use, short, args, func(ctx context.Context, _ string, c *server.Client, out io.Writer, args []string) error {
+		return run(ctx, c, out, args)
+	})
+}
+
+// socketCmd is clientCmd for commands that need the socket path too.
+func socketCmd(use, short string, args cobra.PositionalArgs, run func(ctx context.Context, socket string, c *server.Client, out io.Writer, args []string) error) *cobra.Command {
 	var socket string
 	cmd := &cobra.Command{
 		Use: use, Short: short, Args: args,
@@ -93,7 +104,7 @@ func clientCmd(use, short string, args cobra.PositionalArgs, run func(ctx contex
 				return err
 			}
 			defer c.Close()
-			return run(cmd.Context(), c, cmd.OutOrStdout(), a)
+			return run(cmd.Context(), socket, c, cmd.OutOrStdout(), a)
 		},
 	}
 	socketFlag(cmd.Flags(), &socket)
@@ -105,7 +116,7 @@ func addClientCmds(root *cobra.Command) {
 	root.AddCommand(
 		newStatCmd(),
 		clientCmd("ls", "List the daemon's files", cobra.NoArgs, runLs),
-		clientCmd("put LOCAL NAME", "Copy a local file into zonefold; returns once it is durable", cobra.ExactArgs(2), runPut),
+		socketCmd("put LOCAL NAME", "Copy a local file into zonefold atomically; returns once it is durable", cobra.ExactArgs(2), runPut),
 		clientCmd("get NAME LOCAL", "Copy a zonefold file to a local file", cobra.ExactArgs(2), runGet),
 		clientCmd("rm NAME...", "Remove files", cobra.MinimumNArgs(1), runRm),
 	)
@@ -157,17 +168,36 @@ func runLs(ctx context.Context, c *server.Client, out io.Writer, _ []string) err
 // copyChunk is how much put and get move per call.
 const copyChunk = 4 << 20
 
-func runPut(ctx context.Context, c *server.Client, _ io.Writer, args []string) error {
-	src, err := os.Open(args[0])
+// runPut copies a local file into zonefold atomically: it writes a
+// temporary file (server.TempPrefix), fsyncs it and renames it over NAME,
+// so that NAME is either as it was or the whole new content, durable.
+// A put that fails or is interrupted removes its temporary; one whose
+// process died leaves it to the daemon's next start.
+func runPut(ctx context.Context, socket string, c *server.Client, _ io.Writer, args []string) (err error) {
+	local, name := args[0], args[1]
+	src, err := os.Open(local)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	h, _, err := c.Open(ctx, args[1], server.OpenCreate|server.OpenTrunc)
+	if st, err := src.Stat(); err != nil {
+		return err
+	} else if st.IsDir() {
+		return fmt.Errorf("%s is a directory; put copies one file", local)
+	}
+	tmp, err := tempName()
 	if err != nil {
 		return err
 	}
-	defer c.CloseFile(ctx, h)
+	h, _, err := c.Open(ctx, tmp, server.OpenCreate|server.OpenExcl)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, removeTemp(c, socket, tmp))
+		}
+	}()
 	buf := make([]byte, copyChunk)
 	var off int64
 	for {
@@ -186,7 +216,42 @@ func runPut(ctx context.Context, c *server.Client, _ io.Writer, args []string) e
 		}
 	}
 	// put promises durability: a crash after it returns loses nothing.
-	return c.Fsync(ctx, h)
+	// The rename is logged durably by the daemon before it answers.
+	if err := c.Fsync(ctx, h); err != nil {
+		return err
+	}
+	if err := c.CloseFile(ctx, h); err != nil {
+		return err
+	}
+	return c.Rename(ctx, tmp, name)
+}
+
+// tempName is a fresh name in the daemon's reserved temporary space.
+func tempName() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return server.TempPrefix + hex.EncodeToString(b[:]), nil
+}
+
+// removeTemp removes a failed put's temporary file. The put's own
+// connection may be mid-request (an interrupt cancels by deadline), so it
+// is closed first, which closes its handles, and a new one removes the
+// file, within a bounded time. It says so if it could not.
+func removeTemp(c *server.Client, socket, tmp string) error {
+	c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rc, err := server.Dial(ctx, socket, 2*64<<10)
+	if err == nil {
+		err = rc.Remove(ctx, tmp)
+		rc.Close()
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("the temporary file %s stays until the daemon restarts: %w", tmp, err)
+	}
+	return nil
 }
 
 func runGet(ctx context.Context, c *server.Client, _ io.Writer, args []string) error {
