@@ -149,15 +149,16 @@ func openClaimed(device string) (dev zns.Device, release func(keep bool), err er
 	}
 	dev, err = zns.Open(device, zns.Options{})
 	if err != nil {
-		lock.Release()
+		lock.Abandon()
 		return nil, nil, err
 	}
 	return dev, func(keep bool) {
 		dev.Close()
 		if keep {
-			lock.Keep()
+			lock.Release()
+		} else {
+			lock.Abandon()
 		}
-		lock.Release()
 	}, nil
 }
 
@@ -177,10 +178,9 @@ func openFormatted(device string, cfg engine.Config) (e *engine.Engine, release 
 	e, err = engine.FormatAndOpen(dev, cfg)
 	if err != nil {
 		dev.Close()
-		lock.Release()
+		lock.Abandon()
 		return nil, nil, err
 	}
-	lock.Keep()
 	return e, lock.Release, nil
 }
 

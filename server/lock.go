@@ -116,17 +116,15 @@ func devicePath(device string) string {
 // a command that must not run beside one (format, fsck, zone management).
 type DeviceLock struct {
 	f       *os.File
-	created string // an emu file this lock created: removed on release unless kept
-	kept    bool
+	created string // an emu file this lock created
 }
 
 // LockDevice claims device for this process; a second claim, from this
 // process or another, fails until Release. Only regular files and block
 // devices are accepted (a FIFO would block the open, a character device
 // is not storage). An emu file that does not exist yet is created (empty)
-// so that it can be locked before the backend grows it; Release removes
-// it again unless Keep was called, so that a command that fails leaves no
-// file behind.
+// so that it can be locked before the backend grows it; Abandon removes
+// it again, so that a command that fails leaves no file behind.
 func LockDevice(device string) (*DeviceLock, error) {
 	path := devicePath(device)
 	if path == "" {
@@ -224,22 +222,23 @@ func modeName(m fs.FileMode) string {
 	return "special file"
 }
 
-// Keep makes Release leave an emu file this lock created: the command
-// that holds it made a device of it.
-func (l *DeviceLock) Keep() {
-	if l != nil {
-		l.kept = true
-	}
-}
+// Release drops the claim. An emu file the claim created stays if the
+// backend grew it (it is a device now), and is removed if still empty.
+func (l *DeviceLock) Release() { l.release(false) }
 
-// Release drops the claim, first removing an emu file the lock created
-// unless Keep was called.
-func (l *DeviceLock) Release() {
+// Abandon drops the claim of a holder that failed to make a device of
+// it: an emu file the claim created is removed, whatever it holds (the
+// backend may have grown it and written its header already).
+func (l *DeviceLock) Abandon() { l.release(true) }
+
+func (l *DeviceLock) release(abandon bool) {
 	if l == nil || l.f == nil {
 		return
 	}
-	if l.created != "" && !l.kept {
-		os.Remove(l.created)
+	if l.created != "" {
+		if st, err := l.f.Stat(); abandon || err == nil && st.Size() == 0 {
+			os.Remove(l.created)
+		}
 	}
 	l.f.Close()
 	l.f = nil

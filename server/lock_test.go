@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -94,10 +93,12 @@ func TestDeviceClaimRefusesAFIFO(t *testing.T) {
 	}
 }
 
-// An emu file the claim created goes away again unless the holder kept it.
+// An emu file the claim created goes away again if the holder abandons
+// it (a failed serve left a grown file), or if nothing grew it.
 func TestDeviceClaimRemovesTheFileItCreated(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "dev")
 	dev := "emu:" + path + "?zone_size=1M&zones=8"
+	exists := func() bool { _, err := os.Stat(path); return err == nil }
 	l, err := LockDevice(dev)
 	if err != nil {
 		t.Fatal(err)
@@ -105,25 +106,34 @@ func TestDeviceClaimRemovesTheFileItCreated(t *testing.T) {
 	if err := os.WriteFile(path, []byte("grown by the backend"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l.Release()
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("a created, not kept emu file stays: %v", err)
+	l.Abandon()
+	if exists() {
+		t.Fatal("an abandoned emu file the claim created stays")
 	}
 	if l, err = LockDevice(dev); err != nil {
 		t.Fatal(err)
 	}
-	l.Keep()
 	l.Release()
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("a kept emu file is gone: %v", err)
+	if exists() {
+		t.Fatal("an empty emu file the claim created stays")
 	}
-	// An existing file is never removed.
 	if l, err = LockDevice(dev); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(path, []byte("a device"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	l.Release()
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("an existing emu file was removed: %v", err)
+	if !exists() {
+		t.Fatal("a grown emu file was removed on release")
+	}
+	// A file the claim did not create is never removed.
+	if l, err = LockDevice(dev); err != nil {
+		t.Fatal(err)
+	}
+	l.Abandon()
+	if !exists() {
+		t.Fatal("an existing emu file was removed")
 	}
 }
 

@@ -56,9 +56,9 @@ func Run(ctx context.Context, cfg RunConfig) (err error) {
 	defer devLock.Release()
 	e, err := openEngine(cfg, log)
 	if err != nil {
+		devLock.Abandon() // an emu file it created goes again
 		return err
 	}
-	devLock.Keep() // a device now, if the lock created its emu file
 	removeTemporaries(e, log)
 	defer func() {
 		if cerr := e.Close(); cerr != nil {
