@@ -115,7 +115,9 @@ func TestInterruptedPutLeavesTheTarget(t *testing.T) {
 	defer pc.Close()
 	putCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- runPut(putCtx, sock, pc, io.Discard, []string{fifo, "keep"}) }()
+	go func() {
+		done <- runPut(putCtx, &session{Client: pc, socket: sock, out: io.Discard}, []string{fifo, "keep"})
+	}()
 	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -139,8 +141,7 @@ func TestInterruptedPutLeavesTheTarget(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	cancel()
-	w.Close()
+	cancel() // put waits for the FIFO's next bytes: the cancel must end that too
 	if err := <-done; err == nil {
 		t.Fatal("interrupted put succeeded")
 	}

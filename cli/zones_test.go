@@ -84,7 +84,7 @@ func TestZonesReport(t *testing.T) {
 	if st != 0 {
 		t.Fatalf("status %d", st)
 	}
-	for _, want := range []string{"4 zones of 1048576 bytes (capacity 524288)", "conventional", "not-wp", "seq-write-required", "implicit-open", "0x101000", "empty"} {
+	for _, want := range []string{"4 zones of 1 MiB (capacity 512 KiB), block size 4 KiB, max open 2, max active 2, max append 512 KiB", "conventional", "not-wp", "seq-write-required", "implicit-open", "0x101000", "empty"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
@@ -133,7 +133,7 @@ func TestZonesIllegalRequestsChangeNothing(t *testing.T) {
 		{[]string{"reset", dev, "--zone", "0"}, "conventional zone"},
 		{[]string{"finish", dev, "--zone", "0"}, "conventional zone"},
 		{[]string{"reset", dev, "--zone", "4"}, "out of range"},
-		{[]string{"open", dev, "--zone", "-1"}, "out of range"},
+		{[]string{"open", dev, "--zone", "-1"}, `bad count "-1"`},
 		{[]string{"reset", dev}, "exactly one of --zone N and --all"},
 		{[]string{"reset", dev, "--zone", "1", "--all"}, "exactly one of --zone N and --all"},
 		{[]string{"close", dev, "--zone", "2"}, "invalid zone condition transition"},
