@@ -317,7 +317,7 @@ func (c *Cache) kick() {
 
 func checkIO(off int64, n int) error {
 	if off < 0 || off+int64(n) < off {
-		return fmt.Errorf("cache: offset %d, length %d: %w", off, n, ErrRange)
+		return fmt.Errorf("%w: offset %d, length %d", ErrRange, off, n)
 	}
 	return nil
 }

@@ -460,3 +460,20 @@ func TestCLIInterruptedPut(t *testing.T) {
 		t.Fatalf("an interrupted put changed its target: %q", b)
 	}
 }
+
+// A put that runs out of space says so once, and leaves nothing behind.
+func TestCLIPutOutOfSpace(t *testing.T) {
+	dir := t.TempDir()
+	d := startDaemon(t, "emu:"+filepath.Join(dir, "dev")+"?zone_size=1M&zones=8")
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("incompressible enough "), 16<<20/22), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runBinary(t, "put", big, "big", "--socket", d.socket)
+	if r.status != 1 || r.stderr != "zonefold: write: no space left on device\n" {
+		t.Fatalf("put past the capacity: %+v", r)
+	}
+	if r = runBinary(t, "ls", "--socket", d.socket); r.stdout != "" {
+		t.Fatalf("a put that ran out of space left %q", r.stdout)
+	}
+}
