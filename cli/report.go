@@ -7,5 +7,4 @@ var (
 	writeJSON = output.WriteJSON
 	newTable  = output.NewTable
 	human     = output.Human
-	micros    = output.Micros
 )
