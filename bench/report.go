@@ -22,6 +22,7 @@ var (
 	newTable = report.NewTable
 	micros   = report.Micros
 	human    = report.Human
+	mibPerS  = report.MiBps // every rate is MiB/s
 )
 
 // writeFileWith creates path and fills it with write.

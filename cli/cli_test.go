@@ -164,6 +164,13 @@ func TestCLIStatusesAndErrors(t *testing.T) {
 		{args: []string{"bench", "run", "x", "--cache", "99999999999999T"}, status: 2, stderr: "--cache: size \"99999999999999T\" is too large"},
 		{args: []string{"bench", "run", "x", "--bs", "1.3K"}, status: 2, stderr: "not a whole number of bytes"},
 		{args: []string{"bench", "run", "x", "--iodepth", "99999999999"}, status: 2, stderr: "is too large"},
+		{args: []string{"bench", "batching", "--file-size", "64X"}, status: 2, stderr: `invalid argument "64X" for "--file-size" flag: bad size "64X"`},
+		{args: []string{"bench", "folios", "--cache-size", "1e3"}, status: 2, stderr: `bad size "1e3"`},
+		{args: []string{"bench", "folios", "--bs", "3G"}, status: 2, stderr: `size "3G" is too large (at most 2 GiB - 1)`},
+		{args: []string{"bench", "gc", "--util", "nan"}, status: 2, stderr: `bad number "nan"`},
+		{args: []string{"bench", "gc", "--files", "-1"}, status: 2, stderr: `bad count "-1"`},
+		{args: []string{"bench", "gc", "--bs", "-8K"}, status: 2, stderr: `bad size "-8K"`},
+		{args: []string{"bench", "seeds", "--check", "extra"}, status: 2, stderr: `unknown command "extra" for "zonefold bench seeds"`},
 		{args: []string{"--version"}, status: 0, stdout: "zonefold "},
 		{args: []string{"zones"}, status: 0, stdout: "Report and manage zones"},
 		{args: []string{"ls", "--socket", filepath.Join(dir, "none.sock")}, status: 1,
@@ -215,6 +222,11 @@ func TestCLIJSON(t *testing.T) {
 	if v["device"] != dev || v["zone_size"] != float64(1<<20) || v["used_zones"] != float64(16) {
 		t.Errorf("format --json: %v", v)
 	}
+	r = runBinary(t, "bench", "batching", "--file-size", "1M", "--time", "20ms", "--rounds", "2", "--qd", "4", "--dir", dir, "--json")
+	if r.status != 0 {
+		t.Fatalf("bench batching --file-size 1M: %+v", r)
+	}
+	checkJSON(t, "bench batching --json", r.stdout)
 	r = runBinary(t, "zones", "report", dev, "--json")
 	v = checkJSON(t, "zones report --json", r.stdout)
 	if g, _ := v["geometry"].(map[string]any); g["zone_size"] != float64(1<<20) || g["zones"] != float64(16) {

@@ -281,3 +281,31 @@ func nonZero(n int64, err error) error {
 	}
 	return err
 }
+
+// intSizeValue is a size flag held in an int: at most 2 GiB - 1.
+type intSizeValue struct{ p *int }
+
+func (v intSizeValue) String() string {
+	if v.p == nil {
+		return "0"
+	}
+	return strings.ReplaceAll(output.Human(int64(*v.p)), " ", "")
+}
+func (v intSizeValue) Type() string { return "size" }
+func (v intSizeValue) Set(s string) error {
+	n, err := parseSize(s)
+	if err != nil {
+		return err
+	}
+	if n > math.MaxInt32 {
+		return fmt.Errorf("size %q is too large (at most 2 GiB - 1)", s)
+	}
+	*v.p = int(n)
+	return nil
+}
+
+// intSizeVar defines a size flag held in an int.
+func intSizeVar(fs *pflag.FlagSet, p *int, name string, def int, usage string) {
+	*p = def
+	fs.Var(intSizeValue{p}, name, usage)
+}
