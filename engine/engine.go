@@ -405,7 +405,7 @@ type counters struct {
 	devRead                       atomic.Int64
 	appends, appendErrs, readErrs atomic.Int64
 	gcRead, gcWritten, gcResets   atomic.Int64
-	gcNanos, gcRuns               atomic.Int64
+	gcNanos, gcRuns, gcActive     atomic.Int64
 	metaWritten, checkpoints      atomic.Int64
 	writeNanos, writeOps          atomic.Int64
 	throttleNanos                 atomic.Int64

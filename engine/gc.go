@@ -162,7 +162,9 @@ func (c *collector) pass() (bool, error) {
 		return true, nil
 	}
 	start := time.Now()
+	e.stats.gcActive.Add(1)
 	defer func() {
+		e.stats.gcActive.Add(-1)
 		e.stats.gcNanos.Add(int64(time.Since(start)))
 		e.stats.gcRuns.Add(1)
 	}()
