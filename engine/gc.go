@@ -178,10 +178,15 @@ func (c *collector) pass() (bool, error) {
 		victim.state.Store(zoneFull)
 		return false, fmt.Errorf("engine: gc: zone %d still holds %d valid bytes after relocation", victim.idx, v)
 	}
+	// The reset is decided: a checkpoint from now on records the zone as
+	// empty, and the logged reset tells a recovery from an older one to
+	// scan it from its start. Both are durable before the reset.
+	victim.resetPending.Store(true)
 	e.nsMu.RLock()
 	err := e.logOp(nsOp{kind: opZoneReset, zone: victim.idx})
 	e.nsMu.RUnlock()
 	if err != nil {
+		victim.resetPending.Store(false)
 		victim.state.Store(zoneFull)
 		return false, err
 	}
@@ -352,7 +357,12 @@ func (c *collector) appendFile(pieces []live, mem []byte, b *gcBatch) error {
 		op.hdr.Kind = KindGC
 		op.hdr.File = f.id
 		op.hdr.Seq = e.seq.Add(1)
-		op.hdr.Size = SizeUnknown
+		// The file's size, as a data record carries it: once GC resets
+		// the zones of a file's data records, its GC records may be all
+		// that recovery finds of it after the last checkpoint.
+		f.mu.RLock()
+		op.hdr.Size = uint64(f.size)
+		f.mu.RUnlock()
 		op.hdr.Extents = op.hdr.Extents[:0]
 		op.bufs = op.bufs[:0]
 		op.hdrI, op.bufs = e.takeHeader(op.bufs)
