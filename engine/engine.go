@@ -93,7 +93,8 @@ type Engine struct {
 	// what it found for the report.
 	readOnly  bool
 	recovered []event
-	tornZones []tornZone
+	ckptSeq   uint64 // the checkpoint recovery started from
+	ckptTie   bool   // both metadata zones hold a checkpoint of that number
 	bg        sync.WaitGroup
 	zeroBlk   []byte
 }

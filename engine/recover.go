@@ -66,6 +66,12 @@ func (e *Engine) recover() error {
 		if err != nil {
 			return err
 		}
+		if c != nil && ckpt != nil && c.seq == ckpt.seq {
+			// Every checkpoint takes its own number: a tie is a device
+			// an older zonefold wrote, or damage. fsck says so.
+			e.ckptTie = true
+			slog.Warn("engine: recover: both metadata zones hold a checkpoint of one sequence number", "seq", c.seq)
+		}
 		if c != nil && (ckpt == nil || c.seq > ckpt.seq) {
 			ckpt, ckptZone = c, i
 		}
@@ -75,6 +81,7 @@ func (e *Engine) recover() error {
 		return fmt.Errorf("engine: recover: no valid checkpoint in metadata zones %v", e.sb.MetaZones)
 	}
 	e.meta.active = ckptZone
+	e.ckptSeq = ckpt.seq
 	e.loadCheckpoint(ckpt)
 
 	// 2. Newer operations and the zones they tell recovery to rescan.
@@ -292,10 +299,10 @@ func (e *Engine) settleZone(z *zone, rz zns.Zone, end int64, torn bool) {
 		if torn {
 			slog.Warn("engine: recover: torn record ends zone", "zone", z.idx, "at", end, "wp", wp)
 		}
-		if e.readOnly {
-			e.tornZones = append(e.tornZones, tornZone{zone: z.idx, at: end, wp: wp, torn: torn})
-		} else if err := e.dev.FinishZone(z.idx); err != nil {
-			slog.Warn("engine: recover: finish zone", "zone", z.idx, "err", err)
+		if !e.readOnly { // fsck changes nothing
+			if err := e.dev.FinishZone(z.idx); err != nil {
+				slog.Warn("engine: recover: finish zone", "zone", z.idx, "err", err)
+			}
 		}
 		z.alloc.Store(z.cap)
 		z.state.Store(zoneFull)
