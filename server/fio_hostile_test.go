@@ -1,0 +1,165 @@
+package server_test
+
+// fio jobs that used to hang the daemon or crash fio (issue 13), run
+// under a watchdog: a hang fails the test within seconds, with stacks.
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// noProgress is how long the daemon's request counters may stand still,
+// while fio runs, before the test calls it a hang. Generous: the machine
+// is shared and loaded, and a healthy run of these jobs takes well under
+// a second.
+const noProgress = 10 * time.Second
+
+// progress is how many requests the daemon has taken in plus how many
+// replies it has sent, from its metrics; -1 if it cannot tell.
+func (d *daemonProc) progress() int64 {
+	resp, err := http.Get(d.metrics)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var sum int64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		for _, name := range []string{"zonefold_server_requests_received_total ", "zonefold_server_replies_sent_total "} {
+			if v, ok := strings.CutPrefix(sc.Text(), name); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				sum += int64(f)
+			}
+		}
+	}
+	return sum
+}
+
+// runFioWatched runs fio with args against d and returns its output and
+// exit error. If the daemon's counters stand still for noProgress while
+// fio runs, it fails the test with the kernel stacks of fio's processes
+// and the daemon's goroutines (it sends the daemon SIGQUIT).
+func runFioWatched(t *testing.T, d *daemonProc, args ...string) (string, error) {
+	t.Helper()
+	fio, _ := fioEnv(t)
+	cmd := exec.Command(fio, args...)
+	cmd.Dir = t.TempDir()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	last, since := d.progress(), time.Now()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return out.String(), err
+		case <-tick.C:
+		}
+		if p := d.progress(); p != last {
+			last, since = p, time.Now()
+			continue
+		}
+		if time.Since(since) < noProgress {
+			continue
+		}
+		stacks := processStacks(cmd.Process.Pid)
+		// The children first: once fio is gone they are init's, and
+		// they hold its output pipe open.
+		for _, pid := range descendants(cmd.Process.Pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		cmd.Process.Kill()
+		<-done
+		d.cmd.Process.Signal(syscall.SIGQUIT) // Go dumps every goroutine
+		select {
+		case <-d.exited:
+		case <-time.After(10 * time.Second):
+		}
+		t.Fatalf("hung: the daemon made no progress for %v with fio %s running\nfio output:\n%s\nfio's kernel stacks:\n%s\ndaemon:\n%s",
+			noProgress, strings.Join(args, " "), out.String(), stacks, d.stderr)
+	}
+}
+
+// descendants lists pid's child processes (fio forks one per job).
+func descendants(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so parse
+		// after its closing parenthesis.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// processStacks is where each thread of pid and its children waits in
+// the kernel (kernel stacks need root; wchan does not).
+func processStacks(pid int) string {
+	var b strings.Builder
+	for _, p := range append([]int{pid}, descendants(pid)...) {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", p))
+		for _, task := range tasks {
+			wchan, _ := os.ReadFile(filepath.Join(task, "wchan"))
+			stack, _ := os.ReadFile(filepath.Join(task, "stack"))
+			fmt.Fprintf(&b, "%s (wchan %s):\n%s\n", task, wchan, stack)
+		}
+	}
+	return b.String()
+}
+
+// fioArgs is a randwrite job of 8 MiB in 4k blocks through the engine.
+func fioArgs(t *testing.T, d *daemonProc, name string, extra ...string) []string {
+	_, engine := fioEnv(t)
+	return append([]string{"--name=" + name, "--ioengine=external:" + engine, "--sock=" + d.socket,
+		"--filename=" + name, "--rw=randwrite", "--bs=4k", "--size=8m"}, extra...)
+}
+
+// TestFioHighIodepthDoesNotHang runs the jobs that hung in most runs
+// before the fix (issue 13 item 1): iodepth just under the daemon's
+// limit, one request per message or all of them in one. fio blocked
+// sending requests while the daemon blocked sending replies fio was not
+// reading yet.
+func TestFioHighIodepthDoesNotHang(t *testing.T) {
+	fioEnv(t)
+	d := newServe(t)
+	for _, depth := range []int{384, 416, 480, 511} {
+		for _, batch := range []int{1, depth} {
+			name := fmt.Sprintf("qd%d-batch%d", depth, batch)
+			ok := t.Run(name, func(t *testing.T) {
+				out, err := runFioWatched(t, d, fioArgs(t, d, name, "--iodepth="+strconv.Itoa(depth),
+					"--iodepth_batch_submit="+strconv.Itoa(batch))...)
+				checkFio(t, name, out, err, false)
+			})
+			if !ok {
+				return // the watchdog stopped the daemon
+			}
+		}
+	}
+	d.stop()
+}
