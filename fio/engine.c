@@ -324,53 +324,80 @@ static void zf_free(struct zf_data *zd)
 	free(zd);
 }
 
+/*
+ * data_bytes is an upper bound of what fio will ask iomem_alloc for: its
+ * buffers (max_bs per io_u) plus the alignment slack it may add
+ * (init_io_u_buffers and allocate_io_mem in fio's source).
+ */
+static size_t data_bytes(struct thread_data *td)
+{
+	size_t page = sysconf(_SC_PAGESIZE);
+
+	return (size_t) td_max_bs(td) * (td->o.iodepth ? td->o.iodepth : 1) + 2 * page +
+	       2 * (size_t) td->o.mem_align;
+}
+
+/*
+ * init runs in the job: it connects, so that a job the daemon cannot
+ * serve is refused here, with the reason, before fio sets up its
+ * buffers (fio does not check the result of iomem_alloc).
+ */
 static int zf_init(struct thread_data *td)
 {
 	struct zf_data *zd = calloc(1, sizeof(*zd));
 	unsigned int depth = td->o.iodepth ? td->o.iodepth : 1;
+	int err;
 
 	if (!zd)
 		return 1;
 	zd->fd = -1;
+	td->io_ops_data = zd;
 	/* One extra for the end-of-job fsync fio queues outside iodepth. */
 	zd->done_cap = depth + 1;
-	zd->sbuf = malloc((size_t) zd->done_cap * ZF_REQ_SIZE);
-	zd->pending = calloc(zd->done_cap, sizeof(*zd->pending));
-	zd->done = calloc(zd->done_cap, sizeof(*zd->done));
-	zd->events = calloc(zd->done_cap, sizeof(*zd->events));
-	td->io_ops_data = zd;
-	if (!zd->sbuf || !zd->pending || !zd->done || !zd->events)
-		return 1;
-	return 0;
-}
-
-static int ensure_connected(struct thread_data *td, size_t data_bytes)
-{
-	struct zf_data *zd = td->io_ops_data;
-	int err;
-
-	if (zd->fd >= 0)
-		return 0;
-	if ((err = zf_connect(td, zd, data_bytes)) < 0) {
+	if ((err = zf_connect(td, zd, data_bytes(td))) < 0) {
 		td_verror(td, -err, "zonefold connect");
 		return 1;
 	}
 	if (zd->max_inflight < zd->done_cap) {
-		log_err("zonefold: iodepth %u is above the daemon's limit of %u in flight\n",
-			zd->done_cap - 1, zd->max_inflight - 1);
+		log_err("zonefold: iodepth %u is above the daemon's limit of %u "
+			"(it answers %u requests in flight per job, and fio may add an fsync)\n",
+			depth, zd->max_inflight - 1, zd->max_inflight);
 		td_verror(td, EINVAL, "zonefold iodepth");
+		return 1;
+	}
+	zd->sbuf = malloc((size_t) zd->done_cap * ZF_REQ_SIZE);
+	zd->pending = calloc(zd->done_cap, sizeof(*zd->pending));
+	zd->done = calloc(zd->done_cap, sizeof(*zd->done));
+	zd->events = calloc(zd->done_cap, sizeof(*zd->events));
+	if (!zd->sbuf || !zd->pending || !zd->done || !zd->events) {
+		td_verror(td, ENOMEM, "zonefold init");
 		return 1;
 	}
 	return 0;
 }
 
-/* fio's buffers are the region's data part: requests name offsets in it. */
+/*
+ * fio's buffers are the region's data part: requests name offsets in it.
+ * init sized the region; should fio want more, no file is open yet, so
+ * a new connection with a larger region replaces the first.
+ */
 static int zf_iomem_alloc(struct thread_data *td, size_t size)
 {
 	struct zf_data *zd = td->io_ops_data;
+	int err;
 
-	if (ensure_connected(td, size))
-		return 1;
+	if (zd->fd < 0 || zd->region_len - ZF_CTL_BYTES < size) {
+		if (zd->fd >= 0) {
+			close(zd->fd);
+			munmap(zd->region, zd->region_len);
+			zd->fd = -1;
+			zd->region = NULL;
+		}
+		if ((err = zf_connect(td, zd, size)) < 0) {
+			td_verror(td, -err, "zonefold connect");
+			return 1;
+		}
+	}
 	td->orig_buffer = (char *) zd->region;
 	return 0;
 }
@@ -433,8 +460,6 @@ static int zf_open_file(struct thread_data *td, struct fio_file *f)
 	struct zf_data *zd = td->io_ops_data;
 	int err;
 
-	if (ensure_connected(td, 0))
-		return 1;
 	if ((err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE, 0, f->file_name)) < 0) {
 		log_err("zonefold: open %s: %s\n", f->file_name, strerror(-err));
 		td_verror(td, -err, "zonefold open");

@@ -6,6 +6,7 @@ package server_test
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -161,5 +162,38 @@ func TestFioHighIodepthDoesNotHang(t *testing.T) {
 			}
 		}
 	}
+	d.stop()
+}
+
+// TestFioRefusesIodepthAboveTheLimit: a job deeper than the daemon lets a
+// connection go is refused in the engine's init, with a message that
+// names the limit (issue 13 item 2). Before the fix fio crashed (SIGSEGV,
+// then "double free or corruption"): the engine failed fio's buffer
+// allocation, which fio does not check.
+func TestFioRefusesIodepthAboveTheLimit(t *testing.T) {
+	fioEnv(t)
+	d := newServe(t)
+	for _, depth := range []int{512, 4096} {
+		t.Run(strconv.Itoa(depth), func(t *testing.T) {
+			name := fmt.Sprintf("qd%d", depth)
+			out, err := runFioWatched(t, d, fioArgs(t, d, name, "--iodepth="+strconv.Itoa(depth))...)
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() <= 0 {
+				t.Fatalf("fio at iodepth %d: %v, want a plain failure exit\n%s", depth, err, out)
+			}
+			want := fmt.Sprintf("iodepth %d is above the daemon's limit of 511", depth)
+			if !strings.Contains(out, want) {
+				t.Fatalf("fio at iodepth %d does not say %q:\n%s", depth, want, out)
+			}
+			for _, bad := range []string{"double free", "signal", "SIGSEGV", "core dumped"} {
+				if strings.Contains(out, bad) {
+					t.Fatalf("fio at iodepth %d: %q in its output:\n%s", depth, bad, out)
+				}
+			}
+		})
+	}
+	// The daemon is unharmed.
+	out, err := runFioWatched(t, d, fioArgs(t, d, "after", "--iodepth=32")...)
+	checkFio(t, "after", out, err, false)
 	d.stop()
 }
