@@ -164,6 +164,7 @@ func (c *conn) abort() {
 // serve runs the session to its end and releases everything it holds.
 func (c *conn) serve() {
 	defer c.uc.Close()
+	defer func() { c.s.shm.Add(-int64(c.charge)) }() // after the unmap
 	if err := c.hello(); err != nil {
 		c.s.stats.protocolErrors.Add(1)
 		c.log.Warn("server: closing connection: bad hello", "err", err)
@@ -223,9 +224,18 @@ func (c *conn) hello() error {
 	}
 	page := uint64(os.Getpagesize())
 	size = (size + page - 1) / page * page
+	if !c.s.reserveShm(int64(size)) {
+		c.s.stats.refused.Add(1)
+		rep.Status = StatusNoMemory
+		rep.Encode(buf[:])
+		c.uc.Write(buf[:])
+		return fmt.Errorf("region of %d bytes asked for, %d of the daemon's %d bytes of shared memory are taken",
+			size, c.s.shm.Load(), c.s.maxShm)
+	}
+	c.charge = size
 	fd, mem, err := newRegion(int(size))
 	if err != nil {
-		rep.Status = StatusNoSpace
+		rep.Status = StatusNoMemory
 		rep.Encode(buf[:])
 		c.uc.Write(buf[:])
 		return err

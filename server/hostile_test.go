@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net"
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
@@ -108,4 +111,90 @@ func TestClientThatNeverReadsRepliesCannotWedgeTheDaemon(t *testing.T) {
 			return 0
 		}
 	})
+}
+
+// TestClientCaps: clients over the connection cap or the shared-memory
+// budget are refused with an error code, and the daemon stays within
+// both; room freed by a client that goes is given to the next.
+// Before the caps, every one of these clients was accepted.
+func TestClientCaps(t *testing.T) {
+	cfg := testConfig(emuDevice(t), filepath.Join(t.TempDir(), "zf.sock"))
+	cfg.MaxConns = 3
+	cfg.MaxSharedMemory = 4 << 20
+	d := startDaemon(t, cfg)
+	ctx := context.Background()
+	dialSize := func(size int) (*Client, error) {
+		c, err := Dial(ctx, d.socket, size)
+		if err == nil {
+			t.Cleanup(func() { c.Close() })
+		}
+		return c, err
+	}
+
+	// Shared memory: 3 MiB fits, 2 MiB more does not, 1 MiB does.
+	big, err := dialSize(3 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dialSize(2 << 20); !errors.Is(err, StatusNoMemory) || !strings.Contains(err.Error(), "cannot allocate memory") {
+		t.Fatalf("a region over the budget: %v, want ENOMEM", err)
+	}
+	if _, err := dialSize(1 << 20); err != nil {
+		t.Fatalf("a region within the budget: %v", err)
+	}
+	if used := d.srv.SharedMemory(); used != 4<<20 {
+		t.Fatalf("%d bytes of shared memory in use, want %d", used, 4<<20)
+	}
+
+	// Connections: a third fits (a small region), a fourth does not.
+	if _, err := dialSize(2 * ctlBytes); !errors.Is(err, StatusNoMemory) {
+		t.Fatalf("over the budget by a little: %v", err)
+	}
+	big.Close()
+	awaitProgress(t, "the big client's memory given back", 1, func() int64 {
+		if d.srv.SharedMemory() == 1<<20 {
+			return 1
+		}
+		return 0
+	})
+	if _, err := dialSize(2 << 20); err != nil {
+		t.Fatalf("after the big client left: %v", err)
+	}
+	if _, err := dialSize(2 * ctlBytes); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dialSize(2 * ctlBytes); !errors.Is(err, StatusTooManyClients) || !strings.Contains(err.Error(), "too many users") {
+		t.Fatalf("a client over the connection cap: %v, want EUSERS", err)
+	}
+
+	// A flood of connections that never say hello: each is refused or
+	// closed, none is served, and the daemon's caps hold throughout.
+	var floods []net.Conn
+	for range 200 {
+		nc, err := net.Dial("unixpacket", d.socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		floods = append(floods, nc)
+		if n := d.connections(); n > cfg.MaxConns {
+			t.Fatalf("%d connections served, cap %d", n, cfg.MaxConns)
+		}
+	}
+	for _, nc := range floods {
+		nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+		var b [64]byte
+		n, err := nc.Read(b[:])
+		if err == nil {
+			rep, perr := ParseHelloReply(b[:n])
+			if perr != nil || rep.Status != StatusTooManyClients {
+				t.Fatalf("a flooding client got %+v, %v", rep, perr)
+			}
+		} else if !errors.Is(err, io.EOF) {
+			t.Fatalf("a flooding client: %v, want a refusal or EOF", err)
+		}
+		nc.Close()
+	}
+	if used := d.srv.SharedMemory(); used > cfg.MaxSharedMemory {
+		t.Fatalf("%d bytes of shared memory in use, cap %d", used, cfg.MaxSharedMemory)
+	}
 }
