@@ -6,6 +6,7 @@ package server_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -17,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/zonefold/zonefold/server"
 )
 
 // noProgress is how long the daemon's request counters may stand still,
@@ -195,5 +198,105 @@ func TestFioRefusesIodepthAboveTheLimit(t *testing.T) {
 	// The daemon is unharmed.
 	out, err := runFioWatched(t, d, fioArgs(t, d, "after", "--iodepth=32")...)
 	checkFio(t, "after", out, err, false)
+	d.stop()
+}
+
+// TestFioFileSizing: fio's file-sizing options mean through the engine
+// what they mean for fio's own engines on regular files (issue 13 item
+// 8). Before the fix a job with filesize= and no size= failed with "No
+// such file ..., and no size= was given", and a read job on a missing
+// file read nothing.
+func TestFioFileSizing(t *testing.T) {
+	fioEnv(t)
+	d := newServe(t)
+	sizes := func(t *testing.T, prefix string) map[string]int64 {
+		t.Helper()
+		ctx := context.Background()
+		c, err := server.Dial(ctx, d.socket, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		list, err := c.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, e := range list {
+			if strings.HasPrefix(e.Name, prefix) {
+				out[e.Name] = e.Size
+			}
+		}
+		return out
+	}
+	run := func(t *testing.T, name string, args ...string) string {
+		t.Helper()
+		_, engine := fioEnv(t)
+		out, err := runFioWatched(t, d, append([]string{"--name=" + name, "--ioengine=external:" + engine,
+			"--sock=" + d.socket}, args...)...)
+		checkFio(t, name, out, err, false)
+		return out
+	}
+	verify := []string{"--verify=crc32c", "--verify_fatal=1", "--verify_state_save=0"}
+
+	t.Run("nrfiles=200 filesize=64k", func(t *testing.T) {
+		out := run(t, "many", append([]string{"--nrfiles=200", "--filesize=64k", "--rw=write", "--bs=4k"}, verify...)...)
+		if !strings.Contains(out, "READ: bw=") {
+			t.Fatalf("nothing verified:\n%s", out)
+		}
+		got := sizes(t, "many.")
+		if len(got) != 200 {
+			t.Fatalf("%d files, want 200", len(got))
+		}
+		for name, size := range got {
+			if size != 64<<10 {
+				t.Fatalf("%s is %d bytes, want 64 KiB", name, size)
+			}
+		}
+	})
+	t.Run("filesize range", func(t *testing.T) {
+		run(t, "ranged", "--nrfiles=8", "--filesize=16k-64k", "--rw=write", "--bs=4k")
+		got := sizes(t, "ranged.")
+		if len(got) != 8 {
+			t.Fatalf("%d files, want 8", len(got))
+		}
+		for name, size := range got {
+			if size < 16<<10 || size > 64<<10 || size%(4<<10) != 0 {
+				t.Fatalf("%s is %d bytes, want 16..64 KiB in 4 KiB blocks", name, size)
+			}
+		}
+	})
+	t.Run("size split among files", func(t *testing.T) {
+		run(t, "split", "--nrfiles=4", "--size=1m", "--rw=write", "--bs=4k")
+		for name, size := range sizes(t, "split.") {
+			if size != 256<<10 {
+				t.Fatalf("%s is %d bytes, want 256 KiB", name, size)
+			}
+		}
+	})
+	t.Run("an existing file's own size", func(t *testing.T) {
+		out := run(t, "existing", "--filename=split.0.1", "--rw=read", "--bs=4k")
+		if !strings.Contains(out, "io=256KiB") {
+			t.Fatalf("read of a 256 KiB file without size=:\n%s", out)
+		}
+	})
+	t.Run("a read job lays its file out", func(t *testing.T) {
+		out := run(t, "fresh", "--filename=fresh", "--rw=read", "--size=1m", "--bs=64k")
+		if !strings.Contains(out, "io=1024KiB") {
+			t.Fatalf("read of a laid out 1 MiB file:\n%s", out)
+		}
+		if got := sizes(t, "fresh")["fresh"]; got != 1<<20 {
+			t.Fatalf("fresh is %d bytes, want 1 MiB", got)
+		}
+	})
+	t.Run("no size for a missing file", func(t *testing.T) {
+		_, engine := fioEnv(t)
+		out, err := runFioWatched(t, d, "--name=nosize", "--ioengine=external:"+engine, "--sock="+d.socket,
+			"--filename=missing", "--rw=write", "--bs=4k")
+		want := "missing does not exist, and the job gives neither size= nor filesize="
+		if err == nil || !strings.Contains(out, want) {
+			t.Fatalf("fio without a size on a missing file: %v, want an error saying %q\n%s", err, want, out)
+		}
+	})
 	d.stop()
 }
