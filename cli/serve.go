@@ -40,7 +40,7 @@ func newServeCmd() *cobra.Command {
 		socket, metrics       string
 		format, force, logInf bool
 		maxClients            int
-		maxShm                string
+		maxShm                int64
 	)
 	cmd := &cobra.Command{
 		Use:   "serve DEVICE",
@@ -62,12 +62,11 @@ device is served as it is, unless --force is given too, which erases it.`,
 			if force && !format {
 				return usagef("--force only goes with --format")
 			}
-			shm, err := parseSize(maxShm)
-			if err != nil {
-				return fmt.Errorf("--max-shared-memory: %w", err)
+			if maxShm <= 0 {
+				return usagef("--max-shared-memory must be more than 0")
 			}
 			if maxClients < 1 {
-				return fmt.Errorf("--max-clients %d: want at least 1", maxClients)
+				return usagef("--max-clients %d: want at least 1", maxClients)
 			}
 			log := slog.Default()
 			if logInf {
@@ -76,7 +75,7 @@ device is served as it is, unless --force is given too, which erases it.`,
 			return server.Run(cmd.Context(), server.RunConfig{
 				Device: args[0], Socket: socket, Metrics: metrics, Engine: cfg,
 				Format: format, Force: force, Log: log,
-				MaxConns: maxClients, MaxSharedMemory: shm,
+				MaxConns: maxClients, MaxSharedMemory: maxShm,
 				Ready: func(_ *server.Server, maddr net.Addr) {
 					// Scripts wait for this line before starting clients.
 					fmt.Fprintf(cmd.OutOrStdout(), "serving %s on %s\n", args[0], socket)
@@ -96,8 +95,8 @@ device is served as it is, unless --force is given too, which erases it.`,
 	f.BoolVar(&format, "format", false, "format DEVICE first if it is not formatted")
 	f.BoolVar(&force, "force", false, "with --format: erase DEVICE even if it holds a file system")
 	f.BoolVar(&logInf, "log-info", false, "log connections and lifecycle events, not just warnings")
-	f.IntVar(&maxClients, "max-clients", server.DefaultMaxConns, "most clients connected at once; more are refused (EUSERS)")
-	f.StringVar(&maxShm, "max-shared-memory", human(server.DefaultSharedMemory()),
+	countVar(f, &maxClients, "max-clients", server.DefaultMaxConns, "most clients connected at once; more are refused (EUSERS)")
+	sizeVar(f, &maxShm, "max-shared-memory", server.DefaultSharedMemory(),
 		"most shared memory all clients' regions take together; a client that does not fit is refused (ENOMEM)")
 	return cmd
 }
