@@ -386,7 +386,7 @@ func (e *Engine) admit(ctx context.Context, n int64) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if e.gc.reclaim() {
+		if e.gc.reclaim(func() bool { return !e.roomFor(n) }) {
 			continue
 		}
 		if !flushed && e.cache.DirtyBytes() > 0 {

@@ -130,8 +130,13 @@ func (c *collector) run(ctx context.Context) {
 
 // reclaim runs one GC pass for a writer that found no space. It reports
 // whether a zone was reclaimed; false means GC can free nothing more.
-func (c *collector) reclaim() bool {
-	moved, err := c.pass()
+// need, if set, is asked again once the pass holds the collector: a writer
+// queued behind other writers' passes may find its room made meanwhile,
+// and then nothing is collected for it (reclaim reports true: it looks
+// again). Collecting anyway took victims before overwrites had emptied
+// them, which costs copies: WAF.
+func (c *collector) reclaim(need func() bool) bool {
+	moved, err := c.passIf(need)
 	if err != nil {
 		slog.Warn("engine: gc pass failed", "err", err)
 		return false
@@ -142,9 +147,16 @@ func (c *collector) reclaim() bool {
 // pass reclaims one victim zone: relocate its valid data, make that
 // durable, log the reset, then reset it. It reports whether it reclaimed
 // a zone.
-func (c *collector) pass() (bool, error) {
+func (c *collector) pass() (bool, error) { return c.passIf(nil) }
+
+// passIf is pass, unless need (if set) says, once the collector is held,
+// that the caller's room was made meanwhile.
+func (c *collector) passIf(need func() bool) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if need != nil && !need() {
+		return true, nil
+	}
 	e := c.e
 	victim := c.pick()
 	if victim == nil {

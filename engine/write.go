@@ -55,7 +55,7 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 			// Out of zones: collect, without holding off checkpoints
 			// (GC may log a zone reset, which may checkpoint).
 			e.quiesce.RUnlock()
-			moved := e.gc.reclaim()
+			moved := e.gc.reclaim(nil)
 			e.quiesce.RLock()
 			if moved {
 				continue
