@@ -107,6 +107,9 @@ type file struct {
 	ext  *extentMap
 	mru  atomic.Pointer[zone]
 	gone bool // removed: its data is garbage
+	// handles counts open handles: a file none has open is not being
+	// written, and placement may give the rest of its MRU zone to another.
+	handles atomic.Int32
 }
 
 // Open opens a formatted device and recovers its files.

@@ -78,6 +78,17 @@ type zone struct {
 	// forGC marks a zone GC opened for its copies (under placer.mu): it
 	// counts against GC's zone, not the data budget.
 	forGC bool
+	// owner is the file that chose this zone as its MRU zone last; nil
+	// for GC's zones and the shared stream.
+	owner atomic.Pointer[file]
+}
+
+// orphan reports whether no file is writing to z as its MRU zone: the
+// file that chose it last has moved to another, or has no handle open
+// (a file done being written, like a store's finished table).
+func (z *zone) orphan() bool {
+	o := z.owner.Load()
+	return o == nil || o.handles.Load() == 0 || o.mru.Load() != z
 }
 
 func (z *zone) remaining() int64 { return z.cap - z.alloc.Load() }
@@ -176,19 +187,19 @@ func (z *zone) claim(want int64) (off, n int64, pad bool, ok bool) {
 // mru, and updates it. want is at least minRecord. Under mru a file
 // without a zone that cannot open one shares the least recently used.
 func (p *placer) reserve(mru *atomic.Pointer[zone], want int64, forGC bool) (grant, error) {
-	return p.reserveData(mru, want, forGC, true)
+	return p.reserveData(mru, nil, want, forGC, true)
 }
 
 // reserveData is reserve; without share, a file that needs a zone while
 // none is free beyond GC's reserve gets errNoFreeZone instead of a share
 // of another file's zone.
-func (p *placer) reserveData(mru *atomic.Pointer[zone], want int64, forGC, share bool) (grant, error) {
+func (p *placer) reserveData(mru *atomic.Pointer[zone], owner *file, want int64, forGC, share bool) (grant, error) {
 	var g grant
 	for attempt := 0; attempt < 1000; attempt++ {
 		z := p.pick(mru, forGC)
 		if z == nil {
 			var err error
-			z, err = p.choose(mru, forGC, share)
+			z, err = p.choose(mru, owner, forGC, share)
 			if errors.Is(err, errDraining) {
 				if g.padZone != nil {
 					// The pad is one of the appends a draining zone
@@ -257,7 +268,7 @@ func (p *placer) pick(mru *atomic.Pointer[zone], forGC bool) *zone {
 }
 
 // choose takes the placement lock and picks a zone with room.
-func (p *placer) choose(mru *atomic.Pointer[zone], forGC, share bool) (*zone, error) {
+func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC, share bool) (*zone, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch p.policyFor(forGC) {
@@ -286,7 +297,7 @@ func (p *placer) choose(mru *atomic.Pointer[zone], forGC, share bool) (*zone, er
 			if draining {
 				return nil, errDraining
 			}
-			if z := p.lruLocked(); z != nil {
+			if z := p.lruLocked(false); z != nil {
 				p.shared.Store(z)
 				return z, nil
 			}
@@ -303,6 +314,7 @@ func (p *placer) choose(mru *atomic.Pointer[zone], forGC, share bool) (*zone, er
 		if opened {
 			z := p.open[len(p.open)-1]
 			mru.Store(z)
+			z.owner.Store(owner)
 			return z, nil
 		}
 		if draining {
@@ -316,8 +328,15 @@ func (p *placer) choose(mru *atomic.Pointer[zone], forGC, share bool) (*zone, er
 			// overwrite no longer empties whole zones (GC pays later).
 			return nil, errNoFreeZone
 		}
-		if z := p.lruLocked(); z != nil {
+		// Share the rest of a zone no file is writing to (the tail of
+		// a file done being written), else the least recently used.
+		z := p.lruLocked(true)
+		if z == nil {
+			z = p.lruLocked(false)
+		}
+		if z != nil {
 			mru.Store(z)
+			z.owner.Store(owner)
 			p.sharedMRU.Add(1)
 			return z, nil
 		}
@@ -397,11 +416,12 @@ func (p *placer) waitDrain() {
 	time.Sleep(20 * time.Microsecond)
 }
 
-// lruLocked is the least recently used open zone.
-func (p *placer) lruLocked() *zone {
+// lruLocked is the least recently used open zone; with orphans, the
+// least recently used of those no file is writing to.
+func (p *placer) lruLocked(orphans bool) *zone {
 	var best *zone
 	for _, z := range p.open {
-		if z.state.Load() != zoneOpen || z.remaining() <= 0 {
+		if z.state.Load() != zoneOpen || z.remaining() <= 0 || (orphans && !z.orphan()) {
 			continue
 		}
 		if best == nil || z.lastUse.Load() < best.lastUse.Load() {
@@ -439,6 +459,7 @@ func (p *placer) freeZone(z *zone) {
 	z.valid.Store(0)
 	z.lastSeq.Store(0)
 	z.forGC = false
+	z.owner.Store(nil)
 	z.state.Store(zoneFree)
 	p.free = append(p.free, z)
 	p.nfree.Add(1)

@@ -32,13 +32,13 @@ func TestPlacementAsksForAFreeZoneBeforeSharing(t *testing.T) {
 	}
 	gb.z.writers.Add(-1)
 	// a needs a new zone: one is free, but it is GC's reserve.
-	if _, err := p.reserveData(&a, minRecord, false, false); !errors.Is(err, errNoFreeZone) {
+	if _, err := p.reserveData(&a, nil, minRecord, false, false); !errors.Is(err, errNoFreeZone) {
 		t.Fatalf("a without sharing: %v; want errNoFreeZone", err)
 	}
 	if p.sharedMRU.Load() != 0 {
 		t.Fatalf("%d shares before any was allowed", p.sharedMRU.Load())
 	}
-	g, err := p.reserveData(&a, minRecord, false, true)
+	g, err := p.reserveData(&a, nil, minRecord, false, true)
 	if err != nil || g.z != zones[1] {
 		t.Fatalf("a sharing: %+v, %v; want b's zone 1", g, err)
 	}
@@ -72,5 +72,46 @@ func TestMRUFilesWaitForGCRatherThanShare(t *testing.T) {
 	}
 	if st.ZonesShared != 0 {
 		t.Errorf("files were sent into each other's zones %d times while GC could free zones (%d resets)", st.ZonesShared, st.GCResets)
+	}
+}
+
+// With the budget full, a file without a zone takes the rest of a zone no
+// file is writing to (a finished file's tail: its last handle closed)
+// before the least recently used zone of a file still being written.
+func TestPlacementSharesAFinishedFilesZoneFirst(t *testing.T) {
+	const zcap = 16 * BlockSize
+	p := placer{policy: PolicyMRU, budget: 2, flush: func() {}}
+	zones := make([]*zone, 4)
+	for i := range zones {
+		zones[i] = &zone{idx: i, cap: zcap}
+		p.zones = append(p.zones, zones[i])
+		p.free = append(p.free, zones[i])
+	}
+	p.recount()
+	writing, done, next := &file{id: 1}, &file{id: 2}, &file{id: 3}
+	writing.handles.Add(1)
+	done.handles.Add(1)
+	take := func(f *file) *zone {
+		t.Helper()
+		g, err := p.reserveData(&f.mru, f, minRecord, false, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.z.writers.Add(-1)
+		return g.z
+	}
+	zw := take(writing)
+	zd := take(done) // used after writing's: writing's is the LRU one
+	done.handles.Add(-1)
+	next.handles.Add(1)
+	if z := take(next); z != zd {
+		t.Errorf("the next file went to zone %d; want the finished file's zone %d, not zone %d of a file being written", z.idx, zd.idx, zw.idx)
+	}
+	// No finished file's zone is left (next writes zd now): the least
+	// recently used.
+	last := &file{id: 4}
+	last.handles.Add(1)
+	if z := take(last); z != zw {
+		t.Errorf("with no finished file's zone, zone %d; want the least recently used %d", z.idx, zw.idx)
 	}
 }

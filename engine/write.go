@@ -45,7 +45,7 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 	share := false
 	for !w.done() {
 		want := BlockSize + w.peek(e.maxRecordData(), MaxRecordExtents)
-		g, err := e.placer.reserveData(&f.mru, want, false, share)
+		g, err := e.placer.reserveData(&f.mru, f, want, false, share)
 		if g.padZone != nil {
 			e.appendPad(g.padZone, g.padOff, p)
 		}
