@@ -121,9 +121,12 @@ type gcRun struct {
 	GCBytes   int64   `json:"gc_bytes"`
 	GCShare   float64 `json:"gc_share"`
 	Resets    int64   `json:"zones_reset"`
-	Seconds   float64 `json:"seconds"`
-	P50us     float64 `json:"p50_us"`
-	P99us     float64 `json:"p99_us"`
+	// Shared counts files mru placement sent into another file's zone
+	// for want of one of their own (the engine's zones_shared).
+	Shared  int64   `json:"zones_shared"`
+	Seconds float64 `json:"seconds"`
+	P50us   float64 `json:"p50_us"`
+	P99us   float64 `json:"p99_us"`
 	// ValidBytes is the zones' valid bytes at the end; LiveBytes what the
 	// workload's files hold then, where it is known (uniform, hotcold:
 	// the fill).
@@ -146,9 +149,10 @@ type gcRow struct {
 	HostMBps  float64 `json:"host_mbps"` // median
 	MBpsMin   float64 `json:"mbps_min"`
 	MBpsMax   float64 `json:"mbps_max"`
-	GCShare   float64 `json:"gc_share"` // median
-	GCBytes   int64   `json:"gc_bytes"` // median
-	P99us     float64 `json:"p99_us"`   // median
+	GCShare   float64 `json:"gc_share"`     // median
+	GCBytes   int64   `json:"gc_bytes"`     // median
+	Shared    int64   `json:"zones_shared"` // median
+	P99us     float64 `json:"p99_us"`       // median
 	Steady    int     `json:"steady_runs"`
 	Warmup    float64 `json:"warmup_capacities"` // median
 	// Baseline is the none run the ratios compare with: the same GC
@@ -398,7 +402,9 @@ func runGCOnce(ctx context.Context, dev, w string, s gcSetup, o GCOptions, ws *g
 		return nil, fmt.Errorf("capacity %d differs from the first run's %d: the device changed", capacity, ws.Capacity)
 	}
 	g := newGen(spec, b)
+	shared := e.Stats().ZonesShared
 	ph, res, runErr := runControlled(ctx, g, o.Steady, o.Sample)
+	shared = e.Stats().ZonesShared - shared
 	closeErr := e.Close()
 	if runErr != nil {
 		return nil, runErr
@@ -406,7 +412,7 @@ func runGCOnce(ctx context.Context, dev, w string, s gcSetup, o GCOptions, ws *g
 	if closeErr != nil {
 		return nil, closeErr
 	}
-	r := &gcRun{Steady: ph.steady, Warmup: ph.warm, Why: ph.why, samples: ph.samples,
+	r := &gcRun{Steady: ph.steady, Warmup: ph.warm, Why: ph.why, samples: ph.samples, Shared: shared,
 		P50us: micros(res.P50), P99us: micros(res.P99)}
 	from, end, final := ph.from, ph.end, ph.final
 	r.HostBytes, r.DevBytes = final.Host-from.Host, final.Dev-from.Dev
@@ -482,6 +488,7 @@ func summarizeGC(sum *gcSummary) {
 			r.HostMBps, r.MBpsMin, r.MBpsMax = median(mbps), slices.Min(mbps), slices.Max(mbps)
 			r.GCShare = median(r.figure(func(x *gcRun) float64 { return x.GCShare }))
 			r.GCBytes = int64(median(r.figure(func(x *gcRun) float64 { return float64(x.GCBytes) })))
+			r.Shared = int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Shared) })))
 			r.P99us = median(r.figure(func(x *gcRun) float64 { return x.P99us }))
 			r.Warmup = median(r.figure(func(x *gcRun) float64 { return x.Warmup }))
 			r.Steady = 0
@@ -540,11 +547,11 @@ func printGC(out io.Writer, dir string, sum gcSummary) error {
 			fmt.Fprintf(out, "  reference: %s\n", ws.RefNote)
 		}
 		tw := newTable(out)
-		fmt.Fprintln(tw, "placement/gc\tWAF\t[min-max]\thost MB/s\t[min-max]\tGC share\tGC MB\tp99 us\tsteady\twarm-up\tMB/s vs none\tWAF vs none\t")
+		fmt.Fprintln(tw, "placement/gc\tWAF\t[min-max]\thost MB/s\t[min-max]\tGC share\tGC MB\tshared\tp99 us\tsteady\twarm-up\tMB/s vs none\tWAF vs none\t")
 		for _, r := range ws.Rows {
-			fmt.Fprintf(tw, "%s\t%.3f\t[%.3f-%.3f]\t%.1f\t[%.1f-%.1f]\t%.0f%%\t%.1f\t%.0f\t%d/%d\t%.2f\t%s\t%s\t\n",
+			fmt.Fprintf(tw, "%s\t%.3f\t[%.3f-%.3f]\t%.1f\t[%.1f-%.1f]\t%.0f%%\t%.1f\t%d\t%.0f\t%d/%d\t%.2f\t%s\t%s\t\n",
 				r.name(), r.WAF, r.WAFMin, r.WAFMax, r.HostMBps, r.MBpsMin, r.MBpsMax, 100*r.GCShare,
-				float64(r.GCBytes)/1e6, r.P99us, r.Steady, len(r.Runs), r.Warmup, ratioCell(r.MBpsRatio), ratioCell(r.WAFRatio))
+				float64(r.GCBytes)/1e6, r.Shared, r.P99us, r.Steady, len(r.Runs), r.Warmup, ratioCell(r.MBpsRatio), ratioCell(r.WAFRatio))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
