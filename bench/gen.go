@@ -45,7 +45,7 @@ var Workloads = []string{WorkUniform, WorkHotCold, WorkLifetimes, WorkSeed}
 
 const (
 	// seedShare is the share of the capacity the seed workload writes.
-	seedShare = 0.3
+	seedShare = 0.2
 	// lifetimeBS is the write size of the lifetimes workload: whole
 	// files written sequentially, as a store flushes a table.
 	lifetimeBS = 128 << 10

@@ -25,7 +25,7 @@ type Steady struct {
 }
 
 // DefaultSteady is bench gc's steady-state rule.
-var DefaultSteady = Steady{Window: 0.25, Tol: 0.05, Cap: 4, Span: 0.5}
+var DefaultSteady = Steady{Window: 0.25, Tol: 0.05, Cap: 4, Span: 0.4}
 
 func (s Steady) validate() error {
 	switch {
@@ -178,7 +178,7 @@ func runControlled(ctx context.Context, g *gen, rule Steady, every time.Duration
 		// Files fill the device to the target first; the WAF counts as
 		// steady only once the long-lived files have come and gone:
 		// GC starts to copy only when they die among the others.
-		c.minWarm = int64(s.Util * (1 + 1.5*longLife) * float64(capacity))
+		c.minWarm = int64(s.Util * (1 + 1.25*longLife) * float64(capacity))
 	default:
 		// Overwrites use up the free space first: GC starts after that.
 		c.minWarm = capacity - s.fileSize(capacity)*int64(s.Files)

@@ -33,7 +33,7 @@ Workloads (--workload, several at once; default all four):
              lifetime from a short/long mix, then delete them whole;
              live data held at --util
   seed       the xfs series' exact shape: --files files of random --bs
-             writes, --iodepth per file, on a device so large (30% of it
+             writes, --iodepth per file, on a device so large (20% of it
              written) that GC barely runs: the write path's throughput
 
 Each run (but seed's) warms up until the WAF of successive --window
