@@ -111,7 +111,7 @@ func parseGCSetups(names []string) ([]gcSetup, error) {
 // gcRun is one run: one workload under one configuration in one round.
 type gcRun struct {
 	Round     int     `json:"round"`
-	HostMBps  float64 `json:"host_mbps"`
+	HostMiBps float64 `json:"host_mib_per_s"`
 	WAF       float64 `json:"waf"`
 	Steady    bool    `json:"steady"`
 	Warmup    float64 `json:"warmup_capacities"` // host writes before measuring
@@ -146,9 +146,9 @@ type gcRow struct {
 	WAF       float64 `json:"waf"` // median over the rounds
 	WAFMin    float64 `json:"waf_min"`
 	WAFMax    float64 `json:"waf_max"`
-	HostMBps  float64 `json:"host_mbps"` // median
-	MBpsMin   float64 `json:"mbps_min"`
-	MBpsMax   float64 `json:"mbps_max"`
+	HostMiBps float64 `json:"host_mib_per_s"` // median
+	MiBpsMin  float64 `json:"mib_per_s_min"`
+	MiBpsMax  float64 `json:"mib_per_s_max"`
 	GCShare   float64 `json:"gc_share"`     // median
 	GCBytes   int64   `json:"gc_bytes"`     // median
 	Shared    int64   `json:"zones_shared"` // median
@@ -157,10 +157,10 @@ type gcRow struct {
 	Warmup    float64 `json:"warmup_capacities"` // median
 	// Baseline is the none run the ratios compare with: the same GC
 	// policy, else the first none configuration.
-	Baseline  string   `json:"baseline,omitempty"`
-	MBpsRatio *float64 `json:"mbps_vs_none,omitempty"` // ratio of medians
-	WAFRatio  *float64 `json:"waf_vs_none,omitempty"`
-	Runs      []*gcRun `json:"runs"`
+	Baseline   string   `json:"baseline,omitempty"`
+	MiBpsRatio *float64 `json:"throughput_vs_none,omitempty"` // ratio of medians
+	WAFRatio   *float64 `json:"waf_vs_none,omitempty"`
+	Runs       []*gcRun `json:"runs"`
 }
 
 func (r *gcRow) name() string { return r.Placement + "/" + r.GCPolicy }
@@ -216,8 +216,15 @@ func (o GCOptions) validate() error {
 // workload; with no device it makes temporary emulated ones of
 // DefaultGCGeometry (DefaultSeedGeometry for seed).
 func GC(ctx context.Context, stdout io.Writer, device string, o GCOptions) error {
+	if o.Out == "" {
+		return errors.New("--out: want a folder")
+	}
+	_, statErr := os.Stat(o.Out)
 	sum, err := measureGC(ctx, device, o)
 	if err != nil {
+		if errors.Is(statErr, os.ErrNotExist) {
+			os.Remove(o.Out) // made for this run: gone again if still empty
+		}
 		return err
 	}
 	if o.JSON {
@@ -424,7 +431,7 @@ func runGCOnce(ctx context.Context, dev, w string, s gcSetup, o GCOptions, ws *g
 	// writeback is untimed.
 	if secs := end.Seconds - from.Seconds; secs > 0 {
 		r.Seconds = secs
-		r.HostMBps = float64(end.Host-from.Host) / secs / 1e6
+		r.HostMiBps = mibPerS(end.Host-from.Host, time.Duration(secs*float64(time.Second)))
 		r.GCShare = min(1, float64(end.GCNanos-from.GCNanos)/1e9/secs)
 	}
 	// The engine is closed: GC has stopped, so the zones' valid bytes
@@ -483,9 +490,9 @@ func summarizeGC(sum *gcSummary) {
 	for _, ws := range sum.workloads {
 		for _, r := range ws.Rows {
 			waf := r.figure(func(x *gcRun) float64 { return x.WAF })
-			mbps := r.figure(func(x *gcRun) float64 { return x.HostMBps })
+			mbps := r.figure(func(x *gcRun) float64 { return x.HostMiBps })
 			r.WAF, r.WAFMin, r.WAFMax = median(waf), slices.Min(waf), slices.Max(waf)
-			r.HostMBps, r.MBpsMin, r.MBpsMax = median(mbps), slices.Min(mbps), slices.Max(mbps)
+			r.HostMiBps, r.MiBpsMin, r.MiBpsMax = median(mbps), slices.Min(mbps), slices.Max(mbps)
 			r.GCShare = median(r.figure(func(x *gcRun) float64 { return x.GCShare }))
 			r.GCBytes = int64(median(r.figure(func(x *gcRun) float64 { return float64(x.GCBytes) })))
 			r.Shared = int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Shared) })))
@@ -499,9 +506,9 @@ func summarizeGC(sum *gcSummary) {
 			}
 		}
 		for _, r := range ws.Rows {
-			if base := gcBaseline(ws.Rows, r.GCPolicy); base != nil && base.HostMBps > 0 && base.WAF > 0 {
-				mbps, waf := r.HostMBps/base.HostMBps, r.WAF/base.WAF
-				r.Baseline, r.MBpsRatio, r.WAFRatio = base.name(), &mbps, &waf
+			if base := gcBaseline(ws.Rows, r.GCPolicy); base != nil && base.HostMiBps > 0 && base.WAF > 0 {
+				mbps, waf := r.HostMiBps/base.HostMiBps, r.WAF/base.WAF
+				r.Baseline, r.MiBpsRatio, r.WAFRatio = base.name(), &mbps, &waf
 			}
 			sum.Configs = append(sum.Configs, r)
 		}
@@ -547,11 +554,11 @@ func printGC(out io.Writer, dir string, sum gcSummary) error {
 			fmt.Fprintf(out, "  reference: %s\n", ws.RefNote)
 		}
 		tw := newTable(out)
-		fmt.Fprintln(tw, "placement/gc\tWAF\t[min-max]\thost MB/s\t[min-max]\tGC share\tGC MB\tshared\tp99 us\tsteady\twarm-up\tMB/s vs none\tWAF vs none\t")
+		fmt.Fprintln(tw, "placement/gc\tWAF\t[min-max]\thost MiB/s\t[min-max]\tGC share\tGC MiB\tshared\tp99 us\tsteady\twarm-up\tMiB/s vs none\tWAF vs none\t")
 		for _, r := range ws.Rows {
 			fmt.Fprintf(tw, "%s\t%.3f\t[%.3f-%.3f]\t%.1f\t[%.1f-%.1f]\t%.0f%%\t%.1f\t%d\t%.0f\t%d/%d\t%.2f\t%s\t%s\t\n",
-				r.name(), r.WAF, r.WAFMin, r.WAFMax, r.HostMBps, r.MBpsMin, r.MBpsMax, 100*r.GCShare,
-				float64(r.GCBytes)/1e6, r.Shared, r.P99us, r.Steady, len(r.Runs), r.Warmup, ratioCell(r.MBpsRatio), ratioCell(r.WAFRatio))
+				r.name(), r.WAF, r.WAFMin, r.WAFMax, r.HostMiBps, r.MiBpsMin, r.MiBpsMax, 100*r.GCShare,
+				float64(r.GCBytes)/(1<<20), r.Shared, r.P99us, r.Steady, len(r.Runs), r.Warmup, ratioCell(r.MiBpsRatio), ratioCell(r.WAFRatio))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

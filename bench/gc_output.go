@@ -250,7 +250,7 @@ func wafChart(ws *gcWorkloadSummary, lines []chartLine) (*plot.Plot, error) {
 
 func throughputChart(ws *gcWorkloadSummary, lines []chartLine) (*plot.Plot, error) {
 	p := newChart(fmt.Sprintf("%s: host throughput (each point: the last %gs)", ws.Workload, mbpsWindow),
-		"time since the fill (s)", "host MB/s")
+		"time since the fill (s)", "host MiB/s")
 	pos := func(s sample) float64 { return s.Seconds }
 	_, err := addSeries(p, lines, func(r *gcRun) plotter.XYs {
 		ss := r.samples
@@ -263,7 +263,7 @@ func throughputChart(ws *gcWorkloadSummary, lines []chartLine) (*plot.Plot, erro
 				if to.Seconds <= from.Seconds {
 					return -1
 				}
-				return float64(to.Host-from.Host) / (to.Seconds - from.Seconds) / 1e6
+				return float64(to.Host-from.Host) / (to.Seconds - from.Seconds) / (1 << 20)
 			})
 	})
 	return p, err

@@ -54,14 +54,14 @@ func TestGCJSONAndFiles(t *testing.T) {
 			t.Errorf("%s: %d runs; want one", name, len(c.Runs))
 			continue
 		}
-		if !(c.WAFMin <= c.WAF && c.WAF <= c.WAFMax && c.WAFMin > 0) || !(c.MBpsMin <= c.HostMBps && c.HostMBps <= c.MBpsMax && c.MBpsMin > 0) {
-			t.Errorf("%s: WAF %v [%v-%v], MB/s %v [%v-%v]: want positive medians within their ranges",
-				name, c.WAF, c.WAFMin, c.WAFMax, c.HostMBps, c.MBpsMin, c.MBpsMax)
+		if !(c.WAFMin <= c.WAF && c.WAF <= c.WAFMax && c.WAFMin > 0) || !(c.MiBpsMin <= c.HostMiBps && c.HostMiBps <= c.MiBpsMax && c.MiBpsMin > 0) {
+			t.Errorf("%s: WAF %v [%v-%v], MiB/s %v [%v-%v]: want positive medians within their ranges",
+				name, c.WAF, c.WAFMin, c.WAFMax, c.HostMiBps, c.MiBpsMin, c.MiBpsMax)
 		}
-		if c.WAFRatio == nil || c.MBpsRatio == nil || c.Baseline != "none/greedy" {
+		if c.WAFRatio == nil || c.MiBpsRatio == nil || c.Baseline != "none/greedy" {
 			t.Errorf("%s: no ratios against none/greedy", name)
-		} else if c.Placement == "none" && (*c.WAFRatio != 1 || *c.MBpsRatio != 1) {
-			t.Errorf("%s: ratios against itself %v, %v", name, *c.WAFRatio, *c.MBpsRatio)
+		} else if c.Placement == "none" && (*c.WAFRatio != 1 || *c.MiBpsRatio != 1) {
+			t.Errorf("%s: ratios against itself %v, %v", name, *c.WAFRatio, *c.MiBpsRatio)
 		}
 		for _, r := range c.Runs {
 			if r.HostBytes <= 0 || r.DevBytes <= 0 || r.Why == "" {
@@ -126,9 +126,9 @@ func TestGCRepeatGivesMediansAndRanges(t *testing.T) {
 		if len(r.Runs) != 3 {
 			t.Fatalf("%s: %d runs; want 3", r.name(), len(r.Runs))
 		}
-		mbps := r.figure(func(x *gcRun) float64 { return x.HostMBps })
-		if r.HostMBps != median(mbps) || r.MBpsMin > r.HostMBps || r.MBpsMax < r.HostMBps {
-			t.Errorf("%s: MB/s %v [%v-%v] from runs %v", r.name(), r.HostMBps, r.MBpsMin, r.MBpsMax, mbps)
+		mbps := r.figure(func(x *gcRun) float64 { return x.HostMiBps })
+		if r.HostMiBps != median(mbps) || r.MiBpsMin > r.HostMiBps || r.MiBpsMax < r.HostMiBps {
+			t.Errorf("%s: MiB/s %v [%v-%v] from runs %v", r.name(), r.HostMiBps, r.MiBpsMin, r.MiBpsMax, mbps)
 		}
 		for i, x := range r.Runs {
 			if x.Round != i+1 {
@@ -137,8 +137,8 @@ func TestGCRepeatGivesMediansAndRanges(t *testing.T) {
 		}
 	}
 	mru, none := sum.Configs[0], sum.Configs[1]
-	if got := *mru.MBpsRatio; got != mru.HostMBps/none.HostMBps {
-		t.Errorf("mru/none MB/s ratio %v; want the ratio of the medians %v", got, mru.HostMBps/none.HostMBps)
+	if got := *mru.MiBpsRatio; got != mru.HostMiBps/none.HostMiBps {
+		t.Errorf("mru/none MiB/s ratio %v; want the ratio of the medians %v", got, mru.HostMiBps/none.HostMiBps)
 	}
 	if m := median([]float64{3, 1, 2, 10}); m != 2.5 {
 		t.Errorf("median of 1, 2, 3, 10 = %v", m)

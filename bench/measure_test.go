@@ -118,7 +118,7 @@ func TestGreedyWAF(t *testing.T) {
 func TestVerdicts(t *testing.T) {
 	row := func(name string, waf, mbps float64) *gcRow {
 		p, g, _ := strings.Cut(name, "/")
-		return &gcRow{Placement: p, GCPolicy: g, WAF: waf, HostMBps: mbps}
+		return &gcRow{Placement: p, GCPolicy: g, WAF: waf, HostMiBps: mbps}
 	}
 	cases := []struct {
 		ws   gcWorkloadSummary
@@ -131,7 +131,7 @@ func TestVerdicts(t *testing.T) {
 		{gcWorkloadSummary{Workload: WorkHotCold, Rows: []*gcRow{row("mru/greedy", 3, 1), row("none/greedy", 3, 1), row("mru/cost-benefit", 2.7, 1)}},
 			[]string{"hotcold: SHORT: mru/cost-benefit WAF 2.700 is 0.90x", "hotcold: meets: cost-benefit beats greedy"}},
 		{gcWorkloadSummary{Workload: WorkSeed, Rows: []*gcRow{row("mru/greedy", 1, 120), row("none/greedy", 1, 100)}},
-			[]string{"seed: meets: mru/greedy throughput 120.0 MB/s is 1.20x"}},
+			[]string{"seed: meets: mru/greedy throughput 120.0 MiB/s is 1.20x"}},
 		{gcWorkloadSummary{Workload: WorkUniform, RefWAF: 2.9, Rows: []*gcRow{row("mru/greedy", 3.3, 1), row("none/greedy", 3.3, 1)}},
 			[]string{"uniform: SHORT: mru/greedy WAF 3.300 is +13.8% from the analytic greedy WAF 2.900", "uniform: expected: placement changes little"}},
 		{gcWorkloadSummary{Workload: WorkSeed, Rows: []*gcRow{row("mru/greedy", 1, 120)}},

@@ -75,7 +75,7 @@ const (
 	lifetimesRatioTarget = 0.6  // mru/greedy WAF <= this x none/greedy
 	lifetimesWAFTarget   = 1.2  // and at most this
 	hotcoldRatioTarget   = 0.8  // mru/cost-benefit WAF <= this x none/greedy
-	seedMBpsTarget       = 1.11 // mru/greedy throughput >= this x none/greedy
+	seedThroughputTarget = 1.11 // mru/greedy throughput >= this x none/greedy
 	uniformModelTol      = 0.10 // mru/greedy WAF within this of the model
 )
 
@@ -113,7 +113,7 @@ func verdicts(ws *gcWorkloadSummary) []string {
 		}
 		if need("mru/greedy and none/greedy", mru, none) {
 			out = append(out, fmt.Sprintf("%s: expected: placement changes little when every block is equally hot: mru/none WAF %.2fx, throughput %.2fx",
-				w, mru.WAF/none.WAF, mru.HostMBps/none.HostMBps))
+				w, mru.WAF/none.WAF, mru.HostMiBps/none.HostMiBps))
 		}
 		if cb != nil && mru != nil {
 			out = append(out, fmt.Sprintf("%s: expected: cost-benefit no better than greedy on uniform data: mru/cost-benefit WAF %.3f vs mru/greedy %.3f",
@@ -137,9 +137,9 @@ func verdicts(ws *gcWorkloadSummary) []string {
 		}
 	case WorkSeed:
 		if need("mru/greedy and none/greedy", mru, none) {
-			verdict(mru.HostMBps >= seedMBpsTarget*none.HostMBps,
-				"mru/greedy throughput %.1f MB/s is %.2fx none/greedy's %.1f (target: at least %.2fx, the xfs series' +11%%)",
-				mru.HostMBps, mru.HostMBps/none.HostMBps, none.HostMBps, seedMBpsTarget)
+			verdict(mru.HostMiBps >= seedThroughputTarget*none.HostMiBps,
+				"mru/greedy throughput %.1f MiB/s is %.2fx none/greedy's %.1f (target: at least %.2fx, the xfs series' +11%%)",
+				mru.HostMiBps, mru.HostMiBps/none.HostMiBps, none.HostMiBps, seedThroughputTarget)
 		}
 	}
 	return out

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/zonefold/zonefold/engine"
@@ -16,6 +17,9 @@ import (
 type SeedsOptions struct {
 	Quick bool // each comparison for a moment: a smoke test, not a measurement
 	JSON  bool
+	// Check makes Seeds return an error, after printing, if a comparison
+	// misses its bar.
+	Check bool
 	// Progress, if set, gets a line as each comparison starts.
 	Progress io.Writer
 }
@@ -59,14 +63,14 @@ func Seeds(ctx context.Context, stdout io.Writer, o SeedsOptions) error {
 	}
 	rows = append(rows, newSeedRow("bcachefs folio order hint", "seq 128k buffered through the engine on null:, order 9 vs 0",
 		"1.25x (1.5x without data io)", 1.5, ratio(large, small),
-		fmt.Sprintf("%.0f vs %.0f MB/s", large.mbps(), small.mbps())))
+		fmt.Sprintf("%.0f vs %.0f MiB/s", large.mibps(), small.mibps())))
 	one, split, err := benchStateLock(ctx, fo)
 	if err != nil {
 		return fmt.Errorf("state lock: %w", err)
 	}
 	rows = append(rows, newSeedRow("iomap one-lock state update", "1k overwrites, one lock vs two",
 		"+8% (1.08x)", 1.08, ratio(one, split),
-		fmt.Sprintf("%.0f vs %.0f MB/s", one.mbps(), split.mbps())))
+		fmt.Sprintf("%.0f vs %.0f MiB/s", one.mibps(), split.mibps())))
 
 	step("large folios in writeback")
 	row, err := seedWriteback(ctx, o.Quick)
@@ -105,12 +109,31 @@ func Seeds(ctx context.Context, stdout io.Writer, o SeedsOptions) error {
 		fmt.Sprintf("%.0f vs %.0f IOPS", file.Plugged.IOPS(), file.Unplugged.IOPS())))
 
 	if o.JSON {
-		return WriteJSON(stdout, struct {
+		err = WriteJSON(stdout, struct {
 			Quick bool      `json:"quick"`
 			Seeds []seedRow `json:"seeds"`
 		}{o.Quick, rows})
+	} else {
+		err = printSeeds(stdout, o, rows)
 	}
-	return printSeeds(stdout, o, rows)
+	if err != nil || !o.Check {
+		return err
+	}
+	return checkSeeds(rows)
+}
+
+// checkSeeds is an error naming the comparisons that miss their bar.
+func checkSeeds(rows []seedRow) error {
+	var missed []string
+	for _, r := range rows {
+		if !r.Meets {
+			missed = append(missed, fmt.Sprintf("%s (%.2fx, bar %.2fx)", r.Idea, r.Measured, r.Bar))
+		}
+	}
+	if len(missed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d comparisons miss their kernel series' bar: %s", len(missed), len(rows), strings.Join(missed, ", "))
 }
 
 // seedWriteback writes 4 files of 1 MiB writes with an fsync at the end
@@ -150,12 +173,7 @@ func seedWriteback(ctx context.Context, quick bool) (seedRow, error) {
 			sides[side].nanos += int64(res.Elapsed)
 		}
 	}
-	mibps := func(i int) float64 {
-		if sides[i].nanos == 0 {
-			return 0
-		}
-		return float64(sides[i].bytes) / (1 << 20) / time.Duration(sides[i].nanos).Seconds()
-	}
+	mibps := func(i int) float64 { return mibPerS(sides[i].bytes, time.Duration(sides[i].nanos)) }
 	r := 0.0
 	if mibps(1) > 0 {
 		r = mibps(0) / mibps(1)
@@ -165,8 +183,8 @@ func seedWriteback(ctx context.Context, quick bool) (seedRow, error) {
 		fmt.Sprintf("%.0f vs %.0f MiB/s", mibps(0), mibps(1))), nil
 }
 
-// seedAffinity runs bench gc's mru and none under greedy GC for one
-// device capacity of overwrites.
+// seedAffinity runs bench gc's seed workload (the xfs series' shape) under
+// mru/greedy and none/greedy: three alternating rounds, medians.
 func seedAffinity(ctx context.Context, quick bool) (seedRow, error) {
 	o := DefaultGC
 	o.Workloads, o.Configs, o.Out, o.Repeat = []string{WorkSeed}, []string{"mru/greedy", "none/greedy"}, "", 3
@@ -187,11 +205,11 @@ func seedAffinity(ctx context.Context, quick bool) (seedRow, error) {
 	ws := sum.workloads[0]
 	mru, none := ws.Rows[0], ws.Rows[1]
 	var tput float64
-	if mru.MBpsRatio != nil {
-		tput = *mru.MBpsRatio
+	if mru.MiBpsRatio != nil {
+		tput = *mru.MiBpsRatio
 	}
 	return newSeedRow("xfs per-file zone affinity", fmt.Sprintf("bench gc seed: %d files 8k random, iodepth 4, mru vs none", o.Files),
-		"+11% (1.11x)", 1.11, tput, fmt.Sprintf("%.0f vs %.0f MB/s, medians of %d", mru.HostMBps, none.HostMBps, o.Repeat)), nil
+		"+11% (1.11x)", 1.11, tput, fmt.Sprintf("%.0f vs %.0f MiB/s, medians of %d", mru.HostMiBps, none.HostMiBps, o.Repeat)), nil
 }
 
 func printSeeds(out io.Writer, o SeedsOptions, rows []seedRow) error {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -11,7 +10,7 @@ import (
 
 func newBenchGCCmd() *cobra.Command {
 	o := bench.DefaultGC
-	var bs, cacheSize, skew string
+	var skew string
 	var placements, gcPolicies []string
 	cmd := &cobra.Command{
 		Use:   "gc [DEVICE]",
@@ -51,13 +50,13 @@ combination of the two lists instead.
 Per workload and configuration it reports:
   WAF         bytes written to the device (data, record headers, padding,
               metadata, GC copies) / bytes the workload wrote, measured part
-  host MB/s   bytes the workload wrote per second of its writers' time
+  host MiB/s  bytes the workload wrote per second of its writers' time
   GC share    wall time inside GC passes / wall time of the measured part
-  GC MB       bytes GC relocated in the measured part
+  GC MiB      bytes GC relocated in the measured part
   p99 us      write latency
   steady      runs whose warm-up became steady (the rest hit the cap)
   warm-up     device capacities written before measuring
-and the ratios of medians against none: MB/s (higher is better) and WAF
+and the ratios of medians against none: MiB/s (higher is better) and WAF
 (lower is better). The uniform WAF chart draws the analytic greedy WAF
 (Desnoyers' model) at the workload's utilisation of the zones in
 circulation; the lifetimes chart draws 1.0. Verdict lines say per workload
@@ -88,14 +87,8 @@ memory, /dev/shm, where there is one), removed at the end: ` + strings.ReplaceAl
 				}
 			}
 			var err error
-			if o.BS, err = parseSize(bs); err != nil {
-				return fmt.Errorf("--bs: %w", err)
-			}
-			if o.CacheBytes, err = parseSize(cacheSize); err != nil {
-				return fmt.Errorf("--cache: %w", err)
-			}
 			if o.HotShare, o.HotFiles, err = bench.ParseSkew(skew); err != nil {
-				return err
+				return asUsage(cmd, err)
 			}
 			if !o.JSON && isTerminal(cmd.ErrOrStderr()) {
 				o.Progress = cmd.ErrOrStderr()
@@ -105,21 +98,21 @@ memory, /dev/shm, where there is one), removed at the end: ` + strings.ReplaceAl
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&o.Workloads, "workload", bench.Workloads, "workloads to run: "+strings.Join(bench.Workloads, ", "))
-	f.IntVar(&o.Files, "files", o.Files, "files written in parallel (lifetimes: writers)")
-	f.StringVar(&bs, "bs", "8K", "bytes per write (uniform, hotcold, seed)")
-	f.IntVar(&o.IODepth, "iodepth", o.IODepth, "writes in flight per file (uniform, hotcold, seed)")
-	f.Float64Var(&o.Util, "util", o.Util, "live data as a fraction of the engine's capacity (not seed)")
+	countVar(f, &o.Files, "files", o.Files, "files written in parallel (lifetimes: writers)")
+	sizeVar(f, &o.BS, "bs", o.BS, "bytes per write (uniform, hotcold, seed; e.g. 8K)")
+	countVar(f, &o.IODepth, "iodepth", o.IODepth, "writes in flight per file (uniform, hotcold, seed)")
+	numberVar(f, &o.Util, "util", o.Util, "live data as a fraction of the engine's capacity (not seed)")
 	f.StringVar(&skew, "skew", "80/20", "hotcold: OPS/FILES, the percent of overwrites that go to a percent of the files")
-	f.IntVar(&o.Repeat, "repeat", o.Repeat, "rounds: each runs every workload and configuration once, configurations alternating")
-	f.Float64Var(&o.Steady.Window, "window", o.Steady.Window, "device capacities of host writes per steady-state window")
-	f.Float64Var(&o.Steady.Tol, "steady-tol", o.Steady.Tol, "steady once successive windows' WAF differ by less than this fraction")
-	f.Float64Var(&o.Steady.Cap, "warmup-cap", o.Steady.Cap, "device capacities the warm-up writes at most")
-	f.Float64Var(&o.Steady.Span, "measure", o.Steady.Span, "device capacities measured once steady")
+	countVar(f, &o.Repeat, "repeat", o.Repeat, "rounds: each runs every workload and configuration once, configurations alternating")
+	numberVar(f, &o.Steady.Window, "window", o.Steady.Window, "device capacities of host writes per steady-state window")
+	numberVar(f, &o.Steady.Tol, "steady-tol", o.Steady.Tol, "steady once successive windows' WAF differ by less than this fraction")
+	numberVar(f, &o.Steady.Cap, "warmup-cap", o.Steady.Cap, "device capacities the warm-up writes at most")
+	numberVar(f, &o.Steady.Span, "measure", o.Steady.Span, "device capacities measured once steady")
 	f.StringSliceVar(&o.Configs, "configs", bench.DefaultGCConfigs, "placement/gc-policy pairs to compare")
 	f.StringSliceVar(&placements, "placements", []string{"mru", "none", "round-robin"}, "placements to combine with --gc-policies (replaces --configs)")
 	f.StringSliceVar(&gcPolicies, "gc-policies", []string{"greedy"}, "GC policies to combine with --placements (replaces --configs)")
-	f.StringVar(&cacheSize, "cache", "4M", "folio cache size: small, so that the cache absorbs few overwrites and the device sees the workload")
-	f.IntVar(&o.OpenZones, "open-zones", 0, "data zones open at once (0: from the device's limits, at most 16)")
+	sizeVar(f, &o.CacheBytes, "cache", o.CacheBytes, "folio cache size: small, so that the cache absorbs few overwrites and the device sees the workload")
+	countVar(f, &o.OpenZones, "open-zones", 0, "data zones open at once (0: from the device's limits, at most 16)")
 	f.StringVar(&o.Out, "out", o.Out, "folder for the charts, CSV and JSON")
 	f.Uint64Var(&o.Seed, "seed", o.Seed, "random seed, the same for every configuration")
 	f.DurationVar(&o.Sample, "sample", o.Sample, "interval between samples of the series (and steady-state checks)")

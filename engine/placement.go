@@ -81,6 +81,10 @@ type zone struct {
 	// owner is the file that chose this zone as its MRU zone last; nil
 	// for GC's zones and the shared stream.
 	owner atomic.Pointer[file]
+	// resetPending is set once the zone's reset is decided (its valid
+	// data relocated, or none left): from then on a checkpoint records
+	// its write pointer as 0. freeZone clears it after the reset.
+	resetPending atomic.Bool
 }
 
 // orphan reports whether no file is writing to z as its MRU zone: the
@@ -94,7 +98,7 @@ func (z *zone) orphan() bool {
 func (z *zone) remaining() int64 { return z.cap - z.alloc.Load() }
 
 // ErrNoSpace is returned when no zone can take an append.
-var ErrNoSpace = fmt.Errorf("engine: no space left on device: %w", syscall.ENOSPC)
+var ErrNoSpace = fmt.Errorf("engine: %w", syscall.ENOSPC)
 
 // errNoFreeZone means a file needs a zone of its own and none is free
 // beyond GC's reserve: its writer asks GC for one (reserveData with share
@@ -460,6 +464,7 @@ func (p *placer) freeZone(z *zone) {
 	z.lastSeq.Store(0)
 	z.forGC = false
 	z.owner.Store(nil)
+	z.resetPending.Store(false)
 	z.state.Store(zoneFree)
 	p.free = append(p.free, z)
 	p.nfree.Add(1)

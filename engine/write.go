@@ -56,7 +56,7 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 			// Have GC free a zone for this file rather than mix it into
 			// another's; if GC can free none, share one.
 			e.quiesce.RUnlock()
-			moved := e.gc.reclaim(e.placer.lacksFreeZone)
+			moved := e.gc.freeZone(e.placer.lacksFreeZone)
 			e.quiesce.RLock()
 			share = !moved
 			continue
