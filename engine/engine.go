@@ -106,7 +106,8 @@ type file struct {
 	size int64
 	ext  *extentMap
 	mru  atomic.Pointer[zone]
-	gone bool // removed: its data is garbage
+	life atomic.Uint32 // WriteLife hint, for placement
+	gone bool          // removed: its data is garbage
 }
 
 // Open opens a formatted device and recovers its files.

@@ -44,7 +44,7 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 	w := extentCursor{exts: exts}
 	for !w.done() {
 		want := BlockSize + w.peek(e.maxRecordData(), MaxRecordExtents)
-		g, err := e.placer.reserve(&f.mru, want, false)
+		g, err := e.placer.reserve(e.placer.stream(f), want, false)
 		if g.padZone != nil {
 			e.appendPad(g.padZone, g.padOff, p)
 		}
