@@ -3,6 +3,7 @@ package pebblefs
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -80,4 +81,11 @@ func smallOptions(y *FS) *pebble.Options {
 	o.TargetFileSizes[0] = 64 << 10
 	o.Experimental.LevelMultiplier = 4
 	return o
+}
+
+// TestMain keeps the engine's informational logs (a recovery per power
+// cut) out of the test output.
+func TestMain(m *testing.M) {
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	os.Exit(m.Run())
 }
