@@ -298,7 +298,7 @@ func TestPebbleRealDevices(t *testing.T) {
 	}
 	for _, dev := range strings.Split(list, ",") {
 		t.Run(strings.TrimPrefix(dev, "/dev/"), func(t *testing.T) {
-			pebbleRun(t, dev, 24, testConfig(), 2000)
+			pebbleRun(t, dev, 24, testConfig(), 1200)
 		})
 	}
 }
