@@ -49,7 +49,7 @@ type LSMOptions struct {
 	Rounds     int      // each configuration runs this many times, alternating
 	Against    string   // folder on a kernel file system for the baseline ("": none)
 	Sync       bool     // every write with pebble.Sync
-	CacheBytes int64    // zonefold's folio cache (0: a quarter of the capacity, at most 256M)
+	CacheBytes int64    // zonefold's folio cache (0: 256M); dirty data is held to an eighth of the device
 	BlockCache int64    // Pebble's block cache, both sides
 	ZoneSize   int64    // the default device's zone size (0: Pebble's L0 table size, in whole MiB)
 	Out        string   // folder for charts, CSV and JSON
@@ -338,6 +338,12 @@ func lsmPebbleOptions(o LSMOptions, fs vfs.FS, cache *pebble.Cache) *pebble.Opti
 		FormatMajorVersion: pebble.FormatNewest,
 	}
 	opts.TargetFileSizes[0] = l0TableSize(db)
+	// No periodic syncs while a table is written, on either side: on a
+	// kernel file system they are sync_file_range (write-back hints, no
+	// durability); on pebblefs, which has no file descriptor, Pebble
+	// turns each into a full sync. Each table is still synced when it is
+	// finished, and the WAL as --sync says.
+	opts.BytesPerSync, opts.WALBytesPerSync = 0, 0
 	opts.CompactionConcurrencyRange = func() (int, int) { return 1, 2 }
 	return opts
 }
@@ -373,14 +379,16 @@ func runLSMZonefold(ctx context.Context, dev *lsmDevice, placement string, o LSM
 	}
 	cfg := engine.Config{CacheBytes: o.CacheBytes, Policy: pol}
 	if cfg.CacheBytes == 0 {
-		// Dirty data must fit the free space: a cache much larger than
-		// the device turns Pebble's bursts into ENOSPC.
-		g, err := deviceGeometry(name)
-		if err != nil {
-			return err
-		}
-		cfg.CacheBytes = min(256<<20, max(4<<20, g.Capacity()/4))
+		cfg.CacheBytes = 256 << 20 // the engine's default
 	}
+	// Dirty data must fit the free space: dirty bursts as large as half
+	// a 256 MiB cache on a 150 MiB device end in ENOSPC. Clean data may
+	// fill the cache, as the page cache holds the kernel's.
+	g, err := deviceGeometry(name)
+	if err != nil {
+		return err
+	}
+	cfg.DirtyLimit = min(cfg.CacheBytes/2, max(2<<20, g.Capacity()/8))
 	e, release, err := OpenFormatted(name, cfg)
 	if err != nil {
 		return err

@@ -25,7 +25,9 @@ and with --against DIR the same workload runs on Pebble's default file
 system in DIR: the kernel baseline. The configurations alternate, --rounds
 times; the table gives medians and the spread of overwrite ops/s. Pebble's
 options are the same on both sides but for the file system; writes are not
-synced (as db_bench's), unless --sync.
+synced (as db_bench's), unless --sync, and neither side syncs a table while
+it is written (BytesPerSync 0: pebblefs has no file descriptor for Pebble's
+sync_file_range hints), only when it is finished.
 
 Per configuration, for the overwrite phase:
   fill, overwrite ops/s   Pebble writes per second (the fill's and the
@@ -80,7 +82,7 @@ folder. DEVICE must keep data: emu: or a real zoned device, not null:.`,
 	f.IntVar(&o.Rounds, "rounds", o.Rounds, "times each configuration runs, alternating")
 	f.StringVar(&o.Against, "against", "", "folder on a kernel file system: run the same on Pebble's default file system there (the baseline)")
 	f.BoolVar(&o.Sync, "sync", false, "sync every write (pebble.Sync), on both sides")
-	f.StringVar(&cacheSize, "cache", "0", "zonefold's folio cache (0: a quarter of the device, at most 256M)")
+	f.StringVar(&cacheSize, "cache", "256M", "zonefold's folio cache (dirty data is held to an eighth of the device)")
 	f.StringVar(&blockCache, "block-cache", "64M", "Pebble's block cache, on both sides")
 	f.StringVar(&zoneSize, "zone-size", "0", "zone size of the default device (0: Pebble's L0 table size, in whole MiB)")
 	f.StringVar(&o.Out, "out", o.Out, "folder for the charts, CSV and JSON")

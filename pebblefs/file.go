@@ -24,6 +24,60 @@ type file struct {
 
 	mu  sync.Mutex // guards pos
 	pos int64
+	ra  *readahead // set on handles opened with vfs.SequentialReadsOption
+}
+
+// readaheadSize is a sequential handle's read window.
+const readaheadSize = 512 << 10
+
+// readahead serves a handle that reads a file from start to end. Pebble
+// opens a table with vfs.SequentialReadsOption to read it whole (a
+// compaction) and leaves the rest to the kernel's readahead; the engine
+// has none, and a miss per 4 KiB block is a device round trip each, so
+// the handle reads windows of readaheadSize into a buffer of its own
+// (the engine batches a window's device reads under one plug).
+type readahead struct {
+	mu  sync.Mutex
+	buf []byte // the window; cap readaheadSize
+	off int64  // file offset of buf[0]
+}
+
+var readaheadBufs = sync.Pool{New: func() any { b := make([]byte, readaheadSize); return &b }}
+
+// readAt serves p from the window, refilling it at off when p is not in
+// it. Reads as large as the window bypass it.
+func (ra *readahead) readAt(h *engine.File, p []byte, off int64) (int, error) {
+	if len(p) >= readaheadSize {
+		return h.ReadAt(p, off)
+	}
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	if off < ra.off || off+int64(len(p)) > ra.off+int64(len(ra.buf)) {
+		if ra.buf == nil {
+			ra.buf = (*readaheadBufs.Get().(*[]byte))[:0]
+		}
+		n, err := h.ReadAt(ra.buf[:readaheadSize], off)
+		if err != nil && err != io.EOF {
+			ra.buf = ra.buf[:0]
+			return 0, err
+		}
+		ra.buf, ra.off = ra.buf[:n], off
+	}
+	n := copy(p, ra.buf[off-ra.off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (ra *readahead) release() {
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	if ra.buf != nil {
+		b := ra.buf[:0]
+		readaheadBufs.Put(&b)
+		ra.buf = nil
+	}
 }
 
 var _ vfs.File = (*file)(nil)
@@ -38,7 +92,12 @@ func (y *FS) newFile(h *engine.File, name string, read, write bool, life engine.
 	return &file{h: h, name: name, read: read, write: write}, nil
 }
 
-func (f *file) Close() error { return f.h.Close() }
+func (f *file) Close() error {
+	if f.ra != nil {
+		f.ra.release()
+	}
+	return f.h.Close()
+}
 
 func (f *file) Read(p []byte) (int, error) {
 	if !f.read {
@@ -57,6 +116,9 @@ func (f *file) Read(p []byte) (int, error) {
 func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	if !f.read {
 		return 0, pathErr("read", f.name, fs.ErrPermission)
+	}
+	if f.ra != nil {
+		return f.ra.readAt(f.h, p, off)
 	}
 	return f.h.ReadAt(p, off)
 }

@@ -185,6 +185,9 @@ func (y *FS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
 		return nil, err
 	}
 	for _, o := range opts {
+		if o == vfs.SequentialReadsOption {
+			f.ra = &readahead{}
+		}
 		o.Apply(f)
 	}
 	return f, nil

@@ -444,3 +444,46 @@ func TestReadWriteOffsets(t *testing.T) {
 		t.Fatalf("open of a missing file: %v", err)
 	}
 }
+
+// A handle opened with vfs.SequentialReadsOption (Pebble's compaction
+// reads) reads ahead in windows; what it returns is the file's bytes
+// wherever the reads go, forwards, backwards or past the end.
+func TestSequentialReadahead(t *testing.T) {
+	e := formatOpen(t, emuDevice(t, 32, "1M"), 0, testConfig())
+	defer e.Close()
+	y := New(e)
+	data := make([]byte, 3*readaheadSize+12345)
+	for i := range data {
+		data[i] = byte(i*13 + i>>9)
+	}
+	mustWrite(t, y, "t.sst", data)
+	f, err := y.Open("t.sst", vfs.SequentialReadsOption)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.(*file).ra == nil {
+		t.Fatal("no readahead on a sequential handle")
+	}
+	rng := rand.New(rand.NewPCG(3, 3))
+	check := func(off int64, n int) {
+		t.Helper()
+		p := make([]byte, n)
+		got, err := f.ReadAt(p, off)
+		want := max(0, min(int64(n), int64(len(data))-off))
+		if int64(got) != want || (want < int64(n)) != (err == io.EOF) || (err != nil && err != io.EOF) {
+			t.Fatalf("ReadAt(%d bytes at %d) = %d, %v; want %d", n, off, got, err, want)
+		}
+		if !bytes.Equal(p[:got], data[off:off+int64(got)]) {
+			t.Fatalf("ReadAt(%d bytes at %d): wrong bytes", n, off)
+		}
+	}
+	for off := int64(0); off < int64(len(data)); {
+		n := 1 + rng.IntN(40000)
+		check(off, n)
+		off += int64(n)
+	}
+	for range 200 {
+		check(rng.Int64N(int64(len(data))+100), 1+rng.IntN(3*readaheadSize/2))
+	}
+}
