@@ -342,8 +342,9 @@ func lsmPebbleOptions(o LSMOptions, fs vfs.FS, cache *pebble.Cache) *pebble.Opti
 	// kernel file system they are sync_file_range (write-back hints, no
 	// durability); on pebblefs, which has no file descriptor, Pebble
 	// turns each into a full sync. Each table is still synced when it is
-	// finished, and the WAL as --sync says.
-	opts.BytesPerSync, opts.WALBytesPerSync = 0, 0
+	// finished, and the WAL as --sync says. (Pebble reads 0 as its
+	// default, 512K: "never" is a size no table reaches.)
+	opts.BytesPerSync = pebblefs.NoPeriodicSync
 	opts.CompactionConcurrencyRange = func() (int, int) { return 1, 2 }
 	return opts
 }

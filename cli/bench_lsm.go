@@ -26,8 +26,9 @@ system in DIR: the kernel baseline. The configurations alternate, --rounds
 times; the table gives medians and the spread of overwrite ops/s. Pebble's
 options are the same on both sides but for the file system; writes are not
 synced (as db_bench's), unless --sync, and neither side syncs a table while
-it is written (BytesPerSync 0: pebblefs has no file descriptor for Pebble's
-sync_file_range hints), only when it is finished.
+it is written (BytesPerSync "never": pebblefs has no file descriptor for
+Pebble's sync_file_range hints, which would become full syncs), only when it
+is finished.
 
 Per configuration, for the overwrite phase:
   fill, overwrite ops/s   Pebble writes per second (the fill's and the

@@ -21,6 +21,13 @@
 //     records at a time; a file's size after a crash covers at least its
 //     synced data (bytes past what survived read as zeros).
 //
+// Periodic syncs: Pebble syncs a table every Options.BytesPerSync bytes
+// (512 KiB by default) as it writes it, with sync_file_range on a kernel
+// file system (a write-back hint, no durability); on a file without a
+// descriptor it calls Sync instead, a device flush each time. The engine
+// writes dirty data back on its own, so set BytesPerSync to
+// NoPeriodicSync; tables are still synced when finished.
+//
 // Not supported: hard links (Link fails so that Pebble falls back to
 // copying, as its LinkOrCopy does on file systems without them) and
 // renaming a directory (Pebble renames files only).
@@ -53,6 +60,10 @@ import (
 
 	"github.com/zonefold/zonefold/engine"
 )
+
+// NoPeriodicSync is a pebble.Options.BytesPerSync that no table reaches:
+// Pebble reads 0 as its default (see the package doc).
+const NoPeriodicSync = 1 << 40
 
 // FS implements vfs.FS over an engine. It does not own the engine: close
 // the Pebble DB first, then the engine. Any number of FS values may share
