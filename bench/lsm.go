@@ -56,7 +56,10 @@ type LSMOptions struct {
 	Seed       uint64
 	Sample     time.Duration
 	JSON       bool
-	Progress   io.Writer // a terminal's stderr, for a progress bar
+	// Check makes LSM return an error, after printing, if a target is
+	// missed.
+	Check    bool
+	Progress io.Writer // a terminal's stderr, for a progress bar
 }
 
 // DefaultLSM is bench lsm without flags: about a minute on a small
@@ -188,9 +191,23 @@ func LSM(ctx context.Context, stdout io.Writer, device string, o LSMOptions) err
 		return err
 	}
 	if o.JSON {
-		return WriteJSON(stdout, sum)
+		err = WriteJSON(stdout, sum)
+	} else {
+		err = printLSM(stdout, o.Out, sum, runs)
 	}
-	return printLSM(stdout, o.Out, sum, runs)
+	if err != nil || !o.Check {
+		return err
+	}
+	var missed []string
+	for _, t := range sum.Targets {
+		if strings.Contains(t, "MISSED") {
+			missed = append(missed, t)
+		}
+	}
+	if len(missed) > 0 {
+		return fmt.Errorf("bench lsm: %d target(s) missed: %s", len(missed), strings.Join(missed, "; "))
+	}
+	return nil
 }
 
 // lsmDevice says where the zonefold runs go: the device given, or an

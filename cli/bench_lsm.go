@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/zonefold/zonefold/bench"
@@ -10,7 +8,6 @@ import (
 
 func newBenchLSMCmd() *cobra.Command {
 	o := bench.DefaultLSM
-	var cacheSize, blockCache, zoneSize string
 	cmd := &cobra.Command{
 		Use:   "lsm [DEVICE]",
 		Short: "A real LSM store on zonefold: Pebble's fill and random overwrites per placement, and against the kernel",
@@ -58,16 +55,6 @@ folder. DEVICE must keep data: emu: or a real zoned device, not null:.`,
 			if len(args) == 1 {
 				device = args[0]
 			}
-			var err error
-			if o.CacheBytes, err = parseSize(cacheSize); err != nil {
-				return fmt.Errorf("--cache: %w", err)
-			}
-			if o.BlockCache, err = parseSize(blockCache); err != nil {
-				return fmt.Errorf("--block-cache: %w", err)
-			}
-			if o.ZoneSize, err = parseSize(zoneSize); err != nil {
-				return fmt.Errorf("--zone-size: %w", err)
-			}
 			if !o.JSON && isTerminal(cmd.ErrOrStderr()) {
 				o.Progress = cmd.ErrOrStderr()
 			}
@@ -75,20 +62,21 @@ folder. DEVICE must keep data: emu: or a real zoned device, not null:.`,
 		},
 	}
 	f := cmd.Flags()
-	f.Float64Var(&o.Scale, "scale", o.Scale, "keys as a fraction of 100M")
-	f.IntVar(&o.ValueSize, "value-size", o.ValueSize, "bytes per value")
-	f.Float64Var(&o.Util, "util", o.Util, "keys and values as a fraction of the default device's capacity")
-	f.Float64Var(&o.Passes, "passes", o.Passes, "device capacities of keys and values the overwrite phase writes")
+	numberVar(f, &o.Scale, "scale", o.Scale, "keys as a fraction of 100M")
+	intSizeVar(f, &o.ValueSize, "value-size", o.ValueSize, "bytes per value (e.g. 1K)")
+	numberVar(f, &o.Util, "util", o.Util, "keys and values as a fraction of the default device's capacity")
+	numberVar(f, &o.Passes, "passes", o.Passes, "device capacities of keys and values the overwrite phase writes")
 	f.StringSliceVar(&o.Placements, "placements", o.Placements, "zonefold placements to compare: mru, none, hinted, round-robin")
-	f.IntVar(&o.Rounds, "rounds", o.Rounds, "times each configuration runs, alternating")
+	countVar(f, &o.Rounds, "rounds", o.Rounds, "times each configuration runs, alternating")
 	f.StringVar(&o.Against, "against", "", "folder on a kernel file system: run the same on Pebble's default file system there (the baseline)")
 	f.BoolVar(&o.Sync, "sync", false, "sync every write (pebble.Sync), on both sides")
-	f.StringVar(&cacheSize, "cache", "256M", "zonefold's folio cache (dirty data is held to an eighth of the device)")
-	f.StringVar(&blockCache, "block-cache", "64M", "Pebble's block cache, on both sides")
-	f.StringVar(&zoneSize, "zone-size", "0", "zone size of the default device (0: Pebble's L0 table size, in whole MiB)")
+	sizeVar(f, &o.CacheBytes, "cache", 256<<20, "zonefold's folio cache (dirty data is held to an eighth of the device)")
+	sizeVar(f, &o.BlockCache, "block-cache", o.BlockCache, "Pebble's block cache, on both sides")
+	sizeVar(f, &o.ZoneSize, "zone-size", 0, "zone size of the default device (0: Pebble's L0 table size, in whole MiB)")
 	f.StringVar(&o.Out, "out", o.Out, "folder for the charts, CSV and JSON")
 	f.Uint64Var(&o.Seed, "seed", o.Seed, "random seed, the same for every configuration")
 	f.DurationVar(&o.Sample, "sample", o.Sample, "interval between samples of the series")
 	f.BoolVar(&o.JSON, "json", false, "print the summary as JSON instead of a table")
+	f.BoolVar(&o.Check, "check", false, "exit 1 if a target is missed")
 	return cmd
 }
