@@ -50,14 +50,22 @@ func writeGCOutputs(dir string, sum gcSummary, runs []*gcRun, w gcWorkload) erro
 		{"valid-histogram", validHistogram},
 	}
 	for _, c := range charts {
-		p, err := c.draw(runs, w)
-		if err != nil {
-			return fmt.Errorf("chart %s: %w", c.name, err)
+		if err := saveChart(dir, c.name, func() (*plot.Plot, error) { return c.draw(runs, w) }); err != nil {
+			return err
 		}
-		for _, ext := range []string{".png", ".svg"} {
-			if err := p.Save(8*vg.Inch, 4.5*vg.Inch, filepath.Join(dir, c.name+ext)); err != nil {
-				return fmt.Errorf("chart %s: %w", c.name, err)
-			}
+	}
+	return nil
+}
+
+// saveChart draws a chart and saves it in dir as name.png and name.svg.
+func saveChart(dir, name string, draw func() (*plot.Plot, error)) error {
+	p, err := draw()
+	if err != nil {
+		return fmt.Errorf("chart %s: %w", name, err)
+	}
+	for _, ext := range []string{".png", ".svg"} {
+		if err := p.Save(8*vg.Inch, 4.5*vg.Inch, filepath.Join(dir, name+ext)); err != nil {
+			return fmt.Errorf("chart %s: %w", name, err)
 		}
 	}
 	return nil
@@ -67,30 +75,38 @@ func writeGCOutputs(dir string, sum gcSummary, runs []*gcRun, w gcWorkload) erro
 var seriesColumns = []string{"seconds", "host_bytes", "dev_bytes", "gc_bytes", "zones_reset"}
 
 // seriesRecords lays the samples out side by side: one column set per
-// configuration, one row per sample; a configuration with fewer samples
-// leaves its cells empty.
+// configuration, one row per sample.
 func seriesRecords(runs []*gcRun) [][]string {
+	return sideBySide(runs, seriesColumns, func(r *gcRun) int { return len(r.samples) }, func(r *gcRun, i int) []string {
+		s := r.samples[i]
+		return []string{strconv.FormatFloat(s.Seconds, 'f', 3, 64), strconv.FormatInt(s.Host, 10),
+			strconv.FormatInt(s.Dev, 10), strconv.FormatInt(s.GC, 10), strconv.FormatInt(s.Resets, 10)}
+	})
+}
+
+// sideBySide lays runs' rows out side by side: one set of columns per
+// run, headed "name column"; a run with fewer rows leaves its cells
+// empty.
+func sideBySide[R interface{ name() string }](runs []R, columns []string, rowsOf func(R) int, row func(R, int) []string) [][]string {
 	var head []string
 	rows := 0
 	for _, r := range runs {
-		for _, c := range seriesColumns {
+		for _, c := range columns {
 			head = append(head, r.name()+" "+c)
 		}
-		rows = max(rows, len(r.samples))
+		rows = max(rows, rowsOf(r))
 	}
 	out := [][]string{head}
 	for i := range rows {
-		var row []string
+		var line []string
 		for _, r := range runs {
-			if i >= len(r.samples) {
-				row = append(row, make([]string, len(seriesColumns))...)
+			if i >= rowsOf(r) {
+				line = append(line, make([]string, len(columns))...)
 				continue
 			}
-			s := r.samples[i]
-			row = append(row, strconv.FormatFloat(s.Seconds, 'f', 3, 64), strconv.FormatInt(s.Host, 10),
-				strconv.FormatInt(s.Dev, 10), strconv.FormatInt(s.GC, 10), strconv.FormatInt(s.Resets, 10))
+			line = append(line, row(r, i)...)
 		}
-		out = append(out, row)
+		out = append(out, line)
 	}
 	return out
 }
@@ -131,9 +147,10 @@ func newChart(title, x, y string) *plot.Plot {
 	return p
 }
 
-// addSeries draws one line per configuration, from 0 up, with room above
-// the lines for the legend.
-func addSeries(p *plot.Plot, runs []*gcRun, points func(*gcRun) plotter.XYs) error {
+// addSeries draws one line per run (a configuration, or one round of
+// one), from 0 up, with room above the lines for the legend; a run with
+// no points gets none.
+func addSeries[R interface{ name() string }](p *plot.Plot, runs []R, points func(R) plotter.XYs) error {
 	top := 0.0
 	defer func() { p.Y.Min, p.Y.Max = 0, max(top*1.4, 1) }()
 	for i, r := range runs {
@@ -159,7 +176,7 @@ func addSeries(p *plot.Plot, runs []*gcRun, points func(*gcRun) plotter.XYs) err
 
 // windowed makes one point per sample: x of the sample, and y over the
 // span back to the last sample at least span before it in pos units.
-func windowed(ss []gcSample, pos func(gcSample) float64, span float64, x, y func(from, to gcSample) float64) plotter.XYs {
+func windowed[S any](ss []S, pos func(S) float64, span float64, x, y func(from, to S) float64) plotter.XYs {
 	var pts plotter.XYs
 	j := 0
 	for i := 1; i < len(ss); i++ {

@@ -8,8 +8,6 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
 )
 
 // lsmWAFWindow is the span of Pebble's file writes, in device
@@ -25,22 +23,12 @@ func writeLSMOutputs(dir string, sum lsmSummary, runs []*lsmRun, w lsmWork) erro
 	if err := writeCSV(filepath.Join(dir, "series.csv"), lsmSeriesRecords(runs)); err != nil {
 		return err
 	}
-	charts := []struct {
+	for _, c := range []struct {
 		name string
 		draw func([]*lsmRun, lsmWork) (*plot.Plot, error)
-	}{
-		{"waf", lsmWAFChart},
-		{"ops", lsmOpsChart},
-	}
-	for _, c := range charts {
-		p, err := c.draw(runs, w)
-		if err != nil {
-			return fmt.Errorf("chart %s: %w", c.name, err)
-		}
-		for _, ext := range []string{".png", ".svg"} {
-			if err := p.Save(8*vg.Inch, 4.5*vg.Inch, filepath.Join(dir, c.name+ext)); err != nil {
-				return fmt.Errorf("chart %s: %w", c.name, err)
-			}
+	}{{"waf", lsmWAFChart}, {"ops", lsmOpsChart}} {
+		if err := saveChart(dir, c.name, func() (*plot.Plot, error) { return c.draw(runs, w) }); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -53,74 +41,11 @@ var lsmSeriesColumns = []string{"seconds", "ops", "file_bytes", "dev_bytes", "gc
 // lsmSeriesRecords lays the overwrite phases' samples side by side, one
 // column set per run.
 func lsmSeriesRecords(runs []*lsmRun) [][]string {
-	var head []string
-	rows := 0
-	for _, r := range runs {
-		for _, c := range lsmSeriesColumns {
-			head = append(head, r.name()+" "+c)
-		}
-		rows = max(rows, len(r.samples))
-	}
-	out := [][]string{head}
-	for i := range rows {
-		var row []string
-		for _, r := range runs {
-			if i >= len(r.samples) {
-				row = append(row, make([]string, len(lsmSeriesColumns))...)
-				continue
-			}
-			s := r.samples[i]
-			row = append(row, strconv.FormatFloat(s.Seconds, 'f', 3, 64), strconv.FormatInt(s.Ops, 10), strconv.FormatInt(s.Host, 10),
-				strconv.FormatInt(s.Dev, 10), strconv.FormatInt(s.GC, 10), strconv.FormatInt(s.Resets, 10))
-		}
-		out = append(out, row)
-	}
-	return out
-}
-
-// lsmLines draws one line per run that has points, with room above them
-// for the legend.
-func lsmLines(p *plot.Plot, runs []*lsmRun, points func(*lsmRun) plotter.XYs) error {
-	top := 0.0
-	for i, r := range runs {
-		pts := points(r)
-		if len(pts) == 0 {
-			continue
-		}
-		for _, pt := range pts {
-			top = max(top, pt.Y)
-		}
-		l, err := plotter.NewLine(pts)
-		if err != nil {
-			return err
-		}
-		l.Color = plotutil.Color(i)
-		l.Dashes = plotutil.Dashes(i)
-		l.Width = vg.Points(1.5)
-		p.Add(l)
-		p.Legend.Add(r.name(), l)
-	}
-	p.Y.Min, p.Y.Max = 0, max(top*1.4, 1)
-	return nil
-}
-
-// lsmWindowed is one point per sample over the window back to the last
-// sample at least span before it in pos units.
-func lsmWindowed(ss []lsmSample, pos func(lsmSample) float64, span float64, y func(from, to lsmSample) float64) plotter.XYs {
-	var pts plotter.XYs
-	j := 0
-	for i := 1; i < len(ss); i++ {
-		for j+1 < i && pos(ss[i])-pos(ss[j+1]) >= span {
-			j++
-		}
-		if pos(ss[i])-pos(ss[j]) < span && i != len(ss)-1 {
-			continue
-		}
-		if v := y(ss[j], ss[i]); v >= 0 {
-			pts = append(pts, plotter.XY{X: pos(ss[i]), Y: v})
-		}
-	}
-	return pts
+	return sideBySide(runs, lsmSeriesColumns, func(r *lsmRun) int { return len(r.samples) }, func(r *lsmRun, i int) []string {
+		s := r.samples[i]
+		return []string{strconv.FormatFloat(s.Seconds, 'f', 3, 64), strconv.FormatInt(s.Ops, 10), strconv.FormatInt(s.Host, 10),
+			strconv.FormatInt(s.Dev, 10), strconv.FormatInt(s.GC, 10), strconv.FormatInt(s.Resets, 10)}
+	})
 }
 
 func lsmWAFChart(runs []*lsmRun, w lsmWork) (*plot.Plot, error) {
@@ -128,11 +53,11 @@ func lsmWAFChart(runs []*lsmRun, w lsmWork) (*plot.Plot, error) {
 		"Pebble's file writes (device capacities)", "device bytes / Pebble's bytes")
 	capacity := float64(max(w.capacity, 1))
 	pos := func(s lsmSample) float64 { return float64(s.Host) / capacity }
-	err := lsmLines(p, runs, func(r *lsmRun) plotter.XYs {
+	err := addSeries(p, runs, func(r *lsmRun) plotter.XYs {
 		if r.Config == lsmKernel {
 			return nil
 		}
-		return lsmWindowed(r.samples, pos, lsmWAFWindow, func(from, to lsmSample) float64 {
+		return windowed(r.samples, pos, lsmWAFWindow, func(_, to lsmSample) float64 { return pos(to) }, func(from, to lsmSample) float64 {
 			if to.Host == from.Host {
 				return -1
 			}
@@ -145,8 +70,8 @@ func lsmWAFChart(runs []*lsmRun, w lsmWork) (*plot.Plot, error) {
 func lsmOpsChart(runs []*lsmRun, _ lsmWork) (*plot.Plot, error) {
 	p := newChart("Pebble overwrites per second (each point: the last second)", "time since the overwrites began (s)", "ops/s")
 	pos := func(s lsmSample) float64 { return s.Seconds }
-	err := lsmLines(p, runs, func(r *lsmRun) plotter.XYs {
-		return lsmWindowed(r.samples, pos, 1, func(from, to lsmSample) float64 {
+	err := addSeries(p, runs, func(r *lsmRun) plotter.XYs {
+		return windowed(r.samples, pos, 1, func(_, to lsmSample) float64 { return pos(to) }, func(from, to lsmSample) float64 {
 			if to.Seconds <= from.Seconds {
 				return -1
 			}
