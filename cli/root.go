@@ -158,5 +158,6 @@ func newBenchCmd() *cobra.Command {
 	cmd.AddCommand(watchesContext(newBenchFioCmd()))
 	cmd.AddCommand(watchesContext(newBenchGCCmd()))
 	cmd.AddCommand(watchesContext(newBenchSeedsCmd()))
+	cmd.AddCommand(watchesContext(newBenchLSMCmd()))
 	return cmd
 }

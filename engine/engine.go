@@ -107,7 +107,8 @@ type file struct {
 	size int64
 	ext  *extentMap
 	mru  atomic.Pointer[zone]
-	gone bool // removed: its data is garbage
+	life atomic.Uint32 // WriteLife hint, for placement
+	gone bool          // removed: its data is garbage
 	// handles counts open handles: a file none has open is not being
 	// written, and placement may give the rest of its MRU zone to another.
 	handles atomic.Int32
