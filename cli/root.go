@@ -89,6 +89,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.AddCommand(newBenchRunCmd())
 	cmd.AddCommand(newBenchFoliosCmd())
 	cmd.AddCommand(newBenchFioCmd())
+	cmd.AddCommand(newBenchKernelCmd())
 	cmd.AddCommand(newBenchGCCmd())
 	cmd.AddCommand(newBenchSeedsCmd())
 	return cmd
