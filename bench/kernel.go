@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -56,8 +57,9 @@ type kernelJob struct {
 	text string // the job file, sizes scaled
 }
 
-// kernelSide is one side's results of one job over the rounds.
-type kernelSide []float64 // MB/s per round
+// kernelSide is one side's results of one job over the rounds: MB/s, or
+// CPU seconds, per round.
+type kernelSide []float64
 
 func (s kernelSide) median() float64 {
 	if len(s) == 0 {
@@ -92,6 +94,13 @@ type kernelJobJSON struct {
 	KernelSpread   float64   `json:"kernel_spread"`
 	ZonefoldRuns   []float64 `json:"zonefold_runs_mbps"`
 	KernelRuns     []float64 `json:"kernel_runs_mbps"`
+	// CPU seconds per run (median and max/min): the daemon's and fio's
+	// for zonefold, fio's (its io_uring workers included) for the
+	// kernel. A busy machine moves wall time much more than these.
+	ZonefoldCPU       float64 `json:"zonefold_cpu_s"`
+	KernelCPU         float64 `json:"kernel_cpu_s"`
+	ZonefoldCPUSpread float64 `json:"zonefold_cpu_spread"`
+	KernelCPUSpread   float64 `json:"kernel_cpu_spread"`
 }
 
 type kernelJSON struct {
@@ -165,30 +174,27 @@ func Kernel(ctx context.Context, out io.Writer, o KernelOptions) error {
 	res := kernelJSON{Mode: mode, Device: device, Dir: dir, FSType: fsType, Rounds: o.Rounds, Scale: o.Scale,
 		Cache: o.Config.CacheBytes}
 	for _, j := range jobs {
-		var zf, kern kernelSide
+		var zf, kern, zfCPU, kernCPU kernelSide
 		for round := range o.Rounds {
 			// The side that goes first alternates, so that neither
 			// always inherits the other's leftovers (writeback, caches).
 			for i := range 2 {
-				var mbps float64
+				var r fioRun
 				var err error
 				side := "zonefold"
 				if (round+i)%2 == 0 {
-					mbps, err = zonefoldFioRun(ctx, device, o.Config, fioBin, so, j)
+					r, err = zonefoldFioRun(ctx, device, o.Config, fioBin, so, j)
+					zf, zfCPU = append(zf, r.mbps), append(zfCPU, r.cpu.Seconds())
 				} else {
 					side = "kernel"
-					mbps, err = kernelFioRun(ctx, dir, fioBin, j)
+					r, err = kernelFioRun(ctx, dir, fioBin, j)
+					kern, kernCPU = append(kern, r.mbps), append(kernCPU, r.cpu.Seconds())
 				}
 				if err != nil {
 					return fmt.Errorf("%s, round %d, %s: %w", j.name, round+1, side, err)
 				}
-				if side == "zonefold" {
-					zf = append(zf, mbps)
-				} else {
-					kern = append(kern, mbps)
-				}
 				if o.Progress != nil {
-					fmt.Fprintf(o.Progress, "kernel: %s round %d %s %.0f MB/s\n", j.name, round+1, side, mbps)
+					fmt.Fprintf(o.Progress, "kernel: %s round %d %s %.0f MB/s, %.2f CPU s\n", j.name, round+1, side, r.mbps, r.cpu.Seconds())
 				}
 				// Untimed: what one side left dirty in DIR's file system
 				// is not the next one's to write back.
@@ -198,7 +204,9 @@ func Kernel(ctx context.Context, out io.Writer, o KernelOptions) error {
 		row := kernelJobJSON{Name: j.name,
 			ZonefoldMBps: zf.median(), ZonefoldMin: slices.Min(zf), ZonefoldMax: slices.Max(zf),
 			KernelMBps: kern.median(), KernelMin: slices.Min(kern), KernelMax: slices.Max(kern),
-			ZonefoldSpread: zf.spread(), KernelSpread: kern.spread(), ZonefoldRuns: zf, KernelRuns: kern}
+			ZonefoldSpread: zf.spread(), KernelSpread: kern.spread(), ZonefoldRuns: zf, KernelRuns: kern,
+			ZonefoldCPU: zfCPU.median(), KernelCPU: kernCPU.median(),
+			ZonefoldCPUSpread: zfCPU.spread(), KernelCPUSpread: kernCPU.spread()}
 		if row.KernelMBps > 0 {
 			row.Ratio = row.ZonefoldMBps / row.KernelMBps
 		}
@@ -220,6 +228,16 @@ func printKernel(out io.Writer, r kernelJSON) error {
 		fmt.Fprintf(tw, "%s\t%.0f\t(%.0f-%.0f)\t%.2f\t%.0f\t(%.0f-%.0f)\t%.2f\t%.2f\t\n", j.Name,
 			j.ZonefoldMBps, j.ZonefoldMin, j.ZonefoldMax, j.ZonefoldSpread,
 			j.KernelMBps, j.KernelMin, j.KernelMax, j.KernelSpread, j.Ratio)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nCPU seconds per run, median (spread): a busy machine moves wall time, much less these\n\n")
+	tw = newTable(out)
+	fmt.Fprintln(tw, "job\tzonefold\tspread\tkernel\tspread\t")
+	for _, j := range r.Jobs {
+		fmt.Fprintf(tw, "%s\t%.3f\t%.2f\t%.3f\t%.2f\t\n", j.Name,
+			j.ZonefoldCPU, j.ZonefoldCPUSpread, j.KernelCPU, j.KernelCPUSpread)
 	}
 	return tw.Flush()
 }
@@ -354,22 +372,33 @@ func kernelJobText(text string) string {
 
 // zonefoldFioRun serves a freshly formatted device from this process (the
 // daemon's code, server.Run) and runs the job through fio's zonefold
-// engine against it.
-func zonefoldFioRun(ctx context.Context, device string, cfg engine.Config, fioBin, so string, j kernelJob) (float64, error) {
+// engine against it. Its CPU time is fio's and this process's while fio
+// ran.
+func zonefoldFioRun(ctx context.Context, device string, cfg engine.Config, fioBin, so string, j kernelJob) (fioRun, error) {
 	tmp, err := os.MkdirTemp("", "zonefold-bench-kernel")
 	if err != nil {
-		return 0, err
+		return fioRun{}, err
 	}
 	defer os.RemoveAll(tmp)
 	socket := filepath.Join(tmp, "sock")
-	var mbps float64
+	var r fioRun
 	err = withDaemon(ctx, device, socket, cfg, func() error {
+		before := selfCPU()
 		var err error
-		mbps, err = runFioFile(ctx, fioBin, tmp, j.text,
-			"ZONEFOLD_FIO_ENGINE="+so, "ZONEFOLD_SOCK="+socket)
+		r, err = runFioFile(ctx, fioBin, tmp, j.text, "ZONEFOLD_FIO_ENGINE="+so, "ZONEFOLD_SOCK="+socket)
+		r.cpu += selfCPU() - before
 		return err
 	})
-	return mbps, err
+	return r, err
+}
+
+// selfCPU is this process's user and system time so far.
+func selfCPU() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // withDaemon runs fn while a daemon serves a freshly formatted device on
@@ -399,10 +428,10 @@ func withDaemon(ctx context.Context, device, socket string, cfg engine.Config, f
 
 // kernelFioRun runs the job with fio's io_uring engine in a fresh
 // directory under dir, then removes it.
-func kernelFioRun(ctx context.Context, dir, fioBin string, j kernelJob) (float64, error) {
+func kernelFioRun(ctx context.Context, dir, fioBin string, j kernelJob) (fioRun, error) {
 	run, err := os.MkdirTemp(dir, "zonefold-bench-kernel-")
 	if err != nil {
-		return 0, err
+		return fioRun{}, err
 	}
 	defer os.RemoveAll(run)
 	return runFioFile(ctx, fioBin, run, kernelJobText(j.text))
@@ -419,12 +448,20 @@ type fioWriteJSON struct {
 	} `json:"jobs"`
 }
 
+// fioRun is one fio run: its jobs' write bandwidth and the CPU time it
+// took.
+type fioRun struct {
+	mbps float64
+	cpu  time.Duration
+}
+
 // runFioFile runs fio on a job file's text in dir, with env added, and
-// returns the jobs' write bandwidth in MB/s.
-func runFioFile(ctx context.Context, fioBin, dir, text string, env ...string) (float64, error) {
+// returns the jobs' write bandwidth in MB/s and fio's CPU time (its job
+// processes and io_uring workers included).
+func runFioFile(ctx context.Context, fioBin, dir, text string, env ...string) (fioRun, error) {
 	job := filepath.Join(dir, "job.fio")
 	if err := os.WriteFile(job, []byte(text), 0o644); err != nil {
-		return 0, err
+		return fioRun{}, err
 	}
 	cmd := exec.CommandContext(ctx, fioBin, "--output-format=json", job)
 	cmd.Dir = dir
@@ -433,22 +470,24 @@ func runFioFile(ctx context.Context, fioBin, dir, text string, env ...string) (f
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return 0, fmt.Errorf("fio: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+		return fioRun{}, fmt.Errorf("fio: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
 	}
+	r := fioRun{cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
 	// fio may print warnings before the JSON object.
 	if i := bytes.IndexByte(out, '{'); i > 0 {
 		out = out[i:]
 	}
 	var js fioWriteJSON
 	if err := json.Unmarshal(out, &js); err != nil || len(js.Jobs) == 0 {
-		return 0, fmt.Errorf("fio output: %v (%d job entries)", err, len(js.Jobs))
+		return fioRun{}, fmt.Errorf("fio output: %v (%d job entries)", err, len(js.Jobs))
 	}
 	var bw float64
 	for _, jb := range js.Jobs {
 		if jb.Error != 0 {
-			return 0, fmt.Errorf("fio job %s: error %d: %s", jb.Name, jb.Error, bytes.TrimSpace(stderr.Bytes()))
+			return fioRun{}, fmt.Errorf("fio job %s: error %d: %s", jb.Name, jb.Error, bytes.TrimSpace(stderr.Bytes()))
 		}
 		bw += jb.Write.BWBytes
 	}
-	return bw / 1e6, nil
+	r.mbps = bw / 1e6
+	return r, nil
 }
