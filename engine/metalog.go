@@ -284,12 +284,21 @@ func Format(dev zns.Device, opts FormatOptions) (Superblock, error) {
 			}
 		}
 	}
+	// The metadata zones, then at least two data zones beside GC's
+	// default reserve: what Open needs.
+	var gc GCConfig
+	gc.fill()
+	data := 2 + gc.Reserve
+	least := mz[1] + 1 + data
 	used := g.Zones
 	if opts.Zones > 0 {
-		if opts.Zones > g.Zones || opts.Zones < mz[1]+5 {
-			return Superblock{}, fmt.Errorf("engine: format: %d zones asked for; the device has %d and zonefold needs at least %d", opts.Zones, g.Zones, mz[1]+5)
+		if opts.Zones > g.Zones || opts.Zones < least {
+			return Superblock{}, fmt.Errorf("engine: format: %d zones asked for; the device has %d and zonefold needs at least %d", opts.Zones, g.Zones, least)
 		}
 		used = opts.Zones
+	}
+	if used < least {
+		return Superblock{}, fmt.Errorf("engine: format: the device has %d zones; zonefold needs at least %d (%d data zones after the 2 metadata zones)", used, least, data)
 	}
 	uuid, err := newUUID()
 	if err != nil {

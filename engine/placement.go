@@ -80,7 +80,7 @@ type zone struct {
 func (z *zone) remaining() int64 { return z.cap - z.alloc.Load() }
 
 // ErrNoSpace is returned when no zone can take an append.
-var ErrNoSpace = fmt.Errorf("engine: no space left on device: %w", syscall.ENOSPC)
+var ErrNoSpace = fmt.Errorf("engine: %w", syscall.ENOSPC)
 
 // errDraining means a zone may open only once zones that placement has
 // filled finish their last appends; reserve waits for that itself, except
