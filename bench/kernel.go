@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/internal/report"
 	"github.com/zonefold/zonefold/server"
 )
 
@@ -57,7 +58,7 @@ type kernelJob struct {
 	text string // the job file, sizes scaled
 }
 
-// kernelSide is one side's results of one job over the rounds: MB/s, or
+// kernelSide is one side's results of one job over the rounds: MiB/s, or
 // CPU seconds, per round.
 type kernelSide []float64
 
@@ -81,24 +82,26 @@ func (s kernelSide) spread() float64 {
 }
 
 // kernelJobJSON is one row of bench kernel --json.
+// Rates are MiB/s (the project's one rate unit; fio's too), medians over
+// the rounds unless the key says min, max or runs.
 type kernelJobJSON struct {
 	Name           string    `json:"name"`
-	ZonefoldMBps   float64   `json:"zonefold_mbps"` // median over the rounds
-	ZonefoldMin    float64   `json:"zonefold_min_mbps"`
-	ZonefoldMax    float64   `json:"zonefold_max_mbps"`
-	KernelMBps     float64   `json:"kernel_mbps"` // median over the rounds
-	KernelMin      float64   `json:"kernel_min_mbps"`
-	KernelMax      float64   `json:"kernel_max_mbps"`
-	Ratio          float64   `json:"ratio"`           // zonefold_mbps / kernel_mbps
+	ZonefoldMiBps  float64   `json:"zonefold_mib_per_s"`
+	ZonefoldMin    float64   `json:"zonefold_min_mib_per_s"`
+	ZonefoldMax    float64   `json:"zonefold_max_mib_per_s"`
+	KernelMiBps    float64   `json:"kernel_mib_per_s"`
+	KernelMin      float64   `json:"kernel_min_mib_per_s"`
+	KernelMax      float64   `json:"kernel_max_mib_per_s"`
+	Ratio          float64   `json:"ratio"`           // zonefold / kernel, of the medians
 	ZonefoldSpread float64   `json:"zonefold_spread"` // max / min
 	KernelSpread   float64   `json:"kernel_spread"`
-	ZonefoldRuns   []float64 `json:"zonefold_runs_mbps"`
-	KernelRuns     []float64 `json:"kernel_runs_mbps"`
+	ZonefoldRuns   []float64 `json:"zonefold_runs_mib_per_s"`
+	KernelRuns     []float64 `json:"kernel_runs_mib_per_s"`
 	// CPU seconds per run (median and max/min): the daemon's and fio's
 	// for zonefold, fio's (its io_uring workers included) for the
 	// kernel. A busy machine moves wall time much more than these.
-	ZonefoldCPU       float64 `json:"zonefold_cpu_s"`
-	KernelCPU         float64 `json:"kernel_cpu_s"`
+	ZonefoldCPU       float64 `json:"zonefold_cpu_seconds"`
+	KernelCPU         float64 `json:"kernel_cpu_seconds"`
 	ZonefoldCPUSpread float64 `json:"zonefold_cpu_spread"`
 	KernelCPUSpread   float64 `json:"kernel_cpu_spread"`
 }
@@ -118,7 +121,7 @@ type kernelJSON struct {
 // fio's zonefold engine against a daemon this process serves on a freshly
 // formatted device, and through fio's own io_uring engine (buffered, the
 // kernel's page cache) in o.Dir. It prints per job the median, min and
-// max MB/s of each side and the ratio of the medians.
+// max MiB/s of each side and the ratio of the medians.
 func Kernel(ctx context.Context, out io.Writer, o KernelOptions) error {
 	if o.Rounds < 1 {
 		return fmt.Errorf("--rounds %d: want at least 1", o.Rounds)
@@ -184,17 +187,17 @@ func Kernel(ctx context.Context, out io.Writer, o KernelOptions) error {
 				side := "zonefold"
 				if (round+i)%2 == 0 {
 					r, err = zonefoldFioRun(ctx, device, o.Config, fioBin, so, j)
-					zf, zfCPU = append(zf, r.mbps), append(zfCPU, r.cpu.Seconds())
+					zf, zfCPU = append(zf, r.mibps), append(zfCPU, r.cpu.Seconds())
 				} else {
 					side = "kernel"
 					r, err = kernelFioRun(ctx, dir, fioBin, j)
-					kern, kernCPU = append(kern, r.mbps), append(kernCPU, r.cpu.Seconds())
+					kern, kernCPU = append(kern, r.mibps), append(kernCPU, r.cpu.Seconds())
 				}
 				if err != nil {
 					return fmt.Errorf("%s, round %d, %s: %w", j.name, round+1, side, err)
 				}
 				if o.Progress != nil {
-					fmt.Fprintf(o.Progress, "kernel: %s round %d %s %.0f MB/s, %.2f CPU s\n", j.name, round+1, side, r.mbps, r.cpu.Seconds())
+					fmt.Fprintf(o.Progress, "kernel: %s round %d %s %.0f %s, %.2f CPU s\n", j.name, round+1, side, r.mibps, report.RateUnit, r.cpu.Seconds())
 				}
 				// Untimed: what one side left dirty in DIR's file system
 				// is not the next one's to write back.
@@ -202,13 +205,13 @@ func Kernel(ctx context.Context, out io.Writer, o KernelOptions) error {
 			}
 		}
 		row := kernelJobJSON{Name: j.name,
-			ZonefoldMBps: zf.median(), ZonefoldMin: slices.Min(zf), ZonefoldMax: slices.Max(zf),
-			KernelMBps: kern.median(), KernelMin: slices.Min(kern), KernelMax: slices.Max(kern),
+			ZonefoldMiBps: zf.median(), ZonefoldMin: slices.Min(zf), ZonefoldMax: slices.Max(zf),
+			KernelMiBps: kern.median(), KernelMin: slices.Min(kern), KernelMax: slices.Max(kern),
 			ZonefoldSpread: zf.spread(), KernelSpread: kern.spread(), ZonefoldRuns: zf, KernelRuns: kern,
 			ZonefoldCPU: zfCPU.median(), KernelCPU: kernCPU.median(),
 			ZonefoldCPUSpread: zfCPU.spread(), KernelCPUSpread: kernCPU.spread()}
-		if row.KernelMBps > 0 {
-			row.Ratio = row.ZonefoldMBps / row.KernelMBps
+		if row.KernelMiBps > 0 {
+			row.Ratio = row.ZonefoldMiBps / row.KernelMiBps
 		}
 		res.Jobs = append(res.Jobs, row)
 	}
@@ -221,13 +224,13 @@ func Kernel(ctx context.Context, out io.Writer, o KernelOptions) error {
 func printKernel(out io.Writer, r kernelJSON) error {
 	fmt.Fprintf(out, "zonefold (fio + daemon on %s, cache %s) vs the kernel (fio io_uring, buffered, in %s: %s)\n",
 		r.Device, human(r.Cache), r.Dir, r.FSType)
-	fmt.Fprintf(out, "%d alternating rounds, job sizes x%g; MB/s median (min-max)\n\n", r.Rounds, r.Scale)
+	fmt.Fprintf(out, "%d alternating rounds, job sizes x%g; %s median (min-max)\n\n", r.Rounds, r.Scale, report.RateUnit)
 	tw := newTable(out)
 	fmt.Fprintln(tw, "job\tzonefold\t(min-max)\tspread\tkernel\t(min-max)\tspread\tratio\t")
 	for _, j := range r.Jobs {
 		fmt.Fprintf(tw, "%s\t%.0f\t(%.0f-%.0f)\t%.2f\t%.0f\t(%.0f-%.0f)\t%.2f\t%.2f\t\n", j.Name,
-			j.ZonefoldMBps, j.ZonefoldMin, j.ZonefoldMax, j.ZonefoldSpread,
-			j.KernelMBps, j.KernelMin, j.KernelMax, j.KernelSpread, j.Ratio)
+			j.ZonefoldMiBps, j.ZonefoldMin, j.ZonefoldMax, j.ZonefoldSpread,
+			j.KernelMiBps, j.KernelMin, j.KernelMax, j.KernelSpread, j.Ratio)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -451,12 +454,12 @@ type fioWriteJSON struct {
 // fioRun is one fio run: its jobs' write bandwidth and the CPU time it
 // took.
 type fioRun struct {
-	mbps float64
-	cpu  time.Duration
+	mibps float64
+	cpu   time.Duration
 }
 
 // runFioFile runs fio on a job file's text in dir, with env added, and
-// returns the jobs' write bandwidth in MB/s and fio's CPU time (its job
+// returns the jobs' write bandwidth in MiB/s and fio's CPU time (its job
 // processes and io_uring workers included).
 func runFioFile(ctx context.Context, fioBin, dir, text string, env ...string) (fioRun, error) {
 	job := filepath.Join(dir, "job.fio")
@@ -488,6 +491,6 @@ func runFioFile(ctx context.Context, fioBin, dir, text string, env ...string) (f
 		}
 		bw += jb.Write.BWBytes
 	}
-	r.mbps = bw / 1e6
+	r.mibps = bw / (1 << 20)
 	return r, nil
 }

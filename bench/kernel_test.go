@@ -66,11 +66,11 @@ func TestKernelEndToEnd(t *testing.T) {
 			}
 			for _, j := range got.Jobs {
 				if len(j.ZonefoldRuns) != tc.rounds || len(j.KernelRuns) != tc.rounds ||
-					j.ZonefoldMBps <= 0 || j.KernelMBps <= 0 || j.ZonefoldSpread < 1 || j.KernelSpread < 1 ||
-					j.ZonefoldMin > j.ZonefoldMBps || j.ZonefoldMBps > j.ZonefoldMax {
+					j.ZonefoldMiBps <= 0 || j.KernelMiBps <= 0 || j.ZonefoldSpread < 1 || j.KernelSpread < 1 ||
+					j.ZonefoldMin > j.ZonefoldMiBps || j.ZonefoldMiBps > j.ZonefoldMax {
 					t.Errorf("job %+v", j)
 				}
-				if r := j.ZonefoldMBps / j.KernelMBps; r != j.Ratio {
+				if r := j.ZonefoldMiBps / j.KernelMiBps; r != j.Ratio {
 					t.Errorf("%s: ratio %v; the medians give %v", j.Name, j.Ratio, r)
 				}
 			}

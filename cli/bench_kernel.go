@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/zonefold/zonefold/bench"
@@ -10,7 +8,6 @@ import (
 
 func newBenchKernelCmd() *cobra.Command {
 	var o bench.KernelOptions
-	var cache string
 	cmd := &cobra.Command{
 		Use:   "kernel DIR",
 		Short: "Each seed fio job through the daemon and through the kernel's page cache in DIR; ratio of medians",
@@ -18,7 +15,7 @@ func newBenchKernelCmd() *cobra.Command {
 alternating in rounds: fio with zonefold's engine (fio/engine.c) against a
 daemon this process serves on a freshly formatted device, and fio's own
 io_uring engine (buffered: the kernel's page cache) in DIR. Prints per job
-the median, min and max MB/s of each side, each side's spread (max/min) and
+the median, min and max MiB/s of each side, each side's spread (max/min) and
 the ratio of the medians (zonefold/kernel).
 
 Two device modes:
@@ -37,11 +34,20 @@ above a busy machine's noise). Needs fio and the engine (make fio-engine).`,
   zonefold bench kernel /mnt/ext4 --mode emu  # emu on ext4 vs ext4`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			n, err := parseSize(cache)
-			if err != nil {
-				return fmt.Errorf("--cache: %w", err)
+			switch o.Mode {
+			case bench.KernelAuto, bench.KernelNull, bench.KernelEmu:
+			default:
+				return usagef("--mode %q: want auto, null or emu", o.Mode)
 			}
-			o.Config.CacheBytes = n
+			if o.Rounds < 1 {
+				return usagef("--rounds: must be more than 0")
+			}
+			if o.Scale <= 0 {
+				return usagef("--scale: must be more than 0")
+			}
+			if o.Config.CacheBytes < 1<<20 {
+				return usagef("--cache: at least 1 MiB")
+			}
 			o.Dir = args[0]
 			if !o.JSON && isTerminal(cmd.ErrOrStderr()) {
 				o.Progress = cmd.ErrOrStderr()
@@ -51,11 +57,11 @@ above a busy machine's noise). Needs fio and the engine (make fio-engine).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Mode, "mode", bench.KernelAuto, "zonefold's device: null, emu (a file in DIR) or auto (null on tmpfs, else emu)")
-	f.IntVar(&o.Rounds, "rounds", 5, "alternating rounds of each side per job")
-	f.Float64Var(&o.Scale, "scale", 1, "multiply every job's size by this")
+	countVar(f, &o.Rounds, "rounds", 5, "alternating rounds of each side per job")
+	numberVar(f, &o.Scale, "scale", 1, "multiply every job's size by this")
 	f.StringVar(&o.JobsDir, "jobs", "testdata/fio", "directory of the seed job files")
 	f.StringSliceVar(&o.Jobs, "job", nil, "run only these jobs (file names without .fio; repeatable)")
-	f.StringVar(&cache, "cache", "512M", "the daemon's folio cache size")
+	sizeVar(f, &o.Config.CacheBytes, "cache", 512<<20, "the daemon's folio cache size")
 	f.StringVar(&o.FioEngine, "fio-engine", "", "the engine .so (default $ZONEFOLD_FIO_ENGINE, else build/fio/zonefold-engine.so)")
 	f.BoolVar(&o.JSON, "json", false, "print the results as JSON")
 	return cmd
