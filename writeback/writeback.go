@@ -7,11 +7,14 @@
 //
 // Flushes are pipelined: the background flusher and each FlushFile keep
 // up to Config.Window bytes (and Config.MaxFiles flushes) in flight, and
-// start the next chains — of the same file too — while the first ones
-// complete. A flusher that waited for each chain before building the
-// next stalled once per chain for a completion's round trip (the ring's
-// reaper waking up, then the flusher), which on a busy machine made the
-// writers' throughput swing with the scheduler.
+// submit the next chains — of the same file too — while the first ones
+// complete; between two chains they end the writeback of those that
+// finished, so that their data is clean (and throttled writers go on)
+// without waiting for the window to fill. A flusher that waited for each
+// chain before building the next stalled once per chain for a
+// completion's round trip (the ring's reaper waking up, then the
+// flusher), which on a busy machine made the writers' throughput swing
+// with the scheduler.
 //
 // Invariants:
 //
@@ -211,10 +214,16 @@ func (w *Writeback) start(file uint64) *flush {
 // wait blocks until f's appends are done, ends its writeback and returns
 // its error.
 func (w *Writeback) wait(f *flush) error {
-	if err := w.ring.Flush(); err != nil {
-		return err
-	}
+	// Wait even if the ring's flush fails: the appends still complete,
+	// and returning early would leave the extents under writeback for
+	// good.
+	_ = w.ring.Flush()
 	<-f.done
+	return w.release(f)
+}
+
+// release ends a finished flush's writeback and recycles it.
+func (w *Writeback) release(f *flush) error {
 	err := w.end(f)
 	f.exts = f.exts[:0]
 	w.pool.Put(f)
@@ -237,17 +246,22 @@ func (w *Writeback) FlushFile(ctx context.Context, file uint64) error {
 				firstErr = err
 			}
 		}
-		if firstErr == nil {
+		if err := p.retireDone(); err != nil && firstErr == nil {
+			firstErr = err
+		}
+		if firstErr == nil && !p.full() {
+			// One chain per kernel entry: its I/O overlaps the building
+			// of the next.
 			w.ring.Plug()
-			for !p.full() {
-				f := w.start(file)
-				if f == nil {
-					break
-				}
+			f := w.start(file)
+			if f != nil {
 				p.push(f)
 			}
 			if err := w.ring.Unplug(); err != nil {
 				firstErr = fmt.Errorf("writeback: flush file %d: %w", file, err)
+			}
+			if f != nil {
+				continue
 			}
 		}
 		if p.empty() {
@@ -302,6 +316,29 @@ func (p *pipe) retire() error {
 	return p.w.wait(f)
 }
 
+// retireDone retires, oldest first, the flushes that have finished, without
+// waiting: their data becomes clean (and throttled writers go on) as soon
+// as the flusher is between two chains. It returns the first error.
+func (p *pipe) retireDone() error {
+	var first error
+	for !p.empty() {
+		f := p.q[0]
+		select {
+		case <-f.done:
+		default:
+			return first
+		}
+		n := copy(p.q, p.q[1:])
+		p.q[n] = nil
+		p.q = p.q[:n]
+		p.bytes -= f.bytes
+		if err := p.w.release(f); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // takeErr returns and forgets the file's unreported write error.
 func (w *Writeback) takeErr(file uint64) error {
 	w.mu.Lock()
@@ -332,7 +369,7 @@ func (w *Writeback) SyncAll(ctx context.Context) error {
 
 // Run is the background flusher: on a kick, on dirty data past the
 // background threshold and on expiry it writes back files, oldest dirty
-// first, one chain per file per pass and many files per plug, keeping up
+// first, one chain per file per pass and one plug per pass, keeping up
 // to Window bytes in flight: it starts new chains as the oldest complete,
 // for as long as dirty data is over the threshold or expired. It returns
 // when ctx is done.
@@ -351,9 +388,10 @@ func (w *Writeback) Run(ctx context.Context) {
 		failed := false
 		for {
 			if !failed && ctx.Err() == nil {
-				var started bool
-				if files, started = w.fill(p, files); started {
-					w.rounds.Add(1)
+				var err error
+				if files, err = w.fill(p, files); err != nil {
+					failed = true
+					slog.Warn("writeback: write failed; data stays dirty", "err", err)
 				}
 			}
 			if p.empty() {
@@ -373,16 +411,23 @@ func (w *Writeback) Run(ctx context.Context) {
 // fill starts flushes of the files that need writing back — all dirty
 // files while dirty bytes are over the background threshold, else those
 // whose dirty data expired — in passes of one chain per file, oldest
-// first, until p is full or a pass starts nothing; all under one plug.
-// It returns files for reuse and whether it started anything.
-func (w *Writeback) fill(p *pipe, files []uint64) ([]uint64, bool) {
+// first, one plug (one kernel entry) per pass, until p is full or a pass
+// starts nothing. Between passes it retires the flushes that finished, so
+// that their data is clean without waiting for the window to fill. It
+// returns files for reuse and the first error of a retired flush.
+func (w *Writeback) fill(p *pipe, files []uint64) ([]uint64, error) {
 	files = w.cache.DirtyFiles(files[:0])
 	now := time.Now()
-	startedAny := false
-	w.ring.Plug()
-	for started := true; started && !p.full(); {
-		started = false
+	for {
+		if err := p.retireDone(); err != nil {
+			return files, err
+		}
+		if p.full() {
+			return files, nil
+		}
+		started := false
 		over := w.cache.DirtyBytes() > w.background()
+		w.ring.Plug()
 		for _, file := range files {
 			if p.full() {
 				break
@@ -396,14 +441,17 @@ func (w *Writeback) fill(p *pipe, files []uint64) ([]uint64, bool) {
 			}
 			if f := w.start(file); f != nil {
 				p.push(f)
-				started, startedAny = true, true
+				started = true
 			}
 		}
+		if err := w.ring.Unplug(); err != nil {
+			slog.Error("writeback: submit", "err", err)
+		}
+		if !started {
+			return files, nil
+		}
+		w.rounds.Add(1)
 	}
-	if err := w.ring.Unplug(); err != nil {
-		slog.Error("writeback: submit", "err", err)
-	}
-	return files, startedAny
 }
 
 func (w *Writeback) background() int64 {
