@@ -20,7 +20,8 @@ import (
 
 // Config configures an engine.
 type Config struct {
-	// CacheBytes is the size of the folio cache. Default 256 MiB.
+	// CacheBytes is the size of the folio cache, all of it resident from
+	// Open on. Default 256 MiB.
 	CacheBytes int64
 	// MaxOrder caps folio size: 4 KiB << MaxOrder. Default 9 (2 MiB).
 	MaxOrder int
