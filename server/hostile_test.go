@@ -123,11 +123,21 @@ func TestClientCaps(t *testing.T) {
 	cfg.MaxSharedMemory = 4 << 20
 	d := startDaemon(t, cfg)
 	ctx := context.Background()
+	// dialSize dials, and after a refusal waits for that session to
+	// end: the client has its answer before the daemon has torn down.
+	served := 0
 	dialSize := func(size int) (*Client, error) {
 		c, err := Dial(ctx, d.socket, size)
 		if err == nil {
+			served++
 			t.Cleanup(func() { c.Close() })
 		}
+		awaitProgress(t, "refused sessions' end", 1, func() int64 {
+			if d.connections() == served {
+				return 1
+			}
+			return 0
+		})
 		return c, err
 	}
 
@@ -151,6 +161,7 @@ func TestClientCaps(t *testing.T) {
 		t.Fatalf("over the budget by a little: %v", err)
 	}
 	big.Close()
+	served--
 	awaitProgress(t, "the big client's memory given back", 1, func() int64 {
 		if d.srv.SharedMemory() == 1<<20 {
 			return 1
