@@ -8,7 +8,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,10 +30,17 @@ const ctlBytes = 64 << 10
 // goroutine at a time. The other methods are synchronous calls built on
 // them; they are safe for concurrent use (they take turns) but must not
 // be mixed with requests of the caller's own that are still unanswered.
+//
+// Dial speaks protocol version 2 (requests and replies in shared-memory
+// rings); DialSocketFraming speaks version 1 (both as socket messages).
+// The API is the same.
 type Client struct {
 	mu     sync.Mutex
 	uc     *net.UnixConn
-	region []byte
+	fd     int    // uc's descriptor, for doorbells that must not wait
+	mapped []byte // the whole shared region
+	region []byte // its data and names part
+	ring   *clientRing
 	info   HelloReply
 	sbuf   []byte
 	rbuf   []byte
@@ -40,9 +49,34 @@ type Client struct {
 	tag    uint64
 }
 
+// clientRing is the client's side of the rings (version 2).
+type clientRing struct {
+	entries, mask uint32
+	sqTail        *uint32
+	sqFlags       *uint32
+	cqHead        *uint32
+	cqTail        *uint32
+	cqFlags       *uint32
+	sqes, cqes    []byte
+	tail          uint32        // requests published
+	head          uint32        // replies consumed
+	gap           time.Duration // moving average of waits for replies
+}
+
 // Dial connects to the daemon at socket and asks for a shared-memory
-// region of regionBytes (0: DefaultRegion).
+// region of regionBytes (0: DefaultRegion) for data and names; requests
+// and replies travel in rings of DefaultRingEntries in the region.
 func Dial(ctx context.Context, socket string, regionBytes int) (*Client, error) {
+	return dialVersion(ctx, socket, regionBytes, VersionRings)
+}
+
+// DialSocketFraming is Dial with protocol version 1: requests and
+// replies travel as socket messages.
+func DialSocketFraming(ctx context.Context, socket string, regionBytes int) (*Client, error) {
+	return dialVersion(ctx, socket, regionBytes, VersionFraming)
+}
+
+func dialVersion(ctx context.Context, socket string, regionBytes int, version uint16) (*Client, error) {
 	if regionBytes == 0 {
 		regionBytes = DefaultRegion
 	}
@@ -61,48 +95,95 @@ func Dial(ctx context.Context, socket string, regionBytes int) (*Client, error) 
 		reps: make([]Reply, MaxBatch),
 		reqs: make([]Request, 0, MaxBatch),
 	}
-	if err := c.hello(ctx, uint64(regionBytes)); err != nil {
+	if err := c.hello(ctx, uint64(regionBytes), version); err != nil {
 		uc.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Client) hello(ctx context.Context, size uint64) error {
+func (c *Client) hello(ctx context.Context, size uint64, version uint16) error {
 	defer c.watch(ctx)()
-	var hb [HelloSize]byte
-	h := Hello{Magic: Magic, Version: Version, Region: size}
+	var hb [HelloRingsSize]byte
+	h := Hello{Magic: Magic, Version: version, Region: size}
 	h.Encode(hb[:])
-	if _, err := c.uc.Write(hb[:]); err != nil {
+	if _, err := c.uc.Write(hb[:helloSize(version)]); err != nil {
 		return fmt.Errorf("zonefold: send hello: %w", err)
 	}
-	var rb [HelloReplySize + 1]byte
+	var rb [HelloReplyV2Size + 1]byte
 	oob := make([]byte, unix.CmsgSpace(4))
 	n, oobn, _, _, err := c.uc.ReadMsgUnix(rb[:], oob)
 	if err != nil {
 		return fmt.Errorf("zonefold: read hello reply: %w", err)
 	}
+	var fd = -1
+	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
+		if fds, err := unix.ParseUnixRights(&msgs[0]); err == nil && len(fds) == 1 {
+			fd = fds[0]
+		}
+	}
+	if fd >= 0 {
+		defer unix.Close(fd)
+	}
 	rep, err := ParseHelloReply(rb[:n])
 	if err != nil {
-		return err
+		return fmt.Errorf("zonefold: not a zonefold daemon: %w", err)
 	}
 	if rep.Status != StatusOK {
+		if rep.Status == StatusVersion {
+			return fmt.Errorf("zonefold: daemon refused the connection: %w (it speaks up to version %d, this client %d)",
+				rep.Status, rep.Version, version)
+		}
 		return fmt.Errorf("zonefold: daemon refused the connection: %w", rep.Status)
 	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) != 1 {
-		return fmt.Errorf("zonefold: hello reply without the region: %v", err)
+	if fd < 0 {
+		return errors.New("zonefold: hello reply without the region")
 	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != 1 {
-		return fmt.Errorf("zonefold: hello reply without the region: %v", err)
+	mapSize := rep.Region
+	if version == VersionRings {
+		if err := checkRingLayout(&rep, n); err != nil {
+			return fmt.Errorf("zonefold: not a zonefold daemon: %w", err)
+		}
+		mapSize = rep.MapSize
 	}
-	defer unix.Close(fds[0])
-	mem, err := unix.Mmap(fds[0], 0, int(rep.Region), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := unix.Mmap(fd, 0, int(mapSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return fmt.Errorf("zonefold: map region: %w", err)
 	}
-	c.region, c.info = mem, rep
+	c.mapped, c.region, c.info = mem, mem[:rep.Region], rep
+	if version == VersionRings {
+		area := mem[rep.RingOff:]
+		n := rep.Entries
+		c.ring = &clientRing{entries: n, mask: n - 1,
+			sqTail: word(area, RingSQTail), sqFlags: word(area, RingSQFlags),
+			cqHead: word(area, RingCQHead), cqTail: word(area, RingCQTail), cqFlags: word(area, RingCQFlags),
+			sqes: area[rep.SQOff : rep.SQOff+n*RequestSize],
+			cqes: area[rep.CQOff : rep.CQOff+n*ReplySize],
+		}
+		rc, err := c.uc.SyscallConn()
+		if err != nil {
+			return fmt.Errorf("zonefold: socket: %w", err)
+		}
+		rc.Control(func(fd uintptr) { c.fd = int(fd) })
+	}
+	return nil
+}
+
+// checkRingLayout checks that a version 2 hello reply describes rings
+// that fit in the region it maps.
+func checkRingLayout(r *HelloReply, n int) error {
+	e := uint64(r.Entries)
+	switch {
+	case n != HelloReplyV2Size || r.Version != VersionRings:
+		return fmt.Errorf("version %d hello reply of %d bytes to a version %d hello", r.Version, n, VersionRings)
+	case e == 0 || e&(e-1) != 0 || e > MaxRingEntries:
+		return fmt.Errorf("rings of %d entries", e)
+	case r.Region > r.RingOff || r.RingOff > r.MapSize || r.SQOff%64 != 0 || r.CQOff%64 != 0 ||
+		r.RingOff+uint64(r.SQOff)+e*RequestSize > r.MapSize ||
+		r.RingOff+uint64(r.CQOff)+e*ReplySize > r.MapSize ||
+		uint64(r.SQOff) < RingCQFlags+4 || uint64(r.CQOff) < RingCQFlags+4 || r.RingOff%8 != 0:
+		return fmt.Errorf("rings at %d+%d/%d do not fit a region of %d", r.RingOff, r.SQOff, r.CQOff, r.MapSize)
+	}
 	return nil
 }
 
@@ -127,15 +208,17 @@ func (c *Client) Close() error {
 		return nil
 	}
 	err := c.uc.Close()
-	if c.region != nil {
-		unix.Munmap(c.region)
-		c.region = nil
+	if c.mapped != nil {
+		unix.Munmap(c.mapped)
+		c.mapped, c.region = nil, nil
 	}
 	c.uc = nil
 	return err
 }
 
-// Limits is what the daemon granted.
+// Limits is what the daemon granted. MaxInflight is the most requests
+// the client may have outstanding (with rings: from Submit until Recv
+// returns their replies).
 func (c *Client) Limits() HelloReply { return c.info }
 
 // Data is the part of the shared region for I/O data: a request's Addr
@@ -153,6 +236,25 @@ func (c *Client) Submit(reqs []Request) error {
 	if len(reqs) == 0 || len(reqs) > MaxBatch {
 		return fmt.Errorf("zonefold: batch of %d requests (1..%d)", len(reqs), MaxBatch)
 	}
+	if r := c.ring; r != nil {
+		n := uint32(len(reqs))
+		if r.tail-r.head+n > r.entries {
+			return fmt.Errorf("zonefold: %d requests outstanding and %d more, the rings hold %d", r.tail-r.head, n, r.entries)
+		}
+		for i := range reqs {
+			j := (r.tail + uint32(i)) & r.mask
+			reqs[i].Encode(r.sqes[j*RequestSize : (j+1)*RequestSize])
+		}
+		r.tail += n
+		atomic.StoreUint32(r.sqTail, r.tail)
+		// Sequentially consistent with the daemon's store of
+		// SQNeedWakeup and its load of the tail: one side sees the
+		// other.
+		if f := atomic.LoadUint32(r.sqFlags); f&SQNeedWakeup != 0 && atomic.CompareAndSwapUint32(r.sqFlags, f, f&^SQNeedWakeup) {
+			return c.doorbell()
+		}
+		return nil
+	}
 	b := c.sbuf[:len(reqs)*RequestSize]
 	for i := range reqs {
 		reqs[i].Encode(b[i*RequestSize:])
@@ -163,12 +265,25 @@ func (c *Client) Submit(reqs []Request) error {
 	return nil
 }
 
+// doorbell wakes the daemon without waiting: if its socket is full, the
+// doorbells it has not read yet wake it.
+func (c *Client) doorbell() error {
+	err := unix.Sendto(c.fd, doorbellMsg[:], unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, nil)
+	if err != nil && !errors.Is(err, unix.EAGAIN) {
+		return fmt.Errorf("zonefold: wake the daemon: %w", err)
+	}
+	return nil
+}
+
 // Recv waits for the next batch of replies and decodes it into reps,
 // which must have room for MaxBatch.
 func (c *Client) Recv(reps []Reply) (int, error) {
+	if r := c.ring; r != nil {
+		return c.recvRing(r, reps)
+	}
 	n, err := c.uc.Read(c.rbuf)
 	if err != nil {
-		if errors.Is(err, io.EOF) {
+		if closedByPeer(err) {
 			return 0, fmt.Errorf("zonefold: daemon closed the connection: %w", io.ErrUnexpectedEOF)
 		}
 		return 0, fmt.Errorf("zonefold: receive: %w", err)
@@ -183,6 +298,64 @@ func (c *Client) Recv(reps []Reply) (int, error) {
 			Val: le.Uint64(b[16:]), Val2: le.Uint64(b[24:])}
 	}
 	return k, nil
+}
+
+// closedByPeer says whether a read error means the daemon closed the
+// connection: end of stream, or a reset when it closed with doorbells of
+// ours unread.
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, unix.ECONNRESET)
+}
+
+// recvRing takes the replies the daemon has published, waiting for at
+// least one: a short spin if the daemon has lately been quick, then
+// sleep until its doorbell.
+func (c *Client) recvRing(r *clientRing, reps []Reply) (int, error) {
+	var start time.Time // of the wait, if the replies were not there
+	slept := false
+	for {
+		t := atomic.LoadUint32(r.cqTail)
+		avail := t - r.head
+		if avail > r.entries {
+			return 0, fmt.Errorf("zonefold: the daemon's completion tail %d is more than a ring past %d", t, r.head)
+		}
+		if avail > 0 {
+			if !start.IsZero() {
+				r.gap += (time.Since(start) - r.gap) / 8
+			}
+			k := min(int(avail), len(reps))
+			for i := range k {
+				j := (r.head + uint32(i)) & r.mask
+				b := r.cqes[j*ReplySize : (j+1)*ReplySize]
+				reps[i] = Reply{Tag: le.Uint64(b[0:]), Status: Status(le.Uint32(b[8:])),
+					Val: le.Uint64(b[16:]), Val2: le.Uint64(b[24:])}
+			}
+			r.head += uint32(k)
+			atomic.StoreUint32(r.cqHead, r.head)
+			return k, nil
+		}
+		if start.IsZero() {
+			start = time.Now()
+		}
+		if !slept && r.gap < spinMax && time.Since(start) < max(2*r.gap, spinMax/8) {
+			runtime.Gosched()
+			continue
+		}
+		atomic.StoreUint32(r.cqFlags, CQWaiting)
+		if atomic.LoadUint32(r.cqTail) != r.head {
+			atomic.StoreUint32(r.cqFlags, 0)
+			continue
+		}
+		slept = true
+		n, err := c.uc.Read(c.rbuf)
+		atomic.StoreUint32(r.cqFlags, 0)
+		switch {
+		case closedByPeer(err) || err == nil && n == 0:
+			return 0, fmt.Errorf("zonefold: daemon closed the connection: %w", io.ErrUnexpectedEOF)
+		case err != nil:
+			return 0, fmt.Errorf("zonefold: receive: %w", err)
+		}
+	}
 }
 
 // roundTrip sends c.reqs as one batch, tagged 1..n after c.tag, and

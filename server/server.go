@@ -84,6 +84,8 @@ type serverCounters struct {
 	requestsIn, repliesOut      atomic.Int64
 	canceled, rejectedMalformed atomic.Int64
 	refused                     atomic.Int64 // connections over a cap
+	doorbellsIn, doorbellsOut   atomic.Int64 // rings: wakeups received and sent
+	sleeps                      atomic.Int64 // rings: times a reader slept for requests
 }
 
 func (sc *serverCounters) countStatus(st Status) {
