@@ -11,9 +11,9 @@
  * them with one release store (ringing the daemon's doorbell, one byte
  * on the socket, only if the daemon said it sleeps), .getevents takes
  * what the daemon has published on the completion ring, spinning a
- * little if the daemon has lately been quick, then sleeping on the
- * socket until the daemon's doorbell. New I/O may be queued while
- * earlier I/O is unreaped.
+ * little if the daemon has lately been quick, then sleeping on a futex
+ * in the region that the daemon wakes when it publishes. New I/O may be
+ * queued while earlier I/O is unreaped.
  *
  * fio's filename is the zonefold file name (created if missing). File
  * sizes follow fio's options as for regular files (zf_setup): size=,
@@ -24,12 +24,13 @@
  * source. Use: fio --ioengine=external:/abs/zonefold-engine.so --sock=PATH
  */
 #include <errno.h>
-#include <poll.h>
+#include <linux/futex.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -80,6 +81,8 @@ enum {
  * decides); past this, the job sleeps at once.
  */
 #define ZF_SPIN_MAX_NS 30000
+/* A sleep for completions checks every ZF_SLICE_MS that the daemon is there. */
+#define ZF_SLICE_MS 100
 
 struct zf_options {
 	void *pad; /* fio requires a pointer-sized first member */
@@ -399,17 +402,24 @@ static int reap(struct zf_data *zd)
 	return k;
 }
 
+static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *t)
+{
+	return syscall(SYS_futex, word, op, val, t, NULL, 0);
+}
+
 /*
  * wait_replies waits until the daemon publishes a reply, for at most
  * timeout_ms (-1: no limit): a short spin if the daemon has lately
- * answered within a few microseconds, then sleep on the socket with
- * ZF_CQ_WAITING set, until the daemon's doorbell. Returns 0 or -errno;
- * 0 also when the time is up.
+ * answered within a few microseconds, then sleep with ZF_CQ_WAITING set
+ * on that word's futex (the daemon clears the flag and wakes it when it
+ * publishes), in slices of ZF_SLICE_MS, checking between them that the
+ * daemon is still there (its end of the socket). Returns 0 or -errno; 0
+ * also when the time is up.
  */
 static int wait_replies(struct zf_data *zd, int timeout_ms)
 {
 	uint64_t start = now_ns(), limit;
-	struct pollfd pfd = { .fd = zd->fd, .events = POLLIN };
+	struct timespec slice = { 0, ZF_SLICE_MS * 1000000L };
 	char b[16];
 	ssize_t n;
 	int ret = 0;
@@ -422,17 +432,25 @@ static int wait_replies(struct zf_data *zd, int timeout_ms)
 			cpu_relax();
 		}
 	}
-	__atomic_store_n(zd->cq_flags_p, ZF_CQ_WAITING, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(zd->cq_tail_p, __ATOMIC_SEQ_CST) == zd->cq_head) {
-		if (poll(&pfd, 1, timeout_ms) < 0) {
-			if (errno != EINTR)
-				ret = -errno;
-		} else if (pfd.revents) {
-			n = recv(zd->fd, b, sizeof(b), MSG_DONTWAIT);
-			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-				log_err("zonefold: the daemon closed the connection\n");
-				ret = -ECONNRESET;
-			}
+	for (;;) {
+		/*
+		 * Sequentially consistent with the daemon's store of the tail
+		 * and its load of the flag: one of the two sides sees the other.
+		 */
+		__atomic_store_n(zd->cq_flags_p, ZF_CQ_WAITING, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(zd->cq_tail_p, __ATOMIC_SEQ_CST) != zd->cq_head)
+			break;
+		if (timeout_ms >= 0 && now_ns() - start >= (uint64_t) timeout_ms * 1000000ULL)
+			break;
+		if (futex(zd->cq_flags_p, FUTEX_WAIT, ZF_CQ_WAITING, &slice) == 0 ||
+		    __atomic_load_n(zd->cq_tail_p, __ATOMIC_ACQUIRE) != zd->cq_head)
+			continue;
+		/* The daemon sends nothing on the socket: readable is its end. */
+		n = recv(zd->fd, b, sizeof(b), MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+			log_err("zonefold: the daemon closed the connection\n");
+			ret = -ECONNRESET;
+			break;
 		}
 	}
 	__atomic_store_n(zd->cq_flags_p, 0, __ATOMIC_RELAXED);

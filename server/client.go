@@ -47,6 +47,10 @@ type Client struct {
 	reps   []Reply
 	reqs   []Request
 	tag    uint64
+	// With rings, a wait for replies sleeps on a futex, not the socket:
+	// these carry the context's deadline and cancellation to it.
+	deadline atomic.Int64 // unix nanoseconds; 0: none
+	canceled atomic.Bool
 }
 
 // clientRing is the client's side of the rings (version 2).
@@ -191,12 +195,29 @@ func checkRingLayout(r *HelloReply, n int) error {
 // called: a deadline, and cancellation by an immediate deadline.
 func (c *Client) watch(ctx context.Context) func() {
 	if d, ok := ctx.Deadline(); ok {
-		c.uc.SetDeadline(d)
+		c.setDeadline(d)
 	}
-	stop := context.AfterFunc(ctx, func() { c.uc.SetDeadline(time.Now()) })
+	stop := context.AfterFunc(ctx, func() {
+		c.canceled.Store(true)
+		c.uc.SetDeadline(time.Now())
+		if r := c.ring; r != nil {
+			futexWake(r.cqFlags) // a wait for replies sees canceled
+		}
+	})
 	return func() {
 		stop()
-		c.uc.SetDeadline(time.Time{})
+		c.canceled.Store(false)
+		c.setDeadline(time.Time{})
+	}
+}
+
+// setDeadline bounds every wait of the connection until t (zero: none).
+func (c *Client) setDeadline(t time.Time) {
+	c.uc.SetDeadline(t)
+	if t.IsZero() {
+		c.deadline.Store(0)
+	} else {
+		c.deadline.Store(t.UnixNano())
 	}
 }
 
@@ -347,15 +368,44 @@ func (c *Client) recvRing(r *clientRing, reps []Reply) (int, error) {
 			continue
 		}
 		slept = true
-		n, err := c.uc.Read(c.rbuf)
+		err := c.sleep(r)
 		atomic.StoreUint32(r.cqFlags, 0)
-		switch {
-		case closedByPeer(err) || err == nil && n == 0:
-			return 0, fmt.Errorf("zonefold: daemon closed the connection: %w", io.ErrUnexpectedEOF)
-		case err != nil:
-			return 0, fmt.Errorf("zonefold: receive: %w", err)
+		if err != nil {
+			return 0, err
 		}
 	}
+}
+
+// futexSlice bounds one futex wait of a client, so that it notices a
+// daemon that went away, a deadline or a cancellation.
+const futexSlice = 20 * time.Millisecond
+
+// sleep waits on the CQWaiting futex until the daemon publishes
+// replies, the deadline passes, the context is canceled or the daemon
+// goes away.
+func (c *Client) sleep(r *clientRing) error {
+	var b [16]byte
+	for atomic.LoadUint32(r.cqTail) == r.head {
+		switch d := c.deadline.Load(); {
+		case c.canceled.Load():
+			return fmt.Errorf("zonefold: receive: %w", context.Canceled)
+		case d != 0 && time.Now().UnixNano() >= d:
+			return fmt.Errorf("zonefold: receive: %w", os.ErrDeadlineExceeded)
+		}
+		futexWait(r.cqFlags, CQWaiting, futexSlice)
+		if atomic.LoadUint32(r.cqTail) != r.head {
+			return nil
+		}
+		// Woken for nothing, or the time slice ended: wait again,
+		// unless the daemon has gone. It sends nothing on the socket in
+		// version 2: a readable socket is its end.
+		atomic.StoreUint32(r.cqFlags, CQWaiting)
+		n, _, err := unix.Recvfrom(c.fd, b[:], unix.MSG_DONTWAIT)
+		if n == 0 && err == nil || err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("zonefold: daemon closed the connection: %w", io.ErrUnexpectedEOF)
+		}
+	}
+	return nil
 }
 
 // roundTrip sends c.reqs as one batch, tagged 1..n after c.tag, and

@@ -26,9 +26,10 @@ const maxLoggedBadRequests = 8
 
 // slot is one request in flight: parsed header and reply, reused.
 type slot struct {
-	req  Request
-	rep  Reply
-	next *slot // the next request of a chunk a worker runs
+	req   Request
+	rep   Reply
+	next  *slot // the next request of a piece of inline work
+	piece bool  // the first request of a piece of inline work
 }
 
 // handle is one open file of a connection. mu is held shared while a
@@ -85,6 +86,7 @@ type conn struct {
 	inflight sync.WaitGroup // requests read whose replies are not sent yet
 	workers  int            // started; only the reader changes it
 	busy     atomic.Int64   // requests handed to workers and not finished
+	pieces   atomic.Int64   // pieces of inline work running (runInline)
 	workerWG sync.WaitGroup
 	writerWG sync.WaitGroup
 	writerQ  chan struct{} // closed when every reply is sent: the writer ends
@@ -358,7 +360,7 @@ func (c *conn) readLoop() string {
 			c.take(sl, c.rbuf[off:off+RequestSize])
 		}
 		c.runInline()
-		c.postAnswered()
+		c.postAnswered(postAlone)
 	}
 }
 

@@ -16,8 +16,10 @@ import (
 // submission ring (SQ) the client fills with requests and a completion
 // ring (CQ) the daemon fills with replies, both in the shared region,
 // after the part for data and names. Each side publishes with a release
-// store of its tail and rings the other's doorbell (one byte on the
-// socket) only when the other has said it sleeps.
+// store of its tail and wakes the other only when the other has said it
+// sleeps: the client rings the daemon's doorbell (one byte on the
+// socket, where the daemon's reader sleeps in the poller), the daemon
+// wakes the futex on the client's CQWaiting word.
 
 // Ring limits.
 const (
@@ -49,8 +51,8 @@ const (
 	// SQNeedWakeup: the daemon sleeps; a client that publishes requests
 	// clears it and rings the doorbell.
 	SQNeedWakeup = 1
-	// CQWaiting: the client sleeps; the daemon clears it and rings the
-	// doorbell when it publishes replies.
+	// CQWaiting: the client sleeps (a futex wait on this word); the
+	// daemon clears it and wakes the futex when it publishes replies.
 	CQWaiting = 1
 )
 
@@ -225,7 +227,7 @@ func (c *conn) ringLoop() string {
 		r.head += n
 		atomic.StoreUint32(r.sqHead, r.head)
 		c.runInline()
-		c.postAnswered()
+		c.postAnswered(postAlone)
 	}
 }
 
@@ -271,12 +273,19 @@ func (c *conn) idle() string {
 }
 
 // post publishes the replies of answered requests on the completion
-// ring and frees their slots, then rings the client's doorbell if it
+// ring and frees their slots, then wakes the client if it
 // sleeps. Never blocks on the client: every request taken has its
 // completion entry (checkRing).
-func (c *conn) post(sls []*slot) {
+func (c *conn) post(sls []*slot, kind postKind) {
 	r := c.ring
 	stats := &c.s.stats
+	wake := kind == postAlone
+	if len(sls) == 0 {
+		if kind == postEnd && c.pieces.Add(-1) == 0 {
+			c.wakeClient()
+		}
+		return
+	}
 	r.mu.Lock()
 	t := r.tail.Load()
 	for _, sl := range sls {
@@ -298,27 +307,28 @@ func (c *conn) post(sls []*slot) {
 	}
 	stats.msgsOut.Add(1)
 	stats.repliesOut.Add(int64(len(sls)))
-	// The store of the tail above and this load are sequentially
-	// consistent, as are the client's store of CQWaiting and its load
-	// of the tail: one of the two sides sees the other.
-	if f := atomic.LoadUint32(r.cqFlags); f&CQWaiting != 0 && atomic.CompareAndSwapUint32(r.cqFlags, f, f&^CQWaiting) {
-		c.doorbell()
+	// The piece that ends last wakes the client (its count falls after
+	// its own tail store, so the replies of every piece are published).
+	if kind == postEnd && c.pieces.Add(-1) == 0 {
+		wake = true
+	}
+	if wake {
+		c.wakeClient()
 	}
 }
 
-// doorbell wakes the client: one byte on the socket, never waiting. If
-// the client's socket is full, doorbells it has not read yet wake it.
-func (c *conn) doorbell() {
-	if c.sendFail.Load() {
-		return
-	}
-	err := unix.Sendto(c.fd, doorbellMsg[:], unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, nil)
-	switch {
-	case err == nil:
+// wakeClient wakes the client if it sleeps: it clears CQWaiting and
+// wakes the futex on that word, which never blocks, whatever the client
+// did to it. The store of the completion tail before this and the load
+// of the flag are sequentially consistent, as are the client's store of
+// CQWaiting and its load of the tail: one of the two sides sees the
+// other. A client that sleeps while pieces still run is woken by the
+// last of them.
+func (c *conn) wakeClient() {
+	r := c.ring
+	if f := atomic.LoadUint32(r.cqFlags); f&CQWaiting != 0 && atomic.CompareAndSwapUint32(r.cqFlags, f, f&^CQWaiting) {
+		futexWake(r.cqFlags)
 		c.s.stats.doorbellsOut.Add(1)
-	case errors.Is(err, unix.EAGAIN):
-	default:
-		c.sendFailed(err)
 	}
 }
 

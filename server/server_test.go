@@ -282,7 +282,7 @@ func testBadRequests(t *testing.T, c *Client) {
 	}
 	copy(c.region, "a\x00b")
 	raw := &rawConn{t: t, uc: c.uc, c: c}
-	c.uc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	c.setDeadline(time.Now().Add(30 * time.Second))
 	if err := raw.send(batch); err != nil {
 		t.Fatal(err)
 	}
