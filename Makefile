@@ -74,11 +74,12 @@ bench-fio: build fio-engine
 			--rounds $(BENCH_FIO_ROUNDS) || exit 1; \
 	done
 
-# run is the main job on the embedded default device: zone placement and GC
-# policies compared under random overwrites (about a minute; charts in
-# ./zonefold-bench-gc/).
+# run is the main job on embedded default devices: zone placement and GC
+# policies compared under the four workloads where they decide the cost,
+# three rounds with the configurations alternating (a few minutes; charts
+# in ./zonefold-bench-gc/).
 run: build
-	./zonefold bench gc
+	./zonefold bench gc --repeat 3
 
 clean:
 	rm -rf zonefold build

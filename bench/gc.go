@@ -1,0 +1,589 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/zonefold/zonefold/engine"
+)
+
+// DefaultGCGeometry is the embedded default device of bench gc: an
+// emulated zoned device in a temporary folder (in memory, /dev/shm, where
+// there is one: on a disk, every GC pass's device flush is a disk sync,
+// and the benchmark measures the disk).
+//
+// 256 zones of 1 MiB: 256 MiB, so that a run of a workload takes seconds
+// and make run's 4 workloads x 3 configurations x 3 rounds fit in
+// minutes; many small zones give GC many victims to choose from and keep
+// the 16 open zones a small part of the device.
+//
+// max_open = max_active = 19: the engine keeps one zone for GC and two for
+// metadata (a checkpoint writes the next metadata zone before it finishes
+// the old), which leaves exactly 16 for data — one per file. The device
+// limits are tight (every open zone is in use) but never below the file
+// count: per-file placement is only meaningful while each file can have its
+// own zone, and with more files than open zones mru degenerates into
+// sharing the least recently used zone (the xfs series measured 16 writers
+// on a device that can hold 16 open zones).
+const DefaultGCGeometry = "zone_size=1M&zones=256&max_open=19&max_active=19"
+
+// DefaultSeedGeometry is the seed workload's default device: 1 GiB of
+// 1 MiB zones, of which the workload writes a share so small that GC
+// barely runs (the xfs series measured the allocation path). In memory
+// only what is written takes room.
+const DefaultSeedGeometry = "zone_size=1M&zones=1024&max_open=19&max_active=19"
+
+// DefaultGCConfigs is the set run when no flag chooses one: both
+// placements that matter under greedy GC, and mru under cost-benefit GC.
+var DefaultGCConfigs = []string{"mru/greedy", "none/greedy", "mru/cost-benefit"}
+
+// GCOptions configure bench gc.
+type GCOptions struct {
+	Workloads []string // of Workloads
+	Files     int
+	BS        int64 // bytes per write (uniform, hotcold, seed)
+	IODepth   int
+	Util      float64 // live data as a fraction of the engine's capacity
+	// HotShare of the overwrites go to HotFiles of the files (hotcold).
+	HotShare, HotFiles float64
+	Configs            []string // placement/gc-policy pairs
+	CacheBytes         int64
+	OpenZones          int // data zones open at once (0: from the device's limits)
+	Repeat             int // rounds; each runs every workload and configuration once
+	Steady             Steady
+	Out                string // folder for charts, CSV and JSON ("": none)
+	Seed               uint64
+	Sample             time.Duration // interval between samples of the series
+	JSON               bool
+	// Progress, if set, gets a progress bar (a terminal's stderr).
+	Progress io.Writer
+}
+
+// DefaultGC is bench gc without flags.
+var DefaultGC = GCOptions{Workloads: Workloads, Files: 16, BS: 8 << 10, IODepth: 4, Util: 0.8,
+	HotShare: 0.8, HotFiles: 0.2, Configs: DefaultGCConfigs, CacheBytes: 4 << 20, Repeat: 1,
+	Steady: DefaultSteady, Out: "zonefold-bench-gc", Seed: 1, Sample: 20 * time.Millisecond}
+
+// gcSetup is one configuration bench gc compares.
+type gcSetup struct {
+	placement engine.Policy
+	gc        engine.GCPolicy
+}
+
+func (s gcSetup) String() string { return s.placement.String() + "/" + s.gc.String() }
+
+func parseGCSetups(names []string) ([]gcSetup, error) {
+	if len(names) == 0 {
+		return nil, errors.New("no configuration to run")
+	}
+	var out []gcSetup
+	for _, n := range names {
+		p, g, ok := strings.Cut(strings.TrimSpace(n), "/")
+		if !ok {
+			return nil, fmt.Errorf("configuration %q: want placement/gc-policy, e.g. mru/greedy", n)
+		}
+		var s gcSetup
+		var err error
+		if s.placement, err = engine.ParsePolicy(p); err != nil {
+			return nil, err
+		}
+		if s.gc, err = engine.ParseGCPolicy(g); err != nil {
+			return nil, err
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// gcRun is one run: one workload under one configuration in one round.
+type gcRun struct {
+	Round     int     `json:"round"`
+	HostMiBps float64 `json:"host_mib_per_s"`
+	WAF       float64 `json:"waf"`
+	Steady    bool    `json:"steady"`
+	Warmup    float64 `json:"warmup_capacities"` // host writes before measuring
+	Why       string  `json:"steady_note"`
+	HostBytes int64   `json:"host_bytes"` // measured part
+	DevBytes  int64   `json:"dev_bytes"`
+	GCBytes   int64   `json:"gc_bytes"`
+	GCShare   float64 `json:"gc_share"`
+	Resets    int64   `json:"zones_reset"`
+	// Shared counts files mru placement sent into another file's zone
+	// for want of one of their own (the engine's zones_shared).
+	Shared  int64   `json:"zones_shared"`
+	Seconds float64 `json:"seconds"`
+	P50us   float64 `json:"p50_us"`
+	P99us   float64 `json:"p99_us"`
+	// ValidBytes is the zones' valid bytes at the end; LiveBytes what the
+	// workload's files hold then, where it is known (uniform, hotcold:
+	// the fill).
+	ValidBytes int64 `json:"valid_bytes"`
+	LiveBytes  int64 `json:"live_bytes,omitempty"`
+
+	samples []sample
+	zones   []engine.ZoneValid
+}
+
+// gcRow is one workload under one configuration over all rounds: the
+// median and the range of each figure.
+type gcRow struct {
+	Workload  string  `json:"workload"`
+	Placement string  `json:"placement"`
+	GCPolicy  string  `json:"gc_policy"`
+	WAF       float64 `json:"waf"` // median over the rounds
+	WAFMin    float64 `json:"waf_min"`
+	WAFMax    float64 `json:"waf_max"`
+	HostMiBps float64 `json:"host_mib_per_s"` // median
+	MiBpsMin  float64 `json:"mib_per_s_min"`
+	MiBpsMax  float64 `json:"mib_per_s_max"`
+	GCShare   float64 `json:"gc_share"`     // median
+	GCBytes   int64   `json:"gc_bytes"`     // median
+	Shared    int64   `json:"zones_shared"` // median
+	P99us     float64 `json:"p99_us"`       // median
+	Steady    int     `json:"steady_runs"`
+	Warmup    float64 `json:"warmup_capacities"` // median
+	// Baseline is the none run the ratios compare with: the same GC
+	// policy, else the first none configuration.
+	Baseline   string   `json:"baseline,omitempty"`
+	MiBpsRatio *float64 `json:"throughput_vs_none,omitempty"` // ratio of medians
+	WAFRatio   *float64 `json:"waf_vs_none,omitempty"`
+	Runs       []*gcRun `json:"runs"`
+}
+
+func (r *gcRow) name() string { return r.Placement + "/" + r.GCPolicy }
+
+// gcWorkloadSummary is one workload's table.
+type gcWorkloadSummary struct {
+	Workload string  `json:"workload"`
+	Device   string  `json:"device"`
+	Capacity int64   `json:"capacity"`
+	Shape    string  `json:"shape"`
+	RefWAF   float64 `json:"reference_waf,omitempty"` // the chart's reference line
+	RefNote  string  `json:"reference_note,omitempty"`
+	Rows     []*gcRow
+	geometry engine.GCConfig
+}
+
+// gcSummary is summary.json and the --json output.
+type gcSummary struct {
+	Repeat  int      `json:"repeat"`
+	Seed    uint64   `json:"seed"`
+	Steady  Steady   `json:"steady_rule"`
+	Configs []*gcRow `json:"configs"`
+	// Verdict compares each workload with its expectation.
+	Verdict   []string             `json:"verdict"`
+	workloads []*gcWorkloadSummary // the tables, in order
+}
+
+func (o GCOptions) validate() error {
+	switch {
+	case o.Files < 1 || o.Files > 4096:
+		return fmt.Errorf("--files %d: want 1..4096", o.Files)
+	case o.IODepth < 1 || o.IODepth > 1024:
+		return fmt.Errorf("--iodepth %d: want 1..1024", o.IODepth)
+	case !(o.Util > 0 && o.Util <= 0.95):
+		return fmt.Errorf("--util %v: want more than 0 and at most 0.95 (GC needs free zones)", o.Util)
+	case o.BS < engine.BlockSize || o.BS%engine.BlockSize != 0 || o.BS > 16<<20:
+		return fmt.Errorf("--bs %d: want a multiple of %d up to 16M", o.BS, engine.BlockSize)
+	case o.CacheBytes < 1<<20:
+		return fmt.Errorf("--cache %d: want at least 1M", o.CacheBytes)
+	case o.Repeat < 1 || o.Repeat > 100:
+		return fmt.Errorf("--repeat %d: want 1..100", o.Repeat)
+	case o.Sample < time.Millisecond:
+		return fmt.Errorf("--sample %v: want at least 1ms", o.Sample)
+	case !(o.HotShare > 0 && o.HotShare < 1 && o.HotFiles > 0 && o.HotFiles < 1):
+		return fmt.Errorf("--skew %v/%v: want shares between 0 and 1", o.HotShare, o.HotFiles)
+	}
+	return o.Steady.validate()
+}
+
+// GC runs the workloads under several engine configurations, each run on
+// a freshly formatted device (erased; same geometry, same seed), in
+// rounds that alternate the configurations, and prints one table per
+// workload; with no device it makes temporary emulated ones of
+// DefaultGCGeometry (DefaultSeedGeometry for seed).
+func GC(ctx context.Context, stdout io.Writer, device string, o GCOptions) error {
+	if o.Out == "" {
+		return errors.New("--out: want a folder")
+	}
+	_, statErr := os.Stat(o.Out)
+	sum, err := measureGC(ctx, device, o)
+	if err != nil {
+		if errors.Is(statErr, os.ErrNotExist) {
+			os.Remove(o.Out) // made for this run: gone again if still empty
+		}
+		return err
+	}
+	if o.JSON {
+		return WriteJSON(stdout, sum)
+	}
+	return printGC(stdout, o.Out, sum)
+}
+
+// gcDevices hands out a fresh device per run.
+type gcDevices struct {
+	device string // the user's, or "" for temporary ones
+	dir    string
+}
+
+func newGCDevices(device string) (*gcDevices, func(), error) {
+	if strings.HasPrefix(device, "null:") {
+		return nil, nil, errors.New("bench gc needs a device that keeps data (GC reads record headers back); null: does not: use emu: or a zoned device")
+	}
+	d := &gcDevices{device: device}
+	if device != "" {
+		return d, func() {}, nil
+	}
+	parent := ""
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		parent = "/dev/shm"
+	}
+	dir, err := os.MkdirTemp(parent, "zonefold-bench-gc-")
+	if err != nil && parent != "" {
+		dir, err = os.MkdirTemp("", "zonefold-bench-gc-")
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("default device: %w", err)
+	}
+	d.dir = dir
+	return d, func() { os.RemoveAll(dir) }, nil
+}
+
+// geometry is the default device's geometry for a workload.
+func geometry(workload string) string {
+	if workload == WorkSeed {
+		return DefaultSeedGeometry
+	}
+	return DefaultGCGeometry
+}
+
+// shown is how the output names the device of a workload.
+func (d *gcDevices) shown(workload string) string {
+	if d.device != "" {
+		return d.device
+	}
+	where := "temporary"
+	if strings.HasPrefix(d.dir, "/dev/shm") {
+		where = "temporary, in memory"
+	}
+	return "emu:(" + where + ")?" + geometry(workload)
+}
+
+// fresh is a device string for the next run: the user's device (each run
+// formats it), or a new file of the workload's geometry, so that no blocks
+// are left over from the run before.
+func (d *gcDevices) fresh(workload string) (string, error) {
+	if d.device != "" {
+		return d.device, nil
+	}
+	path := filepath.Join(d.dir, "dev")
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("default device: %w", err)
+	}
+	return "emu:" + path + "?" + geometry(workload), nil
+}
+
+// measureGC runs every round and, if o.Out is set, writes the charts,
+// series and summary there.
+func measureGC(ctx context.Context, device string, o GCOptions) (gcSummary, error) {
+	sum := gcSummary{Repeat: o.Repeat, Seed: o.Seed, Steady: o.Steady}
+	if err := o.validate(); err != nil {
+		return sum, err
+	}
+	workloads, err := ParseWorkloads(o.Workloads)
+	if err != nil {
+		return sum, err
+	}
+	setups, err := parseGCSetups(o.Configs)
+	if err != nil {
+		return sum, err
+	}
+	devs, cleanup, err := newGCDevices(device)
+	if err != nil {
+		return sum, err
+	}
+	defer cleanup()
+	if o.Out != "" {
+		if err := os.MkdirAll(o.Out, 0o755); err != nil {
+			return sum, fmt.Errorf("--out: %w", err)
+		}
+	}
+	rows := map[string][]*gcRow{}
+	for _, w := range workloads {
+		ws := &gcWorkloadSummary{Workload: w, Device: devs.shown(w)}
+		for _, s := range setups {
+			row := &gcRow{Workload: w, Placement: s.placement.String(), GCPolicy: s.gc.String()}
+			ws.Rows = append(ws.Rows, row)
+			rows[w] = append(rows[w], row)
+		}
+		sum.workloads = append(sum.workloads, ws)
+	}
+	var bar *progressbar.ProgressBar
+	if o.Progress != nil {
+		bar = progressbar.NewOptions(o.Repeat*len(workloads)*len(setups),
+			progressbar.OptionSetWriter(o.Progress), progressbar.OptionShowCount(),
+			progressbar.OptionSetWidth(20), progressbar.OptionSetDescription("bench gc"),
+			progressbar.OptionOnCompletion(func() { fmt.Fprintln(o.Progress) }))
+	}
+	for round := range o.Repeat {
+		for wi, w := range workloads {
+			ws := sum.workloads[wi]
+			// Alternate the order of the configurations round by round,
+			// so that none always runs first or last.
+			for j := range setups {
+				k := (j + round) % len(setups)
+				s := setups[k]
+				if bar != nil {
+					bar.Describe(fmt.Sprintf("bench gc round %d/%d %s %s", round+1, o.Repeat, w, s))
+				}
+				dev, err := devs.fresh(w)
+				if err != nil {
+					return sum, err
+				}
+				r, err := runGCOnce(ctx, dev, w, s, o, ws)
+				if ctx.Err() != nil {
+					// Every worker saw the cancellation: one line says it.
+					return sum, fmt.Errorf("%s %s: interrupted: %w", w, s, ctx.Err())
+				}
+				if err != nil {
+					return sum, fmt.Errorf("%s %s: %w", w, s, err)
+				}
+				r.Round = round + 1
+				row := rows[w][k]
+				row.Runs = append(row.Runs, r)
+				if bar != nil {
+					_ = bar.Add(1)
+				}
+			}
+		}
+	}
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	summarizeGC(&sum)
+	if o.Out != "" {
+		if err := writeGCOutputs(o.Out, sum); err != nil {
+			return sum, err
+		}
+	}
+	return sum, nil
+}
+
+// runGCOnce formats dev, runs workload w under configuration s, and
+// closes the engine.
+func runGCOnce(ctx context.Context, dev, w string, s gcSetup, o GCOptions, ws *gcWorkloadSummary) (*gcRun, error) {
+	cfg := engine.Config{CacheBytes: o.CacheBytes, MaxOrder: 9, OpenZones: o.OpenZones, Policy: s.placement}
+	cfg.GC.Policy = s.gc
+	e, release, err := OpenFormatted(dev, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	slog.Debug("bench gc: run", "workload", w, "config", s, "device", dev)
+	b := EngineBackend{E: e}
+	spec := Spec{Kind: w, Files: o.Files, BS: o.BS, IODepth: o.IODepth, Util: o.Util,
+		HotShare: o.HotShare, HotFiles: o.HotFiles, ZoneSize: e.Geometry().ZoneCap, Seed: o.Seed}
+	capacity := b.Capacity()
+	if err := spec.check(capacity); err != nil {
+		e.Close()
+		return nil, err
+	}
+	if ws.Capacity == 0 {
+		ws.Capacity, ws.Shape = capacity, spec.describe(capacity)
+		ws.RefWAF, ws.RefNote = referenceWAF(spec, e)
+	} else if ws.Capacity != capacity {
+		e.Close()
+		return nil, fmt.Errorf("capacity %d differs from the first run's %d: the device changed", capacity, ws.Capacity)
+	}
+	g := newGen(spec, b)
+	shared := e.Stats().ZonesShared
+	ph, res, runErr := runControlled(ctx, g, o.Steady, o.Sample)
+	shared = e.Stats().ZonesShared - shared
+	closeErr := e.Close()
+	if runErr != nil {
+		return nil, runErr
+	}
+	if closeErr != nil {
+		return nil, closeErr
+	}
+	r := &gcRun{Steady: ph.steady, Warmup: ph.warm, Why: ph.why, samples: ph.samples, Shared: shared,
+		P50us: micros(res.P50), P99us: micros(res.P99)}
+	from, end, final := ph.from, ph.end, ph.final
+	r.HostBytes, r.DevBytes = final.Host-from.Host, final.Dev-from.Dev
+	r.GCBytes, r.Resets = final.GC-from.GC, final.Resets-from.Resets
+	if r.HostBytes > 0 {
+		r.WAF = float64(r.DevBytes) / float64(r.HostBytes)
+	}
+	// Throughput and GC share over the writers' time: the final
+	// writeback is untimed.
+	if secs := end.Seconds - from.Seconds; secs > 0 {
+		r.Seconds = secs
+		r.HostMiBps = mibPerS(end.Host-from.Host, time.Duration(secs*float64(time.Second)))
+		r.GCShare = min(1, float64(end.GCNanos-from.GCNanos)/1e9/secs)
+	}
+	// The engine is closed: GC has stopped, so the zones' valid bytes
+	// are a consistent snapshot.
+	r.zones = b.ZoneValidity()
+	for _, z := range r.zones {
+		r.ValidBytes += z.Valid
+	}
+	if w == WorkUniform || w == WorkHotCold {
+		r.LiveBytes = spec.fileSize(capacity) * int64(spec.Files) // the fill
+	}
+	return r, nil
+}
+
+// describe is the workload's shape for the table's heading.
+func (s Spec) describe(capacity int64) string {
+	switch s.Kind {
+	case WorkUniform:
+		return fmt.Sprintf("%d files x %s (%.0f%% of %s), random %s overwrites, iodepth %d",
+			s.Files, human(s.fileSize(capacity)), s.Util*100, human(capacity), human(s.BS), s.IODepth)
+	case WorkHotCold:
+		return fmt.Sprintf("%d files x %s (%.0f%% of %s), random %s overwrites, %.0f%% of them to %d hot files, iodepth %d",
+			s.Files, human(s.fileSize(capacity)), s.Util*100, human(capacity), human(s.BS), s.HotShare*100, s.hotFiles(), s.IODepth)
+	case WorkLifetimes:
+		return fmt.Sprintf("%d writers, files of %s to %s written sequentially (%s writes, fsync every %s), %.0f%% short-lived; live data held at %.0f%% of %s",
+			s.Files, human(s.ZoneSize/4), human(4*s.ZoneSize), human(lifetimeBS), human(max(lifetimeBS, s.ZoneSize/8)), shortShare*100, s.Util*100, human(capacity))
+	case WorkSeed:
+		return fmt.Sprintf("%d files x %s written with random %s writes, iodepth %d (%.0f%% of %s: GC barely runs)",
+			s.Files, human(s.fileSize(capacity)), human(s.BS), s.IODepth, seedShare*100, human(capacity))
+	}
+	return s.Kind
+}
+
+// median of xs (not empty).
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// figure is one figure of every run of a row.
+func (r *gcRow) figure(f func(*gcRun) float64) []float64 {
+	out := make([]float64, len(r.Runs))
+	for i, run := range r.Runs {
+		out[i] = f(run)
+	}
+	return out
+}
+
+// summarizeGC computes the medians, ranges, ratios and verdicts.
+func summarizeGC(sum *gcSummary) {
+	for _, ws := range sum.workloads {
+		for _, r := range ws.Rows {
+			waf := r.figure(func(x *gcRun) float64 { return x.WAF })
+			mbps := r.figure(func(x *gcRun) float64 { return x.HostMiBps })
+			r.WAF, r.WAFMin, r.WAFMax = median(waf), slices.Min(waf), slices.Max(waf)
+			r.HostMiBps, r.MiBpsMin, r.MiBpsMax = median(mbps), slices.Min(mbps), slices.Max(mbps)
+			r.GCShare = median(r.figure(func(x *gcRun) float64 { return x.GCShare }))
+			r.GCBytes = int64(median(r.figure(func(x *gcRun) float64 { return float64(x.GCBytes) })))
+			r.Shared = int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Shared) })))
+			r.P99us = median(r.figure(func(x *gcRun) float64 { return x.P99us }))
+			r.Warmup = median(r.figure(func(x *gcRun) float64 { return x.Warmup }))
+			r.Steady = 0
+			for _, x := range r.Runs {
+				if x.Steady {
+					r.Steady++
+				}
+			}
+		}
+		for _, r := range ws.Rows {
+			if base := gcBaseline(ws.Rows, r.GCPolicy); base != nil && base.HostMiBps > 0 && base.WAF > 0 {
+				mbps, waf := r.HostMiBps/base.HostMiBps, r.WAF/base.WAF
+				r.Baseline, r.MiBpsRatio, r.WAFRatio = base.name(), &mbps, &waf
+			}
+			sum.Configs = append(sum.Configs, r)
+		}
+		sum.Verdict = append(sum.Verdict, verdicts(ws)...)
+	}
+}
+
+// gcBaseline is the none placement row with the given GC policy, else
+// the first none row, else nil.
+func gcBaseline(rows []*gcRow, gcPolicy string) *gcRow {
+	var first *gcRow
+	for _, r := range rows {
+		if r.Placement != engine.PolicyNone.String() {
+			continue
+		}
+		if r.GCPolicy == gcPolicy {
+			return r
+		}
+		if first == nil {
+			first = r
+		}
+	}
+	return first
+}
+
+// row finds a configuration's row, or nil.
+func findRow(rows []*gcRow, name string) *gcRow {
+	for _, r := range rows {
+		if r.name() == name {
+			return r
+		}
+	}
+	return nil
+}
+
+func printGC(out io.Writer, dir string, sum gcSummary) error {
+	fmt.Fprintf(out, "gc: %d round(s), configurations alternating; each figure the median over the rounds [min-max];\n", sum.Repeat)
+	fmt.Fprintf(out, "    measured for %.2g device capacities once the WAF of successive %.2g-capacity windows changes by less than %.0f%% (warm-up cap %.2g)\n",
+		sum.Steady.Span, sum.Steady.Window, sum.Steady.Tol*100, sum.Steady.Cap)
+	for _, ws := range sum.workloads {
+		fmt.Fprintf(out, "\n%s: %s, on %s\n", ws.Workload, ws.Shape, ws.Device)
+		if ws.RefNote != "" {
+			fmt.Fprintf(out, "  reference: %s\n", ws.RefNote)
+		}
+		tw := newTable(out)
+		fmt.Fprintln(tw, "placement/gc\tWAF\t[min-max]\thost MiB/s\t[min-max]\tGC share\tGC MiB\tshared\tp99 us\tsteady\twarm-up\tMiB/s vs none\tWAF vs none\t")
+		for _, r := range ws.Rows {
+			fmt.Fprintf(tw, "%s\t%.3f\t[%.3f-%.3f]\t%.1f\t[%.1f-%.1f]\t%.0f%%\t%.1f\t%d\t%.0f\t%d/%d\t%.2f\t%s\t%s\t\n",
+				r.name(), r.WAF, r.WAFMin, r.WAFMax, r.HostMiBps, r.MiBpsMin, r.MiBpsMax, 100*r.GCShare,
+				float64(r.GCBytes)/(1<<20), r.Shared, r.P99us, r.Steady, len(r.Runs), r.Warmup, ratioCell(r.MiBpsRatio), ratioCell(r.WAFRatio))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		for _, r := range ws.Rows {
+			for _, x := range r.Runs {
+				if !x.Steady {
+					fmt.Fprintf(out, "  %s round %d: %s\n", r.name(), x.Round, x.Why)
+				}
+			}
+		}
+	}
+	fmt.Fprintln(out)
+	for _, v := range sum.Verdict {
+		fmt.Fprintln(out, v)
+	}
+	if dir != "" {
+		fmt.Fprintf(out, "charts, series and summary in %s\n", dir)
+	}
+	return nil
+}
+
+func ratioCell(r *float64) string {
+	if r == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", *r)
+}
