@@ -9,8 +9,9 @@ bench-fio`), each round runs `zonefold bench fio --rounds 1 --json` once
 with A and once with B, in alternating order, so that both see the same
 machine noise. Each run itself alternates in-process and fio+daemon. It
 prints, per job and build, the medians of the in-process and fio+daemon
-MB/s over the rounds, the ratio of the medians (daemon / in-process) and
-each side's spread (max/min), then the machine's load average.
+MB/s over the rounds (10^6 bytes; builds that report MiB/s are
+converted), the ratio of the medians (daemon / in-process) and each
+side's spread (max/min), then the machine's load average.
 """
 import argparse
 import json
@@ -29,6 +30,8 @@ def run(d, device, preset, scale):
          "--rounds", "1", "--json", "--fio-engine", os.path.join(d, "zonefold-engine.so")],
         check=True, capture_output=True, text=True).stdout
     j = json.loads(out)
+    if "in_process_mib_per_s" in j:  # newer builds report MiB/s
+        return j["in_process_mib_per_s"] * 1.048576, j["daemon_mib_per_s"] * 1.048576
     return j["in_process_mbps"], j["daemon_mbps"]
 
 
