@@ -48,9 +48,15 @@ type Client struct {
 	reqs   []Request
 	tag    uint64
 	// With rings, a wait for replies sleeps on a futex, not the socket:
-	// these carry the context's deadline and cancellation to it.
+	// these carry the context's deadline and cancellation to it, and
+	// say that the daemon has gone (the socket reached its end).
 	deadline atomic.Int64 // unix nanoseconds; 0: none
-	canceled atomic.Bool
+	canceled atomic.Int32 // 0, or what ended the context: ctxCanceled, ctxDeadline
+	gone     atomic.Bool
+	// watcherDone is closed when the goroutine that watches the socket
+	// for the daemon's end (rings only) has returned: after that
+	// nothing but the caller touches the region.
+	watcherDone chan struct{}
 }
 
 // clientRing is the client's side of the rings (version 2).
@@ -101,9 +107,32 @@ func dialVersion(ctx context.Context, socket string, regionBytes int, version ui
 	}
 	if err := c.hello(ctx, uint64(regionBytes), version); err != nil {
 		uc.Close()
+		if c.mapped != nil {
+			unix.Munmap(c.mapped)
+		}
 		return nil, err
 	}
+	if c.ring != nil {
+		c.watcherDone = make(chan struct{})
+		go c.watchDaemon()
+	}
 	return c, nil
+}
+
+// watchDaemon waits, in Go's poller, for the end of the socket: in
+// version 2 the daemon sends nothing after the hello, so anything that
+// ends a read is the daemon going away (or Close). It then wakes a
+// client asleep in the futex wait for replies.
+func (c *Client) watchDaemon() {
+	defer close(c.watcherDone)
+	var b [16]byte
+	for {
+		if _, err := c.uc.Read(b[:]); err != nil {
+			break
+		}
+	}
+	c.gone.Store(true)
+	c.ring.interrupt()
 }
 
 func (c *Client) hello(ctx context.Context, size uint64, version uint16) error {
@@ -191,34 +220,68 @@ func checkRingLayout(r *HelloReply, n int) error {
 	return nil
 }
 
+// Why a context ended, for a futex wait that it interrupts.
+const (
+	ctxCanceled = 1 + iota
+	ctxDeadline
+)
+
 // watch applies ctx to the connection until the returned func is
-// called: a deadline, and cancellation by an immediate deadline.
+// called: a deadline, and cancellation by an immediate deadline (socket
+// framing) or a wakeup of the futex wait (rings). When the returned func
+// returns, the context's callback has finished or will never run: it
+// cannot touch the connection after Close or cancel a later call.
 func (c *Client) watch(ctx context.Context) func() {
+	if ctx.Done() == nil {
+		return func() {} // never canceled, no deadline
+	}
 	if d, ok := ctx.Deadline(); ok {
 		c.setDeadline(d)
 	}
+	uc, r := c.uc, c.ring
+	done := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
-		c.canceled.Store(true)
-		c.uc.SetDeadline(time.Now())
-		if r := c.ring; r != nil {
-			futexWake(r.cqFlags) // a wait for replies sees canceled
+		defer close(done)
+		why := int32(ctxCanceled)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			why = ctxDeadline
+		}
+		c.canceled.Store(why)
+		if r != nil {
+			r.interrupt()
+		} else {
+			uc.SetDeadline(time.Now())
 		}
 	})
 	return func() {
-		stop()
-		c.canceled.Store(false)
+		if !stop() {
+			<-done // the callback started: let it finish
+		}
+		c.canceled.Store(0)
 		c.setDeadline(time.Time{})
 	}
 }
 
 // setDeadline bounds every wait of the connection until t (zero: none).
+// With rings the waits are futex waits and the socket is left to
+// watchDaemon, without a deadline (the hello's is cleared).
 func (c *Client) setDeadline(t time.Time) {
-	c.uc.SetDeadline(t)
+	if c.ring == nil || t.IsZero() {
+		c.uc.SetDeadline(t)
+	}
 	if t.IsZero() {
 		c.deadline.Store(0)
 	} else {
 		c.deadline.Store(t.UnixNano())
 	}
+}
+
+// interrupt wakes the client if it sleeps in the futex wait for
+// replies: it clears CQWaiting first, so that a wait that has not begun
+// yet does not begin (the word no longer holds CQWaiting).
+func (r *clientRing) interrupt() {
+	atomic.AndUint32(r.cqFlags, ^uint32(CQWaiting))
+	futexWake(r.cqFlags)
 }
 
 // Close ends the session; the daemon closes its handles.
@@ -229,6 +292,9 @@ func (c *Client) Close() error {
 		return nil
 	}
 	err := c.uc.Close()
+	if c.watcherDone != nil {
+		<-c.watcherDone // it may wake the futex, in the region
+	}
 	if c.mapped != nil {
 		unix.Munmap(c.mapped)
 		c.mapped, c.region = nil, nil
@@ -376,34 +442,33 @@ func (c *Client) recvRing(r *clientRing, reps []Reply) (int, error) {
 	}
 }
 
-// futexSlice bounds one futex wait of a client, so that it notices a
-// daemon that went away, a deadline or a cancellation.
-const futexSlice = 20 * time.Millisecond
-
 // sleep waits on the CQWaiting futex until the daemon publishes
 // replies, the deadline passes, the context is canceled or the daemon
-// goes away.
+// goes away. The caller has set CQWaiting. Each of those wakes the
+// futex after clearing CQWaiting (the daemon, interrupt), so a wakeup
+// between the checks here and the wait ends the wait at once: there is
+// no time slice to poll in.
 func (c *Client) sleep(r *clientRing) error {
-	var b [16]byte
 	for atomic.LoadUint32(r.cqTail) == r.head {
-		switch d := c.deadline.Load(); {
-		case c.canceled.Load():
+		switch c.canceled.Load() {
+		case ctxCanceled:
 			return fmt.Errorf("zonefold: receive: %w", context.Canceled)
-		case d != 0 && time.Now().UnixNano() >= d:
+		case ctxDeadline:
 			return fmt.Errorf("zonefold: receive: %w", os.ErrDeadlineExceeded)
 		}
-		futexWait(r.cqFlags, CQWaiting, futexSlice)
-		if atomic.LoadUint32(r.cqTail) != r.head {
-			return nil
-		}
-		// Woken for nothing, or the time slice ended: wait again,
-		// unless the daemon has gone. It sends nothing on the socket in
-		// version 2: a readable socket is its end.
-		atomic.StoreUint32(r.cqFlags, CQWaiting)
-		n, _, err := unix.Recvfrom(c.fd, b[:], unix.MSG_DONTWAIT)
-		if n == 0 && err == nil || err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
+		if c.gone.Load() {
 			return fmt.Errorf("zonefold: daemon closed the connection: %w", io.ErrUnexpectedEOF)
 		}
+		timeout := time.Duration(-1)
+		if d := c.deadline.Load(); d != 0 {
+			if timeout = time.Duration(d - time.Now().UnixNano()); timeout <= 0 {
+				return fmt.Errorf("zonefold: receive: %w", os.ErrDeadlineExceeded)
+			}
+		}
+		futexWait(r.cqFlags, CQWaiting, timeout)
+		// Woken (by the daemon, a cancellation, the daemon's end), a
+		// signal or the deadline: say again that we sleep, then look.
+		atomic.StoreUint32(r.cqFlags, CQWaiting)
 	}
 	return nil
 }

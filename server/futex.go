@@ -23,9 +23,14 @@ func futexWake(addr *uint32) {
 	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, math.MaxInt32, 0, 0, 0)
 }
 
-// futexWait sleeps while the word at addr holds val, for at most d; it
-// may return early (a wake, a signal, or the word changed).
+// futexWait sleeps while the word at addr holds val, for at most d
+// (d < 0: without a limit); it may return early (a wake, a signal, or
+// the word changed).
 func futexWait(addr *uint32, val uint32, d time.Duration) {
+	if d < 0 {
+		unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitOp, uintptr(val), 0, 0, 0)
+		return
+	}
 	ts := unix.NsecToTimespec(int64(d))
 	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitOp, uintptr(val), uintptr(unsafe.Pointer(&ts)), 0, 0)
 }
