@@ -202,6 +202,10 @@ func (c *Client) hello(ctx context.Context, size uint64, version uint16) error {
 	return nil
 }
 
+// maxMapSize bounds what a version 2 client maps: the largest region
+// and more than the largest ring area.
+const maxMapSize = MaxRegion + 1<<20
+
 // checkRingLayout checks that a version 2 hello reply describes rings
 // that fit in the region it maps.
 func checkRingLayout(r *HelloReply, n int) error {
@@ -211,6 +215,8 @@ func checkRingLayout(r *HelloReply, n int) error {
 		return fmt.Errorf("version %d hello reply of %d bytes to a version %d hello", r.Version, n, VersionRings)
 	case e == 0 || e&(e-1) != 0 || e > MaxRingEntries:
 		return fmt.Errorf("rings of %d entries", e)
+	case r.MapSize > maxMapSize:
+		return fmt.Errorf("a mapping of %d bytes (at most %d)", r.MapSize, uint64(maxMapSize))
 	case r.Region > r.RingOff || r.RingOff > r.MapSize || r.SQOff%64 != 0 || r.CQOff%64 != 0 ||
 		r.RingOff+uint64(r.SQOff)+e*RequestSize > r.MapSize ||
 		r.RingOff+uint64(r.CQOff)+e*ReplySize > r.MapSize ||

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"math/bits"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -249,6 +251,147 @@ func FuzzRingSession(f *testing.F) {
 		}
 		if _, err := probe.Stat(context.Background(), "nothing"); !strings.Contains(err.Error(), "no such file") {
 			t.Fatalf("the other client: %v", err)
+		}
+	})
+}
+
+// FuzzRingSteps runs a program of ring operations that the fuzzer
+// writes against a live connection: publishing requests as a client
+// should, and storing arbitrary values into the indices and flags a
+// client controls, or into submission entries the daemon is reading,
+// with a doorbell after each step. Whatever the program, the daemon
+// either keeps answering that connection (a nop published at the end
+// gets its reply) or closes it, and it keeps serving another client.
+// Every index the daemon acts on is its own, so nothing the program
+// does can make it read or write outside the ring.
+func FuzzRingSteps(f *testing.F) {
+	d := startDaemon(f, testConfig(emuDevice(f), filepath.Join(f.TempDir(), "zf.sock")))
+	probe := dial(f, d.socket)
+	step := func(op byte, v uint32) []byte {
+		return []byte{op, byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)}
+	}
+	cat := func(steps ...[]byte) []byte { return bytes.Join(steps, nil) }
+	f.Add(cat(step(0, 3), step(3, 0), step(0, 7)))
+	f.Add(cat(step(0, 7), step(2, ^uint32(0)), step(0, 1)))
+	f.Add(cat(step(0, 2), step(1, 9)))
+	f.Add(cat(step(0, 5), step(4, 100), step(3, 0), step(5, 1), step(6, 1)))
+	f.Add(cat(step(0, 7), step(0, 7), step(0, 7), step(0, 7), step(0, 7), step(3, 0), step(0, 7)))
+	f.Fuzz(func(t *testing.T, prog []byte) {
+		c, err := Dial(context.Background(), d.socket, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		r := c.ring
+		area := c.mapped[c.info.RingOff:]
+		publish := func(tag uint64, op Op) {
+			j := r.tail & r.mask
+			(&Request{Tag: tag, Op: op}).Encode(r.sqes[j*RequestSize:])
+			r.tail++
+			atomic.StoreUint32(r.sqTail, r.tail)
+		}
+		for ; len(prog) >= 5; prog = prog[5:] {
+			v := le.Uint32(prog[1:])
+			switch prog[0] % 7 {
+			case 0: // publish nops as a client should (if there is room)
+				for range v%8 + 1 {
+					publish(uint64(r.tail)+1, OpNop)
+				}
+			case 1: // move the submission tail anywhere
+				r.tail = v
+				atomic.StoreUint32(r.sqTail, v)
+			case 2: // move the completion head anywhere
+				atomic.StoreUint32(r.cqHead, v)
+			case 3: // consume every reply there is, as a client should
+				r.head = atomic.LoadUint32(r.cqTail)
+				atomic.StoreUint32(r.cqHead, r.head)
+			case 4: // scribble on a submission entry
+				atomic.StoreUint32(word(r.sqes, int(v%uint32(len(r.sqes)))&^3), v)
+			case 5:
+				atomic.StoreUint32(word(area, RingSQFlags), v)
+			case 6:
+				atomic.StoreUint32(word(area, RingCQFlags), v)
+			}
+			c.doorbell()
+		}
+		// Consume what is there and publish a marked nop: its reply
+		// arrives, or the daemon closes the connection.
+		r.head = atomic.LoadUint32(r.cqTail)
+		atomic.StoreUint32(r.cqHead, r.head)
+		const marker = 1 << 62
+		publish(marker, OpNop)
+		c.doorbell()
+		seen := func() int64 {
+			if c.gone.Load() {
+				return 1
+			}
+			for t := atomic.LoadUint32(r.cqTail); r.head != t; r.head++ {
+				j := r.head & r.mask
+				if le.Uint64(r.cqes[j*ReplySize:]) == marker {
+					return 1
+				}
+			}
+			atomic.StoreUint32(r.cqHead, r.head)
+			return 0
+		}
+		awaitProgress(t, "the marked nop's reply or the connection's end", 1, seen)
+		if _, err := probe.Stat(context.Background(), "nothing"); !strings.Contains(err.Error(), "no such file") {
+			t.Fatalf("the other client: %v", err)
+		}
+	})
+}
+
+// FuzzCheckRingLayout: a hello reply that the client accepts describes
+// rings that lie inside what it maps, however hostile the daemon.
+func FuzzCheckRingLayout(f *testing.F) {
+	sqOff, cqOff, size := ringLayout(256)
+	f.Add(uint64(1<<20), uint64(1<<20), uint64(1<<20)+size, uint32(256), sqOff, cqOff)
+	f.Add(^uint64(0)-4095, ^uint64(0)-4095, ^uint64(0), uint32(8), uint32(4096), uint32(4096+8*RequestSize))
+	f.Fuzz(func(t *testing.T, region, ringOff, mapSize uint64, entries, sqOff, cqOff uint32) {
+		rep := HelloReply{Magic: Magic, Version: VersionRings, Region: region, RingOff: ringOff,
+			MapSize: mapSize, Entries: entries, SQOff: sqOff, CQOff: cqOff}
+		if checkRingLayout(&rep, HelloReplyV2Size) != nil {
+			return
+		}
+		end := func(off uint32, n uint64) uint64 {
+			e, carry := bits.Add64(ringOff, uint64(off), 0)
+			e2, carry2 := bits.Add64(e, n, 0)
+			if carry != 0 || carry2 != 0 {
+				t.Fatalf("ring at %d+%d of %d bytes wraps", ringOff, off, n)
+			}
+			return e2
+		}
+		if end(sqOff, uint64(entries)*RequestSize) > mapSize || end(cqOff, uint64(entries)*ReplySize) > mapSize ||
+			end(0, RingCQFlags+4) > mapSize || region > ringOff || mapSize > maxMapSize {
+			t.Fatalf("accepted a layout outside the mapping: %+v", rep)
+		}
+	})
+}
+
+// FuzzClientRecv: whatever a hostile daemon writes into the completion
+// ring and its tail, the client's Recv returns replies from inside the
+// ring or an error.
+func FuzzClientRecv(f *testing.F) {
+	f.Add(uint32(0), uint32(3), []byte("replies"))
+	f.Add(^uint32(0), uint32(1<<31), []byte{})
+	f.Fuzz(func(t *testing.T, head, tail uint32, cqes []byte) {
+		const n = 8
+		area := make([]byte, RingCQFlags+64+n*ReplySize)
+		r := &clientRing{entries: n, mask: n - 1,
+			sqTail: word(area, RingSQTail), sqFlags: word(area, RingSQFlags),
+			cqHead: word(area, RingCQHead), cqTail: word(area, RingCQTail), cqFlags: word(area, RingCQFlags),
+			cqes: area[RingCQFlags+64:], head: head, tail: head}
+		copy(r.cqes, cqes)
+		atomic.StoreUint32(r.cqTail, tail)
+		c := &Client{ring: r}
+		c.canceled.Store(ctxCanceled) // an empty ring returns at once
+		reps := make([]Reply, MaxBatch)
+		k, err := c.Recv(reps)
+		if err == nil && (k == 0 || uint32(k) > tail-head || k > n) {
+			t.Fatalf("%d replies with head %d and tail %d", k, head, tail)
+		}
+		if err == nil && r.head != head+uint32(k) {
+			t.Fatalf("head %d after %d replies from %d", r.head, k, head)
 		}
 	})
 }
