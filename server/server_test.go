@@ -596,32 +596,33 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// TestReadWritePathDoesNotAllocate runs batches of writes and reads of
-// cached data through a live connection of each protocol version: the
-// daemon's request path (and the client's Submit/Recv) must not
-// allocate per request. A batch of 128 writes is spread over workers in
-// chunks; one of 32 mostly runs on the reader.
+// TestReadWritePathDoesNotAllocate reads and writes cached data through
+// a live connection of each protocol version: the daemon's request path
+// (and the client's Submit/Recv) must not allocate per request. Depth 1
+// and 4 sleep and wake both sides once per batch (fio's 16x8k job runs
+// at depth 4); a batch of 128 small writes is spread over workers in
+// pieces; one of 32 mostly runs on the reader; 128 KiB writes go to
+// workers one by one.
 func TestReadWritePathDoesNotAllocate(t *testing.T) {
 	d := newDaemon(t)
-	for _, depth := range []int{32, 128} {
-		t.Run(fmt.Sprint(depth), func(t *testing.T) {
-			bothVersions(t, d.socket, func(t *testing.T, c *Client) { testNoAllocs(t, c, depth) })
+	for _, tc := range []struct{ depth, bs int }{{1, 4096}, {4, 8192}, {32, 4096}, {128, 4096}, {4, 128 << 10}} {
+		t.Run(fmt.Sprintf("%dx%dk", tc.depth, tc.bs>>10), func(t *testing.T) {
+			bothVersions(t, d.socket, func(t *testing.T, c *Client) { testNoAllocs(t, c, tc.depth, tc.bs) })
 		})
 	}
 }
 
-func testNoAllocs(t *testing.T, c *Client, depth int) {
+func testNoAllocs(t *testing.T, c *Client, depth, bs int) {
 	ctx := context.Background()
 	h, _, err := c.Open(ctx, "hot", OpenCreate)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const bs = 4096
 	reqs := make([]Request, depth)
 	reps := make([]Reply, MaxBatch)
 	batch := func(op Op) {
 		for i := range reqs {
-			reqs[i] = Request{Tag: uint64(i + 1), Op: op, Handle: h, Off: uint64(i * bs), Addr: uint64(i * bs), Len: bs}
+			reqs[i] = Request{Tag: uint64(i + 1), Op: op, Handle: h, Off: uint64(i * bs), Addr: uint64(i * bs), Len: uint32(bs)}
 		}
 		if err := c.Submit(reqs); err != nil {
 			t.Fatal(err)
@@ -632,27 +633,31 @@ func testNoAllocs(t *testing.T, c *Client, depth int) {
 				t.Fatal(err)
 			}
 			for _, r := range reps[:n] {
-				if r.Status != StatusOK || r.Val != bs {
+				if r.Status != StatusOK || r.Val != uint64(bs) {
 					t.Fatalf("%s: %+v", op, r)
 				}
 			}
 			got += n
 		}
 	}
+	// Each run is at least 128 requests, so that fewer than one
+	// allocation per run is fewer than one per 128 requests.
+	rounds := max(1, 64/depth)
+	run := func() {
+		for range rounds {
+			batch(OpWrite)
+			batch(OpRead)
+		}
+	}
 	// Warm up: folios exist, workers are started, buffers are sized.
 	for range 10 {
-		batch(OpWrite)
-		batch(OpRead)
+		run()
 	}
-	allocs := testing.AllocsPerRun(200, func() {
-		batch(OpWrite)
-		batch(OpRead)
-	})
-	// 2*depth requests per run: anything per request would show as >=
-	// 2*depth; under 1 leaves room for a rare allocation of the
-	// runtime's own.
-	if allocs >= 1 {
-		t.Fatalf("%.1f allocations per %d requests, want none per request", allocs, 2*depth)
+	allocs := testing.AllocsPerRun(100, run)
+	// AllocsPerRun rounds down: 0 means fewer than 100 allocations in
+	// 100 runs of 2*rounds*depth requests, which leaves room for a rare
+	// allocation of the runtime's own and none per request.
+	if allocs != 0 {
+		t.Fatalf("%.0f allocations per %d requests, want none per request", allocs, 2*rounds*depth)
 	}
-	t.Logf("%.2f allocations per %d requests", allocs, 2*depth)
 }
