@@ -314,8 +314,19 @@ func FuzzRingSteps(f *testing.F) {
 			}
 			c.doorbell()
 		}
-		// Consume what is there and publish a marked nop: its reply
+		// Wait until the daemon has closed the connection or taken and
+		// answered everything the ring shows; then consume the replies
+		// and publish a marked nop after what it took: its reply
 		// arrives, or the daemon closes the connection.
+		last := atomic.LoadUint32(r.sqTail)
+		sqHead := word(area, RingSQHead)
+		awaitProgress(t, "the daemon taking and answering what was published, or closing", 1, func() int64 {
+			if h := atomic.LoadUint32(sqHead); c.gone.Load() || h == last && atomic.LoadUint32(r.cqTail) == h {
+				return 1
+			}
+			return 0
+		})
+		r.tail = atomic.LoadUint32(sqHead)
 		r.head = atomic.LoadUint32(r.cqTail)
 		atomic.StoreUint32(r.cqHead, r.head)
 		const marker = 1 << 62
