@@ -63,9 +63,9 @@ bench:
 # emu device in build/, in BENCH_FIO_ROUNDS alternating rounds.
 # To compare two builds (before and after a change), put each one's
 # zonefold and zonefold-engine.so in a directory and run
-# testdata/fio/bench-ab.py [--rounds N] DIR_A DIR_B: it runs these same
+# go run ./internal/benchab [--rounds N] DIR_A DIR_B: it runs these same
 # jobs, alternating the builds round by round, and prints each build's
-# medians, spreads and ratio of medians.
+# medians, spreads and ratio of medians (with one DIR, that build's).
 BENCH_FIO_RUNS   ?= seq128k:1 4x1m:0.5 16x8k:0.1 4k-qd128:1
 BENCH_FIO_DEV    ?= emu:$(CURDIR)/build/bench-fio.dev?zone_size=64M&zones=128
 BENCH_FIO_ROUNDS ?= 3
