@@ -75,10 +75,27 @@ type clientRing struct {
 
 // Dial connects to the daemon at socket and asks for a shared-memory
 // region of regionBytes (0: DefaultRegion) for data and names; requests
-// and replies travel in rings of DefaultRingEntries in the region.
+// and replies travel in rings of DefaultRingEntries in the region. A
+// daemon that speaks only version 1 refuses version 2 and says so; Dial
+// then connects again with version 1 (socket framing).
 func Dial(ctx context.Context, socket string, regionBytes int) (*Client, error) {
-	return dialVersion(ctx, socket, regionBytes, VersionRings)
+	c, err := dialVersion(ctx, socket, regionBytes, VersionRings)
+	var ve *versionError
+	if errors.As(err, &ve) && ve.speaks == VersionFraming {
+		return dialVersion(ctx, socket, regionBytes, VersionFraming)
+	}
+	return c, err
 }
+
+// versionError is a hello refused with EPROTONOSUPPORT: the daemon
+// speaks versions up to speaks.
+type versionError struct{ speaks, asked uint16 }
+
+func (e *versionError) Error() string {
+	return fmt.Sprintf("%v (it speaks up to version %d, this client %d)", StatusVersion, e.speaks, e.asked)
+}
+
+func (e *versionError) Unwrap() error { return StatusVersion }
 
 // DialSocketFraming is Dial with protocol version 1: requests and
 // replies travel as socket messages.
@@ -164,8 +181,7 @@ func (c *Client) hello(ctx context.Context, size uint64, version uint16) error {
 	}
 	if rep.Status != StatusOK {
 		if rep.Status == StatusVersion {
-			return fmt.Errorf("zonefold: daemon refused the connection: %w (it speaks up to version %d, this client %d)",
-				rep.Status, rep.Version, version)
+			return fmt.Errorf("zonefold: daemon refused the connection: %w", &versionError{speaks: rep.Version, asked: version})
 		}
 		return fmt.Errorf("zonefold: daemon refused the connection: %w", rep.Status)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -104,4 +106,81 @@ func TestRingWaitWakes(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A daemon that speaks only version 1 (an older zonefold) refuses a
+// version 2 hello with EPROTONOSUPPORT and its version; Dial connects
+// again with version 1 and works.
+func TestDialFallsBackToVersion1(t *testing.T) {
+	d := newDaemon(t)
+	// A proxy that plays the old daemon's part in the first hello and
+	// hands every later connection to the real daemon.
+	sock := filepath.Join(t.TempDir(), "old.sock")
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.AcceptUnix()
+			if err != nil {
+				return
+			}
+			go oldDaemon(c, d.socket)
+		}
+	}()
+	c, err := Dial(context.Background(), sock, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.ring != nil || c.info.Version != VersionFraming {
+		t.Fatalf("connected with version %d, rings %v; want version 1", c.info.Version, c.ring != nil)
+	}
+	if _, err := c.Stat(context.Background(), "missing"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Stat over version 1 = %v", err)
+	}
+}
+
+// oldDaemon answers a version 2 hello as a version 1 daemon does, and
+// relays anything else to the daemon at socket, descriptors included.
+func oldDaemon(c *net.UnixConn, socket string) {
+	defer c.Close()
+	b := make([]byte, 64<<10)
+	oob := make([]byte, 256)
+	n, _, _, _, err := c.ReadMsgUnix(b, oob)
+	if err != nil {
+		return
+	}
+	if h, _, err := ParseHello(b[:n]); err == nil && h.Version == VersionRings {
+		rep := make([]byte, HelloReplySize)
+		(&HelloReply{Magic: Magic, Version: VersionFraming, Status: StatusVersion}).Encode(rep)
+		c.Write(rep)
+		return
+	}
+	up, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: socket, Net: "unixpacket"})
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	relay := func(from, to *net.UnixConn, first []byte) {
+		if first != nil {
+			to.Write(first)
+		}
+		b := make([]byte, 64<<10)
+		oob := make([]byte, 256)
+		for {
+			n, oobn, _, _, err := from.ReadMsgUnix(b, oob)
+			if err != nil || n == 0 {
+				to.Close()
+				return
+			}
+			if _, _, err := to.WriteMsgUnix(b[:n], oob[:oobn], nil); err != nil {
+				return
+			}
+		}
+	}
+	go relay(up, c, nil)
+	relay(c, up, b[:n])
 }
