@@ -78,8 +78,15 @@ type Engine struct {
 	quiesce     sync.RWMutex
 	failedZones []*zone // guarded by placer.mu
 
+	// nsMu guards the namespace (byName, nextID, closed) and orders
+	// namespace operations with their log records. byID is written under
+	// nsMu and idMu and read under either: paths below the cache (reads
+	// through the backing store, writeback, GC) look files up by id under
+	// idMu alone, a leaf lock, so that they never wait for a namespace
+	// operation (see the lock order in doc.go).
 	nsMu       sync.RWMutex
 	byName     map[string]*file
+	idMu       sync.RWMutex
 	byID       map[uint64]*file
 	nextID     uint64
 	closed     bool
@@ -290,6 +297,14 @@ func deviceOpenLimit(g zns.Geometry) int {
 	default:
 		return g.MaxActive
 	}
+}
+
+// fileByID is the live file with id, or nil. It takes only idMu.
+func (e *Engine) fileByID(id uint64) *file {
+	e.idMu.RLock()
+	f := e.byID[id]
+	e.idMu.RUnlock()
+	return f
 }
 
 // zoneAt is the data zone holding device offset off, or nil.

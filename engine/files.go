@@ -85,7 +85,9 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 		}
 		e.nextID++
 		e.byName[name] = f
+		e.idMu.Lock()
 		e.byID[f.id] = f
+		e.idMu.Unlock()
 		e.nsMu.Unlock()
 		return &File{e: e, f: f}, nil
 	}
@@ -106,31 +108,44 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 // to it fail from then on.
 func (e *Engine) Remove(name string) error {
 	e.nsMu.Lock()
-	defer e.nsMu.Unlock()
 	if e.closed {
+		e.nsMu.Unlock()
 		return errClosed
 	}
 	f := e.byName[name]
 	if f == nil {
+		e.nsMu.Unlock()
 		return fmt.Errorf("engine: remove %q: %w", name, fs.ErrNotExist)
 	}
 	if err := e.logOp(nsOp{kind: opRemove, file: f.id}); err != nil {
+		e.nsMu.Unlock()
 		return err
 	}
 	delete(e.byName, name)
 	e.dropFile(f)
+	e.nsMu.Unlock()
+	e.forgetCached(f)
 	return nil
 }
 
-// dropFile forgets a removed (or renamed-over) file: its data becomes
-// garbage, and appends of it still in flight map nothing. nsMu is held.
+// dropFile takes a removed (or renamed-over) file out of the namespace:
+// its data becomes garbage, and appends of it still in flight map
+// nothing. nsMu is held; the caller then calls forgetCached without it.
 func (e *Engine) dropFile(f *file) {
+	e.idMu.Lock()
 	delete(e.byID, f.id)
+	e.idMu.Unlock()
 	f.mu.Lock()
 	f.gone = true
 	f.ext.each(func(x extent) bool { e.unmapped(x); return true })
 	f.ext = newExtentMap()
 	f.mu.Unlock()
+}
+
+// forgetCached drops what the cache and writeback hold of a dropped file.
+// It takes the cache's file lock, which a read holds while it calls
+// ReadBacking, so nsMu must not be held (see the lock order in doc.go).
+func (e *Engine) forgetCached(f *file) {
 	e.cache.Forget(f.id)
 	e.wb.Forget(f.id)
 }
@@ -168,6 +183,9 @@ func (e *Engine) Rename(oldName, newName string) error {
 		e.dropFile(victim)
 	}
 	e.nsMu.Unlock()
+	if victim != nil {
+		e.forgetCached(victim)
+	}
 	return nil
 }
 
@@ -415,9 +433,7 @@ func (e *Engine) roomFor(n int64) bool {
 // ReadBacking implements cache.Backing: it fills p with the file's bytes
 // at off from the device, zeros where nothing is mapped.
 func (e *Engine) ReadBacking(fileID uint64, off int64, p []byte) error {
-	e.nsMu.RLock()
-	f := e.byID[fileID]
-	e.nsMu.RUnlock()
+	f := e.fileByID(fileID)
 	clear(p)
 	if f == nil {
 		return nil

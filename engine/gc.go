@@ -403,9 +403,7 @@ func (c *collector) validPieces(victim *zone) ([]live, error) {
 		e.stats.gcRead.Add(BlockSize)
 		dev := victim.start + off + BlockSize
 		if h.Kind != KindPad {
-			e.nsMu.RLock()
-			f := e.byID[h.File]
-			e.nsMu.RUnlock()
+			f := e.fileByID(h.File)
 			for _, x := range h.Extents {
 				if f != nil {
 					f.mu.RLock()

@@ -32,9 +32,7 @@ func (e *Engine) maxRecordData() int64 {
 // records that fit the zones placement grants and appends them. It runs
 // under the ring's plug and does not wait for I/O.
 func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pending) error {
-	e.nsMu.RLock()
-	f := e.byID[fileID]
-	e.nsMu.RUnlock()
+	f := e.fileByID(fileID)
 	if f == nil {
 		// Removed after it was dirtied: its data is garbage, and clean.
 		return nil
