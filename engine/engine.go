@@ -70,13 +70,21 @@ type Engine struct {
 	placer placer
 	hdrs   *blockPool
 	ops    chan *recordOp
-	seq    atomic.Uint64
+	// completed carries finished appends from the reaper to the
+	// completer goroutine; it has room for every op, so the reaper never
+	// waits on it.
+	completed     chan *recordOp
+	completerDone chan struct{}
+	seq           atomic.Uint64
 	// inflight counts appends submitted and not completed; quiesce is
 	// held shared while appends are being built, so that a checkpoint
 	// can stop them and see a still zone table.
 	inflight    atomic.Int64
 	quiesce     sync.RWMutex
 	failedZones []*zone // guarded by placer.mu
+	// idle wakes goroutines waiting for in-flight appends, a zone's
+	// writers or a zone's readers to drain (see waitUntil).
+	idle wake
 
 	// nsMu guards the namespace (byName, nextID, closed) and orders
 	// namespace operations with their log records. byID is written under
@@ -173,8 +181,12 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 	for range e.hdrs.size() {
 		e.ops <- &recordOp{e: e}
 	}
+	e.completed = make(chan *recordOp, e.hdrs.size())
+	e.completerDone = make(chan struct{})
+	go e.completer()
 	e.zeroBlk = e.hdrs.zero
 	if err := e.setupZones(); err != nil {
+		e.stopCompleter()
 		e.hdrs.close()
 		return nil, err
 	}
@@ -186,6 +198,7 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 		OnPressure: func() { e.wb.Kick() },
 	})
 	if err != nil {
+		e.stopCompleter()
 		e.hdrs.close()
 		return nil, fmt.Errorf("engine: cache: %w", err)
 	}
@@ -197,6 +210,8 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 	}
 	e.placer.recount()
 	if err != nil {
+		e.waitUntil(func() bool { return e.inflight.Load() == 0 })
+		e.stopCompleter()
 		e.cache.Close()
 		e.hdrs.close()
 		return nil, err
@@ -278,7 +293,7 @@ func (e *Engine) setupZones() error {
 		return fmt.Errorf("engine: %d open zones asked for; the device allows %d, and zonefold keeps 2 for metadata and GC", budget, limit)
 	}
 	e.placer = placer{policy: e.cfg.Policy, zones: data, budget: budget, gcReserve: e.cfg.GC.Reserve,
-		flush: func() { _ = e.ring.Flush() }}
+		flush: func() { _ = e.ring.Flush() }, idle: &e.idle}
 	for _, z := range data {
 		if z.state.Load() == zoneFree {
 			e.placer.free = append(e.placer.free, z)
@@ -344,8 +359,59 @@ func (e *Engine) Close() error {
 	if err := e.dev.Close(); err != nil {
 		errs = append(errs, err)
 	}
+	// The device is closed: no completion can arrive any more.
+	e.stopCompleter()
 	e.hdrs.close()
 	return errors.Join(errs...)
+}
+
+// waitUntil blocks until cond holds. cond reads counters that fall as
+// appends complete and reads finish (in-flight appends, a zone's writers
+// or readers), each of which signals idle when it reaches zero. What it
+// waits for may be queued under someone's plug, so it submits what the
+// ring holds before it blocks.
+func (e *Engine) waitUntil(cond func() bool) {
+	for !cond() {
+		ch := e.idle.wait()
+		if cond() {
+			return
+		}
+		_ = e.ring.Flush()
+		<-ch
+	}
+}
+
+// wake wakes every goroutine waiting for a condition to change. Waiters
+// take the channel, re-check their condition, then block: a change after
+// the re-check closes the channel they hold. signal costs one atomic load
+// while nobody waits.
+type wake struct {
+	armed atomic.Bool
+	mu    sync.Mutex
+	ch    chan struct{}
+}
+
+func (w *wake) wait() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch == nil {
+		w.ch = make(chan struct{})
+	}
+	w.armed.Store(true)
+	return w.ch
+}
+
+func (w *wake) signal() {
+	if !w.armed.Load() {
+		return
+	}
+	w.mu.Lock()
+	if w.ch != nil {
+		close(w.ch)
+		w.ch = nil
+	}
+	w.armed.Store(false)
+	w.mu.Unlock()
 }
 
 // Sync writes back every file and flushes the device.

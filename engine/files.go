@@ -479,8 +479,8 @@ func (e *Engine) readPieces(pieces []extent, p []byte, base int64) error {
 		return x.dev, p[x.off-base : x.off-base+x.len]
 	})
 	for _, x := range pieces {
-		if z := e.zoneAt(x.dev); z != nil {
-			z.readers.Add(-1)
+		if z := e.zoneAt(x.dev); z != nil && z.readers.Add(-1) == 0 {
+			e.idle.signal() // GC may wait to reset the zone
 		}
 		e.stats.devRead.Add(x.len)
 	}

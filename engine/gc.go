@@ -151,16 +151,13 @@ func (c *collector) pass() (bool, error) {
 		return false, nil
 	}
 	// Mark first, then look for writers (placement announces a writer
-	// first, then looks at the state): a zone still being appended to is
-	// left for a later pass.
+	// first, then looks at the state): once marked, no new reservation
+	// lands in the victim, and the appends already reserved there are
+	// waited for.
 	if !victim.state.CompareAndSwap(zoneFull, zoneGC) {
 		return true, nil
 	}
-	if victim.writers.Load() > 0 {
-		victim.state.Store(zoneFull)
-		time.Sleep(50 * time.Microsecond) // its appends finish in a moment
-		return true, nil
-	}
+	e.waitUntil(func() bool { return victim.writers.Load() == 0 })
 	start := time.Now()
 	defer func() {
 		e.stats.gcNanos.Add(int64(time.Since(start)))
@@ -183,9 +180,7 @@ func (c *collector) pass() (bool, error) {
 		victim.state.Store(zoneFull)
 		return false, err
 	}
-	for victim.readers.Load() > 0 {
-		time.Sleep(20 * time.Microsecond)
-	}
+	e.waitUntil(func() bool { return victim.readers.Load() == 0 })
 	if err := e.dev.ResetZone(victim.idx); err != nil {
 		victim.state.Store(zoneFull)
 		return false, fmt.Errorf("engine: gc: reset zone %d: %w", victim.idx, err)

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 )
 
 // Policy chooses the zone each append goes to.
@@ -79,6 +78,14 @@ type zone struct {
 
 func (z *zone) remaining() int64 { return z.cap - z.alloc.Load() }
 
+// doneWriting ends one reservation of z (appended and mapped, or given
+// back) and wakes waiters once none is left.
+func (z *zone) doneWriting(idle *wake) {
+	if z.writers.Add(-1) == 0 {
+		idle.signal()
+	}
+}
+
 // ErrNoSpace is returned when no zone can take an append.
 var ErrNoSpace = fmt.Errorf("engine: no space left on device: %w", syscall.ENOSPC)
 
@@ -130,6 +137,8 @@ type placer struct {
 	// flush submits what the ring holds, so that draining zones' appends
 	// queued under a plug can complete.
 	flush func()
+	// idle is signalled when a zone's writers reach zero.
+	idle *wake
 }
 
 // claim reserves up to want bytes (at least minRecord) in z. It returns
@@ -189,7 +198,7 @@ func (p *placer) reserve(mru *atomic.Pointer[zone], want int64, forGC bool) (gra
 		// victim before it checks writers, so one of the two sees the other.
 		z.writers.Add(1)
 		if z.state.Load() != zoneOpen {
-			z.writers.Add(-1)
+			z.doneWriting(p.idle)
 			continue
 		}
 		off, n, pad, ok := z.claim(want)
@@ -197,7 +206,7 @@ func (p *placer) reserve(mru *atomic.Pointer[zone], want int64, forGC bool) (gra
 			p.unalloc.Add(-n)
 		}
 		if !ok {
-			z.writers.Add(-1)
+			z.doneWriting(p.idle)
 			p.retire(z)
 			continue
 		}
@@ -348,13 +357,31 @@ func (p *placer) drainingLocked() int {
 	return len(keep)
 }
 
-// waitDrain lets draining zones' appends complete: it submits what the
-// ring holds (they may be queued under a plug) and yields briefly.
+// waitDrain waits until a draining zone's last append has landed, so
+// that choose can open a zone in its place. It submits what the ring holds
+// first: those appends may be queued under a plug.
 func (p *placer) waitDrain() {
+	ch := p.idle.wait()
+	if p.drainedOne() {
+		return
+	}
 	if p.flush != nil {
 		p.flush()
 	}
-	time.Sleep(20 * time.Microsecond)
+	<-ch
+}
+
+// drainedOne reports whether a draining zone has no writers left (or none
+// is draining): choose can then make progress.
+func (p *placer) drainedOne() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, z := range p.draining {
+		if z.writers.Load() == 0 {
+			return true
+		}
+	}
+	return len(p.draining) == 0
 }
 
 // lruLocked is the least recently used open zone.

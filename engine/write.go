@@ -21,6 +21,9 @@ type recordOp struct {
 	p    writeback.Pending
 	gc   *gcBatch // set for GC relocations
 	n    int64    // bytes appended, header included
+	// The outcome, from Appended to the completer.
+	off int64
+	err error
 }
 
 // maxRecordData is the most data one record carries on this device.
@@ -121,7 +124,7 @@ func (e *Engine) takeHeader(bufs [][]byte) (int, [][]byte) {
 func (e *Engine) submitRecord(op *recordOp) error {
 	op.hdr.FS = e.sb.FS()
 	if err := EncodeHeader(&op.hdr, op.bufs[0]); err != nil {
-		op.z.writers.Add(-1)
+		op.z.doneWriting(&e.idle)
 		e.releaseOp(op)
 		return err
 	}
@@ -152,10 +155,36 @@ func (e *Engine) appendPad(z *zone, off int64, p writeback.Pending) {
 	_ = e.submitRecord(op)
 }
 
-// Appended implements zns.AppendCompletion. It runs on the ring's reaper:
-// it maps the record's extents and hands the result on, without blocking.
+// Appended implements zns.AppendCompletion. It runs on the ring's reaper
+// (or a device's dispatcher, or the submitter when the device refuses the
+// append at once) and only hands op to the completer: the channel has room
+// for every op, so this never blocks, takes no lock and allocates nothing.
 func (op *recordOp) Appended(off int64, err error) {
-	e := op.e
+	op.off, op.err = off, err
+	op.e.completed <- op
+}
+
+// completer finishes appends in the order their completions arrive. It
+// runs off the reaper because mapping a record takes the file's lock and
+// may take the placement lock (see the lock order in doc.go); it never
+// waits for I/O.
+func (e *Engine) completer() {
+	defer close(e.completerDone)
+	for op := range e.completed {
+		e.finishAppend(op)
+	}
+}
+
+// stopCompleter ends the completer once no append can complete any more.
+func (e *Engine) stopCompleter() {
+	close(e.completed)
+	<-e.completerDone
+}
+
+// finishAppend maps a completed record's extents, frees its op and
+// reports the result to the flush or GC batch that submitted it.
+func (e *Engine) finishAppend(op *recordOp) {
+	off, err := op.off, op.err
 	if err != nil {
 		e.stats.appendErrs.Add(1)
 		e.zoneFailed(op.z)
@@ -175,10 +204,13 @@ func (op *recordOp) Appended(off int64, err error) {
 			e.mapRecord(op, off)
 		}
 	}
-	op.z.writers.Add(-1)
+	z := op.z
 	p, gc := op.p, op.gc
 	e.releaseOp(op)
-	e.inflight.Add(-1)
+	z.doneWriting(&e.idle)
+	if e.inflight.Add(-1) == 0 {
+		e.idle.signal()
+	}
 	if gc != nil {
 		gc.done(err)
 	}
@@ -217,7 +249,7 @@ func (e *Engine) unmapped(old extent) {
 
 func (e *Engine) releaseOp(op *recordOp) {
 	e.hdrs.put(op.hdrI)
-	op.f, op.z, op.p, op.gc = nil, nil, nil, nil
+	op.f, op.z, op.p, op.gc, op.err = nil, nil, nil, nil, nil
 	clear(op.bufs)
 	op.bufs = op.bufs[:0]
 	e.ops <- op
