@@ -117,6 +117,12 @@ type Engine struct {
 type file struct {
 	id   uint64
 	name string
+	// wmu orders changes of the file's bytes and size: writes within the
+	// size share it; a write that extends the file and Truncate hold it
+	// exclusively, from the size change until the data is in the cache
+	// (or the truncate is logged), so that a truncate never interleaves
+	// with a write and a failed write can put the size back exactly.
+	wmu  sync.RWMutex
 	mu   sync.RWMutex
 	size int64
 	ext  *extentMap

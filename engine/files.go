@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -288,7 +289,9 @@ func (h *File) WriteAt(p []byte, off int64) (int, error) {
 	return h.WriteAtContext(context.Background(), p, off)
 }
 
-// WriteAtContext is WriteAt with cancellation of throttling waits.
+// WriteAtContext is WriteAt with cancellation of throttling waits. Like
+// os.File.WriteAt it returns how many bytes it wrote: a write that fails
+// leaves the file as it was past those bytes, its size included.
 func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, error) {
 	if err := h.check(); err != nil {
 		return 0, err
@@ -303,20 +306,57 @@ func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, er
 	if err := e.admit(ctx, int64(len(p))); err != nil {
 		return 0, err
 	}
+	f := h.f
+	end := off + int64(len(p))
+	f.wmu.RLock()
+	if end <= h.Size() {
+		// Within the size, which cannot change while wmu is shared.
+		defer f.wmu.RUnlock()
+		n, err := e.cache.Write(ctx, f.id, off, p, e)
+		e.stats.hostWritten.Add(int64(n))
+		if err != nil {
+			return n, fmt.Errorf("engine: write %q at %d: %w", h.Name(), off, err)
+		}
+		return n, nil
+	}
+	f.wmu.RUnlock()
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
 	// The size grows before the data enters the cache, so that any
 	// record that carries the data also carries a size that covers it.
-	f := h.f
 	f.mu.Lock()
-	if end := off + int64(len(p)); end > f.size {
-		f.size = end
-	}
+	old := f.size
+	f.size = max(old, end)
 	f.mu.Unlock()
 	n, err := e.cache.Write(ctx, f.id, off, p, e)
 	e.stats.hostWritten.Add(int64(n))
-	if err != nil {
-		return n, fmt.Errorf("engine: write %q at %d: %w", f.name, off, err)
+	if err == nil {
+		return n, nil
 	}
-	return n, nil
+	err = fmt.Errorf("engine: write %q at %d: %w", h.Name(), off, err)
+	keep := old
+	if n > 0 {
+		keep = max(old, off+int64(n))
+	}
+	if keep < end {
+		// Nothing lies past keep (wmu kept other writers out), but a
+		// record written back meanwhile may carry the grown size:
+		// log the size that holds, as a truncate does.
+		f.mu.Lock()
+		f.size = keep
+		f.mu.Unlock()
+		if lerr := e.logSize(f, keep); lerr != nil {
+			err = errors.Join(err, lerr)
+		}
+	}
+	return n, err
+}
+
+// logSize makes the file's size durable as a truncate to size.
+func (e *Engine) logSize(f *file, size int64) error {
+	e.nsMu.RLock()
+	defer e.nsMu.RUnlock()
+	return e.logOp(nsOp{kind: opTruncate, file: f.id, size: size})
 }
 
 // MaxFileSize bounds file sizes (and so offsets).
@@ -333,6 +373,11 @@ func (h *File) Truncate(size int64) error {
 	}
 	e, f := h.e, h.f
 	ctx := context.Background()
+	// No write runs until the truncate is logged: one that did could
+	// grow the size under the cut, or be written back with a sequence
+	// number below the truncate's, which recovery would then cut.
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
 	f.mu.Lock()
 	f.size = size
 	f.mu.Unlock()
@@ -344,7 +389,7 @@ func (h *File) Truncate(size int64) error {
 		return err
 	}
 	f.mu.Lock()
-	f.ext.truncate(f.size, e.unmapped)
+	f.ext.truncate(size, e.unmapped)
 	f.mu.Unlock()
 	if tail := size % BlockSize; tail != 0 {
 		// The last block keeps its bytes past the end on the device; if
@@ -359,13 +404,7 @@ func (h *File) Truncate(size int64) error {
 			return fmt.Errorf("engine: truncate %q: %w", f.name, err)
 		}
 	}
-	e.nsMu.RLock()
-	err := e.logOp(nsOp{kind: opTruncate, file: f.id, size: size})
-	e.nsMu.RUnlock()
-	if err != nil {
-		return err
-	}
-	return nil
+	return e.logSize(f, size)
 }
 
 // Sync writes back the file's dirty data and flushes the device: when it
