@@ -190,11 +190,11 @@ func (w *Writeback) start(file uint64) (*flush, error) {
 }
 
 // wait blocks until f's appends are done, ends its writeback and returns
-// its error.
+// its error. It waits even if the flush of the ring fails: the appends
+// still complete (a dead ring fails them), and returning early would leave
+// the extents under writeback for good.
 func (w *Writeback) wait(f *flush) error {
-	if err := w.ring.Flush(); err != nil {
-		return err
-	}
+	_ = w.ring.Flush()
 	<-f.done
 	err := w.end(f)
 	f.exts = f.exts[:0]
@@ -217,15 +217,19 @@ func (w *Writeback) FlushFile(ctx context.Context, file uint64) error {
 		if err == nil {
 			err = uerr
 		}
+		if f != nil {
+			// Submitted appends complete whatever Unplug said; their
+			// errors come back through the flush.
+			if werr := w.wait(f); werr != nil && err == nil {
+				err = werr
+			}
+		}
 		if err != nil {
-			return fmt.Errorf("writeback: flush file %d: %w", file, err)
+			firstErr = err
+			break // the data is dirty again; retrying now would loop
 		}
 		if f == nil {
 			break
-		}
-		if err := w.wait(f); err != nil {
-			firstErr = err
-			break // the data is dirty again; retrying now would loop
 		}
 	}
 	if err := w.cache.WaitWriteback(ctx, file); err != nil {
