@@ -42,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -591,5 +592,32 @@ func (r *Ring) stopWithNop() error {
 
 // unmap releases the ring's memory and descriptor.
 func (r *Ring) unmap() {
+	if r.big {
+		unmapSQE128Tail(r.ring)
+	}
 	r.ring.QueueExit()
+}
+
+// unmapSQE128Tail works around giouring's QueueExit, which unmaps
+// entries*64 bytes of the SQE array also on rings with 128-byte SQEs
+// (SetupSQE128), so that every big ring's Close leaked the array's second
+// half. Before QueueExit it unmaps that half itself; QueueExit then unmaps
+// the first half as it does. giouring keeps the array's address and size
+// unexported, so they are read (only read) through reflection from the
+// version go.mod pins; TestCloseUnmapsBigRings watches /proc/self/maps in
+// case a new version changes them or fixes the bug (then this must go).
+func unmapSQE128Tail(gr *giouring.Ring) {
+	sq := reflect.ValueOf(gr).Elem().FieldByName("sqRing")
+	if !sq.IsValid() || sq.Kind() != reflect.Pointer || sq.IsNil() {
+		return
+	}
+	sqes, entries := sq.Elem().FieldByName("sqes"), sq.Elem().FieldByName("ringEntries")
+	if !sqes.IsValid() || !entries.IsValid() || sqes.Kind() != reflect.Pointer || entries.Kind() != reflect.Pointer || sqes.IsNil() || entries.IsNil() {
+		return
+	}
+	n := uintptr(*(*uint32)(entries.UnsafePointer())) * 64
+	// Not unix.Munmap: it refuses memory that unix.Mmap did not map.
+	if _, _, e := unix.Syscall(unix.SYS_MUNMAP, uintptr(unsafe.Add(sqes.UnsafePointer(), n)), n, 0); e != 0 {
+		slog.Warn("uring: unmap the second half of a big ring's SQEs", "err", e)
+	}
 }
