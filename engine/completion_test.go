@@ -120,7 +120,7 @@ func TestCheckpointWaitsForAppendsWithoutPolling(t *testing.T) {
 	default:
 	}
 	if e.inflight.Add(-1) == 0 {
-		e.idle.signal()
+		e.idle.Signal()
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -168,7 +168,7 @@ func TestGCWaitsForVictimReadersWithoutPolling(t *testing.T) {
 	default:
 	}
 	if victim.readers.Add(-1) == 0 {
-		e.idle.signal()
+		e.idle.Signal()
 	}
 	if !<-done {
 		t.Fatal("GC pass reclaimed nothing")

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zonefold/zonefold/cache"
+	"github.com/zonefold/zonefold/internal/wake"
 	"github.com/zonefold/zonefold/uring"
 	"github.com/zonefold/zonefold/writeback"
 	"github.com/zonefold/zonefold/zns"
@@ -79,12 +80,15 @@ type Engine struct {
 	// inflight counts appends submitted and not completed; quiesce is
 	// held shared while appends are being built, so that a checkpoint
 	// can stop them and see a still zone table.
-	inflight    atomic.Int64
-	quiesce     sync.RWMutex
-	failedZones []*zone // guarded by placer.mu
+	inflight atomic.Int64
+	quiesce  sync.RWMutex
+	// failedZones are zones an append to failed, for the retirer to
+	// finish (guarded by placer.mu); retireKick wakes it.
+	failedZones []*zone
+	retireKick  chan struct{}
 	// idle wakes goroutines waiting for in-flight appends, a zone's
 	// writers or a zone's readers to drain (see waitUntil).
-	idle wake
+	idle wake.Wake
 
 	// nsMu guards the namespace (byName, nextID, closed) and orders
 	// namespace operations with their log records. byID is written under
@@ -164,7 +168,7 @@ func FormatAndOpen(dev zns.Device, cfg Config) (*Engine, error) {
 func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) {
 	cfg.fill()
 	e := &Engine{cfg: cfg, dev: dev, geo: dev.Geometry(), ring: dev.Ring(), log: slog.Default(),
-		byName: map[string]*file{}, byID: map[uint64]*file{}, nextID: 1}
+		byName: map[string]*file{}, byID: map[uint64]*file{}, nextID: 1, retireKick: make(chan struct{}, 1)}
 	e.readGroups.New = func() any { return new(uring.Group) }
 	if err := e.checkDevice(); err != nil {
 		return nil, err
@@ -225,6 +229,7 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	e.bg.Go(func() { e.wb.Run(ctx) })
+	e.bg.Go(func() { e.retirer(ctx) })
 	e.gc = newCollector(e)
 	e.bg.Go(func() { e.gc.run(ctx) })
 	return e, nil
@@ -378,46 +383,13 @@ func (e *Engine) Close() error {
 // ring holds before it blocks.
 func (e *Engine) waitUntil(cond func() bool) {
 	for !cond() {
-		ch := e.idle.wait()
+		ch := e.idle.Wait()
 		if cond() {
 			return
 		}
 		_ = e.ring.Flush()
 		<-ch
 	}
-}
-
-// wake wakes every goroutine waiting for a condition to change. Waiters
-// take the channel, re-check their condition, then block: a change after
-// the re-check closes the channel they hold. signal costs one atomic load
-// while nobody waits.
-type wake struct {
-	armed atomic.Bool
-	mu    sync.Mutex
-	ch    chan struct{}
-}
-
-func (w *wake) wait() <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.ch == nil {
-		w.ch = make(chan struct{})
-	}
-	w.armed.Store(true)
-	return w.ch
-}
-
-func (w *wake) signal() {
-	if !w.armed.Load() {
-		return
-	}
-	w.mu.Lock()
-	if w.ch != nil {
-		close(w.ch)
-		w.ch = nil
-	}
-	w.armed.Store(false)
-	w.mu.Unlock()
 }
 
 // Sync writes back every file and flushes the device.

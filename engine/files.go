@@ -519,7 +519,7 @@ func (e *Engine) readPieces(pieces []extent, p []byte, base int64) error {
 	})
 	for _, x := range pieces {
 		if z := e.zoneAt(x.dev); z != nil && z.readers.Add(-1) == 0 {
-			e.idle.signal() // GC may wait to reset the zone
+			e.idle.Signal() // GC may wait to reset the zone
 		}
 		e.stats.devRead.Add(x.len)
 	}

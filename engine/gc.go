@@ -244,6 +244,12 @@ func (c *collector) relocate(victim *zone) error {
 	if err != nil {
 		return err
 	}
+	if found := livelen(pieces); found < victim.valid.Load() {
+		// Records the header walk cannot reach: on NVMe, appends that
+		// landed past one that failed (torn) in this zone. The maps say
+		// where they are.
+		pieces = e.mappedIn(victim)
+	}
 	sort.Slice(pieces, func(i, j int) bool {
 		if pieces[i].file.id != pieces[j].file.id {
 			return pieces[i].file.id < pieces[j].file.id
@@ -374,6 +380,39 @@ func (c *collector) appendFile(pieces []live, mem []byte, b *gcBatch) error {
 		}
 	}
 	return nil
+}
+
+func livelen(pieces []live) int64 {
+	var n int64
+	for _, p := range pieces {
+		n += p.x.len
+	}
+	return n
+}
+
+// mappedIn collects every extent any file maps into zone z, from the
+// extent maps: slower than walking the zone's headers, and needed only
+// when the headers cannot reach every record.
+func (e *Engine) mappedIn(z *zone) []live {
+	e.idMu.RLock()
+	files := make([]*file, 0, len(e.byID))
+	for _, f := range e.byID {
+		files = append(files, f)
+	}
+	e.idMu.RUnlock()
+	var out []live
+	lo, hi := z.start, z.start+z.cap
+	for _, f := range files {
+		f.mu.RLock()
+		f.ext.each(func(x extent) bool {
+			if x.dev >= lo && x.dev < hi {
+				out = append(out, live{file: f, x: x})
+			}
+			return true
+		})
+		f.mu.RUnlock()
+	}
+	return out
 }
 
 // validPieces walks the victim's record headers and keeps the extents the

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/zonefold/zonefold/internal/wake"
 )
 
 // Policy chooses the zone each append goes to.
@@ -52,6 +54,11 @@ const (
 	zoneFull              // no room left; a GC candidate
 	zoneMeta              // a metadata zone
 	zoneGC                // being relocated or reset by GC
+	// zoneRetiring: an append to it failed. No more appends go there;
+	// once those in flight have landed, the engine finishes it on the
+	// device and it becomes full (a GC candidate). Until then it counts
+	// against the open budget.
+	zoneRetiring
 )
 
 // zone is the engine's view of one sequential zone.
@@ -80,9 +87,9 @@ func (z *zone) remaining() int64 { return z.cap - z.alloc.Load() }
 
 // doneWriting ends one reservation of z (appended and mapped, or given
 // back) and wakes waiters once none is left.
-func (z *zone) doneWriting(idle *wake) {
+func (z *zone) doneWriting(idle *wake.Wake) {
 	if z.writers.Add(-1) == 0 {
-		idle.signal()
+		idle.Signal()
 	}
 }
 
@@ -138,7 +145,7 @@ type placer struct {
 	// queued under a plug can complete.
 	flush func()
 	// idle is signalled when a zone's writers reach zero.
-	idle *wake
+	idle *wake.Wake
 }
 
 // claim reserves up to want bytes (at least minRecord) in z. It returns
@@ -344,11 +351,12 @@ func (p *placer) openFreeLocked(forGC bool) (opened, draining bool) {
 }
 
 // drainingLocked drops the draining zones whose appends have all landed
-// and counts the rest.
+// (and, for a retiring zone, that the device has finished) and counts the
+// rest.
 func (p *placer) drainingLocked() int {
 	keep := p.draining[:0]
 	for _, z := range p.draining {
-		if z.writers.Load() > 0 {
+		if !z.drained() {
 			keep = append(keep, z)
 		}
 	}
@@ -361,7 +369,7 @@ func (p *placer) drainingLocked() int {
 // that choose can open a zone in its place. It submits what the ring holds
 // first: those appends may be queued under a plug.
 func (p *placer) waitDrain() {
-	ch := p.idle.wait()
+	ch := p.idle.Wait()
 	if p.drainedOne() {
 		return
 	}
@@ -377,11 +385,18 @@ func (p *placer) drainedOne() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, z := range p.draining {
-		if z.writers.Load() == 0 {
+		if z.drained() {
 			return true
 		}
 	}
 	return len(p.draining) == 0
+}
+
+// drained reports whether a zone placement took out of the open set no
+// longer counts against the budget: its appends have landed, and if one
+// failed, the device has finished it.
+func (z *zone) drained() bool {
+	return z.writers.Load() == 0 && z.state.Load() != zoneRetiring
 }
 
 // lruLocked is the least recently used open zone.

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 
 	"github.com/zonefold/zonefold/cache"
 	"github.com/zonefold/zonefold/writeback"
@@ -209,7 +211,7 @@ func (e *Engine) finishAppend(op *recordOp) {
 	e.releaseOp(op)
 	z.doneWriting(&e.idle)
 	if e.inflight.Add(-1) == 0 {
-		e.idle.signal()
+		e.idle.Signal()
 	}
 	if gc != nil {
 		gc.done(err)
@@ -255,27 +257,83 @@ func (e *Engine) releaseOp(op *recordOp) {
 	e.ops <- op
 }
 
-// zoneFailed takes a zone whose append failed out of placement; the data
-// stays dirty and goes elsewhere, and GC reclaims the zone later.
+// zoneFailed retires a zone an append to failed: placement stops using
+// it at once (the data stays dirty and goes elsewhere), and the retirer
+// finishes it on the device once its other appends have landed, so that
+// nothing is ever written after the failed record and the zone stops
+// holding an open and an active resource. It counts against the open
+// budget until then; GC reclaims it later. It runs on the completer.
 func (e *Engine) zoneFailed(z *zone) {
 	if z == nil {
 		return
 	}
-	e.placer.mu.Lock()
-	if z.state.Load() == zoneOpen {
+	p := &e.placer
+	p.mu.Lock()
+	switch z.state.Load() {
+	case zoneOpen:
 		// Its tail will never be reserved: it leaves the free space.
-		e.placer.unalloc.Add(-max(0, z.remaining()))
+		p.unalloc.Add(-max(0, z.remaining()))
 		z.alloc.Store(z.cap)
-		z.state.Store(zoneFull)
-		for i, o := range e.placer.open {
+		for i, o := range p.open {
 			if o == z {
-				e.placer.open = append(e.placer.open[:i], e.placer.open[i+1:]...)
+				p.open = append(p.open[:i], p.open[i+1:]...)
 				break
 			}
 		}
-		e.failedZones = append(e.failedZones, z)
+	case zoneFull:
+		// Filled (by reservations) already, perhaps still draining.
+	default:
+		p.mu.Unlock()
+		return // retiring already
 	}
+	z.state.Store(zoneRetiring)
+	if !slices.Contains(p.draining, z) {
+		p.draining = append(p.draining, z)
+	}
+	e.failedZones = append(e.failedZones, z)
+	p.mu.Unlock()
+	select {
+	case e.retireKick <- struct{}{}:
+	default:
+	}
+}
+
+// retirer finishes the zones zoneFailed retired, each once its appends
+// have landed (it does device I/O, so it cannot run on the completer).
+func (e *Engine) retirer(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.retireKick:
+		}
+		for {
+			e.placer.mu.Lock()
+			zones := e.failedZones
+			e.failedZones = nil
+			e.placer.mu.Unlock()
+			if len(zones) == 0 {
+				break
+			}
+			for _, z := range zones {
+				e.retire(z)
+			}
+		}
+	}
+}
+
+// retire finishes one failed zone on the device and makes it full.
+func (e *Engine) retire(z *zone) {
+	e.waitUntil(func() bool { return z.writers.Load() == 0 })
+	if err := e.dev.FinishZone(z.idx); err != nil {
+		// It may still be open on the device; it leaves the budget
+		// anyway, or placement would lose a zone for good.
+		e.log.Warn("engine: finish a zone whose append failed", "zone", z.idx, "err", err)
+	}
+	e.placer.mu.Lock()
+	z.state.Store(zoneFull)
 	e.placer.mu.Unlock()
+	e.idle.Signal() // placement may open a zone in its place
 }
 
 func bumpMax(a interface {

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/zonefold/zonefold/internal/wake"
 	"github.com/zonefold/zonefold/zns"
 )
 
@@ -83,7 +84,7 @@ func TestOverwritesKeepToActiveLimit(t *testing.T) {
 func TestPlacementWaitsForFilledZoneToDrain(t *testing.T) {
 	const zcap = 16 * BlockSize
 	zones := make([]*zone, 3)
-	p := placer{policy: PolicyNone, budget: 1, flush: func() {}, idle: new(wake)}
+	p := placer{policy: PolicyNone, budget: 1, flush: func() {}, idle: new(wake.Wake)}
 	for i := range zones {
 		zones[i] = &zone{idx: i, cap: zcap}
 		p.zones = append(p.zones, zones[i])

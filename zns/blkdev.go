@@ -25,7 +25,9 @@ import (
 // pointer is tracked in software and re-read from the device after a
 // failed write. The device decides the open/active limits: its refusals
 // arrive in the completion (ETOOMANYREFS, EOVERFLOW, typed by
-// CompletionErr).
+// CompletionErr). A failed write fails every write queued behind it, and
+// the zone refuses writes until it is reset or finished: the device may
+// hold part of the failed write, and nothing may land after it.
 type Block struct {
 	mgmt
 	path  string
@@ -64,7 +66,9 @@ type blkZone struct {
 	busy       bool // a write is in flight
 	head, tail *blkReq
 	resync     bool // a write failed: re-read wp before the next one
-	inReady    bool
+	// failed: a write failed; writes are refused until reset or finish.
+	failed  bool
+	inReady bool
 }
 
 // blkReq is one queued or in-flight write.
@@ -177,6 +181,9 @@ func (b *Block) manage(a zoneAction, zone int) error {
 	}
 	skip, err := checkAction(a, zone, Zone{Type: z.typ, Cond: z.cond})
 	if err != nil || skip {
+		if err == nil && (a == actReset || a == actFinish) {
+			z.failed = false // already empty, or full
+		}
 		return err
 	}
 	err = blkZoneMgmt(b.fd, a, uint64(z.start>>9), uint64(b.geo.ZoneSize>>9))
@@ -185,6 +192,9 @@ func (b *Block) manage(a zoneAction, zone int) error {
 	}
 	if err != nil {
 		return zoneMgmtErr(a, zone, err)
+	}
+	if a == actReset || a == actFinish {
+		z.failed = false // empty, or full: nothing can land after a torn write
 	}
 	return nil
 }
@@ -273,6 +283,17 @@ func (b *Block) write(zone int, off int64, bufs [][]byte, app AppendCompletion, 
 		return fmt.Errorf("zns: %s zone %d: %w", op, zone, uring.ErrClosed)
 	}
 	z.mu.Lock()
+	if z.failed && !z.busy && z.head == nil {
+		// Reset behind our back, or by ResetAll, which skips zones it
+		// reports empty: an empty zone holds no torn write.
+		if err := b.resyncLocked(zone, z); err == nil && z.cond == CondEmpty {
+			z.failed = false
+		}
+	}
+	if z.failed {
+		z.mu.Unlock()
+		return fmt.Errorf("zns: %s zone %d: %w", op, zone, ErrZoneFailed)
+	}
 	if z.resync && !z.busy {
 		if err := b.resyncLocked(zone, z); err != nil {
 			z.mu.Unlock()
@@ -346,7 +367,8 @@ func (z *blkZone) pop() *blkReq {
 
 // Complete implements uring.Completion for a zone write. It runs on the
 // reaper: it updates the zone, hands queued work to the dispatcher, and
-// never submits.
+// never submits. A failed write fails the zone: the writes queued behind
+// it fail here, in order, after it.
 func (r *blkReq) Complete(res uring.Result) {
 	b, zone, off, n, app, c := r.b, r.zone, r.off, r.n, r.app, r.c
 	if res.Res >= 0 && int64(res.Res) != n {
@@ -355,6 +377,7 @@ func (r *blkReq) Complete(res uring.Result) {
 	z := &b.zones[zone]
 	z.mu.Lock()
 	z.busy = false
+	var behind *blkReq
 	if res.Res >= 0 {
 		z.wp = off + n
 		switch {
@@ -363,19 +386,43 @@ func (r *blkReq) Complete(res uring.Result) {
 		case z.cond != CondExpOpen:
 			z.cond = CondImpOpen
 		}
+		if z.head != nil {
+			b.markReady(zone, z)
+		}
 	} else {
-		// The device may have written part of it: ask before the next.
+		// The device may have written part of it: ask before the next
+		// reset or finish, and let nothing land after it.
 		z.reserved -= n
 		z.resync = true
-	}
-	if z.head != nil {
-		b.markReady(zone, z)
+		z.failed = true
+		behind = z.head
+		z.head, z.tail = nil, nil
+		for q := behind; q != nil; q = q.next {
+			z.reserved -= q.n
+		}
 	}
 	z.mu.Unlock()
 	*r = blkReq{}
 	b.reqs.put(r)
 	deliver(app, c, off, n, res)
 	b.pending.Done()
+	if behind != nil {
+		b.failBehind(zone, behind)
+	}
+}
+
+// failBehind fails the writes that were queued behind a failed one.
+func (b *Block) failBehind(zone int, q *blkReq) {
+	err := fmt.Errorf("zns: write to zone %d queued behind a failed one: %w", zone, ErrZoneFailed)
+	for q != nil {
+		next := q.next
+		app, c, off := q.app, q.c, q.off
+		*q = blkReq{}
+		b.reqs.put(q)
+		failQueued(app, c, off, err)
+		b.pending.Done()
+		q = next
+	}
 }
 
 // deliver hands a write's result to the caller's completion.
@@ -449,7 +496,10 @@ func (b *Block) dispatch(zone int) {
 		return
 	}
 	var err error
-	if z.resync {
+	switch {
+	case z.failed:
+		err = fmt.Errorf("zns: write to zone %d: %w", zone, ErrZoneFailed)
+	case z.resync:
 		err = b.resyncLocked(zone, z)
 	}
 	r := z.pop()
