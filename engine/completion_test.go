@@ -153,10 +153,11 @@ func TestGCWaitsForVictimReadersWithoutPolling(t *testing.T) {
 	if err := e.Remove("a"); err != nil {
 		t.Fatal(err)
 	}
-	victim := e.gc.pick()
-	if victim == nil {
+	cands := e.gc.pick(true)
+	if len(cands) == 0 {
 		t.Fatal("no GC victim")
 	}
+	victim := cands[0]
 	resets := e.Stats().GCResets
 	victim.readers.Add(1) // a read in flight from it
 	done := make(chan bool, 1)

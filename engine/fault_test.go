@@ -429,10 +429,10 @@ func TestGCRelocatesRecordsPastATornOne(t *testing.T) {
 	fh.Close()
 	e.gc.mu.Lock()
 	z.state.Store(zoneGC)
-	err = e.gc.relocate(z)
+	gain, err := e.gc.relocate(z)
 	e.gc.mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || !gain {
+		t.Fatalf("relocate: %v, gain %v", err, gain)
 	}
 	if v := z.valid.Load(); v != 0 {
 		t.Fatalf("zone %d still holds %d valid bytes after relocation", z.idx, v)
