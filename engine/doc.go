@@ -77,8 +77,8 @@
 //     the cache takes it, so waiting for writeback under it is safe.
 //  2. collector.mu: one GC pass. A pass holds it across device I/O, its
 //     relocation appends (quiesce shared), the zone reset's log record
-//     (nsMu shared, metaLog.mu) and waits for the victim's writers and
-//     readers. Writers short of space run a pass themselves (admit, and
+//     (nsMu shared, metaLog.mu) and the wait for the victim's readers (a
+//     victim with appends in flight is skipped, not waited for). Writers short of space run a pass themselves (admit, and
 //     WriteExtents, which drops quiesce first), possibly under wmu.
 //  3. Engine.nsMu: the namespace. Held (exclusive for create, remove,
 //     rename; shared for truncate and GC's zone reset) across the
