@@ -25,9 +25,11 @@ import (
 // pointer is tracked in software and re-read from the device after a
 // failed write. The device decides the open/active limits: its refusals
 // arrive in the completion (ETOOMANYREFS, EOVERFLOW, typed by
-// CompletionErr). A failed write fails every write queued behind it, and
-// the zone refuses writes until it is reset or finished: the device may
-// hold part of the failed write, and nothing may land after it.
+// CompletionErr). A failed write fails every append queued behind it,
+// and the zone refuses appends until it is reset or finished (or found
+// empty): the device may hold part of the failed write, and an append
+// would land after it. Writes name their offset, which is checked against
+// the write pointer as always.
 type Block struct {
 	mgmt
 	path  string
@@ -66,7 +68,7 @@ type blkZone struct {
 	busy       bool // a write is in flight
 	head, tail *blkReq
 	resync     bool // a write failed: re-read wp before the next one
-	// failed: a write failed; writes are refused until reset or finish.
+	// failed: a write failed; appends are refused until reset or finish.
 	failed  bool
 	inReady bool
 }
@@ -283,14 +285,14 @@ func (b *Block) write(zone int, off int64, bufs [][]byte, app AppendCompletion, 
 		return fmt.Errorf("zns: %s zone %d: %w", op, zone, uring.ErrClosed)
 	}
 	z.mu.Lock()
-	if z.failed && !z.busy && z.head == nil {
+	if off < 0 && z.failed && !z.busy && z.head == nil {
 		// Reset behind our back, or by ResetAll, which skips zones it
 		// reports empty: an empty zone holds no torn write.
 		if err := b.resyncLocked(zone, z); err == nil && z.cond == CondEmpty {
 			z.failed = false
 		}
 	}
-	if z.failed {
+	if off < 0 && z.failed {
 		z.mu.Unlock()
 		return fmt.Errorf("zns: %s zone %d: %w", op, zone, ErrZoneFailed)
 	}
@@ -367,7 +369,7 @@ func (z *blkZone) pop() *blkReq {
 
 // Complete implements uring.Completion for a zone write. It runs on the
 // reaper: it updates the zone, hands queued work to the dispatcher, and
-// never submits. A failed write fails the zone: the writes queued behind
+// never submits. A failed write fails the zone: the appends queued behind
 // it fail here, in order, after it.
 func (r *blkReq) Complete(res uring.Result) {
 	b, zone, off, n, app, c := r.b, r.zone, r.off, r.n, r.app, r.c
@@ -390,15 +392,15 @@ func (r *blkReq) Complete(res uring.Result) {
 			b.markReady(zone, z)
 		}
 	} else {
-		// The device may have written part of it: ask before the next
-		// reset or finish, and let nothing land after it.
+		// The device may have written part of it: re-read the write
+		// pointer before the next write, and let no append land after
+		// it. Queued writes stay: they name their offsets.
 		z.reserved -= n
 		z.resync = true
 		z.failed = true
-		behind = z.head
-		z.head, z.tail = nil, nil
-		for q := behind; q != nil; q = q.next {
-			z.reserved -= q.n
+		behind = z.takeAppends()
+		if z.head != nil {
+			b.markReady(zone, z)
 		}
 	}
 	z.mu.Unlock()
@@ -411,9 +413,39 @@ func (r *blkReq) Complete(res uring.Result) {
 	}
 }
 
-// failBehind fails the writes that were queued behind a failed one.
+// takeAppends unlinks the queued appends, in order, and takes their bytes
+// off the reservation. Caller holds z.mu.
+func (z *blkZone) takeAppends() *blkReq {
+	var head, tail *blkReq
+	var keep, keepTail *blkReq
+	for q := z.head; q != nil; {
+		next := q.next
+		q.next = nil
+		if q.append {
+			z.reserved -= q.n
+			if tail == nil {
+				head = q
+			} else {
+				tail.next = q
+			}
+			tail = q
+		} else {
+			if keepTail == nil {
+				keep = q
+			} else {
+				keepTail.next = q
+			}
+			keepTail = q
+		}
+		q = next
+	}
+	z.head, z.tail = keep, keepTail
+	return head
+}
+
+// failBehind fails the appends that were queued behind a failed write.
 func (b *Block) failBehind(zone int, q *blkReq) {
-	err := fmt.Errorf("zns: write to zone %d queued behind a failed one: %w", zone, ErrZoneFailed)
+	err := fmt.Errorf("zns: append to zone %d queued behind a failed write: %w", zone, ErrZoneFailed)
 	for q != nil {
 		next := q.next
 		app, c, off := q.app, q.c, q.off
@@ -495,14 +527,14 @@ func (b *Block) dispatch(zone int) {
 		z.mu.Unlock()
 		return
 	}
+	r := z.pop()
 	var err error
 	switch {
-	case z.failed:
-		err = fmt.Errorf("zns: write to zone %d: %w", zone, ErrZoneFailed)
+	case r.append && z.failed:
+		err = fmt.Errorf("zns: append to zone %d: %w", zone, ErrZoneFailed)
 	case z.resync:
 		err = b.resyncLocked(zone, z)
 	}
-	r := z.pop()
 	if err == nil {
 		if r.append {
 			r.off = z.wp

@@ -38,7 +38,7 @@ func RunConformance(t *testing.T, open func(t *testing.T) Device) {
 		{"ActiveLimit", confActiveLimit},
 		{"ResetAll", confResetAll},
 		{"AppendsUnderAnotherPlug", confAppendsUnderAnotherPlug},
-		{"FailedWriteFailsWritesQueuedBehindIt", confFailedWriteFailsQueued},
+		{"FailedWriteFailsAppendsQueuedBehindIt", confFailedWriteFailsQueued},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := open(t)
@@ -767,7 +767,7 @@ func confAppendsUnderAnotherPlug(t *testing.T, c *conf) {
 
 // confFailedWriteFailsQueued: on a backend that queues a zone's writes
 // behind the one in flight (a zoned block device), a write that fails
-// fails every write queued behind it, and nothing lands after it: the
+// fails every append queued behind it, and no append lands after it: the
 // device may hold part of the failed write. The failure is provoked by
 // resetting the zone behind the backend's back while its first append is
 // plugged, so that the append is not at the device's write pointer. (The

@@ -93,9 +93,9 @@ func nvmeStatusErrno(status int32) syscall.Errno {
 // the device reports the LBA each one landed at. The write pointer is
 // tracked in software (reserved at submission) so that writes that cannot
 // fit are refused, typed, before the device sees them. Once a write to a
-// zone fails, the zone refuses writes until reset or finished, and appends
-// in flight with it that complete after it are reported failed: they may
-// have landed past a torn record.
+// zone fails, the zone refuses appends until reset or finished, and
+// appends in flight with it that complete after it are reported failed:
+// they may have landed past a torn record.
 type Passthrough struct {
 	mgmt
 	path    string
@@ -120,7 +120,7 @@ type nvmeZone struct {
 	reserved int64 // wp plus the bytes in flight
 	inflight int
 	resync   bool
-	failed   bool // a write failed: writes are refused until reset or finish
+	failed   bool // a write failed: appends are refused until reset or finish
 }
 
 const (
@@ -343,7 +343,7 @@ func (p *Passthrough) write(kind, zone int, off int64, bufs [][]byte, app Append
 	}
 	end := z.start + z.cap
 	switch {
-	case z.failed:
+	case z.failed && kind == nvmeKindAppend:
 		err = fmt.Errorf("zns: %s to zone %d: %w", op, zone, ErrZoneFailed)
 	case z.cond == CondReadOnly || z.cond == CondOffline:
 		err = fmt.Errorf("zns: %s to zone %d (%s): %w", op, zone, z.cond, ErrReadOnly)
