@@ -161,7 +161,7 @@ func TestGCWaitsForVictimReadersWithoutPolling(t *testing.T) {
 	resets := e.Stats().GCResets
 	victim.readers.Add(1) // a read in flight from it
 	done := make(chan bool, 1)
-	go func() { done <- e.gc.reclaim() }()
+	go func() { done <- e.gc.reclaim(nil) }()
 	parkedIn(t, "engine.(*collector).pass", "engine.(*Engine).waitUntil")
 	select {
 	case <-done:

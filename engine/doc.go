@@ -16,8 +16,11 @@
 //     the engine opens at most its zone budget, and zones are filled to
 //     capacity exactly (a header-only pad record closes a zone whose last
 //     block cannot hold a record), so the device sees them become full.
-//   - A file's MRU zone is read without a global lock; only taking a new
-//     zone goes through the placement lock.
+//   - A file's MRU zone (under the hinted policy, its write-life class's
+//     stream, hint.go) is read without a global lock; only taking a new
+//     zone goes through the placement lock. The hint, a zone's owner and
+//     a file's open-handle count are atomics that placement reads without
+//     a lock.
 //   - A zone an append failed in takes no more appends; once the appends
 //     in flight there have landed, the engine finishes it on the device
 //     (until then it counts against the open budget), and GC reclaims it.
@@ -78,8 +81,13 @@
 //  2. collector.mu: one GC pass. A pass holds it across device I/O, its
 //     relocation appends (quiesce shared), the zone reset's log record
 //     (nsMu shared, metaLog.mu) and the wait for the victim's readers (a
-//     victim with appends in flight is skipped, not waited for). Writers short of space run a pass themselves (admit, and
-//     WriteExtents, which drops quiesce first), possibly under wmu.
+//     victim with appends in flight is skipped, not waited for). Writers
+//     short of space run a pass themselves (admit, and WriteExtents, which
+//     drops quiesce first), possibly under wmu; so does a writer of a file
+//     that wants a zone of its own while none is free (WriteExtents'
+//     freeZone, quiesce dropped too). Such a pass first asks, under
+//     collector.mu, whether it is still needed: that takes placer.mu or
+//     reads atomics only.
 //  3. Engine.nsMu: the namespace. Held (exclusive for create, remove,
 //     rename; shared for truncate and GC's zone reset) across the
 //     operation's log record, so across metaLog.mu, a checkpoint and
@@ -89,7 +97,8 @@
 //     looks the file up.
 //  4. metaLog.mu: the metadata log; held across its writes and flushes and
 //     across a checkpoint, which takes quiesce exclusively and file.mu
-//     shared (the snapshot).
+//     shared (the snapshot), and finishes the old metadata zone before it
+//     resets and writes the next (device I/O, no engine lock taken).
 //  5. Engine.quiesce: shared while appends are built (WriteExtents, GC's
 //     relocation), exclusive for a checkpoint, which then waits for every
 //     append in flight to complete. Under it: file.mu shared, placer.mu,

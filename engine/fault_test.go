@@ -354,7 +354,7 @@ func TestFailedAppendRetiresItsZone(t *testing.T) {
 	}
 	copy(want, bytes.Repeat([]byte{3}, 32<<10))
 	victim := z
-	for e.gc.reclaim() {
+	for e.gc.reclaim(nil) {
 		if victim.state.Load() == zoneFree {
 			break
 		}
