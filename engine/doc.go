@@ -81,13 +81,15 @@
 //  2. collector.mu: one GC pass. A pass holds it across device I/O, its
 //     relocation appends (quiesce shared), the zone reset's log record
 //     (nsMu shared, metaLog.mu) and the wait for the victim's readers (a
-//     victim with appends in flight is skipped, not waited for). Writers
-//     short of space run a pass themselves (admit, and WriteExtents, which
-//     drops quiesce first), possibly under wmu; so does a writer of a file
-//     that wants a zone of its own while none is free (WriteExtents'
-//     freeZone, quiesce dropped too). Such a pass first asks, under
-//     collector.mu, whether it is still needed: that takes placer.mu or
-//     reads atomics only.
+//     victim with appends in flight is skipped, not waited for). Truncate
+//     holds it (under wmu) across cutting the extent map and logging the
+//     truncate, so no pass resets a zone the cut emptied before the cut
+//     is durable. Writers short of space run a pass themselves (admit,
+//     and WriteExtents, which drops quiesce first), possibly under wmu;
+//     so does a writer of a file that wants a zone of its own while none
+//     is free (WriteExtents' freeZone, quiesce dropped too). Such a pass
+//     first asks, under collector.mu, whether it is still needed: that
+//     takes placer.mu or reads atomics only.
 //  3. Engine.nsMu: the namespace. Held (exclusive for create, remove,
 //     rename; shared for truncate and GC's zone reset) across the
 //     operation's log record, so across metaLog.mu, a checkpoint and

@@ -390,9 +390,6 @@ func (h *File) Truncate(size int64) error {
 	if err := e.cache.WaitWriteback(ctx, f.id); err != nil {
 		return err
 	}
-	f.mu.Lock()
-	f.ext.truncate(size, e.unmapped)
-	f.mu.Unlock()
 	if tail := size % BlockSize; tail != 0 {
 		// The last block keeps its bytes past the end on the device; if
 		// the file grows again they must read as zeros. Rewrite them as
@@ -406,8 +403,25 @@ func (h *File) Truncate(size int64) error {
 			return fmt.Errorf("engine: truncate %q: %w", f.name, err)
 		}
 	}
+	// The cut makes the blocks past the end garbage: a GC pass could
+	// then reset their zone and reuse it, durably, before the truncate is
+	// logged, and a crash in between would bring them back from the last
+	// checkpoint pointing at someone else's records. With the collector
+	// held, no pass runs between the cut and the durable log record.
+	e.gc.mu.Lock()
+	defer e.gc.mu.Unlock()
+	f.mu.Lock()
+	f.ext.truncate(size, e.unmapped)
+	f.mu.Unlock()
+	if testHookTruncateCut != nil {
+		testHookTruncateCut(e)
+	}
 	return e.logSize(f, size)
 }
+
+// testHookTruncateCut, if set (by tests only), runs between a truncate's
+// cut of the extent map and its log record.
+var testHookTruncateCut func(*Engine)
 
 // Sync writes back the file's dirty data and flushes the device: when it
 // returns, the data survives a crash.
