@@ -101,6 +101,7 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 	h := &File{e: e, f: f}
 	if trunc {
 		if err := h.Truncate(0); err != nil {
+			f.handles.Add(-1) // no handle was returned
 			return nil, err
 		}
 	}
