@@ -59,10 +59,10 @@ func (e *Engine) recover() error {
 	// 1. The metadata zones: checkpoints and operations.
 	var ckpt *checkpointState
 	var ckptZone int
-	var ops []nsOp
+	var zoneOps [2][]nsOp
 	for i, mz := range e.sb.MetaZones {
 		rz := report[mz]
-		c, zoneOps, err := e.scanMetaZone(rz, buf, w)
+		c, ops, err := e.scanMetaZone(rz, buf, w)
 		if err != nil {
 			return err
 		}
@@ -75,10 +75,21 @@ func (e *Engine) recover() error {
 		if c != nil && (ckpt == nil || c.seq > ckpt.seq) {
 			ckpt, ckptZone = c, i
 		}
-		ops = append(ops, zoneOps...)
+		zoneOps[i] = ops
 	}
 	if ckpt == nil {
 		return fmt.Errorf("engine: recover: no valid checkpoint in metadata zones %v", e.sb.MetaZones)
+	}
+	// Every operation logged after a checkpoint went to the zone that
+	// holds it: one in the other zone numbered above it was never
+	// acknowledged (bytes of a write lost to a power cut, which a device
+	// that shows what lies past a write pointer could expose).
+	ops := zoneOps[ckptZone]
+	for _, op := range zoneOps[1-ckptZone] {
+		if op.seq > ckpt.seq {
+			slog.Warn("engine: recover: operation in the older metadata zone is newer than the checkpoint; ignored",
+				"seq", op.seq, "checkpoint_seq", ckpt.seq, "zone", e.sb.MetaZones[1-ckptZone])
+		}
 	}
 	e.meta.active = ckptZone
 	e.ckptSeq = ckpt.seq
@@ -248,6 +259,9 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 		if err := DecodeHeader(hb, h); err != nil || h.FS != e.sb.FS() {
 			return out, off, true, nil
 		}
+		// The header is ours, whole or not the record is: its number
+		// was handed out and is never handed out again.
+		bumpMax(&z.lastSeq, h.Seq)
 		n := BlockSize + int64(h.DataLen)
 		if off+n > wp {
 			return out, off, true, nil
@@ -267,7 +281,6 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 		if h.Kind != KindPad {
 			out = append(out, event{seq: h.Seq, rec: h, dev: rz.Start + off + BlockSize})
 		}
-		bumpMax(&z.lastSeq, h.Seq)
 		off += n
 	}
 	return out, off, false, nil
