@@ -142,12 +142,18 @@ func (e *Engine) submitRecord(op *recordOp) error {
 // appendPad fills a zone's tail, too short for a record, with a
 // header-only pad record so that the zone reaches capacity.
 func (e *Engine) appendPad(z *zone, off int64, p writeback.Pending) {
+	e.appendFiller(z, z.cap-off, p)
+}
+
+// appendFiller appends a pad record of n bytes (a header and zeros) to
+// z, in room reserved there that nothing else fills.
+func (e *Engine) appendFiller(z *zone, n int64, p writeback.Pending) {
 	op := e.takeOp()
 	op.f, op.z, op.p, op.gc = nil, z, p, nil
 	op.hdr = RecordHeader{Kind: KindPad, Seq: e.seq.Add(1), Size: SizeUnknown, Extents: op.hdr.Extents[:0]}
 	op.bufs = op.bufs[:0]
 	op.hdrI, op.bufs = e.takeHeader(op.bufs)
-	for left := z.cap - off - BlockSize; left > 0; left -= BlockSize {
+	for left := n - BlockSize; left > 0; left -= BlockSize {
 		op.bufs = append(op.bufs, e.zeroBlk)
 		op.hdr.DataLen += BlockSize
 	}
