@@ -37,6 +37,12 @@ type Config struct {
 	OpenZones int
 	// GC configures the garbage collector.
 	GC GCConfig
+	// NoReadVerify makes cache fills skip checking data blocks against
+	// their checksums: only to measure what the check costs.
+	NoReadVerify bool
+	// SumCacheEntries is how many records' block checksums reads keep in
+	// memory (1 KiB each). Default: one per 64 KiB of cache.
+	SumCacheEntries int
 }
 
 func (c *Config) fill() {
@@ -51,6 +57,9 @@ func (c *Config) fill() {
 	}
 	if c.DirtyLimit <= 0 {
 		c.DirtyLimit = c.CacheBytes / 2
+	}
+	if c.SumCacheEntries <= 0 {
+		c.SumCacheEntries = int(max(64, c.CacheBytes/(64<<10)))
 	}
 	c.GC.fill()
 }
@@ -88,6 +97,8 @@ type Engine struct {
 	stats      counters
 	cancel     context.CancelFunc
 	readGroups sync.Pool // *uring.Group for batched device reads
+	sums       *sumCache
+	scratch    *scratchPool
 
 	// readOnly recovery (fsck) changes nothing on the device and keeps
 	// what it found for the report.
@@ -168,8 +179,14 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 		e.ops <- &recordOp{e: e}
 	}
 	e.zeroBlk = e.hdrs.zero
+	e.sums = newSumCache(cfg.SumCacheEntries)
+	if e.scratch, err = newScratchPool(readScratches); err != nil {
+		e.hdrs.close()
+		return nil, err
+	}
 	if err := e.setupZones(); err != nil {
 		e.hdrs.close()
+		e.scratch.close()
 		return nil, err
 	}
 	e.cache, err = cache.New(cache.Config{
@@ -181,6 +198,7 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 	})
 	if err != nil {
 		e.hdrs.close()
+		e.scratch.close()
 		return nil, fmt.Errorf("engine: cache: %w", err)
 	}
 	e.wb = writeback.New(cfg.Writeback, e.cache, e, e.ring)
@@ -193,6 +211,7 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 	if err != nil {
 		e.cache.Close()
 		e.hdrs.close()
+		e.scratch.close()
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -219,6 +238,9 @@ func (e *Engine) checkDevice() error {
 }
 
 func nslots(r *uring.Ring) int { return r.Slots() }
+
+// readScratches is how many checked cache fills run at once.
+const readScratches = 16
 
 // setupZones reads the zone report and builds the placer: the metadata
 // zones are set aside, every other sequential zone holds data.
@@ -331,6 +353,7 @@ func (e *Engine) Close() error {
 		errs = append(errs, err)
 	}
 	e.hdrs.close()
+	e.scratch.close()
 	return errors.Join(errs...)
 }
 
@@ -405,6 +428,7 @@ type counters struct {
 	devData, devHeaders, devPad   atomic.Int64
 	devRead                       atomic.Int64
 	appends, appendErrs, readErrs atomic.Int64
+	csumErrs, sumReads            atomic.Int64
 	gcRead, gcWritten, gcResets   atomic.Int64
 	gcNanos, gcRuns, gcActive     atomic.Int64
 	metaWritten, checkpoints      atomic.Int64

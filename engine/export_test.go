@@ -17,5 +17,6 @@ func (e *Engine) crashForTest() {
 	}
 	e.cache.Close()
 	e.hdrs.close()
+	e.scratch.close()
 	e.meta.close()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"log/slog"
 	"sort"
 	"sync"
@@ -82,6 +81,9 @@ type collector struct {
 	buf  *scanBuf
 	w    *uring.Waiter
 	kept []extent // scratch for appendFile
+	// sums are the block checksums of the pieces validPieces found,
+	// copied from their records' headers.
+	sums []uint32
 }
 
 // gcBatch counts a relocation's appends.
@@ -275,6 +277,7 @@ const minGCGain = 4 * BlockSize
 type live struct {
 	file *file
 	x    extent
+	sum  int // where its blocks' checksums start in the collector's sums
 }
 
 // relocate copies the victim's valid extents, sorted by (file, offset),
@@ -435,7 +438,7 @@ func (c *collector) appendFile(pieces []live, mem []byte, b *gcBatch) error {
 		op.hdr.Extents = op.hdr.Extents[:0]
 		op.bufs = op.bufs[:0]
 		op.hdrI, op.bufs = e.takeHeader(op.bufs)
-		var crc uint32
+		op.hdr.Sums = op.hdr.Sums[:0]
 		carried := int64(0)
 		f.mu.RLock()
 		op.hdr.Seq = e.seq.Add(1)
@@ -467,7 +470,10 @@ func (c *collector) appendFile(pieces []live, mem []byte, b *gcBatch) error {
 				src := mem[pos+(m.off-part.off) : pos+(m.off-part.off)+m.len]
 				op.hdr.Extents = append(op.hdr.Extents, RecordExtent{FileOff: m.off, Len: uint32(m.len), Version: m.ver})
 				op.bufs = append(op.bufs, src)
-				crc = crc32.Update(crc, castagnoli, src)
+				// The sums the bytes were written with, not new ones:
+				// a block that went bad stays detectably bad.
+				first := pieces[i].sum + int((m.off-p.off)/BlockSize)
+				op.hdr.Sums = append(op.hdr.Sums, c.sums[first:first+int(m.len/BlockSize)]...)
 				carried += m.len
 			}
 			pos += n
@@ -492,7 +498,6 @@ func (c *collector) appendFile(pieces []live, mem []byte, b *gcBatch) error {
 			e.appendFiller(g.z, rest, nil)
 		}
 		op.hdr.DataLen = uint32(carried)
-		op.hdr.DataCRC = crc
 		b.wg.Add(1)
 		if err := e.submitRecord(op); err != nil {
 			b.wg.Done()
@@ -508,6 +513,7 @@ func (c *collector) validPieces(victim *zone) ([]live, error) {
 	e := c.e
 	var out []live
 	var h RecordHeader
+	c.sums = c.sums[:0]
 	hb := c.buf.mem[:BlockSize]
 	end := victim.alloc.Load()
 	for off := int64(0); off+BlockSize <= end; {
@@ -522,7 +528,8 @@ func (c *collector) validPieces(victim *zone) ([]live, error) {
 			return nil, err
 		}
 		e.stats.gcRead.Add(BlockSize)
-		dev := victim.start + off + BlockSize
+		hdr := victim.start + off
+		dev := hdr + BlockSize
 		if h.Kind != KindPad {
 			e.nsMu.RLock()
 			f := e.byID[h.File]
@@ -532,8 +539,10 @@ func (c *collector) validPieces(victim *zone) ([]live, error) {
 					f.mu.RLock()
 					f.ext.lookup(x.FileOff, int64(x.Len), func(m extent) {
 						want := dev + (m.off - x.FileOff)
-						if m.ver == x.Version && m.dev == want {
-							out = append(out, live{file: f, x: m})
+						if m.ver == x.Version && m.dev == want && m.hdr == hdr {
+							out = append(out, live{file: f, x: m, sum: len(c.sums)})
+							first := m.firstBlock()
+							c.sums = append(c.sums, h.Sums[first:first+int(m.len/BlockSize)]...)
 						}
 					})
 					f.mu.RUnlock()

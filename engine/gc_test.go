@@ -156,16 +156,7 @@ func TestGCRecordNeverResurrectsTruncatedBytes(t *testing.T) {
 	cfg := smallConfig()
 	cfg.GC.Disabled = true
 	e := formatOpen(t, devName, cfg)
-	h, err := e.Create("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.WriteAt(bytes.Repeat([]byte{0xaa}, 128<<10), 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	h := createSynced(t, e, "a", bytes.Repeat([]byte{0xaa}, 128<<10))
 	victim := h.f.mru.Load()
 	pieces, gain, err := e.gc.gather(victim)
 	if err != nil || !gain || len(pieces) == 0 {

@@ -13,10 +13,9 @@ import (
 	"github.com/zonefold/zonefold/uring"
 )
 
-// landUnflushed writes data at offset off of zone as a write that reached
-// the medium but was never flushed, then cuts the power: the device's
-// write pointer stays where the last flush left it, below those bytes.
-func landUnflushed(t *testing.T, e *Engine, zone int, off int64, data []byte) {
+// writeRaw writes data at offset off of zone, as the engine's own writes
+// go, but behind its back.
+func writeRaw(t *testing.T, e *Engine, zone int, off int64, data []byte) {
 	t.Helper()
 	buf, err := unix.Mmap(-1, 0, len(data), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil {
@@ -27,6 +26,14 @@ func landUnflushed(t *testing.T, e *Engine, zone int, off int64, data []byte) {
 	if err := e.writeZone(zone, off, buf, uring.NewWaiter()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// landUnflushed writes data at offset off of zone as a write that reached
+// the medium but was never flushed, then cuts the power: the device's
+// write pointer stays where the last flush left it, below those bytes.
+func landUnflushed(t *testing.T, e *Engine, zone int, off int64, data []byte) {
+	t.Helper()
+	writeRaw(t, e, zone, off, data)
 	emu := emuOf(t, e)
 	if err := emu.PowerCut(); err != nil {
 		t.Fatal(err)
@@ -34,6 +41,22 @@ func landUnflushed(t *testing.T, e *Engine, zone int, off int64, data []byte) {
 	if err := emu.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// createSynced creates name with data, fsynced.
+func createSynced(t *testing.T, e *Engine, name string, data []byte) *File {
+	t.Helper()
+	h, err := e.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 // An operation record that reached the metadata zone past its flushed
@@ -92,38 +115,20 @@ func TestTornRecordStaysLostAfterFinish(t *testing.T) {
 	cfg := smallConfig()
 	cfg.GC.Disabled = true
 	e := formatOpen(t, devName, cfg)
-	h, err := e.Create("a")
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := bytes.Repeat([]byte("acked!"), 64<<10/6+1)[:64<<10]
-	if _, err := h.WriteAt(want, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	f := e.byName["a"]
+	f := createSynced(t, e, "a", want).f
 	z := f.mru.Load()
 	// The lost record: a's first block, and a size that cuts it short.
 	rec := make([]byte, 2*BlockSize)
 	stale := bytes.Repeat([]byte{0xee}, BlockSize)
 	copy(rec[BlockSize:], stale)
 	hdr := RecordHeader{FS: e.sb.FS(), Kind: KindData, Seq: e.seq.Load() + 100, File: f.id, Size: BlockSize,
-		DataLen: BlockSize, DataCRC: Checksum(stale), Extents: []RecordExtent{{FileOff: 0, Len: BlockSize, Version: e.seq.Load() + 100}}}
+		DataLen: BlockSize, Sums: []uint32{Checksum(stale)}, Extents: []RecordExtent{{FileOff: 0, Len: BlockSize, Version: e.seq.Load() + 100}}}
 	if err := EncodeHeader(&hdr, rec); err != nil {
 		t.Fatal(err)
 	}
 	e.crashForTest()
-	buf, err := unix.Mmap(-1, 0, len(rec), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(buf)
-	copy(buf, rec)
-	if err := e.writeZone(z.idx, z.alloc.Load(), buf, uring.NewWaiter()); err != nil {
-		t.Fatal(err)
-	}
+	writeRaw(t, e, z.idx, z.alloc.Load(), rec)
 	emu := emuOf(t, e)
 	// Its header reached the medium, its data did not: a torn record.
 	if err := emu.TearLastWrite(BlockSize); err != nil {
@@ -166,16 +171,7 @@ func TestCheckpointNeverMapsDataLostToAPowerCut(t *testing.T) {
 	cfg.GC.Disabled = true
 	e := formatOpen(t, devName, cfg)
 	v1 := bytes.Repeat([]byte{1}, 64<<10)
-	h, err := e.Create("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.WriteAt(v1, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	h := createSynced(t, e, "a", v1)
 	// Fill the other metadata zone well past the next checkpoint's
 	// length, then switch back: a reset of it that a power cut undoes
 	// leaves the new checkpoint readable there.

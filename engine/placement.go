@@ -79,6 +79,9 @@ type zone struct {
 	// data relocated, or none left): from then on a checkpoint records
 	// its write pointer as 0. freeZone clears it after the reset.
 	resetPending atomic.Bool
+	// gen counts the zone's resets: cached record sums are valid for
+	// one generation.
+	gen atomic.Uint32
 }
 
 func (z *zone) remaining() int64 { return z.cap - z.alloc.Load() }
@@ -402,6 +405,7 @@ func (p *placer) freeZone(z *zone) {
 	z.alloc.Store(0)
 	z.valid.Store(0)
 	z.lastSeq.Store(0)
+	z.gen.Add(1)
 	z.resetPending.Store(false)
 	z.state.Store(zoneFree)
 	p.free = append(p.free, z)

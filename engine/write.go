@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"hash/crc32"
 
 	"github.com/zonefold/zonefold/cache"
 	"github.com/zonefold/zonefold/writeback"
@@ -25,7 +24,7 @@ type recordOp struct {
 
 // maxRecordData is the most data one record carries on this device.
 func (e *Engine) maxRecordData() int64 {
-	return int64(e.geo.MaxAppend)/BlockSize*BlockSize - BlockSize
+	return min(int64(e.geo.MaxAppend)/BlockSize*BlockSize-BlockSize, MaxRecordBlocks*BlockSize)
 }
 
 // WriteExtents implements writeback.Store: it packs the extents into
@@ -75,7 +74,7 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 		op.hdr.Extents = op.hdr.Extents[:0]
 		op.bufs = op.bufs[:0]
 		op.hdrI, op.bufs = e.takeHeader(op.bufs)
-		var crc uint32
+		op.hdr.Sums = op.hdr.Sums[:0]
 		for data := g.n - BlockSize; data > 0; {
 			off, b := w.next(data, MaxRecordExtents-len(op.hdr.Extents))
 			if b == nil {
@@ -89,11 +88,10 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 				op.hdr.Extents = append(op.hdr.Extents, RecordExtent{FileOff: off, Len: uint32(len(b)), Version: op.hdr.Seq})
 			}
 			op.bufs = append(op.bufs, b)
-			crc = crc32.Update(crc, castagnoli, b)
+			op.hdr.Sums = appendSums(op.hdr.Sums, b)
 			data -= int64(len(b))
 		}
 		op.hdr.DataLen = uint32(g.n - BlockSize)
-		op.hdr.DataCRC = crc
 		if err := e.submitRecord(op); err != nil {
 			return err
 		}
@@ -205,7 +203,7 @@ func (e *Engine) mapRecord(op *recordOp, off int64) {
 		return
 	}
 	for _, x := range op.hdr.Extents {
-		ext := extent{off: x.FileOff, len: int64(x.Len), dev: dev, ver: x.Version}
+		ext := extent{off: x.FileOff, len: int64(x.Len), dev: dev, ver: x.Version, hdr: off}
 		if op.gc != nil {
 			moved := f.ext.relocate(ext, e.unmapped)
 			op.z.valid.Add(moved)

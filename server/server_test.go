@@ -531,6 +531,7 @@ func TestMetrics(t *testing.T) {
 		"zonefold_server_connections 1",
 		"zonefold_uring_sqes_total",
 		"zonefold_gc_runs_total",
+		"zonefold_checksum_errors_total 0",
 		`zonefold_cache_folios{order="1"}`,
 	} {
 		if !strings.Contains(string(body), want) {
