@@ -92,10 +92,10 @@
 // nothing of it. The sums stay on the device next to their data rather
 // than all in memory, where they would cost 4 bytes per 4 KiB of live data
 // in memory and in every checkpoint (4 GiB for 4 TiB); a cache of the
-// sums of recently read records (1 KiB per record, by default one entry
-// per 64 KiB of folio cache, keyed by header offset and the zone's reset
-// generation) spares most reads the header: a fill whose record it lacks
-// reads the header in the same batch as the data. GC moves blocks with the
+// sums of recently read records (88 bytes per 64 KiB of data, 1/64 of the
+// folio cache's size by default, keyed by header offset and the zone's
+// reset generation) spares most reads the header: a fill whose sums it
+// lacks reads the header in the same batch as the data. GC moves blocks with the
 // sums they were written with, never new ones, so a block that went bad
 // stays detectably bad wherever it moves; fsck reports a mapped block
 // that fails as damage.

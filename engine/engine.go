@@ -40,9 +40,11 @@ type Config struct {
 	// NoReadVerify makes cache fills skip checking data blocks against
 	// their checksums: only to measure what the check costs.
 	NoReadVerify bool
-	// SumCacheEntries is how many records' block checksums reads keep in
-	// memory (1 KiB each). Default: one per 64 KiB of cache.
-	SumCacheEntries int
+	// SumCacheBytes is the memory that keeps the block checksums of
+	// records read lately, so that reads of them need not read their
+	// headers again (88 bytes per 64 KiB of data). Default: 1/64 of
+	// CacheBytes, at least 64 KiB.
+	SumCacheBytes int64
 }
 
 func (c *Config) fill() {
@@ -58,8 +60,8 @@ func (c *Config) fill() {
 	if c.DirtyLimit <= 0 {
 		c.DirtyLimit = c.CacheBytes / 2
 	}
-	if c.SumCacheEntries <= 0 {
-		c.SumCacheEntries = int(max(64, c.CacheBytes/(64<<10)))
+	if c.SumCacheBytes <= 0 {
+		c.SumCacheBytes = max(64<<10, c.CacheBytes/64)
 	}
 	c.GC.fill()
 }
@@ -179,7 +181,7 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 		e.ops <- &recordOp{e: e}
 	}
 	e.zeroBlk = e.hdrs.zero
-	e.sums = newSumCache(cfg.SumCacheEntries)
+	e.sums = newSumCache(cfg.SumCacheBytes)
 	if e.scratch, err = newScratchPool(readScratches); err != nil {
 		e.hdrs.close()
 		return nil, err

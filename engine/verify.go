@@ -14,17 +14,23 @@ import (
 // written with.
 var ErrChecksum = fmt.Errorf("engine: data block fails its checksum: %w", syscall.EIO)
 
-const sumWays = 4
+const (
+	sumWays  = 4
+	sumChunk = 16 // block sums per cache entry: 64 KiB of data
+	// sumEntryBytes is an entry's memory, its sums and key.
+	sumEntryBytes = sumChunk*4 + 24
+)
 
-// sumCache is a set-associative cache of record headers' block sums
-// (see "Checked reads" in the package doc). Its set locks are leaves:
-// taken with nothing but a cache fill's file lock held, and nothing taken
-// under them. Entries are keyed by the header's device offset and its
-// zone's generation (bumped
-// at every reset, so entries of a reset zone are never hit again).
+// sumCache is a set-associative cache of the block sums of record headers
+// (see "Checked reads" in the package doc), in chunks of sumChunk blocks
+// so that records of a few blocks take no more room than they need. Its
+// set locks are leaves: taken with nothing but a cache fill's file lock
+// held, and nothing taken under them. Entries are keyed by the header's
+// device offset, the chunk and the zone's generation (bumped at every
+// reset, so entries of a reset zone are never hit again).
 type sumCache struct {
 	sets []sumSet
-	sums []uint32 // MaxRecordBlocks per way, set after set
+	sums []uint32 // sumChunk per way, set after set
 }
 
 type sumSet struct {
@@ -34,15 +40,17 @@ type sumSet struct {
 }
 
 type sumEntry struct {
-	hdr  int64 // -1: empty
-	gen  uint32
-	n    uint32 // sums held
-	used uint32 // set tick of the last use
+	hdr   int64 // -1: empty
+	gen   uint32
+	chunk uint16
+	n     uint16 // sums held
+	used  uint32 // set tick of the last use
 }
 
-func newSumCache(entries int) *sumCache {
-	sets := max(1, entries/sumWays)
-	c := &sumCache{sets: make([]sumSet, sets), sums: make([]uint32, sets*sumWays*MaxRecordBlocks)}
+// newSumCache makes a cache of about bytes of memory.
+func newSumCache(bytes int64) *sumCache {
+	sets := max(1, int(bytes/sumEntryBytes/sumWays))
+	c := &sumCache{sets: make([]sumSet, sets), sums: make([]uint32, sets*sumWays*sumChunk)}
 	for i := range c.sets {
 		for w := range c.sets[i].ways {
 			c.sets[i].ways[w].hdr = -1
@@ -51,27 +59,40 @@ func newSumCache(entries int) *sumCache {
 	return c
 }
 
-func (c *sumCache) set(hdr int64) (int, *sumSet) {
-	i := int((uint64(hdr/BlockSize) * 0x9e3779b97f4a7c15 >> 32) % uint64(len(c.sets)))
+func (c *sumCache) set(hdr int64, chunk int) (int, *sumSet) {
+	h := (uint64(hdr/BlockSize)*MaxRecordBlocks/sumChunk + uint64(chunk)) * 0x9e3779b97f4a7c15
+	i := int((h >> 32) % uint64(len(c.sets)))
 	return i, &c.sets[i]
 }
 
 // get copies the sums of blocks [first, first+len(dst)) of the record
-// whose header is at hdr into dst, if the cache holds them.
+// whose header is at hdr into dst, if the cache holds them all.
 func (c *sumCache) get(hdr int64, gen uint32, first int, dst []uint32) bool {
-	i, s := c.set(hdr)
+	for len(dst) > 0 {
+		chunk, in := first/sumChunk, first%sumChunk
+		n := min(len(dst), sumChunk-in)
+		if !c.getChunk(hdr, gen, chunk, in, dst[:n]) {
+			return false
+		}
+		dst, first = dst[n:], first+n
+	}
+	return true
+}
+
+func (c *sumCache) getChunk(hdr int64, gen uint32, chunk, in int, dst []uint32) bool {
+	i, s := c.set(hdr, chunk)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for w := range s.ways {
 		en := &s.ways[w]
-		if en.hdr != hdr || en.gen != gen {
+		if en.hdr != hdr || en.gen != gen || int(en.chunk) != chunk {
 			continue
 		}
-		if first+len(dst) > int(en.n) {
+		if in+len(dst) > int(en.n) {
 			return false
 		}
-		base := (i*sumWays + w) * MaxRecordBlocks
-		copy(dst, c.sums[base+first:base+first+len(dst)])
+		base := (i*sumWays+w)*sumChunk + in
+		copy(dst, c.sums[base:base+len(dst)])
 		s.tick++
 		en.used = s.tick
 		return true
@@ -79,27 +100,29 @@ func (c *sumCache) get(hdr int64, gen uint32, first int, dst []uint32) bool {
 	return false
 }
 
-// put keeps sums for the record whose header is at hdr, in place of the
-// set's least recently used entry.
+// put keeps the sums of the record whose header is at hdr, each chunk in
+// place of its set's least recently used entry.
 func (c *sumCache) put(hdr int64, gen uint32, sums []uint32) {
-	i, s := c.set(hdr)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	victim := 0
-	for w := range s.ways {
-		en := &s.ways[w]
-		if en.hdr == hdr && en.gen == gen {
-			victim = w
-			break
+	for chunk := 0; chunk*sumChunk < len(sums); chunk++ {
+		part := sums[chunk*sumChunk : min(len(sums), (chunk+1)*sumChunk)]
+		i, s := c.set(hdr, chunk)
+		s.mu.Lock()
+		victim := 0
+		for w := range s.ways {
+			en := &s.ways[w]
+			if en.hdr == hdr && en.gen == gen && int(en.chunk) == chunk {
+				victim = w
+				break
+			}
+			if en.used < s.ways[victim].used {
+				victim = w
+			}
 		}
-		if en.used < s.ways[victim].used {
-			victim = w
-		}
+		s.tick++
+		s.ways[victim] = sumEntry{hdr: hdr, gen: gen, chunk: uint16(chunk), n: uint16(len(part)), used: s.tick}
+		copy(c.sums[(i*sumWays+victim)*sumChunk:], part)
+		s.mu.Unlock()
 	}
-	s.tick++
-	s.ways[victim] = sumEntry{hdr: hdr, gen: gen, n: uint32(len(sums)), used: s.tick}
-	base := (i*sumWays + victim) * MaxRecordBlocks
-	copy(c.sums[base:base+MaxRecordBlocks], sums)
 }
 
 // maxReadPieces is how many mapped pieces one batched device read takes.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -233,29 +234,35 @@ func TestSumCacheSavesHeaderReads(t *testing.T) {
 }
 
 func TestSumCache(t *testing.T) {
-	c := newSumCache(8) // two sets of four
-	sums := func(k uint32) []uint32 { return []uint32{k, k + 1, k + 2} }
-	dst := make([]uint32, 2)
+	c := newSumCache(2 * sumWays * sumEntryBytes) // two sets of four
+	sums := make([]uint32, 40)                    // three chunks
+	for i := range sums {
+		sums[i] = uint32(1000 + i)
+	}
+	dst := make([]uint32, 20)
 	if c.get(4096, 0, 0, dst) {
 		t.Fatal("hit in an empty cache")
 	}
-	c.put(4096, 0, sums(10))
-	if !c.get(4096, 0, 1, dst) || dst[0] != 11 || dst[1] != 12 {
-		t.Fatalf("get: %v", dst)
+	c.put(4096, 0, sums)
+	if !c.get(4096, 0, 10, dst) || !slices.Equal(dst, sums[10:30]) {
+		t.Fatalf("get across chunks: %v", dst)
+	}
+	if !c.get(4096, 0, 38, dst[:2]) || dst[0] != 1038 || dst[1] != 1039 {
+		t.Fatalf("get of the last, short chunk: %v", dst[:2])
 	}
 	if c.get(4096, 1, 0, dst) {
 		t.Fatal("hit for another generation of the zone")
 	}
-	if c.get(4096, 0, 2, dst) {
+	if c.get(4096, 0, 30, dst) {
 		t.Fatal("hit for blocks past the record")
 	}
 	// Filling past capacity evicts the least recently used.
 	for i := range int64(16) {
-		c.put((i+2)*BlockSize, 0, sums(uint32(i)))
+		c.put((i+2)*BlockSize, 0, sums[:4])
 	}
 	hits := 0
 	for i := range int64(16) {
-		if c.get((i+2)*BlockSize, 0, 0, dst) {
+		if c.get((i+2)*BlockSize, 0, 0, dst[:4]) {
 			hits++
 		}
 	}
