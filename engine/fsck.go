@@ -155,11 +155,19 @@ func Fsck(dev zns.Device) (*FsckReport, error) {
 	// every byte such a record carries is mapped to that version or a
 	// newer one, unless its file was removed, or truncated below it,
 	// since. This is what recovery starting a zone's scan at the wrong
-	// place, or keeping a stale checkpoint, would lose.
+	// place, or keeping a stale checkpoint, would lose. A later record's
+	// size cuts like a truncate (recovery cuts a file to the size of each
+	// record it replays: one that carries a truncate's size may have
+	// outlived the truncate's log record).
 	cuts := map[uint64][]nsOp{}
 	for _, ev := range e.recovered {
 		if ev.op != nil && ev.op.kind == opTruncate {
 			cuts[ev.op.file] = append(cuts[ev.op.file], *ev.op)
+		}
+	}
+	for _, r := range recs {
+		if r.seq > e.ckptSeq && r.size != SizeUnknown {
+			cuts[r.file] = append(cuts[r.file], nsOp{seq: r.seq, kind: opTruncate, file: r.file, size: int64(r.size)})
 		}
 	}
 	lost := 0

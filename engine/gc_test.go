@@ -206,3 +206,49 @@ func firstDiff(a, b []byte) int {
 	}
 	return -1
 }
+
+// A truncate whose log record never became durable, while the record
+// that zeroes its last block's tail did (another file's fsync flushed
+// it), must not come back half done: recovery takes the file's size from
+// that record, and must then not map the bytes past it either, which the
+// file growing again would show.
+func TestHalfDoneTruncateLeavesNoOldBytes(t *testing.T) {
+	devName := emuDevice(t, 16, "1M", "")
+	cfg := smallConfig()
+	cfg.GC.Disabled = true
+	e := formatOpen(t, devName, cfg)
+	h := createSynced(t, e, "a", bytes.Repeat([]byte{0xaa}, 128<<10))
+	const cut, end = 10000, 200 << 10
+	emu := emuOf(t, e)
+	emu.FailWrite(2) // the tail's record goes through, the logged truncate fails
+	if err := h.Truncate(cut); err == nil {
+		t.Fatal("truncate succeeded although its log write failed")
+	}
+	if err := e.dev.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	e.crashForTest()
+	if err := emu.PowerCut(); err != nil {
+		t.Fatal(err)
+	}
+	emu.Close()
+	e = reopen(t, devName, cfg)
+	defer e.Close()
+	h, err := e.Open("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := h.Size()
+	if size != cut && size != 128<<10 {
+		t.Fatalf("a has %d bytes after the power cut: want %d or %d", size, cut, 128<<10)
+	}
+	if _, err := h.WriteAt([]byte{1}, end); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, end+1)
+	copy(want, bytes.Repeat([]byte{0xaa}, int(size)))
+	want[end] = 1
+	if i := firstDiff(readAll(t, e, "a"), want); i >= 0 {
+		t.Fatalf("a (%d bytes after recovery, then grown) differs at byte %d", size, i)
+	}
+}

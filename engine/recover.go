@@ -338,6 +338,9 @@ func (e *Engine) loadCheckpoint(c *checkpointState) {
 		for _, x := range cf.ext {
 			f.ext.t.ReplaceOrInsert(x)
 		}
+		// As in replayRecord: bytes past the size are a truncate's, in
+		// flight when the checkpoint was taken.
+		f.ext.truncate(f.size, nil)
 		e.byID[f.id] = f
 		e.byName[f.name] = f
 	}
@@ -392,7 +395,15 @@ func (e *Engine) replayRecord(h *RecordHeader, dev int64) {
 		dev += int64(x.Len)
 	}
 	if h.Size != SizeUnknown {
+		// Every extent replayed so far is older than the record; a
+		// write makes the size cover its bytes before they are
+		// written, so those past the record's size were cut by a
+		// truncate: one whose log record may not have survived (the
+		// truncate's tail record, or a GC record of its file, carries
+		// the new size first). Half of it would show the old bytes
+		// when the file grows again.
 		f.size = int64(h.Size)
+		f.ext.truncate(f.size, nil)
 	}
 }
 
