@@ -68,11 +68,12 @@ bench-fio: build fio-engine
 		ZONEFOLD_FIO_ENGINE=$(FIO_ENGINE) ./zonefold bench fio '$(BENCH_FIO_DEV)' --preset $${r%%:*} --scale $${r##*:} || exit 1; \
 	done
 
-# run is the main job on the embedded default device: zone placement and GC
-# policies compared under random overwrites (about a minute; charts in
-# ./zonefold-bench-gc/).
+# run is the main job on embedded default devices: zone placement and GC
+# policies compared under the four workloads where they decide the cost,
+# three rounds with the configurations alternating (a few minutes; charts
+# in ./zonefold-bench-gc/).
 run: build
-	./zonefold bench gc
+	./zonefold bench gc --repeat 3
 
 clean:
 	rm -rf zonefold build

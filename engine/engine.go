@@ -121,6 +121,9 @@ type file struct {
 	ext  *extentMap
 	mru  atomic.Pointer[zone]
 	gone bool // removed: its data is garbage
+	// handles counts open handles: a file none has open is not being
+	// written, and placement may give the rest of its MRU zone to another.
+	handles atomic.Int32
 }
 
 // Open opens a formatted device and recovers its files.
@@ -282,18 +285,21 @@ func (e *Engine) setupZones() error {
 	}
 	budget := e.cfg.OpenZones
 	limit := deviceOpenLimit(e.geo)
-	// One metadata zone and one GC zone may be open besides data zones.
-	if limit > 0 && limit-2 < 1 {
-		return fmt.Errorf("engine: device allows %d open zones; zonefold needs at least 3", limit)
+	// Besides data zones, GC's zone and a metadata zone may be open, and
+	// for a moment a second metadata zone: a checkpoint writes the next
+	// one before it finishes the old.
+	const kept = 3
+	if limit > 0 && limit-kept < 1 {
+		return fmt.Errorf("engine: device allows %d open zones; zonefold needs at least %d", limit, kept+1)
 	}
 	if budget <= 0 {
 		budget = 16
 		if limit > 0 {
-			budget = min(budget, limit-2)
+			budget = min(budget, limit-kept)
 		}
 	}
-	if limit > 0 && budget > limit-2 {
-		return fmt.Errorf("engine: %d open zones asked for; the device allows %d, and zonefold keeps 2 for metadata and GC", budget, limit)
+	if limit > 0 && budget > limit-kept {
+		return fmt.Errorf("engine: %d open zones asked for; the device allows %d, and zonefold keeps %d for GC and metadata (two while a checkpoint switches zones)", budget, limit, kept)
 	}
 	e.placer = placer{policy: e.cfg.Policy, zones: data, budget: budget, gcReserve: e.cfg.GC.Reserve,
 		flush: func() { _ = e.ring.Flush() }}
