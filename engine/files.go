@@ -426,7 +426,9 @@ func (e *Engine) ReadBacking(fileID uint64, off int64, p []byte) error {
 	if f == nil {
 		return nil
 	}
-	if off%int64(e.geo.BlockSize) != 0 || len(p)%e.geo.BlockSize != 0 {
+	// Whole blocks (the cache's are the engine's): each is checked
+	// against its checksum.
+	if off%BlockSize != 0 || len(p)%BlockSize != 0 {
 		return fmt.Errorf("engine: unaligned backing read of %d bytes at %d: %w", len(p), off, syscall.EINVAL)
 	}
 	var pieces [maxReadPieces]extent
