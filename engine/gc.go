@@ -234,6 +234,14 @@ func (c *collector) collect(victim *zone) (bool, error) {
 			return false, nil
 		}
 	}
+	return c.reset(victim)
+}
+
+// reset logs the reset of a victim whose valid data is relocated and
+// durable, resets it and returns it to the free pool. It fails, leaving
+// the zone full, if anything is still mapped there.
+func (c *collector) reset(victim *zone) (bool, error) {
+	e := c.e
 	if v := victim.valid.Load(); v != 0 {
 		victim.state.Store(zoneFull)
 		return false, fmt.Errorf("engine: gc: zone %d still holds %d valid bytes after relocation", victim.idx, v)
