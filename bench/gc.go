@@ -465,8 +465,11 @@ func (s Spec) describe(capacity int64) string {
 	return s.Kind
 }
 
-// median of xs (not empty).
+// median of xs; 0 for none.
 func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
 	s := slices.Clone(xs)
 	sort.Float64s(s)
 	n := len(s)

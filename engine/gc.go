@@ -258,9 +258,7 @@ func (c *collector) reset(victim *zone) (bool, error) {
 		victim.state.Store(zoneFull)
 		return false, err
 	}
-	for victim.readers.Load() > 0 {
-		time.Sleep(20 * time.Microsecond)
-	}
+	e.waitUntil(func() bool { return victim.readers.Load() == 0 })
 	if err := e.dev.ResetZone(victim.idx); err != nil {
 		victim.state.Store(zoneFull)
 		return false, fmt.Errorf("engine: gc: reset zone %d: %w", victim.idx, err)
@@ -355,6 +353,15 @@ func (c *collector) gather(victim *zone) (pieces []live, gain bool, err error) {
 	pieces, err = c.validPieces(victim)
 	if err != nil {
 		return nil, false, err
+	}
+	if found := livelen(pieces); found < victim.valid.Load() {
+		// Records the header walk cannot reach: on NVMe, appends that
+		// landed past one that failed (torn) in this zone. The maps say
+		// where they are.
+		pieces = e.mappedIn(victim)
+		if err := c.headerSums(victim, pieces); err != nil {
+			return nil, false, err
+		}
 	}
 	sort.Slice(pieces, func(i, j int) bool {
 		if pieces[i].file.id != pieces[j].file.id {
@@ -552,6 +559,71 @@ func (c *collector) appendFile(pieces []live, mem []byte, b *gcBatch) error {
 	return nil
 }
 
+func livelen(pieces []live) int64 {
+	var n int64
+	for _, p := range pieces {
+		n += p.x.len
+	}
+	return n
+}
+
+// mappedIn collects every extent any file maps into zone z, from the
+// extent maps: slower than walking the zone's headers, and needed only
+// when the headers cannot reach every record.
+func (e *Engine) mappedIn(z *zone) []live {
+	e.idMu.RLock()
+	files := make([]*file, 0, len(e.byID))
+	for _, f := range e.byID {
+		files = append(files, f)
+	}
+	e.idMu.RUnlock()
+	var out []live
+	lo, hi := z.start, z.start+z.cap
+	for _, f := range files {
+		f.mu.RLock()
+		f.ext.each(func(x extent) bool {
+			if x.dev >= lo && x.dev < hi {
+				out = append(out, live{file: f, x: x})
+			}
+			return true
+		})
+		f.mu.RUnlock()
+	}
+	return out
+}
+
+// headerSums sets the block checksums of pieces found through the extent
+// maps (mappedIn) from their records' headers, each read once: a GC
+// record carries the sums its bytes were written with.
+func (c *collector) headerSums(victim *zone, pieces []live) error {
+	e := c.e
+	c.sums = c.sums[:0]
+	hb := c.buf.mem[:BlockSize]
+	var h RecordHeader
+	at := int64(-1)
+	for i := range pieces {
+		x := pieces[i].x
+		if x.hdr != at {
+			if err := e.readDev(x.hdr, hb, c.w); err != nil {
+				return fmt.Errorf("engine: gc: read zone %d header at %d: %w", victim.idx, x.hdr-victim.start, err)
+			}
+			if err := DecodeHeader(hb, &h); err != nil {
+				return fmt.Errorf("engine: gc: zone %d header at %d: %w", victim.idx, x.hdr-victim.start, err)
+			}
+			e.stats.gcRead.Add(BlockSize)
+			at = x.hdr
+		}
+		first, n := x.firstBlock(), int(x.len/BlockSize)
+		if first < 0 || first+n > len(h.Sums) {
+			return fmt.Errorf("engine: gc: zone %d: the record at %d has %d blocks, file %d maps block %d of it: %w",
+				victim.idx, x.hdr-victim.start, len(h.Sums), pieces[i].file.id, first+n-1, ErrCorruptRecord)
+		}
+		pieces[i].sum = len(c.sums)
+		c.sums = append(c.sums, h.Sums[first:first+n]...)
+	}
+	return nil
+}
+
 // validPieces walks the victim's record headers and keeps the extents the
 // mapping still points at this zone with the same version.
 func (c *collector) validPieces(victim *zone) ([]live, error) {
@@ -576,9 +648,7 @@ func (c *collector) validPieces(victim *zone) ([]live, error) {
 		hdr := victim.start + off
 		dev := hdr + BlockSize
 		if h.Kind != KindPad {
-			e.nsMu.RLock()
-			f := e.byID[h.File]
-			e.nsMu.RUnlock()
+			f := e.fileByID(h.File)
 			for _, x := range h.Extents {
 				if f != nil {
 					f.mu.RLock()

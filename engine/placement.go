@@ -6,7 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
+
+	"github.com/zonefold/zonefold/internal/wake"
 )
 
 // Policy chooses the zone each append goes to.
@@ -22,6 +23,10 @@ const (
 	// PolicyRoundRobin spreads appends over the open zones in turn,
 	// whatever the file.
 	PolicyRoundRobin
+	// PolicyHinted is mru with a file's write-life hint (see WriteLife):
+	// the hinted files of one class share one MRU zone, so data expected
+	// to die together is written together; unhinted files keep their own.
+	PolicyHinted
 )
 
 func (p Policy) String() string {
@@ -32,18 +37,20 @@ func (p Policy) String() string {
 		return "none"
 	case PolicyRoundRobin:
 		return "round-robin"
+	case PolicyHinted:
+		return "hinted"
 	}
 	return fmt.Sprintf("policy(%d)", int(p))
 }
 
-// ParsePolicy reads a policy name: mru, none or round-robin.
+// ParsePolicy reads a policy name: mru, none, round-robin or hinted.
 func ParsePolicy(s string) (Policy, error) {
-	for _, p := range []Policy{PolicyMRU, PolicyNone, PolicyRoundRobin} {
+	for _, p := range []Policy{PolicyMRU, PolicyNone, PolicyRoundRobin, PolicyHinted} {
 		if p.String() == s {
 			return p, nil
 		}
 	}
-	return 0, fmt.Errorf("engine: unknown placement policy %q (want mru, none or round-robin)", s)
+	return 0, fmt.Errorf("engine: unknown placement policy %q (want mru, none, round-robin or hinted)", s)
 }
 
 // Zone states as the engine sees them.
@@ -53,6 +60,11 @@ const (
 	zoneFull              // no room left; a GC candidate
 	zoneMeta              // a metadata zone
 	zoneGC                // being relocated or reset by GC
+	// zoneRetiring: an append to it failed. No more appends go there;
+	// once those in flight have landed, the engine finishes it on the
+	// device and it becomes full (a GC candidate). Until then it counts
+	// against the open budget.
+	zoneRetiring
 )
 
 // zone is the engine's view of one sequential zone.
@@ -100,6 +112,14 @@ func (z *zone) orphan() bool {
 
 func (z *zone) remaining() int64 { return z.cap - z.alloc.Load() }
 
+// doneWriting ends one reservation of z (appended and mapped, or given
+// back) and wakes waiters once none is left.
+func (z *zone) doneWriting(idle *wake.Wake) {
+	if z.writers.Add(-1) == 0 {
+		idle.Signal()
+	}
+}
+
 // ErrNoSpace is returned when no zone can take an append.
 var ErrNoSpace = fmt.Errorf("engine: %w", syscall.ENOSPC)
 
@@ -138,6 +158,7 @@ type placer struct {
 	free   []*zone // empty data zones
 	open   []*zone // zones taking appends
 	shared atomic.Pointer[zone]
+	lives  lifeStreams // the hinted policy's per-class streams
 	rr     atomic.Uint64
 	clock  atomic.Uint64
 	// reserved free zones that only GC may take.
@@ -158,6 +179,8 @@ type placer struct {
 	// flush submits what the ring holds, so that draining zones' appends
 	// queued under a plug can complete.
 	flush func()
+	// idle is signalled when a zone's writers reach zero.
+	idle *wake.Wake
 }
 
 // claim reserves up to want bytes (at least minRecord) in z. It returns
@@ -225,7 +248,7 @@ func (p *placer) reserveData(mru *atomic.Pointer[zone], owner *file, want int64,
 		// victim before it checks writers, so one of the two sees the other.
 		z.writers.Add(1)
 		if z.state.Load() != zoneOpen {
-			z.writers.Add(-1)
+			z.doneWriting(p.idle)
 			continue
 		}
 		off, n, pad, ok := z.claim(want)
@@ -233,7 +256,7 @@ func (p *placer) reserveData(mru *atomic.Pointer[zone], owner *file, want int64,
 			p.unalloc.Add(-n)
 		}
 		if !ok {
-			z.writers.Add(-1)
+			z.doneWriting(p.idle)
 			p.retire(z)
 			continue
 		}
@@ -354,8 +377,8 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC, share boo
 // policyFor is the policy a reservation follows: GC always keeps its own
 // zone, whatever the policy for client data.
 func (p *placer) policyFor(forGC bool) Policy {
-	if forGC {
-		return PolicyMRU
+	if forGC || p.policy == PolicyHinted {
+		return PolicyMRU // hinted: its streams are MRU pointers (see stream)
 	}
 	return p.policy
 }
@@ -401,11 +424,12 @@ func (p *placer) dataOpenLocked() int {
 }
 
 // drainingLocked drops the draining zones whose appends have all landed
-// and counts the rest.
+// (and, for a retiring zone, that the device has finished) and counts the
+// rest.
 func (p *placer) drainingLocked() int {
 	keep := p.draining[:0]
 	for _, z := range p.draining {
-		if z.writers.Load() > 0 {
+		if !z.drained() {
 			keep = append(keep, z)
 		}
 	}
@@ -414,13 +438,38 @@ func (p *placer) drainingLocked() int {
 	return len(keep)
 }
 
-// waitDrain lets draining zones' appends complete: it submits what the
-// ring holds (they may be queued under a plug) and yields briefly.
+// waitDrain waits until a draining zone's last append has landed, so
+// that choose can open a zone in its place. It submits what the ring holds
+// first: those appends may be queued under a plug.
 func (p *placer) waitDrain() {
+	ch := p.idle.Wait()
+	if p.drainedOne() {
+		return
+	}
 	if p.flush != nil {
 		p.flush()
 	}
-	time.Sleep(20 * time.Microsecond)
+	<-ch
+}
+
+// drainedOne reports whether a draining zone has no writers left (or none
+// is draining): choose can then make progress.
+func (p *placer) drainedOne() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, z := range p.draining {
+		if z.drained() {
+			return true
+		}
+	}
+	return len(p.draining) == 0
+}
+
+// drained reports whether a zone placement took out of the open set no
+// longer counts against the budget: its appends have landed, and if one
+// failed, the device has finished it.
+func (z *zone) drained() bool {
+	return z.writers.Load() == 0 && z.state.Load() != zoneRetiring
 }
 
 // lruLocked is the least recently used open zone; with orphans, the
