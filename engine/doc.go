@@ -57,9 +57,11 @@
 //     lost to a power cut, shown later, would carry numbers handed out
 //     again since.
 //   - A GC record takes its number, and checks that its file still maps
-//     each piece it carries, in one hold of the file's lock: a truncate,
-//     overwrite or remove either came first (the piece is left out) or
-//     is numbered after it and replays after it.
+//     each piece it carries, in one hold of the file's lock: an overwrite,
+//     remove or rename over the file either came first (the piece is left
+//     out) or is numbered after it and replays after it. A truncate waits
+//     for the pass (it holds the collector from its cut to its log
+//     record), and the same check would leave its cut bytes out.
 //   - A data zone's write pointer in the checkpoint says where newer
 //     records start. A zone is reset only after something durable says
 //     it is empty: GC logs the reset (an operation numbered above its
