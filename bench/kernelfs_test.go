@@ -1,0 +1,185 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseRelease(t *testing.T) {
+	for _, c := range []struct {
+		rel          string
+		major, minor int
+		ok           bool
+	}{
+		{"6.1.0-57-amd64", 6, 1, true},
+		{"7.2.13+deb14-amd64", 7, 2, true},
+		{"6.15", 6, 15, true},
+		{"5.10.0", 5, 10, true},
+		{"garbage", 0, 0, false},
+		{"x.1", 0, 0, false},
+	} {
+		maj, min, ok := parseRelease(c.rel)
+		if ok != c.ok || ok && (maj != c.major || min != c.minor) {
+			t.Errorf("parseRelease(%q) = %d, %d, %v; want %d, %d, %v", c.rel, maj, min, ok, c.major, c.minor, c.ok)
+		}
+	}
+}
+
+func TestLastLines(t *testing.T) {
+	out := []byte("a\n\n  b  \nc\nd\n")
+	if got := lastLines(out, 2); got != "c / d" {
+		t.Errorf("lastLines = %q", got)
+	}
+	if got := lastLines(nil, 2); got != "(no output)" {
+		t.Errorf("lastLines(nil) = %q", got)
+	}
+}
+
+// writeFiles lays out files under dir: name -> content.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The figures come from each file system's own sysfs files, in the
+// layouts Linux 6.1 and 7.2 have (seen in the VM harness).
+func TestKernelFSFigures(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"f2fs/moved_blocks_foreground":            "10\n",
+		"f2fs/moved_blocks_background":            "5\n",
+		"f2fs/gc_reclaimed_segments":              "3\n",
+		"btrfs/allocation/data/reclaim_bytes":     "4194304\n",
+		"btrfs/allocation/data/reclaim_count":     "1\n",
+		"btrfs/allocation/metadata/reclaim_bytes": "1048576\n",
+		"btrfs/allocation/metadata/reclaim_count": "2\n",
+		"xfs/stats/stats":                         "extent_alloc 0 0 0 0\nzoned 7 8 9\nxpc 0 10485760 0\ngc xpc 123456\n",
+		"btrfs-6.1/allocation/data/bytes_used":    "0\n",
+	})
+	for _, c := range []struct {
+		kind, sys string
+		want      fsFigures
+	}{
+		{"f2fs", "f2fs", fsFigures{GCBytes: 15 * 4096, Reclaims: 3, Unit: "segments"}},
+		{"btrfs", "btrfs", fsFigures{GCBytes: 5 << 20, Reclaims: 3, Unit: "block groups"}},
+		{"xfs", "xfs", fsFigures{GCBytes: 123456, Reclaims: 9, Unit: "zones"}},
+		// 6.1's btrfs has no reclaim counters: unknown, not zero.
+		{"btrfs", "btrfs-6.1", noFigures()},
+		{"xfs", "", noFigures()},
+	} {
+		k, _ := kernelFSByName(c.kind)
+		m := &mountedFS{kind: k}
+		if c.sys != "" {
+			m.sysDir = filepath.Join(dir, c.sys)
+		}
+		if got := m.figures(); got != c.want {
+			t.Errorf("%s in %s: figures %+v, want %+v", c.kind, c.sys, got, c.want)
+		}
+	}
+	a := fsFigures{GCBytes: 100, Reclaims: 5, Unit: "zones"}
+	b := fsFigures{GCBytes: 40, Reclaims: 2, Unit: "zones"}
+	if got := a.sub(b); got.GCBytes != 60 || got.Reclaims != 3 {
+		t.Errorf("sub = %+v", got)
+	}
+	if got := a.sub(noFigures()); got.GCBytes != 100 {
+		t.Errorf("sub of unknown = %+v, want the total", got)
+	}
+}
+
+func TestKernelFSUnsupported(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()) // no mkfs anywhere
+	for _, k := range kernelFSes {
+		why := k.unsupported()
+		if why == "" {
+			t.Errorf("%s: supported without %s", k.name, k.mkfs[0])
+		}
+		if !strings.Contains(why, k.mkfs[0]) && !strings.Contains(why, "needs Linux") {
+			t.Errorf("%s: reason %q names neither the tool nor the kernel", k.name, why)
+		}
+	}
+}
+
+// The store writes ordinary files, refuses names that leave its folder,
+// and removes what it is told to.
+func TestKfsStore(t *testing.T) {
+	ctx := context.Background()
+	s := kfsStore{dir: t.TempDir()}
+	for _, bad := range []string{"", ".", "..", "a/b", "../x"} {
+		if _, err := s.Open(bad, true); err == nil {
+			t.Errorf("Open(%q) succeeded", bad)
+		}
+	}
+	f, err := s.Open("f", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(ctx, []byte("hello"), 4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(s.dir, "f"))
+	if err != nil || st.Size() != 4096+5 {
+		t.Fatalf("file after WriteAt: %v, %v", st, err)
+	}
+	// trunc=false keeps the data, trunc=true empties it.
+	if f, err = s.Open("f", false); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if st, _ = os.Stat(filepath.Join(s.dir, "f")); st.Size() != 4096+5 {
+		t.Errorf("reopen without trunc: size %d", st.Size())
+	}
+	if f, err = s.Open("f", true); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if st, _ = os.Stat(filepath.Join(s.dir, "f")); st.Size() != 0 {
+		t.Errorf("reopen with trunc: size %d", st.Size())
+	}
+	if err := s.Remove("f"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(s.dir, "f")); !os.IsNotExist(err) {
+		t.Errorf("after Remove: %v", err)
+	}
+}
+
+// A device that holds a known file system is named in the refusal, from
+// its signature.
+func TestPeerDeviceSignatures(t *testing.T) {
+	for _, s := range signatures {
+		p := filepath.Join(t.TempDir(), "dev")
+		img := make([]byte, 256<<10)
+		copy(img[s.off:], s.magic)
+		if err := os.WriteFile(p, img, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d := &peerDevice{path: p}
+		if got := d.contents(); got != s.name {
+			t.Errorf("%s: contents %q", s.name, got)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "dev")
+	if err := os.WriteFile(p, make([]byte, 256<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := (&peerDevice{path: p}).contents(); got != "" {
+		t.Errorf("zeros: contents %q", got)
+	}
+}
