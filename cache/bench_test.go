@@ -41,10 +41,11 @@ func BenchmarkSeqWrite(b *testing.B) {
 func BenchmarkOverwrite1K(b *testing.B) {
 	for _, split := range []bool{false, true} {
 		b.Run(fmt.Sprintf("split=%v", split), func(b *testing.B) {
-			c, err := New(Config{Bytes: 16 << 20, MaxOrder: MaxOrder, BlockSize: 1024, SplitStateLock: split})
+			c, err := New(Config{Bytes: 16 << 20, MaxOrder: MaxOrder, BlockSize: 1024})
 			if err != nil {
 				b.Fatal(err)
 			}
+			c.splitStateLock = split
 			defer c.Close()
 			ctx := context.Background()
 			if _, err := c.Write(ctx, 1, 0, make([]byte, 4<<20), nil); err != nil {

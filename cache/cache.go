@@ -108,9 +108,6 @@ type Config struct {
 	// writeback layer kicks its flusher, which should flush something
 	// even below the background threshold when memory is short.
 	OnPressure func()
-	// SplitStateLock sets uptodate and dirty in two critical sections
-	// instead of one: the baseline of the state-lock benchmark.
-	SplitStateLock bool
 }
 
 // ErrRange is returned for a negative offset or an offset+length overflow.
@@ -118,14 +115,18 @@ var ErrRange = errors.New("cache: offset out of range")
 
 // Cache is the write-back cache. All methods are safe for concurrent use.
 type Cache struct {
-	cfg        Config
-	maxOrder   int
-	evictBatch int   // pages reclaim frees at least
-	limit      int64 // DirtyLimit
-	background int64 // BackgroundDirty
-	blockShift uint
-	blockMask  int
-	bpp        int // blocks per page
+	cfg Config
+	// splitStateLock sets uptodate and dirty in two critical sections
+	// instead of one: the baseline of the state-lock benchmark, set only
+	// through internal/cachehook.
+	splitStateLock bool
+	maxOrder       int
+	evictBatch     int   // pages reclaim frees at least
+	limit          int64 // DirtyLimit
+	background     int64 // BackgroundDirty
+	blockShift     uint
+	blockMask      int
+	bpp            int // blocks per page
 
 	arena   []byte
 	regions [][]byte

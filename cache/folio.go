@@ -133,7 +133,7 @@ func (f *folio) setDirty(b0, b1 int) int {
 // dirty together in one critical section, or — the benchmark baseline —
 // in two. It returns how many blocks became dirty.
 func (c *Cache) markWritten(f *folio, b0, b1 int) int {
-	if c.cfg.SplitStateLock {
+	if c.splitStateLock {
 		f.stateMu.Lock()
 		f.setUptodate(b0, b1)
 		f.stateMu.Unlock()

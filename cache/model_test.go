@@ -197,11 +197,12 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		BlockSize: blockSizes[rng.IntN(len(blockSizes))],
 		// Half the arena, or more than all of it: then writers wait
 		// for memory rather than for the dirty limit.
-		DirtyLimit:     arena / 2 * int64(1+3*rng.IntN(2)),
-		SplitStateLock: rng.IntN(2) == 0,
-		OnPressure:     func() { e.onPressure() },
+		DirtyLimit: arena / 2 * int64(1+3*rng.IntN(2)),
+		OnPressure: func() { e.onPressure() },
 	}
+	split := rng.IntN(2) == 0
 	c := newTestCache(t, cfg)
+	c.splitStateLock = split
 	e.c = c
 	model := make(map[uint64][]byte)
 

@@ -1,41 +1,15 @@
 package cli
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"text/tabwriter"
-	"time"
-
 	"github.com/spf13/cobra"
 
-	"github.com/zonefold/zonefold/engine"
-	"github.com/zonefold/zonefold/server"
+	"github.com/zonefold/zonefold/bench"
 )
 
 type fioBenchOpts struct {
 	runOpts
 	fioEngine string
 	rounds    int
-}
-
-// fioBenchResult is one configuration's totals over all rounds.
-type fioBenchResult struct {
-	Bytes   int64
-	Elapsed time.Duration
-}
-
-func (r fioBenchResult) MBps() float64 {
-	if r.Elapsed <= 0 {
-		return 0
-	}
-	return float64(r.Bytes) / r.Elapsed.Seconds() / 1e6
 }
 
 func newBenchFioCmd() *cobra.Command {
@@ -45,14 +19,19 @@ func newBenchFioCmd() *cobra.Command {
 		Short: "The same workload through fio + engine + daemon and in process; prints both and the ratio",
 		Long: `Runs one workload two ways on DEVICE (formatted afresh before each run,
 erasing it): fio with fio/engine.c against a daemon serving DEVICE from this
-process, and engine.RunWorkload in process (what 'bench run' does). The two
+process, and the workload in process (what 'bench run' does). The two
 alternate in rounds so both see the same machine noise; the ratio
 daemon/in-process is what the daemon's protocol costs (goal: >= 0.8).
 Workload flags and presets are those of 'bench run'; each file is one fio
 job with the workload's iodepth. Needs fio and the engine (make fio-engine).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runBenchFio(cmd, args[0], o)
+			ro, w, cfg, err := o.runOpts.resolve(cmd)
+			if err != nil {
+				return err
+			}
+			return bench.Fio(cmd.Context(), cmd.OutOrStdout(), args[0],
+				bench.FioOptions{Workload: w, Config: cfg, FioEngine: o.fioEngine, Rounds: o.rounds, JSON: ro.json})
 		},
 	}
 	f := cmd.Flags()
@@ -60,184 +39,4 @@ job with the workload's iodepth. Needs fio and the engine (make fio-engine).`,
 	f.StringVar(&o.fioEngine, "fio-engine", "", "the engine .so (default $ZONEFOLD_FIO_ENGINE, else build/fio/zonefold-engine.so)")
 	f.IntVar(&o.rounds, "rounds", 3, "alternating rounds of each configuration")
 	return cmd
-}
-
-func runBenchFio(cmd *cobra.Command, device string, o fioBenchOpts) error {
-	ro, w, cfg, err := o.runOpts.resolve(cmd)
-	if err != nil {
-		return err
-	}
-	if w.RW != "write" && w.RW != "randwrite" {
-		return fmt.Errorf("--rw %s: bench fio compares writes (write or randwrite)", w.RW)
-	}
-	if o.rounds < 1 {
-		return errors.New("--rounds must be at least 1")
-	}
-	so, err := findFioEngine(o.fioEngine)
-	if err != nil {
-		return err
-	}
-	fioBin, err := exec.LookPath("fio")
-	if err != nil {
-		return fmt.Errorf("bench fio needs fio (make fio-engine installs it): %w", err)
-	}
-	ctx := cmd.Context()
-	var inproc, daemon fioBenchResult
-	for round := range o.rounds {
-		r, err := inProcessRound(ctx, device, cfg, w)
-		if err != nil {
-			return fmt.Errorf("round %d in process: %w", round+1, err)
-		}
-		inproc.Bytes += r.Bytes
-		inproc.Elapsed += r.Elapsed
-		r, err = daemonRound(ctx, device, cfg, w, fioBin, so)
-		if err != nil {
-			return fmt.Errorf("round %d through the daemon: %w", round+1, err)
-		}
-		daemon.Bytes += r.Bytes
-		daemon.Elapsed += r.Elapsed
-	}
-	return printFioBench(cmd.OutOrStdout(), ro, w, o.rounds, inproc, daemon)
-}
-
-func findFioEngine(flag string) (string, error) {
-	p := flag
-	if p == "" {
-		p = os.Getenv("ZONEFOLD_FIO_ENGINE")
-	}
-	if p == "" {
-		p = filepath.Join("build", "fio", "zonefold-engine.so")
-	}
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return "", err
-	}
-	if _, err := os.Stat(abs); err != nil {
-		return "", fmt.Errorf("fio engine %s: %w (build it with make fio-engine)", abs, err)
-	}
-	return abs, nil
-}
-
-func inProcessRound(ctx context.Context, device string, cfg engine.Config, w engine.Workload) (fioBenchResult, error) {
-	e, release, err := openFormatted(device, cfg)
-	if err != nil {
-		return fioBenchResult{}, err
-	}
-	defer release() // after Close, which the function does itself
-	res, err := engine.RunWorkload(ctx, e, w)
-	if cerr := e.Close(); err == nil {
-		err = cerr
-	}
-	return fioBenchResult{Bytes: res.Bytes, Elapsed: res.Elapsed}, err
-}
-
-// daemonRound serves a freshly formatted device from this process and
-// runs the workload as fio jobs through the engine.
-func daemonRound(ctx context.Context, device string, cfg engine.Config, w engine.Workload, fioBin, so string) (fioBenchResult, error) {
-	dir, err := os.MkdirTemp("", "zonefold-bench-fio")
-	if err != nil {
-		return fioBenchResult{}, err
-	}
-	defer os.RemoveAll(dir)
-	socket := filepath.Join(dir, "sock")
-	l, err := server.Listen(socket)
-	if err != nil {
-		return fioBenchResult{}, err
-	}
-	defer l.Close()
-	e, release, err := openFormatted(device, cfg)
-	if err != nil {
-		return fioBenchResult{}, err
-	}
-	defer release() // after Close, which the function does itself
-	srv := server.New(e, server.Options{})
-	sctx, stop := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(sctx, l.UnixListener) }()
-	res, runErr := runFioJob(ctx, fioBin, so, socket, dir, w)
-	stop()
-	err = errors.Join(runErr, <-served, e.Close())
-	return res, err
-}
-
-// fioJSON is the part of fio's JSON output the benchmark reads.
-type fioJSON struct {
-	Jobs []struct {
-		Error int `json:"error"`
-		Write struct {
-			IOBytes int64 `json:"io_bytes"`
-			Runtime int64 `json:"runtime"` // ms
-		} `json:"write"`
-	} `json:"jobs"`
-}
-
-func runFioJob(ctx context.Context, fioBin, so, socket, dir string, w engine.Workload) (fioBenchResult, error) {
-	args := []string{
-		"--name=bench", "--ioengine=external:" + so, "--sock=" + socket,
-		"--numjobs=" + strconv.Itoa(w.Files), "--filename_format=job.$jobnum",
-		"--rw=" + w.RW, "--bs=" + strconv.Itoa(w.BS), "--size=" + strconv.FormatInt(w.Size, 10),
-		"--iodepth=" + strconv.Itoa(w.IODepth),
-		"--iodepth_batch_submit=" + strconv.Itoa(w.IODepth),
-		"--iodepth_batch_complete_max=" + strconv.Itoa(w.IODepth),
-		"--group_reporting=1", "--output-format=json",
-	}
-	if w.EndFsync {
-		args = append(args, "--end_fsync=1")
-	}
-	if w.RW == "randwrite" {
-		// RunWorkload draws offsets with replacement; so does fio with
-		// norandommap.
-		args = append(args, "--norandommap=1", "--randrepeat=0")
-	}
-	cmd := exec.CommandContext(ctx, fioBin, args...)
-	cmd.Dir = dir
-	out, err := cmd.Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return fioBenchResult{}, fmt.Errorf("fio: %w: %s", err, ee.Stderr)
-		}
-		return fioBenchResult{}, fmt.Errorf("fio: %w", err)
-	}
-	var js fioJSON
-	if err := json.Unmarshal(out, &js); err != nil || len(js.Jobs) != 1 {
-		return fioBenchResult{}, fmt.Errorf("fio output: %v (%d job entries)", err, len(js.Jobs))
-	}
-	j := js.Jobs[0]
-	if j.Error != 0 {
-		return fioBenchResult{}, fmt.Errorf("fio job error %d", j.Error)
-	}
-	return fioBenchResult{Bytes: j.Write.IOBytes, Elapsed: time.Duration(j.Write.Runtime) * time.Millisecond}, nil
-}
-
-type fioBenchJSON struct {
-	Files         int     `json:"files"`
-	BS            int     `json:"bs"`
-	IODepth       int     `json:"iodepth"`
-	RW            string  `json:"rw"`
-	SizePerFile   int64   `json:"size_per_file"`
-	EndFsync      bool    `json:"end_fsync"`
-	Rounds        int     `json:"rounds"`
-	InProcessMBps float64 `json:"in_process_mbps"`
-	DaemonMBps    float64 `json:"daemon_mbps"`
-	Ratio         float64 `json:"ratio"`
-}
-
-func printFioBench(out io.Writer, o runOpts, w engine.Workload, rounds int, inproc, daemon fioBenchResult) error {
-	s := fioBenchJSON{Files: w.Files, BS: w.BS, IODepth: w.IODepth, RW: w.RW, SizePerFile: w.Size, EndFsync: w.EndFsync,
-		Rounds: rounds, InProcessMBps: inproc.MBps(), DaemonMBps: daemon.MBps()}
-	if s.InProcessMBps > 0 {
-		s.Ratio = s.DaemonMBps / s.InProcessMBps
-	}
-	if o.json {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(s)
-	}
-	fmt.Fprintf(out, "%d file(s) x %s, %s bs=%d iodepth=%d end_fsync=%v, %d alternating rounds\n\n",
-		w.Files, human(w.Size), w.RW, w.BS, w.IODepth, w.EndFsync, rounds)
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "in-process MB/s\tfio+daemon MB/s\tratio\t")
-	fmt.Fprintf(tw, "%.1f\t%.1f\t%.2f\t\n", s.InProcessMBps, s.DaemonMBps, s.Ratio)
-	return tw.Flush()
 }

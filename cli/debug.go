@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/zonefold/zonefold/bench"
 	"github.com/zonefold/zonefold/engine"
 )
 
@@ -48,7 +49,7 @@ func newDebugCmd() *cobra.Command {
 		Short: "Format DEVICE and write a deterministic schedule, printing each op count that fsync made durable",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, release, err := openFormatted(args[0], engine.Config{CacheBytes: 8 << 20, DirtyLimit: 4 << 20})
+			e, release, err := bench.OpenFormatted(args[0], engine.Config{CacheBytes: 8 << 20, DirtyLimit: 4 << 20})
 			if err != nil {
 				return err
 			}

@@ -7,13 +7,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	"github.com/zonefold/zonefold/bench"
 	"github.com/zonefold/zonefold/engine"
 	"github.com/zonefold/zonefold/server"
 	"github.com/zonefold/zonefold/zns"
@@ -125,19 +124,6 @@ first two sequential zones. A device that holds data is refused unless
 	return cmd
 }
 
-// human prints a byte count in binary units.
-func human(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%dG", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dM", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dK", n>>10)
-	}
-	return fmt.Sprintf("%dB", n)
-}
-
 // openClaimed claims device as the daemon does (so that nothing here
 // erases or reads a device a daemon serves) and opens it; release closes
 // the device and drops the claim.
@@ -152,28 +138,6 @@ func openClaimed(device string) (dev zns.Device, release func(), err error) {
 		return nil, nil, err
 	}
 	return dev, func() { dev.Close(); lock.Release() }, nil
-}
-
-// openFormatted formats a claimed device (erasing it) and opens an engine
-// on it, which owns the device; release drops the claim after the engine
-// closed.
-func openFormatted(device string, cfg engine.Config) (e *engine.Engine, release func(), err error) {
-	lock, err := server.LockDevice(device)
-	if err != nil {
-		return nil, nil, err
-	}
-	dev, err := zns.Open(device, zns.Options{})
-	if err != nil {
-		lock.Release()
-		return nil, nil, err
-	}
-	e, err = engine.FormatAndOpen(dev, cfg)
-	if err != nil {
-		dev.Close()
-		lock.Release()
-		return nil, nil, err
-	}
-	return e, lock.Release, nil
 }
 
 type runOpts struct {
@@ -239,35 +203,17 @@ func runBenchRun(cmd *cobra.Command, device string, o runOpts) error {
 	if err != nil {
 		return err
 	}
-	e, release, err := openFormatted(device, cfg)
-	if err != nil {
-		return err
-	}
-	defer release() // after Close, which the function does itself
-	var bar *progressbar.ProgressBar
+	ro := bench.RunOptions{Workload: w, Config: cfg, JSON: o.json}
 	if !o.json && isTerminal(cmd.ErrOrStderr()) {
-		bar = progressbar.DefaultBytes(int64(w.Files)*w.Size, "bench run")
-		w.Progress = func(done, _ int64) { _ = bar.Set64(done) }
+		ro.Progress = cmd.ErrOrStderr()
 	}
-	res, runErr := engine.RunWorkload(cmd.Context(), e, w)
-	if bar != nil {
-		_ = bar.Finish()
-		fmt.Fprintln(cmd.ErrOrStderr())
-	}
-	closeErr := e.Close()
-	if runErr != nil {
-		return runErr
-	}
-	if closeErr != nil {
-		return closeErr
-	}
-	return printRun(cmd.OutOrStdout(), o, w, res)
+	return bench.Run(cmd.Context(), cmd.OutOrStdout(), device, ro)
 }
 
 // resolve applies the preset (flags given explicitly win) and checks the
 // options: the workload and engine configuration they describe.
-func (o runOpts) resolve(cmd *cobra.Command) (runOpts, engine.Workload, engine.Config, error) {
-	var w engine.Workload
+func (o runOpts) resolve(cmd *cobra.Command) (runOpts, bench.Workload, engine.Config, error) {
+	var w bench.Workload
 	if o.preset != "" {
 		set, ok := presets[o.preset]
 		if !ok {
@@ -309,7 +255,7 @@ func (o runOpts) resolve(cmd *cobra.Command) (runOpts, engine.Workload, engine.C
 		return o, w, cfg, fmt.Errorf("--scale %v: want > 0", o.scale)
 	}
 	size = int64(float64(size)*o.scale) / bs * bs
-	w = engine.Workload{Files: o.files, BS: int(bs), IODepth: o.iodepth, Size: size, RW: o.rw, EndFsync: o.endFsync, Seed: 1, Loops: o.loops}
+	w = bench.Workload{Files: o.files, BS: int(bs), IODepth: o.iodepth, Size: size, RW: o.rw, EndFsync: o.endFsync, Seed: 1, Loops: o.loops}
 	return o, w, cfg, nil
 }
 
@@ -325,49 +271,4 @@ func presetNames() string {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-type runJSON struct {
-	Files        int     `json:"files"`
-	BS           int     `json:"bs"`
-	IODepth      int     `json:"iodepth"`
-	RW           string  `json:"rw"`
-	Placement    string  `json:"placement"`
-	MBps         float64 `json:"mbps"`
-	IOPS         float64 `json:"iops"`
-	P50us        float64 `json:"p50_us"`
-	P99us        float64 `json:"p99_us"`
-	WAF          float64 `json:"waf"`
-	HostBytes    int64   `json:"host_bytes"`
-	DevBytes     int64   `json:"dev_bytes"`
-	GCBytes      int64   `json:"gc_bytes"`
-	ZonesReset   int64   `json:"zones_reset"`
-	SQEsPerEnter float64 `json:"sqes_per_enter"`
-	Seconds      float64 `json:"seconds"`
-}
-
-func runSummary(o runOpts, w engine.Workload, r engine.WorkloadResult) runJSON {
-	return runJSON{
-		Files: w.Files, BS: w.BS, IODepth: w.IODepth, RW: w.RW, Placement: o.placement,
-		MBps: r.MBps(), IOPS: r.IOPS(),
-		P50us: micros(r.P50), P99us: micros(r.P99),
-		WAF: r.Stats.WAF(), HostBytes: r.Stats.HostWritten, DevBytes: r.Stats.DevWritten(),
-		GCBytes: r.Stats.GCWritten, ZonesReset: r.Stats.GCResets, SQEsPerEnter: r.Stats.Ring.SQEsPerEnter(),
-		Seconds: r.Elapsed.Seconds(),
-	}
-}
-
-func printRun(out io.Writer, o runOpts, w engine.Workload, r engine.WorkloadResult) error {
-	s := runSummary(o, w, r)
-	if o.json {
-		return writeJSON(out, s)
-	}
-	fmt.Fprintf(out, "%d file(s) x %s, %s bs=%d iodepth=%d, placement %s\n\n",
-		w.Files, human(w.Size), w.RW, w.BS, w.IODepth, o.placement)
-	tw := newTable(out)
-	fmt.Fprintln(tw, "MB/s\tIOPS\tp50\tp99\tWAF\tdevice MB\tGC MB\tSQEs/enter\t")
-	fmt.Fprintf(tw, "%.1f\t%.0f\t%v\t%v\t%.3f\t%.1f\t%.1f\t%.1f\t\n", s.MBps, s.IOPS,
-		r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), s.WAF,
-		float64(s.DevBytes)/1e6, float64(s.GCBytes)/1e6, s.SQEsPerEnter)
-	return tw.Flush()
 }

@@ -1,25 +1,10 @@
 package cli
 
-import (
-	"encoding/json"
-	"io"
-	"text/tabwriter"
-	"time"
+import output "github.com/zonefold/zonefold/internal/report"
+
+// The output conventions cli shares with bench (internal/report).
+var (
+	writeJSON = output.WriteJSON
+	newTable  = output.NewTable
+	human     = output.Human
 )
-
-// writeJSON prints v as one indented JSON object: what every command's
-// --json gives machines.
-func writeJSON(out io.Writer, v any) error {
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// newTable is the right-aligned table every command prints; rows end with
-// a tab so that the last column aligns too. Flush it when done.
-func newTable(out io.Writer) *tabwriter.Writer {
-	return tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-}
-
-// micros is a duration in microseconds, for JSON fields named *_us.
-func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

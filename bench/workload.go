@@ -1,4 +1,4 @@
-package engine
+package bench
 
 import (
 	"context"
@@ -10,10 +10,13 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/zonefold/zonefold/engine"
 )
 
 // Workload is an fio-like job run inside the process, straight against
-// the engine's File API.
+// the engine's File API: bench run, bench fio's in-process side, and the
+// fill and overwrite phases of bench gc.
 type Workload struct {
 	Files   int    // files, written or read in parallel
 	BS      int    // bytes per operation
@@ -47,7 +50,7 @@ type WorkloadResult struct {
 	Elapsed time.Duration
 	P50     time.Duration
 	P99     time.Duration
-	Stats   Stats // engine counters over the run
+	Stats   engine.Stats // engine counters over the run
 }
 
 // MBps is throughput in MB/s (10^6 bytes).
@@ -89,7 +92,7 @@ func (w *Workload) check() error {
 
 // RunWorkload runs w against e. Read workloads first lay the files out
 // (untimed).
-func RunWorkload(ctx context.Context, e *Engine, w Workload) (WorkloadResult, error) {
+func RunWorkload(ctx context.Context, e *engine.Engine, w Workload) (WorkloadResult, error) {
 	if err := w.check(); err != nil {
 		return WorkloadResult{}, err
 	}
@@ -100,19 +103,19 @@ func RunWorkload(ctx context.Context, e *Engine, w Workload) (WorkloadResult, er
 		w.Prefix = "job"
 	}
 	reading := w.RW == "read" || w.RW == "randread"
-	files := make([]*File, w.Files)
+	files := make([]*engine.File, w.Files)
 	for i := range files {
 		name := fmt.Sprintf("%s.%d", w.Prefix, i)
 		var err error
 		if reading {
-			files[i], err = e.OpenFile(name, OCreate)
+			files[i], err = e.OpenFile(name, engine.OCreate)
 			if err == nil && files[i].Size() < w.Size {
 				err = layOut(ctx, files[i], w.Size, w.BS)
 			}
 		} else {
-			flags := OCreate
+			flags := engine.OCreate
 			if !w.Keep {
-				flags |= OTrunc
+				flags |= engine.OTrunc
 			}
 			files[i], err = e.OpenFile(name, flags)
 		}
@@ -238,7 +241,7 @@ func RunWorkload(ctx context.Context, e *Engine, w Workload) (WorkloadResult, er
 }
 
 // layOut writes a file sequentially to size and syncs it.
-func layOut(ctx context.Context, f *File, size int64, bs int) error {
+func layOut(ctx context.Context, f *engine.File, size int64, bs int) error {
 	buf := make([]byte, bs)
 	for off := f.Size() / int64(bs) * int64(bs); off < size; off += int64(bs) {
 		for i := range buf {

@@ -1,15 +1,17 @@
-package uring
+package bench
 
 import (
 	"fmt"
 	"time"
+
+	"github.com/zonefold/zonefold/uring"
 )
 
 // BatchResult is what one configuration of the batching benchmark did.
 type BatchResult struct {
 	Ops     int64
 	Elapsed time.Duration
-	Stats   Stats // the ring's counters over the run
+	Stats   uring.Stats // the ring's counters over the run
 }
 
 // IOPS is operations per second.
@@ -35,8 +37,8 @@ func (b *BatchResult) Add(o BatchResult) {
 // its Completion the round's), then waits for all of them. Plugged, a round
 // enters the kernel once; unplugged, once per operation — the aio
 // request-batching comparison.
-func RunBatches(r *Ring, qd int, plugged bool, d time.Duration, submit func(i int64, c Completion) error) (BatchResult, error) {
-	var g Group
+func RunBatches(r *uring.Ring, qd int, plugged bool, d time.Duration, submit func(i int64, c uring.Completion) error) (BatchResult, error) {
+	var g uring.Group
 	var res BatchResult
 	before := r.Stats()
 	start := time.Now()
@@ -52,7 +54,7 @@ func RunBatches(r *Ring, qd int, plugged bool, d time.Duration, submit func(i in
 				// The rest of the round never reaches the kernel.
 				subErr = err
 				for range qd - i {
-					g.Complete(Result{})
+					g.Complete(uring.Result{})
 				}
 				break
 			}

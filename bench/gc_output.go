@@ -1,7 +1,6 @@
-package cli
+package bench
 
 import (
-	"encoding/csv"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,7 +32,7 @@ const (
 // writeGCOutputs writes summary.json, series.csv, zones.csv and the charts
 // into dir.
 func writeGCOutputs(dir string, sum gcSummary, runs []*gcRun, w gcWorkload) error {
-	if err := writeFileWith(filepath.Join(dir, "summary.json"), func(f *os.File) error { return writeJSON(f, sum) }); err != nil {
+	if err := writeFileWith(filepath.Join(dir, "summary.json"), func(f *os.File) error { return WriteJSON(f, sum) }); err != nil {
 		return err
 	}
 	if err := writeCSV(filepath.Join(dir, "series.csv"), seriesRecords(runs)); err != nil {
@@ -62,29 +61,6 @@ func writeGCOutputs(dir string, sum gcSummary, runs []*gcRun, w gcWorkload) erro
 		}
 	}
 	return nil
-}
-
-// writeFileWith creates path and fills it with write.
-func writeFileWith(path string, write func(*os.File) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return f.Close()
-}
-
-func writeCSV(path string, records [][]string) error {
-	return writeFileWith(path, func(f *os.File) error {
-		cw := csv.NewWriter(f)
-		if err := cw.WriteAll(records); err != nil {
-			return err
-		}
-		return cw.Error()
-	})
 }
 
 // seriesColumns are the columns each configuration has in series.csv.

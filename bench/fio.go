@@ -1,0 +1,218 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/server"
+)
+
+// FioOptions configure bench fio.
+type FioOptions struct {
+	Workload  Workload      // write or randwrite; each file is one fio job
+	Config    engine.Config // the engine both sides run
+	FioEngine string        // the engine .so ("": $ZONEFOLD_FIO_ENGINE, else build/fio/zonefold-engine.so)
+	Rounds    int           // alternating rounds of each configuration
+	JSON      bool
+}
+
+// fioBenchResult is one configuration's totals over all rounds.
+type fioBenchResult struct {
+	Bytes   int64
+	Elapsed time.Duration
+}
+
+func (r fioBenchResult) MBps() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Bytes) / r.Elapsed.Seconds() / 1e6
+}
+
+// Fio runs one workload two ways on device (formatted afresh before each
+// run, erasing it): fio with fio/engine.c against a daemon serving the
+// device from this process, and RunWorkload in process. The two alternate
+// in rounds; the ratio daemon/in-process is what the daemon's protocol
+// costs.
+func Fio(ctx context.Context, out io.Writer, device string, o FioOptions) error {
+	w, cfg := o.Workload, o.Config
+	if w.RW != "write" && w.RW != "randwrite" {
+		return fmt.Errorf("--rw %s: bench fio compares writes (write or randwrite)", w.RW)
+	}
+	if o.Rounds < 1 {
+		return errors.New("--rounds must be at least 1")
+	}
+	so, err := findFioEngine(o.FioEngine)
+	if err != nil {
+		return err
+	}
+	fioBin, err := exec.LookPath("fio")
+	if err != nil {
+		return fmt.Errorf("bench fio needs fio (make fio-engine installs it): %w", err)
+	}
+	var inproc, daemon fioBenchResult
+	for round := range o.Rounds {
+		r, err := inProcessRound(ctx, device, cfg, w)
+		if err != nil {
+			return fmt.Errorf("round %d in process: %w", round+1, err)
+		}
+		inproc.Bytes += r.Bytes
+		inproc.Elapsed += r.Elapsed
+		r, err = daemonRound(ctx, device, cfg, w, fioBin, so)
+		if err != nil {
+			return fmt.Errorf("round %d through the daemon: %w", round+1, err)
+		}
+		daemon.Bytes += r.Bytes
+		daemon.Elapsed += r.Elapsed
+	}
+	return printFioBench(out, o.JSON, w, o.Rounds, inproc, daemon)
+}
+
+func findFioEngine(flag string) (string, error) {
+	p := flag
+	if p == "" {
+		p = os.Getenv("ZONEFOLD_FIO_ENGINE")
+	}
+	if p == "" {
+		p = filepath.Join("build", "fio", "zonefold-engine.so")
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return "", fmt.Errorf("fio engine %s: %w (build it with make fio-engine)", abs, err)
+	}
+	return abs, nil
+}
+
+func inProcessRound(ctx context.Context, device string, cfg engine.Config, w Workload) (fioBenchResult, error) {
+	e, release, err := OpenFormatted(device, cfg)
+	if err != nil {
+		return fioBenchResult{}, err
+	}
+	defer release() // after Close, which the function does itself
+	res, err := RunWorkload(ctx, e, w)
+	if cerr := e.Close(); err == nil {
+		err = cerr
+	}
+	return fioBenchResult{Bytes: res.Bytes, Elapsed: res.Elapsed}, err
+}
+
+// daemonRound serves a freshly formatted device from this process and
+// runs the workload as fio jobs through the engine.
+func daemonRound(ctx context.Context, device string, cfg engine.Config, w Workload, fioBin, so string) (fioBenchResult, error) {
+	dir, err := os.MkdirTemp("", "zonefold-bench-fio")
+	if err != nil {
+		return fioBenchResult{}, err
+	}
+	defer os.RemoveAll(dir)
+	socket := filepath.Join(dir, "sock")
+	l, err := server.Listen(socket)
+	if err != nil {
+		return fioBenchResult{}, err
+	}
+	defer l.Close()
+	e, release, err := OpenFormatted(device, cfg)
+	if err != nil {
+		return fioBenchResult{}, err
+	}
+	defer release() // after Close, which the function does itself
+	srv := server.New(e, server.Options{})
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx, l.UnixListener) }()
+	res, runErr := runFioJob(ctx, fioBin, so, socket, dir, w)
+	stop()
+	err = errors.Join(runErr, <-served, e.Close())
+	return res, err
+}
+
+// fioJSON is the part of fio's JSON output the benchmark reads.
+type fioJSON struct {
+	Jobs []struct {
+		Error int `json:"error"`
+		Write struct {
+			IOBytes int64 `json:"io_bytes"`
+			Runtime int64 `json:"runtime"` // ms
+		} `json:"write"`
+	} `json:"jobs"`
+}
+
+func runFioJob(ctx context.Context, fioBin, so, socket, dir string, w Workload) (fioBenchResult, error) {
+	args := []string{
+		"--name=bench", "--ioengine=external:" + so, "--sock=" + socket,
+		"--numjobs=" + strconv.Itoa(w.Files), "--filename_format=job.$jobnum",
+		"--rw=" + w.RW, "--bs=" + strconv.Itoa(w.BS), "--size=" + strconv.FormatInt(w.Size, 10),
+		"--iodepth=" + strconv.Itoa(w.IODepth),
+		"--iodepth_batch_submit=" + strconv.Itoa(w.IODepth),
+		"--iodepth_batch_complete_max=" + strconv.Itoa(w.IODepth),
+		"--group_reporting=1", "--output-format=json",
+	}
+	if w.EndFsync {
+		args = append(args, "--end_fsync=1")
+	}
+	if w.RW == "randwrite" {
+		// RunWorkload draws offsets with replacement; so does fio with
+		// norandommap.
+		args = append(args, "--norandommap=1", "--randrepeat=0")
+	}
+	cmd := exec.CommandContext(ctx, fioBin, args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return fioBenchResult{}, fmt.Errorf("fio: %w: %s", err, ee.Stderr)
+		}
+		return fioBenchResult{}, fmt.Errorf("fio: %w", err)
+	}
+	var js fioJSON
+	if err := json.Unmarshal(out, &js); err != nil || len(js.Jobs) != 1 {
+		return fioBenchResult{}, fmt.Errorf("fio output: %v (%d job entries)", err, len(js.Jobs))
+	}
+	j := js.Jobs[0]
+	if j.Error != 0 {
+		return fioBenchResult{}, fmt.Errorf("fio job error %d", j.Error)
+	}
+	return fioBenchResult{Bytes: j.Write.IOBytes, Elapsed: time.Duration(j.Write.Runtime) * time.Millisecond}, nil
+}
+
+type fioBenchJSON struct {
+	Files         int     `json:"files"`
+	BS            int     `json:"bs"`
+	IODepth       int     `json:"iodepth"`
+	RW            string  `json:"rw"`
+	SizePerFile   int64   `json:"size_per_file"`
+	EndFsync      bool    `json:"end_fsync"`
+	Rounds        int     `json:"rounds"`
+	InProcessMBps float64 `json:"in_process_mbps"`
+	DaemonMBps    float64 `json:"daemon_mbps"`
+	Ratio         float64 `json:"ratio"`
+}
+
+func printFioBench(out io.Writer, asJSON bool, w Workload, rounds int, inproc, daemon fioBenchResult) error {
+	s := fioBenchJSON{Files: w.Files, BS: w.BS, IODepth: w.IODepth, RW: w.RW, SizePerFile: w.Size, EndFsync: w.EndFsync,
+		Rounds: rounds, InProcessMBps: inproc.MBps(), DaemonMBps: daemon.MBps()}
+	if s.InProcessMBps > 0 {
+		s.Ratio = s.DaemonMBps / s.InProcessMBps
+	}
+	if asJSON {
+		return WriteJSON(out, s)
+	}
+	fmt.Fprintf(out, "%d file(s) x %s, %s bs=%d iodepth=%d end_fsync=%v, %d alternating rounds\n\n",
+		w.Files, human(w.Size), w.RW, w.BS, w.IODepth, w.EndFsync, rounds)
+	tw := newTable(out)
+	fmt.Fprintln(tw, "in-process MB/s\tfio+daemon MB/s\tratio\t")
+	fmt.Fprintf(tw, "%.1f\t%.1f\t%.2f\t\n", s.InProcessMBps, s.DaemonMBps, s.Ratio)
+	return tw.Flush()
+}

@@ -1,0 +1,89 @@
+package bench
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/internal/report"
+	"github.com/zonefold/zonefold/server"
+	"github.com/zonefold/zonefold/zns"
+)
+
+// WriteJSON prints v as one indented JSON object.
+var WriteJSON = report.WriteJSON
+
+var (
+	newTable = report.NewTable
+	micros   = report.Micros
+	human    = report.Human
+)
+
+// writeFileWith creates path and fills it with write.
+func writeFileWith(path string, write func(*os.File) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+func writeCSV(path string, records [][]string) error {
+	return writeFileWith(path, func(f *os.File) error {
+		cw := csv.NewWriter(f)
+		if err := cw.WriteAll(records); err != nil {
+			return err
+		}
+		return cw.Error()
+	})
+}
+
+// newProgress is a progress bar of max bytes on w (a terminal): what
+// progressbar.DefaultBytes draws on stderr.
+func newProgress(w io.Writer, max int64, desc string) *progressbar.ProgressBar {
+	return progressbar.NewOptions64(max,
+		progressbar.OptionSetDescription(desc),
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionShowTotalBytes(true),
+		progressbar.OptionSetWidth(10),
+		progressbar.OptionThrottle(65*time.Millisecond),
+		progressbar.OptionShowCount(),
+		progressbar.OptionOnCompletion(func() { fmt.Fprint(w, "\n") }),
+		progressbar.OptionSpinnerType(14),
+		progressbar.OptionFullWidth(),
+		progressbar.OptionSetRenderBlankState(true),
+	)
+}
+
+// OpenFormatted claims device as the daemon does (so that a benchmark
+// never erases a device a daemon serves), formats it (erasing it) and
+// opens an engine on it, which owns the device; release drops the claim
+// after the engine closed.
+func OpenFormatted(device string, cfg engine.Config) (e *engine.Engine, release func(), err error) {
+	lock, err := server.LockDevice(device)
+	if err != nil {
+		return nil, nil, err
+	}
+	dev, err := zns.Open(device, zns.Options{})
+	if err != nil {
+		lock.Release()
+		return nil, nil, err
+	}
+	e, err = engine.FormatAndOpen(dev, cfg)
+	if err != nil {
+		dev.Close()
+		lock.Release()
+		return nil, nil, err
+	}
+	return e, lock.Release, nil
+}

@@ -1,0 +1,93 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/zonefold/zonefold/engine"
+)
+
+// RunOptions configure bench run.
+type RunOptions struct {
+	Workload Workload
+	Config   engine.Config
+	JSON     bool
+	// Progress, if set, gets a progress bar (a terminal's stderr).
+	Progress io.Writer
+}
+
+// Run formats device (erasing it), runs the workload through the engine's
+// File API and prints MB/s, IOPS, latency percentiles and write
+// amplification.
+func Run(ctx context.Context, out io.Writer, device string, o RunOptions) error {
+	w := o.Workload
+	e, release, err := OpenFormatted(device, o.Config)
+	if err != nil {
+		return err
+	}
+	defer release() // after Close, which the function does itself
+	if o.Progress != nil {
+		bar := newProgress(o.Progress, int64(w.Files)*w.Size, "bench run")
+		w.Progress = func(done, _ int64) { _ = bar.Set64(done) }
+		defer func() {
+			_ = bar.Finish()
+			fmt.Fprintln(o.Progress)
+		}()
+	}
+	res, runErr := RunWorkload(ctx, e, w)
+	closeErr := e.Close()
+	if runErr != nil {
+		return runErr
+	}
+	if closeErr != nil {
+		return closeErr
+	}
+	return printRun(out, o, w, res)
+}
+
+type runJSON struct {
+	Files        int     `json:"files"`
+	BS           int     `json:"bs"`
+	IODepth      int     `json:"iodepth"`
+	RW           string  `json:"rw"`
+	Placement    string  `json:"placement"`
+	MBps         float64 `json:"mbps"`
+	IOPS         float64 `json:"iops"`
+	P50us        float64 `json:"p50_us"`
+	P99us        float64 `json:"p99_us"`
+	WAF          float64 `json:"waf"`
+	HostBytes    int64   `json:"host_bytes"`
+	DevBytes     int64   `json:"dev_bytes"`
+	GCBytes      int64   `json:"gc_bytes"`
+	ZonesReset   int64   `json:"zones_reset"`
+	SQEsPerEnter float64 `json:"sqes_per_enter"`
+	Seconds      float64 `json:"seconds"`
+}
+
+func runSummary(o RunOptions, w Workload, r WorkloadResult) runJSON {
+	return runJSON{
+		Files: w.Files, BS: w.BS, IODepth: w.IODepth, RW: w.RW, Placement: o.Config.Policy.String(),
+		MBps: r.MBps(), IOPS: r.IOPS(),
+		P50us: micros(r.P50), P99us: micros(r.P99),
+		WAF: r.Stats.WAF(), HostBytes: r.Stats.HostWritten, DevBytes: r.Stats.DevWritten(),
+		GCBytes: r.Stats.GCWritten, ZonesReset: r.Stats.GCResets, SQEsPerEnter: r.Stats.Ring.SQEsPerEnter(),
+		Seconds: r.Elapsed.Seconds(),
+	}
+}
+
+func printRun(out io.Writer, o RunOptions, w Workload, r WorkloadResult) error {
+	s := runSummary(o, w, r)
+	if o.JSON {
+		return WriteJSON(out, s)
+	}
+	fmt.Fprintf(out, "%d file(s) x %s, %s bs=%d iodepth=%d, placement %s\n\n",
+		w.Files, human(w.Size), w.RW, w.BS, w.IODepth, s.Placement)
+	tw := newTable(out)
+	fmt.Fprintln(tw, "MB/s\tIOPS\tp50\tp99\tWAF\tdevice MB\tGC MB\tSQEs/enter\t")
+	fmt.Fprintf(tw, "%.1f\t%.0f\t%v\t%v\t%.3f\t%.1f\t%.1f\t%.1f\t\n", s.MBps, s.IOPS,
+		r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), s.WAF,
+		float64(s.DevBytes)/1e6, float64(s.GCBytes)/1e6, s.SQEsPerEnter)
+	return tw.Flush()
+}

@@ -1,0 +1,220 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/zns"
+)
+
+// SeedsOptions configure bench seeds.
+type SeedsOptions struct {
+	Quick bool // each comparison for a moment: a smoke test, not a measurement
+	JSON  bool
+	// Progress, if set, gets a line as each comparison starts.
+	Progress io.Writer
+}
+
+// seedRow is one comparison against its kernel series.
+type seedRow struct {
+	Idea     string  `json:"idea"`
+	Workload string  `json:"workload"`
+	Kernel   string  `json:"kernel"`       // what the series reported
+	Bar      float64 `json:"kernel_ratio"` // the ratio zonefold must reach
+	Measured float64 `json:"measured_ratio"`
+	Meets    bool    `json:"meets"`
+	Detail   string  `json:"detail"` // the two sides measured
+}
+
+func newSeedRow(idea, workload, kernel string, bar, measured float64, detail string) seedRow {
+	return seedRow{Idea: idea, Workload: workload, Kernel: kernel, Bar: bar, Measured: measured,
+		Meets: measured >= bar, Detail: detail}
+}
+
+// Seeds reproduces the comparison behind each of the five kernel ideas
+// zonefold is built on, once each, and prints one table: the idea, the
+// ratio the kernel series reported, the ratio measured here, and whether
+// it meets it.
+func Seeds(ctx context.Context, stdout io.Writer, o SeedsOptions) error {
+	step := func(name string) {
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "seeds: %s...\n", name)
+		}
+	}
+	var rows []seedRow
+
+	step("folios")
+	fo := DefaultFolios
+	if o.Quick {
+		fo.Duration, fo.Rounds, fo.CacheSize, fo.SmallFile = 60*time.Millisecond, 2, 8<<20, 256<<10
+	}
+	large, small, err := benchLargeFolios(ctx, fo)
+	if err != nil {
+		return fmt.Errorf("folio order hint: %w", err)
+	}
+	rows = append(rows, newSeedRow("bcachefs folio order hint", "seq 128k buffered through the engine on null:, order 9 vs 0",
+		"1.25x (1.5x without data io)", 1.5, ratio(large, small),
+		fmt.Sprintf("%.0f vs %.0f MB/s", large.mbps(), small.mbps())))
+	one, split, err := benchStateLock(ctx, fo)
+	if err != nil {
+		return fmt.Errorf("state lock: %w", err)
+	}
+	rows = append(rows, newSeedRow("iomap one-lock state update", "1k overwrites, one lock vs two",
+		"+8% (1.08x)", 1.08, ratio(one, split),
+		fmt.Sprintf("%.0f vs %.0f MB/s", one.mbps(), split.mbps())))
+
+	step("large folios in writeback")
+	row, err := seedWriteback(ctx, o.Quick)
+	if err != nil {
+		return fmt.Errorf("large folios in writeback: %w", err)
+	}
+	rows = append(rows, row)
+
+	step("zone affinity")
+	affinity, err := seedAffinity(ctx, o.Quick)
+	if err != nil {
+		return fmt.Errorf("zone affinity: %w", err)
+	}
+	rows = append(rows, affinity...)
+
+	step("batching")
+	dir, err := os.MkdirTemp("", "zonefold-seeds-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bo := BatchingOptions{QD: 128, BS: 4096, Duration: 2 * time.Second, Rounds: 8, Dir: dir, FileSize: 64 << 20}
+	if o.Quick {
+		bo.Duration, bo.Rounds, bo.QD, bo.FileSize = 40*time.Millisecond, 2, 16, 1<<20
+	}
+	_, file, direct, err := measureBatching(bo)
+	if err != nil {
+		return fmt.Errorf("batching: %w", err)
+	}
+	mode := "O_DIRECT"
+	if !direct {
+		mode = "buffered: no O_DIRECT here"
+	}
+	rows = append(rows, newSeedRow("aio batching", fmt.Sprintf("4k writes QD%d (%s), plugged vs not", bo.QD, mode),
+		"2x", 2, file.ratio(),
+		fmt.Sprintf("%.0f vs %.0f IOPS", file.Plugged.IOPS(), file.Unplugged.IOPS())))
+
+	if o.JSON {
+		return WriteJSON(stdout, struct {
+			Quick bool      `json:"quick"`
+			Seeds []seedRow `json:"seeds"`
+		}{o.Quick, rows})
+	}
+	return printSeeds(stdout, o, rows)
+}
+
+// seedWriteback writes 4 files of 1 MiB writes with an fsync at the end
+// through the engine on a null: device, with large folios and with 4 KiB
+// ones, alternating fresh engines round by round.
+func seedWriteback(ctx context.Context, quick bool) (seedRow, error) {
+	rounds, size := 4, int64(64<<20)
+	if quick {
+		rounds, size = 1, 8<<20
+	}
+	w := Workload{Files: 4, BS: 1 << 20, IODepth: 1, Size: size, RW: "write", EndFsync: true, Seed: 1}
+	var sides [2]struct{ bytes, nanos int64 }
+	for r := range rounds {
+		for j := range 2 {
+			side := (r + j) % 2 // alternate which goes first
+			cfg := engine.Config{MaxOrder: 9}
+			if side == 1 {
+				cfg.MaxOrder = -1 // order 0: 4 KiB folios
+			}
+			dev, err := zns.Open("null:?size=4G&zone_size=256M", zns.Options{})
+			if err != nil {
+				return seedRow{}, err
+			}
+			e, err := engine.FormatAndOpen(dev, cfg)
+			if err != nil {
+				dev.Close()
+				return seedRow{}, err
+			}
+			res, err := RunWorkload(ctx, e, w)
+			if cerr := e.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return seedRow{}, err
+			}
+			sides[side].bytes += res.Bytes
+			sides[side].nanos += int64(res.Elapsed)
+		}
+	}
+	mibps := func(i int) float64 {
+		if sides[i].nanos == 0 {
+			return 0
+		}
+		return float64(sides[i].bytes) / (1 << 20) / time.Duration(sides[i].nanos).Seconds()
+	}
+	r := 0.0
+	if mibps(1) > 0 {
+		r = mibps(0) / mibps(1)
+	}
+	return newSeedRow("iomap large folios in writeback", "4 files x 1M, end fsync, null:, order 9 vs 0",
+		"~8000 MiB/s (no ratio; bar: not slower, 1x)", 1, r,
+		fmt.Sprintf("%.0f vs %.0f MiB/s", mibps(0), mibps(1))), nil
+}
+
+// seedAffinity runs bench gc's mru and none under greedy GC for one
+// device capacity of overwrites.
+func seedAffinity(ctx context.Context, quick bool) ([]seedRow, error) {
+	o := DefaultGC
+	o.Passes, o.Configs, o.Out, o.JSON = 1, []string{"mru/greedy", "none/greedy"}, "", true
+	device := ""
+	if quick {
+		dir, err := os.MkdirTemp("", "zonefold-seeds-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		device = "emu:" + filepath.Join(dir, "dev") + "?zone_size=256K&zones=48&max_open=6&max_active=6"
+		o.Files, o.Util, o.Passes, o.CacheBytes, o.Sample = 4, 0.7, 0.5, 2<<20, 20*time.Millisecond
+	}
+	sum, _, err := measureGC(ctx, device, o)
+	if err != nil {
+		return nil, err
+	}
+	mru, none := sum.Configs[0], sum.Configs[1]
+	var tput, waf float64
+	if mru.MBpsRatio != nil {
+		tput = *mru.MBpsRatio
+	}
+	if mru.WAF > 0 {
+		waf = none.WAF / mru.WAF
+	}
+	return []seedRow{
+		newSeedRow("xfs per-file zone affinity", fmt.Sprintf("%d files 8k random, mru vs none: throughput", sum.Files),
+			"+11% (1.11x)", 1.11, tput, fmt.Sprintf("%.0f vs %.0f MB/s", mru.HostMBps, none.HostMBps)),
+		newSeedRow("xfs per-file zone affinity", fmt.Sprintf("%d files 8k random, mru vs none: WAF none/mru", sum.Files),
+			"lower WAF (no figure; bar 1x)", 1, waf, fmt.Sprintf("WAF %.3f vs %.3f", mru.WAF, none.WAF)),
+	}, nil
+}
+
+func printSeeds(out io.Writer, o SeedsOptions, rows []seedRow) error {
+	if o.Quick {
+		fmt.Fprintln(out, "seeds (--quick: a smoke test; the ratios are noise)")
+	} else {
+		fmt.Fprintln(out, "seeds: each kernel series' comparison, one run each")
+	}
+	fmt.Fprintln(out)
+	tw := newTable(out)
+	fmt.Fprintln(tw, "idea\tworkload\tkernel\tzonefold\tmeets\tmeasured\t")
+	for _, r := range rows {
+		meets := "yes"
+		if !r.Meets {
+			meets = "NO"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2fx\t%s\t%s\t\n", r.Idea, r.Workload, r.Kernel, r.Measured, meets, r.Detail)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,59 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestSeedsQuickJSON(t *testing.T) {
+	var stdout bytes.Buffer
+	if err := Seeds(t.Context(), &stdout, SeedsOptions{Quick: true, JSON: true}); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Quick bool      `json:"quick"`
+		Seeds []seedRow `json:"seeds"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout.String())
+	}
+	want := []struct {
+		idea string
+		bar  float64
+	}{
+		{"bcachefs folio order hint", 1.5},
+		{"iomap one-lock state update", 1.08},
+		{"iomap large folios in writeback", 1},
+		{"xfs per-file zone affinity", 1.11},
+		{"xfs per-file zone affinity", 1},
+		{"aio batching", 2},
+	}
+	if !got.Quick || len(got.Seeds) != len(want) {
+		t.Fatalf("quick %v, %d rows; want quick and %d rows: %+v", got.Quick, len(got.Seeds), len(want), got.Seeds)
+	}
+	for i, w := range want {
+		r := got.Seeds[i]
+		if r.Idea != w.idea || r.Bar != w.bar || r.Kernel == "" || r.Workload == "" || r.Detail == "" {
+			t.Errorf("row %d: %+v; want idea %q with bar %v", i, r, w.idea, w.bar)
+		}
+		// Timing decides nothing here; that a ratio was measured does,
+		// and that meets follows from it.
+		if r.Measured <= 0 || r.Meets != (r.Measured >= r.Bar) {
+			t.Errorf("row %d (%s): measured %v, meets %v", i, r.Idea, r.Measured, r.Meets)
+		}
+	}
+}
+
+func TestSeedsQuickTable(t *testing.T) {
+	var stdout bytes.Buffer
+	if err := Seeds(t.Context(), &stdout, SeedsOptions{Quick: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"idea", "kernel", "zonefold", "meets", "aio batching", "smoke test"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
