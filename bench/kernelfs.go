@@ -103,8 +103,13 @@ type mountedFS struct {
 	dir     string // the mount point, a temporary folder
 	// sysDir is the file system's folder under /sys/fs, for its own
 	// counters ("" if it has none there).
-	sysDir string
+	sysDir   string
+	zoneSize int64
 }
+
+// f2fsSegment is f2fs's segment size; its sections (a zone each on a
+// zoned device) are made of segments.
+const f2fsSegment = 2 << 20
 
 // makeKernelFS makes k on device (which bench peers has claimed and reset)
 // and mounts it on a new temporary folder. mkfs's output is in the error
@@ -125,6 +130,9 @@ func makeKernelFS(ctx context.Context, k kernelFS, device string) (*mountedFS, e
 	}
 	m := &mountedFS{kind: k, device: device, devName: blockName(device), dir: dir}
 	m.sysDir = m.findSysDir()
+	if sectors, err := readInt(filepath.Join("/sys/block", m.devName, "queue", "chunk_sectors")); err == nil {
+		m.zoneSize = sectors * 512
+	}
 	return m, nil
 }
 
@@ -180,22 +188,20 @@ func (m *mountedFS) unmount() error {
 	return os.Remove(m.dir)
 }
 
-// fsFigures are what a file system says of its own GC. Kinds report
-// different things; each field is -1 where this one has no such counter.
+// fsFigures are what a file system says of its own GC, each -1 where it
+// has no such counter.
 type fsFigures struct {
-	// GCBytes is data the file system's GC rewrote.
-	GCBytes int64
-	// Reclaims counts what GC freed, in the file system's unit (Unit).
-	Reclaims int64
-	Unit     string
+	GCBytes int64 // data the file system's GC rewrote
+	GCZones int64 // zones its GC freed
 }
 
-func noFigures() fsFigures { return fsFigures{GCBytes: -1, Reclaims: -1} }
+func noFigures() fsFigures { return fsFigures{GCBytes: -1, GCZones: -1} }
 
 // figures reads the file system's GC counters (cumulative since mount).
 //
 //   - f2fs: moved_blocks_{foreground,background} (4 KiB blocks GC moved)
-//     and gc_reclaimed_segments in /sys/fs/f2fs/DEV.
+//     and gc_reclaimed_segments (2 MiB segments; a zone is a section of
+//     zone size / 2 MiB of them) in /sys/fs/f2fs/DEV.
 //   - btrfs: allocation/{data,metadata}/reclaim_{bytes,count} (block
 //     groups relocated by the zoned reclaim; Linux >= 6.10 or so — older
 //     kernels have no counter).
@@ -213,8 +219,8 @@ func (m *mountedFS) figures() fsFigures {
 		if err1 == nil && err2 == nil {
 			f.GCBytes = (fg + bg) * 4096
 		}
-		if n, err := readInt(filepath.Join(m.sysDir, "gc_reclaimed_segments")); err == nil {
-			f.Reclaims, f.Unit = n, "segments"
+		if n, err := readInt(filepath.Join(m.sysDir, "gc_reclaimed_segments")); err == nil && m.zoneSize > 0 {
+			f.GCZones = n * f2fsSegment / m.zoneSize
 		}
 	case "btrfs":
 		var bytes, count int64
@@ -227,7 +233,8 @@ func (m *mountedFS) figures() fsFigures {
 			}
 		}
 		if found {
-			f.GCBytes, f.Reclaims, f.Unit = bytes, count, "block groups"
+			// A zoned btrfs block group is one zone.
+			f.GCBytes, f.GCZones = bytes, count
 		}
 	case "xfs":
 		data, err := os.ReadFile(filepath.Join(m.sysDir, "stats", "stats"))
@@ -244,7 +251,7 @@ func (m *mountedFS) figures() fsFigures {
 				}
 			case len(fields) == 4 && fields[0] == "zoned":
 				if n, err := strconv.ParseInt(fields[3], 10, 64); err == nil {
-					f.Reclaims, f.Unit = n, "zones"
+					f.GCZones = n
 				}
 			}
 		}
@@ -258,8 +265,8 @@ func (f fsFigures) sub(before fsFigures) fsFigures {
 	if f.GCBytes >= 0 && before.GCBytes >= 0 {
 		d.GCBytes = f.GCBytes - before.GCBytes
 	}
-	if f.Reclaims >= 0 && before.Reclaims >= 0 {
-		d.Reclaims = f.Reclaims - before.Reclaims
+	if f.GCZones >= 0 && before.GCZones >= 0 {
+		d.GCZones = f.GCZones - before.GCZones
 	}
 	return d
 }
@@ -299,50 +306,77 @@ func blockName(device string) string {
 	return filepath.Base(device)
 }
 
-// kfsStore is the workload's view of a mounted kernel file system: files
-// in its folder.
-type kfsStore struct{ dir string }
+// kernelFSBackend runs workloads on a mounted kernel file system: each
+// file an ordinary file in the mount, written with buffered pwrite and
+// fsync'd where the workload syncs. Its device counter is the block
+// device's own, as for every row of bench peers.
+type kernelFSBackend struct {
+	m        *mountedFS
+	dev      *peerDevice
+	capacity int64
+}
 
-// kfsFile is one open file: buffered pwrite, fsync on Sync.
-type kfsFile struct{ f *os.File }
+// newKernelFSBackend is m as a workload backend; its capacity is what
+// statfs offers when empty.
+func newKernelFSBackend(m *mountedFS, dev *peerDevice) (*kernelFSBackend, error) {
+	c, err := m.capacity()
+	if err != nil {
+		return nil, err
+	}
+	return &kernelFSBackend{m: m, dev: dev, capacity: c}, nil
+}
 
-func (s kfsStore) path(name string) (string, error) {
+// Capacity implements Backend: the file system's free space when empty.
+func (b *kernelFSBackend) Capacity() int64 { return b.capacity }
+
+func (b *kernelFSBackend) path(name string) (string, error) {
 	if name == "" || strings.ContainsRune(name, '/') || name == "." || name == ".." {
 		return "", fmt.Errorf("bad file name %q", name)
 	}
-	return filepath.Join(s.dir, name), nil
+	return filepath.Join(b.m.dir, name), nil
 }
 
-// Open opens name, creating it; trunc empties an existing one.
-func (s kfsStore) Open(name string, trunc bool) (*kfsFile, error) {
-	p, err := s.path(name)
+// Create implements Backend.
+func (b *kernelFSBackend) Create(name string) (BackendFile, error) {
+	p, err := b.path(name)
 	if err != nil {
 		return nil, err
 	}
-	flags := os.O_RDWR | os.O_CREATE
-	if trunc {
-		flags |= os.O_TRUNC
-	}
-	f, err := os.OpenFile(p, flags, 0o644)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	return &kfsFile{f: f}, nil
+	return kernelFSFile{f}, nil
 }
 
-// Remove deletes name.
-func (s kfsStore) Remove(name string) error {
-	p, err := s.path(name)
+// Remove implements Backend.
+func (b *kernelFSBackend) Remove(name string) error {
+	p, err := b.path(name)
 	if err != nil {
 		return err
 	}
 	return os.Remove(p)
 }
 
-func (f *kfsFile) WriteAt(_ context.Context, p []byte, off int64) (int, error) {
+// Sync implements Backend: syncfs, which writes back every dirty page and
+// commits the file system.
+func (b *kernelFSBackend) Sync(context.Context) error { return b.m.sync() }
+
+// Counters implements Backend: the device's written bytes, and the file
+// system's own GC figures where it has them. GCNanos is unknown: no file
+// system here says how long its GC ran.
+func (b *kernelFSBackend) Counters() Counters {
+	f := b.m.figures()
+	return Counters{DevWritten: b.dev.counter(), GCWritten: f.GCBytes, GCResets: f.GCZones, GCNanos: -1}
+}
+
+// kernelFSFile is an open file of a kernelFSBackend.
+type kernelFSFile struct{ f *os.File }
+
+func (f kernelFSFile) WriteAt(_ context.Context, p []byte, off int64) (int, error) {
 	return f.f.WriteAt(p, off)
 }
 
-func (f *kfsFile) Sync(_ context.Context) error { return f.f.Sync() }
+func (f kernelFSFile) Sync(context.Context) error { return f.f.Sync() }
 
-func (f *kfsFile) Close() error { return f.f.Close() }
+func (f kernelFSFile) Close() error { return f.f.Close() }

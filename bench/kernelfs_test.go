@@ -71,15 +71,16 @@ func TestKernelFSFigures(t *testing.T) {
 		kind, sys string
 		want      fsFigures
 	}{
-		{"f2fs", "f2fs", fsFigures{GCBytes: 15 * 4096, Reclaims: 3, Unit: "segments"}},
-		{"btrfs", "btrfs", fsFigures{GCBytes: 5 << 20, Reclaims: 3, Unit: "block groups"}},
-		{"xfs", "xfs", fsFigures{GCBytes: 123456, Reclaims: 9, Unit: "zones"}},
+		// 4 MiB zones: a zone is two 2 MiB f2fs segments.
+		{"f2fs", "f2fs", fsFigures{GCBytes: 15 * 4096, GCZones: 1}},
+		{"btrfs", "btrfs", fsFigures{GCBytes: 5 << 20, GCZones: 3}},
+		{"xfs", "xfs", fsFigures{GCBytes: 123456, GCZones: 9}},
 		// 6.1's btrfs has no reclaim counters: unknown, not zero.
 		{"btrfs", "btrfs-6.1", noFigures()},
 		{"xfs", "", noFigures()},
 	} {
 		k, _ := kernelFSByName(c.kind)
-		m := &mountedFS{kind: k}
+		m := &mountedFS{kind: k, zoneSize: 4 << 20}
 		if c.sys != "" {
 			m.sysDir = filepath.Join(dir, c.sys)
 		}
@@ -87,9 +88,9 @@ func TestKernelFSFigures(t *testing.T) {
 			t.Errorf("%s in %s: figures %+v, want %+v", c.kind, c.sys, got, c.want)
 		}
 	}
-	a := fsFigures{GCBytes: 100, Reclaims: 5, Unit: "zones"}
-	b := fsFigures{GCBytes: 40, Reclaims: 2, Unit: "zones"}
-	if got := a.sub(b); got.GCBytes != 60 || got.Reclaims != 3 {
+	a := fsFigures{GCBytes: 100, GCZones: 5}
+	b := fsFigures{GCBytes: 40, GCZones: 2}
+	if got := a.sub(b); got.GCBytes != 60 || got.GCZones != 3 {
 		t.Errorf("sub = %+v", got)
 	}
 	if got := a.sub(noFigures()); got.GCBytes != 100 {
@@ -110,17 +111,21 @@ func TestKernelFSUnsupported(t *testing.T) {
 	}
 }
 
-// The store writes ordinary files, refuses names that leave its folder,
-// and removes what it is told to.
-func TestKfsStore(t *testing.T) {
+// The backend writes ordinary files, refuses names that leave its
+// folder, and removes what it is told to.
+func TestKernelFSBackendFiles(t *testing.T) {
 	ctx := context.Background()
-	s := kfsStore{dir: t.TempDir()}
+	dir := t.TempDir()
+	b := &kernelFSBackend{m: &mountedFS{kind: kernelFSes[0], dir: dir}}
 	for _, bad := range []string{"", ".", "..", "a/b", "../x"} {
-		if _, err := s.Open(bad, true); err == nil {
-			t.Errorf("Open(%q) succeeded", bad)
+		if _, err := b.Create(bad); err == nil {
+			t.Errorf("Create(%q) succeeded", bad)
+		}
+		if err := b.Remove(bad); err == nil {
+			t.Errorf("Remove(%q) succeeded", bad)
 		}
 	}
-	f, err := s.Open("f", true)
+	f, err := b.Create("f")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,29 +138,25 @@ func TestKfsStore(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := os.Stat(filepath.Join(s.dir, "f"))
+	st, err := os.Stat(filepath.Join(dir, "f"))
 	if err != nil || st.Size() != 4096+5 {
 		t.Fatalf("file after WriteAt: %v, %v", st, err)
 	}
-	// trunc=false keeps the data, trunc=true empties it.
-	if f, err = s.Open("f", false); err != nil {
+	// Create truncates a file of the same name.
+	if f, err = b.Create("f"); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
-	if st, _ = os.Stat(filepath.Join(s.dir, "f")); st.Size() != 4096+5 {
-		t.Errorf("reopen without trunc: size %d", st.Size())
+	if st, _ = os.Stat(filepath.Join(dir, "f")); st.Size() != 0 {
+		t.Errorf("Create over an existing file: size %d", st.Size())
 	}
-	if f, err = s.Open("f", true); err != nil {
+	if err := b.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
-	if st, _ = os.Stat(filepath.Join(s.dir, "f")); st.Size() != 0 {
-		t.Errorf("reopen with trunc: size %d", st.Size())
-	}
-	if err := s.Remove("f"); err != nil {
+	if err := b.Remove("f"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(s.dir, "f")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, "f")); !os.IsNotExist(err) {
 		t.Errorf("after Remove: %v", err)
 	}
 }

@@ -8,10 +8,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/prometheus/procfs"
 	"github.com/prometheus/procfs/blockdevice"
@@ -25,6 +27,9 @@ type peerDevice struct {
 	path string // as given, e.g. /dev/nullb0
 	name string // nullb0
 	sys  blockdevice.FS
+	geo  zns.Geometry
+	conv int          // conventional zones
+	last atomic.Int64 // the counter's last reading
 }
 
 // openPeerDevice checks that path is a zoned block device bench peers may
@@ -54,6 +59,9 @@ func openPeerDevice(path string, force bool) (*peerDevice, error) {
 		return nil, fmt.Errorf("%s is not zoned (queue/zoned is %q)", path, z)
 	}
 	if err := d.checkNotMounted(st); err != nil {
+		return nil, err
+	}
+	if err := d.readGeometry(); err != nil {
 		return nil, err
 	}
 	if _, err := d.written(); err != nil {
@@ -162,6 +170,40 @@ func (d *peerDevice) contents() string {
 	return ""
 }
 
+// readGeometry takes the zone geometry and counts the conventional zones.
+func (d *peerDevice) readGeometry() error {
+	dev, err := zns.Open(d.path, zns.Options{})
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	d.geo = dev.Geometry()
+	zones := make([]zns.Zone, d.geo.Zones)
+	n, err := dev.Report(0, zones)
+	if err != nil {
+		return fmt.Errorf("%s: report zones: %w", d.path, err)
+	}
+	for _, z := range zones[:n] {
+		if z.Type == zns.TypeConventional {
+			d.conv++
+		}
+	}
+	return nil
+}
+
+// describe is the geometry for the output.
+func (d *peerDevice) describe() string {
+	g := d.geo
+	s := fmt.Sprintf("%d zones of %s (%d conventional), %s", g.Zones, human(g.ZoneSize), d.conv, human(int64(g.Zones)*g.ZoneSize))
+	if g.ZoneCap != g.ZoneSize {
+		s += fmt.Sprintf(", zone capacity %s", human(g.ZoneCap))
+	}
+	if g.MaxOpen > 0 || g.MaxActive > 0 {
+		s += fmt.Sprintf(", max open %d, max active %d", g.MaxOpen, g.MaxActive)
+	}
+	return s
+}
+
 // resetZones empties every sequential zone.
 func (d *peerDevice) resetZones() error {
 	dev, err := zns.Open(d.path, zns.Options{})
@@ -184,6 +226,18 @@ func (d *peerDevice) written() (int64, error) {
 		return 0, fmt.Errorf("%s: read the device's write counter: %w", d.path, err)
 	}
 	return int64(st.WriteSectors) * 512, nil
+}
+
+// counter is written for Counters, which cannot fail: a failed read (the
+// device went away) keeps the last reading and is logged.
+func (d *peerDevice) counter() int64 {
+	n, err := d.written()
+	if err != nil {
+		slog.Warn("bench peers: device counter", "err", err)
+		return d.last.Load()
+	}
+	d.last.Store(n)
+	return n
 }
 
 // dirtyLimit caps the kernel's dirty page cache, as zonefold's --cache

@@ -91,5 +91,6 @@ func newBenchCmd() *cobra.Command {
 	cmd.AddCommand(newBenchFioCmd())
 	cmd.AddCommand(newBenchGCCmd())
 	cmd.AddCommand(newBenchSeedsCmd())
+	cmd.AddCommand(newBenchPeersCmd())
 	return cmd
 }

@@ -1,0 +1,109 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// peerSamples is a run's series: steady WAF waf, rate host bytes a second.
+func peerSamples(n int, rate int64, waf float64) []sample {
+	var out []sample
+	for i := range n {
+		h := int64(i) * rate
+		out = append(out, sample{Seconds: float64(i), Host: h, Dev: int64(float64(h) * waf), GC: h / 10})
+	}
+	return out
+}
+
+func peerRun(mbps, waf float64, gc int64) *PeerRun {
+	return &PeerRun{Capacity: 200 << 20, HostMBps: mbps, WAF: waf, GCBytes: gc, GCZones: gc / (4 << 20), Steady: true,
+		samples: peerSamples(20, int64(mbps*1e6), waf)}
+}
+
+// A summary of made-up runs: the medians, the ratios against zonefold,
+// the targets' verdicts, a skipped and a failed target, and the outputs.
+func TestPeersSummary(t *testing.T) {
+	sum := &PeersSummary{Device: "/dev/nullb0", Kernel: "6.1.0-57-amd64", Geometry: "64 zones of 4M", Cache: 16 << 20, DirtyMax: 8 << 20, Repeat: 3}
+	mk := func(w string, zf, f2fs []*PeerRun) *PeerWorkload {
+		return &PeerWorkload{Workload: w, Shape: w + " shape", Rows: []*PeerRow{
+			{Target: TargetZonefold, Runs: zf},
+			{Target: "f2fs", Runs: f2fs},
+			{Target: "btrfs", Runs: []*PeerRun{{Error: "write f3: no space left on device", Capacity: 240 << 20}}},
+			{Target: "xfs", Skipped: "kernel 6.1.0-57-amd64: zoned xfs needs Linux >= 6.15"},
+		}}
+	}
+	sum.Workloads = []*PeerWorkload{
+		// zonefold's WAF 0.9 vs f2fs 1.2: 0.75x, met.
+		mk(WorkHotCold, []*PeerRun{peerRun(10, 0.9, 1e6), peerRun(12, 0.8, 1e6), peerRun(11, 1.0, 1e6)},
+			[]*PeerRun{peerRun(20, 1.2, -1), peerRun(22, 1.3, -1), peerRun(21, 1.1, -1)}),
+		// 1.0 vs 1.1: 0.91x, not met.
+		mk(WorkLifetimes, []*PeerRun{peerRun(10, 1.0, 0)}, []*PeerRun{peerRun(20, 1.1, 0)}),
+		// 30 vs 20 MB/s: met.
+		mk(WorkSeed, []*PeerRun{peerRun(30, 1.0, 0)}, []*PeerRun{peerRun(20, 1.0, 0), {Error: "ENOSPC"}}),
+		// No target for uniform.
+		mk(WorkUniform, []*PeerRun{peerRun(30, 2.0, 0)}, []*PeerRun{peerRun(20, 2.5, 0)}),
+	}
+	summarizePeers(sum)
+
+	hc := sum.Workloads[0]
+	zf, f2 := hc.Rows[0], hc.Rows[1]
+	if zf.WAF != 0.9 || zf.WAFMin != 0.8 || zf.WAFMax != 1.0 || zf.HostMBps != 11 || zf.MBpsMin != 10 || zf.MBpsMax != 12 {
+		t.Errorf("zonefold medians: %+v", zf)
+	}
+	if f2.WAFVsZF == nil || *f2.WAFVsZF != 1.2/0.9 || *f2.MBpsVsZF != 21.0/11 {
+		t.Errorf("f2fs ratios: %v %v", f2.WAFVsZF, f2.MBpsVsZF)
+	}
+	if f2.GCBytes != -1 {
+		t.Errorf("f2fs GC bytes %d: unknown should stay -1", f2.GCBytes)
+	}
+	if bt := hc.Rows[2]; bt.Error == "" || bt.WAFVsZF != nil || len(bt.done()) != 0 {
+		t.Errorf("failed btrfs row: %+v", bt)
+	}
+	// A row with one failed round keeps the others' medians and says so.
+	if seedF2 := sum.Workloads[2].Rows[1]; seedF2.HostMBps != 20 || seedF2.Error != "ENOSPC" {
+		t.Errorf("f2fs seed row with a failed round: %+v", seedF2)
+	}
+	want := []string{
+		"hotcold: zonefold WAF 0.900 vs f2fs's 1.200 (the best kernel file system's): 0.75x, target <= 0.8x: met",
+		"lifetimes: zonefold WAF 1.000 vs f2fs's 1.100 (the best kernel file system's): 0.91x, target <= 0.8x: NOT met",
+		"seed: zonefold 30.0 MB/s vs f2fs's 20.0 (the best kernel file system's): 1.50x, target >= 1x: met",
+	}
+	if strings.Join(sum.Targets, "\n") != strings.Join(want, "\n") {
+		t.Errorf("targets:\n%s\nwant:\n%s", strings.Join(sum.Targets, "\n"), strings.Join(want, "\n"))
+	}
+
+	var out bytes.Buffer
+	dir := t.TempDir()
+	if err := printPeers(&out, dir, sum); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"hotcold: hotcold shape", "0.900 (0.800-1.000)", "FAILED: write f3: no space left on device",
+		"skipped: kernel 6.1.0-57-amd64", "some rounds FAILED: ENOSPC", want[0]} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("table lacks %q:\n%s", s, out.String())
+		}
+	}
+	if err := writePeersOutputs(dir, sum); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"summary.json", "hotcold-series.csv", "hotcold-waf.png", "hotcold-waf.svg", "seed-throughput.png"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back PeersSummary
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Workloads) != 4 || back.Workloads[0].Rows[0].WAF != 0.9 || back.Workloads[0].Rows[3].Skipped == "" {
+		t.Errorf("summary.json round trip: %+v", back.Workloads[0])
+	}
+}
