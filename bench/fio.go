@@ -31,12 +31,7 @@ type fioBenchResult struct {
 	Elapsed time.Duration
 }
 
-func (r fioBenchResult) MBps() float64 {
-	if r.Elapsed <= 0 {
-		return 0
-	}
-	return float64(r.Bytes) / r.Elapsed.Seconds() / 1e6
-}
+func (r fioBenchResult) MiBps() float64 { return mibPerS(r.Bytes, r.Elapsed) }
 
 // Fio runs one workload two ways on device (formatted afresh before each
 // run, erasing it): fio with fio/engine.c against a daemon serving the
@@ -188,23 +183,23 @@ func runFioJob(ctx context.Context, fioBin, so, socket, dir string, w Workload) 
 }
 
 type fioBenchJSON struct {
-	Files         int     `json:"files"`
-	BS            int     `json:"bs"`
-	IODepth       int     `json:"iodepth"`
-	RW            string  `json:"rw"`
-	SizePerFile   int64   `json:"size_per_file"`
-	EndFsync      bool    `json:"end_fsync"`
-	Rounds        int     `json:"rounds"`
-	InProcessMBps float64 `json:"in_process_mbps"`
-	DaemonMBps    float64 `json:"daemon_mbps"`
-	Ratio         float64 `json:"ratio"`
+	Files          int     `json:"files"`
+	BS             int     `json:"bs"`
+	IODepth        int     `json:"iodepth"`
+	RW             string  `json:"rw"`
+	SizePerFile    int64   `json:"size_per_file"`
+	EndFsync       bool    `json:"end_fsync"`
+	Rounds         int     `json:"rounds"`
+	InProcessMiBps float64 `json:"in_process_mib_per_s"`
+	DaemonMiBps    float64 `json:"daemon_mib_per_s"`
+	Ratio          float64 `json:"ratio"`
 }
 
 func printFioBench(out io.Writer, asJSON bool, w Workload, rounds int, inproc, daemon fioBenchResult) error {
 	s := fioBenchJSON{Files: w.Files, BS: w.BS, IODepth: w.IODepth, RW: w.RW, SizePerFile: w.Size, EndFsync: w.EndFsync,
-		Rounds: rounds, InProcessMBps: inproc.MBps(), DaemonMBps: daemon.MBps()}
-	if s.InProcessMBps > 0 {
-		s.Ratio = s.DaemonMBps / s.InProcessMBps
+		Rounds: rounds, InProcessMiBps: inproc.MiBps(), DaemonMiBps: daemon.MiBps()}
+	if s.InProcessMiBps > 0 {
+		s.Ratio = s.DaemonMiBps / s.InProcessMiBps
 	}
 	if asJSON {
 		return WriteJSON(out, s)
@@ -212,7 +207,7 @@ func printFioBench(out io.Writer, asJSON bool, w Workload, rounds int, inproc, d
 	fmt.Fprintf(out, "%d file(s) x %s, %s bs=%d iodepth=%d end_fsync=%v, %d alternating rounds\n\n",
 		w.Files, human(w.Size), w.RW, w.BS, w.IODepth, w.EndFsync, rounds)
 	tw := newTable(out)
-	fmt.Fprintln(tw, "in-process MB/s\tfio+daemon MB/s\tratio\t")
-	fmt.Fprintf(tw, "%.1f\t%.1f\t%.2f\t\n", s.InProcessMBps, s.DaemonMBps, s.Ratio)
+	fmt.Fprintln(tw, "in-process MiB/s\tfio+daemon MiB/s\tratio\t")
+	fmt.Fprintf(tw, "%.1f\t%.1f\t%.2f\t\n", s.InProcessMiBps, s.DaemonMiBps, s.Ratio)
 	return tw.Flush()
 }

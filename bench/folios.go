@@ -47,18 +47,13 @@ type foliosSide struct {
 	IOs     int64 // appends the writeback made
 }
 
-func (s foliosSide) mbps() float64 {
-	if s.Elapsed <= 0 {
-		return 0
-	}
-	return float64(s.Bytes) / s.Elapsed.Seconds() / 1e6
-}
+func (s foliosSide) mibps() float64 { return mibPerS(s.Bytes, s.Elapsed) }
 
 func ratio(a, b foliosSide) float64 {
-	if b.mbps() == 0 {
+	if b.mibps() == 0 {
 		return 0
 	}
-	return a.mbps() / b.mbps()
+	return a.mibps() / b.mibps()
 }
 
 func (o FoliosOptions) validate() error {
@@ -273,8 +268,8 @@ func benchStateLock(ctx context.Context, o FoliosOptions) (one, split foliosSide
 type foliosJSON struct {
 	WriteSize            int      `json:"write_size"`
 	LargeFolioRatio      float64  `json:"large_folio_ratio"`
-	LargeFolioMBps       float64  `json:"large_folio_mbps"`
-	SmallFolioMBps       float64  `json:"small_folio_mbps"`
+	LargeFolioMiBps      float64  `json:"large_folio_mib_per_s"`
+	SmallFolioMiBps      float64  `json:"small_folio_mib_per_s"`
 	LargeFoliosByOrder   []uint64 `json:"large_folios_by_order"`
 	SmallFoliosByOrder   []uint64 `json:"small_folios_by_order"`
 	LargeWritebackIOs    int64    `json:"large_writeback_ios"`
@@ -284,8 +279,8 @@ type foliosJSON struct {
 	SmallWriteSize       int      `json:"small_write_size"`
 	BlockSize            int      `json:"block_size"`
 	StateLockRatio       float64  `json:"state_lock_ratio"`
-	OneLockMBps          float64  `json:"one_lock_mbps"`
-	SplitLockMBps        float64  `json:"split_lock_mbps"`
+	OneLockMiBps         float64  `json:"one_lock_mib_per_s"`
+	SplitLockMiBps       float64  `json:"split_lock_mib_per_s"`
 	OneLockFoliosByOrder []uint64 `json:"one_lock_folios_by_order"`
 }
 
@@ -293,30 +288,30 @@ func printFolios(out io.Writer, o FoliosOptions, large, small, one, split folios
 	if o.JSON {
 		return WriteJSON(out, foliosJSON{
 			WriteSize:       o.WriteSize,
-			LargeFolioRatio: ratio(large, small), LargeFolioMBps: large.mbps(), SmallFolioMBps: small.mbps(),
+			LargeFolioRatio: ratio(large, small), LargeFolioMiBps: large.mibps(), SmallFolioMiBps: small.mibps(),
 			LargeFoliosByOrder: large.Stats.FoliosCreated[:], SmallFoliosByOrder: small.Stats.FoliosCreated[:],
 			LargeWritebackIOs: large.IOs, SmallWritebackIOs: small.IOs,
 			LargeWritebackExts: large.Stats.WritebackExtents, SmallWritebackExts: small.Stats.WritebackExtents,
 			SmallWriteSize: o.SmallSize, BlockSize: o.BlockSize,
-			StateLockRatio: ratio(one, split), OneLockMBps: one.mbps(), SplitLockMBps: split.mbps(),
+			StateLockRatio: ratio(one, split), OneLockMiBps: one.mibps(), SplitLockMiBps: split.mibps(),
 			OneLockFoliosByOrder: one.Stats.FoliosCreated[:],
 		})
 	}
 	fmt.Fprintf(out, "folios: %d alternating rounds, %v per configuration\n\n", o.Rounds, o.Duration)
 	tw := newTable(out)
-	fmt.Fprintf(tw, "seq %d KiB writes + writeback (null:)\tMB/s\twb extents\tappends\tevictions\t\n", o.WriteSize>>10)
+	fmt.Fprintf(tw, "seq %d KiB writes + writeback (null:)\tMiB/s\twb extents\tappends\tevictions\t\n", o.WriteSize>>10)
 	for _, s := range []struct {
 		name string
 		side foliosSide
 	}{{"max order 9", large}, {"max order 0", small}} {
-		fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%d\t\n", s.name, s.side.mbps(),
+		fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%d\t\n", s.name, s.side.mibps(),
 			s.side.Stats.WritebackExtents, s.side.IOs, s.side.Stats.Evictions)
 	}
 	fmt.Fprintf(tw, "ratio\t%.2fx\t\t\t\t\n", ratio(large, small))
 	fmt.Fprintln(tw, "\t\t\t\t\t")
-	fmt.Fprintf(tw, "%d B overwrites, %d B blocks\tMB/s\t\t\t\t\n", o.SmallSize, o.BlockSize)
-	fmt.Fprintf(tw, "one critical section\t%.0f\t\t\t\t\n", one.mbps())
-	fmt.Fprintf(tw, "two critical sections\t%.0f\t\t\t\t\n", split.mbps())
+	fmt.Fprintf(tw, "%d B overwrites, %d B blocks\tMiB/s\t\t\t\t\n", o.SmallSize, o.BlockSize)
+	fmt.Fprintf(tw, "one critical section\t%.0f\t\t\t\t\n", one.mibps())
+	fmt.Fprintf(tw, "two critical sections\t%.0f\t\t\t\t\n", split.mibps())
 	fmt.Fprintf(tw, "ratio\t%.2fx\t\t\t\t\n", ratio(one, split))
 	return tw.Flush()
 }

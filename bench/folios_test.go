@@ -18,8 +18,8 @@ func TestFoliosJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 		t.Fatalf("output is not one JSON object: %v\n%s", err, out.String())
 	}
-	if got.LargeFolioRatio <= 0 || got.LargeFolioMBps <= 0 || got.SmallFolioMBps <= 0 ||
-		got.StateLockRatio <= 0 || got.OneLockMBps <= 0 || got.SplitLockMBps <= 0 {
+	if got.LargeFolioRatio <= 0 || got.LargeFolioMiBps <= 0 || got.SmallFolioMiBps <= 0 ||
+		got.StateLockRatio <= 0 || got.OneLockMiBps <= 0 || got.SplitLockMiBps <= 0 {
 		t.Errorf("missing measurements: %+v", got)
 	}
 	// The order hint shows in the counters, whatever the timing: 128 KiB

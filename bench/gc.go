@@ -122,7 +122,7 @@ type gcSample struct {
 type gcRun struct {
 	Placement   string   `json:"placement"`
 	GCPolicy    string   `json:"gc_policy"`
-	HostMBps    float64  `json:"host_mbps"`
+	HostMiBps   float64  `json:"host_mib_per_s"`
 	WAF         float64  `json:"waf"`
 	SteadyWAF   float64  `json:"steady_waf"`
 	HostBytes   int64    `json:"host_bytes"`
@@ -138,7 +138,7 @@ type gcRun struct {
 	LiveBytes   int64    `json:"live_bytes"`
 	ValidBytes  int64    `json:"valid_bytes"`        // the zone histogram's sum
 	Baseline    string   `json:"baseline,omitempty"` // the none run the ratios compare with
-	MBpsRatio   *float64 `json:"mbps_vs_none,omitempty"`
+	MiBpsRatio  *float64 `json:"throughput_vs_none,omitempty"`
 	WAFRatio    *float64 `json:"waf_vs_none,omitempty"`
 
 	samples []gcSample
@@ -187,8 +187,12 @@ func GC(ctx context.Context, stdout io.Writer, device string, o GCOptions) error
 	if o.Out == "" {
 		return errors.New("--out: want a folder")
 	}
+	_, statErr := os.Stat(o.Out)
 	sum, runs, err := measureGC(ctx, device, o)
 	if err != nil {
+		if errors.Is(statErr, os.ErrNotExist) {
+			os.Remove(o.Out) // made for this run: gone again if still empty
+		}
 		return err
 	}
 	if o.JSON {
@@ -350,7 +354,7 @@ func runGCSetup(ctx context.Context, e *engine.Engine, s gcSetup, w gcWorkload, 
 	sample() // after the final writeback: the series ends at the totals
 	r.Seconds = time.Since(start).Seconds()
 	st := res.Stats
-	r.HostMBps = res.MBps()
+	r.HostMiBps = res.MiBps()
 	r.WAF = st.WAF()
 	r.SteadyWAF = steadyWAF(r.samples)
 	r.HostBytes, r.DevBytes = st.HostWritten, st.DevWritten()
@@ -400,9 +404,9 @@ func summarizeGC(device string, o GCOptions, w gcWorkload, runs []*gcRun) gcSumm
 	sum := gcSummary{Device: device, Files: w.files, BS: w.bs, IODepth: w.iodepth, Utilisation: o.Util,
 		Passes: o.Passes, Capacity: w.capacity, FileSize: w.size, Seed: w.seed}
 	for _, r := range runs {
-		if base := gcBaseline(runs, r.GCPolicy); base != nil && base.HostMBps > 0 && base.WAF > 0 {
-			mbps, waf := r.HostMBps/base.HostMBps, r.WAF/base.WAF
-			r.Baseline, r.MBpsRatio, r.WAFRatio = base.name(), &mbps, &waf
+		if base := gcBaseline(runs, r.GCPolicy); base != nil && base.HostMiBps > 0 && base.WAF > 0 {
+			mbps, waf := r.HostMiBps/base.HostMiBps, r.WAF/base.WAF
+			r.Baseline, r.MiBpsRatio, r.WAFRatio = base.name(), &mbps, &waf
 		}
 		sum.Configs = append(sum.Configs, *r)
 	}
@@ -439,9 +443,9 @@ func gcBaseline(runs []*gcRun, gcPolicy string) *gcRun {
 // verdictLine says whether mru beat none on WAF and throughput, and says
 // so plainly when it did not.
 func verdictLine(mru, none *gcRun) string {
-	wafOK, tputOK := mru.WAF < none.WAF, mru.HostMBps > none.HostMBps
-	what := fmt.Sprintf("WAF %.3f vs %.3f (%.2fx), throughput %.1f vs %.1f MB/s (%.2fx)",
-		mru.WAF, none.WAF, *mru.WAFRatio, mru.HostMBps, none.HostMBps, *mru.MBpsRatio)
+	wafOK, tputOK := mru.WAF < none.WAF, mru.HostMiBps > none.HostMiBps
+	what := fmt.Sprintf("WAF %.3f vs %.3f (%.2fx), throughput %.1f vs %.1f MiB/s (%.2fx)",
+		mru.WAF, none.WAF, *mru.WAFRatio, mru.HostMiBps, none.HostMiBps, *mru.MiBpsRatio)
 	pair := mru.name() + " vs " + none.name()
 	switch {
 	case wafOK && tputOK:
@@ -458,10 +462,10 @@ func printGC(out io.Writer, dir string, sum gcSummary, runs []*gcRun) error {
 	fmt.Fprintf(out, "gc: %s, %d files x %s (%.0f%% of %s), random %s overwrites, iodepth %d, %.3g device capacities\n\n",
 		sum.Device, sum.Files, human(sum.FileSize), sum.Utilisation*100, human(sum.Capacity), human(sum.BS), sum.IODepth, sum.Passes)
 	tw := newTable(out)
-	fmt.Fprintln(tw, "placement/gc\thost MB/s\tWAF\tsteady WAF\tGC MB\tGC share\tresets\tp50 us\tp99 us\tMB/s vs none\tWAF vs none\t")
+	fmt.Fprintln(tw, "placement/gc\thost MiB/s\tWAF\tsteady WAF\tGC MiB\tGC share\tresets\tp50 us\tp99 us\tMiB/s vs none\tWAF vs none\t")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%.1f\t%.3f\t%.3f\t%.1f\t%.1f%%\t%d\t%.0f\t%.0f\t%s\t%s\t\n", r.name(), r.HostMBps, r.WAF, r.SteadyWAF,
-			float64(r.GCBytes)/1e6, 100*r.GCShare, r.ZonesReset, r.P50us, r.P99us, ratioCell(r.MBpsRatio), ratioCell(r.WAFRatio))
+		fmt.Fprintf(tw, "%s\t%.1f\t%.3f\t%.3f\t%.1f\t%.1f%%\t%d\t%.0f\t%.0f\t%s\t%s\t\n", r.name(), r.HostMiBps, r.WAF, r.SteadyWAF,
+			float64(r.GCBytes)/(1<<20), 100*r.GCShare, r.ZonesReset, r.P50us, r.P99us, ratioCell(r.MiBpsRatio), ratioCell(r.WAFRatio))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -196,7 +196,7 @@ func wafChart(runs []*gcRun, w gcWorkload) (*plot.Plot, error) {
 
 func throughputChart(runs []*gcRun, _ gcWorkload) (*plot.Plot, error) {
 	p := newChart(fmt.Sprintf("Host throughput while overwriting (each point: the last %gs)", mbpsWindow),
-		"time since the overwrites began (s)", "host MB/s")
+		"time since the overwrites began (s)", "host MiB/s")
 	pos := func(s gcSample) float64 { return s.Seconds }
 	err := addSeries(p, runs, func(r *gcRun) plotter.XYs {
 		return windowed(r.samples, pos, mbpsWindow,
@@ -205,7 +205,7 @@ func throughputChart(runs []*gcRun, _ gcWorkload) (*plot.Plot, error) {
 				if to.Seconds <= from.Seconds {
 					return -1
 				}
-				return float64(to.Host-from.Host) / (to.Seconds - from.Seconds) / 1e6
+				return float64(to.Host-from.Host) / (to.Seconds - from.Seconds) / (1 << 20)
 			})
 	})
 	return p, err

@@ -2,8 +2,10 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,14 +51,14 @@ func TestGCJSONAndFiles(t *testing.T) {
 		if c.WAF < 1 || c.DevBytes < c.HostBytes {
 			t.Errorf("%s: WAF %.3f (%d device bytes for %d host bytes); want >= 1 once GC ran", c.name(), c.WAF, c.DevBytes, c.HostBytes)
 		}
-		if c.HostMBps <= 0 || c.HostBytes <= 0 {
-			t.Errorf("%s: host %d bytes at %.1f MB/s", c.name(), c.HostBytes, c.HostMBps)
+		if c.HostMiBps <= 0 || c.HostBytes <= 0 {
+			t.Errorf("%s: host %d bytes at %.1f MiB/s", c.name(), c.HostBytes, c.HostMiBps)
 		}
 		// The histogram accounts for every live byte, no more.
 		if c.ValidBytes != c.LiveBytes || c.LiveBytes != int64(sum.Files)*sum.FileSize {
 			t.Errorf("%s: zones hold %d valid bytes; the files hold %d (%d x %d)", c.name(), c.ValidBytes, c.LiveBytes, sum.Files, sum.FileSize)
 		}
-		if c.WAFRatio == nil || c.MBpsRatio == nil || c.Baseline != "none/greedy" {
+		if c.WAFRatio == nil || c.MiBpsRatio == nil || c.Baseline != "none/greedy" {
 			t.Errorf("%s: no ratios against none/greedy: %+v", c.name(), c)
 		}
 		if c.GCShare < 0 || c.GCShare > 1 {
@@ -107,5 +109,21 @@ func TestGCTable(t *testing.T) {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout.String())
 		}
+	}
+}
+
+// An interrupted bench gc used to leave its (empty) --out folder behind.
+func TestGCInterruptedLeavesNoFolder(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	o := tinyGC()
+	o.Out, o.Util, o.Passes = out, 0.5, 0.3
+	err := GC(ctx, &bytes.Buffer{}, tinyGCDevice(t), o)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("bench gc with a canceled context: %v", err)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("an interrupted bench gc left %s: %v", out, err)
 	}
 }

@@ -22,6 +22,7 @@ var (
 	newTable = report.NewTable
 	micros   = report.Micros
 	human    = report.Human
+	mibPerS  = report.MiBps // every rate is MiB/s
 )
 
 // writeFileWith creates path and fills it with write.
@@ -76,13 +77,13 @@ func OpenFormatted(device string, cfg engine.Config) (e *engine.Engine, release 
 	}
 	dev, err := zns.Open(device, zns.Options{})
 	if err != nil {
-		lock.Release()
+		lock.Abandon() // an emu file the claim created goes again
 		return nil, nil, err
 	}
 	e, err = engine.FormatAndOpen(dev, cfg)
 	if err != nil {
 		dev.Close()
-		lock.Release()
+		lock.Abandon()
 		return nil, nil, err
 	}
 	return e, lock.Release, nil

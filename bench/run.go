@@ -19,7 +19,7 @@ type RunOptions struct {
 }
 
 // Run formats device (erasing it), runs the workload through the engine's
-// File API and prints MB/s, IOPS, latency percentiles and write
+// File API and prints MiB/s, IOPS, latency percentiles and write
 // amplification.
 func Run(ctx context.Context, out io.Writer, device string, o RunOptions) error {
 	w := o.Workload
@@ -53,7 +53,7 @@ type runJSON struct {
 	IODepth      int     `json:"iodepth"`
 	RW           string  `json:"rw"`
 	Placement    string  `json:"placement"`
-	MBps         float64 `json:"mbps"`
+	MiBps        float64 `json:"mib_per_s"`
 	IOPS         float64 `json:"iops"`
 	P50us        float64 `json:"p50_us"`
 	P99us        float64 `json:"p99_us"`
@@ -69,7 +69,7 @@ type runJSON struct {
 func runSummary(o RunOptions, w Workload, r WorkloadResult) runJSON {
 	return runJSON{
 		Files: w.Files, BS: w.BS, IODepth: w.IODepth, RW: w.RW, Placement: o.Config.Policy.String(),
-		MBps: r.MBps(), IOPS: r.IOPS(),
+		MiBps: r.MiBps(), IOPS: r.IOPS(),
 		P50us: micros(r.P50), P99us: micros(r.P99),
 		WAF: r.Stats.WAF(), HostBytes: r.Stats.HostWritten, DevBytes: r.Stats.DevWritten(),
 		GCBytes: r.Stats.GCWritten, ZonesReset: r.Stats.GCResets, SQEsPerEnter: r.Stats.Ring.SQEsPerEnter(),
@@ -85,9 +85,9 @@ func printRun(out io.Writer, o RunOptions, w Workload, r WorkloadResult) error {
 	fmt.Fprintf(out, "%d file(s) x %s, %s bs=%d iodepth=%d, placement %s\n\n",
 		w.Files, human(w.Size), w.RW, w.BS, w.IODepth, s.Placement)
 	tw := newTable(out)
-	fmt.Fprintln(tw, "MB/s\tIOPS\tp50\tp99\tWAF\tdevice MB\tGC MB\tSQEs/enter\t")
-	fmt.Fprintf(tw, "%.1f\t%.0f\t%v\t%v\t%.3f\t%.1f\t%.1f\t%.1f\t\n", s.MBps, s.IOPS,
+	fmt.Fprintln(tw, "MiB/s\tIOPS\tp50\tp99\tWAF\tdevice MiB\tGC MiB\tSQEs/enter\t")
+	fmt.Fprintf(tw, "%.1f\t%.0f\t%v\t%v\t%.3f\t%.1f\t%.1f\t%.1f\t\n", s.MiBps, s.IOPS,
 		r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), s.WAF,
-		float64(s.DevBytes)/1e6, float64(s.GCBytes)/1e6, s.SQEsPerEnter)
+		float64(s.DevBytes)/(1<<20), float64(s.GCBytes)/(1<<20), s.SQEsPerEnter)
 	return tw.Flush()
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/zonefold/zonefold/engine"
@@ -16,6 +17,9 @@ import (
 type SeedsOptions struct {
 	Quick bool // each comparison for a moment: a smoke test, not a measurement
 	JSON  bool
+	// Check makes Seeds return an error, after printing, if a comparison
+	// misses its bar.
+	Check bool
 	// Progress, if set, gets a line as each comparison starts.
 	Progress io.Writer
 }
@@ -59,14 +63,14 @@ func Seeds(ctx context.Context, stdout io.Writer, o SeedsOptions) error {
 	}
 	rows = append(rows, newSeedRow("bcachefs folio order hint", "seq 128k buffered through the engine on null:, order 9 vs 0",
 		"1.25x (1.5x without data io)", 1.5, ratio(large, small),
-		fmt.Sprintf("%.0f vs %.0f MB/s", large.mbps(), small.mbps())))
+		fmt.Sprintf("%.0f vs %.0f MiB/s", large.mibps(), small.mibps())))
 	one, split, err := benchStateLock(ctx, fo)
 	if err != nil {
 		return fmt.Errorf("state lock: %w", err)
 	}
 	rows = append(rows, newSeedRow("iomap one-lock state update", "1k overwrites, one lock vs two",
 		"+8% (1.08x)", 1.08, ratio(one, split),
-		fmt.Sprintf("%.0f vs %.0f MB/s", one.mbps(), split.mbps())))
+		fmt.Sprintf("%.0f vs %.0f MiB/s", one.mibps(), split.mibps())))
 
 	step("large folios in writeback")
 	row, err := seedWriteback(ctx, o.Quick)
@@ -105,12 +109,31 @@ func Seeds(ctx context.Context, stdout io.Writer, o SeedsOptions) error {
 		fmt.Sprintf("%.0f vs %.0f IOPS", file.Plugged.IOPS(), file.Unplugged.IOPS())))
 
 	if o.JSON {
-		return WriteJSON(stdout, struct {
+		err = WriteJSON(stdout, struct {
 			Quick bool      `json:"quick"`
 			Seeds []seedRow `json:"seeds"`
 		}{o.Quick, rows})
+	} else {
+		err = printSeeds(stdout, o, rows)
 	}
-	return printSeeds(stdout, o, rows)
+	if err != nil || !o.Check {
+		return err
+	}
+	return checkSeeds(rows)
+}
+
+// checkSeeds is an error naming the comparisons that miss their bar.
+func checkSeeds(rows []seedRow) error {
+	var missed []string
+	for _, r := range rows {
+		if !r.Meets {
+			missed = append(missed, fmt.Sprintf("%s (%.2fx, bar %.2fx)", r.Idea, r.Measured, r.Bar))
+		}
+	}
+	if len(missed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d comparisons miss their kernel series' bar: %s", len(missed), len(rows), strings.Join(missed, ", "))
 }
 
 // seedWriteback writes 4 files of 1 MiB writes with an fsync at the end
@@ -150,12 +173,7 @@ func seedWriteback(ctx context.Context, quick bool) (seedRow, error) {
 			sides[side].nanos += int64(res.Elapsed)
 		}
 	}
-	mibps := func(i int) float64 {
-		if sides[i].nanos == 0 {
-			return 0
-		}
-		return float64(sides[i].bytes) / (1 << 20) / time.Duration(sides[i].nanos).Seconds()
-	}
+	mibps := func(i int) float64 { return mibPerS(sides[i].bytes, time.Duration(sides[i].nanos)) }
 	r := 0.0
 	if mibps(1) > 0 {
 		r = mibps(0) / mibps(1)
@@ -186,15 +204,15 @@ func seedAffinity(ctx context.Context, quick bool) ([]seedRow, error) {
 	}
 	mru, none := sum.Configs[0], sum.Configs[1]
 	var tput, waf float64
-	if mru.MBpsRatio != nil {
-		tput = *mru.MBpsRatio
+	if mru.MiBpsRatio != nil {
+		tput = *mru.MiBpsRatio
 	}
 	if mru.WAF > 0 {
 		waf = none.WAF / mru.WAF
 	}
 	return []seedRow{
 		newSeedRow("xfs per-file zone affinity", fmt.Sprintf("%d files 8k random, mru vs none: throughput", sum.Files),
-			"+11% (1.11x)", 1.11, tput, fmt.Sprintf("%.0f vs %.0f MB/s", mru.HostMBps, none.HostMBps)),
+			"+11% (1.11x)", 1.11, tput, fmt.Sprintf("%.0f vs %.0f MiB/s", mru.HostMiBps, none.HostMiBps)),
 		newSeedRow("xfs per-file zone affinity", fmt.Sprintf("%d files 8k random, mru vs none: WAF none/mru", sum.Files),
 			"lower WAF (no figure; bar 1x)", 1, waf, fmt.Sprintf("WAF %.3f vs %.3f", mru.WAF, none.WAF)),
 	}, nil

@@ -57,3 +57,18 @@ func TestSeedsQuickTable(t *testing.T) {
 		}
 	}
 }
+
+// --check: a row that misses its bar makes bench seeds fail.
+func TestCheckSeeds(t *testing.T) {
+	rows := []seedRow{
+		newSeedRow("a", "w", "k", 1.5, 2, "d"),
+		newSeedRow("b", "w", "k", 1.11, 1.07, "d"),
+	}
+	if err := checkSeeds(rows[:1]); err != nil {
+		t.Fatalf("every bar met: %v", err)
+	}
+	err := checkSeeds(rows)
+	if err == nil || err.Error() != "1 of 2 comparisons miss their kernel series' bar: b (1.07x, bar 1.11x)" {
+		t.Fatalf("a bar missed: %v", err)
+	}
+}

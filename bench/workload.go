@@ -53,13 +53,8 @@ type WorkloadResult struct {
 	Stats   engine.Stats // engine counters over the run
 }
 
-// MBps is throughput in MB/s (10^6 bytes).
-func (r WorkloadResult) MBps() float64 {
-	if r.Elapsed <= 0 {
-		return 0
-	}
-	return float64(r.Bytes) / r.Elapsed.Seconds() / 1e6
-}
+// MiBps is throughput in MiB/s (the unit of every rate zonefold prints).
+func (r WorkloadResult) MiBps() float64 { return mibPerS(r.Bytes, r.Elapsed) }
 
 // IOPS is operations per second.
 func (r WorkloadResult) IOPS() float64 {

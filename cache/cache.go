@@ -239,26 +239,33 @@ func (c *Cache) BackgroundBytes() int64 { return c.background }
 
 // Stats are cumulative counters and current levels of a cache.
 type Stats struct {
-	ArenaBytes  int64
-	CachedBytes int64 // arena bytes held by folios
-	DirtyBytes  int64
+	ArenaBytes  int64 `json:"arena_bytes"`
+	CachedBytes int64 `json:"cached_bytes"` // arena bytes held by folios
+	DirtyBytes  int64 `json:"dirty_bytes"`
 	// Folios is the live folios of each order; FoliosCreated counts every
 	// folio ever made, by order.
-	Folios        [MaxOrder + 1]int64
-	FoliosCreated [MaxOrder + 1]uint64
+	Folios        [MaxOrder + 1]int64  `json:"folios"`
+	FoliosCreated [MaxOrder + 1]uint64 `json:"folios_created"`
 	// Hits and Misses count folio visits by Read: served from the cache,
 	// or needing Backing. ReadThroughs counts Backing reads of partly
 	// written blocks by Write.
-	Hits, Misses, ReadThroughs uint64
-	Evictions, EvictedBytes    uint64
+	Hits         uint64 `json:"hits"`
+	Misses       uint64 `json:"misses"`
+	ReadThroughs uint64 `json:"read_throughs"`
+	Evictions    uint64 `json:"evictions"`
+	EvictedBytes uint64 `json:"evicted_bytes"`
 	// Throttles counts writers that waited for dirty bytes to fall;
 	// AllocWaits those that waited for memory; StableWaits those that
 	// waited for a block under writeback.
-	Throttles, AllocWaits, StableWaits uint64
-	ThrottledTime, AllocWaitTime       time.Duration
-	WritebackExtents, WritebackBytes   uint64 // begun
-	WritebackErrors                    uint64 // extents ended with an error
-	Pressure                           uint64 // OnPressure calls
+	Throttles        uint64        `json:"throttles"`
+	AllocWaits       uint64        `json:"alloc_waits"`
+	StableWaits      uint64        `json:"stable_waits"`
+	ThrottledTime    time.Duration `json:"throttled_ns"`
+	AllocWaitTime    time.Duration `json:"alloc_wait_ns"`
+	WritebackExtents uint64        `json:"writeback_extents"` // begun
+	WritebackBytes   uint64        `json:"writeback_bytes"`
+	WritebackErrors  uint64        `json:"writeback_errors"` // extents ended with an error
+	Pressure         uint64        `json:"pressure"`         // OnPressure calls
 }
 
 type counters struct {
@@ -311,7 +318,7 @@ func (c *Cache) kick() {
 
 func checkIO(off int64, n int) error {
 	if off < 0 || off+int64(n) < off {
-		return fmt.Errorf("cache: offset %d, length %d: %w", off, n, ErrRange)
+		return fmt.Errorf("%w: offset %d, length %d", ErrRange, off, n)
 	}
 	return nil
 }

@@ -37,6 +37,6 @@ job with the workload's iodepth. Needs fio and the engine (make fio-engine).`,
 	f := cmd.Flags()
 	o.register(f, "write or randwrite")
 	f.StringVar(&o.fioEngine, "fio-engine", "", "the engine .so (default $ZONEFOLD_FIO_ENGINE, else build/fio/zonefold-engine.so)")
-	f.IntVar(&o.rounds, "rounds", 3, "alternating rounds of each configuration")
+	countVar(f, &o.rounds, "rounds", 3, "alternating rounds of each configuration")
 	return cmd
 }

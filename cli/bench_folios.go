@@ -32,13 +32,13 @@ rounds within one run:
 	}
 	f := cmd.Flags()
 	f.DurationVar(&o.Duration, "time", o.Duration, "total time per configuration and benchmark")
-	f.IntVar(&o.Rounds, "rounds", o.Rounds, "alternating rounds the time is split into")
-	f.Int64Var(&o.CacheSize, "cache-size", o.CacheSize, "cache bytes for the large-folio benchmark")
-	f.IntVar(&o.WriteSize, "bs", o.WriteSize, "write size of the large-folio benchmark")
-	f.IntVar(&o.SmallSize, "small-bs", o.SmallSize, "write size of the state-lock benchmark")
-	f.Int64Var(&o.SmallFile, "small-file", o.SmallFile, "file size the state-lock benchmark overwrites")
-	f.IntVar(&o.BlockSize, "block-size", o.BlockSize, "cache block size of the state-lock benchmark")
-	f.Int64Var(&o.MaxIO, "max-io", o.MaxIO, "largest writeback append (a record: header and data) in bytes")
+	countVar(f, &o.Rounds, "rounds", o.Rounds, "alternating rounds the time is split into")
+	sizeVar(f, &o.CacheSize, "cache-size", o.CacheSize, "cache size for the large-folio benchmark (e.g. 256M)")
+	intSizeVar(f, &o.WriteSize, "bs", o.WriteSize, "write size of the large-folio benchmark")
+	intSizeVar(f, &o.SmallSize, "small-bs", o.SmallSize, "write size of the state-lock benchmark")
+	sizeVar(f, &o.SmallFile, "small-file", o.SmallFile, "file size the state-lock benchmark overwrites")
+	intSizeVar(f, &o.BlockSize, "block-size", o.BlockSize, "cache block size of the state-lock benchmark")
+	sizeVar(f, &o.MaxIO, "max-io", o.MaxIO, "largest writeback append (a record: header and data)")
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object instead of a table")
 	return cmd
 }

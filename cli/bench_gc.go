@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -11,7 +10,6 @@ import (
 
 func newBenchGCCmd() *cobra.Command {
 	o := bench.DefaultGC
-	var bs, cacheSize string
 	var placements, gcPolicies []string
 	cmd := &cobra.Command{
 		Use:   "gc [DEVICE]",
@@ -33,18 +31,18 @@ round-robin under greedy, plus mru under cost-benefit. --placements and
 --gc-policies run every combination of the two lists instead.
 
 Per configuration it reports:
-  host MB/s   bytes the workload wrote per second of its writers' time
+  host MiB/s  bytes the workload wrote per second of its writers' time
   WAF         bytes written to the device (data, record headers, padding,
               metadata, GC copies) / bytes the workload wrote
   steady WAF  the same over the second half of the phase's host bytes
-  GC MB       bytes GC relocated
+  GC MiB      bytes GC relocated
   GC share    wall time spent inside GC passes (pick a victim, read its valid
               data, rewrite it, flush, reset; passes run one at a time) /
               wall time of the overwrite phase, its final writeback included
   resets      zones GC reset
   p50, p99    write latency seen by the workload
 and the ratios against the none placement with the same GC policy:
-throughput ratio (this MB/s / none MB/s, higher is better) and WAF ratio
+throughput ratio (this MiB/s / none MiB/s, higher is better) and WAF ratio
 (this WAF / none WAF, lower is better).
 
 Into --out it writes summary.json, series.csv (samples over time, one column
@@ -69,13 +67,6 @@ device, not null:.`,
 					}
 				}
 			}
-			var err error
-			if o.BS, err = parseSize(bs); err != nil {
-				return fmt.Errorf("--bs: %w", err)
-			}
-			if o.CacheBytes, err = parseSize(cacheSize); err != nil {
-				return fmt.Errorf("--cache: %w", err)
-			}
 			if !o.JSON && isTerminal(cmd.ErrOrStderr()) {
 				o.Progress = cmd.ErrOrStderr()
 			}
@@ -83,16 +74,16 @@ device, not null:.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&o.Files, "files", o.Files, "files written in parallel")
-	f.StringVar(&bs, "bs", "8K", "bytes per overwrite")
-	f.IntVar(&o.IODepth, "iodepth", o.IODepth, "overwrites in flight per file")
-	f.Float64Var(&o.Util, "util", o.Util, "live data as a fraction of the engine's capacity")
-	f.Float64Var(&o.Passes, "passes", o.Passes, "device capacities the overwrite phase writes")
+	countVar(f, &o.Files, "files", o.Files, "files written in parallel")
+	sizeVar(f, &o.BS, "bs", o.BS, "bytes per overwrite (e.g. 8K)")
+	countVar(f, &o.IODepth, "iodepth", o.IODepth, "overwrites in flight per file")
+	numberVar(f, &o.Util, "util", o.Util, "live data as a fraction of the engine's capacity")
+	numberVar(f, &o.Passes, "passes", o.Passes, "device capacities the overwrite phase writes")
 	f.StringSliceVar(&o.Configs, "configs", bench.DefaultGCConfigs, "placement/gc-policy pairs to compare")
 	f.StringSliceVar(&placements, "placements", []string{"mru", "none", "round-robin"}, "placements to combine with --gc-policies (replaces --configs)")
 	f.StringSliceVar(&gcPolicies, "gc-policies", []string{"greedy"}, "GC policies to combine with --placements (replaces --configs)")
-	f.StringVar(&cacheSize, "cache", "16M", "folio cache size: small, so that the cache absorbs few overwrites and the device sees the workload")
-	f.IntVar(&o.OpenZones, "open-zones", 0, "data zones open at once (0: from the device's limits, at most 16)")
+	sizeVar(f, &o.CacheBytes, "cache", o.CacheBytes, "folio cache size: small, so that the cache absorbs few overwrites and the device sees the workload")
+	countVar(f, &o.OpenZones, "open-zones", 0, "data zones open at once (0: from the device's limits, at most 16)")
 	f.StringVar(&o.Out, "out", o.Out, "folder for the charts, CSV and JSON")
 	f.Uint64Var(&o.Seed, "seed", o.Seed, "random seed, the same for every configuration")
 	f.DurationVar(&o.Sample, "sample", o.Sample, "interval between samples of the series")

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -11,7 +10,7 @@ import (
 
 func newBenchPeersCmd() *cobra.Command {
 	o := bench.DefaultPeers
-	var bs, cacheSize, skew string
+	var skew string
 	cmd := &cobra.Command{
 		Use:   "peers DEVICE",
 		Short: "zonefold next to the kernel's zoned file systems (f2fs, btrfs, XFS) on one zoned device",
@@ -63,14 +62,8 @@ enough for zoned XFS.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
-			if o.BS, err = parseSize(bs); err != nil {
-				return fmt.Errorf("--bs: %w", err)
-			}
-			if o.CacheBytes, err = parseSize(cacheSize); err != nil {
-				return fmt.Errorf("--cache: %w", err)
-			}
 			if o.HotShare, o.HotFiles, err = bench.ParseSkew(skew); err != nil {
-				return err
+				return asUsage(cmd, err)
 			}
 			// A run takes minutes per target: a line per run on stderr,
 			// terminal or log.
@@ -82,19 +75,19 @@ enough for zoned XFS.`,
 	f.StringSliceVar(&o.Targets, "targets", bench.PeerTargets, "what to compare: "+strings.Join(bench.PeerTargets, ", "))
 	f.BoolVar(&o.Force, "force", false, "erase a device that holds a file system or data")
 	f.StringSliceVar(&o.Workloads, "workload", bench.Workloads, "workloads to run: "+strings.Join(bench.Workloads, ", "))
-	f.IntVar(&o.Files, "files", o.Files, "files written in parallel")
-	f.IntVar(&o.Writers, "writers", 0, "lifetimes: writers, each with a file of up to 4 zones in flight (0: --files)")
-	f.StringVar(&bs, "bs", "8K", "bytes per write (uniform, hotcold, seed)")
-	f.IntVar(&o.IODepth, "iodepth", o.IODepth, "writes in flight per file (uniform, hotcold, seed)")
-	f.Float64Var(&o.Util, "util", o.Util, "live data as a fraction of each target's usable capacity (not seed)")
+	countVar(f, &o.Files, "files", o.Files, "files written in parallel")
+	countVar(f, &o.Writers, "writers", 0, "lifetimes: writers, each with a file of up to 4 zones in flight (0: --files)")
+	sizeVar(f, &o.BS, "bs", o.BS, "bytes per write (uniform, hotcold, seed; e.g. 8K)")
+	countVar(f, &o.IODepth, "iodepth", o.IODepth, "writes in flight per file (uniform, hotcold, seed)")
+	numberVar(f, &o.Util, "util", o.Util, "live data as a fraction of each target's usable capacity (not seed)")
 	f.StringVar(&skew, "skew", "80/20", "hotcold: OPS/FILES, the percent of overwrites that go to a percent of the files")
-	f.IntVar(&o.Repeat, "repeat", o.Repeat, "rounds: each runs every workload and target once, targets alternating")
-	f.Float64Var(&o.Steady.Window, "window", o.Steady.Window, "capacities of host writes per steady-state window")
-	f.Float64Var(&o.Steady.Tol, "steady-tol", o.Steady.Tol, "steady once successive windows' WAF differ by less than this fraction")
-	f.Float64Var(&o.Steady.Cap, "warmup-cap", o.Steady.Cap, "capacities the warm-up writes at most")
-	f.Float64Var(&o.Steady.Span, "measure", o.Steady.Span, "capacities measured once steady")
-	f.StringVar(&cacheSize, "cache", "16M", "zonefold's folio cache; the kernel's dirty page limit is half of it")
-	f.IntVar(&o.OpenZones, "open-zones", 0, "zonefold's data zones open at once (0: from the device's limits, at most 16)")
+	countVar(f, &o.Repeat, "repeat", o.Repeat, "rounds: each runs every workload and target once, targets alternating")
+	numberVar(f, &o.Steady.Window, "window", o.Steady.Window, "capacities of host writes per steady-state window")
+	numberVar(f, &o.Steady.Tol, "steady-tol", o.Steady.Tol, "steady once successive windows' WAF differ by less than this fraction")
+	numberVar(f, &o.Steady.Cap, "warmup-cap", o.Steady.Cap, "capacities the warm-up writes at most")
+	numberVar(f, &o.Steady.Span, "measure", o.Steady.Span, "capacities measured once steady")
+	sizeVar(f, &o.CacheBytes, "cache", o.CacheBytes, "zonefold's folio cache; the kernel's dirty page limit is half of it")
+	countVar(f, &o.OpenZones, "open-zones", 0, "zonefold's data zones open at once (0: from the device's limits, at most 16)")
 	f.StringVar(&o.Out, "out", o.Out, "folder for the charts, CSV and JSON")
 	f.Uint64Var(&o.Seed, "seed", o.Seed, "random seed, the same for every target")
 	f.DurationVar(&o.Sample, "sample", o.Sample, "interval between samples of the series (and steady-state checks)")

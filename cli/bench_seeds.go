@@ -46,5 +46,6 @@ moment (for tests: its ratios are noise).`,
 	f := cmd.Flags()
 	f.BoolVar(&o.Quick, "quick", false, "run each comparison for a moment (a smoke test, not a measurement)")
 	f.BoolVar(&o.JSON, "json", false, "print the table as JSON")
+	f.BoolVar(&o.Check, "check", false, "exit 1 if a comparison misses its kernel series' bar")
 	return cmd
 }

@@ -41,7 +41,7 @@ func crashStamp(p []byte, file, block int, k uint64) {
 }
 
 func newDebugCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "debug", Short: "Tools for zonefold's own tests", Hidden: true}
+	cmd := groupCmd(&cobra.Command{Use: "debug", Short: "Tools for zonefold's own tests", Hidden: true})
 	var seed uint64
 	var files, blocks, syncEvery, ops int
 	crash := &cobra.Command{

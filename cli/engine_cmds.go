@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -31,70 +30,42 @@ type engineFlags struct {
 }
 
 func (f *engineFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.cache, "cache", "256M", "folio cache size")
-	fs.IntVar(&f.maxOrder, "max-order", 9, "largest folio order (4 KiB << order)")
+	fs.StringVar(&f.cache, "cache", "256M", "folio cache size (e.g. 64M, 1G)")
+	countVar(fs, &f.maxOrder, "max-order", 9, "largest folio order (4 KiB << order)")
 	fs.StringVar(&f.placement, "placement", "mru", "zone placement: mru, none or round-robin")
 	fs.StringVar(&f.gcPolicy, "gc-policy", "greedy", "GC victim policy: greedy or cost-benefit")
-	fs.IntVar(&f.openZones, "open-zones", 0, "data zones open at once (0: from the device's limits)")
-	fs.IntVar(&f.gcLow, "gc-low", 0, "start GC below this many free zones (0: default)")
-	fs.IntVar(&f.gcHigh, "gc-high", 0, "stop GC at this many free zones (0: default)")
+	countVar(fs, &f.openZones, "open-zones", 0, "data zones open at once (0: from the device's limits)")
+	countVar(fs, &f.gcLow, "gc-low", 0, "start GC below this many free zones (0: default)")
+	countVar(fs, &f.gcHigh, "gc-high", 0, "stop GC at this many free zones (0: default)")
 }
 
 func (f *engineFlags) config() (engine.Config, error) {
 	var cfg engine.Config
 	n, err := parseSize(f.cache)
 	if err != nil {
-		return cfg, fmt.Errorf("--cache: %w", err)
+		return cfg, usagef("--cache: %w", err)
 	}
 	cfg.CacheBytes = n
 	if f.maxOrder < 0 || f.maxOrder > 9 {
-		return cfg, fmt.Errorf("--max-order %d: want 0..9", f.maxOrder)
+		return cfg, usagef("--max-order %d: want 0..9", f.maxOrder)
 	}
 	cfg.MaxOrder = f.maxOrder
 	if f.maxOrder == 0 {
 		cfg.MaxOrder = -1 // explicit order 0
 	}
 	if cfg.Policy, err = engine.ParsePolicy(f.placement); err != nil {
-		return cfg, err
+		return cfg, usagef("--placement: %w", err)
 	}
 	if cfg.GC.Policy, err = engine.ParseGCPolicy(f.gcPolicy); err != nil {
-		return cfg, err
+		return cfg, usagef("--gc-policy: %w", err)
 	}
 	cfg.OpenZones = f.openZones
 	cfg.GC.Low, cfg.GC.High = f.gcLow, f.gcHigh
 	return cfg, nil
 }
 
-// parseSize reads 4096, 4k, 64K, 1M, 2G, 1T (powers of 1024).
-func parseSize(s string) (int64, error) {
-	t := strings.TrimSpace(strings.ToUpper(s))
-	t = strings.TrimSuffix(t, "B")
-	t = strings.TrimSuffix(t, "I")
-	mult := int64(1)
-	if t != "" {
-		switch t[len(t)-1] {
-		case 'K':
-			mult = 1 << 10
-		case 'M':
-			mult = 1 << 20
-		case 'G':
-			mult = 1 << 30
-		case 'T':
-			mult = 1 << 40
-		}
-		if mult != 1 {
-			t = t[:len(t)-1]
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 || v*float64(mult) > 1<<50 {
-		return 0, fmt.Errorf("bad size %q (want e.g. 4096, 64K, 1M, 2G)", s)
-	}
-	return int64(v * float64(mult)), nil
-}
-
 func newFormatCmd() *cobra.Command {
-	var force bool
+	var force, asJSON bool
 	var zones int
 	cmd := &cobra.Command{
 		Use:   "format DEVICE",
@@ -103,41 +74,54 @@ func newFormatCmd() *cobra.Command {
 first two sequential zones. A device that holds data is refused unless
 --force is given.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			dev, release, err := openClaimed(args[0])
 			if err != nil {
 				return err
 			}
-			defer release()
+			defer func() { release(err == nil) }()
 			sb, err := engine.Format(dev, engine.FormatOptions{Force: force, Zones: zones})
 			if err != nil {
 				return err
 			}
 			g := dev.Geometry()
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), formatJSON{Device: args[0], UUID: sb.ID(), Zones: g.Zones, UsedZones: sb.UsedZones,
+					ZoneSize: g.ZoneSize, ZoneCap: g.ZoneCap, MetaZones: sb.MetaZones})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "formatted %s: uuid %s, %d of %d zones of %s (capacity %s), metadata zones %d and %d\n",
 				args[0], sb.ID(), sb.UsedZones, g.Zones, human(g.ZoneSize), human(g.ZoneCap), sb.MetaZones[0], sb.MetaZones[1])
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "erase a device that holds data")
-	cmd.Flags().IntVar(&zones, "zones", 0, "use only the first N zones (0: all)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	countVar(cmd.Flags(), &zones, "zones", 0, "use only the first N zones (0: all)")
 	return cmd
 }
 
 // openClaimed claims device as the daemon does (so that nothing here
-// erases or reads a device a daemon serves) and opens it; release closes
-// the device and drops the claim.
-func openClaimed(device string) (dev zns.Device, release func(), err error) {
+// erases or reads a device a daemon serves) and opens it. release closes
+// the device and drops the claim; keep says whether an emu file the claim
+// created stays (the command made a device of it) or goes (it failed).
+func openClaimed(device string) (dev zns.Device, release func(keep bool), err error) {
 	lock, err := server.LockDevice(device)
 	if err != nil {
 		return nil, nil, err
 	}
 	dev, err = zns.Open(device, zns.Options{})
 	if err != nil {
-		lock.Release()
+		lock.Abandon()
 		return nil, nil, err
 	}
-	return dev, func() { dev.Close(); lock.Release() }, nil
+	return dev, func(keep bool) {
+		dev.Close()
+		if keep {
+			lock.Release()
+		} else {
+			lock.Abandon()
+		}
+	}, nil
 }
 
 type runOpts struct {
@@ -186,15 +170,15 @@ workloads: seq128k (bs=128k, iodepth 16), 4x1m (4 files, bs=1M, end_fsync),
 // values the command takes.
 func (o *runOpts) register(f *pflag.FlagSet, rws string) {
 	o.engineFlags.register(f)
-	f.IntVar(&o.files, "files", 1, "files written in parallel")
-	f.StringVar(&o.bs, "bs", "128K", "bytes per operation")
-	f.IntVar(&o.iodepth, "iodepth", 1, "operations in flight per file")
-	f.StringVar(&o.size, "size", "64M", "bytes per file")
+	countVar(f, &o.files, "files", 1, "files written in parallel")
+	f.StringVar(&o.bs, "bs", "128K", "bytes per operation (e.g. 4K, 1M)")
+	countVar(f, &o.iodepth, "iodepth", 1, "operations in flight per file")
+	f.StringVar(&o.size, "size", "64M", "bytes per file (e.g. 64M, 1G)")
 	f.StringVar(&o.rw, "rw", "write", rws)
 	f.BoolVar(&o.endFsync, "end-fsync", false, "fsync every file at the end (timed)")
 	f.StringVar(&o.preset, "preset", "", "seq128k, 4x1m, 16x8k or 4k-qd128 (flags given explicitly still win)")
-	f.Float64Var(&o.scale, "scale", 1, "multiply the per-file size by this")
-	f.IntVar(&o.loops, "loops", 1, "write each file's size this many times (random overwrites after the first)")
+	numberVar(f, &o.scale, "scale", 1, "multiply the per-file size by this")
+	countVar(f, &o.loops, "loops", 1, "write each file's size this many times (random overwrites after the first)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
 }
 
@@ -217,7 +201,7 @@ func (o runOpts) resolve(cmd *cobra.Command) (runOpts, bench.Workload, engine.Co
 	if o.preset != "" {
 		set, ok := presets[o.preset]
 		if !ok {
-			return o, w, engine.Config{}, fmt.Errorf("--preset %q: want %s", o.preset, presetNames())
+			return o, w, engine.Config{}, usagef("--preset %q: want %s", o.preset, presetNames())
 		}
 		explicit := o
 		set(&o)
@@ -244,15 +228,15 @@ func (o runOpts) resolve(cmd *cobra.Command) (runOpts, bench.Workload, engine.Co
 		return o, w, cfg, err
 	}
 	bs, err := parseSize(o.bs)
-	if err != nil {
-		return o, w, cfg, fmt.Errorf("--bs: %w", err)
+	if err != nil || bs == 0 {
+		return o, w, cfg, usagef("--bs: %w", nonZero(bs, err))
 	}
 	size, err := parseSize(o.size)
 	if err != nil {
-		return o, w, cfg, fmt.Errorf("--size: %w", err)
+		return o, w, cfg, usagef("--size: %w", err)
 	}
 	if o.scale <= 0 {
-		return o, w, cfg, fmt.Errorf("--scale %v: want > 0", o.scale)
+		return o, w, cfg, usagef("--scale %v: want > 0", o.scale)
 	}
 	size = int64(float64(size)*o.scale) / bs * bs
 	w = bench.Workload{Files: o.files, BS: int(bs), IODepth: o.iodepth, Size: size, RW: o.rw, EndFsync: o.endFsync, Seed: 1, Loops: o.loops}

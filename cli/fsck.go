@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -21,29 +20,27 @@ func newFsckCmd() *cobra.Command {
 zone (header and data checksums) and checks that every file's extents point
 at records that carry them. Prints a report; exits non-zero on damage.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			// A daemon writing meanwhile would make the report
 			// meaningless: claim the device as the daemon does.
 			dev, release, err := openClaimed(args[0])
 			if err != nil {
 				return err
 			}
-			defer release()
+			defer func() { release(err == nil) }()
 			rep, err := engine.Fsck(dev)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(rep); err != nil {
+				if err := writeJSON(out, fsckOutput(args[0], rep)); err != nil {
 					return err
 				}
 			} else {
 				fmt.Fprintf(out, "%s: uuid %s, %d of %d zones used\n", args[0], rep.Superblock.ID(), rep.Superblock.UsedZones, rep.Superblock.Zones)
-				fmt.Fprintf(out, "%d files, %d extents, %d live bytes; %d records; %d replayed past the checkpoint\n",
-					rep.Files, rep.Extents, rep.LiveBytes, rep.Records, rep.Replayed)
+				fmt.Fprintf(out, "%d files, %d extents, %s live; %d records; %d replayed past the checkpoint\n",
+					rep.Files, rep.Extents, human(rep.LiveBytes), rep.Records, rep.Replayed)
 				for _, n := range rep.Notes {
 					fmt.Fprintln(out, "note:", n)
 				}
@@ -60,6 +57,6 @@ at records that carry them. Prints a report; exits non-zero on damage.`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	return cmd
 }

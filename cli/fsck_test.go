@@ -83,3 +83,28 @@ func TestFormatRefusesADeviceInUse(t *testing.T) {
 		t.Fatalf("format after the claim was released: %s", errOut.String())
 	}
 }
+
+// format used to accept devices of 2 to 5 zones, which serve then refused
+// and fsck called damaged.
+func TestFormatRefusesTooFewZones(t *testing.T) {
+	dir := t.TempDir()
+	for zones := 2; zones <= 6; zones++ {
+		path := filepath.Join(dir, fmt.Sprint(zones))
+		dev := fmt.Sprintf("emu:%s?zone_size=1M&zones=%d", path, zones)
+		var out, errOut bytes.Buffer
+		code := Main([]string{"format", dev}, &out, &errOut)
+		if zones == 6 {
+			if code != 0 {
+				t.Fatalf("format of 6 zones: %s", errOut.String())
+			}
+			continue
+		}
+		want := fmt.Sprintf("the device has %d zones; zonefold needs at least 6 (4 data zones after the 2 metadata zones)", zones)
+		if code == 0 || !strings.Contains(errOut.String(), want) {
+			t.Errorf("format of %d zones: exit %d, %q; want %q", zones, code, errOut.String(), want)
+		}
+		if _, err := os.Stat(path); !os.IsNotExist(err) {
+			t.Errorf("refused format of %d zones left %s: %v", zones, path, err)
+		}
+	}
+}

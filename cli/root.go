@@ -1,45 +1,110 @@
 // Package cli holds zonefold's cobra commands. It owns flag parsing and
 // printing only: every command calls into the engine's packages and turns
-// their results into tables or JSON. Errors reach the user as one line on
-// stderr and a non-zero exit status; nothing here panics on input.
+// their results into tables or JSON. The conventions every command follows
+// (exit statuses, signals, errors, sizes, counts, --json) are in
+// conventions.go; errors reach the user as one line on stderr and a
+// non-zero exit status; nothing here panics on input.
 package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
 )
 
-// Main runs the command line args and returns the process exit status.
+// Main runs the command line args and returns the process exit status
+// (see conventions.go).
 func Main(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	root := newRoot(stdout, stderr)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var running atomic.Pointer[cobra.Command]
+	root := newRoot(stdout, stderr, &running)
 	root.SetArgs(args)
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(stderr, "zonefold:", err)
-		return 1
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	var got syscall.Signal
+	for {
+		select {
+		case err := <-done:
+			return exitStatus(stderr, err, got, running.Load())
+		case s := <-sigs:
+			sig := s.(syscall.Signal)
+			if got != 0 || !annotated(running.Load(), annWatchesContext) {
+				// A second signal, or a command that would not notice
+				// the first: stop now.
+				fmt.Fprintf(stderr, "zonefold: interrupted by %s\n", signalName(sig))
+				return exitSignal(sig)
+			}
+			got = sig
+			cancel()
+		}
 	}
-	return 0
 }
 
-func newRoot(stdout, stderr io.Writer) *cobra.Command {
+// exitStatus reports how a command ended and returns its exit status.
+func exitStatus(stderr io.Writer, err error, sig syscall.Signal, cmd *cobra.Command) int {
+	stops := annotated(cmd, annStopsOnSignal)
+	switch {
+	case err == nil && (sig == 0 || stops):
+		return exitOK
+	case sig != 0 && !stops:
+		if err == nil || interrupted(err) {
+			fmt.Fprintf(stderr, "zonefold: interrupted by %s\n", signalName(sig))
+		} else {
+			fmt.Fprintf(stderr, "%s (interrupted by %s)\n", errorLine(err), signalName(sig))
+		}
+		return exitSignal(sig)
+	}
+	var u *usageError
+	if errors.As(err, &u) {
+		path := u.cmd
+		if path == "" && cmd != nil {
+			path = cmd.CommandPath()
+		}
+		if path == "" {
+			path = "zonefold"
+		}
+		fmt.Fprintf(stderr, "%s (see '%s --help')\n", errorLine(err), path)
+		return exitUsage
+	}
+	fmt.Fprintln(stderr, errorLine(err))
+	return exitFailure
+}
+
+func signalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return sig.String()
+}
+
+func newRoot(stdout, stderr io.Writer, running *atomic.Pointer[cobra.Command]) *cobra.Command {
 	var verbose bool
 	var cpuProfile string
 	var profile *os.File
-	root := &cobra.Command{
+	root := groupCmd(&cobra.Command{
 		Use:           "zonefold",
 		Short:         "A userspace engine for zoned storage",
+		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			running.Store(cmd)
 			level := slog.LevelWarn
 			if verbose {
 				level = slog.LevelDebug
@@ -65,7 +130,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 				profile.Close()
 			}
 		},
-	}
+	})
+	root.SetVersionTemplate("zonefold {{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
@@ -77,20 +143,21 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newDebugCmd())
 	root.AddCommand(newServeCmd())
 	addClientCmds(root)
+	markUsage(root)
 	return root
 }
 
 func newBenchCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := groupCmd(&cobra.Command{
 		Use:   "bench",
 		Short: "Benchmarks that compare two configurations in one run",
-	}
+	})
 	cmd.AddCommand(newBenchBatchingCmd())
-	cmd.AddCommand(newBenchRunCmd())
+	cmd.AddCommand(watchesContext(newBenchRunCmd()))
 	cmd.AddCommand(newBenchFoliosCmd())
-	cmd.AddCommand(newBenchFioCmd())
-	cmd.AddCommand(newBenchGCCmd())
-	cmd.AddCommand(newBenchSeedsCmd())
-	cmd.AddCommand(newBenchPeersCmd())
+	cmd.AddCommand(watchesContext(newBenchFioCmd()))
+	cmd.AddCommand(watchesContext(newBenchGCCmd()))
+	cmd.AddCommand(watchesContext(newBenchSeedsCmd()))
+	cmd.AddCommand(watchesContext(newBenchPeersCmd()))
 	return cmd
 }

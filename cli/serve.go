@@ -2,14 +2,19 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
+	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -53,7 +58,7 @@ device is served as it is, unless --force is given too, which erases it.`,
 				return err
 			}
 			if force && !format {
-				return errors.New("--force only goes with --format")
+				return usagef("--force only goes with --format")
 			}
 			log := slog.Default()
 			if logInf {
@@ -72,6 +77,8 @@ device is served as it is, unless --force is given too, which erases it.`,
 			})
 		},
 	}
+	cmd.Annotations = map[string]string{annStopsOnSignal: "yes"}
+	watchesContext(cmd)
 	f := cmd.Flags()
 	ef.register(f)
 	socketFlag(f, &socket)
@@ -82,98 +89,165 @@ device is served as it is, unless --force is given too, which erases it.`,
 	return cmd
 }
 
-// clientCmd makes a command that talks to a running daemon.
-func clientCmd(use, short string, args cobra.PositionalArgs, run func(ctx context.Context, c *server.Client, out io.Writer, args []string) error) *cobra.Command {
-	var socket string
+// session is what a client command runs with: a connection to the
+// daemon, the socket it came from, where to print and whether as JSON.
+type session struct {
+	*server.Client
+	socket string
+	out    io.Writer
+	json   bool
+}
+
+// clientCmd makes a command that talks to a running daemon; with
+// hasJSON it takes --json.
+func clientCmd(use, short string, args cobra.PositionalArgs, hasJSON bool, run func(ctx context.Context, s *session, args []string) error) *cobra.Command {
+	s := &session{}
 	cmd := &cobra.Command{
 		Use: use, Short: short, Args: args,
 		RunE: func(cmd *cobra.Command, a []string) error {
-			c, err := server.Dial(cmd.Context(), socket, 8<<20)
+			c, err := server.Dial(cmd.Context(), s.socket, 8<<20)
 			if err != nil {
-				return err
+				return noDaemon(s.socket, err)
 			}
 			defer c.Close()
-			return run(cmd.Context(), c, cmd.OutOrStdout(), a)
+			s.Client, s.out = c, cmd.OutOrStdout()
+			return run(cmd.Context(), s, a)
 		},
 	}
-	socketFlag(cmd.Flags(), &socket)
-	return cmd
+	socketFlag(cmd.Flags(), &s.socket)
+	if hasJSON {
+		cmd.Flags().BoolVar(&s.json, "json", false, "print one JSON object")
+	}
+	return watchesContext(cmd)
+}
+
+// noDaemon explains a failed connection to the daemon, with the next
+// step when nothing serves the socket.
+func noDaemon(socket string, err error) error {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) || errno != syscall.ENOENT && errno != syscall.ECONNREFUSED {
+		return err
+	}
+	return fmt.Errorf("no zonefold daemon is serving %s (%w); start one with 'zonefold serve DEVICE --socket %s', or point --socket or $ZONEFOLD_SOCK at a running one",
+		socket, errno, socket)
 }
 
 // addClientCmds registers the commands that use a running daemon.
 func addClientCmds(root *cobra.Command) {
 	root.AddCommand(
-		newStatCmd(),
-		clientCmd("ls", "List the daemon's files", cobra.NoArgs, runLs),
-		clientCmd("put LOCAL NAME", "Copy a local file into zonefold; returns once it is durable", cobra.ExactArgs(2), runPut),
-		clientCmd("get NAME LOCAL", "Copy a zonefold file to a local file", cobra.ExactArgs(2), runGet),
-		clientCmd("rm NAME...", "Remove files", cobra.MinimumNArgs(1), runRm),
+		clientCmd("stat", "Show the daemon's live engine stats", cobra.NoArgs, true, runStat),
+		newLsCmd(),
+		clientCmd("put LOCAL NAME", "Copy a local file into zonefold atomically; returns once it is durable", cobra.ExactArgs(2), true, runPut),
+		clientCmd("get NAME LOCAL", "Copy a zonefold file to a local file", cobra.ExactArgs(2), false, runGet),
+		clientCmd("rm NAME...", "Remove files", cobra.MinimumNArgs(1), false, runRm),
 	)
 }
 
-func newStatCmd() *cobra.Command {
-	var asJSON bool
-	cmd := clientCmd("stat", "Show the daemon's live engine stats", cobra.NoArgs,
-		func(ctx context.Context, c *server.Client, out io.Writer, _ []string) error {
-			st, err := c.Stats(ctx)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(st)
-			}
-			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
-			row("host written", human(st.HostWritten))
-			row("host read", human(st.HostRead))
-			row("device written", human(st.DevWritten()))
-			row("write amplification", fmt.Sprintf("%.3f", st.WAF()))
-			row("appends", st.Appends)
-			row("zones free/open/data", fmt.Sprintf("%d/%d/%d", st.FreeZones, st.OpenZones, st.DataZones))
-			row("dirty", human(st.DirtyBytes))
-			row("cache hits/misses", fmt.Sprintf("%d/%d", st.Cache.Hits, st.Cache.Misses))
-			row("GC runs/moved/resets", fmt.Sprintf("%d/%s/%d", st.GCRuns, human(st.GCWritten), st.GCResets))
-			row("checkpoints", st.Checkpoints)
-			row("SQEs per enter", fmt.Sprintf("%.1f", st.Ring.SQEsPerEnter()))
-			return tw.Flush()
-		})
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the stats as JSON")
-	return cmd
-}
-
-func runLs(ctx context.Context, c *server.Client, out io.Writer, _ []string) error {
-	list, err := c.List(ctx)
+func runStat(ctx context.Context, s *session, _ []string) error {
+	st, err := s.Stats(ctx)
 	if err != nil {
 		return err
 	}
-	for _, e := range list {
-		fmt.Fprintf(out, "%12d  %s\n", e.Size, e.Name)
+	if s.json {
+		return writeJSON(s.out, st)
 	}
-	return nil
+	tw := tabwriter.NewWriter(s.out, 0, 0, 2, ' ', 0)
+	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
+	row("host written", human(st.HostWritten))
+	row("host read", human(st.HostRead))
+	row("device written", human(st.DevWritten()))
+	row("write amplification", fmt.Sprintf("%.3f", st.WAF()))
+	row("appends", st.Appends)
+	row("zones free/open/data", fmt.Sprintf("%d/%d/%d", st.FreeZones, st.OpenZones, st.DataZones))
+	row("dirty", human(st.DirtyBytes))
+	row("cache hits/misses", fmt.Sprintf("%d/%d", st.Cache.Hits, st.Cache.Misses))
+	row("GC runs/moved/resets", fmt.Sprintf("%d/%s/%d", st.GCRuns, human(st.GCWritten), st.GCResets))
+	row("checkpoints", st.Checkpoints)
+	row("SQEs per enter", fmt.Sprintf("%.1f", st.Ring.SQEsPerEnter()))
+	return tw.Flush()
+}
+
+// fileJSON is one file in `ls --json`.
+type fileJSON struct {
+	Name string `json:"name"`
+	Size int64  `json:"size"` // bytes
+}
+
+func newLsCmd() *cobra.Command {
+	var long bool
+	cmd := clientCmd("ls", "List the daemon's files (-l: with their sizes)", cobra.NoArgs, true,
+		func(ctx context.Context, s *session, _ []string) error {
+			list, err := s.List(ctx)
+			if err != nil {
+				return err
+			}
+			if s.json {
+				files := make([]fileJSON, len(list))
+				for i, e := range list {
+					files[i] = fileJSON{e.Name, e.Size}
+				}
+				return writeJSON(s.out, struct {
+					Files []fileJSON `json:"files"`
+				}{files})
+			}
+			if !long {
+				for _, e := range list {
+					fmt.Fprintln(s.out, e.Name)
+				}
+				return nil
+			}
+			tw := tabwriter.NewWriter(s.out, 0, 0, 2, ' ', 0)
+			for _, e := range list {
+				fmt.Fprintf(tw, "%s\t%s\n", human(e.Size), e.Name)
+			}
+			return tw.Flush()
+		})
+	cmd.Flags().BoolVarP(&long, "long", "l", false, "print each file's size (binary units)")
+	return cmd
 }
 
 // copyChunk is how much put and get move per call.
 const copyChunk = 4 << 20
 
-func runPut(ctx context.Context, c *server.Client, _ io.Writer, args []string) error {
-	src, err := os.Open(args[0])
+// runPut copies a local file into zonefold atomically: it writes a
+// temporary file (server.TempPrefix), fsyncs it and renames it over NAME,
+// so that NAME is either as it was or the whole new content, durable.
+// A put that fails or is interrupted removes its temporary; one whose
+// process died leaves it to the daemon's next start.
+func runPut(ctx context.Context, s *session, args []string) (err error) {
+	local, name := args[0], args[1]
+	src, err := os.Open(local)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	h, _, err := c.Open(ctx, args[1], server.OpenCreate|server.OpenTrunc)
+	if st, err := src.Stat(); err != nil {
+		return err
+	} else if st.IsDir() {
+		return fmt.Errorf("%s is a directory; put copies one file", local)
+	}
+	// A pipe or FIFO may block a read for ever: an interrupt ends it.
+	stop := context.AfterFunc(ctx, func() { _ = src.SetReadDeadline(time.Now()) })
+	defer stop()
+	tmp, err := tempName()
 	if err != nil {
 		return err
 	}
-	defer c.CloseFile(ctx, h)
+	h, _, err := s.Open(ctx, tmp, server.OpenCreate|server.OpenExcl)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, removeTemp(s, tmp))
+		}
+	}()
 	buf := make([]byte, copyChunk)
 	var off int64
 	for {
 		n, rerr := io.ReadFull(src, buf)
 		if n > 0 {
-			if _, err := c.WriteAt(ctx, h, buf[:n], off); err != nil {
+			if _, err := s.WriteAt(ctx, h, buf[:n], off); err != nil {
 				return err
 			}
 			off += int64(n)
@@ -186,25 +260,87 @@ func runPut(ctx context.Context, c *server.Client, _ io.Writer, args []string) e
 		}
 	}
 	// put promises durability: a crash after it returns loses nothing.
-	return c.Fsync(ctx, h)
+	// The rename is logged durably by the daemon before it answers.
+	if err := s.Fsync(ctx, h); err != nil {
+		return err
+	}
+	if err := s.CloseFile(ctx, h); err != nil {
+		return err
+	}
+	if err := s.Rename(ctx, tmp, name); err != nil {
+		return err
+	}
+	if s.json {
+		return writeJSON(s.out, struct {
+			Local string `json:"local"`
+			Name  string `json:"name"`
+			Size  int64  `json:"size"`
+		}{local, name, off})
+	}
+	fmt.Fprintf(s.out, "%s: %s, durable\n", name, human(off))
+	return nil
 }
 
-func runGet(ctx context.Context, c *server.Client, _ io.Writer, args []string) error {
-	h, size, err := c.Open(ctx, args[0], 0)
+// tempName is a fresh name in the daemon's reserved temporary space.
+func tempName() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return server.TempPrefix + hex.EncodeToString(b[:]), nil
+}
+
+// removeTemp removes a failed put's temporary file. The put's own
+// connection may be mid-request (an interrupt cancels by deadline), so it
+// is closed first, which closes its handles, and a new one removes the
+// file, within a bounded time. It says so if it could not.
+func removeTemp(s *session, tmp string) error {
+	s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rc, err := server.Dial(ctx, s.socket, 2*64<<10)
+	if err == nil {
+		err = rc.Remove(ctx, tmp)
+		rc.Close()
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("the temporary file %s stays until the daemon restarts: %w", tmp, err)
+	}
+	return nil
+}
+
+// runGet copies a zonefold file to a local one through a temporary file
+// beside it, renamed over LOCAL at the end: a get that fails leaves LOCAL
+// as it was and nothing else behind.
+func runGet(ctx context.Context, s *session, args []string) (err error) {
+	name, local := args[0], args[1]
+	h, size, err := s.Open(ctx, name, 0)
 	if err != nil {
 		return err
 	}
-	defer c.CloseFile(ctx, h)
-	dst, err := os.Create(args[1])
+	defer s.CloseFile(ctx, h)
+	mode := fs.FileMode(0o644)
+	if st, err := os.Stat(local); err == nil && st.IsDir() {
+		local = filepath.Join(local, filepath.Base(name))
+	}
+	if st, err := os.Stat(local); err == nil && st.Mode().IsRegular() {
+		mode = st.Mode().Perm() // replacing a file keeps its permissions
+	}
+	dst, err := os.CreateTemp(filepath.Dir(local), "."+filepath.Base(local)+".zonefold-get-*")
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil {
+			dst.Close()
+			os.Remove(dst.Name())
+		}
+	}()
 	buf := make([]byte, copyChunk)
 	for off := int64(0); off < size; {
-		n, rerr := c.ReadAt(ctx, h, buf[:min(int64(len(buf)), size-off)], off)
+		n, rerr := s.ReadAt(ctx, h, buf[:min(int64(len(buf)), size-off)], off)
 		if n > 0 {
 			if _, err := dst.Write(buf[:n]); err != nil {
-				dst.Close()
 				return err
 			}
 			off += int64(n)
@@ -213,17 +349,22 @@ func runGet(ctx context.Context, c *server.Client, _ io.Writer, args []string) e
 			break
 		}
 		if rerr != nil {
-			dst.Close()
 			return rerr
 		}
 	}
-	return dst.Close()
+	if err := dst.Chmod(mode); err != nil {
+		return err
+	}
+	if err := dst.Close(); err != nil {
+		return err
+	}
+	return os.Rename(dst.Name(), local)
 }
 
-func runRm(ctx context.Context, c *server.Client, _ io.Writer, args []string) error {
+func runRm(ctx context.Context, s *session, args []string) error {
 	var errs []error
 	for _, name := range args {
-		errs = append(errs, c.Remove(ctx, name))
+		errs = append(errs, s.Remove(ctx, name))
 	}
 	return errors.Join(errs...)
 }

@@ -51,15 +51,18 @@ func TestClientCommands(t *testing.T) {
 	device := fmt.Sprintf("emu:%s?zone_size=4M&zones=32", filepath.Join(dir, "dev"))
 	sock := filepath.Join(dir, "zf.sock")
 	local := filepath.Join(dir, "local")
-	want := bytes.Repeat([]byte("put is durable "), 700_000) // ~10 MB: several chunks
+	want := bytes.Repeat([]byte("put is durable "), 10<<20/15) // 10 MiB: several chunks
 	if err := os.WriteFile(local, want, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	stop := serveInProcess(t, device, sock)
 	zonefold(t, "put", local, "f", "--socket", sock)
 	zonefold(t, "put", local, "g", "--socket", sock)
-	if out := zonefold(t, "ls", "--socket", sock); !strings.Contains(out, fmt.Sprintf("%d  f\n", len(want))) || !strings.Contains(out, "  g\n") {
+	if out := zonefold(t, "ls", "--socket", sock); out != "f\ng\n" {
 		t.Fatalf("ls: %q", out)
+	}
+	if out := zonefold(t, "ls", "-l", "--socket", sock); out != "10 MiB  f\n10 MiB  g\n" {
+		t.Fatalf("ls -l: %q", out)
 	}
 	zonefold(t, "rm", "g", "--socket", sock)
 	if out := zonefold(t, "stat", "--socket", sock); !strings.Contains(out, "host written") {
@@ -75,7 +78,7 @@ func TestClientCommands(t *testing.T) {
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("get after restart: %d bytes, %v; want %d equal bytes", len(got), err, len(want))
 	}
-	if out := zonefold(t, "ls", "--socket", sock); strings.Contains(out, " g\n") {
+	if out := zonefold(t, "ls", "--socket", sock); out != "f\n" {
 		t.Fatalf("rm did not remove g: %q", out)
 	}
 	var errb bytes.Buffer

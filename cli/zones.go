@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
@@ -11,13 +10,13 @@ import (
 )
 
 func newZonesCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := groupCmd(&cobra.Command{
 		Use:   "zones",
 		Short: "Report and manage the zones of a zoned device",
 		Long: `Report and manage zones, like util-linux blkzone. DEVICE is a device string:
 /dev/nullb0 or /dev/nvme0n1 (zoned block device), /dev/ng0n1 (NVMe passthrough),
 emu:PATH?zone_size=64M&zones=N (emulated), null:?size=16G&zone_size=256M.`,
-	}
+	})
 	cmd.AddCommand(newZonesReportCmd())
 	for _, a := range zoneActions {
 		cmd.AddCommand(newZoneActionCmd(a))
@@ -78,16 +77,16 @@ func printReport(w io.Writer, device string, d zns.Device, asJSON bool) error {
 	if asJSON {
 		out := struct {
 			Device   string       `json:"device"`
-			Geometry zns.Geometry `json:"geometry"`
+			Geometry geometryJSON `json:"geometry"`
 			Zones    []zoneJSON   `json:"zones"`
-		}{Device: device, Geometry: g, Zones: make([]zoneJSON, len(zones))}
+		}{Device: device, Geometry: geometryOutput(g), Zones: make([]zoneJSON, len(zones))}
 		for i, z := range zones {
 			out.Zones[i] = zoneJSON{i, z.Start, z.Len, z.Cap, z.WP, z.Type.String(), z.Cond.String()}
 		}
 		return writeJSON(w, out)
 	}
-	fmt.Fprintf(w, "%d zones of %d bytes (capacity %d), block size %d, max open %s, max active %s, max append %d\n",
-		g.Zones, g.ZoneSize, g.ZoneCap, g.BlockSize, limit(g.MaxOpen), limit(g.MaxActive), g.MaxAppend)
+	fmt.Fprintf(w, "%d zones of %s (capacity %s), block size %s, max open %s, max active %s, max append %s\n",
+		g.Zones, human(g.ZoneSize), human(g.ZoneCap), human(int64(g.BlockSize)), limit(g.MaxOpen), limit(g.MaxActive), human(int64(g.MaxAppend)))
 	tw := newTable(w)
 	fmt.Fprintln(tw, "zone\tstart\tlen\tcap\twp\ttype\tcond\t")
 	for i, z := range zones {
@@ -132,18 +131,26 @@ func newZoneActionCmd(a zoneAction) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("zone") == all {
-				return errors.New("zones " + a.verb + ": give exactly one of --zone N and --all")
+				return usagef("zones %s: give exactly one of --zone N and --all", a.verb)
 			}
 			return runZoneAction(cmd.OutOrStdout(), args[0], a, zone, all)
 		},
 	}
-	cmd.Flags().IntVar(&zone, "zone", -1, "the zone number")
+	countVar(cmd.Flags(), &zone, "zone", 0, "the zone number")
 	cmd.Flags().BoolVar(&all, "all", false, "every sequential zone")
 	return cmd
 }
 
-func runZoneAction(w io.Writer, device string, a zoneAction, zone int, all bool) error {
-	return withDevice(device, func(d zns.Device) error { return applyAction(w, d, a, zone, all) })
+// runZoneAction claims the device as the daemon does: changing zones
+// under a daemon, or under format or fsck, would corrupt what they write
+// or make their report meaningless.
+func runZoneAction(w io.Writer, device string, a zoneAction, zone int, all bool) (err error) {
+	d, release, err := openClaimed(device)
+	if err != nil {
+		return err
+	}
+	defer func() { release(err == nil) }()
+	return applyAction(w, d, a, zone, all)
 }
 
 func applyAction(w io.Writer, d zns.Device, a zoneAction, zone int, all bool) (err error) {

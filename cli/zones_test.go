@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/zonefold/zonefold/server"
 	"github.com/zonefold/zonefold/zns"
 )
 
@@ -83,7 +84,7 @@ func TestZonesReport(t *testing.T) {
 	if st != 0 {
 		t.Fatalf("status %d", st)
 	}
-	for _, want := range []string{"4 zones of 1048576 bytes (capacity 524288)", "conventional", "not-wp", "seq-write-required", "implicit-open", "0x101000", "empty"} {
+	for _, want := range []string{"4 zones of 1 MiB (capacity 512 KiB), block size 4 KiB, max open 2, max active 2, max append 512 KiB", "conventional", "not-wp", "seq-write-required", "implicit-open", "0x101000", "empty"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
@@ -132,7 +133,7 @@ func TestZonesIllegalRequestsChangeNothing(t *testing.T) {
 		{[]string{"reset", dev, "--zone", "0"}, "conventional zone"},
 		{[]string{"finish", dev, "--zone", "0"}, "conventional zone"},
 		{[]string{"reset", dev, "--zone", "4"}, "out of range"},
-		{[]string{"open", dev, "--zone", "-1"}, "out of range"},
+		{[]string{"open", dev, "--zone", "-1"}, `bad count "-1"`},
 		{[]string{"reset", dev}, "exactly one of --zone N and --all"},
 		{[]string{"reset", dev, "--zone", "1", "--all"}, "exactly one of --zone N and --all"},
 		{[]string{"close", dev, "--zone", "2"}, "invalid zone condition transition"},
@@ -152,5 +153,26 @@ func TestZonesIllegalRequestsChangeNothing(t *testing.T) {
 		if after := report(t, dev); conds(after) != conds(before) || after[1].WP != before[1].WP {
 			t.Fatalf("zones %v changed the device: %s -> %s", tc.args, conds(before), conds(after))
 		}
+	}
+}
+
+// Zone management used to run under a live daemon, changing the zones it
+// writes; it is refused as format and fsck are, and changes nothing.
+func TestZonesActionsRefuseAClaimedDevice(t *testing.T) {
+	dev := newEmu(t)
+	before := report(t, dev)
+	lock, err := server.LockDevice(dev) // what a serving daemon holds
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	for _, a := range zoneActions {
+		_, errOut, st := run(t, "zones", a.verb, dev, "--all")
+		if st == 0 || !strings.Contains(errOut, "is in use: another zonefold daemon or command") {
+			t.Errorf("zones %s under a daemon: status %d, %q", a.verb, st, errOut)
+		}
+	}
+	if after := report(t, dev); conds(after) != conds(before) || after[1].WP != before[1].WP {
+		t.Fatalf("refused requests changed the device: %s -> %s", conds(before), conds(after))
 	}
 }

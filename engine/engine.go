@@ -93,7 +93,8 @@ type Engine struct {
 	// what it found for the report.
 	readOnly  bool
 	recovered []event
-	tornZones []tornZone
+	ckptSeq   uint64 // the checkpoint recovery started from
+	ckptTie   bool   // both metadata zones hold a checkpoint of that number
 	bg        sync.WaitGroup
 	zeroBlk   []byte
 }
@@ -405,7 +406,7 @@ type counters struct {
 	devRead                       atomic.Int64
 	appends, appendErrs, readErrs atomic.Int64
 	gcRead, gcWritten, gcResets   atomic.Int64
-	gcNanos, gcRuns               atomic.Int64
+	gcNanos, gcRuns, gcActive     atomic.Int64
 	metaWritten, checkpoints      atomic.Int64
 	writeNanos, writeOps          atomic.Int64
 	throttleNanos                 atomic.Int64

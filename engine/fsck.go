@@ -2,18 +2,12 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/zonefold/zonefold/uring"
 	"github.com/zonefold/zonefold/zns"
 )
-
-// tornZone is a data zone whose record log ends before its write pointer.
-type tornZone struct {
-	zone   int
-	at, wp int64
-	torn   bool
-}
 
 // FsckReport is what Fsck found. Problems empty means the file system is
 // consistent.
@@ -32,11 +26,21 @@ func (r *FsckReport) problem(format string, args ...any) {
 	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
 }
 
-// Fsck checks a formatted device without changing it: both superblock
-// copies, the metadata log, every record in every data zone (header and
-// data checksums), that every mapped extent lies inside a record that
-// carries it, and the per-zone valid counts. It recovers the file system
-// in memory as Open would, but writes nothing.
+// Fsck checks a formatted device without changing it. It recovers the file
+// system in memory as Open would, writing nothing, and reports as damage
+// (Problems) exactly:
+//   - a superblock copy, checkpoint tie or geometry that recovery cannot
+//     trust;
+//   - a mapped extent that does not lie in a record whose header and data
+//     checksums hold and that carries the same file, offset and version;
+//   - a record newer than the checkpoint, found by walking every data zone
+//     from its start, whose bytes recovery does not map (nor a later
+//     version of them), although its file was not removed or truncated
+//     below them since: acknowledged data that would be lost;
+//   - more valid bytes in a zone than its write pointer allows.
+//
+// A torn last record and the unwritten tail of a zone that recovery
+// finished are notes, not damage: nothing mapped lives there.
 func Fsck(dev zns.Device) (*FsckReport, error) {
 	rep := &FsckReport{}
 	g := dev.Geometry()
@@ -71,22 +75,9 @@ func Fsck(dev zns.Device) (*FsckReport, error) {
 	}
 	defer e.meta.close()
 	rep.Replayed = len(e.recovered)
-	for _, tz := range e.tornZones {
-		if tz.torn {
-			// What a crash mid-append leaves: recovery drops the record
-			// and finishes the zone at the next open.
-			rep.Notes = append(rep.Notes, fmt.Sprintf("zone %d: torn last record at offset %d (write pointer %d), as a crash leaves it; the next open drops it", tz.zone, tz.at, tz.wp))
-		}
+	if e.ckptTie {
+		rep.problem("both metadata zones hold a checkpoint with sequence number %d: recovery cannot tell which is newer", e.ckptSeq)
 	}
-	// Walk every data zone from its start and index the records.
-	type carried struct {
-		file    uint64
-		fileOff int64
-		ver     uint64
-		dev     int64
-		len     int64
-	}
-	var pieces []carried
 	buf, err := newScanBuf(int(max(g.ZoneCap, 1<<20)))
 	if err != nil {
 		return nil, err
@@ -98,40 +89,41 @@ func Fsck(dev zns.Device) (*FsckReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: fsck: report zones: %w", err)
 	}
+	// Walk every data zone from its start, independently of where
+	// recovery started, and index what each record carries.
+	var good []fsckPiece
+	var bad []fsckBad
+	var recs []fsckRecord
 	for _, z := range e.zones {
 		if z == nil || z.idx >= n {
 			continue
 		}
-		recs, end, torn, err := e.scanDataZone(z, report[z.idx], 0, buf, w)
-		if err != nil {
+		fw := fsckWalk{e: e, rep: rep, buf: buf, w: w}
+		if err := fw.zone(z, report[z.idx]); err != nil {
 			return nil, err
 		}
-		if torn && !tornKnown(e.tornZones, z.idx) {
-			rep.problem("zone %d: record at offset %d fails its checks; the %d bytes after it up to the write pointer are unreadable",
-				z.idx, end, report[z.idx].WP-report[z.idx].Start-end)
-		}
-		for _, r := range recs {
-			rep.Records++
-			dev := r.dev
-			for _, x := range r.rec.Extents {
-				pieces = append(pieces, carried{file: r.rec.File, fileOff: x.FileOff, ver: x.Version, dev: dev, len: int64(x.Len)})
-				dev += int64(x.Len)
-			}
-		}
+		good, bad, recs = append(good, fw.good...), append(bad, fw.bad...), append(recs, fw.recs...)
 	}
-	sort.Slice(pieces, func(i, j int) bool { return pieces[i].dev < pieces[j].dev })
-	// Every mapped extent must lie inside a carried piece of the same
-	// file, offset and version.
+	sort.Slice(good, func(i, j int) bool { return good[i].dev < good[j].dev })
+	sort.Slice(bad, func(i, j int) bool { return bad[i].start < bad[j].start })
+
+	// 1. Every mapped extent lies in a record whose checksum holds and
+	// that carries the same file, offset and version.
 	valid := map[int]int64{}
 	for _, f := range e.byID {
 		rep.Files++
 		f.ext.each(func(x extent) bool {
 			rep.Extents++
 			rep.LiveBytes += x.len
-			i := sort.Search(len(pieces), func(i int) bool { return pieces[i].dev+pieces[i].len > x.dev })
-			ok := i < len(pieces) && pieces[i].dev <= x.dev && x.dev+x.len <= pieces[i].dev+pieces[i].len &&
-				pieces[i].file == f.id && pieces[i].ver == x.ver && pieces[i].fileOff+(x.dev-pieces[i].dev) == x.off
-			if !ok {
+			i := sort.Search(len(good), func(i int) bool { return good[i].dev+good[i].len > x.dev })
+			ok := i < len(good) && good[i].dev <= x.dev && x.dev+x.len <= good[i].dev+good[i].len &&
+				good[i].file == f.id && good[i].ver == x.ver && good[i].fileOff+(x.dev-good[i].dev) == x.off
+			switch {
+			case ok:
+			case inBad(bad, x.dev):
+				rep.problem("file %q (id %d): extent at offset %d (%d bytes, version %d) lies in a record whose data checksum fails (device offset %d)",
+					f.name, f.id, x.off, x.len, x.ver, x.dev)
+			default:
 				rep.problem("file %q (id %d): extent at offset %d (%d bytes, version %d) points at device offset %d, where no record carries it",
 					f.name, f.id, x.off, x.len, x.ver, x.dev)
 			}
@@ -147,7 +139,7 @@ func Fsck(dev zns.Device) (*FsckReport, error) {
 		}
 	}
 	for _, z := range e.zones {
-		if z == nil {
+		if z == nil || z.idx >= n {
 			continue
 		}
 		wp := report[z.idx].WP - report[z.idx].Start
@@ -155,16 +147,172 @@ func Fsck(dev zns.Device) (*FsckReport, error) {
 			rep.problem("zone %d: %d valid bytes above its write pointer %d", z.idx, v, wp)
 		}
 	}
+
+	// 2. Nothing newer than the checkpoint that is on the device is lost:
+	// every byte such a record carries is mapped to that version or a
+	// newer one, unless its file was removed, or truncated below it,
+	// since. This is what recovery starting a zone's scan at the wrong
+	// place, or keeping a stale checkpoint, would lose.
+	cuts := map[uint64][]nsOp{}
+	for _, ev := range e.recovered {
+		if ev.op != nil && ev.op.kind == opTruncate {
+			cuts[ev.op.file] = append(cuts[ev.op.file], *ev.op)
+		}
+	}
+	lost := 0
+	// Newest first: a record's size holds unless a later record or
+	// truncate of the file says it shrank since.
+	sort.Slice(recs, func(i, j int) bool { return recs[i].seq > recs[j].seq })
+	laterSize := map[uint64]int64{}
+	for _, r := range recs {
+		if r.seq <= e.ckptSeq {
+			continue
+		}
+		f := e.byID[r.file]
+		if f == nil {
+			continue // removed since
+		}
+		if r.size != SizeUnknown {
+			// The size it carries, too, unless a truncate since cut it.
+			want := int64(r.size)
+			if s, ok := laterSize[f.id]; ok {
+				want = min(want, s)
+			}
+			laterSize[f.id] = want
+			for _, op := range cuts[f.id] {
+				if op.seq > r.seq {
+					want = min(want, op.size)
+				}
+			}
+			if f.size < want {
+				if lost++; lost <= 20 {
+					rep.problem("file %q (id %d): the record of sequence %d in zone %d at offset %d gives it %d bytes, newer than the checkpoint, but recovery gives it %d: acknowledged data would be lost",
+						f.name, f.id, r.seq, r.zone, r.at, want, f.size)
+				}
+			}
+		}
+		for _, x := range r.ext {
+			end := x.FileOff + int64(x.Len)
+			limit := int64(MaxFileSize)
+			for _, op := range cuts[f.id] {
+				if op.seq > x.Version {
+					limit = min(limit, (op.size+BlockSize-1)/BlockSize*BlockSize)
+				}
+			}
+			end = min(end, limit)
+			covered := x.FileOff
+			f.ext.lookup(x.FileOff, max(0, end-x.FileOff), func(m extent) {
+				if m.off > covered || m.ver < x.Version {
+					return
+				}
+				covered = max(covered, m.end())
+			})
+			if covered < end {
+				if lost++; lost <= 20 {
+					rep.problem("file %q (id %d): bytes %d..%d of version %d (record of sequence %d in zone %d at offset %d) are on the device and newer than the checkpoint, but recovery does not map them: acknowledged data would be lost",
+						f.name, f.id, covered, end, x.Version, r.seq, r.zone, r.at)
+				}
+			}
+		}
+	}
+	if lost > 20 {
+		rep.problem("%d more pieces of newer records that recovery does not map", lost-20)
+	}
 	return rep, nil
 }
 
-func tornKnown(list []tornZone, zone int) bool {
-	for _, t := range list {
-		if t.zone == zone {
-			return true
+// fsckPiece is one extent a record with a valid checksum carries.
+type fsckPiece struct {
+	file    uint64
+	fileOff int64
+	ver     uint64
+	dev     int64
+	len     int64
+}
+
+// fsckBad is a record whose header holds but whose data checksum fails.
+type fsckBad struct{ start, end int64 }
+
+// fsckRecord is a record with a valid checksum.
+type fsckRecord struct {
+	seq, file uint64
+	size      uint64
+	zone      int
+	at        int64
+	ext       []RecordExtent
+}
+
+func inBad(bad []fsckBad, dev int64) bool {
+	i := sort.Search(len(bad), func(i int) bool { return bad[i].end > dev })
+	return i < len(bad) && bad[i].start <= dev
+}
+
+// fsckWalk reads one zone's records from its start to its write pointer.
+type fsckWalk struct {
+	e    *Engine
+	rep  *FsckReport
+	buf  *scanBuf
+	w    *uring.Waiter
+	good []fsckPiece
+	bad  []fsckBad
+	recs []fsckRecord
+}
+
+// zone walks z. A record whose header holds but whose data checksum
+// fails is noted and stepped over (what it would hide shows up in the
+// checks above); the walk ends where no valid header is: a torn last
+// write, or the never-written tail of a zone recovery finished, neither
+// of them damage by itself.
+func (fw *fsckWalk) zone(z *zone, rz zns.Zone) error {
+	e := fw.e
+	wp := rz.WP - rz.Start
+	var h RecordHeader
+	for off := int64(0); off < wp; {
+		hb := fw.buf.mem[:BlockSize]
+		if off+BlockSize > wp {
+			fw.note(z, off, wp, "a torn last write")
+			return nil
 		}
+		if err := e.readDev(rz.Start+off, hb, fw.w); err != nil {
+			return fmt.Errorf("engine: fsck: read zone %d at %d: %w", z.idx, off, err)
+		}
+		if err := DecodeHeader(hb, &h); err != nil || h.FS != e.sb.FS() {
+			fw.note(z, off, wp, "no record header")
+			return nil
+		}
+		n := BlockSize + int64(h.DataLen)
+		if off+n > wp || int64(h.DataLen) > int64(len(fw.buf.mem)) {
+			fw.note(z, off, wp, "a record longer than what was written")
+			return nil
+		}
+		dev := rz.Start + off + BlockSize
+		if h.Kind != KindPad && h.DataLen > 0 {
+			data := fw.buf.mem[:h.DataLen]
+			if err := e.readDev(dev, data, fw.w); err != nil {
+				return fmt.Errorf("engine: fsck: read zone %d at %d: %w", z.idx, off, err)
+			}
+			if Checksum(data) != h.DataCRC {
+				fw.bad = append(fw.bad, fsckBad{start: dev, end: dev + int64(h.DataLen)})
+				fw.rep.Notes = append(fw.rep.Notes, fmt.Sprintf("zone %d: the record at offset %d (sequence %d, file %d) fails its data checksum", z.idx, off, h.Seq, h.File))
+				off += n
+				continue
+			}
+		}
+		if h.Kind != KindPad {
+			fw.rep.Records++
+			fw.recs = append(fw.recs, fsckRecord{seq: h.Seq, file: h.File, size: h.Size, zone: z.idx, at: off, ext: slices.Clone(h.Extents)})
+			for _, x := range h.Extents {
+				fw.good = append(fw.good, fsckPiece{file: h.File, fileOff: x.FileOff, ver: x.Version, dev: dev, len: int64(x.Len)})
+				dev += int64(x.Len)
+			}
+		}
+		off += n
 	}
-	return false
+	return nil
+}
+
+func (fw *fsckWalk) note(z *zone, at, wp int64, what string) {
+	fw.rep.Notes = append(fw.rep.Notes, fmt.Sprintf("zone %d: the log ends at offset %d with %s; the %d bytes up to the write pointer hold no record (a torn last write, or a finished zone's unwritten tail)", z.idx, at, what, wp-at))
 }
 
 // checkSuperblockCopies compares the copy at the start of each metadata

@@ -116,7 +116,7 @@ func (c *collector) run(ctx context.Context) {
 			continue
 		}
 		for c.e.placer.freeCount() < c.e.cfg.GC.High && ctx.Err() == nil {
-			moved, err := c.pass()
+			moved, err := c.pass(false)
 			if err != nil {
 				slog.Warn("engine: gc pass failed", "err", err)
 				break
@@ -129,9 +129,11 @@ func (c *collector) run(ctx context.Context) {
 }
 
 // reclaim runs one GC pass for a writer that found no space. It reports
-// whether a zone was reclaimed; false means GC can free nothing more.
+// whether a zone was reclaimed with a net gain of space; false means GC
+// can free nothing more. A writer short of space takes any zone whose
+// reclaim gains space, however little garbage it holds.
 func (c *collector) reclaim() bool {
-	moved, err := c.pass()
+	moved, err := c.pass(true)
 	if err != nil {
 		slog.Warn("engine: gc pass failed", "err", err)
 		return false
@@ -139,47 +141,72 @@ func (c *collector) reclaim() bool {
 	return moved
 }
 
+// passCandidates bounds the victims one pass tries: each costs a walk
+// of the zone's record headers.
+const passCandidates = 4
+
 // pass reclaims one victim zone: relocate its valid data, make that
 // durable, log the reset, then reset it. It reports whether it reclaimed
-// a zone.
-func (c *collector) pass() (bool, error) {
+// a zone; it never reports progress it did not make (a pass that says
+// it moved nothing is how writers learn the device is full).
+func (c *collector) pass(urgent bool) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for _, victim := range c.pick(urgent) {
+		// Mark first, then look for writers (placement announces a
+		// writer first, then looks at the state): a zone still being
+		// appended to is left for a later pass; the next candidate is
+		// tried instead.
+		if !victim.state.CompareAndSwap(zoneFull, zoneGC) {
+			continue
+		}
+		if victim.writers.Load() > 0 {
+			victim.state.Store(zoneFull)
+			continue
+		}
+		ok, err := c.collect(victim)
+		if err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
+// collect relocates victim's valid data and resets it; it reports false,
+// leaving the zone as it was, when relocating would not gain space.
+func (c *collector) collect(victim *zone) (bool, error) {
 	e := c.e
-	victim := c.pick()
-	if victim == nil {
-		return false, nil
-	}
-	// Mark first, then look for writers (placement announces a writer
-	// first, then looks at the state): a zone still being appended to is
-	// left for a later pass.
-	if !victim.state.CompareAndSwap(zoneFull, zoneGC) {
-		return true, nil
-	}
-	if victim.writers.Load() > 0 {
-		victim.state.Store(zoneFull)
-		time.Sleep(50 * time.Microsecond) // its appends finish in a moment
-		return true, nil
-	}
 	start := time.Now()
+	e.stats.gcActive.Add(1)
 	defer func() {
+		e.stats.gcActive.Add(-1)
 		e.stats.gcNanos.Add(int64(time.Since(start)))
 		e.stats.gcRuns.Add(1)
 	}()
 	if victim.valid.Load() > 0 {
-		if err := c.relocate(victim); err != nil {
+		gain, err := c.relocate(victim)
+		if err != nil {
 			victim.state.Store(zoneFull)
 			return false, err
+		}
+		if !gain {
+			victim.state.Store(zoneFull)
+			return false, nil
 		}
 	}
 	if v := victim.valid.Load(); v != 0 {
 		victim.state.Store(zoneFull)
 		return false, fmt.Errorf("engine: gc: zone %d still holds %d valid bytes after relocation", victim.idx, v)
 	}
+	// The reset is decided: a checkpoint from now on records the zone as
+	// empty, and the logged reset tells a recovery from an older one to
+	// scan it from its start. Both are durable before the reset.
+	victim.resetPending.Store(true)
 	e.nsMu.RLock()
 	err := e.logOp(nsOp{kind: opZoneReset, zone: victim.idx})
 	e.nsMu.RUnlock()
 	if err != nil {
+		victim.resetPending.Store(false)
 		victim.state.Store(zoneFull)
 		return false, err
 	}
@@ -195,21 +222,29 @@ func (c *collector) pass() (bool, error) {
 	return true, nil
 }
 
-// pick chooses a victim among full zones by the configured policy.
-func (c *collector) pick() *zone {
+// pick chooses up to passCandidates victims among full zones, best
+// first by the configured policy.
+func (c *collector) pick(urgent bool) []*zone {
 	e := c.e
 	now := e.seq.Load()
-	var best *zone
-	var bestScore float64
+	type cand struct {
+		z     *zone
+		score float64
+	}
+	var cands []cand
 	for _, z := range e.placer.zones {
 		if z.state.Load() != zoneFull || z.writers.Load() > 0 {
 			continue
 		}
 		valid := z.valid.Load()
-		if z.cap-valid < z.cap/minGainDiv {
-			// Copying a zone this full frees almost nothing, and a pass
-			// costs a zone's worth of reads: a device of such zones is
-			// full, not in need of GC.
+		if z.cap-valid < minGCGain {
+			continue // nothing to gain
+		}
+		if !urgent && z.cap-valid < z.cap/minGainDiv {
+			// Copying a zone this full frees little for a zone's worth
+			// of reads and writes: background GC leaves it. A writer
+			// short of space takes it (pass(true)): while garbage
+			// exists, an overwrite must not fail.
 			continue
 		}
 		u := float64(valid) / float64(z.cap)
@@ -221,12 +256,19 @@ func (c *collector) pick() *zone {
 		default:
 			score = 1 - u
 		}
-		if best == nil || score > bestScore {
-			best, bestScore = z, score
-		}
+		cands = append(cands, cand{z, score})
 	}
-	return best
+	sort.Slice(cands, func(i, j int) bool { return cands[i].score > cands[j].score })
+	out := make([]*zone, 0, passCandidates)
+	for _, cd := range cands[:min(len(cands), passCandidates)] {
+		out = append(out, cd.z)
+	}
+	return out
 }
+
+// minGCGain is the least garbage worth a pass: less cannot pay for the
+// headers and pad the relocation itself writes.
+const minGCGain = 4 * BlockSize
 
 // live is one valid piece found in a victim.
 type live struct {
@@ -236,18 +278,21 @@ type live struct {
 
 // relocate copies the victim's valid extents, sorted by (file, offset),
 // into the GC zone as GC records, and waits until they are durable. The
-// mapping moves only where it still holds the copied version.
-func (c *collector) relocate(victim *zone) error {
+// mapping moves only where it still holds the copied version. It reports
+// false, copying nothing, if the copy would take as much space as the
+// reset frees: a pass without a net gain is how GC spun without progress
+// while writers waited.
+func (c *collector) relocate(victim *zone) (bool, error) {
 	e := c.e
 	if c.buf == nil {
 		var err error
 		if c.buf, err = newScanBuf(int(max(e.geo.ZoneCap, 1<<20))); err != nil {
-			return err
+			return false, err
 		}
 	}
 	pieces, err := c.validPieces(victim)
 	if err != nil {
-		return err
+		return false, err
 	}
 	sort.Slice(pieces, func(i, j int) bool {
 		if pieces[i].file.id != pieces[j].file.id {
@@ -257,11 +302,19 @@ func (c *collector) relocate(victim *zone) error {
 	})
 	// Read them all into the scan buffer (a zone's worth at most).
 	var total int64
-	for _, p := range pieces {
+	var headers int64
+	for i, p := range pieces {
 		total += p.x.len
+		if i == 0 || p.file != pieces[i-1].file {
+			headers++ // one record per file at least
+		}
+	}
+	headers += total / e.maxRecordData()
+	if cost := total + headers*BlockSize; cost > victim.cap-minGCGain {
+		return false, nil
 	}
 	if total > int64(len(c.buf.mem)) {
-		return fmt.Errorf("engine: gc: %d valid bytes exceed the scan buffer", total)
+		return false, fmt.Errorf("engine: gc: %d valid bytes exceed the scan buffer", total)
 	}
 	// One batch: a victim of small overwrites holds hundreds of valid
 	// pieces, and reading them one round trip at a time was most of a
@@ -278,7 +331,7 @@ func (c *collector) relocate(victim *zone) error {
 		err = fmt.Errorf("short read: %d of %d bytes", got, total)
 	}
 	if err != nil {
-		return fmt.Errorf("engine: gc: read zone %d: %w", victim.idx, err)
+		return false, fmt.Errorf("engine: gc: read zone %d: %w", victim.idx, err)
 	}
 	e.stats.gcRead.Add(total)
 	// Write them as GC records, one file per record.
@@ -313,12 +366,12 @@ func (c *collector) relocate(victim *zone) error {
 		werr = *p
 	}
 	if werr != nil {
-		return fmt.Errorf("engine: gc: relocate zone %d: %w", victim.idx, werr)
+		return false, fmt.Errorf("engine: gc: relocate zone %d: %w", victim.idx, werr)
 	}
 	if err := e.dev.Flush(); err != nil {
-		return fmt.Errorf("engine: gc: flush: %w", err)
+		return false, fmt.Errorf("engine: gc: flush: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // appendFile writes one file's pieces (their bytes back to back in mem)
@@ -350,7 +403,12 @@ func (c *collector) appendFile(pieces []live, mem []byte, b *gcBatch) error {
 		op.hdr.Kind = KindGC
 		op.hdr.File = f.id
 		op.hdr.Seq = e.seq.Add(1)
-		op.hdr.Size = SizeUnknown
+		// The file's size, as a data record carries it: once GC resets
+		// the zones of a file's data records, its GC records may be all
+		// that recovery finds of it after the last checkpoint.
+		f.mu.RLock()
+		op.hdr.Size = uint64(f.size)
+		f.mu.RUnlock()
 		op.hdr.Extents = op.hdr.Extents[:0]
 		op.bufs = op.bufs[:0]
 		op.hdrI, op.bufs = e.takeHeader(op.bufs)

@@ -173,9 +173,12 @@ func (e *Engine) checkpointLocked() error {
 }
 
 // snapshot captures the file system for a checkpoint. Appends are
-// stopped; the caller holds nsMu.
+// stopped; the caller holds nsMu. The checkpoint takes a sequence number
+// of its own, above every operation and record it contains and below
+// every one it does not: no two checkpoints share one, so the newer of the
+// two metadata zones' checkpoints always wins at recovery.
 func (e *Engine) snapshot() *checkpointState {
-	c := &checkpointState{seq: e.seq.Load(), nextID: e.nextID, zoneWP: map[int]int64{}}
+	c := &checkpointState{seq: e.seq.Add(1), nextID: e.nextID, zoneWP: map[int]int64{}}
 	for _, f := range e.byID {
 		f.mu.RLock()
 		cf := ckptFile{id: f.id, name: f.name, size: f.size, ext: make([]extent, 0, f.ext.count())}
@@ -184,9 +187,17 @@ func (e *Engine) snapshot() *checkpointState {
 		c.files = append(c.files, cf)
 	}
 	for _, z := range e.zones {
-		if z != nil {
-			c.zoneWP[z.idx] = z.alloc.Load()
+		if z == nil {
+			continue
 		}
+		if z.resetPending.Load() {
+			// Its reset is decided and may happen at any moment after
+			// this checkpoint: whatever is written there next starts at
+			// 0, and what it holds now is older than this checkpoint.
+			c.zoneWP[z.idx] = 0
+			continue
+		}
+		c.zoneWP[z.idx] = z.alloc.Load()
 	}
 	return c
 }
@@ -284,12 +295,21 @@ func Format(dev zns.Device, opts FormatOptions) (Superblock, error) {
 			}
 		}
 	}
+	// The metadata zones, then at least two data zones beside GC's
+	// default reserve: what Open needs.
+	var gc GCConfig
+	gc.fill()
+	data := 2 + gc.Reserve
+	least := mz[1] + 1 + data
 	used := g.Zones
 	if opts.Zones > 0 {
-		if opts.Zones > g.Zones || opts.Zones < mz[1]+5 {
-			return Superblock{}, fmt.Errorf("engine: format: %d zones asked for; the device has %d and zonefold needs at least %d", opts.Zones, g.Zones, mz[1]+5)
+		if opts.Zones > g.Zones || opts.Zones < least {
+			return Superblock{}, fmt.Errorf("engine: format: %d zones asked for; the device has %d and zonefold needs at least %d", opts.Zones, g.Zones, least)
 		}
 		used = opts.Zones
+	}
+	if used < least {
+		return Superblock{}, fmt.Errorf("engine: format: the device has %d zones; zonefold needs at least %d (%d data zones after the 2 metadata zones)", used, least, data)
 	}
 	uuid, err := newUUID()
 	if err != nil {

@@ -75,12 +75,16 @@ type zone struct {
 	// placement has filled may still have appends in flight, and GC must
 	// not take it before they are mapped.
 	writers atomic.Int32
+	// resetPending is set once the zone's reset is decided (its valid
+	// data relocated, or none left): from then on a checkpoint records
+	// its write pointer as 0. freeZone clears it after the reset.
+	resetPending atomic.Bool
 }
 
 func (z *zone) remaining() int64 { return z.cap - z.alloc.Load() }
 
 // ErrNoSpace is returned when no zone can take an append.
-var ErrNoSpace = fmt.Errorf("engine: no space left on device: %w", syscall.ENOSPC)
+var ErrNoSpace = fmt.Errorf("engine: %w", syscall.ENOSPC)
 
 // errDraining means a zone may open only once zones that placement has
 // filled finish their last appends; reserve waits for that itself, except
@@ -398,6 +402,7 @@ func (p *placer) freeZone(z *zone) {
 	z.alloc.Store(0)
 	z.valid.Store(0)
 	z.lastSeq.Store(0)
+	z.resetPending.Store(false)
 	z.state.Store(zoneFree)
 	p.free = append(p.free, z)
 	p.nfree.Add(1)

@@ -33,8 +33,10 @@ const (
 	// MaxRecordExtents is how many extents one header describes.
 	MaxRecordExtents = (recFSOffset - recHdrFixed) / recExtSize
 	recFSOffset      = BlockSize - 16
-	// SizeUnknown is the file size a GC record carries: relocation does
-	// not change sizes.
+	// SizeUnknown is the file size a pad record carries. Data and GC
+	// records carry the file's size when they were built: after GC
+	// resets the zones of a file's data records, its GC records may be
+	// all that recovery finds of it.
 	SizeUnknown = ^uint64(0)
 )
 

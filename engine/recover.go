@@ -66,6 +66,12 @@ func (e *Engine) recover() error {
 		if err != nil {
 			return err
 		}
+		if c != nil && ckpt != nil && c.seq == ckpt.seq {
+			// Every checkpoint takes its own number: a tie is a device
+			// an older zonefold wrote, or damage. fsck says so.
+			e.ckptTie = true
+			slog.Warn("engine: recover: both metadata zones hold a checkpoint of one sequence number", "seq", c.seq)
+		}
 		if c != nil && (ckpt == nil || c.seq > ckpt.seq) {
 			ckpt, ckptZone = c, i
 		}
@@ -75,6 +81,7 @@ func (e *Engine) recover() error {
 		return fmt.Errorf("engine: recover: no valid checkpoint in metadata zones %v", e.sb.MetaZones)
 	}
 	e.meta.active = ckptZone
+	e.ckptSeq = ckpt.seq
 	e.loadCheckpoint(ckpt)
 
 	// 2. Newer operations and the zones they tell recovery to rescan.
@@ -97,7 +104,10 @@ func (e *Engine) recover() error {
 		}
 		rz := report[z.idx]
 		from, ok := ckpt.zoneWP[z.idx]
-		if !ok || fromStart[z.idx] {
+		if !ok || fromStart[z.idx] || from > rz.WP-rz.Start {
+			// Reset since the checkpoint (a write pointer below the
+			// checkpoint's can mean nothing else): everything in it
+			// is newer.
 			from = 0
 		}
 		recs, end, torn, err := e.scanDataZone(z, rz, from, buf, w)
@@ -124,6 +134,13 @@ func (e *Engine) recover() error {
 			e.seq.Store(ev.seq)
 		}
 	}
+	for _, z := range e.zones {
+		if z != nil {
+			// Pads and records of removed files count too: a sequence
+			// number on the device is never handed out again.
+			bumpMax(&e.seq, z.lastSeq.Load())
+		}
+	}
 	for id := range e.byID {
 		e.nextID = max(e.nextID, id+1)
 	}
@@ -132,13 +149,18 @@ func (e *Engine) recover() error {
 		e.recovered = events
 		return nil
 	}
-	if err := e.resetDeadZones(); err != nil {
+	dead := e.deadZones()
+	if len(events) > 0 || len(dead) > 0 {
+		slog.Info("engine: recovered", "checkpoint_seq", ckpt.seq, "replayed", len(events), "seq", e.seq.Load(), "dead_zones", len(dead))
+	}
+	// The checkpoint that forgets the dead zones is durable before any of
+	// them is reset (as f2fs reuses a segment only after the checkpoint
+	// that frees it): a crash in between recovers from it, scans them
+	// from their start and finds only records older than itself.
+	if err := e.checkpoint(); err != nil {
 		return err
 	}
-	if len(events) > 0 {
-		slog.Info("engine: recovered", "checkpoint_seq", ckpt.seq, "replayed", len(events), "seq", e.seq.Load())
-	}
-	return e.checkpoint()
+	return e.resetDeadZones(dead)
 }
 
 // startFresh sets up the metadata log of a device Format just wrote: its
@@ -150,8 +172,13 @@ func (e *Engine) startFresh() error {
 	}
 	e.meta.active = 0
 	e.meta.wp = BlockSize + metaRecordLen(len(encodeCheckpoint(&checkpointState{nextID: 1, zoneWP: map[int]int64{}})))
+	e.seq.Store(formatSeq)
 	return nil
 }
+
+// formatSeq is the sequence number of the empty checkpoint Format writes
+// (its first): everything after it is numbered above.
+const formatSeq = 1
 
 // scanMetaZone reads one metadata zone's records.
 func (e *Engine) scanMetaZone(rz zns.Zone, buf *scanBuf, w *uring.Waiter) (*checkpointState, []nsOp, error) {
@@ -272,10 +299,10 @@ func (e *Engine) settleZone(z *zone, rz zns.Zone, end int64, torn bool) {
 		if torn {
 			slog.Warn("engine: recover: torn record ends zone", "zone", z.idx, "at", end, "wp", wp)
 		}
-		if e.readOnly {
-			e.tornZones = append(e.tornZones, tornZone{zone: z.idx, at: end, wp: wp, torn: torn})
-		} else if err := e.dev.FinishZone(z.idx); err != nil {
-			slog.Warn("engine: recover: finish zone", "zone", z.idx, "err", err)
+		if !e.readOnly { // fsck changes nothing
+			if err := e.dev.FinishZone(z.idx); err != nil {
+				slog.Warn("engine: recover: finish zone", "zone", z.idx, "err", err)
+			}
 		}
 		z.alloc.Store(z.cap)
 		z.state.Store(zoneFull)
@@ -300,6 +327,9 @@ func (e *Engine) loadCheckpoint(c *checkpointState) {
 func (e *Engine) replayOp(op nsOp) {
 	switch op.kind {
 	case opCreate:
+		// An id is never handed out twice, even one whose file was
+		// removed since: GC and fsck match records to files by id.
+		e.nextID = max(e.nextID, op.file+1)
 		if old := e.byName[op.name]; old != nil {
 			delete(e.byID, old.id)
 		}
@@ -364,15 +394,27 @@ func (e *Engine) recountValid() {
 	}
 }
 
-// resetDeadZones resets full zones that hold no valid data (GC logged
-// their reset but may have crashed before doing it, or everything in them
-// was overwritten).
-func (e *Engine) resetDeadZones() error {
-	var errs []error
+// deadZones finds the full zones that hold no valid data (GC logged their
+// reset but may have crashed before doing it, or everything in them was
+// overwritten or removed) and marks their reset decided, so that the next
+// checkpoint records them empty.
+func (e *Engine) deadZones() []*zone {
+	var dead []*zone
 	for _, z := range e.zones {
 		if z == nil || z.state.Load() != zoneFull || z.valid.Load() != 0 {
 			continue
 		}
+		z.resetPending.Store(true)
+		dead = append(dead, z)
+	}
+	return dead
+}
+
+// resetDeadZones resets the zones deadZones found, once a checkpoint that
+// records them empty is durable, and returns them to the free pool.
+func (e *Engine) resetDeadZones(dead []*zone) error {
+	var errs []error
+	for _, z := range dead {
 		if err := e.dev.ResetZone(z.idx); err != nil {
 			errs = append(errs, fmt.Errorf("engine: recover: reset zone %d: %w", z.idx, err))
 			continue

@@ -29,6 +29,9 @@ type Stats struct {
 	GCResets  int64 `json:"gc_resets"`  // zones GC reset
 	GCRuns    int64 `json:"gc_runs"`
 	GCNanos   int64 `json:"gc_nanos"` // time spent in GC passes
+	// GCActive is the GC passes relocating or resetting a zone right now
+	// (a gauge: 0 or 1), so that a crash test can kill the daemon mid-GC.
+	GCActive int64 `json:"gc_active"`
 
 	FreeZones  int   `json:"free_zones"`
 	OpenZones  int   `json:"open_zones"`
@@ -97,7 +100,7 @@ func (e *Engine) Stats() Stats {
 		Appends: c.appends.Load(), ZonesOpened: e.placer.opened.Load(), ZonesFilled: e.placer.filled.Load(), AppendErrs: c.appendErrs.Load(), ReadErrs: c.readErrs.Load(),
 		Checkpoints: c.checkpoints.Load(),
 		GCRead:      c.gcRead.Load(), GCWritten: c.gcWritten.Load(), GCResets: c.gcResets.Load(),
-		GCRuns: c.gcRuns.Load(), GCNanos: c.gcNanos.Load(),
+		GCRuns: c.gcRuns.Load(), GCNanos: c.gcNanos.Load(), GCActive: c.gcActive.Load(),
 		DataZones: len(e.placer.zones),
 	}
 	e.placer.mu.Lock()

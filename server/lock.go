@@ -19,42 +19,84 @@ import (
 // starting at once cannot both win.
 //
 //   - The device: the emu file or the device node itself is locked, so two
-//     daemons on one device are refused whatever sockets they use.
+//     daemons on one device are refused whatever sockets they use. Taking
+//     or failing to take this lock reads nothing from the device: it may
+//     be a whole namespace.
 //   - The socket: a socket file cannot be locked usefully (binding
 //     replaces nothing, and removing a live daemon's socket would strand
 //     it), so the lock is on PATH.lock next to it. Whoever holds that lock
-//     owns PATH and may remove a socket file a dead daemon left behind.
+//     owns PATH and may remove a socket file a dead daemon left behind. The
+//     holder removes PATH.lock before it lets go, and a new holder checks
+//     that the file it locked is still the one at PATH.lock (else it tries
+//     again), so that removing it never lets two daemons in.
 
-// lockFile opens (creating) path and takes an exclusive flock on it
-// without waiting. what names the thing guarded, for the error.
-func lockFile(path, what string, create bool) (*os.File, error) {
-	flags := os.O_RDONLY
-	if create {
-		flags = os.O_RDWR | os.O_CREATE
+// flockNB takes an exclusive flock on f without waiting.
+func flockNB(f *os.File) error {
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
 	}
-	f, err := os.OpenFile(path, flags|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("server: lock %s: %w", what, err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		holder := ""
-		if b, rerr := os.ReadFile(path); rerr == nil && create {
-			if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); perr == nil {
-				holder = fmt.Sprintf(" (pid %d)", pid)
+}
+
+// lockSocketFile creates and locks path (PATH.lock) for the socket what
+// names, and writes this process's pid into it for the error a second
+// daemon gets.
+func lockSocketFile(path, what string) (*os.File, error) {
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("server: lock %s: %w", what, err)
+		}
+		if err := flockNB(f); err != nil {
+			holder := lockHolder(f)
+			f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return nil, fmt.Errorf("server: another zonefold daemon%s is serving %s (%s is locked)", holder, what, path)
 			}
+			return nil, fmt.Errorf("server: lock %s: %w", path, err)
 		}
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("server: another zonefold daemon%s is serving %s (%s is locked)", holder, what, path)
+		// The previous holder may have removed path between our open and
+		// our lock: then this lock guards a file nobody else can find.
+		if same, err := isPath(f, path); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("server: lock %s: %w", path, err)
+		} else if !same {
+			f.Close()
+			continue
 		}
-		return nil, fmt.Errorf("server: lock %s: %w", path, err)
-	}
-	if create {
 		// The pid is only for the error message above.
 		_ = f.Truncate(0)
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		return f, nil
 	}
-	return f, nil
+}
+
+// lockHolder reads the pid a lock file's holder wrote, as " (pid N)", or
+// "" if it holds none. It reads a few bytes at most, whatever the file.
+func lockHolder(f *os.File) string {
+	var b [24]byte
+	n, _ := f.ReadAt(b[:], 0)
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(b[:n]))); err == nil && pid > 0 {
+		return fmt.Sprintf(" (pid %d)", pid)
+	}
+	return ""
+}
+
+// isPath tells whether f is the file at path now.
+func isPath(f *os.File, path string) (bool, error) {
+	var held, now unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &held); err != nil {
+		return false, err
+	}
+	if err := unix.Lstat(path, &now); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
+		}
+		return false, err
+	}
+	return held.Dev == now.Dev && held.Ino == now.Ino, nil
 }
 
 // devicePath is the file a device string names, "" for devices without
@@ -70,55 +112,131 @@ func devicePath(device string) string {
 	return device
 }
 
-// DeviceLock is the daemon's claim on its device.
+// DeviceLock is a process's claim on its device: the daemon's, or that of
+// a command that must not run beside one (format, fsck, zone management).
 type DeviceLock struct {
 	f       *os.File
-	created string // an emu file this lock created, removed if still empty on release
+	created string // an emu file this lock created
 }
 
 // LockDevice claims device for this process; a second claim, from this
-// process or another, fails until Release. An emu file that does not
-// exist yet is created (empty) so that it can be locked before the
-// backend grows it.
+// process or another, fails until Release. Only regular files and block
+// devices are accepted (a FIFO would block the open, a character device
+// is not storage). An emu file that does not exist yet is created (empty)
+// so that it can be locked before the backend grows it; Abandon removes
+// it again, so that a command that fails leaves no file behind.
 func LockDevice(device string) (*DeviceLock, error) {
 	path := devicePath(device)
 	if path == "" {
 		return &DeviceLock{}, nil
 	}
-	what := "device " + path
-	f, err := lockFile(path, what, false)
+	emu := strings.HasPrefix(device, "emu:")
+	f, err := lockDeviceFile(path, emu)
 	if err == nil {
 		return &DeviceLock{f: f}, nil
 	}
-	if !errors.Is(err, fs.ErrNotExist) || !strings.HasPrefix(device, "emu:") {
+	if !errors.Is(err, fs.ErrNotExist) || !emu {
 		return nil, err
 	}
-	nf, cerr := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	nf, cerr := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_CLOEXEC, 0o644)
 	if cerr != nil {
 		if errors.Is(cerr, fs.ErrExist) {
 			// Someone created it meanwhile: lock it as it is.
-			f, err = lockFile(path, what, false)
-			if err != nil {
+			if f, err = lockDeviceFile(path, emu); err != nil {
 				return nil, err
 			}
 			return &DeviceLock{f: f}, nil
 		}
 		return nil, fmt.Errorf("server: create %s: %w", path, cerr)
 	}
-	nf.Close()
-	if f, err = lockFile(path, what, false); err != nil {
-		return nil, err
+	if err := flockNB(nf); err != nil {
+		// Someone else locked the file we just made: theirs now.
+		nf.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, inUse(path)
+		}
+		return nil, fmt.Errorf("server: lock device %s: %w", path, err)
 	}
-	return &DeviceLock{f: f, created: path}, nil
+	return &DeviceLock{f: nf, created: path}, nil
 }
 
-// Release drops the claim.
-func (l *DeviceLock) Release() {
+func inUse(path string) error {
+	return fmt.Errorf("server: device %s is in use: another zonefold daemon or command (format, fsck, zones, bench) holds it (%s is locked)", path, path)
+}
+
+// lockDeviceFile opens path without reading from it and locks it; emu
+// says whether it is to hold an emulated device.
+func lockDeviceFile(path string, emu bool) (*os.File, error) {
+	// O_NONBLOCK: opening a FIFO for reading would wait for a writer.
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("server: lock device %s: %w", path, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("server: lock device %s: %w", path, err)
+	}
+	if err := checkDeviceMode(path, st.Mode(), emu); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := flockNB(f); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, inUse(path)
+		}
+		return nil, fmt.Errorf("server: lock device %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// checkDeviceMode refuses what cannot hold a zoned device: an emulated
+// one lives on a regular file or a block device; a device node is a block
+// device or a character device (NVMe passthrough), which the backend
+// checks further.
+func checkDeviceMode(path string, m fs.FileMode, emu bool) error {
+	block := m&fs.ModeDevice != 0 && m&fs.ModeCharDevice == 0
+	switch {
+	case emu && (m.IsRegular() || block):
+		return nil
+	case emu:
+		return fmt.Errorf("server: emu %s is a %s, not a regular file or a block device", path, modeName(m))
+	case block || m&fs.ModeCharDevice != 0 || m.IsRegular():
+		return nil // zns.Open says what it makes of a regular file
+	}
+	return fmt.Errorf("server: device %s is a %s, not a device", path, modeName(m))
+}
+
+func modeName(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeCharDevice != 0:
+		return "character device"
+	}
+	return "special file"
+}
+
+// Release drops the claim. An emu file the claim created stays if the
+// backend grew it (it is a device now), and is removed if still empty.
+func (l *DeviceLock) Release() { l.release(false) }
+
+// Abandon drops the claim of a holder that failed to make a device of
+// it: an emu file the claim created is removed, whatever it holds (the
+// backend may have grown it and written its header already).
+func (l *DeviceLock) Abandon() { l.release(true) }
+
+func (l *DeviceLock) release(abandon bool) {
 	if l == nil || l.f == nil {
 		return
 	}
 	if l.created != "" {
-		if st, err := l.f.Stat(); err == nil && st.Size() == 0 {
+		if st, err := l.f.Stat(); abandon || err == nil && st.Size() == 0 {
 			os.Remove(l.created)
 		}
 	}
@@ -129,8 +247,7 @@ func (l *DeviceLock) Release() {
 // Listener is the daemon's Unix socket (SOCK_SEQPACKET) and its lock.
 type Listener struct {
 	*net.UnixListener
-	lock *os.File
-	path string
+	unlock func() // removes and releases PATH.lock
 }
 
 // Listen claims path for this daemon and listens on it. A socket file a
@@ -139,41 +256,46 @@ func Listen(path string) (*Listener, error) {
 	if path == "" {
 		return nil, errors.New("server: empty socket path")
 	}
-	lock, err := lockFile(path+".lock", "socket "+path, true)
+	lockPath := path + ".lock"
+	lock, err := lockSocketFile(lockPath, "socket "+path)
 	if err != nil {
 		return nil, err
 	}
+	unlock := func() {
+		os.Remove(lockPath) // while still holding it: see isPath
+		lock.Close()
+	}
 	if st, err := os.Lstat(path); err == nil {
 		if st.Mode()&fs.ModeSocket == 0 {
-			lock.Close()
+			unlock()
 			return nil, fmt.Errorf("server: %s exists and is not a socket; refusing to replace it", path)
 		}
 		if err := os.Remove(path); err != nil {
-			lock.Close()
+			unlock()
 			return nil, fmt.Errorf("server: remove stale socket: %w", err)
 		}
 	}
 	ul, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
 	if err != nil {
-		lock.Close()
+		unlock()
 		return nil, fmt.Errorf("server: listen: %w", err)
 	}
 	ul.SetUnlinkOnClose(true)
-	return &Listener{UnixListener: ul, lock: lock, path: path}, nil
+	return &Listener{UnixListener: ul, unlock: unlock}, nil
 }
 
-// Close stops listening, removes the socket file and releases the lock
-// (in that order, so that a successor never sees our socket file). The
-// lock file stays: removing it would let one successor lock the unlinked
-// file while another creates and locks a new one.
+// Close stops listening, removes the socket file, then the lock file, and
+// releases the lock (in that order, so that a successor never sees our
+// socket file, and one that opened the lock file before we removed it
+// sees that it is gone and starts over).
 func (l *Listener) Close() error {
 	err := l.UnixListener.Close()
 	if errors.Is(err, net.ErrClosed) {
 		err = nil
 	}
-	if l.lock != nil {
-		l.lock.Close()
-		l.lock = nil
+	if l.unlock != nil {
+		l.unlock()
+		l.unlock = nil
 	}
 	return err
 }

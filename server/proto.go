@@ -110,7 +110,7 @@ const (
 // where one fits, to the io/fs error, so errors.Is(err, fs.ErrNotExist)
 // works on the client side.
 func (s Status) Error() string {
-	return fmt.Sprintf("zonefold: %s", syscall.Errno(s).Error())
+	return syscall.Errno(s).Error() // the caller's wrapping says where it came from
 }
 
 // Is makes errors.Is match the errno and the matching fs error.

@@ -56,8 +56,10 @@ func Run(ctx context.Context, cfg RunConfig) (err error) {
 	defer devLock.Release()
 	e, err := openEngine(cfg, log)
 	if err != nil {
+		devLock.Abandon() // an emu file it created goes again
 		return err
 	}
+	removeTemporaries(e, log)
 	defer func() {
 		if cerr := e.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("server: close engine: %w", cerr))
@@ -85,6 +87,28 @@ func Run(ctx context.Context, cfg RunConfig) (err error) {
 		cfg.Ready(srv, maddr)
 	}
 	return srv.Serve(ctx, l.UnixListener)
+}
+
+// TempPrefix starts the names of temporary files: zonefold put writes to
+// TempPrefix+random, fsyncs it and renames it over its target. Names with
+// this prefix are reserved: the daemon removes every such file when it
+// starts, as nothing can be writing them then (a put whose client died
+// leaves one).
+const TempPrefix = ".zonefold-tmp."
+
+// removeTemporaries removes what clients that died left in TempPrefix
+// files.
+func removeTemporaries(e *engine.Engine, log *slog.Logger) {
+	for _, fi := range e.List() {
+		if !strings.HasPrefix(fi.Name, TempPrefix) {
+			continue
+		}
+		if err := e.Remove(fi.Name); err != nil {
+			log.Warn("server: remove a temporary file a client left", "name", fi.Name, "err", err)
+			continue
+		}
+		log.Info("server: removed a temporary file a client left", "name", fi.Name, "size", fi.Size)
+	}
 }
 
 // openEngine opens the engine on cfg.Device, formatting it as asked.

@@ -89,10 +89,10 @@ type Options struct {
 
 // Stats are cumulative counters of a ring.
 type Stats struct {
-	SQEs         uint64 // operations submitted to the kernel
-	SubmitEnters uint64 // io_uring_enter calls that submitted SQEs
-	WaitEnters   uint64 // io_uring_enter calls that only waited for completions
-	Completions  uint64 // completions delivered
+	SQEs         uint64 `json:"sqes"`          // operations submitted to the kernel
+	SubmitEnters uint64 `json:"submit_enters"` // io_uring_enter calls that submitted SQEs
+	WaitEnters   uint64 `json:"wait_enters"`   // io_uring_enter calls that only waited for completions
+	Completions  uint64 `json:"completions"`   // completions delivered
 }
 
 // SQEsPerEnter is the mean batch size: SQEs per submitting kernel entry.

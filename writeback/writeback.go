@@ -59,11 +59,11 @@ type Config struct {
 
 // Stats are writeback's counters.
 type Stats struct {
-	Flushes    uint64 // file flushes started
-	Rounds     uint64 // background rounds
-	Bytes      uint64 // bytes written back
-	Errors     uint64 // failed flushes
-	FlushNanos uint64 // total time from submission to completion of flushes
+	Flushes    uint64 `json:"flushes"`     // file flushes started
+	Rounds     uint64 `json:"rounds"`      // background rounds
+	Bytes      uint64 `json:"bytes"`       // bytes written back
+	Errors     uint64 `json:"errors"`      // failed flushes
+	FlushNanos uint64 `json:"flush_nanos"` // total time from submission to completion of flushes
 }
 
 // Writeback runs flushes for one cache and one store.

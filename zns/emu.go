@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log/slog"
+	"math"
 	"os"
 
 	"github.com/zonefold/zonefold/uring"
@@ -67,18 +69,31 @@ func emuDataOff(zones int) int64 {
 	return (2*emuSlotLen(zones) + emuDataAlign - 1) / emuDataAlign * emuDataAlign
 }
 
-// emuHeader is the fixed part of a header slot.
+// emuHeader is a decoded header slot.
 type emuHeader struct {
 	seq  uint64
 	geo  Geometry
 	conv int
+	slot int    // 0 or 1: where it was read, seq%2
+	raw  []byte // the whole slot, zone entries included
 }
 
 func openEmu(sp spec, opts Options) (*Emu, error) {
+	// Refuse what is not storage before opening it: opening a FIFO
+	// blocks until a writer comes.
+	st, err := os.Stat(sp.path)
+	exists := err == nil
+	if exists {
+		if err := checkEmuMode(sp.path, st.Mode()); err != nil {
+			return nil, err
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("zns: emu: %w", err)
+	}
 	flags := os.O_RDWR
 	create := sp.zoneSize > 0 && sp.zones > 0
-	if create {
-		flags |= os.O_CREATE
+	if create && !exists {
+		flags |= os.O_CREATE | os.O_EXCL
 	}
 	f, err := os.OpenFile(sp.path, flags, 0o644)
 	if err != nil {
@@ -90,9 +105,31 @@ func openEmu(sp spec, opts Options) (*Emu, error) {
 	e, err := newEmu(f, sp, opts)
 	if err != nil {
 		f.Close()
+		if flags&os.O_CREATE != 0 {
+			os.Remove(sp.path) // a refused create leaves no file behind
+		}
 		return nil, err
 	}
 	return e, nil
+}
+
+// checkEmuMode accepts a regular file or a block device.
+func checkEmuMode(path string, m os.FileMode) error {
+	if m.IsRegular() || m&os.ModeDevice != 0 && m&os.ModeCharDevice == 0 {
+		return nil
+	}
+	kind := "special file"
+	switch {
+	case m.IsDir():
+		kind = "directory"
+	case m&os.ModeNamedPipe != 0:
+		kind = "FIFO"
+	case m&os.ModeSocket != 0:
+		kind = "socket"
+	case m&os.ModeCharDevice != 0:
+		kind = "character device"
+	}
+	return fmt.Errorf("zns: emu %s is a %s, not a regular file or a block device", path, kind)
 }
 
 func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
@@ -100,15 +137,15 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zns: emu: %w", err)
 	}
-	isBlock := st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0
-	if !st.Mode().IsRegular() && !isBlock {
-		return nil, fmt.Errorf("zns: emu %s: not a regular file or block device", sp.path)
+	if err := checkEmuMode(sp.path, st.Mode()); err != nil {
+		return nil, err
 	}
+	isBlock := !st.Mode().IsRegular()
 	size, err := f.Seek(0, io.SeekEnd)
 	if err != nil {
 		return nil, fmt.Errorf("zns: emu %s: size: %w", sp.path, err)
 	}
-	hdr, found, err := readEmuHeader(f, sp)
+	hdr, found, err := readEmuHeader(f, size, sp)
 	if err != nil {
 		return nil, err
 	}
@@ -122,13 +159,21 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 	} else if g, err = softGeometry(sp); err != nil {
 		return nil, fmt.Errorf("zns: emu %s: %w", sp.path, err)
 	}
-	need := emuDataOff(g.Zones) + int64(g.Zones)*g.ZoneSize
+	dataOff := emuDataOff(g.Zones)
+	if g.ZoneSize > (math.MaxInt64-dataOff)/int64(g.Zones) {
+		return nil, fmt.Errorf("zns: emu %s: %d zones of %d bytes do not fit in a file", sp.path, g.Zones, g.ZoneSize)
+	}
+	need := dataOff + int64(g.Zones)*g.ZoneSize
 	if size < need {
-		if isBlock {
-			return nil, fmt.Errorf("zns: emu %s: %d bytes, the geometry needs %d", sp.path, size, need)
+		switch {
+		case isBlock:
+			return nil, fmt.Errorf("zns: emu %s: the device has %d bytes, the geometry needs %d", sp.path, size, need)
+		case found && !sp.format:
+			// Zones past the cut would read as zeros, silently.
+			return nil, fmt.Errorf("zns: emu %s: the file has %d bytes, its geometry needs %d: it was truncated (restore it; format=1 erases it and starts over)", sp.path, size, need)
 		}
 		if err := f.Truncate(need); err != nil {
-			return nil, fmt.Errorf("zns: emu %s: grow to %d bytes: %w", sp.path, need, err)
+			return nil, fmt.Errorf("zns: emu %s: %d zones of %d bytes need a %d-byte file: %w", sp.path, g.Zones, g.ZoneSize, need, err)
 		}
 	}
 	e := &Emu{f: f, slotLen: emuSlotLen(g.Zones)}
@@ -136,11 +181,11 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 		return nil, err
 	}
 	e.file = uring.FD(int(f.Fd()))
-	e.dataOff = emuDataOff(g.Zones)
+	e.dataOff = dataOff
 	e.hdr = make([]byte, e.slotLen)
 	if found && !sp.format {
 		e.seq = hdr.seq
-		if err := e.loadZones(); err != nil {
+		if err := e.loadZones(hdr.raw); err != nil {
 			e.ring.Close()
 			return nil, fmt.Errorf("zns: emu %s: %w", sp.path, err)
 		}
@@ -165,58 +210,103 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 	return e, nil
 }
 
-// readEmuHeader finds the newest valid header slot. found is false when the
-// header area is all zeros (a new file or a blank device); anything else
-// that is not a valid header is an error, so that Open never formats over
-// data it does not understand (format=1 does that on purpose).
-func readEmuHeader(f *os.File, sp spec) (emuHeader, bool, error) {
+// readEmuHeader finds the newest valid header slot. found is false when
+// there is none and the first block is all zeros (a new file or a blank
+// device); anything else that holds no valid slot is an error, so that
+// Open never formats over data it does not understand (format=1 does that
+// on purpose). One damaged slot is not: the device opens from the other,
+// with a warning, and its next Flush rewrites the damaged one.
+func readEmuHeader(f *os.File, size int64, sp spec) (emuHeader, bool, error) {
 	first := make([]byte, emuSlotAlign)
 	if _, err := f.ReadAt(first, 0); err != nil && !errors.Is(err, io.EOF) {
 		return emuHeader{}, false, fmt.Errorf("zns: emu %s: read header: %w", sp.path, err)
 	}
-	if !bytes.HasPrefix(first, []byte(emuMagic)) {
-		if sp.format || bytes.Count(first, []byte{0}) == len(first) {
-			return emuHeader{}, false, nil
+	if sp.format {
+		return emuHeader{}, false, nil
+	}
+	var slots [2]*emuHeader
+	// Slot 0 gives the slot length, hence where slot 1 is.
+	slotLen := int64(0)
+	if zones, ok := emuHeaderZones(first); ok {
+		slotLen = emuSlotLen(zones)
+		slots[0] = readEmuSlot(f, 0, slotLen)
+	}
+	if slots[0] != nil {
+		slots[1] = readEmuSlot(f, slotLen, slotLen)
+	} else {
+		// Slot 0 is damaged: look for slot 1 where each zone count
+		// would put it (it starts with the magic and names that count).
+		for off := int64(emuSlotAlign); off <= emuSlotLen(MaxSoftZones) && off < size && slots[1] == nil; off += emuSlotAlign {
+			var fixed [emuHdrFixed]byte
+			if _, err := f.ReadAt(fixed[:], off); err != nil {
+				break
+			}
+			if zones, ok := emuHeaderZones(fixed[:]); ok && emuSlotLen(zones) == off {
+				slots[1] = readEmuSlot(f, off, off)
+			}
 		}
-		return emuHeader{}, false, fmt.Errorf("zns: emu %s: no emulated-device header (add format=1 to overwrite it)", sp.path)
 	}
-	zones := int(binary.LittleEndian.Uint32(first[24:]))
-	if zones <= 0 || zones > 1<<24 {
-		return emuHeader{}, false, fmt.Errorf("zns: emu %s: corrupt header (zones %d)", sp.path, zones)
-	}
-	slotLen := emuSlotLen(zones)
-	var best emuHeader
-	found := false
-	slot := make([]byte, slotLen)
-	for i := range int64(2) {
-		if _, err := f.ReadAt(slot, i*slotLen); err != nil {
-			continue
-		}
-		h, ok := decodeEmuHeader(slot)
-		if ok && (!found || h.seq > best.seq) {
-			best, found = h, true
+	var best *emuHeader
+	for _, h := range slots {
+		if h != nil && (best == nil || h.seq > best.seq) {
+			best = h
 		}
 	}
-	if !found && !sp.format {
-		return best, false, fmt.Errorf("zns: emu %s: both header slots are corrupt (add format=1 to start over)", sp.path)
+	switch {
+	case best != nil:
+		if other := 1 - best.slot; slots[other] == nil {
+			slog.Warn("zns: emu header slot is damaged; opened from the other one, which the next flush copies over it",
+				"path", sp.path, "damaged_slot", other, "opened_slot", best.slot, "seq", best.seq)
+		}
+		return *best, true, nil
+	case bytes.Count(first, []byte{0}) == len(first):
+		return emuHeader{}, false, nil
+	case bytes.HasPrefix(first, []byte(emuMagic)):
+		return emuHeader{}, false, fmt.Errorf("zns: emu %s: both header slots are damaged, so its zone table is lost (format=1 erases the device and starts over)", sp.path)
 	}
-	return best, found, nil
+	return emuHeader{}, false, fmt.Errorf("zns: emu %s holds no emulated-device header: it is not an emu device (format=1 overwrites it)", sp.path)
+}
+
+// emuHeaderZones is the zone count the fixed part of a slot names, if it
+// has the magic and a plausible count.
+func emuHeaderZones(b []byte) (int, bool) {
+	if !bytes.HasPrefix(b, []byte(emuMagic)) || len(b) < emuHdrFixed {
+		return 0, false
+	}
+	zones := int(binary.LittleEndian.Uint32(b[24:]))
+	return zones, zones > 0 && zones <= MaxSoftZones
+}
+
+// readEmuSlot reads and decodes the slot of slotLen bytes at off; nil if
+// it is not valid.
+func readEmuSlot(f *os.File, off, slotLen int64) *emuHeader {
+	b := make([]byte, slotLen)
+	if _, err := f.ReadAt(b, off); err != nil {
+		return nil
+	}
+	h, ok := decodeEmuHeader(b)
+	// Flush writes sequence number s to slot s%2.
+	if !ok || h.seq%2 != uint64(off/slotLen) {
+		return nil
+	}
+	h.slot = int(off / slotLen)
+	return &h
 }
 
 func decodeEmuHeader(b []byte) (emuHeader, bool) {
 	le := binary.LittleEndian
-	if !bytes.HasPrefix(b, []byte(emuMagic)) || le.Uint32(b[8:]) != emuVersion {
+	if le.Uint32(b[8:]) != emuVersion {
 		return emuHeader{}, false
 	}
-	zones := int(le.Uint32(b[24:]))
-	if zones <= 0 || emuSlotLen(zones) != int64(len(b)) {
+	zones, ok := emuHeaderZones(b)
+	if !ok || emuSlotLen(zones) != int64(len(b)) {
 		return emuHeader{}, false
 	}
 	end := emuHdrFixed + emuEntryLen*zones
 	if crc32.Checksum(b[:end], crc32c) != le.Uint32(b[end:]) {
 		return emuHeader{}, false
 	}
-	h := emuHeader{seq: le.Uint64(b[16:]), conv: int(le.Uint32(b[28:]))}
+	h := emuHeader{seq: le.Uint64(b[16:]), conv: int(le.Uint32(b[28:])), raw: b}
 	h.geo = Geometry{
 		Zones:     zones,
 		BlockSize: int(le.Uint32(b[12:])),
@@ -225,6 +315,14 @@ func decodeEmuHeader(b []byte) (emuHeader, bool) {
 		MaxOpen:   int(le.Uint32(b[48:])),
 		MaxActive: int(le.Uint32(b[52:])),
 		MaxAppend: int(le.Uint32(b[56:])),
+	}
+	// The geometry obeys what a device string would have to; a slot is
+	// written at seq's parity.
+	g, err := softGeometry(spec{zones: zones, zoneSize: h.geo.ZoneSize, zoneCap: h.geo.ZoneCap,
+		blockSize: h.geo.BlockSize, maxOpen: h.geo.MaxOpen, maxActive: h.geo.MaxActive,
+		maxAppend: h.geo.MaxAppend, conv: h.conv})
+	if err != nil || g != h.geo || h.seq == 0 {
+		return emuHeader{}, false
 	}
 	return h, true
 }
@@ -252,14 +350,11 @@ func (h emuHeader) matches(sp spec) error {
 	return nil
 }
 
-// loadZones reads the zone entries of the newest slot into the table.
-func (e *Emu) loadZones() error {
-	if _, err := e.f.ReadAt(e.hdr, int64(e.seq%2)*e.slotLen); err != nil {
-		return fmt.Errorf("read header: %w", err)
-	}
+// loadZones loads the zone entries of a decoded slot into the table.
+func (e *Emu) loadZones(slot []byte) error {
 	le := binary.LittleEndian
 	for i := range e.zones {
-		ent := e.hdr[emuHdrFixed+emuEntryLen*i:]
+		ent := slot[emuHdrFixed+emuEntryLen*i:]
 		z := &e.zones[i]
 		rel, cond := int64(le.Uint64(ent)), Cond(ent[8])
 		if z.typ == TypeConventional {

@@ -3,9 +3,14 @@ package zns
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 const emuTestGeo = "?zone_size=1M&zones=8&zone_cap=768K&max_append=128K"
@@ -218,5 +223,112 @@ func TestEmuAppendDoesNotAllocate(t *testing.T) {
 		if allocs != 0 {
 			t.Errorf("%s: %.1f allocations per Append+Read, want 0", dev, allocs)
 		}
+	}
+}
+
+// One damaged header slot used to make the device unopenable (when it was
+// slot 0, which names the zone count) with advice to format=1, which
+// erases it. Either slot alone opens it now, with a warning, and the next
+// Flush repairs the other.
+func TestEmuOpensFromEitherIntactSlot(t *testing.T) {
+	for damaged := range 2 {
+		t.Run(fmt.Sprint("slot", damaged), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "dev")
+			e, c := openEmuT(t, path, emuTestGeo)
+			c.append(0, c.buf(c.bs, 1))
+			c.ok("Flush", e.Flush()) // seq 3 in slot 1; seq 2 (zone 0 empty) in slot 0
+			slotLen := e.slotLen
+			c.ok("Close", e.Close())
+			f, err := openFileRW(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt(bytes.Repeat([]byte{0xa5}, 64), int64(damaged)*slotLen); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			var log bytes.Buffer
+			old := slog.Default()
+			slog.SetDefault(slog.New(slog.NewTextHandler(&log, nil)))
+			defer slog.SetDefault(old)
+			e2, c2 := openEmuT(t, path, "")
+			if want := fmt.Sprintf("damaged_slot=%d opened_slot=%d", damaged, 1-damaged); !strings.Contains(log.String(), want) {
+				t.Fatalf("log %q lacks %q", log.String(), want)
+			}
+			wp := c.bs // slot 1 has the last flush
+			if damaged == 1 {
+				wp = 0
+			}
+			c2.expectZone(0, map[bool]Cond{true: CondEmpty, false: CondImpOpen}[wp == 0], wp)
+			c2.ok("Flush", e2.Flush())
+			c2.ok("Close", e2.Close())
+			log.Reset()
+			openEmuT(t, path, "")
+			if log.Len() != 0 {
+				t.Fatalf("a Flush did not repair the damaged slot: %s", log.String())
+			}
+		})
+	}
+}
+
+// Hostile backing files get a clear error, change nothing, and never hang.
+func TestEmuRefusesHostileFiles(t *testing.T) {
+	dir := t.TempDir()
+	made := func(name string) string {
+		path := filepath.Join(dir, name)
+		e, c := openEmuT(t, path, emuTestGeo)
+		c.append(7, c.buf(c.bs, 1))
+		c.ok("Flush", e.Flush())
+		c.ok("Close", e.Close())
+		return path
+	}
+	truncated := made("truncated")
+	st, err := os.Stat(truncated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(truncated, st.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	bothBad := made("both")
+	f, err := openFileRW(bothBad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt(bytes.Repeat([]byte{0xff}, 4), emuHdrFixed)               // slot 0's first zone entry
+	f.WriteAt(bytes.Repeat([]byte{0xff}, 4), emuSlotLen(8)+emuHdrFixed) // slot 1's
+	f.Close()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, params, want string }{
+		{truncated, "", fmt.Sprintf("the file has %d bytes, its geometry needs %d: it was truncated", st.Size()/2, st.Size())},
+		{bothBad, "", "both header slots are damaged, so its zone table is lost (format=1 erases the device and starts over)"},
+		{fifo, emuTestGeo, "is a FIFO, not a regular file or a block device"},
+		{fifo, "", "is a FIFO, not a regular file or a block device"},
+		{dir, emuTestGeo, "is a directory, not a regular file or a block device"},
+	} {
+		done := make(chan error, 1)
+		go func() {
+			d, err := Open("emu:"+tc.path+tc.params, Options{})
+			if err == nil {
+				d.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Open(%s%s) = %v, want an error with %q", tc.path, tc.params, err, tc.want)
+			}
+		case <-time.After(10 * time.Second):
+			w, _ := os.OpenFile(tc.path, os.O_WRONLY, 0) // unblock it
+			defer w.Close()
+			t.Fatalf("Open(%s%s) hangs", tc.path, tc.params)
+		}
+	}
+	if st2, err := os.Stat(truncated); err != nil || st2.Size() != st.Size()/2 {
+		t.Fatalf("the truncated file was changed: %v, %v", st2.Size(), err)
 	}
 }

@@ -2,6 +2,7 @@ package zns
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/zonefold/zonefold/uring"
 )
@@ -42,10 +43,18 @@ func softGeometry(sp spec) (Geometry, error) {
 		return g, fmt.Errorf("zns: zone_size %d is not a multiple of the block size %d", g.ZoneSize, bs)
 	}
 	if g.Zones == 0 && sp.size > 0 {
-		g.Zones = int(min(sp.size/g.ZoneSize, 1<<31-1))
+		g.Zones = int(min(sp.size/g.ZoneSize, MaxSoftZones+1))
 	}
 	if g.Zones == 0 {
 		return g, fmt.Errorf("zns: the device needs at least one zone (zones=N, or size >= zone_size)")
+	}
+	// Bound the per-zone tables before anything allocates them, and keep
+	// every byte offset in an int64.
+	if g.Zones > MaxSoftZones {
+		return g, fmt.Errorf("zns: %d zones: an emulated device has at most %d (use a larger zone_size)", g.Zones, MaxSoftZones)
+	}
+	if g.ZoneSize > math.MaxInt64/int64(g.Zones) {
+		return g, fmt.Errorf("zns: %d zones of %d bytes overflow a 64-bit byte offset", g.Zones, g.ZoneSize)
 	}
 	if g.ZoneCap == 0 {
 		g.ZoneCap = g.ZoneSize

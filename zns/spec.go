@@ -1,8 +1,10 @@
 package zns
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 )
@@ -14,7 +16,9 @@ import (
 //	/dev/nullb0, /dev/nvme0n1   Linux zoned block device
 //	/dev/ng0n1                  NVMe passthrough (generic character device)
 //
-// Sizes take an optional binary suffix: K, M, G, T (also KiB, MiB, ...).
+// Sizes (zone_size, zone_cap, size, block_size, max_append) take an
+// optional binary suffix: K, M, G, T (also KiB, MiB, ...; see ParseSize).
+// Counts (zones, max_open, max_active, conv) are whole numbers.
 
 // Kinds of device string.
 const (
@@ -121,8 +125,8 @@ func (sp *spec) set(k, v string) error {
 			sp.strictOpen = b
 		}
 		return nil
-	case "zone_size", "zone_cap", "size":
-		n, err := parseSize(v)
+	case "zone_size", "zone_cap", "size", "block_size", "max_append":
+		n, err := ParseSize(v)
 		if err != nil {
 			return err
 		}
@@ -134,53 +138,104 @@ func (sp *spec) set(k, v string) error {
 			sp.zoneSize = n
 		case "zone_cap":
 			sp.zoneCap = n
-		default:
+		case "size":
 			sp.size = n
+		case "block_size", "max_append":
+			if n > math.MaxInt32 {
+				return fmt.Errorf("%d bytes is too large", n)
+			}
+			if k == "block_size" {
+				sp.blockSize = int(n)
+			} else {
+				sp.maxAppend = int(n)
+			}
 		}
 		return nil
 	}
-	n, err := parseSize(v)
+	n, err := ParseCount(v)
 	if err != nil {
 		return err
-	}
-	if n > math.MaxInt32 {
-		return fmt.Errorf("%d is too large", n)
 	}
 	switch k {
 	case "zones":
 		if n == 0 {
 			return fmt.Errorf("must be positive")
 		}
-		sp.zones = int(n)
+		if n > MaxSoftZones {
+			return fmt.Errorf("%d zones: an emulated device has at most %d", n, MaxSoftZones)
+		}
+		sp.zones = n
 	case "max_open":
-		sp.maxOpen = int(n)
+		sp.maxOpen = n
 	case "max_active":
-		sp.maxActive = int(n)
-	case "block_size":
-		sp.blockSize = int(n)
-	case "max_append":
-		sp.maxAppend = int(n)
+		sp.maxActive = n
 	case "conv":
-		sp.conv = int(n)
+		sp.conv = n
 	}
 	return nil
 }
 
-// parseSize parses a byte count with an optional binary suffix.
-func parseSize(v string) (int64, error) {
+// MaxSoftZones bounds the zones of an emulated or null device, so that
+// its per-zone tables (the device's, the emu header, the engine's) are
+// bounded before anything is allocated: a few hundred bytes per zone.
+const MaxSoftZones = 1 << 20
+
+// ParseCount parses a count: a whole decimal number, at most MaxInt32.
+func ParseCount(v string) (int, error) {
+	n, err := strconv.ParseUint(v, 10, 31)
+	if err != nil || !isDigits(v) {
+		if errors.Is(err, strconv.ErrRange) {
+			return 0, fmt.Errorf("count %q is too large (at most %d)", v, math.MaxInt32)
+		}
+		return 0, fmt.Errorf("bad count %q (want a whole number: 0, 1, 2, ...)", v)
+	}
+	return int(n), nil
+}
+
+func isDigits(v string) bool {
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return v != ""
+}
+
+// sizeShifts are the binary suffixes a size may carry, upper-cased: K is
+// KiB, as in fio, dd and the kernel's own parameters.
+var sizeShifts = map[string]uint{"": 0, "B": 0,
+	"K": 10, "KB": 10, "KIB": 10, "M": 20, "MB": 20, "MIB": 20,
+	"G": 30, "GB": 30, "GIB": 30, "T": 40, "TB": 40, "TIB": 40,
+	"P": 50, "PB": 50, "PIB": 50, "E": 60, "EB": 60, "EIB": 60}
+
+// ParseSize parses a byte count: a decimal number, possibly with a
+// fraction, and an optional binary suffix (K, M, G, T, P, E; also KiB,
+// KB, ... all powers of 1024), e.g. 4096, 64K, 1.5M, 2GiB. It must come to
+// a whole number of bytes that fits in an int64; signs, exponents, nan and
+// inf are refused.
+func ParseSize(v string) (int64, error) {
 	i := 0
-	for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+	for i < len(v) && (v[i] >= '0' && v[i] <= '9' || v[i] == '.') {
 		i++
 	}
-	shifts := map[string]uint{"": 0, "K": 10, "KB": 10, "KIB": 10, "M": 20, "MB": 20, "MIB": 20,
-		"G": 30, "GB": 30, "GIB": 30, "T": 40, "TB": 40, "TIB": 40}
-	shift, ok := shifts[strings.ToUpper(v[i:])]
-	n, err := strconv.ParseUint(v[:i], 10, 63)
-	if !ok || err != nil {
-		return 0, fmt.Errorf("bad size %q (want a number with an optional K, M, G or T suffix)", v)
+	num, suffix := v[:i], strings.ToUpper(v[i:])
+	shift, ok := sizeShifts[suffix]
+	intPart, frac, _ := strings.Cut(num, ".")
+	if !ok || !isDigits(intPart) || strings.Contains(frac, ".") || (frac != "" && !isDigits(frac)) ||
+		(frac == "" && strings.HasSuffix(num, ".")) {
+		return 0, fmt.Errorf("bad size %q (want a number of bytes with an optional K, M, G or T suffix: 4096, 64K, 1.5M, 2G)", v)
 	}
-	if n > math.MaxInt64>>shift {
-		return 0, fmt.Errorf("size %q overflows", v)
+	r, ok := new(big.Rat).SetString(num)
+	if !ok {
+		return 0, fmt.Errorf("bad size %q", v)
 	}
-	return int64(n << shift), nil
+	r.Mul(r, new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), shift)))
+	if !r.IsInt() {
+		return 0, fmt.Errorf("size %q is not a whole number of bytes", v)
+	}
+	n := r.Num()
+	if !n.IsInt64() {
+		return 0, fmt.Errorf("size %q is too large (at most 8 EiB)", v)
+	}
+	return n.Int64(), nil
 }

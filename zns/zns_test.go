@@ -135,13 +135,49 @@ func TestParseSize(t *testing.T) {
 	}{
 		{"4096", 4096, true}, {"4K", 4096, true}, {"4k", 4096, true}, {"64M", 64 << 20, true},
 		{"64MiB", 64 << 20, true}, {"2G", 2 << 30, true}, {"1T", 1 << 40, true}, {"3MB", 3 << 20, true},
-		{"", 0, false}, {"M", 0, false}, {"1iB", 0, false}, {"-1", 0, false}, {"1.5M", 0, false},
-		{"99999999999999T", 0, false}, {"1X", 0, false},
+		{"1.5M", 3 << 19, true}, {"0", 0, true}, {"512B", 512, true}, {"7E", 7 << 60, true},
+		{"", 0, false}, {"M", 0, false}, {"1iB", 0, false}, {"-1", 0, false}, {"+1", 0, false},
+		{"1.3K", 0, false}, {"0.5", 0, false}, {"1.", 0, false}, {".5K", 0, false}, {"1.2.3K", 0, false},
+		{"99999999999999T", 0, false}, {"8E", 0, false}, {"1X", 0, false}, {"nan", 0, false},
+		{"inf", 0, false}, {"1e3", 0, false}, {" 1", 0, false},
 	} {
-		got, err := parseSize(tc.in)
+		got, err := ParseSize(tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
+			t.Errorf("ParseSize(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
 		}
+	}
+}
+
+// Absurd geometries used to run away: 10^9 zones of 1 TiB grew tables to
+// 24 GB until the OOM killer came; 4 zones of 4 EiB wrapped into negative
+// zone starts (null) or a 1 MiB file (emu). Counts were parsed as sizes.
+func TestOpenRefusesAbsurdGeometry(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ device, want string }{
+		{"null:?zone_size=4194304T&zones=4", "4 zones of 4611686018427387904 bytes overflow a 64-bit byte offset"},
+		{"null:?size=16T&zone_size=4K", "zones: an emulated device has at most 1048576"},
+		{"emu:" + dir + "/a?zone_size=1T&zones=1000000000", "zones: 1000000000 zones: an emulated device has at most 1048576"},
+		{"emu:" + dir + "/b?zone_size=4194304T&zones=4", "overflow a 64-bit byte offset"},
+		{"emu:" + dir + "/c?zone_size=1M&zones=-4", `zones: bad count "-4" (want a whole number`},
+		{"emu:" + dir + "/d?zone_size=1M&zones=99999999999", `zones: count "99999999999" is too large`},
+		{"emu:" + dir + "/e?zone_size=1M&zones=8&max_open=nan", `max_open: bad count "nan"`},
+		{"emu:" + dir + "/f?zone_size=inf&zones=8", `zone_size: bad size "inf"`},
+		{"emu:" + dir + "/g?zone_size=99999999999999T&zones=8", "is too large (at most 8 EiB)"},
+		{"emu:" + dir + "/h?zone_size=1M&zones=8&max_append=1.3K", "not a whole number of bytes"},
+	} {
+		d, err := Open(tc.device, Options{})
+		if err == nil {
+			d.Close()
+			t.Errorf("Open(%q) succeeded", tc.device)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%q) = %v, want an error with %q", tc.device, err, tc.want)
+		}
+	}
+	// A refused create leaves no file behind.
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("refused creates left %v", ents)
 	}
 }
 

@@ -1,21 +1,34 @@
 // Package report holds the output conventions every zonefold command
-// shares, cli's and bench's alike: one indented JSON object for --json,
-// right-aligned tables, byte counts in binary units.
+// shares, cli's and bench's alike:
+//
+//   - Sizes are binary and written with IEC units: 512 B, 4 KiB, 64 MiB,
+//     1.5 GiB (Human). Flags and device strings read the same units
+//     (zns.ParseSize: 64M, 64MiB, 1.5G).
+//   - Rates are MiB/s (RateUnit, MiBps), never MB/s, so that a rate and
+//     the sizes beside it use one unit.
+//   - --json prints one indented JSON object with snake_case keys and
+//     no HTML escaping (WriteJSON); durations are numbers with their unit
+//     in the key (*_us, *_seconds).
+//   - Tables are right-aligned (NewTable).
 package report
 
 import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
 
 // WriteJSON prints v as one indented JSON object: what every command's
-// --json gives machines.
+// --json gives machines. '&', '<' and '>' stay as they are (device
+// strings hold '&').
 func WriteJSON(out io.Writer, v any) error {
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }
 
@@ -28,15 +41,42 @@ func NewTable(out io.Writer) *tabwriter.Writer {
 // Micros is a duration in microseconds, for JSON fields named *_us.
 func Micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
-// Human prints a byte count in binary units.
+var iecUnits = [...]string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+
+// Human writes a byte count in binary units: exact when it is a whole
+// number of the largest unit that fits (64 MiB), else with up to two
+// decimals (1.5 KiB, 20.48 MiB).
 func Human(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%dG", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dM", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dK", n>>10)
+	if n < 0 {
+		return "-" + humanU(uint64(-(n+1))+1) // -MinInt64 overflows an int64
 	}
-	return fmt.Sprintf("%dB", n)
+	return humanU(uint64(n))
+}
+
+func humanU(n uint64) string {
+	if n < 1<<10 {
+		return fmt.Sprintf("%d B", n)
+	}
+	i := 0
+	for i+1 < len(iecUnits) && n>>(10*(i+2)) > 0 {
+		i++
+	}
+	shift := uint(10 * (i + 1))
+	if n&(1<<shift-1) == 0 {
+		return fmt.Sprintf("%d %s", n>>shift, iecUnits[i])
+	}
+	v := strconv.FormatFloat(float64(n)/float64(uint64(1)<<shift), 'f', 2, 64)
+	v = strings.TrimRight(strings.TrimRight(v, "0"), ".")
+	return v + " " + iecUnits[i]
+}
+
+// RateUnit is the unit of every rate zonefold prints.
+const RateUnit = "MiB/s"
+
+// MiBps is bytes over d in MiB/s; 0 for no time.
+func MiBps(bytes int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(bytes) / (1 << 20) / d.Seconds()
 }

@@ -1,0 +1,43 @@
+package report
+
+import (
+	"bytes"
+	"math"
+	"testing"
+	"time"
+)
+
+func TestHuman(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{
+		{0, "0 B"}, {513, "513 B"}, {1023, "1023 B"}, {1024, "1 KiB"}, {1536, "1.5 KiB"},
+		{64 << 20, "64 MiB"}, {513 << 20, "513 MiB"}, {20968 << 10, "20.48 MiB"}, {1<<30 + 1<<20, "1 GiB"},
+		{3 << 40, "3 TiB"}, {7 << 60, "7 EiB"}, {math.MaxInt64, "8 EiB"}, {-4096, "-4 KiB"},
+		{math.MinInt64, "-8 EiB"},
+	} {
+		if got := Human(tc.n); got != tc.want {
+			t.Errorf("Human(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
+
+func TestMiBps(t *testing.T) {
+	if got := MiBps(3<<20, 2*time.Second); got != 1.5 {
+		t.Fatalf("MiBps = %v, want 1.5", got)
+	}
+	if got := MiBps(1, 0); got != 0 {
+		t.Fatalf("MiBps with no time = %v", got)
+	}
+}
+
+func TestWriteJSONDoesNotEscape(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteJSON(&b, map[string]string{"device": "emu:/x?zone_size=1M&zones=8"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "{\n  \"device\": \"emu:/x?zone_size=1M&zones=8\"\n}\n"; b.String() != want {
+		t.Fatalf("WriteJSON = %q, want %q", b.String(), want)
+	}
+}
