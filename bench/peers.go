@@ -64,7 +64,7 @@ type PeersOptions struct {
 
 // DefaultPeers is bench peers without flags.
 var DefaultPeers = PeersOptions{Targets: PeerTargets, Workloads: Workloads, Files: 16, BS: 8 << 10, IODepth: 4,
-	Util: 0.8, HotShare: 0.8, HotFiles: 0.2, CacheBytes: 16 << 20, Steady: DefaultSteady, Repeat: 1,
+	Util: 0.8, HotShare: 0.8, HotFiles: 0.2, CacheBytes: 4 << 20, Steady: DefaultSteady, Repeat: 1,
 	Seed: 1, Sample: 250 * time.Millisecond, Out: "zonefold-bench-peers"}
 
 func (o PeersOptions) validate() error {
@@ -103,7 +103,7 @@ func (o PeersOptions) validate() error {
 type PeerRun struct {
 	Round      int     `json:"round"`
 	Capacity   int64   `json:"capacity"` // the target's usable bytes
-	HostMBps   float64 `json:"host_mbps"`
+	HostMiBps  float64 `json:"host_mib_per_s"`
 	WAF        float64 `json:"waf"` // device counter / host bytes, measured part
 	HostBytes  int64   `json:"host_bytes"`
 	DevBytes   int64   `json:"dev_bytes"`
@@ -133,19 +133,19 @@ type PeerRow struct {
 	Runs    []*PeerRun `json:"runs,omitempty"`
 	// Error is the first failed run's error; the medians are over the
 	// runs that finished.
-	Error    string   `json:"error,omitempty"`
-	Capacity int64    `json:"capacity,omitempty"`
-	HostMBps float64  `json:"host_mbps"`
-	MBpsMin  float64  `json:"mbps_min"`
-	MBpsMax  float64  `json:"mbps_max"`
-	WAF      float64  `json:"waf"`
-	WAFMin   float64  `json:"waf_min"`
-	WAFMax   float64  `json:"waf_max"`
-	GCBytes  int64    `json:"gc_bytes"`
-	GCZones  int64    `json:"gc_zones"`
-	P99us    float64  `json:"p99_us"`
-	MBpsVsZF *float64 `json:"mbps_vs_zonefold,omitempty"` // higher is better
-	WAFVsZF  *float64 `json:"waf_vs_zonefold,omitempty"`  // lower is better
+	Error     string   `json:"error,omitempty"`
+	Capacity  int64    `json:"capacity,omitempty"`
+	HostMiBps float64  `json:"host_mib_per_s"`
+	MiBpsMin  float64  `json:"mib_per_s_min"`
+	MiBpsMax  float64  `json:"mib_per_s_max"`
+	WAF       float64  `json:"waf"`
+	WAFMin    float64  `json:"waf_min"`
+	WAFMax    float64  `json:"waf_max"`
+	GCBytes   int64    `json:"gc_bytes"`
+	GCZones   int64    `json:"gc_zones"`
+	P99us     float64  `json:"p99_us"`
+	MiBpsVsZF *float64 `json:"throughput_vs_zonefold,omitempty"` // higher is better
+	WAFVsZF   *float64 `json:"waf_vs_zonefold,omitempty"`        // lower is better
 }
 
 func (r *PeerRow) done() []*PeerRun {
@@ -372,6 +372,10 @@ func runPeerOnce(ctx context.Context, d *peerDevice, t peerTarget, w string, o P
 		ph, res, runErr = runControlled(ctx, g, o.Steady, o.Sample)
 		if runErr != nil {
 			r.FailedHost = g.host.Load()
+			if zr, ok := b.(zoneReporter); ok {
+				// For whoever looks into the failure: where the space was.
+				runErr = fmt.Errorf("%w (zones then: %s)", runErr, zoneCensus(zr.ZoneValidity()))
+			}
 		}
 	}
 	// Which GC counters the target has (-1: none), read while it is
@@ -398,7 +402,7 @@ func runPeerOnce(ctx context.Context, d *peerDevice, t peerTarget, w string, o P
 	}
 	if secs := end.Seconds - from.Seconds; secs > 0 {
 		r.Seconds = secs
-		r.HostMBps = float64(end.Host-from.Host) / secs / 1e6
+		r.HostMiBps = mibPerS(end.Host-from.Host, time.Duration(secs*float64(time.Second)))
 	}
 	// A target without a counter reports -1 throughout: keep it unknown.
 	if k.GCWritten >= 0 {
@@ -410,12 +414,30 @@ func runPeerOnce(ctx context.Context, d *peerDevice, t peerTarget, w string, o P
 	return r, nil
 }
 
+// zoneCensus counts zones by state, and the valid share of the full ones.
+func zoneCensus(zones []engine.ZoneValid) string {
+	count := map[string]int{}
+	var valid, capacity int64
+	for _, z := range zones {
+		count[z.State]++
+		if z.State == "full" {
+			valid += z.Valid
+			capacity += z.Cap
+		}
+	}
+	s := fmt.Sprintf("%d free, %d open, %d full", count["free"], count["open"], count["full"])
+	if capacity > 0 {
+		s += fmt.Sprintf(" holding %.0f%% valid data", 100*float64(valid)/float64(capacity))
+	}
+	return s + fmt.Sprintf(", %d gc, %d meta", count["gc"], count["meta"])
+}
+
 // oneLine is a run's result for the progress output.
 func (r *PeerRun) oneLine() string {
 	if r.Error != "" {
 		return fmt.Sprintf("FAILED after %.0fs: %s", r.Wall, r.Error)
 	}
-	return fmt.Sprintf("%.1f MB/s, WAF %.3f (%s); %.0fs in all", r.HostMBps, r.WAF, r.Why, r.Wall)
+	return fmt.Sprintf("%.1f MiB/s, WAF %.3f (%s); %.0fs in all", r.HostMiBps, r.WAF, r.Why, r.Wall)
 }
 
 // shape is a workload's description for its table, sizes as fractions of
@@ -457,8 +479,8 @@ func summarizePeers(sum *PeersSummary) {
 			if len(runs) == 0 {
 				continue
 			}
-			mbps, waf := runFigures(runs, func(x *PeerRun) float64 { return x.HostMBps }), runFigures(runs, func(x *PeerRun) float64 { return x.WAF })
-			r.HostMBps, r.MBpsMin, r.MBpsMax = medianOf(mbps), slices.Min(mbps), slices.Max(mbps)
+			mbps, waf := runFigures(runs, func(x *PeerRun) float64 { return x.HostMiBps }), runFigures(runs, func(x *PeerRun) float64 { return x.WAF })
+			r.HostMiBps, r.MiBpsMin, r.MiBpsMax = medianOf(mbps), slices.Min(mbps), slices.Max(mbps)
 			r.WAF, r.WAFMin, r.WAFMax = medianOf(waf), slices.Min(waf), slices.Max(waf)
 			r.P99us = medianOf(runFigures(runs, func(x *PeerRun) float64 { return x.P99us }))
 			r.Capacity = runs[0].Capacity
@@ -466,15 +488,15 @@ func summarizePeers(sum *PeersSummary) {
 				int64(medianOf(runFigures(runs, func(x *PeerRun) float64 { return float64(x.GCZones) })))
 		}
 		zf := peerRowOf(pw.Rows, TargetZonefold)
-		if zf == nil || len(zf.done()) == 0 || zf.HostMBps <= 0 || zf.WAF <= 0 {
+		if zf == nil || len(zf.done()) == 0 || zf.HostMiBps <= 0 || zf.WAF <= 0 {
 			continue
 		}
 		for _, r := range pw.Rows {
 			if len(r.done()) == 0 {
 				continue
 			}
-			m, w := r.HostMBps/zf.HostMBps, r.WAF/zf.WAF
-			r.MBpsVsZF, r.WAFVsZF = &m, &w
+			m, w := r.HostMiBps/zf.HostMiBps, r.WAF/zf.WAF
+			r.MiBpsVsZF, r.WAFVsZF = &m, &w
 		}
 	}
 	sum.Targets = peerTargetsMet(sum)
@@ -528,7 +550,7 @@ func peerTargetsMet(sum *PeersSummary) []string {
 			if r.Target == TargetZonefold || len(r.done()) == 0 {
 				continue
 			}
-			if best == nil || wafGoal && r.WAF < best.WAF || !wafGoal && r.HostMBps > best.HostMBps {
+			if best == nil || wafGoal && r.WAF < best.WAF || !wafGoal && r.HostMiBps > best.HostMiBps {
 				best = r
 			}
 		}
@@ -542,9 +564,9 @@ func peerTargetsMet(sum *PeersSummary) []string {
 			out = append(out, fmt.Sprintf("%s: zonefold WAF %.3f vs %s's %.3f (the best kernel file system's): %.2fx, target <= %.1fx: %s",
 				pw.Workload, zf.WAF, best.Target, best.WAF, ratio, wafTarget, met(ratio <= wafTarget)))
 		default:
-			ratio := zf.HostMBps / best.HostMBps
-			out = append(out, fmt.Sprintf("%s: zonefold %.1f MB/s vs %s's %.1f (the best kernel file system's): %.2fx, target >= 1x: %s",
-				pw.Workload, zf.HostMBps, best.Target, best.HostMBps, ratio, met(ratio >= 1)))
+			ratio := zf.HostMiBps / best.HostMiBps
+			out = append(out, fmt.Sprintf("%s: zonefold %.1f MiB/s vs %s's %.1f (the best kernel file system's): %.2fx, target >= 1x: %s",
+				pw.Workload, zf.HostMiBps, best.Target, best.HostMiBps, ratio, met(ratio >= 1)))
 		}
 	}
 	return out
@@ -564,7 +586,7 @@ func printPeers(out io.Writer, dir string, sum *PeersSummary) error {
 	for _, pw := range sum.Workloads {
 		fmt.Fprintf(out, "\n%s: %s\n", pw.Workload, pw.Shape)
 		tw := newTable(out)
-		fmt.Fprintln(tw, "target\tcapacity\thost MB/s\tWAF\tGC MB\tGC zones\tp99 us\tMB/s vs zonefold\tWAF vs zonefold\tsteady\t")
+		fmt.Fprintln(tw, "target\tcapacity\thost MiB/s\tWAF\tGC MiB\tGC zones\tp99 us\tMiB/s vs zonefold\tWAF vs zonefold\tsteady\t")
 		for _, r := range pw.Rows {
 			switch {
 			case r.Skipped != "":
@@ -579,10 +601,10 @@ func printPeers(out io.Writer, dir string, sum *PeersSummary) error {
 				note = "  some rounds FAILED: " + r.Error
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\n", r.Target, mib(r.Capacity),
-				spread(r.HostMBps, r.MBpsMin, r.MBpsMax, "%.1f"), spread(r.WAF, r.WAFMin, r.WAFMax, "%.3f"),
-				unknownCell(r.GCBytes, func(n int64) string { return fmt.Sprintf("%.1f", float64(n)/1e6) }),
+				spread(r.HostMiBps, r.MiBpsMin, r.MiBpsMax, "%.1f"), spread(r.WAF, r.WAFMin, r.WAFMax, "%.3f"),
+				unknownCell(r.GCBytes, func(n int64) string { return fmt.Sprintf("%.1f", float64(n)/(1<<20)) }),
 				unknownCell(r.GCZones, func(n int64) string { return fmt.Sprint(n) }),
-				r.P99us, ratioCell(r.MBpsVsZF), ratioCell(r.WAFVsZF), steadyCell(r.done()), note)
+				r.P99us, ratioCell(r.MiBpsVsZF), ratioCell(r.WAFVsZF), steadyCell(r.done()), note)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -642,4 +664,4 @@ func steadyCell(runs []*PeerRun) string {
 }
 
 // mib is a byte count in MiB, rounded: capacities are rarely round.
-func mib(n int64) string { return fmt.Sprintf("%.0fM", float64(n)/(1<<20)) }
+func mib(n int64) string { return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20)) }

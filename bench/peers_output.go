@@ -10,6 +10,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/zonefold/zonefold/internal/report"
 )
 
 // peerLine is the run a workload's charts draw for one target: its first
@@ -160,7 +162,7 @@ func peerWAFChart(pw *PeerWorkload, lines []peerLine) (*plot.Plot, error) {
 
 func peerThroughputChart(pw *PeerWorkload, lines []peerLine) (*plot.Plot, error) {
 	p := newChart(fmt.Sprintf("%s: host throughput (each point: the last %gs)", pw.Workload, mbpsWindow),
-		"time since the writers started (s)", "host MB/s")
+		"time since the writers started (s)", "host "+report.RateUnit)
 	err := peerChartLines(p, lines, func(l peerLine) plotter.XYs {
 		pos := func(s sample) float64 { return s.Seconds }
 		return peerWindows(l.run.samples, pos, mbpsWindow, func(_, to sample) float64 { return to.Seconds },
@@ -168,7 +170,7 @@ func peerThroughputChart(pw *PeerWorkload, lines []peerLine) (*plot.Plot, error)
 				if to.Seconds <= from.Seconds {
 					return -1
 				}
-				return float64(to.Host-from.Host) / (to.Seconds - from.Seconds) / 1e6
+				return float64(to.Host-from.Host) / (to.Seconds - from.Seconds) / (1 << 20)
 			})
 	})
 	return p, err

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/zonefold/zonefold/engine"
 )
 
 // peerSamples is a run's series: steady WAF waf, rate host bytes a second.
@@ -20,8 +22,8 @@ func peerSamples(n int, rate int64, waf float64) []sample {
 }
 
 func peerRun(mbps, waf float64, gc int64) *PeerRun {
-	return &PeerRun{Capacity: 200 << 20, HostMBps: mbps, WAF: waf, GCBytes: gc, GCZones: gc / (4 << 20), Steady: true,
-		samples: peerSamples(20, int64(mbps*1e6), waf)}
+	return &PeerRun{Capacity: 200 << 20, HostMiBps: mbps, WAF: waf, GCBytes: gc, GCZones: gc / (4 << 20), Steady: true,
+		samples: peerSamples(20, int64(mbps*(1<<20)), waf)}
 }
 
 // A summary of made-up runs: the medians, the ratios against zonefold,
@@ -42,7 +44,7 @@ func TestPeersSummary(t *testing.T) {
 			[]*PeerRun{peerRun(20, 1.2, -1), peerRun(22, 1.3, -1), peerRun(21, 1.1, -1)}),
 		// 1.0 vs 1.1: 0.91x, not met.
 		mk(WorkLifetimes, []*PeerRun{peerRun(10, 1.0, 0)}, []*PeerRun{peerRun(20, 1.1, 0)}),
-		// 30 vs 20 MB/s: met.
+		// 30 vs 20 MiB/s: met.
 		mk(WorkSeed, []*PeerRun{peerRun(30, 1.0, 0)}, []*PeerRun{peerRun(20, 1.0, 0), {Error: "ENOSPC"}}),
 		// No target for uniform.
 		mk(WorkUniform, []*PeerRun{peerRun(30, 2.0, 0)}, []*PeerRun{peerRun(20, 2.5, 0)}),
@@ -51,11 +53,11 @@ func TestPeersSummary(t *testing.T) {
 
 	hc := sum.Workloads[0]
 	zf, f2 := hc.Rows[0], hc.Rows[1]
-	if zf.WAF != 0.9 || zf.WAFMin != 0.8 || zf.WAFMax != 1.0 || zf.HostMBps != 11 || zf.MBpsMin != 10 || zf.MBpsMax != 12 {
+	if zf.WAF != 0.9 || zf.WAFMin != 0.8 || zf.WAFMax != 1.0 || zf.HostMiBps != 11 || zf.MiBpsMin != 10 || zf.MiBpsMax != 12 {
 		t.Errorf("zonefold medians: %+v", zf)
 	}
-	if f2.WAFVsZF == nil || *f2.WAFVsZF != 1.2/0.9 || *f2.MBpsVsZF != 21.0/11 {
-		t.Errorf("f2fs ratios: %v %v", f2.WAFVsZF, f2.MBpsVsZF)
+	if f2.WAFVsZF == nil || *f2.WAFVsZF != 1.2/0.9 || *f2.MiBpsVsZF != 21.0/11 {
+		t.Errorf("f2fs ratios: %v %v", f2.WAFVsZF, f2.MiBpsVsZF)
 	}
 	if f2.GCBytes != -1 {
 		t.Errorf("f2fs GC bytes %d: unknown should stay -1", f2.GCBytes)
@@ -64,13 +66,13 @@ func TestPeersSummary(t *testing.T) {
 		t.Errorf("failed btrfs row: %+v", bt)
 	}
 	// A row with one failed round keeps the others' medians and says so.
-	if seedF2 := sum.Workloads[2].Rows[1]; seedF2.HostMBps != 20 || seedF2.Error != "ENOSPC" {
+	if seedF2 := sum.Workloads[2].Rows[1]; seedF2.HostMiBps != 20 || seedF2.Error != "ENOSPC" {
 		t.Errorf("f2fs seed row with a failed round: %+v", seedF2)
 	}
 	want := []string{
 		"hotcold: zonefold WAF 0.900 vs f2fs's 1.200 (the best kernel file system's): 0.75x, target <= 0.8x: met",
 		"lifetimes: zonefold WAF 1.000 vs f2fs's 1.100 (the best kernel file system's): 0.91x, target <= 0.8x: NOT met",
-		"seed: zonefold 30.0 MB/s vs f2fs's 20.0 (the best kernel file system's): 1.50x, target >= 1x: met",
+		"seed: zonefold 30.0 MiB/s vs f2fs's 20.0 (the best kernel file system's): 1.50x, target >= 1x: met",
 	}
 	if strings.Join(sum.Targets, "\n") != strings.Join(want, "\n") {
 		t.Errorf("targets:\n%s\nwant:\n%s", strings.Join(sum.Targets, "\n"), strings.Join(want, "\n"))
@@ -105,5 +107,15 @@ func TestPeersSummary(t *testing.T) {
 	}
 	if len(back.Workloads) != 4 || back.Workloads[0].Rows[0].WAF != 0.9 || back.Workloads[0].Rows[3].Skipped == "" {
 		t.Errorf("summary.json round trip: %+v", back.Workloads[0])
+	}
+}
+
+func TestZoneCensus(t *testing.T) {
+	got := zoneCensus([]engine.ZoneValid{
+		{State: "meta"}, {State: "meta"}, {State: "free", Cap: 4}, {State: "open", Cap: 4, Valid: 1},
+		{State: "full", Cap: 4, Valid: 3}, {State: "full", Cap: 4, Valid: 1}, {State: "gc", Cap: 4},
+	})
+	if want := "1 free, 1 open, 2 full holding 50% valid data, 1 gc, 2 meta"; got != want {
+		t.Errorf("zoneCensus = %q, want %q", got, want)
 	}
 }

@@ -36,20 +36,22 @@ it is live data (f2fs, for one, keeps a quarter of a small device to
 itself, so the same --util is fewer bytes there). The kernel file systems
 write ordinary files (buffered writes, fsync where the workload syncs); the
 kernel's dirty page limit is set to what zonefold lets be dirty (half of
---cache) for the run and restored after.
+--cache, 4 MiB by default as in bench gc) for the run and restored after:
+small, so that neither cache absorbs many overwrites and the device sees
+the workload.
 
 Per target it reports:
   capacity    the target's usable bytes
-  host MB/s   bytes the workload wrote per second of its writers' time
+  host MiB/s  bytes the workload wrote per second of its writers' time
   WAF         the block device's written bytes (/sys/block/X/stat) / bytes
               the workload wrote, over the measured part: the same counter
               for every row, zonefold's included
-  GC MB       bytes the target's GC rewrote, and GC zones the zones it
+  GC MiB      bytes the target's GC rewrote, and GC zones the zones it
               freed, where it says (zonefold; f2fs moved_blocks_* and
               gc_reclaimed_segments; btrfs reclaim_* on Linux >= 6.10 or
               so; XFS 'gc xpc' and 'zoned' stats); - where it does not
   p99 us      write latency seen by the workload
-and the ratios against zonefold (MB/s: higher is better; WAF: lower is
+and the ratios against zonefold (MiB/s: higher is better; WAF: lower is
 better). The last lines check zonefold's targets against the best kernel
 file system: WAF <= 0.8x on hotcold and lifetimes, throughput >= 1x on seed.
 

@@ -12,7 +12,7 @@
 #   BENCH_PEERS_ZONE_MB   zone size, MiB (btrfs needs >= 4)          [4]
 #   BENCH_PEERS_CONV      conventional zones (f2fs needs >= 5)       [8]
 #   BENCH_PEERS_FLAGS     bench peers flags that size the runs
-#                         [--util 0.6 --writers 4 --warmup-cap 0.75 --window 0.125 --measure 0.25]
+#                         [--util 0.5 --writers 4 --window 0.2 --warmup-cap 0.6 --measure 0.3]
 #   BENCH_PEERS_KERNELS   runs, "name:suite:targets" each; suite "-" is the host's
 #                         [stable:-:zonefold,f2fs,btrfs sid:sid:zonefold,xfs]
 #   BENCH_PEERS_OUT       where the binary, tables, JSON and charts go  [build/bench-peers]
@@ -24,7 +24,7 @@ repo=$(cd "$here/../.." && pwd)
 export PATH=$PATH:/usr/local/go/bin
 out=${BENCH_PEERS_OUT:-$repo/build/bench-peers}
 mb=${BENCH_PEERS_MB:-256} zone=${BENCH_PEERS_ZONE_MB:-4} conv=${BENCH_PEERS_CONV:-8}
-read -r -a flags <<<"${BENCH_PEERS_FLAGS:---util 0.6 --writers 4 --warmup-cap 0.75 --window 0.125 --measure 0.25}"
+read -r -a flags <<<"${BENCH_PEERS_FLAGS:---util 0.5 --writers 4 --window 0.2 --warmup-cap 0.6 --measure 0.3}"
 read -r -a kernels <<<"${BENCH_PEERS_KERNELS:-stable:-:zonefold,f2fs,btrfs sid:sid:zonefold,xfs}"
 mkdir -p "$out"
 ( cd "$repo" && CGO_ENABLED=0 go build -ldflags=-checklinkname=0 -o "$out/zonefold" . )
