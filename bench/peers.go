@@ -372,9 +372,12 @@ func runPeerOnce(ctx context.Context, d *peerDevice, t peerTarget, w string, o P
 		ph, res, runErr = runControlled(ctx, g, o.Steady, o.Sample)
 		if runErr != nil {
 			r.FailedHost = g.host.Load()
-			if zr, ok := b.(zoneReporter); ok {
-				// For whoever looks into the failure: where the space was.
-				runErr = fmt.Errorf("%w (zones then: %s)", runErr, zoneCensus(zr.ZoneValidity()))
+			if zf, ok := b.(deviceCounted); ok {
+				// For whoever looks into the failure: where the space was,
+				// by zone state and by the placer's lists.
+				st := zf.E.Stats()
+				runErr = fmt.Errorf("%w (zones then: %s; placement lists %d free, %d open)",
+					runErr, zoneCensus(zf.ZoneValidity()), st.FreeZones, st.OpenZones)
 			}
 		}
 	}
