@@ -43,14 +43,16 @@ lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-# vmtest runs the zns conformance suite and the engine's real-device tests
-# (the model with reopens, and GC under overwrites) against real zoned
+# vmtest runs the zns conformance suite, the engine's real-device tests
+# (the model with reopens, and GC under overwrites) and Pebble on
+# pebblefs (its model workload, close and reopen) against real zoned
 # devices (null_blk zoned, QEMU ZNS NVMe as a block device and through
 # passthrough) in a QEMU VM, without and with zone limits. It installs QEMU
 # and a Debian kernel on first use (root, apt) and caches them in build/vm.
 vmtest:
 	testdata/vm/vmtest.sh
 	VMTEST_PKG=./engine VMTEST_RUN='^TestRealDevices$$' testdata/vm/vmtest.sh
+	VMTEST_PKG=./pebblefs VMTEST_RUN='^TestPebbleRealDevices$$' testdata/vm/vmtest.sh
 
 # vmtest-peers runs bench peers' device tests (the kernel file systems
 # made, mounted, written and measured; the device checks) in the VM harness
@@ -86,11 +88,12 @@ bench-fio: build fio-engine
 		ZONEFOLD_FIO_ENGINE=$(FIO_ENGINE) ./zonefold bench fio '$(BENCH_FIO_DEV)' --preset $${r%%:*} --scale $${r##*:} || exit 1; \
 	done
 
-# run is the main job on the embedded default device: zone placement and GC
-# policies compared under random overwrites (about a minute; charts in
-# ./zonefold-bench-gc/).
+# run is the main job on embedded default devices: zone placement and GC
+# policies compared under the four workloads where they decide the cost,
+# three rounds with the configurations alternating (a few minutes; charts
+# in ./zonefold-bench-gc/).
 run: build
-	./zonefold bench gc
+	./zonefold bench gc --repeat 3
 
 clean:
 	rm -rf zonefold build

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -17,47 +19,61 @@ import (
 )
 
 // DefaultGCGeometry is the embedded default device of bench gc: an
-// emulated zoned device in a temporary folder.
+// emulated zoned device in a temporary folder (in memory, /dev/shm, where
+// there is one: on a disk, every GC pass's device flush is a disk sync,
+// and the benchmark measures the disk).
 //
-// 192 zones of 4 MiB: 760 MiB of data zones, so that at 80% utilisation the
-// 16 files hold 38 MiB each and GC has 150 MiB of slack to work with; small
-// zones give GC many victims to choose from, and keep 16 open zones (64 MiB)
-// a small part of the device.
+// 256 zones of 1 MiB: 256 MiB, so that a run of a workload takes seconds
+// and make run's 4 workloads x 3 configurations x 3 rounds fit in
+// minutes; many small zones give GC many victims to choose from and keep
+// the 16 open zones a small part of the device.
 //
-// max_open = max_active = 18: the engine keeps one zone for metadata and one
-// for GC, which leaves exactly 16 for data — one per file. The device limits
-// are tight (every open zone is in use) but never below the file count: per
-// file placement is only meaningful while each file can have its own zone,
-// and with more files than open zones mru degenerates into sharing the least
-// recently used zone (the xfs series measured 16 writers on a device that
-// can hold 16 open zones).
-const DefaultGCGeometry = "zone_size=4M&zones=192&max_open=18&max_active=18"
+// max_open = max_active = 19: the engine keeps one zone for GC and two for
+// metadata (a checkpoint writes the next metadata zone before it finishes
+// the old), which leaves exactly 16 for data — one per file. The device
+// limits are tight (every open zone is in use) but never below the file
+// count: per-file placement is only meaningful while each file can have its
+// own zone, and with more files than open zones mru degenerates into
+// sharing the least recently used zone (the xfs series measured 16 writers
+// on a device that can hold 16 open zones).
+const DefaultGCGeometry = "zone_size=1M&zones=256&max_open=19&max_active=19"
 
-// DefaultGCConfigs is the set run when no flag chooses one: every placement
-// under greedy GC, and cost-benefit GC under mru placement.
-var DefaultGCConfigs = []string{"mru/greedy", "none/greedy", "round-robin/greedy", "mru/cost-benefit"}
+// DefaultSeedGeometry is the seed workload's default device: 1 GiB of
+// 1 MiB zones, of which the workload writes a share so small that GC
+// barely runs (the xfs series measured the allocation path). In memory
+// only what is written takes room.
+const DefaultSeedGeometry = "zone_size=1M&zones=1024&max_open=19&max_active=19"
+
+// DefaultGCConfigs is the set run when no flag chooses one: both
+// placements that matter under greedy GC, and mru under cost-benefit GC.
+var DefaultGCConfigs = []string{"mru/greedy", "none/greedy", "mru/cost-benefit"}
 
 // GCOptions configure bench gc.
 type GCOptions struct {
-	Files      int
-	BS         int64 // bytes per overwrite
-	IODepth    int
-	Util       float64  // live data as a fraction of the engine's capacity
-	Passes     float64  // device capacities the overwrite phase writes
-	Configs    []string // placement/gc-policy pairs
-	CacheBytes int64
-	OpenZones  int    // data zones open at once (0: from the device's limits)
-	Out        string // folder for charts, CSV and JSON ("" in seeds: none)
-	Seed       uint64
-	Sample     time.Duration // interval between samples of the series
-	JSON       bool
+	Workloads []string // of Workloads
+	Files     int
+	BS        int64 // bytes per write (uniform, hotcold, seed)
+	IODepth   int
+	Util      float64 // live data as a fraction of the engine's capacity
+	// HotShare of the overwrites go to HotFiles of the files (hotcold).
+	HotShare, HotFiles float64
+	Configs            []string // placement/gc-policy pairs
+	CacheBytes         int64
+	OpenZones          int // data zones open at once (0: from the device's limits)
+	Repeat             int // rounds; each runs every workload and configuration once
+	Steady             Steady
+	Out                string // folder for charts, CSV and JSON ("": none)
+	Seed               uint64
+	Sample             time.Duration // interval between samples of the series
+	JSON               bool
 	// Progress, if set, gets a progress bar (a terminal's stderr).
 	Progress io.Writer
 }
 
 // DefaultGC is bench gc without flags.
-var DefaultGC = GCOptions{Files: 16, BS: 8 << 10, IODepth: 4, Util: 0.8, Passes: 3, Configs: DefaultGCConfigs,
-	CacheBytes: 16 << 20, Out: "zonefold-bench-gc", Seed: 1, Sample: 250 * time.Millisecond}
+var DefaultGC = GCOptions{Workloads: Workloads, Files: 16, BS: 8 << 10, IODepth: 4, Util: 0.8,
+	HotShare: 0.8, HotFiles: 0.2, Configs: DefaultGCConfigs, CacheBytes: 4 << 20, Repeat: 1,
+	Steady: DefaultSteady, Out: "zonefold-bench-gc", Seed: 1, Sample: 20 * time.Millisecond}
 
 // gcSetup is one configuration bench gc compares.
 type gcSetup struct {
@@ -72,7 +88,6 @@ func parseGCSetups(names []string) ([]gcSetup, error) {
 		return nil, errors.New("no configuration to run")
 	}
 	var out []gcSetup
-	seen := map[gcSetup]bool{}
 	for _, n := range names {
 		p, g, ok := strings.Cut(strings.TrimSpace(n), "/")
 		if !ok {
@@ -86,81 +101,91 @@ func parseGCSetups(names []string) ([]gcSetup, error) {
 		if s.gc, err = engine.ParseGCPolicy(g); err != nil {
 			return nil, err
 		}
-		if !seen[s] {
-			seen[s] = true
+		if !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}
 	return out, nil
 }
 
-// gcWorkload is the workload every configuration runs.
-type gcWorkload struct {
-	files, iodepth int
-	bs             int64
-	size           int64 // bytes per file
-	ops            int64 // overwrites per file
-	capacity       int64 // the engine's data zones' bytes
-	seed           uint64
-	sample         time.Duration
-}
-
-func (w gcWorkload) fillBytes() int64      { return int64(w.files) * w.size }
-func (w gcWorkload) overwriteBytes() int64 { return int64(w.files) * w.ops * w.bs }
-
-// gcSample is one point of a configuration's series, counted from the
-// start of the overwrite phase.
-type gcSample struct {
-	Seconds float64
-	Host    int64 // bytes the workload wrote
-	Dev     int64 // bytes written to the device
-	GC      int64 // bytes GC relocated
-	Resets  int64
-}
-
-// gcRun is what one configuration did in the overwrite phase.
+// gcRun is one run: one workload under one configuration in one round.
 type gcRun struct {
-	Placement   string   `json:"placement"`
-	GCPolicy    string   `json:"gc_policy"`
-	HostMiBps   float64  `json:"host_mib_per_s"`
-	WAF         float64  `json:"waf"`
-	SteadyWAF   float64  `json:"steady_waf"`
-	HostBytes   int64    `json:"host_bytes"`
-	DevBytes    int64    `json:"dev_bytes"`
-	GCBytes     int64    `json:"gc_bytes"`
-	GCReadBytes int64    `json:"gc_read_bytes"`
-	GCSeconds   float64  `json:"gc_seconds"`
-	Seconds     float64  `json:"seconds"`
-	GCShare     float64  `json:"gc_share"`
-	ZonesReset  int64    `json:"zones_reset"`
-	P50us       float64  `json:"p50_us"`
-	P99us       float64  `json:"p99_us"`
-	LiveBytes   int64    `json:"live_bytes"`
-	ValidBytes  int64    `json:"valid_bytes"`        // the zone histogram's sum
-	Baseline    string   `json:"baseline,omitempty"` // the none run the ratios compare with
-	MiBpsRatio  *float64 `json:"throughput_vs_none,omitempty"`
-	WAFRatio    *float64 `json:"waf_vs_none,omitempty"`
+	Round     int     `json:"round"`
+	HostMiBps float64 `json:"host_mib_per_s"`
+	WAF       float64 `json:"waf"`
+	Steady    bool    `json:"steady"`
+	Warmup    float64 `json:"warmup_capacities"` // host writes before measuring
+	Why       string  `json:"steady_note"`
+	HostBytes int64   `json:"host_bytes"` // measured part
+	DevBytes  int64   `json:"dev_bytes"`
+	GCBytes   int64   `json:"gc_bytes"`
+	GCShare   float64 `json:"gc_share"`
+	Resets    int64   `json:"zones_reset"`
+	// Shared counts files mru placement sent into another file's zone
+	// for want of one of their own (the engine's zones_shared).
+	Shared  int64   `json:"zones_shared"`
+	Seconds float64 `json:"seconds"`
+	P50us   float64 `json:"p50_us"`
+	P99us   float64 `json:"p99_us"`
+	// ValidBytes is the zones' valid bytes at the end; LiveBytes what the
+	// workload's files hold then, where it is known (uniform, hotcold:
+	// the fill).
+	ValidBytes int64 `json:"valid_bytes"`
+	LiveBytes  int64 `json:"live_bytes,omitempty"`
 
-	samples []gcSample
+	samples []sample
 	zones   []engine.ZoneValid
 }
 
-func (r *gcRun) name() string { return r.Placement + "/" + r.GCPolicy }
+// gcRow is one workload under one configuration over all rounds: the
+// median and the range of each figure.
+type gcRow struct {
+	Workload  string  `json:"workload"`
+	Placement string  `json:"placement"`
+	GCPolicy  string  `json:"gc_policy"`
+	WAF       float64 `json:"waf"` // median over the rounds
+	WAFMin    float64 `json:"waf_min"`
+	WAFMax    float64 `json:"waf_max"`
+	HostMiBps float64 `json:"host_mib_per_s"` // median
+	MiBpsMin  float64 `json:"mib_per_s_min"`
+	MiBpsMax  float64 `json:"mib_per_s_max"`
+	GCShare   float64 `json:"gc_share"`     // median
+	GCBytes   int64   `json:"gc_bytes"`     // median
+	Shared    int64   `json:"zones_shared"` // median
+	P99us     float64 `json:"p99_us"`       // median
+	Steady    int     `json:"steady_runs"`
+	Warmup    float64 `json:"warmup_capacities"` // median
+	// Baseline is the none run the ratios compare with: the same GC
+	// policy, else the first none configuration.
+	Baseline   string   `json:"baseline,omitempty"`
+	MiBpsRatio *float64 `json:"throughput_vs_none,omitempty"` // ratio of medians
+	WAFRatio   *float64 `json:"waf_vs_none,omitempty"`
+	Runs       []*gcRun `json:"runs"`
+}
+
+func (r *gcRow) name() string { return r.Placement + "/" + r.GCPolicy }
+
+// gcWorkloadSummary is one workload's table.
+type gcWorkloadSummary struct {
+	Workload string  `json:"workload"`
+	Device   string  `json:"device"`
+	Capacity int64   `json:"capacity"`
+	Shape    string  `json:"shape"`
+	RefWAF   float64 `json:"reference_waf,omitempty"` // the chart's reference line
+	RefNote  string  `json:"reference_note,omitempty"`
+	Rows     []*gcRow
+	geometry engine.GCConfig
+}
 
 // gcSummary is summary.json and the --json output.
 type gcSummary struct {
-	Device      string  `json:"device"`
-	Files       int     `json:"files"`
-	BS          int64   `json:"bs"`
-	IODepth     int     `json:"iodepth"`
-	Utilisation float64 `json:"utilisation"`
-	Passes      float64 `json:"passes"`
-	Capacity    int64   `json:"capacity"`
-	FileSize    int64   `json:"file_size"`
-	Seed        uint64  `json:"seed"`
-	Configs     []gcRun `json:"configs"`
-	// Verdict says, per GC policy, whether mru beats none.
-	Verdict []string `json:"verdict"`
+	Repeat  int      `json:"repeat"`
+	Seed    uint64   `json:"seed"`
+	Steady  Steady   `json:"steady_rule"`
+	Configs []*gcRow `json:"configs"`
+	// Verdict compares each workload with its expectation.
+	Verdict   []string             `json:"verdict"`
+	workloads []*gcWorkloadSummary // the tables, in order
 }
 
 func (o GCOptions) validate() error {
@@ -171,24 +196,31 @@ func (o GCOptions) validate() error {
 		return fmt.Errorf("--iodepth %d: want 1..1024", o.IODepth)
 	case !(o.Util > 0 && o.Util <= 0.95):
 		return fmt.Errorf("--util %v: want more than 0 and at most 0.95 (GC needs free zones)", o.Util)
-	case !(o.Passes > 0 && o.Passes <= 1000):
-		return fmt.Errorf("--passes %v: want more than 0 and at most 1000", o.Passes)
+	case o.BS < engine.BlockSize || o.BS%engine.BlockSize != 0 || o.BS > 16<<20:
+		return fmt.Errorf("--bs %d: want a multiple of %d up to 16M", o.BS, engine.BlockSize)
+	case o.CacheBytes < 1<<20:
+		return fmt.Errorf("--cache %d: want at least 1M", o.CacheBytes)
+	case o.Repeat < 1 || o.Repeat > 100:
+		return fmt.Errorf("--repeat %d: want 1..100", o.Repeat)
 	case o.Sample < time.Millisecond:
 		return fmt.Errorf("--sample %v: want at least 1ms", o.Sample)
+	case !(o.HotShare > 0 && o.HotShare < 1 && o.HotFiles > 0 && o.HotFiles < 1):
+		return fmt.Errorf("--skew %v/%v: want shares between 0 and 1", o.HotShare, o.HotFiles)
 	}
-	return nil
+	return o.Steady.validate()
 }
 
-// GC runs one workload under several engine configurations, each on a
-// freshly formatted device (erased; same geometry, same seed), and prints
-// the comparison; with no device it makes a temporary emulated one of
-// DefaultGCGeometry.
+// GC runs the workloads under several engine configurations, each run on
+// a freshly formatted device (erased; same geometry, same seed), in
+// rounds that alternate the configurations, and prints one table per
+// workload; with no device it makes temporary emulated ones of
+// DefaultGCGeometry (DefaultSeedGeometry for seed).
 func GC(ctx context.Context, stdout io.Writer, device string, o GCOptions) error {
 	if o.Out == "" {
 		return errors.New("--out: want a folder")
 	}
 	_, statErr := os.Stat(o.Out)
-	sum, runs, err := measureGC(ctx, device, o)
+	sum, err := measureGC(ctx, device, o)
 	if err != nil {
 		if errors.Is(statErr, os.ErrNotExist) {
 			os.Remove(o.Out) // made for this run: gone again if still empty
@@ -198,235 +230,300 @@ func GC(ctx context.Context, stdout io.Writer, device string, o GCOptions) error
 	if o.JSON {
 		return WriteJSON(stdout, sum)
 	}
-	return printGC(stdout, o.Out, sum, runs)
+	return printGC(stdout, o.Out, sum)
 }
 
-// measureGC runs every configuration and, if o.Out is set, writes the
-// charts, series and summary there.
-func measureGC(ctx context.Context, device string, o GCOptions) (gcSummary, []*gcRun, error) {
-	var sum gcSummary
+// gcDevices hands out a fresh device per run.
+type gcDevices struct {
+	device string // the user's, or "" for temporary ones
+	dir    string
+}
+
+func newGCDevices(device string) (*gcDevices, func(), error) {
+	if strings.HasPrefix(device, "null:") {
+		return nil, nil, errors.New("bench gc needs a device that keeps data (GC reads record headers back); null: does not: use emu: or a zoned device")
+	}
+	d := &gcDevices{device: device}
+	if device != "" {
+		return d, func() {}, nil
+	}
+	parent := ""
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		parent = "/dev/shm"
+	}
+	dir, err := os.MkdirTemp(parent, "zonefold-bench-gc-")
+	if err != nil && parent != "" {
+		dir, err = os.MkdirTemp("", "zonefold-bench-gc-")
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("default device: %w", err)
+	}
+	d.dir = dir
+	return d, func() { os.RemoveAll(dir) }, nil
+}
+
+// geometry is the default device's geometry for a workload.
+func geometry(workload string) string {
+	if workload == WorkSeed {
+		return DefaultSeedGeometry
+	}
+	return DefaultGCGeometry
+}
+
+// shown is how the output names the device of a workload.
+func (d *gcDevices) shown(workload string) string {
+	if d.device != "" {
+		return d.device
+	}
+	where := "temporary"
+	if strings.HasPrefix(d.dir, "/dev/shm") {
+		where = "temporary, in memory"
+	}
+	return "emu:(" + where + ")?" + geometry(workload)
+}
+
+// fresh is a device string for the next run: the user's device (each run
+// formats it), or a new file of the workload's geometry, so that no blocks
+// are left over from the run before.
+func (d *gcDevices) fresh(workload string) (string, error) {
+	if d.device != "" {
+		return d.device, nil
+	}
+	path := filepath.Join(d.dir, "dev")
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("default device: %w", err)
+	}
+	return "emu:" + path + "?" + geometry(workload), nil
+}
+
+// measureGC runs every round and, if o.Out is set, writes the charts,
+// series and summary there.
+func measureGC(ctx context.Context, device string, o GCOptions) (gcSummary, error) {
+	sum := gcSummary{Repeat: o.Repeat, Seed: o.Seed, Steady: o.Steady}
 	if err := o.validate(); err != nil {
-		return sum, nil, err
+		return sum, err
+	}
+	workloads, err := ParseWorkloads(o.Workloads)
+	if err != nil {
+		return sum, err
 	}
 	setups, err := parseGCSetups(o.Configs)
 	if err != nil {
-		return sum, nil, err
+		return sum, err
 	}
-	bs := o.BS
-	if bs < engine.BlockSize || bs%engine.BlockSize != 0 || bs > 16<<20 {
-		return sum, nil, fmt.Errorf("--bs %d: want a multiple of %d up to 16M", bs, engine.BlockSize)
+	devs, cleanup, err := newGCDevices(device)
+	if err != nil {
+		return sum, err
 	}
-	if o.CacheBytes < 1<<20 {
-		return sum, nil, fmt.Errorf("--cache %d: want at least 1M", o.CacheBytes)
-	}
-	base := engine.Config{CacheBytes: o.CacheBytes, MaxOrder: 9, OpenZones: o.OpenZones}
-	if strings.HasPrefix(device, "null:") {
-		return sum, nil, errors.New("bench gc needs a device that keeps data (GC reads record headers back); null: does not: use emu: or a zoned device")
-	}
-	deviceFor := func() (string, error) { return device, nil }
-	shown := device
-	if device == "" {
-		dir, err := os.MkdirTemp("", "zonefold-bench-gc-")
-		if err != nil {
-			return sum, nil, fmt.Errorf("default device: %w", err)
-		}
-		defer os.RemoveAll(dir)
-		path := filepath.Join(dir, "dev")
-		shown = "emu:(temporary)?" + DefaultGCGeometry
-		// A new file for every configuration: the same geometry, and no
-		// blocks (or page cache) left over from the previous one.
-		deviceFor = func() (string, error) {
-			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return "", fmt.Errorf("default device: %w", err)
-			}
-			return "emu:" + path + "?" + DefaultGCGeometry, nil
-		}
-	}
+	defer cleanup()
 	if o.Out != "" {
 		if err := os.MkdirAll(o.Out, 0o755); err != nil {
-			return sum, nil, fmt.Errorf("--out: %w", err)
+			return sum, fmt.Errorf("--out: %w", err)
 		}
 	}
-
-	var w gcWorkload
+	rows := map[string][]*gcRow{}
+	for _, w := range workloads {
+		ws := &gcWorkloadSummary{Workload: w, Device: devs.shown(w)}
+		for _, s := range setups {
+			row := &gcRow{Workload: w, Placement: s.placement.String(), GCPolicy: s.gc.String()}
+			ws.Rows = append(ws.Rows, row)
+			rows[w] = append(rows[w], row)
+		}
+		sum.workloads = append(sum.workloads, ws)
+	}
 	var bar *progressbar.ProgressBar
-	var doneBefore int64 // progress of the configurations already run
-	runs := make([]*gcRun, 0, len(setups))
-	for i, s := range setups {
-		cfg := base
-		cfg.Policy, cfg.GC.Policy = s.placement, s.gc
-		dev, err := deviceFor()
-		if err != nil {
-			return sum, nil, err
-		}
-		e, release, err := OpenFormatted(dev, cfg)
-		if err != nil {
-			return sum, nil, fmt.Errorf("%s: %w", s, err)
-		}
-		if i == 0 {
-			if w, err = sizeGCWorkload(o, bs, e.Capacity()); err != nil {
-				e.Close()
-				release()
-				return sum, nil, err
+	if o.Progress != nil {
+		bar = progressbar.NewOptions(o.Repeat*len(workloads)*len(setups),
+			progressbar.OptionSetWriter(o.Progress), progressbar.OptionShowCount(),
+			progressbar.OptionSetWidth(20), progressbar.OptionSetDescription("bench gc"),
+			progressbar.OptionOnCompletion(func() { fmt.Fprintln(o.Progress) }))
+	}
+	for round := range o.Repeat {
+		for wi, w := range workloads {
+			ws := sum.workloads[wi]
+			// Alternate the order of the configurations round by round,
+			// so that none always runs first or last.
+			for j := range setups {
+				k := (j + round) % len(setups)
+				s := setups[k]
+				if bar != nil {
+					bar.Describe(fmt.Sprintf("bench gc round %d/%d %s %s", round+1, o.Repeat, w, s))
+				}
+				dev, err := devs.fresh(w)
+				if err != nil {
+					return sum, err
+				}
+				r, err := runGCOnce(ctx, dev, w, s, o, ws)
+				if ctx.Err() != nil {
+					// Every worker saw the cancellation: one line says it.
+					return sum, fmt.Errorf("%s %s: interrupted: %w", w, s, ctx.Err())
+				}
+				if err != nil {
+					return sum, fmt.Errorf("%s %s: %w", w, s, err)
+				}
+				r.Round = round + 1
+				row := rows[w][k]
+				row.Runs = append(row.Runs, r)
+				if bar != nil {
+					_ = bar.Add(1)
+				}
 			}
-			if o.Progress != nil {
-				bar = newProgress(o.Progress, int64(len(setups))*(w.fillBytes()+w.overwriteBytes()), "bench gc")
-			}
-		} else if c := e.Capacity(); c != w.capacity {
-			e.Close()
-			release()
-			return sum, nil, fmt.Errorf("%s: capacity %d differs from the first configuration's %d: the device changed", s, c, w.capacity)
 		}
-		progress := func(done int64) {}
-		if bar != nil {
-			bar.Describe("bench gc " + s.String())
-			progress = func(done int64) { _ = bar.Set64(doneBefore + done) }
-		}
-		slog.Debug("bench gc: configuration", "config", s, "device", dev)
-		r, runErr := runGCSetup(ctx, e, s, w, progress)
-		closeErr := e.Close()
-		release()
-		if ctx.Err() != nil {
-			// Every worker saw the cancellation: one line says it.
-			return sum, nil, fmt.Errorf("%s: interrupted: %w", s, ctx.Err())
-		}
-		if runErr != nil {
-			return sum, nil, fmt.Errorf("%s: %w", s, runErr)
-		}
-		if closeErr != nil {
-			return sum, nil, fmt.Errorf("%s: %w", s, closeErr)
-		}
-		r.takeZones(e)
-		runs = append(runs, r)
-		doneBefore += w.fillBytes() + w.overwriteBytes()
 	}
 	if bar != nil {
 		_ = bar.Finish()
-		fmt.Fprintln(o.Progress)
 	}
-	sum = summarizeGC(shown, o, w, runs)
+	summarizeGC(&sum)
 	if o.Out != "" {
-		if err := writeGCOutputs(o.Out, sum, runs, w); err != nil {
-			return sum, nil, err
+		if err := writeGCOutputs(o.Out, sum); err != nil {
+			return sum, err
 		}
 	}
-	return sum, runs, nil
+	return sum, nil
 }
 
-// sizeGCWorkload turns the flags into per-file sizes for a capacity.
-func sizeGCWorkload(o GCOptions, bs, capacity int64) (gcWorkload, error) {
-	w := gcWorkload{files: o.Files, iodepth: o.IODepth, bs: bs, capacity: capacity, seed: o.Seed, sample: o.Sample}
-	w.size = int64(o.Util*float64(capacity)) / int64(o.Files) / bs * bs
-	if w.size < bs*int64(o.IODepth) {
-		return w, fmt.Errorf("a capacity of %d bytes at --util %v gives each of %d files %d bytes: less than --iodepth writes of --bs", capacity, o.Util, o.Files, w.size)
-	}
-	w.ops = max(1, int64(o.Passes*float64(capacity))/int64(o.Files)/bs)
-	return w, nil
-}
-
-// runGCSetup fills the files, then overwrites them, sampling the engine's
-// counters as it goes.
-func runGCSetup(ctx context.Context, e *engine.Engine, s gcSetup, w gcWorkload, progress func(int64)) (*gcRun, error) {
-	fill := Workload{Files: w.files, BS: int(w.bs), IODepth: w.iodepth, Size: w.size, RW: "write", Seed: w.seed, Prefix: "gc",
-		Progress: func(done, _ int64) { progress(done) }}
-	if _, err := RunWorkload(ctx, e, fill); err != nil {
-		return nil, fmt.Errorf("fill: %w", err)
-	}
-	r := &gcRun{Placement: s.placement.String(), GCPolicy: s.gc.String(), LiveBytes: w.fillBytes()}
-	before := e.Stats()
-	start := time.Now()
-	sample := func() {
-		d := e.Stats().Sub(before)
-		r.samples = append(r.samples, gcSample{Seconds: time.Since(start).Seconds(),
-			Host: d.HostWritten, Dev: d.DevWritten(), GC: d.GCWritten, Resets: d.GCResets})
-	}
-	sample()
-	over := fill
-	over.RW, over.Keep, over.Ops, over.Seed = "randwrite", true, w.ops, w.seed+1
-	over.Progress = func(done, _ int64) { progress(w.fillBytes() + done) }
-	// Sample runs on RunWorkload's one ticker goroutine, which has ended
-	// when RunWorkload returns.
-	over.Sample, over.SampleEvery = func(int64) { sample() }, w.sample
-	res, err := RunWorkload(ctx, e, over)
+// runGCOnce formats dev, runs workload w under configuration s, and
+// closes the engine.
+func runGCOnce(ctx context.Context, dev, w string, s gcSetup, o GCOptions, ws *gcWorkloadSummary) (*gcRun, error) {
+	cfg := engine.Config{CacheBytes: o.CacheBytes, MaxOrder: 9, OpenZones: o.OpenZones, Policy: s.placement}
+	cfg.GC.Policy = s.gc
+	e, release, err := OpenFormatted(dev, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("overwrite: %w", err)
+		return nil, err
 	}
-	sample() // after the final writeback: the series ends at the totals
-	r.Seconds = time.Since(start).Seconds()
-	st := res.Stats
-	r.HostMiBps = res.MiBps()
-	r.WAF = st.WAF()
-	r.SteadyWAF = steadyWAF(r.samples)
-	r.HostBytes, r.DevBytes = st.HostWritten, st.DevWritten()
-	r.GCBytes, r.GCReadBytes, r.ZonesReset = st.GCWritten, st.GCRead, st.GCResets
-	r.GCSeconds = time.Duration(st.GCNanos).Seconds()
-	if r.Seconds > 0 {
-		r.GCShare = r.GCSeconds / r.Seconds
+	defer release()
+	slog.Debug("bench gc: run", "workload", w, "config", s, "device", dev)
+	b := EngineBackend{E: e}
+	spec := Spec{Kind: w, Files: o.Files, BS: o.BS, IODepth: o.IODepth, Util: o.Util,
+		HotShare: o.HotShare, HotFiles: o.HotFiles, ZoneSize: e.Geometry().ZoneCap, Seed: o.Seed}
+	capacity := b.Capacity()
+	if err := spec.check(capacity); err != nil {
+		e.Close()
+		return nil, err
 	}
-	r.P50us, r.P99us = micros(res.P50), micros(res.P99)
-	return r, nil
-}
-
-// takeZones records the zones' valid bytes once e is closed: background
-// GC moves valid bytes from a victim to the GC zone one extent at a time,
-// so a snapshot taken while it runs can be off by the extents in flight.
-func (r *gcRun) takeZones(e *engine.Engine) {
-	r.zones = e.ZoneValidity()
-	r.ValidBytes = 0
+	if ws.Capacity == 0 {
+		ws.Capacity, ws.Shape = capacity, spec.describe(capacity)
+		ws.RefWAF, ws.RefNote = referenceWAF(spec, e)
+	} else if ws.Capacity != capacity {
+		e.Close()
+		return nil, fmt.Errorf("capacity %d differs from the first run's %d: the device changed", capacity, ws.Capacity)
+	}
+	g := newGen(spec, b)
+	shared := e.Stats().ZonesShared
+	ph, res, runErr := runControlled(ctx, g, o.Steady, o.Sample)
+	shared = e.Stats().ZonesShared - shared
+	closeErr := e.Close()
+	if runErr != nil {
+		return nil, runErr
+	}
+	if closeErr != nil {
+		return nil, closeErr
+	}
+	r := &gcRun{Steady: ph.steady, Warmup: ph.warm, Why: ph.why, samples: ph.samples, Shared: shared,
+		P50us: micros(res.P50), P99us: micros(res.P99)}
+	from, end, final := ph.from, ph.end, ph.final
+	r.HostBytes, r.DevBytes = final.Host-from.Host, final.Dev-from.Dev
+	r.GCBytes, r.Resets = final.GC-from.GC, final.Resets-from.Resets
+	if r.HostBytes > 0 {
+		r.WAF = float64(r.DevBytes) / float64(r.HostBytes)
+	}
+	// Throughput and GC share over the writers' time: the final
+	// writeback is untimed.
+	if secs := end.Seconds - from.Seconds; secs > 0 {
+		r.Seconds = secs
+		r.HostMiBps = mibPerS(end.Host-from.Host, time.Duration(secs*float64(time.Second)))
+		r.GCShare = min(1, float64(end.GCNanos-from.GCNanos)/1e9/secs)
+	}
+	// The engine is closed: GC has stopped, so the zones' valid bytes
+	// are a consistent snapshot.
+	r.zones = b.ZoneValidity()
 	for _, z := range r.zones {
 		r.ValidBytes += z.Valid
 	}
+	if w == WorkUniform || w == WorkHotCold {
+		r.LiveBytes = spec.fileSize(capacity) * int64(spec.Files) // the fill
+	}
+	return r, nil
 }
 
-// steadyWAF is the WAF over the second half of the phase's host bytes:
-// the first half includes the time before the free space ran out and GC
-// started.
-func steadyWAF(ss []gcSample) float64 {
-	if len(ss) < 2 {
+// describe is the workload's shape for the table's heading.
+func (s Spec) describe(capacity int64) string {
+	switch s.Kind {
+	case WorkUniform:
+		return fmt.Sprintf("%d files x %s (%.0f%% of %s), random %s overwrites, iodepth %d",
+			s.Files, human(s.fileSize(capacity)), s.Util*100, human(capacity), human(s.BS), s.IODepth)
+	case WorkHotCold:
+		return fmt.Sprintf("%d files x %s (%.0f%% of %s), random %s overwrites, %.0f%% of them to %d hot files, iodepth %d",
+			s.Files, human(s.fileSize(capacity)), s.Util*100, human(capacity), human(s.BS), s.HotShare*100, s.hotFiles(), s.IODepth)
+	case WorkLifetimes:
+		return fmt.Sprintf("%d writers, files of %s to %s written sequentially (%s writes, fsync every %s), %.0f%% short-lived; live data held at %.0f%% of %s",
+			s.Files, human(s.ZoneSize/4), human(4*s.ZoneSize), human(lifetimeBS), human(max(lifetimeBS, s.ZoneSize/8)), shortShare*100, s.Util*100, human(capacity))
+	case WorkSeed:
+		return fmt.Sprintf("%d files x %s written with random %s writes, iodepth %d (%.0f%% of %s: GC barely runs)",
+			s.Files, human(s.fileSize(capacity)), human(s.BS), s.IODepth, seedShare*100, human(capacity))
+	}
+	return s.Kind
+}
+
+// median of xs; 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
 		return 0
 	}
-	last := ss[len(ss)-1]
-	mid := ss[0]
-	for _, s := range ss {
-		if s.Host > last.Host/2 {
-			break
-		}
-		mid = s
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
 	}
-	if last.Host == mid.Host {
-		return 0
-	}
-	return float64(last.Dev-mid.Dev) / float64(last.Host-mid.Host)
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// summarizeGC computes the ratios against none and the verdict.
-func summarizeGC(device string, o GCOptions, w gcWorkload, runs []*gcRun) gcSummary {
-	sum := gcSummary{Device: device, Files: w.files, BS: w.bs, IODepth: w.iodepth, Utilisation: o.Util,
-		Passes: o.Passes, Capacity: w.capacity, FileSize: w.size, Seed: w.seed}
-	for _, r := range runs {
-		if base := gcBaseline(runs, r.GCPolicy); base != nil && base.HostMiBps > 0 && base.WAF > 0 {
-			mbps, waf := r.HostMiBps/base.HostMiBps, r.WAF/base.WAF
-			r.Baseline, r.MiBpsRatio, r.WAFRatio = base.name(), &mbps, &waf
-		}
-		sum.Configs = append(sum.Configs, *r)
+// figure is one figure of every run of a row.
+func (r *gcRow) figure(f func(*gcRun) float64) []float64 {
+	out := make([]float64, len(r.Runs))
+	for i, run := range r.Runs {
+		out[i] = f(run)
 	}
-	for _, r := range runs {
-		if r.Placement != engine.PolicyMRU.String() || r.WAFRatio == nil {
-			continue
-		}
-		sum.Verdict = append(sum.Verdict, verdictLine(r, gcBaseline(runs, r.GCPolicy)))
-	}
-	if len(sum.Verdict) == 0 {
-		sum.Verdict = append(sum.Verdict, "no mru and none pair with the same GC policy ran: no verdict")
-	}
-	return sum
+	return out
 }
 
-// gcBaseline is the none placement run with the given GC policy, else
-// the first none run, else nil.
-func gcBaseline(runs []*gcRun, gcPolicy string) *gcRun {
-	var first *gcRun
-	for _, r := range runs {
+// summarizeGC computes the medians, ranges, ratios and verdicts.
+func summarizeGC(sum *gcSummary) {
+	for _, ws := range sum.workloads {
+		for _, r := range ws.Rows {
+			waf := r.figure(func(x *gcRun) float64 { return x.WAF })
+			mbps := r.figure(func(x *gcRun) float64 { return x.HostMiBps })
+			r.WAF, r.WAFMin, r.WAFMax = median(waf), slices.Min(waf), slices.Max(waf)
+			r.HostMiBps, r.MiBpsMin, r.MiBpsMax = median(mbps), slices.Min(mbps), slices.Max(mbps)
+			r.GCShare = median(r.figure(func(x *gcRun) float64 { return x.GCShare }))
+			r.GCBytes = int64(median(r.figure(func(x *gcRun) float64 { return float64(x.GCBytes) })))
+			r.Shared = int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Shared) })))
+			r.P99us = median(r.figure(func(x *gcRun) float64 { return x.P99us }))
+			r.Warmup = median(r.figure(func(x *gcRun) float64 { return x.Warmup }))
+			r.Steady = 0
+			for _, x := range r.Runs {
+				if x.Steady {
+					r.Steady++
+				}
+			}
+		}
+		for _, r := range ws.Rows {
+			if base := gcBaseline(ws.Rows, r.GCPolicy); base != nil && base.HostMiBps > 0 && base.WAF > 0 {
+				mbps, waf := r.HostMiBps/base.HostMiBps, r.WAF/base.WAF
+				r.Baseline, r.MiBpsRatio, r.WAFRatio = base.name(), &mbps, &waf
+			}
+			sum.Configs = append(sum.Configs, r)
+		}
+		sum.Verdict = append(sum.Verdict, verdicts(ws)...)
+	}
+}
+
+// gcBaseline is the none placement row with the given GC policy, else
+// the first none row, else nil.
+func gcBaseline(rows []*gcRow, gcPolicy string) *gcRow {
+	var first *gcRow
+	for _, r := range rows {
 		if r.Placement != engine.PolicyNone.String() {
 			continue
 		}
@@ -440,41 +537,50 @@ func gcBaseline(runs []*gcRun, gcPolicy string) *gcRun {
 	return first
 }
 
-// verdictLine says whether mru beat none on WAF and throughput, and says
-// so plainly when it did not.
-func verdictLine(mru, none *gcRun) string {
-	wafOK, tputOK := mru.WAF < none.WAF, mru.HostMiBps > none.HostMiBps
-	what := fmt.Sprintf("WAF %.3f vs %.3f (%.2fx), throughput %.1f vs %.1f MiB/s (%.2fx)",
-		mru.WAF, none.WAF, *mru.WAFRatio, mru.HostMiBps, none.HostMiBps, *mru.MiBpsRatio)
-	pair := mru.name() + " vs " + none.name()
-	switch {
-	case wafOK && tputOK:
-		return fmt.Sprintf("%s: mru beats none on WAF and on throughput, as expected: %s", pair, what)
-	case wafOK:
-		return fmt.Sprintf("%s: SHORT of the expectation: mru beats none on WAF but not on throughput: %s", pair, what)
-	case tputOK:
-		return fmt.Sprintf("%s: SHORT of the expectation: mru beats none on throughput but not on WAF: %s", pair, what)
+// row finds a configuration's row, or nil.
+func findRow(rows []*gcRow, name string) *gcRow {
+	for _, r := range rows {
+		if r.name() == name {
+			return r
+		}
 	}
-	return fmt.Sprintf("%s: SHORT of the expectation: mru beats none on neither WAF nor throughput: %s", pair, what)
+	return nil
 }
 
-func printGC(out io.Writer, dir string, sum gcSummary, runs []*gcRun) error {
-	fmt.Fprintf(out, "gc: %s, %d files x %s (%.0f%% of %s), random %s overwrites, iodepth %d, %.3g device capacities\n\n",
-		sum.Device, sum.Files, human(sum.FileSize), sum.Utilisation*100, human(sum.Capacity), human(sum.BS), sum.IODepth, sum.Passes)
-	tw := newTable(out)
-	fmt.Fprintln(tw, "placement/gc\thost MiB/s\tWAF\tsteady WAF\tGC MiB\tGC share\tresets\tp50 us\tp99 us\tMiB/s vs none\tWAF vs none\t")
-	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%.1f\t%.3f\t%.3f\t%.1f\t%.1f%%\t%d\t%.0f\t%.0f\t%s\t%s\t\n", r.name(), r.HostMiBps, r.WAF, r.SteadyWAF,
-			float64(r.GCBytes)/(1<<20), 100*r.GCShare, r.ZonesReset, r.P50us, r.P99us, ratioCell(r.MiBpsRatio), ratioCell(r.WAFRatio))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
+func printGC(out io.Writer, dir string, sum gcSummary) error {
+	fmt.Fprintf(out, "gc: %d round(s), configurations alternating; each figure the median over the rounds [min-max];\n", sum.Repeat)
+	fmt.Fprintf(out, "    measured for %.2g device capacities once the WAF of successive %.2g-capacity windows changes by less than %.0f%% (warm-up cap %.2g)\n",
+		sum.Steady.Span, sum.Steady.Window, sum.Steady.Tol*100, sum.Steady.Cap)
+	for _, ws := range sum.workloads {
+		fmt.Fprintf(out, "\n%s: %s, on %s\n", ws.Workload, ws.Shape, ws.Device)
+		if ws.RefNote != "" {
+			fmt.Fprintf(out, "  reference: %s\n", ws.RefNote)
+		}
+		tw := newTable(out)
+		fmt.Fprintln(tw, "placement/gc\tWAF\t[min-max]\thost MiB/s\t[min-max]\tGC share\tGC MiB\tshared\tp99 us\tsteady\twarm-up\tMiB/s vs none\tWAF vs none\t")
+		for _, r := range ws.Rows {
+			fmt.Fprintf(tw, "%s\t%.3f\t[%.3f-%.3f]\t%.1f\t[%.1f-%.1f]\t%.0f%%\t%.1f\t%d\t%.0f\t%d/%d\t%.2f\t%s\t%s\t\n",
+				r.name(), r.WAF, r.WAFMin, r.WAFMax, r.HostMiBps, r.MiBpsMin, r.MiBpsMax, 100*r.GCShare,
+				float64(r.GCBytes)/(1<<20), r.Shared, r.P99us, r.Steady, len(r.Runs), r.Warmup, ratioCell(r.MiBpsRatio), ratioCell(r.WAFRatio))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		for _, r := range ws.Rows {
+			for _, x := range r.Runs {
+				if !x.Steady {
+					fmt.Fprintf(out, "  %s round %d: %s\n", r.name(), x.Round, x.Why)
+				}
+			}
+		}
 	}
 	fmt.Fprintln(out)
 	for _, v := range sum.Verdict {
 		fmt.Fprintln(out, v)
 	}
-	fmt.Fprintf(out, "charts, series and summary in %s\n", dir)
+	if dir != "" {
+		fmt.Fprintf(out, "charts, series and summary in %s\n", dir)
+	}
 	return nil
 }
 

@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
+	"image/color"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"gonum.org/v1/plot"
@@ -21,43 +24,81 @@ const (
 	// wafWindow is the span of host writes, in device capacities, each
 	// point of the WAF chart covers: short enough to show GC starting,
 	// long enough to smooth over single GC passes.
-	wafWindow = 0.5
+	wafWindow = 0.25
 	// mbpsWindow is the span of time each point of the throughput chart
 	// covers.
-	mbpsWindow = 1.0 // seconds
+	mbpsWindow = 0.5 // seconds
 	// histBins splits a zone's valid fraction into tenths.
 	histBins = 10
 )
 
-// writeGCOutputs writes summary.json, series.csv, zones.csv and the charts
-// into dir.
-func writeGCOutputs(dir string, sum gcSummary, runs []*gcRun, w gcWorkload) error {
+// shownRun is the run a row's charts draw: the one whose WAF is the
+// median (the lower middle one for an even count).
+func (r *gcRow) shownRun() *gcRun {
+	runs := slices.Clone(r.Runs)
+	slices.SortFunc(runs, func(a, b *gcRun) int { return cmp.Compare(a.WAF, b.WAF) })
+	return runs[(len(runs)-1)/2]
+}
+
+// chartLine is one configuration's line in a chart.
+type chartLine struct {
+	label string
+	run   *gcRun
+}
+
+func (l chartLine) name() string { return l.label }
+
+func chartLines(ws *gcWorkloadSummary) []chartLine {
+	var out []chartLine
+	for _, r := range ws.Rows {
+		if len(r.Runs) > 0 {
+			out = append(out, chartLine{r.name(), r.shownRun()})
+		}
+	}
+	return out
+}
+
+// writeGCOutputs writes summary.json and, per workload, series and zones
+// CSV and the charts into dir.
+func writeGCOutputs(dir string, sum gcSummary) error {
 	if err := writeFileWith(filepath.Join(dir, "summary.json"), func(f *os.File) error { return WriteJSON(f, sum) }); err != nil {
 		return err
 	}
-	if err := writeCSV(filepath.Join(dir, "series.csv"), seriesRecords(runs)); err != nil {
-		return err
-	}
-	if err := writeCSV(filepath.Join(dir, "zones.csv"), zoneRecords(runs)); err != nil {
-		return err
-	}
-	charts := []struct {
-		name string
-		draw func([]*gcRun, gcWorkload) (*plot.Plot, error)
-	}{
-		{"waf", wafChart},
-		{"throughput", throughputChart},
-		{"valid-histogram", validHistogram},
-	}
-	for _, c := range charts {
-		p, err := c.draw(runs, w)
-		if err != nil {
-			return fmt.Errorf("chart %s: %w", c.name, err)
+	for _, ws := range sum.workloads {
+		lines := chartLines(ws)
+		w := ws.Workload
+		if err := writeCSV(filepath.Join(dir, "series-"+w+".csv"), seriesRecords(lines)); err != nil {
+			return err
 		}
-		for _, ext := range []string{".png", ".svg"} {
-			if err := p.Save(8*vg.Inch, 4.5*vg.Inch, filepath.Join(dir, c.name+ext)); err != nil {
-				return fmt.Errorf("chart %s: %w", c.name, err)
+		if err := writeCSV(filepath.Join(dir, "zones-"+w+".csv"), zoneRecords(lines)); err != nil {
+			return err
+		}
+		charts := []struct {
+			name string
+			draw func(*gcWorkloadSummary, []chartLine) (*plot.Plot, error)
+		}{
+			{"waf", wafChart},
+			{"throughput", throughputChart},
+			{"valid-histogram", validHistogram},
+		}
+		for _, c := range charts {
+			if err := saveChart(dir, c.name+"-"+w, func() (*plot.Plot, error) { return c.draw(ws, lines) }); err != nil {
+				return err
 			}
+		}
+	}
+	return nil
+}
+
+// saveChart draws a chart and saves it in dir as name.png and name.svg.
+func saveChart(dir, name string, draw func() (*plot.Plot, error)) error {
+	p, err := draw()
+	if err != nil {
+		return fmt.Errorf("chart %s: %w", name, err)
+	}
+	for _, ext := range []string{".png", ".svg"} {
+		if err := p.Save(8*vg.Inch, 4.5*vg.Inch, filepath.Join(dir, name+ext)); err != nil {
+			return fmt.Errorf("chart %s: %w", name, err)
 		}
 	}
 	return nil
@@ -67,50 +108,58 @@ func writeGCOutputs(dir string, sum gcSummary, runs []*gcRun, w gcWorkload) erro
 var seriesColumns = []string{"seconds", "host_bytes", "dev_bytes", "gc_bytes", "zones_reset"}
 
 // seriesRecords lays the samples out side by side: one column set per
-// configuration, one row per sample; a configuration with fewer samples
-// leaves its cells empty.
-func seriesRecords(runs []*gcRun) [][]string {
+// configuration, one row per sample.
+func seriesRecords(lines []chartLine) [][]string {
+	return sideBySide(lines, seriesColumns, func(l chartLine) int { return len(l.run.samples) }, func(l chartLine, i int) []string {
+		s := l.run.samples[i]
+		return []string{strconv.FormatFloat(s.Seconds, 'f', 3, 64), strconv.FormatInt(s.Host, 10),
+			strconv.FormatInt(s.Dev, 10), strconv.FormatInt(s.GC, 10), strconv.FormatInt(s.Resets, 10)}
+	})
+}
+
+// sideBySide lays runs' rows out side by side: one set of columns per
+// run, headed "name column"; a run with fewer rows leaves its cells
+// empty.
+func sideBySide[R interface{ name() string }](runs []R, columns []string, rowsOf func(R) int, row func(R, int) []string) [][]string {
 	var head []string
 	rows := 0
 	for _, r := range runs {
-		for _, c := range seriesColumns {
+		for _, c := range columns {
 			head = append(head, r.name()+" "+c)
 		}
-		rows = max(rows, len(r.samples))
+		rows = max(rows, rowsOf(r))
 	}
 	out := [][]string{head}
 	for i := range rows {
-		var row []string
+		var line []string
 		for _, r := range runs {
-			if i >= len(r.samples) {
-				row = append(row, make([]string, len(seriesColumns))...)
+			if i >= rowsOf(r) {
+				line = append(line, make([]string, len(columns))...)
 				continue
 			}
-			s := r.samples[i]
-			row = append(row, strconv.FormatFloat(s.Seconds, 'f', 3, 64), strconv.FormatInt(s.Host, 10),
-				strconv.FormatInt(s.Dev, 10), strconv.FormatInt(s.GC, 10), strconv.FormatInt(s.Resets, 10))
+			line = append(line, row(r, i)...)
 		}
-		out = append(out, row)
+		out = append(out, line)
 	}
 	return out
 }
 
 // zoneRecords is every data zone's valid bytes and state at the end, per
 // configuration.
-func zoneRecords(runs []*gcRun) [][]string {
+func zoneRecords(lines []chartLine) [][]string {
 	head := []string{"zone", "cap"}
-	for _, r := range runs {
-		head = append(head, r.name()+" valid", r.name()+" state")
+	for _, l := range lines {
+		head = append(head, l.label+" valid", l.label+" state")
 	}
 	out := [][]string{head}
-	if len(runs) == 0 {
+	if len(lines) == 0 {
 		return out
 	}
-	for i, z := range runs[0].zones {
+	for i, z := range lines[0].run.zones {
 		row := []string{strconv.Itoa(z.Zone), strconv.FormatInt(z.Cap, 10)}
-		for _, r := range runs {
-			if i < len(r.zones) {
-				row = append(row, strconv.FormatInt(r.zones[i].Valid, 10), r.zones[i].State)
+		for _, l := range lines {
+			if i < len(l.run.zones) {
+				row = append(row, strconv.FormatInt(l.run.zones[i].Valid, 10), l.run.zones[i].State)
 			} else {
 				row = append(row, "", "")
 			}
@@ -131,10 +180,10 @@ func newChart(title, x, y string) *plot.Plot {
 	return p
 }
 
-// addSeries draws one line per configuration, from 0 up, with room above
-// the lines for the legend.
-func addSeries(p *plot.Plot, runs []*gcRun, points func(*gcRun) plotter.XYs) error {
-	top := 0.0
+// addSeries draws one line per run (a configuration, or one round of
+// one), from 0 up, with room above the lines for the legend; a run with
+// no points gets none.
+func addSeries[R interface{ name() string }](p *plot.Plot, runs []R, points func(R) plotter.XYs) (top float64, err error) {
 	defer func() { p.Y.Min, p.Y.Max = 0, max(top*1.4, 1) }()
 	for i, r := range runs {
 		pts := points(r)
@@ -146,7 +195,7 @@ func addSeries(p *plot.Plot, runs []*gcRun, points func(*gcRun) plotter.XYs) err
 		}
 		l, err := plotter.NewLine(pts)
 		if err != nil {
-			return err
+			return top, err
 		}
 		l.Color = plotutil.Color(i)
 		l.Dashes = plotutil.Dashes(i)
@@ -154,12 +203,12 @@ func addSeries(p *plot.Plot, runs []*gcRun, points func(*gcRun) plotter.XYs) err
 		p.Add(l)
 		p.Legend.Add(r.name(), l)
 	}
-	return nil
+	return top, nil
 }
 
 // windowed makes one point per sample: x of the sample, and y over the
 // span back to the last sample at least span before it in pos units.
-func windowed(ss []gcSample, pos func(gcSample) float64, span float64, x, y func(from, to gcSample) float64) plotter.XYs {
+func windowed[S any](ss []S, pos func(S) float64, span float64, x, y func(from, to S) float64) plotter.XYs {
 	var pts plotter.XYs
 	j := 0
 	for i := 1; i < len(ss); i++ {
@@ -176,32 +225,62 @@ func windowed(ss []gcSample, pos func(gcSample) float64, span float64, x, y func
 	return pts
 }
 
-func wafChart(runs []*gcRun, w gcWorkload) (*plot.Plot, error) {
-	p := newChart(fmt.Sprintf("Write amplification while overwriting (each point: the last %.2g device capacities)", wafWindow),
-		"host writes (device capacities)", "WAF (device bytes / host bytes)")
-	capacity := float64(w.capacity)
-	pos := func(s gcSample) float64 { return float64(s.Host) / capacity }
-	err := addSeries(p, runs, func(r *gcRun) plotter.XYs {
+func wafChart(ws *gcWorkloadSummary, lines []chartLine) (*plot.Plot, error) {
+	p := newChart(fmt.Sprintf("%s: write amplification (each point: the last %.2g device capacities written)", ws.Workload, wafWindow),
+		"host writes since the fill (device capacities)", "WAF (device bytes / host bytes)")
+	capacity := float64(ws.Capacity)
+	pos := func(s sample) float64 { return float64(s.Host) / capacity }
+	top, err := addSeries(p, lines, func(l chartLine) plotter.XYs {
+		r := l.run
 		return windowed(r.samples, pos, wafWindow,
-			func(_, to gcSample) float64 { return pos(to) },
-			func(from, to gcSample) float64 {
+			func(_, to sample) float64 { return pos(to) },
+			func(from, to sample) float64 {
 				if to.Host == from.Host {
 					return -1
 				}
 				return float64(to.Dev-from.Dev) / float64(to.Host-from.Host)
 			})
 	})
-	return p, err
+	if err != nil || ws.RefWAF <= 0 {
+		return p, err
+	}
+	// The reference line spans the chart's x range.
+	xmax := 0.0
+	for _, l := range lines {
+		if n := len(l.run.samples); n > 0 {
+			xmax = max(xmax, pos(l.run.samples[n-1]))
+		}
+	}
+	ref, err := plotter.NewLine(plotter.XYs{{X: 0, Y: ws.RefWAF}, {X: max(xmax, 0.1), Y: ws.RefWAF}})
+	if err != nil {
+		return p, err
+	}
+	ref.Color = color.Gray{Y: 96}
+	ref.Dashes = []vg.Length{vg.Points(2), vg.Points(3)}
+	ref.Width = vg.Points(1)
+	p.Add(ref)
+	label := fmt.Sprintf("reference %.2f", ws.RefWAF)
+	if ws.Workload == WorkUniform {
+		label = fmt.Sprintf("analytic greedy %.2f", ws.RefWAF)
+	}
+	p.Legend.Add(label, ref)
+	p.Y.Max = max(p.Y.Max, top*1.4, ws.RefWAF*1.4)
+	return p, nil
 }
 
-func throughputChart(runs []*gcRun, _ gcWorkload) (*plot.Plot, error) {
-	p := newChart(fmt.Sprintf("Host throughput while overwriting (each point: the last %gs)", mbpsWindow),
-		"time since the overwrites began (s)", "host MiB/s")
-	pos := func(s gcSample) float64 { return s.Seconds }
-	err := addSeries(p, runs, func(r *gcRun) plotter.XYs {
-		return windowed(r.samples, pos, mbpsWindow,
-			func(_, to gcSample) float64 { return to.Seconds },
-			func(from, to gcSample) float64 {
+func throughputChart(ws *gcWorkloadSummary, lines []chartLine) (*plot.Plot, error) {
+	p := newChart(fmt.Sprintf("%s: host throughput (each point: the last %gs)", ws.Workload, mbpsWindow),
+		"time since the fill (s)", "host MiB/s")
+	pos := func(s sample) float64 { return s.Seconds }
+	_, err := addSeries(p, lines, func(l chartLine) plotter.XYs {
+		r := l.run
+		ss := r.samples
+		if n := len(ss); n > 1 {
+			ss = ss[:n-1] // the last is after the untimed final writeback
+		}
+		return windowed(ss, pos, mbpsWindow,
+			func(_, to sample) float64 { return to.Seconds },
+			func(from, to sample) float64 {
 				if to.Seconds <= from.Seconds {
 					return -1
 				}
@@ -214,15 +293,16 @@ func throughputChart(runs []*gcRun, _ gcWorkload) (*plot.Plot, error) {
 // validHistogram counts, per configuration, the zones holding data by the
 // fraction of them still valid: the shape GC works with. Free zones are
 // left out (they hold nothing); the legend gives their count.
-func validHistogram(runs []*gcRun, _ gcWorkload) (*plot.Plot, error) {
-	p := newChart("Valid data per zone at the end (zones holding data)", "valid fraction of the zone", "zones")
+func validHistogram(ws *gcWorkloadSummary, lines []chartLine) (*plot.Plot, error) {
+	p := newChart(ws.Workload+": valid data per zone at the end (zones holding data)", "valid fraction of the zone", "zones")
 	labels := make([]string, histBins)
 	for b := range histBins {
 		labels[b] = fmt.Sprintf("%d-%d%%", b*100/histBins, (b+1)*100/histBins)
 	}
-	width := vg.Points(36 / float64(max(1, len(runs))))
+	width := vg.Points(36 / float64(max(1, len(lines))))
 	top := 0.0
-	for i, r := range runs {
+	for i, l := range lines {
+		r := l.run
 		counts := make(plotter.Values, histBins)
 		free := 0
 		for _, z := range r.zones {
@@ -242,9 +322,9 @@ func validHistogram(runs []*gcRun, _ gcWorkload) (*plot.Plot, error) {
 		}
 		bars.Color = plotutil.Color(i)
 		bars.LineStyle.Width = 0
-		bars.Offset = width * vg.Length(float64(i)-float64(len(runs)-1)/2)
+		bars.Offset = width * vg.Length(float64(i)-float64(len(lines)-1)/2)
 		p.Add(bars)
-		p.Legend.Add(fmt.Sprintf("%s (%d free)", r.name(), free), bars)
+		p.Legend.Add(fmt.Sprintf("%s (%d free)", l.label, free), bars)
 	}
 	p.Legend.Left = true
 	p.Y.Min, p.Y.Max = 0, max(top*1.4, 1) // room above the bars for the legend

@@ -2,10 +2,8 @@ package bench
 
 import (
 	"bytes"
-	"context"
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,17 +11,18 @@ import (
 	"time"
 )
 
-// tinyGCDevice is a device bench gc fills in a moment: 46 data zones of
-// 256 KiB, one open zone per file (4 files, GC and metadata: 6).
+// tinyGCDevice is a device bench gc runs on in a moment: 46 data zones of
+// 256 KiB, one open zone per file (4 files, GC and two metadata: 7).
 func tinyGCDevice(t *testing.T) string {
-	return "emu:" + filepath.Join(t.TempDir(), "dev") + "?zone_size=256K&zones=48&max_open=6&max_active=6"
+	return "emu:" + filepath.Join(t.TempDir(), "dev") + "?zone_size=256K&zones=48&max_open=7&max_active=7"
 }
 
 // tinyGC is bench gc's options for tinyGCDevice: 4 files, a small cache,
-// frequent samples.
+// frequent samples, short windows.
 func tinyGC() GCOptions {
 	o := DefaultGC
-	o.Files, o.CacheBytes, o.Sample = 4, 2<<20, 20*time.Millisecond
+	o.Files, o.CacheBytes, o.Sample, o.Util = 4, 1<<20, 5*time.Millisecond, 0.7
+	o.Steady = Steady{Window: 0.25, Tol: 0.05, Cap: 1.5, Span: 0.5}
 	return o
 }
 
@@ -31,55 +30,71 @@ func TestGCJSONAndFiles(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	var stdout bytes.Buffer
 	o := tinyGC()
-	o.JSON, o.Out, o.Util, o.Passes, o.Configs = true, out, 0.7, 1.5, []string{"mru/greedy", "none/greedy"}
+	o.JSON, o.Out, o.Configs = true, out, []string{"mru/greedy", "none/greedy"}
 	if err := GC(t.Context(), &stdout, tinyGCDevice(t), o); err != nil {
 		t.Fatal(err)
 	}
-	var sum gcSummary
+	var sum struct {
+		Repeat  int      `json:"repeat"`
+		Configs []*gcRow `json:"configs"`
+		Verdict []string `json:"verdict"`
+	}
 	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
 		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout.String())
 	}
-	if len(sum.Configs) != 2 || sum.Configs[0].name() != "mru/greedy" || sum.Configs[1].name() != "none/greedy" {
-		t.Fatalf("configurations %+v; want mru/greedy and none/greedy", sum.Configs)
+	if sum.Repeat != 1 || len(sum.Configs) != len(Workloads)*2 {
+		t.Fatalf("repeat %d, %d configurations; want 1 and %d (each workload x mru, none)", sum.Repeat, len(sum.Configs), len(Workloads)*2)
 	}
-	// The overwrites write 1.5 capacities onto a device 70% full: GC must
-	// run, and then every device byte written is at least a host byte.
-	for _, c := range sum.Configs {
-		if c.GCBytes <= 0 || c.ZonesReset <= 0 {
-			t.Errorf("%s: GC relocated %d bytes, reset %d zones; want both > 0", c.name(), c.GCBytes, c.ZonesReset)
+	for i, c := range sum.Configs {
+		name := c.Workload + " " + c.name()
+		if c.Workload != Workloads[i/2] || c.name() != []string{"mru/greedy", "none/greedy"}[i%2] {
+			t.Errorf("configuration %d is %s", i, name)
 		}
-		if c.WAF < 1 || c.DevBytes < c.HostBytes {
-			t.Errorf("%s: WAF %.3f (%d device bytes for %d host bytes); want >= 1 once GC ran", c.name(), c.WAF, c.DevBytes, c.HostBytes)
+		if len(c.Runs) != 1 {
+			t.Errorf("%s: %d runs; want one", name, len(c.Runs))
+			continue
 		}
-		if c.HostMiBps <= 0 || c.HostBytes <= 0 {
-			t.Errorf("%s: host %d bytes at %.1f MiB/s", c.name(), c.HostBytes, c.HostMiBps)
-		}
-		// The histogram accounts for every live byte, no more.
-		if c.ValidBytes != c.LiveBytes || c.LiveBytes != int64(sum.Files)*sum.FileSize {
-			t.Errorf("%s: zones hold %d valid bytes; the files hold %d (%d x %d)", c.name(), c.ValidBytes, c.LiveBytes, sum.Files, sum.FileSize)
+		if !(c.WAFMin <= c.WAF && c.WAF <= c.WAFMax && c.WAFMin > 0) || !(c.MiBpsMin <= c.HostMiBps && c.HostMiBps <= c.MiBpsMax && c.MiBpsMin > 0) {
+			t.Errorf("%s: WAF %v [%v-%v], MiB/s %v [%v-%v]: want positive medians within their ranges",
+				name, c.WAF, c.WAFMin, c.WAFMax, c.HostMiBps, c.MiBpsMin, c.MiBpsMax)
 		}
 		if c.WAFRatio == nil || c.MiBpsRatio == nil || c.Baseline != "none/greedy" {
-			t.Errorf("%s: no ratios against none/greedy: %+v", c.name(), c)
+			t.Errorf("%s: no ratios against none/greedy", name)
+		} else if c.Placement == "none" && (*c.WAFRatio != 1 || *c.MiBpsRatio != 1) {
+			t.Errorf("%s: ratios against itself %v, %v", name, *c.WAFRatio, *c.MiBpsRatio)
 		}
-		if c.GCShare < 0 || c.GCShare > 1 {
-			t.Errorf("%s: GC share %v outside [0, 1]", c.name(), c.GCShare)
+		for _, r := range c.Runs {
+			if r.HostBytes <= 0 || r.DevBytes <= 0 || r.Why == "" {
+				t.Errorf("%s round %d: host %d, device %d bytes, note %q", name, r.Round, r.HostBytes, r.DevBytes, r.Why)
+			}
+			// The zones account for every live byte, no more (where
+			// the workload knows them: the filled files).
+			if r.LiveBytes > 0 && r.ValidBytes != r.LiveBytes {
+				t.Errorf("%s round %d: zones hold %d valid bytes; the files hold %d", name, r.Round, r.ValidBytes, r.LiveBytes)
+			}
+			if r.GCShare < 0 || r.GCShare > 1 {
+				t.Errorf("%s round %d: GC share %v", name, r.Round, r.GCShare)
+			}
+		}
+		// Uniform overwrites of a device 70% full: GC must copy, and
+		// then every device byte is at least a host byte.
+		if c.Workload == WorkUniform && (c.GCBytes <= 0 || c.WAFMin < 1) {
+			t.Errorf("%s: GC moved %d bytes, WAF %v; want GC at work and WAF >= 1", name, c.GCBytes, c.WAFMin)
 		}
 	}
-	if r := sum.Configs[1].WAFRatio; r != nil && *r != 1 {
-		t.Errorf("none against itself: WAF ratio %v", *r)
+	if len(sum.Verdict) == 0 {
+		t.Error("no verdict")
 	}
-	if len(sum.Verdict) != 1 || !strings.HasPrefix(sum.Verdict[0], "mru/greedy vs none/greedy: ") {
-		t.Errorf("verdict %q", sum.Verdict)
-	}
-
-	for _, name := range []string{"summary.json", "series.csv", "zones.csv",
-		"waf.png", "waf.svg", "throughput.png", "throughput.svg", "valid-histogram.png", "valid-histogram.svg"} {
-		st, err := os.Stat(filepath.Join(out, name))
-		if err != nil || st.Size() == 0 {
-			t.Errorf("%s: missing or empty (%v)", name, err)
+	for _, w := range Workloads {
+		for _, name := range []string{"series-" + w + ".csv", "zones-" + w + ".csv", "waf-" + w + ".png", "waf-" + w + ".svg",
+			"throughput-" + w + ".png", "valid-histogram-" + w + ".svg"} {
+			st, err := os.Stat(filepath.Join(out, name))
+			if err != nil || st.Size() == 0 {
+				t.Errorf("%s: missing or empty (%v)", name, err)
+			}
 		}
 	}
-	f, err := os.Open(filepath.Join(out, "series.csv"))
+	f, err := os.Open(filepath.Join(out, "series-uniform.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,42 +103,86 @@ func TestGCJSONAndFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) < 3 || len(rows[0]) != 2*len(seriesColumns) {
-		t.Fatalf("series.csv: %d rows, header %v; want a column set per configuration and samples", len(rows), rows[0])
+	if len(rows) < 3 || len(rows[0]) != 2*len(seriesColumns) || rows[0][0] != "mru/greedy seconds" {
+		t.Fatalf("series-uniform.csv: %d rows, header %v; want a column set per configuration and samples", len(rows), rows[0])
 	}
-	for i, c := range []string{"mru/greedy", "none/greedy"} {
-		if h := rows[0][i*len(seriesColumns)]; h != c+" seconds" {
-			t.Errorf("series.csv column %d is %q; want %q", i*len(seriesColumns), h, c+" seconds")
+	var summary map[string]any
+	b, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err != nil || json.Unmarshal(b, &summary) != nil {
+		t.Fatalf("summary.json: %v", err)
+	}
+}
+
+// Rounds: each configuration runs once per round, and the row gives the
+// median of the rounds and their range.
+func TestGCRepeatGivesMediansAndRanges(t *testing.T) {
+	o := tinyGC()
+	o.Out, o.Repeat, o.Workloads, o.Configs = "", 3, []string{WorkSeed}, []string{"mru/greedy", "none/greedy"}
+	sum, err := measureGC(t.Context(), tinyGCDevice(t), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range sum.Configs {
+		if len(r.Runs) != 3 {
+			t.Fatalf("%s: %d runs; want 3", r.name(), len(r.Runs))
 		}
+		mbps := r.figure(func(x *gcRun) float64 { return x.HostMiBps })
+		if r.HostMiBps != median(mbps) || r.MiBpsMin > r.HostMiBps || r.MiBpsMax < r.HostMiBps {
+			t.Errorf("%s: MiB/s %v [%v-%v] from runs %v", r.name(), r.HostMiBps, r.MiBpsMin, r.MiBpsMax, mbps)
+		}
+		for i, x := range r.Runs {
+			if x.Round != i+1 {
+				t.Errorf("%s: run %d is of round %d", r.name(), i, x.Round)
+			}
+		}
+	}
+	mru, none := sum.Configs[0], sum.Configs[1]
+	if got := *mru.MiBpsRatio; got != mru.HostMiBps/none.HostMiBps {
+		t.Errorf("mru/none MiB/s ratio %v; want the ratio of the medians %v", got, mru.HostMiBps/none.HostMiBps)
+	}
+	if m := median([]float64{3, 1, 2, 10}); m != 2.5 {
+		t.Errorf("median of 1, 2, 3, 10 = %v", m)
 	}
 }
 
 func TestGCTable(t *testing.T) {
 	var stdout bytes.Buffer
 	o := tinyGC()
-	o.Out, o.Util, o.Passes, o.Configs = t.TempDir(), 0.5, 0.3, []string{"mru/cost-benefit"}
+	o.Out, o.Workloads, o.Configs = t.TempDir(), []string{WorkUniform}, []string{"mru/cost-benefit", "mru/greedy"}
 	if err := GC(t.Context(), &stdout, tinyGCDevice(t), o); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"placement/gc", "mru/cost-benefit", "no mru and none pair"} {
+	for _, want := range []string{"placement/gc", "mru/cost-benefit", "uniform:", "analytic greedy WAF", "[min-max]",
+		"uniform: mru/greedy and none/greedy: not run"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout.String())
 		}
 	}
 }
 
-// An interrupted bench gc used to leave its (empty) --out folder behind.
-func TestGCInterruptedLeavesNoFolder(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "out")
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	o := tinyGC()
-	o.Out, o.Util, o.Passes = out, 0.5, 0.3
-	err := GC(ctx, &bytes.Buffer{}, tinyGCDevice(t), o)
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("bench gc with a canceled context: %v", err)
+func TestGCRejectsBadOptions(t *testing.T) {
+	for name, mod := range map[string]func(*GCOptions){
+		"util 0":         func(o *GCOptions) { o.Util = 0 },
+		"util 0.99":      func(o *GCOptions) { o.Util = 0.99 },
+		"no config":      func(o *GCOptions) { o.Configs = nil },
+		"bad config":     func(o *GCOptions) { o.Configs = []string{"mru"} },
+		"bad placement":  func(o *GCOptions) { o.Configs = []string{"fast/greedy"} },
+		"bad workload":   func(o *GCOptions) { o.Workloads = []string{"random"} },
+		"bs":             func(o *GCOptions) { o.BS = 1000 },
+		"repeat":         func(o *GCOptions) { o.Repeat = 0 },
+		"window":         func(o *GCOptions) { o.Steady.Window = 0 },
+		"tolerance":      func(o *GCOptions) { o.Steady.Tol = 1 },
+		"files":          func(o *GCOptions) { o.Files = 0 },
+		"lifetimes room": func(o *GCOptions) { o.Workloads, o.Files = []string{WorkLifetimes}, 64 },
+	} {
+		o := tinyGC()
+		o.Out = ""
+		mod(&o)
+		if err := GC(t.Context(), &bytes.Buffer{}, tinyGCDevice(t), o); err == nil {
+			t.Errorf("%s: no error", name)
+		}
 	}
-	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("an interrupted bench gc left %s: %v", out, err)
+	if err := GC(t.Context(), &bytes.Buffer{}, "null:?size=64M&zone_size=4M", tinyGC()); err == nil || !strings.Contains(err.Error(), "null:") {
+		t.Errorf("null: device: %v", err)
 	}
 }

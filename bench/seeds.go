@@ -84,7 +84,7 @@ func Seeds(ctx context.Context, stdout io.Writer, o SeedsOptions) error {
 	if err != nil {
 		return fmt.Errorf("zone affinity: %w", err)
 	}
-	rows = append(rows, affinity...)
+	rows = append(rows, affinity)
 
 	step("batching")
 	dir, err := os.MkdirTemp("", "zonefold-seeds-")
@@ -183,39 +183,33 @@ func seedWriteback(ctx context.Context, quick bool) (seedRow, error) {
 		fmt.Sprintf("%.0f vs %.0f MiB/s", mibps(0), mibps(1))), nil
 }
 
-// seedAffinity runs bench gc's mru and none under greedy GC for one
-// device capacity of overwrites.
-func seedAffinity(ctx context.Context, quick bool) ([]seedRow, error) {
+// seedAffinity runs bench gc's seed workload (the xfs series' shape) under
+// mru/greedy and none/greedy: three alternating rounds, medians.
+func seedAffinity(ctx context.Context, quick bool) (seedRow, error) {
 	o := DefaultGC
-	o.Passes, o.Configs, o.Out, o.JSON = 1, []string{"mru/greedy", "none/greedy"}, "", true
+	o.Workloads, o.Configs, o.Out, o.Repeat = []string{WorkSeed}, []string{"mru/greedy", "none/greedy"}, "", 3
 	device := ""
 	if quick {
 		dir, err := os.MkdirTemp("", "zonefold-seeds-")
 		if err != nil {
-			return nil, err
+			return seedRow{}, err
 		}
 		defer os.RemoveAll(dir)
-		device = "emu:" + filepath.Join(dir, "dev") + "?zone_size=256K&zones=48&max_open=6&max_active=6"
-		o.Files, o.Util, o.Passes, o.CacheBytes, o.Sample = 4, 0.7, 0.5, 2<<20, 20*time.Millisecond
+		device = "emu:" + filepath.Join(dir, "dev") + "?zone_size=256K&zones=48&max_open=7&max_active=7"
+		o.Files, o.CacheBytes, o.Repeat = 4, 2<<20, 1
 	}
-	sum, _, err := measureGC(ctx, device, o)
+	sum, err := measureGC(ctx, device, o)
 	if err != nil {
-		return nil, err
+		return seedRow{}, err
 	}
-	mru, none := sum.Configs[0], sum.Configs[1]
-	var tput, waf float64
+	ws := sum.workloads[0]
+	mru, none := ws.Rows[0], ws.Rows[1]
+	var tput float64
 	if mru.MiBpsRatio != nil {
 		tput = *mru.MiBpsRatio
 	}
-	if mru.WAF > 0 {
-		waf = none.WAF / mru.WAF
-	}
-	return []seedRow{
-		newSeedRow("xfs per-file zone affinity", fmt.Sprintf("%d files 8k random, mru vs none: throughput", sum.Files),
-			"+11% (1.11x)", 1.11, tput, fmt.Sprintf("%.0f vs %.0f MiB/s", mru.HostMiBps, none.HostMiBps)),
-		newSeedRow("xfs per-file zone affinity", fmt.Sprintf("%d files 8k random, mru vs none: WAF none/mru", sum.Files),
-			"lower WAF (no figure; bar 1x)", 1, waf, fmt.Sprintf("WAF %.3f vs %.3f", mru.WAF, none.WAF)),
-	}, nil
+	return newSeedRow("xfs per-file zone affinity", fmt.Sprintf("bench gc seed: %d files 8k random, iodepth 4, mru vs none", o.Files),
+		"+11% (1.11x)", 1.11, tput, fmt.Sprintf("%.0f vs %.0f MiB/s, medians of %d", mru.HostMiBps, none.HostMiBps, o.Repeat)), nil
 }
 
 func printSeeds(out io.Writer, o SeedsOptions, rows []seedRow) error {

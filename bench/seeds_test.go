@@ -27,7 +27,6 @@ func TestSeedsQuickJSON(t *testing.T) {
 		{"iomap one-lock state update", 1.08},
 		{"iomap large folios in writeback", 1},
 		{"xfs per-file zone affinity", 1.11},
-		{"xfs per-file zone affinity", 1},
 		{"aio batching", 2},
 	}
 	if !got.Quick || len(got.Seeds) != len(want) {

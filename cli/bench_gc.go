@@ -10,49 +10,68 @@ import (
 
 func newBenchGCCmd() *cobra.Command {
 	o := bench.DefaultGC
+	var skew string
 	var placements, gcPolicies []string
 	cmd := &cobra.Command{
 		Use:   "gc [DEVICE]",
-		Short: "What zone placement and GC cost: random overwrites at 80% full, per configuration",
-		Long: `Runs one workload under several engine configurations, each on a freshly
-formatted DEVICE (erased; same geometry, same seed), and compares them.
+		Short: "What zone placement and GC policy cost, under the workloads where they decide it",
+		Long: `Runs workloads under several engine configurations, each run on a freshly
+formatted DEVICE (erased; same geometry, same seed), configurations
+alternating in --repeat rounds, and compares them: one table per workload
+with the median and the min-max of each figure over the rounds, and the
+ratio of medians against none under the same GC policy.
 
-Workload (the xfs per-file zone affinity benchmark's shape): --files files
-are filled sequentially to --util of the engine's capacity together, then
-overwritten at random offsets with --bs writes, --iodepth in flight per file,
-until --passes device capacities have been written. Only the overwrite phase
-is measured.
+Workloads (--workload, several at once; default all four):
+  uniform    --files files filled to --util of the engine's capacity, then
+             overwritten at random with --bs writes, --iodepth in flight
+             per file: every block equally hot (the xfs benchmark's shape)
+  hotcold    the same, but --skew 80/20 sends 80% of the overwrites to 20%
+             of the files
+  lifetimes  --files writers create files of a quarter of a zone to four
+             zones, write them sequentially, fsync, keep them for a
+             lifetime from a short/long mix, then delete them whole;
+             live data held at --util
+  seed       the xfs series' exact shape: --files files of random --bs
+             writes, --iodepth per file, on a device so large (20% of it
+             written) that GC barely runs: the write path's throughput
+
+Each run (but seed's) warms up until the WAF of successive --window
+windows of host writes changes by less than --steady-tol (or
+--warmup-cap capacities were written), then measures --measure device
+capacities; the table says how many runs became steady.
 
 Configurations are placement/gc-policy pairs. Placement: mru (each file
 appends to its own zone), none (every file shares one zone stream),
 round-robin (appends rotate over the open zones). GC policy: greedy (least
-valid data) or cost-benefit ((1-u)·age/(1+u)). Default: mru, none and
-round-robin under greedy, plus mru under cost-benefit. --placements and
---gc-policies run every combination of the two lists instead.
+valid data) or cost-benefit ((1-u)·age/(1+u)). Default: mru and none under
+greedy, mru under cost-benefit. --placements and --gc-policies run every
+combination of the two lists instead.
 
-Per configuration it reports:
-  host MiB/s  bytes the workload wrote per second of its writers' time
+Per workload and configuration it reports:
   WAF         bytes written to the device (data, record headers, padding,
-              metadata, GC copies) / bytes the workload wrote
-  steady WAF  the same over the second half of the phase's host bytes
-  GC MiB      bytes GC relocated
-  GC share    wall time spent inside GC passes (pick a victim, read its valid
-              data, rewrite it, flush, reset; passes run one at a time) /
-              wall time of the overwrite phase, its final writeback included
-  resets      zones GC reset
-  p50, p99    write latency seen by the workload
-and the ratios against the none placement with the same GC policy:
-throughput ratio (this MiB/s / none MiB/s, higher is better) and WAF ratio
-(this WAF / none WAF, lower is better).
+              metadata, GC copies) / bytes the workload wrote, measured part
+  host MiB/s  bytes the workload wrote per second of its writers' time
+  GC share    wall time inside GC passes / wall time of the measured part
+  GC MiB      bytes GC relocated in the measured part
+  p99 us      write latency
+  steady      runs whose warm-up became steady (the rest hit the cap)
+  warm-up     device capacities written before measuring
+and the ratios of medians against none: MiB/s (higher is better) and WAF
+(lower is better). The uniform WAF chart draws the analytic greedy WAF
+(Desnoyers' model) at the workload's utilisation of the zones in
+circulation; the lifetimes chart draws 1.0. Verdict lines say per workload
+whether it met its expectation, and plainly where mru or cost-benefit fall
+short.
 
-Into --out it writes summary.json, series.csv (samples over time, one column
-set per configuration), zones.csv (valid bytes per zone at the end), and
-waf, throughput and valid-histogram charts as PNG and SVG.
+Into --out it writes summary.json and, per workload, series-W.csv (the
+median run's samples, one column set per configuration), zones-W.csv
+(valid bytes per zone at the end) and waf-W, throughput-W and
+valid-histogram-W charts as PNG and SVG.
 
-With no DEVICE it runs on an emulated zoned device in a temporary folder,
-removed at the end: ` + strings.ReplaceAll(bench.DefaultGCGeometry, "&", " ") + `.
-DEVICE must store data (GC reads record headers back): emu: or a real zoned
-device, not null:.`,
+With no DEVICE it runs on emulated zoned devices in a temporary folder (in
+memory, /dev/shm, where there is one), removed at the end: ` + strings.ReplaceAll(bench.DefaultGCGeometry, "&", " ") + `
+(seed: ` + strings.ReplaceAll(bench.DefaultSeedGeometry, "&", " ") + `). DEVICE must store data
+(GC reads record headers back): emu: or a real zoned device, not null:.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			device := ""
@@ -67,6 +86,10 @@ device, not null:.`,
 					}
 				}
 			}
+			var err error
+			if o.HotShare, o.HotFiles, err = bench.ParseSkew(skew); err != nil {
+				return asUsage(cmd, err)
+			}
 			if !o.JSON && isTerminal(cmd.ErrOrStderr()) {
 				o.Progress = cmd.ErrOrStderr()
 			}
@@ -74,11 +97,17 @@ device, not null:.`,
 		},
 	}
 	f := cmd.Flags()
-	countVar(f, &o.Files, "files", o.Files, "files written in parallel")
-	sizeVar(f, &o.BS, "bs", o.BS, "bytes per overwrite (e.g. 8K)")
-	countVar(f, &o.IODepth, "iodepth", o.IODepth, "overwrites in flight per file")
-	numberVar(f, &o.Util, "util", o.Util, "live data as a fraction of the engine's capacity")
-	numberVar(f, &o.Passes, "passes", o.Passes, "device capacities the overwrite phase writes")
+	f.StringSliceVar(&o.Workloads, "workload", bench.Workloads, "workloads to run: "+strings.Join(bench.Workloads, ", "))
+	countVar(f, &o.Files, "files", o.Files, "files written in parallel (lifetimes: writers)")
+	sizeVar(f, &o.BS, "bs", o.BS, "bytes per write (uniform, hotcold, seed; e.g. 8K)")
+	countVar(f, &o.IODepth, "iodepth", o.IODepth, "writes in flight per file (uniform, hotcold, seed)")
+	numberVar(f, &o.Util, "util", o.Util, "live data as a fraction of the engine's capacity (not seed)")
+	f.StringVar(&skew, "skew", "80/20", "hotcold: OPS/FILES, the percent of overwrites that go to a percent of the files")
+	countVar(f, &o.Repeat, "repeat", o.Repeat, "rounds: each runs every workload and configuration once, configurations alternating")
+	numberVar(f, &o.Steady.Window, "window", o.Steady.Window, "device capacities of host writes per steady-state window")
+	numberVar(f, &o.Steady.Tol, "steady-tol", o.Steady.Tol, "steady once successive windows' WAF differ by less than this fraction")
+	numberVar(f, &o.Steady.Cap, "warmup-cap", o.Steady.Cap, "device capacities the warm-up writes at most")
+	numberVar(f, &o.Steady.Span, "measure", o.Steady.Span, "device capacities measured once steady")
 	f.StringSliceVar(&o.Configs, "configs", bench.DefaultGCConfigs, "placement/gc-policy pairs to compare")
 	f.StringSliceVar(&placements, "placements", []string{"mru", "none", "round-robin"}, "placements to combine with --gc-policies (replaces --configs)")
 	f.StringSliceVar(&gcPolicies, "gc-policies", []string{"greedy"}, "GC policies to combine with --placements (replaces --configs)")
@@ -86,7 +115,7 @@ device, not null:.`,
 	countVar(f, &o.OpenZones, "open-zones", 0, "data zones open at once (0: from the device's limits, at most 16)")
 	f.StringVar(&o.Out, "out", o.Out, "folder for the charts, CSV and JSON")
 	f.Uint64Var(&o.Seed, "seed", o.Seed, "random seed, the same for every configuration")
-	f.DurationVar(&o.Sample, "sample", o.Sample, "interval between samples of the series")
-	f.BoolVar(&o.JSON, "json", false, "print the summary as JSON instead of a table")
+	f.DurationVar(&o.Sample, "sample", o.Sample, "interval between samples of the series (and steady-state checks)")
+	f.BoolVar(&o.JSON, "json", false, "print the summary as JSON instead of tables")
 	return cmd
 }

@@ -10,14 +10,14 @@ import (
 // The flags reach bench gc: a small run through the command prints the
 // table.
 func TestBenchGCCommand(t *testing.T) {
-	dev := "emu:" + filepath.Join(t.TempDir(), "dev") + "?zone_size=256K&zones=48&max_open=6&max_active=6"
+	dev := "emu:" + filepath.Join(t.TempDir(), "dev") + "?zone_size=256K&zones=48&max_open=7&max_active=7"
 	var stdout, stderr bytes.Buffer
-	code := Main([]string{"bench", "gc", dev, "--out", t.TempDir(), "--files", "4", "--util", "0.5",
-		"--passes", "0.3", "--cache", "2M", "--placements", "mru,none", "--gc-policies", "greedy"}, &stdout, &stderr)
+	code := Main([]string{"bench", "gc", dev, "--out", t.TempDir(), "--files", "4", "--util", "0.5", "--workload", "uniform,seed",
+		"--warmup-cap", "0.5", "--measure", "0.3", "--cache", "1M", "--skew", "90/10", "--placements", "mru,none", "--gc-policies", "greedy"}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	for _, want := range []string{"placement/gc", "mru/greedy", "none/greedy", "mru/greedy vs none/greedy"} {
+	for _, want := range []string{"placement/gc", "mru/greedy", "none/greedy", "uniform:", "seed:", "analytic greedy WAF"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout.String())
 		}
@@ -28,7 +28,10 @@ func TestBenchGCRejectsBadInput(t *testing.T) {
 	for _, args := range [][]string{
 		{"--util", "0"},
 		{"--util", "0.99"},
-		{"--passes", "0"},
+		{"--repeat", "0"},
+		{"--skew", "80"},
+		{"--workload", "random"},
+		{"--measure", "0"},
 		{"--configs", "mru"},
 		{"--configs", "fast/greedy"},
 		{"--placements", "mru", "--gc-policies", "lazy"},

@@ -39,6 +39,8 @@ func newServeCmd() *cobra.Command {
 		ef                    engineFlags
 		socket, metrics       string
 		format, force, logInf bool
+		maxClients            int
+		maxShm                int64
 	)
 	cmd := &cobra.Command{
 		Use:   "serve DEVICE",
@@ -60,6 +62,12 @@ device is served as it is, unless --force is given too, which erases it.`,
 			if force && !format {
 				return usagef("--force only goes with --format")
 			}
+			if maxShm <= 0 {
+				return usagef("--max-shared-memory must be more than 0")
+			}
+			if maxClients < 1 {
+				return usagef("--max-clients %d: want at least 1", maxClients)
+			}
 			log := slog.Default()
 			if logInf {
 				log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -67,6 +75,7 @@ device is served as it is, unless --force is given too, which erases it.`,
 			return server.Run(cmd.Context(), server.RunConfig{
 				Device: args[0], Socket: socket, Metrics: metrics, Engine: cfg,
 				Format: format, Force: force, Log: log,
+				MaxConns: maxClients, MaxSharedMemory: maxShm,
 				Ready: func(_ *server.Server, maddr net.Addr) {
 					// Scripts wait for this line before starting clients.
 					fmt.Fprintf(cmd.OutOrStdout(), "serving %s on %s\n", args[0], socket)
@@ -86,6 +95,9 @@ device is served as it is, unless --force is given too, which erases it.`,
 	f.BoolVar(&format, "format", false, "format DEVICE first if it is not formatted")
 	f.BoolVar(&force, "force", false, "with --format: erase DEVICE even if it holds a file system")
 	f.BoolVar(&logInf, "log-info", false, "log connections and lifecycle events, not just warnings")
+	countVar(f, &maxClients, "max-clients", server.DefaultMaxConns, "most clients connected at once; more are refused (EUSERS)")
+	sizeVar(f, &maxShm, "max-shared-memory", server.DefaultSharedMemory(),
+		"most shared memory all clients' regions take together; a client that does not fit is refused (ENOMEM)")
 	return cmd
 }
 

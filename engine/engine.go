@@ -20,7 +20,8 @@ import (
 
 // Config configures an engine.
 type Config struct {
-	// CacheBytes is the size of the folio cache. Default 256 MiB.
+	// CacheBytes is the size of the folio cache, all of it resident from
+	// Open on. Default 256 MiB.
 	CacheBytes int64
 	// MaxOrder caps folio size: 4 KiB << MaxOrder. Default 9 (2 MiB).
 	MaxOrder int
@@ -107,7 +108,11 @@ type file struct {
 	size int64
 	ext  *extentMap
 	mru  atomic.Pointer[zone]
-	gone bool // removed: its data is garbage
+	life atomic.Uint32 // WriteLife hint, for placement
+	gone bool          // removed: its data is garbage
+	// handles counts open handles: a file none has open is not being
+	// written, and placement may give the rest of its MRU zone to another.
+	handles atomic.Int32
 }
 
 // Open opens a formatted device and recovers its files.
@@ -258,18 +263,21 @@ func (e *Engine) setupZones() error {
 	}
 	budget := e.cfg.OpenZones
 	limit := deviceOpenLimit(e.geo)
-	// One metadata zone and one GC zone may be open besides data zones.
-	if limit > 0 && limit-2 < 1 {
-		return fmt.Errorf("engine: device allows %d open zones; zonefold needs at least 3", limit)
+	// Besides data zones, GC's zone and one metadata zone may be open: a
+	// checkpoint finishes the old metadata zone before it writes the next
+	// (checkpointLocked), so two are never active at once.
+	const kept = 2
+	if limit > 0 && limit-kept < 1 {
+		return fmt.Errorf("engine: device allows %d open zones; zonefold needs at least %d", limit, kept+1)
 	}
 	if budget <= 0 {
 		budget = 16
 		if limit > 0 {
-			budget = min(budget, limit-2)
+			budget = min(budget, limit-kept)
 		}
 	}
-	if limit > 0 && budget > limit-2 {
-		return fmt.Errorf("engine: %d open zones asked for; the device allows %d, and zonefold keeps 2 for metadata and GC", budget, limit)
+	if limit > 0 && budget > limit-kept {
+		return fmt.Errorf("engine: %d open zones asked for; the device allows %d, and zonefold keeps %d for GC and metadata", budget, limit, kept)
 	}
 	e.placer = placer{policy: e.cfg.Policy, zones: data, budget: budget, gcReserve: e.cfg.GC.Reserve,
 		flush: func() { _ = e.ring.Flush() }}

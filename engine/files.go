@@ -86,6 +86,7 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 		e.nextID++
 		e.byName[name] = f
 		e.byID[f.id] = f
+		f.handles.Add(1)
 		e.nsMu.Unlock()
 		return &File{e: e, f: f}, nil
 	}
@@ -93,6 +94,7 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 	if create && flags&OExcl != 0 {
 		return nil, fmt.Errorf("engine: create %q: %w", name, fs.ErrExist)
 	}
+	f.handles.Add(1)
 	h := &File{e: e, f: f}
 	if trunc {
 		if err := h.Truncate(0); err != nil {
@@ -373,6 +375,7 @@ func (h *File) Close() error {
 	if h.closed.Swap(true) {
 		return fmt.Errorf("engine: file %q: %w", h.Name(), fs.ErrClosed)
 	}
+	h.f.handles.Add(-1)
 	return nil
 }
 
@@ -386,7 +389,7 @@ func (e *Engine) admit(ctx context.Context, n int64) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if e.gc.reclaim() {
+		if e.gc.reclaim(func() bool { return !e.roomFor(n) }) {
 			continue
 		}
 		if !flushed && e.cache.DirtyBytes() > 0 {

@@ -131,9 +131,14 @@ func (c *collector) run(ctx context.Context) {
 // reclaim runs one GC pass for a writer that found no space. It reports
 // whether a zone was reclaimed with a net gain of space; false means GC
 // can free nothing more. A writer short of space takes any zone whose
-// reclaim gains space, however little garbage it holds.
-func (c *collector) reclaim() bool {
-	moved, err := c.pass(true)
+// reclaim gains space, however little garbage it holds. need, if set, is
+// asked again once the pass holds the collector: a writer queued behind
+// other writers' passes may find its room made meanwhile, and then nothing
+// is collected for it (reclaim reports true: it looks again). Collecting
+// anyway took victims before overwrites had emptied them, which costs
+// copies: WAF.
+func (c *collector) reclaim(need func() bool) bool {
+	moved, err := c.passIf(need, true)
 	if err != nil {
 		slog.Warn("engine: gc pass failed", "err", err)
 		return false
@@ -152,6 +157,38 @@ const passCandidates = 4
 func (c *collector) pass(urgent bool) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.passLocked(urgent)
+}
+
+// passIf is pass, unless need (if set) says, once the collector is held,
+// that the caller's room was made meanwhile: then it collects nothing and
+// reports true, for the caller to look again (its room is there: no
+// progress is claimed that a full device would need).
+func (c *collector) passIf(need func() bool, urgent bool) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if need != nil && !need() {
+		return true, nil
+	}
+	return c.passLocked(urgent)
+}
+
+// freeZone runs a pass for a file that wants a zone of its own while
+// none is free (need says whether that is still so once the pass holds
+// the collector). It is not urgent: the file can share a zone instead, so
+// it takes only victims background GC would. It reports whether a zone
+// was freed (or need no longer holds).
+func (c *collector) freeZone(need func() bool) bool {
+	moved, err := c.passIf(need, false)
+	if err != nil {
+		slog.Warn("engine: gc pass failed", "err", err)
+		return false
+	}
+	return moved
+}
+
+// passLocked is pass with the collector held.
+func (c *collector) passLocked(urgent bool) (bool, error) {
 	for _, victim := range c.pick(urgent) {
 		// Mark first, then look for writers (placement announces a
 		// writer first, then looks at the state): a zone still being

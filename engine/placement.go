@@ -22,6 +22,10 @@ const (
 	// PolicyRoundRobin spreads appends over the open zones in turn,
 	// whatever the file.
 	PolicyRoundRobin
+	// PolicyHinted is mru with a file's write-life hint (see WriteLife):
+	// the hinted files of one class share one MRU zone, so data expected
+	// to die together is written together; unhinted files keep their own.
+	PolicyHinted
 )
 
 func (p Policy) String() string {
@@ -32,18 +36,20 @@ func (p Policy) String() string {
 		return "none"
 	case PolicyRoundRobin:
 		return "round-robin"
+	case PolicyHinted:
+		return "hinted"
 	}
 	return fmt.Sprintf("policy(%d)", int(p))
 }
 
-// ParsePolicy reads a policy name: mru, none or round-robin.
+// ParsePolicy reads a policy name: mru, none, round-robin or hinted.
 func ParsePolicy(s string) (Policy, error) {
-	for _, p := range []Policy{PolicyMRU, PolicyNone, PolicyRoundRobin} {
+	for _, p := range []Policy{PolicyMRU, PolicyNone, PolicyRoundRobin, PolicyHinted} {
 		if p.String() == s {
 			return p, nil
 		}
 	}
-	return 0, fmt.Errorf("engine: unknown placement policy %q (want mru, none or round-robin)", s)
+	return 0, fmt.Errorf("engine: unknown placement policy %q (want mru, none, round-robin or hinted)", s)
 }
 
 // Zone states as the engine sees them.
@@ -75,16 +81,35 @@ type zone struct {
 	// placement has filled may still have appends in flight, and GC must
 	// not take it before they are mapped.
 	writers atomic.Int32
+	// forGC marks a zone GC opened for its copies (under placer.mu): it
+	// counts against GC's zone, not the data budget.
+	forGC bool
+	// owner is the file that chose this zone as its MRU zone last; nil
+	// for GC's zones and the shared stream.
+	owner atomic.Pointer[file]
 	// resetPending is set once the zone's reset is decided (its valid
 	// data relocated, or none left): from then on a checkpoint records
 	// its write pointer as 0. freeZone clears it after the reset.
 	resetPending atomic.Bool
 }
 
+// orphan reports whether no file is writing to z as its MRU zone: the
+// file that chose it last has moved to another, or has no handle open
+// (a file done being written, like a store's finished table).
+func (z *zone) orphan() bool {
+	o := z.owner.Load()
+	return o == nil || o.handles.Load() == 0 || o.mru.Load() != z
+}
+
 func (z *zone) remaining() int64 { return z.cap - z.alloc.Load() }
 
 // ErrNoSpace is returned when no zone can take an append.
 var ErrNoSpace = fmt.Errorf("engine: %w", syscall.ENOSPC)
+
+// errNoFreeZone means a file needs a zone of its own and none is free
+// beyond GC's reserve: its writer asks GC for one (reserveData with share
+// false) before it mixes its data into another file's zone.
+var errNoFreeZone = errors.New("engine: no free zone for a file of its own")
 
 // errDraining means a zone may open only once zones that placement has
 // filled finish their last appends; reserve waits for that itself, except
@@ -116,12 +141,15 @@ type placer struct {
 	free   []*zone // empty data zones
 	open   []*zone // zones taking appends
 	shared atomic.Pointer[zone]
+	lives  lifeStreams // the hinted policy's per-class streams
 	rr     atomic.Uint64
 	clock  atomic.Uint64
 	// reserved free zones that only GC may take.
 	gcReserve int
-	// opened and filled count zones placement opened and saw fill up.
-	opened, filled atomic.Int64
+	// opened and filled count zones placement opened and saw fill up;
+	// sharedMRU counts files sent to another file's zone (mru) for want
+	// of a zone of their own.
+	opened, filled, sharedMRU atomic.Int64
 	// unalloc is the bytes not yet reserved in free and open zones, and
 	// nfree the free zones: space() reads them on every client write, so
 	// they are kept without the lock.
@@ -167,14 +195,22 @@ func (z *zone) claim(want int64) (off, n int64, pad bool, ok bool) {
 }
 
 // reserve finds room for up to want bytes for a file whose MRU zone is
-// mru, and updates it. want is at least minRecord.
+// mru, and updates it. want is at least minRecord. Under mru a file
+// without a zone that cannot open one shares the least recently used.
 func (p *placer) reserve(mru *atomic.Pointer[zone], want int64, forGC bool) (grant, error) {
+	return p.reserveData(mru, nil, want, forGC, true)
+}
+
+// reserveData is reserve; without share, a file that needs a zone while
+// none is free beyond GC's reserve gets errNoFreeZone instead of a share
+// of another file's zone.
+func (p *placer) reserveData(mru *atomic.Pointer[zone], owner *file, want int64, forGC, share bool) (grant, error) {
 	var g grant
 	for attempt := 0; attempt < 1000; attempt++ {
 		z := p.pick(mru, forGC)
 		if z == nil {
 			var err error
-			z, err = p.choose(mru, forGC)
+			z, err = p.choose(mru, owner, forGC, share)
 			if errors.Is(err, errDraining) {
 				if g.padZone != nil {
 					// The pad is one of the appends a draining zone
@@ -243,7 +279,7 @@ func (p *placer) pick(mru *atomic.Pointer[zone], forGC bool) *zone {
 }
 
 // choose takes the placement lock and picks a zone with room.
-func (p *placer) choose(mru *atomic.Pointer[zone], forGC bool) (*zone, error) {
+func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC, share bool) (*zone, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch p.policyFor(forGC) {
@@ -272,7 +308,7 @@ func (p *placer) choose(mru *atomic.Pointer[zone], forGC bool) (*zone, error) {
 			if draining {
 				return nil, errDraining
 			}
-			if z := p.lruLocked(); z != nil {
+			if z := p.lruLocked(false); z != nil {
 				p.shared.Store(z)
 				return z, nil
 			}
@@ -289,6 +325,7 @@ func (p *placer) choose(mru *atomic.Pointer[zone], forGC bool) (*zone, error) {
 		if opened {
 			z := p.open[len(p.open)-1]
 			mru.Store(z)
+			z.owner.Store(owner)
 			return z, nil
 		}
 		if draining {
@@ -296,8 +333,22 @@ func (p *placer) choose(mru *atomic.Pointer[zone], forGC bool) (*zone, error) {
 			// another file's until that one fills.
 			return nil, errDraining
 		}
-		if z := p.lruLocked(); z != nil {
+		if !share && !forGC && p.dataOpenLocked() < p.budget {
+			// The budget has room, the free zones do not: GC can make
+			// one. Sharing instead mixes files, so a file's delete or
+			// overwrite no longer empties whole zones (GC pays later).
+			return nil, errNoFreeZone
+		}
+		// Share the rest of a zone no file is writing to (the tail of
+		// a file done being written), else the least recently used.
+		z := p.lruLocked(true)
+		if z == nil {
+			z = p.lruLocked(false)
+		}
+		if z != nil {
 			mru.Store(z)
+			z.owner.Store(owner)
+			p.sharedMRU.Add(1)
 			return z, nil
 		}
 		return nil, ErrNoSpace
@@ -307,8 +358,8 @@ func (p *placer) choose(mru *atomic.Pointer[zone], forGC bool) (*zone, error) {
 // policyFor is the policy a reservation follows: GC always keeps its own
 // zone, whatever the policy for client data.
 func (p *placer) policyFor(forGC bool) Policy {
-	if forGC {
-		return PolicyMRU
+	if forGC || p.policy == PolicyHinted {
+		return PolicyMRU // hinted: its streams are MRU pointers (see stream)
 	}
 	return p.policy
 }
@@ -317,25 +368,40 @@ func (p *placer) policyFor(forGC bool) Policy {
 // unless forGC. It refuses beyond the open budget; draining reports that
 // zones still finishing their appends are all that stand in the way.
 func (p *placer) openFreeLocked(forGC bool) (opened, draining bool) {
-	budget, keep := p.budget, p.gcReserve
+	budget, keep, open := p.budget, p.gcReserve, p.dataOpenLocked()
 	if forGC {
 		// GC may open one zone beyond the data budget (the engine keeps
 		// one for it) and take the reserve.
-		budget, keep = p.budget+1, 0
+		budget, keep, open = p.budget+1, 0, len(p.open)
 	}
-	if len(p.open) >= budget || len(p.free) <= keep {
+	if open >= budget || len(p.free) <= keep {
 		return false, false
 	}
-	if len(p.open)+p.drainingLocked() >= budget {
+	if open+p.drainingLocked() >= budget {
 		return false, true
 	}
 	z := p.free[0]
 	p.free = p.free[1:]
 	p.nfree.Add(-1)
+	z.forGC = forGC
 	z.state.Store(zoneOpen)
 	p.open = append(p.open, z)
 	p.opened.Add(1)
 	return true, false
+}
+
+// dataOpenLocked is the open zones that count against the data budget:
+// all but the one GC appends its copies to. GC's zone has its own place
+// in the device's limits (the engine keeps one for it), so files do not
+// lose one of theirs to it.
+func (p *placer) dataOpenLocked() int {
+	n := len(p.open)
+	for _, z := range p.open {
+		if z.forGC {
+			n--
+		}
+	}
+	return n
 }
 
 // drainingLocked drops the draining zones whose appends have all landed
@@ -361,11 +427,12 @@ func (p *placer) waitDrain() {
 	time.Sleep(20 * time.Microsecond)
 }
 
-// lruLocked is the least recently used open zone.
-func (p *placer) lruLocked() *zone {
+// lruLocked is the least recently used open zone; with orphans, the
+// least recently used of those no file is writing to.
+func (p *placer) lruLocked(orphans bool) *zone {
 	var best *zone
 	for _, z := range p.open {
-		if z.state.Load() != zoneOpen || z.remaining() <= 0 {
+		if z.state.Load() != zoneOpen || z.remaining() <= 0 || (orphans && !z.orphan()) {
 			continue
 		}
 		if best == nil || z.lastUse.Load() < best.lastUse.Load() {
@@ -402,6 +469,8 @@ func (p *placer) freeZone(z *zone) {
 	z.alloc.Store(0)
 	z.valid.Store(0)
 	z.lastSeq.Store(0)
+	z.forGC = false
+	z.owner.Store(nil)
 	z.resetPending.Store(false)
 	z.state.Store(zoneFree)
 	p.free = append(p.free, z)
@@ -434,6 +503,14 @@ func (p *placer) recount() {
 	}
 	p.unalloc.Store(n)
 	p.nfree.Store(int64(len(p.free)))
+}
+
+// lacksFreeZone reports whether no zone is free beyond GC's reserve: a
+// file needing a zone of its own must wait for GC.
+func (p *placer) lacksFreeZone() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.free) <= p.gcReserve
 }
 
 // freeCount is the number of empty zones.

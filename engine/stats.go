@@ -20,6 +20,9 @@ type Stats struct {
 	Appends     int64 `json:"appends"`
 	ZonesOpened int64 `json:"zones_opened"` // zones placement opened for appends
 	ZonesFilled int64 `json:"zones_filled"` // zones appends filled to capacity
+	// ZonesShared counts files that mru placement sent to another file's
+	// zone for want of one of their own.
+	ZonesShared int64 `json:"zones_shared"`
 	AppendErrs  int64 `json:"append_errors"`
 	ReadErrs    int64 `json:"read_errors"`
 	Checkpoints int64 `json:"checkpoints"`
@@ -70,6 +73,7 @@ func (s Stats) Sub(o Stats) Stats {
 	d.Appends -= o.Appends
 	d.ZonesOpened -= o.ZonesOpened
 	d.ZonesFilled -= o.ZonesFilled
+	d.ZonesShared -= o.ZonesShared
 	d.AppendErrs -= o.AppendErrs
 	d.ReadErrs -= o.ReadErrs
 	d.Checkpoints -= o.Checkpoints
@@ -97,7 +101,7 @@ func (e *Engine) Stats() Stats {
 		HostWritten: c.hostWritten.Load(), HostRead: c.hostRead.Load(),
 		DevData: c.devData.Load(), DevHeaders: c.devHeaders.Load(), DevPad: c.devPad.Load(),
 		DevMeta: c.metaWritten.Load(), DevRead: c.devRead.Load(),
-		Appends: c.appends.Load(), ZonesOpened: e.placer.opened.Load(), ZonesFilled: e.placer.filled.Load(), AppendErrs: c.appendErrs.Load(), ReadErrs: c.readErrs.Load(),
+		Appends: c.appends.Load(), ZonesOpened: e.placer.opened.Load(), ZonesFilled: e.placer.filled.Load(), ZonesShared: e.placer.sharedMRU.Load(), AppendErrs: c.appendErrs.Load(), ReadErrs: c.readErrs.Load(),
 		Checkpoints: c.checkpoints.Load(),
 		GCRead:      c.gcRead.Load(), GCWritten: c.gcWritten.Load(), GCResets: c.gcResets.Load(),
 		GCRuns: c.gcRuns.Load(), GCNanos: c.gcNanos.Load(), GCActive: c.gcActive.Load(),

@@ -42,20 +42,35 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 	e.quiesce.RLock()
 	defer e.quiesce.RUnlock()
 	w := extentCursor{exts: exts}
+	share := false
 	for !w.done() {
 		want := BlockSize + w.peek(e.maxRecordData(), MaxRecordExtents)
-		g, err := e.placer.reserve(&f.mru, want, false)
+		// A class stream (the hinted policy) has no single owner.
+		stream, owner := e.placer.stream(f), f
+		if stream != &f.mru {
+			owner = nil
+		}
+		g, err := e.placer.reserveData(stream, owner, want, false, share)
 		if g.padZone != nil {
 			e.appendPad(g.padZone, g.padOff, p)
 		}
 		if errors.Is(err, errDraining) {
 			continue // the pad was what a zone waited for
 		}
+		if errors.Is(err, errNoFreeZone) {
+			// Have GC free a zone for this file rather than mix it into
+			// another's; if GC can free none, share one.
+			e.quiesce.RUnlock()
+			moved := e.gc.freeZone(e.placer.lacksFreeZone)
+			e.quiesce.RLock()
+			share = !moved
+			continue
+		}
 		if errors.Is(err, ErrNoSpace) {
 			// Out of zones: collect, without holding off checkpoints
 			// (GC may log a zone reset, which may checkpoint).
 			e.quiesce.RUnlock()
-			moved := e.gc.reclaim()
+			moved := e.gc.reclaim(nil)
 			e.quiesce.RLock()
 			if moved {
 				continue

@@ -9,9 +9,10 @@
  * header in one message, .getevents reaps reply messages (each may carry
  * many replies); new I/O may be queued while earlier I/O is unreaped.
  *
- * fio's filename is the zonefold file name (created if missing); the file
- * size is --size divided among the job's files, or the daemon's size of
- * the file when no size is given.
+ * fio's filename is the zonefold file name (created if missing). File
+ * sizes follow fio's options as for regular files (zf_setup): size=,
+ * nrfiles=, filesize= (a size or a range), or the daemon's size of an
+ * existing file when none is given.
  *
  * Build: make fio-engine (fio/build.sh), against the installed fio's
  * source. Use: fio --ioengine=external:/abs/zonefold-engine.so --sock=PATH
@@ -43,6 +44,7 @@ enum {
 	ZF_OP_READ = 4,
 	ZF_OP_WRITE = 5,
 	ZF_OP_FSYNC = 6,
+	ZF_OP_TRUNCATE = 7,
 	ZF_OP_STAT = 10,
 };
 #define ZF_OPEN_CREATE 1
@@ -286,7 +288,8 @@ static int recv_replies(struct zf_data *zd, int block)
  * replies that arrive meanwhile. name, if set, goes to the control area.
  * Returns the reply's status as -errno.
  */
-static int sync_call(struct zf_data *zd, uint8_t op, uint8_t flags, uint32_t handle, const char *name)
+static int sync_call(struct zf_data *zd, uint8_t op, uint8_t flags, uint32_t handle, uint64_t off,
+		     const char *name)
 {
 	uint8_t req[ZF_REQ_SIZE];
 	uint64_t ctl = zd->region_len - ZF_CTL_BYTES;
@@ -299,7 +302,7 @@ static int sync_call(struct zf_data *zd, uint8_t op, uint8_t flags, uint32_t han
 			return -ENAMETOOLONG;
 		memcpy(zd->region + ctl, name, len);
 	}
-	encode_req(req, ZF_SYNC_TAG, op, flags, handle, 0, name ? ctl : 0, len);
+	encode_req(req, ZF_SYNC_TAG, op, flags, handle, off, name ? ctl : 0, len);
 	zd->sync_waiting = 1;
 	if ((err = zf_send(zd->fd, req, sizeof(req))) < 0)
 		return err;
@@ -324,53 +327,80 @@ static void zf_free(struct zf_data *zd)
 	free(zd);
 }
 
+/*
+ * data_bytes is an upper bound of what fio will ask iomem_alloc for: its
+ * buffers (max_bs per io_u) plus the alignment slack it may add
+ * (init_io_u_buffers and allocate_io_mem in fio's source).
+ */
+static size_t data_bytes(struct thread_data *td)
+{
+	size_t page = sysconf(_SC_PAGESIZE);
+
+	return (size_t) td_max_bs(td) * (td->o.iodepth ? td->o.iodepth : 1) + 2 * page +
+	       2 * (size_t) td->o.mem_align;
+}
+
+/*
+ * init runs in the job: it connects, so that a job the daemon cannot
+ * serve is refused here, with the reason, before fio sets up its
+ * buffers (fio does not check the result of iomem_alloc).
+ */
 static int zf_init(struct thread_data *td)
 {
 	struct zf_data *zd = calloc(1, sizeof(*zd));
 	unsigned int depth = td->o.iodepth ? td->o.iodepth : 1;
+	int err;
 
 	if (!zd)
 		return 1;
 	zd->fd = -1;
+	td->io_ops_data = zd;
 	/* One extra for the end-of-job fsync fio queues outside iodepth. */
 	zd->done_cap = depth + 1;
-	zd->sbuf = malloc((size_t) zd->done_cap * ZF_REQ_SIZE);
-	zd->pending = calloc(zd->done_cap, sizeof(*zd->pending));
-	zd->done = calloc(zd->done_cap, sizeof(*zd->done));
-	zd->events = calloc(zd->done_cap, sizeof(*zd->events));
-	td->io_ops_data = zd;
-	if (!zd->sbuf || !zd->pending || !zd->done || !zd->events)
-		return 1;
-	return 0;
-}
-
-static int ensure_connected(struct thread_data *td, size_t data_bytes)
-{
-	struct zf_data *zd = td->io_ops_data;
-	int err;
-
-	if (zd->fd >= 0)
-		return 0;
-	if ((err = zf_connect(td, zd, data_bytes)) < 0) {
+	if ((err = zf_connect(td, zd, data_bytes(td))) < 0) {
 		td_verror(td, -err, "zonefold connect");
 		return 1;
 	}
 	if (zd->max_inflight < zd->done_cap) {
-		log_err("zonefold: iodepth %u is above the daemon's limit of %u in flight\n",
-			zd->done_cap - 1, zd->max_inflight - 1);
+		log_err("zonefold: iodepth %u is above the daemon's limit of %u "
+			"(it answers %u requests in flight per job, and fio may add an fsync)\n",
+			depth, zd->max_inflight - 1, zd->max_inflight);
 		td_verror(td, EINVAL, "zonefold iodepth");
+		return 1;
+	}
+	zd->sbuf = malloc((size_t) zd->done_cap * ZF_REQ_SIZE);
+	zd->pending = calloc(zd->done_cap, sizeof(*zd->pending));
+	zd->done = calloc(zd->done_cap, sizeof(*zd->done));
+	zd->events = calloc(zd->done_cap, sizeof(*zd->events));
+	if (!zd->sbuf || !zd->pending || !zd->done || !zd->events) {
+		td_verror(td, ENOMEM, "zonefold init");
 		return 1;
 	}
 	return 0;
 }
 
-/* fio's buffers are the region's data part: requests name offsets in it. */
+/*
+ * fio's buffers are the region's data part: requests name offsets in it.
+ * init sized the region; should fio want more, no file is open yet, so
+ * a new connection with a larger region replaces the first.
+ */
 static int zf_iomem_alloc(struct thread_data *td, size_t size)
 {
 	struct zf_data *zd = td->io_ops_data;
+	int err;
 
-	if (ensure_connected(td, size))
-		return 1;
+	if (zd->fd < 0 || zd->region_len - ZF_CTL_BYTES < size) {
+		if (zd->fd >= 0) {
+			close(zd->fd);
+			munmap(zd->region, zd->region_len);
+			zd->fd = -1;
+			zd->region = NULL;
+		}
+		if ((err = zf_connect(td, zd, size)) < 0) {
+			td_verror(td, -err, "zonefold connect");
+			return 1;
+		}
+	}
 	td->orig_buffer = (char *) zd->region;
 	return 0;
 }
@@ -387,8 +417,18 @@ static void zf_cleanup(struct thread_data *td)
 }
 
 /*
- * setup runs in fio's parent process, before jobs start: it sets each
- * file's size from --size or, without one, from the daemon.
+ * setup runs before the jobs start (in fio's parent, unless
+ * create_serialize=0) and sets each file's size as fio's own engines see
+ * it, so that fio's sizing options mean what they mean there:
+ *
+ *  - size= or filesize= given: fio sizes the file from them (size= split
+ *    among nrfiles, filesize= a size or a range per file), as for a file
+ *    it is about to lay out. The size is left unknown (-1, as fio's nfs
+ *    engine does): fio then does I/O over [offset, offset + io_size) and
+ *    the daemon grows the file as fio writes; open_file lays a file out
+ *    for a job that reads. A filesize= range keeps an existing file whose
+ *    size is inside it, as fio does with a regular file.
+ *  - neither given: the file must exist; its size is the daemon's.
  */
 static int zf_setup(struct thread_data *td)
 {
@@ -396,15 +436,14 @@ static int zf_setup(struct thread_data *td)
 	struct zf_data *zd = NULL;
 	unsigned int i;
 	int err, ret = 0;
+	int sized = td->o.size || td->o.file_size_low;
+	int range = td->o.file_size_low && td->o.file_size_low != td->o.file_size_high;
 
 	for_each_file(td, f, i) {
 		if (f->real_file_size != -1ULL)
 			continue;
-		if (td->o.size) {
-			f->real_file_size = td->o.size / td->o.nr_files;
-			fio_file_set_size_known(f);
+		if (sized && !range)
 			continue;
-		}
 		if (!zd) {
 			zd = calloc(1, sizeof(*zd));
 			if (!zd)
@@ -415,11 +454,20 @@ static int zf_setup(struct thread_data *td)
 				break;
 			}
 		}
-		if ((err = sync_call(zd, ZF_OP_STAT, 0, 0, f->file_name)) < 0) {
-			log_err("zonefold: %s: %s, and no size= was given\n", f->file_name, strerror(-err));
+		err = sync_call(zd, ZF_OP_STAT, 0, 0, 0, f->file_name);
+		if (err == -ENOENT && sized)
+			continue;
+		if (err < 0) {
+			if (err == -ENOENT)
+				log_err("zonefold: %s does not exist, and the job gives neither size= nor filesize=\n",
+					f->file_name);
+			else
+				log_err("zonefold: stat %s: %s\n", f->file_name, strerror(-err));
 			ret = 1;
 			break;
 		}
+		if (range && (zd->sync_val < td->o.file_size_low || zd->sync_val > td->o.file_size_high))
+			continue;
 		f->real_file_size = zd->sync_val;
 		fio_file_set_size_known(f);
 	}
@@ -428,19 +476,33 @@ static int zf_setup(struct thread_data *td)
 	return ret;
 }
 
+/*
+ * open_file opens (creating) the file. A job that reads gets the file
+ * laid out up to the end of its range first, as fio lays out a regular
+ * file that is too short: reads past the end would return nothing.
+ */
 static int zf_open_file(struct thread_data *td, struct fio_file *f)
 {
 	struct zf_data *zd = td->io_ops_data;
+	uint64_t end = f->file_offset + f->io_size;
+	uint32_t h;
 	int err;
 
-	if (ensure_connected(td, 0))
-		return 1;
-	if ((err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE, 0, f->file_name)) < 0) {
+	if ((err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE, 0, 0, f->file_name)) < 0) {
 		log_err("zonefold: open %s: %s\n", f->file_name, strerror(-err));
 		td_verror(td, -err, "zonefold open");
 		return 1;
 	}
-	FILE_SET_ENG_DATA(f, (void *) (uintptr_t) zd->sync_val);
+	h = (uint32_t) zd->sync_val;
+	FILE_SET_ENG_DATA(f, (void *) (uintptr_t) h);
+	if (td_read(td) && f->io_size != -1ULL && zd->sync_val2 < end) {
+		if ((err = sync_call(zd, ZF_OP_TRUNCATE, 0, h, end, NULL)) < 0) {
+			log_err("zonefold: lay out %s to %llu bytes: %s\n", f->file_name,
+				(unsigned long long) end, strerror(-err));
+			td_verror(td, -err, "zonefold lay out");
+			return 1;
+		}
+	}
 	return 0;
 }
 
@@ -451,7 +513,7 @@ static int zf_close_file(struct thread_data *td, struct fio_file *f)
 	int err = 0;
 
 	if (zd && zd->fd >= 0 && h)
-		err = sync_call(zd, ZF_OP_CLOSE, 0, h, NULL);
+		err = sync_call(zd, ZF_OP_CLOSE, 0, h, 0, NULL);
 	FILE_SET_ENG_DATA(f, NULL);
 	return err < 0 ? -err : 0;
 }

@@ -51,26 +51,36 @@ type handleTable struct {
 }
 
 // conn is one client session.
+//
+// Its goroutines: the reader takes requests off the socket and runs the
+// ones that only touch memory itself (inline); workers run the rest; the
+// writer sends every reply. Only the writer ever sends, so a client that
+// does not read its replies blocks the writer, never request intake: the
+// reader keeps taking requests until the client has MaxInflight of them
+// unanswered (replies not yet sent), which a client that keeps within
+// the limit it was given never reaches.
 type conn struct {
 	s      *Server
 	id     uint64
 	uc     *net.UnixConn
 	log    *slog.Logger
 	region []byte
+	charge uint64 // bytes of the server's shared-memory budget it holds
 
 	ctx    context.Context // canceled when the connection ends
 	cancel context.CancelFunc
 
-	slots []slot
-	free  chan *slot // slots not in flight
-	work  chan *slot // parsed requests for the workers
-	done  chan *slot // answered requests for the writer
+	slots   []slot
+	free    chan *slot // slots not in flight: a request's reply has been sent
+	work    chan *slot // parsed requests for the workers
+	replies replyQueue // answered requests for the writer
 
-	inflight sync.WaitGroup // requests read and not yet encoded as replies
+	inflight sync.WaitGroup // requests read whose replies are not sent yet
 	workers  int            // started; only the reader changes it
 	busy     atomic.Int64   // requests handed to workers and not finished
 	workerWG sync.WaitGroup
 	writerWG sync.WaitGroup
+	writerQ  chan struct{} // closed when every reply is sent: the writer ends
 
 	stopCh    chan struct{} // closed when the server stops reading us
 	stopOnce  sync.Once
@@ -79,11 +89,40 @@ type conn struct {
 	badLogged int
 	badCount  int
 
-	handles handleTable
-	rbuf    []byte // a batch of requests
-	out     []byte // the reader's replies to this batch
-	local   slot   // the request the reader is running itself
-	wbuf    []byte // the writer's batch of replies
+	handles  handleTable
+	rbuf     []byte  // a batch of requests
+	answered []*slot // the reader's answered requests of this batch
+	wbuf     []byte  // the writer's batch of replies
+	wslots   []*slot // the writer's answered requests being sent
+}
+
+// replyQueue carries answered requests from the reader and the workers
+// to the writer. It never fills: it holds at most the connection's
+// MaxInflight slots.
+type replyQueue struct {
+	mu    sync.Mutex
+	items []*slot
+	wake  chan struct{} // capacity 1: the writer has replies to send
+}
+
+func (q *replyQueue) push(sls ...*slot) {
+	q.mu.Lock()
+	q.items = append(q.items, sls...)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take moves everything queued onto dst.
+func (q *replyQueue) take(dst []*slot) []*slot {
+	q.mu.Lock()
+	dst = append(dst, q.items...)
+	clear(q.items)
+	q.items = q.items[:0]
+	q.mu.Unlock()
+	return dst
 }
 
 func newConn(s *Server, uc *net.UnixConn) *conn {
@@ -95,9 +134,12 @@ func newConn(s *Server, uc *net.UnixConn) *conn {
 		stopCh: make(chan struct{}),
 		// One request more than a batch may hold, so that an oversize
 		// message is seen as such rather than silently truncated.
-		rbuf: make([]byte, (MaxBatch+1)*RequestSize),
-		wbuf: make([]byte, 0, MaxBatch*ReplySize),
-		out:  make([]byte, 0, MaxBatch*ReplySize),
+		rbuf:     make([]byte, (MaxBatch+1)*RequestSize),
+		wbuf:     make([]byte, 0, MaxBatch*ReplySize),
+		answered: make([]*slot, 0, MaxBatch),
+		wslots:   make([]*slot, 0, MaxInflight),
+		writerQ:  make(chan struct{}),
+		replies:  replyQueue{items: make([]*slot, 0, MaxInflight), wake: make(chan struct{}, 1)},
 	}
 }
 
@@ -122,6 +164,7 @@ func (c *conn) abort() {
 // serve runs the session to its end and releases everything it holds.
 func (c *conn) serve() {
 	defer c.uc.Close()
+	defer func() { c.s.shm.Add(-int64(c.charge)) }() // after the unmap
 	if err := c.hello(); err != nil {
 		c.s.stats.protocolErrors.Add(1)
 		c.log.Warn("server: closing connection: bad hello", "err", err)
@@ -131,7 +174,6 @@ func (c *conn) serve() {
 	c.slots = make([]slot, MaxInflight)
 	c.free = make(chan *slot, MaxInflight)
 	c.work = make(chan *slot, MaxInflight)
-	c.done = make(chan *slot, MaxInflight)
 	for i := range c.slots {
 		c.free <- &c.slots[i]
 	}
@@ -147,7 +189,7 @@ func (c *conn) serve() {
 	c.inflight.Wait()
 	close(c.work)
 	c.workerWG.Wait()
-	close(c.done)
+	close(c.writerQ)
 	c.writerWG.Wait()
 	c.cancel()
 	c.closeHandles()
@@ -182,9 +224,18 @@ func (c *conn) hello() error {
 	}
 	page := uint64(os.Getpagesize())
 	size = (size + page - 1) / page * page
+	if !c.s.reserveShm(int64(size)) {
+		c.s.stats.refused.Add(1)
+		rep.Status = StatusNoMemory
+		rep.Encode(buf[:])
+		c.uc.Write(buf[:])
+		return fmt.Errorf("region of %d bytes asked for, %d of the daemon's %d bytes of shared memory are taken",
+			size, c.s.shm.Load(), c.s.maxShm)
+	}
+	c.charge = size
 	fd, mem, err := newRegion(int(size))
 	if err != nil {
-		rep.Status = StatusNoSpace
+		rep.Status = StatusNoMemory
 		rep.Encode(buf[:])
 		c.uc.Write(buf[:])
 		return err
@@ -248,38 +299,39 @@ func (c *conn) readLoop() string {
 		}
 		stats.msgsIn.Add(1)
 		stats.requestsIn.Add(int64(n / RequestSize))
-		c.out = c.out[:0]
 		for off := 0; off < n; off += RequestSize {
-			req, st := ParseRequest(c.rbuf[off:off+RequestSize], uint64(len(c.region)))
-			if st != StatusOK {
-				c.badRequest(&req, st)
-				c.reply(Reply{Tag: req.Tag, Status: st})
-				continue
-			}
-			if inline(&req) {
-				c.local = slot{req: req, rep: Reply{Tag: req.Tag}}
-				c.exec(&c.local)
-				c.reply(c.local.rep)
-				continue
-			}
 			var sl *slot
 			select {
 			case sl = <-c.free:
 			default:
-				// The client has MaxInflight requests unanswered: send
-				// what this batch has answered, then wait for a slot.
-				c.flush()
+				// The client has MaxInflight requests unanswered: hand
+				// what this batch has answered to the writer, then wait
+				// until it has sent a reply.
+				c.flushAnswered()
 				select {
 				case sl = <-c.free:
 				case <-c.stopCh:
 					// Shutdown meanwhile: the rest of this batch is
 					// not served.
 					return "daemon shutting down"
+				case <-c.ctx.Done():
+					return "sending replies failed"
 				}
 			}
-			sl.req = req
-			sl.rep = Reply{Tag: req.Tag}
 			c.inflight.Add(1)
+			req, st := ParseRequest(c.rbuf[off:off+RequestSize], uint64(len(c.region)))
+			sl.req = req
+			sl.rep = Reply{Tag: req.Tag, Status: st}
+			if st != StatusOK {
+				c.badRequest(&sl.req, st)
+				c.answered = append(c.answered, sl)
+				continue
+			}
+			if inline(&req) {
+				c.exec(sl)
+				c.answered = append(c.answered, sl)
+				continue
+			}
 			if c.busy.Add(1) > int64(c.workers) {
 				// Every worker is busy: one more, so that requests run
 				// in parallel up to the client's queue depth. Workers
@@ -289,7 +341,16 @@ func (c *conn) readLoop() string {
 			}
 			c.work <- sl
 		}
-		c.flush()
+		c.flushAnswered()
+	}
+}
+
+// flushAnswered hands the requests the reader answered to the writer.
+func (c *conn) flushAnswered() {
+	if len(c.answered) > 0 {
+		c.replies.push(c.answered...)
+		clear(c.answered)
+		c.answered = c.answered[:0]
 	}
 }
 
@@ -315,31 +376,6 @@ func inline(q *Request) bool {
 	return false
 }
 
-// reply queues a reply the reader produced, to go out with the batch's
-// other inline replies in one message.
-func (c *conn) reply(r Reply) {
-	c.s.stats.countStatus(r.Status)
-	n := len(c.out)
-	c.out = c.out[:n+ReplySize]
-	r.Encode(c.out[n:])
-}
-
-// flush sends the reader's replies. A failed send is left to the writer
-// and the next read to notice.
-func (c *conn) flush() {
-	if len(c.out) == 0 || c.sendFail.Load() {
-		c.out = c.out[:0]
-		return
-	}
-	if _, err := c.uc.Write(c.out); err != nil {
-		c.sendFailed(err)
-	} else {
-		c.s.stats.msgsOut.Add(1)
-		c.s.stats.repliesOut.Add(int64(len(c.out) / ReplySize))
-	}
-	c.out = c.out[:0]
-}
-
 // badRequest logs a request that failed the parser.
 func (c *conn) badRequest(q *Request, st Status) {
 	c.s.stats.rejectedMalformed.Add(1)
@@ -355,37 +391,49 @@ func (c *conn) worker() {
 	for sl := range c.work {
 		c.exec(sl)
 		c.busy.Add(-1)
-		c.done <- sl
+		c.replies.push(sl)
 	}
 }
 
-// writer sends replies, as many per message as are ready.
+// writer sends replies, as many per message as are ready, until every
+// request has been answered and the connection ends. It is the only
+// goroutine that sends: if the client does not read, only it waits.
 func (c *conn) writer() {
+	for {
+		select {
+		case <-c.replies.wake:
+		case <-c.writerQ:
+			return
+		}
+		c.wslots = c.replies.take(c.wslots[:0])
+		for sls := c.wslots; len(sls) > 0; {
+			k := min(len(sls), MaxBatch)
+			c.send(sls[:k])
+			sls = sls[k:]
+		}
+		clear(c.wslots)
+	}
+}
+
+// send sends the replies of sls in one message and frees their slots.
+func (c *conn) send(sls []*slot) {
 	stats := &c.s.stats
-	for sl := range c.done {
-		buf := c.wbuf[:0]
-		buf = c.encode(buf, sl)
-	drain:
-		for len(buf) < cap(buf) {
-			select {
-			case sl, ok := <-c.done:
-				if !ok {
-					break drain
-				}
-				buf = c.encode(buf, sl)
-			default:
-				break drain
-			}
-		}
-		if c.sendFail.Load() {
-			continue
-		}
+	buf := c.wbuf[:len(sls)*ReplySize]
+	for i, sl := range sls {
+		sl.rep.Encode(buf[i*ReplySize:])
+		stats.countStatus(sl.rep.Status)
+	}
+	if !c.sendFail.Load() {
 		if _, err := c.uc.Write(buf); err != nil {
 			c.sendFailed(err)
-			continue
+		} else {
+			stats.msgsOut.Add(1)
+			stats.repliesOut.Add(int64(len(sls)))
 		}
-		stats.msgsOut.Add(1)
-		stats.repliesOut.Add(int64(len(buf) / ReplySize))
+	}
+	for _, sl := range sls {
+		c.free <- sl
+		c.inflight.Done()
 	}
 }
 
@@ -396,15 +444,4 @@ func (c *conn) sendFailed(err error) {
 	c.log.Debug("server: send replies", "err", err)
 	c.cancel()
 	c.uc.SetReadDeadline(time.Now())
-}
-
-// encode appends sl's reply to buf and frees the slot.
-func (c *conn) encode(buf []byte, sl *slot) []byte {
-	n := len(buf)
-	buf = buf[:n+ReplySize]
-	sl.rep.Encode(buf[n:])
-	c.s.stats.countStatus(sl.rep.Status)
-	c.free <- sl
-	c.inflight.Done()
-	return buf
 }

@@ -26,4 +26,8 @@
 //     only its own requests.
 //   - Requests run concurrently, per connection and across connections:
 //     a slow fsync holds one worker, not the connection or the daemon.
+//   - Replies never block request intake: only a connection's writer
+//     sends, so a client that does not read its replies stalls that
+//     writer, never the reader; the reader stops only when the client
+//     has MaxInflight requests unanswered.
 package server

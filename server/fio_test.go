@@ -95,6 +95,8 @@ type daemonProc struct {
 	device string
 	stderr *syncBuffer
 	exited chan error
+	// metrics is the URL of its Prometheus metrics.
+	metrics string
 }
 
 type syncBuffer struct {
@@ -116,7 +118,8 @@ func (s *syncBuffer) String() string {
 
 func startServe(t *testing.T, device, socket string) *daemonProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "serve", device, "--socket", socket, "--format", "--cache", "64M", "--log-info")
+	cmd := exec.Command(os.Args[0], "serve", device, "--socket", socket, "--format", "--cache", "64M", "--log-info",
+		"--metrics", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "ZONEFOLD_TEST_MAIN=zonefold")
 	d := &daemonProc{t: t, cmd: cmd, socket: socket, device: device, stderr: &syncBuffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = d.stderr
@@ -132,7 +135,9 @@ func startServe(t *testing.T, device, socket string) *daemonProc {
 		sc := bufio.NewScanner(out)
 		ok := false
 		for sc.Scan() {
-			if !ok && strings.HasPrefix(sc.Text(), "serving ") {
+			// "metrics on URL" comes right after "serving ...".
+			if url, found := strings.CutPrefix(sc.Text(), "metrics on "); found && !ok {
+				d.metrics = url
 				ok = true
 				ready <- true
 			}

@@ -81,6 +81,7 @@ var (
 	foliosDesc = prometheus.NewDesc("zonefold_cache_folios", "Live folios by order.", []string{"order"}, nil)
 	opsDesc    = prometheus.NewDesc("zonefold_server_requests_total", "Requests served, by operation.", []string{"op"}, nil)
 	errsDesc   = prometheus.NewDesc("zonefold_server_errors_total", "Error replies, by status.", []string{"status"}, nil)
+	shmDesc    = prometheus.NewDesc("zonefold_server_shared_memory_bytes", "Shared memory the clients' regions take.", nil, nil)
 	srvDescs   = []struct {
 		desc  *prometheus.Desc
 		kind  prometheus.ValueType
@@ -90,6 +91,8 @@ var (
 			func(c *serverCounters) float64 { return float64(c.active.Load()) }},
 		{prometheus.NewDesc("zonefold_server_connections_total", "Clients accepted.", nil, nil), prometheus.CounterValue,
 			func(c *serverCounters) float64 { return float64(c.accepted.Load()) }},
+		{prometheus.NewDesc("zonefold_server_refused_connections_total", "Clients refused for being over the connection cap or the shared-memory budget.", nil, nil), prometheus.CounterValue,
+			func(c *serverCounters) float64 { return float64(c.refused.Load()) }},
 		{prometheus.NewDesc("zonefold_server_protocol_errors_total", "Connections closed for breaking the protocol.", nil, nil), prometheus.CounterValue,
 			func(c *serverCounters) float64 { return float64(c.protocolErrors.Load()) }},
 		{prometheus.NewDesc("zonefold_server_malformed_requests_total", "Requests refused by the parser.", nil, nil), prometheus.CounterValue,
@@ -127,6 +130,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- foliosDesc
 	ch <- opsDesc
 	ch <- errsDesc
+	ch <- shmDesc
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -141,6 +145,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range srvDescs {
 		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(sc))
 	}
+	ch <- prometheus.MustNewConstMetric(shmDesc, prometheus.GaugeValue, float64(c.s.shm.Load()))
 	for op := OpNop; op < opLimit; op++ {
 		ch <- prometheus.MustNewConstMetric(opsDesc, prometheus.CounterValue, float64(sc.requests[op].Load()), op.String())
 	}

@@ -104,11 +104,15 @@ const (
 	StatusVersion     Status = Status(syscall.EPROTONOSUPPORT)
 	StatusShutdown    Status = Status(syscall.ESHUTDOWN) // daemon stopping; request not done
 	StatusCanceled    Status = Status(syscall.ECANCELED) // connection closing; request not done
+	// Hello refusals for a daemon at its caps.
+	StatusTooManyClients Status = Status(syscall.EUSERS) // MaxConns clients connected
+	StatusNoMemory       Status = Status(syscall.ENOMEM) // the region does not fit the shared-memory budget
 )
 
-// Error is a non-zero Status as a Go error; it unwraps to the errno and,
-// where one fits, to the io/fs error, so errors.Is(err, fs.ErrNotExist)
-// works on the client side.
+// Error is a non-zero Status as a Go error: the errno's text, without a
+// prefix (the callers that wrap it say what failed). It unwraps to the
+// errno and, where one fits, to the io/fs error, so errors.Is(err,
+// fs.ErrNotExist) works on the client side.
 func (s Status) Error() string {
 	return syscall.Errno(s).Error() // the caller's wrapping says where it came from
 }

@@ -29,7 +29,10 @@ type RunConfig struct {
 	// is opened as it is unless Force is set too, which erases it.
 	Format, Force bool
 	Grace         time.Duration // see Options.Grace
-	Log           *slog.Logger
+	// MaxConns and MaxSharedMemory cap the clients (see Options).
+	MaxConns        int
+	MaxSharedMemory int64
+	Log             *slog.Logger
 	// Ready, if set, is called once clients can connect, with the server
 	// and the address metrics are served on (nil without Metrics).
 	Ready func(srv *Server, metrics net.Addr)
@@ -67,7 +70,7 @@ func Run(ctx context.Context, cfg RunConfig) (err error) {
 			log.Info("server: engine flushed and checkpointed")
 		}
 	}()
-	srv := New(e, Options{Log: log, Grace: cfg.Grace})
+	srv := New(e, Options{Log: log, Grace: cfg.Grace, MaxConns: cfg.MaxConns, MaxSharedMemory: cfg.MaxSharedMemory})
 	var maddr net.Addr
 	if cfg.Metrics != "" {
 		ml, err := net.Listen("tcp", cfg.Metrics)

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/zonefold/zonefold/engine"
 )
 
@@ -20,13 +22,48 @@ type Options struct {
 	// Grace is how long shutdown lets in-flight requests finish before
 	// it cancels them; default 10s.
 	Grace time.Duration
+	// MaxConns caps the clients connected at once; default
+	// DefaultMaxConns. A client over the cap gets StatusTooManyClients.
+	MaxConns int
+	// MaxSharedMemory caps the bytes of shared memory all clients'
+	// regions take together; default DefaultSharedMemory(). A client
+	// whose region would not fit gets StatusNoMemory.
+	MaxSharedMemory int64
 }
+
+// DefaultMaxConns is the default cap on connected clients.
+const DefaultMaxConns = 1024
+
+// DefaultSharedMemory is the default cap on the bytes of shared memory
+// all clients' regions take together: a quarter of the machine's RAM, at
+// most 4 GiB, at least one largest region.
+func DefaultSharedMemory() int64 {
+	const most = 4 << 30
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		return most
+	}
+	quarter := int64(si.Totalram) * int64(si.Unit) / 4
+	return max(min(quarter, most), MaxRegion)
+}
+
+// maxRefusing bounds the connections over the cap that are being told
+// so at once; past it, more are closed without a reply.
+const maxRefusing = 64
+
+// refuseTimeout bounds how long a connection over the cap may take to
+// say hello before it is told it is refused.
+const refuseTimeout = time.Second
 
 // Server serves one engine to many clients.
 type Server struct {
-	e     *engine.Engine
-	log   *slog.Logger
-	grace time.Duration
+	e        *engine.Engine
+	log      *slog.Logger
+	grace    time.Duration
+	maxConns int
+	maxShm   int64
+	shm      atomic.Int64 // bytes of shared memory the regions take
+	refusing atomic.Int64 // connections over the cap being answered
 
 	mu      sync.Mutex
 	conns   map[*conn]struct{}
@@ -46,6 +83,7 @@ type serverCounters struct {
 	bytesRead, bytesWritten     atomic.Int64
 	requestsIn, repliesOut      atomic.Int64
 	canceled, rejectedMalformed atomic.Int64
+	refused                     atomic.Int64 // connections over a cap
 }
 
 func (sc *serverCounters) countStatus(st Status) {
@@ -67,7 +105,54 @@ func New(e *engine.Engine, opts Options) *Server {
 	if opts.Grace <= 0 {
 		opts.Grace = 10 * time.Second
 	}
-	return &Server{e: e, log: opts.Log, grace: opts.Grace, conns: map[*conn]struct{}{}}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = DefaultMaxConns
+	}
+	if opts.MaxSharedMemory <= 0 {
+		opts.MaxSharedMemory = DefaultSharedMemory()
+	}
+	return &Server{e: e, log: opts.Log, grace: opts.Grace, maxConns: opts.MaxConns, maxShm: opts.MaxSharedMemory,
+		conns: map[*conn]struct{}{}}
+}
+
+// reserveShm takes n bytes of the shared-memory budget, if they fit.
+func (s *Server) reserveShm(n int64) bool {
+	for {
+		used := s.shm.Load()
+		if used+n > s.maxShm {
+			return false
+		}
+		if s.shm.CompareAndSwap(used, used+n) {
+			return true
+		}
+	}
+}
+
+// refuse answers a client over the connection cap: it reads the hello
+// (briefly) so that the client reads a hello reply saying why, then
+// closes. A flood of them is bounded: past maxRefusing at once, the rest
+// are closed without a word.
+func (s *Server) refuse(uc *net.UnixConn) {
+	s.stats.refused.Add(1)
+	if s.refusing.Add(1) > maxRefusing {
+		s.refusing.Add(-1)
+		uc.Close()
+		return
+	}
+	s.log.Warn("server: refusing a client: too many connections", "max", s.maxConns)
+	go func() {
+		defer s.refusing.Add(-1)
+		defer uc.Close()
+		uc.SetDeadline(time.Now().Add(refuseTimeout))
+		var b [HelloSize + 1]byte
+		if _, err := uc.Read(b[:]); err != nil {
+			return
+		}
+		var rb [HelloReplySize]byte
+		rep := HelloReply{Magic: Magic, Version: Version, Status: StatusTooManyClients}
+		rep.Encode(rb[:])
+		uc.Write(rb[:])
+	}()
 }
 
 // Serve accepts clients on l until ctx is done, then shuts down: it stops
@@ -99,6 +184,11 @@ func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 }
 
 func (s *Server) start(uc *net.UnixConn) {
+	// Only this goroutine adds connections, so the check holds.
+	if s.stats.active.Load() >= int64(s.maxConns) {
+		s.refuse(uc)
+		return
+	}
 	c := newConn(s, uc)
 	s.mu.Lock()
 	if s.closing {
@@ -155,3 +245,7 @@ func (s *Server) shutdown() {
 
 // Connections is how many clients are connected.
 func (s *Server) Connections() int { return int(s.stats.active.Load()) }
+
+// SharedMemory is how many bytes of shared memory the clients' regions
+// take.
+func (s *Server) SharedMemory() int64 { return s.shm.Load() }

@@ -529,6 +529,8 @@ func TestMetrics(t *testing.T) {
 		`zonefold_server_requests_total{op="write"} 1`,
 		`zonefold_server_requests_total{op="open"} 1`,
 		"zonefold_server_connections 1",
+		"zonefold_server_shared_memory_bytes 1.048576e+06",
+		"zonefold_server_refused_connections_total 0",
 		"zonefold_uring_sqes_total",
 		"zonefold_gc_runs_total",
 		`zonefold_cache_folios{order="1"}`,

@@ -1,0 +1,236 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Steady says when a run has reached steady state and how much of it is
+// then measured. Host writes are counted in capacities (the backend's
+// Capacity): a window of 0.25 is a quarter of the device written.
+type Steady struct {
+	// Window is the host writes each steady-state window covers.
+	Window float64
+	// Tol: steady once the WAF of the last window differs from the one
+	// before by less than this fraction of it.
+	Tol float64
+	// Cap ends the warm-up if it has not become steady by then.
+	Cap float64
+	// Span is the host writes measured once steady (or capped).
+	Span float64
+}
+
+// DefaultSteady is bench gc's steady-state rule.
+var DefaultSteady = Steady{Window: 0.25, Tol: 0.05, Cap: 4, Span: 0.4}
+
+func (s Steady) validate() error {
+	switch {
+	case !(s.Window > 0 && s.Window <= 10):
+		return fmt.Errorf("--window %v: want more than 0 and at most 10 capacities", s.Window)
+	case !(s.Tol > 0 && s.Tol < 1):
+		return fmt.Errorf("--steady-tol %v: want a fraction between 0 and 1", s.Tol)
+	case !(s.Cap >= 0 && s.Cap <= 1000):
+		return fmt.Errorf("--warmup-cap %v: want 0 to 1000 capacities", s.Cap)
+	case !(s.Span > 0 && s.Span <= 1000):
+		return fmt.Errorf("--measure %v: want more than 0 and at most 1000 capacities", s.Span)
+	}
+	return nil
+}
+
+// sample is one point of a run's series, counted from the start of the
+// writers' phase (after the fill).
+type sample struct {
+	Seconds float64
+	Host    int64 // bytes the workload wrote
+	Dev     int64 // bytes written to the device
+	GC      int64 // bytes GC relocated
+	Resets  int64
+	GCNanos int64
+}
+
+// phase is what the controller decided about one run.
+type phase struct {
+	from     sample // the first sample of the measured part
+	end      sample // the last sample before the final writeback
+	final    sample // after the final writeback
+	steady   bool   // false: the warm-up hit its cap
+	warm     float64
+	why      string // which rule ended the warm-up, for the output
+	samples  []sample
+	capacity int64
+}
+
+// control samples a running workload and decides when it is steady and
+// when it has measured enough; the writers ask stop after every write.
+type control struct {
+	rule     Steady
+	seedLike bool // measure from the start, no warm-up (seed)
+	capacity int64
+	minWarm  int64 // host bytes before steadiness counts
+	budget   int64 // seed: host bytes to write
+	every    time.Duration
+	g        *gen
+	b        Backend
+
+	stopAt atomic.Int64 // host bytes at which writers stop
+
+	mu    sync.Mutex // guards ph and base between the sampler and the caller
+	ph    phase
+	start time.Time
+	base  Counters
+	base0 int64 // host bytes at the start of the writers' phase
+}
+
+func (c *control) stop(host int64) bool { return host >= c.stopAt.Load() }
+
+func (c *control) take() sample {
+	k := c.b.Counters()
+	return sample{Seconds: time.Since(c.start).Seconds(), Host: c.g.host.Load() - c.base0,
+		Dev: k.DevWritten - c.base.DevWritten, GC: k.GCWritten - c.base.GCWritten,
+		Resets: k.GCResets - c.base.GCResets, GCNanos: k.GCNanos - c.base.GCNanos}
+}
+
+// begin marks the start of the writers' phase.
+func (c *control) begin() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.start, c.base, c.base0 = time.Now(), c.b.Counters(), c.g.host.Load()
+	s := c.take()
+	c.ph.samples = append(c.ph.samples, s)
+	if c.seedLike {
+		c.ph.from, c.ph.steady, c.ph.why = s, true, "no warm-up: GC barely runs"
+		c.g.measuring.Store(true)
+		c.stopAt.Store(c.base0 + c.budget)
+		return
+	}
+	c.stopAt.Store(math.MaxInt64)
+}
+
+// tick takes a sample and applies the steady-state rule.
+func (c *control) tick() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.take()
+	c.ph.samples = append(c.ph.samples, s)
+	if c.g.measuring.Load() {
+		return
+	}
+	window := int64(c.rule.Window * float64(c.capacity))
+	cap := int64(c.rule.Cap * float64(c.capacity))
+	wafs := windowWAFs(c.ph.samples, window)
+	switch n := len(wafs); {
+	case s.Host >= c.minWarm && n >= 2 && math.Abs(wafs[n-1]-wafs[n-2]) <= c.rule.Tol*wafs[n-2]:
+		c.ph.steady = true
+		c.ph.why = fmt.Sprintf("steady after %.2f capacities (window WAF %.3f -> %.3f)",
+			float64(s.Host)/float64(c.capacity), wafs[n-2], wafs[n-1])
+	case s.Host >= max(cap, c.minWarm):
+		c.ph.why = fmt.Sprintf("NOT steady: warm-up cap of %.2f capacities reached", float64(s.Host)/float64(c.capacity))
+		if n >= 2 {
+			c.ph.why += fmt.Sprintf(" (window WAF %.3f -> %.3f)", wafs[n-2], wafs[n-1])
+		}
+	default:
+		return
+	}
+	c.ph.from = s
+	c.ph.warm = float64(s.Host) / float64(c.capacity)
+	c.g.measuring.Store(true)
+	c.stopAt.Store(c.base0 + s.Host + int64(c.rule.Span*float64(c.capacity)))
+}
+
+// windowWAFs is the WAF of each complete window of host bytes, from the
+// samples nearest the window boundaries.
+func windowWAFs(ss []sample, window int64) []float64 {
+	var out []float64
+	if window <= 0 || len(ss) == 0 {
+		return nil
+	}
+	from := ss[0]
+	next := from.Host + window
+	for _, s := range ss[1:] {
+		if s.Host < next {
+			continue
+		}
+		if s.Host > from.Host {
+			out = append(out, float64(s.Dev-from.Dev)/float64(s.Host-from.Host))
+		}
+		from = s
+		next = s.Host + window
+	}
+	return out
+}
+
+// runControlled runs g on its backend under the steady-state rule and
+// returns the phases it went through.
+func runControlled(ctx context.Context, g *gen, rule Steady, every time.Duration) (phase, genResult, error) {
+	capacity := g.b.Capacity()
+	c := &control{rule: rule, capacity: capacity, every: every, g: g, b: g.b}
+	c.stopAt.Store(math.MaxInt64)
+	s := g.s
+	switch s.Kind {
+	case WorkSeed:
+		c.seedLike = true
+		c.budget = s.fileSize(capacity) * int64(s.Files)
+	case WorkLifetimes:
+		// Files fill the device to the target first; the WAF counts as
+		// steady only once the long-lived files have come and gone:
+		// GC starts to copy only when they die among the others.
+		c.minWarm = int64(s.Util * (1 + 1.25*longLife) * float64(capacity))
+	default:
+		// Overwrites use up the free space first: GC starts after that.
+		c.minWarm = capacity - s.fileSize(capacity)*int64(s.Files)
+	}
+	c.minWarm = max(c.minWarm, int64(2*rule.Window*float64(capacity)))
+	c.ph.capacity = capacity
+
+	done := make(chan struct{})
+	var tickWG sync.WaitGroup
+	started := make(chan struct{})
+	res, err := func() (genResult, error) {
+		defer func() {
+			close(done)
+			tickWG.Wait()
+		}()
+		return g.run(ctx, func() {
+			c.begin()
+			close(started)
+			tickWG.Go(func() {
+				t := time.NewTicker(every)
+				defer t.Stop()
+				for {
+					select {
+					case <-done:
+						return
+					case <-t.C:
+						c.tick()
+					}
+				}
+			})
+		}, c.stop, func() {
+			c.mu.Lock()
+			c.ph.end = c.take()
+			c.mu.Unlock()
+		})
+	}()
+	if err != nil {
+		return c.ph, res, err
+	}
+	select {
+	case <-started:
+	default:
+		return c.ph, res, fmt.Errorf("%s: the writers never started", s.Kind)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ph.final = c.take()
+	c.ph.samples = append(c.ph.samples, c.ph.final)
+	if !c.g.measuring.Load() {
+		// Stopped before the rule decided (cannot happen without an
+		// error, but never measure nothing).
+		c.ph.from, c.ph.why = c.ph.samples[0], "NOT steady: stopped early"
+	}
+	return c.ph, res, nil
+}

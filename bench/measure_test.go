@@ -1,0 +1,152 @@
+package bench
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// fakeDevice is a Backend whose device counter the test sets: the
+// steady-state rule sees exactly the WAF the test wants.
+type fakeDevice struct {
+	*memBackend
+	dev int64
+}
+
+func (f *fakeDevice) Counters() Counters { return Counters{DevWritten: f.dev} }
+
+// feed writes host bytes through g's counter and the device bytes a WAF
+// of waf makes, then lets the controller take a sample.
+func feed(c *control, f *fakeDevice, host int64, waf float64) {
+	c.g.host.Add(host)
+	f.dev += int64(float64(host) * waf)
+	c.tick()
+}
+
+func newTestControl(rule Steady, capacity, minWarm int64) (*control, *fakeDevice) {
+	f := &fakeDevice{memBackend: newMemBackend(capacity)}
+	g := newGen(Spec{Kind: WorkUniform}, f)
+	c := &control{rule: rule, capacity: capacity, minWarm: minWarm, g: g, b: f}
+	c.begin()
+	return c, f
+}
+
+func TestSteadyOnceWindowsAgree(t *testing.T) {
+	const capacity = 1000
+	rule := Steady{Window: 0.1, Tol: 0.05, Cap: 10, Span: 0.5}
+	c, f := newTestControl(rule, capacity, 300)
+	// A ramp: every window's WAF 20% above the last.
+	waf := 1.0
+	for range 8 {
+		feed(c, f, 50, waf)
+		feed(c, f, 50, waf)
+		waf *= 1.2
+		if c.g.measuring.Load() && c.ph.from.Host < 300 {
+			t.Fatalf("steady at %d host bytes, before the minimum warm-up", c.ph.from.Host)
+		}
+	}
+	if c.g.measuring.Load() {
+		t.Fatalf("steady during a ramp: %s", c.ph.why)
+	}
+	// Flat: the next two windows agree.
+	for range 4 {
+		feed(c, f, 50, 3)
+	}
+	if !c.g.measuring.Load() || !c.ph.steady || !strings.HasPrefix(c.ph.why, "steady after") {
+		t.Fatalf("not steady after flat windows: %q", c.ph.why)
+	}
+	from := c.ph.from.Host
+	if got, want := c.stopAt.Load(), from+int64(rule.Span*capacity); got != want {
+		t.Errorf("writers stop at %d; want %d (span after the steady point)", got, want)
+	}
+}
+
+func TestWarmupCapEndsAnUnsteadyRun(t *testing.T) {
+	const capacity = 1000
+	c, f := newTestControl(Steady{Window: 0.1, Tol: 0.01, Cap: 1, Span: 0.5}, capacity, 200)
+	waf := 1.0
+	for i := 0; i < 40 && !c.g.measuring.Load(); i++ {
+		feed(c, f, 50, waf)
+		waf *= 1.1 // never flat
+	}
+	if !c.g.measuring.Load() || c.ph.steady || !strings.Contains(c.ph.why, "NOT steady") {
+		t.Fatalf("an ever-rising WAF: measuring %v, steady %v, %q", c.g.measuring.Load(), c.ph.steady, c.ph.why)
+	}
+	if c.ph.from.Host < capacity {
+		t.Errorf("the cap (1 capacity) ended the warm-up at %d host bytes", c.ph.from.Host)
+	}
+}
+
+func TestWindowWAFs(t *testing.T) {
+	ss := []sample{{Host: 0, Dev: 0}, {Host: 40, Dev: 40}, {Host: 100, Dev: 150}, {Host: 150, Dev: 200}, {Host: 210, Dev: 380}}
+	got := windowWAFs(ss, 100)
+	want := []float64{1.5, 230.0 / 110}
+	if len(got) != len(want) {
+		t.Fatalf("windows %v; want %v", got, want)
+	}
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-9 {
+			t.Errorf("window %d: WAF %v; want %v", i, got[i], want[i])
+		}
+	}
+}
+
+// The analytic greedy WAF: the fixed point u = exp(-(1-u)/rho), WAF =
+// 1/(1-u); at 80% in circulation u is about 0.6286 (Desnoyers' table for
+// LRU/FIFO at a spare factor of 0.25 gives 2.69).
+func TestGreedyWAF(t *testing.T) {
+	if got := greedyWAF(0.8); math.Abs(got-2.693) > 0.005 {
+		t.Errorf("greedyWAF(0.8) = %.4f; want 2.693", got)
+	}
+	prev := 1.0
+	for rho := 0.05; rho < 0.96; rho += 0.05 {
+		w := greedyWAF(rho)
+		u := 1 - 1/w
+		if math.Abs(u-math.Exp(-(1-u)/rho)) > 1e-6 {
+			t.Errorf("rho %.2f: u %.6f is not a fixed point", rho, u)
+		}
+		if w < prev {
+			t.Errorf("rho %.2f: WAF %.3f below %.3f at a lower utilisation", rho, w, prev)
+		}
+		prev = w
+	}
+	if w := greedyWAF(0.05); w > 1.01 {
+		t.Errorf("greedyWAF(0.05) = %v; a nearly empty device copies nearly nothing", w)
+	}
+}
+
+func TestVerdicts(t *testing.T) {
+	row := func(name string, waf, mbps float64) *gcRow {
+		p, g, _ := strings.Cut(name, "/")
+		return &gcRow{Placement: p, GCPolicy: g, WAF: waf, HostMiBps: mbps}
+	}
+	cases := []struct {
+		ws   gcWorkloadSummary
+		want []string
+	}{
+		{gcWorkloadSummary{Workload: WorkLifetimes, Rows: []*gcRow{row("mru/greedy", 1.1, 1), row("none/greedy", 1.9, 1)}},
+			[]string{"lifetimes: meets: mru/greedy WAF 1.100 is 0.58x"}},
+		{gcWorkloadSummary{Workload: WorkLifetimes, Rows: []*gcRow{row("mru/greedy", 1.3, 1), row("none/greedy", 3, 1)}},
+			[]string{"lifetimes: SHORT: mru/greedy WAF 1.300"}},
+		{gcWorkloadSummary{Workload: WorkHotCold, Rows: []*gcRow{row("mru/greedy", 3, 1), row("none/greedy", 3, 1), row("mru/cost-benefit", 2.7, 1)}},
+			[]string{"hotcold: SHORT: mru/cost-benefit WAF 2.700 is 0.90x", "hotcold: meets: cost-benefit beats greedy"}},
+		{gcWorkloadSummary{Workload: WorkSeed, Rows: []*gcRow{row("mru/greedy", 1, 120), row("none/greedy", 1, 100)}},
+			[]string{"seed: meets: mru/greedy throughput 120.0 MiB/s is 1.20x"}},
+		{gcWorkloadSummary{Workload: WorkUniform, RefWAF: 2.9, Rows: []*gcRow{row("mru/greedy", 3.3, 1), row("none/greedy", 3.3, 1)}},
+			[]string{"uniform: SHORT: mru/greedy WAF 3.300 is +13.8% from the analytic greedy WAF 2.900", "uniform: expected: placement changes little"}},
+		{gcWorkloadSummary{Workload: WorkSeed, Rows: []*gcRow{row("mru/greedy", 1, 120)}},
+			[]string{"seed: mru/greedy and none/greedy: not run"}},
+	}
+	for _, c := range cases {
+		got := verdicts(&c.ws)
+		if len(got) < len(c.want) {
+			t.Errorf("%s: verdicts %q; want %q", c.ws.Workload, got, c.want)
+			continue
+		}
+		for i, w := range c.want {
+			if !strings.HasPrefix(got[i], w) {
+				t.Errorf("%s: verdict %d %q; want it to start %q", c.ws.Workload, i, got[i], w)
+			}
+		}
+	}
+}

@@ -1,0 +1,146 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/zonefold/zonefold/engine"
+)
+
+// greedyWAF is the write amplification that greedy GC reaches under
+// uniform random overwrites when a fraction rho of the space in
+// circulation holds live data.
+//
+// The model (Desnoyers, "Analytic Models of SSD Write Performance", ACM
+// TOS 10(2), 2014, and SYSTOR 2012; the same fixed point as Rosenblum and
+// Ousterhout's LFS cleaning analysis): with uniform overwrites every zone's
+// valid fraction decays alike, exp(-w/U) after w host writes for U live
+// blocks, so greedy takes the oldest zone, as FIFO would. A zone lives
+// while the whole space in circulation, T blocks, is written once; host
+// writes are the share 1-u of that, where u is the valid fraction of the
+// victims (the rest is GC copying). So u = exp(-(1-u)·T/U) = exp(-(1-u)/ρ)
+// and WAF = 1/(1-u). Greedy converges to this as blocks per zone grow
+// (Desnoyers shows it from about 64 up); here a 1 MiB zone holds 128
+// writes of 8 KiB.
+func greedyWAF(rho float64) float64 {
+	if !(rho > 0 && rho < 1) {
+		return math.Inf(1)
+	}
+	// u = 1 is always a root; the one that matters lies below it, where
+	// f(u) = u - exp(-(1-u)/rho) goes from negative (at 0) to positive
+	// (just below 1).
+	f := func(u float64) float64 { return u - math.Exp(-(1-u)/rho) }
+	lo, hi := 0.0, 1-1e-9
+	for f(hi) <= 0 && hi > 0.5 {
+		hi = 1 - (1-hi)*10
+	}
+	for range 200 {
+		mid := (lo + hi) / 2
+		if f(mid) < 0 {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return 1 / (1 - (lo+hi)/2)
+}
+
+// gcWatermarks are the engine's default GC watermarks (engine.GCConfig):
+// GC starts below low free zones and stops at high.
+const gcLow, gcHigh = 4, 6
+
+// referenceWAF is the WAF a workload's chart draws as its reference
+// line, and what the line means; 0 where none is known.
+func referenceWAF(s Spec, e *engine.Engine) (float64, string) {
+	switch s.Kind {
+	case WorkUniform:
+		capacity := e.Capacity()
+		zoneCap := e.Geometry().ZoneCap
+		zones := capacity / zoneCap
+		live := s.fileSize(capacity) * int64(s.Files)
+		// The free zones GC keeps (between its watermarks) are out of
+		// circulation.
+		circ := capacity - (gcLow+gcHigh)/2*zoneCap
+		rho := float64(live) / float64(circ)
+		return greedyWAF(rho), fmt.Sprintf("analytic greedy WAF %.3f for uniform overwrites (Desnoyers' model) at %.1f%% of the %d of %d zones in circulation",
+			greedyWAF(rho), 100*rho, (circ / zoneCap), zones)
+	case WorkLifetimes:
+		return 1, "WAF 1.0: files that die whole in their own zones need no GC copies"
+	}
+	return 0, ""
+}
+
+// The targets of issue 15, checked by the verdict lines.
+const (
+	lifetimesRatioTarget = 0.6  // mru/greedy WAF <= this x none/greedy
+	lifetimesWAFTarget   = 1.2  // and at most this
+	hotcoldRatioTarget   = 0.8  // mru/cost-benefit WAF <= this x none/greedy
+	seedThroughputTarget = 1.11 // mru/greedy throughput >= this x none/greedy
+	uniformModelTol      = 0.10 // mru/greedy WAF within this of the model
+)
+
+// verdicts compares a workload's results with what its expectation (and
+// the issue's target) says, plainly.
+func verdicts(ws *gcWorkloadSummary) []string {
+	mru := findRow(ws.Rows, "mru/greedy")
+	none := findRow(ws.Rows, "none/greedy")
+	cb := findRow(ws.Rows, "mru/cost-benefit")
+	w := ws.Workload
+	var out []string
+	need := func(what string, rows ...*gcRow) bool {
+		for _, r := range rows {
+			if r == nil {
+				out = append(out, fmt.Sprintf("%s: %s: not run (needs %s)", w, what, what))
+				return false
+			}
+		}
+		return true
+	}
+	verdict := func(ok bool, s string, args ...any) {
+		mark := "meets"
+		if !ok {
+			mark = "SHORT"
+		}
+		out = append(out, fmt.Sprintf("%s: %s: %s", w, mark, fmt.Sprintf(s, args...)))
+	}
+	switch w {
+	case WorkUniform:
+		if mru != nil && ws.RefWAF > 0 {
+			dev := mru.WAF/ws.RefWAF - 1
+			verdict(math.Abs(dev) <= uniformModelTol,
+				"mru/greedy WAF %.3f is %+.1f%% from the analytic greedy WAF %.3f (target: within %.0f%%)",
+				mru.WAF, 100*dev, ws.RefWAF, 100*uniformModelTol)
+		}
+		if need("mru/greedy and none/greedy", mru, none) {
+			out = append(out, fmt.Sprintf("%s: expected: placement changes little when every block is equally hot: mru/none WAF %.2fx, throughput %.2fx",
+				w, mru.WAF/none.WAF, mru.HostMiBps/none.HostMiBps))
+		}
+		if cb != nil && mru != nil {
+			out = append(out, fmt.Sprintf("%s: expected: cost-benefit no better than greedy on uniform data: mru/cost-benefit WAF %.3f vs mru/greedy %.3f",
+				w, cb.WAF, mru.WAF))
+		}
+	case WorkHotCold:
+		if need("mru/cost-benefit and none/greedy", cb, none) {
+			verdict(cb.WAF <= hotcoldRatioTarget*none.WAF,
+				"mru/cost-benefit WAF %.3f is %.2fx none/greedy's %.3f (target: at most %.2fx)",
+				cb.WAF, cb.WAF/none.WAF, none.WAF, hotcoldRatioTarget)
+		}
+		if cb != nil && mru != nil {
+			verdict(cb.WAF < mru.WAF, "cost-benefit %s greedy under mru: WAF %.3f vs %.3f",
+				map[bool]string{true: "beats", false: "does NOT beat"}[cb.WAF < mru.WAF], cb.WAF, mru.WAF)
+		}
+	case WorkLifetimes:
+		if need("mru/greedy and none/greedy", mru, none) {
+			verdict(mru.WAF <= lifetimesRatioTarget*none.WAF && mru.WAF <= lifetimesWAFTarget,
+				"mru/greedy WAF %.3f is %.2fx none/greedy's %.3f (target: at most %.2fx and at most %.2f)",
+				mru.WAF, mru.WAF/none.WAF, none.WAF, lifetimesRatioTarget, lifetimesWAFTarget)
+		}
+	case WorkSeed:
+		if need("mru/greedy and none/greedy", mru, none) {
+			verdict(mru.HostMiBps >= seedThroughputTarget*none.HostMiBps,
+				"mru/greedy throughput %.1f MiB/s is %.2fx none/greedy's %.1f (target: at least %.2fx, the xfs series' +11%%)",
+				mru.HostMiBps, mru.HostMiBps/none.HostMiBps, none.HostMiBps, seedThroughputTarget)
+		}
+	}
+	return out
+}
