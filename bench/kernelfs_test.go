@@ -184,3 +184,41 @@ func TestPeerDeviceSignatures(t *testing.T) {
 		t.Errorf("zeros: contents %q", got)
 	}
 }
+
+// Without --force a device holding a file system is refused, naming it
+// and the flag; with --force, or when it holds nothing, it is accepted.
+func TestPeerDeviceRefusal(t *testing.T) {
+	dir := t.TempDir()
+	img := func(name string, off int64, magic []byte) *peerDevice {
+		p := filepath.Join(dir, name)
+		b := make([]byte, 256<<10)
+		copy(b[off:], magic)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return &peerDevice{path: p}
+	}
+	for _, s := range signatures {
+		d := img("fs", s.off, s.magic)
+		err := d.erasable(false)
+		if err == nil || !strings.Contains(err.Error(), s.name) || !strings.Contains(err.Error(), "--force") {
+			t.Errorf("%s without --force: %v; want a refusal naming it and --force", s.name, err)
+		}
+		if err := d.erasable(true); err != nil {
+			t.Errorf("%s with --force: %v", s.name, err)
+		}
+	}
+	// zonefold's superblock sits in a sequential zone: a plain file has
+	// none, so its magic at offset 0 is not taken for one.
+	if err := img("zeros", 0, nil).erasable(false); err != nil {
+		t.Errorf("empty device refused: %v", err)
+	}
+	// Not a block device: refused whatever --force says.
+	for _, p := range []string{filepath.Join(dir, "zeros"), "/dev/null", dir} {
+		for _, force := range []bool{false, true} {
+			if _, err := openPeerDevice(p, force); err == nil {
+				t.Errorf("openPeerDevice(%s, force=%v) accepted it", p, force)
+			}
+		}
+	}
+}

@@ -67,13 +67,22 @@ func openPeerDevice(path string, force bool) (*peerDevice, error) {
 	if _, err := d.written(); err != nil {
 		return nil, err
 	}
-	if force {
-		return d, nil
-	}
-	if what := d.contents(); what != "" {
-		return nil, fmt.Errorf("%s holds %s: bench peers erases it; --force to go ahead", path, what)
+	if err := d.erasable(force); err != nil {
+		return nil, err
 	}
 	return d, nil
+}
+
+// erasable refuses, unless force, a device that holds a file system or
+// data (see contents), naming what it holds.
+func (d *peerDevice) erasable(force bool) error {
+	if force {
+		return nil
+	}
+	if what := d.contents(); what != "" {
+		return fmt.Errorf("%s holds %s: bench peers erases it; --force to go ahead", d.path, what)
+	}
+	return nil
 }
 
 // checkNotMounted refuses a device something has mounted, even with
