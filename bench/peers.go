@@ -53,11 +53,16 @@ type PeersOptions struct {
 	OpenZones  int // zonefold's data zones open at once (0: from the device)
 	Steady     Steady
 	Repeat     int // rounds, the targets alternating within each
-	Force      bool
-	Seed       uint64
-	Sample     time.Duration
-	Out        string // folder for charts, CSV and JSON ("": none)
-	JSON       bool
+	// RunLimit, if set, bounds each run's workload (fill, warm-up and
+	// measured part): a target still writing then gets its row with that
+	// reason, so that one slow target (btrfs on its way to ENOSPC, under
+	// QEMU's TCG) cannot hold up the others.
+	RunLimit time.Duration
+	Force    bool
+	Seed     uint64
+	Sample   time.Duration
+	Out      string // folder for charts, CSV and JSON ("": none)
+	JSON     bool
 	// Progress, if set, gets a line per run (a terminal's stderr).
 	Progress io.Writer
 }
@@ -87,6 +92,8 @@ func (o PeersOptions) validate() error {
 		return fmt.Errorf("--repeat %d: want 1..100", o.Repeat)
 	case o.Sample < time.Millisecond:
 		return fmt.Errorf("--sample %v: want at least 1ms", o.Sample)
+	case o.RunLimit < 0:
+		return fmt.Errorf("--run-limit %v: want 0 (none) or more", o.RunLimit)
 	}
 	for _, t := range o.Targets {
 		if !slices.Contains(PeerTargets, t) {
@@ -177,6 +184,7 @@ type PeersSummary struct {
 	Seed      uint64          `json:"seed"`
 	Repeat    int             `json:"repeat"`
 	Steady    Steady          `json:"steady"`
+	RunLimit  float64         `json:"run_limit_seconds,omitempty"`
 	Workloads []*PeerWorkload `json:"workloads"`
 	// Targets say whether zonefold met its targets against the best
 	// kernel file system of each workload that has one.
@@ -279,7 +287,8 @@ func measurePeers(ctx context.Context, device string, o PeersOptions) (*PeersSum
 	}
 	rel, _ := kernelRelease()
 	sum := &PeersSummary{Date: time.Now().UTC().Format("2006-01-02"), Device: device, Kernel: rel, Geometry: d.describe(),
-		Util: o.Util, Cache: o.CacheBytes, DirtyMax: dirty, Seed: o.Seed, Repeat: o.Repeat, Steady: o.Steady}
+		Util: o.Util, Cache: o.CacheBytes, DirtyMax: dirty, Seed: o.Seed, Repeat: o.Repeat, Steady: o.Steady,
+		RunLimit: o.RunLimit.Seconds()}
 	var targets []peerTarget
 	skipped := map[string]string{}
 	for _, name := range PeerTargets {
@@ -369,9 +378,18 @@ func runPeerOnce(ctx context.Context, d *peerDevice, t peerTarget, w string, o P
 	runErr := spec.check(r.Capacity)
 	if runErr == nil {
 		g := newGen(spec, b)
-		ph, res, runErr = runControlled(ctx, g, o.Steady, o.Sample)
+		rctx, cancel := ctx, context.CancelFunc(func() {})
+		if o.RunLimit > 0 {
+			rctx, cancel = context.WithTimeout(ctx, o.RunLimit)
+		}
+		ph, res, runErr = runControlled(rctx, g, o.Steady, o.Sample)
+		limited := ctx.Err() == nil && rctx.Err() != nil
+		cancel()
 		if runErr != nil {
 			r.FailedHost = g.host.Load()
+			if limited {
+				runErr = overLimit(o.RunLimit, r.FailedHost, r.Capacity)
+			}
 			if zf, ok := b.(deviceCounted); ok {
 				// For whoever looks into the failure: where the space was,
 				// by zone state and by the placer's lists.
@@ -415,6 +433,12 @@ func runPeerOnce(ctx context.Context, d *peerDevice, t peerTarget, w string, o P
 		r.GCZones = final.Resets - from.Resets
 	}
 	return r, nil
+}
+
+// overLimit is the error of a run stopped by --run-limit.
+func overLimit(limit time.Duration, host, capacity int64) error {
+	return fmt.Errorf("did not finish within --run-limit %v: the workload had written %s (%.2f capacities)",
+		limit, human(host), float64(host)/float64(max(capacity, 1)))
 }
 
 // zoneCensus counts zones by state, and the valid share of the full ones.
@@ -586,6 +610,13 @@ func printPeers(out io.Writer, dir string, sum *PeersSummary) error {
 	fmt.Fprintf(out, "peers: %s (Linux %s): %s\n", sum.Device, sum.Kernel, sum.Geometry)
 	fmt.Fprintf(out, "zonefold cache %s, kernel dirty page limit %s; %d round(s); WAF = the device's written bytes / the workload's, over the measured part\n",
 		human(sum.Cache), human(sum.DirtyMax), sum.Repeat)
+	st := sum.Steady
+	fmt.Fprintf(out, "steady state: windows of %.2g capacities within %.0f%%, warm-up at most %.2g capacities, then %.2g measured",
+		st.Window, st.Tol*100, st.Cap, st.Span)
+	if sum.RunLimit > 0 {
+		fmt.Fprintf(out, "; each run stopped after %v", time.Duration(sum.RunLimit*float64(time.Second)))
+	}
+	fmt.Fprintln(out)
 	for _, pw := range sum.Workloads {
 		fmt.Fprintf(out, "\n%s: %s\n", pw.Workload, pw.Shape)
 		tw := newTable(out)

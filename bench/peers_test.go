@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zonefold/zonefold/engine"
 )
@@ -29,7 +30,8 @@ func peerRun(mbps, waf float64, gc int64) *PeerRun {
 // A summary of made-up runs: the medians, the ratios against zonefold,
 // the targets' verdicts, a skipped and a failed target, and the outputs.
 func TestPeersSummary(t *testing.T) {
-	sum := &PeersSummary{Device: "/dev/nullb0", Kernel: "6.1.0-57-amd64", Geometry: "64 zones of 4M", Cache: 16 << 20, DirtyMax: 8 << 20, Repeat: 3}
+	sum := &PeersSummary{Device: "/dev/nullb0", Kernel: "6.1.0-57-amd64", Geometry: "64 zones of 4M", Cache: 16 << 20, DirtyMax: 8 << 20, Repeat: 3,
+		Steady: DefaultSteady, RunLimit: 90}
 	mk := func(w string, zf, f2fs []*PeerRun) *PeerWorkload {
 		return &PeerWorkload{Workload: w, Shape: w + " shape", Rows: []*PeerRow{
 			{Target: TargetZonefold, Runs: zf},
@@ -84,7 +86,8 @@ func TestPeersSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"hotcold: hotcold shape", "0.900 (0.800-1.000)", "FAILED: write f3: no space left on device",
-		"skipped: kernel 6.1.0-57-amd64", "some rounds FAILED: ENOSPC", want[0]} {
+		"skipped: kernel 6.1.0-57-amd64", "some rounds FAILED: ENOSPC", want[0],
+		"warm-up at most 4 capacities, then 0.4 measured; each run stopped after 1m30s"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("table lacks %q:\n%s", s, out.String())
 		}
@@ -117,5 +120,18 @@ func TestZoneCensus(t *testing.T) {
 	})
 	if want := "1 free, 1 open, 2 full holding 50% valid data, 1 gc, 2 meta"; got != want {
 		t.Errorf("zoneCensus = %q, want %q", got, want)
+	}
+}
+
+// A run stopped by --run-limit says so, with how far it got.
+func TestPeersRunLimit(t *testing.T) {
+	err := overLimit(90*time.Second, 150<<20, 100<<20)
+	if want := "did not finish within --run-limit 1m30s: the workload had written 150 MiB (1.50 capacities)"; err.Error() != want {
+		t.Errorf("overLimit = %q, want %q", err, want)
+	}
+	o := DefaultPeers
+	o.RunLimit = -time.Second
+	if err := o.validate(); err == nil || !strings.Contains(err.Error(), "--run-limit") {
+		t.Errorf("negative --run-limit: %v", err)
 	}
 }

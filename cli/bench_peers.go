@@ -84,6 +84,7 @@ enough for zoned XFS.`,
 	numberVar(f, &o.Util, "util", o.Util, "live data as a fraction of each target's usable capacity (not seed)")
 	f.StringVar(&skew, "skew", "80/20", "hotcold: OPS/FILES, the percent of overwrites that go to a percent of the files")
 	countVar(f, &o.Repeat, "repeat", o.Repeat, "rounds: each runs every workload and target once, targets alternating")
+	f.DurationVar(&o.RunLimit, "run-limit", 0, "stop a run whose workload takes longer than this, its row saying so (0: no limit)")
 	numberVar(f, &o.Steady.Window, "window", o.Steady.Window, "capacities of host writes per steady-state window")
 	numberVar(f, &o.Steady.Tol, "steady-tol", o.Steady.Tol, "steady once successive windows' WAF differ by less than this fraction")
 	numberVar(f, &o.Steady.Cap, "warmup-cap", o.Steady.Cap, "capacities the warm-up writes at most")
