@@ -108,22 +108,25 @@ func (o PeersOptions) validate() error {
 
 // PeerRun is one run of one target on one workload.
 type PeerRun struct {
-	Round      int     `json:"round"`
-	Capacity   int64   `json:"capacity"` // the target's usable bytes
-	HostMiBps  float64 `json:"host_mib_per_s"`
-	WAF        float64 `json:"waf"` // device counter / host bytes, measured part
-	HostBytes  int64   `json:"host_bytes"`
-	DevBytes   int64   `json:"dev_bytes"`
-	GCBytes    int64   `json:"gc_bytes"` // -1: the target does not say
-	GCZones    int64   `json:"gc_zones"` // -1: the target does not say
-	Seconds    float64 `json:"seconds"`
-	Steady     bool    `json:"steady"`
-	Warmup     float64 `json:"warmup_capacities"`
-	Why        string  `json:"why"`
-	P50us      float64 `json:"p50_us"`
-	P99us      float64 `json:"p99_us"`
-	Error      string  `json:"error,omitempty"` // why the run did not finish
-	FailedHost int64   `json:"failed_after_host_bytes,omitempty"`
+	Round     int     `json:"round"`
+	Capacity  int64   `json:"capacity"` // the target's usable bytes
+	HostMiBps float64 `json:"host_mib_per_s"`
+	WAF       float64 `json:"waf"` // device counter / host bytes, measured part
+	HostBytes int64   `json:"host_bytes"`
+	DevBytes  int64   `json:"dev_bytes"`
+	GCBytes   int64   `json:"gc_bytes"` // -1: the target does not say
+	GCZones   int64   `json:"gc_zones"` // -1: the target does not say
+	Seconds   float64 `json:"seconds"`
+	Steady    bool    `json:"steady"`
+	Warmup    float64 `json:"warmup_capacities"`
+	Why       string  `json:"why"`
+	P50us     float64 `json:"p50_us"`
+	P99us     float64 `json:"p99_us"`
+	Error     string  `json:"error,omitempty"` // why the run did not finish
+	// Breakdown is zonefold's own account of what it wrote, whole run
+	// (the device counter's WAF does not say what the bytes were).
+	Breakdown  string `json:"zonefold_breakdown,omitempty"`
+	FailedHost int64  `json:"failed_after_host_bytes,omitempty"`
 	// Wall is the whole run's wall time: reset, mkfs, fill, writers,
 	// final writeback, unmount.
 	Wall float64 `json:"wall_seconds"`
@@ -402,6 +405,9 @@ func runPeerOnce(ctx context.Context, d *peerDevice, t peerTarget, w string, o P
 	// Which GC counters the target has (-1: none), read while it is
 	// still mounted.
 	k := b.Counters()
+	if zf, ok := b.(deviceCounted); ok {
+		r.Breakdown = engineBreakdown(zf.E.Stats())
+	}
 	if err := closeTarget(); err != nil {
 		// The engine failing to close is the run's failure; a kernel
 		// file system that stays mounted stops everything.
@@ -435,6 +441,16 @@ func runPeerOnce(ctx context.Context, d *peerDevice, t peerTarget, w string, o P
 	return r, nil
 }
 
+// engineBreakdown is what the engine says it wrote, in MiB: client
+// data, record headers, zone-tail padding, metadata and GC copies, and
+// the appends that failed (each takes its zone out of placement).
+func engineBreakdown(st engine.Stats) string {
+	m := func(n int64) float64 { return float64(n) / (1 << 20) }
+	return fmt.Sprintf("host %.1f MiB; device: data %.1f, headers %.1f, pad %.1f, meta %.1f, gc %.1f MiB; %d appends, %d failed; %d zones opened, %d filled, %d shared, %d reset by gc",
+		m(st.HostWritten), m(st.DevData), m(st.DevHeaders), m(st.DevPad), m(st.DevMeta), m(st.GCWritten),
+		st.Appends, st.AppendErrs, st.ZonesOpened, st.ZonesFilled, st.ZonesShared, st.GCResets)
+}
+
 // overLimit is the error of a run stopped by --run-limit.
 func overLimit(limit time.Duration, host, capacity int64) error {
 	return fmt.Errorf("did not finish within --run-limit %v: the workload had written %s (%.2f capacities)",
@@ -461,10 +477,14 @@ func zoneCensus(zones []engine.ZoneValid) string {
 
 // oneLine is a run's result for the progress output.
 func (r *PeerRun) oneLine() string {
+	s := fmt.Sprintf("%.1f MiB/s, WAF %.3f (%s); %.0fs in all", r.HostMiBps, r.WAF, r.Why, r.Wall)
 	if r.Error != "" {
-		return fmt.Sprintf("FAILED after %.0fs: %s", r.Wall, r.Error)
+		s = fmt.Sprintf("FAILED after %.0fs: %s", r.Wall, r.Error)
 	}
-	return fmt.Sprintf("%.1f MiB/s, WAF %.3f (%s); %.0fs in all", r.HostMiBps, r.WAF, r.Why, r.Wall)
+	if r.Breakdown != "" {
+		s += "\n  zonefold's own count: " + r.Breakdown
+	}
+	return s
 }
 
 // shape is a workload's description for its table, sizes as fractions of

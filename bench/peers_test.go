@@ -135,3 +135,13 @@ func TestPeersRunLimit(t *testing.T) {
 		t.Errorf("negative --run-limit: %v", err)
 	}
 }
+
+// zonefold's own account names each kind of bytes and the failed appends.
+func TestEngineBreakdown(t *testing.T) {
+	got := engineBreakdown(engine.Stats{HostWritten: 100 << 20, DevData: 90 << 20, DevPad: 1 << 20, GCWritten: 10 << 20, Appends: 7, AppendErrs: 2})
+	for _, s := range []string{"host 100.0 MiB", "data 90.0", "pad 1.0", "gc 10.0 MiB", "7 appends, 2 failed"} {
+		if !strings.Contains(got, s) {
+			t.Errorf("engineBreakdown = %q, lacks %q", got, s)
+		}
+	}
+}
