@@ -196,14 +196,19 @@ type PeersSummary struct {
 
 // Peers runs bench peers on device and prints the tables (or JSON).
 func Peers(ctx context.Context, stdout io.Writer, device string, o PeersOptions) error {
-	sum, err := measurePeers(ctx, device, o)
-	if err != nil {
-		return err
+	sum, stopped := measurePeers(ctx, device, o)
+	if sum == nil {
+		return stopped
 	}
+	// A run that stopped early (a hung target) still prints what it has;
+	// the error says why the rest is missing.
+	var err error
 	if o.JSON {
-		return WriteJSON(stdout, sum)
+		err = WriteJSON(stdout, sum)
+	} else {
+		err = printPeers(stdout, o.Out, sum)
 	}
-	return printPeers(stdout, o.Out, sum)
+	return errors.Join(err, stopped)
 }
 
 // peerTarget is zonefold or one kernel file system.
@@ -256,6 +261,16 @@ func (b deviceCounted) Counters() Counters {
 // use (a file system that would not unmount): bench peers stops there
 // rather than reset zones under it.
 var errPeerUnsafe = errors.New("cannot go on with the device in this state")
+
+// hungGrace is how long a run's writers get to return once its context
+// is done (--run-limit, an interrupt) before the target counts as hung:
+// a writer blocked in a kernel file system (btrfs on 6.1, in D state)
+// never returns, and bench peers then reports what it has.
+var hungGrace = time.Minute
+
+// errPeerHung marks a target whose writers did not return: bench peers
+// stops there, with the tables of what finished.
+var errPeerHung = errors.New("its writers are blocked in the kernel")
 
 func measurePeers(ctx context.Context, device string, o PeersOptions) (*PeersSummary, error) {
 	if err := o.validate(); err != nil {
@@ -316,6 +331,8 @@ func measurePeers(ctx context.Context, device string, o PeersOptions) (*PeersSum
 		rows[w] = pw.Rows
 		sum.Workloads = append(sum.Workloads, pw)
 	}
+	var stopped error
+runs:
 	for round := range o.Repeat {
 		for _, w := range workloads {
 			for i, t := range targets {
@@ -330,6 +347,18 @@ func measurePeers(ctx context.Context, device string, o PeersOptions) (*PeersSum
 				r, err := runPeerOnce(ctx, d, t, w, o)
 				if ctx.Err() != nil {
 					return nil, fmt.Errorf("%s on %s: interrupted: %w", w, t.name, ctx.Err())
+				}
+				if errors.Is(err, errPeerHung) {
+					// The device is still in use: nothing more can run,
+					// but what finished is reported.
+					r.Round, r.Wall = round+1, time.Since(start).Seconds()
+					row.Runs = append(row.Runs, r)
+					stopped = fmt.Errorf("%s on %s: %w; bench peers stopped there", w, t.name, err)
+					if o.Progress != nil {
+						fmt.Fprintf(o.Progress, "bench peers: %s on %s: %s\n", w, t.name, r.oneLine())
+					}
+					notRun(sum, fmt.Sprintf("not run: bench peers stopped when %s hung on %s", t.name, w))
+					break runs
 				}
 				if err != nil {
 					return nil, fmt.Errorf("%s on %s: %w", w, t.name, err)
@@ -348,7 +377,18 @@ func measurePeers(ctx context.Context, device string, o PeersOptions) (*PeersSum
 			return nil, err
 		}
 	}
-	return sum, nil
+	return sum, stopped
+}
+
+// notRun marks the rows that have no run yet, when bench peers stops early.
+func notRun(sum *PeersSummary, why string) {
+	for _, pw := range sum.Workloads {
+		for _, r := range pw.Rows {
+			if r.Skipped == "" && len(r.Runs) == 0 {
+				r.Skipped = why
+			}
+		}
+	}
 }
 
 // runPeerOnce resets the device, makes target t on it, runs workload w
@@ -385,9 +425,16 @@ func runPeerOnce(ctx context.Context, d *peerDevice, t peerTarget, w string, o P
 		if o.RunLimit > 0 {
 			rctx, cancel = context.WithTimeout(ctx, o.RunLimit)
 		}
-		ph, res, runErr = runControlled(rctx, g, o.Steady, o.Sample)
+		var hung bool
+		ph, res, hung, runErr = controlledOrHung(rctx, g, o.Steady, o.Sample, hungGrace)
 		limited := ctx.Err() == nil && rctx.Err() != nil
 		cancel()
+		if hung {
+			r.FailedHost = g.host.Load()
+			r.Error = fmt.Sprintf("hung: %v after its run stopped, its writers were still blocked in the kernel (%s written)",
+				hungGrace, human(r.FailedHost))
+			return r, fmt.Errorf("%s: %w", t.name, errPeerHung)
+		}
 		if runErr != nil {
 			r.FailedHost = g.host.Load()
 			if limited {
@@ -439,6 +486,35 @@ func runPeerOnce(ctx context.Context, d *peerDevice, t peerTarget, w string, o P
 		r.GCZones = final.Resets - from.Resets
 	}
 	return r, nil
+}
+
+// controlledOrHung is runControlled, unless its writers have not returned
+// grace after ctx is done: then hung, and the run is left behind (its
+// goroutines blocked in the kernel).
+func controlledOrHung(ctx context.Context, g *gen, rule Steady, every, grace time.Duration) (ph phase, res genResult, hung bool, err error) {
+	type result struct {
+		ph  phase
+		res genResult
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		ph, res, err := runControlled(ctx, g, rule, every)
+		ch <- result{ph, res, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.ph, r.res, false, r.err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		return r.ph, r.res, false, r.err
+	case <-t.C:
+		return phase{}, genResult{}, true, ctx.Err()
+	}
 }
 
 // engineBreakdown is what the engine says it wrote, in MiB: client

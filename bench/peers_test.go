@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -143,5 +144,64 @@ func TestEngineBreakdown(t *testing.T) {
 		if !strings.Contains(got, s) {
 			t.Errorf("engineBreakdown = %q, lacks %q", got, s)
 		}
+	}
+}
+
+// blockedBackend's writes never return until released, whatever their
+// context says: a kernel file system whose writers are stuck in D state.
+type blockedBackend struct{ release chan struct{} }
+
+func (b blockedBackend) Capacity() int64                    { return 64 << 20 }
+func (b blockedBackend) Create(string) (BackendFile, error) { return b, nil }
+func (b blockedBackend) Remove(string) error                { return nil }
+func (b blockedBackend) Sync(context.Context) error         { return nil }
+func (b blockedBackend) Counters() Counters {
+	return Counters{GCWritten: -1, GCResets: -1, GCNanos: -1}
+}
+func (b blockedBackend) Close() error { return nil }
+func (b blockedBackend) WriteAt(_ context.Context, p []byte, _ int64) (int, error) {
+	<-b.release
+	return len(p), nil
+}
+
+// A run whose writers stay blocked after its context ends is reported
+// hung, grace after, rather than waited for; one whose writers return
+// is not.
+func TestControlledOrHung(t *testing.T) {
+	b := blockedBackend{release: make(chan struct{})}
+	defer close(b.release) // let the left-behind writers go at the end
+	spec := Spec{Kind: WorkHotCold, Files: 2, BS: 64 << 10, IODepth: 1, Util: 0.5, HotShare: 0.8, HotFiles: 0.5, ZoneSize: 4 << 20, Seed: 1}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, hung, err := controlledOrHung(ctx, newGen(spec, b), DefaultSteady, 10*time.Millisecond, 50*time.Millisecond)
+	if !hung || err == nil {
+		t.Fatalf("blocked writers: hung %v, err %v; want hung", hung, err)
+	}
+
+	// Writers that return (here at once): a cancelled run ends with its
+	// error, not hung.
+	done := make(chan struct{})
+	close(done)
+	_, _, hung, err = controlledOrHung(ctx, newGen(spec, blockedBackend{release: done}), DefaultSteady, 10*time.Millisecond, time.Minute)
+	if hung || err == nil {
+		t.Errorf("cancelled run: hung %v, err %v; want its error, not hung", hung, err)
+	}
+}
+
+// A hung target stops bench peers; the rows that had not run say why.
+func TestPeersNotRun(t *testing.T) {
+	sum := &PeersSummary{Workloads: []*PeerWorkload{
+		{Workload: WorkHotCold, Rows: []*PeerRow{{Target: TargetZonefold, Runs: []*PeerRun{peerRun(10, 1, 0)}}, {Target: "btrfs", Runs: []*PeerRun{{Error: "hung: ..."}}}}},
+		{Workload: WorkSeed, Rows: []*PeerRow{{Target: TargetZonefold}, {Target: "xfs", Skipped: "needs Linux >= 6.15"}}},
+	}}
+	notRun(sum, "not run: bench peers stopped when btrfs hung on hotcold")
+	if r := sum.Workloads[1].Rows[0]; r.Skipped != "not run: bench peers stopped when btrfs hung on hotcold" {
+		t.Errorf("seed zonefold: %q", r.Skipped)
+	}
+	if r := sum.Workloads[1].Rows[1]; r.Skipped != "needs Linux >= 6.15" {
+		t.Errorf("a skipped row's own reason was replaced: %q", r.Skipped)
+	}
+	if r := sum.Workloads[0].Rows[1]; r.Skipped != "" {
+		t.Errorf("the hung row is not 'not run': %q", r.Skipped)
 	}
 }

@@ -17,7 +17,7 @@
 #                         have targets (not uniform), short windows, and a limit per
 #                         run so that a target on its way to ENOSPC cannot hold up
 #                         the others
-#                         [--util 0.5 --writers 3 --bs 64K --window 0.1 --warmup-cap 1 --measure 0.2 --workload hotcold,lifetimes,seed --run-limit 150s]
+#                         [--util 0.5 --writers 3 --bs 64K --window 0.1 --warmup-cap 1 --measure 0.2 --workload hotcold,seed,lifetimes --run-limit 150s]
 #   BENCH_PEERS_KERNELS   runs, "name:suite:targets" each; suite "-" is the host's
 #                         [stable:-:zonefold,f2fs,btrfs sid:sid:zonefold,xfs]
 #   BENCH_PEERS_OUT       where the binary, tables, JSON and charts go  [build/bench-peers]
@@ -29,7 +29,7 @@ repo=$(cd "$here/../.." && pwd)
 export PATH=$PATH:/usr/local/go/bin
 out=${BENCH_PEERS_OUT:-$repo/build/bench-peers}
 mb=${BENCH_PEERS_MB:-256} zone=${BENCH_PEERS_ZONE_MB:-4} conv=${BENCH_PEERS_CONV:-8}
-read -r -a flags <<<"${BENCH_PEERS_FLAGS:---util 0.5 --writers 3 --bs 64K --window 0.1 --warmup-cap 1 --measure 0.2 --workload hotcold,lifetimes,seed --run-limit 150s}"
+read -r -a flags <<<"${BENCH_PEERS_FLAGS:---util 0.5 --writers 3 --bs 64K --window 0.1 --warmup-cap 1 --measure 0.2 --workload hotcold,seed,lifetimes --run-limit 150s}"
 read -r -a kernels <<<"${BENCH_PEERS_KERNELS:-stable:-:zonefold,f2fs,btrfs sid:sid:zonefold,xfs}"
 mkdir -p "$out"
 ( cd "$repo" && CGO_ENABLED=0 go build -ldflags=-checklinkname=0 -o "$out/zonefold" . )
@@ -50,7 +50,7 @@ for k in "${kernels[@]}"; do
   start=$(date +%s)
   set +e
   "$here/peers.sh" "${kargs[@]}" --nullb-mb "$mb" --zone-mb "$zone" --nullb-args "zone_nr_conv=$conv bs=4096" \
-    --mem "$mem" --timeout 2400 --share "$out" -- "$out/zonefold" bench peers /dev/nullb0 \
+    --mem "$mem" --timeout 900 --share "$out" -- "$out/zonefold" bench peers /dev/nullb0 \
     --targets "$targets" --out "$name" "${flags[@]}" "$@" 2>&1 | tee "$out/$name.log"
   rc=${PIPESTATUS[0]}
   set -e
