@@ -69,10 +69,10 @@ bench:
 
 # bench-peers compares zonefold with the kernel's zoned file systems
 # (f2fs, btrfs, XFS zoned) on one null_blk zoned device in the VM harness:
-# once with Debian's stable kernel, once with sid's for XFS zoned (about
-# 10 minutes each under TCG on an idle 2-core machine; it prints the sizes,
-# see testdata/vm/bench-peers.sh for the knobs). Tables, JSON and charts in
-# build/bench-peers/.
+# once with Debian's stable kernel, once with sid's for XFS zoned (4 and
+# 13 minutes under TCG on a loaded 2-core machine on 2026-12-01; it prints
+# the sizes, see testdata/vm/bench-peers.sh for the knobs). Tables, JSON and
+# charts in build/bench-peers/.
 bench-peers:
 	testdata/vm/bench-peers.sh
 
