@@ -20,7 +20,9 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -182,7 +184,8 @@ func (r *cutRun) point() {
 			if n := ops.Load(); n != last {
 				last, lastAt = n, time.Now()
 			} else if time.Since(lastAt) > 30*time.Second {
-				t.Fatalf("point %d: no operation completed for 30 s (%d of %d); stats %+v", r.points, n, cutAt, r.e.Stats())
+				t.Fatalf("point %d: no operation completed for 30 s (%d of %d); stats %+v; every goroutine:\n%s",
+					r.points, n, cutAt, r.e.Stats(), goroutineStacks())
 			}
 		}
 	}
@@ -237,8 +240,20 @@ func (r *cutRun) waitWorkers(wg *sync.WaitGroup) {
 	select {
 	case <-done:
 	case <-time.After(time.Minute):
-		r.t.Fatalf("point %d: clients did not stop within a minute of the power cut", r.points)
+		r.t.Fatalf("point %d: clients did not stop within a minute of the power cut; every goroutine:\n%s",
+			r.points, goroutineStacks())
 	}
+}
+
+// goroutineStacks is every goroutine's stack, with how long each has
+// been blocked, for a watchdog that fires: a hang is diagnosed from
+// where everything waits.
+func goroutineStacks() string {
+	var b strings.Builder
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 2); err != nil {
+		return err.Error()
+	}
+	return b.String()
 }
 
 // writer overwrites runs of one stamped file and fsyncs every few writes.
