@@ -77,6 +77,14 @@ type cutRun struct {
 	churnSeq int
 
 	points, midFlight, gcCuts, losses int
+	stops                             []string // why clients stopped, this point
+}
+
+// stopped records why a client stopped.
+func (r *cutRun) stopped(who string, err error) {
+	r.mu.Lock()
+	r.stops = append(r.stops, fmt.Sprintf("%s: %v", who, err))
+	r.mu.Unlock()
 }
 
 func TestPowerCutLoop(t *testing.T) {
@@ -154,6 +162,9 @@ func (r *cutRun) setup() {
 func (r *cutRun) point() {
 	t := r.t
 	r.points++
+	r.mu.Lock()
+	r.stops = nil
+	r.mu.Unlock()
 	cutAt := int64(20 + r.rng.IntN(250))
 	mode := r.rng.IntN(8) // 0: TearLastWrite, 1: PowerCut, else the device closes mid-flight
 	ctx, cancel := context.WithCancel(context.Background())
@@ -168,10 +179,14 @@ func (r *cutRun) point() {
 	var wg sync.WaitGroup
 	for i := range r.stamped {
 		seed := r.rng.Uint64()
-		wg.Go(func() { r.writer(ctx, i, seed, tick) })
+		wg.Go(func() { r.stopped(fmt.Sprintf("writer %d", i), r.writer(ctx, i, seed, tick)) })
 	}
 	churnSeed := r.rng.Uint64()
-	wg.Go(func() { r.churner(ctx, churnSeed, tick) })
+	wg.Go(func() { r.stopped("churner", r.churner(ctx, churnSeed, tick)) })
+	// Every client stopping before the cut (on an error: a client stops
+	// at its first) is not a hang: say why they stopped.
+	allStopped := make(chan struct{})
+	go func() { wg.Wait(); close(allStopped) }()
 
 	// A hang detector, not a timing test: the workload must keep making
 	// operations.
@@ -180,6 +195,12 @@ func (r *cutRun) point() {
 		select {
 		case <-reached:
 			waiting = false
+		case <-allStopped:
+			r.mu.Lock()
+			why := slices.Clone(r.stops)
+			r.mu.Unlock()
+			t.Fatalf("point %d: every client stopped before the cut (%d of %d ops): %v; stats %+v",
+				r.points, ops.Load(), cutAt, why, r.e.Stats())
 		case <-time.After(100 * time.Millisecond):
 			if n := ops.Load(); n != last {
 				last, lastAt = n, time.Now()
@@ -257,12 +278,12 @@ func goroutineStacks() string {
 }
 
 // writer overwrites runs of one stamped file and fsyncs every few writes.
-func (r *cutRun) writer(ctx context.Context, i int, seed uint64, tick func()) {
+func (r *cutRun) writer(ctx context.Context, i int, seed uint64, tick func()) error {
 	rng := rand.New(rand.NewPCG(seed, 5))
 	f := r.stamped[i]
 	h, err := r.e.Open(f.name)
 	if err != nil {
-		return
+		return err
 	}
 	buf := make([]byte, 16*cutBlock)
 	var since []int
@@ -284,14 +305,14 @@ func (r *cutRun) writer(ctx context.Context, i int, seed uint64, tick func()) {
 			cutStamp(buf[j*cutBlock:(j+1)*cutBlock], i, b+j, k)
 		}
 		if _, err := h.WriteAtContext(ctx, buf[:n*cutBlock], int64(b)*cutBlock); err != nil {
-			return
+			return err
 		}
 		tick()
 		if w%6 != 5 {
 			continue
 		}
 		if err := h.SyncContext(ctx); err != nil {
-			return
+			return err
 		}
 		tick()
 		r.mu.Lock()
@@ -308,11 +329,12 @@ func (r *cutRun) writer(ctx context.Context, i int, seed uint64, tick func()) {
 		r.mu.Unlock()
 		since = since[:0]
 	}
+	return ctx.Err()
 }
 
 // churner creates, fills and fsyncs small files, renames and truncates
 // them, and removes the oldest: namespace operations and garbage.
-func (r *cutRun) churner(ctx context.Context, seed uint64, tick func()) {
+func (r *cutRun) churner(ctx context.Context, seed uint64, tick func()) error {
 	rng := rand.New(rand.NewPCG(seed, 6))
 	e := r.e
 	for ctx.Err() == nil {
@@ -330,8 +352,8 @@ func (r *cutRun) churner(ctx context.Context, seed uint64, tick func()) {
 			cf := r.churn[name]
 			cf.pending = &churnOp{kind: "remove"}
 			r.mu.Unlock()
-			if e.Remove(name) != nil {
-				return
+			if err := e.Remove(name); err != nil {
+				return err
 			}
 			r.mu.Lock()
 			delete(r.churn, name)
@@ -345,8 +367,8 @@ func (r *cutRun) churner(ctx context.Context, seed uint64, tick func()) {
 			cf := r.churn[name]
 			cf.pending = &churnOp{kind: "rename", to: to}
 			r.mu.Unlock()
-			if e.Rename(name, to) != nil {
-				return
+			if err := e.Rename(name, to); err != nil {
+				return err
 			}
 			r.mu.Lock()
 			delete(r.churn, name)
@@ -362,8 +384,11 @@ func (r *cutRun) churner(ctx context.Context, seed uint64, tick func()) {
 			cf.pending = &churnOp{kind: "truncate", size: size}
 			r.mu.Unlock()
 			h, err := e.Open(name)
-			if err != nil || h.Truncate(int64(size)) != nil {
-				return
+			if err != nil {
+				return err
+			}
+			if err := h.Truncate(int64(size)); err != nil {
+				return err
 			}
 			r.mu.Lock()
 			cf.data = cf.data[:size]
@@ -381,13 +406,13 @@ func (r *cutRun) churner(ctx context.Context, seed uint64, tick func()) {
 			}
 			h, err := e.Create(name)
 			if err != nil {
-				return
+				return err
 			}
 			if _, err := h.WriteAtContext(ctx, data, 0); err != nil {
-				return
+				return err
 			}
-			if h.SyncContext(ctx) != nil {
-				return
+			if err := h.SyncContext(ctx); err != nil {
+				return err
 			}
 			r.mu.Lock()
 			delete(r.creating, name)
@@ -396,6 +421,7 @@ func (r *cutRun) churner(ctx context.Context, seed uint64, tick func()) {
 		}
 		tick()
 	}
+	return ctx.Err()
 }
 
 // check compares what the reopened engine holds with everything
