@@ -97,6 +97,9 @@ type zone struct {
 	// data relocated, or none left): from then on a checkpoint records
 	// its write pointer as 0. freeZone clears it after the reset.
 	resetPending atomic.Bool
+	// gen counts the zone's resets: cached record sums are valid for
+	// one generation.
+	gen atomic.Uint32
 }
 
 // orphan reports whether no file is writing to z as its MRU zone: the
@@ -524,6 +527,7 @@ func (p *placer) freeZone(z *zone) {
 	z.alloc.Store(0)
 	z.valid.Store(0)
 	z.lastSeq.Store(0)
+	z.gen.Add(1)
 	z.forGC = false
 	z.owner.Store(nil)
 	z.resetPending.Store(false)
