@@ -21,6 +21,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -77,11 +78,19 @@ type cutRun struct {
 	churnSeq int
 
 	points, midFlight, gcCuts, losses int
+	stops                             []string // why clients stopped, this point
 
 	// trace is every operation of the run, for a failure's post-mortem
 	// (ZONEFOLD_POWERCUT_KEEP names a directory that receives it and the
 	// device image of a failing point).
 	trace []string
+}
+
+// stopped records why a client stopped.
+func (r *cutRun) stopped(who string, err error) {
+	r.mu.Lock()
+	r.stops = append(r.stops, fmt.Sprintf("%s: %v", who, err))
+	r.mu.Unlock()
 }
 
 func (r *cutRun) logf(format string, args ...any) {
@@ -192,6 +201,9 @@ func (r *cutRun) setup() {
 func (r *cutRun) point() {
 	t := r.t
 	r.points++
+	r.mu.Lock()
+	r.stops = nil
+	r.mu.Unlock()
 	cutAt := int64(20 + r.rng.IntN(250))
 	mode := r.rng.IntN(8) // 0: TearLastWrite, 1: PowerCut, else the device closes mid-flight
 	ctx, cancel := context.WithCancel(context.Background())
@@ -206,10 +218,14 @@ func (r *cutRun) point() {
 	var wg sync.WaitGroup
 	for i := range r.stamped {
 		seed := r.rng.Uint64()
-		wg.Go(func() { r.writer(ctx, i, seed, tick) })
+		wg.Go(func() { r.stopped(fmt.Sprintf("writer %d", i), r.writer(ctx, i, seed, tick)) })
 	}
 	churnSeed := r.rng.Uint64()
-	wg.Go(func() { r.churner(ctx, churnSeed, tick) })
+	wg.Go(func() { r.stopped("churner", r.churner(ctx, churnSeed, tick)) })
+	// Every client stopping before the cut (on an error: a client stops
+	// at its first) is not a hang: say why they stopped.
+	allStopped := make(chan struct{})
+	go func() { wg.Wait(); close(allStopped) }()
 
 	// A hang detector, not a timing test: the workload must keep making
 	// operations.
@@ -218,11 +234,18 @@ func (r *cutRun) point() {
 		select {
 		case <-reached:
 			waiting = false
+		case <-allStopped:
+			r.mu.Lock()
+			why := slices.Clone(r.stops)
+			r.mu.Unlock()
+			t.Fatalf("point %d: every client stopped before the cut (%d of %d ops): %v; stats %+v",
+				r.points, ops.Load(), cutAt, why, r.e.Stats())
 		case <-time.After(100 * time.Millisecond):
 			if n := ops.Load(); n != last {
 				last, lastAt = n, time.Now()
 			} else if time.Since(lastAt) > 30*time.Second {
-				t.Fatalf("point %d: no operation completed for 30 s (%d of %d); stats %+v", r.points, n, cutAt, r.e.Stats())
+				t.Fatalf("point %d: no operation completed for 30 s (%d of %d); stats %+v; every goroutine:\n%s",
+					r.points, n, cutAt, r.e.Stats(), goroutineStacks())
 			}
 		}
 	}
@@ -309,17 +332,29 @@ func (r *cutRun) waitWorkers(wg *sync.WaitGroup) {
 	select {
 	case <-done:
 	case <-time.After(time.Minute):
-		r.t.Fatalf("point %d: clients did not stop within a minute of the power cut", r.points)
+		r.t.Fatalf("point %d: clients did not stop within a minute of the power cut; every goroutine:\n%s",
+			r.points, goroutineStacks())
 	}
 }
 
+// goroutineStacks is every goroutine's stack, with how long each has
+// been blocked, for a watchdog that fires: a hang is diagnosed from
+// where everything waits.
+func goroutineStacks() string {
+	var b strings.Builder
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 2); err != nil {
+		return err.Error()
+	}
+	return b.String()
+}
+
 // writer overwrites runs of one stamped file and fsyncs every few writes.
-func (r *cutRun) writer(ctx context.Context, i int, seed uint64, tick func()) {
+func (r *cutRun) writer(ctx context.Context, i int, seed uint64, tick func()) error {
 	rng := rand.New(rand.NewPCG(seed, 5))
 	f := r.stamped[i]
 	h, err := r.e.Open(f.name)
 	if err != nil {
-		return
+		return err
 	}
 	buf := make([]byte, 16*cutBlock)
 	var since []int
@@ -341,7 +376,7 @@ func (r *cutRun) writer(ctx context.Context, i int, seed uint64, tick func()) {
 			cutStamp(buf[j*cutBlock:(j+1)*cutBlock], i, b+j, k)
 		}
 		if _, err := h.WriteAtContext(ctx, buf[:n*cutBlock], int64(b)*cutBlock); err != nil {
-			return
+			return err
 		}
 		r.logf("write %s blocks %d+%d stamp %d", f.name, b, n, k)
 		tick()
@@ -349,7 +384,7 @@ func (r *cutRun) writer(ctx context.Context, i int, seed uint64, tick func()) {
 			continue
 		}
 		if err := h.SyncContext(ctx); err != nil {
-			return
+			return err
 		}
 		r.logf("synced %s", f.name)
 		tick()
@@ -367,11 +402,12 @@ func (r *cutRun) writer(ctx context.Context, i int, seed uint64, tick func()) {
 		r.mu.Unlock()
 		since = since[:0]
 	}
+	return ctx.Err()
 }
 
 // churner creates, fills and fsyncs small files, renames and truncates
 // them, and removes the oldest: namespace operations and garbage.
-func (r *cutRun) churner(ctx context.Context, seed uint64, tick func()) {
+func (r *cutRun) churner(ctx context.Context, seed uint64, tick func()) error {
 	rng := rand.New(rand.NewPCG(seed, 6))
 	e := r.e
 	for ctx.Err() == nil {
@@ -391,8 +427,8 @@ func (r *cutRun) churner(ctx context.Context, seed uint64, tick func()) {
 			r.mu.Unlock()
 			fi, _ := e.Stat(name)
 			r.logf("remove %s (id %d) ...", name, fi.ID)
-			if e.Remove(name) != nil {
-				return
+			if err := e.Remove(name); err != nil {
+				return err
 			}
 			r.logf("removed %s", name)
 			r.mu.Lock()
@@ -409,8 +445,8 @@ func (r *cutRun) churner(ctx context.Context, seed uint64, tick func()) {
 			r.mu.Unlock()
 			fi, _ := e.Stat(name)
 			r.logf("rename %s (id %d) -> %s ...", name, fi.ID, to)
-			if e.Rename(name, to) != nil {
-				return
+			if err := e.Rename(name, to); err != nil {
+				return err
 			}
 			r.logf("renamed %s -> %s", name, to)
 			r.mu.Lock()
@@ -429,8 +465,11 @@ func (r *cutRun) churner(ctx context.Context, seed uint64, tick func()) {
 			fi, _ := e.Stat(name)
 			r.logf("truncate %s (id %d) %d -> %d ...", name, fi.ID, len(cf.data), size)
 			h, err := e.Open(name)
-			if err != nil || h.Truncate(int64(size)) != nil {
-				return
+			if err != nil {
+				return err
+			}
+			if err := h.Truncate(int64(size)); err != nil {
+				return err
 			}
 			r.logf("truncated %s", name)
 			r.mu.Lock()
@@ -449,14 +488,14 @@ func (r *cutRun) churner(ctx context.Context, seed uint64, tick func()) {
 			}
 			h, err := e.Create(name)
 			if err != nil {
-				return
+				return err
 			}
 			r.logf("created %s (id %d), writing %d", name, h.Stat().ID, len(data))
 			if _, err := h.WriteAtContext(ctx, data, 0); err != nil {
-				return
+				return err
 			}
-			if h.SyncContext(ctx) != nil {
-				return
+			if err := h.SyncContext(ctx); err != nil {
+				return err
 			}
 			r.logf("synced %s (%d bytes)", name, len(data))
 			r.mu.Lock()
@@ -466,6 +505,7 @@ func (r *cutRun) churner(ctx context.Context, seed uint64, tick func()) {
 		}
 		tick()
 	}
+	return ctx.Err()
 }
 
 // check compares what the reopened engine holds with everything

@@ -477,8 +477,8 @@ func (c *collector) appendFile(pieces []live, mem []byte, b *gcBatch) error {
 		if g.padZone != nil {
 			e.appendPad(g.padZone, g.padOff, nil)
 		}
-		if errors.Is(err, errDraining) {
-			continue // the pad was what a zone waited for
+		if errors.Is(err, errDraining) || errors.Is(err, errPadFirst) {
+			continue // the pad was what a zone waited for, or comes first
 		}
 		if err != nil {
 			return err

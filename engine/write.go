@@ -56,8 +56,8 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 		if g.padZone != nil {
 			e.appendPad(g.padZone, g.padOff, p)
 		}
-		if errors.Is(err, errDraining) {
-			continue // the pad was what a zone waited for
+		if errors.Is(err, errDraining) || errors.Is(err, errPadFirst) {
+			continue // the pad was what a zone waited for, or comes first
 		}
 		if errors.Is(err, errNoFreeZone) {
 			// Have GC free a zone for this file rather than mix it into

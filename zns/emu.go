@@ -522,8 +522,9 @@ func (e *Emu) PowerCut() error {
 // those keep bytes, its write pointer right after them; every other zone
 // is back at the last Flush, as after PowerCut. The new state is made
 // durable at once, so a reopen sees it too. It fails, changing nothing, if
-// there was no such write since the last power cut or if the zone was
-// written, reset or finished after it.
+// there was no such write since the last power cut, if the zone was
+// written, reset or finished after it, or if a Flush has made the write
+// durable since (power lost after a flush cannot tear what it flushed).
 func (e *Emu) TearLastWrite(keep int64) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -539,6 +540,9 @@ func (e *Emu) TearLastWrite(keep int64) error {
 	}
 	if e.zones[lw.zone].wp != lw.off+lw.n {
 		return fmt.Errorf("zns: tear: zone %d changed after its last write", lw.zone)
+	}
+	if e.flushed[lw.zone].wp >= lw.off+lw.n {
+		return fmt.Errorf("zns: tear: the last write (zone %d) was flushed", lw.zone)
 	}
 	copy(e.zones, e.flushed)
 	torn := &e.zones[lw.zone]

@@ -161,6 +161,27 @@ func TestEmuTearLastWrite(t *testing.T) {
 	check(c2)
 }
 
+// A write a Flush made durable cannot be torn: the power cut that comes
+// after the flush leaves it whole (the power-cut loop tore acknowledged
+// data this way and reported it as lost).
+func TestEmuTearLastWriteRefusesAFlushedWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev")
+	e, c := openEmuT(t, path, emuTestGeo)
+	a, b := c.buf(c.bs, 1), c.buf(2*c.bs, 2)
+	c.append(1, a)
+	c.append(1, b)
+	c.ok("Flush", e.Flush())
+	if err := e.TearLastWrite(c.bs); err == nil {
+		t.Fatal("tear of a flushed write succeeded")
+	}
+	c.expectZone(1, CondImpOpen, 3*c.bs)
+	c.ok("PowerCut", e.PowerCut())
+	c.expectZone(1, CondClosed, 3*c.bs)
+	if got := c.read(c.zone(1).Start, 3*c.bs); !bytes.Equal(got[:c.bs], a) || !bytes.Equal(got[c.bs:], b) {
+		t.Fatal("flushed writes differ after the power cut")
+	}
+}
+
 // Bytes that reached the file past the write pointer but were lost to a
 // power cut stay unreadable when the zone is finished, as a ZNS device
 // reads the unwritten blocks of a finished zone as zeros; the flushed
