@@ -191,6 +191,12 @@
 // quiesce, collector.mu, nsMu and metaLog.mu. So nothing waits for
 // writeback while holding quiesce, collector.mu, nsMu, metaLog.mu, or a
 // leaf. Every wait for a completion first submits what the ring holds: the
-// operation may be queued under someone's plug. No wait polls: counters
+// operation may be queued under someone's plug. That covers only what was
+// queued before the wait began, so the converse holds too: a plug holder
+// (WriteExtents under writeback's plug) submits what the ring holds before
+// it blocks on anything else — before it asks GC for space (collector.mu)
+// and before it waits for quiesce behind a checkpoint — because what it
+// queued (a pad that a draining zone waits for) may be what the holder of
+// that lock waits for. No wait polls: counters
 // that fall to zero signal Engine.idle, and waitUntil parks on it.
 package engine

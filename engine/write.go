@@ -35,13 +35,24 @@ func (e *Engine) maxRecordData() int64 {
 // WriteExtents implements writeback.Store: it packs the extents into
 // records that fit the zones placement grants and appends them. It runs
 // under the ring's plug and does not wait for I/O.
+//
+// The plug may hold appends others wait for: this flush's earlier
+// records, another file's in the same round, the pad of a zone that
+// placement filled, which leaves that zone draining until the pad lands.
+// Those others submit what the ring holds before they park, but an
+// append queued after that stays queued until the plug's holder submits
+// it. So before WriteExtents blocks on anything but the ring's own waits
+// (which submit first) — the collector, or quiesce while a checkpoint
+// wants it — it submits what the ring holds (see rlockQuiesce). A GC
+// pass holding the collector waited forever for a pad this queued before
+// it went to wait for the collector.
 func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pending) error {
 	f := e.fileByID(fileID)
 	if f == nil {
 		// Removed after it was dirtied: its data is garbage, and clean.
 		return nil
 	}
-	e.quiesce.RLock()
+	e.rlockQuiesce()
 	defer e.quiesce.RUnlock()
 	w := extentCursor{exts: exts}
 	share := false
@@ -61,19 +72,24 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 		}
 		if errors.Is(err, errNoFreeZone) {
 			// Have GC free a zone for this file rather than mix it into
-			// another's; if GC can free none, share one.
+			// another's; if GC can free none, share one. The pad
+			// queued above may be what the pass holding the
+			// collector waits for: submit it first.
 			e.quiesce.RUnlock()
+			_ = e.ring.Flush()
 			moved := e.gc.freeZone(e.placer.lacksFreeZone)
-			e.quiesce.RLock()
+			e.rlockQuiesce()
 			share = !moved
 			continue
 		}
 		if errors.Is(err, ErrNoSpace) {
 			// Out of zones: collect, without holding off checkpoints
-			// (GC may log a zone reset, which may checkpoint).
+			// (GC may log a zone reset, which may checkpoint), and
+			// with what the plug holds submitted, as above.
 			e.quiesce.RUnlock()
+			_ = e.ring.Flush()
 			moved := e.gc.reclaim(nil)
-			e.quiesce.RLock()
+			e.rlockQuiesce()
 			if moved {
 				continue
 			}
@@ -115,6 +131,19 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 		}
 	}
 	return nil
+}
+
+// rlockQuiesce takes quiesce shared for a builder of appends that may
+// hold the ring's plug. If a checkpoint holds quiesce or waits for it, it
+// first submits what the ring holds: the checkpoint waits for every
+// append in flight, and for the builders holding quiesce, which may wait
+// for one of the appends the plug holds.
+func (e *Engine) rlockQuiesce() {
+	if e.quiesce.TryRLock() {
+		return
+	}
+	_ = e.ring.Flush()
+	e.quiesce.RLock()
 }
 
 // takeOp takes a free record op, submitting what the ring holds before
