@@ -9,7 +9,6 @@ package cli
 // daemon restarts, and every acknowledged byte must read back exactly.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -189,41 +188,7 @@ func (r *killRun) serve(format bool) {
 	cmd := exec.Command(r.bin, args...)
 	r.stderr = &lockedBuffer{}
 	cmd.Stderr = r.stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		r.t.Fatal(err)
-	}
-	ready := make(chan bool, 1)
-	exited := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(out)
-		ok := false
-		for sc.Scan() {
-			if !ok && strings.HasPrefix(sc.Text(), "serving ") {
-				ok = true
-				ready <- true
-			}
-		}
-		if !ok {
-			ready <- false
-		}
-		cmd.Wait()
-		close(exited)
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			<-exited
-			r.t.Fatalf("daemon did not start: %v\n%s", cmd.ProcessState, r.stderr)
-		}
-	case <-time.After(time.Minute):
-		cmd.Process.Kill()
-		<-exited
-		r.t.Fatalf("daemon did not start within a minute\n%s", r.stderr)
-	}
+	exited := runServe(r.t, cmd, r.stderr)
 	r.daemon, r.exited = cmd, exited
 }
 
