@@ -62,6 +62,40 @@ func fileWithShortTail(t *testing.T, e *Engine, name string) (*File, *zone, int6
 	return h, z, off
 }
 
+// shortTailEngine is an engine for the plug tests: file a's zone z has a
+// one-block tail and aOff is a's size; file b exists, empty.
+func shortTailEngine(t *testing.T) (e *Engine, a *File, z *zone, aOff int64, b *File) {
+	t.Helper()
+	e = formatOpen(t, emuDevice(t, 8, "256K", ""), plugTestConfig())
+	t.Cleanup(func() { e.Close() })
+	a, z, aOff = fileWithShortTail(t, e, "a")
+	b, err := e.Create("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, a, z, aOff, b
+}
+
+// holdAndWaitForDrain starts a goroutine that takes a lock (lock, unlock)
+// and, holding it, waits for z to drain the way placement does (submit
+// what the ring holds, then park until a zone's last append lands). It
+// returns once that goroutine is parked; the channel closes when z has
+// drained and the lock is released.
+func holdAndWaitForDrain(t *testing.T, e *Engine, z *zone, lock, unlock func()) chan struct{} {
+	t.Helper()
+	drained := make(chan struct{})
+	go func() {
+		lock()
+		defer close(drained)
+		defer unlock()
+		e.waitUntil(func() bool { return z.remaining() == 0 && z.writers.Load() == 0 })
+	}()
+	if !parkedIn(t, "engine.holdAndWaitForDrain.func", "engine.(*Engine).waitUntil") {
+		t.FailNow()
+	}
+	return drained
+}
+
 // waitDrained waits, with a no-progress window, for drained to close; if
 // it does not, it fails the test with every goroutine's stack and submits
 // what the ring holds, which unwinds the hang.
@@ -95,19 +129,12 @@ func waitDrained(t *testing.T, e *Engine, z *zone, drained chan struct{}) {
 // what its plug holds before it blocks on anything but the ring.
 //
 // The GC pass here is the test's own goroutine: it holds the collector and
-// waits for the zone to drain the way GC's placement does (submit what
-// the ring holds, then park until a zone's last append lands), parked
-// before the flush starts.
+// waits for the zone to drain the way GC's placement does, parked before
+// the flush starts.
 func TestPlugHolderFlushesBeforeWaitingForGC(t *testing.T) {
-	e := formatOpen(t, emuDevice(t, 8, "256K", ""), plugTestConfig())
-	defer e.Close()
-	a, z, aOff := fileWithShortTail(t, e, "a")
+	e, a, z, aOff, b := shortTailEngine(t)
 	// b takes zones while more than GC's reserve is free, and keeps its
 	// last one open with room.
-	b, err := e.Create("b")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var bOff int64
 	for e.placer.freeCount() > e.cfg.GC.Reserve || bOff == 0 {
 		writeSync(t, b, bOff, 64<<10)
@@ -123,16 +150,7 @@ func TestPlugHolderFlushesBeforeWaitingForGC(t *testing.T) {
 	}
 
 	// "GC": holds the collector and waits for z to drain.
-	drained := make(chan struct{})
-	go func() {
-		e.gc.mu.Lock()
-		defer e.gc.mu.Unlock()
-		e.waitUntil(func() bool { return z.remaining() == 0 && z.writers.Load() == 0 })
-		close(drained)
-	}()
-	if !parkedIn(t, "engine.TestPlugHolderFlushesBeforeWaitingForGC.func", "engine.(*Engine).waitUntil") {
-		t.FailNow()
-	}
+	drained := holdAndWaitForDrain(t, e, z, e.gc.mu.Lock, e.gc.mu.Unlock)
 	synced := make(chan error, 1)
 	go func() { synced <- a.Sync() }()
 	waitDrained(t, e, z, drained)
@@ -156,26 +174,10 @@ func TestPlugHolderFlushesBeforeWaitingForGC(t *testing.T) {
 // builder waited for the pad, the checkpoint for the builder, and the
 // round for the checkpoint.
 func TestPlugHolderFlushesBeforeWaitingForQuiesce(t *testing.T) {
-	e := formatOpen(t, emuDevice(t, 8, "256K", ""), plugTestConfig())
-	defer e.Close()
-	a, z, aOff := fileWithShortTail(t, e, "a")
-	b, err := e.Create("b")
-	if err != nil {
-		t.Fatal(err)
-	}
-
+	e, a, z, aOff, b := shortTailEngine(t)
 	// A builder of appends (a GC relocation, another flush) holds
 	// quiesce and waits for z to drain.
-	drained := make(chan struct{})
-	go func() {
-		e.quiesce.RLock()
-		defer e.quiesce.RUnlock()
-		e.waitUntil(func() bool { return z.remaining() == 0 && z.writers.Load() == 0 })
-		close(drained)
-	}()
-	if !parkedIn(t, "engine.TestPlugHolderFlushesBeforeWaitingForQuiesce.func", "engine.(*Engine).waitUntil") {
-		t.FailNow()
-	}
+	drained := holdAndWaitForDrain(t, e, z, e.quiesce.RLock, e.quiesce.RUnlock)
 	// One writeback round: a's flush, then b's, under one plug; a
 	// checkpoint comes to wait for quiesce in between.
 	pa, pb := donePending{ch: make(chan error, 8)}, donePending{ch: make(chan error, 8)}
