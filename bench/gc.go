@@ -28,21 +28,22 @@ import (
 // minutes; many small zones give GC many victims to choose from and keep
 // the 16 open zones a small part of the device.
 //
-// max_open = max_active = 19: the engine keeps one zone for GC and two for
-// metadata (a checkpoint writes the next metadata zone before it finishes
-// the old), which leaves exactly 16 for data — one per file. The device
+// max_open = max_active = 20: the engine keeps one zone for each of GC's
+// two streams (hot and cold copies) and two for metadata (a checkpoint
+// writes the next metadata zone before it finishes the old), which leaves
+// exactly 16 for data — one per file. The device
 // limits are tight (every open zone is in use) but never below the file
 // count: per-file placement is only meaningful while each file can have its
 // own zone, and with more files than open zones mru degenerates into
 // sharing the least recently used zone (the xfs series measured 16 writers
 // on a device that can hold 16 open zones).
-const DefaultGCGeometry = "zone_size=1M&zones=256&max_open=19&max_active=19"
+const DefaultGCGeometry = "zone_size=1M&zones=256&max_open=20&max_active=20"
 
 // DefaultSeedGeometry is the seed workload's default device: 1 GiB of
 // 1 MiB zones, of which the workload writes a share so small that GC
 // barely runs (the xfs series measured the allocation path). In memory
 // only what is written takes room.
-const DefaultSeedGeometry = "zone_size=1M&zones=1024&max_open=19&max_active=19"
+const DefaultSeedGeometry = "zone_size=1M&zones=1024&max_open=20&max_active=20"
 
 // DefaultGCConfigs is the set run when no flag chooses one: both
 // placements that matter under greedy GC, and mru under cost-benefit GC.

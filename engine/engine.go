@@ -111,6 +111,11 @@ type file struct {
 	// handles counts open handles: a file none has open is not being
 	// written, and placement may give the rest of its MRU zone to another.
 	handles atomic.Int32
+	// written is the bytes clients wrote to the file since born, the
+	// engine's host byte count when it was created (or the engine
+	// opened): GC sorts its copies by the file's temperature from them.
+	written atomic.Int64
+	born    int64
 }
 
 // Open opens a formatted device and recovers its files.
@@ -261,10 +266,11 @@ func (e *Engine) setupZones() error {
 	}
 	budget := e.cfg.OpenZones
 	limit := deviceOpenLimit(e.geo)
-	// Besides data zones, GC's zone and a metadata zone may be open, and
-	// for a moment a second metadata zone: a checkpoint writes the next
-	// one before it finishes the old.
-	const kept = 3
+	streams := gcStreams(e.cfg.GC.Streams, budget, limit)
+	// Besides data zones, a zone per GC stream and a metadata zone may be
+	// open, and for a moment a second metadata zone: a checkpoint writes
+	// the next one before it finishes the old.
+	kept := 2 + streams
 	if limit > 0 && limit-kept < 1 {
 		return fmt.Errorf("engine: device allows %d open zones; zonefold needs at least %d", limit, kept+1)
 	}
@@ -275,9 +281,9 @@ func (e *Engine) setupZones() error {
 		}
 	}
 	if limit > 0 && budget > limit-kept {
-		return fmt.Errorf("engine: %d open zones asked for; the device allows %d, and zonefold keeps %d for GC and metadata (two while a checkpoint switches zones)", budget, limit, kept)
+		return fmt.Errorf("engine: %d open zones asked for; the device allows %d, and zonefold keeps %d for GC's %d stream(s) and metadata (two while a checkpoint switches zones)", budget, limit, kept, streams)
 	}
-	e.placer = placer{policy: e.cfg.Policy, zones: data, budget: budget, gcReserve: e.cfg.GC.Reserve,
+	e.placer = placer{policy: e.cfg.Policy, zones: data, budget: budget, gcStreams: streams, gcReserve: e.cfg.GC.Reserve,
 		flush: func() { _ = e.ring.Flush() }}
 	for _, z := range data {
 		if z.state.Load() == zoneFree {

@@ -78,7 +78,7 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 			e.nsMu.Unlock()
 			return nil, fmt.Errorf("engine: open %q: %w", name, fs.ErrNotExist)
 		}
-		f = &file{id: e.nextID, name: name, ext: newExtentMap()}
+		f = &file{id: e.nextID, name: name, ext: newExtentMap(), born: e.stats.hostWritten.Load()}
 		if err := e.logOp(nsOp{kind: opCreate, file: f.id, name: name}); err != nil {
 			e.nsMu.Unlock()
 			return nil, err
@@ -297,6 +297,7 @@ func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, er
 	f.mu.Unlock()
 	n, err := e.cache.Write(ctx, f.id, off, p, e)
 	e.stats.hostWritten.Add(int64(n))
+	f.written.Add(int64(n))
 	if err != nil {
 		return n, fmt.Errorf("engine: write %q at %d: %w", f.name, off, err)
 	}

@@ -66,7 +66,9 @@ type zone struct {
 	alloc   atomic.Int64
 	valid   atomic.Int64  // bytes still mapped by some file
 	lastUse atomic.Uint64 // placement clock at the last reservation
-	lastSeq atomic.Uint64 // highest record sequence written (GC age)
+	// lastSeq is the highest record sequence number written: when the
+	// zone last took data (cost-benefit GC's age; see pick).
+	lastSeq atomic.Uint64
 	state   atomic.Int32
 	// readers counts reads in flight from this zone; GC resets a zone only
 	// when none remain.
@@ -76,7 +78,7 @@ type zone struct {
 	// not take it before they are mapped.
 	writers atomic.Int32
 	// forGC marks a zone GC opened for its copies (under placer.mu): it
-	// counts against GC's zone, not the data budget.
+	// counts against GC's streams, not the data budget.
 	forGC bool
 	// owner is the file that chose this zone as its MRU zone last; nil
 	// for GC's zones and the shared stream.
@@ -130,6 +132,9 @@ type placer struct {
 	policy Policy
 	zones  []*zone // every data zone, by device zone number order
 	budget int     // data zones open at once
+	// gcStreams is the zones GC may have open beside the data budget:
+	// one per GC stream (see collector).
+	gcStreams int
 
 	mu     sync.Mutex
 	free   []*zone // empty data zones
@@ -301,7 +306,7 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC, share boo
 			if draining {
 				return nil, errDraining
 			}
-			if z := p.lruLocked(false); z != nil {
+			if z := p.lruLocked(false, false); z != nil {
 				p.shared.Store(z)
 				return z, nil
 			}
@@ -334,14 +339,16 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC, share boo
 		}
 		// Share the rest of a zone no file is writing to (the tail of
 		// a file done being written), else the least recently used.
-		z := p.lruLocked(true)
+		z := p.lruLocked(true, forGC)
 		if z == nil {
-			z = p.lruLocked(false)
+			z = p.lruLocked(false, forGC)
 		}
 		if z != nil {
 			mru.Store(z)
 			z.owner.Store(owner)
-			p.sharedMRU.Add(1)
+			if !forGC {
+				p.sharedMRU.Add(1)
+			}
 			return z, nil
 		}
 		return nil, ErrNoSpace
@@ -363,9 +370,9 @@ func (p *placer) policyFor(forGC bool) Policy {
 func (p *placer) openFreeLocked(forGC bool) (opened, draining bool) {
 	budget, keep, open := p.budget, p.gcReserve, p.dataOpenLocked()
 	if forGC {
-		// GC may open one zone beyond the data budget (the engine keeps
-		// one for it) and take the reserve.
-		budget, keep, open = p.budget+1, 0, len(p.open)
+		// GC may open one zone per stream beyond the data budget (the
+		// engine keeps them in the device's limits) and take the reserve.
+		budget, keep, open = p.budget+p.gcStreams, 0, len(p.open)
 	}
 	if open >= budget || len(p.free) <= keep {
 		return false, false
@@ -384,9 +391,9 @@ func (p *placer) openFreeLocked(forGC bool) (opened, draining bool) {
 }
 
 // dataOpenLocked is the open zones that count against the data budget:
-// all but the one GC appends its copies to. GC's zone has its own place
-// in the device's limits (the engine keeps one for it), so files do not
-// lose one of theirs to it.
+// all but those GC appends its copies to. GC's zones have their own
+// places in the device's limits (the engine keeps one per stream), so
+// files do not lose one of theirs to them.
 func (p *placer) dataOpenLocked() int {
 	n := len(p.open)
 	for _, z := range p.open {
@@ -421,14 +428,18 @@ func (p *placer) waitDrain() {
 }
 
 // lruLocked is the least recently used open zone; with orphans, the
-// least recently used of those no file is writing to.
-func (p *placer) lruLocked(orphans bool) *zone {
+// least recently used of those no file is writing to. Zones of GC's
+// streams (forGC) and of client data are told apart: each takes one of
+// its own kind if there is one, so that GC's copies, sorted by
+// temperature, and fresh writes mix only when nothing else is open.
+func (p *placer) lruLocked(orphans, forGC bool) *zone {
 	var best *zone
 	for _, z := range p.open {
 		if z.state.Load() != zoneOpen || z.remaining() <= 0 || (orphans && !z.orphan()) {
 			continue
 		}
-		if best == nil || z.lastUse.Load() < best.lastUse.Load() {
+		if best == nil || best.forGC != forGC && z.forGC == forGC ||
+			best.forGC == z.forGC && z.lastUse.Load() < best.lastUse.Load() {
 			best = z
 		}
 	}
@@ -504,6 +515,15 @@ func (p *placer) lacksFreeZone() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.free) <= p.gcReserve
+}
+
+// validBytes is the bytes files map in the data zones.
+func (p *placer) validBytes() int64 {
+	var n int64
+	for _, z := range p.zones {
+		n += z.valid.Load()
+	}
+	return n
 }
 
 // freeCount is the number of empty zones.

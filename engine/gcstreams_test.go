@@ -1,0 +1,268 @@
+package engine
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// zonesOf lists the zones that hold a file's data in the byte range
+// [lo, hi), keyed by zone number.
+func zonesOf(e *Engine, name string, lo, hi int64) map[int]bool {
+	e.nsMu.RLock()
+	f := e.byName[name]
+	e.nsMu.RUnlock()
+	out := map[int]bool{}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	f.ext.lookup(lo, hi-lo, func(x extent) {
+		if z := e.zoneAt(x.dev); z != nil {
+			out[z.idx] = true
+		}
+	})
+	return out
+}
+
+// collectZone has GC relocate and reset one chosen zone, as a pass would.
+func collectZone(t *testing.T, e *Engine, idx int) {
+	t.Helper()
+	e.gc.mu.Lock()
+	defer e.gc.mu.Unlock()
+	z := e.zones[idx]
+	if !z.state.CompareAndSwap(zoneFull, zoneGC) {
+		t.Fatalf("zone %d is not full (state %d)", idx, z.state.Load())
+	}
+	ok, err := e.gc.collect(z)
+	if err != nil || !ok {
+		t.Fatalf("collect zone %d: %v, %v", idx, ok, err)
+	}
+}
+
+// GC sorts its copies by the file's temperature: copies of a hot file (one
+// overwritten many times over) and of a cold one (written once) that GC
+// finds in one victim go to two zones, one per stream, and no data of
+// either shares a zone with the other's copies. With one stream they share
+// one: the test tells the two apart.
+func TestGCStreamsSortCopiesByTemperature(t *testing.T) {
+	for _, streams := range []int{2, 1} {
+		t.Run(map[int]string{1: "one-stream", 2: "two-streams"}[streams], func(t *testing.T) {
+			devName := emuDevice(t, 24, "256K", "")
+			// none: the two files' first writes interleave in one zone
+			// stream, so that one victim holds both. Background GC is off:
+			// the test picks the victim.
+			cfg := Config{CacheBytes: 4 << 20, Policy: PolicyNone, GC: GCConfig{Disabled: true, Streams: streams}}
+			e := formatOpen(t, devName, cfg)
+			defer e.Close()
+			if got := e.placer.gcStreams; got != streams {
+				t.Fatalf("engine keeps %d GC streams; asked for %d", got, streams)
+			}
+			const bs, size = 8192, 512 << 10
+			hot, err := e.Create("hot")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cold, err := e.Create("cold")
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, bs)
+			gens := [][]uint32{make([]uint32, size/bs), make([]uint32, size/bs)}
+			write := func(f *File, i int, b int64) {
+				gens[i][b]++
+				stamp(buf, i, b*bs, gens[i][b])
+				if _, err := f.WriteAt(buf, b*bs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for b := range int64(size / bs) {
+				write(cold, 1, b)
+				write(hot, 0, b)
+			}
+			if err := e.Sync(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			// The hot file's odd blocks, overwritten ten times over: its
+			// even blocks stay where the fill put them, beside the cold
+			// file's data and the garbage the odd ones left.
+			for range 10 {
+				for b := int64(1); b < size/bs; b += 2 {
+					write(hot, 0, b)
+				}
+			}
+			if err := e.Sync(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if h, c := e.gc.stream(e.byName["hot"], e.stats.hostWritten.Load(), e.placer.validBytes()),
+				e.gc.stream(e.byName["cold"], e.stats.hostWritten.Load(), e.placer.validBytes()); streams == 2 && (h != hotStream || c != coldStream) {
+				t.Fatalf("hot file in stream %d, cold file in stream %d; want %d and %d", h, c, hotStream, coldStream)
+			}
+			// A victim holding both files' valid data, and garbage.
+			victim := -1
+			hotZones := zonesOf(e, "hot", 0, size)
+			for z := range zonesOf(e, "cold", 0, size) {
+				if hotZones[z] && e.zones[z].state.Load() == zoneFull && e.zones[z].valid.Load() < e.zones[z].cap {
+					victim = z
+					break
+				}
+			}
+			if victim < 0 {
+				t.Fatal("no full zone holds both files' data")
+			}
+			collectZone(t, e, victim)
+			// Where the victim's data went: zones GC opened.
+			gcZones := func(name string) map[int]bool {
+				out := map[int]bool{}
+				for z := range zonesOf(e, name, 0, size) {
+					if e.zones[z].forGC {
+						out[z] = true
+					}
+				}
+				return out
+			}
+			hotGC, coldGC := gcZones("hot"), gcZones("cold")
+			if len(hotGC) == 0 || len(coldGC) == 0 {
+				t.Fatalf("GC copied the hot file to zones %v and the cold one to %v; want both copied", hotGC, coldGC)
+			}
+			shared := 0
+			for z := range hotGC {
+				if coldGC[z] {
+					shared++
+				}
+			}
+			switch {
+			case streams == 2 && shared > 0:
+				t.Errorf("hot copies in zones %v, cold copies in %v: %d zone(s) mix them", hotGC, coldGC, shared)
+			case streams == 1 && shared == 0:
+				t.Errorf("one stream, yet hot copies in zones %v and cold copies in %v never meet", hotGC, coldGC)
+			}
+			checkValidCounts(t, e)
+			got := make([]byte, bs)
+			for i, name := range []string{"hot", "cold"} {
+				f, err := e.Open(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for b, g := range gens[i] {
+					stamp(buf, i, int64(b)*bs, g)
+					if _, err := f.ReadAt(got, int64(b)*bs); err != nil {
+						t.Fatal(err)
+					}
+					if string(got) != string(buf) {
+						t.Fatalf("%s block %d: not generation %d after GC", name, b, g)
+					}
+				}
+				f.Close()
+			}
+		})
+	}
+}
+
+// How many GC streams an engine keeps: two where the device's open limit
+// leaves room for both beside the data zones, else one; what is asked is
+// kept to, and an engine asked for more than the limit holds is refused.
+func TestGCStreamsFitTheOpenLimit(t *testing.T) {
+	for _, tc := range []struct {
+		asked, budget, limit, want int
+	}{
+		{0, 0, 0, 2},  // no limit
+		{0, 0, 20, 2}, // 16 data zones, 2 GC, 2 metadata
+		{0, 0, 19, 1}, // one short: the data zones keep their 16
+		{0, 3, 7, 2},  // 3 asked for data
+		{0, 4, 7, 1},  // 4 asked: room for one GC zone
+		{1, 0, 0, 1},  // asked
+		{2, 0, 6, 2},  // asked: the budget gives way (or Open refuses)
+		{5, 0, 0, 2},  // at most two
+		{0, 0, 5, 1},  // a small device
+	} {
+		if got := gcStreams(tc.asked, tc.budget, tc.limit); got != tc.want {
+			t.Errorf("gcStreams(asked %d, budget %d, limit %d) = %d; want %d", tc.asked, tc.budget, tc.limit, got, tc.want)
+		}
+	}
+	devName := emuDevice(t, 16, "256K", "&max_open=6&max_active=6")
+	e := formatOpen(t, devName, Config{CacheBytes: 4 << 20, GC: GCConfig{Streams: 2}})
+	if e.placer.budget != 2 || e.placer.gcStreams != 2 {
+		t.Fatalf("max_open 6, two GC streams: %d data zones, %d streams; want 2 and 2", e.placer.budget, e.placer.gcStreams)
+	}
+	// The budget counts every stream: with the data zones open, GC opens
+	// one zone per stream and not one more.
+	p := &e.placer
+	p.mu.Lock()
+	var opened []bool
+	for _, forGC := range []bool{false, false, false, true, true, true} {
+		ok, _ := p.openFreeLocked(forGC)
+		opened = append(opened, ok)
+	}
+	p.mu.Unlock()
+	if want := []bool{true, true, false, true, true, false}; !slices.Equal(opened, want) {
+		t.Errorf("opening 3 data zones, then 3 GC zones: %v; want %v", opened, want)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(devName, Config{CacheBytes: 4 << 20, OpenZones: 3, GC: GCConfig{Streams: 2}})
+	if err == nil || !strings.Contains(err.Error(), "2 stream(s)") {
+		t.Fatalf("3 data zones and 2 GC streams on a device of 6 open zones: %v; want a refusal that names the streams", err)
+	}
+}
+
+// With two GC streams and the device's open and active limits exactly at
+// what the engine plans for, skewed overwrites under GC pressure never
+// open a zone past the limit (the emulated device fails such a write),
+// and both streams take copies.
+func TestGCStreamsKeepToOpenLimit(t *testing.T) {
+	for _, p := range []Policy{PolicyMRU, PolicyNone} {
+		t.Run(p.String(), func(t *testing.T) {
+			// 8 open zones: 4 data zones (one per file), 2 GC streams,
+			// metadata (two while a checkpoint switches).
+			cfg := Config{CacheBytes: 2 << 20, DirtyLimit: 512 << 10, Policy: p, GC: GCConfig{Streams: 2}}
+			e := formatOpen(t, emuDevice(t, 48, "256K", "&max_open=8&max_active=8"), cfg)
+			defer e.Close()
+			if e.placer.budget != 4 {
+				t.Fatalf("%d data zones; want 4", e.placer.budget)
+			}
+			const bs = 8192
+			size := e.Capacity() * 6 / 10 / 4 / bs * bs
+			handles := make([]*File, 4)
+			buf := make([]byte, bs)
+			for i := range handles {
+				var err error
+				if handles[i], err = e.Create(string(rune('a' + i))); err != nil {
+					t.Fatal(err)
+				}
+				for off := int64(0); off < size; off += bs {
+					if _, err := handles[i].WriteAt(buf, off); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			// File 0 takes 7 of every 8 overwrites: hot; the rest cold.
+			n := 3 * e.Capacity() / bs
+			for k := int64(0); k < n; k++ {
+				i := 0
+				if k%8 == 7 {
+					i = 1 + int(k/8)%3
+				}
+				off := (k * 7919 % (size / bs)) * bs
+				if _, err := handles[i].WriteAt(buf, off); err != nil {
+					t.Fatalf("overwrite %d: %v", k, err)
+				}
+			}
+			if err := e.Sync(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			st := e.Stats()
+			if st.AppendErrs != 0 {
+				t.Errorf("%d appends failed (a zone past the device's limits?)", st.AppendErrs)
+			}
+			if st.GCResets == 0 {
+				t.Fatal("GC never ran")
+			}
+			for s := range e.gc.streams {
+				if e.gc.streams[s].Load() == nil {
+					t.Errorf("GC stream %d never took a copy", s)
+				}
+			}
+			checkValidCounts(t, e)
+		})
+	}
+}
