@@ -26,13 +26,29 @@ func tinyGC() GCOptions {
 	return o
 }
 
-func TestGCJSONAndFiles(t *testing.T) {
+// One measurement of every workload, checked in both outputs: the JSON
+// summary, the tables (printGC) and the files in --out.
+func TestGCOutputs(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	var stdout bytes.Buffer
 	o := tinyGC()
 	o.JSON, o.Out, o.Configs = true, out, []string{"mru/greedy", "none/greedy"}
-	if err := GC(t.Context(), &stdout, tinyGCDevice(t), o); err != nil {
+	gcSum, err := measureGC(t.Context(), tinyGCDevice(t), o)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if err := WriteJSON(&stdout, gcSum); err != nil {
+		t.Fatal(err)
+	}
+	var table bytes.Buffer
+	if err := printGC(&table, out, gcSum); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"placement/gc", "[min-max]", "uniform:", "hotcold:", "lifetimes:", "seed:",
+		"analytic greedy WAF", "mru/greedy", "none/greedy", "MiB/s vs none", "charts, series and summary in " + out} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
 	}
 	var sum struct {
 		Repeat  int      `json:"repeat"`
@@ -145,26 +161,11 @@ func TestGCRepeatGivesMediansAndRanges(t *testing.T) {
 	}
 }
 
-func TestGCTable(t *testing.T) {
-	var stdout bytes.Buffer
-	o := tinyGC()
-	o.Out, o.Workloads, o.Configs = t.TempDir(), []string{WorkUniform}, []string{"mru/cost-benefit", "mru/greedy"}
-	if err := GC(t.Context(), &stdout, tinyGCDevice(t), o); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"placement/gc", "mru/cost-benefit", "uniform:", "analytic greedy WAF", "[min-max]",
-		"uniform: mru/greedy and none/greedy: not run"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Errorf("table lacks %q:\n%s", want, stdout.String())
-		}
-	}
-}
-
 func TestGCRejectsBadOptions(t *testing.T) {
 	for name, mod := range map[string]func(*GCOptions){
 		"util 0":         func(o *GCOptions) { o.Util = 0 },
 		"util 0.99":      func(o *GCOptions) { o.Util = 0.99 },
-		"no config":      func(o *GCOptions) { o.Configs = nil },
+		"no config":      func(o *GCOptions) { o.Configs = []string{} },
 		"bad config":     func(o *GCOptions) { o.Configs = []string{"mru"} },
 		"bad placement":  func(o *GCOptions) { o.Configs = []string{"fast/greedy"} },
 		"bad workload":   func(o *GCOptions) { o.Workloads = []string{"random"} },

@@ -25,7 +25,7 @@ type Steady struct {
 }
 
 // DefaultSteady is bench gc's steady-state rule.
-var DefaultSteady = Steady{Window: 0.25, Tol: 0.05, Cap: 4, Span: 0.4}
+var DefaultSteady = Steady{Window: 0.25, Tol: 0.05, Cap: 4, Span: 0.3}
 
 func (s Steady) validate() error {
 	switch {
