@@ -43,14 +43,16 @@ lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-# vmtest runs the zns conformance suite and the engine's real-device tests
-# (the model with reopens, and GC under overwrites) against real zoned
+# vmtest runs the zns conformance suite, the engine's real-device tests
+# (the model with reopens, and GC under overwrites) and Pebble on
+# pebblefs (its model workload, close and reopen) against real zoned
 # devices (null_blk zoned, QEMU ZNS NVMe as a block device and through
 # passthrough) in a QEMU VM, without and with zone limits. It installs QEMU
 # and a Debian kernel on first use (root, apt) and caches them in build/vm.
 vmtest:
 	testdata/vm/vmtest.sh
 	VMTEST_PKG=./engine VMTEST_RUN='^TestRealDevices$$' testdata/vm/vmtest.sh
+	VMTEST_PKG=./pebblefs VMTEST_RUN='^TestPebbleRealDevices$$' testdata/vm/vmtest.sh
 
 bench:
 	$(GO) test $(LDFLAGS) -run '^$$' -bench . -benchmem ./...

@@ -23,7 +23,7 @@ import (
 // there is one: on a disk, every GC pass's device flush is a disk sync,
 // and the benchmark measures the disk).
 //
-// 192 zones of 1 MiB: 192 MiB, so that a run of a workload takes seconds
+// 256 zones of 1 MiB: 256 MiB, so that a run of a workload takes seconds
 // and make run's 30 runs (3 rounds of 4 workloads under 2 or 3
 // configurations) fit in 3 minutes on a shared 2-core machine; many small
 // zones give GC many victims to choose from and keep the 16 open zones a
@@ -31,22 +31,22 @@ import (
 // past the 64 from which greedy GC follows the analytic model (see
 // greedyWAF).
 //
-// max_open = max_active = 20: the engine keeps one zone for each of GC's
-// two streams (hot and cold copies) and two for metadata (a checkpoint
-// writes the next metadata zone before it finishes the old), which leaves
+// max_open = max_active = 19: the engine keeps one zone for each of GC's
+// two streams (hot and cold copies) and one for metadata (a checkpoint
+// finishes the old metadata zone before it writes the next), which leaves
 // exactly 16 for data — one per file. The device
 // limits are tight (every open zone is in use) but never below the file
 // count: per-file placement is only meaningful while each file can have its
 // own zone, and with more files than open zones mru degenerates into
 // sharing the least recently used zone (the xfs series measured 16 writers
 // on a device that can hold 16 open zones).
-const DefaultGCGeometry = "zone_size=1M&zones=256&max_open=20&max_active=20"
+const DefaultGCGeometry = "zone_size=1M&zones=256&max_open=19&max_active=19"
 
 // DefaultSeedGeometry is the seed workload's default device: 512 MiB of
 // 1 MiB zones, of which the workload writes a share so small (20%: 16
 // files of 6.4 MiB) that GC barely runs (the xfs series measured the
 // write path). In memory only what is written takes room.
-const DefaultSeedGeometry = "zone_size=1M&zones=512&max_open=20&max_active=20"
+const DefaultSeedGeometry = "zone_size=1M&zones=512&max_open=19&max_active=19"
 
 // DefaultGCConfigs is the set run when no flag chooses one: both
 // placements that matter under greedy GC, and mru under cost-benefit GC,
@@ -485,8 +485,11 @@ func (s Spec) describe(capacity int64) string {
 	return s.Kind
 }
 
-// median of xs (not empty).
+// median of xs; 0 for none.
 func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
 	s := slices.Clone(xs)
 	sort.Float64s(s)
 	n := len(s)

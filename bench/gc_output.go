@@ -42,9 +42,11 @@ func (r *gcRow) shownRun() *gcRun {
 
 // chartLine is one configuration's line in a chart.
 type chartLine struct {
-	name string
-	run  *gcRun
+	label string
+	run   *gcRun
 }
+
+func (l chartLine) name() string { return l.label }
 
 func chartLines(ws *gcWorkloadSummary) []chartLine {
 	var out []chartLine
@@ -80,15 +82,23 @@ func writeGCOutputs(dir string, sum gcSummary) error {
 			{"valid-histogram", validHistogram},
 		}
 		for _, c := range charts {
-			p, err := c.draw(ws, lines)
-			if err != nil {
-				return fmt.Errorf("chart %s of %s: %w", c.name, w, err)
+			if err := saveChart(dir, c.name+"-"+w, func() (*plot.Plot, error) { return c.draw(ws, lines) }); err != nil {
+				return err
 			}
-			for _, ext := range []string{".png", ".svg"} {
-				if err := p.Save(8*vg.Inch, 4.5*vg.Inch, filepath.Join(dir, c.name+"-"+w+ext)); err != nil {
-					return fmt.Errorf("chart %s of %s: %w", c.name, w, err)
-				}
-			}
+		}
+	}
+	return nil
+}
+
+// saveChart draws a chart and saves it in dir as name.png and name.svg.
+func saveChart(dir, name string, draw func() (*plot.Plot, error)) error {
+	p, err := draw()
+	if err != nil {
+		return fmt.Errorf("chart %s: %w", name, err)
+	}
+	for _, ext := range []string{".png", ".svg"} {
+		if err := p.Save(8*vg.Inch, 4.5*vg.Inch, filepath.Join(dir, name+ext)); err != nil {
+			return fmt.Errorf("chart %s: %w", name, err)
 		}
 	}
 	return nil
@@ -98,30 +108,38 @@ func writeGCOutputs(dir string, sum gcSummary) error {
 var seriesColumns = []string{"seconds", "host_bytes", "dev_bytes", "gc_bytes", "zones_reset"}
 
 // seriesRecords lays the samples out side by side: one column set per
-// configuration, one row per sample; a configuration with fewer samples
-// leaves its cells empty.
+// configuration, one row per sample.
 func seriesRecords(lines []chartLine) [][]string {
+	return sideBySide(lines, seriesColumns, func(l chartLine) int { return len(l.run.samples) }, func(l chartLine, i int) []string {
+		s := l.run.samples[i]
+		return []string{strconv.FormatFloat(s.Seconds, 'f', 3, 64), strconv.FormatInt(s.Host, 10),
+			strconv.FormatInt(s.Dev, 10), strconv.FormatInt(s.GC, 10), strconv.FormatInt(s.Resets, 10)}
+	})
+}
+
+// sideBySide lays runs' rows out side by side: one set of columns per
+// run, headed "name column"; a run with fewer rows leaves its cells
+// empty.
+func sideBySide[R interface{ name() string }](runs []R, columns []string, rowsOf func(R) int, row func(R, int) []string) [][]string {
 	var head []string
 	rows := 0
-	for _, l := range lines {
-		for _, c := range seriesColumns {
-			head = append(head, l.name+" "+c)
+	for _, r := range runs {
+		for _, c := range columns {
+			head = append(head, r.name()+" "+c)
 		}
-		rows = max(rows, len(l.run.samples))
+		rows = max(rows, rowsOf(r))
 	}
 	out := [][]string{head}
 	for i := range rows {
-		var row []string
-		for _, l := range lines {
-			if i >= len(l.run.samples) {
-				row = append(row, make([]string, len(seriesColumns))...)
+		var line []string
+		for _, r := range runs {
+			if i >= rowsOf(r) {
+				line = append(line, make([]string, len(columns))...)
 				continue
 			}
-			s := l.run.samples[i]
-			row = append(row, strconv.FormatFloat(s.Seconds, 'f', 3, 64), strconv.FormatInt(s.Host, 10),
-				strconv.FormatInt(s.Dev, 10), strconv.FormatInt(s.GC, 10), strconv.FormatInt(s.Resets, 10))
+			line = append(line, row(r, i)...)
 		}
-		out = append(out, row)
+		out = append(out, line)
 	}
 	return out
 }
@@ -131,7 +149,7 @@ func seriesRecords(lines []chartLine) [][]string {
 func zoneRecords(lines []chartLine) [][]string {
 	head := []string{"zone", "cap"}
 	for _, l := range lines {
-		head = append(head, l.name+" valid", l.name+" state")
+		head = append(head, l.label+" valid", l.label+" state")
 	}
 	out := [][]string{head}
 	if len(lines) == 0 {
@@ -162,12 +180,13 @@ func newChart(title, x, y string) *plot.Plot {
 	return p
 }
 
-// addSeries draws one line per configuration, from 0 up, with room above
-// the lines for the legend.
-func addSeries(p *plot.Plot, lines []chartLine, points func(*gcRun) plotter.XYs) (top float64, err error) {
+// addSeries draws one line per run (a configuration, or one round of
+// one), from 0 up, with room above the lines for the legend; a run with
+// no points gets none.
+func addSeries[R interface{ name() string }](p *plot.Plot, runs []R, points func(R) plotter.XYs) (top float64, err error) {
 	defer func() { p.Y.Min, p.Y.Max = 0, max(top*1.4, 1) }()
-	for i, cl := range lines {
-		pts := points(cl.run)
+	for i, r := range runs {
+		pts := points(r)
 		for _, pt := range pts {
 			top = max(top, pt.Y)
 		}
@@ -182,14 +201,14 @@ func addSeries(p *plot.Plot, lines []chartLine, points func(*gcRun) plotter.XYs)
 		l.Dashes = plotutil.Dashes(i)
 		l.Width = vg.Points(1.5)
 		p.Add(l)
-		p.Legend.Add(cl.name, l)
+		p.Legend.Add(r.name(), l)
 	}
 	return top, nil
 }
 
 // windowed makes one point per sample: x of the sample, and y over the
 // span back to the last sample at least span before it in pos units.
-func windowed(ss []sample, pos func(sample) float64, span float64, x, y func(from, to sample) float64) plotter.XYs {
+func windowed[S any](ss []S, pos func(S) float64, span float64, x, y func(from, to S) float64) plotter.XYs {
 	var pts plotter.XYs
 	j := 0
 	for i := 1; i < len(ss); i++ {
@@ -211,7 +230,8 @@ func wafChart(ws *gcWorkloadSummary, lines []chartLine) (*plot.Plot, error) {
 		"host writes since the fill (device capacities)", "WAF (device bytes / host bytes)")
 	capacity := float64(ws.Capacity)
 	pos := func(s sample) float64 { return float64(s.Host) / capacity }
-	top, err := addSeries(p, lines, func(r *gcRun) plotter.XYs {
+	top, err := addSeries(p, lines, func(l chartLine) plotter.XYs {
+		r := l.run
 		return windowed(r.samples, pos, wafWindow,
 			func(_, to sample) float64 { return pos(to) },
 			func(from, to sample) float64 {
@@ -252,7 +272,8 @@ func throughputChart(ws *gcWorkloadSummary, lines []chartLine) (*plot.Plot, erro
 	p := newChart(fmt.Sprintf("%s: host throughput (each point: the last %gs)", ws.Workload, mbpsWindow),
 		"time since the fill (s)", "host MiB/s")
 	pos := func(s sample) float64 { return s.Seconds }
-	_, err := addSeries(p, lines, func(r *gcRun) plotter.XYs {
+	_, err := addSeries(p, lines, func(l chartLine) plotter.XYs {
+		r := l.run
 		ss := r.samples
 		if n := len(ss); n > 1 {
 			ss = ss[:n-1] // the last is after the untimed final writeback
@@ -303,7 +324,7 @@ func validHistogram(ws *gcWorkloadSummary, lines []chartLine) (*plot.Plot, error
 		bars.LineStyle.Width = 0
 		bars.Offset = width * vg.Length(float64(i)-float64(len(lines)-1)/2)
 		p.Add(bars)
-		p.Legend.Add(fmt.Sprintf("%s (%d free)", l.name, free), bars)
+		p.Legend.Add(fmt.Sprintf("%s (%d free)", l.label, free), bars)
 	}
 	p.Legend.Left = true
 	p.Y.Min, p.Y.Max = 0, max(top*1.4, 1) // room above the bars for the legend

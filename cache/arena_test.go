@@ -3,6 +3,9 @@ package cache
 import (
 	"math/rand/v2"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestBuddy allocates and frees at random over arenas that are and are
@@ -67,4 +70,28 @@ func freeBlocks(b *buddy) [MaxOrder + 1]int {
 		}
 	}
 	return n
+}
+
+// TestArenaResident: a new cache's arena is resident before the first
+// write, so no write pays for faulting it in.
+func TestArenaResident(t *testing.T) {
+	c, err := New(Config{Bytes: 8<<20 + 12<<10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	vec := make([]byte, (len(c.arena)+pageSize-1)/pageSize)
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&c.arena[0])),
+		uintptr(len(c.arena)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Fatalf("mincore: %v", errno)
+	}
+	missing := 0
+	for _, v := range vec {
+		if v&1 == 0 {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Fatalf("%d of %d arena pages not resident after New", missing, len(vec))
+	}
 }

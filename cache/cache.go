@@ -1,7 +1,8 @@
 // Package cache is zonefold's large-folio write-back cache: every buffered
 // byte lives here between a client's write and its writeback.
 //
-// It owns the cache memory (one mmap'd arena, carved by a buddy allocator
+// It owns the cache memory (one mmap'd arena, faulted in when the cache is
+// made so that no access pays for first touch, carved by a buddy allocator
 // into folios of 4 KiB to 2 MiB and registered with io_uring as fixed
 // buffers), the index from (file, offset) to folio, the per-block state of
 // each folio, clean-folio eviction, and dirty accounting with throttling.
@@ -88,7 +89,8 @@ type Backing interface {
 
 // Config configures a cache.
 type Config struct {
-	// Bytes is the arena size; it is rounded down to 4 KiB.
+	// Bytes is the arena size; it is rounded down to 4 KiB. All of it is
+	// resident from New on.
 	Bytes int64
 	// MaxOrder caps the order hint: folios are at most 4 KiB << MaxOrder
 	// (0..9). 0 makes every folio 4 KiB, the baseline without large folios.

@@ -156,7 +156,9 @@ func newBenchCmd() *cobra.Command {
 	cmd.AddCommand(watchesContext(newBenchRunCmd()))
 	cmd.AddCommand(newBenchFoliosCmd())
 	cmd.AddCommand(watchesContext(newBenchFioCmd()))
+	cmd.AddCommand(watchesContext(newBenchKernelCmd()))
 	cmd.AddCommand(watchesContext(newBenchGCCmd()))
 	cmd.AddCommand(watchesContext(newBenchSeedsCmd()))
+	cmd.AddCommand(watchesContext(newBenchLSMCmd()))
 	return cmd
 }

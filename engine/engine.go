@@ -20,7 +20,8 @@ import (
 
 // Config configures an engine.
 type Config struct {
-	// CacheBytes is the size of the folio cache. Default 256 MiB.
+	// CacheBytes is the size of the folio cache, all of it resident from
+	// Open on. Default 256 MiB.
 	CacheBytes int64
 	// MaxOrder caps folio size: 4 KiB << MaxOrder. Default 9 (2 MiB).
 	MaxOrder int
@@ -107,7 +108,8 @@ type file struct {
 	size int64
 	ext  *extentMap
 	mru  atomic.Pointer[zone]
-	gone bool // removed: its data is garbage
+	life atomic.Uint32 // WriteLife hint, for placement
+	gone bool          // removed: its data is garbage
 	// handles counts open handles: a file none has open is not being
 	// written, and placement may give the rest of its MRU zone to another.
 	handles atomic.Int32
@@ -267,10 +269,10 @@ func (e *Engine) setupZones() error {
 	budget := e.cfg.OpenZones
 	limit := deviceOpenLimit(e.geo)
 	streams := gcStreams(e.cfg.GC.Streams, budget, limit)
-	// Besides data zones, a zone per GC stream and a metadata zone may be
-	// open, and for a moment a second metadata zone: a checkpoint writes
-	// the next one before it finishes the old.
-	kept := 2 + streams
+	// Besides data zones, a zone per GC stream and one metadata zone may
+	// be open: a checkpoint finishes the old metadata zone before it
+	// writes the next (checkpointLocked), so two are never active at once.
+	kept := metaZonesKept + streams
 	if limit > 0 && limit-kept < 1 {
 		return fmt.Errorf("engine: device allows %d open zones; zonefold needs at least %d", limit, kept+1)
 	}
@@ -281,7 +283,7 @@ func (e *Engine) setupZones() error {
 		}
 	}
 	if limit > 0 && budget > limit-kept {
-		return fmt.Errorf("engine: %d open zones asked for; the device allows %d, and zonefold keeps %d for GC's %d stream(s) and metadata (two while a checkpoint switches zones)", budget, limit, kept, streams)
+		return fmt.Errorf("engine: %d open zones asked for; the device allows %d, and zonefold keeps %d for GC's %d stream(s) and metadata", budget, limit, kept, streams)
 	}
 	e.placer = placer{policy: e.cfg.Policy, zones: data, budget: budget, gcStreams: streams, gcReserve: e.cfg.GC.Reserve,
 		flush: func() { _ = e.ring.Flush() }}

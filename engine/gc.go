@@ -64,6 +64,11 @@ type GCConfig struct {
 // maxGCStreams bounds GCConfig.Streams: a cold and a hot stream.
 const maxGCStreams = 2
 
+// metaZonesKept is the open zones the engine keeps for metadata beside
+// the data budget and GC's streams: one, since a checkpoint finishes the
+// old metadata zone before it writes the next.
+const metaZonesKept = 1
+
 // gcStreams is the GC streams an engine keeps: asked (0: choose), for a
 // data budget (0: the default 16) on a device whose open limit is limit
 // (0: none).
@@ -74,7 +79,7 @@ func gcStreams(asked, budget, limit int) int {
 	if budget <= 0 {
 		budget = 16
 	}
-	if limit > 0 && limit-2-maxGCStreams < budget {
+	if limit > 0 && limit-metaZonesKept-maxGCStreams < budget {
 		return 1
 	}
 	return maxGCStreams

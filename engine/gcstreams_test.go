@@ -165,10 +165,11 @@ func TestGCStreamsFitTheOpenLimit(t *testing.T) {
 		asked, budget, limit, want int
 	}{
 		{0, 0, 0, 2},  // no limit
-		{0, 0, 20, 2}, // 16 data zones, 2 GC, 2 metadata
-		{0, 0, 19, 1}, // one short: the data zones keep their 16
+		{0, 0, 19, 2}, // 16 data zones, 2 GC, 1 metadata
+		{0, 0, 18, 1}, // one short: the data zones keep their 16
 		{0, 3, 7, 2},  // 3 asked for data
-		{0, 4, 7, 1},  // 4 asked: room for one GC zone
+		{0, 4, 7, 2},  // 4 asked: room for both
+		{0, 5, 7, 1},  // 5 asked: room for one GC zone
 		{1, 0, 0, 1},  // asked
 		{2, 0, 6, 2},  // asked: the budget gives way (or Open refuses)
 		{5, 0, 0, 2},  // at most two
@@ -178,10 +179,10 @@ func TestGCStreamsFitTheOpenLimit(t *testing.T) {
 			t.Errorf("gcStreams(asked %d, budget %d, limit %d) = %d; want %d", tc.asked, tc.budget, tc.limit, got, tc.want)
 		}
 	}
-	devName := emuDevice(t, 16, "256K", "&max_open=6&max_active=6")
+	devName := emuDevice(t, 16, "256K", "&max_open=5&max_active=5")
 	e := formatOpen(t, devName, Config{CacheBytes: 4 << 20, GC: GCConfig{Streams: 2}})
 	if e.placer.budget != 2 || e.placer.gcStreams != 2 {
-		t.Fatalf("max_open 6, two GC streams: %d data zones, %d streams; want 2 and 2", e.placer.budget, e.placer.gcStreams)
+		t.Fatalf("max_open 5, two GC streams: %d data zones, %d streams; want 2 and 2", e.placer.budget, e.placer.gcStreams)
 	}
 	// The budget counts every stream: with the data zones open, GC opens
 	// one zone per stream and not one more.
@@ -201,7 +202,7 @@ func TestGCStreamsFitTheOpenLimit(t *testing.T) {
 	}
 	_, err := Open(devName, Config{CacheBytes: 4 << 20, OpenZones: 3, GC: GCConfig{Streams: 2}})
 	if err == nil || !strings.Contains(err.Error(), "2 stream(s)") {
-		t.Fatalf("3 data zones and 2 GC streams on a device of 6 open zones: %v; want a refusal that names the streams", err)
+		t.Fatalf("3 data zones and 2 GC streams on a device of 5 open zones: %v; want a refusal that names the streams", err)
 	}
 }
 
@@ -212,10 +213,10 @@ func TestGCStreamsFitTheOpenLimit(t *testing.T) {
 func TestGCStreamsKeepToOpenLimit(t *testing.T) {
 	for _, p := range []Policy{PolicyMRU, PolicyNone} {
 		t.Run(p.String(), func(t *testing.T) {
-			// 8 open zones: 4 data zones (one per file), 2 GC streams,
-			// metadata (two while a checkpoint switches).
+			// 7 open zones: 4 data zones (one per file), 2 GC streams,
+			// 1 metadata.
 			cfg := Config{CacheBytes: 2 << 20, DirtyLimit: 512 << 10, Policy: p, GC: GCConfig{Streams: 2}}
-			e := formatOpen(t, emuDevice(t, 48, "256K", "&max_open=8&max_active=8"), cfg)
+			e := formatOpen(t, emuDevice(t, 48, "256K", "&max_open=7&max_active=7"), cfg)
 			defer e.Close()
 			if e.placer.budget != 4 {
 				t.Fatalf("%d data zones; want 4", e.placer.budget)

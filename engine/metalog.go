@@ -143,19 +143,11 @@ func (e *Engine) checkpointLocked() error {
 	encodeMeta(buf[BlockSize:], e.sb.FS(), metaCheckpoint, c.seq, payload)
 	next := 1 - m.active
 	zoneIdx := e.sb.MetaZones[next]
-	if err := e.dev.ResetZone(zoneIdx); err != nil {
-		return fmt.Errorf("engine: checkpoint: reset metadata zone %d: %w", zoneIdx, err)
-	}
-	if err := e.writeZone(zoneIdx, 0, buf, m.w); err != nil {
-		return fmt.Errorf("engine: checkpoint: %w", err)
-	}
-	if err := e.dev.Flush(); err != nil {
-		return fmt.Errorf("engine: checkpoint: flush: %w", err)
-	}
 	// The old zone keeps the previous checkpoint, but it must stop being
-	// an active zone: the open budget leaves room for one metadata zone,
-	// and a partly written one would hold a second active resource until
-	// the next switch resets it.
+	// an active zone before the next one opens: the open budget leaves
+	// room for one metadata zone, and with the data zones and GC's all
+	// active the device refuses a second. Finishing keeps its records (a
+	// crash before the new checkpoint is durable recovers from them).
 	old := e.sb.MetaZones[m.active]
 	var rz [1]zns.Zone
 	if _, err := e.dev.Report(old, rz[:]); err != nil {
@@ -165,6 +157,16 @@ func (e *Engine) checkpointLocked() error {
 		if err := e.dev.FinishZone(old); err != nil {
 			return fmt.Errorf("engine: checkpoint: finish metadata zone %d: %w", old, err)
 		}
+	}
+	m.wp = e.geo.ZoneCap // full: if this switch fails, the next operation retries it
+	if err := e.dev.ResetZone(zoneIdx); err != nil {
+		return fmt.Errorf("engine: checkpoint: reset metadata zone %d: %w", zoneIdx, err)
+	}
+	if err := e.writeZone(zoneIdx, 0, buf, m.w); err != nil {
+		return fmt.Errorf("engine: checkpoint: %w", err)
+	}
+	if err := e.dev.Flush(); err != nil {
+		return fmt.Errorf("engine: checkpoint: flush: %w", err)
 	}
 	m.active, m.wp = next, BlockSize+n
 	e.stats.metaWritten.Add(BlockSize + n)

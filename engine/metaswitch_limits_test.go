@@ -5,13 +5,12 @@ import (
 	"testing"
 )
 
-// A checkpoint switches metadata zones by writing the next one before it
-// finishes the old: for that moment two metadata zones are active. With
-// every data zone of the open budget in use and GC's zone open too, the
-// switch must still fit the device's active limit. Before, the budget
-// left room for one metadata zone only (limit - 2 data zones), GC may open
-// its zone past a full data budget, and this checkpoint failed with "too
-// many active zones".
+// A checkpoint switches metadata zones with every data zone of the open
+// budget in use and GC's zone open too: the switch must still fit the
+// device's active limit. It once wrote the next metadata zone before it
+// finished the old, so for a moment two were active, and this checkpoint
+// failed with "too many active zones"; it now finishes the old one first
+// (see also TestCheckpointSwitchAtActiveLimit).
 func TestCheckpointSwitchFitsWithFullBudgetAndGCZone(t *testing.T) {
 	e := formatOpen(t, emuDevice(t, 32, "256K", "&max_open=6&max_active=6"), smallConfig())
 	defer e.Close()

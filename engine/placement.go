@@ -22,6 +22,10 @@ const (
 	// PolicyRoundRobin spreads appends over the open zones in turn,
 	// whatever the file.
 	PolicyRoundRobin
+	// PolicyHinted is mru with a file's write-life hint (see WriteLife):
+	// the hinted files of one class share one MRU zone, so data expected
+	// to die together is written together; unhinted files keep their own.
+	PolicyHinted
 )
 
 func (p Policy) String() string {
@@ -32,18 +36,20 @@ func (p Policy) String() string {
 		return "none"
 	case PolicyRoundRobin:
 		return "round-robin"
+	case PolicyHinted:
+		return "hinted"
 	}
 	return fmt.Sprintf("policy(%d)", int(p))
 }
 
-// ParsePolicy reads a policy name: mru, none or round-robin.
+// ParsePolicy reads a policy name: mru, none, round-robin or hinted.
 func ParsePolicy(s string) (Policy, error) {
-	for _, p := range []Policy{PolicyMRU, PolicyNone, PolicyRoundRobin} {
+	for _, p := range []Policy{PolicyMRU, PolicyNone, PolicyRoundRobin, PolicyHinted} {
 		if p.String() == s {
 			return p, nil
 		}
 	}
-	return 0, fmt.Errorf("engine: unknown placement policy %q (want mru, none or round-robin)", s)
+	return 0, fmt.Errorf("engine: unknown placement policy %q (want mru, none, round-robin or hinted)", s)
 }
 
 // Zone states as the engine sees them.
@@ -140,6 +146,7 @@ type placer struct {
 	free   []*zone // empty data zones
 	open   []*zone // zones taking appends
 	shared atomic.Pointer[zone]
+	lives  lifeStreams // the hinted policy's per-class streams
 	rr     atomic.Uint64
 	clock  atomic.Uint64
 	// reserved free zones that only GC may take.
@@ -358,8 +365,8 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC, share boo
 // policyFor is the policy a reservation follows: GC always keeps its own
 // zone, whatever the policy for client data.
 func (p *placer) policyFor(forGC bool) Policy {
-	if forGC {
-		return PolicyMRU
+	if forGC || p.policy == PolicyHinted {
+		return PolicyMRU // hinted: its streams are MRU pointers (see stream)
 	}
 	return p.policy
 }

@@ -45,7 +45,12 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 	share := false
 	for !w.done() {
 		want := BlockSize + w.peek(e.maxRecordData(), MaxRecordExtents)
-		g, err := e.placer.reserveData(&f.mru, f, want, false, share)
+		// A class stream (the hinted policy) has no single owner.
+		stream, owner := e.placer.stream(f), f
+		if stream != &f.mru {
+			owner = nil
+		}
+		g, err := e.placer.reserveData(stream, owner, want, false, share)
 		if g.padZone != nil {
 			e.appendPad(g.padZone, g.padOff, p)
 		}

@@ -5,6 +5,17 @@
 // where it goes. Everything one flush round submits goes under one plug of
 // the ring: one kernel entry for many files' appends.
 //
+// Flushes are pipelined: the background flusher and each FlushFile keep
+// up to Config.Window bytes (and Config.MaxFiles flushes) in flight, and
+// submit the next chains — of the same file too — while the first ones
+// complete; between two chains they end the writeback of those that
+// finished, so that their data is clean (and throttled writers go on)
+// without waiting for the window to fill. A flusher that waited for each
+// chain before building the next stalled once per chain for a
+// completion's round trip (the ring's reaper waking up, then the
+// flusher), which on a busy machine made the writers' throughput swing
+// with the scheduler.
+//
 // Invariants:
 //
 //   - Data handed to the Store stays under writeback (stable) until the
@@ -53,14 +64,17 @@ type Config struct {
 	Expire time.Duration
 	// MaxChain caps the bytes of one file taken by one flush. Default 8 MiB.
 	MaxChain int64
-	// MaxFiles caps the files flushed in one round (one plug). Default 64.
+	// MaxFiles caps the flushes one flusher has in flight. Default 64.
 	MaxFiles int
+	// Window caps the bytes one flusher has in flight: it builds and
+	// submits more while earlier chains complete. Default 8 x MaxChain.
+	Window int64
 }
 
 // Stats are writeback's counters.
 type Stats struct {
 	Flushes    uint64 `json:"flushes"`     // file flushes started
-	Rounds     uint64 `json:"rounds"`      // background rounds
+	Rounds     uint64 `json:"rounds"`      // background rounds: plugs that started flushes
 	Bytes      uint64 `json:"bytes"`       // bytes written back
 	Errors     uint64 `json:"errors"`      // failed flushes
 	FlushNanos uint64 `json:"flush_nanos"` // total time from submission to completion of flushes
@@ -73,8 +87,9 @@ type Writeback struct {
 	store Store
 	ring  *uring.Ring
 
-	kick chan struct{}
-	pool sync.Pool // *flush
+	kick  chan struct{}
+	pool  sync.Pool // *flush
+	pipes sync.Pool // *pipe, for FlushFile
 
 	mu   sync.Mutex
 	errs map[uint64]error // per-file write errors not yet reported
@@ -93,9 +108,13 @@ func New(cfg Config, c *cache.Cache, store Store, ring *uring.Ring) *Writeback {
 	if cfg.MaxFiles <= 0 {
 		cfg.MaxFiles = 64
 	}
+	if cfg.Window <= 0 {
+		cfg.Window = 8 * cfg.MaxChain
+	}
 	w := &Writeback{cfg: cfg, cache: c, store: store, ring: ring,
 		kick: make(chan struct{}, 1), errs: map[uint64]error{}}
 	w.pool.New = func() any { return &flush{w: w, done: make(chan struct{}, 1)} }
+	w.pipes.New = func() any { return &pipe{w: w} }
 	return w
 }
 
@@ -119,6 +138,7 @@ type flush struct {
 	w       *Writeback
 	file    uint64
 	exts    []cache.Extent
+	bytes   int64 // of exts
 	start   time.Time
 	pending atomic.Int64
 	errOnce atomic.Pointer[error]
@@ -158,22 +178,24 @@ func (w *Writeback) end(f *flush) error {
 		w.mu.Unlock()
 		return err
 	}
-	for _, e := range f.exts {
-		w.bytes.Add(uint64(len(e.Data)))
-	}
+	w.bytes.Add(uint64(f.bytes))
 	return nil
 }
 
 // start takes up to MaxChain of file's dirty data and submits it. It
 // returns nil when the file had nothing dirty that was not already under
-// writeback.
-func (w *Writeback) start(file uint64) (*flush, error) {
+// writeback. A failed submission is the flush's error, reported by wait.
+func (w *Writeback) start(file uint64) *flush {
 	f := w.pool.Get().(*flush)
 	f.file = file
 	f.exts = w.cache.BeginWriteback(file, w.cfg.MaxChain, f.exts[:0])
 	if len(f.exts) == 0 {
 		w.pool.Put(f)
-		return nil, nil
+		return nil
+	}
+	f.bytes = 0
+	for _, e := range f.exts {
+		f.bytes += int64(len(e.Data))
 	}
 	f.start = time.Now()
 	f.errOnce.Store(nil)
@@ -183,19 +205,25 @@ func (w *Writeback) start(file uint64) (*flush, error) {
 	w.flushes.Add(1)
 	if err := w.store.WriteExtents(file, f.exts, f); err != nil {
 		f.Done(err)
-		return f, nil
+		return f
 	}
 	f.Done(nil)
-	return f, nil
+	return f
 }
 
 // wait blocks until f's appends are done, ends its writeback and returns
 // its error.
 func (w *Writeback) wait(f *flush) error {
-	if err := w.ring.Flush(); err != nil {
-		return err
-	}
+	// Wait even if the ring's flush fails: the appends still complete,
+	// and returning early would leave the extents under writeback for
+	// good.
+	_ = w.ring.Flush()
 	<-f.done
+	return w.release(f)
+}
+
+// release ends a finished flush's writeback and recycles it.
+func (w *Writeback) release(f *flush) error {
 	err := w.end(f)
 	f.exts = f.exts[:0]
 	w.pool.Put(f)
@@ -204,40 +232,111 @@ func (w *Writeback) wait(f *flush) error {
 
 // FlushFile writes back every dirty byte of file and waits for it, and for
 // any writeback of the file already in flight. It returns the first write
-// error of the file not yet reported, and forgets it.
+// error of the file not yet reported, and forgets it. Its chains are
+// pipelined (see Config.Window); after a failure it starts no more (the
+// data is dirty again; retrying at once would loop) and waits for those
+// in flight. A done ctx stops it the same way.
 func (w *Writeback) FlushFile(ctx context.Context, file uint64) error {
+	p := w.pipes.Get().(*pipe)
+	defer w.pipes.Put(p)
 	var firstErr error
 	for {
-		if err := ctx.Err(); err != nil {
-			return err
+		if firstErr == nil {
+			if err := ctx.Err(); err != nil {
+				firstErr = err
+			}
 		}
-		w.ring.Plug()
-		f, err := w.start(file)
-		uerr := w.ring.Unplug()
-		if err == nil {
-			err = uerr
+		if err := p.retireDone(); err != nil && firstErr == nil {
+			firstErr = err
 		}
-		if err != nil {
-			return fmt.Errorf("writeback: flush file %d: %w", file, err)
+		if firstErr == nil && !p.full() {
+			// One chain per kernel entry: its I/O overlaps the building
+			// of the next.
+			w.ring.Plug()
+			f := w.start(file)
+			if f != nil {
+				p.push(f)
+			}
+			if err := w.ring.Unplug(); err != nil {
+				firstErr = fmt.Errorf("writeback: flush file %d: %w", file, err)
+			}
+			if f != nil {
+				continue
+			}
 		}
-		if f == nil {
+		if p.empty() {
 			break
 		}
-		if err := w.wait(f); err != nil {
+		if err := p.retire(); err != nil && firstErr == nil {
 			firstErr = err
-			break // the data is dirty again; retrying now would loop
 		}
 	}
-	if err := w.cache.WaitWriteback(ctx, file); err != nil {
+	if err := w.cache.WaitWriteback(ctx, file); err != nil && firstErr == nil {
 		return err
 	}
 	if err := w.takeErr(file); err != nil && firstErr == nil {
 		firstErr = err
 	}
 	if firstErr != nil {
+		if errors.Is(firstErr, ctx.Err()) {
+			return firstErr
+		}
 		return fmt.Errorf("writeback: file %d: %w", file, firstErr)
 	}
 	return nil
+}
+
+// pipe is one flusher's flushes in flight, oldest first.
+type pipe struct {
+	w     *Writeback
+	q     []*flush
+	bytes int64
+}
+
+// full says the flusher must retire a flush before it starts another.
+func (p *pipe) full() bool {
+	return len(p.q) >= p.w.cfg.MaxFiles || p.bytes >= p.w.cfg.Window
+}
+
+func (p *pipe) empty() bool { return len(p.q) == 0 }
+
+func (p *pipe) push(f *flush) {
+	p.q = append(p.q, f)
+	p.bytes += f.bytes
+}
+
+// retire waits for the oldest flush in flight, ends its writeback and
+// returns its error.
+func (p *pipe) retire() error {
+	f := p.q[0]
+	n := copy(p.q, p.q[1:])
+	p.q[n] = nil
+	p.q = p.q[:n]
+	p.bytes -= f.bytes
+	return p.w.wait(f)
+}
+
+// retireDone retires, oldest first, the flushes that have finished, without
+// waiting: their data becomes clean (and throttled writers go on) as soon
+// as the flusher is between two chains. It returns the first error.
+func (p *pipe) retireDone() error {
+	var first error
+	for !p.empty() {
+		f := p.q[0]
+		select {
+		case <-f.done:
+		default:
+			return first
+		}
+		n := copy(p.q, p.q[1:])
+		p.q[n] = nil
+		p.q = p.q[:n]
+		p.bytes -= f.bytes
+		if err := p.w.release(f); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // takeErr returns and forgets the file's unreported write error.
@@ -270,12 +369,15 @@ func (w *Writeback) SyncAll(ctx context.Context) error {
 
 // Run is the background flusher: on a kick, on dirty data past the
 // background threshold and on expiry it writes back files, oldest dirty
-// first, many files per plug. It returns when ctx is done.
+// first, one chain per file per pass and one plug per pass, keeping up
+// to Window bytes in flight: it starts new chains as the oldest complete,
+// for as long as dirty data is over the threshold or expired. It returns
+// when ctx is done.
 func (w *Writeback) Run(ctx context.Context) {
 	tick := time.NewTicker(max(w.cfg.Expire/4, 10*time.Millisecond))
 	defer tick.Stop()
+	p := &pipe{w: w}
 	var files []uint64
-	var inflight []*flush
 	for {
 		select {
 		case <-ctx.Done():
@@ -283,49 +385,72 @@ func (w *Writeback) Run(ctx context.Context) {
 		case <-w.kick:
 		case <-tick.C:
 		}
+		failed := false
 		for {
-			files = w.cache.DirtyFiles(files[:0])
-			now := time.Now()
-			over := w.cache.DirtyBytes() > w.background()
-			inflight = inflight[:0]
-			w.ring.Plug()
-			for _, file := range files {
-				if len(inflight) >= w.cfg.MaxFiles {
-					break
-				}
-				if !over {
-					since, ok := w.cache.DirtySince(file)
-					if !ok || now.Sub(since) < w.cfg.Expire {
-						// Oldest first: nothing after this one expired.
-						break
-					}
-				}
-				f, err := w.start(file)
-				if err != nil {
-					slog.Warn("writeback: flush failed", "file", file, "err", err)
-					continue
-				}
-				if f != nil {
-					inflight = append(inflight, f)
-				}
-			}
-			if err := w.ring.Unplug(); err != nil {
-				slog.Error("writeback: submit", "err", err)
-			}
-			failed := false
-			for _, f := range inflight {
-				if err := w.wait(f); err != nil {
+			if !failed && ctx.Err() == nil {
+				var err error
+				if files, err = w.fill(p, files); err != nil {
 					failed = true
 					slog.Warn("writeback: write failed; data stays dirty", "err", err)
 				}
 			}
-			w.rounds.Add(1)
-			// Keep going while over the threshold, unless nothing moved
-			// or writes fail (then wait for the next tick, not spin).
-			if len(inflight) == 0 || failed || w.cache.DirtyBytes() <= w.background() || ctx.Err() != nil {
+			if p.empty() {
 				break
 			}
+			if err := p.retire(); err != nil {
+				// Start nothing more this time (the data is dirty
+				// again); retire what is in flight, then wait for the
+				// next tick rather than spin.
+				failed = true
+				slog.Warn("writeback: write failed; data stays dirty", "err", err)
+			}
 		}
+	}
+}
+
+// fill starts flushes of the files that need writing back — all dirty
+// files while dirty bytes are over the background threshold, else those
+// whose dirty data expired — in passes of one chain per file, oldest
+// first, one plug (one kernel entry) per pass, until p is full or a pass
+// starts nothing. Between passes it retires the flushes that finished, so
+// that their data is clean without waiting for the window to fill. It
+// returns files for reuse and the first error of a retired flush.
+func (w *Writeback) fill(p *pipe, files []uint64) ([]uint64, error) {
+	files = w.cache.DirtyFiles(files[:0])
+	now := time.Now()
+	for {
+		if err := p.retireDone(); err != nil {
+			return files, err
+		}
+		if p.full() {
+			return files, nil
+		}
+		started := false
+		over := w.cache.DirtyBytes() > w.background()
+		w.ring.Plug()
+		for _, file := range files {
+			if p.full() {
+				break
+			}
+			if !over {
+				since, ok := w.cache.DirtySince(file)
+				if !ok || now.Sub(since) < w.cfg.Expire {
+					// Oldest first: nothing after this one expired.
+					break
+				}
+			}
+			if f := w.start(file); f != nil {
+				p.push(f)
+				started = true
+			}
+		}
+		if err := w.ring.Unplug(); err != nil {
+			slog.Error("writeback: submit", "err", err)
+		}
+		if !started {
+			return files, nil
+		}
+		w.rounds.Add(1)
 	}
 }
 

@@ -1,0 +1,496 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/internal/report"
+	"github.com/zonefold/zonefold/server"
+)
+
+// Kernel device modes: what the zonefold side runs on.
+const (
+	// KernelNull serves a null: device (no storage): zonefold's CPU path
+	// against the kernel's page cache on a tmpfs DIR.
+	KernelNull = "null"
+	// KernelEmu serves an emu device whose file lives in DIR: the same
+	// disk and file system as the kernel side, durability included where
+	// a job fsyncs.
+	KernelEmu = "emu"
+	// KernelAuto picks null for a tmpfs DIR and emu for anything else.
+	KernelAuto = "auto"
+)
+
+// KernelOptions configure bench kernel.
+type KernelOptions struct {
+	Dir       string        // the kernel file system's directory
+	Mode      string        // KernelNull, KernelEmu or KernelAuto ("" is auto)
+	JobsDir   string        // the seed job files ("": testdata/fio)
+	Jobs      []string      // job names to run (file names without .fio); none: every seed job
+	Rounds    int           // alternating rounds (default 5)
+	Scale     float64       // multiplies every job's size= (0: 1)
+	Config    engine.Config // the daemon's engine
+	FioEngine string        // the engine .so ("": $ZONEFOLD_FIO_ENGINE, else build/fio/zonefold-engine.so)
+	JSON      bool
+	// Progress, if set, gets a line per run.
+	Progress io.Writer
+}
+
+// kernelJob is one seed job file.
+type kernelJob struct {
+	name string
+	text string // the job file, sizes scaled
+}
+
+// kernelSide is one side's results of one job over the rounds: MiB/s, or
+// CPU seconds, per round.
+type kernelSide []float64
+
+func (s kernelSide) median() float64 {
+	if len(s) == 0 {
+		return 0
+	}
+	v := slices.Sorted(slices.Values(s))
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+func (s kernelSide) spread() float64 {
+	if len(s) == 0 || slices.Min(s) <= 0 {
+		return 0
+	}
+	return slices.Max(s) / slices.Min(s)
+}
+
+// kernelJobJSON is one row of bench kernel --json.
+// Rates are MiB/s (the project's one rate unit; fio's too), medians over
+// the rounds unless the key says min, max or runs.
+type kernelJobJSON struct {
+	Name           string    `json:"name"`
+	ZonefoldMiBps  float64   `json:"zonefold_mib_per_s"`
+	ZonefoldMin    float64   `json:"zonefold_min_mib_per_s"`
+	ZonefoldMax    float64   `json:"zonefold_max_mib_per_s"`
+	KernelMiBps    float64   `json:"kernel_mib_per_s"`
+	KernelMin      float64   `json:"kernel_min_mib_per_s"`
+	KernelMax      float64   `json:"kernel_max_mib_per_s"`
+	Ratio          float64   `json:"ratio"`           // zonefold / kernel, of the medians
+	ZonefoldSpread float64   `json:"zonefold_spread"` // max / min
+	KernelSpread   float64   `json:"kernel_spread"`
+	ZonefoldRuns   []float64 `json:"zonefold_runs_mib_per_s"`
+	KernelRuns     []float64 `json:"kernel_runs_mib_per_s"`
+	// CPU seconds per run (median and max/min): the daemon's and fio's
+	// for zonefold, fio's (its io_uring workers included) for the
+	// kernel. A busy machine moves wall time much more than these.
+	ZonefoldCPU       float64 `json:"zonefold_cpu_seconds"`
+	KernelCPU         float64 `json:"kernel_cpu_seconds"`
+	ZonefoldCPUSpread float64 `json:"zonefold_cpu_spread"`
+	KernelCPUSpread   float64 `json:"kernel_cpu_spread"`
+}
+
+type kernelJSON struct {
+	Mode   string          `json:"mode"`
+	Device string          `json:"device"`
+	Dir    string          `json:"dir"`
+	FSType string          `json:"fs_type"`
+	Rounds int             `json:"rounds"`
+	Scale  float64         `json:"scale"`
+	Cache  int64           `json:"cache_bytes"`
+	Jobs   []kernelJobJSON `json:"jobs"`
+}
+
+// Kernel runs each seed job file two ways, alternating in rounds: through
+// fio's zonefold engine against a daemon this process serves on a freshly
+// formatted device, and through fio's own io_uring engine (buffered, the
+// kernel's page cache) in o.Dir. It prints per job the median, min and
+// max MiB/s of each side and the ratio of the medians.
+func Kernel(ctx context.Context, out io.Writer, o KernelOptions) error {
+	if o.Rounds < 1 {
+		return fmt.Errorf("--rounds %d: want at least 1", o.Rounds)
+	}
+	if o.Scale == 0 {
+		o.Scale = 1
+	}
+	if o.Scale < 0 {
+		return fmt.Errorf("--scale %v: want a positive factor", o.Scale)
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return err
+	}
+	if st, err := os.Stat(dir); err != nil {
+		return err
+	} else if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", o.Dir)
+	}
+	fsType, tmpfs := fileSystemType(dir)
+	mode := o.Mode
+	switch mode {
+	case "", KernelAuto:
+		mode = KernelEmu
+		if tmpfs {
+			mode = KernelNull
+		}
+	case KernelNull, KernelEmu:
+	default:
+		return fmt.Errorf("--mode %q: want auto, null or emu", o.Mode)
+	}
+	jobs, err := loadKernelJobs(o.JobsDir, o.Jobs, o.Scale)
+	if err != nil {
+		return err
+	}
+	so, err := findFioEngine(o.FioEngine)
+	if err != nil {
+		return err
+	}
+	fioBin, err := exec.LookPath("fio")
+	if err != nil {
+		return fmt.Errorf("bench kernel needs fio (make fio-engine installs it): %w", err)
+	}
+	device := "null:?size=16G&zone_size=256M"
+	devFile := filepath.Join(dir, "zonefold-bench-kernel.dev")
+	if mode == KernelEmu {
+		device = "emu:" + devFile + "?zone_size=64M&zones=64"
+		defer os.Remove(devFile)
+	}
+	if o.Config.CacheBytes <= 0 {
+		o.Config.CacheBytes = 512 << 20
+	}
+	res := kernelJSON{Mode: mode, Device: device, Dir: dir, FSType: fsType, Rounds: o.Rounds, Scale: o.Scale,
+		Cache: o.Config.CacheBytes}
+	for _, j := range jobs {
+		var zf, kern, zfCPU, kernCPU kernelSide
+		for round := range o.Rounds {
+			// The side that goes first alternates, so that neither
+			// always inherits the other's leftovers (writeback, caches).
+			for i := range 2 {
+				var r fioRun
+				var err error
+				side := "zonefold"
+				if (round+i)%2 == 0 {
+					r, err = zonefoldFioRun(ctx, device, o.Config, fioBin, so, j)
+					zf, zfCPU = append(zf, r.mibps), append(zfCPU, r.cpu.Seconds())
+				} else {
+					side = "kernel"
+					r, err = kernelFioRun(ctx, dir, fioBin, j)
+					kern, kernCPU = append(kern, r.mibps), append(kernCPU, r.cpu.Seconds())
+				}
+				if err != nil {
+					return fmt.Errorf("%s, round %d, %s: %w", j.name, round+1, side, err)
+				}
+				if o.Progress != nil {
+					fmt.Fprintf(o.Progress, "kernel: %s round %d %s %.0f %s, %.2f CPU s\n", j.name, round+1, side, r.mibps, report.RateUnit, r.cpu.Seconds())
+				}
+				// Untimed: what one side left dirty in DIR's file system
+				// is not the next one's to write back.
+				syncDir(dir)
+			}
+		}
+		row := kernelJobJSON{Name: j.name,
+			ZonefoldMiBps: zf.median(), ZonefoldMin: slices.Min(zf), ZonefoldMax: slices.Max(zf),
+			KernelMiBps: kern.median(), KernelMin: slices.Min(kern), KernelMax: slices.Max(kern),
+			ZonefoldSpread: zf.spread(), KernelSpread: kern.spread(), ZonefoldRuns: zf, KernelRuns: kern,
+			ZonefoldCPU: zfCPU.median(), KernelCPU: kernCPU.median(),
+			ZonefoldCPUSpread: zfCPU.spread(), KernelCPUSpread: kernCPU.spread()}
+		if row.KernelMiBps > 0 {
+			row.Ratio = row.ZonefoldMiBps / row.KernelMiBps
+		}
+		res.Jobs = append(res.Jobs, row)
+	}
+	if o.JSON {
+		return WriteJSON(out, res)
+	}
+	return printKernel(out, res)
+}
+
+func printKernel(out io.Writer, r kernelJSON) error {
+	fmt.Fprintf(out, "zonefold (fio + daemon on %s, cache %s) vs the kernel (fio io_uring, buffered, in %s: %s)\n",
+		r.Device, human(r.Cache), r.Dir, r.FSType)
+	fmt.Fprintf(out, "%d alternating rounds, job sizes x%g; %s median (min-max)\n\n", r.Rounds, r.Scale, report.RateUnit)
+	tw := newTable(out)
+	fmt.Fprintln(tw, "job\tzonefold\t(min-max)\tspread\tkernel\t(min-max)\tspread\tratio\t")
+	for _, j := range r.Jobs {
+		fmt.Fprintf(tw, "%s\t%.0f\t(%.0f-%.0f)\t%.2f\t%.0f\t(%.0f-%.0f)\t%.2f\t%.2f\t\n", j.Name,
+			j.ZonefoldMiBps, j.ZonefoldMin, j.ZonefoldMax, j.ZonefoldSpread,
+			j.KernelMiBps, j.KernelMin, j.KernelMax, j.KernelSpread, j.Ratio)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nCPU seconds per run, median (spread): a busy machine moves wall time, much less these\n\n")
+	tw = newTable(out)
+	fmt.Fprintln(tw, "job\tzonefold\tspread\tkernel\tspread\t")
+	for _, j := range r.Jobs {
+		fmt.Fprintf(tw, "%s\t%.3f\t%.2f\t%.3f\t%.2f\t\n", j.Name,
+			j.ZonefoldCPU, j.ZonefoldCPUSpread, j.KernelCPU, j.KernelCPUSpread)
+	}
+	return tw.Flush()
+}
+
+// fileSystemType names dir's file system and says whether it is tmpfs.
+func fileSystemType(dir string) (string, bool) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return "unknown", false
+	}
+	switch st.Type {
+	case unix.TMPFS_MAGIC:
+		return "tmpfs", true
+	case unix.EXT4_SUPER_MAGIC:
+		return "ext4", false
+	case unix.XFS_SUPER_MAGIC:
+		return "xfs", false
+	case unix.BTRFS_SUPER_MAGIC:
+		return "btrfs", false
+	}
+	return fmt.Sprintf("fs 0x%x", st.Type), false
+}
+
+// syncDir writes back dir's file system (best effort: it only keeps one
+// run's writeback out of the next).
+func syncDir(dir string) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return
+	}
+	_ = unix.Syncfs(fd)
+	unix.Close(fd)
+}
+
+// loadKernelJobs reads the seed job files of dir: every *.fio except the
+// verify-* ones, or those named in only.
+func loadKernelJobs(dir string, only []string, scale float64) ([]kernelJob, error) {
+	if dir == "" {
+		dir = filepath.Join("testdata", "fio")
+	}
+	paths, err := filepath.Glob(filepath.Join(dir, "*.fio"))
+	if err != nil {
+		return nil, err
+	}
+	var jobs []kernelJob
+	for _, p := range paths {
+		name := strings.TrimSuffix(filepath.Base(p), ".fio")
+		if len(only) > 0 && !slices.Contains(only, name) || len(only) == 0 && strings.HasPrefix(name, "verify-") {
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		text, err := scaleJob(string(b), scale)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		jobs = append(jobs, kernelJob{name: name, text: text})
+	}
+	for _, n := range only {
+		if !slices.ContainsFunc(jobs, func(j kernelJob) bool { return j.name == n }) {
+			return nil, fmt.Errorf("--job %s: no %s.fio in %s", n, n, dir)
+		}
+	}
+	if len(jobs) == 0 {
+		return nil, fmt.Errorf("no seed job files (*.fio) in %s: run from the repository's root or pass --jobs", dir)
+	}
+	return jobs, nil
+}
+
+// scaleJob multiplies the size= of every section by scale, rounding up to
+// a whole MiB (every seed job's block size divides 1 MiB).
+func scaleJob(text string, scale float64) (string, error) {
+	if scale == 1 {
+		return text, nil
+	}
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		k, v, ok := strings.Cut(strings.TrimSpace(l), "=")
+		if !ok || strings.TrimSpace(k) != "size" {
+			continue
+		}
+		n, err := parseFioSize(strings.TrimSpace(v))
+		if err != nil {
+			return "", err
+		}
+		const mib = 1 << 20
+		scaled := max((int64(float64(n)*scale)+mib-1)/mib, 1)
+		lines[i] = "size=" + strconv.FormatInt(scaled, 10) + "m"
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+// parseFioSize reads a fio size: a number with an optional k, m, g or t
+// (powers of 1024, fio's default kb_base).
+func parseFioSize(s string) (int64, error) {
+	t := strings.ToLower(s)
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "b"), "i")
+	mult := int64(1)
+	if t != "" {
+		if i := strings.IndexByte("kmgt", t[len(t)-1]); i >= 0 {
+			mult = 1 << (10 * (i + 1))
+			t = t[:len(t)-1]
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("size=%s: not a size bench kernel can scale", s)
+	}
+	return n * mult, nil
+}
+
+// kernelJobText turns a seed job into the kernel side's: fio's io_uring
+// engine (buffered I/O, the page cache) instead of zonefold's, and no
+// socket option.
+func kernelJobText(text string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(text, "\n") {
+		k, _, _ := strings.Cut(strings.TrimSpace(l), "=")
+		switch strings.TrimSpace(k) {
+		case "sock":
+			continue
+		case "ioengine":
+			l = "ioengine=io_uring"
+		}
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// zonefoldFioRun serves a freshly formatted device from this process (the
+// daemon's code, server.Run) and runs the job through fio's zonefold
+// engine against it. Its CPU time is fio's and this process's while fio
+// ran.
+func zonefoldFioRun(ctx context.Context, device string, cfg engine.Config, fioBin, so string, j kernelJob) (fioRun, error) {
+	tmp, err := os.MkdirTemp("", "zonefold-bench-kernel")
+	if err != nil {
+		return fioRun{}, err
+	}
+	defer os.RemoveAll(tmp)
+	socket := filepath.Join(tmp, "sock")
+	var r fioRun
+	err = withDaemon(ctx, device, socket, cfg, func() error {
+		before := selfCPU()
+		var err error
+		r, err = runFioFile(ctx, fioBin, tmp, j.text, "ZONEFOLD_FIO_ENGINE="+so, "ZONEFOLD_SOCK="+socket)
+		r.cpu += selfCPU() - before
+		return err
+	})
+	return r, err
+}
+
+// selfCPU is this process's user and system time so far.
+func selfCPU() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// withDaemon runs fn while a daemon serves a freshly formatted device on
+// socket, then shuts the daemon down (flush, checkpoint, close).
+func withDaemon(ctx context.Context, device, socket string, cfg engine.Config, fn func() error) error {
+	dctx, stop := context.WithCancel(ctx)
+	defer stop()
+	ready := make(chan struct{})
+	served := make(chan error, 1)
+	go func() {
+		served <- server.Run(dctx, server.RunConfig{Device: device, Socket: socket, Format: true, Force: true,
+			Engine: cfg, Log: slog.New(slog.DiscardHandler),
+			Ready: func(*server.Server, net.Addr) { close(ready) }})
+	}()
+	select {
+	case <-ready:
+	case err := <-served:
+		return fmt.Errorf("daemon on %s: %w", device, err)
+	}
+	err := fn()
+	stop()
+	if serr := <-served; serr != nil {
+		err = errors.Join(err, fmt.Errorf("daemon on %s: %w", device, serr))
+	}
+	return err
+}
+
+// kernelFioRun runs the job with fio's io_uring engine in a fresh
+// directory under dir, then removes it.
+func kernelFioRun(ctx context.Context, dir, fioBin string, j kernelJob) (fioRun, error) {
+	run, err := os.MkdirTemp(dir, "zonefold-bench-kernel-")
+	if err != nil {
+		return fioRun{}, err
+	}
+	defer os.RemoveAll(run)
+	return runFioFile(ctx, fioBin, run, kernelJobText(j.text))
+}
+
+// fioWriteJSON is the part of fio's JSON output bench kernel reads.
+type fioWriteJSON struct {
+	Jobs []struct {
+		Name  string `json:"jobname"`
+		Error int    `json:"error"`
+		Write struct {
+			BWBytes float64 `json:"bw_bytes"`
+		} `json:"write"`
+	} `json:"jobs"`
+}
+
+// fioRun is one fio run: its jobs' write bandwidth and the CPU time it
+// took.
+type fioRun struct {
+	mibps float64
+	cpu   time.Duration
+}
+
+// runFioFile runs fio on a job file's text in dir, with env added, and
+// returns the jobs' write bandwidth in MiB/s and fio's CPU time (its job
+// processes and io_uring workers included).
+func runFioFile(ctx context.Context, fioBin, dir, text string, env ...string) (fioRun, error) {
+	job := filepath.Join(dir, "job.fio")
+	if err := os.WriteFile(job, []byte(text), 0o644); err != nil {
+		return fioRun{}, err
+	}
+	cmd := exec.CommandContext(ctx, fioBin, "--output-format=json", job)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fioRun{}, fmt.Errorf("fio: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	r := fioRun{cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
+	// fio may print warnings before the JSON object.
+	if i := bytes.IndexByte(out, '{'); i > 0 {
+		out = out[i:]
+	}
+	var js fioWriteJSON
+	if err := json.Unmarshal(out, &js); err != nil || len(js.Jobs) == 0 {
+		return fioRun{}, fmt.Errorf("fio output: %v (%d job entries)", err, len(js.Jobs))
+	}
+	var bw float64
+	for _, jb := range js.Jobs {
+		if jb.Error != 0 {
+			return fioRun{}, fmt.Errorf("fio job %s: error %d: %s", jb.Name, jb.Error, bytes.TrimSpace(stderr.Bytes()))
+		}
+		bw += jb.Write.BWBytes
+	}
+	r.mibps = bw / (1 << 20)
+	return r, nil
+}

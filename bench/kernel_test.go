@@ -1,0 +1,102 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zonefold/zonefold/engine"
+)
+
+// fioEnv finds fio and the engine; without them the test skips, unless
+// ZONEFOLD_REQUIRE_FIO is set (make test sets it), where it fails.
+func fioEnv(t *testing.T) string {
+	t.Helper()
+	fail := t.Skipf
+	if os.Getenv("ZONEFOLD_REQUIRE_FIO") != "" {
+		fail = t.Fatalf
+	}
+	if _, err := exec.LookPath("fio"); err != nil {
+		fail("fio is not installed (make fio-engine installs it): %v", err)
+	}
+	so := os.Getenv("ZONEFOLD_FIO_ENGINE")
+	if so == "" {
+		so, _ = filepath.Abs("../build/fio/zonefold-engine.so")
+	}
+	if _, err := os.Stat(so); err != nil {
+		fail("the fio engine is not built (make fio-engine): %v", err)
+	}
+	return so
+}
+
+// TestKernelEndToEnd runs bench kernel on a tiny scale with the real fio,
+// both device modes, and checks the JSON: every requested job has both
+// sides measured in every round, and the ratio and spread follow from
+// them. The kernel side's files and the emu device file are gone after.
+func TestKernelEndToEnd(t *testing.T) {
+	so := fioEnv(t)
+	for _, tc := range []struct {
+		mode   string
+		jobs   []string
+		rounds int
+	}{
+		{KernelNull, []string{"seq128k"}, 2},
+		{KernelEmu, []string{"4x1m-end-fsync"}, 1},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			dir := t.TempDir()
+			var out bytes.Buffer
+			err := Kernel(t.Context(), &out, KernelOptions{Dir: dir, Mode: tc.mode, JobsDir: "../testdata/fio",
+				Jobs: tc.jobs, Rounds: tc.rounds, Scale: 1.0 / 64, FioEngine: so, JSON: true,
+				Config: engine.Config{CacheBytes: 16 << 20}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got kernelJSON
+			if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+				t.Fatalf("not one JSON object: %v\n%s", err, out.String())
+			}
+			if got.Mode != tc.mode || got.Rounds != tc.rounds || len(got.Jobs) != len(tc.jobs) {
+				t.Fatalf("mode %s, %d rounds, %d jobs; want %s, %d, %d:\n%s", got.Mode, got.Rounds, len(got.Jobs),
+					tc.mode, tc.rounds, len(tc.jobs), out.String())
+			}
+			for _, j := range got.Jobs {
+				if len(j.ZonefoldRuns) != tc.rounds || len(j.KernelRuns) != tc.rounds ||
+					j.ZonefoldMiBps <= 0 || j.KernelMiBps <= 0 || j.ZonefoldSpread < 1 || j.KernelSpread < 1 ||
+					j.ZonefoldMin > j.ZonefoldMiBps || j.ZonefoldMiBps > j.ZonefoldMax {
+					t.Errorf("job %+v", j)
+				}
+				if r := j.ZonefoldMiBps / j.KernelMiBps; r != j.Ratio {
+					t.Errorf("%s: ratio %v; the medians give %v", j.Name, j.Ratio, r)
+				}
+			}
+			left, _ := filepath.Glob(filepath.Join(dir, "*"))
+			if len(left) != 0 {
+				t.Errorf("left in DIR: %v", left)
+			}
+		})
+	}
+}
+
+// The kernel side's job is the seed job with fio's io_uring engine and no
+// zonefold socket; scaling rewrites every size=.
+func TestKernelJobText(t *testing.T) {
+	seed := "[global]\nioengine=external:${ZONEFOLD_FIO_ENGINE}\nsock=${ZONEFOLD_SOCK}\n[a]\nbs=1m\nsize=32m\n"
+	k := kernelJobText(seed)
+	if strings.Contains(k, "sock") || strings.Contains(k, "external") || !strings.Contains(k, "ioengine=io_uring\n") {
+		t.Errorf("kernel job:\n%s", k)
+	}
+	for scale, want := range map[float64]string{1: "size=32m", 0.5: "size=16m", 1.0 / 1024: "size=1m", 4: "size=128m"} {
+		s, err := scaleJob(seed, scale)
+		if err != nil || !strings.Contains(s, want+"\n") {
+			t.Errorf("scale %v: %v\n%s", scale, err, s)
+		}
+	}
+	if _, err := scaleJob("size=lots\n", 2); err == nil {
+		t.Error("size=lots scaled")
+	}
+}

@@ -1,0 +1,774 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/pebblefs"
+	"github.com/zonefold/zonefold/zns"
+)
+
+// bench lsm: a db_bench-like run of Pebble (github.com/cockroachdb/pebble/v2)
+// on zonefold through pebblefs — fill random keys, then overwrite them at
+// random — under several zone placements, and, with --against DIR, the
+// same on Pebble's default file system in DIR as the kernel baseline.
+
+// LSMScaleKeys is the key count of --scale 1.
+const LSMScaleKeys = 100_000_000
+
+// lsmKeySize is db_bench's key: 16 decimal digits.
+const lsmKeySize = 16
+
+// lsmKernel names the kernel baseline among the configurations.
+const lsmKernel = "kernel"
+
+// LSMOptions configure bench lsm.
+type LSMOptions struct {
+	Scale      float64  // key count as a fraction of LSMScaleKeys
+	ValueSize  int      // bytes per value
+	Util       float64  // the DB's bytes as a fraction of the engine's capacity (the default device is sized by it)
+	Passes     float64  // device capacities of keys and values the overwrite phase writes
+	Placements []string // zonefold placements compared
+	Rounds     int      // each configuration runs this many times, alternating
+	Against    string   // folder on a kernel file system for the baseline ("": none)
+	Sync       bool     // every write with pebble.Sync
+	CacheBytes int64    // zonefold's folio cache (0: 256M); dirty data is held to an eighth of the device
+	BlockCache int64    // Pebble's block cache, both sides
+	ZoneSize   int64    // the default device's zone size (0: Pebble's L0 table size, in whole MiB)
+	Out        string   // folder for charts, CSV and JSON
+	Seed       uint64
+	Sample     time.Duration
+	JSON       bool
+	// Check makes LSM return an error, after printing, if a target is
+	// missed.
+	Check    bool
+	Progress io.Writer // a terminal's stderr, for a progress bar
+}
+
+// DefaultLSM is bench lsm without flags: about a minute on a small
+// machine.
+var DefaultLSM = LSMOptions{Scale: 0.0005, ValueSize: 1024, Util: 0.33, Passes: 1,
+	Placements: []string{"mru", "none", "hinted"}, Rounds: 1, BlockCache: 64 << 20,
+	Out: "zonefold-bench-lsm", Seed: 1, Sample: 250 * time.Millisecond}
+
+func (o LSMOptions) keys() int64 { return int64(math.Round(o.Scale * LSMScaleKeys)) }
+
+// dbBytes is what the keys and values weigh.
+func (o LSMOptions) dbBytes() int64 { return o.keys() * int64(lsmKeySize+o.ValueSize) }
+
+func (o LSMOptions) validate() error {
+	switch {
+	case o.keys() < 1000 || o.keys() > 10*LSMScaleKeys:
+		return fmt.Errorf("--scale %v gives %d keys: want 1000 up to %d", o.Scale, o.keys(), 10*LSMScaleKeys)
+	case o.ValueSize < 1 || o.ValueSize > 1<<20:
+		return fmt.Errorf("--value-size %d: want 1 up to 1M", o.ValueSize)
+	case !(o.Util > 0 && o.Util <= 0.8):
+		return fmt.Errorf("--util %v: want more than 0 and at most 0.8 (an LSM needs room for compactions and GC for free zones)", o.Util)
+	case !(o.Passes > 0 && o.Passes <= 100):
+		return fmt.Errorf("--passes %v: want more than 0 and at most 100", o.Passes)
+	case o.Rounds < 1 || o.Rounds > 100:
+		return fmt.Errorf("--rounds %d: want 1..100", o.Rounds)
+	case o.CacheBytes != 0 && o.CacheBytes < 4<<20:
+		return fmt.Errorf("--cache %d: want 0 (auto) or at least 4M", o.CacheBytes)
+	case o.BlockCache < 1<<20:
+		return fmt.Errorf("--block-cache %d: want at least 1M", o.BlockCache)
+	case o.ZoneSize != 0 && (o.ZoneSize < 1<<20 || o.ZoneSize%engine.BlockSize != 0):
+		return fmt.Errorf("--zone-size %d: want 0 (auto) or at least 1M, a multiple of %d", o.ZoneSize, engine.BlockSize)
+	case o.Sample < time.Millisecond:
+		return fmt.Errorf("--sample %v: want at least 1ms", o.Sample)
+	case o.Out == "":
+		return errors.New("--out: want a folder")
+	case len(o.Placements) == 0:
+		return errors.New("--placements: want at least one (the overwrite phase is sized by the engine's capacity)")
+	}
+	for _, p := range o.Placements {
+		if _, err := engine.ParsePolicy(p); err != nil {
+			return fmt.Errorf("--placements: %w", err)
+		}
+	}
+	return nil
+}
+
+// lsmSample is one point of a run's overwrite phase, from its start.
+type lsmSample struct {
+	Seconds float64
+	Ops     int64
+	Host    int64 // bytes Pebble wrote to files (zonefold)
+	Dev     int64 // bytes written to the device (zonefold)
+	GC      int64
+	Resets  int64
+}
+
+// lsmPhase is what one phase of one run did.
+type lsmPhase struct {
+	Ops       int64   `json:"ops"`
+	Seconds   float64 `json:"seconds"`
+	OpsPerSec float64 `json:"ops_per_sec"`
+	UserBytes int64   `json:"user_bytes"`  // keys and values written
+	WALBytes  int64   `json:"wal_bytes"`   // Pebble's bytes in (the WAL)
+	PebbleWA  float64 `json:"pebble_wa"`   // Pebble's write amplification (its metrics)
+	FileBytes int64   `json:"file_bytes"`  // bytes Pebble wrote to files (zonefold)
+	DevBytes  int64   `json:"dev_bytes"`   // bytes written to the device (zonefold)
+	DeviceWAF float64 `json:"device_waf"`  // DevBytes / FileBytes
+	TotalAmp  float64 `json:"total_amp"`   // PebbleWA × DeviceWAF
+	GCBytes   int64   `json:"gc_bytes"`    // bytes GC relocated
+	Resets    int64   `json:"zones_reset"` // zones GC reset
+}
+
+// lsmRun is one configuration's run in one round.
+type lsmRun struct {
+	Config    string   `json:"config"`
+	Round     int      `json:"round"`
+	Fill      lsmPhase `json:"fill"`
+	Overwrite lsmPhase `json:"overwrite"`
+	samples   []lsmSample
+	zones     []engine.ZoneValid
+}
+
+// lsmConfig summarises a configuration over the rounds: medians, and the
+// spread of the overwrite ops/s.
+type lsmConfig struct {
+	Config       string   `json:"config"`
+	FillOps      float64  `json:"fill_ops_per_sec"`
+	OverOps      float64  `json:"overwrite_ops_per_sec"`
+	OverOpsMin   float64  `json:"overwrite_ops_per_sec_min"`
+	OverOpsMax   float64  `json:"overwrite_ops_per_sec_max"`
+	PebbleWA     float64  `json:"pebble_wa"`
+	DeviceWAF    float64  `json:"device_waf"`
+	TotalAmp     float64  `json:"total_amp"`
+	GCMB         float64  `json:"gc_mb"`
+	Resets       float64  `json:"zones_reset"`
+	OpsVsKernel  *float64 `json:"overwrite_ops_vs_kernel,omitempty"`
+	FillVsKernel *float64 `json:"fill_ops_vs_kernel,omitempty"`
+	WAFVsNone    *float64 `json:"device_waf_vs_none,omitempty"`
+}
+
+// lsmSummary is summary.json and the --json output.
+type lsmSummary struct {
+	Device    string      `json:"device"`
+	Against   string      `json:"against,omitempty"`
+	Keys      int64       `json:"keys"`
+	KeySize   int         `json:"key_size"`
+	ValueSize int         `json:"value_size"`
+	Capacity  int64       `json:"capacity"`
+	Util      float64     `json:"util"`
+	Passes    float64     `json:"passes"`
+	Overwrite int64       `json:"overwrite_ops"`
+	Sync      bool        `json:"sync"`
+	Rounds    int         `json:"rounds"`
+	Configs   []lsmConfig `json:"configs"`
+	Runs      []lsmRun    `json:"runs"`
+	Targets   []string    `json:"targets"`
+}
+
+// lsmWork is what every run does.
+type lsmWork struct {
+	keys, overwrites int64
+	capacity         int64
+}
+
+// LSM runs bench lsm.
+func LSM(ctx context.Context, stdout io.Writer, device string, o LSMOptions) error {
+	sum, runs, err := measureLSM(ctx, device, o)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		err = WriteJSON(stdout, sum)
+	} else {
+		err = printLSM(stdout, o.Out, sum, runs)
+	}
+	if err != nil || !o.Check {
+		return err
+	}
+	var missed []string
+	for _, t := range sum.Targets {
+		if strings.Contains(t, "MISSED") {
+			missed = append(missed, t)
+		}
+	}
+	if len(missed) > 0 {
+		return fmt.Errorf("bench lsm: %d target(s) missed: %s", len(missed), strings.Join(missed, "; "))
+	}
+	return nil
+}
+
+// lsmDevice says where the zonefold runs go: the device given, or an
+// emulated one sized by --util, on a new file per run in --against's
+// folder (so that both sides share a file system) or a temporary one.
+type lsmDevice struct {
+	given, path, geometry string
+}
+
+func newLSMDevice(device string, o LSMOptions) (*lsmDevice, func(), error) {
+	if device != "" {
+		return &lsmDevice{given: device}, func() {}, nil
+	}
+	dir, err := os.MkdirTemp(o.Against, "zonefold-bench-lsm-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("default device: %w", err)
+	}
+	capacity := float64(o.dbBytes()) / o.Util
+	zoneSize := o.ZoneSize
+	if zoneSize == 0 {
+		// A zone per young table, as ZenFS advises (target file size
+		// near the zone's), in whole MiB; the tables of deeper levels
+		// span several. The open zones (16, as on many ZNS drives) stay
+		// a small part of the device.
+		zoneSize = max(1, (l0TableSize(o.dbBytes())+(1<<20)-1)>>20) << 20
+	}
+	zones := int64(math.Ceil(capacity/float64(zoneSize))) + 2 // and two metadata zones
+	geo := fmt.Sprintf("zone_size=%dK&zones=%d&max_open=16&max_active=16", zoneSize>>10, max(zones, 16))
+	return &lsmDevice{path: filepath.Join(dir, "dev"), geometry: geo}, func() { os.RemoveAll(dir) }, nil
+}
+
+func (d *lsmDevice) String() string {
+	if d.given != "" {
+		return d.given
+	}
+	return "emu:(temporary, in " + filepath.Dir(filepath.Dir(d.path)) + ")?" + d.geometry
+}
+
+// fresh names the device for a new run: an emulated one starts from a
+// new file, with no blocks or page cache left from the last run.
+func (d *lsmDevice) fresh() (string, error) {
+	if d.given != "" {
+		return d.given, nil
+	}
+	if err := os.Remove(d.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("default device: %w", err)
+	}
+	return "emu:" + d.path + "?" + d.geometry, nil
+}
+
+func measureLSM(ctx context.Context, device string, o LSMOptions) (lsmSummary, []*lsmRun, error) {
+	var sum lsmSummary
+	if err := o.validate(); err != nil {
+		return sum, nil, err
+	}
+	if strings.HasPrefix(device, "null:") {
+		return sum, nil, errors.New("bench lsm needs a device that keeps data (Pebble reads its tables back); null: does not: use emu: or a zoned device")
+	}
+	if o.Against != "" {
+		if fi, err := os.Stat(o.Against); err != nil || !fi.IsDir() {
+			return sum, nil, fmt.Errorf("--against %s: want an existing folder", o.Against)
+		}
+	}
+	dev, cleanup, err := newLSMDevice(device, o)
+	if err != nil {
+		return sum, nil, err
+	}
+	defer cleanup()
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return sum, nil, fmt.Errorf("--out: %w", err)
+	}
+	configs := slices.Clone(o.Placements)
+	if o.Against != "" {
+		configs = append(configs, lsmKernel)
+	}
+	values := newValueSource(o.ValueSize, o.Seed)
+	var w lsmWork
+	var bar *progressbar.ProgressBar
+	var doneBefore int64
+	var runs []*lsmRun
+	for round := range o.Rounds {
+		for _, c := range configs {
+			r := &lsmRun{Config: c, Round: round + 1}
+			var err error
+			if c == lsmKernel {
+				err = runLSMKernel(ctx, o, w, values, r, func(n int64) { setBar(bar, doneBefore+n) })
+			} else {
+				err = runLSMZonefold(ctx, dev, c, o, &w, values, r, func(n int64) { setBar(bar, doneBefore+n) })
+			}
+			if ctx.Err() != nil {
+				return sum, nil, fmt.Errorf("%s: interrupted: %w", c, ctx.Err())
+			}
+			if err != nil {
+				return sum, nil, fmt.Errorf("%s (round %d): %w", c, round+1, err)
+			}
+			if bar == nil && o.Progress != nil {
+				bar = newProgress(o.Progress, int64(o.Rounds*len(configs))*(w.keys+w.overwrites), "bench lsm")
+				bar.Describe("bench lsm (ops)")
+			}
+			doneBefore += w.keys + w.overwrites
+			setBar(bar, doneBefore)
+			runs = append(runs, r)
+			slog.Debug("bench lsm: run", "config", c, "round", round+1, "fill_ops", r.Fill.OpsPerSec, "overwrite_ops", r.Overwrite.OpsPerSec, "device_waf", r.Overwrite.DeviceWAF)
+		}
+	}
+	if bar != nil {
+		_ = bar.Finish()
+		fmt.Fprintln(o.Progress)
+	}
+	sum = summarizeLSM(dev.String(), o, w, configs, runs)
+	if err := writeLSMOutputs(o.Out, sum, runs, w); err != nil {
+		return sum, nil, err
+	}
+	return sum, runs, nil
+}
+
+func setBar(bar *progressbar.ProgressBar, n int64) {
+	if bar != nil {
+		_ = bar.Set64(n)
+	}
+}
+
+// lsmPebbleOptions are the Pebble options of every run, zonefold's and
+// the kernel's alike but for the file system: db_bench's shape, scaled
+// to the DB.
+//
+// Write stalls are Pebble's defaults (not db_bench's "never"): on a device
+// of fixed size a backlog of L0 tables that grows without bound ends in
+// ENOSPC.
+//
+// Memtables, tables and the base level shrink with the DB below --scale
+// 0.01 or so (Pebble's defaults above), so that a small DB still has the
+// shape of a large one: several levels, each compaction rewriting a
+// small part of the next. With Pebble's defaults a DB of a few hundred
+// megabytes would be one level, rewritten whole by every compaction.
+func lsmPebbleOptions(o LSMOptions, fs vfs.FS, cache *pebble.Cache) *pebble.Options {
+	db := o.dbBytes()
+	clamp := func(v, lo, hi int64) int64 { return min(max(v, lo), hi) }
+	opts := &pebble.Options{
+		FS:                 fs,
+		Cache:              cache,
+		Logger:             lsmLogger{},
+		MemTableSize:       uint64(clamp(db/32, 1<<20, 64<<20)),
+		LBaseMaxBytes:      clamp(db/16, 2<<20, 64<<20),
+		FormatMajorVersion: pebble.FormatNewest,
+	}
+	opts.TargetFileSizes[0] = l0TableSize(db)
+	// No periodic syncs while a table is written, on either side: on a
+	// kernel file system they are sync_file_range (write-back hints, no
+	// durability); on pebblefs, which has no file descriptor, Pebble
+	// turns each into a full sync. Each table is still synced when it is
+	// finished, and the WAL as --sync says. (Pebble reads 0 as its
+	// default, 512K: "never" is a size no table reaches.)
+	opts.BytesPerSync = pebblefs.NoPeriodicSync
+	opts.CompactionConcurrencyRange = func() (int, int) { return 1, 2 }
+	return opts
+}
+
+// l0TableSize is Pebble's target size of an L0 table for a DB of db
+// bytes: its default (2M) from about 128M up, smaller below.
+func l0TableSize(db int64) int64 { return min(max(db/64, 256<<10), 2<<20) }
+
+// lsmLogger sends Pebble's log to slog at debug (info) and error level.
+type lsmLogger struct{}
+
+func (lsmLogger) Infof(format string, args ...any) {
+	slog.Debug("pebble: " + fmt.Sprintf(format, args...))
+}
+func (lsmLogger) Errorf(format string, args ...any) {
+	slog.Error("pebble: " + fmt.Sprintf(format, args...))
+}
+func (lsmLogger) Fatalf(format string, args ...any) {
+	slog.Error("pebble: fatal: " + fmt.Sprintf(format, args...))
+	os.Exit(1)
+}
+
+// runLSMZonefold runs one zonefold configuration on a freshly formatted
+// device. The first one sizes the work from the engine's capacity.
+func runLSMZonefold(ctx context.Context, dev *lsmDevice, placement string, o LSMOptions, w *lsmWork, values *valueSource, r *lsmRun, progress func(int64)) error {
+	pol, err := engine.ParsePolicy(placement)
+	if err != nil {
+		return err
+	}
+	name, err := dev.fresh()
+	if err != nil {
+		return err
+	}
+	cfg := engine.Config{CacheBytes: o.CacheBytes, Policy: pol}
+	if cfg.CacheBytes == 0 {
+		cfg.CacheBytes = 256 << 20 // the engine's default
+	}
+	// Dirty data must fit the free space: dirty bursts as large as half
+	// a 256 MiB cache on a 150 MiB device end in ENOSPC. Clean data may
+	// fill the cache, as the page cache holds the kernel's.
+	g, err := deviceGeometry(name)
+	if err != nil {
+		return err
+	}
+	cfg.DirtyLimit = min(cfg.CacheBytes/2, max(2<<20, g.Capacity()/8))
+	e, release, err := OpenFormatted(name, cfg)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if w.capacity == 0 {
+		w.capacity = e.Capacity()
+		w.keys = o.keys()
+		if util := float64(o.dbBytes()) / float64(w.capacity); util > 0.8 {
+			e.Close()
+			return fmt.Errorf("%d keys of %d bytes fill %.0f%% of the device's %s: want at most 80%% (a smaller --scale or a larger device)",
+				w.keys, lsmKeySize+o.ValueSize, util*100, human(w.capacity))
+		}
+		w.overwrites = max(1, int64(o.Passes*float64(w.capacity))/int64(lsmKeySize+o.ValueSize))
+	} else if c := e.Capacity(); c != w.capacity {
+		e.Close()
+		return fmt.Errorf("capacity %d differs from the first run's %d: the device changed", c, w.capacity)
+	}
+	fs := pebblefs.New(e)
+	cache := pebble.NewCache(o.BlockCache)
+	defer cache.Unref()
+	opts := lsmPebbleOptions(o, fs, cache)
+	opts.EventListener = fs.EventListener()
+	stats := func() engine.Stats { return e.Stats() }
+	runErr := runLSMPhases(ctx, "db", opts, o, *w, values, r, stats, progress)
+	closeErr := e.Close()
+	r.zones = e.ZoneValidity()
+	return errors.Join(runErr, closeErr)
+}
+
+// runLSMKernel runs the baseline: Pebble's default file system in a new
+// folder under --against.
+func runLSMKernel(ctx context.Context, o LSMOptions, w lsmWork, values *valueSource, r *lsmRun, progress func(int64)) error {
+	dir, err := os.MkdirTemp(o.Against, "pebble-")
+	if err != nil {
+		return fmt.Errorf("--against: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	cache := pebble.NewCache(o.BlockCache)
+	defer cache.Unref()
+	return runLSMPhases(ctx, dir, lsmPebbleOptions(o, vfs.Default, cache), o, w, values, r, nil, progress)
+}
+
+// runLSMPhases opens Pebble, fills every key in random order, overwrites
+// keys chosen at random, and closes it. stats, if set, reads the engine's
+// counters.
+func runLSMPhases(ctx context.Context, dir string, opts *pebble.Options, o LSMOptions, w lsmWork, values *valueSource,
+	r *lsmRun, stats func() engine.Stats, progress func(int64)) (err error) {
+	db, err := pebble.Open(dir, opts)
+	if err != nil {
+		return fmt.Errorf("open Pebble: %w", err)
+	}
+	defer func() {
+		if cerr := db.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close Pebble: %w", cerr)
+		}
+	}()
+	wo := pebble.NoSync
+	if o.Sync {
+		wo = pebble.Sync
+	}
+	perm := newKeyPerm(uint64(w.keys), o.Seed)
+	var key [lsmKeySize]byte
+	rng := rand.New(rand.NewPCG(o.Seed, 2))
+
+	fill := func(i int64) uint64 { return perm.at(uint64(i)) }
+	if err := lsmPhaseRun(ctx, db, wo, w.keys, fill, key[:], values, o.Sample, &r.Fill, stats, nil, func(n int64) { progress(n) }); err != nil {
+		return fmt.Errorf("fill: %w", err)
+	}
+	over := func(int64) uint64 { return rng.Uint64N(uint64(w.keys)) }
+	var samples []lsmSample
+	if err := lsmPhaseRun(ctx, db, wo, w.overwrites, over, key[:], values, o.Sample, &r.Overwrite, stats, &samples,
+		func(n int64) { progress(w.keys + n) }); err != nil {
+		return fmt.Errorf("overwrite: %w", err)
+	}
+	r.samples = samples
+	return nil
+}
+
+// lsmPhaseRun writes n keys (the i-th is keyAt(i)) and measures the
+// phase: ops/s, Pebble's write amplification from its metrics, and, on
+// zonefold, the engine's device bytes. With samples set it records a
+// series.
+func lsmPhaseRun(ctx context.Context, db *pebble.DB, wo *pebble.WriteOptions, n int64, keyAt func(int64) uint64,
+	key []byte, values *valueSource, every time.Duration, ph *lsmPhase, stats func() engine.Stats, samples *[]lsmSample, progress func(int64)) error {
+	var st0 engine.Stats
+	if stats != nil {
+		st0 = stats()
+	}
+	m0 := db.Metrics()
+	start := time.Now()
+	var done atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		take := func() {
+			if samples == nil {
+				return
+			}
+			s := lsmSample{Seconds: time.Since(start).Seconds(), Ops: done.Load()}
+			if stats != nil {
+				d := stats().Sub(st0)
+				s.Host, s.Dev, s.GC, s.Resets = d.HostWritten, d.DevWritten(), d.GCWritten, d.GCResets
+			}
+			*samples = append(*samples, s)
+		}
+		take()
+		for {
+			select {
+			case <-stop:
+				take()
+				return
+			case <-tick.C:
+				take()
+				progress(done.Load())
+			}
+		}
+	}()
+	var err error
+	for i := int64(0); i < n; i++ {
+		if i%1024 == 0 && ctx.Err() != nil {
+			err = ctx.Err()
+			break
+		}
+		formatKey(key, keyAt(i))
+		if err = db.Set(key, values.next(), wo); err != nil {
+			break
+		}
+		done.Store(i + 1)
+	}
+	elapsed := time.Since(start).Seconds()
+	close(stop)
+	<-sampled
+	if err != nil {
+		return err
+	}
+	m1 := db.Metrics()
+	ph.Ops, ph.Seconds = n, elapsed
+	ph.OpsPerSec = float64(n) / elapsed
+	ph.UserBytes = n * int64(len(key)+values.size)
+	t0, t1 := m0.Total(), m1.Total()
+	in := t1.TableBytesIn - t0.TableBytesIn
+	out := (t1.TableBytesFlushed + t1.TableBytesCompacted) - (t0.TableBytesFlushed + t0.TableBytesCompacted)
+	ph.WALBytes = int64(in)
+	if in > 0 {
+		ph.PebbleWA = float64(out) / float64(in)
+	}
+	if stats != nil {
+		d := stats().Sub(st0)
+		ph.FileBytes, ph.DevBytes = d.HostWritten, d.DevWritten()
+		ph.GCBytes, ph.Resets = d.GCWritten, d.GCResets
+		if d.HostWritten > 0 {
+			ph.DeviceWAF = float64(d.DevWritten()) / float64(d.HostWritten)
+		}
+		ph.TotalAmp = ph.PebbleWA * ph.DeviceWAF
+	}
+	return nil
+}
+
+// formatKey writes i as 16 zero-padded decimal digits, db_bench's key.
+func formatKey(key []byte, i uint64) {
+	for j := len(key) - 1; j >= 0; j-- {
+		key[j] = byte('0' + i%10)
+		i /= 10
+	}
+}
+
+// valueSource hands out values: slices of a block of random bytes at
+// random offsets, incompressible (as db_bench's are at ratio 1) and
+// allocation-free.
+type valueSource struct {
+	size int
+	buf  []byte
+	rng  *rand.Rand
+}
+
+func newValueSource(size int, seed uint64) *valueSource {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	buf := make([]byte, 1<<20+size)
+	for i := range buf {
+		buf[i] = byte(rng.Uint32())
+	}
+	return &valueSource{size: size, buf: buf, rng: rng}
+}
+
+func (v *valueSource) next() []byte {
+	off := v.rng.IntN(len(v.buf) - v.size)
+	return v.buf[off : off+v.size]
+}
+
+// keyPerm is a random permutation of [0, n) without a table: a Feistel
+// network over the next even power of two, cycle-walked into range.
+type keyPerm struct {
+	n    uint64
+	half uint // bits per half
+	keys [4]uint64
+}
+
+func newKeyPerm(n uint64, seed uint64) keyPerm {
+	bits := uint(2)
+	for uint64(1)<<bits < n {
+		bits += 2
+	}
+	rng := rand.New(rand.NewPCG(seed, 1))
+	p := keyPerm{n: n, half: bits / 2}
+	for i := range p.keys {
+		p.keys[i] = rng.Uint64()
+	}
+	return p
+}
+
+func (p keyPerm) at(i uint64) uint64 {
+	x := i
+	for {
+		x = p.round(x)
+		if x < p.n {
+			return x
+		}
+	}
+}
+
+func (p keyPerm) round(x uint64) uint64 {
+	mask := uint64(1)<<p.half - 1
+	l, r := x>>p.half, x&mask
+	for _, k := range p.keys {
+		f := (r ^ k) * 0x9e3779b97f4a7c15
+		f ^= f >> 29
+		l, r = r, (l^f)&mask
+	}
+	return l<<p.half | r
+}
+
+// summarizeLSM takes each configuration's medians over the rounds and the
+// ratios: ops/s against the kernel, device WAF against none.
+func summarizeLSM(device string, o LSMOptions, w lsmWork, configs []string, runs []*lsmRun) lsmSummary {
+	sum := lsmSummary{Device: device, Against: o.Against, Keys: w.keys, KeySize: lsmKeySize, ValueSize: o.ValueSize,
+		Capacity: w.capacity, Passes: o.Passes, Overwrite: w.overwrites, Sync: o.Sync, Rounds: o.Rounds}
+	if w.capacity > 0 {
+		sum.Util = float64(w.keys*int64(lsmKeySize+o.ValueSize)) / float64(w.capacity)
+	}
+	byName := map[string]*lsmConfig{}
+	for _, c := range configs {
+		var fill, over, pwa, waf, total, gc, resets []float64
+		for _, r := range runs {
+			if r.Config != c {
+				continue
+			}
+			fill = append(fill, r.Fill.OpsPerSec)
+			over = append(over, r.Overwrite.OpsPerSec)
+			pwa = append(pwa, r.Overwrite.PebbleWA)
+			waf = append(waf, r.Overwrite.DeviceWAF)
+			total = append(total, r.Overwrite.TotalAmp)
+			gc = append(gc, float64(r.Overwrite.GCBytes)/1e6)
+			resets = append(resets, float64(r.Overwrite.Resets))
+		}
+		lc := lsmConfig{Config: c, FillOps: median(fill), OverOps: median(over), OverOpsMin: slices.Min(over), OverOpsMax: slices.Max(over),
+			PebbleWA: median(pwa), DeviceWAF: median(waf), TotalAmp: median(total), GCMB: median(gc), Resets: median(resets)}
+		sum.Configs = append(sum.Configs, lc)
+	}
+	for i := range sum.Configs {
+		byName[sum.Configs[i].Config] = &sum.Configs[i]
+	}
+	kernel, none := byName[lsmKernel], byName[engine.PolicyNone.String()]
+	for i := range sum.Configs {
+		c := &sum.Configs[i]
+		if c.Config == lsmKernel {
+			continue
+		}
+		if kernel != nil && kernel.OverOps > 0 && kernel.FillOps > 0 {
+			over, fill := c.OverOps/kernel.OverOps, c.FillOps/kernel.FillOps
+			c.OpsVsKernel, c.FillVsKernel = &over, &fill
+		}
+		if none != nil && none.DeviceWAF > 0 {
+			r := c.DeviceWAF / none.DeviceWAF
+			c.WAFVsNone = &r
+		}
+	}
+	for _, r := range runs {
+		sum.Runs = append(sum.Runs, *r)
+	}
+	sum.Targets = lsmTargets(byName)
+	return sum
+}
+
+// lsmTargets says, target by target, whether it was met.
+func lsmTargets(byName map[string]*lsmConfig) []string {
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "MISSED"
+	}
+	var out []string
+	mru := byName[engine.PolicyMRU.String()]
+	if mru == nil {
+		return []string{"no mru run: no target applies"}
+	}
+	out = append(out, fmt.Sprintf("device WAF with mru <= 1.15 while overwriting: %s (%.3f)", verdict(mru.DeviceWAF <= 1.15), mru.DeviceWAF))
+	if mru.WAFVsNone != nil {
+		out = append(out, fmt.Sprintf("device WAF with mru <= 0.7 x none's: %s (%.3f vs %.3f: %.2fx)",
+			verdict(*mru.WAFVsNone <= 0.7), mru.DeviceWAF, byName[engine.PolicyNone.String()].DeviceWAF, *mru.WAFVsNone))
+	}
+	if mru.OpsVsKernel != nil {
+		k := byName[lsmKernel]
+		out = append(out, fmt.Sprintf("overwrite ops/s on zonefold (mru) >= 0.9 x the kernel's: %s (%.0f vs %.0f: %.2fx; fill %.2fx)",
+			verdict(*mru.OpsVsKernel >= 0.9), mru.OverOps, k.OverOps, *mru.OpsVsKernel, *mru.FillVsKernel))
+	}
+	if h := byName[engine.PolicyHinted.String()]; h != nil {
+		what := "helps"
+		if h.DeviceWAF >= mru.DeviceWAF {
+			what = "does not help"
+		}
+		out = append(out, fmt.Sprintf("write-life hints (hinted vs mru): %s: device WAF %.3f vs %.3f, GC %.1f vs %.1f MB",
+			what, h.DeviceWAF, mru.DeviceWAF, h.GCMB, mru.GCMB))
+	}
+	return out
+}
+
+func printLSM(out io.Writer, dir string, sum lsmSummary, runs []*lsmRun) error {
+	durability := "no sync per write (as db_bench)"
+	if sum.Sync {
+		durability = "pebble.Sync on every write"
+	}
+	fmt.Fprintf(out, "lsm: Pebble on %s; %d keys of %d B + %d B values (%.0f%% of %s), fill in random order, then %d random overwrites (%.3g device capacities); %s; %d round(s), configurations alternating\n",
+		sum.Device, sum.Keys, sum.KeySize, sum.ValueSize, sum.Util*100, human(sum.Capacity), sum.Overwrite, sum.Passes, durability, sum.Rounds)
+	if sum.Against != "" {
+		fmt.Fprintf(out, "kernel baseline: Pebble's default file system in %s\n", sum.Against)
+	}
+	fmt.Fprintln(out)
+	tw := newTable(out)
+	fmt.Fprintln(tw, "config\tfill ops/s\toverwrite ops/s\t(min-max)\tPebble WA\tdevice WAF\ttotal amp\tGC MB\tresets\tops vs kernel\tWAF vs none\t")
+	for _, c := range sum.Configs {
+		waf, total, gc, resets := fmt.Sprintf("%.3f", c.DeviceWAF), fmt.Sprintf("%.2f", c.TotalAmp), fmt.Sprintf("%.1f", c.GCMB), strconv.FormatFloat(c.Resets, 'f', 0, 64)
+		if c.Config == lsmKernel {
+			waf, total, gc, resets = "-", "-", "-", "-"
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f-%.0f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", c.Config, c.FillOps, c.OverOps, c.OverOpsMin, c.OverOpsMax,
+			c.PebbleWA, waf, total, gc, resets, ratioCell(c.OpsVsKernel), ratioCell(c.WAFVsNone))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	for _, t := range sum.Targets {
+		fmt.Fprintln(out, t)
+	}
+	fmt.Fprintf(out, "charts, series and summary in %s\n", dir)
+	return nil
+}
+
+// deviceGeometry reads a device's geometry (opening and closing it).
+func deviceGeometry(name string) (zns.Geometry, error) {
+	d, err := zns.Open(name, zns.Options{})
+	if err != nil {
+		return zns.Geometry{}, err
+	}
+	g := d.Geometry()
+	if err := d.Close(); err != nil {
+		return g, err
+	}
+	return g, nil
+}

@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/zonefold/zonefold/bench"
+)
+
+func newBenchKernelCmd() *cobra.Command {
+	var o bench.KernelOptions
+	cmd := &cobra.Command{
+		Use:   "kernel DIR",
+		Short: "Each seed fio job through the daemon and through the kernel's page cache in DIR; ratio of medians",
+		Long: `Runs each seed job file of testdata/fio (not the verify-* ones) two ways,
+alternating in rounds: fio with zonefold's engine (fio/engine.c) against a
+daemon this process serves on a freshly formatted device, and fio's own
+io_uring engine (buffered: the kernel's page cache) in DIR. Prints per job
+the median, min and max MiB/s of each side, each side's spread (max/min) and
+the ratio of the medians (zonefold/kernel).
+
+Two device modes:
+
+  null  the daemon serves null:?size=16G&zone_size=256M (no storage): the CPU
+        path, against a tmpfs DIR (e.g. /dev/shm), whose page cache has no
+        disk behind it either.
+  emu   the daemon serves an emu device whose file is DIR/zonefold-bench-
+        kernel.dev: the same disk and file system as the kernel side, and
+        durability included where a job fsyncs (4x1m-end-fsync).
+
+--mode auto (the default) takes null for a tmpfs DIR and emu otherwise.
+--scale multiplies every job's size (e.g. 8 for runs long enough to rise
+above a busy machine's noise). Needs fio and the engine (make fio-engine).`,
+		Example: `  zonefold bench kernel /dev/shm            # null: vs tmpfs
+  zonefold bench kernel /mnt/ext4 --mode emu  # emu on ext4 vs ext4`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch o.Mode {
+			case bench.KernelAuto, bench.KernelNull, bench.KernelEmu:
+			default:
+				return usagef("--mode %q: want auto, null or emu", o.Mode)
+			}
+			if o.Rounds < 1 {
+				return usagef("--rounds: must be more than 0")
+			}
+			if o.Scale <= 0 {
+				return usagef("--scale: must be more than 0")
+			}
+			if o.Config.CacheBytes < 1<<20 {
+				return usagef("--cache: at least 1 MiB")
+			}
+			o.Dir = args[0]
+			if !o.JSON && isTerminal(cmd.ErrOrStderr()) {
+				o.Progress = cmd.ErrOrStderr()
+			}
+			return bench.Kernel(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Mode, "mode", bench.KernelAuto, "zonefold's device: null, emu (a file in DIR) or auto (null on tmpfs, else emu)")
+	countVar(f, &o.Rounds, "rounds", 5, "alternating rounds of each side per job")
+	numberVar(f, &o.Scale, "scale", 1, "multiply every job's size by this")
+	f.StringVar(&o.JobsDir, "jobs", "testdata/fio", "directory of the seed job files")
+	f.StringSliceVar(&o.Jobs, "job", nil, "run only these jobs (file names without .fio; repeatable)")
+	sizeVar(f, &o.Config.CacheBytes, "cache", 512<<20, "the daemon's folio cache size")
+	f.StringVar(&o.FioEngine, "fio-engine", "", "the engine .so (default $ZONEFOLD_FIO_ENGINE, else build/fio/zonefold-engine.so)")
+	f.BoolVar(&o.JSON, "json", false, "print the results as JSON")
+	return cmd
+}

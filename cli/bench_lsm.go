@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/zonefold/zonefold/bench"
+)
+
+func newBenchLSMCmd() *cobra.Command {
+	o := bench.DefaultLSM
+	cmd := &cobra.Command{
+		Use:   "lsm [DEVICE]",
+		Short: "A real LSM store on zonefold: Pebble's fill and random overwrites per placement, and against the kernel",
+		Long: `Runs Pebble (github.com/cockroachdb/pebble/v2, the LSM store under
+CockroachDB) on zonefold through pebblefs, db_bench-style: every key written
+once in random order (fill), then keys overwritten at random until --passes
+device capacities of keys and values were written (overwrite). Keys are 16
+bytes, values --value-size (1 KiB), incompressible; --scale 1 is 100M keys.
+
+Each placement in --placements runs on a freshly formatted DEVICE (erased),
+and with --against DIR the same workload runs on Pebble's default file
+system in DIR: the kernel baseline. The configurations alternate, --rounds
+times; the table gives medians and the spread of overwrite ops/s. Pebble's
+options are the same on both sides but for the file system; writes are not
+synced (as db_bench's), unless --sync, and neither side syncs a table while
+it is written (BytesPerSync "never": pebblefs has no file descriptor for
+Pebble's sync_file_range hints, which would become full syncs), only when it
+is finished.
+
+Per configuration, for the overwrite phase:
+  fill, overwrite ops/s   Pebble writes per second (the fill's and the
+                          overwrite's)
+  Pebble WA               Pebble's own write amplification, from its metrics:
+                          (WAL + flush + compaction bytes) / WAL bytes
+  device WAF              bytes zonefold wrote to the device (data, record
+                          headers, padding, metadata, GC copies) / bytes
+                          Pebble wrote to its files
+  total amp               the product: device bytes per byte Pebble took in
+  GC MB, resets           what zonefold's GC relocated and reset
+and the ratios: overwrite ops/s against the kernel's, device WAF against
+none's. The targets (device WAF with mru <= 1.15 and <= 0.7x none's; ops/s
+>= 0.9x the kernel's) are printed as met or MISSED.
+
+Into --out it writes summary.json, series.csv and waf and ops charts (PNG and
+SVG) of the overwrite phase.
+
+With no DEVICE it runs on an emulated zoned device sized so that the keys and
+values fill --util of it, with zones the size of Pebble's L0 tables (as ZenFS
+advises; --zone-size sets it) and 16 open at most, on a new file per run in DIR
+(with --against, so that both sides share a file system) or a temporary
+folder. DEVICE must keep data: emu: or a real zoned device, not null:.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			device := ""
+			if len(args) == 1 {
+				device = args[0]
+			}
+			if !o.JSON && isTerminal(cmd.ErrOrStderr()) {
+				o.Progress = cmd.ErrOrStderr()
+			}
+			return bench.LSM(cmd.Context(), cmd.OutOrStdout(), device, o)
+		},
+	}
+	f := cmd.Flags()
+	numberVar(f, &o.Scale, "scale", o.Scale, "keys as a fraction of 100M")
+	intSizeVar(f, &o.ValueSize, "value-size", o.ValueSize, "bytes per value (e.g. 1K)")
+	numberVar(f, &o.Util, "util", o.Util, "keys and values as a fraction of the default device's capacity")
+	numberVar(f, &o.Passes, "passes", o.Passes, "device capacities of keys and values the overwrite phase writes")
+	f.StringSliceVar(&o.Placements, "placements", o.Placements, "zonefold placements to compare: mru, none, hinted, round-robin")
+	countVar(f, &o.Rounds, "rounds", o.Rounds, "times each configuration runs, alternating")
+	f.StringVar(&o.Against, "against", "", "folder on a kernel file system: run the same on Pebble's default file system there (the baseline)")
+	f.BoolVar(&o.Sync, "sync", false, "sync every write (pebble.Sync), on both sides")
+	sizeVar(f, &o.CacheBytes, "cache", 256<<20, "zonefold's folio cache (dirty data is held to an eighth of the device)")
+	sizeVar(f, &o.BlockCache, "block-cache", o.BlockCache, "Pebble's block cache, on both sides")
+	sizeVar(f, &o.ZoneSize, "zone-size", 0, "zone size of the default device (0: Pebble's L0 table size, in whole MiB)")
+	f.StringVar(&o.Out, "out", o.Out, "folder for the charts, CSV and JSON")
+	f.Uint64Var(&o.Seed, "seed", o.Seed, "random seed, the same for every configuration")
+	f.DurationVar(&o.Sample, "sample", o.Sample, "interval between samples of the series")
+	f.BoolVar(&o.JSON, "json", false, "print the summary as JSON instead of a table")
+	f.BoolVar(&o.Check, "check", false, "exit 1 if a target is missed")
+	return cmd
+}

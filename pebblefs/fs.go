@@ -1,0 +1,462 @@
+// Package pebblefs is Pebble's file system (vfs.FS) over a zonefold
+// engine, in process: a real LSM store, github.com/cockroachdb/pebble/v2,
+// on zoned storage, with no kernel file system between them.
+//
+// Names are slash-separated paths, cleaned, with no leading slash ("/db/x"
+// and "db/x" are one file); each file is the engine file of that name. A
+// directory is a marker, an empty engine file named "dir/"; a file "a/b"
+// lives in directory "a", which must exist when the file is created, as
+// on a kernel file system. The root always exists.
+//
+// Durability, which is what Pebble's crash safety rests on:
+//
+//   - A file's data is durable when its Sync (or SyncData) returns: the
+//     engine writes its dirty data back and flushes the device.
+//   - Every namespace change (create, remove, rename, mkdir, the rename
+//     that ReuseForWrite does) is atomic and durable when it returns: the
+//     engine logs it to its metadata zone and flushes. Syncing a directory
+//     therefore has nothing left to do, and a crash never shows a rename
+//     half done or a removed file back.
+//   - Data written and not synced may or may not survive a crash, whole
+//     records at a time; a file's size after a crash covers at least its
+//     synced data (bytes past what survived read as zeros).
+//
+// Periodic syncs: Pebble syncs a table every Options.BytesPerSync bytes
+// (512 KiB by default) as it writes it, with sync_file_range on a kernel
+// file system (a write-back hint, no durability); on a file without a
+// descriptor it calls Sync instead, a device flush each time. The engine
+// writes dirty data back on its own, so set BytesPerSync to
+// NoPeriodicSync; tables are still synced when finished.
+//
+// Not supported: hard links (Link fails so that Pebble falls back to
+// copying, as its LinkOrCopy does on file systems without them) and
+// renaming a directory (Pebble renames files only).
+//
+// Write-life hints: files are created with the engine's write-life hint
+// their Pebble category implies (the WAL short, flushed tables medium,
+// compacted tables long), and EventListener refines a table's hint by the
+// level a compaction writes it to (the bottom level extreme). The engine
+// uses hints under its hinted placement policy only.
+//
+// Locks: Lock excludes other lockers in this process only; the engine
+// already owns its device exclusively.
+//
+// Lock order: FS.mu (the job→level table) is a leaf; nothing is called
+// with it held.
+package pebblefs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/zonefold/zonefold/engine"
+)
+
+// NoPeriodicSync is a pebble.Options.BytesPerSync that no table reaches:
+// Pebble reads 0 as its default (see the package doc).
+const NoPeriodicSync = 1 << 40
+
+// FS implements vfs.FS over an engine. It does not own the engine: close
+// the Pebble DB first, then the engine. Any number of FS values may share
+// one engine.
+type FS struct {
+	e *engine.Engine
+
+	mu     sync.Mutex
+	levels map[int]int // Pebble job id → the level it writes tables to
+}
+
+var _ vfs.FS = (*FS)(nil)
+
+// New returns the file system of e.
+func New(e *engine.Engine) *FS {
+	return &FS{e: e, levels: map[int]int{}}
+}
+
+// Engine is the engine the file system lives on.
+func (y *FS) Engine() *engine.Engine { return y.e }
+
+// clean turns a Pebble path into an engine name: cleaned, without a
+// leading slash; "" is the root.
+func clean(name string) string {
+	n := strings.TrimLeft(path.Clean("/"+name), "/")
+	return n
+}
+
+// dirMarker is the engine name that says directory dir exists.
+func dirMarker(dir string) string { return dir + "/" }
+
+func pathErr(op, name string, err error) error {
+	return &fs.PathError{Op: op, Path: name, Err: err}
+}
+
+// errNoLinks makes vfs.LinkOrCopy copy instead: it is none of the errors
+// (exist, not exist, permission) that copying would not fix.
+var errNoLinks = fmt.Errorf("pebblefs: hard links: %w", vfs.ErrUnsupported)
+
+// isFile reports whether name (cleaned) is a file.
+func (y *FS) isFile(name string) bool {
+	if name == "" {
+		return false
+	}
+	_, err := y.e.Stat(name)
+	return err == nil
+}
+
+// isDir reports whether name (cleaned) is a directory.
+func (y *FS) isDir(name string) bool {
+	if name == "" {
+		return true
+	}
+	_, err := y.e.Stat(dirMarker(name))
+	return err == nil
+}
+
+// checkPlace refuses to make a file name where a directory is, or in a
+// directory that does not exist.
+func (y *FS) checkPlace(op, name string) error {
+	if name == "" || y.isDir(name) {
+		return pathErr(op, name, syscall.EISDIR)
+	}
+	if parent := path.Dir(name); parent != "." && !y.isDir(parent) {
+		if y.underFile(name) {
+			return pathErr(op, name, syscall.ENOTDIR)
+		}
+		return pathErr(op, name, fs.ErrNotExist)
+	}
+	return nil
+}
+
+// underFile reports whether a path above name (cleaned) is a file.
+func (y *FS) underFile(name string) bool {
+	for d := path.Dir(name); d != "."; d = path.Dir(d) {
+		if y.isFile(d) {
+			return true
+		}
+	}
+	return false
+}
+
+// Create implements vfs.FS: it makes a new, empty file, removing one of
+// that name first (open handles to it fail from then on).
+func (y *FS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	n := clean(name)
+	if err := y.checkPlace("create", n); err != nil {
+		return nil, err
+	}
+	for {
+		if err := y.e.Remove(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		h, err := y.e.OpenFile(n, engine.OCreate|engine.OExcl)
+		if errors.Is(err, fs.ErrExist) {
+			continue // created again meanwhile: remove that one
+		}
+		if err != nil {
+			return nil, err
+		}
+		return y.newFile(h, n, true, true, lifeOf(category))
+	}
+}
+
+// Link implements vfs.FS. The engine has no hard links: it fails with an
+// error that makes vfs.LinkOrCopy copy.
+func (y *FS) Link(oldname, newname string) error {
+	o, n := clean(oldname), clean(newname)
+	switch {
+	case !y.isFile(o):
+		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: fs.ErrNotExist}
+	case y.isFile(n) || y.isDir(n):
+		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: fs.ErrExist}
+	}
+	return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: errNoLinks}
+}
+
+// Open implements vfs.FS: a read-only handle.
+func (y *FS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	n := clean(name)
+	if y.isDir(n) {
+		return y.OpenDir(name)
+	}
+	h, err := y.e.Open(n)
+	if err != nil {
+		return nil, err
+	}
+	f, err := y.newFile(h, n, true, false, engine.LifeNotSet)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range opts {
+		if o == vfs.SequentialReadsOption {
+			f.ra = &readahead{}
+		}
+		o.Apply(f)
+	}
+	return f, nil
+}
+
+// OpenReadWrite implements vfs.FS: it opens name for reading and writing,
+// creating it if it does not exist.
+func (y *FS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
+	n := clean(name)
+	if err := y.checkPlace("open", n); err != nil {
+		return nil, err
+	}
+	h, err := y.e.OpenFile(n, engine.OCreate)
+	if err != nil {
+		return nil, err
+	}
+	f, err := y.newFile(h, n, true, true, lifeOf(category))
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range opts {
+		o.Apply(f)
+	}
+	return f, nil
+}
+
+// OpenDir implements vfs.FS. A directory's Sync has nothing to do: every
+// namespace change is durable when it returns.
+func (y *FS) OpenDir(name string) (vfs.File, error) {
+	n := clean(name)
+	if !y.isDir(n) {
+		if y.isFile(n) {
+			return nil, pathErr("open", name, syscall.ENOTDIR)
+		}
+		return nil, pathErr("open", name, fs.ErrNotExist)
+	}
+	return &dirFile{y: y, name: n}, nil
+}
+
+// children lists the engine names under directory dir (cleaned), markers
+// of subdirectories included, dir's own marker not.
+func (y *FS) children(dir string) []string {
+	prefix := ""
+	if dir != "" {
+		prefix = dirMarker(dir)
+	}
+	var out []string
+	for _, fi := range y.e.List() {
+		if strings.HasPrefix(fi.Name, prefix) && fi.Name != prefix {
+			out = append(out, fi.Name)
+		}
+	}
+	return out
+}
+
+// Remove implements vfs.FS: a file, or an empty directory.
+func (y *FS) Remove(name string) error {
+	n := clean(name)
+	if y.isFile(n) {
+		return y.e.Remove(n)
+	}
+	if n == "" || !y.isDir(n) {
+		return pathErr("remove", name, fs.ErrNotExist)
+	}
+	if len(y.children(n)) > 0 {
+		return pathErr("remove", name, syscall.ENOTEMPTY)
+	}
+	return y.e.Remove(dirMarker(n))
+}
+
+// RemoveAll implements vfs.FS: name and everything under it. A name that
+// does not exist is not an error, as with os.RemoveAll.
+func (y *FS) RemoveAll(name string) error {
+	n := clean(name)
+	if n == "" {
+		return pathErr("removeall", name, fs.ErrInvalid)
+	}
+	if y.underFile(n) {
+		return pathErr("removeall", name, syscall.ENOTDIR)
+	}
+	var errs []error
+	if y.isDir(n) {
+		// Deepest first, the directory's own marker last, so that a
+		// crash midway leaves no file in a directory that is gone.
+		kids := y.children(n)
+		for i := len(kids) - 1; i >= 0; i-- {
+			if err := y.e.Remove(kids[i]); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		if err := y.e.Remove(dirMarker(n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := y.e.Remove(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return errs[0] // the first error, as vfs.FS says
+	}
+	return nil
+}
+
+// Rename implements vfs.FS for files: atomic and durable when it returns,
+// replacing newname if it is a file.
+func (y *FS) Rename(oldname, newname string) error {
+	o, n := clean(oldname), clean(newname)
+	if !y.isFile(o) {
+		if o != "" && y.isDir(o) {
+			return &os.LinkError{Op: "rename", Old: oldname, New: newname,
+				Err: fmt.Errorf("pebblefs: renaming a directory: %w", vfs.ErrUnsupported)}
+		}
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: fs.ErrNotExist}
+	}
+	if err := y.checkPlace("rename", n); err != nil {
+		return err
+	}
+	return y.e.Rename(o, n)
+}
+
+// ReuseForWrite implements vfs.FS: it renames oldname (a used WAL) to
+// newname and opens it for writing from offset 0 without truncating it.
+func (y *FS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	if err := y.Rename(oldname, newname); err != nil {
+		return nil, err
+	}
+	n := clean(newname)
+	h, err := y.e.Open(n)
+	if err != nil {
+		return nil, err
+	}
+	return y.newFile(h, n, true, true, lifeOf(category))
+}
+
+// MkdirAll implements vfs.FS.
+func (y *FS) MkdirAll(dir string, perm os.FileMode) error {
+	n := clean(dir)
+	if n == "" {
+		return nil
+	}
+	parts := strings.Split(n, "/")
+	for i := range parts {
+		d := strings.Join(parts[:i+1], "/")
+		if y.isDir(d) {
+			continue
+		}
+		if y.isFile(d) {
+			return pathErr("mkdir", d, syscall.ENOTDIR)
+		}
+		h, err := y.e.OpenFile(dirMarker(d), engine.OCreate)
+		if err != nil {
+			return err
+		}
+		_ = h.Close()
+	}
+	return nil
+}
+
+// lockKey names a lock: locks are per engine, so that every FS on one
+// engine sees them.
+type lockKey struct {
+	e    *engine.Engine
+	name string
+}
+
+var locks sync.Map // lockKey → struct{}
+
+// Lock implements vfs.FS: it creates (or truncates) name and holds an
+// exclusive lock on it in this process until the Closer is closed.
+func (y *FS) Lock(name string) (io.Closer, error) {
+	key := lockKey{y.e, clean(name)}
+	if _, held := locks.LoadOrStore(key, struct{}{}); held {
+		return nil, pathErr("lock", name, syscall.EAGAIN)
+	}
+	n := key.name
+	if err := y.checkPlace("lock", n); err != nil {
+		locks.Delete(key)
+		return nil, err
+	}
+	h, err := y.e.OpenFile(n, engine.OCreate|engine.OTrunc)
+	if err != nil {
+		locks.Delete(key)
+		return nil, err
+	}
+	_ = h.Close()
+	return &fileLock{key: key}, nil
+}
+
+type fileLock struct {
+	once sync.Once
+	key  lockKey
+}
+
+func (l *fileLock) Close() error {
+	l.once.Do(func() { locks.Delete(l.key) })
+	return nil
+}
+
+// List implements vfs.FS: the names directly in dir.
+func (y *FS) List(dir string) ([]string, error) {
+	n := clean(dir)
+	if !y.isDir(n) {
+		if y.isFile(n) {
+			return nil, pathErr("readdir", dir, syscall.ENOTDIR)
+		}
+		return nil, pathErr("open", dir, fs.ErrNotExist)
+	}
+	prefix := ""
+	if n != "" {
+		prefix = dirMarker(n)
+	}
+	seen := map[string]bool{}
+	out := []string{}
+	for _, c := range y.children(n) {
+		rest := c[len(prefix):]
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			rest = rest[:i] // a subdirectory, or something in one
+		}
+		if !seen[rest] {
+			seen[rest] = true
+			out = append(out, rest)
+		}
+	}
+	return out, nil
+}
+
+// Stat implements vfs.FS.
+func (y *FS) Stat(name string) (vfs.FileInfo, error) {
+	n := clean(name)
+	if y.isDir(n) {
+		return dirInfo(n), nil
+	}
+	fi, err := y.e.Stat(n)
+	if err != nil {
+		return nil, err
+	}
+	return fileInfo{name: path.Base(n), size: fi.Size}, nil
+}
+
+// PathBase implements vfs.FS.
+func (y *FS) PathBase(p string) string { return path.Base(p) }
+
+// PathJoin implements vfs.FS.
+func (y *FS) PathJoin(elem ...string) string { return path.Join(elem...) }
+
+// PathDir implements vfs.FS.
+func (y *FS) PathDir(p string) string { return path.Dir(p) }
+
+// GetDiskUsage implements vfs.FS: the data zones' capacity, the bytes
+// files map (used) and the rest (available, once GC reclaims it).
+func (y *FS) GetDiskUsage(string) (vfs.DiskUsage, error) {
+	var total, used uint64
+	for _, z := range y.e.ZoneValidity() {
+		total += uint64(z.Cap)
+		used += uint64(z.Valid)
+	}
+	return vfs.DiskUsage{TotalBytes: total, UsedBytes: used, AvailBytes: total - min(used, total)}, nil
+}
+
+// Unwrap implements vfs.FS: FS wraps no other vfs.FS.
+func (y *FS) Unwrap() vfs.FS { return nil }
