@@ -42,11 +42,17 @@ import (
 // on a device that can hold 16 open zones).
 const DefaultGCGeometry = "zone_size=1M&zones=256&max_open=19&max_active=19"
 
-// DefaultSeedGeometry is the seed workload's default device: 512 MiB of
-// 1 MiB zones, of which the workload writes a share so small (20%: 16
-// files of 6.4 MiB) that GC barely runs (the xfs series measured the
-// write path). In memory only what is written takes room.
-const DefaultSeedGeometry = "zone_size=1M&zones=512&max_open=19&max_active=19"
+// DefaultSeedGeometry is the seed workload's default device: a null:
+// device (no storage: every write completes as an io_uring NOP, as on
+// null_blk without memory_backed) of 512 zones of 4 MiB, of which the
+// workload writes a share so small (20%: 16 files of 25 MiB) that GC
+// never runs. The xfs series measured the allocation path on a device
+// fast enough not to hide it; on an emulated device every write is a
+// copy into a file and every flush a sync of it, and the run measures
+// those instead. 4 MiB zones: the files' extent maps (a random 8 KiB
+// write each) must fit a metadata zone's checkpoint, and a run writes
+// 400 MiB, long enough (a second or so) to time.
+const DefaultSeedGeometry = "zone_size=4M&zones=512&max_open=19&max_active=19"
 
 // DefaultGCConfigs is the set run when no flag chooses one: both
 // placements that matter under greedy GC, and mru under cost-benefit GC,
@@ -91,27 +97,53 @@ var DefaultGC = GCOptions{Workloads: Workloads, Files: 16, BS: 8 << 10, IODepth:
 type gcSetup struct {
 	placement engine.Policy
 	gc        engine.GCPolicy
+	// streams is GC's streams (engine.GCConfig.Streams), 0 for the
+	// engine's choice: the configuration names it only when set.
+	streams int
 }
 
-func (s gcSetup) String() string { return s.placement.String() + "/" + s.gc.String() }
+func (s gcSetup) String() string {
+	name := s.placement.String() + "/" + s.gc.String()
+	switch s.streams {
+	case 0:
+	case 1:
+		name += "/1-stream"
+	default:
+		name += fmt.Sprintf("/%d-streams", s.streams)
+	}
+	return name
+}
 
+// parseGCSetups reads configurations: placement/gc-policy, and optionally
+// /1-stream or /2-streams for GC's streams (default: the engine's
+// choice).
 func parseGCSetups(names []string) ([]gcSetup, error) {
 	if len(names) == 0 {
 		return nil, errors.New("no configuration to run")
 	}
 	var out []gcSetup
 	for _, n := range names {
-		p, g, ok := strings.Cut(strings.TrimSpace(n), "/")
-		if !ok {
-			return nil, fmt.Errorf("configuration %q: want placement/gc-policy, e.g. mru/greedy", n)
+		parts := strings.Split(strings.TrimSpace(n), "/")
+		if len(parts) < 2 || len(parts) > 3 {
+			return nil, fmt.Errorf("configuration %q: want placement/gc-policy[/N-streams], e.g. mru/greedy or mru/cost-benefit/1-stream", n)
 		}
 		var s gcSetup
 		var err error
-		if s.placement, err = engine.ParsePolicy(p); err != nil {
+		if s.placement, err = engine.ParsePolicy(parts[0]); err != nil {
 			return nil, err
 		}
-		if s.gc, err = engine.ParseGCPolicy(g); err != nil {
+		if s.gc, err = engine.ParseGCPolicy(parts[1]); err != nil {
 			return nil, err
+		}
+		if len(parts) == 3 {
+			switch parts[2] {
+			case "1-stream":
+				s.streams = 1
+			case "2-streams":
+				s.streams = 2
+			default:
+				return nil, fmt.Errorf("configuration %q: GC streams %q: want 1-stream or 2-streams", n, parts[2])
+			}
 		}
 		if !slices.Contains(out, s) {
 			out = append(out, s)
@@ -152,9 +184,12 @@ type gcRun struct {
 // gcRow is one workload under one configuration over all rounds: the
 // median and the range of each figure.
 type gcRow struct {
-	Workload  string  `json:"workload"`
-	Placement string  `json:"placement"`
-	GCPolicy  string  `json:"gc_policy"`
+	Workload  string `json:"workload"`
+	Placement string `json:"placement"`
+	GCPolicy  string `json:"gc_policy"`
+	// GCStreams is the GC streams the configuration asked for; 0: the
+	// engine's choice.
+	GCStreams int     `json:"gc_streams,omitempty"`
 	WAF       float64 `json:"waf"` // median over the rounds
 	WAFMin    float64 `json:"waf_min"`
 	WAFMax    float64 `json:"waf_max"`
@@ -175,7 +210,13 @@ type gcRow struct {
 	Runs       []*gcRun `json:"runs"`
 }
 
-func (r *gcRow) name() string { return r.Placement + "/" + r.GCPolicy }
+func (r *gcRow) setup() gcSetup {
+	p, _ := engine.ParsePolicy(r.Placement)
+	g, _ := engine.ParseGCPolicy(r.GCPolicy)
+	return gcSetup{placement: p, gc: g, streams: r.GCStreams}
+}
+
+func (r *gcRow) name() string { return r.setup().String() }
 
 // gcWorkloadSummary is one workload's table.
 type gcWorkloadSummary struct {
@@ -251,9 +292,9 @@ type gcDevices struct {
 	dir    string
 }
 
-func newGCDevices(device string) (*gcDevices, func(), error) {
-	if strings.HasPrefix(device, "null:") {
-		return nil, nil, errors.New("bench gc needs a device that keeps data (GC reads record headers back); null: does not: use emu: or a zoned device")
+func newGCDevices(device string, workloads []string) (*gcDevices, func(), error) {
+	if strings.HasPrefix(device, "null:") && slices.ContainsFunc(workloads, func(w string) bool { return w != WorkSeed }) {
+		return nil, nil, errors.New("bench gc needs a device that keeps data (GC reads record headers back); null: does not (it serves the seed workload alone): use emu: or a zoned device")
 	}
 	d := &gcDevices{device: device}
 	if device != "" {
@@ -274,38 +315,36 @@ func newGCDevices(device string) (*gcDevices, func(), error) {
 	return d, func() { os.RemoveAll(dir) }, nil
 }
 
-// geometry is the default device's geometry for a workload.
-func geometry(workload string) string {
-	if workload == WorkSeed {
-		return DefaultSeedGeometry
-	}
-	return DefaultGCGeometry
-}
-
 // shown is how the output names the device of a workload.
 func (d *gcDevices) shown(workload string) string {
 	if d.device != "" {
 		return d.device
 	}
+	if workload == WorkSeed {
+		return "null:?" + DefaultSeedGeometry
+	}
 	where := "temporary"
 	if strings.HasPrefix(d.dir, "/dev/shm") {
 		where = "temporary, in memory"
 	}
-	return "emu:(" + where + ")?" + geometry(workload)
+	return "emu:(" + where + ")?" + DefaultGCGeometry
 }
 
 // fresh is a device string for the next run: the user's device (each run
-// formats it), or a new file of the workload's geometry, so that no blocks
-// are left over from the run before.
+// formats it), a null: device for seed, or a new emulated device file, so
+// that no blocks are left over from the run before.
 func (d *gcDevices) fresh(workload string) (string, error) {
 	if d.device != "" {
 		return d.device, nil
+	}
+	if workload == WorkSeed {
+		return "null:?" + DefaultSeedGeometry, nil
 	}
 	path := filepath.Join(d.dir, "dev")
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("default device: %w", err)
 	}
-	return "emu:" + path + "?" + geometry(workload), nil
+	return "emu:" + path + "?" + DefaultGCGeometry, nil
 }
 
 // measureGC runs every round and, if o.Out is set, writes the charts,
@@ -331,7 +370,7 @@ func measureGC(ctx context.Context, device string, o GCOptions) (gcSummary, erro
 		}
 		runs += o.Repeat * len(setups[w])
 	}
-	devs, cleanup, err := newGCDevices(device)
+	devs, cleanup, err := newGCDevices(device, workloads)
 	if err != nil {
 		return sum, err
 	}
@@ -345,7 +384,7 @@ func measureGC(ctx context.Context, device string, o GCOptions) (gcSummary, erro
 	for _, w := range workloads {
 		ws := &gcWorkloadSummary{Workload: w, Device: devs.shown(w)}
 		for _, s := range setups[w] {
-			row := &gcRow{Workload: w, Placement: s.placement.String(), GCPolicy: s.gc.String()}
+			row := &gcRow{Workload: w, Placement: s.placement.String(), GCPolicy: s.gc.String(), GCStreams: s.streams}
 			ws.Rows = append(ws.Rows, row)
 			rows[w] = append(rows[w], row)
 		}
@@ -406,7 +445,7 @@ func measureGC(ctx context.Context, device string, o GCOptions) (gcSummary, erro
 // closes the engine.
 func runGCOnce(ctx context.Context, dev, w string, s gcSetup, o GCOptions, ws *gcWorkloadSummary) (*gcRun, error) {
 	cfg := engine.Config{CacheBytes: o.CacheBytes, MaxOrder: 9, OpenZones: o.OpenZones, Policy: s.placement}
-	cfg.GC.Policy = s.gc
+	cfg.GC.Policy, cfg.GC.Streams = s.gc, s.streams
 	e, release, err := OpenFormatted(dev, cfg)
 	if err != nil {
 		return nil, err
@@ -529,7 +568,7 @@ func summarizeGC(sum *gcSummary) {
 			}
 		}
 		for _, r := range ws.Rows {
-			if base := gcBaseline(ws.Rows, r.GCPolicy); base != nil && base.HostMiBps > 0 && base.WAF > 0 {
+			if base := gcBaseline(ws.Rows, r); base != nil && base.HostMiBps > 0 && base.WAF > 0 {
 				mbps, waf := r.HostMiBps/base.HostMiBps, r.WAF/base.WAF
 				r.Baseline, r.MiBpsRatio, r.WAFRatio = base.name(), &mbps, &waf
 			}
@@ -539,20 +578,27 @@ func summarizeGC(sum *gcSummary) {
 	}
 }
 
-// gcBaseline is the none placement row with the given GC policy, else
-// the first none row, else nil.
-func gcBaseline(rows []*gcRow, gcPolicy string) *gcRow {
-	var first *gcRow
-	for _, r := range rows {
-		if r.Placement != engine.PolicyNone.String() {
+// gcBaseline is the none placement row r compares with: the one with r's
+// GC policy and streams, else with its GC policy, else the first none
+// row, else nil.
+func gcBaseline(rows []*gcRow, r *gcRow) *gcRow {
+	var policy, first *gcRow
+	for _, b := range rows {
+		if b.Placement != engine.PolicyNone.String() {
 			continue
 		}
-		if r.GCPolicy == gcPolicy {
-			return r
+		if b.GCPolicy == r.GCPolicy && b.GCStreams == r.GCStreams {
+			return b
+		}
+		if b.GCPolicy == r.GCPolicy && policy == nil {
+			policy = b
 		}
 		if first == nil {
-			first = r
+			first = b
 		}
+	}
+	if policy != nil {
+		return policy
 	}
 	return first
 }

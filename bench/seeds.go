@@ -193,7 +193,7 @@ func seedWriteback(ctx context.Context, quick bool) (seedRow, error) {
 func seedAffinity(ctx context.Context, quick bool, device string) (seedRow, error) {
 	o := DefaultGC
 	o.Workloads, o.Configs, o.Out, o.Repeat = []string{WorkSeed}, []string{"mru/greedy", "none/greedy"}, "", 3
-	on := "emu in memory"
+	on := "null:"
 	if device != "" {
 		on = device
 	}
