@@ -134,8 +134,12 @@ const (
 )
 
 // stream is the GC stream for a file's copies, given the host bytes
-// written so far and the bytes files map.
-func (c *collector) stream(f *file, host, live int64) int {
+// written so far and the bytes files map; only, where it is not -1, the
+// stream every copy of this relocation goes to (see relocate).
+func (c *collector) stream(f *file, host, live int64, only int) int {
+	if only >= 0 {
+		return only
+	}
 	if c.e.placer.gcStreams < 2 || live <= 0 {
 		return coldStream
 	}
@@ -450,6 +454,23 @@ func (c *collector) relocate(victim *zone) (bool, error) {
 	// Write them as GC records, one file per record, each file's to the
 	// stream of its temperature.
 	host, live := e.stats.hostWritten.Load(), e.placer.validBytes()
+	// GC's reserve covers one stream: a relocation may need the rest of
+	// its zone and one more before the victim's reset pays a zone back.
+	// Two streams may each need one more, a net zone lost per pass, and
+	// passes in a row at the reserve used it up (lifetimes under
+	// none/greedy ran out of space: no free zone, every open zone full).
+	// So with no free zone beyond the reserve, every copy of this pass
+	// goes to one stream, the one whose zone has the most room.
+	only := -1
+	if e.placer.gcStreams > 1 && e.placer.lacksFreeZone() {
+		only = coldStream
+		room := int64(-1)
+		for s := range e.placer.gcStreams {
+			if z := c.streams[s].Load(); z != nil && z.state.Load() == zoneOpen && z.remaining() > room {
+				only, room = s, z.remaining()
+			}
+		}
+	}
 	var b gcBatch
 	e.quiesce.RLock()
 	e.ring.Plug()
@@ -460,7 +481,7 @@ func (c *collector) relocate(victim *zone) (bool, error) {
 		for j < len(pieces) && pieces[j].file == pieces[i].file {
 			j++
 		}
-		werr = c.appendFile(pieces[i:j], c.buf.mem[data:], c.stream(pieces[i].file, host, live), &b)
+		werr = c.appendFile(pieces[i:j], c.buf.mem[data:], c.stream(pieces[i].file, host, live, only), &b)
 		for _, p := range pieces[i:j] {
 			data += p.x.len
 		}

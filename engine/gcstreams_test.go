@@ -92,8 +92,8 @@ func TestGCStreamsSortCopiesByTemperature(t *testing.T) {
 			if err := e.Sync(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			if h, c := e.gc.stream(e.byName["hot"], e.stats.hostWritten.Load(), e.placer.validBytes()),
-				e.gc.stream(e.byName["cold"], e.stats.hostWritten.Load(), e.placer.validBytes()); streams == 2 && (h != hotStream || c != coldStream) {
+			if h, c := e.gc.stream(e.byName["hot"], e.stats.hostWritten.Load(), e.placer.validBytes(), -1),
+				e.gc.stream(e.byName["cold"], e.stats.hostWritten.Load(), e.placer.validBytes(), -1); streams == 2 && (h != hotStream || c != coldStream) {
 				t.Fatalf("hot file in stream %d, cold file in stream %d; want %d and %d", h, c, hotStream, coldStream)
 			}
 			// A victim holding both files' valid data, and garbage.
@@ -266,4 +266,83 @@ func TestGCStreamsKeepToOpenLimit(t *testing.T) {
 			checkValidCounts(t, e)
 		})
 	}
+}
+
+// GC's reserve covers one stream: a pass may need the rest of its zone
+// and one more zone before the victim's reset pays one back. A pass that
+// starts with no free zone beyond the reserve must not lose a zone net,
+// or passes in a row use the reserve up (bench gc's lifetimes under
+// none/greedy with two streams ran out of space: no free zone, every open
+// zone full, GC unable to relocate). Before the fix this pass sent the
+// hot and the cold copies each to a fresh zone: two zones taken, one
+// given back, the free zones one below the reserve.
+func TestGCStreamsAtReserveLoseNoZone(t *testing.T) {
+	devName := emuDevice(t, 24, "256K", "")
+	cfg := Config{CacheBytes: 4 << 20, Policy: PolicyNone, GC: GCConfig{Disabled: true, Streams: 2}}
+	e := formatOpen(t, devName, cfg)
+	defer e.Close()
+	const bs, size = 8192, 512 << 10
+	hot, err := e.Create("hot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cold, err := e.Create("cold")
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, bs)
+	// The two files' data interleaves in the one zone stream, 64 KiB of
+	// each at a time.
+	for b := int64(0); b < size/bs; b++ {
+		for _, f := range []*File{cold, hot} {
+			if _, err := f.WriteAt(buf, b*bs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if b%8 == 7 {
+			if err := e.Sync(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for range 10 {
+		for b := int64(1); b < size/bs; b += 2 {
+			if _, err := hot.WriteAt(buf, b*bs); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := e.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// Fill the free zones down to GC's reserve.
+	filler, err := e.Create("filler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reserve := e.placer.gcReserve
+	for off := int64(0); e.placer.freeCount() > reserve; off += bs {
+		if _, err := filler.WriteAt(buf, off); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim := -1
+	hotZones := zonesOf(e, "hot", 0, size)
+	for z := range zonesOf(e, "cold", 0, size) {
+		if hotZones[z] && e.zones[z].state.Load() == zoneFull && (victim < 0 || e.zones[z].valid.Load() < e.zones[victim].valid.Load()) {
+			victim = z
+		}
+	}
+	if victim < 0 {
+		t.Fatal("no full zone holds both files' data")
+	}
+	before := e.placer.freeCount()
+	collectZone(t, e, victim)
+	if after := e.placer.freeCount(); after < before {
+		t.Errorf("a GC pass at the reserve (%d free zones) left %d: it took a zone per stream", before, after)
+	}
+	checkValidCounts(t, e)
 }
