@@ -45,10 +45,6 @@ func greedyWAF(rho float64) float64 {
 	return 1 / (1 - (lo+hi)/2)
 }
 
-// gcWatermarks are the engine's default GC watermarks (engine.GCConfig):
-// GC starts below low free zones and stops at high.
-const gcLow, gcHigh = 4, 6
-
 // referenceWAF is the WAF a workload's chart draws as its reference
 // line, and what the line means; 0 where none is known.
 func referenceWAF(s Spec, e *engine.Engine) (float64, string) {
@@ -58,9 +54,11 @@ func referenceWAF(s Spec, e *engine.Engine) (float64, string) {
 		zoneCap := e.Geometry().ZoneCap
 		zones := capacity / zoneCap
 		live := s.fileSize(capacity) * int64(s.Files)
-		// The free zones GC keeps (between its watermarks) are out of
+		// The free zones GC keeps (between its watermarks: it starts
+		// below Low free zones and stops at High) are out of
 		// circulation.
-		circ := capacity - (gcLow+gcHigh)/2*zoneCap
+		gc := e.GCConfig()
+		circ := capacity - int64(gc.Low+gc.High)/2*zoneCap
 		rho := float64(live) / float64(circ)
 		return greedyWAF(rho), fmt.Sprintf("analytic greedy WAF %.3f for uniform overwrites (Desnoyers' model) at %.1f%% of the %d of %d zones in circulation",
 			greedyWAF(rho), 100*rho, (circ / zoneCap), zones)

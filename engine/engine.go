@@ -269,6 +269,10 @@ func (e *Engine) setupZones() error {
 	budget := e.cfg.OpenZones
 	limit := deviceOpenLimit(e.geo)
 	streams := gcStreams(e.cfg.GC.Streams, budget, limit)
+	if streams > 1 && len(data) < 2+e.cfg.GC.Reserve+streams-1 {
+		streams = 1 // too few zones for a second stream's reserve
+	}
+	e.cfg.GC.forStreams(streams)
 	// Besides data zones, a zone per GC stream and one metadata zone may
 	// be open: a checkpoint finishes the old metadata zone before it
 	// writes the next (checkpointLocked), so two are never active at once.
@@ -358,6 +362,15 @@ func (e *Engine) Sync(ctx context.Context) error {
 
 // Geometry is the device's geometry.
 func (e *Engine) Geometry() zns.Geometry { return e.geo }
+
+// GCConfig is the garbage collector's configuration as the engine runs
+// it: defaults filled in, the streams chosen, the reserve and watermarks
+// grown for them.
+func (e *Engine) GCConfig() GCConfig {
+	c := e.cfg.GC
+	c.Streams = e.placer.gcStreams
+	return c
+}
 
 // Capacity is the bytes the data zones hold.
 func (e *Engine) Capacity() int64 {

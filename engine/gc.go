@@ -57,8 +57,13 @@ type GCConfig struct {
 	// one stream of data of one temperature (see collector): 1 or 2. 0
 	// chooses 2 where the device's open limit leaves room for both beside
 	// the data zones asked for (16 by default), else 1. Each stream takes
-	// one of the device's open zones.
+	// one of the device's open zones, and where Reserve, Low and High are
+	// left to their defaults each stream beyond the first adds a zone to
+	// them (see forStreams).
 	Streams int
+
+	// defaulted records which of Reserve, Low and High fill chose.
+	defaulted struct{ reserve, low, high bool }
 }
 
 // maxGCStreams bounds GCConfig.Streams: a cold and a hot stream.
@@ -90,13 +95,38 @@ func (c *GCConfig) fill() {
 		// Two: relocating a victim can need the rest of the GC zone and
 		// one more zone before the victim's reset pays the space back.
 		c.Reserve = 2
+		c.defaulted.reserve = true
 	}
 	if c.Low <= 0 {
 		c.Low = c.Reserve + 2
+		c.defaulted.low = true
 	}
 	if c.High <= c.Low {
 		c.High = c.Low + 2
+		c.defaulted.high = true
 	}
+}
+
+// forStreams grows the defaulted reserve and watermarks by a zone per GC
+// stream beyond the first. The reserve of two covers one stream: a pass
+// may need the rest of its zone and one more before the victim's reset
+// pays a zone back. With two streams each may need one more, and the
+// room left in the other stream's zone is stranded: two zones taken, one
+// given back. With the reserve at two, bench gc's lifetimes under
+// none/greedy ran out of space that way (no free zone, every open zone
+// full, GC unable to relocate).
+func (c *GCConfig) forStreams(streams int) {
+	more := max(streams-1, 0)
+	if c.defaulted.reserve {
+		c.Reserve += more
+	}
+	if c.defaulted.low {
+		c.Low += more
+	}
+	if c.defaulted.high {
+		c.High += more
+	}
+	c.defaulted.reserve, c.defaulted.low, c.defaulted.high = false, false, false
 }
 
 // minGainDiv: GC takes a zone only if at least 1/minGainDiv of it is
@@ -134,12 +164,8 @@ const (
 )
 
 // stream is the GC stream for a file's copies, given the host bytes
-// written so far and the bytes files map; only, where it is not -1, the
-// stream every copy of this relocation goes to (see relocate).
-func (c *collector) stream(f *file, host, live int64, only int) int {
-	if only >= 0 {
-		return only
-	}
+// written so far and the bytes files map.
+func (c *collector) stream(f *file, host, live int64) int {
 	if c.e.placer.gcStreams < 2 || live <= 0 {
 		return coldStream
 	}
@@ -454,23 +480,6 @@ func (c *collector) relocate(victim *zone) (bool, error) {
 	// Write them as GC records, one file per record, each file's to the
 	// stream of its temperature.
 	host, live := e.stats.hostWritten.Load(), e.placer.validBytes()
-	// GC's reserve covers one stream: a relocation may need the rest of
-	// its zone and one more before the victim's reset pays a zone back.
-	// Two streams may each need one more, a net zone lost per pass, and
-	// passes in a row at the reserve used it up (lifetimes under
-	// none/greedy ran out of space: no free zone, every open zone full).
-	// So with no free zone beyond the reserve, every copy of this pass
-	// goes to one stream, the one whose zone has the most room.
-	only := -1
-	if e.placer.gcStreams > 1 && e.placer.lacksFreeZone() {
-		only = coldStream
-		room := int64(-1)
-		for s := range e.placer.gcStreams {
-			if z := c.streams[s].Load(); z != nil && z.state.Load() == zoneOpen && z.remaining() > room {
-				only, room = s, z.remaining()
-			}
-		}
-	}
 	var b gcBatch
 	e.quiesce.RLock()
 	e.ring.Plug()
@@ -481,7 +490,7 @@ func (c *collector) relocate(victim *zone) (bool, error) {
 		for j < len(pieces) && pieces[j].file == pieces[i].file {
 			j++
 		}
-		werr = c.appendFile(pieces[i:j], c.buf.mem[data:], c.stream(pieces[i].file, host, live, only), &b)
+		werr = c.appendFile(pieces[i:j], c.buf.mem[data:], c.stream(pieces[i].file, host, live), &b)
 		for _, p := range pieces[i:j] {
 			data += p.x.len
 		}
