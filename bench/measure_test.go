@@ -77,17 +77,20 @@ func TestWarmupCapEndsAnUnsteadyRun(t *testing.T) {
 	}
 }
 
-func TestWindowWAFs(t *testing.T) {
+func TestLastWindows(t *testing.T) {
 	ss := []sample{{Host: 0, Dev: 0}, {Host: 40, Dev: 40}, {Host: 100, Dev: 150}, {Host: 150, Dev: 200}, {Host: 210, Dev: 380}}
-	got := windowWAFs(ss, 100)
-	want := []float64{1.5, 230.0 / 110}
-	if len(got) != len(want) {
-		t.Fatalf("windows %v; want %v", got, want)
+	// Up to 210: the last window from the newest sample at or before 110
+	// (100), the one before it from the newest at or before 0 (0).
+	prev, last, ok := lastWindows(ss, 100)
+	if !ok || math.Abs(prev-1.5) > 1e-9 || math.Abs(last-230.0/110) > 1e-9 {
+		t.Errorf("windows %v, %v, %v; want 1.5, %v, true", prev, last, ok, 230.0/110)
 	}
-	for i := range want {
-		if math.Abs(got[i]-want[i]) > 1e-9 {
-			t.Errorf("window %d: WAF %v; want %v", i, got[i], want[i])
-		}
+	// At 150 there is no room for two windows of 100 yet.
+	if _, _, ok := lastWindows(ss[:4], 100); ok {
+		t.Error("two windows of 100 found in 150 host bytes")
+	}
+	if _, _, ok := lastWindows(ss, 0); ok {
+		t.Error("a window of 0 bytes")
 	}
 }
 
