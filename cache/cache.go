@@ -75,6 +75,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zonefold/zonefold/internal/wake"
 )
 
 // Backing is the stored data of files, as the engine sees it.
@@ -83,7 +85,9 @@ type Backing interface {
 	// Never-written bytes, and bytes at or past a size the file was
 	// truncated to since they were last written, read as zeros. It is
 	// called with the file's cache lock held, so it must not call the
-	// cache for the same file.
+	// cache for the same file, nor wait for a lock that is held while
+	// the cache is called (the engine's lock order, engine/doc.go, keeps
+	// its namespace lock out of ReadBacking for this reason).
 	ReadBacking(file uint64, off int64, p []byte) error
 }
 
@@ -145,7 +149,7 @@ type Cache struct {
 	dirtyMu              sync.Mutex
 	dirtyHead, dirtyTail *fileState
 	dirty                atomic.Int64 // dirty bytes
-	events               broadcaster  // memory freed, writeback ended
+	events               wake.Wake    // memory freed, writeback ended
 	counters             counters
 	poison               bool // tests: fill freed folios so stale bytes show
 }
@@ -323,38 +327,6 @@ func checkIO(off int64, n int) error {
 		return fmt.Errorf("%w: offset %d, length %d", ErrRange, off, n)
 	}
 	return nil
-}
-
-// broadcaster wakes every waiter when memory is freed or writeback ends.
-// Waiters take the channel first, then re-check their condition, then
-// block: a change after the re-check closes the channel they hold.
-type broadcaster struct {
-	armed atomic.Bool // someone holds ch: signal has work to do
-	mu    sync.Mutex
-	ch    chan struct{}
-}
-
-func (b *broadcaster) wait() <-chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.ch == nil {
-		b.ch = make(chan struct{})
-	}
-	b.armed.Store(true)
-	return b.ch
-}
-
-func (b *broadcaster) signal() {
-	if !b.armed.Load() {
-		return
-	}
-	b.mu.Lock()
-	if b.ch != nil {
-		close(b.ch)
-		b.ch = nil
-	}
-	b.armed.Store(false)
-	b.mu.Unlock()
 }
 
 // waitFor blocks on ch or ctx and adds the time spent to *ns.

@@ -97,7 +97,7 @@ func (c *Cache) freeFolio(f *folio) {
 	f.mem = nil
 	c.counters.folios[order].Add(-1)
 	c.buddy.free(f.page, order)
-	c.events.signal()
+	c.events.Signal()
 }
 
 // setUptodate marks blocks [b0, b1) uptodate. Under f.stateMu.
@@ -155,7 +155,7 @@ func (c *Cache) underWriteback(f *folio, b0, b1 int) <-chan struct{} {
 	if f.wbN.Load() == 0 {
 		return nil
 	}
-	ch := c.events.wait()
+	ch := c.events.Wait()
 	n := f.nblocks
 	f.stateMu.Lock()
 	busy := nextSet(f.state, 2*n+b0, 2*n+b1) < 2*n+b1

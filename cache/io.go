@@ -19,7 +19,7 @@ func noReserve() reserve { return reserve{order: -1} }
 func (c *Cache) releaseReserve(r *reserve) {
 	if r.order >= 0 {
 		c.buddy.free(r.page, r.order)
-		c.events.signal()
+		c.events.Signal()
 		r.order = -1
 	}
 }
@@ -334,7 +334,7 @@ func (c *Cache) throttle(ctx context.Context) error {
 	}
 	c.counters.throttles.Add(1)
 	for {
-		ch := c.events.wait()
+		ch := c.events.Wait()
 		if c.dirty.Load() <= c.limit {
 			return nil
 		}
@@ -390,7 +390,7 @@ func (c *Cache) reclaim(ctx context.Context, order int, res *reserve) error {
 			return nil
 		}
 		// Nothing free, nothing clean: writeback must make folios clean.
-		ch := c.events.wait()
+		ch := c.events.Wait()
 		if c.allocBelow(order+1, res) {
 			return nil
 		}

@@ -137,7 +137,7 @@ func (c *Cache) EndWriteback(exts []Extent, err error) {
 			c.freeFolio(f)
 		}
 	}
-	c.events.signal()
+	c.events.Signal()
 }
 
 // WaitWriteback waits until none of the file's data is under writeback.
@@ -147,7 +147,7 @@ func (c *Cache) WaitWriteback(ctx context.Context, file uint64) error {
 		if fs == nil || fs.wbBlocks.Load() == 0 {
 			return nil
 		}
-		ch := c.events.wait()
+		ch := c.events.Wait()
 		if fs.wbBlocks.Load() == 0 {
 			return nil
 		}
@@ -218,7 +218,7 @@ func (c *Cache) truncateFolio(fs *fileState, f *folio, rel int) <-chan struct{} 
 	past := (rel + c.blockMask) >> c.blockShift // first block wholly past size
 	var ch <-chan struct{}
 	if f.wbN.Load() != 0 {
-		ch = c.events.wait()
+		ch = c.events.Wait()
 	}
 	f.stateMu.Lock()
 	cleared := countBits(f.state, n+past, 2*n)

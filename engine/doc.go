@@ -16,8 +16,14 @@
 //     the engine opens at most its zone budget, and zones are filled to
 //     capacity exactly (a header-only pad record closes a zone whose last
 //     block cannot hold a record), so the device sees them become full.
-//   - A file's MRU zone is read without a global lock; only taking a new
-//     zone goes through the placement lock.
+//   - A file's MRU zone (under the hinted policy, its write-life class's
+//     stream, hint.go) is read without a global lock; only taking a new
+//     zone goes through the placement lock. The hint, a zone's owner and
+//     a file's open-handle count are atomics that placement reads without
+//     a lock.
+//   - A zone an append failed in takes no more appends; once the appends
+//     in flight there have landed, the engine finishes it on the device
+//     (until then it counts against the open budget), and GC reclaims it.
 //
 // # Crash consistency
 //
@@ -59,4 +65,86 @@
 //     only when the copy and its headers take less than the reset frees;
 //     a writer short of space runs passes itself and gets ENOSPC when
 //     none can gain space.
+//
+// # Lock order
+//
+// Locks are taken in this order, outermost first; a lock may be held
+// while taking any lock below it, never one above it. Locks marked leaf
+// are held only for memory updates: nothing is taken under them and
+// nothing waits while holding them.
+//
+//  1. file.wmu (per file): orders changes of a file's bytes and size.
+//     Shared by writes within the size; exclusive for a write that extends
+//     the file and for Truncate, held across the cache write, writeback
+//     of the file (FlushFile) and the truncate's log record. Nothing below
+//     the cache takes it, so waiting for writeback under it is safe.
+//  2. collector.mu: one GC pass. A pass holds it across device I/O, its
+//     relocation appends (quiesce shared), the zone reset's log record
+//     (nsMu shared, metaLog.mu) and the wait for the victim's readers (a
+//     victim with appends in flight is skipped, not waited for). Truncate
+//     holds it (under wmu) across cutting the extent map and logging the
+//     truncate, so no pass resets a zone the cut emptied before the cut
+//     is durable. Writers short of space run a pass themselves (admit,
+//     and WriteExtents, which drops quiesce first), possibly under wmu;
+//     so does a writer of a file that wants a zone of its own while none
+//     is free (WriteExtents' freeZone, quiesce dropped too). Such a pass
+//     first asks, under collector.mu, whether it is still needed: that
+//     takes placer.mu or reads atomics only.
+//  3. Engine.nsMu: the namespace. Held (exclusive for create, remove,
+//     rename; shared for truncate and GC's zone reset) across the
+//     operation's log record, so across metaLog.mu, a checkpoint and
+//     device I/O. It is never held while taking a cache lock: Remove and
+//     Rename drop a file's cached data (cache.Forget) after releasing it,
+//     because a cold read holds the cache's file lock while ReadBacking
+//     looks the file up.
+//  4. metaLog.mu: the metadata log; held across its writes and flushes and
+//     across a checkpoint, which takes quiesce exclusively and file.mu
+//     shared (the snapshot), and finishes the old metadata zone before it
+//     resets and writes the next (device I/O, no engine lock taken).
+//  5. Engine.quiesce: shared while appends are built (WriteExtents, GC's
+//     relocation), exclusive for a checkpoint, which then waits for every
+//     append in flight to complete. Under it: file.mu shared, placer.mu,
+//     and waits for free ops, header blocks and draining zones, all of
+//     which only completions release.
+//  6. The cache's locks, in the order cache/cache.go gives (a file's lock,
+//     then the LRU, dirty-list and folio state locks, then the buddy
+//     allocator's). A cache file lock is held while the cache calls
+//     ReadBacking, which takes idMu and file.mu shared and waits for device
+//     reads. Never held together with collector.mu, nsMu, metaLog.mu or
+//     quiesce, in either order.
+//  7. file.mu (per file; leaf): size, name, the extent map, gone.
+//  8. placer.mu (leaf): the free, open and draining zone lists.
+//  9. Engine.idMu (leaf): file lookup by id, for paths below the cache.
+//
+// Below all of these: writeback's error map lock and internal/wake's lock
+// (leaves), the ring's submission lock, and the device backends' locks (a
+// zone's lock, the emulated device's table lock), which are taken under
+// any engine lock and take no engine lock. The retirer, which finishes
+// zones whose appends failed, and the completer hold no engine lock but
+// file.mu and placer.mu, briefly.
+//
+// Completions. The ring's reaper delivers a completion to the device
+// backend, which updates its zone under the zone's lock and calls the
+// engine's Appended; Appended only hands the append to the completer
+// goroutine over a channel with room for every append, so the reaper
+// never waits on an engine lock and allocates nothing. The completer maps
+// the record (file.mu exclusive) and, for a failed append, retires its
+// zone (placer.mu), then signals waiters. Because the completer and the
+// reaper are what every wait for I/O ends on, file.mu and placer.mu are
+// never held across I/O or any wait, and no device backend waits for a
+// completion while holding a lock that completion needs (NVMe resyncs a
+// zone under its lock only with no write to it in flight; the emulated
+// device's Flush waits for writes under its table lock, which their
+// completions do not take).
+//
+// Waits. Besides locks, goroutines wait for appends and reads to complete
+// (in-flight counts, a zone's writers and readers, free ops and header
+// blocks), which needs only the above, and for writeback to end (cache
+// stable pages, throttling, WaitWriteback), which also needs the goroutine
+// that started the flush to finish WriteExtents: that may wait for
+// quiesce, collector.mu, nsMu and metaLog.mu. So nothing waits for
+// writeback while holding quiesce, collector.mu, nsMu, metaLog.mu, or a
+// leaf. Every wait for a completion first submits what the ring holds: the
+// operation may be queued under someone's plug. No wait polls: counters
+// that fall to zero signal Engine.idle, and waitUntil parks on it.
 package engine

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zonefold/zonefold/cache"
+	"github.com/zonefold/zonefold/internal/wake"
 	"github.com/zonefold/zonefold/uring"
 	"github.com/zonefold/zonefold/writeback"
 	"github.com/zonefold/zonefold/zns"
@@ -71,16 +72,34 @@ type Engine struct {
 	placer placer
 	hdrs   *blockPool
 	ops    chan *recordOp
-	seq    atomic.Uint64
+	// completed carries finished appends from the reaper to the
+	// completer goroutine; it has room for every op, so the reaper never
+	// waits on it.
+	completed     chan *recordOp
+	completerDone chan struct{}
+	seq           atomic.Uint64
 	// inflight counts appends submitted and not completed; quiesce is
 	// held shared while appends are being built, so that a checkpoint
 	// can stop them and see a still zone table.
-	inflight    atomic.Int64
-	quiesce     sync.RWMutex
-	failedZones []*zone // guarded by placer.mu
+	inflight atomic.Int64
+	quiesce  sync.RWMutex
+	// failedZones are zones an append to failed, for the retirer to
+	// finish (guarded by placer.mu); retireKick wakes it.
+	failedZones []*zone
+	retireKick  chan struct{}
+	// idle wakes goroutines waiting for in-flight appends, a zone's
+	// writers or a zone's readers to drain (see waitUntil).
+	idle wake.Wake
 
+	// nsMu guards the namespace (byName, nextID, closed) and orders
+	// namespace operations with their log records. byID is written under
+	// nsMu and idMu and read under either: paths below the cache (reads
+	// through the backing store, writeback, GC) look files up by id under
+	// idMu alone, a leaf lock, so that they never wait for a namespace
+	// operation (see the lock order in doc.go).
 	nsMu       sync.RWMutex
 	byName     map[string]*file
+	idMu       sync.RWMutex
 	byID       map[uint64]*file
 	nextID     uint64
 	closed     bool
@@ -104,6 +123,12 @@ type Engine struct {
 type file struct {
 	id   uint64
 	name string
+	// wmu orders changes of the file's bytes and size: writes within the
+	// size share it; a write that extends the file and Truncate hold it
+	// exclusively, from the size change until the data is in the cache
+	// (or the truncate is logged), so that a truncate never interleaves
+	// with a write and a failed write can put the size back exactly.
+	wmu  sync.RWMutex
 	mu   sync.RWMutex
 	size int64
 	ext  *extentMap
@@ -154,7 +179,7 @@ func FormatAndOpen(dev zns.Device, cfg Config) (*Engine, error) {
 func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) {
 	cfg.fill()
 	e := &Engine{cfg: cfg, dev: dev, geo: dev.Geometry(), ring: dev.Ring(), log: slog.Default(),
-		byName: map[string]*file{}, byID: map[uint64]*file{}, nextID: 1}
+		byName: map[string]*file{}, byID: map[uint64]*file{}, nextID: 1, retireKick: make(chan struct{}, 1)}
 	e.readGroups.New = func() any { return new(uring.Group) }
 	if err := e.checkDevice(); err != nil {
 		return nil, err
@@ -177,8 +202,12 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 	for range e.hdrs.size() {
 		e.ops <- &recordOp{e: e}
 	}
+	e.completed = make(chan *recordOp, e.hdrs.size())
+	e.completerDone = make(chan struct{})
+	go e.completer()
 	e.zeroBlk = e.hdrs.zero
 	if err := e.setupZones(); err != nil {
+		e.stopCompleter()
 		e.hdrs.close()
 		return nil, err
 	}
@@ -190,6 +219,7 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 		OnPressure: func() { e.wb.Kick() },
 	})
 	if err != nil {
+		e.stopCompleter()
 		e.hdrs.close()
 		return nil, fmt.Errorf("engine: cache: %w", err)
 	}
@@ -201,6 +231,8 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 	}
 	e.placer.recount()
 	if err != nil {
+		e.waitUntil(func() bool { return e.inflight.Load() == 0 })
+		e.stopCompleter()
 		e.cache.Close()
 		e.hdrs.close()
 		return nil, err
@@ -208,6 +240,7 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	e.bg.Go(func() { e.wb.Run(ctx) })
+	e.bg.Go(func() { e.retirer(ctx) })
 	e.gc = newCollector(e)
 	e.bg.Go(func() { e.gc.run(ctx) })
 	return e, nil
@@ -290,7 +323,7 @@ func (e *Engine) setupZones() error {
 		return fmt.Errorf("engine: %d open zones asked for; the device allows %d, and zonefold keeps %d for GC's %d stream(s) and metadata", budget, limit, kept, streams)
 	}
 	e.placer = placer{policy: e.cfg.Policy, zones: data, budget: budget, gcStreams: streams, gcReserve: e.cfg.GC.Reserve,
-		flush: func() { _ = e.ring.Flush() }}
+		flush: func() { _ = e.ring.Flush() }, idle: &e.idle}
 	for _, z := range data {
 		if z.state.Load() == zoneFree {
 			e.placer.free = append(e.placer.free, z)
@@ -309,6 +342,14 @@ func deviceOpenLimit(g zns.Geometry) int {
 	default:
 		return g.MaxActive
 	}
+}
+
+// fileByID is the live file with id, or nil. It takes only idMu.
+func (e *Engine) fileByID(id uint64) *file {
+	e.idMu.RLock()
+	f := e.byID[id]
+	e.idMu.RUnlock()
+	return f
 }
 
 // zoneAt is the data zone holding device offset off, or nil.
@@ -348,8 +389,26 @@ func (e *Engine) Close() error {
 	if err := e.dev.Close(); err != nil {
 		errs = append(errs, err)
 	}
+	// The device is closed: no completion can arrive any more.
+	e.stopCompleter()
 	e.hdrs.close()
 	return errors.Join(errs...)
+}
+
+// waitUntil blocks until cond holds. cond reads counters that fall as
+// appends complete and reads finish (in-flight appends, a zone's writers
+// or readers), each of which signals idle when it reaches zero. What it
+// waits for may be queued under someone's plug, so it submits what the
+// ring holds before it blocks.
+func (e *Engine) waitUntil(cond func() bool) {
+	for !cond() {
+		ch := e.idle.Wait()
+		if cond() {
+			return
+		}
+		_ = e.ring.Flush()
+		<-ch
+	}
 }
 
 // Sync writes back every file and flushes the device.

@@ -1,7 +1,5 @@
 package engine
 
-import "time"
-
 // crashForTest stops the engine the way a killed process stops: no
 // writeback, no checkpoint, no device flush. Appends already submitted
 // finish (the emulated device's power cut then decides what survives).
@@ -11,10 +9,8 @@ func (e *Engine) crashForTest() {
 	e.nsMu.Unlock()
 	e.cancel()
 	e.bg.Wait()
-	for e.inflight.Load() > 0 {
-		_ = e.ring.Flush()
-		time.Sleep(50 * time.Microsecond)
-	}
+	e.waitUntil(func() bool { return e.inflight.Load() == 0 })
+	e.stopCompleter()
 	e.cache.Close()
 	e.hdrs.close()
 	e.meta.close()

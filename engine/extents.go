@@ -39,7 +39,10 @@ func newExtentMap() *extentMap {
 }
 
 // overlapping collects, in order, the extents that overlap [lo, hi), in
-// scratch: only for callers holding the file's lock exclusively.
+// scratch: only for callers holding the file's lock exclusively. The
+// result stays valid while the tree changes (insert, relocate and
+// truncate walk it while they edit the tree) until the next call; reusing
+// it keeps the append-completion path free of allocation.
 func (m *extentMap) overlapping(lo, hi int64) []extent {
 	m.scratch = m.scratch[:0]
 	m.t.DescendLessOrEqual(extent{off: lo}, func(e extent) bool {
@@ -66,7 +69,7 @@ func (m *extentMap) overlapping(lo, hi int64) []extent {
 // that no longer maps anywhere. It returns the bytes of e now mapped.
 func (m *extentMap) insert(e extent, displaced func(extent)) int64 {
 	var kept int64
-	over := append([]extent(nil), m.overlapping(e.off, e.end())...)
+	over := m.overlapping(e.off, e.end())
 	cursor := e.off
 	for _, o := range over {
 		m.t.Delete(o)
@@ -101,7 +104,7 @@ func (m *extentMap) insert(e extent, displaced func(extent)) int64 {
 // overwritten or truncated meanwhile are left alone. It returns how many
 // bytes moved; moved is called with each old piece that was replaced.
 func (m *extentMap) relocate(e extent, moved func(old extent)) int64 {
-	over := append([]extent(nil), m.overlapping(e.off, e.end())...)
+	over := m.overlapping(e.off, e.end())
 	var n int64
 	for _, o := range over {
 		if o.ver != e.ver {
@@ -153,7 +156,7 @@ func (m *extentMap) lookup(off, n int64, fn func(extent)) {
 // engine zeroes the tail of a partial last block through the cache).
 func (m *extentMap) truncate(size int64, removed func(extent)) {
 	size = (size + BlockSize - 1) / BlockSize * BlockSize
-	over := append([]extent(nil), m.overlapping(size, 1<<62)...)
+	over := m.overlapping(size, 1<<62)
 	for _, o := range over {
 		m.t.Delete(o)
 		if o.off < size {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -85,7 +86,9 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 		}
 		e.nextID++
 		e.byName[name] = f
+		e.idMu.Lock()
 		e.byID[f.id] = f
+		e.idMu.Unlock()
 		f.handles.Add(1)
 		e.nsMu.Unlock()
 		return &File{e: e, f: f}, nil
@@ -98,6 +101,7 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 	h := &File{e: e, f: f}
 	if trunc {
 		if err := h.Truncate(0); err != nil {
+			f.handles.Add(-1) // no handle was returned
 			return nil, err
 		}
 	}
@@ -108,31 +112,44 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 // to it fail from then on.
 func (e *Engine) Remove(name string) error {
 	e.nsMu.Lock()
-	defer e.nsMu.Unlock()
 	if e.closed {
+		e.nsMu.Unlock()
 		return errClosed
 	}
 	f := e.byName[name]
 	if f == nil {
+		e.nsMu.Unlock()
 		return fmt.Errorf("engine: remove %q: %w", name, fs.ErrNotExist)
 	}
 	if err := e.logOp(nsOp{kind: opRemove, file: f.id}); err != nil {
+		e.nsMu.Unlock()
 		return err
 	}
 	delete(e.byName, name)
 	e.dropFile(f)
+	e.nsMu.Unlock()
+	e.forgetCached(f)
 	return nil
 }
 
-// dropFile forgets a removed (or renamed-over) file: its data becomes
-// garbage, and appends of it still in flight map nothing. nsMu is held.
+// dropFile takes a removed (or renamed-over) file out of the namespace:
+// its data becomes garbage, and appends of it still in flight map
+// nothing. nsMu is held; the caller then calls forgetCached without it.
 func (e *Engine) dropFile(f *file) {
+	e.idMu.Lock()
 	delete(e.byID, f.id)
+	e.idMu.Unlock()
 	f.mu.Lock()
 	f.gone = true
 	f.ext.each(func(x extent) bool { e.unmapped(x); return true })
 	f.ext = newExtentMap()
 	f.mu.Unlock()
+}
+
+// forgetCached drops what the cache and writeback hold of a dropped file.
+// It takes the cache's file lock, which a read holds while it calls
+// ReadBacking, so nsMu must not be held (see the lock order in doc.go).
+func (e *Engine) forgetCached(f *file) {
 	e.cache.Forget(f.id)
 	e.wb.Forget(f.id)
 }
@@ -170,6 +187,9 @@ func (e *Engine) Rename(oldName, newName string) error {
 		e.dropFile(victim)
 	}
 	e.nsMu.Unlock()
+	if victim != nil {
+		e.forgetCached(victim)
+	}
 	return nil
 }
 
@@ -272,7 +292,9 @@ func (h *File) WriteAt(p []byte, off int64) (int, error) {
 	return h.WriteAtContext(context.Background(), p, off)
 }
 
-// WriteAtContext is WriteAt with cancellation of throttling waits.
+// WriteAtContext is WriteAt with cancellation of throttling waits. Like
+// os.File.WriteAt it returns how many bytes it wrote: a write that fails
+// leaves the file as it was past those bytes, its size included.
 func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, error) {
 	if err := h.check(); err != nil {
 		return 0, err
@@ -287,21 +309,59 @@ func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, er
 	if err := e.admit(ctx, int64(len(p))); err != nil {
 		return 0, err
 	}
+	f := h.f
+	end := off + int64(len(p))
+	f.wmu.RLock()
+	if end <= h.Size() {
+		// Within the size, which cannot change while wmu is shared.
+		defer f.wmu.RUnlock()
+		n, err := e.cache.Write(ctx, f.id, off, p, e)
+		e.stats.hostWritten.Add(int64(n))
+		f.written.Add(int64(n))
+		if err != nil {
+			return n, fmt.Errorf("engine: write %q at %d: %w", h.Name(), off, err)
+		}
+		return n, nil
+	}
+	f.wmu.RUnlock()
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
 	// The size grows before the data enters the cache, so that any
 	// record that carries the data also carries a size that covers it.
-	f := h.f
 	f.mu.Lock()
-	if end := off + int64(len(p)); end > f.size {
-		f.size = end
-	}
+	old := f.size
+	f.size = max(old, end)
 	f.mu.Unlock()
 	n, err := e.cache.Write(ctx, f.id, off, p, e)
 	e.stats.hostWritten.Add(int64(n))
 	f.written.Add(int64(n))
-	if err != nil {
-		return n, fmt.Errorf("engine: write %q at %d: %w", f.name, off, err)
+	if err == nil {
+		return n, nil
 	}
-	return n, nil
+	err = fmt.Errorf("engine: write %q at %d: %w", h.Name(), off, err)
+	keep := old
+	if n > 0 {
+		keep = max(old, off+int64(n))
+	}
+	if keep < end {
+		// Nothing lies past keep (wmu kept other writers out), but a
+		// record written back meanwhile may carry the grown size:
+		// log the size that holds, as a truncate does.
+		f.mu.Lock()
+		f.size = keep
+		f.mu.Unlock()
+		if lerr := e.logSize(f, keep); lerr != nil {
+			err = errors.Join(err, lerr)
+		}
+	}
+	return n, err
+}
+
+// logSize makes the file's size durable as a truncate to size.
+func (e *Engine) logSize(f *file, size int64) error {
+	e.nsMu.RLock()
+	defer e.nsMu.RUnlock()
+	return e.logOp(nsOp{kind: opTruncate, file: f.id, size: size})
 }
 
 // MaxFileSize bounds file sizes (and so offsets).
@@ -318,6 +378,11 @@ func (h *File) Truncate(size int64) error {
 	}
 	e, f := h.e, h.f
 	ctx := context.Background()
+	// No write runs until the truncate is logged: one that did could
+	// grow the size under the cut, or be written back with a sequence
+	// number below the truncate's, which recovery would then cut.
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
 	f.mu.Lock()
 	f.size = size
 	f.mu.Unlock()
@@ -328,9 +393,6 @@ func (h *File) Truncate(size int64) error {
 	if err := e.cache.WaitWriteback(ctx, f.id); err != nil {
 		return err
 	}
-	f.mu.Lock()
-	f.ext.truncate(f.size, e.unmapped)
-	f.mu.Unlock()
 	if tail := size % BlockSize; tail != 0 {
 		// The last block keeps its bytes past the end on the device; if
 		// the file grows again they must read as zeros. Rewrite them as
@@ -344,14 +406,25 @@ func (h *File) Truncate(size int64) error {
 			return fmt.Errorf("engine: truncate %q: %w", f.name, err)
 		}
 	}
-	e.nsMu.RLock()
-	err := e.logOp(nsOp{kind: opTruncate, file: f.id, size: size})
-	e.nsMu.RUnlock()
-	if err != nil {
-		return err
+	// The cut makes the blocks past the end garbage: a GC pass could
+	// then reset their zone and reuse it, durably, before the truncate is
+	// logged, and a crash in between would bring them back from the last
+	// checkpoint pointing at someone else's records. With the collector
+	// held, no pass runs between the cut and the durable log record.
+	e.gc.mu.Lock()
+	defer e.gc.mu.Unlock()
+	f.mu.Lock()
+	f.ext.truncate(size, e.unmapped)
+	f.mu.Unlock()
+	if testHookTruncateCut != nil {
+		testHookTruncateCut(e)
 	}
-	return nil
+	return e.logSize(f, size)
 }
+
+// testHookTruncateCut, if set (by tests only), runs between a truncate's
+// cut of the extent map and its log record.
+var testHookTruncateCut func(*Engine)
 
 // Sync writes back the file's dirty data and flushes the device: when it
 // returns, the data survives a crash.
@@ -419,9 +492,7 @@ func (e *Engine) roomFor(n int64) bool {
 // ReadBacking implements cache.Backing: it fills p with the file's bytes
 // at off from the device, zeros where nothing is mapped.
 func (e *Engine) ReadBacking(fileID uint64, off int64, p []byte) error {
-	e.nsMu.RLock()
-	f := e.byID[fileID]
-	e.nsMu.RUnlock()
+	f := e.fileByID(fileID)
 	clear(p)
 	if f == nil {
 		return nil
@@ -467,8 +538,8 @@ func (e *Engine) readPieces(pieces []extent, p []byte, base int64) error {
 		return x.dev, p[x.off-base : x.off-base+x.len]
 	})
 	for _, x := range pieces {
-		if z := e.zoneAt(x.dev); z != nil {
-			z.readers.Add(-1)
+		if z := e.zoneAt(x.dev); z != nil && z.readers.Add(-1) == 0 {
+			e.idle.Signal() // GC may wait to reset the zone
 		}
 		e.stats.devRead.Add(x.len)
 	}

@@ -344,9 +344,7 @@ func (c *collector) collect(victim *zone) (bool, error) {
 		victim.state.Store(zoneFull)
 		return false, err
 	}
-	for victim.readers.Load() > 0 {
-		time.Sleep(20 * time.Microsecond)
-	}
+	e.waitUntil(func() bool { return victim.readers.Load() == 0 })
 	if err := e.dev.ResetZone(victim.idx); err != nil {
 		victim.state.Store(zoneFull)
 		return false, fmt.Errorf("engine: gc: reset zone %d: %w", victim.idx, err)
@@ -436,6 +434,12 @@ func (c *collector) relocate(victim *zone) (bool, error) {
 	pieces, err := c.validPieces(victim)
 	if err != nil {
 		return false, err
+	}
+	if found := livelen(pieces); found < victim.valid.Load() {
+		// Records the header walk cannot reach: on NVMe, appends that
+		// landed past one that failed (torn) in this zone. The maps say
+		// where they are.
+		pieces = e.mappedIn(victim)
 	}
 	sort.Slice(pieces, func(i, j int) bool {
 		if pieces[i].file.id != pieces[j].file.id {
@@ -584,6 +588,39 @@ func (c *collector) appendFile(pieces []live, mem []byte, stream int, b *gcBatch
 	return nil
 }
 
+func livelen(pieces []live) int64 {
+	var n int64
+	for _, p := range pieces {
+		n += p.x.len
+	}
+	return n
+}
+
+// mappedIn collects every extent any file maps into zone z, from the
+// extent maps: slower than walking the zone's headers, and needed only
+// when the headers cannot reach every record.
+func (e *Engine) mappedIn(z *zone) []live {
+	e.idMu.RLock()
+	files := make([]*file, 0, len(e.byID))
+	for _, f := range e.byID {
+		files = append(files, f)
+	}
+	e.idMu.RUnlock()
+	var out []live
+	lo, hi := z.start, z.start+z.cap
+	for _, f := range files {
+		f.mu.RLock()
+		f.ext.each(func(x extent) bool {
+			if x.dev >= lo && x.dev < hi {
+				out = append(out, live{file: f, x: x})
+			}
+			return true
+		})
+		f.mu.RUnlock()
+	}
+	return out
+}
+
 // validPieces walks the victim's record headers and keeps the extents the
 // mapping still points at this zone with the same version.
 func (c *collector) validPieces(victim *zone) ([]live, error) {
@@ -606,9 +643,7 @@ func (c *collector) validPieces(victim *zone) ([]live, error) {
 		e.stats.gcRead.Add(BlockSize)
 		dev := victim.start + off + BlockSize
 		if h.Kind != KindPad {
-			e.nsMu.RLock()
-			f := e.byID[h.File]
-			e.nsMu.RUnlock()
+			f := e.fileByID(h.File)
 			for _, x := range h.Extents {
 				if f != nil {
 					f.mu.RLock()

@@ -2,9 +2,7 @@ package engine
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -123,11 +121,7 @@ func (e *Engine) checkpointLocked() error {
 	m := e.meta
 	e.quiesce.Lock()
 	defer e.quiesce.Unlock()
-	for e.inflight.Load() > 0 {
-		_ = e.ring.Flush()
-		runtime.Gosched()
-		time.Sleep(50 * time.Microsecond)
-	}
+	e.waitUntil(func() bool { return e.inflight.Load() == 0 })
 	c := e.snapshot()
 	payload := encodeCheckpoint(c)
 	n := metaRecordLen(len(payload))

@@ -6,7 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
+
+	"github.com/zonefold/zonefold/internal/wake"
 )
 
 // Policy chooses the zone each append goes to.
@@ -59,6 +60,11 @@ const (
 	zoneFull              // no room left; a GC candidate
 	zoneMeta              // a metadata zone
 	zoneGC                // being relocated or reset by GC
+	// zoneRetiring: an append to it failed. No more appends go there;
+	// once those in flight have landed, the engine finishes it on the
+	// device and it becomes full (a GC candidate). Until then it counts
+	// against the open budget.
+	zoneRetiring
 )
 
 // zone is the engine's view of one sequential zone.
@@ -104,6 +110,14 @@ func (z *zone) orphan() bool {
 }
 
 func (z *zone) remaining() int64 { return z.cap - z.alloc.Load() }
+
+// doneWriting ends one reservation of z (appended and mapped, or given
+// back) and wakes waiters once none is left.
+func (z *zone) doneWriting(idle *wake.Wake) {
+	if z.writers.Add(-1) == 0 {
+		idle.Signal()
+	}
+}
 
 // ErrNoSpace is returned when no zone can take an append.
 var ErrNoSpace = fmt.Errorf("engine: %w", syscall.ENOSPC)
@@ -167,6 +181,8 @@ type placer struct {
 	// flush submits what the ring holds, so that draining zones' appends
 	// queued under a plug can complete.
 	flush func()
+	// idle is signalled when a zone's writers reach zero.
+	idle *wake.Wake
 }
 
 // claim reserves up to want bytes (at least minRecord) in z. It returns
@@ -234,7 +250,7 @@ func (p *placer) reserveData(mru *atomic.Pointer[zone], owner *file, want int64,
 		// victim before it checks writers, so one of the two sees the other.
 		z.writers.Add(1)
 		if z.state.Load() != zoneOpen {
-			z.writers.Add(-1)
+			z.doneWriting(p.idle)
 			continue
 		}
 		off, n, pad, ok := z.claim(want)
@@ -242,7 +258,7 @@ func (p *placer) reserveData(mru *atomic.Pointer[zone], owner *file, want int64,
 			p.unalloc.Add(-n)
 		}
 		if !ok {
-			z.writers.Add(-1)
+			z.doneWriting(p.idle)
 			p.retire(z)
 			continue
 		}
@@ -412,11 +428,12 @@ func (p *placer) dataOpenLocked() int {
 }
 
 // drainingLocked drops the draining zones whose appends have all landed
-// and counts the rest.
+// (and, for a retiring zone, that the device has finished) and counts the
+// rest.
 func (p *placer) drainingLocked() int {
 	keep := p.draining[:0]
 	for _, z := range p.draining {
-		if z.writers.Load() > 0 {
+		if !z.drained() {
 			keep = append(keep, z)
 		}
 	}
@@ -425,13 +442,38 @@ func (p *placer) drainingLocked() int {
 	return len(keep)
 }
 
-// waitDrain lets draining zones' appends complete: it submits what the
-// ring holds (they may be queued under a plug) and yields briefly.
+// waitDrain waits until a draining zone's last append has landed, so
+// that choose can open a zone in its place. It submits what the ring holds
+// first: those appends may be queued under a plug.
 func (p *placer) waitDrain() {
+	ch := p.idle.Wait()
+	if p.drainedOne() {
+		return
+	}
 	if p.flush != nil {
 		p.flush()
 	}
-	time.Sleep(20 * time.Microsecond)
+	<-ch
+}
+
+// drainedOne reports whether a draining zone has no writers left (or none
+// is draining): choose can then make progress.
+func (p *placer) drainedOne() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, z := range p.draining {
+		if z.drained() {
+			return true
+		}
+	}
+	return len(p.draining) == 0
+}
+
+// drained reports whether a zone placement took out of the open set no
+// longer counts against the budget: its appends have landed, and if one
+// failed, the device has finished it.
+func (z *zone) drained() bool {
+	return z.writers.Load() == 0 && z.state.Load() != zoneRetiring
 }
 
 // lruLocked is the least recently used open zone; with orphans, the

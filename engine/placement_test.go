@@ -4,10 +4,12 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+
+	"github.com/zonefold/zonefold/internal/wake"
 )
 
 func newTestPlacer(policy Policy, zones, budget, reserve int, zoneCap int64) *placer {
-	p := &placer{policy: policy, budget: budget, gcReserve: reserve}
+	p := &placer{policy: policy, budget: budget, gcReserve: reserve, idle: new(wake.Wake)}
 	for i := range zones {
 		z := &zone{idx: i + 2, start: int64(i+2) * zoneCap, cap: zoneCap}
 		p.zones = append(p.zones, z)

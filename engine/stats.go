@@ -125,7 +125,7 @@ func (e *Engine) Stats() Stats {
 func (e *Engine) ZoneValidity() []ZoneValid {
 	out := make([]ZoneValid, 0, len(e.placer.zones))
 	for _, z := range e.placer.zones {
-		st := [...]string{"free", "open", "full", "meta", "gc"}[z.state.Load()]
+		st := [...]string{"free", "open", "full", "meta", "gc", "retiring"}[z.state.Load()]
 		out = append(out, ZoneValid{Zone: z.idx, Valid: z.valid.Load(), Cap: z.cap, State: st})
 	}
 	return out

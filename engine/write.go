@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 
 	"github.com/zonefold/zonefold/cache"
 	"github.com/zonefold/zonefold/writeback"
@@ -21,6 +23,9 @@ type recordOp struct {
 	p    writeback.Pending
 	gc   *gcBatch // set for GC relocations
 	n    int64    // bytes appended, header included
+	// The outcome, from Appended to the completer.
+	off int64
+	err error
 }
 
 // maxRecordData is the most data one record carries on this device.
@@ -32,9 +37,7 @@ func (e *Engine) maxRecordData() int64 {
 // records that fit the zones placement grants and appends them. It runs
 // under the ring's plug and does not wait for I/O.
 func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pending) error {
-	e.nsMu.RLock()
-	f := e.byID[fileID]
-	e.nsMu.RUnlock()
+	f := e.fileByID(fileID)
 	if f == nil {
 		// Removed after it was dirtied: its data is garbage, and clean.
 		return nil
@@ -138,7 +141,7 @@ func (e *Engine) takeHeader(bufs [][]byte) (int, [][]byte) {
 func (e *Engine) submitRecord(op *recordOp) error {
 	op.hdr.FS = e.sb.FS()
 	if err := EncodeHeader(&op.hdr, op.bufs[0]); err != nil {
-		op.z.writers.Add(-1)
+		op.z.doneWriting(&e.idle)
 		e.releaseOp(op)
 		return err
 	}
@@ -169,10 +172,36 @@ func (e *Engine) appendPad(z *zone, off int64, p writeback.Pending) {
 	_ = e.submitRecord(op)
 }
 
-// Appended implements zns.AppendCompletion. It runs on the ring's reaper:
-// it maps the record's extents and hands the result on, without blocking.
+// Appended implements zns.AppendCompletion. It runs on the ring's reaper
+// (or a device's dispatcher, or the submitter when the device refuses the
+// append at once) and only hands op to the completer: the channel has room
+// for every op, so this never blocks, takes no lock and allocates nothing.
 func (op *recordOp) Appended(off int64, err error) {
-	e := op.e
+	op.off, op.err = off, err
+	op.e.completed <- op
+}
+
+// completer finishes appends in the order their completions arrive. It
+// runs off the reaper because mapping a record takes the file's lock and
+// may take the placement lock (see the lock order in doc.go); it never
+// waits for I/O.
+func (e *Engine) completer() {
+	defer close(e.completerDone)
+	for op := range e.completed {
+		e.finishAppend(op)
+	}
+}
+
+// stopCompleter ends the completer once no append can complete any more.
+func (e *Engine) stopCompleter() {
+	close(e.completed)
+	<-e.completerDone
+}
+
+// finishAppend maps a completed record's extents, frees its op and
+// reports the result to the flush or GC batch that submitted it.
+func (e *Engine) finishAppend(op *recordOp) {
+	off, err := op.off, op.err
 	if err != nil {
 		e.stats.appendErrs.Add(1)
 		e.zoneFailed(op.z)
@@ -192,10 +221,13 @@ func (op *recordOp) Appended(off int64, err error) {
 			e.mapRecord(op, off)
 		}
 	}
-	op.z.writers.Add(-1)
+	z := op.z
 	p, gc := op.p, op.gc
 	e.releaseOp(op)
-	e.inflight.Add(-1)
+	z.doneWriting(&e.idle)
+	if e.inflight.Add(-1) == 0 {
+		e.idle.Signal()
+	}
 	if gc != nil {
 		gc.done(err)
 	}
@@ -234,33 +266,89 @@ func (e *Engine) unmapped(old extent) {
 
 func (e *Engine) releaseOp(op *recordOp) {
 	e.hdrs.put(op.hdrI)
-	op.f, op.z, op.p, op.gc = nil, nil, nil, nil
+	op.f, op.z, op.p, op.gc, op.err = nil, nil, nil, nil, nil
 	clear(op.bufs)
 	op.bufs = op.bufs[:0]
 	e.ops <- op
 }
 
-// zoneFailed takes a zone whose append failed out of placement; the data
-// stays dirty and goes elsewhere, and GC reclaims the zone later.
+// zoneFailed retires a zone an append to failed: placement stops using
+// it at once (the data stays dirty and goes elsewhere), and the retirer
+// finishes it on the device once its other appends have landed, so that
+// nothing is ever written after the failed record and the zone stops
+// holding an open and an active resource. It counts against the open
+// budget until then; GC reclaims it later. It runs on the completer.
 func (e *Engine) zoneFailed(z *zone) {
 	if z == nil {
 		return
 	}
-	e.placer.mu.Lock()
-	if z.state.Load() == zoneOpen {
+	p := &e.placer
+	p.mu.Lock()
+	switch z.state.Load() {
+	case zoneOpen:
 		// Its tail will never be reserved: it leaves the free space.
-		e.placer.unalloc.Add(-max(0, z.remaining()))
+		p.unalloc.Add(-max(0, z.remaining()))
 		z.alloc.Store(z.cap)
-		z.state.Store(zoneFull)
-		for i, o := range e.placer.open {
+		for i, o := range p.open {
 			if o == z {
-				e.placer.open = append(e.placer.open[:i], e.placer.open[i+1:]...)
+				p.open = append(p.open[:i], p.open[i+1:]...)
 				break
 			}
 		}
-		e.failedZones = append(e.failedZones, z)
+	case zoneFull:
+		// Filled (by reservations) already, perhaps still draining.
+	default:
+		p.mu.Unlock()
+		return // retiring already
 	}
+	z.state.Store(zoneRetiring)
+	if !slices.Contains(p.draining, z) {
+		p.draining = append(p.draining, z)
+	}
+	e.failedZones = append(e.failedZones, z)
+	p.mu.Unlock()
+	select {
+	case e.retireKick <- struct{}{}:
+	default:
+	}
+}
+
+// retirer finishes the zones zoneFailed retired, each once its appends
+// have landed (it does device I/O, so it cannot run on the completer).
+func (e *Engine) retirer(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.retireKick:
+		}
+		for {
+			e.placer.mu.Lock()
+			zones := e.failedZones
+			e.failedZones = nil
+			e.placer.mu.Unlock()
+			if len(zones) == 0 {
+				break
+			}
+			for _, z := range zones {
+				e.retire(z)
+			}
+		}
+	}
+}
+
+// retire finishes one failed zone on the device and makes it full.
+func (e *Engine) retire(z *zone) {
+	e.waitUntil(func() bool { return z.writers.Load() == 0 })
+	if err := e.dev.FinishZone(z.idx); err != nil {
+		// It may still be open on the device; it leaves the budget
+		// anyway, or placement would lose a zone for good.
+		e.log.Warn("engine: finish a zone whose append failed", "zone", z.idx, "err", err)
+	}
+	e.placer.mu.Lock()
+	z.state.Store(zoneFull)
 	e.placer.mu.Unlock()
+	e.idle.Signal() // placement may open a zone in its place
 }
 
 func bumpMax(a interface {

@@ -3,8 +3,8 @@ package engine
 import (
 	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/zonefold/zonefold/internal/wake"
 	"github.com/zonefold/zonefold/zns"
 )
 
@@ -84,7 +84,7 @@ func TestOverwritesKeepToActiveLimit(t *testing.T) {
 func TestPlacementWaitsForFilledZoneToDrain(t *testing.T) {
 	const zcap = 16 * BlockSize
 	zones := make([]*zone, 3)
-	p := placer{policy: PolicyNone, budget: 1, flush: func() {}}
+	p := placer{policy: PolicyNone, budget: 1, flush: func() {}, idle: new(wake.Wake)}
 	for i := range zones {
 		zones[i] = &zone{idx: i, cap: zcap}
 		p.zones = append(p.zones, zones[i])
@@ -103,12 +103,14 @@ func TestPlacementWaitsForFilledZoneToDrain(t *testing.T) {
 		}
 		got <- g
 	}()
+	// The reservation waits parked on a channel, not polling.
+	parkedIn(t, "engine.(*placer).reserve", "engine.(*placer).waitDrain")
 	select {
 	case g := <-got:
 		t.Fatalf("zone %d opened while zone 0's append was in flight", g.z.idx)
-	case <-time.After(20 * time.Millisecond):
+	default:
 	}
-	zones[0].writers.Add(-1) // the append lands
+	zones[0].doneWriting(p.idle) // the append lands
 	if g := <-got; g.z != zones[1] {
 		t.Fatalf("second reservation in zone %d; want zone 1", g.z.idx)
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
@@ -130,6 +131,18 @@ func TestClientCaps(t *testing.T) {
 		}
 		return c, err
 	}
+	// A refused client counts against the connection cap until the
+	// daemon has closed its side, a moment after the client read why:
+	// wait for that before the next dial counts on its slot.
+	connected := func(n int) {
+		t.Helper()
+		awaitProgress(t, fmt.Sprintf("%d clients connected", n), 1, func() int64 {
+			if d.connections() == n {
+				return 1
+			}
+			return 0
+		})
+	}
 
 	// Shared memory: 3 MiB fits, 2 MiB more does not, 1 MiB does.
 	big, err := dialSize(3 << 20)
@@ -139,6 +152,7 @@ func TestClientCaps(t *testing.T) {
 	if _, err := dialSize(2 << 20); !errors.Is(err, StatusNoMemory) || !strings.Contains(err.Error(), "cannot allocate memory") {
 		t.Fatalf("a region over the budget: %v, want ENOMEM", err)
 	}
+	connected(1)
 	if _, err := dialSize(1 << 20); err != nil {
 		t.Fatalf("a region within the budget: %v", err)
 	}
@@ -157,6 +171,7 @@ func TestClientCaps(t *testing.T) {
 		}
 		return 0
 	})
+	connected(1)
 	if _, err := dialSize(2 << 20); err != nil {
 		t.Fatalf("after the big client left: %v", err)
 	}

@@ -6,7 +6,9 @@
 //
 //   - Every operation occupies one request slot from submission until its
 //     completion has been delivered. There are as many slots as completion
-//     queue entries, so the completion queue can never overflow.
+//     queue entries, so the completion queue can never overflow. (The
+//     ring's own wake-up read completes only in Close, once every slot is
+//     free.)
 //   - A slot keeps the buffers of its operation reachable until the
 //     operation completes; callers must not reuse a buffer before then.
 //   - Completions are delivered on the ring's reaper goroutine, one call of
@@ -23,18 +25,31 @@
 //     SQEs while that someone waits for them.
 //   - The submission queue is guarded by one mutex; the completion queue is
 //     read only by the reaper. Nothing on the submit or complete path
-//     allocates.
+//     allocates. The reaper never takes the mutex: a submitter may spin
+//     under it until the reaper makes room.
+//   - An operation is never abandoned: every submitted operation gets
+//     exactly one completion, and Wait and WaitGroup return only once it
+//     arrived, whatever else fails. A ring whose kernel entry fails for a
+//     reason other than an interruption is dead: the operations it could
+//     not hand to the kernel complete at once with ECANCELED, those the
+//     kernel holds complete as the kernel finishes them, or with ECANCELED
+//     if the reaper dies too (their memory stays reachable from the ring
+//     in case the kernel still writes it), and every later submission
+//     fails with ErrDead.
 package uring
 
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
 
 	"github.com/pawelgaczynski/giouring"
+	"golang.org/x/sys/unix"
 )
 
 // Result is the outcome of one operation, as the kernel reported it.
@@ -76,6 +91,10 @@ func (e *OpError) Unwrap() error { return e.Errno }
 // ErrClosed is returned for operations submitted to a closed ring.
 var ErrClosed = errors.New("uring: ring is closed")
 
+// ErrDead is returned for operations submitted to a ring that can no longer
+// enter the kernel or reap completions; the error wraps the cause too.
+var ErrDead = errors.New("uring: ring failed")
+
 // Options configure a ring.
 type Options struct {
 	// Entries is the submission queue size (a power of two is used); the
@@ -113,8 +132,14 @@ func (s Stats) Sub(earlier Stats) Stats {
 	}
 }
 
-// closeUserData marks the NOP that tells the reaper to stop.
-const closeUserData = ^uint64(0)
+// wakeUserData marks the completion of the ring's wake-up read: Close
+// writes the eventfd it reads, which stops the reaper without a
+// submission (a dead ring cannot submit).
+const wakeUserData = ^uint64(0)
+
+// noSlot stands in queued for an SQE of the ring's own (the wake-up read,
+// a stop NOP), which has no slot.
+const noSlot = ^uint32(0)
 
 // maxInlineIovecs is how many iovecs a slot holds without growing.
 const maxInlineIovecs = 8
@@ -126,9 +151,11 @@ type slot struct {
 	keep []byte
 	bufs [][]byte
 	iov  []syscall.Iovec
-	// armed publishes the fields above to the reaper. The kernel orders
-	// the submitter's writes before the completion, but the race detector
-	// cannot see through the kernel; this atomic makes that edge explicit.
+	// armed is 1 while the operation is in flight. It publishes the
+	// fields above to the reaper (the kernel orders the submitter's
+	// writes before the completion, but the race detector cannot see
+	// through the kernel) and decides, by compare-and-swap, who delivers
+	// the completion: the reaper, or a dying ring failing it.
 	armed atomic.Uint32
 }
 
@@ -137,9 +164,13 @@ type Ring struct {
 	ring *giouring.Ring
 	big  bool
 
-	sqMu       sync.Mutex
-	plugDepth  int
-	pending    uint32 // SQEs prepared but not yet entered
+	sqMu      sync.Mutex
+	plugDepth int
+	pending   uint32 // SQEs prepared but not yet entered
+	// queued are the slots of those SQEs, in order: the kernel takes
+	// SQEs in order, so after a failed entry they are the ones it never
+	// saw. Under sqMu.
+	queued     []uint32
 	closed     bool
 	inflight   sync.WaitGroup
 	reaperDone chan struct{}
@@ -149,10 +180,22 @@ type Ring struct {
 
 	sqes, submitEnters, waitEnters, completions atomic.Uint64
 
-	reapErr  atomic.Pointer[error]
+	// dead is the error that killed the ring; set once.
+	dead atomic.Pointer[error]
+	// orphans keeps the memory of operations failed while the kernel
+	// may still hold them (written by the dying reaper only).
+	orphans [][]byte
+
+	// The wake-up read: an eventfd read always in flight, which Close
+	// completes by writing the eventfd.
+	wakeFd   int
+	wakeBuf  [8]byte
+	closing  atomic.Bool
+	wakeGone atomic.Bool // the wake-up read completed before Close
+
 	dispatch func(*giouring.CompletionQueueEvent)
 	reaped   uint32 // CQEs seen in the current pass (reaper only)
-	stop     bool   // the stop marker was seen (reaper only)
+	stop     bool   // the wake-up came from Close (reaper only)
 }
 
 // New creates a ring and starts its reaper. A ring that cannot be created
@@ -185,12 +228,32 @@ func New(opts Options) (*Ring, error) {
 		big:        opts.Big,
 		slots:      make([]slot, nslots),
 		free:       make(chan uint32, nslots),
+		queued:     make([]uint32, 0, sq),
 		reaperDone: make(chan struct{}),
 	}
 	for i := range nslots {
 		r.free <- uint32(i)
 	}
 	r.dispatch = r.dispatchCQE
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		r.unmap()
+		return nil, fmt.Errorf("uring: eventfd: %w", err)
+	}
+	r.wakeFd = efd
+	r.sqMu.Lock()
+	sqe := gr.GetSQE()
+	r.fill(sqe, nil, &op{code: giouring.OpRead, file: FD(efd), addr: bufAddr(r.wakeBuf[:]), length: 8})
+	sqe.UserData = wakeUserData
+	r.pending++
+	r.queued = append(r.queued, noSlot)
+	err = r.enterLocked()
+	r.sqMu.Unlock()
+	if err != nil {
+		unix.Close(efd)
+		r.unmap()
+		return nil, fmt.Errorf("uring: arm the wake-up read: %w", err)
+	}
 	go r.reap()
 	return r, nil
 }
@@ -245,8 +308,13 @@ func (r *Ring) Flush() error {
 
 // enterLocked enters every prepared SQE into the kernel. Interrupted or
 // momentarily refused entries are retried: the reaper keeps draining
-// completions meanwhile.
+// completions meanwhile. Any other failure kills the ring, which fails the
+// operations the kernel did not take.
 func (r *Ring) enterLocked() error {
+	if p := r.dead.Load(); p != nil {
+		r.failQueuedLocked() // prepared after the ring died
+		return *p
+	}
 	if r.pending == 0 {
 		return nil
 	}
@@ -257,16 +325,68 @@ func (r *Ring) enterLocked() error {
 			r.sqes.Add(uint64(n))
 			if uint32(n) >= r.pending {
 				r.pending = 0
+				r.queued = r.queued[:0]
 				return nil
 			}
 			r.pending -= uint32(n)
+			r.queued = r.queued[:copy(r.queued, r.queued[n:])]
 			continue
 		}
 		if errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EBUSY) {
 			continue
 		}
-		return fmt.Errorf("uring: submit %d SQEs: %w", r.pending, err)
+		r.markDead(fmt.Errorf("uring: submit %d SQEs: %w", r.pending, err))
+		r.failQueuedLocked()
+		return *r.dead.Load()
 	}
+}
+
+// failQueuedLocked fails the operations of the SQEs the kernel never took,
+// on a dead ring. Their completions are delivered by a goroutine of their
+// own, as the reaper would: the caller holds sqMu, and Complete may take
+// locks of its own.
+func (r *Ring) failQueuedLocked() {
+	failed := r.disarm(r.queued, nil)
+	r.queued = r.queued[:0]
+	r.pending = 0
+	if len(failed) > 0 {
+		go r.fail(failed)
+	}
+}
+
+// markDead records why the ring died, the first time.
+func (r *Ring) markDead(cause error) {
+	dead := fmt.Errorf("%w: %w", ErrDead, cause)
+	if r.dead.CompareAndSwap(nil, &dead) {
+		slog.Error("uring: ring failed; its operations fail with ECANCELED", "err", cause)
+	}
+}
+
+// disarm takes the slots that are still in flight out of flight (whoever
+// wins the compare-and-swap delivers the completion) and appends them to
+// dst.
+func (r *Ring) disarm(slots []uint32, dst []uint32) []uint32 {
+	for _, idx := range slots {
+		if idx != noSlot && r.slots[idx].armed.CompareAndSwap(1, 0) {
+			dst = append(dst, idx)
+		}
+	}
+	return dst
+}
+
+// fail completes disarmed operations with ECANCELED.
+func (r *Ring) fail(slots []uint32) {
+	for _, idx := range slots {
+		r.complete(idx, Result{Res: -int32(syscall.ECANCELED)})
+	}
+}
+
+// Err is the error that killed the ring, or nil while it works.
+func (r *Ring) Err() error {
+	if p := r.dead.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // acquire takes a free slot, flushing prepared SQEs before it blocks so
@@ -299,6 +419,11 @@ func (r *Ring) submit(c Completion, o *op) error {
 		r.release(idx)
 		return ErrClosed
 	}
+	if p := r.dead.Load(); p != nil {
+		r.sqMu.Unlock()
+		r.release(idx)
+		return *p
+	}
 	sqe := r.ring.GetSQE()
 	if sqe == nil {
 		// The SQ is full of plugged SQEs: submit them and retry.
@@ -314,18 +439,32 @@ func (r *Ring) submit(c Completion, o *op) error {
 	s.armed.Store(1)
 	r.inflight.Add(1)
 	r.pending++
-	var enterErr error
+	r.queued = append(r.queued, idx)
 	if r.plugDepth == 0 {
-		enterErr = r.enterLocked()
+		// Once the SQE is prepared the operation is the ring's: if the
+		// entry fails, the dead ring completes it with an error, so
+		// the caller learns of it from the completion, once.
+		_ = r.enterLocked()
 	}
 	r.sqMu.Unlock()
-	return enterErr
+	return nil
 }
 
 func (r *Ring) release(idx uint32) {
 	s := &r.slots[idx]
 	s.c, s.keep, s.bufs = nil, nil, nil
 	r.free <- idx
+}
+
+// complete delivers one operation's result and frees its slot.
+func (r *Ring) complete(idx uint32, res Result) {
+	c := r.slots[idx].c
+	r.release(idx)
+	r.completions.Add(1)
+	r.inflight.Done()
+	if c != nil {
+		c.Complete(res)
+	}
 }
 
 // sqeBytes is the whole SQE: 128 bytes on a big ring.
@@ -337,7 +476,8 @@ func (r *Ring) sqeBytes(sqe *giouring.SubmissionQueueEntry) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(sqe)), n)
 }
 
-// reap delivers completions until Close.
+// reap delivers completions until Close. If waiting for them fails for
+// good, it fails every operation in flight and the ring is dead.
 func (r *Ring) reap() {
 	defer close(r.reaperDone)
 	for {
@@ -355,17 +495,38 @@ func (r *Ring) reap() {
 		_, err := r.ring.Enter(0, 1, giouring.EnterGetEvents, nil)
 		r.waitEnters.Add(1)
 		if err != nil && !errors.Is(err, syscall.EINTR) && !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.EBUSY) {
-			e := fmt.Errorf("uring: wait for completions: %w", err)
-			r.reapErr.Store(&e)
+			r.die(fmt.Errorf("uring: wait for completions: %w", err))
 			return
 		}
 	}
 }
 
+// die is the reaper's end on a fatal error: nobody will deliver another
+// completion, so every operation in flight fails now, without a lock
+// (disarming decides who delivers each). Their memory stays referenced by
+// the ring: the kernel may still be using it. An operation armed after
+// the scan is failed by the next enterLocked, which every waiter calls.
+func (r *Ring) die(err error) {
+	r.markDead(err)
+	var all []uint32
+	for i := range r.slots {
+		if s := &r.slots[i]; s.armed.CompareAndSwap(1, 0) {
+			all = append(all, uint32(i))
+			r.orphans = append(r.orphans, s.keep)
+			r.orphans = append(r.orphans, s.bufs...)
+		}
+	}
+	r.fail(all)
+}
+
 func (r *Ring) dispatchCQE(cqe *giouring.CompletionQueueEvent) {
 	r.reaped++
-	if cqe.UserData == closeUserData {
-		r.stop = true
+	if cqe.UserData == wakeUserData {
+		if r.closing.Load() {
+			r.stop = true
+		} else {
+			r.wakeGone.Store(true) // Close falls back to a NOP
+		}
 		return
 	}
 	res := Result{Res: cqe.Res, Flags: cqe.Flags}
@@ -374,19 +535,15 @@ func (r *Ring) dispatchCQE(cqe *giouring.CompletionQueueEvent) {
 		res.Big = *big
 	}
 	idx := uint32(cqe.UserData)
-	r.slots[idx].armed.Load()
-	c := r.slots[idx].c
-	r.release(idx)
-	r.completions.Add(1)
-	r.inflight.Done()
-	if c != nil {
-		c.Complete(res)
+	if !r.slots[idx].armed.CompareAndSwap(1, 0) {
+		return // failed already by a dying ring
 	}
+	r.complete(idx, res)
 }
 
 // Close waits for every operation in flight to complete, stops the reaper
 // and releases the ring. Operations submitted after Close fail with
-// ErrClosed.
+// ErrClosed. Close of a dead ring returns the error that killed it.
 func (r *Ring) Close() error {
 	r.sqMu.Lock()
 	if r.closed {
@@ -394,32 +551,73 @@ func (r *Ring) Close() error {
 		return nil
 	}
 	r.closed = true
-	err := r.enterLocked()
+	_ = r.enterLocked() // a failure kills the ring and fails what it held
 	r.sqMu.Unlock()
-	if err != nil {
-		return err
-	}
 	r.inflight.Wait()
 
+	r.closing.Store(true)
+	var err error
+	if r.wakeGone.Load() {
+		err = r.stopWithNop()
+	} else {
+		var one [8]byte
+		one[0] = 1
+		_, err = unix.Write(r.wakeFd, one[:])
+	}
+	if err != nil {
+		// The reaper cannot be stopped: leave it and its memory be.
+		return fmt.Errorf("uring: close: stop the reaper: %w", err)
+	}
+	<-r.reaperDone
+	r.unmap()
+	unix.Close(r.wakeFd)
+	return r.Err()
+}
+
+// stopWithNop stops the reaper with a NOP, if the wake-up read is gone.
+func (r *Ring) stopWithNop() error {
 	r.sqMu.Lock()
+	defer r.sqMu.Unlock()
 	sqe := r.ring.GetSQE()
 	if sqe == nil {
-		r.sqMu.Unlock()
-		return errors.New("uring: close: no free SQE for the stop marker")
+		return errors.New("no free SQE")
 	}
 	clear(r.sqeBytes(sqe))
 	sqe.OpCode = giouring.OpNop
-	sqe.UserData = closeUserData
+	sqe.UserData = wakeUserData
 	r.pending++
-	err = r.enterLocked()
-	r.sqMu.Unlock()
-	if err != nil {
-		return err
+	r.queued = append(r.queued, noSlot)
+	return r.enterLocked()
+}
+
+// unmap releases the ring's memory and descriptor.
+func (r *Ring) unmap() {
+	if r.big {
+		unmapSQE128Tail(r.ring)
 	}
-	<-r.reaperDone
 	r.ring.QueueExit()
-	if p := r.reapErr.Load(); p != nil {
-		return *p
+}
+
+// unmapSQE128Tail works around giouring's QueueExit, which unmaps
+// entries*64 bytes of the SQE array also on rings with 128-byte SQEs
+// (SetupSQE128), so that every big ring's Close leaked the array's second
+// half. Before QueueExit it unmaps that half itself; QueueExit then unmaps
+// the first half as it does. giouring keeps the array's address and size
+// unexported, so they are read (only read) through reflection from the
+// version go.mod pins; TestCloseUnmapsBigRings watches /proc/self/maps in
+// case a new version changes them or fixes the bug (then this must go).
+func unmapSQE128Tail(gr *giouring.Ring) {
+	sq := reflect.ValueOf(gr).Elem().FieldByName("sqRing")
+	if !sq.IsValid() || sq.Kind() != reflect.Pointer || sq.IsNil() {
+		return
 	}
-	return nil
+	sqes, entries := sq.Elem().FieldByName("sqes"), sq.Elem().FieldByName("ringEntries")
+	if !sqes.IsValid() || !entries.IsValid() || sqes.Kind() != reflect.Pointer || entries.Kind() != reflect.Pointer || sqes.IsNil() || entries.IsNil() {
+		return
+	}
+	n := uintptr(*(*uint32)(entries.UnsafePointer())) * 64
+	// Not unix.Munmap: it refuses memory that unix.Mmap did not map.
+	if _, _, e := unix.Syscall(unix.SYS_MUNMAP, uintptr(unsafe.Add(sqes.UnsafePointer(), n)), n, 0); e != 0 {
+		slog.Warn("uring: unmap the second half of a big ring's SQEs", "err", e)
+	}
 }

@@ -21,11 +21,11 @@ func NewWaiter() *Waiter { return &Waiter{ch: make(chan Result, 1)} }
 func (w *Waiter) Complete(res Result) { w.ch <- res }
 
 // Wait flushes prepared SQEs (a plugged operation would otherwise never
-// complete) and blocks until w's operation completes.
+// complete) and blocks until w's operation completes. It returns only
+// then, even if the flush fails: the operation may be in the kernel, and
+// one the kernel never took is completed with an error by the dead ring.
 func (r *Ring) Wait(w *Waiter) Result {
-	if err := r.Flush(); err != nil {
-		return Result{Res: -int32(errnoOf(err))}
-	}
+	_ = r.Flush()
 	return <-w.ch
 }
 
@@ -50,13 +50,11 @@ func (g *Group) Complete(res Result) {
 	g.wg.Done()
 }
 
-// Wait flushes prepared SQEs and waits for every expected completion. It
-// returns the bytes transferred and the first failure, named op; the group
-// is then ready for reuse.
+// WaitGroup flushes prepared SQEs and waits for every expected completion,
+// like Wait even if the flush fails. It returns the bytes transferred and
+// the first failure, named op; the group is then ready for reuse.
 func (r *Ring) WaitGroup(g *Group, op string) (int64, error) {
-	if err := r.Flush(); err != nil {
-		return 0, err
-	}
+	_ = r.Flush()
 	g.wg.Wait()
 	n := g.bytes.Swap(0)
 	if e := g.errno.Swap(0); e != 0 {
@@ -107,14 +105,4 @@ func (r *Ring) WriteAt(f File, buf []byte, off int64) (int, error) {
 func (r *Ring) Sync(f File, datasync bool) error {
 	_, err := r.do("fsync", func(c Completion) error { return r.Fsync(f, datasync, c) })
 	return err
-}
-
-func errnoOf(err error) syscall.Errno {
-	if e, ok := err.(syscall.Errno); ok {
-		return e
-	}
-	if oe, ok := err.(*OpError); ok {
-		return oe.Errno
-	}
-	return syscall.EIO
 }

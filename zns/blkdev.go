@@ -25,7 +25,11 @@ import (
 // pointer is tracked in software and re-read from the device after a
 // failed write. The device decides the open/active limits: its refusals
 // arrive in the completion (ETOOMANYREFS, EOVERFLOW, typed by
-// CompletionErr).
+// CompletionErr). A failed write fails every append queued behind it,
+// and the zone refuses appends until it is reset or finished (or found
+// empty): the device may hold part of the failed write, and an append
+// would land after it. Writes name their offset, which is checked against
+// the write pointer as always.
 type Block struct {
 	mgmt
 	path  string
@@ -64,7 +68,9 @@ type blkZone struct {
 	busy       bool // a write is in flight
 	head, tail *blkReq
 	resync     bool // a write failed: re-read wp before the next one
-	inReady    bool
+	// failed: a write failed; appends are refused until reset or finish.
+	failed  bool
+	inReady bool
 }
 
 // blkReq is one queued or in-flight write.
@@ -177,6 +183,9 @@ func (b *Block) manage(a zoneAction, zone int) error {
 	}
 	skip, err := checkAction(a, zone, Zone{Type: z.typ, Cond: z.cond})
 	if err != nil || skip {
+		if err == nil && (a == actReset || a == actFinish) {
+			z.failed = false // already empty, or full
+		}
 		return err
 	}
 	err = blkZoneMgmt(b.fd, a, uint64(z.start>>9), uint64(b.geo.ZoneSize>>9))
@@ -185,6 +194,9 @@ func (b *Block) manage(a zoneAction, zone int) error {
 	}
 	if err != nil {
 		return zoneMgmtErr(a, zone, err)
+	}
+	if a == actReset || a == actFinish {
+		z.failed = false // empty, or full: nothing can land after a torn write
 	}
 	return nil
 }
@@ -273,6 +285,17 @@ func (b *Block) write(zone int, off int64, bufs [][]byte, app AppendCompletion, 
 		return fmt.Errorf("zns: %s zone %d: %w", op, zone, uring.ErrClosed)
 	}
 	z.mu.Lock()
+	if off < 0 && z.failed && !z.busy && z.head == nil {
+		// Reset behind our back, or by ResetAll, which skips zones it
+		// reports empty: an empty zone holds no torn write.
+		if err := b.resyncLocked(zone, z); err == nil && z.cond == CondEmpty {
+			z.failed = false
+		}
+	}
+	if off < 0 && z.failed {
+		z.mu.Unlock()
+		return fmt.Errorf("zns: %s zone %d: %w", op, zone, ErrZoneFailed)
+	}
 	if z.resync && !z.busy {
 		if err := b.resyncLocked(zone, z); err != nil {
 			z.mu.Unlock()
@@ -346,7 +369,8 @@ func (z *blkZone) pop() *blkReq {
 
 // Complete implements uring.Completion for a zone write. It runs on the
 // reaper: it updates the zone, hands queued work to the dispatcher, and
-// never submits.
+// never submits. A failed write fails the zone: the appends queued behind
+// it fail here, in order, after it.
 func (r *blkReq) Complete(res uring.Result) {
 	b, zone, off, n, app, c := r.b, r.zone, r.off, r.n, r.app, r.c
 	if res.Res >= 0 && int64(res.Res) != n {
@@ -355,6 +379,7 @@ func (r *blkReq) Complete(res uring.Result) {
 	z := &b.zones[zone]
 	z.mu.Lock()
 	z.busy = false
+	var behind *blkReq
 	if res.Res >= 0 {
 		z.wp = off + n
 		switch {
@@ -363,19 +388,73 @@ func (r *blkReq) Complete(res uring.Result) {
 		case z.cond != CondExpOpen:
 			z.cond = CondImpOpen
 		}
+		if z.head != nil {
+			b.markReady(zone, z)
+		}
 	} else {
-		// The device may have written part of it: ask before the next.
+		// The device may have written part of it: re-read the write
+		// pointer before the next write, and let no append land after
+		// it. Queued writes stay: they name their offsets.
 		z.reserved -= n
 		z.resync = true
-	}
-	if z.head != nil {
-		b.markReady(zone, z)
+		z.failed = true
+		behind = z.takeAppends()
+		if z.head != nil {
+			b.markReady(zone, z)
+		}
 	}
 	z.mu.Unlock()
 	*r = blkReq{}
 	b.reqs.put(r)
 	deliver(app, c, off, n, res)
 	b.pending.Done()
+	if behind != nil {
+		b.failBehind(zone, behind)
+	}
+}
+
+// takeAppends unlinks the queued appends, in order, and takes their bytes
+// off the reservation. Caller holds z.mu.
+func (z *blkZone) takeAppends() *blkReq {
+	var head, tail *blkReq
+	var keep, keepTail *blkReq
+	for q := z.head; q != nil; {
+		next := q.next
+		q.next = nil
+		if q.append {
+			z.reserved -= q.n
+			if tail == nil {
+				head = q
+			} else {
+				tail.next = q
+			}
+			tail = q
+		} else {
+			if keepTail == nil {
+				keep = q
+			} else {
+				keepTail.next = q
+			}
+			keepTail = q
+		}
+		q = next
+	}
+	z.head, z.tail = keep, keepTail
+	return head
+}
+
+// failBehind fails the appends that were queued behind a failed write.
+func (b *Block) failBehind(zone int, q *blkReq) {
+	err := fmt.Errorf("zns: append to zone %d queued behind a failed write: %w", zone, ErrZoneFailed)
+	for q != nil {
+		next := q.next
+		app, c, off := q.app, q.c, q.off
+		*q = blkReq{}
+		b.reqs.put(q)
+		failQueued(app, c, off, err)
+		b.pending.Done()
+		q = next
+	}
 }
 
 // deliver hands a write's result to the caller's completion.
@@ -448,11 +527,14 @@ func (b *Block) dispatch(zone int) {
 		z.mu.Unlock()
 		return
 	}
+	r := z.pop()
 	var err error
-	if z.resync {
+	switch {
+	case r.append && z.failed:
+		err = fmt.Errorf("zns: append to zone %d: %w", zone, ErrZoneFailed)
+	case z.resync:
 		err = b.resyncLocked(zone, z)
 	}
-	r := z.pop()
 	if err == nil {
 		if r.append {
 			r.off = z.wp

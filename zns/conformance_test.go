@@ -38,6 +38,7 @@ func RunConformance(t *testing.T, open func(t *testing.T) Device) {
 		{"ActiveLimit", confActiveLimit},
 		{"ResetAll", confResetAll},
 		{"AppendsUnderAnotherPlug", confAppendsUnderAnotherPlug},
+		{"FailedWriteFailsAppendsQueuedBehindIt", confFailedWriteFailsQueued},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := open(t)
@@ -761,5 +762,58 @@ func confAppendsUnderAnotherPlug(t *testing.T, c *conf) {
 	}
 	if wp := c.zone(zone).WP; wp != c.zone(zone).Start+n*c.bs {
 		t.Fatalf("write pointer %d after %d appends of %d", wp, n, c.bs)
+	}
+}
+
+// confFailedWriteFailsQueued: on a backend that queues a zone's writes
+// behind the one in flight (a zoned block device), a write that fails
+// fails every append queued behind it, and no append lands after it: the
+// device may hold part of the failed write. The failure is provoked by
+// resetting the zone behind the backend's back while its first append is
+// plugged, so that the append is not at the device's write pointer. (The
+// backend re-read the write pointer and sent the queued appends there:
+// they landed at the zone's start.)
+func confFailedWriteFailsQueued(t *testing.T, c *conf) {
+	b, ok := c.d.(*Block)
+	if !ok {
+		t.Skip("only a zoned block device queues a zone's writes; NVMe and the emulated devices send them all at once")
+	}
+	c.need(1)
+	zone := c.seq[0]
+	c.append(zone, c.buf(c.bs, 1)) // the zone holds a block
+	r := c.d.Ring()
+	r.Plug()
+	const n = 4
+	ws := make([]*appendWaiter, n)
+	for i := range ws {
+		ws[i] = &appendWaiter{ch: make(chan appendResult, 1)}
+		if err := c.d.Append(zone, [][]byte{c.buf(c.bs, byte(2+i))}, ws[i]); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	z := c.zone(zone)
+	if err := blkZoneMgmt(b.fd, actReset, uint64(z.Start>>9), uint64(c.g.ZoneSize>>9)); err != nil {
+		t.Fatalf("reset zone %d behind the backend: %v", zone, err)
+	}
+	if err := r.Unplug(); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range ws {
+		select {
+		case res := <-w.ch:
+			switch {
+			case res.err == nil:
+				t.Errorf("append %d landed at +%d after the failed one", i, res.off-z.Start)
+			case i > 0 && !errors.Is(res.err, ErrZoneFailed):
+				t.Errorf("append %d queued behind the failed one: %v, want ErrZoneFailed", i, res.err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("append %d never completed", i)
+		}
+	}
+	c.expectZone(zone, CondEmpty, 0) // nothing landed
+	c.ok("reset", c.d.ResetZone(zone))
+	if off := c.append(zone, c.buf(c.bs, 9)); off != z.Start {
+		t.Fatalf("append after reset at +%d, want +0", off-z.Start)
 	}
 }

@@ -27,6 +27,14 @@
 //     the backend, for devices without native append) chooses the offset and
 //     reports it. Backends without native append serialize each zone's
 //     appends, so at most one write per zone is in flight.
+//   - No append lands behind a failed write. Once a write to a zone fails
+//     on a real device (the zone may hold a torn write), every append
+//     queued behind it fails with ErrZoneFailed, and so does every later
+//     append until the zone is reset or finished; on NVMe, appends that
+//     were in flight with it and complete after it are reported failed too
+//     (their records may lie past the torn one). The caller writes that
+//     data elsewhere and finishes the zone. Writes name their offset and
+//     are checked against the write pointer as always.
 package zns
 
 import (
@@ -185,4 +193,7 @@ var (
 	// ErrBadTransition is a zone management request that the zone's
 	// condition does not allow (closing an empty or a full zone).
 	ErrBadTransition = errors.New("zns: invalid zone condition transition")
+	// ErrZoneFailed is an append refused because an earlier write to the
+	// zone failed: the zone takes no more appends until reset or finish.
+	ErrZoneFailed = errors.New("zns: an earlier write to the zone failed")
 )

@@ -92,7 +92,10 @@ func nvmeStatusErrno(status int32) syscall.Errno {
 // Append is the device's Zone Append: many may be in flight per zone and
 // the device reports the LBA each one landed at. The write pointer is
 // tracked in software (reserved at submission) so that writes that cannot
-// fit are refused, typed, before the device sees them.
+// fit are refused, typed, before the device sees them. Once a write to a
+// zone fails, the zone refuses appends until reset or finished, and
+// appends in flight with it that complete after it are reported failed:
+// they may have landed past a torn record.
 type Passthrough struct {
 	mgmt
 	path    string
@@ -117,6 +120,7 @@ type nvmeZone struct {
 	reserved int64 // wp plus the bytes in flight
 	inflight int
 	resync   bool
+	failed   bool // a write failed: appends are refused until reset or finish
 }
 
 const (
@@ -276,6 +280,9 @@ func (p *Passthrough) manage(a zoneAction, zone int) error {
 	}
 	skip, err := checkAction(a, zone, Zone{Type: TypeSeqRequired, Cond: z.cond})
 	if err != nil || skip {
+		if err == nil && (a == actReset || a == actFinish) {
+			z.failed = false
+		}
 		return err
 	}
 	slba := uint64(z.start) >> p.lbaSh
@@ -287,6 +294,9 @@ func (p *Passthrough) manage(a zoneAction, zone int) error {
 	}
 	if err != nil {
 		return fmt.Errorf("zns: %s zone %d: %w", a.name, zone, err)
+	}
+	if a == actReset || a == actFinish {
+		z.failed = false // empty, or full: nothing can land after a torn write
 	}
 	return nil
 }
@@ -322,14 +332,19 @@ func (p *Passthrough) write(kind, zone int, off int64, bufs [][]byte, app Append
 		return fmt.Errorf("zns: %s of %d bytes to zone %d (max %d): %w", op, n, zone, p.geo.MaxAppend, ErrTooLarge)
 	}
 	z.mu.Lock()
-	if z.resync && z.inflight == 0 {
+	if (z.resync || z.failed) && z.inflight == 0 {
 		if err := p.resyncLocked(zone, z); err != nil {
 			z.mu.Unlock()
 			return err
 		}
+		if z.cond == CondEmpty {
+			z.failed = false // an empty zone holds no torn write
+		}
 	}
 	end := z.start + z.cap
 	switch {
+	case z.failed && kind == nvmeKindAppend:
+		err = fmt.Errorf("zns: %s to zone %d: %w", op, zone, ErrZoneFailed)
 	case z.cond == CondReadOnly || z.cond == CondOffline:
 		err = fmt.Errorf("zns: %s to zone %d (%s): %w", op, zone, z.cond, ErrReadOnly)
 	case z.cond == CondFull || z.reserved >= end:
@@ -411,11 +426,14 @@ func (r *nvmeReq) Complete(res uring.Result) {
 		off = int64(res.Big[0]) << p.lbaSh
 	}
 	p.put(r)
+	failedBefore := false
 	if kind != nvmeKindRead {
-		p.written(zone, off, n, res.Res == 0)
+		failedBefore = p.written(zone, off, n, res.Res == 0)
 	}
 	if app != nil {
 		switch {
+		case res.Res == 0 && failedBefore:
+			app.Appended(off, fmt.Errorf("zns: append to zone %d completed after a failed write to it: %w", zone, ErrZoneFailed))
 		case res.Res < 0:
 			app.Appended(off, fmt.Errorf("zns: append to zone %d: %w", zone, res.Err("zone append")))
 		case res.Res > 0:
@@ -436,11 +454,17 @@ func (r *nvmeReq) Complete(res uring.Result) {
 	}
 }
 
-// written records a write's outcome in its zone.
-func (p *Passthrough) written(zone int, off, n int64, ok bool) {
+// written records a write's outcome in its zone and reports whether an
+// earlier write to the zone had failed.
+func (p *Passthrough) written(zone int, off, n int64, ok bool) (failedBefore bool) {
 	z := &p.zones[zone]
 	z.mu.Lock()
+	defer z.mu.Unlock()
+	failedBefore = z.failed
 	z.inflight--
+	if !ok {
+		z.failed = true
+	}
 	if ok {
 		z.wp = max(z.wp, off+n)
 		switch {
@@ -453,7 +477,7 @@ func (p *Passthrough) written(zone int, off, n int64, ok bool) {
 		z.reserved -= n
 		z.resync = true
 	}
-	z.mu.Unlock()
+	return failedBefore
 }
 
 // Read implements Device. A read is at most the device's transfer limit.
