@@ -360,3 +360,28 @@ func TestGCStreamsAtReserveLoseNoZone(t *testing.T) {
 	}
 	checkValidCounts(t, e)
 }
+
+// Writers that must share a zone never take one of GC's: GC opened it
+// from its reserve to finish a pass, and a writer filling it leaves GC
+// short of the room the reserve promised. Before, a writer under none
+// with no zone of its own to open took the least recently used open
+// zone, GC's included.
+func TestWritersNeverShareGCZones(t *testing.T) {
+	e := formatOpen(t, emuDevice(t, 16, "256K", ""), Config{CacheBytes: 4 << 20, Policy: PolicyNone, GC: GCConfig{Disabled: true, Streams: 2}})
+	defer e.Close()
+	p := &e.placer
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ok, _ := p.openFreeLocked(true); !ok {
+		t.Fatal("GC could not open a zone")
+	}
+	gcZone := p.open[len(p.open)-1]
+	for _, orphans := range []bool{false, true} {
+		if z := p.lruLocked(orphans, false); z != nil {
+			t.Errorf("a writer sharing a zone (orphans %v) got zone %d (GC's: %v)", orphans, z.idx, z.forGC)
+		}
+	}
+	if z := p.lruLocked(false, true); z != gcZone {
+		t.Errorf("GC sharing a zone got %v; want its own %d", z, gcZone.idx)
+	}
+}

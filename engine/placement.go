@@ -478,13 +478,23 @@ func (z *zone) drained() bool {
 
 // lruLocked is the least recently used open zone; with orphans, the
 // least recently used of those no file is writing to. Zones of GC's
-// streams (forGC) and of client data are told apart: each takes one of
-// its own kind if there is one, so that GC's copies, sorted by
-// temperature, and fresh writes mix only when nothing else is open.
+// streams (forGC) and of client data are told apart: GC takes one of its
+// own kind if there is one, so that its copies, sorted by temperature,
+// and fresh writes mix only when nothing else is open; client data never
+// takes a GC zone.
 func (p *placer) lruLocked(orphans, forGC bool) *zone {
 	var best *zone
 	for _, z := range p.open {
 		if z.state.Load() != zoneOpen || z.remaining() <= 0 || (orphans && !z.orphan()) {
+			continue
+		}
+		if z.forGC && !forGC {
+			// Client data never takes the room of GC's zones: GC opened
+			// them from its reserve, and a writer filling them leaves
+			// GC a pass it cannot finish, then the next reserve zone
+			// to fill, until none is left (bench gc's lifetimes under
+			// none/greedy ran out of space so). A writer with no zone
+			// runs GC instead.
 			continue
 		}
 		if best == nil || best.forGC != forGC && z.forGC == forGC ||
