@@ -60,13 +60,20 @@ bench:
 # bench-fio compares the daemon path (fio + fio/engine.c + zonefold serve)
 # with the same workload in process, for each seed workload (preset:scale,
 # the scale shrinking the preset's per-file size to keep a run short), on an
-# emu device in build/.
-BENCH_FIO_RUNS ?= seq128k:1 4x1m:0.5 16x8k:0.1 4k-qd128:1
-BENCH_FIO_DEV  ?= emu:$(CURDIR)/build/bench-fio.dev?zone_size=64M&zones=128
+# emu device in build/, in BENCH_FIO_ROUNDS alternating rounds.
+# To compare two builds (before and after a change), put each one's
+# zonefold and zonefold-engine.so in a directory and run
+# go run ./internal/benchab [--rounds N] DIR_A DIR_B: it runs these same
+# jobs, alternating the builds round by round, and prints each build's
+# medians, spreads and ratio of medians (with one DIR, that build's).
+BENCH_FIO_RUNS   ?= seq128k:1 4x1m:0.5 16x8k:0.1 4k-qd128:1
+BENCH_FIO_DEV    ?= emu:$(CURDIR)/build/bench-fio.dev?zone_size=64M&zones=128
+BENCH_FIO_ROUNDS ?= 3
 bench-fio: build fio-engine
 	@for r in $(BENCH_FIO_RUNS); do \
 		echo "== $${r%%:*}"; \
-		ZONEFOLD_FIO_ENGINE=$(FIO_ENGINE) ./zonefold bench fio '$(BENCH_FIO_DEV)' --preset $${r%%:*} --scale $${r##*:} || exit 1; \
+		ZONEFOLD_FIO_ENGINE=$(FIO_ENGINE) ./zonefold bench fio '$(BENCH_FIO_DEV)' --preset $${r%%:*} --scale $${r##*:} \
+			--rounds $(BENCH_FIO_ROUNDS) || exit 1; \
 	done
 
 # run is the main job on embedded default devices: zone placement and GC

@@ -41,21 +41,24 @@ const lsmKernel = "kernel"
 
 // LSMOptions configure bench lsm.
 type LSMOptions struct {
-	Scale      float64  // key count as a fraction of LSMScaleKeys
-	ValueSize  int      // bytes per value
-	Util       float64  // the DB's bytes as a fraction of the engine's capacity (the default device is sized by it)
-	Passes     float64  // device capacities of keys and values the overwrite phase writes
-	Placements []string // zonefold placements compared
-	Rounds     int      // each configuration runs this many times, alternating
-	Against    string   // folder on a kernel file system for the baseline ("": none)
-	Sync       bool     // every write with pebble.Sync
-	CacheBytes int64    // zonefold's folio cache (0: 256M); dirty data is held to an eighth of the device
-	BlockCache int64    // Pebble's block cache, both sides
-	ZoneSize   int64    // the default device's zone size (0: Pebble's L0 table size, in whole MiB)
-	Out        string   // folder for charts, CSV and JSON
-	Seed       uint64
-	Sample     time.Duration
-	JSON       bool
+	Scale       float64  // key count as a fraction of LSMScaleKeys
+	ValueSize   int      // bytes per value
+	Util        float64  // the DB's bytes as a fraction of the engine's capacity (the default device is sized by it)
+	Passes      float64  // device capacities of keys and values the overwrite phase writes
+	Placements  []string // zonefold placements compared
+	Rounds      int      // each configuration runs this many times, alternating
+	Against     string   // folder on a kernel file system for the baseline ("": none)
+	Sync        bool     // every write with pebble.Sync
+	CacheBytes  int64    // zonefold's folio cache (0: 256M); dirty data is held to an eighth of the device
+	BlockCache  int64    // Pebble's block cache, both sides
+	ZoneSize    int64    // the default device's zone size (0: Pebble's L0 table size, in whole MiB)
+	OpenZones   int      // the default device's open and active zone limit (0: 16)
+	TableSize   int64    // Pebble's target table size at every level (0: L0's from the DB's size, doubling per level as Pebble's default)
+	Compactions int      // compactions Pebble runs at once (0: one, two under debt)
+	Out         string   // folder for charts, CSV and JSON
+	Seed        uint64
+	Sample      time.Duration
+	JSON        bool
 	// Check makes LSM return an error, after printing, if a target is
 	// missed.
 	Check    bool
@@ -63,8 +66,11 @@ type LSMOptions struct {
 }
 
 // DefaultLSM is bench lsm without flags: about a minute on a small
-// machine.
-var DefaultLSM = LSMOptions{Scale: 0.0005, ValueSize: 1024, Util: 0.33, Passes: 1,
+// machine. 30 000 keys fill a third of a 94 MiB device; half a device
+// capacity of overwrites is, at Pebble's write amplification of 4-5,
+// two or more capacities of device writes, so GC runs through most of
+// the overwrite phase.
+var DefaultLSM = LSMOptions{Scale: 0.0003, ValueSize: 1024, Util: 0.33, Passes: 0.5,
 	Placements: []string{"mru", "none", "hinted"}, Rounds: 1, BlockCache: 64 << 20,
 	Out: "zonefold-bench-lsm", Seed: 1, Sample: 250 * time.Millisecond}
 
@@ -91,6 +97,12 @@ func (o LSMOptions) validate() error {
 		return fmt.Errorf("--block-cache %d: want at least 1M", o.BlockCache)
 	case o.ZoneSize != 0 && (o.ZoneSize < 1<<20 || o.ZoneSize%engine.BlockSize != 0):
 		return fmt.Errorf("--zone-size %d: want 0 (auto) or at least 1M, a multiple of %d", o.ZoneSize, engine.BlockSize)
+	case o.OpenZones != 0 && (o.OpenZones < 4 || o.OpenZones > 1024):
+		return fmt.Errorf("--open-zones %d: want 0 (16) or 4 up to 1024 (metadata, GC and at least two data zones)", o.OpenZones)
+	case o.TableSize != 0 && (o.TableSize < 64<<10 || o.TableSize > 1<<30):
+		return fmt.Errorf("--table-size %d: want 0 (auto) or 64K up to 1G", o.TableSize)
+	case o.Compactions < 0 || o.Compactions > 64:
+		return fmt.Errorf("--compactions %d: want 0 (Pebble's one, two under debt) up to 64", o.Compactions)
 	case o.Sample < time.Millisecond:
 		return fmt.Errorf("--sample %v: want at least 1ms", o.Sample)
 	case o.Out == "":
@@ -114,6 +126,8 @@ type lsmSample struct {
 	Dev     int64 // bytes written to the device (zonefold)
 	GC      int64
 	Resets  int64
+	Live    int64 // bytes the engine's zones hold for files (zonefold)
+	Jobs    int   // Pebble's flushes and writing compactions running
 }
 
 // lsmPhase is what one phase of one run did.
@@ -130,6 +144,14 @@ type lsmPhase struct {
 	TotalAmp  float64 `json:"total_amp"`   // PebbleWA × DeviceWAF
 	GCBytes   int64   `json:"gc_bytes"`    // bytes GC relocated
 	Resets    int64   `json:"zones_reset"` // zones GC reset
+	// Live is the mean, over the phase's samples, of the bytes the
+	// engine's zones hold for files as a fraction of its capacity: how
+	// full GC found the device (zonefold).
+	Live float64 `json:"live"`
+	// Jobs is the mean number of flushes and compactions writing tables
+	// at once, over the samples; MaxJobs the most.
+	Jobs    float64 `json:"jobs"`
+	MaxJobs int     `json:"max_jobs"`
 }
 
 // lsmRun is one configuration's run in one round.
@@ -155,6 +177,8 @@ type lsmConfig struct {
 	TotalAmp     float64  `json:"total_amp"`
 	GCMB         float64  `json:"gc_mb"`
 	Resets       float64  `json:"zones_reset"`
+	Live         float64  `json:"live"`
+	Jobs         float64  `json:"jobs"`
 	OpsVsKernel  *float64 `json:"overwrite_ops_vs_kernel,omitempty"`
 	FillVsKernel *float64 `json:"fill_ops_vs_kernel,omitempty"`
 	WAFVsNone    *float64 `json:"device_waf_vs_none,omitempty"`
@@ -232,10 +256,18 @@ func newLSMDevice(device string, o LSMOptions) (*lsmDevice, func(), error) {
 		// near the zone's), in whole MiB; the tables of deeper levels
 		// span several. The open zones (16, as on many ZNS drives) stay
 		// a small part of the device.
-		zoneSize = max(1, (l0TableSize(o.dbBytes())+(1<<20)-1)>>20) << 20
+		table := l0TableSize(o.dbBytes())
+		if o.TableSize > 0 {
+			table = o.TableSize
+		}
+		zoneSize = max(1, (table+(1<<20)-1)>>20) << 20
 	}
 	zones := int64(math.Ceil(capacity/float64(zoneSize))) + 2 // and two metadata zones
-	geo := fmt.Sprintf("zone_size=%dK&zones=%d&max_open=16&max_active=16", zoneSize>>10, max(zones, 16))
+	open := o.OpenZones
+	if open == 0 {
+		open = 16
+	}
+	geo := fmt.Sprintf("zone_size=%dK&zones=%d&max_open=%d&max_active=%d", zoneSize>>10, max(zones, int64(open)), open, open)
 	return &lsmDevice{path: filepath.Join(dir, "dev"), geometry: geo}, func() { os.RemoveAll(dir) }, nil
 }
 
@@ -355,6 +387,13 @@ func lsmPebbleOptions(o LSMOptions, fs vfs.FS, cache *pebble.Cache) *pebble.Opti
 		FormatMajorVersion: pebble.FormatNewest,
 	}
 	opts.TargetFileSizes[0] = l0TableSize(db)
+	if o.TableSize > 0 {
+		// One size at every level, as RocksDB's default (a target file
+		// size multiplier of 1) under ZenFS.
+		for i := range opts.TargetFileSizes {
+			opts.TargetFileSizes[i] = o.TableSize
+		}
+	}
 	// No periodic syncs while a table is written, on either side: on a
 	// kernel file system they are sync_file_range (write-back hints, no
 	// durability); on pebblefs, which has no file descriptor, Pebble
@@ -363,6 +402,9 @@ func lsmPebbleOptions(o LSMOptions, fs vfs.FS, cache *pebble.Cache) *pebble.Opti
 	// default, 512K: "never" is a size no table reaches.)
 	opts.BytesPerSync = pebblefs.NoPeriodicSync
 	opts.CompactionConcurrencyRange = func() (int, int) { return 1, 2 }
+	if n := o.Compactions; n > 0 {
+		opts.CompactionConcurrencyRange = func() (int, int) { return n, n }
+	}
 	return opts
 }
 
@@ -430,8 +472,14 @@ func runLSMZonefold(ctx context.Context, dev *lsmDevice, placement string, o LSM
 	defer cache.Unref()
 	opts := lsmPebbleOptions(o, fs, cache)
 	opts.EventListener = fs.EventListener()
-	stats := func() engine.Stats { return e.Stats() }
-	runErr := runLSMPhases(ctx, "db", opts, o, *w, values, r, stats, progress)
+	probe := &lsmProbe{stats: e.Stats, live: func() int64 {
+		var n int64
+		for _, z := range e.ZoneValidity() {
+			n += z.Valid
+		}
+		return n
+	}, capacity: w.capacity}
+	runErr := runLSMPhases(ctx, "db", opts, o, *w, values, r, probe, progress)
 	closeErr := e.Close()
 	r.zones = e.ZoneValidity()
 	return errors.Join(runErr, closeErr)
@@ -447,14 +495,47 @@ func runLSMKernel(ctx context.Context, o LSMOptions, w lsmWork, values *valueSou
 	defer os.RemoveAll(dir)
 	cache := pebble.NewCache(o.BlockCache)
 	defer cache.Unref()
-	return runLSMPhases(ctx, dir, lsmPebbleOptions(o, vfs.Default, cache), o, w, values, r, nil, progress)
+	return runLSMPhases(ctx, dir, lsmPebbleOptions(o, vfs.Default, cache), o, w, values, r, &lsmProbe{}, progress)
+}
+
+// lsmProbe reads what a run is doing: the engine's counters and live
+// bytes (zonefold only: nil on the kernel's side) and Pebble's jobs.
+type lsmProbe struct {
+	stats    func() engine.Stats
+	live     func() int64
+	capacity int64
+	jobs     atomic.Int64 // flushes and compactions that write tables, running
+}
+
+// listener counts Pebble's flushes and compactions that write tables
+// while they run (moves and delete-only compactions write nothing).
+func (p *lsmProbe) listener() pebble.EventListener {
+	writes := func(reason string) bool { return reason != "move" && reason != "delete-only" }
+	return pebble.EventListener{
+		FlushBegin: func(pebble.FlushInfo) { p.jobs.Add(1) },
+		FlushEnd:   func(pebble.FlushInfo) { p.jobs.Add(-1) },
+		CompactionBegin: func(info pebble.CompactionInfo) {
+			if writes(info.Reason) {
+				p.jobs.Add(1)
+			}
+		},
+		CompactionEnd: func(info pebble.CompactionInfo) {
+			if writes(info.Reason) {
+				p.jobs.Add(-1)
+			}
+		},
+	}
 }
 
 // runLSMPhases opens Pebble, fills every key in random order, overwrites
-// keys chosen at random, and closes it. stats, if set, reads the engine's
-// counters.
+// keys chosen at random, and closes it.
 func runLSMPhases(ctx context.Context, dir string, opts *pebble.Options, o LSMOptions, w lsmWork, values *valueSource,
-	r *lsmRun, stats func() engine.Stats, progress func(int64)) (err error) {
+	r *lsmRun, probe *lsmProbe, progress func(int64)) (err error) {
+	l := probe.listener()
+	if opts.EventListener != nil {
+		l = pebble.TeeEventListener(l, *opts.EventListener)
+	}
+	opts.EventListener = &l
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return fmt.Errorf("open Pebble: %w", err)
@@ -473,25 +554,27 @@ func runLSMPhases(ctx context.Context, dir string, opts *pebble.Options, o LSMOp
 	rng := rand.New(rand.NewPCG(o.Seed, 2))
 
 	fill := func(i int64) uint64 { return perm.at(uint64(i)) }
-	if err := lsmPhaseRun(ctx, db, wo, w.keys, fill, key[:], values, o.Sample, &r.Fill, stats, nil, func(n int64) { progress(n) }); err != nil {
+	if _, err := lsmPhaseRun(ctx, db, wo, w.keys, fill, key[:], values, o.Sample, &r.Fill, probe, func(n int64) { progress(n) }); err != nil {
 		return fmt.Errorf("fill: %w", err)
 	}
 	over := func(int64) uint64 { return rng.Uint64N(uint64(w.keys)) }
-	var samples []lsmSample
-	if err := lsmPhaseRun(ctx, db, wo, w.overwrites, over, key[:], values, o.Sample, &r.Overwrite, stats, &samples,
-		func(n int64) { progress(w.keys + n) }); err != nil {
+	samples, err := lsmPhaseRun(ctx, db, wo, w.overwrites, over, key[:], values, o.Sample, &r.Overwrite, probe,
+		func(n int64) { progress(w.keys + n) })
+	if err != nil {
 		return fmt.Errorf("overwrite: %w", err)
 	}
 	r.samples = samples
+	slog.Debug("bench lsm: Pebble's levels after the overwrites\n" + db.Metrics().String())
 	return nil
 }
 
 // lsmPhaseRun writes n keys (the i-th is keyAt(i)) and measures the
-// phase: ops/s, Pebble's write amplification from its metrics, and, on
-// zonefold, the engine's device bytes. With samples set it records a
-// series.
+// phase: ops/s, Pebble's write amplification from its metrics, Pebble's
+// jobs at once, and, on zonefold, the engine's device and live bytes. It
+// returns the phase's series of samples.
 func lsmPhaseRun(ctx context.Context, db *pebble.DB, wo *pebble.WriteOptions, n int64, keyAt func(int64) uint64,
-	key []byte, values *valueSource, every time.Duration, ph *lsmPhase, stats func() engine.Stats, samples *[]lsmSample, progress func(int64)) error {
+	key []byte, values *valueSource, every time.Duration, ph *lsmPhase, probe *lsmProbe, progress func(int64)) ([]lsmSample, error) {
+	stats := probe.stats
 	var st0 engine.Stats
 	if stats != nil {
 		st0 = stats()
@@ -501,20 +584,19 @@ func lsmPhaseRun(ctx context.Context, db *pebble.DB, wo *pebble.WriteOptions, n 
 	var done atomic.Int64
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
+	var samples []lsmSample
 	go func() {
 		defer close(sampled)
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		take := func() {
-			if samples == nil {
-				return
-			}
-			s := lsmSample{Seconds: time.Since(start).Seconds(), Ops: done.Load()}
+			s := lsmSample{Seconds: time.Since(start).Seconds(), Ops: done.Load(), Jobs: int(probe.jobs.Load())}
 			if stats != nil {
 				d := stats().Sub(st0)
 				s.Host, s.Dev, s.GC, s.Resets = d.HostWritten, d.DevWritten(), d.GCWritten, d.GCResets
+				s.Live = probe.live()
 			}
-			*samples = append(*samples, s)
+			samples = append(samples, s)
 		}
 		take()
 		for {
@@ -544,7 +626,7 @@ func lsmPhaseRun(ctx context.Context, db *pebble.DB, wo *pebble.WriteOptions, n 
 	close(stop)
 	<-sampled
 	if err != nil {
-		return err
+		return nil, err
 	}
 	m1 := db.Metrics()
 	ph.Ops, ph.Seconds = n, elapsed
@@ -557,6 +639,16 @@ func lsmPhaseRun(ctx context.Context, db *pebble.DB, wo *pebble.WriteOptions, n 
 	if in > 0 {
 		ph.PebbleWA = float64(out) / float64(in)
 	}
+	var jobs, live float64
+	for _, s := range samples {
+		jobs += float64(s.Jobs)
+		live += float64(s.Live)
+		ph.MaxJobs = max(ph.MaxJobs, s.Jobs)
+	}
+	ph.Jobs = jobs / float64(len(samples))
+	if probe.capacity > 0 {
+		ph.Live = live / float64(len(samples)) / float64(probe.capacity)
+	}
 	if stats != nil {
 		d := stats().Sub(st0)
 		ph.FileBytes, ph.DevBytes = d.HostWritten, d.DevWritten()
@@ -566,7 +658,7 @@ func lsmPhaseRun(ctx context.Context, db *pebble.DB, wo *pebble.WriteOptions, n 
 		}
 		ph.TotalAmp = ph.PebbleWA * ph.DeviceWAF
 	}
-	return nil
+	return samples, nil
 }
 
 // formatKey writes i as 16 zero-padded decimal digits, db_bench's key.
@@ -652,7 +744,7 @@ func summarizeLSM(device string, o LSMOptions, w lsmWork, configs []string, runs
 	}
 	byName := map[string]*lsmConfig{}
 	for _, c := range configs {
-		var fill, over, pwa, waf, total, gc, resets []float64
+		var fill, over, pwa, waf, total, gc, resets, live, jobs []float64
 		for _, r := range runs {
 			if r.Config != c {
 				continue
@@ -664,9 +756,12 @@ func summarizeLSM(device string, o LSMOptions, w lsmWork, configs []string, runs
 			total = append(total, r.Overwrite.TotalAmp)
 			gc = append(gc, float64(r.Overwrite.GCBytes)/1e6)
 			resets = append(resets, float64(r.Overwrite.Resets))
+			live = append(live, r.Overwrite.Live)
+			jobs = append(jobs, r.Overwrite.Jobs)
 		}
 		lc := lsmConfig{Config: c, FillOps: median(fill), OverOps: median(over), OverOpsMin: slices.Min(over), OverOpsMax: slices.Max(over),
-			PebbleWA: median(pwa), DeviceWAF: median(waf), TotalAmp: median(total), GCMB: median(gc), Resets: median(resets)}
+			PebbleWA: median(pwa), DeviceWAF: median(waf), TotalAmp: median(total), GCMB: median(gc), Resets: median(resets),
+			Live: median(live), Jobs: median(jobs)}
 		sum.Configs = append(sum.Configs, lc)
 	}
 	for i := range sum.Configs {
@@ -740,14 +835,15 @@ func printLSM(out io.Writer, dir string, sum lsmSummary, runs []*lsmRun) error {
 	}
 	fmt.Fprintln(out)
 	tw := newTable(out)
-	fmt.Fprintln(tw, "config\tfill ops/s\toverwrite ops/s\t(min-max)\tPebble WA\tdevice WAF\ttotal amp\tGC MB\tresets\tops vs kernel\tWAF vs none\t")
+	fmt.Fprintln(tw, "config\tfill ops/s\toverwrite ops/s\t(min-max)\tjobs\tPebble WA\tlive\tdevice WAF\ttotal amp\tGC MB\tresets\tops vs kernel\tWAF vs none\t")
 	for _, c := range sum.Configs {
-		waf, total, gc, resets := fmt.Sprintf("%.3f", c.DeviceWAF), fmt.Sprintf("%.2f", c.TotalAmp), fmt.Sprintf("%.1f", c.GCMB), strconv.FormatFloat(c.Resets, 'f', 0, 64)
+		live, waf, total, gc, resets := fmt.Sprintf("%.0f%%", c.Live*100), fmt.Sprintf("%.3f", c.DeviceWAF), fmt.Sprintf("%.2f", c.TotalAmp),
+			fmt.Sprintf("%.1f", c.GCMB), strconv.FormatFloat(c.Resets, 'f', 0, 64)
 		if c.Config == lsmKernel {
-			waf, total, gc, resets = "-", "-", "-", "-"
+			live, waf, total, gc, resets = "-", "-", "-", "-", "-"
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f-%.0f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", c.Config, c.FillOps, c.OverOps, c.OverOpsMin, c.OverOpsMax,
-			c.PebbleWA, waf, total, gc, resets, ratioCell(c.OpsVsKernel), ratioCell(c.WAFVsNone))
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f-%.0f\t%.1f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", c.Config, c.FillOps, c.OverOps, c.OverOpsMin, c.OverOpsMax,
+			c.Jobs, c.PebbleWA, live, waf, total, gc, resets, ratioCell(c.OpsVsKernel), ratioCell(c.WAFVsNone))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -51,7 +51,7 @@ func TestLSMSmall(t *testing.T) {
 	}
 	text := out.String()
 	t.Log(text)
-	for _, want := range []string{"mru", "none", "hinted", "kernel", "device WAF with mru <= 1.15", "ops/s on zonefold (mru) >= 0.9", "write-life hints"} {
+	for _, want := range []string{"mru", "none", "hinted", "kernel", "jobs", "live", "device WAF with mru <= 1.15", "ops/s on zonefold (mru) >= 0.9", "write-life hints"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q", want)
 		}
@@ -72,7 +72,7 @@ func TestLSMSmall(t *testing.T) {
 	c := sum.Configs[0]
 	// Device WAF may dip below 1 on a DB this small: the cache absorbs
 	// rewrites (the WAL's and MANIFEST's last block) before writeback.
-	if c.OverOps <= 0 || c.DeviceWAF <= 0.5 || c.PebbleWA < 1 {
+	if c.OverOps <= 0 || c.DeviceWAF <= 0.5 || c.PebbleWA < 1 || c.Live <= 0 || c.Live > 1 {
 		t.Fatalf("mru: %+v", c)
 	}
 	// Nothing is left behind in --against's folder.
@@ -88,6 +88,17 @@ func TestLSMRefusesBadInput(t *testing.T) {
 		{Scale: 0.001, ValueSize: 1024, Util: 0.95},
 		{Scale: 0.001, ValueSize: 1024, Util: 0.3, Passes: 1, Rounds: 1, BlockCache: 1 << 20, Sample: DefaultLSM.Sample, Out: "x", Placements: []string{"best"}},
 	} {
+		if err := o.validate(); err == nil {
+			t.Errorf("%+v validated", o)
+		}
+	}
+	for _, bad := range []func(*LSMOptions){
+		func(o *LSMOptions) { o.OpenZones = 3 },
+		func(o *LSMOptions) { o.TableSize = 1000 },
+		func(o *LSMOptions) { o.Compactions = -1 },
+	} {
+		o := DefaultLSM
+		bad(&o)
 		if err := o.validate(); err == nil {
 			t.Errorf("%+v validated", o)
 		}

@@ -37,6 +37,10 @@ Per configuration, for the overwrite phase:
                           Pebble wrote to its files
   total amp               the product: device bytes per byte Pebble took in
   GC MB, resets           what zonefold's GC relocated and reset
+  jobs                    Pebble's flushes and compactions writing tables at
+                          once (the mean over the samples)
+  live                    bytes zonefold's zones hold for files, as a share
+                          of its capacity (the mean over the samples)
 and the ratios: overwrite ops/s against the kernel's, device WAF against
 none's. The targets (device WAF with mru <= 1.15 and <= 0.7x none's; ops/s
 >= 0.9x the kernel's) are printed as met or MISSED.
@@ -46,7 +50,7 @@ SVG) of the overwrite phase.
 
 With no DEVICE it runs on an emulated zoned device sized so that the keys and
 values fill --util of it, with zones the size of Pebble's L0 tables (as ZenFS
-advises; --zone-size sets it) and 16 open at most, on a new file per run in DIR
+advises; --zone-size sets it) and 16 open at most (--open-zones), on a new file per run in DIR
 (with --against, so that both sides share a file system) or a temporary
 folder. DEVICE must keep data: emu: or a real zoned device, not null:.`,
 		Args: cobra.MaximumNArgs(1),
@@ -73,6 +77,9 @@ folder. DEVICE must keep data: emu: or a real zoned device, not null:.`,
 	sizeVar(f, &o.CacheBytes, "cache", 256<<20, "zonefold's folio cache (dirty data is held to an eighth of the device)")
 	sizeVar(f, &o.BlockCache, "block-cache", o.BlockCache, "Pebble's block cache, on both sides")
 	sizeVar(f, &o.ZoneSize, "zone-size", 0, "zone size of the default device (0: Pebble's L0 table size, in whole MiB)")
+	countVar(f, &o.OpenZones, "open-zones", 16, "open and active zone limit of the default device")
+	sizeVar(f, &o.TableSize, "table-size", 0, "Pebble's target table size at every level (0: L0's from the DB's size, doubling per level)")
+	countVar(f, &o.Compactions, "compactions", 0, "compactions Pebble runs at once (0: one, two when behind)")
 	f.StringVar(&o.Out, "out", o.Out, "folder for the charts, CSV and JSON")
 	f.Uint64Var(&o.Seed, "seed", o.Seed, "random seed, the same for every configuration")
 	f.DurationVar(&o.Sample, "sample", o.Sample, "interval between samples of the series")

@@ -1,13 +1,19 @@
 /*
  * zonefold: a fio external ioengine that is a client of the zonefold
- * daemon (docs/protocol.md).
+ * daemon (docs/protocol.md), protocol version 2: requests and replies
+ * travel in a submission and a completion ring in the shared region.
  *
  * Each job (process or thread) opens its own connection. fio's I/O
  * buffers live in the connection's shared-memory region (.iomem_alloc),
- * so a request only names an offset in it: no data is copied on this
- * side. .queue encodes a request header, .commit sends every queued
- * header in one message, .getevents reaps reply messages (each may carry
- * many replies); new I/O may be queued while earlier I/O is unreaped.
+ * so a request only names an offset in it: the daemon copies a write
+ * from fio's buffer straight into its cache. .queue encodes a request,
+ * .commit puts every queued request on the submission ring and publishes
+ * them with one release store (ringing the daemon's doorbell, one byte
+ * on the socket, only if the daemon said it sleeps), .getevents takes
+ * what the daemon has published on the completion ring, spinning a
+ * little if the daemon has lately been quick, then sleeping on a futex
+ * in the region that the daemon wakes when it publishes. New I/O may be
+ * queued while earlier I/O is unreaped.
  *
  * fio's filename is the zonefold file name (created if missing). File
  * sizes follow fio's options as for regular files (zf_setup): size=,
@@ -18,25 +24,37 @@
  * source. Use: fio --ioengine=external:/abs/zonefold-engine.so --sock=PATH
  */
 #include <errno.h>
+#include <linux/futex.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fio.h"
 #include "optgroup.h"
 
-/* Protocol constants: server/proto.go is the reference. */
+/* Protocol constants: server/proto.go and server/ring.go are the reference. */
 #define ZF_MAGIC 0x444c465aU
-#define ZF_VERSION 1
-#define ZF_HELLO_SIZE 16
-#define ZF_HELLO_REPLY_SIZE 32
+#define ZF_VERSION 2
+#define ZF_HELLO_SIZE 32
+#define ZF_HELLO_REPLY_SIZE 64
 #define ZF_REQ_SIZE 48
 #define ZF_REP_SIZE 32
-#define ZF_MAX_BATCH 256
+#define ZF_MAX_RING 4096
+
+/* Ring control words, from the start of the ring area. */
+#define ZF_SQ_TAIL 64
+#define ZF_SQ_FLAGS 128
+#define ZF_CQ_HEAD 192
+#define ZF_CQ_TAIL 256
+#define ZF_CQ_FLAGS 320
+#define ZF_SQ_NEED_WAKEUP 1U
+#define ZF_CQ_WAITING 1U
 
 enum {
 	ZF_OP_OPEN = 2,
@@ -49,7 +67,7 @@ enum {
 };
 #define ZF_OPEN_CREATE 1
 
-/* The tail of the region holds names; fio's buffers are before it. */
+/* The tail of the data part holds names; fio's buffers are before it. */
 #define ZF_CTL_BYTES 4096
 /*
  * Tag of the one synchronous request (open, close, stat) a job may have
@@ -57,6 +75,14 @@ enum {
  * is never odd.
  */
 #define ZF_SYNC_TAG 1
+/*
+ * Spinning for completions is worth it only when the daemon usually
+ * answers within a few microseconds (a moving average of the waits
+ * decides); past this, the job sleeps at once.
+ */
+#define ZF_SPIN_MAX_NS 30000
+/* A sleep for completions checks every ZF_SLICE_MS that the daemon is there. */
+#define ZF_SLICE_MS 100
 
 struct zf_options {
 	void *pad; /* fio requires a pointer-sized first member */
@@ -78,15 +104,25 @@ static struct fio_option options[] = {
 };
 
 struct zf_data {
-	int fd;
-	uint8_t *region;
+	int fd;                    /* the socket: handshake and doorbells */
+	uint8_t *mapped;           /* the shared region */
+	size_t map_len;
+	uint8_t *region;           /* its data and names part */
 	size_t region_len;
-	uint32_t max_batch, max_inflight, max_io;
+	uint32_t max_inflight, max_io;
 
-	uint8_t *sbuf;             /* encoded requests not yet sent */
+	/* The rings. Indices are free-running; entries is a power of two. */
+	uint32_t entries, mask;
+	uint32_t *sq_tail_p, *sq_flags_p, *cq_head_p, *cq_tail_p, *cq_flags_p;
+	uint8_t *sqes, *cqes;
+	uint32_t sq_tail;          /* published */
+	uint32_t cq_head;          /* consumed */
+	uint64_t gap_ns;           /* moving average of waits for completions */
+
+	uint8_t *sbuf;             /* encoded requests not yet committed */
 	struct io_u **pending;     /* their io_us */
 	unsigned int npending;
-	unsigned int inflight;     /* sent, reply not yet seen */
+	unsigned int inflight;     /* published, reply not yet seen */
 
 	struct io_u **done;        /* ring: replied, not yet handed to fio */
 	unsigned int done_head, done_count, done_cap;
@@ -95,8 +131,6 @@ struct zf_data {
 	int sync_waiting;          /* a synchronous request is outstanding */
 	uint32_t sync_status;
 	uint64_t sync_val, sync_val2;
-
-	uint8_t rbuf[(ZF_MAX_BATCH + 1) * ZF_REP_SIZE];
 };
 
 static void put16(uint8_t *b, uint16_t v) { memcpy(b, &v, 2); }
@@ -109,6 +143,21 @@ static uint64_t get64(const uint8_t *b) { uint64_t v; memcpy(&v, b, 8); return v
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "zonefold engine: big-endian hosts are not supported"
 #endif
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t) ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
 
 static void encode_req(uint8_t *b, uint64_t tag, uint8_t op, uint8_t flags, uint32_t handle,
 		       uint64_t off, uint64_t addr, uint32_t len)
@@ -142,8 +191,27 @@ static int zf_send(int fd, const void *buf, size_t len)
 }
 
 /*
- * zf_connect connects to the daemon and maps a region of at least
- * data_bytes + ZF_CTL_BYTES. On failure it logs why and returns -errno.
+ * rings_fit checks that the hello reply's rings fit in the region it
+ * maps: the engine trusts no offset it has not checked.
+ */
+static int rings_fit(const uint8_t *rep, uint64_t region, uint64_t map)
+{
+	uint64_t ring = get64(rep + 32), e = get32(rep + 48);
+	uint64_t sq = get32(rep + 52), cq = get32(rep + 56);
+
+	if (e == 0 || (e & (e - 1)) || e > ZF_MAX_RING || get64(rep + 40) != map)
+		return 0;
+	if (region > ring || ring > map || ring % 64 || sq % 64 || cq % 64)
+		return 0;
+	if (sq < ZF_CQ_FLAGS + 4 || cq < ZF_CQ_FLAGS + 4)
+		return 0;
+	return ring + sq + e * ZF_REQ_SIZE <= map && ring + cq + e * ZF_REP_SIZE <= map;
+}
+
+/*
+ * zf_connect connects to the daemon, maps a region of at least
+ * data_bytes + ZF_CTL_BYTES for data and names, and rings of at least
+ * zd->done_cap entries. On failure it logs why and returns -errno.
  */
 static int zf_connect(struct thread_data *td, struct zf_data *zd, size_t data_bytes)
 {
@@ -158,6 +226,8 @@ static int zf_connect(struct thread_data *td, struct zf_data *zd, size_t data_by
 	size_t want = data_bytes + ZF_CTL_BYTES;
 	long page = sysconf(_SC_PAGESIZE);
 	int fd, memfd = -1, err;
+	uint64_t region, map;
+	uint8_t *ring;
 	ssize_t n;
 	void *mem;
 
@@ -179,6 +249,8 @@ static int zf_connect(struct thread_data *td, struct zf_data *zd, size_t data_by
 	put32(hello, ZF_MAGIC);
 	put16(hello + 4, ZF_VERSION);
 	put64(hello + 8, want);
+	/* Room for every io_u, fio's end-of-job fsync, and an open or close. */
+	put32(hello + 16, zd->done_cap + 1 < ZF_MAX_RING ? zd->done_cap + 1 : ZF_MAX_RING);
 	if ((err = zf_send(fd, hello, sizeof(hello))) < 0)
 		goto fail;
 	do
@@ -191,34 +263,51 @@ static int zf_connect(struct thread_data *td, struct zf_data *zd, size_t data_by
 	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
 		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
 			memcpy(&memfd, CMSG_DATA(cm), sizeof(int));
-	if (n != ZF_HELLO_REPLY_SIZE || get32(rep) != ZF_MAGIC) {
+	if (n < 32 || get32(rep) != ZF_MAGIC) {
 		log_err("zonefold: %s: not a zonefold daemon (hello reply of %zd bytes)\n", path, n);
 		err = -EPROTO;
 		goto fail;
 	}
 	if (get32(rep + 8) != 0) {
 		err = -(int) get32(rep + 8);
-		log_err("zonefold: daemon refused the connection: %s\n", strerror(-err));
+		if (err == -EPROTONOSUPPORT)
+			log_err("zonefold: the daemon speaks protocol version %u, this engine %u: "
+				"rebuild the engine (make fio-engine) from the daemon's source\n",
+				(unsigned) rep[4] | (unsigned) rep[5] << 8, ZF_VERSION);
+		else
+			log_err("zonefold: daemon refused the connection: %s\n", strerror(-err));
 		goto fail;
 	}
-	if (memfd < 0 || get64(rep + 16) < want) {
-		log_err("zonefold: daemon sent no region or a smaller one\n");
+	region = get64(rep + 16);
+	map = get64(rep + 40);
+	if (n != ZF_HELLO_REPLY_SIZE || memfd < 0 || region < want || !rings_fit(rep, region, map)) {
+		log_err("zonefold: the daemon's hello reply does not describe the region asked for\n");
 		err = -EPROTO;
 		goto fail;
 	}
-	zd->region_len = get64(rep + 16);
-	mem = mmap(NULL, zd->region_len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	mem = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	if (mem == MAP_FAILED) {
 		err = -errno;
 		goto fail;
 	}
 	close(memfd);
+	zd->mapped = mem;
+	zd->map_len = map;
 	zd->region = mem;
-	zd->max_batch = get32(rep + 12);
+	zd->region_len = region;
 	zd->max_inflight = get32(rep + 24);
 	zd->max_io = get32(rep + 28);
-	if (zd->max_batch > ZF_MAX_BATCH)
-		zd->max_batch = ZF_MAX_BATCH;
+	ring = zd->mapped + get64(rep + 32);
+	zd->entries = get32(rep + 48);
+	zd->mask = zd->entries - 1;
+	zd->sq_tail_p = (uint32_t *) (ring + ZF_SQ_TAIL);
+	zd->sq_flags_p = (uint32_t *) (ring + ZF_SQ_FLAGS);
+	zd->cq_head_p = (uint32_t *) (ring + ZF_CQ_HEAD);
+	zd->cq_tail_p = (uint32_t *) (ring + ZF_CQ_TAIL);
+	zd->cq_flags_p = (uint32_t *) (ring + ZF_CQ_FLAGS);
+	zd->sqes = ring + get32(rep + 52);
+	zd->cqes = ring + get32(rep + 56);
+	zd->sq_tail = zd->cq_head = 0;
 	zd->fd = fd;
 	return 0;
 fail:
@@ -226,6 +315,43 @@ fail:
 		close(memfd);
 	close(fd);
 	return err;
+}
+
+/* doorbell wakes the daemon; a full socket means it has doorbells to read. */
+static int doorbell(struct zf_data *zd)
+{
+	char b = 'C';
+
+	if (send(zd->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN && errno != EINTR)
+		return -errno;
+	return 0;
+}
+
+/*
+ * publish puts n encoded requests on the submission ring and publishes
+ * them; it rings the doorbell only if the daemon sleeps. The caller
+ * keeps at most entries requests outstanding.
+ */
+static int publish(struct zf_data *zd, const uint8_t *reqs, unsigned int n)
+{
+	uint32_t f;
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		memcpy(zd->sqes + ((zd->sq_tail + i) & zd->mask) * ZF_REQ_SIZE, reqs + i * ZF_REQ_SIZE,
+		       ZF_REQ_SIZE);
+	zd->sq_tail += n;
+	/*
+	 * Sequentially consistent with the daemon's store of the flag and
+	 * its load of the tail: one of the two sides sees the other.
+	 */
+	__atomic_store_n(zd->sq_tail_p, zd->sq_tail, __ATOMIC_SEQ_CST);
+	f = __atomic_load_n(zd->sq_flags_p, __ATOMIC_SEQ_CST);
+	if ((f & ZF_SQ_NEED_WAKEUP) &&
+	    __atomic_compare_exchange_n(zd->sq_flags_p, &f, f & ~ZF_SQ_NEED_WAKEUP, 0, __ATOMIC_SEQ_CST,
+					__ATOMIC_SEQ_CST))
+		return doorbell(zd);
+	return 0;
 }
 
 /* complete hands an answered io_u to the done ring. */
@@ -241,30 +367,21 @@ static void complete(struct zf_data *zd, struct io_u *io_u, uint32_t status, uin
 }
 
 /*
- * recv_replies reads one message of replies and dispatches them. Returns
- * replies read, 0 if none was ready (nonblocking), or -errno.
+ * reap takes every reply the daemon has published. Returns replies
+ * taken or -errno.
  */
-static int recv_replies(struct zf_data *zd, int block)
+static int reap(struct zf_data *zd)
 {
-	ssize_t n;
-	int i, k;
+	uint32_t tail = __atomic_load_n(zd->cq_tail_p, __ATOMIC_ACQUIRE);
+	uint32_t k = tail - zd->cq_head, i;
 
-	do
-		n = recv(zd->fd, zd->rbuf, sizeof(zd->rbuf), block ? 0 : MSG_DONTWAIT);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -errno;
-	if (n == 0) {
-		log_err("zonefold: the daemon closed the connection\n");
-		return -ECONNRESET;
-	}
-	if (n % ZF_REP_SIZE) {
-		log_err("zonefold: reply message of %zd bytes\n", n);
+	if (k > zd->entries) {
+		log_err("zonefold: the daemon's completion tail %u is more than a ring past %u\n", tail,
+			zd->cq_head);
 		return -EPROTO;
 	}
-	k = n / ZF_REP_SIZE;
 	for (i = 0; i < k; i++) {
-		const uint8_t *b = zd->rbuf + i * ZF_REP_SIZE;
+		const uint8_t *b = zd->cqes + ((zd->cq_head + i) & zd->mask) * ZF_REP_SIZE;
 		uint64_t tag = get64(b);
 		uint32_t status = get32(b + 8);
 
@@ -280,11 +397,70 @@ static int recv_replies(struct zf_data *zd, int block)
 			return -EPROTO;
 		}
 	}
+	zd->cq_head = tail;
+	__atomic_store_n(zd->cq_head_p, tail, __ATOMIC_RELEASE);
 	return k;
 }
 
+static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *t)
+{
+	return syscall(SYS_futex, word, op, val, t, NULL, 0);
+}
+
 /*
- * sync_call sends one request and waits for its reply, reaping I/O
+ * wait_replies waits until the daemon publishes a reply, for at most
+ * timeout_ms (-1: no limit): a short spin if the daemon has lately
+ * answered within a few microseconds, then sleep with ZF_CQ_WAITING set
+ * on that word's futex (the daemon clears the flag and wakes it when it
+ * publishes), in slices of ZF_SLICE_MS, checking between them that the
+ * daemon is still there (its end of the socket). Returns 0 or -errno; 0
+ * also when the time is up.
+ */
+static int wait_replies(struct zf_data *zd, int timeout_ms)
+{
+	uint64_t start = now_ns(), limit;
+	struct timespec slice = { 0, ZF_SLICE_MS * 1000000L };
+	char b[16];
+	ssize_t n;
+	int ret = 0;
+
+	if (zd->gap_ns < ZF_SPIN_MAX_NS) {
+		limit = zd->gap_ns * 2 > ZF_SPIN_MAX_NS / 8 ? zd->gap_ns * 2 : ZF_SPIN_MAX_NS / 8;
+		while (now_ns() - start < limit) {
+			if (__atomic_load_n(zd->cq_tail_p, __ATOMIC_ACQUIRE) != zd->cq_head)
+				goto out;
+			cpu_relax();
+		}
+	}
+	for (;;) {
+		/*
+		 * Sequentially consistent with the daemon's store of the tail
+		 * and its load of the flag: one of the two sides sees the other.
+		 */
+		__atomic_store_n(zd->cq_flags_p, ZF_CQ_WAITING, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(zd->cq_tail_p, __ATOMIC_SEQ_CST) != zd->cq_head)
+			break;
+		if (timeout_ms >= 0 && now_ns() - start >= (uint64_t) timeout_ms * 1000000ULL)
+			break;
+		if (futex(zd->cq_flags_p, FUTEX_WAIT, ZF_CQ_WAITING, &slice) == 0 ||
+		    __atomic_load_n(zd->cq_tail_p, __ATOMIC_ACQUIRE) != zd->cq_head)
+			continue;
+		/* The daemon sends nothing on the socket: readable is its end. */
+		n = recv(zd->fd, b, sizeof(b), MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+			log_err("zonefold: the daemon closed the connection\n");
+			ret = -ECONNRESET;
+			break;
+		}
+	}
+	__atomic_store_n(zd->cq_flags_p, 0, __ATOMIC_RELAXED);
+out:
+	zd->gap_ns += ((int64_t) (now_ns() - start) - (int64_t) zd->gap_ns) / 8;
+	return ret;
+}
+
+/*
+ * sync_call runs one request and waits for its reply, reaping I/O
  * replies that arrive meanwhile. name, if set, goes to the control area.
  * Returns the reply's status as -errno.
  */
@@ -302,13 +478,18 @@ static int sync_call(struct zf_data *zd, uint8_t op, uint8_t flags, uint32_t han
 			return -ENAMETOOLONG;
 		memcpy(zd->region + ctl, name, len);
 	}
+	if (zd->inflight + 1 > zd->entries)
+		return -EBUSY; /* cannot happen: init asked for done_cap + 1 entries */
 	encode_req(req, ZF_SYNC_TAG, op, flags, handle, off, name ? ctl : 0, len);
 	zd->sync_waiting = 1;
-	if ((err = zf_send(zd->fd, req, sizeof(req))) < 0)
+	if ((err = publish(zd, req, 1)) < 0)
 		return err;
-	while (zd->sync_waiting)
-		if ((err = recv_replies(zd, 1)) < 0)
+	while (zd->sync_waiting) {
+		if ((err = reap(zd)) < 0)
 			return err;
+		if (zd->sync_waiting && (err = wait_replies(zd, -1)) < 0)
+			return err;
+	}
 	return -(int) zd->sync_status;
 }
 
@@ -318,8 +499,8 @@ static void zf_free(struct zf_data *zd)
 		return;
 	if (zd->fd >= 0)
 		close(zd->fd);
-	if (zd->region)
-		munmap(zd->region, zd->region_len);
+	if (zd->mapped)
+		munmap(zd->mapped, zd->map_len);
 	free(zd->sbuf);
 	free(zd->pending);
 	free(zd->done);
@@ -361,10 +542,11 @@ static int zf_init(struct thread_data *td)
 		td_verror(td, -err, "zonefold connect");
 		return 1;
 	}
-	if (zd->max_inflight < zd->done_cap) {
+	if (zd->entries < zd->done_cap + 1) {
 		log_err("zonefold: iodepth %u is above the daemon's limit of %u "
-			"(it answers %u requests in flight per job, and fio may add an fsync)\n",
-			depth, zd->max_inflight - 1, zd->max_inflight);
+			"(its rings hold %u requests per job: the io_us, fio's end-of-job fsync "
+			"and an open or close)\n",
+			depth, zd->entries - 2, zd->entries);
 		td_verror(td, EINVAL, "zonefold iodepth");
 		return 1;
 	}
@@ -392,9 +574,9 @@ static int zf_iomem_alloc(struct thread_data *td, size_t size)
 	if (zd->fd < 0 || zd->region_len - ZF_CTL_BYTES < size) {
 		if (zd->fd >= 0) {
 			close(zd->fd);
-			munmap(zd->region, zd->region_len);
+			munmap(zd->mapped, zd->map_len);
 			zd->fd = -1;
-			zd->region = NULL;
+			zd->mapped = zd->region = NULL;
 		}
 		if ((err = zf_connect(td, zd, size)) < 0) {
 			td_verror(td, -err, "zonefold connect");
@@ -527,8 +709,7 @@ static enum fio_q_status zf_queue(struct thread_data *td, struct io_u *io_u)
 	uint32_t len = 0;
 
 	fio_ro_check(td, io_u);
-	if (zd->npending + zd->inflight + zd->done_count >= zd->done_cap ||
-	    zd->npending >= zd->max_batch)
+	if (zd->npending + zd->inflight + zd->done_count >= zd->done_cap)
 		return FIO_Q_BUSY;
 	switch (io_u->ddir) {
 	case DDIR_READ:
@@ -568,8 +749,8 @@ static int zf_commit(struct thread_data *td)
 
 	if (!zd->npending)
 		return 0;
-	if ((err = zf_send(zd->fd, zd->sbuf, (size_t) zd->npending * ZF_REQ_SIZE)) < 0) {
-		td_verror(td, -err, "zonefold send");
+	if ((err = publish(zd, zd->sbuf, zd->npending)) < 0) {
+		td_verror(td, -err, "zonefold doorbell");
 		return err;
 	}
 	io_u_mark_submit(td, zd->npending);
@@ -585,7 +766,8 @@ static int zf_getevents(struct thread_data *td, unsigned int min, unsigned int m
 {
 	struct zf_data *zd = td->io_ops_data;
 	unsigned int n = 0;
-	int err;
+	uint64_t deadline = t ? now_ns() + (uint64_t) t->tv_sec * 1000000000ULL + t->tv_nsec : 0;
+	int err, ms = -1;
 
 	while (n < max) {
 		if (zd->done_count) {
@@ -596,14 +778,26 @@ static int zf_getevents(struct thread_data *td, unsigned int min, unsigned int m
 		}
 		if (!zd->inflight)
 			break;
-		/* Block only until min are reaped; then take what is ready. */
-		err = recv_replies(zd, n < min);
-		if (err < 0) {
-			td_verror(td, -err, "zonefold receive");
+		if ((err = reap(zd)) < 0) {
+			td_verror(td, -err, "zonefold reap");
 			return err;
 		}
-		if (err == 0)
+		if (err > 0)
+			continue;
+		/* Wait only until min are reaped; then take what is ready. */
+		if (n >= min)
 			break;
+		if (t) {
+			uint64_t now = now_ns();
+
+			if (now >= deadline)
+				break;
+			ms = (deadline - now + 999999) / 1000000;
+		}
+		if ((err = wait_replies(zd, ms)) < 0) {
+			td_verror(td, -err, "zonefold wait");
+			return err;
+		}
 	}
 	return n;
 }

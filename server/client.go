@@ -8,7 +8,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,21 +30,80 @@ const ctlBytes = 64 << 10
 // goroutine at a time. The other methods are synchronous calls built on
 // them; they are safe for concurrent use (they take turns) but must not
 // be mixed with requests of the caller's own that are still unanswered.
+//
+// Dial speaks protocol version 2 (requests and replies in shared-memory
+// rings); DialSocketFraming speaks version 1 (both as socket messages).
+// The API is the same.
 type Client struct {
 	mu     sync.Mutex
 	uc     *net.UnixConn
-	region []byte
+	fd     int    // uc's descriptor, for doorbells that must not wait
+	mapped []byte // the whole shared region
+	region []byte // its data and names part
+	ring   *clientRing
 	info   HelloReply
 	sbuf   []byte
 	rbuf   []byte
 	reps   []Reply
 	reqs   []Request
 	tag    uint64
+	// With rings, a wait for replies sleeps on a futex, not the socket:
+	// these carry the context's deadline and cancellation to it, and
+	// say that the daemon has gone (the socket reached its end).
+	deadline atomic.Int64 // unix nanoseconds; 0: none
+	canceled atomic.Int32 // 0, or what ended the context: ctxCanceled, ctxDeadline
+	gone     atomic.Bool
+	// watcherDone is closed when the goroutine that watches the socket
+	// for the daemon's end (rings only) has returned: after that
+	// nothing but the caller touches the region.
+	watcherDone chan struct{}
+}
+
+// clientRing is the client's side of the rings (version 2).
+type clientRing struct {
+	entries, mask uint32
+	sqTail        *uint32
+	sqFlags       *uint32
+	cqHead        *uint32
+	cqTail        *uint32
+	cqFlags       *uint32
+	sqes, cqes    []byte
+	tail          uint32        // requests published
+	head          uint32        // replies consumed
+	gap           time.Duration // moving average of waits for replies
 }
 
 // Dial connects to the daemon at socket and asks for a shared-memory
-// region of regionBytes (0: DefaultRegion).
+// region of regionBytes (0: DefaultRegion) for data and names; requests
+// and replies travel in rings of DefaultRingEntries in the region. A
+// daemon that speaks only version 1 refuses version 2 and says so; Dial
+// then connects again with version 1 (socket framing).
 func Dial(ctx context.Context, socket string, regionBytes int) (*Client, error) {
+	c, err := dialVersion(ctx, socket, regionBytes, VersionRings)
+	var ve *versionError
+	if errors.As(err, &ve) && ve.speaks == VersionFraming {
+		return dialVersion(ctx, socket, regionBytes, VersionFraming)
+	}
+	return c, err
+}
+
+// versionError is a hello refused with EPROTONOSUPPORT: the daemon
+// speaks versions up to speaks.
+type versionError struct{ speaks, asked uint16 }
+
+func (e *versionError) Error() string {
+	return fmt.Sprintf("%v (it speaks up to version %d, this client %d)", StatusVersion, e.speaks, e.asked)
+}
+
+func (e *versionError) Unwrap() error { return StatusVersion }
+
+// DialSocketFraming is Dial with protocol version 1: requests and
+// replies travel as socket messages.
+func DialSocketFraming(ctx context.Context, socket string, regionBytes int) (*Client, error) {
+	return dialVersion(ctx, socket, regionBytes, VersionFraming)
+}
+
+func dialVersion(ctx context.Context, socket string, regionBytes int, version uint16) (*Client, error) {
 	if regionBytes == 0 {
 		regionBytes = DefaultRegion
 	}
@@ -61,62 +122,188 @@ func Dial(ctx context.Context, socket string, regionBytes int) (*Client, error) 
 		reps: make([]Reply, MaxBatch),
 		reqs: make([]Request, 0, MaxBatch),
 	}
-	if err := c.hello(ctx, uint64(regionBytes)); err != nil {
+	if err := c.hello(ctx, uint64(regionBytes), version); err != nil {
 		uc.Close()
+		if c.mapped != nil {
+			unix.Munmap(c.mapped)
+		}
 		return nil, err
+	}
+	if c.ring != nil {
+		c.watcherDone = make(chan struct{})
+		go c.watchDaemon()
 	}
 	return c, nil
 }
 
-func (c *Client) hello(ctx context.Context, size uint64) error {
+// watchDaemon waits, in Go's poller, for the end of the socket: in
+// version 2 the daemon sends nothing after the hello, so anything that
+// ends a read is the daemon going away (or Close). It then wakes a
+// client asleep in the futex wait for replies.
+func (c *Client) watchDaemon() {
+	defer close(c.watcherDone)
+	var b [16]byte
+	for {
+		if _, err := c.uc.Read(b[:]); err != nil {
+			break
+		}
+	}
+	c.gone.Store(true)
+	c.ring.interrupt()
+}
+
+func (c *Client) hello(ctx context.Context, size uint64, version uint16) error {
 	defer c.watch(ctx)()
-	var hb [HelloSize]byte
-	h := Hello{Magic: Magic, Version: Version, Region: size}
+	var hb [HelloRingsSize]byte
+	h := Hello{Magic: Magic, Version: version, Region: size}
 	h.Encode(hb[:])
-	if _, err := c.uc.Write(hb[:]); err != nil {
+	if _, err := c.uc.Write(hb[:helloSize(version)]); err != nil {
 		return fmt.Errorf("zonefold: send hello: %w", err)
 	}
-	var rb [HelloReplySize + 1]byte
+	var rb [HelloReplyV2Size + 1]byte
 	oob := make([]byte, unix.CmsgSpace(4))
 	n, oobn, _, _, err := c.uc.ReadMsgUnix(rb[:], oob)
 	if err != nil {
 		return fmt.Errorf("zonefold: read hello reply: %w", err)
 	}
+	var fd = -1
+	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
+		if fds, err := unix.ParseUnixRights(&msgs[0]); err == nil && len(fds) == 1 {
+			fd = fds[0]
+		}
+	}
+	if fd >= 0 {
+		defer unix.Close(fd)
+	}
 	rep, err := ParseHelloReply(rb[:n])
 	if err != nil {
-		return err
+		return fmt.Errorf("zonefold: not a zonefold daemon: %w", err)
 	}
 	if rep.Status != StatusOK {
+		if rep.Status == StatusVersion {
+			return fmt.Errorf("zonefold: daemon refused the connection: %w", &versionError{speaks: rep.Version, asked: version})
+		}
 		return fmt.Errorf("zonefold: daemon refused the connection: %w", rep.Status)
 	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) != 1 {
-		return fmt.Errorf("zonefold: hello reply without the region: %v", err)
+	if fd < 0 {
+		return errors.New("zonefold: hello reply without the region")
 	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != 1 {
-		return fmt.Errorf("zonefold: hello reply without the region: %v", err)
+	mapSize := rep.Region
+	if version == VersionRings {
+		if err := checkRingLayout(&rep, n); err != nil {
+			return fmt.Errorf("zonefold: not a zonefold daemon: %w", err)
+		}
+		mapSize = rep.MapSize
 	}
-	defer unix.Close(fds[0])
-	mem, err := unix.Mmap(fds[0], 0, int(rep.Region), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := unix.Mmap(fd, 0, int(mapSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return fmt.Errorf("zonefold: map region: %w", err)
 	}
-	c.region, c.info = mem, rep
+	c.mapped, c.region, c.info = mem, mem[:rep.Region], rep
+	if version == VersionRings {
+		area := mem[rep.RingOff:]
+		n := rep.Entries
+		c.ring = &clientRing{entries: n, mask: n - 1,
+			sqTail: word(area, RingSQTail), sqFlags: word(area, RingSQFlags),
+			cqHead: word(area, RingCQHead), cqTail: word(area, RingCQTail), cqFlags: word(area, RingCQFlags),
+			sqes: area[rep.SQOff : rep.SQOff+n*RequestSize],
+			cqes: area[rep.CQOff : rep.CQOff+n*ReplySize],
+		}
+		rc, err := c.uc.SyscallConn()
+		if err != nil {
+			return fmt.Errorf("zonefold: socket: %w", err)
+		}
+		rc.Control(func(fd uintptr) { c.fd = int(fd) })
+	}
 	return nil
 }
 
+// maxMapSize bounds what a version 2 client maps: the largest region
+// and more than the largest ring area.
+const maxMapSize = MaxRegion + 1<<20
+
+// checkRingLayout checks that a version 2 hello reply describes rings
+// that fit in the region it maps.
+func checkRingLayout(r *HelloReply, n int) error {
+	e := uint64(r.Entries)
+	switch {
+	case n != HelloReplyV2Size || r.Version != VersionRings:
+		return fmt.Errorf("version %d hello reply of %d bytes to a version %d hello", r.Version, n, VersionRings)
+	case e == 0 || e&(e-1) != 0 || e > MaxRingEntries:
+		return fmt.Errorf("rings of %d entries", e)
+	case r.MapSize > maxMapSize:
+		return fmt.Errorf("a mapping of %d bytes (at most %d)", r.MapSize, uint64(maxMapSize))
+	case r.Region > r.RingOff || r.RingOff > r.MapSize || r.SQOff%64 != 0 || r.CQOff%64 != 0 ||
+		r.RingOff+uint64(r.SQOff)+e*RequestSize > r.MapSize ||
+		r.RingOff+uint64(r.CQOff)+e*ReplySize > r.MapSize ||
+		uint64(r.SQOff) < RingCQFlags+4 || uint64(r.CQOff) < RingCQFlags+4 || r.RingOff%8 != 0:
+		return fmt.Errorf("rings at %d+%d/%d do not fit a region of %d", r.RingOff, r.SQOff, r.CQOff, r.MapSize)
+	}
+	return nil
+}
+
+// Why a context ended, for a futex wait that it interrupts.
+const (
+	ctxCanceled = 1 + iota
+	ctxDeadline
+)
+
 // watch applies ctx to the connection until the returned func is
-// called: a deadline, and cancellation by an immediate deadline.
+// called: a deadline, and cancellation by an immediate deadline (socket
+// framing) or a wakeup of the futex wait (rings). When the returned func
+// returns, the context's callback has finished or will never run: it
+// cannot touch the connection after Close or cancel a later call.
 func (c *Client) watch(ctx context.Context) func() {
+	if ctx.Done() == nil {
+		return func() {} // never canceled, no deadline
+	}
 	if d, ok := ctx.Deadline(); ok {
-		c.uc.SetDeadline(d)
+		c.setDeadline(d)
 	}
-	stop := context.AfterFunc(ctx, func() { c.uc.SetDeadline(time.Now()) })
+	uc, r := c.uc, c.ring
+	done := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(done)
+		why := int32(ctxCanceled)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			why = ctxDeadline
+		}
+		c.canceled.Store(why)
+		if r != nil {
+			r.interrupt()
+		} else {
+			uc.SetDeadline(time.Now())
+		}
+	})
 	return func() {
-		stop()
-		c.uc.SetDeadline(time.Time{})
+		if !stop() {
+			<-done // the callback started: let it finish
+		}
+		c.canceled.Store(0)
+		c.setDeadline(time.Time{})
 	}
+}
+
+// setDeadline bounds every wait of the connection until t (zero: none).
+// With rings the waits are futex waits and the socket is left to
+// watchDaemon, without a deadline (the hello's is cleared).
+func (c *Client) setDeadline(t time.Time) {
+	if c.ring == nil || t.IsZero() {
+		c.uc.SetDeadline(t)
+	}
+	if t.IsZero() {
+		c.deadline.Store(0)
+	} else {
+		c.deadline.Store(t.UnixNano())
+	}
+}
+
+// interrupt wakes the client if it sleeps in the futex wait for
+// replies: it clears CQWaiting first, so that a wait that has not begun
+// yet does not begin (the word no longer holds CQWaiting).
+func (r *clientRing) interrupt() {
+	atomic.AndUint32(r.cqFlags, ^uint32(CQWaiting))
+	futexWake(r.cqFlags)
 }
 
 // Close ends the session; the daemon closes its handles.
@@ -127,15 +314,20 @@ func (c *Client) Close() error {
 		return nil
 	}
 	err := c.uc.Close()
-	if c.region != nil {
-		unix.Munmap(c.region)
-		c.region = nil
+	if c.watcherDone != nil {
+		<-c.watcherDone // it may wake the futex, in the region
+	}
+	if c.mapped != nil {
+		unix.Munmap(c.mapped)
+		c.mapped, c.region = nil, nil
 	}
 	c.uc = nil
 	return err
 }
 
-// Limits is what the daemon granted.
+// Limits is what the daemon granted. MaxInflight is the most requests
+// the client may have outstanding (with rings: from Submit until Recv
+// returns their replies).
 func (c *Client) Limits() HelloReply { return c.info }
 
 // Data is the part of the shared region for I/O data: a request's Addr
@@ -153,6 +345,25 @@ func (c *Client) Submit(reqs []Request) error {
 	if len(reqs) == 0 || len(reqs) > MaxBatch {
 		return fmt.Errorf("zonefold: batch of %d requests (1..%d)", len(reqs), MaxBatch)
 	}
+	if r := c.ring; r != nil {
+		n := uint32(len(reqs))
+		if r.tail-r.head+n > r.entries {
+			return fmt.Errorf("zonefold: %d requests outstanding and %d more, the rings hold %d", r.tail-r.head, n, r.entries)
+		}
+		for i := range reqs {
+			j := (r.tail + uint32(i)) & r.mask
+			reqs[i].Encode(r.sqes[j*RequestSize : (j+1)*RequestSize])
+		}
+		r.tail += n
+		atomic.StoreUint32(r.sqTail, r.tail)
+		// Sequentially consistent with the daemon's store of
+		// SQNeedWakeup and its load of the tail: one side sees the
+		// other.
+		if f := atomic.LoadUint32(r.sqFlags); f&SQNeedWakeup != 0 && atomic.CompareAndSwapUint32(r.sqFlags, f, f&^SQNeedWakeup) {
+			return c.doorbell()
+		}
+		return nil
+	}
 	b := c.sbuf[:len(reqs)*RequestSize]
 	for i := range reqs {
 		reqs[i].Encode(b[i*RequestSize:])
@@ -163,12 +374,25 @@ func (c *Client) Submit(reqs []Request) error {
 	return nil
 }
 
+// doorbell wakes the daemon without waiting: if its socket is full, the
+// doorbells it has not read yet wake it.
+func (c *Client) doorbell() error {
+	err := unix.Sendto(c.fd, doorbellMsg[:], unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, nil)
+	if err != nil && !errors.Is(err, unix.EAGAIN) {
+		return fmt.Errorf("zonefold: wake the daemon: %w", err)
+	}
+	return nil
+}
+
 // Recv waits for the next batch of replies and decodes it into reps,
 // which must have room for MaxBatch.
 func (c *Client) Recv(reps []Reply) (int, error) {
+	if r := c.ring; r != nil {
+		return c.recvRing(r, reps)
+	}
 	n, err := c.uc.Read(c.rbuf)
 	if err != nil {
-		if errors.Is(err, io.EOF) {
+		if closedByPeer(err) {
 			return 0, fmt.Errorf("zonefold: daemon closed the connection: %w", io.ErrUnexpectedEOF)
 		}
 		return 0, fmt.Errorf("zonefold: receive: %w", err)
@@ -183,6 +407,92 @@ func (c *Client) Recv(reps []Reply) (int, error) {
 			Val: le.Uint64(b[16:]), Val2: le.Uint64(b[24:])}
 	}
 	return k, nil
+}
+
+// closedByPeer says whether a read error means the daemon closed the
+// connection: end of stream, or a reset when it closed with doorbells of
+// ours unread.
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, unix.ECONNRESET)
+}
+
+// recvRing takes the replies the daemon has published, waiting for at
+// least one: a short spin if the daemon has lately been quick, then
+// sleep until its doorbell.
+func (c *Client) recvRing(r *clientRing, reps []Reply) (int, error) {
+	var start time.Time // of the wait, if the replies were not there
+	slept := false
+	for {
+		t := atomic.LoadUint32(r.cqTail)
+		avail := t - r.head
+		if avail > r.entries {
+			return 0, fmt.Errorf("zonefold: the daemon's completion tail %d is more than a ring past %d", t, r.head)
+		}
+		if avail > 0 {
+			if !start.IsZero() {
+				r.gap += (time.Since(start) - r.gap) / 8
+			}
+			k := min(int(avail), len(reps))
+			for i := range k {
+				j := (r.head + uint32(i)) & r.mask
+				b := r.cqes[j*ReplySize : (j+1)*ReplySize]
+				reps[i] = Reply{Tag: le.Uint64(b[0:]), Status: Status(le.Uint32(b[8:])),
+					Val: le.Uint64(b[16:]), Val2: le.Uint64(b[24:])}
+			}
+			r.head += uint32(k)
+			atomic.StoreUint32(r.cqHead, r.head)
+			return k, nil
+		}
+		if start.IsZero() {
+			start = time.Now()
+		}
+		if !slept && r.gap < spinMax && time.Since(start) < max(2*r.gap, spinMax/8) {
+			runtime.Gosched()
+			continue
+		}
+		atomic.StoreUint32(r.cqFlags, CQWaiting)
+		if atomic.LoadUint32(r.cqTail) != r.head {
+			atomic.StoreUint32(r.cqFlags, 0)
+			continue
+		}
+		slept = true
+		err := c.sleep(r)
+		atomic.StoreUint32(r.cqFlags, 0)
+		if err != nil {
+			return 0, err
+		}
+	}
+}
+
+// sleep waits on the CQWaiting futex until the daemon publishes
+// replies, the deadline passes, the context is canceled or the daemon
+// goes away. The caller has set CQWaiting. Each of those wakes the
+// futex after clearing CQWaiting (the daemon, interrupt), so a wakeup
+// between the checks here and the wait ends the wait at once: there is
+// no time slice to poll in.
+func (c *Client) sleep(r *clientRing) error {
+	for atomic.LoadUint32(r.cqTail) == r.head {
+		switch c.canceled.Load() {
+		case ctxCanceled:
+			return fmt.Errorf("zonefold: receive: %w", context.Canceled)
+		case ctxDeadline:
+			return fmt.Errorf("zonefold: receive: %w", os.ErrDeadlineExceeded)
+		}
+		if c.gone.Load() {
+			return fmt.Errorf("zonefold: daemon closed the connection: %w", io.ErrUnexpectedEOF)
+		}
+		timeout := time.Duration(-1)
+		if d := c.deadline.Load(); d != 0 {
+			if timeout = time.Duration(d - time.Now().UnixNano()); timeout <= 0 {
+				return fmt.Errorf("zonefold: receive: %w", os.ErrDeadlineExceeded)
+			}
+		}
+		futexWait(r.cqFlags, CQWaiting, timeout)
+		// Woken (by the daemon, a cancellation, the daemon's end), a
+		// signal or the deadline: say again that we sleep, then look.
+		atomic.StoreUint32(r.cqFlags, CQWaiting)
+	}
+	return nil
 }
 
 // roundTrip sends c.reqs as one batch, tagged 1..n after c.tag, and

@@ -26,8 +26,10 @@ const maxLoggedBadRequests = 8
 
 // slot is one request in flight: parsed header and reply, reused.
 type slot struct {
-	req Request
-	rep Reply
+	req   Request
+	rep   Reply
+	next  *slot // the next request of a piece of inline work
+	piece bool  // the first request of a piece of inline work
 }
 
 // handle is one open file of a connection. mu is held shared while a
@@ -52,19 +54,25 @@ type handleTable struct {
 
 // conn is one client session.
 //
-// Its goroutines: the reader takes requests off the socket and runs the
-// ones that only touch memory itself (inline); workers run the rest; the
-// writer sends every reply. Only the writer ever sends, so a client that
-// does not read its replies blocks the writer, never request intake: the
-// reader keeps taking requests until the client has MaxInflight of them
-// unanswered (replies not yet sent), which a client that keeps within
-// the limit it was given never reaches.
+// Its goroutines: the reader takes requests (off the socket, or off the
+// submission ring) and runs the ones that only touch memory itself
+// (inline); workers run the rest. With socket framing the writer sends
+// every reply; only it ever sends, so a client that does not read its
+// replies blocks the writer, never request intake: the reader keeps
+// taking requests until the client has MaxInflight of them unanswered
+// (replies not yet sent), which a client that keeps within the limit it
+// was given never reaches. With rings, replies are posted on the
+// completion ring, which always has room for every request taken, and
+// the doorbell never waits: nothing the client does can block them.
 type conn struct {
 	s      *Server
 	id     uint64
 	uc     *net.UnixConn
 	log    *slog.Logger
-	region []byte
+	fd     int    // uc's descriptor, for doorbells that must not wait
+	region []byte // data and names: requests' ranges lie in it
+	mapped []byte // the whole region, rings included
+	ring   *rings // version 2; nil with socket framing
 	charge uint64 // bytes of the server's shared-memory budget it holds
 
 	ctx    context.Context // canceled when the connection ends
@@ -78,6 +86,7 @@ type conn struct {
 	inflight sync.WaitGroup // requests read whose replies are not sent yet
 	workers  int            // started; only the reader changes it
 	busy     atomic.Int64   // requests handed to workers and not finished
+	pieces   atomic.Int64   // pieces of inline work running (runInline)
 	workerWG sync.WaitGroup
 	writerWG sync.WaitGroup
 	writerQ  chan struct{} // closed when every reply is sent: the writer ends
@@ -91,6 +100,7 @@ type conn struct {
 
 	handles  handleTable
 	rbuf     []byte  // a batch of requests
+	inline   []*slot // the batch's requests the reader runs (or chunks out)
 	answered []*slot // the reader's answered requests of this batch
 	wbuf     []byte  // the writer's batch of replies
 	wslots   []*slot // the writer's answered requests being sent
@@ -134,12 +144,11 @@ func newConn(s *Server, uc *net.UnixConn) *conn {
 		stopCh: make(chan struct{}),
 		// One request more than a batch may hold, so that an oversize
 		// message is seen as such rather than silently truncated.
-		rbuf:     make([]byte, (MaxBatch+1)*RequestSize),
-		wbuf:     make([]byte, 0, MaxBatch*ReplySize),
-		answered: make([]*slot, 0, MaxBatch),
-		wslots:   make([]*slot, 0, MaxInflight),
-		writerQ:  make(chan struct{}),
-		replies:  replyQueue{items: make([]*slot, 0, MaxInflight), wake: make(chan struct{}, 1)},
+		rbuf:    make([]byte, (MaxBatch+1)*RequestSize),
+		wbuf:    make([]byte, 0, MaxBatch*ReplySize),
+		wslots:  make([]*slot, 0, MaxInflight),
+		writerQ: make(chan struct{}),
+		replies: replyQueue{items: make([]*slot, 0, MaxInflight), wake: make(chan struct{}, 1)},
 	}
 }
 
@@ -164,21 +173,36 @@ func (c *conn) abort() {
 // serve runs the session to its end and releases everything it holds.
 func (c *conn) serve() {
 	defer c.uc.Close()
-	defer func() { c.s.shm.Add(-int64(c.charge)) }() // after the unmap
+	defer func() {
+		if c.mapped != nil {
+			unix.Munmap(c.mapped)
+		}
+		c.s.shm.Add(-int64(c.charge))
+	}()
 	if err := c.hello(); err != nil {
 		c.s.stats.protocolErrors.Add(1)
 		c.log.Warn("server: closing connection: bad hello", "err", err)
 		return
 	}
-	defer unix.Munmap(c.region)
-	c.slots = make([]slot, MaxInflight)
-	c.free = make(chan *slot, MaxInflight)
-	c.work = make(chan *slot, MaxInflight)
+	depth := MaxInflight
+	if c.ring != nil {
+		depth = int(c.ring.entries)
+	}
+	c.slots = make([]slot, depth)
+	c.free = make(chan *slot, depth)
+	c.work = make(chan *slot, depth)
 	for i := range c.slots {
 		c.free <- &c.slots[i]
 	}
-	c.writerWG.Go(c.writer)
-	reason := c.readLoop()
+	c.answered = make([]*slot, 0, depth)
+	c.inline = make([]*slot, 0, depth)
+	var reason string
+	if c.ring != nil {
+		reason = c.ringLoop()
+	} else {
+		c.writerWG.Go(c.writer)
+		reason = c.readLoop()
+	}
 	// Teardown: nothing new is read. Requests in flight finish (a
 	// vanished client's are canceled), their replies go out if the
 	// client is still there, and only then are the handles closed and
@@ -200,6 +224,7 @@ func (c *conn) serve() {
 }
 
 // hello reads the client's hello and answers it with the region's memfd.
+// The version is the client's: socket framing (1) or rings (2).
 func (c *conn) hello() error {
 	c.uc.SetReadDeadline(time.Now().Add(helloTimeout))
 	n, err := c.uc.Read(c.rbuf)
@@ -211,44 +236,70 @@ func (c *conn) hello() error {
 	}
 	c.uc.SetReadDeadline(time.Time{})
 	h, st, perr := ParseHello(c.rbuf[:n])
-	rep := HelloReply{Magic: Magic, Version: Version, Status: st, MaxBatch: MaxBatch, MaxInflight: MaxInflight, MaxIO: MaxIO}
-	var buf [HelloReplySize]byte
-	if perr != nil {
-		rep.Encode(buf[:])
-		c.uc.Write(buf[:])
-		return perr
+	rep := HelloReply{Magic: Magic, Version: h.Version, Status: st, MaxBatch: MaxBatch, MaxInflight: MaxInflight, MaxIO: MaxIO}
+	var buf [HelloReplyV2Size]byte
+	refuse := func(st Status, err error) error {
+		rep.Status = st
+		n := HelloReplySize
+		switch {
+		case st == StatusVersion:
+			// A version this daemon does not speak gets the version 1
+			// reply, which every client reads, naming the newest
+			// version it does speak.
+			rep.Version = Version
+		case h.Version == VersionRings:
+			n = HelloReplyV2Size
+		default:
+			rep.Version = VersionFraming
+		}
+		rep.Encode(buf[:n])
+		c.uc.Write(buf[:n])
+		return err
 	}
+	if perr != nil {
+		return refuse(st, perr)
+	}
+	page := uint64(os.Getpagesize())
 	size := h.Region
 	if size == 0 {
 		size = DefaultRegion
 	}
-	page := uint64(os.Getpagesize())
 	size = (size + page - 1) / page * page
-	if !c.s.reserveShm(int64(size)) {
-		c.s.stats.refused.Add(1)
-		rep.Status = StatusNoMemory
-		rep.Encode(buf[:])
-		c.uc.Write(buf[:])
-		return fmt.Errorf("region of %d bytes asked for, %d of the daemon's %d bytes of shared memory are taken",
-			size, c.s.shm.Load(), c.s.maxShm)
+	total := size
+	if h.Version == VersionRings {
+		rep.Entries = ringEntries(h.Entries)
+		sqOff, cqOff, ringBytes := ringLayout(rep.Entries)
+		rep.RingOff, rep.SQOff, rep.CQOff = size, sqOff, cqOff
+		rep.MaxInflight = rep.Entries
+		total += ringBytes
+		rep.MapSize = total
 	}
-	c.charge = size
-	fd, mem, err := newRegion(int(size))
+	if !c.s.reserveShm(int64(total)) {
+		c.s.stats.refused.Add(1)
+		return refuse(StatusNoMemory, fmt.Errorf("region of %d bytes asked for, %d of the daemon's %d bytes of shared memory are taken",
+			total, c.s.shm.Load(), c.s.maxShm))
+	}
+	c.charge = total
+	fd, mem, err := newRegion(int(total))
 	if err != nil {
-		rep.Status = StatusNoMemory
-		rep.Encode(buf[:])
-		c.uc.Write(buf[:])
-		return err
+		return refuse(StatusNoMemory, err)
 	}
 	defer unix.Close(fd)
-	c.region = mem
+	c.mapped, c.region = mem, mem[:size]
+	if h.Version == VersionRings {
+		c.ring = newRings(mem[size:], rep.Entries)
+		rc, err := c.uc.SyscallConn()
+		if err != nil {
+			return fmt.Errorf("socket descriptor: %w", err)
+		}
+		rc.Control(func(fd uintptr) { c.fd = int(fd) })
+	}
 	rep.Region = size
 	rep.Encode(buf[:])
-	if _, _, err := c.uc.WriteMsgUnix(buf[:], unix.UnixRights(fd), nil); err != nil {
-		unix.Munmap(mem)
+	if _, _, err := c.uc.WriteMsgUnix(buf[:rep.size()], unix.UnixRights(fd), nil); err != nil {
 		return fmt.Errorf("send hello reply: %w", err)
 	}
-	c.log.Debug("server: client connected", "region", size)
+	c.log.Debug("server: client connected", "version", h.Version, "region", size, "entries", rep.Entries)
 	return nil
 }
 
@@ -285,10 +336,10 @@ func (c *conn) readLoop() string {
 		switch {
 		case err != nil && c.stopping.Load():
 			return "daemon shutting down"
-		case errors.Is(err, io.EOF) || n == 0 && err == nil:
+		case n == 0 && err == nil:
 			return "client closed the connection"
 		case err != nil:
-			return fmt.Sprintf("read: %v", err)
+			return readEnd(err)
 		}
 		// A batch read as shutdown began is still served.
 		if n%RequestSize != 0 || n > MaxBatch*RequestSize {
@@ -300,80 +351,25 @@ func (c *conn) readLoop() string {
 		stats.msgsIn.Add(1)
 		stats.requestsIn.Add(int64(n / RequestSize))
 		for off := 0; off < n; off += RequestSize {
-			var sl *slot
-			select {
-			case sl = <-c.free:
-			default:
-				// The client has MaxInflight requests unanswered: hand
-				// what this batch has answered to the writer, then wait
-				// until it has sent a reply.
-				c.flushAnswered()
-				select {
-				case sl = <-c.free:
-				case <-c.stopCh:
-					// Shutdown meanwhile: the rest of this batch is
-					// not served.
-					return "daemon shutting down"
-				case <-c.ctx.Done():
-					return "sending replies failed"
-				}
+			sl, reason := c.freeSlot()
+			if sl == nil {
+				// Shutdown meanwhile: the rest of this batch is not
+				// served.
+				return reason
 			}
-			c.inflight.Add(1)
-			req, st := ParseRequest(c.rbuf[off:off+RequestSize], uint64(len(c.region)))
-			sl.req = req
-			sl.rep = Reply{Tag: req.Tag, Status: st}
-			if st != StatusOK {
-				c.badRequest(&sl.req, st)
-				c.answered = append(c.answered, sl)
-				continue
-			}
-			if inline(&req) {
-				c.exec(sl)
-				c.answered = append(c.answered, sl)
-				continue
-			}
-			if c.busy.Add(1) > int64(c.workers) {
-				// Every worker is busy: one more, so that requests run
-				// in parallel up to the client's queue depth. Workers
-				// live as long as the connection.
-				c.workers++
-				c.workerWG.Go(c.worker)
-			}
-			c.work <- sl
+			c.take(sl, c.rbuf[off:off+RequestSize])
 		}
-		c.flushAnswered()
+		c.runInline()
+		c.postAnswered(postAlone)
 	}
 }
 
-// flushAnswered hands the requests the reader answered to the writer.
-func (c *conn) flushAnswered() {
-	if len(c.answered) > 0 {
-		c.replies.push(c.answered...)
-		clear(c.answered)
-		c.answered = c.answered[:0]
+// readEnd is why a session ended, from the error that ended its read.
+func readEnd(err error) string {
+	if errors.Is(err, io.EOF) {
+		return "client closed the connection"
 	}
-}
-
-// inlineMax is the largest write the reader copies into the cache
-// itself; larger ones go to workers, which copy several at once.
-const inlineMax = 64 << 10
-
-// inline says which requests the reader runs itself rather than handing
-// them to a worker: those that only touch memory in the common case. A
-// small write goes to the cache; handing it to a worker would cost two
-// goroutine switches, more than the copy (measured: 2.5x the IOPS at 4k
-// QD128). The price: a write that waits (dirty throttling, a block under
-// writeback) holds up the requests behind it on this connection, only.
-// Reads may wait for the device, and fsync and namespace operations for
-// the metadata log, so they run on workers.
-func inline(q *Request) bool {
-	switch q.Op {
-	case OpWrite:
-		return q.Len <= inlineMax
-	case OpNop, OpFstat:
-		return true
-	}
-	return false
+	return fmt.Sprintf("read: %v", err)
 }
 
 // badRequest logs a request that failed the parser.
@@ -384,14 +380,6 @@ func (c *conn) badRequest(q *Request, st Status) {
 		c.badLogged++
 		c.log.Warn("server: malformed request", "op", q.Op, "tag", q.Tag, "handle", q.Handle,
 			"off", q.Off, "addr", q.Addr, "len", q.Len, "status", st.Error())
-	}
-}
-
-func (c *conn) worker() {
-	for sl := range c.work {
-		c.exec(sl)
-		c.busy.Add(-1)
-		c.replies.push(sl)
 	}
 }
 

@@ -171,12 +171,13 @@ func TestFioHighIodepthDoesNotHang(t *testing.T) {
 // TestFioRefusesIodepthAboveTheLimit: a job deeper than the daemon lets a
 // connection go is refused in the engine's init, with a message that
 // names the limit (issue 13 item 2). Before the fix fio crashed (SIGSEGV,
-// then "double free or corruption"): the engine failed fio's buffer
-// allocation, which fio does not check.
+// then "double free or corruption") at iodepth 512, then the limit: the
+// engine failed fio's buffer allocation, which fio does not check. With
+// rings (protocol version 2) the limit is MaxRingEntries - 2.
 func TestFioRefusesIodepthAboveTheLimit(t *testing.T) {
 	fioEnv(t)
 	d := newServe(t)
-	for _, depth := range []int{512, 4096} {
+	for _, depth := range []int{4095, 10000} {
 		t.Run(strconv.Itoa(depth), func(t *testing.T) {
 			name := fmt.Sprintf("qd%d", depth)
 			out, err := runFioWatched(t, d, fioArgs(t, d, name, "--iodepth="+strconv.Itoa(depth))...)
@@ -184,7 +185,7 @@ func TestFioRefusesIodepthAboveTheLimit(t *testing.T) {
 			if !errors.As(err, &ee) || ee.ExitCode() <= 0 {
 				t.Fatalf("fio at iodepth %d: %v, want a plain failure exit\n%s", depth, err, out)
 			}
-			want := fmt.Sprintf("iodepth %d is above the daemon's limit of 511", depth)
+			want := fmt.Sprintf("iodepth %d is above the daemon's limit of %d", depth, server.MaxRingEntries-2)
 			if !strings.Contains(out, want) {
 				t.Fatalf("fio at iodepth %d does not say %q:\n%s", depth, want, out)
 			}

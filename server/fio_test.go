@@ -362,7 +362,7 @@ func rawSend(t *testing.T, socket string, hello bool, msg []byte) {
 	nc.SetDeadline(time.Now().Add(time.Minute))
 	buf := make([]byte, 64<<10)
 	if hello {
-		h := server.Hello{Magic: server.Magic, Version: server.Version, Region: 1 << 20}
+		h := server.Hello{Magic: server.Magic, Version: server.VersionFraming, Region: 1 << 20}
 		hb := make([]byte, server.HelloSize)
 		h.Encode(hb)
 		if _, err := nc.Write(hb); err != nil {

@@ -37,11 +37,11 @@ func awaitProgress(t testing.TB, what string, target int64, value func() int64) 
 	}
 }
 
-// neverReads says hello, opens a file and sends n small writes, one per
-// message, from a goroutine, and never reads a reply.
+// neverReads says hello (socket framing), opens a file and sends n small
+// writes, one per message, from a goroutine, and never reads a reply.
 func neverReads(t *testing.T, socket string, n int) *Client {
 	t.Helper()
-	c := dial(t, socket)
+	c := dialFraming(t, socket)
 	h, _, err := c.Open(context.Background(), "never-reads", OpenCreate)
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +99,13 @@ func TestClientThatNeverReadsRepliesCannotWedgeTheDaemon(t *testing.T) {
 	// Shutdown with another such client connected finishes.
 	neverReads(t, d.socket, MaxInflight)
 	awaitProgress(t, "requests taken in from the second client", 2*MaxInflight, stats.requestsIn.Load)
+	awaitShutdown(t, d)
+}
+
+// awaitShutdown stops d and waits for Run to return nil, under the
+// watchdog.
+func awaitShutdown(t *testing.T, d *daemon) {
+	t.Helper()
 	stopped := make(chan error, 1)
 	go func() { stopped <- d.stop(t) }()
 	awaitProgress(t, "shutdown", 1, func() int64 {
@@ -120,15 +127,27 @@ func TestClientThatNeverReadsRepliesCannotWedgeTheDaemon(t *testing.T) {
 // Before the caps, every one of these clients was accepted.
 func TestClientCaps(t *testing.T) {
 	cfg := testConfig(emuDevice(t), filepath.Join(t.TempDir(), "zf.sock"))
+	// Each connection's region holds its rings too.
+	_, _, rings := ringLayout(ringEntries(0))
 	cfg.MaxConns = 3
-	cfg.MaxSharedMemory = 4 << 20
+	cfg.MaxSharedMemory = 4<<20 + 3*int64(rings)
 	d := startDaemon(t, cfg)
 	ctx := context.Background()
+	// dialSize dials, and after a refusal waits for that session to
+	// end: the client has its answer before the daemon has torn down.
+	served := 0
 	dialSize := func(size int) (*Client, error) {
 		c, err := Dial(ctx, d.socket, size)
 		if err == nil {
+			served++
 			t.Cleanup(func() { c.Close() })
 		}
+		awaitProgress(t, "refused sessions' end", 1, func() int64 {
+			if d.connections() == served {
+				return 1
+			}
+			return 0
+		})
 		return c, err
 	}
 	// A refused client counts against the connection cap until the
@@ -156,8 +175,8 @@ func TestClientCaps(t *testing.T) {
 	if _, err := dialSize(1 << 20); err != nil {
 		t.Fatalf("a region within the budget: %v", err)
 	}
-	if used := d.srv.SharedMemory(); used != 4<<20 {
-		t.Fatalf("%d bytes of shared memory in use, want %d", used, 4<<20)
+	if used, want := d.srv.SharedMemory(), 4<<20+2*int64(rings); used != want {
+		t.Fatalf("%d bytes of shared memory in use, want %d", used, want)
 	}
 
 	// Connections: a third fits (a small region), a fourth does not.
@@ -165,8 +184,9 @@ func TestClientCaps(t *testing.T) {
 		t.Fatalf("over the budget by a little: %v", err)
 	}
 	big.Close()
+	served--
 	awaitProgress(t, "the big client's memory given back", 1, func() int64 {
-		if d.srv.SharedMemory() == 1<<20 {
+		if d.srv.SharedMemory() == 1<<20+int64(rings) {
 			return 1
 		}
 		return 0

@@ -15,16 +15,24 @@ import (
 
 // Protocol identity.
 const (
-	Magic   = 0x444c465a // "ZFLD" in little endian
-	Version = 1
+	Magic = 0x444c465a // "ZFLD" in little endian
+	// VersionFraming carries requests and replies as socket messages.
+	VersionFraming = 1
+	// VersionRings carries them in a submission and a completion ring in
+	// the shared region; the socket only rings doorbells.
+	VersionRings = 2
+	// Version is the newest version this daemon speaks.
+	Version = VersionRings
 )
 
 // Sizes of the fixed headers, in bytes.
 const (
-	HelloSize      = 16
-	HelloReplySize = 32
-	RequestSize    = 48
-	ReplySize      = 32
+	HelloSize        = 16 // version 1
+	HelloRingsSize   = 32 // version 2
+	HelloReplySize   = 32 // version 1
+	HelloReplyV2Size = 64 // version 2
+	RequestSize      = 48
+	ReplySize        = 32
 )
 
 // Limits the daemon advertises in the hello reply.
@@ -166,62 +174,107 @@ func statusOf(err error) Status {
 }
 
 // Hello is the client's first message.
+//
+//	0 magic u32 · 4 version u16 · 6 flags u16 · 8 region u64
+//	version 2 only: 16 entries u32 · 20 reserved u32 · 24 reserved u64
 type Hello struct {
 	Magic   uint32
 	Version uint16
 	Flags   uint16 // 0
 	Region  uint64 // bytes of shared memory asked for; 0: DefaultRegion
+	Entries uint32 // VersionRings: ring entries asked for; 0: DefaultRingEntries
 }
 
 // HelloReply answers Hello; on StatusOK the message carries the region's
 // memfd (SCM_RIGHTS).
+//
+//	0 magic u32 · 4 version u16 · 6 reserved u16 · 8 status u32
+//	12 max_batch u32 · 16 region u64 · 24 max_inflight u32 · 28 max_io u32
+//	version 2 only: 32 ring_off u64 · 40 map_size u64 · 48 entries u32
+//	52 sq_off u32 · 56 cq_off u32 · 60 reserved u32
 type HelloReply struct {
 	Magic       uint32
 	Version     uint16
 	Status      Status
 	MaxBatch    uint32
-	Region      uint64 // bytes granted
+	Region      uint64 // bytes granted for data and names: requests' ranges lie in [0, Region)
 	MaxInflight uint32
 	MaxIO       uint32
+	// VersionRings: where the rings are.
+	RingOff uint64 // start of the ring area; Region rounded up to a page
+	MapSize uint64 // bytes to map: RingOff + the ring area
+	Entries uint32 // of each ring, a power of two
+	SQOff   uint32 // submission entries, from RingOff
+	CQOff   uint32 // completion entries, from RingOff
 }
 
 var le = binary.LittleEndian
 
-// Encode writes h into b (HelloSize bytes).
+// Encode writes h into b: HelloSize bytes for version 1, HelloRingsSize
+// for version 2 and later.
 func (h *Hello) Encode(b []byte) {
 	_ = b[HelloSize-1]
 	le.PutUint32(b[0:], h.Magic)
 	le.PutUint16(b[4:], h.Version)
 	le.PutUint16(b[6:], h.Flags)
 	le.PutUint64(b[8:], h.Region)
+	if h.Version >= VersionRings {
+		_ = b[HelloRingsSize-1]
+		le.PutUint32(b[16:], h.Entries)
+		le.PutUint32(b[20:], 0)
+		le.PutUint64(b[24:], 0)
+	}
+}
+
+// helloSize is the size of a hello of version v.
+func helloSize(v uint16) int {
+	if v >= VersionRings {
+		return HelloRingsSize
+	}
+	return HelloSize
 }
 
 // ParseHello decodes and checks a hello message. The status says which
 // reply a bad hello gets: StatusVersion for a version this daemon does
-// not speak, StatusInvalid for anything else malformed.
+// not speak (the reply then names the newest it does), StatusInvalid for
+// anything else malformed.
 func ParseHello(b []byte) (Hello, Status, error) {
 	var h Hello
-	if len(b) != HelloSize {
-		return h, StatusInvalid, fmt.Errorf("hello is %d bytes, want %d", len(b), HelloSize)
+	if len(b) < 8 {
+		return h, StatusInvalid, fmt.Errorf("hello is %d bytes, want %d or %d", len(b), HelloSize, HelloRingsSize)
 	}
 	h.Magic = le.Uint32(b[0:])
 	h.Version = le.Uint16(b[4:])
 	h.Flags = le.Uint16(b[6:])
-	h.Region = le.Uint64(b[8:])
 	switch {
 	case h.Magic != Magic:
 		return h, StatusInvalid, fmt.Errorf("hello magic %#x, want %#x", h.Magic, uint32(Magic))
-	case h.Version != Version:
-		return h, StatusVersion, fmt.Errorf("protocol version %d, this daemon speaks %d", h.Version, Version)
+	case h.Version != VersionFraming && h.Version != VersionRings:
+		return h, StatusVersion, fmt.Errorf("protocol version %d, this daemon speaks %d and %d",
+			h.Version, VersionFraming, VersionRings)
+	case len(b) != helloSize(h.Version):
+		return h, StatusInvalid, fmt.Errorf("version %d hello is %d bytes, want %d", h.Version, len(b), helloSize(h.Version))
+	}
+	h.Region = le.Uint64(b[8:])
+	if h.Version >= VersionRings {
+		h.Entries = le.Uint32(b[16:])
+		if le.Uint32(b[20:]) != 0 || le.Uint64(b[24:]) != 0 {
+			return h, StatusInvalid, errors.New("hello reserved fields set")
+		}
+	}
+	switch {
 	case h.Flags != 0:
 		return h, StatusInvalid, fmt.Errorf("hello flags %#x, want 0", h.Flags)
 	case h.Region > MaxRegion:
 		return h, StatusInvalid, fmt.Errorf("region of %d bytes asked for, at most %d", h.Region, MaxRegion)
+	case h.Entries > MaxRingEntries:
+		return h, StatusInvalid, fmt.Errorf("rings of %d entries asked for, at most %d", h.Entries, MaxRingEntries)
 	}
 	return h, StatusOK, nil
 }
 
-// Encode writes r into b (HelloReplySize bytes).
+// Encode writes r into b: HelloReplySize bytes, and the version 2
+// fields too if b has room for them (HelloReplyV2Size).
 func (r *HelloReply) Encode(b []byte) {
 	_ = b[HelloReplySize-1]
 	le.PutUint32(b[0:], r.Magic)
@@ -232,13 +285,29 @@ func (r *HelloReply) Encode(b []byte) {
 	le.PutUint64(b[16:], r.Region)
 	le.PutUint32(b[24:], r.MaxInflight)
 	le.PutUint32(b[28:], r.MaxIO)
+	if len(b) >= HelloReplyV2Size {
+		le.PutUint64(b[32:], r.RingOff)
+		le.PutUint64(b[40:], r.MapSize)
+		le.PutUint32(b[48:], r.Entries)
+		le.PutUint32(b[52:], r.SQOff)
+		le.PutUint32(b[56:], r.CQOff)
+		le.PutUint32(b[60:], 0)
+	}
+}
+
+// size is the encoded size of r.
+func (r *HelloReply) size() int {
+	if r.Version >= VersionRings {
+		return HelloReplyV2Size
+	}
+	return HelloReplySize
 }
 
 // ParseHelloReply decodes a hello reply.
 func ParseHelloReply(b []byte) (HelloReply, error) {
 	var r HelloReply
-	if len(b) != HelloReplySize {
-		return r, fmt.Errorf("zonefold: hello reply is %d bytes, want %d", len(b), HelloReplySize)
+	if len(b) != HelloReplySize && len(b) != HelloReplyV2Size {
+		return r, fmt.Errorf("hello reply is %d bytes, want %d or %d", len(b), HelloReplySize, HelloReplyV2Size)
 	}
 	r.Magic = le.Uint32(b[0:])
 	r.Version = le.Uint16(b[4:])
@@ -248,7 +317,14 @@ func ParseHelloReply(b []byte) (HelloReply, error) {
 	r.MaxInflight = le.Uint32(b[24:])
 	r.MaxIO = le.Uint32(b[28:])
 	if r.Magic != Magic {
-		return r, fmt.Errorf("zonefold: hello reply magic %#x, want %#x", r.Magic, uint32(Magic))
+		return r, fmt.Errorf("hello reply magic %#x, want %#x", r.Magic, uint32(Magic))
+	}
+	if len(b) == HelloReplyV2Size {
+		r.RingOff = le.Uint64(b[32:])
+		r.MapSize = le.Uint64(b[40:])
+		r.Entries = le.Uint32(b[48:])
+		r.SQOff = le.Uint32(b[52:])
+		r.CQOff = le.Uint32(b[56:])
 	}
 	return r, nil
 }

@@ -98,14 +98,18 @@ func FuzzParseRequest(f *testing.F) {
 
 func FuzzParseHello(f *testing.F) {
 	b := make([]byte, HelloSize)
-	(&Hello{Magic: Magic, Version: Version, Region: 1 << 20}).Encode(b)
+	(&Hello{Magic: Magic, Version: VersionFraming, Region: 1 << 20}).Encode(b)
 	f.Add(b)
+	b2 := make([]byte, HelloRingsSize)
+	(&Hello{Magic: Magic, Version: VersionRings, Region: 1 << 20, Entries: 64}).Encode(b2)
+	f.Add(b2)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, st, err := ParseHello(b)
 		if (st == StatusOK) != (err == nil) {
 			t.Fatalf("status %v with error %v", st, err)
 		}
-		if st == StatusOK && (h.Magic != Magic || h.Version != Version || h.Region > MaxRegion) {
+		if st == StatusOK && (h.Magic != Magic || (h.Version != VersionFraming && h.Version != VersionRings) ||
+			len(b) != helloSize(h.Version) || h.Region > MaxRegion || h.Entries > MaxRingEntries) {
 			t.Fatalf("accepted %+v", h)
 		}
 	})
@@ -160,7 +164,7 @@ func FuzzSession(f *testing.F) {
 		if len(msg) == 0 {
 			return // an empty message is end of stream
 		}
-		c, err := Dial(context.Background(), d.socket, 1<<20)
+		c, err := DialSocketFraming(context.Background(), d.socket, 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}

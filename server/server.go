@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,7 @@ type Server struct {
 	grace    time.Duration
 	maxConns int
 	maxShm   int64
+	procs    int          // GOMAXPROCS: how many pieces a batch is split into
 	shm      atomic.Int64 // bytes of shared memory the regions take
 	refusing atomic.Int64 // connections over the cap being answered
 
@@ -84,6 +86,8 @@ type serverCounters struct {
 	requestsIn, repliesOut      atomic.Int64
 	canceled, rejectedMalformed atomic.Int64
 	refused                     atomic.Int64 // connections over a cap
+	doorbellsIn, doorbellsOut   atomic.Int64 // rings: wakeups received and sent
+	sleeps                      atomic.Int64 // rings: times a reader slept for requests
 }
 
 func (sc *serverCounters) countStatus(st Status) {
@@ -112,7 +116,7 @@ func New(e *engine.Engine, opts Options) *Server {
 		opts.MaxSharedMemory = DefaultSharedMemory()
 	}
 	return &Server{e: e, log: opts.Log, grace: opts.Grace, maxConns: opts.MaxConns, maxShm: opts.MaxSharedMemory,
-		conns: map[*conn]struct{}{}}
+		procs: runtime.GOMAXPROCS(0), conns: map[*conn]struct{}{}}
 }
 
 // reserveShm takes n bytes of the shared-memory budget, if they fit.

@@ -1,0 +1,335 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The rings of protocol version 2 (docs/protocol.md, "Rings"): a
+// submission ring (SQ) the client fills with requests and a completion
+// ring (CQ) the daemon fills with replies, both in the shared region,
+// after the part for data and names. Each side publishes with a release
+// store of its tail and wakes the other only when the other has said it
+// sleeps: the client rings the daemon's doorbell (one byte on the
+// socket, where the daemon's reader sleeps in the poller), the daemon
+// wakes the futex on the client's CQWaiting word.
+
+// Ring limits.
+const (
+	// DefaultRingEntries is the ring size a client gets when it asks
+	// for 0 entries.
+	DefaultRingEntries = 256
+	// MaxRingEntries is the largest ring, and so the most requests a
+	// version 2 connection may have outstanding.
+	MaxRingEntries = 4096
+	// minRingEntries is the smallest ring the daemon makes.
+	minRingEntries = 8
+)
+
+// The ring area's control words, each on its own cache line, as byte
+// offsets from the start of the ring area. The side that writes a word
+// is named; the other only reads it.
+const (
+	RingSQHead  = 0   // daemon: requests taken off the SQ
+	RingSQTail  = 64  // client: requests published on the SQ
+	RingSQFlags = 128 // daemon sets SQNeedWakeup; the client clears it as it rings
+	RingCQHead  = 192 // client: replies consumed from the CQ
+	RingCQTail  = 256 // daemon: replies published on the CQ
+	RingCQFlags = 320 // client sets CQWaiting; the daemon clears it as it rings
+	ringSQOff   = 4096
+)
+
+// Ring flags.
+const (
+	// SQNeedWakeup: the daemon sleeps; a client that publishes requests
+	// clears it and rings the doorbell.
+	SQNeedWakeup = 1
+	// CQWaiting: the client sleeps (a futex wait on this word); the
+	// daemon clears it and wakes the futex when it publishes replies.
+	CQWaiting = 1
+)
+
+// ringEntries is the ring size for a client that asked for want entries:
+// a power of two within [minRingEntries, MaxRingEntries].
+func ringEntries(want uint32) uint32 {
+	if want == 0 {
+		want = DefaultRingEntries
+	}
+	n := uint32(minRingEntries)
+	for n < want && n < MaxRingEntries {
+		n <<= 1
+	}
+	return n
+}
+
+// ringLayout is where a ring area of n entries keeps its entries, and
+// its size rounded up to a page.
+func ringLayout(n uint32) (sqOff, cqOff uint32, size uint64) {
+	sqOff = ringSQOff
+	cqOff = sqOff + n*RequestSize
+	page := uint64(unix.Getpagesize())
+	size = (uint64(cqOff) + uint64(n)*ReplySize + page - 1) / page * page
+	return sqOff, cqOff, size
+}
+
+// Ring corruption: a client whose indices break these rules loses its
+// connection.
+var (
+	errSQOverrun   = errors.New("submission tail is more than a ring ahead of the head")
+	errCQPastTail  = errors.New("completion head is past the completion tail")
+	errOutstanding = errors.New("more requests outstanding than the ring has entries")
+)
+
+// checkRing checks the indices a client controls, sqTail and cqHead,
+// against the daemon's own: head (requests taken) and cqTail (replies
+// published). It returns how many new requests there are. All counters
+// are free-running u32s, compared modulo 2^32.
+//
+// The rule it enforces is the client's side of the protocol: a request
+// is outstanding from its publication until the client consumes its
+// reply, and at most entries are. That guarantees every request the
+// daemon takes a completion entry (the daemon never waits for a client
+// to make room) and a free slot.
+func checkRing(head, sqTail, cqHead, cqTail, entries uint32) (uint32, error) {
+	n := sqTail - head
+	if n > entries {
+		return 0, fmt.Errorf("%w (tail %d, head %d, %d entries)", errSQOverrun, sqTail, head, entries)
+	}
+	if int32(cqTail-cqHead) < 0 || cqTail-cqHead > entries {
+		return 0, fmt.Errorf("%w (head %d, tail %d)", errCQPastTail, cqHead, cqTail)
+	}
+	if head+n-cqHead > entries {
+		return 0, fmt.Errorf("%w (%d published, %d replies consumed, %d entries)", errOutstanding, head+n, cqHead, entries)
+	}
+	return n, nil
+}
+
+// rings is the daemon's side of a connection's rings. Every index it
+// acts on is its own copy (head, tail); what the client writes is read
+// once per use and checked (checkRing), never trusted as a bound.
+type rings struct {
+	entries, mask uint32
+	sqHead        *uint32
+	sqTail        *uint32
+	sqFlags       *uint32
+	cqHead        *uint32
+	cqTail        *uint32
+	cqFlags       *uint32
+	sqes          []byte // entries × RequestSize
+	cqes          []byte // entries × ReplySize
+
+	head uint32 // requests taken; only the reaper touches it
+
+	mu   sync.Mutex    // serializes posting replies
+	tail atomic.Uint32 // replies published; written under mu
+
+	// gap is a moving average of how long the reaper waited for new
+	// requests; it decides whether to spin before sleeping.
+	gap time.Duration
+}
+
+// word is the u32 at off of mem, for atomic access.
+func word(mem []byte, off int) *uint32 {
+	return (*uint32)(unsafe.Pointer(&mem[off]))
+}
+
+// newRings lays out rings of n entries in area (the ring area of the
+// region, zeroed by the memfd).
+func newRings(area []byte, n uint32) *rings {
+	sqOff, cqOff, _ := ringLayout(n)
+	return &rings{
+		entries: n, mask: n - 1,
+		sqHead: word(area, RingSQHead), sqTail: word(area, RingSQTail), sqFlags: word(area, RingSQFlags),
+		cqHead: word(area, RingCQHead), cqTail: word(area, RingCQTail), cqFlags: word(area, RingCQFlags),
+		sqes: area[sqOff : sqOff+n*RequestSize],
+		cqes: area[cqOff : cqOff+n*ReplySize],
+	}
+}
+
+// available is how many requests the client has published and the
+// daemon not yet taken, after checking the client's indices.
+func (r *rings) available() (uint32, error) {
+	// The client stores its cq head before it publishes new requests:
+	// read the tail first so that the head is at least as new.
+	sqTail := atomic.LoadUint32(r.sqTail)
+	cqHead := atomic.LoadUint32(r.cqHead)
+	return checkRing(r.head, sqTail, cqHead, r.tail.Load(), r.entries)
+}
+
+// sqe is the i-th request from the head, in shared memory: the parser
+// reads each field of it once.
+func (r *rings) sqe(i uint32) []byte {
+	j := (r.head + i) & r.mask
+	return r.sqes[j*RequestSize : (j+1)*RequestSize]
+}
+
+// spinMax bounds how long a side spins for the other before it sleeps.
+// The machine this runs on may be small and shared: spinning is worth it
+// only when the other side usually answers within a few microseconds,
+// and the moving average of the gaps decides whether it does.
+const spinMax = 30 * time.Microsecond
+
+// learn folds one observed wait into the moving average.
+func (r *rings) learn(d time.Duration) { r.gap += (d - r.gap) / 8 }
+
+// ringLoop is the version 2 reaper: it takes every request the client
+// has published, runs the ones that only touch memory itself and hands
+// the rest to workers, publishes the replies it produced in one go, and
+// sleeps on the socket when the ring is empty. It returns why it
+// stopped.
+func (c *conn) ringLoop() string {
+	r := c.ring
+	stats := &c.s.stats
+	woken := false
+	for {
+		if c.stopping.Load() {
+			return "daemon shutting down"
+		}
+		n, err := r.available()
+		if err != nil {
+			stats.protocolErrors.Add(1)
+			c.log.Warn("server: closing connection: ring corrupted", "err", err)
+			return "ring corrupted"
+		}
+		if n == 0 {
+			if woken {
+				// A doorbell without requests: whatever rang it, it
+				// is no reason to spin next time.
+				r.learn(2 * spinMax)
+			}
+			reason := c.idle()
+			if reason != "" {
+				return reason
+			}
+			woken = true
+			continue
+		}
+		woken = false
+		stats.msgsIn.Add(1)
+		stats.requestsIn.Add(int64(n))
+		for i := range n {
+			// checkRing guarantees a free slot at once: the reply of
+			// every request the client consumed was posted, and its
+			// slot freed before it was.
+			sl, reason := c.freeSlot()
+			if sl == nil {
+				return reason
+			}
+			c.take(sl, r.sqe(i))
+		}
+		r.head += n
+		atomic.StoreUint32(r.sqHead, r.head)
+		c.runInline()
+		c.postAnswered(postAlone)
+	}
+}
+
+// idle waits for the client to publish requests: a short spin if the
+// client has lately been quick, then sleep until the doorbell. It
+// returns why the session should end, or "".
+func (c *conn) idle() string {
+	r := c.ring
+	start := time.Now()
+	if r.gap < spinMax {
+		limit := max(2*r.gap, spinMax/8)
+		for {
+			if atomic.LoadUint32(r.sqTail) != r.head {
+				r.learn(time.Since(start))
+				return ""
+			}
+			if time.Since(start) > limit {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	atomic.StoreUint32(r.sqFlags, SQNeedWakeup)
+	if atomic.LoadUint32(r.sqTail) != r.head || c.stopping.Load() {
+		atomic.StoreUint32(r.sqFlags, 0)
+		r.learn(time.Since(start))
+		return ""
+	}
+	c.s.stats.sleeps.Add(1)
+	n, err := c.uc.Read(c.rbuf)
+	atomic.StoreUint32(r.sqFlags, 0)
+	r.learn(time.Since(start))
+	switch {
+	case err != nil && c.stopping.Load():
+		return "daemon shutting down"
+	case err != nil:
+		return readEnd(err)
+	case n == 0:
+		return "client closed the connection"
+	}
+	c.s.stats.doorbellsIn.Add(1)
+	return ""
+}
+
+// post publishes the replies of answered requests on the completion
+// ring and frees their slots, then wakes the client if it
+// sleeps. Never blocks on the client: every request taken has its
+// completion entry (checkRing).
+func (c *conn) post(sls []*slot, kind postKind) {
+	r := c.ring
+	stats := &c.s.stats
+	wake := kind == postAlone
+	if len(sls) == 0 {
+		if kind == postEnd && c.pieces.Add(-1) == 0 {
+			c.wakeClient()
+		}
+		return
+	}
+	r.mu.Lock()
+	t := r.tail.Load()
+	for _, sl := range sls {
+		j := t & r.mask
+		sl.rep.Encode(r.cqes[j*ReplySize : (j+1)*ReplySize])
+		stats.countStatus(sl.rep.Status)
+		t++
+	}
+	// The slots are free before the client can see the replies, so that
+	// a request it publishes after consuming one finds a slot.
+	for _, sl := range sls {
+		c.free <- sl
+	}
+	r.tail.Store(t)
+	atomic.StoreUint32(r.cqTail, t)
+	r.mu.Unlock()
+	for range sls {
+		c.inflight.Done()
+	}
+	stats.msgsOut.Add(1)
+	stats.repliesOut.Add(int64(len(sls)))
+	// The piece that ends last wakes the client (its count falls after
+	// its own tail store, so the replies of every piece are published).
+	if kind == postEnd && c.pieces.Add(-1) == 0 {
+		wake = true
+	}
+	if wake {
+		c.wakeClient()
+	}
+}
+
+// wakeClient wakes the client if it sleeps: it clears CQWaiting and
+// wakes the futex on that word, which never blocks, whatever the client
+// did to it. The store of the completion tail before this and the load
+// of the flag are sequentially consistent, as are the client's store of
+// CQWaiting and its load of the tail: one of the two sides sees the
+// other. A client that sleeps while pieces still run is woken by the
+// last of them.
+func (c *conn) wakeClient() {
+	r := c.ring
+	if f := atomic.LoadUint32(r.cqFlags); f&CQWaiting != 0 && atomic.CompareAndSwapUint32(r.cqFlags, f, f&^CQWaiting) {
+		futexWake(r.cqFlags)
+		c.s.stats.doorbellsOut.Add(1)
+	}
+}
+
+var doorbellMsg = [1]byte{'D'}

@@ -1,0 +1,408 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/bits"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestRingEntries(t *testing.T) {
+	for _, tc := range []struct{ want, got uint32 }{
+		{0, DefaultRingEntries}, {1, minRingEntries}, {9, 16}, {256, 256}, {257, 512},
+		{MaxRingEntries, MaxRingEntries}, {MaxRingEntries + 1, MaxRingEntries},
+	} {
+		if got := ringEntries(tc.want); got != tc.got {
+			t.Errorf("ringEntries(%d) = %d, want %d", tc.want, got, tc.got)
+		}
+	}
+}
+
+func TestCheckRing(t *testing.T) {
+	const e = 8
+	tests := []struct {
+		name                         string
+		head, sqTail, cqHead, cqTail uint32
+		n                            uint32
+		err                          error
+	}{
+		{"empty", 0, 0, 0, 0, 0, nil},
+		{"full ring", 0, e, 0, 0, e, nil},
+		{"wrapping", ^uint32(0) - 2, 3, ^uint32(0) - 2, ^uint32(0) - 2, 6, nil},
+		{"tail past a ring", 0, e + 1, 0, 0, 0, errSQOverrun},
+		{"tail behind the head", 5, 4, 5, 5, 0, errSQOverrun},
+		{"cq head past the tail", 4, 4, 3, 2, 0, errCQPastTail},
+		{"cq head a ring behind", 20, 20, 0, 20, 0, errCQPastTail},
+		{"too many outstanding", 4, 9, 0, 4, 0, errOutstanding},
+		{"exactly entries outstanding", 4, 8, 0, 0, 4, nil},
+	}
+	for _, tc := range tests {
+		n, err := checkRing(tc.head, tc.sqTail, tc.cqHead, tc.cqTail, e)
+		if n != tc.n || !errors.Is(err, tc.err) {
+			t.Errorf("%s: %d, %v; want %d, %v", tc.name, n, err, tc.n, tc.err)
+		}
+	}
+}
+
+// FuzzCheckRing: whatever the client writes into its indices, what
+// checkRing accepts keeps the daemon within its ring and its slots.
+func FuzzCheckRing(f *testing.F) {
+	f.Add(uint32(0), uint32(3), uint32(0), uint32(0), uint8(3))
+	f.Add(^uint32(0), uint32(5), ^uint32(0)-1, ^uint32(0), uint8(4))
+	f.Fuzz(func(t *testing.T, head, sqTail, cqHead, cqTail uint32, shift uint8) {
+		e := uint32(1) << (shift % 13)
+		// The daemon's own counters are consistent: no more replies
+		// posted than requests taken, nor more outstanding than the ring.
+		if cqTail-head > 0 && int32(head-cqTail) < 0 || head-cqTail > e {
+			return
+		}
+		n, err := checkRing(head, sqTail, cqHead, cqTail, e)
+		if err != nil {
+			return
+		}
+		if n > e {
+			t.Fatalf("%d new requests in a ring of %d", n, e)
+		}
+		if head+n-cqHead > e {
+			t.Fatalf("%d outstanding with a ring of %d", head+n-cqHead, e)
+		}
+		// Slots in use after taking them: taken minus posted.
+		if head+n-cqTail > e {
+			t.Fatalf("%d slots needed, %d exist", head+n-cqTail, e)
+		}
+		if cqTail-cqHead > e {
+			t.Fatalf("completion head %d and tail %d accepted", cqHead, cqTail)
+		}
+	})
+}
+
+// corrupt sets one of the client's ring words and rings the doorbell.
+func corrupt(c *Client, off int, v uint32) {
+	area := c.mapped[c.info.RingOff:]
+	atomic.StoreUint32(word(area, off), v)
+	c.doorbell()
+}
+
+// closedByDaemon waits for the daemon to close c's connection.
+func closedByDaemon(t *testing.T, c *Client) {
+	t.Helper()
+	c.uc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		_, err := c.uc.Read(make([]byte, 16))
+		// A close with the client's doorbells unread resets.
+		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("waiting for the daemon to close a corrupt ring: %v", err)
+		}
+	}
+}
+
+// TestRingCorruptionClosesOnlyThatConnection: a client that writes
+// impossible ring indices loses its connection, with a log line; other
+// clients do not notice.
+func TestRingCorruptionClosesOnlyThatConnection(t *testing.T) {
+	d := newDaemon(t)
+	ctx := context.Background()
+	good := dial(t, d.socket)
+	h, _, err := good.Open(ctx, "g", OpenCreate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		spoil func(c *Client)
+	}{
+		{"submission tail a ring ahead", func(c *Client) { corrupt(c, RingSQTail, c.ring.entries+1) }},
+		{"submission tail behind the head", func(c *Client) {
+			c.Submit([]Request{{Tag: 1, Op: OpNop}})
+			c.Recv(make([]Reply, MaxBatch))
+			corrupt(c, RingSQTail, ^uint32(0))
+		}},
+		{"completion head past the tail", func(c *Client) {
+			atomic.StoreUint32(c.ring.cqHead, 7)
+			c.Submit([]Request{{Tag: 1, Op: OpNop}})
+		}},
+		{"more outstanding than the ring holds", func(c *Client) {
+			reqs := make([]Request, MaxBatch)
+			for i := range reqs {
+				reqs[i] = Request{Tag: uint64(i), Op: OpNop}
+			}
+			for range c.ring.entries / MaxBatch {
+				if err := c.Submit(reqs); err != nil {
+					panic(err)
+				}
+			}
+			// One more than the client may have outstanding, behind
+			// Submit's back.
+			c.ring.head++
+			c.Submit(reqs[:1])
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := dial(t, d.socket)
+			tc.spoil(bad)
+			closedByDaemon(t, bad)
+			if _, err := good.WriteAt(ctx, h, []byte("still here"), 0); err != nil {
+				t.Fatalf("the other client noticed: %v", err)
+			}
+		})
+	}
+	if n := d.srv.stats.protocolErrors.Load(); n != int64(len(tests)) {
+		t.Fatalf("%d protocol errors counted, want %d", n, len(tests))
+	}
+}
+
+// TestRingClientThatNeverReapsCannotWedgeTheDaemon: a client fills its
+// ring with writes and never consumes a reply. The daemon takes every
+// request (the completion ring always has room for them), serves other
+// clients, ends the session when the client goes, and shuts down at once
+// with such a client connected.
+func TestRingClientThatNeverReapsCannotWedgeTheDaemon(t *testing.T) {
+	cfg := testConfig(emuDevice(t), filepath.Join(t.TempDir(), "zf.sock"))
+	cfg.Grace = time.Minute // shutdown must not need it
+	d := startDaemon(t, cfg)
+	stats := &d.srv.stats
+	// fill opens a file, then publishes a ring full of writes and
+	// waits for the daemon to take them all and post every reply.
+	fill := func() *Client {
+		c := dial(t, d.socket)
+		h, _, err := c.Open(context.Background(), "never-reaps", OpenCreate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := stats.requestsIn.Load()
+		reqs := make([]Request, 1)
+		for i := range c.ring.entries {
+			reqs[0] = Request{Tag: uint64(i + 1), Op: OpWrite, Handle: h, Off: uint64(i) * 4096, Len: 4096}
+			if err := c.Submit(reqs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		entries := int64(c.ring.entries)
+		awaitProgress(t, "requests taken from a client that reaps no replies", base+entries, stats.requestsIn.Load)
+		// The open's reply and one per write.
+		awaitProgress(t, "replies posted for it", entries+1, func() int64 { return int64(atomic.LoadUint32(c.ring.cqTail)) })
+		return c
+	}
+	bad := fill()
+
+	ctx := context.Background()
+	good := dial(t, d.socket)
+	h, _, err := good.Open(ctx, "good", OpenCreate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := good.WriteAt(ctx, h, []byte("served"), 0); err != nil {
+		t.Fatal(err)
+	}
+	bad.Close()
+	awaitProgress(t, "the session's end", 1, func() int64 { return int64(2 - d.connections()) })
+
+	fill()
+	start := time.Now()
+	awaitShutdown(t, d)
+	if time.Since(start) > cfg.Grace/2 {
+		t.Fatalf("shutdown took %v: it waited on the client", time.Since(start))
+	}
+}
+
+// FuzzRingSession writes what the fuzzer gives into a live connection's
+// ring words and submission entries, rings the doorbell, and requires
+// that the daemon either answers or closes that connection, and keeps
+// serving another.
+func FuzzRingSession(f *testing.F) {
+	d := startDaemon(f, testConfig(emuDevice(f), filepath.Join(f.TempDir(), "zf.sock")))
+	probe := dial(f, d.socket)
+	seed := make([]byte, 2*RequestSize)
+	(&Request{Tag: 1, Op: OpNop}).Encode(seed)
+	(&Request{Tag: 2, Op: OpRead, Handle: 1, Len: 10}).Encode(seed[RequestSize:])
+	f.Add(uint32(2), uint32(0), uint32(0), uint32(0), seed)
+	f.Add(uint32(1<<31), uint32(5), uint32(1), uint32(1), seed)
+	f.Add(uint32(3), uint32(^uint32(0)), uint32(0), uint32(0), []byte("junk"))
+	f.Fuzz(func(t *testing.T, sqTail, cqHead, sqFlags, cqFlags uint32, sqes []byte) {
+		c, err := Dial(context.Background(), d.socket, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		r := c.ring
+		copy(r.sqes, sqes)
+		area := c.mapped[c.info.RingOff:]
+		atomic.StoreUint32(word(area, RingCQHead), cqHead)
+		atomic.StoreUint32(word(area, RingSQFlags), sqFlags)
+		atomic.StoreUint32(word(area, RingCQFlags), cqFlags)
+		atomic.StoreUint32(word(area, RingSQTail), sqTail)
+		c.doorbell()
+		if _, err := checkRing(0, sqTail, cqHead, 0, r.entries); err != nil {
+			closedByDaemon(t, c)
+		} else {
+			// Every request published gets its reply.
+			awaitProgress(t, "replies to fuzzed requests", int64(sqTail), func() int64 { return int64(atomic.LoadUint32(r.cqTail)) })
+		}
+		if _, err := probe.Stat(context.Background(), "nothing"); !strings.Contains(err.Error(), "no such file") {
+			t.Fatalf("the other client: %v", err)
+		}
+	})
+}
+
+// FuzzRingSteps runs a program of ring operations that the fuzzer
+// writes against a live connection: publishing requests as a client
+// should, and storing arbitrary values into the indices and flags a
+// client controls, or into submission entries the daemon is reading,
+// with a doorbell after each step. Whatever the program, the daemon
+// either keeps answering that connection (a nop published at the end
+// gets its reply) or closes it, and it keeps serving another client.
+// Every index the daemon acts on is its own, so nothing the program
+// does can make it read or write outside the ring.
+func FuzzRingSteps(f *testing.F) {
+	d := startDaemon(f, testConfig(emuDevice(f), filepath.Join(f.TempDir(), "zf.sock")))
+	probe := dial(f, d.socket)
+	step := func(op byte, v uint32) []byte {
+		return []byte{op, byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)}
+	}
+	cat := func(steps ...[]byte) []byte { return bytes.Join(steps, nil) }
+	f.Add(cat(step(0, 3), step(3, 0), step(0, 7)))
+	f.Add(cat(step(0, 7), step(2, ^uint32(0)), step(0, 1)))
+	f.Add(cat(step(0, 2), step(1, 9)))
+	f.Add(cat(step(0, 5), step(4, 100), step(3, 0), step(5, 1), step(6, 1)))
+	f.Add(cat(step(0, 7), step(0, 7), step(0, 7), step(0, 7), step(0, 7), step(3, 0), step(0, 7)))
+	f.Fuzz(func(t *testing.T, prog []byte) {
+		c, err := Dial(context.Background(), d.socket, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		r := c.ring
+		area := c.mapped[c.info.RingOff:]
+		publish := func(tag uint64, op Op) {
+			j := r.tail & r.mask
+			(&Request{Tag: tag, Op: op}).Encode(r.sqes[j*RequestSize:])
+			r.tail++
+			atomic.StoreUint32(r.sqTail, r.tail)
+		}
+		for ; len(prog) >= 5; prog = prog[5:] {
+			v := le.Uint32(prog[1:])
+			switch prog[0] % 7 {
+			case 0: // publish nops as a client should (if there is room)
+				for range v%8 + 1 {
+					publish(uint64(r.tail)+1, OpNop)
+				}
+			case 1: // move the submission tail anywhere
+				r.tail = v
+				atomic.StoreUint32(r.sqTail, v)
+			case 2: // move the completion head anywhere
+				atomic.StoreUint32(r.cqHead, v)
+			case 3: // consume every reply there is, as a client should
+				r.head = atomic.LoadUint32(r.cqTail)
+				atomic.StoreUint32(r.cqHead, r.head)
+			case 4: // scribble on a submission entry
+				atomic.StoreUint32(word(r.sqes, int(v%uint32(len(r.sqes)))&^3), v)
+			case 5:
+				atomic.StoreUint32(word(area, RingSQFlags), v)
+			case 6:
+				atomic.StoreUint32(word(area, RingCQFlags), v)
+			}
+			c.doorbell()
+		}
+		// Wait until the daemon has closed the connection or taken and
+		// answered everything the ring shows; then consume the replies
+		// and publish a marked nop after what it took: its reply
+		// arrives, or the daemon closes the connection.
+		last := atomic.LoadUint32(r.sqTail)
+		sqHead := word(area, RingSQHead)
+		awaitProgress(t, "the daemon taking and answering what was published, or closing", 1, func() int64 {
+			if h := atomic.LoadUint32(sqHead); c.gone.Load() || h == last && atomic.LoadUint32(r.cqTail) == h {
+				return 1
+			}
+			return 0
+		})
+		r.tail = atomic.LoadUint32(sqHead)
+		r.head = atomic.LoadUint32(r.cqTail)
+		atomic.StoreUint32(r.cqHead, r.head)
+		const marker = 1 << 62
+		publish(marker, OpNop)
+		c.doorbell()
+		seen := func() int64 {
+			if c.gone.Load() {
+				return 1
+			}
+			for t := atomic.LoadUint32(r.cqTail); r.head != t; r.head++ {
+				j := r.head & r.mask
+				if le.Uint64(r.cqes[j*ReplySize:]) == marker {
+					return 1
+				}
+			}
+			atomic.StoreUint32(r.cqHead, r.head)
+			return 0
+		}
+		awaitProgress(t, "the marked nop's reply or the connection's end", 1, seen)
+		if _, err := probe.Stat(context.Background(), "nothing"); !strings.Contains(err.Error(), "no such file") {
+			t.Fatalf("the other client: %v", err)
+		}
+	})
+}
+
+// FuzzCheckRingLayout: a hello reply that the client accepts describes
+// rings that lie inside what it maps, however hostile the daemon.
+func FuzzCheckRingLayout(f *testing.F) {
+	sqOff, cqOff, size := ringLayout(256)
+	f.Add(uint64(1<<20), uint64(1<<20), uint64(1<<20)+size, uint32(256), sqOff, cqOff)
+	f.Add(^uint64(0)-4095, ^uint64(0)-4095, ^uint64(0), uint32(8), uint32(4096), uint32(4096+8*RequestSize))
+	f.Fuzz(func(t *testing.T, region, ringOff, mapSize uint64, entries, sqOff, cqOff uint32) {
+		rep := HelloReply{Magic: Magic, Version: VersionRings, Region: region, RingOff: ringOff,
+			MapSize: mapSize, Entries: entries, SQOff: sqOff, CQOff: cqOff}
+		if checkRingLayout(&rep, HelloReplyV2Size) != nil {
+			return
+		}
+		end := func(off uint32, n uint64) uint64 {
+			e, carry := bits.Add64(ringOff, uint64(off), 0)
+			e2, carry2 := bits.Add64(e, n, 0)
+			if carry != 0 || carry2 != 0 {
+				t.Fatalf("ring at %d+%d of %d bytes wraps", ringOff, off, n)
+			}
+			return e2
+		}
+		if end(sqOff, uint64(entries)*RequestSize) > mapSize || end(cqOff, uint64(entries)*ReplySize) > mapSize ||
+			end(0, RingCQFlags+4) > mapSize || region > ringOff || mapSize > maxMapSize {
+			t.Fatalf("accepted a layout outside the mapping: %+v", rep)
+		}
+	})
+}
+
+// FuzzClientRecv: whatever a hostile daemon writes into the completion
+// ring and its tail, the client's Recv returns replies from inside the
+// ring or an error.
+func FuzzClientRecv(f *testing.F) {
+	f.Add(uint32(0), uint32(3), []byte("replies"))
+	f.Add(^uint32(0), uint32(1<<31), []byte{})
+	f.Fuzz(func(t *testing.T, head, tail uint32, cqes []byte) {
+		const n = 8
+		area := make([]byte, RingCQFlags+64+n*ReplySize)
+		r := &clientRing{entries: n, mask: n - 1,
+			sqTail: word(area, RingSQTail), sqFlags: word(area, RingSQFlags),
+			cqHead: word(area, RingCQHead), cqTail: word(area, RingCQTail), cqFlags: word(area, RingCQFlags),
+			cqes: area[RingCQFlags+64:], head: head, tail: head}
+		copy(r.cqes, cqes)
+		atomic.StoreUint32(r.cqTail, tail)
+		c := &Client{ring: r}
+		c.canceled.Store(ctxCanceled) // an empty ring returns at once
+		reps := make([]Reply, MaxBatch)
+		k, err := c.Recv(reps)
+		if err == nil && (k == 0 || uint32(k) > tail-head || k > n) {
+			t.Fatalf("%d replies with head %d and tail %d", k, head, tail)
+		}
+		if err == nil && r.head != head+uint32(k) {
+			t.Fatalf("head %d after %d replies from %d", r.head, k, head)
+		}
+	})
+}
