@@ -302,8 +302,12 @@ func (e *Engine) setupZones() error {
 	budget := e.cfg.OpenZones
 	limit := deviceOpenLimit(e.geo)
 	streams := gcStreams(e.cfg.GC.Streams, budget, limit)
-	if streams > 1 && len(data) < 2+e.cfg.GC.Reserve+streams-1 {
-		streams = 1 // too few zones for a second stream's reserve
+	if streams > 1 && (len(data) < 2+e.cfg.GC.Reserve+streams-1 ||
+		e.cfg.GC.Streams == 0 && len(data) < minZonesForGCStreams) {
+		// Too few zones for a second stream's reserve, or (where the
+		// streams were left to the engine) so few that the zone it adds
+		// to the reserve is a large share of the device.
+		streams = 1
 	}
 	e.cfg.GC.forStreams(streams)
 	// Besides data zones, a zone per GC stream and one metadata zone may

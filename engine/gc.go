@@ -69,6 +69,15 @@ type GCConfig struct {
 // maxGCStreams bounds GCConfig.Streams: a cold and a hot stream.
 const maxGCStreams = 2
 
+// minZonesForGCStreams is the fewest data zones on which the engine
+// chooses a second GC stream by itself (GCConfig.Streams 0). A second
+// stream adds a zone to GC's reserve and keeps another zone open for GC's
+// copies; on a small device those two zones are a large share of the
+// space that overwrites near full need, for a gain in WAF that only
+// many zones show. From 64 zones on the extra zone is at most 1/64 of
+// the space (bench gc's devices have 256).
+const minZonesForGCStreams = 64
+
 // metaZonesKept is the open zones the engine keeps for metadata beside
 // the data budget and GC's streams: one, since a checkpoint finishes the
 // old metadata zone before it writes the next.

@@ -377,11 +377,36 @@ func TestWritersNeverShareGCZones(t *testing.T) {
 	}
 	gcZone := p.open[len(p.open)-1]
 	for _, orphans := range []bool{false, true} {
-		if z := p.lruLocked(orphans, false); z != nil {
+		if z := p.lruLocked(orphans, false, false); z != nil {
 			t.Errorf("a writer sharing a zone (orphans %v) got zone %d (GC's: %v)", orphans, z.idx, z.forGC)
 		}
 	}
-	if z := p.lruLocked(false, true); z != gcZone {
+	if z := p.lruLocked(false, true, true); z != gcZone {
 		t.Errorf("GC sharing a zone got %v; want its own %d", z, gcZone.idx)
+	}
+	// Its last resort, once GC reclaimed nothing, is GC's zone: better
+	// than ENOSPC for data that fits (TestCacheLargerThanFreeSpace-
+	// StillOverwrites and TestOverwritesNeverENOSPC/97% failed so).
+	if z := p.lruLocked(false, false, true); z != gcZone {
+		t.Errorf("a writer's last resort got %v; want GC's zone %d", z, gcZone.idx)
+	}
+}
+
+// The engine chooses a second GC stream by itself only on a device with
+// minZonesForGCStreams data zones or more; asked for, a small device
+// gets it where its zones allow the reserve.
+func TestGCStreamsOnlyOnLargeDevicesByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		zones, asked, want int
+	}{
+		{16, 0, 1},
+		{16, 2, 2},
+		{minZonesForGCStreams + 4, 0, 2},
+	} {
+		e := formatOpen(t, emuDevice(t, tc.zones, "256K", ""), Config{CacheBytes: 4 << 20, GC: GCConfig{Disabled: true, Streams: tc.asked}})
+		if got := e.GCConfig(); got.Streams != tc.want || got.Reserve != 2+tc.want-1 {
+			t.Errorf("%d zones, %d streams asked: %d streams, reserve %d; want %d streams, reserve %d", tc.zones, tc.asked, got.Streams, got.Reserve, tc.want, 2+tc.want-1)
+		}
+		e.Close()
 	}
 }

@@ -219,13 +219,28 @@ func (z *zone) claim(want int64) (off, n int64, pad bool, ok bool) {
 // mru, and updates it. want is at least minRecord. Under mru a file
 // without a zone that cannot open one shares the least recently used.
 func (p *placer) reserve(mru *atomic.Pointer[zone], want int64, forGC bool) (grant, error) {
-	return p.reserveData(mru, nil, want, forGC, true)
+	return p.reserveData(mru, nil, want, forGC, shareData)
 }
+
+// shareMode is how far a writer without a zone of its own may share.
+type shareMode int8
+
+const (
+	// shareNot: a file that needs a zone while none is free beyond GC's
+	// reserve gets errNoFreeZone, so that GC frees one for it.
+	shareNot shareMode = iota
+	// shareData: it shares a zone of client data.
+	shareData
+	// shareGC: its last resort, after GC reclaimed nothing: it may share
+	// a zone GC opened for its copies too. Live data that fits is never
+	// refused for want of a zone while one is open with room.
+	shareGC
+)
 
 // reserveData is reserve; without share, a file that needs a zone while
 // none is free beyond GC's reserve gets errNoFreeZone instead of a share
 // of another file's zone.
-func (p *placer) reserveData(mru *atomic.Pointer[zone], owner *file, want int64, forGC, share bool) (grant, error) {
+func (p *placer) reserveData(mru *atomic.Pointer[zone], owner *file, want int64, forGC bool, share shareMode) (grant, error) {
 	var g grant
 	for attempt := 0; attempt < 1000; attempt++ {
 		z := p.pick(mru, forGC)
@@ -300,7 +315,8 @@ func (p *placer) pick(mru *atomic.Pointer[zone], forGC bool) *zone {
 }
 
 // choose takes the placement lock and picks a zone with room.
-func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC, share bool) (*zone, error) {
+func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC bool, share shareMode) (*zone, error) {
+	gcZones := forGC || share == shareGC
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch p.policyFor(forGC) {
@@ -329,7 +345,7 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC, share boo
 			if draining {
 				return nil, errDraining
 			}
-			if z := p.lruLocked(false, false); z != nil {
+			if z := p.lruLocked(false, false, gcZones); z != nil {
 				p.shared.Store(z)
 				return z, nil
 			}
@@ -354,7 +370,7 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC, share boo
 			// another file's until that one fills.
 			return nil, errDraining
 		}
-		if !share && !forGC && p.dataOpenLocked() < p.budget {
+		if share == shareNot && !forGC && p.dataOpenLocked() < p.budget {
 			// The budget has room, the free zones do not: GC can make
 			// one. Sharing instead mixes files, so a file's delete or
 			// overwrite no longer empties whole zones (GC pays later).
@@ -362,9 +378,9 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC, share boo
 		}
 		// Share the rest of a zone no file is writing to (the tail of
 		// a file done being written), else the least recently used.
-		z := p.lruLocked(true, forGC)
+		z := p.lruLocked(true, forGC, gcZones)
 		if z == nil {
-			z = p.lruLocked(false, forGC)
+			z = p.lruLocked(false, forGC, gcZones)
 		}
 		if z != nil {
 			mru.Store(z)
@@ -480,21 +496,22 @@ func (z *zone) drained() bool {
 // least recently used of those no file is writing to. Zones of GC's
 // streams (forGC) and of client data are told apart: GC takes one of its
 // own kind if there is one, so that its copies, sorted by temperature,
-// and fresh writes mix only when nothing else is open; client data never
-// takes a GC zone.
-func (p *placer) lruLocked(orphans, forGC bool) *zone {
+// and fresh writes mix only when nothing else is open; client data
+// takes a GC zone only with gcZones (its last resort, shareGC).
+func (p *placer) lruLocked(orphans, forGC, gcZones bool) *zone {
 	var best *zone
 	for _, z := range p.open {
 		if z.state.Load() != zoneOpen || z.remaining() <= 0 || (orphans && !z.orphan()) {
 			continue
 		}
-		if z.forGC && !forGC {
+		if z.forGC && !gcZones {
 			// Client data never takes the room of GC's zones: GC opened
 			// them from its reserve, and a writer filling them leaves
 			// GC a pass it cannot finish, then the next reserve zone
 			// to fill, until none is left (bench gc's lifetimes under
 			// none/greedy ran out of space so). A writer with no zone
-			// runs GC instead.
+			// runs GC instead, and comes here only if GC reclaimed
+			// nothing.
 			continue
 		}
 		if best == nil || best.forGC != forGC && z.forGC == forGC ||
