@@ -491,8 +491,13 @@ func (r *killRun) putClient(ctx context.Context, seed uint64) {
 }
 
 // fioArgs is one fio job on file, writing (verify=false) or verifying.
+// The job runs as a thread of fio's process (--thread): a job process
+// calls setsid, so the kill of fio's process group at the end of a point
+// missed it, and with its parent killed it waited on fio's startup
+// semaphore for ever, holding whatever descriptors it inherited (the
+// shared heavy-run lock among them).
 func (r *killRun) fioArgs(file string, verify bool) []string {
-	args := []string{"--name=" + file, "--ioengine=external:" + r.fioEngine, "--sock=" + r.socket,
+	args := []string{"--name=" + file, "--thread", "--ioengine=external:" + r.fioEngine, "--sock=" + r.socket,
 		"--filename=" + file, "--rw=write", "--bs=64k", "--iodepth=4", fmt.Sprintf("--size=%d", killFioSize),
 		"--verify=crc32c", "--verify_fatal=1", "--verify_state_save=0"}
 	if verify {

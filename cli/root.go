@@ -159,6 +159,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.AddCommand(watchesContext(newBenchKernelCmd()))
 	cmd.AddCommand(watchesContext(newBenchGCCmd()))
 	cmd.AddCommand(watchesContext(newBenchSeedsCmd()))
+	cmd.AddCommand(watchesContext(newBenchPeersCmd()))
 	cmd.AddCommand(watchesContext(newBenchLSMCmd()))
 	return cmd
 }

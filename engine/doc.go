@@ -5,9 +5,10 @@
 // Invariants:
 //
 //   - Every append is one record: a header block that names the file, the
-//     sequence number and the extents it carries, then the data. A record
-//     never crosses a zone. The device holds nothing else outside the
-//     metadata zones, so GC and recovery need no other index.
+//     sequence number and the extents it carries, and holds a CRC32C of
+//     each data block, then the data. A record never crosses a zone. The
+//     device holds nothing else outside the metadata zones, so GC and
+//     recovery need no other index.
 //   - Sequence numbers grow with every record and namespace operation.
 //     An extent's version is the sequence number of the client write that
 //     produced it; relocation keeps the version, so a newer write always
@@ -36,11 +37,31 @@
 //     hold the last two checkpoints; the valid one with the higher
 //     number is the file system as of that number, so no two checkpoints
 //     ever tie (a tie, from an older zonefold, is reported by fsck).
+//   - A checkpoint is written only after a device flush makes durable
+//     every record it maps: a device persists writes to different zones
+//     in any order until a flush, and a checkpoint that outlived the data
+//     it points at would replace acknowledged mappings with lost bytes.
 //   - After the checkpoint, the namespace operations logged with a
 //     higher number and the data and GC records with a higher number,
 //     replayed in number order, are the rest. A record's extents carry
 //     the version of the write that produced them, so replay never puts
 //     old bytes over new; data and GC records both carry the file's size.
+//     Operations are taken only from the checkpoint's own metadata zone:
+//     everything logged after a checkpoint goes there, so one in the
+//     other zone numbered above it was never acknowledged.
+//   - A number on the device is never handed out again: recovery counts
+//     every record header it finds, a torn record's too. Lost writes
+//     stay lost because the device reads what it never wrote (past a
+//     write pointer, or in the unwritten rest of a finished zone) as
+//     zeros, as ZNS devices do and the emulator does: bytes of a write
+//     lost to a power cut, shown later, would carry numbers handed out
+//     again since.
+//   - A GC record takes its number, and checks that its file still maps
+//     each piece it carries, in one hold of the file's lock: an overwrite,
+//     remove or rename over the file either came first (the piece is left
+//     out) or is numbered after it and replays after it. A truncate waits
+//     for the pass (it holds the collector from its cut to its log
+//     record), and the same check would leave its cut bytes out.
 //   - A data zone's write pointer in the checkpoint says where newer
 //     records start. A zone is reset only after something durable says
 //     it is empty: GC logs the reset (an operation numbered above its
@@ -53,8 +74,12 @@
 //     only records older than itself there. A device write pointer below
 //     the checkpoint's also means a reset since, and the zone is scanned
 //     from its start.
-//   - A torn or corrupt record ends its zone's log; recovery finishes the
-//     zone. Its unwritten tail is not damage.
+//   - A torn record (one that runs past the write pointer, or whose
+//     header fails its checksum) ends its zone's log; recovery finishes
+//     the zone. Its unwritten tail is not damage. A data block that fails
+//     its checksum below the write pointer was written whole and changed
+//     since: recovery replays its record all the same and goes on, so the
+//     records behind it are not lost and reads of it fail.
 //   - fsync (File.Sync) returns after the file's records are appended and
 //     the device flushed: they, their data and the file's size survive a
 //     crash. A namespace operation (create, remove, rename, truncate) is
@@ -65,6 +90,23 @@
 //     only when the copy and its headers take less than the reset frees;
 //     a writer short of space runs passes itself and gets ENOSPC when
 //     none can gain space.
+//
+// # Checked reads
+//
+// Reads check what they read, as btrfs and ZFS do. Every extent names its
+// record's header, which holds the CRC32C of each data block, and a cache
+// fill checks every block it reads against its sum: a block that fails is
+// EIO to the reader and counted (Stats.ChecksumErrs), and the cache keeps
+// nothing of it. The sums stay on the device next to their data rather
+// than all in memory, where they would cost 4 bytes per 4 KiB of live data
+// in memory and in every checkpoint (4 GiB for 4 TiB); a cache of the
+// sums of recently read records (88 bytes per 64 KiB of data, 1/64 of the
+// folio cache's size by default, keyed by header offset and the zone's
+// reset generation) spares most reads the header: a fill whose sums it
+// lacks reads the header in the same batch as the data. GC moves blocks with the
+// sums they were written with, never new ones, so a block that went bad
+// stays detectably bad wherever it moves; fsck reports a mapped block
+// that fails as damage.
 //
 // # Lock order
 //

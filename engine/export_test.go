@@ -13,5 +13,6 @@ func (e *Engine) crashForTest() {
 	e.stopCompleter()
 	e.cache.Close()
 	e.hdrs.close()
+	e.scratch.close()
 	e.meta.close()
 }

@@ -8,7 +8,13 @@ type extent struct {
 	len int64  // bytes
 	dev int64  // device byte offset of the first byte
 	ver uint64 // sequence number of the write that produced the bytes
+	// hdr is the device offset of the header of the record that holds
+	// the bytes: it has their block checksums.
+	hdr int64
 }
+
+// firstBlock is the index, among its record's data blocks, of e's first.
+func (e extent) firstBlock() int { return int((e.dev - e.hdr - BlockSize) / BlockSize) }
 
 func (e extent) end() int64 { return e.off + e.len }
 

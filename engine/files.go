@@ -497,10 +497,12 @@ func (e *Engine) ReadBacking(fileID uint64, off int64, p []byte) error {
 	if f == nil {
 		return nil
 	}
-	if off%int64(e.geo.BlockSize) != 0 || len(p)%e.geo.BlockSize != 0 {
+	// Whole blocks (the cache's are the engine's): each is checked
+	// against its checksum.
+	if off%BlockSize != 0 || len(p)%BlockSize != 0 {
 		return fmt.Errorf("engine: unaligned backing read of %d bytes at %d: %w", len(p), off, syscall.EINVAL)
 	}
-	var pieces [32]extent
+	var pieces [maxReadPieces]extent
 	for done := int64(0); done < int64(len(p)); {
 		// Gather up to 32 pieces under the file lock, pinning their
 		// zones against GC reset, then read them in one batch.
@@ -519,7 +521,7 @@ func (e *Engine) ReadBacking(fileID uint64, off int64, p []byte) error {
 			}
 		})
 		f.mu.RUnlock()
-		if err := e.readPieces(pieces[:n], p, off); err != nil {
+		if err := e.readPieces(fileID, pieces[:n], p, off); err != nil {
 			return err
 		}
 		done = next
@@ -528,22 +530,31 @@ func (e *Engine) ReadBacking(fileID uint64, off int64, p []byte) error {
 }
 
 // readPieces reads mapped pieces into p (which starts at file offset
-// base) in one plugged batch, and unpins their zones.
-func (e *Engine) readPieces(pieces []extent, p []byte, base int64) error {
+// base) in one plugged batch, checks their blocks' sums (see verify.go),
+// and unpins their zones.
+func (e *Engine) readPieces(fileID uint64, pieces []extent, p []byte, base int64) error {
 	if len(pieces) == 0 {
 		return nil
 	}
-	_, err := e.readBatch(len(pieces), func(i int) (int64, []byte) {
-		x := pieces[i]
-		return x.dev, p[x.off-base : x.off-base+x.len]
-	})
+	var err error
+	if e.cfg.NoReadVerify {
+		_, err = e.readBatch(len(pieces), func(i int) (int64, []byte) {
+			x := pieces[i]
+			return x.dev, p[x.off-base : x.off-base+x.len]
+		})
+	} else {
+		err = e.readChecked(fileID, pieces, p, base)
+	}
 	for _, x := range pieces {
 		if z := e.zoneAt(x.dev); z != nil && z.readers.Add(-1) == 0 {
 			e.idle.Signal() // GC may wait to reset the zone
 		}
 		e.stats.devRead.Add(x.len)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrChecksum):
+		return err // counted where it was found
+	case err != nil:
 		e.stats.readErrs.Add(1)
 		return fmt.Errorf("engine: device read: %w", err)
 	}

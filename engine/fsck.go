@@ -31,8 +31,9 @@ func (r *FsckReport) problem(format string, args ...any) {
 // (Problems) exactly:
 //   - a superblock copy, checkpoint tie or geometry that recovery cannot
 //     trust;
-//   - a mapped extent that does not lie in a record whose header and data
-//     checksums hold and that carries the same file, offset and version;
+//   - a mapped extent that does not lie in a record whose header holds
+//     and that carries the same file, offset and version, or that covers
+//     a block whose checksum fails;
 //   - a record newer than the checkpoint, found by walking every data zone
 //     from its start, whose bytes recovery does not map (nor a later
 //     version of them), although its file was not removed or truncated
@@ -117,12 +118,14 @@ func Fsck(dev zns.Device) (*FsckReport, error) {
 			rep.LiveBytes += x.len
 			i := sort.Search(len(good), func(i int) bool { return good[i].dev+good[i].len > x.dev })
 			ok := i < len(good) && good[i].dev <= x.dev && x.dev+x.len <= good[i].dev+good[i].len &&
-				good[i].file == f.id && good[i].ver == x.ver && good[i].fileOff+(x.dev-good[i].dev) == x.off
+				good[i].file == f.id && good[i].ver == x.ver && good[i].fileOff+(x.dev-good[i].dev) == x.off &&
+				good[i].hdr == x.hdr
 			switch {
 			case ok:
-			case inBad(bad, x.dev):
-				rep.problem("file %q (id %d): extent at offset %d (%d bytes, version %d) lies in a record whose data checksum fails (device offset %d)",
-					f.name, f.id, x.off, x.len, x.ver, x.dev)
+				if at, found := firstBad(bad, x.dev, x.dev+x.len); found {
+					rep.problem("file %q (id %d): the block at offset %d (device offset %d, version %d) is not what was written (its checksum fails): reads of it fail",
+						f.name, f.id, x.off+(at-x.dev), at, x.ver)
+				}
 			default:
 				rep.problem("file %q (id %d): extent at offset %d (%d bytes, version %d) points at device offset %d, where no record carries it",
 					f.name, f.id, x.off, x.len, x.ver, x.dev)
@@ -152,11 +155,19 @@ func Fsck(dev zns.Device) (*FsckReport, error) {
 	// every byte such a record carries is mapped to that version or a
 	// newer one, unless its file was removed, or truncated below it,
 	// since. This is what recovery starting a zone's scan at the wrong
-	// place, or keeping a stale checkpoint, would lose.
+	// place, or keeping a stale checkpoint, would lose. A later record's
+	// size cuts like a truncate (recovery cuts a file to the size of each
+	// record it replays: one that carries a truncate's size may have
+	// outlived the truncate's log record).
 	cuts := map[uint64][]nsOp{}
 	for _, ev := range e.recovered {
 		if ev.op != nil && ev.op.kind == opTruncate {
 			cuts[ev.op.file] = append(cuts[ev.op.file], *ev.op)
+		}
+	}
+	for _, r := range recs {
+		if r.seq > e.ckptSeq && r.size != SizeUnknown {
+			cuts[r.file] = append(cuts[r.file], nsOp{seq: r.seq, kind: opTruncate, file: r.file, size: int64(r.size)})
 		}
 	}
 	lost := 0
@@ -221,16 +232,17 @@ func Fsck(dev zns.Device) (*FsckReport, error) {
 	return rep, nil
 }
 
-// fsckPiece is one extent a record with a valid checksum carries.
+// fsckPiece is one extent a record whose header holds carries.
 type fsckPiece struct {
 	file    uint64
 	fileOff int64
 	ver     uint64
 	dev     int64
 	len     int64
+	hdr     int64 // the record's header
 }
 
-// fsckBad is a record whose header holds but whose data checksum fails.
+// fsckBad is a data block that fails its checksum.
 type fsckBad struct{ start, end int64 }
 
 // fsckRecord is a record with a valid checksum.
@@ -242,9 +254,13 @@ type fsckRecord struct {
 	ext       []RecordExtent
 }
 
-func inBad(bad []fsckBad, dev int64) bool {
-	i := sort.Search(len(bad), func(i int) bool { return bad[i].end > dev })
-	return i < len(bad) && bad[i].start <= dev
+// firstBad is the first bad block in [lo, hi), if any.
+func firstBad(bad []fsckBad, lo, hi int64) (int64, bool) {
+	i := sort.Search(len(bad), func(i int) bool { return bad[i].end > lo })
+	if i < len(bad) && bad[i].start < hi {
+		return max(lo, bad[i].start), true
+	}
+	return 0, false
 }
 
 // fsckWalk reads one zone's records from its start to its write pointer.
@@ -258,11 +274,10 @@ type fsckWalk struct {
 	recs []fsckRecord
 }
 
-// zone walks z. A record whose header holds but whose data checksum
-// fails is noted and stepped over (what it would hide shows up in the
-// checks above); the walk ends where no valid header is: a torn last
-// write, or the never-written tail of a zone recovery finished, neither
-// of them damage by itself.
+// zone walks z. A data block that fails its checksum is noted (whether a
+// file maps it is for the checks above to say); the walk ends where no
+// valid header is: a torn last write, or the never-written tail of a zone
+// recovery finished, neither of them damage by itself.
 func (fw *fsckWalk) zone(z *zone, rz zns.Zone) error {
 	e := fw.e
 	wp := rz.WP - rz.Start
@@ -285,24 +300,29 @@ func (fw *fsckWalk) zone(z *zone, rz zns.Zone) error {
 			fw.note(z, off, wp, "a record longer than what was written")
 			return nil
 		}
-		dev := rz.Start + off + BlockSize
+		hdr := rz.Start + off
+		dev := hdr + BlockSize
 		if h.Kind != KindPad && h.DataLen > 0 {
 			data := fw.buf.mem[:h.DataLen]
 			if err := e.readDev(dev, data, fw.w); err != nil {
 				return fmt.Errorf("engine: fsck: read zone %d at %d: %w", z.idx, off, err)
 			}
-			if Checksum(data) != h.DataCRC {
-				fw.bad = append(fw.bad, fsckBad{start: dev, end: dev + int64(h.DataLen)})
-				fw.rep.Notes = append(fw.rep.Notes, fmt.Sprintf("zone %d: the record at offset %d (sequence %d, file %d) fails its data checksum", z.idx, off, h.Seq, h.File))
-				off += n
-				continue
+			for rest, at := data, dev; len(rest) > 0; {
+				b := badBlock(rest, h.Sums[(at-dev)/BlockSize:])
+				if b < 0 {
+					break
+				}
+				bad := at + int64(b)*BlockSize
+				fw.bad = append(fw.bad, fsckBad{start: bad, end: bad + BlockSize})
+				fw.rep.Notes = append(fw.rep.Notes, fmt.Sprintf("zone %d: the record at offset %d (sequence %d, file %d) has a block at device offset %d that fails its checksum", z.idx, off, h.Seq, h.File, bad))
+				rest, at = rest[(b+1)*BlockSize:], bad+BlockSize
 			}
 		}
 		if h.Kind != KindPad {
 			fw.rep.Records++
 			fw.recs = append(fw.recs, fsckRecord{seq: h.Seq, file: h.File, size: h.Size, zone: z.idx, at: off, ext: slices.Clone(h.Extents)})
 			for _, x := range h.Extents {
-				fw.good = append(fw.good, fsckPiece{file: h.File, fileOff: x.FileOff, ver: x.Version, dev: dev, len: int64(x.Len)})
+				fw.good = append(fw.good, fsckPiece{file: h.File, fileOff: x.FileOff, ver: x.Version, dev: dev, len: int64(x.Len), hdr: hdr})
 				dev += int64(x.Len)
 			}
 		}

@@ -66,42 +66,69 @@ func TestFsckFinishedZoneTailIsNotDamage(t *testing.T) {
 	}
 }
 
-// A corrupt record in the middle of a zone ends recovery's scan of it:
-// the acknowledged record behind it is lost. fsck must say so (it said
-// clean, calling the corrupt record a torn last write).
+// A record newer than the checkpoint that recovery does not find is
+// acknowledged data lost: fsck, walking every zone from its start, must
+// say so. The checkpoint is made to claim the zone's record was in it
+// already, as a recovery bug starting that zone's scan too late would.
 func TestFsckFindsLostAcknowledgedData(t *testing.T) {
 	devName := emuDevice(t, 16, "1M", "")
 	e := formatOpen(t, devName, smallConfig())
 	f, _ := e.Create("a")
-	for _, b := range []byte{1, 2} {
-		if _, err := f.WriteAt(bytes.Repeat([]byte{b}, 64<<10), 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Sync(); err != nil { // acknowledged
-			t.Fatal(err)
-		}
+	if _, err := f.WriteAt(bytes.Repeat([]byte{1}, 64<<10), 0); err != nil {
+		t.Fatal(err)
 	}
-	emu := emuOf(t, e)
-	// The first record is superseded; flip a byte of its data.
-	var at int64 = -1
-	for _, z := range e.zones {
-		if z != nil && z.alloc.Load() > 0 {
-			at = emu.FileOffset(z.start + BlockSize + 100)
-			break
-		}
+	if err := f.Sync(); err != nil { // acknowledged
+		t.Fatal(err)
 	}
+	z := f.f.mru.Load()
+	wp := z.alloc.Load()
+	mz := e.sb.MetaZones[e.meta.active]
 	e.crashForTest()
-	emu.Close()
+	emuOf(t, e).Close()
+	rep := fsckOf(t, devName)
+	if len(rep.Problems) > 0 {
+		t.Fatalf("fsck before the damage: %v", rep.Problems)
+	}
+	// Rewrite the active checkpoint (the first record after the
+	// superblock copy) with the data zone at its capacity.
 	path := strings.TrimPrefix(devName[:strings.IndexByte(devName, '?')], "emu:")
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := dev.(*zns.Emu).FileOffset(int64(mz)*dev.Geometry().ZoneSize + BlockSize)
+	dev.Close()
 	fh, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fh.WriteAt([]byte{0xff}, at); err != nil {
+	defer fh.Close()
+	hb := make([]byte, BlockSize)
+	if _, err := fh.ReadAt(hb, at); err != nil {
 		t.Fatal(err)
 	}
-	fh.Close()
-	rep := fsckOf(t, devName)
+	h, err := decodeMetaHeader(hb)
+	if err != nil || h.kind != metaCheckpoint {
+		t.Fatalf("no checkpoint at the start of metadata zone %d: %v", mz, err)
+	}
+	rec := make([]byte, metaRecordLen(h.length))
+	if _, err := fh.ReadAt(rec, at); err != nil {
+		t.Fatal(err)
+	}
+	payload, err := verifyMeta(rec, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := decodeCheckpoint(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.zoneWP[z.idx] = wp
+	encodeMeta(rec, h.fs, metaCheckpoint, h.seq, encodeCheckpoint(c))
+	if _, err := fh.WriteAt(rec, at); err != nil {
+		t.Fatal(err)
+	}
+	rep = fsckOf(t, devName)
 	found := false
 	for _, p := range rep.Problems {
 		found = found || strings.Contains(p, "acknowledged data would be lost")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"log/slog"
 	"sort"
 	"sync"
@@ -55,8 +54,9 @@ type GCConfig struct {
 	Disabled bool
 	// Streams is how many zones GC appends its copies to at once, each
 	// one stream of data of one temperature (see collector): 1 or 2. 0
-	// chooses 2 where the device's open limit leaves room for both beside
-	// the data zones asked for (16 by default), else 1. Each stream takes
+	// chooses 2 where the device has minZonesForGCStreams data zones or
+	// more and its open limit leaves room for both beside the data zones
+	// asked for (16 by default), else 1. Each stream takes
 	// one of the device's open zones, and where Reserve, Low and High are
 	// left to their defaults each stream beyond the first adds a zone to
 	// them (see forStreams).
@@ -164,6 +164,10 @@ type collector struct {
 	streams [maxGCStreams]atomic.Pointer[zone]
 	buf     *scanBuf
 	w       *uring.Waiter
+	kept    []extent // scratch for appendFile
+	// sums are the block checksums of the pieces validPieces found,
+	// copied from their records' headers.
+	sums []uint32
 }
 
 // The GC streams.
@@ -337,6 +341,14 @@ func (c *collector) collect(victim *zone) (bool, error) {
 			return false, nil
 		}
 	}
+	return c.reset(victim)
+}
+
+// reset logs the reset of a victim whose valid data is relocated and
+// durable, resets it and returns it to the free pool. It fails, leaving
+// the zone full, if anything is still mapped there.
+func (c *collector) reset(victim *zone) (bool, error) {
+	e := c.e
 	if v := victim.valid.Load(); v != 0 {
 		victim.state.Store(zoneFull)
 		return false, fmt.Errorf("engine: gc: zone %d still holds %d valid bytes after relocation", victim.idx, v)
@@ -424,6 +436,7 @@ const minGCGain = 4 * BlockSize
 type live struct {
 	file *file
 	x    extent
+	sum  int // where its blocks' checksums start in the collector's sums
 }
 
 // relocate copies the victim's valid extents, sorted by (file, offset),
@@ -433,22 +446,38 @@ type live struct {
 // reset frees: a pass without a net gain is how GC spun without progress
 // while writers waited.
 func (c *collector) relocate(victim *zone) (bool, error) {
+	pieces, gain, err := c.gather(victim)
+	if err != nil || !gain {
+		return false, err
+	}
+	if err := c.rewrite(victim, pieces); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// gather finds the victim's valid pieces, sorted by (file, offset), and
+// reads their bytes back to back into the scan buffer. gain is false,
+// and nothing is read, if copying them would not gain space.
+func (c *collector) gather(victim *zone) (pieces []live, gain bool, err error) {
 	e := c.e
 	if c.buf == nil {
-		var err error
 		if c.buf, err = newScanBuf(int(max(e.geo.ZoneCap, 1<<20))); err != nil {
-			return false, err
+			return nil, false, err
 		}
 	}
-	pieces, err := c.validPieces(victim)
+	pieces, err = c.validPieces(victim)
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	if found := livelen(pieces); found < victim.valid.Load() {
 		// Records the header walk cannot reach: on NVMe, appends that
 		// landed past one that failed (torn) in this zone. The maps say
 		// where they are.
 		pieces = e.mappedIn(victim)
+		if err := c.headerSums(victim, pieces); err != nil {
+			return nil, false, err
+		}
 	}
 	sort.Slice(pieces, func(i, j int) bool {
 		if pieces[i].file.id != pieces[j].file.id {
@@ -467,10 +496,10 @@ func (c *collector) relocate(victim *zone) (bool, error) {
 	}
 	headers += total / e.maxRecordData()
 	if cost := total + headers*BlockSize; cost > victim.cap-minGCGain {
-		return false, nil
+		return nil, false, nil
 	}
 	if total > int64(len(c.buf.mem)) {
-		return false, fmt.Errorf("engine: gc: %d valid bytes exceed the scan buffer", total)
+		return nil, false, fmt.Errorf("engine: gc: %d valid bytes exceed the scan buffer", total)
 	}
 	// One batch: a victim of small overwrites holds hundreds of valid
 	// pieces, and reading them one round trip at a time was most of a
@@ -487,11 +516,18 @@ func (c *collector) relocate(victim *zone) (bool, error) {
 		err = fmt.Errorf("short read: %d of %d bytes", got, total)
 	}
 	if err != nil {
-		return false, fmt.Errorf("engine: gc: read zone %d: %w", victim.idx, err)
+		return nil, false, fmt.Errorf("engine: gc: read zone %d: %w", victim.idx, err)
 	}
 	e.stats.gcRead.Add(total)
-	// Write them as GC records, one file per record, each file's to the
-	// stream of its temperature.
+	return pieces, true, nil
+}
+
+// rewrite appends the gathered pieces (their bytes back to back in the
+// scan buffer) as GC records, one file per record, each file's to the
+// GC stream of its temperature, and waits until they are durable.
+func (c *collector) rewrite(victim *zone, pieces []live) error {
+	e := c.e
+	// Each file's copies go to the stream of its temperature.
 	host, live := e.stats.hostWritten.Load(), e.placer.validBytes()
 	var b gcBatch
 	e.quiesce.RLock()
@@ -524,16 +560,25 @@ func (c *collector) relocate(victim *zone) (bool, error) {
 		werr = *p
 	}
 	if werr != nil {
-		return false, fmt.Errorf("engine: gc: relocate zone %d: %w", victim.idx, werr)
+		return fmt.Errorf("engine: gc: relocate zone %d: %w", victim.idx, werr)
 	}
 	if err := e.dev.Flush(); err != nil {
-		return false, fmt.Errorf("engine: gc: flush: %w", err)
+		return fmt.Errorf("engine: gc: flush: %w", err)
 	}
-	return true, nil
+	return nil
 }
 
 // appendFile writes one file's pieces (their bytes back to back in mem)
 // as GC records to a GC stream.
+//
+// Each record takes its sequence number under the file's lock, and in
+// the same hold keeps of every piece only what the file still maps to
+// it: a truncate (or an overwrite, or a remove) since gather either came
+// first, and the record leaves those bytes out, or comes after, with a
+// higher number, and replays after it. Replaying a record that carried
+// bytes a truncate had cut before the record's number would bring them
+// back when the file grows again. Room the record reserved and no
+// longer fills is padded.
 func (c *collector) appendFile(pieces []live, mem []byte, stream int, b *gcBatch) error {
 	e := c.e
 	f := pieces[0].file
@@ -550,8 +595,8 @@ func (c *collector) appendFile(pieces []live, mem []byte, stream int, b *gcBatch
 		if g.padZone != nil {
 			e.appendPad(g.padZone, g.padOff, nil)
 		}
-		if errors.Is(err, errDraining) {
-			continue // the pad was what a zone waited for
+		if errors.Is(err, errDraining) || errors.Is(err, errPadFirst) {
+			continue // the pad was what a zone waited for, or comes first
 		}
 		if err != nil {
 			return err
@@ -560,25 +605,48 @@ func (c *collector) appendFile(pieces []live, mem []byte, stream int, b *gcBatch
 		op.f, op.z, op.p, op.gc = f, g.z, nil, b
 		op.hdr.Kind = KindGC
 		op.hdr.File = f.id
+		op.hdr.Extents = op.hdr.Extents[:0]
+		op.bufs = op.bufs[:0]
+		op.hdrI, op.bufs = e.takeHeader(op.bufs)
+		op.hdr.Sums = op.hdr.Sums[:0]
+		carried := int64(0)
+		f.mu.RLock()
 		op.hdr.Seq = e.seq.Add(1)
 		// The file's size, as a data record carries it: once GC resets
 		// the zones of a file's data records, its GC records may be all
 		// that recovery finds of it after the last checkpoint.
-		f.mu.RLock()
 		op.hdr.Size = uint64(f.size)
-		f.mu.RUnlock()
-		op.hdr.Extents = op.hdr.Extents[:0]
-		op.bufs = op.bufs[:0]
-		op.hdrI, op.bufs = e.takeHeader(op.bufs)
-		var crc uint32
-		for left := g.n - BlockSize; left > 0 && i < len(pieces) && len(op.hdr.Extents) < MaxRecordExtents; {
+		for left := g.n - BlockSize; left > 0 && i < len(pieces); {
 			p := pieces[i].x
 			n := min(p.len-used, left)
-			src := mem[pos : pos+n]
+			part := p.clip(p.off+used, p.off+used+n)
+			c.kept = c.kept[:0]
+			if !f.gone {
+				f.ext.lookup(part.off, part.len, func(m extent) {
+					if m.ver == part.ver && m.dev == part.dev+(m.off-part.off) {
+						c.kept = append(c.kept, m)
+					}
+				})
+			}
+			if room := MaxRecordExtents - len(op.hdr.Extents); len(c.kept) > room {
+				// The next record takes the rest of the piece.
+				if room == 0 {
+					break
+				}
+				c.kept = c.kept[:room]
+				n = c.kept[room-1].end() - part.off
+			}
+			for _, m := range c.kept {
+				src := mem[pos+(m.off-part.off) : pos+(m.off-part.off)+m.len]
+				op.hdr.Extents = append(op.hdr.Extents, RecordExtent{FileOff: m.off, Len: uint32(m.len), Version: m.ver})
+				op.bufs = append(op.bufs, src)
+				// The sums the bytes were written with, not new ones:
+				// a block that went bad stays detectably bad.
+				first := pieces[i].sum + int((m.off-p.off)/BlockSize)
+				op.hdr.Sums = append(op.hdr.Sums, c.sums[first:first+int(m.len/BlockSize)]...)
+				carried += m.len
+			}
 			pos += n
-			op.hdr.Extents = append(op.hdr.Extents, RecordExtent{FileOff: p.off + used, Len: uint32(n), Version: p.ver})
-			op.bufs = append(op.bufs, src)
-			crc = crc32.Update(crc, castagnoli, src)
 			left -= n
 			used += n
 			if used == p.len {
@@ -586,8 +654,20 @@ func (c *collector) appendFile(pieces []live, mem []byte, stream int, b *gcBatch
 				used = 0
 			}
 		}
-		op.hdr.DataLen = uint32(g.n - BlockSize)
-		op.hdr.DataCRC = crc
+		f.mu.RUnlock()
+		if rest := g.n - BlockSize - carried; rest > 0 {
+			// Bytes the file no longer maps here, or extents for the
+			// next record: a pad fills the rest of the reservation,
+			// so that the zone still fills to capacity exactly.
+			if carried == 0 {
+				e.releaseOp(op)
+				e.appendFiller(g.z, g.n, nil)
+				continue
+			}
+			g.z.writers.Add(1)
+			e.appendFiller(g.z, rest, nil)
+		}
+		op.hdr.DataLen = uint32(carried)
 		b.wg.Add(1)
 		if err := e.submitRecord(op); err != nil {
 			b.wg.Done()
@@ -630,12 +710,45 @@ func (e *Engine) mappedIn(z *zone) []live {
 	return out
 }
 
+// headerSums sets the block checksums of pieces found through the extent
+// maps (mappedIn) from their records' headers, each read once: a GC
+// record carries the sums its bytes were written with.
+func (c *collector) headerSums(victim *zone, pieces []live) error {
+	e := c.e
+	c.sums = c.sums[:0]
+	hb := c.buf.mem[:BlockSize]
+	var h RecordHeader
+	at := int64(-1)
+	for i := range pieces {
+		x := pieces[i].x
+		if x.hdr != at {
+			if err := e.readDev(x.hdr, hb, c.w); err != nil {
+				return fmt.Errorf("engine: gc: read zone %d header at %d: %w", victim.idx, x.hdr-victim.start, err)
+			}
+			if err := DecodeHeader(hb, &h); err != nil {
+				return fmt.Errorf("engine: gc: zone %d header at %d: %w", victim.idx, x.hdr-victim.start, err)
+			}
+			e.stats.gcRead.Add(BlockSize)
+			at = x.hdr
+		}
+		first, n := x.firstBlock(), int(x.len/BlockSize)
+		if first < 0 || first+n > len(h.Sums) {
+			return fmt.Errorf("engine: gc: zone %d: the record at %d has %d blocks, file %d maps block %d of it: %w",
+				victim.idx, x.hdr-victim.start, len(h.Sums), pieces[i].file.id, first+n-1, ErrCorruptRecord)
+		}
+		pieces[i].sum = len(c.sums)
+		c.sums = append(c.sums, h.Sums[first:first+n]...)
+	}
+	return nil
+}
+
 // validPieces walks the victim's record headers and keeps the extents the
 // mapping still points at this zone with the same version.
 func (c *collector) validPieces(victim *zone) ([]live, error) {
 	e := c.e
 	var out []live
 	var h RecordHeader
+	c.sums = c.sums[:0]
 	hb := c.buf.mem[:BlockSize]
 	end := victim.alloc.Load()
 	for off := int64(0); off+BlockSize <= end; {
@@ -650,7 +763,8 @@ func (c *collector) validPieces(victim *zone) ([]live, error) {
 			return nil, err
 		}
 		e.stats.gcRead.Add(BlockSize)
-		dev := victim.start + off + BlockSize
+		hdr := victim.start + off
+		dev := hdr + BlockSize
 		if h.Kind != KindPad {
 			f := e.fileByID(h.File)
 			for _, x := range h.Extents {
@@ -658,8 +772,10 @@ func (c *collector) validPieces(victim *zone) ([]live, error) {
 					f.mu.RLock()
 					f.ext.lookup(x.FileOff, int64(x.Len), func(m extent) {
 						want := dev + (m.off - x.FileOff)
-						if m.ver == x.Version && m.dev == want {
-							out = append(out, live{file: f, x: m})
+						if m.ver == x.Version && m.dev == want && m.hdr == hdr {
+							out = append(out, live{file: f, x: m, sum: len(c.sums)})
+							first := m.firstBlock()
+							c.sums = append(c.sums, h.Sums[first:first+int(m.len/BlockSize)]...)
 						}
 					})
 					f.mu.RUnlock()

@@ -146,3 +146,277 @@ func TestGCReclaimsUnderOverwrites(t *testing.T) {
 		})
 	}
 }
+
+// A truncate that lands between GC reading a file's pieces and writing
+// them out must not be undone by the GC record: replayed after the
+// truncate, it would map the cut bytes again, and they would show in the
+// hole when the file grows past them.
+func TestGCRecordNeverResurrectsTruncatedBytes(t *testing.T) {
+	devName := emuDevice(t, 16, "1M", "")
+	cfg := smallConfig()
+	cfg.GC.Disabled = true
+	e := formatOpen(t, devName, cfg)
+	h := createSynced(t, e, "a", bytes.Repeat([]byte{0xaa}, 128<<10))
+	victim := h.f.mru.Load()
+	pieces, gain, err := e.gc.gather(victim)
+	if err != nil || !gain || len(pieces) == 0 {
+		t.Fatalf("gather: %d pieces, gain %v, %v", len(pieces), gain, err)
+	}
+	const cut, end = 10000, 200 << 10
+	if err := h.Truncate(cut); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.WriteAt([]byte{1}, end); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.gc.rewrite(victim, pieces); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, end+1)
+	copy(want, bytes.Repeat([]byte{0xaa}, cut))
+	want[end] = 1
+	if got := readAll(t, e, "a"); !bytes.Equal(got, want) {
+		t.Fatal("a differs before the crash")
+	}
+	e.crashForTest()
+	emu := emuOf(t, e)
+	if err := emu.PowerCut(); err != nil {
+		t.Fatal(err)
+	}
+	emu.Close()
+	e = reopen(t, devName, cfg)
+	defer e.Close()
+	got := readAll(t, e, "a")
+	if i := firstDiff(got, want); i >= 0 {
+		t.Fatalf("after recovery a differs at byte %d (%d bytes, want %d): %#x, want %#x", i, len(got), len(want), got[min(i, len(got)-1)], want[min(i, len(want)-1)])
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	if len(a) != len(b) {
+		return min(len(a), len(b))
+	}
+	return -1
+}
+
+// A truncate whose log record never became durable, while the record
+// that zeroes its last block's tail did (another file's fsync flushed
+// it), must not come back half done: recovery takes the file's size from
+// that record, and must then not map the bytes past it either, which the
+// file growing again would show.
+func TestHalfDoneTruncateLeavesNoOldBytes(t *testing.T) {
+	devName := emuDevice(t, 16, "1M", "")
+	cfg := smallConfig()
+	cfg.GC.Disabled = true
+	e := formatOpen(t, devName, cfg)
+	h := createSynced(t, e, "a", bytes.Repeat([]byte{0xaa}, 128<<10))
+	const cut, end = 10000, 200 << 10
+	emu := emuOf(t, e)
+	emu.FailWrite(2) // the tail's record goes through, the logged truncate fails
+	if err := h.Truncate(cut); err == nil {
+		t.Fatal("truncate succeeded although its log write failed")
+	}
+	if err := e.dev.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	e.crashForTest()
+	if err := emu.PowerCut(); err != nil {
+		t.Fatal(err)
+	}
+	emu.Close()
+	e = reopen(t, devName, cfg)
+	defer e.Close()
+	h, err := e.Open("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := h.Size()
+	if size != cut && size != 128<<10 {
+		t.Fatalf("a has %d bytes after the power cut: want %d or %d", size, cut, 128<<10)
+	}
+	if _, err := h.WriteAt([]byte{1}, end); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, end+1)
+	copy(want, bytes.Repeat([]byte{0xaa}, int(size)))
+	want[end] = 1
+	if i := firstDiff(readAll(t, e, "a"), want); i >= 0 {
+		t.Fatalf("a (%d bytes after recovery, then grown) differs at byte %d", size, i)
+	}
+}
+
+// TestGCRaceWithNamespaceChanges runs a whole GC pass of a full zone by
+// hand, with a file change landing between its steps: after GC read the
+// victim's pieces (before it writes the GC records), or after the GC
+// records are durable (before the victim is logged reset and reset).
+// The change is acknowledged (fsynced or logged) before the pass goes
+// on; the files must then match the model, at once and after a power
+// cut and recovery, and fsck must find nothing wrong. A GC record must
+// neither bring back bytes the change cut (a truncate, a remove, a
+// rename over the file) nor put old bytes over what the change wrote,
+// and the reset must not take anything the change left mapped there.
+func TestGCRaceWithNamespaceChanges(t *testing.T) {
+	const aSize, bSize = 1536 << 10, 200 << 10
+	type model map[string][]byte
+	open := func(t *testing.T, e *Engine, name string) *File {
+		t.Helper()
+		h, err := e.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	sync := func(t *testing.T, h *File) {
+		t.Helper()
+		if err := h.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeAt := func(t *testing.T, e *Engine, m model, name string, p []byte, off int) {
+		t.Helper()
+		h := open(t, e, name)
+		if _, err := h.WriteAt(p, int64(off)); err != nil {
+			t.Fatal(err)
+		}
+		sync(t, h)
+		if need := off + len(p); need > len(m[name]) {
+			m[name] = append(m[name], make([]byte, need-len(m[name]))...)
+		}
+		copy(m[name][off:], p)
+	}
+	truncate := func(t *testing.T, e *Engine, m model, name string, size int) {
+		t.Helper()
+		if err := open(t, e, name).Truncate(int64(size)); err != nil {
+			t.Fatal(err)
+		}
+		if size <= len(m[name]) {
+			m[name] = m[name][:size]
+		} else {
+			m[name] = append(m[name], make([]byte, size-len(m[name]))...)
+		}
+	}
+	cases := []struct {
+		name   string
+		change func(t *testing.T, e *Engine, m model)
+	}{
+		{"overwrite", func(t *testing.T, e *Engine, m model) {
+			writeAt(t, e, m, "a", pattern(40<<10, 3), 8<<10)
+		}},
+		{"overwrite unaligned", func(t *testing.T, e *Engine, m model) {
+			writeAt(t, e, m, "a", pattern(5000, 4), 70000)
+		}},
+		{"truncate and grow", func(t *testing.T, e *Engine, m model) {
+			truncate(t, e, m, "a", 10000)
+			writeAt(t, e, m, "a", []byte{1}, 1200<<10)
+		}},
+		{"truncate to zero and write", func(t *testing.T, e *Engine, m model) {
+			truncate(t, e, m, "a", 0)
+			writeAt(t, e, m, "a", pattern(64<<10, 5), 0)
+		}},
+		{"grow by truncate", func(t *testing.T, e *Engine, m model) {
+			truncate(t, e, m, "a", 2<<20)
+		}},
+		{"remove and create", func(t *testing.T, e *Engine, m model) {
+			if err := e.Remove("a"); err != nil {
+				t.Fatal(err)
+			}
+			delete(m, "a")
+			if _, err := e.Create("a"); err != nil {
+				t.Fatal(err)
+			}
+			m["a"] = nil
+			writeAt(t, e, m, "a", pattern(100<<10, 6), 0)
+		}},
+		{"rename over", func(t *testing.T, e *Engine, m model) {
+			if err := e.Rename("b", "a"); err != nil {
+				t.Fatal(err)
+			}
+			m["a"] = m["b"]
+			delete(m, "b")
+		}},
+		{"overwrite and checkpoint", func(t *testing.T, e *Engine, m model) {
+			writeAt(t, e, m, "a", pattern(24<<10, 7), 512<<10)
+			if err := e.checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	check := func(t *testing.T, e *Engine, m model, when string) {
+		t.Helper()
+		var names []string
+		for _, fi := range e.List() {
+			names = append(names, fi.Name)
+			if _, ok := m[fi.Name]; !ok {
+				t.Errorf("%s: %s exists; the model has no such file", when, fi.Name)
+			}
+		}
+		for name, want := range m {
+			if _, err := e.Stat(name); err != nil {
+				t.Errorf("%s: %s: %v (files %v)", when, name, err, names)
+				continue
+			}
+			got := readAll(t, e, name)
+			if i := firstDiff(got, want); i >= 0 {
+				t.Errorf("%s: %s differs at byte %d (%d bytes, want %d)", when, name, i, len(got), len(want))
+			}
+		}
+	}
+	for _, at := range []string{"before rewrite", "before reset"} {
+		for _, tc := range cases {
+			t.Run(at+"/"+tc.name, func(t *testing.T) {
+				devName := emuDevice(t, 16, "1M", "")
+				cfg := smallConfig()
+				cfg.GC.Disabled = true
+				e := formatOpen(t, devName, cfg)
+				m := model{"a": pattern(aSize, 1), "b": pattern(bSize, 2)}
+				createSynced(t, e, "a", m["a"])
+				createSynced(t, e, "b", m["b"])
+				victim := e.zoneAt(devOf(t, e, "a", 0).dev)
+				// Garbage in the victim, for the pass to gain space.
+				writeAt(t, e, m, "a", pattern(512<<10, 9), 256<<10)
+				if !victim.state.CompareAndSwap(zoneFull, zoneGC) {
+					t.Fatalf("zone %d of a's first bytes is in state %v, not full", victim.idx, victim.state.Load())
+				}
+				pieces, gain, err := e.gc.gather(victim)
+				if err != nil || !gain || len(pieces) == 0 {
+					t.Fatalf("gather: %d pieces, gain %v, %v", len(pieces), gain, err)
+				}
+				if at == "before rewrite" {
+					tc.change(t, e, m)
+				}
+				if err := e.gc.rewrite(victim, pieces); err != nil {
+					t.Fatal(err)
+				}
+				if at == "before reset" {
+					tc.change(t, e, m)
+				}
+				if ok, err := e.gc.reset(victim); !ok || err != nil {
+					t.Fatalf("reset zone %d: %v, %v", victim.idx, ok, err)
+				}
+				check(t, e, m, "after the GC pass")
+				checkValidCounts(t, e)
+				e.crashForTest()
+				emu := emuOf(t, e)
+				if err := emu.PowerCut(); err != nil {
+					t.Fatal(err)
+				}
+				emu.Close()
+				e = reopen(t, devName, cfg)
+				check(t, e, m, "after recovery")
+				checkValidCounts(t, e)
+				if err := e.Close(); err != nil {
+					t.Fatal(err)
+				}
+				checkFsck(t, devName)
+			})
+		}
+	}
+}

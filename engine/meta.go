@@ -23,8 +23,9 @@ import (
 // operation. The newest valid checkpoint plus every operation and data
 // record with a higher sequence number is the file system.
 const (
-	metaMagic   = 0x544d465a // "ZFMT"
-	metaVersion = 1
+	metaMagic = 0x544d465a // "ZFMT"
+	// metaVersion 2: a checkpoint's extents name their record's header.
+	metaVersion = 2
 	metaHdrLen  = 32
 
 	metaCheckpoint uint16 = 1
@@ -219,6 +220,10 @@ type checkpointState struct {
 	zoneWP map[int]int64
 }
 
+// ckptExtSize is an extent's bytes in a checkpoint: file offset,
+// length, device offset, version and record header offset.
+const ckptExtSize = 40
+
 type ckptFile struct {
 	id   uint64
 	name string
@@ -241,6 +246,7 @@ func encodeCheckpoint(c *checkpointState) []byte {
 			e.u64(uint64(x.len))
 			e.u64(uint64(x.dev))
 			e.u64(x.ver)
+			e.u64(uint64(x.hdr))
 		}
 	}
 	zones := make([]int, 0, len(c.zoneWP))
@@ -263,13 +269,14 @@ func decodeCheckpoint(p []byte) (*checkpointState, error) {
 	for i := uint32(0); i < nf && d.err == nil; i++ {
 		f := ckptFile{id: d.u64(), name: d.str(), size: int64(d.u64())}
 		ne := d.u32()
-		if !d.need(int(ne) * 32) {
+		if !d.need(int(ne) * ckptExtSize) {
 			break
 		}
 		f.ext = make([]extent, ne)
 		for j := range f.ext {
-			f.ext[j] = extent{off: int64(d.u64()), len: int64(d.u64()), dev: int64(d.u64()), ver: d.u64()}
-			if x := f.ext[j]; x.off < 0 || x.len <= 0 || x.dev < 0 {
+			f.ext[j] = extent{off: int64(d.u64()), len: int64(d.u64()), dev: int64(d.u64()), ver: d.u64(), hdr: int64(d.u64())}
+			if x := f.ext[j]; x.off < 0 || x.len <= 0 || x.hdr < 0 || x.dev < x.hdr+BlockSize || (x.dev-x.hdr)%BlockSize != 0 ||
+				x.firstBlock()+int((x.len+BlockSize-1)/BlockSize) > MaxRecordBlocks {
 				d.err = fmt.Errorf("%w: extent %+v", errCorruptMeta, x)
 			}
 		}

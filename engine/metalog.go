@@ -122,6 +122,14 @@ func (e *Engine) checkpointLocked() error {
 	e.quiesce.Lock()
 	defer e.quiesce.Unlock()
 	e.waitUntil(func() bool { return e.inflight.Load() == 0 })
+	// What the checkpoint maps is durable before the checkpoint can be:
+	// a device persists writes to different zones in any order until a
+	// flush, and a checkpoint that outlived the data it points at would
+	// replace acknowledged mappings with lost bytes (f2fs flushes before
+	// it writes a checkpoint pack, for the same reason).
+	if err := e.dev.Flush(); err != nil {
+		return fmt.Errorf("engine: checkpoint: flush data: %w", err)
+	}
 	c := e.snapshot()
 	payload := encodeCheckpoint(c)
 	n := metaRecordLen(len(payload))

@@ -99,6 +99,9 @@ type zone struct {
 	// data relocated, or none left): from then on a checkpoint records
 	// its write pointer as 0. freeZone clears it after the reset.
 	resetPending atomic.Bool
+	// gen counts the zone's resets: cached record sums are valid for
+	// one generation.
+	gen atomic.Uint32
 }
 
 // orphan reports whether no file is writing to z as its MRU zone: the
@@ -131,6 +134,11 @@ var errNoFreeZone = errors.New("engine: no free zone for a file of its own")
 // filled finish their last appends; reserve waits for that itself, except
 // when its caller holds a pad for one of them (see reserve).
 var errDraining = errors.New("engine: waiting for filled zones' last appends")
+
+// errPadFirst means a reservation that already holds a pad for one zone's
+// short tail met another: a grant carries one pad, so the caller appends
+// it and asks again (the other tail is padded then).
+var errPadFirst = errors.New("engine: pad the zone tail first")
 
 // minRecord is the smallest record: a header and one block of data.
 const minRecord = 2 * BlockSize
@@ -187,8 +195,10 @@ type placer struct {
 
 // claim reserves up to want bytes (at least minRecord) in z. It returns
 // ok=false when z has no room for a record; a tail too short for one is
-// claimed whole and reported as pad, so the zone still fills to capacity.
-func (z *zone) claim(want int64) (off, n int64, pad bool, ok bool) {
+// claimed whole and reported as pad, so the zone still fills to capacity
+// — unless padOK is false: then such a tail is left alone and reported
+// as pad with ok=false.
+func (z *zone) claim(want int64, padOK bool) (off, n int64, pad bool, ok bool) {
 	for {
 		a := z.alloc.Load()
 		rem := z.cap - a
@@ -196,6 +206,9 @@ func (z *zone) claim(want int64) (off, n int64, pad bool, ok bool) {
 			return 0, 0, false, false
 		}
 		if rem < minRecord {
+			if !padOK {
+				return 0, 0, true, false
+			}
 			if z.alloc.CompareAndSwap(a, z.cap) {
 				return a, rem, true, true
 			}
@@ -268,12 +281,18 @@ func (p *placer) reserveData(mru *atomic.Pointer[zone], owner *file, want int64,
 			z.doneWriting(p.idle)
 			continue
 		}
-		off, n, pad, ok := z.claim(want)
+		off, n, pad, ok := z.claim(want, g.padZone == nil)
 		if ok {
 			p.unalloc.Add(-n)
 		}
 		if !ok {
 			z.doneWriting(p.idle)
+			if pad {
+				// A second short tail: claimed here, it was a
+				// reservation nobody appended, and its zone never
+				// drained (GC then waited for it forever).
+				return g, errPadFirst
+			}
 			p.retire(z)
 			continue
 		}
@@ -284,9 +303,6 @@ func (p *placer) reserveData(mru *atomic.Pointer[zone], owner *file, want int64,
 		if pad {
 			// A tail shorter than a record: the caller pads it, and
 			// this reservation goes on elsewhere.
-			if g.padZone != nil {
-				return g, errors.New("engine: placement found two pad tails in one reservation")
-			}
 			g.padZone, g.padOff = z, off
 			continue
 		}
@@ -549,6 +565,7 @@ func (p *placer) freeZone(z *zone) {
 	z.alloc.Store(0)
 	z.valid.Store(0)
 	z.lastSeq.Store(0)
+	z.gen.Add(1)
 	z.forGC = false
 	z.owner.Store(nil)
 	z.resetPending.Store(false)

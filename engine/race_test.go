@@ -2,4 +2,5 @@
 
 package engine
 
+// raceEnabled: the race detector slows the engine several times over.
 const raceEnabled = true

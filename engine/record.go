@@ -25,14 +25,22 @@ const (
 )
 
 const (
-	recordMagic   = 0x4b52465a // "ZFRK"
-	recordVersion = 1
-	// recHdrFixed is the fixed part of a header; extents follow it.
+	recordMagic = 0x4b52465a // "ZFRK"
+	// recordVersion 2: a CRC32C per data block in the header, where
+	// version 1 had one CRC32C of all the data.
+	recordVersion = 2
+	// recHdrFixed is the fixed part of a header; extents follow it, then
+	// the data blocks' checksums.
 	recHdrFixed = 48
 	recExtSize  = 24
-	// MaxRecordExtents is how many extents one header describes.
-	MaxRecordExtents = (recFSOffset - recHdrFixed) / recExtSize
-	recFSOffset      = BlockSize - 16
+	recSumSize  = 4
+	recFSOffset = BlockSize - 16
+	// MaxRecordBlocks is the most data blocks one record carries: the
+	// header holds a checksum for each.
+	MaxRecordBlocks = 256
+	// MaxRecordExtents is how many extents one header describes beside
+	// MaxRecordBlocks checksums.
+	MaxRecordExtents = (recFSOffset - recHdrFixed - MaxRecordBlocks*recSumSize) / recExtSize
 	// SizeUnknown is the file size a pad record carries. Data and GC
 	// records carry the file's size when they were built: after GC
 	// resets the zones of a file's data records, its GC records may be
@@ -59,10 +67,11 @@ type RecordExtent struct {
 // self-describing, so that GC and recovery need no other index.
 //
 // Layout (little endian): magic u32, version u16, kind u16, seq u64,
-// file u64, size u64, extent count u32, data length u32, data CRC32C u32,
-// reserved u32, then extents of {file offset u64, version u64, length u32,
-// reserved u32}, zero padding, the file system id u64 at byte 4080, and
-// the CRC32C of the first 4092 bytes.
+// file u64, size u64, extent count u32, data length u32, reserved u64,
+// then extents of {file offset u64, version u64, length u32, reserved
+// u32}, then the CRC32C of each data block (none for a pad, whose data
+// is zeros), zero padding, the file system id u64 at byte 4080, and the
+// CRC32C of the first 4092 bytes.
 type RecordHeader struct {
 	// FS is the id of the file system that wrote the record (from the
 	// superblock's UUID): a record left over from an earlier format of
@@ -73,8 +82,11 @@ type RecordHeader struct {
 	File    uint64
 	Size    uint64 // file size when the record was built, or SizeUnknown
 	DataLen uint32
-	DataCRC uint32
 	Extents []RecordExtent
+	// Sums is the CRC32C of each BlockSize block of the data, in order
+	// (empty for a pad). A GC record copies the sums of the blocks it
+	// moves, so that a block that went bad stays detectably bad.
+	Sums []uint32
 }
 
 // Errors from DecodeHeader.
@@ -91,6 +103,12 @@ func EncodeHeader(h *RecordHeader, buf []byte) error {
 	if (len(h.Extents) == 0) != (h.Kind == KindPad) || len(h.Extents) > MaxRecordExtents {
 		return fmt.Errorf("engine: record with %d extents (1..%d)", len(h.Extents), MaxRecordExtents)
 	}
+	if h.DataLen%BlockSize != 0 {
+		return fmt.Errorf("engine: record of %d data bytes: not whole blocks", h.DataLen)
+	}
+	if h.Kind != KindPad && (len(h.Sums) != int(h.DataLen/BlockSize) || len(h.Sums) > MaxRecordBlocks) {
+		return fmt.Errorf("engine: record of %d data bytes with %d block checksums (at most %d blocks)", h.DataLen, len(h.Sums), MaxRecordBlocks)
+	}
 	buf = buf[:BlockSize]
 	clear(buf)
 	le := binary.LittleEndian
@@ -102,7 +120,6 @@ func EncodeHeader(h *RecordHeader, buf []byte) error {
 	le.PutUint64(buf[24:], h.Size)
 	le.PutUint32(buf[32:], uint32(len(h.Extents)))
 	le.PutUint32(buf[36:], h.DataLen)
-	le.PutUint32(buf[40:], h.DataCRC)
 	var total uint64
 	for i, e := range h.Extents {
 		p := buf[recHdrFixed+i*recExtSize:]
@@ -114,15 +131,21 @@ func EncodeHeader(h *RecordHeader, buf []byte) error {
 	if total != uint64(h.DataLen) && h.Kind != KindPad {
 		return fmt.Errorf("engine: extents carry %d bytes, header says %d", total, h.DataLen)
 	}
+	if h.Kind != KindPad {
+		sums := buf[recHdrFixed+len(h.Extents)*recExtSize:]
+		for i, s := range h.Sums {
+			le.PutUint32(sums[i*recSumSize:], s)
+		}
+	}
 	le.PutUint64(buf[recFSOffset:], h.FS)
 	le.PutUint32(buf[BlockSize-4:], Checksum(buf[:BlockSize-4]))
 	return nil
 }
 
-// DecodeHeader parses the header block in buf into h, reusing h.Extents'
-// storage. A block that does not start with the magic is ErrNoRecord (an
-// unwritten or foreign block); one that does but fails its checks is
-// ErrCorruptRecord.
+// DecodeHeader parses the header block in buf into h, reusing the storage
+// of h.Extents and h.Sums. A block that does not start with the magic is
+// ErrNoRecord (an unwritten or foreign block); one that does but fails
+// its checks is ErrCorruptRecord.
 func DecodeHeader(buf []byte, h *RecordHeader) error {
 	if len(buf) < BlockSize {
 		return fmt.Errorf("%w: %d bytes", ErrNoRecord, len(buf))
@@ -147,9 +170,11 @@ func DecodeHeader(buf []byte, h *RecordHeader) error {
 	h.Size = le.Uint64(buf[24:])
 	n := le.Uint32(buf[32:])
 	h.DataLen = le.Uint32(buf[36:])
-	h.DataCRC = le.Uint32(buf[40:])
 	if (n == 0) != (h.Kind == KindPad) || n > MaxRecordExtents {
 		return fmt.Errorf("%w: %d extents", ErrCorruptRecord, n)
+	}
+	if h.DataLen%BlockSize != 0 || (h.Kind != KindPad && h.DataLen > MaxRecordBlocks*BlockSize) {
+		return fmt.Errorf("%w: %d data bytes", ErrCorruptRecord, h.DataLen)
 	}
 	h.Extents = h.Extents[:0]
 	var total uint64
@@ -165,5 +190,33 @@ func DecodeHeader(buf []byte, h *RecordHeader) error {
 	if total != uint64(h.DataLen) && h.Kind != KindPad {
 		return fmt.Errorf("%w: extents carry %d bytes, header says %d", ErrCorruptRecord, total, h.DataLen)
 	}
+	h.Sums = h.Sums[:0]
+	if h.Kind != KindPad {
+		sums := buf[recHdrFixed+int(n)*recExtSize:]
+		for i := range int(h.DataLen / BlockSize) {
+			h.Sums = append(h.Sums, le.Uint32(sums[i*recSumSize:]))
+		}
+	}
 	return nil
+}
+
+// appendSums appends the CRC32C of each BlockSize block of p (whole
+// blocks) to sums.
+func appendSums(sums []uint32, p []byte) []uint32 {
+	for len(p) >= BlockSize {
+		sums = append(sums, Checksum(p[:BlockSize]))
+		p = p[BlockSize:]
+	}
+	return sums
+}
+
+// badBlock is the index of the first block of data whose CRC32C differs
+// from sums, or -1 when all hold.
+func badBlock(data []byte, sums []uint32) int {
+	for i := 0; i*BlockSize < len(data); i++ {
+		if i >= len(sums) || Checksum(data[i*BlockSize:(i+1)*BlockSize]) != sums[i] {
+			return i
+		}
+	}
+	return -1
 }

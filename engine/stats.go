@@ -25,6 +25,12 @@ type Stats struct {
 	ZonesShared int64 `json:"zones_shared"`
 	AppendErrs  int64 `json:"append_errors"`
 	ReadErrs    int64 `json:"read_errors"`
+	// ChecksumErrs counts reads that found a data block (or the header
+	// holding its checksum) not as it was written: each failed with EIO.
+	ChecksumErrs int64 `json:"checksum_errors"`
+	// SumReads counts record headers read for their block checksums
+	// (reads the checksum cache did not cover).
+	SumReads    int64 `json:"sum_reads"`
 	Checkpoints int64 `json:"checkpoints"`
 
 	GCRead    int64 `json:"gc_read"`    // bytes GC read (headers and data)
@@ -76,6 +82,8 @@ func (s Stats) Sub(o Stats) Stats {
 	d.ZonesShared -= o.ZonesShared
 	d.AppendErrs -= o.AppendErrs
 	d.ReadErrs -= o.ReadErrs
+	d.ChecksumErrs -= o.ChecksumErrs
+	d.SumReads -= o.SumReads
 	d.Checkpoints -= o.Checkpoints
 	d.GCRead -= o.GCRead
 	d.GCWritten -= o.GCWritten
@@ -102,6 +110,7 @@ func (e *Engine) Stats() Stats {
 		DevData: c.devData.Load(), DevHeaders: c.devHeaders.Load(), DevPad: c.devPad.Load(),
 		DevMeta: c.metaWritten.Load(), DevRead: c.devRead.Load(),
 		Appends: c.appends.Load(), ZonesOpened: e.placer.opened.Load(), ZonesFilled: e.placer.filled.Load(), ZonesShared: e.placer.sharedMRU.Load(), AppendErrs: c.appendErrs.Load(), ReadErrs: c.readErrs.Load(),
+		ChecksumErrs: c.csumErrs.Load(), SumReads: c.sumReads.Load(),
 		Checkpoints: c.checkpoints.Load(),
 		GCRead:      c.gcRead.Load(), GCWritten: c.gcWritten.Load(), GCResets: c.gcResets.Load(),
 		GCRuns: c.gcRuns.Load(), GCNanos: c.gcNanos.Load(), GCActive: c.gcActive.Load(),

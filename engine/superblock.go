@@ -11,8 +11,12 @@ import (
 )
 
 const (
-	superMagic   = 0x42534a46 // "FJSB"
-	superVersion = 1
+	superMagic = 0x42534a46 // "FJSB"
+	// superVersion is the on-device format. 2: records carry a CRC32C
+	// per data block and checkpoint extents name their record's header,
+	// so that reads can check what they read. A device of format 1 is
+	// refused with the way out, not read.
+	superVersion = 2
 )
 
 // Superblock identifies a formatted device and the geometry it was
@@ -40,6 +44,10 @@ func (s *Superblock) FS() uint64 { return binary.LittleEndian.Uint64(s.UUID[:8])
 
 // ID is the UUID as text.
 func (s *Superblock) ID() string { return hex.EncodeToString(s.UUID[:]) }
+
+// ErrOldFormat is opening a device an older zonefold formatted, in an
+// on-device format this one does not read.
+var ErrOldFormat = errors.New("engine: device formatted by an older zonefold")
 
 // ErrNotFormatted is opening a device without a zonefold superblock.
 var ErrNotFormatted = errors.New("engine: device is not formatted by zonefold (run `zonefold format DEVICE`)")
@@ -74,8 +82,10 @@ func decodeSuperblock(buf []byte) (Superblock, error) {
 	if Checksum(buf[:BlockSize-4]) != le.Uint32(buf[BlockSize-4:]) {
 		return s, fmt.Errorf("%w: superblock checksum mismatch", ErrNotFormatted)
 	}
-	if v := le.Uint32(buf[4:]); v != superVersion {
-		return s, fmt.Errorf("engine: superblock version %d, this zonefold reads %d", v, superVersion)
+	if v := le.Uint32(buf[4:]); v < superVersion {
+		return s, fmt.Errorf("%w (on-device format %d; this zonefold reads format %d, with per-block data checksums): copy its files off with that zonefold, then format the device again", ErrOldFormat, v, superVersion)
+	} else if v > superVersion {
+		return s, fmt.Errorf("engine: the device has on-device format %d, from a newer zonefold; this one reads format %d", v, superVersion)
 	}
 	copy(s.UUID[:], buf[8:24])
 	s.ZoneSize = int64(le.Uint64(buf[24:]))

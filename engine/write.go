@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"slices"
 
 	"github.com/zonefold/zonefold/cache"
@@ -30,7 +29,7 @@ type recordOp struct {
 
 // maxRecordData is the most data one record carries on this device.
 func (e *Engine) maxRecordData() int64 {
-	return int64(e.geo.MaxAppend)/BlockSize*BlockSize - BlockSize
+	return min(int64(e.geo.MaxAppend)/BlockSize*BlockSize-BlockSize, MaxRecordBlocks*BlockSize)
 }
 
 // WriteExtents implements writeback.Store: it packs the extents into
@@ -57,8 +56,8 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 		if g.padZone != nil {
 			e.appendPad(g.padZone, g.padOff, p)
 		}
-		if errors.Is(err, errDraining) {
-			continue // the pad was what a zone waited for
+		if errors.Is(err, errDraining) || errors.Is(err, errPadFirst) {
+			continue // the pad was what a zone waited for, or comes first
 		}
 		if errors.Is(err, errNoFreeZone) {
 			// Have GC free a zone for this file rather than mix it into
@@ -104,7 +103,7 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 		op.hdr.Extents = op.hdr.Extents[:0]
 		op.bufs = op.bufs[:0]
 		op.hdrI, op.bufs = e.takeHeader(op.bufs)
-		var crc uint32
+		op.hdr.Sums = op.hdr.Sums[:0]
 		for data := g.n - BlockSize; data > 0; {
 			off, b := w.next(data, MaxRecordExtents-len(op.hdr.Extents))
 			if b == nil {
@@ -118,11 +117,10 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 				op.hdr.Extents = append(op.hdr.Extents, RecordExtent{FileOff: off, Len: uint32(len(b)), Version: op.hdr.Seq})
 			}
 			op.bufs = append(op.bufs, b)
-			crc = crc32.Update(crc, castagnoli, b)
+			op.hdr.Sums = appendSums(op.hdr.Sums, b)
 			data -= int64(len(b))
 		}
 		op.hdr.DataLen = uint32(g.n - BlockSize)
-		op.hdr.DataCRC = crc
 		if err := e.submitRecord(op); err != nil {
 			return err
 		}
@@ -171,12 +169,18 @@ func (e *Engine) submitRecord(op *recordOp) error {
 // appendPad fills a zone's tail, too short for a record, with a
 // header-only pad record so that the zone reaches capacity.
 func (e *Engine) appendPad(z *zone, off int64, p writeback.Pending) {
+	e.appendFiller(z, z.cap-off, p)
+}
+
+// appendFiller appends a pad record of n bytes (a header and zeros) to
+// z, in room reserved there that nothing else fills.
+func (e *Engine) appendFiller(z *zone, n int64, p writeback.Pending) {
 	op := e.takeOp()
 	op.f, op.z, op.p, op.gc = nil, z, p, nil
 	op.hdr = RecordHeader{Kind: KindPad, Seq: e.seq.Add(1), Size: SizeUnknown, Extents: op.hdr.Extents[:0]}
 	op.bufs = op.bufs[:0]
 	op.hdrI, op.bufs = e.takeHeader(op.bufs)
-	for left := z.cap - off - BlockSize; left > 0; left -= BlockSize {
+	for left := n - BlockSize; left > 0; left -= BlockSize {
 		op.bufs = append(op.bufs, e.zeroBlk)
 		op.hdr.DataLen += BlockSize
 	}
@@ -257,7 +261,7 @@ func (e *Engine) mapRecord(op *recordOp, off int64) {
 		return
 	}
 	for _, x := range op.hdr.Extents {
-		ext := extent{off: x.FileOff, len: int64(x.Len), dev: dev, ver: x.Version}
+		ext := extent{off: x.FileOff, len: int64(x.Len), dev: dev, ver: x.Version, hdr: off}
 		if op.gc != nil {
 			moved := f.ext.relocate(ext, e.unmapped)
 			op.z.valid.Add(moved)

@@ -40,6 +40,8 @@ var engineMetrics = []metric{
 	counter("appends_total", "Records appended.", func(s *engine.Stats) float64 { return float64(s.Appends) }),
 	counter("append_errors_total", "Appends that failed.", func(s *engine.Stats) float64 { return float64(s.AppendErrs) }),
 	counter("read_errors_total", "Device reads that failed.", func(s *engine.Stats) float64 { return float64(s.ReadErrs) }),
+	counter("checksum_errors_total", "Reads that found data not as it was written (EIO to the reader).", func(s *engine.Stats) float64 { return float64(s.ChecksumErrs) }),
+	counter("checksum_header_reads_total", "Record headers read for their block checksums.", func(s *engine.Stats) float64 { return float64(s.SumReads) }),
 	counter("checkpoints_total", "Checkpoints written.", func(s *engine.Stats) float64 { return float64(s.Checkpoints) }),
 	counter("gc_read_bytes_total", "Bytes GC read.", func(s *engine.Stats) float64 { return float64(s.GCRead) }),
 	counter("gc_written_bytes_total", "Bytes GC relocated.", func(s *engine.Stats) float64 { return float64(s.GCWritten) }),

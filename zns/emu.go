@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"syscall"
 
 	"github.com/zonefold/zonefold/uring"
 )
@@ -20,7 +21,8 @@ import (
 //
 // On-disk layout: two header slots at the start of the file, then the
 // zones. A slot holds the geometry, a sequence number, every zone's write
-// pointer and condition, and a CRC-32C; Flush writes the slot the previous
+// pointer, condition and (for a finished zone) how many bytes below it
+// were never written, and a CRC-32C; Flush writes the slot the previous
 // Flush did not, so a torn header write leaves the other one valid, and
 // Open takes the valid slot with the higher sequence number. Zone i's data
 // is at dataOff + i*ZoneSize (dataOff is 1 MiB aligned).
@@ -29,13 +31,17 @@ import (
 // Close does not flush: a reopened Emu has the zone table of the last
 // Flush, conditions included (an explicitly opened zone stays open, as on
 // a device that kept power while its user restarted), and reads at or past
-// a write pointer return zeros whatever the file holds there. Data in
-// conventional zones is never reverted. PowerCut and TearLastWrite also
+// a write pointer, or in the unwritten rest of a finished zone, return
+// zeros whatever the file holds there (as a ZNS device reads unwritten
+// blocks): bytes that reached the file but were lost to a power cut never
+// become readable. Data in conventional zones is never reverted. PowerCut and TearLastWrite also
 // close the open zones, as a power cycle does.
 //
 // Fault injection (for crash and error-path tests), all precise:
 //   - FailWrite(n): the n-th Write or Append from now fails with EIO.
 //   - FailRead(n): the n-th Read from now fails with EIO.
+//   - FailFlush(n): the n-th Flush from now fails with EIO, persisting
+//     nothing.
 //   - PowerCut(): everything not flushed is lost, at once.
 //   - TearLastWrite(keep): a power cut during the last write, of which only
 //     the first keep bytes reached the media.
@@ -357,13 +363,15 @@ func (e *Emu) loadZones(slot []byte) error {
 		ent := slot[emuHdrFixed+emuEntryLen*i:]
 		z := &e.zones[i]
 		rel, cond := int64(le.Uint64(ent)), Cond(ent[8])
+		unwritten := int64(le.Uint64(ent[8:]) >> 8)
 		if z.typ == TypeConventional {
 			continue
 		}
-		if rel < 0 || rel > e.geo.ZoneCap || !validSeqCond(cond) {
-			return fmt.Errorf("corrupt entry for zone %d (wp +%d, %s)", i, rel, cond)
+		if rel < 0 || rel > e.geo.ZoneCap || !validSeqCond(cond) || unwritten > rel || (unwritten > 0 && cond != CondFull) {
+			return fmt.Errorf("corrupt entry for zone %d (wp +%d, %d unwritten, %s)", i, rel, unwritten, cond)
 		}
 		z.wp, z.cond = e.start(i)+rel, cond
+		z.written = z.wp - unwritten
 	}
 	e.recount()
 	return nil
@@ -408,7 +416,7 @@ func (e *Emu) persistLocked() error {
 	for i, z := range e.zones {
 		ent := b[emuHdrFixed+emuEntryLen*i:]
 		le.PutUint64(ent, uint64(z.wp-e.start(i)))
-		ent[8] = byte(z.cond)
+		le.PutUint64(ent[8:], uint64(z.wp-z.written)<<8|uint64(z.cond))
 	}
 	end := emuHdrFixed + emuEntryLen*len(e.zones)
 	le.PutUint32(b[end:], crc32.Checksum(b[:end], crc32c))
@@ -434,6 +442,9 @@ func (e *Emu) Flush() error {
 	}
 	if err := e.drain(); err != nil {
 		return err
+	}
+	if hit(&e.faults.flushIn) {
+		return fmt.Errorf("zns: emu flush: %w", syscall.EIO)
 	}
 	if err := e.persistLocked(); err != nil {
 		return fmt.Errorf("zns: emu flush: %w", err)
@@ -476,6 +487,15 @@ func (e *Emu) FailRead(n int) {
 	e.mu.Unlock()
 }
 
+// FailFlush arms a fault: the n-th Flush from now fails with EIO after
+// the writes in flight complete, and makes nothing durable (a power cut
+// after it loses them). n <= 0 disarms.
+func (e *Emu) FailFlush(n int) {
+	e.mu.Lock()
+	e.faults.flushIn = max(n, 0)
+	e.mu.Unlock()
+}
+
 // PowerCut simulates losing power: it waits for the writes in flight to
 // complete (their completions report success; callers cannot tell them
 // from writes that were lost), then puts the zone table back to the last
@@ -502,8 +522,9 @@ func (e *Emu) PowerCut() error {
 // those keep bytes, its write pointer right after them; every other zone
 // is back at the last Flush, as after PowerCut. The new state is made
 // durable at once, so a reopen sees it too. It fails, changing nothing, if
-// there was no such write since the last power cut or if the zone was
-// written, reset or finished after it.
+// there was no such write since the last power cut, if the zone was
+// written, reset or finished after it, or if a Flush has made the write
+// durable since (power lost after a flush cannot tear what it flushed).
 func (e *Emu) TearLastWrite(keep int64) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -520,9 +541,13 @@ func (e *Emu) TearLastWrite(keep int64) error {
 	if e.zones[lw.zone].wp != lw.off+lw.n {
 		return fmt.Errorf("zns: tear: zone %d changed after its last write", lw.zone)
 	}
+	if e.flushed[lw.zone].wp >= lw.off+lw.n {
+		return fmt.Errorf("zns: tear: the last write (zone %d) was flushed", lw.zone)
+	}
 	copy(e.zones, e.flushed)
 	torn := &e.zones[lw.zone]
 	torn.wp = lw.off + keep
+	torn.written = torn.wp
 	torn.cond = CondClosed
 	if torn.wp == e.start(lw.zone) {
 		torn.cond = CondEmpty

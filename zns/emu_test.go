@@ -161,6 +161,61 @@ func TestEmuTearLastWrite(t *testing.T) {
 	check(c2)
 }
 
+// A write a Flush made durable cannot be torn: the power cut that comes
+// after the flush leaves it whole (the power-cut loop tore acknowledged
+// data this way and reported it as lost).
+func TestEmuTearLastWriteRefusesAFlushedWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev")
+	e, c := openEmuT(t, path, emuTestGeo)
+	a, b := c.buf(c.bs, 1), c.buf(2*c.bs, 2)
+	c.append(1, a)
+	c.append(1, b)
+	c.ok("Flush", e.Flush())
+	if err := e.TearLastWrite(c.bs); err == nil {
+		t.Fatal("tear of a flushed write succeeded")
+	}
+	c.expectZone(1, CondImpOpen, 3*c.bs)
+	c.ok("PowerCut", e.PowerCut())
+	c.expectZone(1, CondClosed, 3*c.bs)
+	if got := c.read(c.zone(1).Start, 3*c.bs); !bytes.Equal(got[:c.bs], a) || !bytes.Equal(got[c.bs:], b) {
+		t.Fatal("flushed writes differ after the power cut")
+	}
+}
+
+// Bytes that reached the file past the write pointer but were lost to a
+// power cut stay unreadable when the zone is finished, as a ZNS device
+// reads the unwritten blocks of a finished zone as zeros; the flushed
+// finish keeps them so across a reopen.
+func TestEmuFinishedZoneHidesLostWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev")
+	e, c := openEmuT(t, path, emuTestGeo)
+	a, b := c.buf(c.bs, 1), c.buf(2*c.bs, 2)
+	c.append(1, a)
+	c.ok("Flush", e.Flush())
+	c.append(1, b) // reaches the file, never flushed
+	c.ok("PowerCut", e.PowerCut())
+	c.ok("FinishZone", e.FinishZone(1))
+	check := func(c *conf) {
+		t.Helper()
+		c.expectZone(1, CondFull, 768<<10)
+		if !bytes.Equal(c.read(c.zone(1).Start, c.bs), a) {
+			t.Fatal("finished zone: the flushed block differs")
+		}
+		c.expectZeros(c.zone(1).Start+c.bs, 2*c.bs)
+	}
+	check(c)
+	c.ok("Flush", e.Flush())
+	c.ok("Close", e.Close())
+	e2, c2 := openEmuT(t, path, "")
+	check(c2)
+	// A reset makes the whole zone writable and readable again.
+	c2.ok("ResetZone", e2.ResetZone(1))
+	c2.append(1, b)
+	if !bytes.Equal(c2.read(c2.zone(1).Start, 2*c2.bs), b) {
+		t.Fatal("zone rewritten after a reset reads back wrong")
+	}
+}
+
 func TestEmuFailWriteAndRead(t *testing.T) {
 	e, c := openEmuT(t, filepath.Join(t.TempDir(), "dev"), emuTestGeo)
 	a := c.buf(c.bs, 1)

@@ -32,6 +32,7 @@ type soft struct {
 type faults struct {
 	writeIn int
 	readIn  int
+	flushIn int
 }
 
 // hit counts one operation down and reports whether it is the one to fail.

@@ -26,7 +26,12 @@ type zoneTable struct {
 }
 
 type zoneState struct {
-	wp      int64 // absolute write pointer
+	wp int64 // absolute write pointer
+	// written is where the data written since the last reset ends: the
+	// write pointer, except in a finished zone, whose unwritten rest
+	// reads as zeros whatever the medium held there (as ZNS reads
+	// unwritten blocks).
+	written int64
 	cond    Cond
 	typ     Type
 	openSeq uint64
@@ -37,6 +42,7 @@ func newZoneTable(g Geometry, conv int, strict bool) *zoneTable {
 	for i := range t.zones {
 		z := &t.zones[i]
 		z.wp = t.start(i)
+		z.written = z.wp
 		z.typ, z.cond = TypeSeqRequired, CondEmpty
 		if i < conv {
 			z.typ, z.cond = TypeConventional, CondNotWP
@@ -222,6 +228,7 @@ func (t *zoneTable) advance(zone int, z *zoneState, off, n int64) int64 {
 	}
 	at := z.wp
 	z.wp += n
+	z.written = z.wp
 	if z.wp == t.start(zone)+t.geo.ZoneCap {
 		t.release(z)
 		z.cond = CondFull
@@ -288,6 +295,10 @@ func (t *zoneTable) FinishZone(zone int) error {
 	}
 	t.release(z)
 	z.cond = CondFull
+	// The rest of the zone is unwritten: bytes that reached the medium
+	// past the write pointer but were lost to a power cut (the emu keeps
+	// them in its file) must not become readable.
+	z.written = z.wp
 	z.wp = t.start(zone) + t.geo.ZoneCap
 	return nil
 }
@@ -308,6 +319,7 @@ func (t *zoneTable) resetLocked(zone int, z *zoneState) {
 	t.release(z)
 	z.cond = CondEmpty
 	z.wp = t.start(zone)
+	z.written = z.wp
 }
 
 // ResetAll implements Device.
@@ -324,8 +336,9 @@ func (t *zoneTable) ResetAll() error {
 }
 
 // readable checks a read of n bytes at off and returns how many of them lie
-// below the zone's write pointer (the rest read as zeros). A read stays
-// inside one zone. Caller holds mu.
+// below the end of the zone's written data, its write pointer unless it
+// was finished (the rest read as zeros). A read stays inside one zone.
+// Caller holds mu.
 func (t *zoneTable) readable(off, n int64) (int64, error) {
 	bs := int64(t.geo.BlockSize)
 	if n <= 0 || n%bs != 0 || off%bs != 0 {
@@ -345,7 +358,7 @@ func (t *zoneTable) readable(off, n int64) (int64, error) {
 	if z.typ == TypeConventional {
 		return n, nil
 	}
-	return min(max(z.wp-off, 0), n), nil
+	return min(max(z.written-off, 0), n), nil
 }
 
 // recount recomputes the open/active counters from the conditions.

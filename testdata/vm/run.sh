@@ -13,6 +13,8 @@
 #   --zone-cap-mb N    null_blk zone capacity, MiB (0 = zone size) [0]
 #   --nullb-gb N       null_blk size, GiB                         [1]
 #   --nullb-args STR   extra null_blk params, e.g. "zone_nr_conv=1 zone_max_open=8 bs=4096"
+#   --nullb-mb N       make null_blk through configfs instead, N MiB (any size, not whole GiB);
+#                      --nullb-args are then configfs attributes (bs= means blocksize=)
 #   --no-nullb         don't load null_blk
 #   --nvme-mb N        ZNS namespace size, MiB (0 = no NVMe)      [1024]
 #   --nvme-zone-mb N   ZNS zone size, MiB                         [64]
@@ -24,14 +26,18 @@
 #   --timeout S        wall-clock limit for the whole VM run      [900]
 #   --share DIR        9p-mount host DIR read-write at /mnt/share in the guest (binary runs there)
 #   --file SRC[:DST]   add a host file to the guest rootfs (DST default /zvm/files/<name>); repeatable
+#   --overlay DIR      copy DIR's tree onto the guest rootfs (e.g. DIR/sbin/x -> /sbin/x); repeatable
+#   --kernel SUITE     boot the kernel of another Debian suite, e.g. sid (>= 6.15, for XFS zoned) or
+#                      trixie-backports, fetched with a private apt configuration   [the host's]
 #   --env K=V          environment variable for the binary; repeatable
 #   --modules "M..."   extra kernel modules to load (deps resolved), e.g. "virtio_blk"
 #   --qemu-arg ARG     extra QEMU argument (repeatable), e.g. --qemu-arg -drive --qemu-arg file=x.img,if=virtio,format=raw
 #   --keep             keep the run dir (console.log, initrd) and print its path
 #   -v                 stream the guest console (kernel log, init messages) to stderr
 # Env: ZVM_CACHE (cache dir), ZVM_KERNEL_PKG (e.g. linux-image-6.1.0-57-amd64; default:
-#      what linux-image-amd64 depends on), ZVM_KERNEL_IMAGE (boot this kernel image
-#      instead), ZVM_CMDLINE_EXTRA (appended to the guest kernel cmdline, e.g. loglevel=7).
+#      what linux-image-amd64 depends on), ZVM_KERNEL_SUITE (as --kernel),
+#      ZVM_KERNEL_IMAGE (boot this kernel image instead), ZVM_CMDLINE_EXTRA (appended to
+#      the guest kernel cmdline, e.g. loglevel=7).
 # Guest: busybox initramfs; binary at /zvm/bin, cwd /tmp (tmpfs) or /mnt/share; stdout and
 #      stderr both go to the 2nd serial port (ttyS1 -> host stdout, ~370 KB/s); kernel
 #      console is ttyS0 -> run dir console.log; exit status comes back as a ZVM_EXIT=<n>
@@ -52,8 +58,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE=${ZVM_CACHE:-$(cd "$here/../.." && pwd)/build/vm}
 ZONE_MB=64 ZONE_CAP_MB=0 NULLB_GB=1 NULLB_ARGS="" NULLB=1
 NVME_MB=1024 NVME_ZONE_MB=64 NVME_ZCAP_MB=62 NVME_LBS=512 NVME_ARGS=""
-MEM=2048 SMP=2 TIMEOUT=900 SHARE="" KEEP=0 VERBOSE=0
-FILES=() ENVS=() QEXTRA=() XMODS=""
+MEM=2048 SMP=2 TIMEOUT=900 SHARE="" KEEP=0 VERBOSE=0 NULLB_MB=0
+FILES=() ENVS=() QEXTRA=() XMODS="" OVERLAYS=() SUITE=${ZVM_KERNEL_SUITE:-}
 while [ $# -gt 0 ]; do
   case "$1" in
     --cache) CACHE=$2; shift 2;;
@@ -61,6 +67,7 @@ while [ $# -gt 0 ]; do
     --zone-cap-mb) ZONE_CAP_MB=$2; shift 2;;
     --nullb-gb) NULLB_GB=$2; shift 2;;
     --nullb-args) NULLB_ARGS=$2; shift 2;;
+    --nullb-mb) NULLB_MB=$2; shift 2;;
     --no-nullb) NULLB=0; shift;;
     --nvme-mb) NVME_MB=$2; shift 2;;
     --nvme-zone-mb) NVME_ZONE_MB=$2; shift 2;;
@@ -72,6 +79,8 @@ while [ $# -gt 0 ]; do
     --timeout) TIMEOUT=$2; shift 2;;
     --share) SHARE=$(cd "$2" && pwd); shift 2;;
     --file) FILES+=("$2"); shift 2;;
+    --overlay) OVERLAYS+=("$(cd "$2" && pwd)"); shift 2;;
+    --kernel) SUITE=$2; shift 2;;
     --env) ENVS+=("$2"); shift 2;;
     --modules) XMODS="$XMODS $2"; shift 2;;
     --qemu-arg) QEXTRA+=("$2"); shift 2;;
@@ -120,39 +129,69 @@ extract_vmlinux() {   # like linux/scripts/extract-vmlinux
   done
   rm -f "$out.tmp"; return 1
 }
+# The kernel comes from the host's apt (Debian stable), or with --kernel
+# SUITE from that suite through a private apt configuration (suite-apt.sh:
+# apt-cache and apt-get download only, nothing installed on the host).
+KPKGFILE=$CACHE/kpkg DEBS=$CACHE/debs
+if [ -n "$SUITE" ]; then
+  KPKGFILE=$CACHE/kpkg-$SUITE DEBS=$CACHE/debs-$SUITE
+  # shellcheck source=suite-apt.sh
+  . "$here/suite-apt.sh"
+fi
+kcache() { if [ -n "$SUITE" ]; then apt-cache "${SUITE_APT[@]}" "$@"; else apt-cache "$@"; fi; }
 resolve_kpkg() {
-  apt-cache depends linux-image-amd64 2>/dev/null |
+  kcache depends linux-image-amd64 2>/dev/null |
     awk '/Depends: linux-image-[0-9]/{print $2; exit}'
+}
+# kernel_debs PKG: PKG and, where the suite splits the kernel (sid:
+# linux-image-X is empty and depends on linux-binary-X, linux-modules-X,
+# linux-base-X), those parts.
+kernel_debs() {
+  echo "$1"
+  [ -z "$SUITE" ] || kcache depends "$1" 2>/dev/null |
+    awk -v v="-${1#linux-image-}" '$1=="Depends:" && $2 ~ /^linux-/ && substr($2, length($2)-length(v)+1) == v {print $2}'
 }
 dl() {   # apt-get download into $CACHE/debs unless a matching .deb is already there
   ( cd "$CACHE/debs" && { ls "$1"_*.deb >/dev/null 2>&1 ||
       apt-get -q -o APT::Sandbox::User=root download "$1" >&2; } )
 }
+kdl() {  # the kernel's packages, from the host's apt or the suite's
+  if [ -z "$SUITE" ]; then dl "$1"; else
+    # shellcheck disable=SC2046
+    suite_download "$DEBS" $(kernel_debs "$1"); fi
+}
 KPKG=${ZVM_KERNEL_PKG:-}
-[ -z "$KPKG" ] && [ -f "$CACHE/kpkg" ] && KPKG=$(cat "$CACHE/kpkg")
+[ -z "$KPKG" ] && [ -f "$KPKGFILE" ] && KPKG=$(cat "$KPKGFILE")
 if [ -z "$KPKG" ] || [ ! -f "$CACHE/ready.${KPKG#linux-image-}" ]; then
-  mkdir -p "$CACHE/debs"
+  mkdir -p "$CACHE/debs" "$DEBS"
+  [ -z "$SUITE" ] || suite_apt "$CACHE" "$SUITE" || die "cannot fetch the package lists of suite $SUITE"
   [ -n "$KPKG" ] || KPKG=$(resolve_kpkg)
   # stale or missing package lists: the security archive drops old kernel ABIs
-  if [ -z "$KPKG" ] || ! dl "$KPKG" || ! dl busybox-static; then
+  if [ -z "$KPKG" ] || ! kdl "$KPKG" || ! dl busybox-static; then
     apt-get -q update >&2 || true
+    [ -z "$SUITE" ] || suite_apt_update || true
     [ -n "${ZVM_KERNEL_PKG:-}" ] || KPKG=$(resolve_kpkg)
-    [ -n "$KPKG" ] || die "cannot resolve the kernel package from linux-image-amd64"
-    dl "$KPKG" && dl busybox-static || die "apt-get download $KPKG busybox-static failed"
+    [ -n "$KPKG" ] || die "cannot resolve the kernel package from linux-image-amd64${SUITE:+ in $SUITE}"
+    kdl "$KPKG" && dl busybox-static || die "apt-get download $KPKG busybox-static failed"
   fi
   KVER=${KPKG#linux-image-}
   ROOT=$CACHE/root-$KVER
-  echo "vm: preparing kernel $KVER and busybox in $CACHE" >&2
+  echo "vm: preparing kernel $KVER${SUITE:+ ($SUITE)} and busybox in $CACHE" >&2
   rm -rf "$ROOT"
-  dpkg -x "$(ls "$CACHE/debs/$KPKG"_*.deb | head -1)" "$ROOT"
+  for p in $(kernel_debs "$KPKG"); do dpkg -x "$(ls "$DEBS/$p"_*.deb | head -1)" "$ROOT"; done
   dpkg -x "$(ls "$CACHE/debs"/busybox-static_*.deb | head -1)" "$ROOT"
+  # newer kernels ship their modules (and image) in /usr/lib/modules only
+  [ -e "$ROOT/lib" ] || [ ! -d "$ROOT/usr/lib/modules" ] || ln -s usr/lib "$ROOT/lib"
+  mkdir -p "$ROOT/boot"
+  [ -f "$ROOT/boot/vmlinuz-$KVER" ] || [ ! -f "$ROOT/lib/modules/$KVER/vmlinuz" ] ||
+    ln "$ROOT/lib/modules/$KVER/vmlinuz" "$ROOT/boot/vmlinuz-$KVER"
   depmod -b "$ROOT" "$KVER"
   # An uncompressed ELF vmlinux boots via PVH (CONFIG_PVH=y) and skips the
   # in-guest decompression, which costs ~2.5 s under TCG. Optional.
   extract_vmlinux "$ROOT/boot/vmlinuz-$KVER" "$ROOT/boot/vmlinux-$KVER" ||
     echo "vm: could not extract vmlinux, booting the compressed image" >&2
-  rm -rf "$ROOT/usr/share/doc" "$ROOT/usr/lib/linux" "$CACHE/debs" 2>/dev/null || true
-  echo "$KPKG" > "$CACHE/kpkg"
+  rm -rf "$ROOT/usr/share/doc" "$ROOT/usr/lib/linux" "$CACHE/debs" "$DEBS" 2>/dev/null || true
+  echo "$KPKG" > "$KPKGFILE"
   touch "$CACHE/ready.$KVER"
 fi
 KVER=${KPKG#linux-image-}
@@ -161,10 +200,22 @@ VMLINUZ=$ROOT/boot/vmlinux-$KVER
 [ -f "$VMLINUZ" ] || VMLINUZ=$ROOT/boot/vmlinuz-$KVER
 VMLINUZ=${ZVM_KERNEL_IMAGE:-$VMLINUZ}
 
-# ordered, de-duplicated insmod list (module paths relative to the rootfs)
+# ordered, de-duplicated insmod list (module paths relative to the rootfs,
+# without the .xz/.zst of a compressed module: modfile unpacks those)
 modlist() {
   modprobe -d "$ROOT" -S "$KVER" --show-depends -a "$@" 2>/dev/null |
-    awk '$1=="insmod"{print $2}' | sed "s|^$ROOT/||" | awk '!seen[$0]++'
+    awk '$1=="insmod"{print $2}' | sed "s|^$ROOT/||; s/\.ko\.\(xz\|zst\)$/.ko/" | awk '!seen[$0]++'
+}
+# modfile M: the path of module M in the cache, decompressed on first use
+# (busybox insmod may not read compressed modules; newer kernels ship .ko.xz)
+modfile() {
+  local f=$ROOT/$1
+  if [ ! -f "$f" ]; then
+    if [ -f "$f.xz" ]; then xz -dc "$f.xz" > "$f.$$" && mv "$f.$$" "$f"
+    elif [ -f "$f.zst" ]; then zstd -dcq "$f.zst" > "$f.$$" && mv "$f.$$" "$f"
+    fi
+  fi
+  echo "$f"
 }
 ALLMODS="null_blk nvme virtio_pci 9pnet_virtio 9p"
 
@@ -180,6 +231,15 @@ while read -r m; do
   case "$m" in */null_blk.ko) p="$ZVM_NULLB_PARAMS";; *) p="";; esac
   insmod "/$m" $p 2>/dev/null || case "$m" in *crct10dif-pclmul*) ;; *) echo "zvm: insmod $m $p failed";; esac
 done < /zvm/modules.list
+if [ -n "$ZVM_NULLB_CFS" ]; then   # null_blk through configfs: sizes in MiB
+  grep -q " /sys/kernel/config " /proc/mounts || mount -t configfs configfs /sys/kernel/config
+  d=/sys/kernel/config/nullb/nullb0
+  mkdir "$d" || echo "zvm: cannot make $d"
+  for kv in $ZVM_NULLB_CFS; do
+    echo "${kv#*=}" > "$d/${kv%%=*}" || echo "zvm: null_blk configfs ${kv%%=*}=${kv#*=} failed"
+  done
+  echo 1 > "$d/power" || echo "zvm: null_blk configfs power=1 failed"
+fi
 wait_dev() { i=0; while [ ! -e "$1" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; [ -e "$1" ] || echo "zvm: $1 did not appear"; }
 [ "$ZVM_NULLB" = 1 ] && wait_dev /dev/nullb0
 [ "$ZVM_NVME" = 1 ] && { wait_dev /dev/nvme0n1; wait_dev /dev/ng0n1; }
@@ -207,7 +267,7 @@ if [ ! -f "$BASE" ] || [ ! -f "$BASE.mods" ]; then
   printf '%s\n' "$INIT_SCRIPT" > "$st/init"; chmod 755 "$st/init"
   modlist $ALLMODS > "$BASE.mods"
   for m in $(cat "$BASE.mods"); do
-    mkdir -p "$st/$(dirname "$m")"; cp "$ROOT/$m" "$st/$m"
+    mkdir -p "$st/$(dirname "$m")"; cp "$(modfile "$m")" "$st/$m"
   done
   ( cd "$st" && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0 ) | gzip -1 > "$BASE.tmp"
   # pad to a 4-byte boundary so an uncompressed cpio can be appended
@@ -237,6 +297,7 @@ for f in "${FILES[@]+"${FILES[@]}"}"; do
   src=${f%%:*}; dst=${f#*:}; [ "$dst" = "$f" ] && dst=/zvm/files/$(basename "$src")
   mkdir -p "$st/$(dirname "$dst")"; cp -a "$src" "$st/$dst"
 done
+for o in "${OVERLAYS[@]+"${OVERLAYS[@]}"}"; do cp -a "$o/." "$st/"; done
 mods="" ; [ "$NULLB" = 1 ] && mods="$mods null_blk"
 NVME=0; [ "$NVME_MB" -gt 0 ] && { NVME=1; mods="$mods nvme"; }
 [ -n "$SHARE" ] && mods="$mods virtio_pci 9pnet_virtio 9p"
@@ -246,16 +307,24 @@ if [ -n "${mods// /}" ]; then
   modlist $mods > "$st/zvm/modules.list"
   [ -s "$st/zvm/modules.list" ] || die "cannot resolve modules: $mods"
   for m in $(cat "$st/zvm/modules.list"); do   # modules not in the cached base go in the run cpio
-    grep -qxF "$m" "$BASE.mods" || { mkdir -p "$st/$(dirname "$m")"; cp "$ROOT/$m" "$st/$m"; }
+    grep -qxF "$m" "$BASE.mods" || { mkdir -p "$st/$(dirname "$m")"; cp "$(modfile "$m")" "$st/$m"; }
   done
 fi
 nullb_params="nr_devices=1 zoned=1 memory_backed=1 gb=$NULLB_GB zone_size=$ZONE_MB"
 [ "$ZONE_CAP_MB" -gt 0 ] && nullb_params="$nullb_params zone_capacity=$ZONE_CAP_MB"
+nullb_cfs=""
+if [ "$NULLB" = 1 ] && [ "$NULLB_MB" -gt 0 ]; then   # configfs: the module makes no device, init makes nullb0
+  nullb_cfs="size=$NULLB_MB zoned=1 memory_backed=1 zone_size=$ZONE_MB"
+  [ "$ZONE_CAP_MB" -gt 0 ] && nullb_cfs="$nullb_cfs zone_capacity=$ZONE_CAP_MB"
+  for kv in $NULLB_ARGS; do case "$kv" in bs=*) kv=blocksize=${kv#bs=};; esac; nullb_cfs="$nullb_cfs $kv"; done
+  nullb_params="nr_devices=0" NULLB_ARGS=""
+fi
 cat > "$st/zvm/config.sh" <<EOF
 ZVM_NULLB=$NULLB
 ZVM_NVME=$NVME
 ZVM_SHARE=$([ -n "$SHARE" ] && echo 1 || echo 0)
 ZVM_NULLB_PARAMS='$nullb_params $NULLB_ARGS'
+ZVM_NULLB_CFS='$nullb_cfs'
 EOF
 ( cd "$st" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0 ) > "$RUN/run.cpio"
 cat "$BASE" "$RUN/run.cpio" > "$RUN/initrd"
