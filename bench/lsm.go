@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -324,11 +325,16 @@ func measureLSM(ctx context.Context, device string, o LSMOptions) (lsmSummary, [
 		for _, c := range configs {
 			r := &lsmRun{Config: c, Round: round + 1}
 			var err error
-			if c == lsmKernel {
-				err = runLSMKernel(ctx, o, w, values, r, func(n int64) { setBar(bar, doneBefore+n) })
-			} else {
-				err = runLSMZonefold(ctx, dev, c, o, &w, values, r, func(n int64) { setBar(bar, doneBefore+n) })
-			}
+			// The label "config" marks the run's samples in a CPU profile
+			// (--cpuprofile), Pebble's and the engine's goroutines
+			// included: they start from this one.
+			pprof.Do(ctx, pprof.Labels("config", c), func(ctx context.Context) {
+				if c == lsmKernel {
+					err = runLSMKernel(ctx, o, w, values, r, func(n int64) { setBar(bar, doneBefore+n) })
+				} else {
+					err = runLSMZonefold(ctx, dev, c, o, &w, values, r, func(n int64) { setBar(bar, doneBefore+n) })
+				}
+			})
 			if ctx.Err() != nil {
 				return sum, nil, fmt.Errorf("%s: interrupted: %w", c, ctx.Err())
 			}

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,9 +41,28 @@ type fileState struct {
 
 // chunk indexes the folios of one 2 MiB-aligned range of a file. Folios
 // never cross chunks; a chunk holds at most 512 of them.
+//
+// The search reads spans, not the folios: a folio descriptor lives in an
+// array of one per arena page (tens of MiB for a large cache), so a
+// binary search that loaded each probe's descriptor took a cache miss per
+// step — the largest cost of a random small write, more so next to other
+// processes (fio) that evict the descriptors. spans packs each folio's
+// page range within the chunk into 4 bytes, so the whole search stays in
+// a few cache lines of one small array and one descriptor is loaded.
 type chunk struct {
 	key    int64    // file offset >> chunkShift
 	folios []*folio // sorted by offset, non-overlapping
+	spans  []uint32 // spans[i] is folios[i]'s page range: see span
+}
+
+// span packs the pages [p0, p1) of a chunk (0 <= p0 < p1 <= 512): p1 in
+// the high half, so that spans sort by end as folios sort by offset.
+func span(p0, p1 int) uint32 { return uint32(p1)<<16 | uint32(p0) }
+
+// spanOf is f's span within its chunk.
+func spanOf(f *folio) uint32 {
+	p0 := int(f.off&(chunkSize-1)) >> pageShift
+	return span(p0, p0+1<<f.order)
 }
 
 var chunkPool = sync.Pool{New: func() any { return new(chunk) }}
@@ -50,16 +70,19 @@ var chunkPool = sync.Pool{New: func() any { return new(chunk) }}
 // find returns the index of the first folio that ends after pos, and that
 // folio if it covers pos.
 func (ck *chunk) find(pos int64) (int, *folio) {
-	lo, hi := 0, len(ck.folios)
+	// Folios start and end on pages: one ends after pos if it ends after
+	// pos's page, and covers pos if it starts at or before that page.
+	p := uint32(pos&(chunkSize-1)) >> pageShift
+	lo, hi := 0, len(ck.spans)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if ck.folios[m].end() <= pos {
+		if ck.spans[m]>>16 <= p {
 			lo = m + 1
 		} else {
 			hi = m
 		}
 	}
-	if lo < len(ck.folios) && ck.folios[lo].off <= pos {
+	if lo < len(ck.spans) && ck.spans[lo]&0xffff <= p {
 		return lo, ck.folios[lo]
 	}
 	return lo, nil
@@ -67,22 +90,27 @@ func (ck *chunk) find(pos int64) (int, *folio) {
 
 // nextStart is where the folio at index i starts, or the chunk's end.
 func (ck *chunk) nextStart(i int) int64 {
-	if i < len(ck.folios) {
-		return ck.folios[i].off
+	if i < len(ck.spans) {
+		return ck.key<<chunkShift + int64(ck.spans[i]&0xffff)<<pageShift
 	}
 	return (ck.key + 1) << chunkShift
 }
 
 func (ck *chunk) insert(i int, f *folio) {
-	ck.folios = append(ck.folios, nil)
-	copy(ck.folios[i+1:], ck.folios[i:])
-	ck.folios[i] = f
+	ck.folios = slices.Insert(ck.folios, i, f)
+	ck.spans = slices.Insert(ck.spans, i, spanOf(f))
 }
 
 func (ck *chunk) removeAt(i int) {
-	copy(ck.folios[i:], ck.folios[i+1:])
-	ck.folios[len(ck.folios)-1] = nil
-	ck.folios = ck.folios[:len(ck.folios)-1]
+	ck.folios = slices.Delete(ck.folios, i, i+1) // clears the freed tail slot
+	ck.spans = slices.Delete(ck.spans, i, i+1)
+}
+
+// reset empties the chunk, keeping its storage.
+func (ck *chunk) reset() {
+	clear(ck.folios)
+	ck.folios = ck.folios[:0]
+	ck.spans = ck.spans[:0]
 }
 
 // chunk returns the chunk with key, or nil. Under fs.mu.

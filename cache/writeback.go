@@ -261,8 +261,7 @@ func (c *Cache) Forget(file uint64) {
 		for _, f := range ck.folios {
 			c.drop(fs, f)
 		}
-		clear(ck.folios)
-		ck.folios = ck.folios[:0]
+		ck.reset()
 		delete(fs.chunks, key)
 		chunkPool.Put(ck)
 	}

@@ -14,9 +14,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -95,7 +97,7 @@ func signalName(sig syscall.Signal) string {
 
 func newRoot(stdout, stderr io.Writer, running *atomic.Pointer[cobra.Command]) *cobra.Command {
 	var verbose bool
-	var cpuProfile string
+	var cpuProfile, blockProfile, mutexProfile string
 	var profile *os.File
 	root := groupCmd(&cobra.Command{
 		Use:           "zonefold",
@@ -110,6 +112,12 @@ func newRoot(stdout, stderr io.Writer, running *atomic.Pointer[cobra.Command]) *
 				level = slog.LevelDebug
 			}
 			slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
+			if blockProfile != "" {
+				runtime.SetBlockProfileRate(int(10 * time.Microsecond)) // a sample per 10 µs blocked
+			}
+			if mutexProfile != "" {
+				runtime.SetMutexProfileFraction(10)
+			}
 			if cpuProfile == "" {
 				return nil
 			}
@@ -124,11 +132,12 @@ func newRoot(stdout, stderr io.Writer, running *atomic.Pointer[cobra.Command]) *
 			profile = f
 			return nil
 		},
-		PersistentPostRun: func(*cobra.Command, []string) {
+		PersistentPostRunE: func(*cobra.Command, []string) error {
 			if profile != nil {
 				pprof.StopCPUProfile()
 				profile.Close()
 			}
+			return errors.Join(writeProfile("block", blockProfile), writeProfile("mutex", mutexProfile))
 		},
 	})
 	root.SetVersionTemplate("zonefold {{.Version}}\n")
@@ -136,6 +145,8 @@ func newRoot(stdout, stderr io.Writer, running *atomic.Pointer[cobra.Command]) *
 	root.SetErr(stderr)
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
+	root.PersistentFlags().StringVar(&blockProfile, "blockprofile", "", "write a profile of where goroutines blocked (waits of 10µs and more, sampled) to this file")
+	root.PersistentFlags().StringVar(&mutexProfile, "mutexprofile", "", "write a profile of mutex contention (one event in 10) to this file")
 	root.AddCommand(newBenchCmd())
 	root.AddCommand(newZonesCmd())
 	root.AddCommand(newFormatCmd())
@@ -162,4 +173,23 @@ func newBenchCmd() *cobra.Command {
 	cmd.AddCommand(watchesContext(newBenchPeersCmd()))
 	cmd.AddCommand(watchesContext(newBenchLSMCmd()))
 	return cmd
+}
+
+// writeProfile writes the runtime profile name to file, if file is set.
+func writeProfile(name, file string) error {
+	if file == "" {
+		return nil
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return fmt.Errorf("--%sprofile: %w", name, err)
+	}
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("--%sprofile: %w", name, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("--%sprofile: %w", name, err)
+	}
+	return nil
 }

@@ -83,7 +83,11 @@
 //   - fsync (File.Sync) returns after the file's records are appended and
 //     the device flushed: they, their data and the file's size survive a
 //     crash. A namespace operation (create, remove, rename, truncate) is
-//     durable when it returns: its log record is flushed first. Nothing
+//     durable when it returns: its log record is flushed first — except
+//     a create with ODeferSync and RemoveDeferred, whose records are
+//     durable from the device's next flush (any Sync, SyncNamespace, a
+//     durable operation, GC's logged reset, which precedes every reset
+//     of a data zone). Nothing
 //     else is promised for unsynced data, except that what survives of it
 //     is whole 4 KiB blocks of some write.
 //   - A GC pass reports progress only for a zone it reset, and relocates

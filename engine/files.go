@@ -48,6 +48,12 @@ const (
 	OCreate OpenFlag = 1 << iota // create the file if it does not exist
 	OExcl                        // with OCreate: fail with fs.ErrExist if it does
 	OTrunc                       // empty an existing file
+	// ODeferSync, with OCreate, logs a creation without flushing the
+	// device: the file is durable from the device's next flush — its own
+	// Sync, any other file's, SyncNamespace, or a namespace change made
+	// without it — as a created file on a kernel file system is from the
+	// fsync of its directory. A crash before that loses the file.
+	ODeferSync
 )
 
 // Create opens name, creating it if it does not exist; like os.Create it
@@ -62,7 +68,8 @@ func (e *Engine) Open(name string) (*File, error) {
 }
 
 // OpenFile opens name as flags say. Creation is durable when OpenFile
-// returns; OCreate|OExcl decides atomically that this call created it.
+// returns (without ODeferSync); OCreate|OExcl decides atomically that this
+// call created it.
 func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 	create, trunc := flags&OCreate != 0, flags&OTrunc != 0
 	if err := checkName(name); err != nil {
@@ -80,7 +87,7 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 			return nil, fmt.Errorf("engine: open %q: %w", name, fs.ErrNotExist)
 		}
 		f = &file{id: e.nextID, name: name, ext: newExtentMap(), born: e.stats.hostWritten.Load()}
-		if err := e.logOp(nsOp{kind: opCreate, file: f.id, name: name}); err != nil {
+		if err := e.appendOp(nsOp{kind: opCreate, file: f.id, name: name}, flags&ODeferSync == 0); err != nil {
 			e.nsMu.Unlock()
 			return nil, err
 		}
@@ -108,9 +115,19 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 	return h, nil
 }
 
-// Remove deletes a file; its data becomes garbage for GC. Open handles
-// to it fail from then on.
-func (e *Engine) Remove(name string) error {
+// Remove deletes a file, durably when it returns; its data becomes
+// garbage for GC. Open handles to it fail from then on.
+func (e *Engine) Remove(name string) error { return e.remove(name, true) }
+
+// RemoveDeferred is Remove without the device flush: the removal is
+// durable from the device's next flush (a file's Sync, SyncNamespace, a
+// durable namespace change), as an unlink on a kernel file system is from
+// the fsync of its directory. A crash before that brings the file back
+// whole. GC flushes before it resets a zone, so no data the file still
+// had can be lost meanwhile.
+func (e *Engine) RemoveDeferred(name string) error { return e.remove(name, false) }
+
+func (e *Engine) remove(name string, durable bool) error {
 	e.nsMu.Lock()
 	if e.closed {
 		e.nsMu.Unlock()
@@ -121,7 +138,7 @@ func (e *Engine) Remove(name string) error {
 		e.nsMu.Unlock()
 		return fmt.Errorf("engine: remove %q: %w", name, fs.ErrNotExist)
 	}
-	if err := e.logOp(nsOp{kind: opRemove, file: f.id}); err != nil {
+	if err := e.appendOp(nsOp{kind: opRemove, file: f.id}, durable); err != nil {
 		e.nsMu.Unlock()
 		return err
 	}
@@ -438,8 +455,8 @@ func (h *File) SyncContext(ctx context.Context) error {
 	if err := h.e.wb.FlushFile(ctx, h.f.id); err != nil {
 		return fmt.Errorf("engine: sync %q: %w", h.f.name, err)
 	}
-	if err := h.e.dev.Flush(); err != nil {
-		return fmt.Errorf("engine: sync %q: flush device: %w", h.f.name, err)
+	if err := h.e.flushDeferred(); err != nil {
+		return fmt.Errorf("engine: sync %q: %w", h.f.name, err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -21,6 +22,9 @@ type metaLog struct {
 	wp     int64 // next free byte in the active zone, from its start
 	block  []byte
 	w      *uring.Waiter
+	// deferred counts the operations logged without a device flush
+	// since the last flush that a sync path took (see appendOp).
+	deferred atomic.Int64
 }
 
 func newMetaLog(e *Engine) (*metaLog, error) {
@@ -36,7 +40,15 @@ func (m *metaLog) close() { _ = unix.Munmap(m.block) }
 // logOp makes op durable in the metadata log before it returns. op.seq,
 // if zero, is assigned here, after any zone switch, so that a checkpoint
 // never claims an operation it does not contain.
-func (e *Engine) logOp(op nsOp) error {
+func (e *Engine) logOp(op nsOp) error { return e.appendOp(op, true) }
+
+// appendOp writes op's record to the metadata log and, if flush, flushes
+// the device. Without flush the record has landed when appendOp returns
+// but is durable only from the device's next flush, which covers every
+// write completed before it: any logOp, a file's Sync, SyncNamespace, GC's
+// logged reset (so no zone is reset while a deferred remove that made its
+// data garbage could still be lost).
+func (e *Engine) appendOp(op nsOp, flush bool) error {
 	m := e.meta
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -55,8 +67,14 @@ func (e *Engine) logOp(op nsOp) error {
 	if err := e.writeZone(zoneIdx, m.wp, m.block[:n], m.w); err != nil {
 		return fmt.Errorf("engine: log operation: %w", err)
 	}
-	if err := e.dev.Flush(); err != nil {
-		return fmt.Errorf("engine: log operation: flush: %w", err)
+	if !flush {
+		m.wp += n
+		m.deferred.Add(1)
+		e.stats.metaWritten.Add(n)
+		return nil
+	}
+	if err := e.flushDeferred(); err != nil {
+		return fmt.Errorf("engine: log operation: %w", err)
 	}
 	m.wp += n
 	e.stats.metaWritten.Add(n)
@@ -373,6 +391,31 @@ func resetZones(dev zns.Device, n int) error {
 		if err := dev.ResetZone(i); err != nil {
 			return fmt.Errorf("reset zone %d: %w", i, err)
 		}
+	}
+	return nil
+}
+
+// flushDeferred flushes the device, which makes the deferred operations
+// logged so far durable. They are counted off before the flush (one logged
+// during it is counted again by the next), and back on if it fails.
+func (e *Engine) flushDeferred() error {
+	n := e.meta.deferred.Swap(0)
+	if err := e.dev.Flush(); err != nil {
+		e.meta.deferred.Add(n)
+		return fmt.Errorf("flush: %w", err)
+	}
+	return nil
+}
+
+// SyncNamespace makes the namespace changes made with ODeferSync or
+// RemoveDeferred durable, as an fsync of a directory does on a kernel file
+// system: it flushes the device unless a flush since covered them all.
+func (e *Engine) SyncNamespace() error {
+	if e.meta.deferred.Load() == 0 {
+		return nil
+	}
+	if err := e.flushDeferred(); err != nil {
+		return fmt.Errorf("engine: sync namespace: %w", err)
 	}
 	return nil
 }

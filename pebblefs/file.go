@@ -170,7 +170,7 @@ func (f *file) Prefetch(offset, length int64) error { return nil }
 func (f *file) Fd() uintptr { return vfs.InvalidFd }
 
 // dirFile is an open directory: Pebble opens directories only to sync
-// them, and every namespace change is durable already.
+// them, which makes files created and removed durable.
 type dirFile struct {
 	y    *FS
 	name string
@@ -194,12 +194,14 @@ func (d *dirFile) WriteAt([]byte, int64) (int, error) {
 func (d *dirFile) Preallocate(int64, int64) error { return nil }
 func (d *dirFile) Stat() (vfs.FileInfo, error)    { return dirInfo(d.name), nil }
 
-// Sync checks that the directory still exists; there is nothing to write.
+// Sync checks that the directory still exists and makes the creates and
+// removes logged without a flush durable (a device flush, unless one
+// since covered them).
 func (d *dirFile) Sync() error {
 	if !d.y.isDir(d.name) {
 		return pathErr("sync", d.name, fs.ErrNotExist)
 	}
-	return nil
+	return d.y.e.SyncNamespace()
 }
 func (d *dirFile) SyncData() error             { return d.Sync() }
 func (d *dirFile) SyncTo(int64) (bool, error)  { return false, nil }

@@ -12,11 +12,16 @@
 //
 //   - A file's data is durable when its Sync (or SyncData) returns: the
 //     engine writes its dirty data back and flushes the device.
-//   - Every namespace change (create, remove, rename, mkdir, the rename
-//     that ReuseForWrite does) is atomic and durable when it returns: the
-//     engine logs it to its metadata zone and flushes. Syncing a directory
-//     therefore has nothing left to do, and a crash never shows a rename
-//     half done or a removed file back.
+//   - Every namespace change is atomic. Renames (and the one
+//     ReuseForWrite does) and mkdir are durable when they return: the
+//     engine logs them to its metadata zone and flushes. Creating and
+//     removing a file are logged without a flush (engine.ODeferSync,
+//     RemoveDeferred) and are durable from the device's next flush: the
+//     file's own Sync, any file's, a durable namespace change, or a
+//     directory's Sync — what Pebble does on a kernel file system, where a
+//     new or unlinked name is durable once its directory is fsynced. A
+//     crash before that loses a new file, or brings a removed one back
+//     whole, as there; never a rename half done.
 //   - Data written and not synced may or may not survive a crash, whole
 //     records at a time; a file's size after a crash covers at least its
 //     synced data (bytes past what survived read as zeros).
@@ -154,10 +159,10 @@ func (y *FS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, erro
 		return nil, err
 	}
 	for {
-		if err := y.e.Remove(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := y.e.RemoveDeferred(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
-		h, err := y.e.OpenFile(n, engine.OCreate|engine.OExcl)
+		h, err := y.e.OpenFile(n, engine.OCreate|engine.OExcl|engine.ODeferSync)
 		if errors.Is(err, fs.ErrExist) {
 			continue // created again meanwhile: remove that one
 		}
@@ -211,7 +216,7 @@ func (y *FS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...
 	if err := y.checkPlace("open", n); err != nil {
 		return nil, err
 	}
-	h, err := y.e.OpenFile(n, engine.OCreate)
+	h, err := y.e.OpenFile(n, engine.OCreate|engine.ODeferSync)
 	if err != nil {
 		return nil, err
 	}
@@ -225,8 +230,8 @@ func (y *FS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...
 	return f, nil
 }
 
-// OpenDir implements vfs.FS. A directory's Sync has nothing to do: every
-// namespace change is durable when it returns.
+// OpenDir implements vfs.FS. A directory's Sync makes the creates and
+// removes in it durable (engine.SyncNamespace: all of them, in fact).
 func (y *FS) OpenDir(name string) (vfs.File, error) {
 	n := clean(name)
 	if !y.isDir(n) {
@@ -258,7 +263,7 @@ func (y *FS) children(dir string) []string {
 func (y *FS) Remove(name string) error {
 	n := clean(name)
 	if y.isFile(n) {
-		return y.e.Remove(n)
+		return y.e.RemoveDeferred(n) // durable with the directory's Sync
 	}
 	if n == "" || !y.isDir(n) {
 		return pathErr("remove", name, fs.ErrNotExist)

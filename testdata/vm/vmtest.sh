@@ -37,7 +37,7 @@ for r in "${runs[@]}"; do
   args=("${args[@]//@/ }")   # @ stands for a space inside one argument
   echo "=== vmtest $name: ${args[*]}"
   set +e
-  "$here/run.sh" "${common[@]}" "${args[@]}" -- "$bin" -test.run "$testrun" -test.v -test.count=1 "$@" |
+  "$here/run.sh" "${common[@]}" "${args[@]}" -- "$bin" -test.run "$testrun" -test.v -test.count=1 -test.timeout 540s "$@" |
     tee "$out/vmtest-$name.log"
   rc=${PIPESTATUS[0]}
   set -e
