@@ -1,6 +1,6 @@
 package cache
 
-import "hash/crc32"
+import "github.com/zonefold/zonefold/internal/crc32c"
 
 // Page checksums. The engine stores a CRC32C of every 4 KiB block of
 // data in each record's header. Computed at writeback, that pass read
@@ -19,8 +19,6 @@ import "hash/crc32"
 // a fill from Backing, a truncate and a new folio invalidate it, and
 // writeback computes what is not valid itself.
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // sumPages sums the whole pages of f that bytes [lo, hi) of it cover, and
 // invalidates the sums of pages they cover in part. Under fs.mu held for
 // writing, after the bytes were copied.
@@ -36,7 +34,7 @@ func (c *Cache) sumPages(f *folio, lo, hi int) {
 			c.sumOK[base+p] = false
 			continue
 		}
-		c.sums[base+p] = crc32.Checksum(f.mem[start:end], castagnoli)
+		c.sums[base+p] = crc32c.Checksum(f.mem[start:end])
 		c.sumOK[base+p] = true
 	}
 }

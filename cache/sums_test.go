@@ -7,6 +7,9 @@ import (
 	"testing"
 )
 
+// castagnoli is the reference the cache's sums are checked against.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
 // TestExtentSums checks that every page sum writeback is handed is the
 // CRC32C of that page's bytes as they go out, over random whole-page and
 // partial writes, fills from Backing and truncates, rewriting pages
