@@ -176,6 +176,13 @@ func (r *rings) sqe(i uint32) []byte {
 // and the moving average of the gaps decides whether it does.
 const spinMax = 30 * time.Microsecond
 
+// maxSpinners is how many ring readers may spin for requests at once:
+// one CPU is left to the clients, which must run to publish what the
+// spinners wait for. Every reader that spins keeps a CPU busy; with many
+// connections each one's own history (gap) says spin, and all of them
+// spinning at once would take every CPU from the clients.
+func (s *Server) maxSpinners() int32 { return int32(max(1, s.procs-1)) }
+
 // learn folds one observed wait into the moving average.
 func (r *rings) learn(d time.Duration) { r.gap += (d - r.gap) / 8 }
 
@@ -237,10 +244,11 @@ func (c *conn) ringLoop() string {
 func (c *conn) idle() string {
 	r := c.ring
 	start := time.Now()
-	if r.gap < spinMax {
+	if r.gap < spinMax && c.s.spinners.Add(1) <= c.s.maxSpinners() {
 		limit := max(2*r.gap, spinMax/8)
 		for {
 			if atomic.LoadUint32(r.sqTail) != r.head {
+				c.s.spinners.Add(-1)
 				r.learn(time.Since(start))
 				return ""
 			}
@@ -249,6 +257,9 @@ func (c *conn) idle() string {
 			}
 			runtime.Gosched()
 		}
+		c.s.spinners.Add(-1)
+	} else if r.gap < spinMax {
+		c.s.spinners.Add(-1)
 	}
 	atomic.StoreUint32(r.sqFlags, SQNeedWakeup)
 	if atomic.LoadUint32(r.sqTail) != r.head || c.stopping.Load() {
