@@ -139,10 +139,6 @@ type Cache struct {
 	buddy   *buddy
 	folios  []folio  // by first arena page; only heads are live
 	words   []uint64 // folio state: one word per arena page, see folio.state
-	// sums and sumOK: each arena page's CRC32C and whether it is valid
-	// (sums.go); nil unless blocks are pages.
-	sums  []uint32
-	sumOK []bool
 
 	shards [fileShards]fileShard
 
@@ -205,10 +201,6 @@ func New(cfg Config) (*Cache, error) {
 		words:      make([]uint64, npages),
 		lruHead:    -1,
 		lruTail:    -1,
-	}
-	if c.bpp == 1 {
-		c.sums = make([]uint32, npages)
-		c.sumOK = make([]bool, npages)
 	}
 	for off := int64(0); off < bytes; off += regionBytes {
 		c.regions = append(c.regions, mem[off:min(off+regionBytes, bytes)])

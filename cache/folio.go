@@ -72,7 +72,6 @@ func (c *Cache) newFolio(fs *fileState, p int32, order int, off int64) *folio {
 	// 3*bpp <= 24 bits per page, so they fit in the words of its pages.
 	f.state = c.words[p : int(p)+(3*f.nblocks+63)/64]
 	clear(f.state)
-	c.unsumPages(f, 0, int(size))
 	f.uptodateN = 0
 	f.orphan = false
 	f.dirtyN.Store(0)

@@ -89,7 +89,6 @@ func (c *Cache) blocks(lo, hi int) (int, int) {
 func (c *Cache) readBacking(fs *fileState, f *folio, b0, b1 int, b Backing) error {
 	p := f.mem[b0<<c.blockShift : b1<<c.blockShift]
 	off := f.off + int64(b0)<<c.blockShift
-	c.unsumPages(f, b0<<c.blockShift, b1<<c.blockShift)
 	if b == nil {
 		clear(p)
 		return nil
@@ -181,7 +180,6 @@ func (c *Cache) writeLocked(fs *fileState, pos int64, a *access, res *reserve) (
 			return pos, noStall, kick, err
 		}
 		copy(f.mem[lo:hi], a.p[pos-a.off:stepEnd-a.off])
-		c.sumPages(f, lo, hi)
 		if n := c.markWritten(f, b0, b1); n > 0 && c.addDirty(fs, n) {
 			kick = true
 		}

@@ -13,11 +13,7 @@ type Extent struct {
 	Off      int64  // file offset
 	Data     []byte // arena memory: stable until EndWriteback
 	BufIndex uint16 // registered buffer (index into Regions) holding Data
-	// Sums is the CRC32C of each 4 KiB page of Data, computed as the
-	// client wrote it, or nil when Data is not whole pages or some page's
-	// sum is not known (see sums.go). Stable until EndWriteback, like Data.
-	Sums  []uint32
-	folio *folio
+	folio    *folio
 }
 
 // BeginWriteback takes dirty data of one file, in offset order, as runs of
@@ -89,7 +85,6 @@ func (c *Cache) takeDirty(fs *fileState, f *folio, budget int64, dst []Extent) (
 			Off:      f.off + int64(d)<<c.blockShift,
 			Data:     f.mem[d<<c.blockShift : e<<c.blockShift],
 			BufIndex: f.bufIndex,
-			Sums:     c.extentSums(f, d<<c.blockShift, e<<c.blockShift),
 			folio:    f,
 		})
 		c.counters.wbExtents.Add(1)
@@ -243,7 +238,6 @@ func (c *Cache) truncateFolio(fs *fileState, f *folio, rel int) <-chan struct{} 
 		c.counters.stableWaits.Add(1)
 		return ch
 	}
-	c.unsumPages(f, rel, len(f.mem))
 	if zero {
 		clear(f.mem[rel : past<<c.blockShift])
 	}

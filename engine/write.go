@@ -94,7 +94,7 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 		op.hdrI, op.bufs = e.takeHeader(op.bufs)
 		op.hdr.Sums = op.hdr.Sums[:0]
 		for data := g.n - BlockSize; data > 0; {
-			off, b, sums := w.next(data, MaxRecordExtents-len(op.hdr.Extents))
+			off, b := w.next(data, MaxRecordExtents-len(op.hdr.Extents))
 			if b == nil {
 				break
 			}
@@ -106,13 +106,7 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 				op.hdr.Extents = append(op.hdr.Extents, RecordExtent{FileOff: off, Len: uint32(len(b)), Version: op.hdr.Seq})
 			}
 			op.bufs = append(op.bufs, b)
-			if sums != nil {
-				// Summed by the cache as the client wrote it, while
-				// the bytes were in the CPU's cache: not read back here.
-				op.hdr.Sums = append(op.hdr.Sums, sums...)
-			} else {
-				op.hdr.Sums = appendSums(op.hdr.Sums, b)
-			}
+			op.hdr.Sums = appendSums(op.hdr.Sums, b)
 			data -= int64(len(b))
 		}
 		op.hdr.DataLen = uint32(g.n - BlockSize)
@@ -397,26 +391,21 @@ func (c *extentCursor) peek(max int64, maxExt int) int64 {
 }
 
 // next takes up to max bytes from the current extent, at most one extent,
-// and returns its file offset, its memory and, when the extent carries
-// them and the piece is whole blocks, its blocks' CRC32Cs; nil memory when
-// nothing is left or no extent may be added.
-func (c *extentCursor) next(max int64, extLeft int) (int64, []byte, []uint32) {
+// and returns its file offset and memory; nil when nothing is left or no
+// extent may be added.
+func (c *extentCursor) next(max int64, extLeft int) (int64, []byte) {
 	if c.done() || extLeft <= 0 || max <= 0 {
-		return 0, nil, nil
+		return 0, nil
 	}
 	x := c.exts[c.i]
 	rest := x.Data[c.used:]
 	n := min(int64(len(rest)), max)
 	off := x.Off + int64(c.used)
 	b := rest[:n]
-	var sums []uint32
-	if x.Sums != nil && c.used%BlockSize == 0 && n%BlockSize == 0 && len(x.Sums)*BlockSize == len(x.Data) {
-		sums = x.Sums[c.used/BlockSize : c.used/BlockSize+int(n/BlockSize)]
-	}
 	c.used += int(n)
 	if c.used == len(x.Data) {
 		c.i++
 		c.used = 0
 	}
-	return off, b, sums
+	return off, b
 }
