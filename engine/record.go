@@ -4,7 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
+
+	"github.com/zonefold/zonefold/internal/crc32c"
 )
 
 // BlockSize is the engine's unit of allocation and of record headers.
@@ -48,10 +49,9 @@ const (
 	SizeUnknown = ^uint64(0)
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// Checksum is CRC32C, as every on-device structure uses.
-func Checksum(p []byte) uint32 { return crc32.Checksum(p, castagnoli) }
+// Checksum is CRC32C, as every on-device structure uses (internal/crc32c:
+// hash/crc32's result, folded with PCLMULQDQ where the CPU has it).
+func Checksum(p []byte) uint32 { return crc32c.Checksum(p) }
 
 // RecordExtent is one run of a file's bytes carried by a record; the data
 // of a record is its extents' bytes back to back, in header order.
