@@ -4,8 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-
-	"github.com/zonefold/zonefold/internal/crc32c"
+	"hash/crc32"
 )
 
 // BlockSize is the engine's unit of allocation and of record headers.
@@ -49,9 +48,10 @@ const (
 	SizeUnknown = ^uint64(0)
 )
 
-// Checksum is CRC32C, as every on-device structure uses (internal/crc32c:
-// hash/crc32's result, folded with PCLMULQDQ where the CPU has it).
-func Checksum(p []byte) uint32 { return crc32c.Checksum(p) }
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Checksum is CRC32C, as every on-device structure uses.
+func Checksum(p []byte) uint32 { return crc32.Checksum(p, castagnoli) }
 
 // RecordExtent is one run of a file's bytes carried by a record; the data
 // of a record is its extents' bytes back to back, in header order.
