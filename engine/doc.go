@@ -82,7 +82,9 @@
 //     records behind it are not lost and reads of it fail.
 //   - fsync (File.Sync) returns after the file's records are appended and
 //     the device flushed: they, their data and the file's size survive a
-//     crash. A namespace operation (create, remove, rename, truncate) is
+//     crash. Concurrent flushes are merged (flush.go, group commit): a
+//     caller waits for a flush that started after its call, never for one
+//     already running, whose coverage was decided before its data landed. A namespace operation (create, remove, rename, truncate) is
 //     durable when it returns: its log record is flushed first — except
 //     a create with ODeferSync and RemoveDeferred, whose records are
 //     durable from the device's next flush (any Sync, SyncNamespace, a
@@ -161,6 +163,8 @@
 //  7. file.mu (per file; leaf): size, name, the extent map, gone.
 //  8. placer.mu (leaf): the free, open and draining zone lists.
 //  9. Engine.idMu (leaf): file lookup by id, for paths below the cache.
+// 10. flushGroup.mu (leaf): the group flush's counters; the device flush
+//     itself runs without it, and its waiters wait without it.
 //
 // Below all of these: writeback's error map lock and internal/wake's lock
 // (leaves), the ring's submission lock, and the device backends' locks (a

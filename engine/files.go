@@ -453,8 +453,8 @@ func (h *File) SyncContext(ctx context.Context) error {
 	if err := h.e.wb.FlushFile(ctx, h.f.id); err != nil {
 		return fmt.Errorf("engine: sync %q: %w", h.f.name, err)
 	}
-	if err := h.e.flushDeferred(); err != nil {
-		return fmt.Errorf("engine: sync %q: %w", h.f.name, err)
+	if err := h.e.flushDevice(ctx); err != nil {
+		return fmt.Errorf("engine: sync %q: flush: %w", h.f.name, err)
 	}
 	return nil
 }

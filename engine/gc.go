@@ -444,7 +444,7 @@ func (c *collector) rewrite(victim *zone, pieces []live) error {
 	if werr != nil {
 		return fmt.Errorf("engine: gc: relocate zone %d: %w", victim.idx, werr)
 	}
-	if err := e.dev.Flush(); err != nil {
+	if err := e.flushDevice(context.Background()); err != nil {
 		return fmt.Errorf("engine: gc: flush: %w", err)
 	}
 	return nil
