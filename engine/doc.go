@@ -163,7 +163,7 @@
 //  7. file.mu (per file; leaf): size, name, the extent map, gone.
 //  8. placer.mu (leaf): the free, open and draining zone lists.
 //  9. Engine.idMu (leaf): file lookup by id, for paths below the cache.
-// 10. flushGroup.mu (leaf): the group flush's counters; the device flush
+//  10. flushGroup.mu (leaf): the group flush's counters; the device flush
 //     itself runs without it, and its waiters wait without it.
 //
 // Below all of these: writeback's error map lock and internal/wake's lock
