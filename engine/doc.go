@@ -141,12 +141,16 @@
 //  3. Engine.nsMu: the namespace. Held (exclusive for create, remove,
 //     rename; shared for truncate and GC's zone reset) across the
 //     operation's log record, so across metaLog.mu, a checkpoint and
-//     device I/O. It is never held while taking a cache lock: Remove and
+//     device I/O; a durable create, remove, rename or truncate holds it
+//     across the record's flush too, GC's reset only across the record.
+//     Opening an existing file takes it shared. It is never held while
+//     taking a cache lock: Remove and
 //     Rename drop a file's cached data (cache.Forget) after releasing it,
 //     because a cold read holds the cache's file lock while ReadBacking
 //     looks the file up.
-//  4. metaLog.mu: the metadata log; held across its writes and flushes and
-//     across a checkpoint, which takes quiesce exclusively and file.mu
+//  4. metaLog.mu: the metadata log; held across its writes (an
+//     operation's flush comes after it is released) and across a
+//     checkpoint, which takes quiesce exclusively and file.mu
 //     shared (the snapshot), and finishes the old metadata zone before it
 //     resets and writes the next (device I/O, no engine lock taken).
 //  5. Engine.quiesce: shared while appends are built (WriteExtents, GC's

@@ -50,7 +50,26 @@ func (e *Engine) logOp(op nsOp) error { return e.appendOp(op, true) }
 // write completed before it: any logOp, a file's Sync, SyncNamespace, GC's
 // logged reset (so no zone is reset while a deferred remove that made its
 // data garbage could still be lost).
+//
+// The flush runs after metaLog.mu is released: the next operation's
+// record follows this one in the zone whatever the flush does, and a
+// checkpoint taken meanwhile flushes before it is written, so only the
+// caller waits for it (a caller that holds nsMu still orders its
+// operation's durability before anyone sees it).
 func (e *Engine) appendOp(op nsOp, flush bool) error {
+	t, err := e.writeOp(op)
+	if err != nil || !flush {
+		return err
+	}
+	if err := e.flushes.flushFor(context.Background(), e.dev, t); err != nil {
+		return fmt.Errorf("engine: log operation: flush: %w", err)
+	}
+	return nil
+}
+
+// writeOp writes op's record and returns the ticket of the flush that
+// makes it durable (see flushGroup), which SyncNamespace waits for too.
+func (e *Engine) writeOp(op nsOp) (uint64, error) {
 	m := e.meta
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -58,7 +77,7 @@ func (e *Engine) appendOp(op nsOp, flush bool) error {
 	n := metaRecordLen(len(payload))
 	if m.wp+n > e.sb.ZoneCapOf(e.geo) {
 		if err := e.checkpointLocked(); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	if op.seq == 0 {
@@ -67,23 +86,15 @@ func (e *Engine) appendOp(op nsOp, flush bool) error {
 	encodeMeta(m.block[:n], e.sb.FS(), metaOp, op.seq, payload)
 	zoneIdx := e.sb.MetaZones[m.active]
 	if err := e.writeZone(zoneIdx, m.wp, m.block[:n], m.w); err != nil {
-		return fmt.Errorf("engine: log operation: %w", err)
-	}
-	if !flush {
-		m.wp += n
-		// The record has landed: the next flush to start covers it.
-		t := e.flushes.ticket()
-		for old := m.needFlush.Load(); old < t && !m.needFlush.CompareAndSwap(old, t); old = m.needFlush.Load() {
-		}
-		e.stats.metaWritten.Add(n)
-		return nil
-	}
-	if err := e.flushDevice(context.Background()); err != nil {
-		return fmt.Errorf("engine: log operation: flush: %w", err)
+		return 0, fmt.Errorf("engine: log operation: %w", err)
 	}
 	m.wp += n
 	e.stats.metaWritten.Add(n)
-	return nil
+	// The record has landed: the next flush to start covers it.
+	t := e.flushes.ticket()
+	for old := m.needFlush.Load(); old < t && !m.needFlush.CompareAndSwap(old, t); old = m.needFlush.Load() {
+	}
+	return t, nil
 }
 
 // ZoneCapOf is the writable bytes of a metadata zone.
