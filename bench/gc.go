@@ -24,13 +24,17 @@ import (
 // and the benchmark measures the disk).
 //
 // 256 zones of 1 MiB: 256 MiB, so that a run of a workload takes seconds
-// and make run's 4 workloads x 3 configurations x 3 rounds fit in
-// minutes; many small zones give GC many victims to choose from and keep
-// the 16 open zones a small part of the device.
+// and make run's 30 runs (3 rounds of 4 workloads under 2 or 3
+// configurations) fit in 3 minutes on a shared 2-core machine; many small
+// zones give GC many victims to choose from and keep the 16 open zones a
+// small part of the device, and a 1 MiB zone holds 128 writes of 8 KiB,
+// past the 64 from which greedy GC follows the analytic model (see
+// greedyWAF).
 //
-// max_open = max_active = 19: the engine keeps one zone for GC and two for
-// metadata (a checkpoint writes the next metadata zone before it finishes
-// the old), which leaves exactly 16 for data — one per file. The device
+// max_open = max_active = 19: the engine keeps one zone for each of GC's
+// two streams (hot and cold copies) and one for metadata (a checkpoint
+// finishes the old metadata zone before it writes the next), which leaves
+// exactly 16 for data — one per file. The device
 // limits are tight (every open zone is in use) but never below the file
 // count: per-file placement is only meaningful while each file can have its
 // own zone, and with more files than open zones mru degenerates into
@@ -38,15 +42,29 @@ import (
 // on a device that can hold 16 open zones).
 const DefaultGCGeometry = "zone_size=1M&zones=256&max_open=19&max_active=19"
 
-// DefaultSeedGeometry is the seed workload's default device: 1 GiB of
-// 1 MiB zones, of which the workload writes a share so small that GC
-// barely runs (the xfs series measured the allocation path). In memory
-// only what is written takes room.
-const DefaultSeedGeometry = "zone_size=1M&zones=1024&max_open=19&max_active=19"
+// DefaultSeedGeometry is the seed workload's default device: a null:
+// device (no storage: every write completes as an io_uring NOP, as on
+// null_blk without memory_backed) of 512 zones of 4 MiB, of which the
+// workload writes a share so small (20%: 16 files of 25 MiB) that GC
+// never runs. The xfs series measured the allocation path on a device
+// fast enough not to hide it; on an emulated device every write is a
+// copy into a file and every flush a sync of it, and the run measures
+// those instead. 4 MiB zones: the files' extent maps (a random 8 KiB
+// write each) must fit a metadata zone's checkpoint, and a run writes
+// 400 MiB, long enough (a second or so) to time.
+const DefaultSeedGeometry = "zone_size=4M&zones=512&max_open=19&max_active=19"
 
 // DefaultGCConfigs is the set run when no flag chooses one: both
-// placements that matter under greedy GC, and mru under cost-benefit GC.
-var DefaultGCConfigs = []string{"mru/greedy", "none/greedy", "mru/cost-benefit"}
+// placements that matter under greedy GC, and mru under cost-benefit GC,
+// where a verdict reads it (uniform: cost-benefit no better than greedy;
+// hotcold: cost-benefit against none/greedy and mru/greedy). lifetimes and
+// seed judge placement alone: they run the two greedy configurations.
+var DefaultGCConfigs = map[string][]string{
+	WorkUniform:   {"mru/greedy", "none/greedy", "mru/cost-benefit"},
+	WorkHotCold:   {"mru/greedy", "none/greedy", "mru/cost-benefit"},
+	WorkLifetimes: {"mru/greedy", "none/greedy"},
+	WorkSeed:      {"mru/greedy", "none/greedy"},
+}
 
 // GCOptions configure bench gc.
 type GCOptions struct {
@@ -57,7 +75,7 @@ type GCOptions struct {
 	Util      float64 // live data as a fraction of the engine's capacity
 	// HotShare of the overwrites go to HotFiles of the files (hotcold).
 	HotShare, HotFiles float64
-	Configs            []string // placement/gc-policy pairs
+	Configs            []string // placement/gc-policy pairs (nil: DefaultGCConfigs)
 	CacheBytes         int64
 	OpenZones          int // data zones open at once (0: from the device's limits)
 	Repeat             int // rounds; each runs every workload and configuration once
@@ -72,34 +90,60 @@ type GCOptions struct {
 
 // DefaultGC is bench gc without flags.
 var DefaultGC = GCOptions{Workloads: Workloads, Files: 16, BS: 8 << 10, IODepth: 4, Util: 0.8,
-	HotShare: 0.8, HotFiles: 0.2, Configs: DefaultGCConfigs, CacheBytes: 4 << 20, Repeat: 1,
+	HotShare: 0.8, HotFiles: 0.2, CacheBytes: 4 << 20, Repeat: 1,
 	Steady: DefaultSteady, Out: "zonefold-bench-gc", Seed: 1, Sample: 20 * time.Millisecond}
 
 // gcSetup is one configuration bench gc compares.
 type gcSetup struct {
 	placement engine.Policy
 	gc        engine.GCPolicy
+	// streams is GC's streams (engine.GCConfig.Streams), 0 for the
+	// engine's choice: the configuration names it only when set.
+	streams int
 }
 
-func (s gcSetup) String() string { return s.placement.String() + "/" + s.gc.String() }
+func (s gcSetup) String() string {
+	name := s.placement.String() + "/" + s.gc.String()
+	switch s.streams {
+	case 0:
+	case 1:
+		name += "/1-stream"
+	default:
+		name += fmt.Sprintf("/%d-streams", s.streams)
+	}
+	return name
+}
 
+// parseGCSetups reads configurations: placement/gc-policy, and optionally
+// /1-stream or /2-streams for GC's streams (default: the engine's
+// choice).
 func parseGCSetups(names []string) ([]gcSetup, error) {
 	if len(names) == 0 {
 		return nil, errors.New("no configuration to run")
 	}
 	var out []gcSetup
 	for _, n := range names {
-		p, g, ok := strings.Cut(strings.TrimSpace(n), "/")
-		if !ok {
-			return nil, fmt.Errorf("configuration %q: want placement/gc-policy, e.g. mru/greedy", n)
+		parts := strings.Split(strings.TrimSpace(n), "/")
+		if len(parts) < 2 || len(parts) > 3 {
+			return nil, fmt.Errorf("configuration %q: want placement/gc-policy[/N-streams], e.g. mru/greedy or mru/cost-benefit/1-stream", n)
 		}
 		var s gcSetup
 		var err error
-		if s.placement, err = engine.ParsePolicy(p); err != nil {
+		if s.placement, err = engine.ParsePolicy(parts[0]); err != nil {
 			return nil, err
 		}
-		if s.gc, err = engine.ParseGCPolicy(g); err != nil {
+		if s.gc, err = engine.ParseGCPolicy(parts[1]); err != nil {
 			return nil, err
+		}
+		if len(parts) == 3 {
+			switch parts[2] {
+			case "1-stream":
+				s.streams = 1
+			case "2-streams":
+				s.streams = 2
+			default:
+				return nil, fmt.Errorf("configuration %q: GC streams %q: want 1-stream or 2-streams", n, parts[2])
+			}
 		}
 		if !slices.Contains(out, s) {
 			out = append(out, s)
@@ -140,9 +184,12 @@ type gcRun struct {
 // gcRow is one workload under one configuration over all rounds: the
 // median and the range of each figure.
 type gcRow struct {
-	Workload  string  `json:"workload"`
-	Placement string  `json:"placement"`
-	GCPolicy  string  `json:"gc_policy"`
+	Workload  string `json:"workload"`
+	Placement string `json:"placement"`
+	GCPolicy  string `json:"gc_policy"`
+	// GCStreams is the GC streams the configuration asked for; 0: the
+	// engine's choice.
+	GCStreams int     `json:"gc_streams,omitempty"`
 	WAF       float64 `json:"waf"` // median over the rounds
 	WAFMin    float64 `json:"waf_min"`
 	WAFMax    float64 `json:"waf_max"`
@@ -163,7 +210,13 @@ type gcRow struct {
 	Runs       []*gcRun `json:"runs"`
 }
 
-func (r *gcRow) name() string { return r.Placement + "/" + r.GCPolicy }
+func (r *gcRow) setup() gcSetup {
+	p, _ := engine.ParsePolicy(r.Placement)
+	g, _ := engine.ParseGCPolicy(r.GCPolicy)
+	return gcSetup{placement: p, gc: g, streams: r.GCStreams}
+}
+
+func (r *gcRow) name() string { return r.setup().String() }
 
 // gcWorkloadSummary is one workload's table.
 type gcWorkloadSummary struct {
@@ -239,9 +292,9 @@ type gcDevices struct {
 	dir    string
 }
 
-func newGCDevices(device string) (*gcDevices, func(), error) {
-	if strings.HasPrefix(device, "null:") {
-		return nil, nil, errors.New("bench gc needs a device that keeps data (GC reads record headers back); null: does not: use emu: or a zoned device")
+func newGCDevices(device string, workloads []string) (*gcDevices, func(), error) {
+	if strings.HasPrefix(device, "null:") && slices.ContainsFunc(workloads, func(w string) bool { return w != WorkSeed }) {
+		return nil, nil, errors.New("bench gc needs a device that keeps data (GC reads record headers back); null: does not (it serves the seed workload alone): use emu: or a zoned device")
 	}
 	d := &gcDevices{device: device}
 	if device != "" {
@@ -262,38 +315,36 @@ func newGCDevices(device string) (*gcDevices, func(), error) {
 	return d, func() { os.RemoveAll(dir) }, nil
 }
 
-// geometry is the default device's geometry for a workload.
-func geometry(workload string) string {
-	if workload == WorkSeed {
-		return DefaultSeedGeometry
-	}
-	return DefaultGCGeometry
-}
-
 // shown is how the output names the device of a workload.
 func (d *gcDevices) shown(workload string) string {
 	if d.device != "" {
 		return d.device
 	}
+	if workload == WorkSeed {
+		return "null:?" + DefaultSeedGeometry
+	}
 	where := "temporary"
 	if strings.HasPrefix(d.dir, "/dev/shm") {
 		where = "temporary, in memory"
 	}
-	return "emu:(" + where + ")?" + geometry(workload)
+	return "emu:(" + where + ")?" + DefaultGCGeometry
 }
 
 // fresh is a device string for the next run: the user's device (each run
-// formats it), or a new file of the workload's geometry, so that no blocks
-// are left over from the run before.
+// formats it), a null: device for seed, or a new emulated device file, so
+// that no blocks are left over from the run before.
 func (d *gcDevices) fresh(workload string) (string, error) {
 	if d.device != "" {
 		return d.device, nil
+	}
+	if workload == WorkSeed {
+		return "null:?" + DefaultSeedGeometry, nil
 	}
 	path := filepath.Join(d.dir, "dev")
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("default device: %w", err)
 	}
-	return "emu:" + path + "?" + geometry(workload), nil
+	return "emu:" + path + "?" + DefaultGCGeometry, nil
 }
 
 // measureGC runs every round and, if o.Out is set, writes the charts,
@@ -307,11 +358,19 @@ func measureGC(ctx context.Context, device string, o GCOptions) (gcSummary, erro
 	if err != nil {
 		return sum, err
 	}
-	setups, err := parseGCSetups(o.Configs)
-	if err != nil {
-		return sum, err
+	setups := map[string][]gcSetup{}
+	runs := 0
+	for _, w := range workloads {
+		names := o.Configs
+		if names == nil {
+			names = DefaultGCConfigs[w]
+		}
+		if setups[w], err = parseGCSetups(names); err != nil {
+			return sum, err
+		}
+		runs += o.Repeat * len(setups[w])
 	}
-	devs, cleanup, err := newGCDevices(device)
+	devs, cleanup, err := newGCDevices(device, workloads)
 	if err != nil {
 		return sum, err
 	}
@@ -324,8 +383,8 @@ func measureGC(ctx context.Context, device string, o GCOptions) (gcSummary, erro
 	rows := map[string][]*gcRow{}
 	for _, w := range workloads {
 		ws := &gcWorkloadSummary{Workload: w, Device: devs.shown(w)}
-		for _, s := range setups {
-			row := &gcRow{Workload: w, Placement: s.placement.String(), GCPolicy: s.gc.String()}
+		for _, s := range setups[w] {
+			row := &gcRow{Workload: w, Placement: s.placement.String(), GCPolicy: s.gc.String(), GCStreams: s.streams}
 			ws.Rows = append(ws.Rows, row)
 			rows[w] = append(rows[w], row)
 		}
@@ -333,7 +392,7 @@ func measureGC(ctx context.Context, device string, o GCOptions) (gcSummary, erro
 	}
 	var bar *progressbar.ProgressBar
 	if o.Progress != nil {
-		bar = progressbar.NewOptions(o.Repeat*len(workloads)*len(setups),
+		bar = progressbar.NewOptions(runs,
 			progressbar.OptionSetWriter(o.Progress), progressbar.OptionShowCount(),
 			progressbar.OptionSetWidth(20), progressbar.OptionSetDescription("bench gc"),
 			progressbar.OptionOnCompletion(func() { fmt.Fprintln(o.Progress) }))
@@ -343,9 +402,9 @@ func measureGC(ctx context.Context, device string, o GCOptions) (gcSummary, erro
 			ws := sum.workloads[wi]
 			// Alternate the order of the configurations round by round,
 			// so that none always runs first or last.
-			for j := range setups {
-				k := (j + round) % len(setups)
-				s := setups[k]
+			for j := range setups[w] {
+				k := (j + round) % len(setups[w])
+				s := setups[w][k]
 				if bar != nil {
 					bar.Describe(fmt.Sprintf("bench gc round %d/%d %s %s", round+1, o.Repeat, w, s))
 				}
@@ -386,7 +445,7 @@ func measureGC(ctx context.Context, device string, o GCOptions) (gcSummary, erro
 // closes the engine.
 func runGCOnce(ctx context.Context, dev, w string, s gcSetup, o GCOptions, ws *gcWorkloadSummary) (*gcRun, error) {
 	cfg := engine.Config{CacheBytes: o.CacheBytes, MaxOrder: 9, OpenZones: o.OpenZones, Policy: s.placement}
-	cfg.GC.Policy = s.gc
+	cfg.GC.Policy, cfg.GC.Streams = s.gc, s.streams
 	e, release, err := OpenFormatted(dev, cfg)
 	if err != nil {
 		return nil, err
@@ -509,7 +568,7 @@ func summarizeGC(sum *gcSummary) {
 			}
 		}
 		for _, r := range ws.Rows {
-			if base := gcBaseline(ws.Rows, r.GCPolicy); base != nil && base.HostMiBps > 0 && base.WAF > 0 {
+			if base := gcBaseline(ws.Rows, r); base != nil && base.HostMiBps > 0 && base.WAF > 0 {
 				mbps, waf := r.HostMiBps/base.HostMiBps, r.WAF/base.WAF
 				r.Baseline, r.MiBpsRatio, r.WAFRatio = base.name(), &mbps, &waf
 			}
@@ -519,20 +578,27 @@ func summarizeGC(sum *gcSummary) {
 	}
 }
 
-// gcBaseline is the none placement row with the given GC policy, else
-// the first none row, else nil.
-func gcBaseline(rows []*gcRow, gcPolicy string) *gcRow {
-	var first *gcRow
-	for _, r := range rows {
-		if r.Placement != engine.PolicyNone.String() {
+// gcBaseline is the none placement row r compares with: the one with r's
+// GC policy and streams, else with its GC policy, else the first none
+// row, else nil.
+func gcBaseline(rows []*gcRow, r *gcRow) *gcRow {
+	var policy, first *gcRow
+	for _, b := range rows {
+		if b.Placement != engine.PolicyNone.String() {
 			continue
 		}
-		if r.GCPolicy == gcPolicy {
-			return r
+		if b.GCPolicy == r.GCPolicy && b.GCStreams == r.GCStreams {
+			return b
+		}
+		if b.GCPolicy == r.GCPolicy && policy == nil {
+			policy = b
 		}
 		if first == nil {
-			first = r
+			first = b
 		}
+	}
+	if policy != nil {
+		return policy
 	}
 	return first
 }

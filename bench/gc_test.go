@@ -12,7 +12,8 @@ import (
 )
 
 // tinyGCDevice is a device bench gc runs on in a moment: 46 data zones of
-// 256 KiB, one open zone per file (4 files, GC and two metadata: 7).
+// 256 KiB, at most 7 open: 5 data zones for 4 files, GC's zone (one
+// stream: two do not fit beside 16 asked-for data zones) and metadata.
 func tinyGCDevice(t *testing.T) string {
 	return "emu:" + filepath.Join(t.TempDir(), "dev") + "?zone_size=256K&zones=48&max_open=7&max_active=7"
 }
@@ -26,13 +27,29 @@ func tinyGC() GCOptions {
 	return o
 }
 
-func TestGCJSONAndFiles(t *testing.T) {
+// One measurement of every workload, checked in both outputs: the JSON
+// summary, the tables (printGC) and the files in --out.
+func TestGCOutputs(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	var stdout bytes.Buffer
 	o := tinyGC()
 	o.JSON, o.Out, o.Configs = true, out, []string{"mru/greedy", "none/greedy"}
-	if err := GC(t.Context(), &stdout, tinyGCDevice(t), o); err != nil {
+	gcSum, err := measureGC(t.Context(), tinyGCDevice(t), o)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if err := WriteJSON(&stdout, gcSum); err != nil {
+		t.Fatal(err)
+	}
+	var table bytes.Buffer
+	if err := printGC(&table, out, gcSum); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"placement/gc", "[min-max]", "uniform:", "hotcold:", "lifetimes:", "seed:",
+		"analytic greedy WAF", "mru/greedy", "none/greedy", "MiB/s vs none", "charts, series and summary in " + out} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
 	}
 	var sum struct {
 		Repeat  int      `json:"repeat"`
@@ -145,28 +162,15 @@ func TestGCRepeatGivesMediansAndRanges(t *testing.T) {
 	}
 }
 
-func TestGCTable(t *testing.T) {
-	var stdout bytes.Buffer
-	o := tinyGC()
-	o.Out, o.Workloads, o.Configs = t.TempDir(), []string{WorkUniform}, []string{"mru/cost-benefit", "mru/greedy"}
-	if err := GC(t.Context(), &stdout, tinyGCDevice(t), o); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"placement/gc", "mru/cost-benefit", "uniform:", "analytic greedy WAF", "[min-max]",
-		"uniform: mru/greedy and none/greedy: not run"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Errorf("table lacks %q:\n%s", want, stdout.String())
-		}
-	}
-}
-
 func TestGCRejectsBadOptions(t *testing.T) {
 	for name, mod := range map[string]func(*GCOptions){
 		"util 0":         func(o *GCOptions) { o.Util = 0 },
 		"util 0.99":      func(o *GCOptions) { o.Util = 0.99 },
-		"no config":      func(o *GCOptions) { o.Configs = nil },
+		"no config":      func(o *GCOptions) { o.Configs = []string{} },
 		"bad config":     func(o *GCOptions) { o.Configs = []string{"mru"} },
 		"bad placement":  func(o *GCOptions) { o.Configs = []string{"fast/greedy"} },
+		"bad streams":    func(o *GCOptions) { o.Configs = []string{"mru/greedy/3-streams"} },
+		"four parts":     func(o *GCOptions) { o.Configs = []string{"mru/greedy/1-stream/x"} },
 		"bad workload":   func(o *GCOptions) { o.Workloads = []string{"random"} },
 		"bs":             func(o *GCOptions) { o.BS = 1000 },
 		"repeat":         func(o *GCOptions) { o.Repeat = 0 },
@@ -184,5 +188,74 @@ func TestGCRejectsBadOptions(t *testing.T) {
 	}
 	if err := GC(t.Context(), &bytes.Buffer{}, "null:?size=64M&zone_size=4M", tinyGC()); err == nil || !strings.Contains(err.Error(), "null:") {
 		t.Errorf("null: device: %v", err)
+	}
+}
+
+// Configurations may name GC's streams; a row that does compares with the
+// none row of the same GC policy and streams, and the engine runs with
+// them.
+func TestGCSetupsNameStreams(t *testing.T) {
+	setups, err := parseGCSetups([]string{"mru/cost-benefit/1-stream", "mru/cost-benefit/2-streams", "none/greedy", "none/cost-benefit/1-stream"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range setups {
+		names = append(names, s.String())
+	}
+	if want := "mru/cost-benefit/1-stream mru/cost-benefit/2-streams none/greedy none/cost-benefit/1-stream"; strings.Join(names, " ") != want {
+		t.Errorf("names %q; want %q", strings.Join(names, " "), want)
+	}
+	rows := []*gcRow{
+		{Placement: "none", GCPolicy: "greedy"},
+		{Placement: "none", GCPolicy: "cost-benefit", GCStreams: 1},
+		{Placement: "none", GCPolicy: "cost-benefit", GCStreams: 2},
+	}
+	for _, tc := range []struct {
+		row  gcRow
+		want string
+	}{
+		{gcRow{Placement: "mru", GCPolicy: "cost-benefit", GCStreams: 2}, "none/cost-benefit/2-streams"},
+		{gcRow{Placement: "mru", GCPolicy: "cost-benefit", GCStreams: 1}, "none/cost-benefit/1-stream"},
+		{gcRow{Placement: "mru", GCPolicy: "cost-benefit"}, "none/cost-benefit/1-stream"}, // same policy
+		{gcRow{Placement: "mru", GCPolicy: "greedy", GCStreams: 1}, "none/greedy"},
+	} {
+		if b := gcBaseline(rows, &tc.row); b == nil || b.name() != tc.want {
+			t.Errorf("%s compares with %v; want %s", tc.row.name(), b, tc.want)
+		}
+	}
+	o := tinyGC()
+	o.Workloads, o.Configs, o.Out = []string{WorkHotCold}, []string{"mru/greedy/1-stream", "mru/greedy/2-streams"}, ""
+	sum, err := measureGC(t.Context(), "emu:"+filepath.Join(t.TempDir(), "dev")+"?zone_size=256K&zones=48&max_open=7&max_active=7", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []string{sum.Configs[0].name(), sum.Configs[1].name()}; got[0] != "mru/greedy/1-stream" || got[1] != "mru/greedy/2-streams" {
+		t.Errorf("rows %v", got)
+	}
+}
+
+// The seed workload runs on null: (alone: the others need a device that
+// keeps data), and by default on a null: device.
+func TestGCSeedOnNull(t *testing.T) {
+	o := tinyGC()
+	o.Workloads, o.Out = []string{WorkSeed}, ""
+	sum, err := measureGC(t.Context(), "null:?zone_size=256K&zones=48&max_open=7&max_active=7", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sum.workloads[0].Rows[0].Runs); n != 1 || sum.workloads[0].Rows[0].HostMiBps <= 0 {
+		t.Errorf("seed on null: %d runs, %v MiB/s", n, sum.workloads[0].Rows[0].HostMiBps)
+	}
+	d, cleanup, err := newGCDevices("", []string{WorkSeed, WorkUniform})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	if dev, err := d.fresh(WorkSeed); err != nil || !strings.HasPrefix(dev, "null:") {
+		t.Errorf("seed's default device %q, %v; want null:", dev, err)
+	}
+	if dev, err := d.fresh(WorkUniform); err != nil || !strings.HasPrefix(dev, "emu:") {
+		t.Errorf("uniform's default device %q, %v; want emu:", dev, err)
 	}
 }

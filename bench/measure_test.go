@@ -77,17 +77,20 @@ func TestWarmupCapEndsAnUnsteadyRun(t *testing.T) {
 	}
 }
 
-func TestWindowWAFs(t *testing.T) {
+func TestLastWindows(t *testing.T) {
 	ss := []sample{{Host: 0, Dev: 0}, {Host: 40, Dev: 40}, {Host: 100, Dev: 150}, {Host: 150, Dev: 200}, {Host: 210, Dev: 380}}
-	got := windowWAFs(ss, 100)
-	want := []float64{1.5, 230.0 / 110}
-	if len(got) != len(want) {
-		t.Fatalf("windows %v; want %v", got, want)
+	// Up to 210: the last window from the newest sample at or before 110
+	// (100), the one before it from the newest at or before 0 (0).
+	prev, last, ok := lastWindows(ss, 100)
+	if !ok || math.Abs(prev-1.5) > 1e-9 || math.Abs(last-230.0/110) > 1e-9 {
+		t.Errorf("windows %v, %v, %v; want 1.5, %v, true", prev, last, ok, 230.0/110)
 	}
-	for i := range want {
-		if math.Abs(got[i]-want[i]) > 1e-9 {
-			t.Errorf("window %d: WAF %v; want %v", i, got[i], want[i])
-		}
+	// At 150 there is no room for two windows of 100 yet.
+	if _, _, ok := lastWindows(ss[:4], 100); ok {
+		t.Error("two windows of 100 found in 150 host bytes")
+	}
+	if _, _, ok := lastWindows(ss, 0); ok {
+		t.Error("a window of 0 bytes")
 	}
 }
 
@@ -118,7 +121,11 @@ func TestGreedyWAF(t *testing.T) {
 func TestVerdicts(t *testing.T) {
 	row := func(name string, waf, mbps float64) *gcRow {
 		p, g, _ := strings.Cut(name, "/")
-		return &gcRow{Placement: p, GCPolicy: g, WAF: waf, HostMiBps: mbps}
+		return &gcRow{Placement: p, GCPolicy: g, WAF: waf, HostMiBps: mbps, MiBpsMin: mbps, MiBpsMax: mbps}
+	}
+	spread := func(r *gcRow, lo, hi float64) *gcRow {
+		r.MiBpsMin, r.MiBpsMax = lo, hi
+		return r
 	}
 	cases := []struct {
 		ws   gcWorkloadSummary
@@ -132,6 +139,8 @@ func TestVerdicts(t *testing.T) {
 			[]string{"hotcold: SHORT: mru/cost-benefit WAF 2.700 is 0.90x", "hotcold: meets: cost-benefit beats greedy"}},
 		{gcWorkloadSummary{Workload: WorkSeed, Rows: []*gcRow{row("mru/greedy", 1, 120), row("none/greedy", 1, 100)}},
 			[]string{"seed: meets: mru/greedy throughput 120.0 MiB/s is 1.20x"}},
+		{gcWorkloadSummary{Workload: WorkSeed, Rows: []*gcRow{spread(row("mru/greedy", 1, 120), 90, 150), spread(row("none/greedy", 1, 100), 80, 130)}},
+			[]string{"seed: SHORT: mru/greedy throughput 120.0 MiB/s is 1.20x none/greedy's 100.0 (target: at least 1.11x, the xfs series' +11%); the rounds overlap (mru 90.0-150.0, none 80.0-130.0)"}},
 		{gcWorkloadSummary{Workload: WorkUniform, RefWAF: 2.9, Rows: []*gcRow{row("mru/greedy", 3.3, 1), row("none/greedy", 3.3, 1)}},
 			[]string{"uniform: SHORT: mru/greedy WAF 3.300 is +13.8% from the analytic greedy WAF 2.900", "uniform: expected: placement changes little"}},
 		{gcWorkloadSummary{Workload: WorkSeed, Rows: []*gcRow{row("mru/greedy", 1, 120)}},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,7 +89,7 @@ func TestPeersSummary(t *testing.T) {
 	}
 	for _, s := range []string{"hotcold: hotcold shape", "0.900 (0.800-1.000)", "FAILED: write f3: no space left on device",
 		"skipped: kernel 6.1.0-57-amd64", "some rounds FAILED: ENOSPC", want[0],
-		"warm-up at most 4 capacities, then 0.4 measured; each run stopped after 1m30s"} {
+		fmt.Sprintf("warm-up at most %g capacities, then %g measured; each run stopped after 1m30s", DefaultSteady.Cap, DefaultSteady.Span)} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("table lacks %q:\n%s", s, out.String())
 		}

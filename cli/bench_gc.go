@@ -43,9 +43,13 @@ capacities; the table says how many runs became steady.
 Configurations are placement/gc-policy pairs. Placement: mru (each file
 appends to its own zone), none (every file shares one zone stream),
 round-robin (appends rotate over the open zones). GC policy: greedy (least
-valid data) or cost-benefit ((1-u)·age/(1+u)). Default: mru and none under
-greedy, mru under cost-benefit. --placements and --gc-policies run every
-combination of the two lists instead.
+valid data) or cost-benefit ((1-u)·age/(1+u)). A third part, 1-stream or
+2-streams, sets how many zones GC sorts its copies into (hot and cold; by
+default two where the device's open limit leaves room beside the data
+zones, as it does on the default device). Default: mru and none under
+greedy, and mru under cost-benefit for uniform and hotcold (whose verdicts
+read it). --placements and --gc-policies run every combination of the two
+lists instead.
 
 Per workload and configuration it reports:
   WAF         bytes written to the device (data, record headers, padding,
@@ -70,8 +74,10 @@ valid-histogram-W charts as PNG and SVG.
 
 With no DEVICE it runs on emulated zoned devices in a temporary folder (in
 memory, /dev/shm, where there is one), removed at the end: ` + strings.ReplaceAll(bench.DefaultGCGeometry, "&", " ") + `
-(seed: ` + strings.ReplaceAll(bench.DefaultSeedGeometry, "&", " ") + `). DEVICE must store data
-(GC reads record headers back): emu: or a real zoned device, not null:.`,
+(seed: a null: device, no storage, ` + strings.ReplaceAll(bench.DefaultSeedGeometry, "&", " ") + `, so that
+the engine's write path is measured, not an emulated device's copies and
+syncs). DEVICE must store data (GC reads record headers back): emu: or a
+real zoned device; null: serves the seed workload alone.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			device := ""
@@ -108,7 +114,7 @@ memory, /dev/shm, where there is one), removed at the end: ` + strings.ReplaceAl
 	numberVar(f, &o.Steady.Tol, "steady-tol", o.Steady.Tol, "steady once successive windows' WAF differ by less than this fraction")
 	numberVar(f, &o.Steady.Cap, "warmup-cap", o.Steady.Cap, "device capacities the warm-up writes at most")
 	numberVar(f, &o.Steady.Span, "measure", o.Steady.Span, "device capacities measured once steady")
-	f.StringSliceVar(&o.Configs, "configs", bench.DefaultGCConfigs, "placement/gc-policy pairs to compare")
+	f.StringSliceVar(&o.Configs, "configs", nil, "placement/gc-policy[/N-streams] configurations to compare (default: mru/greedy, none/greedy, and mru/cost-benefit for uniform and hotcold)")
 	f.StringSliceVar(&placements, "placements", []string{"mru", "none", "round-robin"}, "placements to combine with --gc-policies (replaces --configs)")
 	f.StringSliceVar(&gcPolicies, "gc-policies", []string{"greedy"}, "GC policies to combine with --placements (replaces --configs)")
 	sizeVar(f, &o.CacheBytes, "cache", o.CacheBytes, "folio cache size: small, so that the cache absorbs few overwrites and the device sees the workload")

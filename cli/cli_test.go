@@ -257,17 +257,32 @@ type daemonProc struct {
 // serves.
 func startDaemon(t *testing.T, device string) *daemonProc {
 	t.Helper()
-	d := &daemonProc{socket: filepath.Join(t.TempDir(), "zf.sock"), done: make(chan struct{})}
+	d := &daemonProc{socket: filepath.Join(t.TempDir(), "zf.sock")}
 	d.cmd = exec.Command(zonefoldBinary(t), "serve", device, "--format", "--socket", d.socket, "--cache", "16M")
 	d.cmd.Stderr = &d.stderr
-	out, err := d.cmd.StdoutPipe()
+	d.done = runServe(t, d.cmd, &d.stderr)
+	t.Cleanup(func() {
+		d.cmd.Process.Kill()
+		<-d.done
+	})
+	return d
+}
+
+// runServe starts cmd, a `zonefold serve` whose Stderr is stderr, and
+// waits until it prints "serving "; the returned channel closes when the
+// process has exited. A daemon that exits or stays silent for a minute
+// fails the test with its stderr.
+func runServe(t *testing.T, cmd *exec.Cmd, stderr fmt.Stringer) chan struct{} {
+	t.Helper()
+	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.cmd.Start(); err != nil {
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	ready := make(chan bool, 1)
+	exited := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(out)
 		ok := false
@@ -280,25 +295,21 @@ func startDaemon(t *testing.T, device string) *daemonProc {
 		if !ok {
 			ready <- false
 		}
-		d.cmd.Wait()
-		close(d.done)
+		cmd.Wait()
+		close(exited)
 	}()
 	select {
 	case ok := <-ready:
 		if !ok {
-			<-d.done
-			t.Fatalf("daemon did not start: %v\n%s", d.cmd.ProcessState, d.stderr.String())
+			<-exited
+			t.Fatalf("daemon did not start: %v\n%s", cmd.ProcessState, stderr)
 		}
 	case <-time.After(time.Minute):
-		d.cmd.Process.Kill()
-		<-d.done
-		t.Fatal("daemon did not start within a minute")
+		cmd.Process.Kill()
+		<-exited
+		t.Fatalf("daemon did not start within a minute\n%s", stderr)
 	}
-	t.Cleanup(func() {
-		d.cmd.Process.Kill()
-		<-d.done
-	})
-	return d
+	return exited
 }
 
 // stop signals the daemon and returns its exit status.

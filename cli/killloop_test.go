@@ -9,10 +9,8 @@ package cli
 // daemon restarts, and every acknowledged byte must read back exactly.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonefold/zonefold/internal/stampfile"
 	"github.com/zonefold/zonefold/server"
 )
 
@@ -106,16 +105,6 @@ func killFioEnv(t *testing.T) (string, string) {
 	return fio, eng
 }
 
-// rawFile is what a raw protocol writer's file must hold: per 4 KiB
-// block, the stamp of the last write an fsync acknowledged, and the
-// stamps written since (any of which may have reached the device).
-type rawFile struct {
-	name    string
-	durable []uint64
-	later   []map[uint64]bool
-	next    uint64
-}
-
 // fioSet is one fio run whose end_fsync was acknowledged.
 type fioSet struct{ file string }
 
@@ -132,7 +121,7 @@ type killRun struct {
 	stderr *lockedBuffer
 
 	mu       sync.Mutex // guards the model while clients run
-	raw      [killRawFiles]*rawFile
+	raw      [killRawFiles]*stampfile.File
 	puts     map[string][]byte // acknowledged puts not removed
 	putOrder []string
 	fios     []fioSet
@@ -199,41 +188,7 @@ func (r *killRun) serve(format bool) {
 	cmd := exec.Command(r.bin, args...)
 	r.stderr = &lockedBuffer{}
 	cmd.Stderr = r.stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		r.t.Fatal(err)
-	}
-	ready := make(chan bool, 1)
-	exited := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(out)
-		ok := false
-		for sc.Scan() {
-			if !ok && strings.HasPrefix(sc.Text(), "serving ") {
-				ok = true
-				ready <- true
-			}
-		}
-		if !ok {
-			ready <- false
-		}
-		cmd.Wait()
-		close(exited)
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			<-exited
-			r.t.Fatalf("daemon did not start: %v\n%s", cmd.ProcessState, r.stderr)
-		}
-	case <-time.After(time.Minute):
-		cmd.Process.Kill()
-		<-exited
-		r.t.Fatalf("daemon did not start within a minute\n%s", r.stderr)
-	}
+	exited := runServe(r.t, cmd, r.stderr)
 	r.daemon, r.exited = cmd, exited
 }
 
@@ -269,15 +224,6 @@ func (r *killRun) dial() *server.Client {
 	return c
 }
 
-// rawStamp fills a block with (file, block, stamp) triples.
-func rawStamp(p []byte, file, block int, k uint64) {
-	for i := 0; i+24 <= len(p); i += 24 {
-		binary.LittleEndian.PutUint64(p[i:], uint64(file)+1)
-		binary.LittleEndian.PutUint64(p[i+8:], uint64(block))
-		binary.LittleEndian.PutUint64(p[i+16:], k)
-	}
-}
-
 // setupRaw writes every block of the raw files once and fsyncs them.
 func (r *killRun) setupRaw() {
 	c := r.dial()
@@ -285,13 +231,9 @@ func (r *killRun) setupRaw() {
 	ctx := context.Background()
 	buf := make([]byte, killRawBlocks*killBlock)
 	for i := range r.raw {
-		f := &rawFile{name: fmt.Sprintf("raw.%d", i), durable: make([]uint64, killRawBlocks),
-			later: make([]map[uint64]bool, killRawBlocks), next: 2}
-		for b := range killRawBlocks {
-			rawStamp(buf[b*killBlock:(b+1)*killBlock], i, b, 1)
-			f.durable[b] = 1
-		}
-		h, _, err := c.Open(ctx, f.name, server.OpenCreate|server.OpenTrunc)
+		f := stampfile.New(fmt.Sprintf("raw.%d", i), i, killRawBlocks, killBlock)
+		f.Initial(buf)
+		h, _, err := c.Open(ctx, f.Name, server.OpenCreate|server.OpenTrunc)
 		if err != nil {
 			r.t.Fatal(err)
 		}
@@ -396,7 +338,7 @@ func (r *killRun) rawWriter(ctx context.Context, i int, seed uint64) {
 	}
 	defer c.Close()
 	f := r.raw[i]
-	h, _, err := c.Open(ctx, f.name, 0)
+	h, _, err := c.Open(ctx, f.Name, 0)
 	if err != nil {
 		return
 	}
@@ -406,19 +348,10 @@ func (r *killRun) rawWriter(ctx context.Context, i int, seed uint64) {
 		n := 1 + rng.IntN(16)
 		b := rng.IntN(killRawBlocks - n + 1)
 		r.mu.Lock()
-		k := f.next
-		f.next++
-		for j := range n {
-			if f.later[b+j] == nil {
-				f.later[b+j] = map[uint64]bool{}
-			}
-			f.later[b+j][k] = true
-			since = append(since, b+j)
-		}
+		var k uint64
+		k, since = f.Begin(b, n, since)
 		r.mu.Unlock()
-		for j := range n {
-			rawStamp(buf[j*killBlock:(j+1)*killBlock], i, b+j, k)
-		}
+		f.Fill(buf, b, n, k)
 		if _, err := c.WriteAt(ctx, h, buf[:n*killBlock], int64(b)*killBlock); err != nil {
 			return
 		}
@@ -430,16 +363,7 @@ func (r *killRun) rawWriter(ctx context.Context, i int, seed uint64) {
 		}
 		// Acknowledged: each block's newest stamp is durable.
 		r.mu.Lock()
-		for _, blk := range since {
-			var newest uint64
-			for s := range f.later[blk] {
-				newest = max(newest, s)
-			}
-			if newest > 0 {
-				f.durable[blk] = newest
-			}
-			f.later[blk] = nil
-		}
+		f.Synced(since)
 		r.mu.Unlock()
 		since = since[:0]
 	}
@@ -576,40 +500,31 @@ func (r *killRun) check(p int) int {
 
 	// Raw files: every block holds its durable stamp or a later one.
 	buf := make([]byte, killRawBlocks*killBlock)
-	want := make([]byte, killBlock)
-	for i, f := range r.raw {
-		h, size, err := c.Open(ctx, f.name, 0)
+	for _, f := range r.raw {
+		h, size, err := c.Open(ctx, f.Name, 0)
 		if err != nil {
-			fail("raw file %s: %v", f.name, err)
+			fail("raw file %s: %v", f.Name, err)
 			continue
 		}
 		if size != int64(len(buf)) {
-			fail("raw file %s: size %d, want %d", f.name, size, len(buf))
+			fail("raw file %s: size %d, want %d", f.Name, size, len(buf))
 		}
 		clear(buf)
 		if n, err := c.ReadAt(ctx, h, buf, 0); err != nil && !errors.Is(err, io.EOF) {
-			fail("raw file %s: read %d bytes: %v", f.name, n, err)
+			fail("raw file %s: read %d bytes: %v", f.Name, n, err)
 		}
 		c.CloseFile(ctx, h)
 		bad := 0
 		for b := range killRawBlocks {
-			blk := buf[b*killBlock : (b+1)*killBlock]
-			k := binary.LittleEndian.Uint64(blk[16:])
-			rawStamp(want, i, b, k)
-			ok := (k == f.durable[b] || f.later[b][k]) && bytes.Equal(blk[:killBlock/24*24], want[:killBlock/24*24])
-			if !ok {
+			if err := f.Check(b, buf[b*killBlock:(b+1)*killBlock]); err != nil {
 				bad++
 				if bad <= 3 {
-					fail("raw file %s block %d: holds stamp %d (intact %v); fsync acknowledged %d, later writes %v",
-						f.name, b, k, bytes.Equal(blk[:killBlock/24*24], want[:killBlock/24*24]), f.durable[b], keys(f.later[b]))
+					fail("raw file %v", err)
 				}
-				continue
 			}
-			f.durable[b] = k
-			f.later[b] = nil
 		}
 		if bad > 3 {
-			fail("raw file %s: %d blocks lost in all", f.name, bad)
+			fail("raw file %s: %d blocks lost in all", f.Name, bad)
 		}
 	}
 
@@ -679,7 +594,7 @@ func (r *killRun) check(p int) int {
 	// name) holds nothing acknowledged.
 	known := map[string]bool{}
 	for _, f := range r.raw {
-		known[f.name] = true
+		known[f.Name] = true
 	}
 	for name := range r.puts {
 		known[name] = true
@@ -746,15 +661,6 @@ func readWhole(ctx context.Context, c *server.Client, name string) ([]byte, erro
 		err = nil
 	}
 	return buf[:n], err
-}
-
-func keys(m map[uint64]bool) []uint64 {
-	out := make([]uint64, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func lastLines(s string, n int) string {

@@ -12,7 +12,6 @@ package engine
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonefold/zonefold/internal/stampfile"
 	"github.com/zonefold/zonefold/zns"
 )
 
@@ -39,15 +39,6 @@ const (
 	cutChurn   = 5   // churn files kept
 	cutMaxData = 160 << 10
 )
-
-// cutFile is a stamped file's model: per block, the stamp an fsync
-// acknowledged and the stamps written since.
-type cutFile struct {
-	name    string
-	durable []uint64
-	later   []map[uint64]bool
-	next    uint64
-}
 
 // churnFile is a churn file's acknowledged content; pending, if set, is
 // an operation in flight whose effect may or may not be there.
@@ -71,7 +62,7 @@ type cutRun struct {
 	e       *Engine
 
 	mu       sync.Mutex
-	stamped  [cutFiles]*cutFile
+	stamped  [cutFiles]*stampfile.File
 	churn    map[string]*churnFile
 	creating map[string]bool // creates in flight
 	gone     map[string]bool // removed or renamed away, acknowledged
@@ -166,23 +157,12 @@ func cutDevice(t *testing.T) string {
 	return fmt.Sprintf("emu:%s?zone_size=256K&zones=32", filepath.Join(dir, "dev"))
 }
 
-func cutStamp(p []byte, file, block int, k uint64) {
-	for i := 0; i+24 <= len(p); i += 24 {
-		binary.LittleEndian.PutUint64(p[i:], uint64(file)+1)
-		binary.LittleEndian.PutUint64(p[i+8:], uint64(block))
-		binary.LittleEndian.PutUint64(p[i+16:], k)
-	}
-}
-
 func (r *cutRun) setup() {
 	buf := make([]byte, cutBlocks*cutBlock)
 	for i := range r.stamped {
-		f := &cutFile{name: fmt.Sprintf("s%d", i), durable: make([]uint64, cutBlocks), later: make([]map[uint64]bool, cutBlocks), next: 2}
-		for b := range cutBlocks {
-			cutStamp(buf[b*cutBlock:(b+1)*cutBlock], i, b, 1)
-			f.durable[b] = 1
-		}
-		h, err := r.e.Create(f.name)
+		f := stampfile.New(fmt.Sprintf("s%d", i), i, cutBlocks, cutBlock)
+		f.Initial(buf)
+		h, err := r.e.Create(f.Name)
 		if err != nil {
 			r.t.Fatal(err)
 		}
@@ -352,7 +332,7 @@ func goroutineStacks() string {
 func (r *cutRun) writer(ctx context.Context, i int, seed uint64, tick func()) error {
 	rng := rand.New(rand.NewPCG(seed, 5))
 	f := r.stamped[i]
-	h, err := r.e.Open(f.name)
+	h, err := r.e.Open(f.Name)
 	if err != nil {
 		return err
 	}
@@ -362,23 +342,14 @@ func (r *cutRun) writer(ctx context.Context, i int, seed uint64, tick func()) er
 		n := 1 + rng.IntN(16)
 		b := rng.IntN(cutBlocks - n + 1)
 		r.mu.Lock()
-		k := f.next
-		f.next++
-		for j := range n {
-			if f.later[b+j] == nil {
-				f.later[b+j] = map[uint64]bool{}
-			}
-			f.later[b+j][k] = true
-			since = append(since, b+j)
-		}
+		var k uint64
+		k, since = f.Begin(b, n, since)
 		r.mu.Unlock()
-		for j := range n {
-			cutStamp(buf[j*cutBlock:(j+1)*cutBlock], i, b+j, k)
-		}
+		f.Fill(buf, b, n, k)
 		if _, err := h.WriteAtContext(ctx, buf[:n*cutBlock], int64(b)*cutBlock); err != nil {
 			return err
 		}
-		r.logf("write %s blocks %d+%d stamp %d", f.name, b, n, k)
+		r.logf("write %s blocks %d+%d stamp %d", f.Name, b, n, k)
 		tick()
 		if w%6 != 5 {
 			continue
@@ -386,19 +357,10 @@ func (r *cutRun) writer(ctx context.Context, i int, seed uint64, tick func()) er
 		if err := h.SyncContext(ctx); err != nil {
 			return err
 		}
-		r.logf("synced %s", f.name)
+		r.logf("synced %s", f.Name)
 		tick()
 		r.mu.Lock()
-		for _, blk := range since {
-			var newest uint64
-			for s := range f.later[blk] {
-				newest = max(newest, s)
-			}
-			if newest > 0 {
-				f.durable[blk] = newest
-			}
-			f.later[blk] = nil
-		}
+		f.Synced(since)
 		r.mu.Unlock()
 		since = since[:0]
 	}
@@ -529,36 +491,27 @@ func (r *cutRun) check() int {
 		}
 	}
 	buf := make([]byte, cutBlocks*cutBlock)
-	want := make([]byte, cutBlock)
-	for i, f := range r.stamped {
-		h, err := e.Open(f.name)
+	for _, f := range r.stamped {
+		h, err := e.Open(f.Name)
 		if err != nil {
-			fail("stamped file %s: %v", f.name, err)
+			fail("stamped file %s: %v", f.Name, err)
 			continue
 		}
 		if h.Size() != int64(len(buf)) {
-			fail("stamped file %s: size %d", f.name, h.Size())
+			fail("stamped file %s: size %d", f.Name, h.Size())
 		}
 		clear(buf)
 		if _, err := h.ReadAt(buf, 0); err != nil && !errors.Is(err, io.EOF) {
-			fail("stamped file %s: %v", f.name, err)
+			fail("stamped file %s: %v", f.Name, err)
 		}
 		bad := 0
 		for b := range cutBlocks {
-			blk := buf[b*cutBlock : (b+1)*cutBlock]
-			k := binary.LittleEndian.Uint64(blk[16:])
-			cutStamp(want, i, b, k)
-			intact := bytes.Equal(blk[:cutBlock/24*24], want[:cutBlock/24*24])
-			if !intact || (k != f.durable[b] && !f.later[b][k]) {
+			if err := f.Check(b, buf[b*cutBlock:(b+1)*cutBlock]); err != nil {
 				bad++
 				if bad <= 3 {
-					fail("stamped file %s block %d: stamp %d (intact %v); fsync acknowledged %d, later %v",
-						f.name, b, k, intact, f.durable[b], f.later[b])
+					fail("stamped file %v", err)
 				}
-				continue
 			}
-			f.durable[b] = k
-			f.later[b] = nil
 		}
 	}
 	read := func(name string) []byte {
@@ -606,7 +559,7 @@ func (r *cutRun) check() int {
 	// acknowledged lives there.
 	known := map[string]bool{}
 	for _, f := range r.stamped {
-		known[f.name] = true
+		known[f.Name] = true
 	}
 	for name := range r.churn {
 		known[name] = true

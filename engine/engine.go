@@ -152,6 +152,11 @@ type file struct {
 	// handles counts open handles: a file none has open is not being
 	// written, and placement may give the rest of its MRU zone to another.
 	handles atomic.Int32
+	// written is the bytes clients wrote to the file since born, the
+	// engine's host byte count when it was created (or the engine
+	// opened): GC sorts its copies by the file's temperature from them.
+	written atomic.Int64
+	born    int64
 }
 
 // Open opens a formatted device and recovers its files.
@@ -321,10 +326,19 @@ func (e *Engine) setupZones() error {
 	}
 	budget := e.cfg.OpenZones
 	limit := deviceOpenLimit(e.geo)
-	// Besides data zones, GC's zone and one metadata zone may be open: a
-	// checkpoint finishes the old metadata zone before it writes the next
-	// (checkpointLocked), so two are never active at once.
-	const kept = 2
+	streams := gcStreams(e.cfg.GC.Streams, budget, limit)
+	if streams > 1 && (len(data) < 2+e.cfg.GC.Reserve+streams-1 ||
+		e.cfg.GC.Streams == 0 && len(data) < minZonesForGCStreams) {
+		// Too few zones for a second stream's reserve, or (where the
+		// streams were left to the engine) so few that the zone it adds
+		// to the reserve is a large share of the device.
+		streams = 1
+	}
+	e.cfg.GC.forStreams(streams)
+	// Besides data zones, a zone per GC stream and one metadata zone may
+	// be open: a checkpoint finishes the old metadata zone before it
+	// writes the next (checkpointLocked), so two are never active at once.
+	kept := metaZonesKept + streams
 	if limit > 0 && limit-kept < 1 {
 		return fmt.Errorf("engine: device allows %d open zones; zonefold needs at least %d", limit, kept+1)
 	}
@@ -335,9 +349,9 @@ func (e *Engine) setupZones() error {
 		}
 	}
 	if limit > 0 && budget > limit-kept {
-		return fmt.Errorf("engine: %d open zones asked for; the device allows %d, and zonefold keeps %d for GC and metadata", budget, limit, kept)
+		return fmt.Errorf("engine: %d open zones asked for; the device allows %d, and zonefold keeps %d for GC's %d stream(s) and metadata", budget, limit, kept, streams)
 	}
-	e.placer = placer{policy: e.cfg.Policy, zones: data, budget: budget, gcReserve: e.cfg.GC.Reserve,
+	e.placer = placer{policy: e.cfg.Policy, zones: data, budget: budget, gcStreams: streams, gcReserve: e.cfg.GC.Reserve,
 		flush: func() { _ = e.ring.Flush() }, idle: &e.idle}
 	for _, z := range data {
 		if z.state.Load() == zoneFree {
@@ -440,6 +454,15 @@ func (e *Engine) Sync(ctx context.Context) error {
 
 // Geometry is the device's geometry.
 func (e *Engine) Geometry() zns.Geometry { return e.geo }
+
+// GCConfig is the garbage collector's configuration as the engine runs
+// it: defaults filled in, the streams chosen, the reserve and watermarks
+// grown for them.
+func (e *Engine) GCConfig() GCConfig {
+	c := e.cfg.GC
+	c.Streams = e.placer.gcStreams
+	return c
+}
 
 // Capacity is the bytes the data zones hold.
 func (e *Engine) Capacity() int64 {

@@ -85,7 +85,7 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 	}
 	f := e.byName[name]
 	if f == nil {
-		f = &file{id: e.nextID, name: name, ext: newExtentMap()}
+		f = &file{id: e.nextID, name: name, ext: newExtentMap(), born: e.stats.hostWritten.Load()}
 		if err := e.appendOp(nsOp{kind: opCreate, file: f.id, name: name}, flags&ODeferSync == 0); err != nil {
 			e.nsMu.Unlock()
 			return nil, err
@@ -355,6 +355,7 @@ func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, er
 		defer f.wmu.RUnlock()
 		n, err := e.cache.Write(ctx, f.id, off, p, e)
 		e.stats.hostWritten.Add(int64(n))
+		f.written.Add(int64(n))
 		if err != nil {
 			return n, fmt.Errorf("engine: write %q at %d: %w", h.Name(), off, err)
 		}
@@ -371,6 +372,7 @@ func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, er
 	f.mu.Unlock()
 	n, err := e.cache.Write(ctx, f.id, off, p, e)
 	e.stats.hostWritten.Add(int64(n))
+	f.written.Add(int64(n))
 	if err == nil {
 		return n, nil
 	}

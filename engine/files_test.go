@@ -110,18 +110,8 @@ func TestTruncateRacingWriteAt(t *testing.T) {
 	for round := range rounds {
 		handles := make([]*File, files)
 		for i, name := range names {
-			h, err := e.Create(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := h.WriteAt(old, 0); err != nil {
-				t.Fatal(err)
-			}
-			if err := h.Sync(); err != nil {
-				t.Fatal(err)
-			}
+			handles[i] = createSynced(t, e, name, old)
 			e.cache.EvictClean(1 << 30)
-			handles[i] = h
 		}
 		var wg sync.WaitGroup
 		for _, h := range handles {

@@ -52,6 +52,51 @@ type GCConfig struct {
 	// Disabled turns background GC off (writers still get GC when space
 	// runs out).
 	Disabled bool
+	// Streams is how many zones GC appends its copies to at once, each
+	// one stream of data of one temperature (see collector): 1 or 2. 0
+	// chooses 2 where the device has minZonesForGCStreams data zones or
+	// more and its open limit leaves room for both beside the data zones
+	// asked for (16 by default), else 1. Each stream takes
+	// one of the device's open zones, and where Reserve, Low and High are
+	// left to their defaults each stream beyond the first adds a zone to
+	// them (see forStreams).
+	Streams int
+
+	// defaulted records which of Reserve, Low and High fill chose.
+	defaulted struct{ reserve, low, high bool }
+}
+
+// maxGCStreams bounds GCConfig.Streams: a cold and a hot stream.
+const maxGCStreams = 2
+
+// minZonesForGCStreams is the fewest data zones on which the engine
+// chooses a second GC stream by itself (GCConfig.Streams 0). A second
+// stream adds a zone to GC's reserve and keeps another zone open for GC's
+// copies; on a small device those two zones are a large share of the
+// space that overwrites near full need, for a gain in WAF that only
+// many zones show. From 64 zones on the extra zone is at most 1/64 of
+// the space (bench gc's devices have 256).
+const minZonesForGCStreams = 64
+
+// metaZonesKept is the open zones the engine keeps for metadata beside
+// the data budget and GC's streams: one, since a checkpoint finishes the
+// old metadata zone before it writes the next.
+const metaZonesKept = 1
+
+// gcStreams is the GC streams an engine keeps: asked (0: choose), for a
+// data budget (0: the default 16) on a device whose open limit is limit
+// (0: none).
+func gcStreams(asked, budget, limit int) int {
+	if asked > 0 {
+		return min(asked, maxGCStreams)
+	}
+	if budget <= 0 {
+		budget = 16
+	}
+	if limit > 0 && limit-metaZonesKept-maxGCStreams < budget {
+		return 1
+	}
+	return maxGCStreams
 }
 
 func (c *GCConfig) fill() {
@@ -59,13 +104,38 @@ func (c *GCConfig) fill() {
 		// Two: relocating a victim can need the rest of the GC zone and
 		// one more zone before the victim's reset pays the space back.
 		c.Reserve = 2
+		c.defaulted.reserve = true
 	}
 	if c.Low <= 0 {
 		c.Low = c.Reserve + 2
+		c.defaulted.low = true
 	}
 	if c.High <= c.Low {
 		c.High = c.Low + 2
+		c.defaulted.high = true
 	}
+}
+
+// forStreams grows the defaulted reserve and watermarks by a zone per GC
+// stream beyond the first. The reserve of two covers one stream: a pass
+// may need the rest of its zone and one more before the victim's reset
+// pays a zone back. With two streams each may need one more, and the
+// room left in the other stream's zone is stranded: two zones taken, one
+// given back. With the reserve at two, bench gc's lifetimes under
+// none/greedy ran out of space that way (no free zone, every open zone
+// full, GC unable to relocate).
+func (c *GCConfig) forStreams(streams int) {
+	more := max(streams-1, 0)
+	if c.defaulted.reserve {
+		c.Reserve += more
+	}
+	if c.defaulted.low {
+		c.Low += more
+	}
+	if c.defaulted.high {
+		c.High += more
+	}
+	c.defaulted.reserve, c.defaulted.low, c.defaulted.high = false, false, false
 }
 
 // minGainDiv: GC takes a zone only if at least 1/minGainDiv of it is
@@ -73,17 +143,54 @@ func (c *GCConfig) fill() {
 const minGainDiv = 16
 
 // collector reclaims zones. One GC pass runs at a time.
+//
+// GC sorts what it copies by temperature, as f2fs sorts its logs into
+// hot, warm and cold: with two streams, the copies of hot files go to one
+// zone and those of cold files to another, and neither is shared with
+// fresh writes. A file is hot while its bytes are overwritten more often
+// than the average live byte: its client writes per byte since it was
+// born exceed the host writes since then per live byte. Hot copies die
+// again soon, so their zones empty with little more copying; cold copies
+// stay valid together, and their zones are seldom worth collecting. One
+// stream mixes the two: every zone GC writes is then partly hot, emptied
+// by the hot data's overwrites, and collected again and again for the
+// cold data in it.
 type collector struct {
 	e    *Engine
 	mu   sync.Mutex // one pass at a time
 	kick chan struct{}
-	mru  atomic.Pointer[zone] // the zone GC appends to
-	buf  *scanBuf
-	w    *uring.Waiter
-	kept []extent // scratch for appendFile
+	// streams are the zones GC appends to, by stream: coldStream, and
+	// hotStream where the engine keeps two.
+	streams [maxGCStreams]atomic.Pointer[zone]
+	buf     *scanBuf
+	w       *uring.Waiter
+	kept    []extent // scratch for appendFile
 	// sums are the block checksums of the pieces validPieces found,
 	// copied from their records' headers.
 	sums []uint32
+}
+
+// The GC streams.
+const (
+	coldStream = 0
+	hotStream  = 1
+)
+
+// stream is the GC stream for a file's copies, given the host bytes
+// written so far and the bytes files map.
+func (c *collector) stream(f *file, host, live int64) int {
+	if c.e.placer.gcStreams < 2 || live <= 0 {
+		return coldStream
+	}
+	f.mu.RLock()
+	size := f.size
+	f.mu.RUnlock()
+	// Hot: written/size > (host-born)/live, cross-multiplied in floats
+	// (the products overflow int64 on large devices).
+	if size > 0 && float64(f.written.Load())*float64(live) > float64(host-f.born)*float64(size) {
+		return hotStream
+	}
+	return coldStream
 }
 
 // gcBatch counts a relocation's appends.
@@ -305,6 +412,15 @@ func (c *collector) pick(urgent bool) []*zone {
 		var score float64
 		switch e.cfg.GC.Policy {
 		case GCCostBenefit:
+			// The age is the time since the zone last took data: the
+			// time over which its garbage, 1-u, accumulated, so that
+			// (1-u)/age is how fast it empties. The age of its data (as
+			// LFS ages a segment by its youngest block) makes a zone
+			// GC has just filled with old cold copies look as if it
+			// had stayed full for that long, and cost-benefit then
+			// copied such zones again at u near 1: hotcold's WAF
+			// went from 2.66 to 3.07-3.15 (mean or youngest data
+			// version, raw or normalised as f2fs does).
 			age := float64(now - min(now, z.lastSeq.Load()))
 			score = (1 - u) * (age + 1) / (1 + u)
 		default:
@@ -415,10 +531,12 @@ func (c *collector) gather(victim *zone) (pieces []live, gain bool, err error) {
 }
 
 // rewrite appends the gathered pieces (their bytes back to back in the
-// scan buffer) as GC records, one file per record, and waits until they
-// are durable.
+// scan buffer) as GC records, one file per record, each file's to the
+// GC stream of its temperature, and waits until they are durable.
 func (c *collector) rewrite(victim *zone, pieces []live) error {
 	e := c.e
+	// Each file's copies go to the stream of its temperature.
+	host, live := e.stats.hostWritten.Load(), e.placer.validBytes()
 	var b gcBatch
 	e.quiesce.RLock()
 	e.ring.Plug()
@@ -429,7 +547,7 @@ func (c *collector) rewrite(victim *zone, pieces []live) error {
 		for j < len(pieces) && pieces[j].file == pieces[i].file {
 			j++
 		}
-		werr = c.appendFile(pieces[i:j], c.buf.mem[data:], &b)
+		werr = c.appendFile(pieces[i:j], c.buf.mem[data:], c.stream(pieces[i].file, host, live), &b)
 		for _, p := range pieces[i:j] {
 			data += p.x.len
 		}
@@ -459,7 +577,7 @@ func (c *collector) rewrite(victim *zone, pieces []live) error {
 }
 
 // appendFile writes one file's pieces (their bytes back to back in mem)
-// as GC records.
+// as GC records to a GC stream.
 //
 // Each record takes its sequence number under the file's lock, and in
 // the same hold keeps of every piece only what the file still maps to
@@ -469,7 +587,7 @@ func (c *collector) rewrite(victim *zone, pieces []live) error {
 // bytes a truncate had cut before the record's number would bring them
 // back when the file grows again. Room the record reserved and no
 // longer fills is padded.
-func (c *collector) appendFile(pieces []live, mem []byte, b *gcBatch) error {
+func (c *collector) appendFile(pieces []live, mem []byte, stream int, b *gcBatch) error {
 	e := c.e
 	f := pieces[0].file
 	i, used := 0, int64(0) // piece and bytes of it taken
@@ -481,7 +599,7 @@ func (c *collector) appendFile(pieces []live, mem []byte, b *gcBatch) error {
 			u = 0
 		}
 		want = min(want, BlockSize+e.maxRecordData())
-		g, err := e.placer.reserve(&c.mru, want, true)
+		g, err := e.placer.reserve(&c.streams[stream], want, true)
 		if g.padZone != nil {
 			e.appendPad(g.padZone, g.padOff, nil)
 		}

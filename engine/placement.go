@@ -78,7 +78,9 @@ type zone struct {
 	alloc   atomic.Int64
 	valid   atomic.Int64  // bytes still mapped by some file
 	lastUse atomic.Uint64 // placement clock at the last reservation
-	lastSeq atomic.Uint64 // highest record sequence written (GC age)
+	// lastSeq is the highest record sequence number written: when the
+	// zone last took data (cost-benefit GC's age; see pick).
+	lastSeq atomic.Uint64
 	state   atomic.Int32
 	// readers counts reads in flight from this zone; GC resets a zone only
 	// when none remain.
@@ -88,7 +90,7 @@ type zone struct {
 	// not take it before they are mapped.
 	writers atomic.Int32
 	// forGC marks a zone GC opened for its copies (under placer.mu): it
-	// counts against GC's zone, not the data budget.
+	// counts against GC's streams, not the data budget.
 	forGC bool
 	// owner is the file that chose this zone as its MRU zone last; nil
 	// for GC's zones and the shared stream.
@@ -158,6 +160,9 @@ type placer struct {
 	policy Policy
 	zones  []*zone // every data zone, by device zone number order
 	budget int     // data zones open at once
+	// gcStreams is the zones GC may have open beside the data budget:
+	// one per GC stream (see collector).
+	gcStreams int
 
 	mu     sync.Mutex
 	free   []*zone // empty data zones
@@ -227,13 +232,28 @@ func (z *zone) claim(want int64, padOK bool) (off, n int64, pad bool, ok bool) {
 // mru, and updates it. want is at least minRecord. Under mru a file
 // without a zone that cannot open one shares the least recently used.
 func (p *placer) reserve(mru *atomic.Pointer[zone], want int64, forGC bool) (grant, error) {
-	return p.reserveData(mru, nil, want, forGC, true)
+	return p.reserveData(mru, nil, want, forGC, shareData)
 }
+
+// shareMode is how far a writer without a zone of its own may share.
+type shareMode int8
+
+const (
+	// shareNot: a file that needs a zone while none is free beyond GC's
+	// reserve gets errNoFreeZone, so that GC frees one for it.
+	shareNot shareMode = iota
+	// shareData: it shares a zone of client data.
+	shareData
+	// shareGC: its last resort, after GC reclaimed nothing: it may share
+	// a zone GC opened for its copies too. Live data that fits is never
+	// refused for want of a zone while one is open with room.
+	shareGC
+)
 
 // reserveData is reserve; without share, a file that needs a zone while
 // none is free beyond GC's reserve gets errNoFreeZone instead of a share
 // of another file's zone.
-func (p *placer) reserveData(mru *atomic.Pointer[zone], owner *file, want int64, forGC, share bool) (grant, error) {
+func (p *placer) reserveData(mru *atomic.Pointer[zone], owner *file, want int64, forGC bool, share shareMode) (grant, error) {
 	var g grant
 	for attempt := 0; attempt < 1000; attempt++ {
 		z := p.pick(mru, forGC)
@@ -311,7 +331,8 @@ func (p *placer) pick(mru *atomic.Pointer[zone], forGC bool) *zone {
 }
 
 // choose takes the placement lock and picks a zone with room.
-func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC, share bool) (*zone, error) {
+func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC bool, share shareMode) (*zone, error) {
+	gcZones := forGC || share == shareGC
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch p.policyFor(forGC) {
@@ -340,7 +361,7 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC, share boo
 			if draining {
 				return nil, errDraining
 			}
-			if z := p.lruLocked(false); z != nil {
+			if z := p.lruLocked(false, false, gcZones); z != nil {
 				p.shared.Store(z)
 				return z, nil
 			}
@@ -365,7 +386,7 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC, share boo
 			// another file's until that one fills.
 			return nil, errDraining
 		}
-		if !share && !forGC && p.dataOpenLocked() < p.budget {
+		if share == shareNot && !forGC && p.dataOpenLocked() < p.budget {
 			// The budget has room, the free zones do not: GC can make
 			// one. Sharing instead mixes files, so a file's delete or
 			// overwrite no longer empties whole zones (GC pays later).
@@ -373,14 +394,16 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC, share boo
 		}
 		// Share the rest of a zone no file is writing to (the tail of
 		// a file done being written), else the least recently used.
-		z := p.lruLocked(true)
+		z := p.lruLocked(true, forGC, gcZones)
 		if z == nil {
-			z = p.lruLocked(false)
+			z = p.lruLocked(false, forGC, gcZones)
 		}
 		if z != nil {
 			mru.Store(z)
 			z.owner.Store(owner)
-			p.sharedMRU.Add(1)
+			if !forGC {
+				p.sharedMRU.Add(1)
+			}
 			return z, nil
 		}
 		return nil, ErrNoSpace
@@ -402,9 +425,9 @@ func (p *placer) policyFor(forGC bool) Policy {
 func (p *placer) openFreeLocked(forGC bool) (opened, draining bool) {
 	budget, keep, open := p.budget, p.gcReserve, p.dataOpenLocked()
 	if forGC {
-		// GC may open one zone beyond the data budget (the engine keeps
-		// one for it) and take the reserve.
-		budget, keep, open = p.budget+1, 0, len(p.open)
+		// GC may open one zone per stream beyond the data budget (the
+		// engine keeps them in the device's limits) and take the reserve.
+		budget, keep, open = p.budget+p.gcStreams, 0, len(p.open)
 	}
 	if open >= budget || len(p.free) <= keep {
 		return false, false
@@ -423,9 +446,9 @@ func (p *placer) openFreeLocked(forGC bool) (opened, draining bool) {
 }
 
 // dataOpenLocked is the open zones that count against the data budget:
-// all but the one GC appends its copies to. GC's zone has its own place
-// in the device's limits (the engine keeps one for it), so files do not
-// lose one of theirs to it.
+// all but those GC appends its copies to. GC's zones have their own
+// places in the device's limits (the engine keeps one per stream), so
+// files do not lose one of theirs to them.
 func (p *placer) dataOpenLocked() int {
 	n := len(p.open)
 	for _, z := range p.open {
@@ -486,14 +509,29 @@ func (z *zone) drained() bool {
 }
 
 // lruLocked is the least recently used open zone; with orphans, the
-// least recently used of those no file is writing to.
-func (p *placer) lruLocked(orphans bool) *zone {
+// least recently used of those no file is writing to. Zones of GC's
+// streams (forGC) and of client data are told apart: GC takes one of its
+// own kind if there is one, so that its copies, sorted by temperature,
+// and fresh writes mix only when nothing else is open; client data
+// takes a GC zone only with gcZones (its last resort, shareGC).
+func (p *placer) lruLocked(orphans, forGC, gcZones bool) *zone {
 	var best *zone
 	for _, z := range p.open {
 		if z.state.Load() != zoneOpen || z.remaining() <= 0 || (orphans && !z.orphan()) {
 			continue
 		}
-		if best == nil || z.lastUse.Load() < best.lastUse.Load() {
+		if z.forGC && !gcZones {
+			// Client data never takes the room of GC's zones: GC opened
+			// them from its reserve, and a writer filling them leaves
+			// GC a pass it cannot finish, then the next reserve zone
+			// to fill, until none is left (bench gc's lifetimes under
+			// none/greedy ran out of space so). A writer with no zone
+			// runs GC instead, and comes here only if GC reclaimed
+			// nothing.
+			continue
+		}
+		if best == nil || best.forGC != forGC && z.forGC == forGC ||
+			best.forGC == z.forGC && z.lastUse.Load() < best.lastUse.Load() {
 			best = z
 		}
 	}
@@ -570,6 +608,15 @@ func (p *placer) lacksFreeZone() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.free) <= p.gcReserve
+}
+
+// validBytes is the bytes files map in the data zones.
+func (p *placer) validBytes() int64 {
+	var n int64
+	for _, z := range p.zones {
+		n += z.valid.Load()
+	}
+	return n
 }
 
 // freeCount is the number of empty zones.

@@ -40,7 +40,7 @@ func TestPlacementTwoPadTailsLeakNothing(t *testing.T) {
 		if attempt == 10 {
 			t.Fatal("no grant after 10 reservations")
 		}
-		g, err := p.reserveData(&c, nil, minRecord, false, true)
+		g, err := p.reserveData(&c, nil, minRecord, false, shareData)
 		if g.padZone != nil {
 			pads++
 			g.padZone.writers.Add(-1) // the caller appends the pad

@@ -32,13 +32,13 @@ func TestPlacementAsksForAFreeZoneBeforeSharing(t *testing.T) {
 	}
 	gb.z.writers.Add(-1)
 	// a needs a new zone: one is free, but it is GC's reserve.
-	if _, err := p.reserveData(&a, nil, minRecord, false, false); !errors.Is(err, errNoFreeZone) {
+	if _, err := p.reserveData(&a, nil, minRecord, false, shareNot); !errors.Is(err, errNoFreeZone) {
 		t.Fatalf("a without sharing: %v; want errNoFreeZone", err)
 	}
 	if p.sharedMRU.Load() != 0 {
 		t.Fatalf("%d shares before any was allowed", p.sharedMRU.Load())
 	}
-	g, err := p.reserveData(&a, nil, minRecord, false, true)
+	g, err := p.reserveData(&a, nil, minRecord, false, shareData)
 	if err != nil || g.z != zones[1] {
 		t.Fatalf("a sharing: %+v, %v; want b's zone 1", g, err)
 	}
@@ -93,7 +93,7 @@ func TestPlacementSharesAFinishedFilesZoneFirst(t *testing.T) {
 	done.handles.Add(1)
 	take := func(f *file) *zone {
 		t.Helper()
-		g, err := p.reserveData(&f.mru, f, minRecord, false, true)
+		g, err := p.reserveData(&f.mru, f, minRecord, false, shareData)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -44,7 +44,7 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 	e.quiesce.RLock()
 	defer e.quiesce.RUnlock()
 	w := extentCursor{exts: exts}
-	share := false
+	share := shareNot
 	for !w.done() {
 		want := BlockSize + w.peek(e.maxRecordData(), MaxRecordExtents)
 		// A class stream (the hinted policy) has no single owner.
@@ -65,7 +65,11 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 			e.quiesce.RUnlock()
 			moved := e.gc.freeZone(e.placer.lacksFreeZone)
 			e.quiesce.RLock()
-			share = !moved
+			if moved {
+				share = shareNot
+			} else {
+				share = max(share, shareData)
+			}
 			continue
 		}
 		if errors.Is(err, ErrNoSpace) {
@@ -77,10 +81,17 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 			if moved {
 				continue
 			}
+			if share < shareGC {
+				// GC reclaimed nothing: take room in a zone GC opened
+				// rather than refuse data that fits.
+				share = shareGC
+				continue
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("engine: place %d bytes of file %d: %w", want, fileID, err)
 		}
+		share = min(share, shareData) // GC's zones again only after GC fails again
 		op := e.takeOp()
 		op.f, op.z, op.p, op.gc = f, g.z, p, nil
 		op.hdr.Kind = KindData

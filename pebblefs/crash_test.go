@@ -220,6 +220,7 @@ func TestCrashChild(t *testing.T) {
 		die("open engine: %v", err)
 	}
 	o := smallOptions(New(e))
+	o.FS = crashFS{FS: o.FS, d: cd}
 	o.Logger = childLogger{cd}
 	db, err := pebble.Open("db", o)
 	if err != nil {
@@ -320,6 +321,10 @@ func parseCrashLog(t *testing.T, path string) crashLife {
 			inflight[w][seq] = ops
 		case "FATAL":
 			t.Fatalf("child failed before the power cut: %s", line)
+		case "IOERR":
+			// An error Pebble went on from (a panic on one fails the
+			// life before this): shown, not the life's end.
+			t.Logf("%s: %s", path, line)
 		default:
 			l.end = line
 		}
@@ -453,8 +458,8 @@ func TestCrash(t *testing.T) {
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || !ee.Sys().(syscall.WaitStatus).Signaled() || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 			l, _ := os.ReadFile(logPath)
-			t.Fatalf("life %d (cut %s): child ended with %v, not the power cut; output:\n%s\nlog tail:\n%s",
-				life, cut, err, out, tail(l, 2000))
+			t.Fatalf("life %d (cut %s): child ended with %v, not the power cut; errors it met:\n%s\noutput:\n%s\nlog tail:\n%s",
+				life, cut, err, ioErrors(l), out, tail(l, 2000))
 		}
 		l := parseCrashLog(t, logPath)
 		if strings.HasPrefix(l.end, "TORN") {
@@ -498,6 +503,21 @@ func TestCrash(t *testing.T) {
 	if acked == 0 {
 		t.Fatal("no operation was acknowledged: the cuts came too early to test anything")
 	}
+}
+
+// ioErrors is the errors a child's log records (crashFS): an engine
+// error Pebble panicked on shows here, not in the panic.
+func ioErrors(log []byte) string {
+	var errs []string
+	for _, ln := range strings.Split(string(log), "\n") {
+		if strings.HasPrefix(ln, "IOERR ") {
+			errs = append(errs, ln)
+		}
+	}
+	if len(errs) == 0 {
+		return "(none)"
+	}
+	return strings.Join(errs, "\n")
 }
 
 func tail(b []byte, n int) []byte {

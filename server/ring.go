@@ -176,6 +176,20 @@ func (r *rings) sqe(i uint32) []byte {
 // and the moving average of the gaps decides whether it does.
 const spinMax = 30 * time.Microsecond
 
+// startSpin reserves a place to spin for requests (idle); the spinner
+// frees it with s.spinners.Add(-1). At most GOMAXPROCS-1 ring readers (at
+// least one) spin at once: every reader that spins keeps a CPU busy, and
+// with many connections each one's own history (gap) may say spin; all of
+// them spinning would take every CPU from the clients, which must run to
+// publish what the spinners wait for.
+func (s *Server) startSpin() bool {
+	if s.spinners.Add(1) <= int32(max(1, s.procs-1)) {
+		return true
+	}
+	s.spinners.Add(-1)
+	return false
+}
+
 // learn folds one observed wait into the moving average.
 func (r *rings) learn(d time.Duration) { r.gap += (d - r.gap) / 8 }
 
@@ -237,17 +251,20 @@ func (c *conn) ringLoop() string {
 func (c *conn) idle() string {
 	r := c.ring
 	start := time.Now()
-	if r.gap < spinMax {
+	if r.gap < spinMax && c.s.startSpin() {
 		limit := max(2*r.gap, spinMax/8)
+		var published bool
 		for {
-			if atomic.LoadUint32(r.sqTail) != r.head {
-				r.learn(time.Since(start))
-				return ""
-			}
-			if time.Since(start) > limit {
+			published = atomic.LoadUint32(r.sqTail) != r.head
+			if published || time.Since(start) > limit {
 				break
 			}
 			runtime.Gosched()
+		}
+		c.s.spinners.Add(-1)
+		if published {
+			r.learn(time.Since(start))
+			return ""
 		}
 	}
 	atomic.StoreUint32(r.sqFlags, SQNeedWakeup)

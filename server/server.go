@@ -64,6 +64,7 @@ type Server struct {
 	maxConns int
 	maxShm   int64
 	procs    int          // GOMAXPROCS: how many pieces a batch is split into
+	spinners atomic.Int32 // ring readers spinning for requests (see idle)
 	shm      atomic.Int64 // bytes of shared memory the regions take
 	refusing atomic.Int64 // connections over the cap being answered
 
