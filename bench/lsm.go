@@ -86,8 +86,8 @@ func (o LSMOptions) validate() error {
 		return fmt.Errorf("--scale %v gives %d keys: want 1000 up to %d", o.Scale, o.keys(), 10*LSMScaleKeys)
 	case o.ValueSize < 1 || o.ValueSize > 1<<20:
 		return fmt.Errorf("--value-size %d: want 1 up to 1M", o.ValueSize)
-	case !(o.Util > 0 && o.Util <= 0.8):
-		return fmt.Errorf("--util %v: want more than 0 and at most 0.8 (an LSM needs room for compactions and GC for free zones)", o.Util)
+	case !(o.Util > 0 && o.Util <= lsmMaxUtil):
+		return fmt.Errorf("--util %v: want more than 0 and at most %v: %s", o.Util, lsmMaxUtil, lsmUtilWhy)
 	case !(o.Passes > 0 && o.Passes <= 100):
 		return fmt.Errorf("--passes %v: want more than 0 and at most 100", o.Passes)
 	case o.Rounds < 1 || o.Rounds > 100:
@@ -118,6 +118,17 @@ func (o LSMOptions) validate() error {
 	}
 	return nil
 }
+
+// lsmMaxUtil bounds the keys' and values' share of the device: Pebble's
+// files take about twice that at their peak (values overwritten but not
+// yet compacted away, compactions' inputs and outputs at once, the WAL
+// and memtables being flushed). On the default device, with the default
+// compactions, --util 0.45 left GC nothing to free (95% of the zones
+// live) and Pebble's writes failed with ENOSPC; 0.4 with four compactions
+// ran, at 75% live.
+const lsmMaxUtil = 0.4
+
+const lsmUtilWhy = "Pebble's files take about twice the keys and values at their peak, and above 0.4 they filled the device (ENOSPC)"
 
 // lsmSample is one point of a run's overwrite phase, from its start.
 type lsmSample struct {
@@ -463,10 +474,10 @@ func runLSMZonefold(ctx context.Context, dev *lsmDevice, placement string, o LSM
 	if w.capacity == 0 {
 		w.capacity = e.Capacity()
 		w.keys = o.keys()
-		if util := float64(o.dbBytes()) / float64(w.capacity); util > 0.8 {
+		if util := float64(o.dbBytes()) / float64(w.capacity); util > lsmMaxUtil {
 			e.Close()
-			return fmt.Errorf("%d keys of %d bytes fill %.0f%% of the device's %s: want at most 80%% (a smaller --scale or a larger device)",
-				w.keys, lsmKeySize+o.ValueSize, util*100, human(w.capacity))
+			return fmt.Errorf("%d keys of %d bytes fill %.0f%% of the device's %s: want at most %.0f%% (a smaller --scale or a larger device): %s",
+				w.keys, lsmKeySize+o.ValueSize, util*100, human(w.capacity), lsmMaxUtil*100, lsmUtilWhy)
 		}
 		w.overwrites = max(1, int64(o.Passes*float64(w.capacity))/int64(lsmKeySize+o.ValueSize))
 	} else if c := e.Capacity(); c != w.capacity {

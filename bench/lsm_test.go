@@ -103,7 +103,19 @@ func TestLSMRefusesBadInput(t *testing.T) {
 			t.Errorf("%+v validated", o)
 		}
 	}
+	// Above lsmMaxUtil Pebble filled the device and failed with ENOSPC
+	// (a panic in rotateWAL, or a writer stalled for good): refused up
+	// front, saying why.
 	o := DefaultLSM
+	o.Util = 0.45
+	if err := o.validate(); err == nil || !strings.Contains(err.Error(), "ENOSPC") {
+		t.Errorf("--util 0.45: %v, want a refusal that says why", err)
+	}
+	o.Util = lsmMaxUtil
+	if err := o.validate(); err != nil {
+		t.Errorf("--util %v: %v", lsmMaxUtil, err)
+	}
+	o = DefaultLSM
 	o.Out = t.TempDir()
 	if _, _, err := measureLSM(t.Context(), "null:?size=1G&zone_size=16M", o); err == nil || !strings.Contains(err.Error(), "keeps data") {
 		t.Fatalf("null device: %v", err)

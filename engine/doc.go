@@ -82,7 +82,9 @@
 //     records behind it are not lost and reads of it fail.
 //   - fsync (File.Sync) returns after the file's records are appended and
 //     the device flushed: they, their data and the file's size survive a
-//     crash. A namespace operation (create, remove, rename, truncate) is
+//     crash. Concurrent flushes are merged (flush.go, group commit): a
+//     caller waits for a flush that started after its call, never for one
+//     already running, whose coverage was decided before its data landed. A namespace operation (create, remove, rename, truncate) is
 //     durable when it returns: its log record is flushed first — except
 //     a create with ODeferSync and RemoveDeferred, whose records are
 //     durable from the device's next flush (any Sync, SyncNamespace, a
@@ -139,12 +141,16 @@
 //  3. Engine.nsMu: the namespace. Held (exclusive for create, remove,
 //     rename; shared for truncate and GC's zone reset) across the
 //     operation's log record, so across metaLog.mu, a checkpoint and
-//     device I/O. It is never held while taking a cache lock: Remove and
+//     device I/O; a durable create, remove, rename or truncate holds it
+//     across the record's flush too, GC's reset only across the record.
+//     Opening an existing file takes it shared. It is never held while
+//     taking a cache lock: Remove and
 //     Rename drop a file's cached data (cache.Forget) after releasing it,
 //     because a cold read holds the cache's file lock while ReadBacking
 //     looks the file up.
-//  4. metaLog.mu: the metadata log; held across its writes and flushes and
-//     across a checkpoint, which takes quiesce exclusively and file.mu
+//  4. metaLog.mu: the metadata log; held across its writes (an
+//     operation's flush comes after it is released) and across a
+//     checkpoint, which takes quiesce exclusively and file.mu
 //     shared (the snapshot), and finishes the old metadata zone before it
 //     resets and writes the next (device I/O, no engine lock taken).
 //  5. Engine.quiesce: shared while appends are built (WriteExtents, GC's
@@ -161,6 +167,8 @@
 //  7. file.mu (per file; leaf): size, name, the extent map, gone.
 //  8. placer.mu (leaf): the free, open and draining zone lists.
 //  9. Engine.idMu (leaf): file lookup by id, for paths below the cache.
+//  10. flushGroup.mu (leaf): the group flush's counters; the device flush
+//     itself runs without it, and its waiters wait without it.
 //
 // Below all of these: writeback's error map lock and internal/wake's lock
 // (leaves), the ring's submission lock, and the device backends' locks (a

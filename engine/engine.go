@@ -115,6 +115,7 @@ type Engine struct {
 	nextID     uint64
 	closed     bool
 	meta       *metaLog
+	flushes    flushGroup // every device flush but Close's and Format's
 	gc         *collector
 	stats      counters
 	cancel     context.CancelFunc
@@ -445,7 +446,10 @@ func (e *Engine) Sync(ctx context.Context) error {
 	if err := e.wb.SyncAll(ctx); err != nil {
 		return err
 	}
-	return e.dev.Flush()
+	if err := e.flushDevice(ctx); err != nil {
+		return fmt.Errorf("engine: sync: %w", err)
+	}
+	return nil
 }
 
 // Geometry is the device's geometry.

@@ -75,6 +75,9 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
+	if !create {
+		return e.openExisting(name, trunc)
+	}
 	e.nsMu.Lock()
 	if e.closed {
 		e.nsMu.Unlock()
@@ -82,10 +85,6 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 	}
 	f := e.byName[name]
 	if f == nil {
-		if !create {
-			e.nsMu.Unlock()
-			return nil, fmt.Errorf("engine: open %q: %w", name, fs.ErrNotExist)
-		}
 		f = &file{id: e.nextID, name: name, ext: newExtentMap(), born: e.stats.hostWritten.Load()}
 		if err := e.appendOp(nsOp{kind: opCreate, file: f.id, name: name}, flags&ODeferSync == 0); err != nil {
 			e.nsMu.Unlock()
@@ -101,9 +100,31 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 		return &File{e: e, f: f}, nil
 	}
 	e.nsMu.Unlock()
-	if create && flags&OExcl != 0 {
+	if flags&OExcl != 0 {
 		return nil, fmt.Errorf("engine: create %q: %w", name, fs.ErrExist)
 	}
+	return e.openHandle(f, trunc)
+}
+
+// openExisting opens a file that must exist: a lookup, under nsMu shared
+// (opening a table to read it need not wait for a create, a remove or a
+// durable operation's flush).
+func (e *Engine) openExisting(name string, trunc bool) (*File, error) {
+	e.nsMu.RLock()
+	if e.closed {
+		e.nsMu.RUnlock()
+		return nil, errClosed
+	}
+	f := e.byName[name]
+	e.nsMu.RUnlock()
+	if f == nil {
+		return nil, fmt.Errorf("engine: open %q: %w", name, fs.ErrNotExist)
+	}
+	return e.openHandle(f, trunc)
+}
+
+// openHandle returns a new handle to f, truncated if trunc.
+func (e *Engine) openHandle(f *file, trunc bool) (*File, error) {
 	f.handles.Add(1)
 	h := &File{e: e, f: f}
 	if trunc {
@@ -455,8 +476,8 @@ func (h *File) SyncContext(ctx context.Context) error {
 	if err := h.e.wb.FlushFile(ctx, h.f.id); err != nil {
 		return fmt.Errorf("engine: sync %q: %w", h.f.name, err)
 	}
-	if err := h.e.flushDeferred(); err != nil {
-		return fmt.Errorf("engine: sync %q: %w", h.f.name, err)
+	if err := h.e.flushDevice(ctx); err != nil {
+		return fmt.Errorf("engine: sync %q: flush: %w", h.f.name, err)
 	}
 	return nil
 }

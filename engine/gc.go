@@ -357,9 +357,17 @@ func (c *collector) reset(victim *zone) (bool, error) {
 	// empty, and the logged reset tells a recovery from an older one to
 	// scan it from its start. Both are durable before the reset.
 	victim.resetPending.Store(true)
+	// The record is written under nsMu (a checkpoint sees a still
+	// namespace); its flush waits without it, so creates and removes,
+	// which need nsMu exclusively, do not wait for GC's flush.
 	e.nsMu.RLock()
-	err := e.logOp(nsOp{kind: opZoneReset, zone: victim.idx})
+	t, err := e.writeOp(nsOp{kind: opZoneReset, zone: victim.idx})
 	e.nsMu.RUnlock()
+	if err == nil {
+		if err = e.flushes.flushFor(context.Background(), e.dev, t); err != nil {
+			err = fmt.Errorf("engine: gc: log the reset of zone %d: flush: %w", victim.idx, err)
+		}
+	}
 	if err != nil {
 		victim.resetPending.Store(false)
 		victim.state.Store(zoneFull)
@@ -562,7 +570,7 @@ func (c *collector) rewrite(victim *zone, pieces []live) error {
 	if werr != nil {
 		return fmt.Errorf("engine: gc: relocate zone %d: %w", victim.idx, werr)
 	}
-	if err := e.dev.Flush(); err != nil {
+	if err := e.flushDevice(context.Background()); err != nil {
 		return fmt.Errorf("engine: gc: flush: %w", err)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -22,9 +23,10 @@ type metaLog struct {
 	wp     int64 // next free byte in the active zone, from its start
 	block  []byte
 	w      *uring.Waiter
-	// deferred counts the operations logged without a device flush
-	// since the last flush that a sync path took (see appendOp).
-	deferred atomic.Int64
+	// needFlush is the ticket (see flushGroup) of the latest operation
+	// logged without a device flush: a flush numbered that or later
+	// makes every such operation durable (see appendOp).
+	needFlush atomic.Uint64
 }
 
 func newMetaLog(e *Engine) (*metaLog, error) {
@@ -48,7 +50,26 @@ func (e *Engine) logOp(op nsOp) error { return e.appendOp(op, true) }
 // write completed before it: any logOp, a file's Sync, SyncNamespace, GC's
 // logged reset (so no zone is reset while a deferred remove that made its
 // data garbage could still be lost).
+//
+// The flush runs after metaLog.mu is released: the next operation's
+// record follows this one in the zone whatever the flush does, and a
+// checkpoint taken meanwhile flushes before it is written, so only the
+// caller waits for it (a caller that holds nsMu still orders its
+// operation's durability before anyone sees it).
 func (e *Engine) appendOp(op nsOp, flush bool) error {
+	t, err := e.writeOp(op)
+	if err != nil || !flush {
+		return err
+	}
+	if err := e.flushes.flushFor(context.Background(), e.dev, t); err != nil {
+		return fmt.Errorf("engine: log operation: flush: %w", err)
+	}
+	return nil
+}
+
+// writeOp writes op's record and returns the ticket of the flush that
+// makes it durable (see flushGroup), which SyncNamespace waits for too.
+func (e *Engine) writeOp(op nsOp) (uint64, error) {
 	m := e.meta
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -56,7 +77,7 @@ func (e *Engine) appendOp(op nsOp, flush bool) error {
 	n := metaRecordLen(len(payload))
 	if m.wp+n > e.sb.ZoneCapOf(e.geo) {
 		if err := e.checkpointLocked(); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	if op.seq == 0 {
@@ -65,20 +86,15 @@ func (e *Engine) appendOp(op nsOp, flush bool) error {
 	encodeMeta(m.block[:n], e.sb.FS(), metaOp, op.seq, payload)
 	zoneIdx := e.sb.MetaZones[m.active]
 	if err := e.writeZone(zoneIdx, m.wp, m.block[:n], m.w); err != nil {
-		return fmt.Errorf("engine: log operation: %w", err)
-	}
-	if !flush {
-		m.wp += n
-		m.deferred.Add(1)
-		e.stats.metaWritten.Add(n)
-		return nil
-	}
-	if err := e.flushDeferred(); err != nil {
-		return fmt.Errorf("engine: log operation: %w", err)
+		return 0, fmt.Errorf("engine: log operation: %w", err)
 	}
 	m.wp += n
 	e.stats.metaWritten.Add(n)
-	return nil
+	// The record has landed: the next flush to start covers it.
+	t := e.flushes.ticket()
+	for old := m.needFlush.Load(); old < t && !m.needFlush.CompareAndSwap(old, t); old = m.needFlush.Load() {
+	}
+	return t, nil
 }
 
 // ZoneCapOf is the writable bytes of a metadata zone.
@@ -145,7 +161,7 @@ func (e *Engine) checkpointLocked() error {
 	// flush, and a checkpoint that outlived the data it points at would
 	// replace acknowledged mappings with lost bytes (f2fs flushes before
 	// it writes a checkpoint pack, for the same reason).
-	if err := e.dev.Flush(); err != nil {
+	if err := e.flushDevice(context.Background()); err != nil {
 		return fmt.Errorf("engine: checkpoint: flush data: %w", err)
 	}
 	c := e.snapshot()
@@ -185,7 +201,7 @@ func (e *Engine) checkpointLocked() error {
 	if err := e.writeZone(zoneIdx, 0, buf, m.w); err != nil {
 		return fmt.Errorf("engine: checkpoint: %w", err)
 	}
-	if err := e.dev.Flush(); err != nil {
+	if err := e.flushDevice(context.Background()); err != nil {
 		return fmt.Errorf("engine: checkpoint: flush: %w", err)
 	}
 	m.active, m.wp = next, BlockSize+n
@@ -395,27 +411,18 @@ func resetZones(dev zns.Device, n int) error {
 	return nil
 }
 
-// flushDeferred flushes the device, which makes the deferred operations
-// logged so far durable. They are counted off before the flush (one logged
-// during it is counted again by the next), and back on if it fails.
-func (e *Engine) flushDeferred() error {
-	n := e.meta.deferred.Swap(0)
-	if err := e.dev.Flush(); err != nil {
-		e.meta.deferred.Add(n)
-		return fmt.Errorf("flush: %w", err)
-	}
-	return nil
-}
-
 // SyncNamespace makes the namespace changes made with ODeferSync or
 // RemoveDeferred durable, as an fsync of a directory does on a kernel file
-// system: it flushes the device unless a flush since covered them all.
+// system: it returns once a device flush that started after the last of
+// them was logged has succeeded, and runs one (or joins one already
+// running) unless such a flush has ended already.
 func (e *Engine) SyncNamespace() error {
-	if e.meta.deferred.Load() == 0 {
+	t := e.meta.needFlush.Load()
+	if t == 0 {
 		return nil
 	}
-	if err := e.flushDeferred(); err != nil {
-		return fmt.Errorf("engine: sync namespace: %w", err)
+	if err := e.flushes.flushFor(context.Background(), e.dev, t); err != nil {
+		return fmt.Errorf("engine: sync namespace: flush: %w", err)
 	}
 	return nil
 }

@@ -32,6 +32,11 @@ type Stats struct {
 	// (reads the checksum cache did not cover).
 	SumReads    int64 `json:"sum_reads"`
 	Checkpoints int64 `json:"checkpoints"`
+	// Flushes counts device flushes (syncs, durable namespace
+	// operations, GC, checkpoints); FlushesJoined the callers that a
+	// flush another caller ran served instead (group commit).
+	Flushes       int64 `json:"flushes"`
+	FlushesJoined int64 `json:"flushes_joined"`
 
 	GCRead    int64 `json:"gc_read"`    // bytes GC read (headers and data)
 	GCWritten int64 `json:"gc_written"` // bytes GC relocated
@@ -85,6 +90,8 @@ func (s Stats) Sub(o Stats) Stats {
 	d.ChecksumErrs -= o.ChecksumErrs
 	d.SumReads -= o.SumReads
 	d.Checkpoints -= o.Checkpoints
+	d.Flushes -= o.Flushes
+	d.FlushesJoined -= o.FlushesJoined
 	d.GCRead -= o.GCRead
 	d.GCWritten -= o.GCWritten
 	d.GCResets -= o.GCResets
@@ -111,8 +118,8 @@ func (e *Engine) Stats() Stats {
 		DevMeta: c.metaWritten.Load(), DevRead: c.devRead.Load(),
 		Appends: c.appends.Load(), ZonesOpened: e.placer.opened.Load(), ZonesFilled: e.placer.filled.Load(), ZonesShared: e.placer.sharedMRU.Load(), AppendErrs: c.appendErrs.Load(), ReadErrs: c.readErrs.Load(),
 		ChecksumErrs: c.csumErrs.Load(), SumReads: c.sumReads.Load(),
-		Checkpoints: c.checkpoints.Load(),
-		GCRead:      c.gcRead.Load(), GCWritten: c.gcWritten.Load(), GCResets: c.gcResets.Load(),
+		Checkpoints: c.checkpoints.Load(), Flushes: e.flushes.flushes.Load(), FlushesJoined: e.flushes.joined.Load(),
+		GCRead: c.gcRead.Load(), GCWritten: c.gcWritten.Load(), GCResets: c.gcResets.Load(),
 		GCRuns: c.gcRuns.Load(), GCNanos: c.gcNanos.Load(), GCActive: c.gcActive.Load(),
 		DataZones: len(e.placer.zones),
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path"
 	"sync"
@@ -131,14 +132,15 @@ func (f *file) Write(p []byte) (int, error) {
 	defer f.mu.Unlock()
 	n, err := f.h.WriteAt(p, f.pos)
 	f.pos += int64(n)
-	return n, err
+	return n, f.failed("write", err)
 }
 
 func (f *file) WriteAt(p []byte, off int64) (int, error) {
 	if !f.write {
 		return 0, pathErr("write", f.name, fs.ErrPermission)
 	}
-	return f.h.WriteAt(p, off)
+	n, err := f.h.WriteAt(p, off)
+	return n, f.failed("write", err)
 }
 
 // Preallocate does nothing: zones are written by appends.
@@ -149,18 +151,30 @@ func (f *file) Stat() (vfs.FileInfo, error) {
 }
 
 // Sync makes the file's data durable.
-func (f *file) Sync() error { return f.h.Sync() }
+func (f *file) Sync() error { return f.failed("sync", f.h.Sync()) }
 
 // SyncData is Sync: the engine keeps no metadata a data sync could skip.
-func (f *file) SyncData() error { return f.h.Sync() }
+func (f *file) SyncData() error { return f.Sync() }
 
 // SyncTo syncs the whole file (the engine has no partial sync) and says
 // so: fullSync is true.
 func (f *file) SyncTo(length int64) (bool, error) {
-	if err := f.h.Sync(); err != nil {
+	if err := f.Sync(); err != nil {
 		return false, err
 	}
 	return true, nil
+}
+
+// failed reports a write or sync that failed, as a path error, and logs
+// it: Pebble panics on some of them (a WAL it cannot close, in
+// rotateWAL), and the panic, unwinding with Pebble's lock released,
+// ends in a fatal "unlock of unlocked mutex" that hides the error.
+func (f *file) failed(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	slog.Error("pebblefs: "+op+" failed", "path", f.name, "err", err)
+	return pathErr(op, f.name, err)
 }
 
 // Prefetch does nothing: reads fill the engine's cache as they go.

@@ -10,10 +10,13 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/cockroachdb/errors/oserror"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/zonefold/zonefold/engine"
 )
 
 func mustWrite(t *testing.T, y vfs.FS, name string, data []byte) {
@@ -485,5 +488,30 @@ func TestSequentialReadahead(t *testing.T) {
 	}
 	for range 200 {
 		check(rng.Int64N(int64(len(data))+100), 1+rng.IntN(3*readaheadSize/2))
+	}
+}
+
+// TestFullDeviceErrorIsReturnedWhole: a write to a full device fails
+// with an fs.PathError that names the file and wraps ENOSPC (and logs
+// it: Pebble panics on some such errors and the fatal error that follows
+// hides them).
+func TestFullDeviceErrorIsReturnedWhole(t *testing.T) {
+	e := formatOpen(t, emuDevice(t, 8, "1M"), 0, engine.Config{CacheBytes: 8 << 20, DirtyLimit: 1 << 20})
+	defer e.Close()
+	y := New(e)
+	f, err := y.Create("big", vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 256<<10)
+	for i := 0; i < 64; i++ { // 16 MiB into a device of 8 MiB
+		if _, err = f.Write(buf); err != nil {
+			break
+		}
+	}
+	var pe *fs.PathError
+	if !errors.Is(err, syscall.ENOSPC) || !errors.As(err, &pe) || pe.Path != "big" || pe.Op != "write" {
+		t.Fatalf("writing past the device's capacity: %v (%T), want a write PathError on big wrapping ENOSPC", err, err)
 	}
 }

@@ -1,0 +1,224 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zonefold/zonefold/zns"
+)
+
+// heldFlush is a device whose next Flush, once armed, is held back after
+// the device has flushed: a flush that is still running though what it
+// covers is already decided, as a device's cache flush is while the host
+// waits for its completion.
+type heldFlush struct {
+	zns.Device
+	armed   atomic.Bool
+	before  bool          // hold it before it flushes the device instead
+	flushed chan struct{} // a held flush has flushed the device
+	release chan struct{} // lets it return
+}
+
+func (d *heldFlush) Flush() error {
+	hold := d.armed.CompareAndSwap(true, false)
+	if hold && d.before {
+		d.flushed <- struct{}{}
+		<-d.release
+	}
+	err := d.Device.Flush()
+	if hold && !d.before {
+		d.flushed <- struct{}{}
+		<-d.release
+	}
+	return err
+}
+
+// within fails the test if ch yields nothing for a long time: a hang.
+func within[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no progress for 30 s waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// TestGroupFlushWaitsForAFlushStartedAfterTheData: syncs that arrive
+// while a device flush runs share one flush, the next one: the running
+// flush started before their data was written and does not cover it.
+// Four files are written and synced while a flush is held after it has
+// flushed the device; each sync must wait for (and share) the flush after
+// it. A power cut as soon as the syncs return must lose none of the four.
+// Joining the running flush instead returns the syncs early and loses
+// them all (checked by making flushFor take the running flush).
+func TestGroupFlushWaitsForAFlushStartedAfterTheData(t *testing.T) {
+	devName := emuDevice(t, 16, "1M", "")
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Format(dev, FormatOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	emu := dev.(*zns.Emu)
+	held := &heldFlush{Device: dev, flushed: make(chan struct{}), release: make(chan struct{})}
+	e, err := OpenDevice(held, smallConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 4
+	files := make([]*File, n+1)
+	for i := range files {
+		if files[i], err = e.Create(fmt.Sprintf("f%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + i)}, 3*BlockSize+100) }
+
+	// File 0's sync runs a flush and is held in it, the device flushed.
+	if _, err := files[0].WriteAt(data(0), 0); err != nil {
+		t.Fatal(err)
+	}
+	held.armed.Store(true)
+	errs := make(chan error, n+1)
+	go func() { errs <- files[0].Sync() }()
+	within(t, held.flushed, "the first sync's flush")
+	before := e.Stats()
+
+	// Files 1..n are written now, and synced: each finds the flush
+	// running and waits.
+	waiting := make(chan struct{}, n)
+	testHookFlushWait = func() { waiting <- struct{}{} }
+	defer func() { testHookFlushWait = nil }()
+	for i := 1; i <= n; i++ {
+		if _, err := files[i].WriteAt(data(i), 0); err != nil {
+			t.Fatal(err)
+		}
+		go func() { errs <- files[i].Sync() }()
+		within(t, waiting, fmt.Sprintf("sync %d to wait for the running flush", i))
+	}
+	testHookFlushWait = nil
+	close(held.release)
+	for range n + 1 {
+		if err := within(t, errs, "the syncs"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Before anything else can flush: the power goes.
+	if err := emu.PowerCut(); err != nil {
+		t.Fatal(err)
+	}
+	d := e.Stats().Sub(before)
+	e.crashForTest()
+	if err := held.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The held flush is counted as it ends, after before was taken.
+	if d.Flushes != 2 || d.FlushesJoined != n-1 {
+		t.Errorf("%d syncs arriving during a flush: %d flushes ended since, %d callers joined another's: want the held one and one shared by all", n, d.Flushes, d.FlushesJoined)
+	}
+	e = reopen(t, devName, smallConfig())
+	defer e.Close()
+	for i := range files {
+		if got := readAll(t, e, fmt.Sprintf("f%d", i)); !bytes.Equal(got, data(i)) {
+			t.Errorf("file f%d: %d bytes after the power cut, want its %d synced bytes: a sync returned before a flush covered its data", i, len(got), len(data(i)))
+		}
+	}
+}
+
+// TestGroupFlushFailureReachesItsCallers: a failed device flush is every
+// waiting caller's error; a later sync runs a new flush and succeeds.
+func TestGroupFlushFailureReachesItsCallers(t *testing.T) {
+	devName := emuDevice(t, 16, "1M", "")
+	e := formatOpen(t, devName, smallConfig())
+	defer e.Close()
+	f, err := e.Create("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	emuOf(t, e).FailFlush(1)
+	if err := f.Sync(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("sync over a failed flush = %v, want EIO", err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatalf("sync after the failure: %v", err)
+	}
+}
+
+// TestSyncNamespaceWaitsForTheFlushInFlight: a directory sync
+// (SyncNamespace) after a deferred create, while another caller's flush
+// that covers the create is still running, waits for that flush to end
+// instead of returning at once. Before group flushes it returned nil at
+// once (the other caller had counted the deferred create off before its
+// flush), and a power cut then lost the file.
+func TestSyncNamespaceWaitsForTheFlushInFlight(t *testing.T) {
+	devName := emuDevice(t, 16, "1M", "")
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Format(dev, FormatOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	emu := dev.(*zns.Emu)
+	held := &heldFlush{Device: dev, before: true, flushed: make(chan struct{}), release: make(chan struct{})}
+	e, err := OpenDevice(held, smallConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := e.Create("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := e.OpenFile("x", OCreate|OExcl|ODeferSync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Close()
+	// a's sync starts a flush (which will cover x's create) and is held
+	// before it reaches the device.
+	held.armed.Store(true)
+	errs := make(chan error, 2)
+	go func() { errs <- a.Sync() }()
+	within(t, held.flushed, "a's flush")
+	waiting := make(chan struct{}, 1)
+	testHookFlushWait = func() { waiting <- struct{}{} }
+	defer func() { testHookFlushWait = nil }()
+	go func() { errs <- e.SyncNamespace() }()
+	select {
+	case err := <-errs:
+		t.Fatalf("SyncNamespace returned (%v) while the flush covering the create had not reached the device", err)
+	case <-waiting:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no progress for 30 s waiting for SyncNamespace")
+	}
+	testHookFlushWait = nil
+	close(held.release)
+	for range 2 {
+		if err := within(t, errs, "the syncs"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := emu.PowerCut(); err != nil {
+		t.Fatal(err)
+	}
+	e.crashForTest()
+	if err := held.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = reopen(t, devName, smallConfig())
+	defer e.Close()
+	if _, err := e.Stat("x"); err != nil {
+		t.Fatalf("a file created before a directory sync returned is gone after a power cut: %v", err)
+	}
+}
