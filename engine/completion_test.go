@@ -153,7 +153,7 @@ func TestGCWaitsForVictimReadersWithoutPolling(t *testing.T) {
 	if err := e.Remove("a"); err != nil {
 		t.Fatal(err)
 	}
-	cands := e.gc.pick(true)
+	cands := e.gc.pick(gcUrgent)
 	if len(cands) == 0 {
 		t.Fatal("no GC victim")
 	}

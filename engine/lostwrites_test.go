@@ -144,7 +144,7 @@ func TestTornRecordStaysLostAfterFinish(t *testing.T) {
 	}
 	e = reopen(t, devName, cfg) // finishes the torn zone
 	check(e, "after the tear")
-	if moved, err := e.gc.pass(true); err != nil || !moved {
+	if moved, err := e.gc.pass(gcUrgent); err != nil || !moved {
 		t.Fatalf("gc pass: moved %v, %v", moved, err)
 	}
 	// GC's reset is logged, not yet durable on the device.

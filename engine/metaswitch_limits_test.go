@@ -44,7 +44,7 @@ func TestCheckpointSwitchFitsWithFullBudgetAndGCZone(t *testing.T) {
 		f.Close()
 	}
 	// GC copies the victim's valid half into a zone of its own.
-	if moved, err := e.gc.pass(false); err != nil || !moved {
+	if moved, err := e.gc.pass(gcBackground); err != nil || !moved {
 		t.Fatalf("gc pass: moved %v, %v", moved, err)
 	}
 	if e.Stats().GCWritten == 0 {
