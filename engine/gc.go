@@ -266,13 +266,16 @@ const (
 	// garbage.
 	gcBackground = minGainDiv
 	// gcOwnZone: a writer that could share a zone but would rather have
-	// its own (freeZone) takes only a zone at least half garbage. A
-	// zone of its own is worth a cheap copy, not an expensive one: on
-	// a device near full, passes for writers of small, scattered
-	// overwrites (each wanting a zone for a few blocks) copied zones
-	// ~90% valid, and the zones they opened held free room only their
-	// owner used, so GC ran more still; mru's WAF was 1.3-1.4x none's
-	// (TestMRUOwnZoneGCNotCostlierThanSharing).
+	// its own (freeZone), while more files are open than zones may be,
+	// takes only a zone at least half garbage. Files share then anyway,
+	// and a zone of its own is worth a cheap copy, not an expensive
+	// one: on a device near full, passes for files writing a few
+	// scattered blocks copied zones ~90% valid, and the zones they
+	// opened held free room only their owner used, so GC ran more
+	// still; mru's WAF was 1.5x none's
+	// (TestMRUOwnZoneGCNotCostlierThanSharing). With a zone for each
+	// file (TestMRUFilesWaitForGCRatherThanShare), files keep waiting
+	// for GC rather than share.
 	gcOwnZone = ownZoneGainDiv
 )
 
@@ -310,10 +313,16 @@ func (c *collector) passIf(need func() bool, gainDiv int64) (bool, error) {
 // freeZone runs a pass for a file that wants a zone of its own while
 // none is free (need says whether that is still so once the pass holds
 // the collector). It is not urgent: the file can share a zone instead, so
-// it takes only victims at least half garbage (gcOwnZone). It reports
-// whether a zone was freed (or need no longer holds).
+// it takes only victims background GC would; and where more files are
+// open than zones may be (files must share anyway), only victims at
+// least half garbage (gcOwnZone). It reports whether a zone was freed
+// (or need no longer holds).
 func (c *collector) freeZone(need func() bool) bool {
-	moved, err := c.passIf(need, gcOwnZone)
+	div := int64(gcBackground)
+	if c.e.writersOverBudget() {
+		div = gcOwnZone
+	}
+	moved, err := c.passIf(need, div)
 	if err != nil {
 		slog.Warn("engine: gc pass failed", "err", err)
 		return false
@@ -460,6 +469,23 @@ func (c *collector) pick(gainDiv int64) []*zone {
 		out = append(out, cd.z)
 	}
 	return out
+}
+
+// writersOverBudget reports whether more files have handles open than
+// the data zones placement may keep open: then not every file can have a
+// zone of its own, and some share whatever GC does.
+func (e *Engine) writersOverBudget() bool {
+	n := 0
+	e.idMu.RLock()
+	defer e.idMu.RUnlock()
+	for _, f := range e.byID {
+		if f.handles.Load() > 0 {
+			if n++; n > e.placer.budget {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // minGCGain is the least garbage worth a pass: less cannot pay for the
