@@ -52,6 +52,9 @@ type Emu struct {
 	seq     uint64      // sequence number of the newest valid header slot
 	flushed []zoneState // the zone table as of the last Flush
 	hdr     []byte      // one slot, reused by every Flush
+	// testHookFlushSync, if set, runs in Flush just before it syncs the
+	// data: tests hold a flush there.
+	testHookFlushSync func()
 }
 
 const (
@@ -445,6 +448,9 @@ func (e *Emu) Flush() error {
 	}
 	if hit(&e.faults.flushIn) {
 		return fmt.Errorf("zns: emu flush: %w", syscall.EIO)
+	}
+	if e.testHookFlushSync != nil {
+		e.testHookFlushSync()
 	}
 	if err := e.persistLocked(); err != nil {
 		return fmt.Errorf("zns: emu flush: %w", err)

@@ -1,0 +1,172 @@
+package zns
+
+import (
+	"bytes"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// hangWindow is how long a test waits for an operation that must complete
+// before it calls it a hang: a watchdog, not a timing assertion.
+const hangWindow = 10 * time.Second
+
+// holdFlush makes e's next Flush stop just before it syncs the data, and
+// returns a channel closed when it got there and a function that lets it
+// go on.
+func holdFlush(t *testing.T, e *Emu) (held <-chan struct{}, release func()) {
+	t.Helper()
+	h, r := make(chan struct{}), make(chan struct{})
+	var once bool
+	e.testHookFlushSync = func() {
+		if once {
+			return
+		}
+		once = true
+		close(h)
+		<-r
+	}
+	released := false
+	release = func() {
+		if !released {
+			released = true
+			close(r)
+		}
+	}
+	t.Cleanup(release)
+	return h, release
+}
+
+// await waits for ch, failing the test if nothing comes within hangWindow.
+func await[T any](t *testing.T, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(hangWindow):
+		t.Fatalf("%s did not complete within %v: hung", what, hangWindow)
+		panic("unreachable")
+	}
+}
+
+// goFlush runs e.Flush in a goroutine; its error arrives on the channel.
+func goFlush(e *Emu) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- e.Flush() }()
+	return done
+}
+
+// goAppend appends buf to zone from a goroutine; the result arrives on the
+// channel (submission errors included).
+func goAppend(e *Emu, zone int, buf []byte) <-chan appendResult {
+	w := &appendWaiter{ch: make(chan appendResult, 1)}
+	go func() {
+		if err := e.Append(zone, [][]byte{buf}, w); err != nil {
+			w.ch <- appendResult{err: err}
+			return
+		}
+		if err := e.Ring().Flush(); err != nil {
+			w.ch <- appendResult{err: err}
+		}
+	}()
+	return w.ch
+}
+
+// TestEmuFlushDoesNotBlockWrites: while a Flush syncs, appends to any
+// zone (the one flushed included), reads and zone management go on.
+func TestEmuFlushDoesNotBlockWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev")
+	e, c := openEmuT(t, path, emuTestGeo)
+	t.Cleanup(func() { e.Close() }) // after holdFlush's release
+	a, b, d := c.buf(c.bs, 1), c.buf(c.bs, 2), c.buf(c.bs, 3)
+	c.append(0, a)
+	held, release := holdFlush(t, e)
+	flushed := goFlush(e)
+	<-held
+
+	if r := await(t, "an append to another zone during a flush", goAppend(e, 1, b)); r.err != nil || r.off != c.g.ZoneSize {
+		t.Fatalf("append during a flush: off %d, %v", r.off, r.err)
+	}
+	if r := await(t, "an append to the flushed zone during a flush", goAppend(e, 0, d)); r.err != nil || r.off != c.bs {
+		t.Fatalf("append during a flush: off %d, %v", r.off, r.err)
+	}
+	mgmt := make(chan error, 1)
+	go func() { mgmt <- e.FinishZone(2) }()
+	c.ok("FinishZone during a flush", await(t, "FinishZone during a flush", mgmt))
+	if got := c.read(0, 2*c.bs); !bytes.Equal(got[:c.bs], a) || !bytes.Equal(got[c.bs:], d) {
+		t.Fatal("read during a flush: wrong bytes")
+	}
+	release()
+	c.ok("Flush", await(t, "the held flush", flushed))
+
+	// The flush persisted the table as of its start: a power cut now
+	// keeps a and loses what came while it synced.
+	c.ok("PowerCut", e.PowerCut())
+	c.expectZone(0, CondClosed, c.bs)
+	c.expectZone(1, CondEmpty, 0)
+	c.expectZone(2, CondEmpty, 0)
+	if got := c.read(0, 2*c.bs); !bytes.Equal(got[:c.bs], a) || !bytes.Equal(got[c.bs:], make([]byte, c.bs)) {
+		t.Fatal("after the cut: want the block written before the flush, then zeros")
+	}
+}
+
+// TestEmuCutDuringHeldFlush: a power cut (PowerCut, TearLastWrite, or
+// Close, which persists nothing) that comes while a Flush is syncing waits
+// for it: everything that completed before the Flush was called survives,
+// in memory and on reopen, and nothing that came after it does.
+func TestEmuCutDuringHeldFlush(t *testing.T) {
+	for _, cut := range []string{"PowerCut", "TearLastWrite", "Close"} {
+		t.Run(cut, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "dev")
+			e, c := openEmuT(t, path, emuTestGeo)
+			t.Cleanup(func() { e.Close() }) // after holdFlush's release
+			a, b, d := c.buf(2*c.bs, 1), c.buf(c.bs, 2), c.buf(c.bs, 3)
+			c.append(0, a)
+			c.append(3, d)
+			c.ok("Flush", e.Flush()) // zone 3: flushed before
+			c.ok("ResetZone", e.ResetZone(3))
+			held, release := holdFlush(t, e)
+			flushed := goFlush(e)
+			<-held
+			// Completed after the flush started: not part of it.
+			if r := await(t, "an append during a flush", goAppend(e, 1, b)); r.err != nil {
+				t.Fatalf("append during a flush: %v", r.err)
+			}
+			started := make(chan struct{})
+			cutDone := make(chan error, 1)
+			go func() {
+				close(started)
+				switch cut {
+				case "PowerCut":
+					cutDone <- e.PowerCut()
+				case "TearLastWrite":
+					cutDone <- e.TearLastWrite(0)
+				default:
+					cutDone <- e.Close()
+				}
+			}()
+			<-started
+			release()
+			c.ok("Flush", await(t, "the held flush", flushed))
+			c.ok(cut, await(t, cut, cutDone))
+
+			check := func(c *conf, when string) {
+				t.Helper()
+				c.expectZone(0, CondClosed, 2*c.bs)
+				c.expectZone(1, CondEmpty, 0)
+				c.expectZone(3, CondEmpty, 0) // the reset was flushed
+				if got := c.read(0, 2*c.bs); !bytes.Equal(got, a) {
+					t.Fatalf("%s: the data completed before the flush is lost", when)
+				}
+				c.expectZeros(c.g.ZoneSize, c.bs)
+			}
+			if cut != "Close" {
+				check(c, "after the cut")
+				c.ok("Close", e.Close())
+			}
+			e2, c2 := openEmuT(t, path, "")
+			defer e2.Close()
+			check(c2, "reopened")
+		})
+	}
+}
