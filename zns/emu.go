@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"sync"
 	"syscall"
 
 	"github.com/zonefold/zonefold/uring"
@@ -27,7 +28,20 @@ import (
 // Open takes the valid slot with the higher sequence number. Zone i's data
 // is at dataOff + i*ZoneSize (dataOff is 1 MiB aligned).
 //
-// Durability: Flush makes completed writes and the zone table durable.
+// Durability: Flush makes completed writes and the zone table durable:
+// everything that completed before Flush was called survives a power cut
+// after it returns. It copies the zone table (its write pointers after
+// draining the writes in flight) under the table's mutex, then releases it
+// and, with only flushMu held, fdatasyncs the data and writes and
+// fdatasyncs that copy. Writes, reads and zone management go on meanwhile;
+// they count as coming after the Flush. The persisted table never runs
+// ahead of durable data: every write it covers completed before the copy
+// and so before the data sync.
+//
+// Lock order: flushMu, then the zone table's mu. flushMu serialises Flush,
+// PowerCut, TearLastWrite and Close, so a power cut or a close that comes
+// while a Flush syncs waits for it, as it would have to for the mutex the
+// Flush used to hold throughout.
 // Close does not flush: a reopened Emu has the zone table of the last
 // Flush, conditions included (an explicitly opened zone stays open, as on
 // a device that kept power while its user restarted), and reads at or past
@@ -49,8 +63,11 @@ type Emu struct {
 	soft
 	f       *os.File
 	slotLen int64
+	// flushMu guards what follows (see the lock order above).
+	flushMu sync.Mutex
 	seq     uint64      // sequence number of the newest valid header slot
 	flushed []zoneState // the zone table as of the last Flush
+	snap    []zoneState // the table a Flush persists, copied at its start
 	hdr     []byte      // one slot, reused by every Flush
 	// testHookFlushSync, if set, runs in Flush just before it syncs the
 	// data: tests hold a flush there.
@@ -200,17 +217,16 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 		}
 	}
 	e.flushed = make([]zoneState, g.Zones)
+	e.snap = make([]zoneState, g.Zones)
 	copy(e.flushed, e.zones)
 	if !found || sp.format {
 		// A new device: write its table to both slots now, so that it
 		// reopens as formatted and slot 0 (where Open looks for the zone
-		// count) is never blank again.
-		e.mu.Lock()
-		err := e.persistLocked()
+		// count) is never blank again. Nothing else uses it yet.
+		err := e.persist(e.zones)
 		if err == nil {
-			err = e.persistLocked()
+			err = e.persist(e.zones)
 		}
-		e.mu.Unlock()
 		if err != nil {
 			e.ring.Close()
 			return nil, fmt.Errorf("zns: emu %s: format: %w", sp.path, err)
@@ -388,9 +404,11 @@ func validSeqCond(c Cond) bool {
 	return false
 }
 
-// persistLocked writes the zone table to the next header slot and syncs.
-// Caller holds mu and has drained the writes.
-func (e *Emu) persistLocked() error {
+// persist syncs the data, then writes zones (a copy of the zone table
+// taken after every write it covers completed) to the next header slot,
+// syncs it, and makes it the flushed table. Caller holds flushMu and not
+// mu, unless nothing else can use the device meanwhile.
+func (e *Emu) persist(zones []zoneState) error {
 	if err := e.ring.Sync(e.file, true); err != nil {
 		return fmt.Errorf("sync data: %w", err)
 	}
@@ -404,7 +422,7 @@ func (e *Emu) persistLocked() error {
 	le.PutUint64(b[16:], e.seq+1)
 	le.PutUint32(b[24:], uint32(g.Zones))
 	conv := 0
-	for conv < len(e.zones) && e.zones[conv].typ == TypeConventional {
+	for conv < len(zones) && zones[conv].typ == TypeConventional {
 		conv++
 	}
 	le.PutUint32(b[28:], uint32(conv))
@@ -416,12 +434,12 @@ func (e *Emu) persistLocked() error {
 	if e.strict {
 		le.PutUint32(b[60:], emuFlagStrict)
 	}
-	for i, z := range e.zones {
+	for i, z := range zones {
 		ent := b[emuHdrFixed+emuEntryLen*i:]
 		le.PutUint64(ent, uint64(z.wp-e.start(i)))
 		le.PutUint64(ent[8:], uint64(z.wp-z.written)<<8|uint64(z.cond))
 	}
-	end := emuHdrFixed + emuEntryLen*len(e.zones)
+	end := emuHdrFixed + emuEntryLen*len(zones)
 	le.PutUint32(b[end:], crc32.Checksum(b[:end], crc32c))
 	if _, err := e.ring.WriteAt(e.file, b, int64((e.seq+1)%2)*e.slotLen); err != nil {
 		return fmt.Errorf("write zone table: %w", err)
@@ -430,14 +448,32 @@ func (e *Emu) persistLocked() error {
 		return fmt.Errorf("sync zone table: %w", err)
 	}
 	e.seq++
-	copy(e.flushed, e.zones)
+	copy(e.flushed, zones)
 	return nil
 }
 
 // Flush implements Device: completed writes and the zone table become
 // durable. Writes in flight are waited for first, so the persisted write
-// pointers never cover data that has not landed.
+// pointers never cover data that has not landed; the syncs run without
+// the zone table's mutex, so I/O is not held up by them (see Emu).
 func (e *Emu) Flush() error {
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
+	if err := e.snapshot(); err != nil {
+		return err
+	}
+	if e.testHookFlushSync != nil {
+		e.testHookFlushSync()
+	}
+	if err := e.persist(e.snap); err != nil {
+		return fmt.Errorf("zns: emu flush: %w", err)
+	}
+	return nil
+}
+
+// snapshot waits for the writes in flight and copies the zone table into
+// snap: what a Flush persists. Caller holds flushMu.
+func (e *Emu) snapshot() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -449,17 +485,15 @@ func (e *Emu) Flush() error {
 	if hit(&e.faults.flushIn) {
 		return fmt.Errorf("zns: emu flush: %w", syscall.EIO)
 	}
-	if e.testHookFlushSync != nil {
-		e.testHookFlushSync()
-	}
-	if err := e.persistLocked(); err != nil {
-		return fmt.Errorf("zns: emu flush: %w", err)
-	}
+	copy(e.snap, e.zones)
 	return nil
 }
 
-// Close implements Device. It does not flush (see Emu).
+// Close implements Device. It does not flush (see Emu); a Flush in
+// progress completes first.
 func (e *Emu) Close() error {
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
 	err := e.closeRing()
 	if e.f != nil {
 		if cerr := e.f.Close(); cerr != nil && err == nil {
@@ -502,14 +536,16 @@ func (e *Emu) FailFlush(n int) {
 	e.mu.Unlock()
 }
 
-// PowerCut simulates losing power: it waits for the writes in flight to
-// complete (their completions report success; callers cannot tell them
+// PowerCut simulates losing power: it waits for a Flush in progress and
+// for the writes in flight to complete (their completions report success; callers cannot tell them
 // from writes that were lost), then puts the zone table back to the last
 // Flush with every open zone closed, as the device would come back. The
 // device stays usable, as after a reboot; reads at or past a write pointer
 // return zeros, so unflushed appends are gone. Close and reopen gives the
 // same state.
 func (e *Emu) PowerCut() error {
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.drain(); err != nil {
@@ -527,11 +563,14 @@ func (e *Emu) PowerCut() error {
 // that zone holds everything written to it before the torn write plus
 // those keep bytes, its write pointer right after them; every other zone
 // is back at the last Flush, as after PowerCut. The new state is made
-// durable at once, so a reopen sees it too. It fails, changing nothing, if
+// durable at once, so a reopen sees it too. A Flush in progress completes
+// first. It fails, changing nothing, if
 // there was no such write since the last power cut, if the zone was
 // written, reset or finished after it, or if a Flush has made the write
 // durable since (power lost after a flush cannot tear what it flushed).
 func (e *Emu) TearLastWrite(keep int64) error {
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.drain(); err != nil {
@@ -560,7 +599,8 @@ func (e *Emu) TearLastWrite(keep int64) error {
 	}
 	e.powerCycle()
 	e.last = lastWrite{}
-	if err := e.persistLocked(); err != nil {
+	// Holding mu through the syncs keeps I/O out, as a power cut would.
+	if err := e.persist(e.zones); err != nil {
 		return fmt.Errorf("zns: tear: %w", err)
 	}
 	return nil
