@@ -35,6 +35,9 @@
 //     (their records may lie past the torn one). The caller writes that
 //     data elsewhere and finishes the zone. Writes name their offset and
 //     are checked against the write pointer as always.
+//
+// Lock order: an Emu takes its flushMu before its zone table's mu (see
+// Emu); a Flush holds only flushMu while it syncs, so I/O goes on.
 package zns
 
 import (

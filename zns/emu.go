@@ -42,6 +42,7 @@ import (
 // PowerCut, TearLastWrite and Close, so a power cut or a close that comes
 // while a Flush syncs waits for it, as it would have to for the mutex the
 // Flush used to hold throughout.
+//
 // Close does not flush: a reopened Emu has the zone table of the last
 // Flush, conditions included (an explicitly opened zone stays open, as on
 // a device that kept power while its user restarted), and reads at or past
