@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -15,25 +14,9 @@ func overwriteWAF(t *testing.T, pol Policy, util float64) (waf float64, st Stats
 	e := formatOpen(t, emuDevice(t, 32, "1M", "&max_open=8&max_active=8"),
 		Config{CacheBytes: 4 << 20, DirtyLimit: 1 << 20, Policy: pol, GC: GCConfig{Streams: 2, Disabled: true}})
 	defer e.Close()
-	usable := e.Capacity() - int64(e.cfg.GC.Reserve)*e.geo.ZoneCap
 	const files = 12
-	per := int64(util*float64(usable)) / files / bs * bs
-	handles := make([]*File, files)
+	handles, per := fillFiles(t, e, files, bs, util)
 	buf := make([]byte, bs)
-	for i := range handles {
-		var err error
-		if handles[i], err = e.Create(fmt.Sprint(i)); err != nil {
-			t.Fatal(err)
-		}
-		for off := int64(0); off < per; off += bs {
-			if _, err := handles[i].WriteAt(buf, off); err != nil {
-				t.Fatalf("fill: %v", err)
-			}
-		}
-		if err := handles[i].Sync(); err != nil {
-			t.Fatalf("fill: %v", err)
-		}
-	}
 	rng := rand.New(rand.NewPCG(7, 7)) // the same writes under each policy
 	for w := range 1000 {
 		i := rng.IntN(files)

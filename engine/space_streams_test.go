@@ -27,25 +27,9 @@ func TestOverwritesNeverENOSPCTwoStreamsSharing(t *testing.T) {
 				if e.placer.gcStreams != 2 {
 					t.Fatalf("%d GC streams; want 2", e.placer.gcStreams)
 				}
-				usable := e.Capacity() - int64(e.cfg.GC.Reserve)*e.geo.ZoneCap
 				const files = 12
-				per := int64(util*float64(usable)) / files / bs * bs
-				handles := make([]*File, files)
+				handles, per := fillFiles(t, e, files, bs, util)
 				buf := make([]byte, bs)
-				for i := range handles {
-					var err error
-					if handles[i], err = e.Create(fmt.Sprint(i)); err != nil {
-						t.Fatal(err)
-					}
-					for off := int64(0); off < per; off += bs {
-						if _, err := handles[i].WriteAt(buf, off); err != nil {
-							t.Fatalf("fill: %v (stats %+v)", err, e.Stats())
-						}
-					}
-					if err := handles[i].Sync(); err != nil {
-						t.Fatalf("fill: %v", err)
-					}
-				}
 				rng := rand.New(rand.NewPCG(uint64(util*100), uint64(pol)))
 				const writes = 1000
 				for w := range writes {

@@ -20,25 +20,9 @@ func TestOverwritesNeverENOSPC(t *testing.T) {
 			const bs = 64 << 10
 			e := formatOpen(t, emuDevice(t, 24, "1M", ""), Config{CacheBytes: 4 << 20, DirtyLimit: 1 << 20})
 			defer e.Close()
-			usable := e.Capacity() - int64(e.cfg.GC.Reserve)*e.geo.ZoneCap
 			const files = 4
-			per := int64(util*float64(usable)) / files / bs * bs
-			handles := make([]*File, files)
+			handles, per := fillFiles(t, e, files, bs, util)
 			buf := make([]byte, bs)
-			for i := range handles {
-				var err error
-				if handles[i], err = e.Create(fmt.Sprint(i)); err != nil {
-					t.Fatal(err)
-				}
-				for off := int64(0); off < per; off += bs {
-					if _, err := handles[i].WriteAt(buf, off); err != nil {
-						t.Fatalf("fill to %.0f%%: %v (stats %+v)", util*100, err, e.Stats())
-					}
-				}
-				if err := handles[i].Sync(); err != nil {
-					t.Fatalf("fill to %.0f%%: %v", util*100, err)
-				}
-			}
 			rng := rand.New(rand.NewPCG(uint64(util*100), 1))
 			const writes = 300
 			enospc := 0
@@ -110,4 +94,30 @@ func TestNoProgressMeansPromptENOSPC(t *testing.T) {
 			t.Fatalf("overwrite %d: %v", w, err)
 		}
 	}
+}
+
+// fillFiles creates files named 0..files-1 and fills them, in writes of
+// bs bytes, to util of the capacity GC's reserve leaves, each synced. It
+// returns their handles and each file's size.
+func fillFiles(t *testing.T, e *Engine, files int, bs int64, util float64) ([]*File, int64) {
+	t.Helper()
+	usable := e.Capacity() - int64(e.cfg.GC.Reserve)*e.geo.ZoneCap
+	per := int64(util*float64(usable)) / int64(files) / bs * bs
+	handles := make([]*File, files)
+	buf := make([]byte, bs)
+	for i := range handles {
+		var err error
+		if handles[i], err = e.Create(fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+		for off := int64(0); off < per; off += bs {
+			if _, err := handles[i].WriteAt(buf, off); err != nil {
+				t.Fatalf("fill to %.0f%%: %v (stats %+v)", util*100, err, e.Stats())
+			}
+		}
+		if err := handles[i].Sync(); err != nil {
+			t.Fatalf("fill to %.0f%%: %v", util*100, err)
+		}
+	}
+	return handles, per
 }
