@@ -640,14 +640,20 @@ func printGC(out io.Writer, dir string, sum gcSummary) error {
 			}
 		}
 	}
+	printFooter(out, sum.Verdict, dir)
+	return nil
+}
+
+// printFooter ends a run's table: a blank line, the verdict lines, and
+// where the charts went (dir, if set).
+func printFooter(out io.Writer, verdicts []string, dir string) {
 	fmt.Fprintln(out)
-	for _, v := range sum.Verdict {
+	for _, v := range verdicts {
 		fmt.Fprintln(out, v)
 	}
 	if dir != "" {
 		fmt.Fprintf(out, "charts, series and summary in %s\n", dir)
 	}
-	return nil
 }
 
 func ratioCell(r *float64) string {

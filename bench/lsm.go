@@ -865,11 +865,7 @@ func printLSM(out io.Writer, dir string, sum lsmSummary, runs []*lsmRun) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(out)
-	for _, t := range sum.Targets {
-		fmt.Fprintln(out, t)
-	}
-	fmt.Fprintf(out, "charts, series and summary in %s\n", dir)
+	printFooter(out, sum.Targets, dir)
 	return nil
 }
 

@@ -740,13 +740,7 @@ func printPeers(out io.Writer, dir string, sum *PeersSummary) error {
 			return err
 		}
 	}
-	fmt.Fprintln(out)
-	for _, t := range sum.Targets {
-		fmt.Fprintln(out, t)
-	}
-	if dir != "" {
-		fmt.Fprintf(out, "charts, series and summary in %s\n", dir)
-	}
+	printFooter(out, sum.Targets, dir)
 	return nil
 }
 

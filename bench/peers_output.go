@@ -122,25 +122,6 @@ func peerChartLines(p *plot.Plot, lines []peerLine, points func(peerLine) plotte
 	return nil
 }
 
-// peerWindows is one point per sample: at x of the sample, y over the span
-// back to the last sample at least span before it, by pos.
-func peerWindows(ss []sample, pos func(sample) float64, span float64, x, y func(from, to sample) float64) plotter.XYs {
-	var pts plotter.XYs
-	j := 0
-	for i := 1; i < len(ss); i++ {
-		for j+1 < i && pos(ss[i])-pos(ss[j+1]) >= span {
-			j++
-		}
-		if pos(ss[i])-pos(ss[j]) < span && i != len(ss)-1 {
-			continue
-		}
-		if v := y(ss[j], ss[i]); v >= 0 {
-			pts = append(pts, plotter.XY{X: x(ss[j], ss[i]), Y: v})
-		}
-	}
-	return pts
-}
-
 // peerWAFChart draws each target's WAF against its host writes, in its
 // own capacities (the targets' capacities differ).
 func peerWAFChart(pw *PeerWorkload, lines []peerLine) (*plot.Plot, error) {
@@ -149,7 +130,7 @@ func peerWAFChart(pw *PeerWorkload, lines []peerLine) (*plot.Plot, error) {
 	err := peerChartLines(p, lines, func(l peerLine) plotter.XYs {
 		c := float64(l.run.Capacity)
 		pos := func(s sample) float64 { return float64(s.Host) / c }
-		return peerWindows(l.run.samples, pos, wafWindow, func(_, to sample) float64 { return pos(to) },
+		return windowed(l.run.samples, pos, wafWindow, func(_, to sample) float64 { return pos(to) },
 			func(from, to sample) float64 {
 				if to.Host == from.Host {
 					return -1
@@ -165,7 +146,7 @@ func peerThroughputChart(pw *PeerWorkload, lines []peerLine) (*plot.Plot, error)
 		"time since the writers started (s)", "host "+report.RateUnit)
 	err := peerChartLines(p, lines, func(l peerLine) plotter.XYs {
 		pos := func(s sample) float64 { return s.Seconds }
-		return peerWindows(l.run.samples, pos, mbpsWindow, func(_, to sample) float64 { return to.Seconds },
+		return windowed(l.run.samples, pos, mbpsWindow, func(_, to sample) float64 { return to.Seconds },
 			func(from, to sample) float64 {
 				if to.Seconds <= from.Seconds {
 					return -1

@@ -24,6 +24,27 @@ type heldFlush struct {
 	release chan struct{} // lets it return
 }
 
+// openHeldFlush formats a small emu device and opens an engine on it
+// through a heldFlush (holding before the device flush if before); it
+// returns the device's name, for reopening it after a power cut.
+func openHeldFlush(t *testing.T, before bool) (string, *zns.Emu, *heldFlush, *Engine) {
+	t.Helper()
+	devName := emuDevice(t, 16, "1M", "")
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Format(dev, FormatOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	held := &heldFlush{Device: dev, before: before, flushed: make(chan struct{}), release: make(chan struct{})}
+	e, err := OpenDevice(held, smallConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return devName, dev.(*zns.Emu), held, e
+}
+
 func (d *heldFlush) Flush() error {
 	hold := d.armed.CompareAndSwap(true, false)
 	if hold && d.before {
@@ -59,20 +80,8 @@ func within[T any](t *testing.T, ch <-chan T, what string) T {
 // Joining the running flush instead returns the syncs early and loses
 // them all (checked by making flushFor take the running flush).
 func TestGroupFlushWaitsForAFlushStartedAfterTheData(t *testing.T) {
-	devName := emuDevice(t, 16, "1M", "")
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Format(dev, FormatOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	emu := dev.(*zns.Emu)
-	held := &heldFlush{Device: dev, flushed: make(chan struct{}), release: make(chan struct{})}
-	e, err := OpenDevice(held, smallConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	devName, emu, held, e := openHeldFlush(t, false)
+	var err error
 	const n = 4
 	files := make([]*File, n+1)
 	for i := range files {
@@ -162,20 +171,7 @@ func TestGroupFlushFailureReachesItsCallers(t *testing.T) {
 // once (the other caller had counted the deferred create off before its
 // flush), and a power cut then lost the file.
 func TestSyncNamespaceWaitsForTheFlushInFlight(t *testing.T) {
-	devName := emuDevice(t, 16, "1M", "")
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Format(dev, FormatOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	emu := dev.(*zns.Emu)
-	held := &heldFlush{Device: dev, before: true, flushed: make(chan struct{}), release: make(chan struct{})}
-	e, err := OpenDevice(held, smallConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	devName, emu, held, e := openHeldFlush(t, true)
 	a, err := e.Create("a")
 	if err != nil {
 		t.Fatal(err)
