@@ -43,6 +43,10 @@ type Counters struct {
 	GCWritten  int64 // bytes GC relocated; -1: the backend does not say
 	GCResets   int64 // zones GC reset; -1: the backend does not say
 	GCNanos    int64 // time spent in GC; -1: the backend does not say
+	// Of DevWritten, where the backend knows them (0 otherwise): record
+	// headers, zone-tail padding and metadata (log and checkpoints), so
+	// that a WAF above 1.0 without GC can be told apart.
+	Headers, Pad, Meta int64
 }
 
 // zoneReporter is a backend that can list its zones' valid bytes (for
@@ -75,7 +79,8 @@ func (b EngineBackend) Sync(ctx context.Context) error { return b.E.Sync(ctx) }
 // Counters implements Backend from the engine's stats.
 func (b EngineBackend) Counters() Counters {
 	s := b.E.Stats()
-	return Counters{DevWritten: s.DevWritten(), GCWritten: s.GCWritten, GCResets: s.GCResets, GCNanos: s.GCNanos}
+	return Counters{DevWritten: s.DevWritten(), GCWritten: s.GCWritten, GCResets: s.GCResets, GCNanos: s.GCNanos,
+		Headers: s.DevHeaders, Pad: s.DevPad, Meta: s.DevMeta}
 }
 
 // ZoneValidity lists the engine's zones' valid bytes.

@@ -100,6 +100,10 @@ type gcSetup struct {
 	// streams is GC's streams (engine.GCConfig.Streams), 0 for the
 	// engine's choice: the configuration names it only when set.
 	streams int
+	// noBackground turns background GC off (engine.GCConfig.Disabled):
+	// writers still collect when space runs out. Named /no-bg, to A/B
+	// what background passes do to a workload's WAF.
+	noBackground bool
 }
 
 func (s gcSetup) String() string {
@@ -111,12 +115,15 @@ func (s gcSetup) String() string {
 	default:
 		name += fmt.Sprintf("/%d-streams", s.streams)
 	}
+	if s.noBackground {
+		name += "/no-bg"
+	}
 	return name
 }
 
 // parseGCSetups reads configurations: placement/gc-policy, and optionally
 // /1-stream or /2-streams for GC's streams (default: the engine's
-// choice).
+// choice) and /no-bg for no background GC.
 func parseGCSetups(names []string) ([]gcSetup, error) {
 	if len(names) == 0 {
 		return nil, errors.New("no configuration to run")
@@ -124,8 +131,8 @@ func parseGCSetups(names []string) ([]gcSetup, error) {
 	var out []gcSetup
 	for _, n := range names {
 		parts := strings.Split(strings.TrimSpace(n), "/")
-		if len(parts) < 2 || len(parts) > 3 {
-			return nil, fmt.Errorf("configuration %q: want placement/gc-policy[/N-streams], e.g. mru/greedy or mru/cost-benefit/1-stream", n)
+		if len(parts) < 2 || len(parts) > 4 {
+			return nil, fmt.Errorf("configuration %q: want placement/gc-policy[/N-streams][/no-bg], e.g. mru/greedy or mru/cost-benefit/1-stream", n)
 		}
 		var s gcSetup
 		var err error
@@ -135,14 +142,16 @@ func parseGCSetups(names []string) ([]gcSetup, error) {
 		if s.gc, err = engine.ParseGCPolicy(parts[1]); err != nil {
 			return nil, err
 		}
-		if len(parts) == 3 {
-			switch parts[2] {
-			case "1-stream":
+		for _, part := range parts[2:] {
+			switch {
+			case part == "1-stream" && s.streams == 0:
 				s.streams = 1
-			case "2-streams":
+			case part == "2-streams" && s.streams == 0:
 				s.streams = 2
+			case part == "no-bg" && !s.noBackground:
+				s.noBackground = true
 			default:
-				return nil, fmt.Errorf("configuration %q: GC streams %q: want 1-stream or 2-streams", n, parts[2])
+				return nil, fmt.Errorf("configuration %q: %q: want 1-stream, 2-streams or no-bg, each once", n, part)
 			}
 		}
 		if !slices.Contains(out, s) {
@@ -163,8 +172,13 @@ type gcRun struct {
 	HostBytes int64   `json:"host_bytes"` // measured part
 	DevBytes  int64   `json:"dev_bytes"`
 	GCBytes   int64   `json:"gc_bytes"`
-	GCShare   float64 `json:"gc_share"`
-	Resets    int64   `json:"zones_reset"`
+	// Of DevBytes: record headers, zone-tail padding, metadata; the rest
+	// is client data and GCBytes.
+	HeaderBytes int64   `json:"header_bytes"`
+	PadBytes    int64   `json:"pad_bytes"`
+	MetaBytes   int64   `json:"meta_bytes"`
+	GCShare     float64 `json:"gc_share"`
+	Resets      int64   `json:"zones_reset"`
 	// Shared counts files mru placement sent into another file's zone
 	// for want of one of their own (the engine's zones_shared).
 	Shared  int64   `json:"zones_shared"`
@@ -189,19 +203,24 @@ type gcRow struct {
 	GCPolicy  string `json:"gc_policy"`
 	// GCStreams is the GC streams the configuration asked for; 0: the
 	// engine's choice.
-	GCStreams int     `json:"gc_streams,omitempty"`
-	WAF       float64 `json:"waf"` // median over the rounds
-	WAFMin    float64 `json:"waf_min"`
-	WAFMax    float64 `json:"waf_max"`
-	HostMiBps float64 `json:"host_mib_per_s"` // median
-	MiBpsMin  float64 `json:"mib_per_s_min"`
-	MiBpsMax  float64 `json:"mib_per_s_max"`
-	GCShare   float64 `json:"gc_share"`     // median
-	GCBytes   int64   `json:"gc_bytes"`     // median
-	Shared    int64   `json:"zones_shared"` // median
-	P99us     float64 `json:"p99_us"`       // median
-	Steady    int     `json:"steady_runs"`
-	Warmup    float64 `json:"warmup_capacities"` // median
+	GCStreams int `json:"gc_streams,omitempty"`
+	// NoBackground: background GC was off (the configuration's /no-bg).
+	NoBackground bool    `json:"no_background_gc,omitempty"`
+	WAF          float64 `json:"waf"` // median over the rounds
+	WAFMin       float64 `json:"waf_min"`
+	WAFMax       float64 `json:"waf_max"`
+	HostMiBps    float64 `json:"host_mib_per_s"` // median
+	MiBpsMin     float64 `json:"mib_per_s_min"`
+	MiBpsMax     float64 `json:"mib_per_s_max"`
+	GCShare      float64 `json:"gc_share"` // median
+	GCBytes      int64   `json:"gc_bytes"` // median
+	// Parts is the WAF taken apart, each part a median over the rounds
+	// of its bytes per host byte.
+	Parts  wafParts `json:"waf_parts"`
+	Shared int64    `json:"zones_shared"` // median
+	P99us  float64  `json:"p99_us"`       // median
+	Steady int      `json:"steady_runs"`
+	Warmup float64  `json:"warmup_capacities"` // median
 	// Baseline is the none run the ratios compare with: the same GC
 	// policy, else the first none configuration.
 	Baseline   string   `json:"baseline,omitempty"`
@@ -213,7 +232,7 @@ type gcRow struct {
 func (r *gcRow) setup() gcSetup {
 	p, _ := engine.ParsePolicy(r.Placement)
 	g, _ := engine.ParseGCPolicy(r.GCPolicy)
-	return gcSetup{placement: p, gc: g, streams: r.GCStreams}
+	return gcSetup{placement: p, gc: g, streams: r.GCStreams, noBackground: r.NoBackground}
 }
 
 func (r *gcRow) name() string { return r.setup().String() }
@@ -384,7 +403,7 @@ func measureGC(ctx context.Context, device string, o GCOptions) (gcSummary, erro
 	for _, w := range workloads {
 		ws := &gcWorkloadSummary{Workload: w, Device: devs.shown(w)}
 		for _, s := range setups[w] {
-			row := &gcRow{Workload: w, Placement: s.placement.String(), GCPolicy: s.gc.String(), GCStreams: s.streams}
+			row := &gcRow{Workload: w, Placement: s.placement.String(), GCPolicy: s.gc.String(), GCStreams: s.streams, NoBackground: s.noBackground}
 			ws.Rows = append(ws.Rows, row)
 			rows[w] = append(rows[w], row)
 		}
@@ -445,7 +464,7 @@ func measureGC(ctx context.Context, device string, o GCOptions) (gcSummary, erro
 // closes the engine.
 func runGCOnce(ctx context.Context, dev, w string, s gcSetup, o GCOptions, ws *gcWorkloadSummary) (*gcRun, error) {
 	cfg := engine.Config{CacheBytes: o.CacheBytes, MaxOrder: 9, OpenZones: o.OpenZones, Policy: s.placement}
-	cfg.GC.Policy, cfg.GC.Streams = s.gc, s.streams
+	cfg.GC.Policy, cfg.GC.Streams, cfg.GC.Disabled = s.gc, s.streams, s.noBackground
 	e, release, err := OpenFormatted(dev, cfg)
 	if err != nil {
 		return nil, err
@@ -483,6 +502,7 @@ func runGCOnce(ctx context.Context, dev, w string, s gcSetup, o GCOptions, ws *g
 	from, end, final := ph.from, ph.end, ph.final
 	r.HostBytes, r.DevBytes = final.Host-from.Host, final.Dev-from.Dev
 	r.GCBytes, r.Resets = final.GC-from.GC, final.Resets-from.Resets
+	r.HeaderBytes, r.PadBytes, r.MetaBytes = final.Headers-from.Headers, final.Pad-from.Pad, final.Meta-from.Meta
 	if r.HostBytes > 0 {
 		r.WAF = float64(r.DevBytes) / float64(r.HostBytes)
 	}
@@ -557,6 +577,15 @@ func summarizeGC(sum *gcSummary) {
 			r.HostMiBps, r.MiBpsMin, r.MiBpsMax = median(mbps), slices.Min(mbps), slices.Max(mbps)
 			r.GCShare = median(r.figure(func(x *gcRun) float64 { return x.GCShare }))
 			r.GCBytes = int64(median(r.figure(func(x *gcRun) float64 { return float64(x.GCBytes) })))
+			r.Parts = wafParts{
+				Data: median(r.figure(func(x *gcRun) float64 {
+					return x.part(x.DevBytes - x.HeaderBytes - x.PadBytes - x.MetaBytes - x.GCBytes)
+				})),
+				Headers: median(r.figure(func(x *gcRun) float64 { return x.part(x.HeaderBytes) })),
+				Pad:     median(r.figure(func(x *gcRun) float64 { return x.part(x.PadBytes) })),
+				Meta:    median(r.figure(func(x *gcRun) float64 { return x.part(x.MetaBytes) })),
+				GC:      median(r.figure(func(x *gcRun) float64 { return x.part(x.GCBytes) })),
+			}
 			r.Shared = int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Shared) })))
 			r.P99us = median(r.figure(func(x *gcRun) float64 { return x.P99us }))
 			r.Warmup = median(r.figure(func(x *gcRun) float64 { return x.Warmup }))
@@ -587,7 +616,7 @@ func gcBaseline(rows []*gcRow, r *gcRow) *gcRow {
 		if b.Placement != engine.PolicyNone.String() {
 			continue
 		}
-		if b.GCPolicy == r.GCPolicy && b.GCStreams == r.GCStreams {
+		if b.GCPolicy == r.GCPolicy && b.GCStreams == r.GCStreams && b.NoBackground == r.NoBackground {
 			return b
 		}
 		if b.GCPolicy == r.GCPolicy && policy == nil {
@@ -601,6 +630,25 @@ func gcBaseline(rows []*gcRow, r *gcRow) *gcRow {
 		return policy
 	}
 	return first
+}
+
+// wafParts is a WAF taken apart: device bytes of each kind per host
+// byte. Data is below 1 where the cache absorbed overwrites before
+// writeback.
+type wafParts struct {
+	Data    float64 `json:"data"`
+	Headers float64 `json:"headers"`
+	Pad     float64 `json:"pad"`
+	Meta    float64 `json:"meta"`
+	GC      float64 `json:"gc"`
+}
+
+// part is n device bytes per host byte of the run's measured part.
+func (x *gcRun) part(n int64) float64 {
+	if x.HostBytes <= 0 {
+		return 0
+	}
+	return float64(n) / float64(x.HostBytes)
 }
 
 // row finds a configuration's row, or nil.
@@ -631,6 +679,11 @@ func printGC(out io.Writer, dir string, sum gcSummary) error {
 		}
 		if err := tw.Flush(); err != nil {
 			return err
+		}
+		for _, r := range ws.Rows {
+			p := r.Parts
+			fmt.Fprintf(out, "  %s WAF parts (medians): data %.3f + headers %.3f + pad %.3f + meta %.3f + GC %.3f\n",
+				r.name(), p.Data, p.Headers, p.Pad, p.Meta, p.GC)
 		}
 		for _, r := range ws.Rows {
 			for _, x := range r.Runs {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,6 +172,8 @@ func TestGCRejectsBadOptions(t *testing.T) {
 		"bad placement":  func(o *GCOptions) { o.Configs = []string{"fast/greedy"} },
 		"bad streams":    func(o *GCOptions) { o.Configs = []string{"mru/greedy/3-streams"} },
 		"four parts":     func(o *GCOptions) { o.Configs = []string{"mru/greedy/1-stream/x"} },
+		"no-bg twice":    func(o *GCOptions) { o.Configs = []string{"mru/greedy/no-bg/no-bg"} },
+		"two streams":    func(o *GCOptions) { o.Configs = []string{"mru/greedy/1-stream/2-streams"} },
 		"bad workload":   func(o *GCOptions) { o.Workloads = []string{"random"} },
 		"bs":             func(o *GCOptions) { o.BS = 1000 },
 		"repeat":         func(o *GCOptions) { o.Repeat = 0 },
@@ -257,5 +260,48 @@ func TestGCSeedOnNull(t *testing.T) {
 	}
 	if dev, err := d.fresh(WorkUniform); err != nil || !strings.HasPrefix(dev, "emu:") {
 		t.Errorf("uniform's default device %q, %v; want emu:", dev, err)
+	}
+}
+
+// A configuration may turn background GC off (/no-bg), alone or with
+// streams; its row compares with the none row that has it off too; and
+// every run's WAF parts add up to its WAF.
+func TestGCNoBackgroundAndWAFParts(t *testing.T) {
+	setups, err := parseGCSetups([]string{"mru/greedy/no-bg", "none/greedy/1-stream/no-bg", "none/greedy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range setups {
+		names = append(names, s.String())
+	}
+	if want := "mru/greedy/no-bg none/greedy/1-stream/no-bg none/greedy"; strings.Join(names, " ") != want {
+		t.Errorf("names %q; want %q", strings.Join(names, " "), want)
+	}
+	rows := []*gcRow{
+		{Placement: "none", GCPolicy: "greedy"},
+		{Placement: "none", GCPolicy: "greedy", NoBackground: true},
+	}
+	mru := &gcRow{Placement: "mru", GCPolicy: "greedy", NoBackground: true}
+	if b := gcBaseline(rows, mru); b == nil || b.name() != "none/greedy/no-bg" {
+		t.Errorf("%s compares with %v; want none/greedy/no-bg", mru.name(), b)
+	}
+	o := tinyGC()
+	o.Workloads, o.Configs, o.Out = []string{WorkUniform}, []string{"mru/greedy", "mru/greedy/no-bg"}, ""
+	sum, err := measureGC(t.Context(), "emu:"+filepath.Join(t.TempDir(), "dev")+"?zone_size=256K&zones=48&max_open=7&max_active=7", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range sum.Configs {
+		for _, x := range r.Runs {
+			parts := x.part(x.DevBytes-x.HeaderBytes-x.PadBytes-x.MetaBytes-x.GCBytes) +
+				x.part(x.HeaderBytes) + x.part(x.PadBytes) + x.part(x.MetaBytes) + x.part(x.GCBytes)
+			if math.Abs(parts-x.WAF) > 1e-9 || x.HeaderBytes <= 0 || x.GCBytes <= 0 {
+				t.Errorf("%s: WAF %v, parts add to %v (headers %d, GC %d bytes)", r.name(), x.WAF, parts, x.HeaderBytes, x.GCBytes)
+			}
+		}
+	}
+	if !sum.Configs[1].NoBackground || sum.Configs[0].NoBackground {
+		t.Errorf("rows %s, %s", sum.Configs[0].name(), sum.Configs[1].name())
 	}
 }

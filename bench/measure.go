@@ -51,6 +51,8 @@ type sample struct {
 	GC      int64 // bytes GC relocated
 	Resets  int64
 	GCNanos int64
+	// Of Dev: record headers, zone-tail padding, metadata.
+	Headers, Pad, Meta int64
 }
 
 // phase is what the controller decided about one run.
@@ -92,7 +94,8 @@ func (c *control) take() sample {
 	k := c.b.Counters()
 	return sample{Seconds: time.Since(c.start).Seconds(), Host: c.g.host.Load() - c.base0,
 		Dev: k.DevWritten - c.base.DevWritten, GC: k.GCWritten - c.base.GCWritten,
-		Resets: k.GCResets - c.base.GCResets, GCNanos: k.GCNanos - c.base.GCNanos}
+		Resets: k.GCResets - c.base.GCResets, GCNanos: k.GCNanos - c.base.GCNanos,
+		Headers: k.Headers - c.base.Headers, Pad: k.Pad - c.base.Pad, Meta: k.Meta - c.base.Meta}
 }
 
 // begin marks the start of the writers' phase.
