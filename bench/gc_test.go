@@ -194,11 +194,11 @@ func TestGCRejectsBadOptions(t *testing.T) {
 	}
 }
 
-// Configurations may name GC's streams; a row that does compares with the
-// none row of the same GC policy and streams, and the engine runs with
-// them.
-func TestGCSetupsNameStreams(t *testing.T) {
-	setups, err := parseGCSetups([]string{"mru/cost-benefit/1-stream", "mru/cost-benefit/2-streams", "none/greedy", "none/cost-benefit/1-stream"})
+// setupsRoundTrip parses the configurations named in want (space
+// separated) and checks that they print as named.
+func setupsRoundTrip(t *testing.T, want string) {
+	t.Helper()
+	setups, err := parseGCSetups(strings.Fields(want))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,9 +206,16 @@ func TestGCSetupsNameStreams(t *testing.T) {
 	for _, s := range setups {
 		names = append(names, s.String())
 	}
-	if want := "mru/cost-benefit/1-stream mru/cost-benefit/2-streams none/greedy none/cost-benefit/1-stream"; strings.Join(names, " ") != want {
+	if strings.Join(names, " ") != want {
 		t.Errorf("names %q; want %q", strings.Join(names, " "), want)
 	}
+}
+
+// Configurations may name GC's streams; a row that does compares with the
+// none row of the same GC policy and streams, and the engine runs with
+// them.
+func TestGCSetupsNameStreams(t *testing.T) {
+	setupsRoundTrip(t, "mru/cost-benefit/1-stream mru/cost-benefit/2-streams none/greedy none/cost-benefit/1-stream")
 	rows := []*gcRow{
 		{Placement: "none", GCPolicy: "greedy"},
 		{Placement: "none", GCPolicy: "cost-benefit", GCStreams: 1},
@@ -267,17 +274,7 @@ func TestGCSeedOnNull(t *testing.T) {
 // streams; its row compares with the none row that has it off too; and
 // every run's WAF parts add up to its WAF.
 func TestGCNoBackgroundAndWAFParts(t *testing.T) {
-	setups, err := parseGCSetups([]string{"mru/greedy/no-bg", "none/greedy/1-stream/no-bg", "none/greedy"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, s := range setups {
-		names = append(names, s.String())
-	}
-	if want := "mru/greedy/no-bg none/greedy/1-stream/no-bg none/greedy"; strings.Join(names, " ") != want {
-		t.Errorf("names %q; want %q", strings.Join(names, " "), want)
-	}
+	setupsRoundTrip(t, "mru/greedy/no-bg none/greedy/1-stream/no-bg none/greedy")
 	rows := []*gcRow{
 		{Placement: "none", GCPolicy: "greedy"},
 		{Placement: "none", GCPolicy: "greedy", NoBackground: true},
