@@ -209,11 +209,14 @@ type gcRow struct {
 	WAF          float64 `json:"waf"` // median over the rounds
 	WAFMin       float64 `json:"waf_min"`
 	WAFMax       float64 `json:"waf_max"`
-	HostMiBps    float64 `json:"host_mib_per_s"` // median
-	MiBpsMin     float64 `json:"mib_per_s_min"`
-	MiBpsMax     float64 `json:"mib_per_s_max"`
-	GCShare      float64 `json:"gc_share"` // median
-	GCBytes      int64   `json:"gc_bytes"` // median
+	// WAFNoMeta is the WAF without metadata (log records, checkpoints),
+	// the median over the rounds: what the uniform model predicts.
+	WAFNoMeta float64 `json:"waf_without_meta"`
+	HostMiBps float64 `json:"host_mib_per_s"` // median
+	MiBpsMin  float64 `json:"mib_per_s_min"`
+	MiBpsMax  float64 `json:"mib_per_s_max"`
+	GCShare   float64 `json:"gc_share"` // median
+	GCBytes   int64   `json:"gc_bytes"` // median
 	// Parts is the WAF taken apart, each part a median over the rounds
 	// of its bytes per host byte.
 	Parts  wafParts `json:"waf_parts"`
@@ -577,6 +580,7 @@ func summarizeGC(sum *gcSummary) {
 			r.HostMiBps, r.MiBpsMin, r.MiBpsMax = median(mbps), slices.Min(mbps), slices.Max(mbps)
 			r.GCShare = median(r.figure(func(x *gcRun) float64 { return x.GCShare }))
 			r.GCBytes = int64(median(r.figure(func(x *gcRun) float64 { return float64(x.GCBytes) })))
+			r.WAFNoMeta = median(r.figure(func(x *gcRun) float64 { return x.part(x.DevBytes - x.MetaBytes) }))
 			r.Parts = wafParts{
 				Data: median(r.figure(func(x *gcRun) float64 {
 					return x.part(x.DevBytes - x.HeaderBytes - x.PadBytes - x.MetaBytes - x.GCBytes)

@@ -105,7 +105,7 @@ func saveChart(dir, name string, draw func() (*plot.Plot, error)) error {
 }
 
 // seriesColumns are the columns each configuration has in series.csv.
-var seriesColumns = []string{"seconds", "host_bytes", "dev_bytes", "gc_bytes", "zones_reset"}
+var seriesColumns = []string{"seconds", "host_bytes", "dev_bytes", "gc_bytes", "zones_reset", "header_bytes", "pad_bytes", "meta_bytes"}
 
 // seriesRecords lays the samples out side by side: one column set per
 // configuration, one row per sample.
@@ -113,7 +113,8 @@ func seriesRecords(lines []chartLine) [][]string {
 	return sideBySide(lines, seriesColumns, func(l chartLine) int { return len(l.run.samples) }, func(l chartLine, i int) []string {
 		s := l.run.samples[i]
 		return []string{strconv.FormatFloat(s.Seconds, 'f', 3, 64), strconv.FormatInt(s.Host, 10),
-			strconv.FormatInt(s.Dev, 10), strconv.FormatInt(s.GC, 10), strconv.FormatInt(s.Resets, 10)}
+			strconv.FormatInt(s.Dev, 10), strconv.FormatInt(s.GC, 10), strconv.FormatInt(s.Resets, 10),
+			strconv.FormatInt(s.Headers, 10), strconv.FormatInt(s.Pad, 10), strconv.FormatInt(s.Meta, 10)}
 	})
 }
 

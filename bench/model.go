@@ -104,10 +104,18 @@ func verdicts(ws *gcWorkloadSummary) []string {
 	switch w {
 	case WorkUniform:
 		if mru != nil && ws.RefWAF > 0 {
-			dev := mru.WAF/ws.RefWAF - 1
+			// The model predicts the data and GC's copies (with their
+			// record headers); metadata is the engine's own, and on
+			// the default 1 MiB zones its checkpoints, which grow with
+			// the files' extent maps, rise from 0.01 to about 0.25 per
+			// host byte over the first 3 capacities, then wander by
+			// +-0.04 window to window: the same run's WAF drifted by
+			// that much. The verdict compares the WAF without it and
+			// says the whole WAF too.
+			dev := mru.WAFNoMeta/ws.RefWAF - 1
 			verdict(math.Abs(dev) <= uniformModelTol,
-				"mru/greedy WAF %.3f is %+.1f%% from the analytic greedy WAF %.3f (target: within %.0f%%)",
-				mru.WAF, 100*dev, ws.RefWAF, 100*uniformModelTol)
+				"mru/greedy WAF without metadata %.3f is %+.1f%% from the analytic greedy WAF %.3f (target: within %.0f%%); with metadata %.3f (%+.1f%%)",
+				mru.WAFNoMeta, 100*dev, ws.RefWAF, 100*uniformModelTol, mru.WAF, 100*(mru.WAF/ws.RefWAF-1))
 		}
 		if need("mru/greedy and none/greedy", mru, none) {
 			out = append(out, fmt.Sprintf("%s: expected: placement changes little when every block is equally hot: mru/none WAF %.2fx, throughput %.2fx",
