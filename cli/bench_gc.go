@@ -46,7 +46,8 @@ round-robin (appends rotate over the open zones). GC policy: greedy (least
 valid data) or cost-benefit ((1-u)·age/(1+u)). A third part, 1-stream or
 2-streams, sets how many zones GC sorts its copies into (hot and cold; by
 default two where the device's open limit leaves room beside the data
-zones, as it does on the default device). Default: mru and none under
+zones, as it does on the default device); /no-bg turns background GC
+off (writers still collect when space runs out). Default: mru and none under
 greedy, and mru under cost-benefit for uniform and hotcold (whose verdicts
 read it). --placements and --gc-policies run every combination of the two
 lists instead.
@@ -61,7 +62,9 @@ Per workload and configuration it reports:
   steady      runs whose warm-up became steady (the rest hit the cap)
   warm-up     device capacities written before measuring
 and the ratios of medians against none: MiB/s (higher is better) and WAF
-(lower is better). The uniform WAF chart draws the analytic greedy WAF
+(lower is better), and a line per configuration that takes the WAF apart:
+data, record headers, zone-tail pad, metadata and GC copies, each in
+device bytes per host byte. The uniform WAF chart draws the analytic greedy WAF
 (Desnoyers' model) at the workload's utilisation of the zones in
 circulation; the lifetimes chart draws 1.0. Verdict lines say per workload
 whether it met its expectation, and plainly where mru or cost-benefit fall
@@ -114,7 +117,7 @@ real zoned device; null: serves the seed workload alone.`,
 	numberVar(f, &o.Steady.Tol, "steady-tol", o.Steady.Tol, "steady once successive windows' WAF differ by less than this fraction")
 	numberVar(f, &o.Steady.Cap, "warmup-cap", o.Steady.Cap, "device capacities the warm-up writes at most")
 	numberVar(f, &o.Steady.Span, "measure", o.Steady.Span, "device capacities measured once steady")
-	f.StringSliceVar(&o.Configs, "configs", nil, "placement/gc-policy[/N-streams] configurations to compare (default: mru/greedy, none/greedy, and mru/cost-benefit for uniform and hotcold)")
+	f.StringSliceVar(&o.Configs, "configs", nil, "placement/gc-policy[/N-streams][/no-bg] configurations to compare (default: mru/greedy, none/greedy, and mru/cost-benefit for uniform and hotcold)")
 	f.StringSliceVar(&placements, "placements", []string{"mru", "none", "round-robin"}, "placements to combine with --gc-policies (replaces --configs)")
 	f.StringSliceVar(&gcPolicies, "gc-policies", []string{"greedy"}, "GC policies to combine with --placements (replaces --configs)")
 	sizeVar(f, &o.CacheBytes, "cache", o.CacheBytes, "folio cache size: small, so that the cache absorbs few overwrites and the device sees the workload")
