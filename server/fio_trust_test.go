@@ -4,9 +4,14 @@ package server_test
 // byte of them must survive a kill -9 of the daemon.
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/zonefold/zonefold/server"
 )
 
 // kill9 kills the daemon with SIGKILL and waits for it to go.
@@ -45,4 +50,79 @@ func TestFioSyncWritesSurviveKill9(t *testing.T) {
 			d.stop()
 		})
 	}
+}
+
+// TestTruncateIsDurableWhenAnswered: a truncate's size is durable when
+// answered (docs/protocol.md), so after shrink and grow, then kill -9,
+// the file has the grown size and the bytes the shrink cut off read back
+// as zeros — never the old data.
+func TestTruncateIsDurableWhenAnswered(t *testing.T) {
+	d := newServe(t)
+	ctx := context.Background()
+	c, err := server.Dial(ctx, d.socket, 4<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size, cut = 1 << 20, 4096
+	old := bytes.Repeat([]byte{0xaa}, size)
+	files := []string{"shrink-grow", "shrink", "grow", "trunc-open"}
+	for _, name := range files {
+		h, _, err := c.Open(ctx, name, server.OpenCreate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.WriteAt(ctx, h, old, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Fsync(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+		switch name {
+		case "shrink-grow":
+			err = errors.Join(c.Truncate(ctx, h, cut), c.Truncate(ctx, h, size))
+		case "shrink":
+			err = c.Truncate(ctx, h, cut)
+		case "grow":
+			err = c.Truncate(ctx, h, 2*size)
+		case "trunc-open":
+			_, _, err = c.Open(ctx, name, server.OpenTrunc)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.kill9()
+	c.Close()
+	d = startServe(t, d.device, d.socket)
+	c, err = server.Dial(ctx, d.socket, 4<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	want := map[string][]byte{
+		"shrink-grow": append(bytes.Clone(old[:cut]), make([]byte, size-cut)...),
+		"shrink":      old[:cut],
+		"grow":        append(bytes.Clone(old), make([]byte, size)...),
+		"trunc-open":  {},
+	}
+	for _, name := range files {
+		h, n, err := c.Open(ctx, name, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got := make([]byte, n)
+		if n > 0 {
+			if _, err := c.ReadAt(ctx, h, got, 0); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		if w := want[name]; !bytes.Equal(got, w) {
+			i := 0
+			for i < min(len(got), len(w)) && got[i] == w[i] {
+				i++
+			}
+			t.Errorf("%s after kill -9: %d bytes, want %d; first difference at %d", name, len(got), len(w), i)
+		}
+	}
+	d.stop()
 }
