@@ -36,12 +36,12 @@ func TestNamespaceOpsRaceIO(t *testing.T) {
 		}
 		dur = time.Duration(n) * time.Second
 	}
-	cfg := testConfig(fmt.Sprintf("emu:%s?zone_size=1M&zones=48", filepath.Join(t.TempDir(), "dev")),
+	cfg := testConfig(fmt.Sprintf("emu:%s?zone_size=1M&zones=16", filepath.Join(t.TempDir(), "dev")),
 		filepath.Join(t.TempDir(), "zf.sock"))
 	cfg.Engine = engine.Config{CacheBytes: 1 << 20, DirtyLimit: 512 << 10}
 	d := startDaemon(t, cfg)
 	ctx := context.Background()
-	const files, fileBytes = 4, 2 << 20
+	const files, fileBytes = 4, 1 << 20
 	names := func(i int) string { return fmt.Sprintf("f%d", i) }
 	{
 		c := dial(t, d.socket)
@@ -160,11 +160,12 @@ func TestNamespaceOpsRaceIO(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	t.Logf("%d operations", ops.Load())
 	c := dial(t, d.socket)
-	if _, err := c.List(ctx); err != nil {
+	st, err := c.Stats(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("%d operations; %d GC runs, %d cache misses", ops.Load(), st.GCRuns, st.Cache.Misses)
 	if err := d.stop(t); err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}
