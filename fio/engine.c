@@ -713,6 +713,19 @@ static int zf_open_file(struct thread_data *td, struct fio_file *f)
 	}
 	h = (uint32_t) zd->sync_val;
 	FILE_SET_ENG_DATA(f, (void *) (uintptr_t) h);
+	/*
+	 * fsync_on_close: fio calls fsync(f->fd) itself before close_file,
+	 * and fails the job on its EBADF; give it an empty memfd to sync
+	 * (a no-op) and sync the file in close_file.
+	 */
+	if (td->o.fsync_on_close && (f->fd = memfd_create("zonefold-fsync", MFD_CLOEXEC)) < 0) {
+		err = -errno;
+		f->fd = -1;
+		sync_call(zd, ZF_OP_CLOSE, 0, h, 0, NULL);
+		FILE_SET_ENG_DATA(f, NULL);
+		td_verror(td, -err, "zonefold memfd");
+		return 1;
+	}
 	if (td_read(td) && f->io_size != -1ULL && zd->sync_val2 < end) {
 		if ((err = sync_call(zd, ZF_OP_TRUNCATE, 0, h, end, NULL)) < 0) {
 			log_err("zonefold: lay out %s to %llu bytes: %s\n", f->file_name,
@@ -728,10 +741,20 @@ static int zf_close_file(struct thread_data *td, struct fio_file *f)
 {
 	struct zf_data *zd = td->io_ops_data;
 	uint32_t h = (uint32_t) (uintptr_t) FILE_ENG_DATA(f);
-	int err = 0;
+	int err = 0, cerr;
 
-	if (zd && zd->fd >= 0 && h)
-		err = sync_call(zd, ZF_OP_CLOSE, 0, h, 0, NULL);
+	if (zd && zd->fd >= 0 && h) {
+		/* fsync_on_close: the file is durable once closed. */
+		if (td->o.fsync_on_close && (td_write(td) || td->o.override_sync))
+			err = sync_call(zd, ZF_OP_FSYNC, 0, h, 0, NULL);
+		cerr = sync_call(zd, ZF_OP_CLOSE, 0, h, 0, NULL);
+		if (!err)
+			err = cerr;
+	}
+	if (f->fd >= 0) {
+		close(f->fd);
+		f->fd = -1;
+	}
 	FILE_SET_ENG_DATA(f, NULL);
 	return err < 0 ? -err : 0;
 }

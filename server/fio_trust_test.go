@@ -126,3 +126,32 @@ func TestTruncateIsDurableWhenAnswered(t *testing.T) {
 	}
 	d.stop()
 }
+
+// TestFioFsyncOnCloseIsDurable: with fsync_on_close=1 a file fio has
+// closed is durable, even if the job then fails before its end-of-job
+// fsync. The job writes one file, closes it (openfiles=1), then fails to
+// open a second whose name is too long; the daemon is killed with
+// SIGKILL and the first file must verify on a new daemon. Before the
+// fix fio failed the job at the first close with EBADF (it calls
+// fsync(2) on the file's descriptor, which the engine did not have) and
+// the file was never synced: after the kill it was empty.
+func TestFioFsyncOnCloseIsDurable(t *testing.T) {
+	fioEnv(t)
+	d := newServe(t)
+	job := func(files string, extra ...string) []string {
+		return append(fioArgs(t, d, "on-close", "--filename="+files, "--filesize=1m", "--rw=write", "--bs=64k",
+			"--iodepth=4", "--verify=crc32c"), extra...)
+	}
+	out, _ := runFioWatched(t, d, job("on-close:"+strings.Repeat("x", 300), "--openfiles=1",
+		"--file_service_type=sequential", "--fsync_on_close=1", "--do_verify=0")...)
+	if !strings.Contains(out, "File name too long") || strings.Contains(out, "Bad file descriptor") {
+		t.Fatalf("want the job to fail only at the second file's open:\n%s", out)
+	}
+	d.kill9()
+	d = startServe(t, d.device, d.socket)
+	out, err := runFioWatched(t, d, job("on-close", "--verify_only=1")...)
+	if err != nil || strings.Contains(out, "verify:") || !strings.Contains(out, "err= 0") {
+		t.Fatalf("a file fio closed with fsync_on_close=1 does not verify after kill -9: %v\n%s", err, out)
+	}
+	d.stop()
+}
