@@ -8,8 +8,10 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/zonefold/zonefold/server"
 )
@@ -152,6 +154,150 @@ func TestFioFsyncOnCloseIsDurable(t *testing.T) {
 	out, err := runFioWatched(t, d, job("on-close", "--verify_only=1")...)
 	if err != nil || strings.Contains(out, "verify:") || !strings.Contains(out, "err= 0") {
 		t.Fatalf("a file fio closed with fsync_on_close=1 does not verify after kill -9: %v\n%s", err, out)
+	}
+	d.stop()
+}
+
+// TestFsyncCoversOtherClientsWrites: fsync is of the file, not of the
+// handle or the connection: data one client wrote (and closed without
+// syncing) is durable once another client's fsync of the same file, or
+// its fsync of every file (handle 0), returns. Checked across kill -9.
+func TestFsyncCoversOtherClientsWrites(t *testing.T) {
+	d := newServe(t)
+	ctx := context.Background()
+	dial := func() *server.Client {
+		c, err := server.Dial(ctx, d.socket, 4<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	want := map[string][]byte{}
+	for i, name := range []string{"by-handle", "by-all", "by-handle-open"} {
+		data := bytes.Repeat([]byte{byte(i + 1)}, 300<<10)
+		want[name] = data
+		w, s := dial(), dial()
+		h, _, err := w.Open(ctx, name, server.OpenCreate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.WriteAt(ctx, h, data, 0); err != nil {
+			t.Fatal(err)
+		}
+		if name != "by-handle-open" {
+			if err := w.CloseFile(ctx, h); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if name == "by-all" {
+			err = s.Fsync(ctx, 0)
+		} else {
+			var sh uint32
+			if sh, _, err = s.Open(ctx, name, 0); err == nil {
+				err = s.Fsync(ctx, sh)
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		defer s.Close()
+	}
+	d.kill9()
+	d = startServe(t, d.device, d.socket)
+	c := dial()
+	defer c.Close()
+	for name, data := range want {
+		h, n, err := c.Open(ctx, name, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got := make([]byte, n)
+		if n > 0 {
+			if _, err := c.ReadAt(ctx, h, got, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(got, data) {
+			t.Errorf("%s: %d bytes after kill -9, want the %d another client's fsync covered", name, len(got), len(data))
+		}
+	}
+	d.stop()
+}
+
+// TestRenameOverAFileAcrossKill9: a rename that replaces a synced file
+// with another synced file leaves, after kill -9 at any moment around
+// it, one of the two whole — never neither, an empty or a mixed file.
+// The kill comes right after the rename is answered, or while renames
+// run back to back.
+func TestRenameOverAFileAcrossKill9(t *testing.T) {
+	d := newServe(t)
+	ctx := context.Background()
+	versions := map[byte]bool{}
+	for round := range 6 {
+		c, err := server.Dial(ctx, d.socket, 4<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		put := func(name string, v byte) error {
+			mu.Lock()
+			versions[v] = true // before the write: it may land
+			mu.Unlock()
+			h, _, err := c.Open(ctx, name, server.OpenCreate|server.OpenTrunc)
+			if err == nil {
+				_, err = c.WriteAt(ctx, h, bytes.Repeat([]byte{v}, 200<<10+int(v)), 0)
+			}
+			if err == nil {
+				err = c.Fsync(ctx, h)
+			}
+			if err == nil {
+				err = c.CloseFile(ctx, h)
+			}
+			return err
+		}
+		base := byte(round * 40)
+		if err := put("target", base+1); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := byte(2); i < 40; i++ {
+				if put("tmp", base+i) != nil || c.Rename(ctx, "tmp", "target") != nil || round%2 == 0 {
+					return // killed, or the kill right after the first rename
+				}
+			}
+		}()
+		if round%2 == 0 {
+			<-done
+		} else {
+			time.Sleep(time.Duration(round) * 5 * time.Millisecond)
+		}
+		d.kill9()
+		<-done
+		c.Close()
+		d = startServe(t, d.device, d.socket)
+		c, err = server.Dial(ctx, d.socket, 4<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, n, err := c.Open(ctx, "target", 0)
+		if err != nil {
+			t.Fatalf("round %d: target after kill -9: %v", round, err)
+		}
+		got := make([]byte, n)
+		if _, err := c.ReadAt(ctx, h, got, 0); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			t.Fatalf("round %d: target is empty after kill -9", round)
+		}
+		v := got[0]
+		if !versions[v] || n != 200<<10+int64(v) || !bytes.Equal(got, bytes.Repeat([]byte{v}, len(got))) {
+			t.Fatalf("round %d: target after kill -9 is no version written: %d bytes, first byte %d", round, n, v)
+		}
+		c.Close()
 	}
 	d.stop()
 }
