@@ -60,16 +60,24 @@ func TestSyncAfterAFailedSyncIsDurable(t *testing.T) {
 			if !synced {
 				t.Fatal("no sync succeeded after the fault")
 			}
-			e.crashForTest()
-			if err := emu.PowerCut(); err != nil {
-				t.Fatal(err)
-			}
-			emu.Close()
-			e = reopen(t, devName, cfg)
+			e = powerCutReopen(t, e, devName, cfg)
 			defer e.Close()
 			if got := readAll(t, e, "a"); !bytes.Equal(got, want) {
 				t.Fatalf("a synced file lost data to a power cut after a sync that failed and one that succeeded: %d bytes, want %d", len(got), len(want))
 			}
 		})
 	}
+}
+
+// powerCutReopen crashes e, cuts the power of its emu device and opens
+// the engine on it again.
+func powerCutReopen(t *testing.T, e *Engine, devName string, cfg Config) *Engine {
+	t.Helper()
+	e.crashForTest()
+	emu := emuOf(t, e)
+	if err := emu.PowerCut(); err != nil {
+		t.Fatal(err)
+	}
+	emu.Close()
+	return reopen(t, devName, cfg)
 }

@@ -71,6 +71,7 @@ enum {
 	ZF_OP_STAT = 10,
 };
 #define ZF_OPEN_CREATE 1
+#define ZF_TRUNCATE_GROW 1
 
 /* The tail of the data part holds names; fio's buffers are before it. */
 #define ZF_CTL_BYTES 4096
@@ -727,7 +728,8 @@ static int zf_open_file(struct thread_data *td, struct fio_file *f)
 		return 1;
 	}
 	if (td_read(td) && f->io_size != -1ULL && zd->sync_val2 < end) {
-		if ((err = sync_call(zd, ZF_OP_TRUNCATE, 0, h, end, NULL)) < 0) {
+		/* Grow only: another job may have written past end since open. */
+		if ((err = sync_call(zd, ZF_OP_TRUNCATE, ZF_TRUNCATE_GROW, h, end, NULL)) < 0) {
 			log_err("zonefold: lay out %s to %llu bytes: %s\n", f->file_name,
 				(unsigned long long) end, strerror(-err));
 			td_verror(td, -err, "zonefold lay out");

@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -108,16 +110,7 @@ func TestTruncateIsDurableWhenAnswered(t *testing.T) {
 		"trunc-open":  {},
 	}
 	for _, name := range files {
-		h, n, err := c.Open(ctx, name, 0)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		got := make([]byte, n)
-		if n > 0 {
-			if _, err := c.ReadAt(ctx, h, got, 0); err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-		}
+		got := readWhole(t, c, name)
 		if w := want[name]; !bytes.Equal(got, w) {
 			i := 0
 			for i < min(len(got), len(w)) && got[i] == w[i] {
@@ -208,17 +201,7 @@ func TestFsyncCoversOtherClientsWrites(t *testing.T) {
 	c := dial()
 	defer c.Close()
 	for name, data := range want {
-		h, n, err := c.Open(ctx, name, 0)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		got := make([]byte, n)
-		if n > 0 {
-			if _, err := c.ReadAt(ctx, h, got, 0); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if !bytes.Equal(got, data) {
+		if got := readWhole(t, c, name); !bytes.Equal(got, data) {
 			t.Errorf("%s: %d bytes after kill -9, want the %d another client's fsync covered", name, len(got), len(data))
 		}
 	}
@@ -282,14 +265,8 @@ func TestRenameOverAFileAcrossKill9(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, n, err := c.Open(ctx, "target", 0)
-		if err != nil {
-			t.Fatalf("round %d: target after kill -9: %v", round, err)
-		}
-		got := make([]byte, n)
-		if _, err := c.ReadAt(ctx, h, got, 0); err != nil {
-			t.Fatal(err)
-		}
+		got := readWhole(t, c, "target")
+		n := int64(len(got))
 		if n == 0 {
 			t.Fatalf("round %d: target is empty after kill -9", round)
 		}
@@ -300,4 +277,87 @@ func TestRenameOverAFileAcrossKill9(t *testing.T) {
 		c.Close()
 	}
 	d.stop()
+}
+
+// TestFioLayoutNeverShrinksAFile: a fio job that reads lays its file out
+// to the end of its range when the file is shorter (zf_open_file). If
+// another client extends the file between the job's open and the
+// layout, the layout must not cut it back. Deterministic: the daemon
+// holds every truncate until another client has written 2 MiB; before
+// the fix the engine laid out with a truncate, which then cut the file
+// to the job's 1 MiB (found by 16 fio jobs on one file with
+// offset_increment, randrw and verify: verify read zeros).
+func TestFioLayoutNeverShrinksAFile(t *testing.T) {
+	fio, engine := fioEnv(t)
+	socket := server.NewTestDaemon(t)
+	held, release := server.HoldOps(t, server.OpTruncate)
+	cmd := exec.Command(fio, "--name=layout", "--ioengine=external:"+engine, "--sock="+socket,
+		"--filename=shared", "--rw=read", "--bs=64k", "--size=1m")
+	cmd.Dir = t.TempDir()
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fioDone := make(chan error, 1)
+	go func() { fioDone <- cmd.Wait() }()
+	var fioErr error
+	finished := false
+	select {
+	case <-held: // the job's layout truncate, held
+	case fioErr = <-fioDone:
+		finished = true
+	case <-time.After(time.Minute):
+		t.Fatalf("fio neither laid the file out nor finished in a minute:\n%s", out)
+	}
+	ctx := context.Background()
+	c, err := server.Dial(ctx, socket, 4<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h, _, err := c.Open(ctx, "shared", server.OpenCreate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Repeat([]byte("other client"), 2<<20/12)
+	if _, err := c.WriteAt(ctx, h, want, 0); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if !finished {
+		fioErr = <-fioDone
+	}
+	if fioErr != nil {
+		t.Fatalf("fio: %v\n%s", fioErr, out)
+	}
+	st, err := c.Stat(ctx, "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(want))
+	if _, err := c.ReadAt(ctx, h, got, 0); err != nil && !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	if st.Size != int64(len(want)) || !bytes.Equal(got, want) {
+		t.Fatalf("after a fio job laid the file out: %d bytes, want the other client's %d intact", st.Size, len(want))
+	}
+}
+
+// readWhole reads all of a file through c.
+func readWhole(t *testing.T, c *server.Client, name string) []byte {
+	t.Helper()
+	ctx := context.Background()
+	h, n, err := c.Open(ctx, name, 0)
+	if err != nil {
+		t.Fatalf("open %s: %v", name, err)
+	}
+	defer c.CloseFile(ctx, h)
+	got := make([]byte, n)
+	if n > 0 {
+		if _, err := c.ReadAt(ctx, h, got, 0); err != nil {
+			t.Fatalf("read %s: %v", name, err)
+		}
+	}
+	return got
 }
