@@ -407,7 +407,15 @@ const MaxFileSize = 1 << 50
 
 // Truncate sets the file's size. Bytes past a shrunk end read as zeros if
 // the file grows again. Durable when Truncate returns.
-func (h *File) Truncate(size int64) error {
+func (h *File) Truncate(size int64) error { return h.truncate(size, false) }
+
+// Grow is Truncate that never shrinks: a file already at least size
+// bytes long, when no write is running, is left as it is. Unlike a stat
+// followed by a truncate, a write that extends the file in between is
+// never cut.
+func (h *File) Grow(size int64) error { return h.truncate(size, true) }
+
+func (h *File) truncate(size int64, grow bool) error {
 	if err := h.check(); err != nil {
 		return err
 	}
@@ -422,6 +430,10 @@ func (h *File) Truncate(size int64) error {
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
 	f.mu.Lock()
+	if grow && f.size >= size {
+		f.mu.Unlock()
+		return nil
+	}
 	f.size = size
 	f.mu.Unlock()
 	e.cache.Truncate(f.id, size)

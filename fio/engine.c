@@ -15,6 +15,11 @@
  * in the region that the daemon wakes when it publishes. New I/O may be
  * queued while earlier I/O is unreaped.
  *
+ * sync=1 (or dsync) means what O_SYNC means to fio's own engines: a
+ * write is durable when fio sees it complete. The daemon acknowledges a
+ * write once its cache holds it, so the engine follows each write with
+ * an fsync of its file and completes the write only when that returns.
+ *
  * fio's filename is the zonefold file name (created if missing). File
  * sizes follow fio's options as for regular files (zf_setup): size=,
  * nrfiles=, filesize= (a size or a range), or the daemon's size of an
@@ -66,13 +71,15 @@ enum {
 	ZF_OP_STAT = 10,
 };
 #define ZF_OPEN_CREATE 1
+#define ZF_TRUNCATE_GROW 1
 
 /* The tail of the data part holds names; fio's buffers are before it. */
 #define ZF_CTL_BYTES 4096
 /*
  * Tag of the one synchronous request (open, close, stat) a job may have
  * outstanding; I/O requests are tagged with their io_u's address, which
- * is never odd.
+ * is never odd, and the fsync that follows a sync=1 write with that
+ * address plus one.
  */
 #define ZF_SYNC_TAG 1
 /*
@@ -127,6 +134,9 @@ struct zf_data {
 	struct io_u **done;        /* ring: replied, not yet handed to fio */
 	unsigned int done_head, done_count, done_cap;
 	struct io_u **events;      /* what the last getevents returned */
+
+	int sync_writes;           /* sync=1: a write completes once its file is fsynced */
+	uint8_t *fsbuf;            /* those fsyncs, encoded while reaping */
 
 	int sync_waiting;          /* a synchronous request is outstanding */
 	uint32_t sync_status;
@@ -374,6 +384,10 @@ static int reap(struct zf_data *zd)
 {
 	uint32_t tail = __atomic_load_n(zd->cq_tail_p, __ATOMIC_ACQUIRE);
 	uint32_t k = tail - zd->cq_head, i;
+	unsigned int nfs = 0;
+	struct io_u *io_u;
+	uint64_t val;
+	int err;
 
 	if (k > zd->entries) {
 		log_err("zonefold: the daemon's completion tail %u is more than a ring past %u\n", tail,
@@ -390,8 +404,26 @@ static int reap(struct zf_data *zd)
 			zd->sync_status = status;
 			zd->sync_val = get64(b + 16);
 			zd->sync_val2 = get64(b + 24);
+		} else if (zd->inflight > 0 && tag > ZF_SYNC_TAG && (tag & 1)) {
+			/* The fsync that makes a sync=1 write durable. */
+			io_u = (struct io_u *) (uintptr_t) (tag & ~1ULL);
+			complete(zd, io_u, status, io_u->xfer_buflen - io_u->resid);
 		} else if (zd->inflight > 0 && tag && !(tag & 1)) {
-			complete(zd, (struct io_u *) (uintptr_t) tag, status, get64(b + 16));
+			io_u = (struct io_u *) (uintptr_t) tag;
+			val = get64(b + 16);
+			if (!zd->sync_writes || io_u->ddir != DDIR_WRITE || status) {
+				complete(zd, io_u, status, val);
+				continue;
+			}
+			/*
+			 * sync=1: the write completes only once an fsync of
+			 * its file has; the fsync takes the write's place in
+			 * the ring, so what is outstanding does not grow.
+			 */
+			io_u->resid = val < io_u->xfer_buflen ? io_u->xfer_buflen - val : 0;
+			encode_req(zd->fsbuf + nfs * ZF_REQ_SIZE, tag | 1, ZF_OP_FSYNC, 0,
+				   (uint32_t) (uintptr_t) FILE_ENG_DATA(io_u->file), 0, 0, 0);
+			nfs++;
 		} else {
 			log_err("zonefold: reply with unknown tag %#llx\n", (unsigned long long) tag);
 			return -EPROTO;
@@ -399,6 +431,8 @@ static int reap(struct zf_data *zd)
 	}
 	zd->cq_head = tail;
 	__atomic_store_n(zd->cq_head_p, tail, __ATOMIC_RELEASE);
+	if (nfs && (err = publish(zd, zd->fsbuf, nfs)) < 0)
+		return err;
 	return k;
 }
 
@@ -502,6 +536,7 @@ static void zf_free(struct zf_data *zd)
 	if (zd->mapped)
 		munmap(zd->mapped, zd->map_len);
 	free(zd->sbuf);
+	free(zd->fsbuf);
 	free(zd->pending);
 	free(zd->done);
 	free(zd->events);
@@ -551,10 +586,12 @@ static int zf_init(struct thread_data *td)
 		return 1;
 	}
 	zd->sbuf = malloc((size_t) zd->done_cap * ZF_REQ_SIZE);
+	zd->sync_writes = td->o.sync_io != 0;
+	zd->fsbuf = malloc((size_t) zd->done_cap * ZF_REQ_SIZE);
 	zd->pending = calloc(zd->done_cap, sizeof(*zd->pending));
 	zd->done = calloc(zd->done_cap, sizeof(*zd->done));
 	zd->events = calloc(zd->done_cap, sizeof(*zd->events));
-	if (!zd->sbuf || !zd->pending || !zd->done || !zd->events) {
+	if (!zd->sbuf || !zd->fsbuf || !zd->pending || !zd->done || !zd->events) {
 		td_verror(td, ENOMEM, "zonefold init");
 		return 1;
 	}
@@ -677,8 +714,22 @@ static int zf_open_file(struct thread_data *td, struct fio_file *f)
 	}
 	h = (uint32_t) zd->sync_val;
 	FILE_SET_ENG_DATA(f, (void *) (uintptr_t) h);
+	/*
+	 * fsync_on_close: fio calls fsync(f->fd) itself before close_file,
+	 * and fails the job on its EBADF; give it an empty memfd to sync
+	 * (a no-op) and sync the file in close_file.
+	 */
+	if (td->o.fsync_on_close && (f->fd = memfd_create("zonefold-fsync", MFD_CLOEXEC)) < 0) {
+		err = -errno;
+		f->fd = -1;
+		sync_call(zd, ZF_OP_CLOSE, 0, h, 0, NULL);
+		FILE_SET_ENG_DATA(f, NULL);
+		td_verror(td, -err, "zonefold memfd");
+		return 1;
+	}
 	if (td_read(td) && f->io_size != -1ULL && zd->sync_val2 < end) {
-		if ((err = sync_call(zd, ZF_OP_TRUNCATE, 0, h, end, NULL)) < 0) {
+		/* Grow only: another job may have written past end since open. */
+		if ((err = sync_call(zd, ZF_OP_TRUNCATE, ZF_TRUNCATE_GROW, h, end, NULL)) < 0) {
 			log_err("zonefold: lay out %s to %llu bytes: %s\n", f->file_name,
 				(unsigned long long) end, strerror(-err));
 			td_verror(td, -err, "zonefold lay out");
@@ -692,10 +743,20 @@ static int zf_close_file(struct thread_data *td, struct fio_file *f)
 {
 	struct zf_data *zd = td->io_ops_data;
 	uint32_t h = (uint32_t) (uintptr_t) FILE_ENG_DATA(f);
-	int err = 0;
+	int err = 0, cerr;
 
-	if (zd && zd->fd >= 0 && h)
-		err = sync_call(zd, ZF_OP_CLOSE, 0, h, 0, NULL);
+	if (zd && zd->fd >= 0 && h) {
+		/* fsync_on_close: the file is durable once closed. */
+		if (td->o.fsync_on_close && (td_write(td) || td->o.override_sync))
+			err = sync_call(zd, ZF_OP_FSYNC, 0, h, 0, NULL);
+		cerr = sync_call(zd, ZF_OP_CLOSE, 0, h, 0, NULL);
+		if (!err)
+			err = cerr;
+	}
+	if (f->fd >= 0) {
+		close(f->fd);
+		f->fd = -1;
+	}
 	FILE_SET_ENG_DATA(f, NULL);
 	return err < 0 ? -err : 0;
 }

@@ -60,7 +60,11 @@ func (c *conn) exec(sl *slot) {
 		case OpFsync:
 			err = h.f.SyncContext(c.ctx)
 		case OpTruncate:
-			err = h.f.Truncate(int64(q.Off))
+			if q.Flags&TruncateGrow != 0 {
+				err = h.f.Grow(int64(q.Off))
+			} else {
+				err = h.f.Truncate(int64(q.Off))
+			}
 		default:
 			fi := h.f.Stat()
 			r.Val, r.Val2 = uint64(fi.Size), fi.ID

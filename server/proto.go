@@ -89,6 +89,14 @@ const (
 	openFlags  = OpenCreate | OpenTrunc | OpenExcl
 )
 
+// Truncate flags.
+const (
+	// TruncateGrow only grows the file: one already at least off bytes
+	// long is left as it is, even if another client extended it since
+	// the caller last saw its size (a layout that never cuts).
+	TruncateGrow = 1 << 0
+)
+
 // Status is a reply's result: 0 or a Linux errno value, so that a C
 // client can hand it to its caller as is.
 type Status uint32
@@ -383,8 +391,8 @@ func ParseRequest(b []byte, regionLen uint64) (Request, Status) {
 	if q.Op == 0 || q.Op >= opLimit {
 		return q, StatusNoOp
 	}
-	// Every operation but open takes no flags.
-	if q.Flags != 0 && (q.Op != OpOpen || q.Flags&^openFlags != 0) {
+	// Every operation but open and truncate takes no flags.
+	if q.Flags != 0 && !(q.Op == OpOpen && q.Flags&^openFlags == 0 || q.Op == OpTruncate && q.Flags&^TruncateGrow == 0) {
 		return q, StatusInvalid
 	}
 	if q.Len2 != 0 && q.Op != OpRename {

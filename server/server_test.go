@@ -259,6 +259,7 @@ func testBadRequests(t *testing.T, c *Client) {
 		{"reserved field set", reserved, StatusInvalid},
 		{"flags on a read", encodeReq(Request{Op: OpRead, Flags: 1, Handle: h, Len: 1}), StatusInvalid},
 		{"unknown open flag", encodeReq(Request{Op: OpOpen, Flags: 0x80, Len: 1}), StatusInvalid},
+		{"unknown truncate flag", encodeReq(Request{Op: OpTruncate, Flags: 2, Handle: h}), StatusInvalid},
 		{"oversize read", encodeReq(Request{Op: OpRead, Handle: h, Len: MaxIO + 1}), StatusTooBig},
 		{"range past the region", encodeReq(Request{Op: OpWrite, Handle: h, Addr: region - 10, Len: 11}), StatusFault},
 		{"range wrapping around", encodeReq(Request{Op: OpWrite, Handle: h, Addr: ^uint64(0) - 5, Len: 10}), StatusFault},
