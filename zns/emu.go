@@ -13,12 +13,15 @@ import (
 	"sync"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/zonefold/zonefold/uring"
 )
 
 // Emu is an emulated zoned device on a regular file or a block device. The
 // zone rules are enforced in software (see zoneTable); data goes through
-// the ring to the file.
+// the ring to the file, page-aligned appends with O_DIRECT where the file
+// system takes it (see openDirect).
 //
 // On-disk layout: two header slots at the start of the file, then the
 // zones. A slot holds the geometry, a sequence number, every zone's write
@@ -73,6 +76,9 @@ type Emu struct {
 	// testHookFlushSync, if set, runs in Flush just before it syncs the
 	// data: tests hold a flush there.
 	testHookFlushSync func()
+	// df is the file opened again with O_DIRECT, nil where the file
+	// system refuses it (see openDirect).
+	df *os.File
 }
 
 const (
@@ -233,7 +239,31 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 			return nil, fmt.Errorf("zns: emu %s: format: %w", sp.path, err)
 		}
 	}
+	if e.df = openDirect(f); e.df != nil {
+		e.direct, e.hasDirect = uring.FD(int(e.df.Fd())), true
+	}
 	return e, nil
+}
+
+// openDirect opens f's file again with O_DIRECT, or returns nil if its
+// file system does not take it (tmpfs before Linux 6.6).
+//
+// Appends, page-aligned as the engine makes them (its header blocks and
+// its cache's folios are), go through it: the data goes from the
+// caller's buffer to the disk as it is written, as it would to a zoned
+// drive, rather than into the page cache, to be copied there once more
+// and written to the disk only by the next Flush's fdatasync, all at
+// once and from the one goroutine that flushes. A Flush's fdatasync
+// still follows (the disk's volatile cache, and the block allocation of
+// the file's holes), so nothing is durable earlier than before. Reads and
+// the header slots keep the buffered descriptor; the kernel keeps the two
+// coherent (a direct write drops the cached pages it overwrites).
+func openDirect(f *os.File) *os.File {
+	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	return os.NewFile(uintptr(fd), f.Name())
 }
 
 // readEmuHeader finds the newest valid header slot. found is false when
@@ -496,6 +526,12 @@ func (e *Emu) Close() error {
 	e.flushMu.Lock()
 	defer e.flushMu.Unlock()
 	err := e.closeRing()
+	if e.df != nil {
+		if cerr := e.df.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("zns: emu close: %w", cerr)
+		}
+		e.df = nil
+	}
 	if e.f != nil {
 		if cerr := e.f.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("zns: emu close: %w", cerr)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"syscall"
+	"unsafe"
 
 	"github.com/zonefold/zonefold/uring"
 )
@@ -26,6 +27,11 @@ type soft struct {
 	closed bool
 	faults faults
 	last   lastWrite
+	// direct, if hasDirect, is the file opened again with O_DIRECT: a
+	// write whose buffers and offset are all page-aligned goes through
+	// it (see Emu).
+	direct    uring.File
+	hasDirect bool
 }
 
 // faults are the armed fault injections (emu); countdowns, 0 = disarmed.
@@ -97,6 +103,25 @@ func (r *softReq) Complete(res uring.Result) {
 	app.Appended(off, nil)
 }
 
+// directAlign is the alignment an O_DIRECT write's offset, lengths and
+// buffer addresses need here: a page, which every block size a disk
+// reports divides.
+const directAlign = 4096
+
+// directAligned reports whether a write of bufs at off may go through
+// O_DIRECT.
+func directAligned(bufs [][]byte, off int64) bool {
+	if off%directAlign != 0 {
+		return false
+	}
+	for _, b := range bufs {
+		if len(b)%directAlign != 0 || (len(b) > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%directAlign != 0) {
+			return false
+		}
+	}
+	return true
+}
+
 func totalLen(bufs [][]byte) int64 {
 	var n int64
 	for _, b := range bufs {
@@ -151,7 +176,11 @@ func (s *soft) write(zone int, off int64, bufs [][]byte, app AppendCompletion, c
 	if !s.storage {
 		return s.submitNop(r)
 	}
-	if err := s.ring.Writev(s.file, bufs, uint64(s.dataOff+at), r); err != nil {
+	fd := s.file
+	if s.hasDirect && directAligned(bufs, s.dataOff+at) {
+		fd = s.direct
+	}
+	if err := s.ring.Writev(fd, bufs, uint64(s.dataOff+at), r); err != nil {
 		s.abandon(r)
 		return fmt.Errorf("zns: write zone %d at %d: %w", zone, at, err)
 	}
