@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand"
+	"testing"
+)
+
+// Random small overwrites fragment extent maps until a checkpoint of the
+// namespace no longer fits one metadata zone. Before the fix every
+// metadata operation from then on failed ("log operation: ... zone is
+// full", or a checkpoint that "does not fit a metadata zone") on a device
+// with room to spare: `zonefold bench gc --workload hotcold` on 1 MiB
+// zones ended so after 4-6 capacities of overwrites. The metadata log must
+// keep working, and a checkpoint, a clean reopen and a power cut must all
+// give the data back.
+func TestFragmentedCheckpointOutgrowsAMetadataZone(t *testing.T) {
+	// 128 KiB zones hold 3,200 checkpoint extents; the files below hold
+	// 4,096 blocks, every other one overwritten on its own.
+	devName := emuDevice(t, 192, "128K", "")
+	cfg := smallConfig()
+	e := formatOpen(t, devName, cfg)
+	const files, blocks = 4, 1024 // 4 MiB per file
+	rng := rand.New(rand.NewSource(5))
+	model := make([][]byte, files)
+	for i := range files {
+		f, err := e.Create(fmt.Sprintf("f%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		model[i] = make([]byte, blocks*BlockSize)
+		rng.Read(model[i])
+		if _, err := f.WriteAt(model[i], 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every other block, in a random order, twice: the second round
+	// runs GC over the zones the first left half garbage.
+	for round := range 2 {
+		for _, k := range rng.Perm(files * blocks / 2) {
+			i, b := k%files, 2*(k/files)
+			f, err := e.Open(fmt.Sprintf("f%d", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := model[i][b*BlockSize : (b+1)*BlockSize]
+			rng.Read(p)
+			if _, err := f.WriteAt(p, int64(b)*BlockSize); err != nil {
+				t.Fatalf("round %d: overwrite of f%d block %d (checkpoints %d): %v", round, i, b, e.Stats().Checkpoints, err)
+			}
+		}
+		for i := range files {
+			f, err := e.Open(fmt.Sprintf("f%d", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Sync(); err != nil {
+				t.Fatalf("round %d: sync f%d: %v", round, i, err)
+			}
+		}
+		if err := e.checkpoint(); err != nil {
+			t.Fatalf("round %d: checkpoint: %v", round, err)
+		}
+		if _, err := e.Create(fmt.Sprintf("after%d", round)); err != nil {
+			t.Fatalf("round %d: create after the checkpoint: %v", round, err)
+		}
+	}
+	n := 0
+	for _, f := range e.snapshot().files {
+		n += len(f.ext)
+	}
+	if n*ckptExtSize <= int(e.geo.ZoneCap) {
+		t.Fatalf("only %d extents (%d bytes): the test wants a checkpoint larger than a %d-byte zone", n, n*ckptExtSize, e.geo.ZoneCap)
+	}
+	check := func(e *Engine, when string) {
+		t.Helper()
+		for i := range files {
+			if got := readAll(t, e, fmt.Sprintf("f%d", i)); !bytes.Equal(got, model[i]) {
+				t.Fatalf("%s: f%d differs", when, i)
+			}
+		}
+	}
+	check(e, "before reopen")
+	if err := e.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	e = reopen(t, devName, cfg)
+	check(e, "after reopen")
+	checkFsck(t, devName)
+	// A sync, then more fragmenting overwrites that are synced too, then
+	// a power cut: recovery reads the big checkpoint and the log after it.
+	for _, k := range rng.Perm(files * blocks / 2)[:512] {
+		i, b := k%files, 2*(k/files)+1
+		f, err := e.Open(fmt.Sprintf("f%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := model[i][b*BlockSize : (b+1)*BlockSize]
+		rng.Read(p)
+		if _, err := f.WriteAt(p, int64(b)*BlockSize); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	emu := emuOf(t, e)
+	e.crashForTest()
+	if err := emu.PowerCut(); err != nil {
+		t.Fatal(err)
+	}
+	emu.Close()
+	e = reopen(t, devName, cfg)
+	defer e.Close()
+	check(e, "after the power cut")
+}
