@@ -43,7 +43,8 @@ func (e *Engine) recover() error {
 	if e.meta, err = newMetaLog(e); err != nil {
 		return err
 	}
-	buf, err := newScanBuf(int(max(e.geo.ZoneCap, 1<<20)))
+	// A record in a metadata half is at most the half long.
+	buf, err := newScanBuf(int(max(e.sb.metaHalfCap(), 1<<20)))
 	if err != nil {
 		return err
 	}
@@ -60,9 +61,8 @@ func (e *Engine) recover() error {
 	var ckpt *checkpointState
 	var ckptZone int
 	var zoneOps [2][]nsOp
-	for i, mz := range e.sb.MetaZones {
-		rz := report[mz]
-		c, ops, err := e.scanMetaZone(rz, buf, w)
+	for i := range e.sb.MetaZones {
+		c, ops, err := e.scanMetaHalf(i, report, buf, w)
 		if err != nil {
 			return err
 		}
@@ -191,15 +191,31 @@ func (e *Engine) startFresh() error {
 // (its first): everything after it is numbered above.
 const formatSeq = 1
 
-// scanMetaZone reads one metadata zone's records.
-func (e *Engine) scanMetaZone(rz zns.Zone, buf *scanBuf, w *uring.Waiter) (*checkpointState, []nsOp, error) {
+// metaHalfEnd is where metadata half h's log ends at the latest: its
+// zones fill in order, so past the first one not written to capacity
+// there is nothing of it.
+func (e *Engine) metaHalfEnd(h int, report []zns.Zone) int64 {
+	var end int64
+	for i := range e.sb.MetaGroup {
+		rz := report[e.sb.MetaZones[h]+i]
+		w := min(max(rz.WP-rz.Start, 0), e.sb.ZoneCap)
+		end += w
+		if w < e.sb.ZoneCap {
+			break
+		}
+	}
+	return end
+}
+
+// scanMetaHalf reads one metadata half's records.
+func (e *Engine) scanMetaHalf(half int, report []zns.Zone, buf *scanBuf, w *uring.Waiter) (*checkpointState, []nsOp, error) {
 	var best *checkpointState
 	var ops []nsOp
-	end := rz.WP - rz.Start
+	end := e.metaHalfEnd(half, report)
 	for off := int64(BlockSize); off+BlockSize <= end; {
 		hb := buf.mem[:BlockSize]
-		if err := e.readDev(rz.Start+off, hb, w); err != nil {
-			return nil, nil, fmt.Errorf("engine: recover: read metadata at %d: %w", rz.Start+off, err)
+		if err := e.readMeta(half, off, hb, w); err != nil {
+			return nil, nil, fmt.Errorf("engine: recover: read metadata half %d at %d: %w", half, off, err)
 		}
 		h, err := decodeMetaHeader(hb)
 		if err != nil || h.fs != e.sb.FS() {
@@ -210,8 +226,8 @@ func (e *Engine) scanMetaZone(rz zns.Zone, buf *scanBuf, w *uring.Waiter) (*chec
 			break // torn
 		}
 		rec := buf.mem[:n]
-		if err := e.readDev(rz.Start+off+BlockSize, rec[BlockSize:], w); err != nil {
-			return nil, nil, fmt.Errorf("engine: recover: read metadata at %d: %w", rz.Start+off, err)
+		if err := e.readMeta(half, off+BlockSize, rec[BlockSize:], w); err != nil {
+			return nil, nil, fmt.Errorf("engine: recover: read metadata half %d at %d: %w", half, off, err)
 		}
 		payload, err := verifyMeta(rec, h)
 		if err != nil {
