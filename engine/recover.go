@@ -34,6 +34,23 @@ func newScanBuf(n int) (*scanBuf, error) {
 
 func (s *scanBuf) close() { _ = unix.Munmap(s.mem) }
 
+// grow makes the buffer at least n bytes long, keeping its first block:
+// a checkpoint of a half of several zones can outgrow what a scan starts
+// with, and only the one that does pays for the memory.
+func (s *scanBuf) grow(n int) error {
+	if n <= len(s.mem) {
+		return nil
+	}
+	mem, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return fmt.Errorf("engine: map a %d-byte scan buffer: %w", n, err)
+	}
+	copy(mem, s.mem[:BlockSize])
+	s.close()
+	s.mem = mem
+	return nil
+}
+
 // recover rebuilds the file system: the newest valid checkpoint, then
 // every namespace operation and data record with a higher sequence
 // number, in order. A torn or corrupt record ends its zone. Recovery ends
@@ -43,8 +60,7 @@ func (e *Engine) recover() error {
 	if e.meta, err = newMetaLog(e); err != nil {
 		return err
 	}
-	// A record in a metadata half is at most the half long.
-	buf, err := newScanBuf(int(max(e.sb.metaHalfCap(), 1<<20)))
+	buf, err := newScanBuf(int(max(e.geo.ZoneCap, 1<<20)))
 	if err != nil {
 		return err
 	}
@@ -222,8 +238,11 @@ func (e *Engine) scanMetaHalf(half int, report []zns.Zone, buf *scanBuf, w *urin
 			break // the end of this zone's valid log
 		}
 		n := metaRecordLen(h.length)
-		if off+n > end || n > int64(len(buf.mem)) {
+		if off+n > end {
 			break // torn
+		}
+		if err := buf.grow(int(n)); err != nil {
+			return nil, nil, err
 		}
 		rec := buf.mem[:n]
 		if err := e.readMeta(half, off+BlockSize, rec[BlockSize:], w); err != nil {
