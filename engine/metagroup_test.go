@@ -2,8 +2,12 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"maps"
 	"math/rand"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -117,4 +121,57 @@ func TestFragmentedCheckpointOutgrowsAMetadataZone(t *testing.T) {
 	e = reopen(t, devName, cfg)
 	defer e.Close()
 	check(e, "after the power cut")
+}
+
+// A namespace that outgrows its metadata half anyway (files without data,
+// beyond what Format allows for) is a clear ENOSPC from the create that
+// would overflow it, never a write past a zone; removes still work and
+// make room, and a reopen finds exactly the files whose create succeeded.
+func TestNamespaceFullIsENOSPCAndRemovesStillWork(t *testing.T) {
+	devName := emuDevice(t, 16, "256K", "")
+	cfg := smallConfig()
+	e := formatOpen(t, devName, cfg)
+	pad := strings.Repeat("n", 200)
+	live := map[string]bool{}
+	var full error
+	for i := 0; i < 10000 && full == nil; i++ {
+		name := fmt.Sprintf("%05d-%s", i, pad)
+		if _, err := e.Create(name); err != nil {
+			full = err
+			break
+		}
+		live[name] = true
+	}
+	if !errors.Is(full, syscall.ENOSPC) {
+		t.Fatalf("creating empty files ended with %v after %d, want ENOSPC", full, len(live))
+	}
+	if len(live) < 500 {
+		t.Fatalf("only %d files fit a %d-byte metadata half", len(live), e.sb.metaHalfCap())
+	}
+	removed := 0
+	for name := range live {
+		if err := e.Remove(name); err != nil {
+			t.Fatalf("remove %d of a full namespace: %v", removed, err)
+		}
+		delete(live, name)
+		if removed++; removed == 64 {
+			break
+		}
+	}
+	if _, err := e.Create("again"); err != nil {
+		t.Fatalf("create after removes: %v", err)
+	}
+	live["again"] = true
+	if err := e.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	e = reopen(t, devName, cfg)
+	defer e.Close()
+	got := map[string]bool{}
+	for _, fi := range e.List() {
+		got[fi.Name] = true
+	}
+	if !maps.Equal(got, live) {
+		t.Fatalf("after reopen %d files, want %d", len(got), len(live))
+	}
 }
