@@ -67,6 +67,10 @@ func (e *Engine) appendOp(op nsOp, flush bool) error {
 	return nil
 }
 
+// metaShrinkRoom is the log a create or rename leaves free after it in
+// the active metadata half, for operations that shrink the namespace.
+const metaShrinkRoom = 16 * BlockSize
+
 // writeOp writes op's record and returns the ticket of the flush that
 // makes it durable (see flushGroup), which SyncNamespace waits for too.
 func (e *Engine) writeOp(op nsOp) (uint64, error) {
@@ -75,16 +79,24 @@ func (e *Engine) writeOp(op nsOp) (uint64, error) {
 	defer m.mu.Unlock()
 	payload := encodeOp(op)
 	n := metaRecordLen(len(payload))
-	if m.wp+n > e.sb.metaHalfCap() {
+	need := n
+	if op.kind == opCreate || op.kind == opRename {
+		// Operations that can grow the namespace leave room behind
+		// them for ones that shrink it or free data space (removes,
+		// truncates, GC's resets): a namespace too large for its
+		// metadata half can always be cut back.
+		need += metaShrinkRoom
+	}
+	if m.wp+need > e.sb.metaHalfCap() {
 		if err := e.checkpointLocked(); err != nil {
 			return 0, err
 		}
-		if m.wp+n > e.sb.metaHalfCap() {
+		if m.wp+need > e.sb.metaHalfCap() {
 			// Format sizes the halves for the largest checkpoint the
 			// data zones can call for; a namespace larger still (files
 			// without data beyond that allowance) leaves no room.
 			return 0, fmt.Errorf("engine: log operation: a %d-byte metadata half holds a %d-byte checkpoint and no %d-byte operation after it: %w",
-				e.sb.metaHalfCap(), m.wp, n, ErrNoSpace)
+				e.sb.metaHalfCap(), m.wp, need, ErrNoSpace)
 		}
 	}
 	if op.seq == 0 {
@@ -383,7 +395,7 @@ func ckptMax(dataBlocks, dataZones int64) int64 {
 
 // metaGroupFor is the zones per metadata half for a file system of used
 // zones: the fewest that hold a superblock copy, the largest checkpoint
-// (ckptMax) and a log of at least a quarter of it (and 64 blocks) after
+// (ckptMax) and a log of at least a quarter of it (and 32 blocks) after
 // it, so that a full namespace still logs many operations between
 // checkpoints.
 func metaGroupFor(g zns.Geometry, used int) int {
@@ -393,7 +405,7 @@ func metaGroupFor(g zns.Geometry, used int) int {
 			return k
 		}
 		worst := ckptMax(data*g.ZoneCap/BlockSize, data)
-		if int64(k)*g.ZoneCap >= BlockSize+worst+max(worst/4, 64*BlockSize) {
+		if int64(k)*g.ZoneCap >= BlockSize+worst+max(worst/4, 32*BlockSize) {
 			return k
 		}
 	}
