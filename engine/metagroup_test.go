@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"maps"
 	"math/rand"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/zonefold/zonefold/zns"
 )
 
 // Random small overwrites fragment extent maps until a checkpoint of the
@@ -173,5 +176,82 @@ func TestNamespaceFullIsENOSPCAndRemovesStillWork(t *testing.T) {
 	}
 	if !maps.Equal(got, live) {
 		t.Fatalf("after reopen %d files, want %d", len(got), len(live))
+	}
+}
+
+// rewriteSuperblocks applies change to the superblock copy at the start
+// of each metadata half of a closed device.
+func rewriteSuperblocks(t *testing.T, devName string, mz [2]int, change func(i int, blk []byte)) {
+	t.Helper()
+	d, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := d.Geometry()
+	offs := []int64{d.(*zns.Emu).FileOffset(int64(mz[0]) * g.ZoneSize), d.(*zns.Emu).FileOffset(int64(mz[1]) * g.ZoneSize)}
+	d.Close()
+	fh, err := os.OpenFile(strings.TrimPrefix(devName[:strings.IndexByte(devName, '?')], "emu:"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	for i, at := range offs {
+		blk := make([]byte, BlockSize)
+		if _, err := fh.ReadAt(blk, at); err != nil {
+			t.Fatal(err)
+		}
+		change(i, blk)
+		if _, err := fh.WriteAt(blk, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A superblock written before metadata halves grew has zeros where the
+// group size is: it reads as one zone per half, the layout it was
+// written with. And a device with halves of several zones still opens
+// from the second half's superblock copy when the first is damaged.
+func TestMetaGroupSuperblock(t *testing.T) {
+	for _, c := range []struct {
+		zones    int
+		zoneSize string
+		multi    bool // halves of more than one zone
+	}{{16, "1M", false}, {192, "128K", true}} {
+		t.Run(fmt.Sprintf("%dx%s", c.zones, c.zoneSize), func(t *testing.T) {
+			devName := emuDevice(t, c.zones, c.zoneSize, "")
+			e := formatOpen(t, devName, smallConfig())
+			k := e.sb.MetaGroup
+			if (k > 1) != c.multi {
+				t.Fatalf("metadata halves of %d zones", k)
+			}
+			want := bytes.Repeat([]byte("meta"), 3000)
+			f, err := e.Create("a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt(want, 0); err != nil {
+				t.Fatal(err)
+			}
+			mz := e.sb.MetaZones
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			rewriteSuperblocks(t, devName, mz, func(i int, blk []byte) {
+				if k == 1 {
+					clear(blk[60:64]) // as written before halves grew
+					binaryPutCRC(blk)
+				} else if i == 0 {
+					blk[100] ^= 1 // damaged: its checksum fails
+				}
+			})
+			e = reopen(t, devName, smallConfig())
+			defer e.Close()
+			if e.sb.MetaGroup != k || e.sb.MetaZones != mz {
+				t.Fatalf("reopened with halves %v of %d zones, want %v of %d", e.sb.MetaZones, e.sb.MetaGroup, mz, k)
+			}
+			if got := readAll(t, e, "a"); !bytes.Equal(got, want) {
+				t.Fatalf("a: %d bytes back, want %d", len(got), len(want))
+			}
+		})
 	}
 }
