@@ -459,8 +459,11 @@ func Format(dev zns.Device, opts FormatOptions) (Superblock, error) {
 	gc.fill()
 	data := 2 + gc.Reserve
 	least := mz[1] + k + data
+	if opts.Zones > 0 && used < least {
+		return Superblock{}, fmt.Errorf("engine: format: %d zones asked for; the device has %d and zonefold needs at least %d", opts.Zones, g.Zones, least)
+	}
 	if used < least {
-		return Superblock{}, fmt.Errorf("engine: format: %d zones; zonefold needs at least %d (%d data zones after 2 metadata halves of %d zones)", used, least, data, k)
+		return Superblock{}, fmt.Errorf("engine: format: the device has %d zones; zonefold needs at least %d (%d data zones after the %d metadata zones)", used, least, data, 2*k)
 	}
 	uuid, err := newUUID()
 	if err != nil {
