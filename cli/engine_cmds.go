@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -87,10 +88,11 @@ first two sequential zones. A device that holds data is refused unless
 			g := dev.Geometry()
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), formatJSON{Device: args[0], UUID: sb.ID(), Zones: g.Zones, UsedZones: sb.UsedZones,
-					ZoneSize: g.ZoneSize, ZoneCap: g.ZoneCap, MetaZones: sb.MetaZones})
+					ZoneSize: g.ZoneSize, ZoneCap: g.ZoneCap, MetaZones: sb.MetaZones, MetaGroup: sb.MetaGroup})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "formatted %s: uuid %s, %d of %d zones of %s (capacity %s), metadata zones %d and %d\n",
-				args[0], sb.ID(), sb.UsedZones, g.Zones, human(g.ZoneSize), human(g.ZoneCap), sb.MetaZones[0], sb.MetaZones[1])
+			fmt.Fprintf(cmd.OutOrStdout(), "formatted %s: uuid %s, %d of %d zones of %s (capacity %s), metadata zones %s and %s\n",
+				args[0], sb.ID(), sb.UsedZones, g.Zones, human(g.ZoneSize), human(g.ZoneCap),
+				zoneRange(sb.MetaZones[0], sb.MetaGroup), zoneRange(sb.MetaZones[1], sb.MetaGroup))
 			return nil
 		},
 	}
@@ -255,4 +257,12 @@ func presetNames() string {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// zoneRange names n zones from first: "4", or "4-7".
+func zoneRange(first, n int) string {
+	if n <= 1 {
+		return strconv.Itoa(first)
+	}
+	return fmt.Sprintf("%d-%d", first, first+n-1)
 }

@@ -49,6 +49,8 @@ type formatJSON struct {
 	ZoneSize  int64  `json:"zone_size"`
 	ZoneCap   int64  `json:"zone_cap"`
 	MetaZones [2]int `json:"meta_zones"`
+	// MetaGroup is the zones in each metadata half, from MetaZones[i].
+	MetaGroup int `json:"meta_group"`
 }
 
 // geometryJSON is a device's geometry in `zones report --json`.

@@ -33,8 +33,11 @@
 //
 //   - Every checkpoint takes a sequence number of its own, above every
 //     operation and record it contains and below every one it does not
-//     (appends are quiesced while it snapshots). The two metadata zones
-//     hold the last two checkpoints; the valid one with the higher
+//     (appends are quiesced while it snapshots). The two metadata halves
+//     (k consecutive zones each, k in the superblock, sized at Format so
+//     that the largest checkpoint the data zones can call for and a log
+//     after it fit one: extents cover distinct blocks, so they are at
+//     most the data blocks) hold the last two checkpoints; the valid one with the higher
 //     number is the file system as of that number, so no two checkpoints
 //     ever tie (a tie, from an older zonefold, is reported by fsck).
 //   - A checkpoint is written only after a device flush makes durable
@@ -46,9 +49,12 @@
 //     replayed in number order, are the rest. A record's extents carry
 //     the version of the write that produced them, so replay never puts
 //     old bytes over new; data and GC records both carry the file's size.
-//     Operations are taken only from the checkpoint's own metadata zone:
+//     Operations are taken only from the checkpoint's own metadata half:
 //     everything logged after a checkpoint goes there, so one in the
-//     other zone numbered above it was never acknowledged.
+//     other half numbered above it was never acknowledged. A half's log
+//     fills its zones in order, each to capacity before the next opens,
+//     so one metadata zone at most is active; an operation that does not
+//     fit even after a checkpoint is ENOSPC, never a write past a zone.
 //   - A number on the device is never handed out again: recovery counts
 //     every record header it finds, a torn record's too. Lost writes
 //     stay lost because the device reads what it never wrote (past a
@@ -151,8 +157,9 @@
 //  4. metaLog.mu: the metadata log; held across its writes (an
 //     operation's flush comes after it is released) and across a
 //     checkpoint, which takes quiesce exclusively and file.mu
-//     shared (the snapshot), and finishes the old metadata zone before it
-//     resets and writes the next (device I/O, no engine lock taken).
+//     shared (the snapshot), and finishes the old half's active zone
+//     before it resets and writes the next half (device I/O, no engine
+//     lock taken).
 //  5. Engine.quiesce: shared while appends are built (WriteExtents, GC's
 //     relocation), exclusive for a checkpoint, which then waits for every
 //     append in flight to complete. Under it: file.mu shared, placer.mu,

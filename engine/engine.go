@@ -300,7 +300,7 @@ func (e *Engine) setupZones() error {
 	e.zones = make([]*zone, e.geo.Zones)
 	var data []*zone
 	for i, rz := range report {
-		if i >= e.sb.UsedZones || rz.Type == zns.TypeConventional || i == e.sb.MetaZones[0] || i == e.sb.MetaZones[1] {
+		if i >= e.sb.UsedZones || rz.Type == zns.TypeConventional || e.sb.isMeta(i) {
 			continue
 		}
 		z := &zone{idx: i, start: rz.Start, cap: rz.Cap}

@@ -71,7 +71,7 @@ func TestUnflushedOperationStaysLost(t *testing.T) {
 	}
 	id := e.byName["a"].id
 	m := e.meta
-	zone, off := e.sb.MetaZones[m.active], m.wp
+	zone, off := e.sb.metaAt(m.active, m.wp)
 	stale := nsOp{kind: opRename, file: id, name: "b"}
 	payload := encodeOp(stale)
 	rec := make([]byte, metaRecordLen(len(payload)))

@@ -67,6 +67,10 @@ func (e *Engine) appendOp(op nsOp, flush bool) error {
 	return nil
 }
 
+// metaShrinkRoom is the log a create or rename leaves free after it in
+// the active metadata half, for operations that shrink the namespace.
+const metaShrinkRoom = 16 * BlockSize
+
 // writeOp writes op's record and returns the ticket of the flush that
 // makes it durable (see flushGroup), which SyncNamespace waits for too.
 func (e *Engine) writeOp(op nsOp) (uint64, error) {
@@ -75,17 +79,31 @@ func (e *Engine) writeOp(op nsOp) (uint64, error) {
 	defer m.mu.Unlock()
 	payload := encodeOp(op)
 	n := metaRecordLen(len(payload))
-	if m.wp+n > e.sb.ZoneCapOf(e.geo) {
+	need := n
+	if op.kind == opCreate || op.kind == opRename {
+		// Operations that can grow the namespace leave room behind
+		// them for ones that shrink it or free data space (removes,
+		// truncates, GC's resets): a namespace too large for its
+		// metadata half can always be cut back.
+		need += metaShrinkRoom
+	}
+	if m.wp+need > e.sb.metaHalfCap() {
 		if err := e.checkpointLocked(); err != nil {
 			return 0, err
+		}
+		if m.wp+need > e.sb.metaHalfCap() {
+			// Format sizes the halves for the largest checkpoint the
+			// data zones can call for; a namespace larger still (files
+			// without data beyond that allowance) leaves no room.
+			return 0, fmt.Errorf("engine: log operation: a %d-byte metadata half holds a %d-byte checkpoint and no %d-byte operation after it: %w",
+				e.sb.metaHalfCap(), m.wp, need, ErrNoSpace)
 		}
 	}
 	if op.seq == 0 {
 		op.seq = e.seq.Add(1)
 	}
 	encodeMeta(m.block[:n], e.sb.FS(), metaOp, op.seq, payload)
-	zoneIdx := e.sb.MetaZones[m.active]
-	if err := e.writeZone(zoneIdx, m.wp, m.block[:n], m.w); err != nil {
+	if err := e.writeMeta(m.active, m.wp, m.block[:n], m.w); err != nil {
 		return 0, fmt.Errorf("engine: log operation: %w", err)
 	}
 	m.wp += n
@@ -97,8 +115,34 @@ func (e *Engine) writeOp(op nsOp) (uint64, error) {
 	return t, nil
 }
 
-// ZoneCapOf is the writable bytes of a metadata zone.
-func (s *Superblock) ZoneCapOf(g zns.Geometry) int64 { return g.ZoneCap }
+// writeMeta writes data (aligned memory) at offset off of metadata half
+// h's log, through as many of its zones as it spans. Each zone is written
+// to its capacity before the next one opens, so a half holds at most one
+// active zone.
+func (e *Engine) writeMeta(h int, off int64, data []byte, w *uring.Waiter) error {
+	for len(data) > 0 {
+		z, zoff := e.sb.metaAt(h, off)
+		n := min(int64(len(data)), e.sb.ZoneCap-zoff)
+		if err := e.writeZone(z, zoff, data[:n], w); err != nil {
+			return err
+		}
+		data, off = data[n:], off+n
+	}
+	return nil
+}
+
+// readMeta reads len(buf) bytes at offset off of metadata half h's log.
+func (e *Engine) readMeta(h int, off int64, buf []byte, w *uring.Waiter) error {
+	for len(buf) > 0 {
+		z, zoff := e.sb.metaAt(h, off)
+		n := min(int64(len(buf)), e.sb.ZoneCap-zoff)
+		if err := e.readDev(int64(z)*e.geo.ZoneSize+zoff, buf[:n], w); err != nil {
+			return err
+		}
+		buf, off = buf[n:], off+n
+	}
+	return nil
+}
 
 // writeZone writes data (aligned memory) at offset off of zone, in pieces
 // no larger than the device's max append, waiting for each.
@@ -167,8 +211,9 @@ func (e *Engine) checkpointLocked() error {
 	c := e.snapshot()
 	payload := encodeCheckpoint(c)
 	n := metaRecordLen(len(payload))
-	if BlockSize+n > e.geo.ZoneCap {
-		return fmt.Errorf("engine: checkpoint of %d bytes does not fit a %d-byte metadata zone", n, e.geo.ZoneCap)
+	if BlockSize+n > e.sb.metaHalfCap() {
+		return fmt.Errorf("engine: checkpoint of %d bytes does not fit a %d-byte metadata half (%d zones): %w",
+			n, e.sb.metaHalfCap(), e.sb.MetaGroup, ErrNoSpace)
 	}
 	buf, err := unix.Mmap(-1, 0, int(BlockSize+n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil {
@@ -178,27 +223,23 @@ func (e *Engine) checkpointLocked() error {
 	e.sb.encode(buf[:BlockSize])
 	encodeMeta(buf[BlockSize:], e.sb.FS(), metaCheckpoint, c.seq, payload)
 	next := 1 - m.active
-	zoneIdx := e.sb.MetaZones[next]
-	// The old zone keeps the previous checkpoint, but it must stop being
-	// an active zone before the next one opens: the open budget leaves
-	// room for one metadata zone, and with the data zones and GC's all
-	// active the device refuses a second. Finishing keeps its records (a
-	// crash before the new checkpoint is durable recovers from them).
-	old := e.sb.MetaZones[m.active]
-	var rz [1]zns.Zone
-	if _, err := e.dev.Report(old, rz[:]); err != nil {
-		return fmt.Errorf("engine: checkpoint: report metadata zone %d: %w", old, err)
+	// The old half keeps the previous checkpoint, but it must stop
+	// holding an active zone before the next half opens one: the open
+	// budget leaves room for one metadata zone, and with the data zones
+	// and GC's all active the device refuses a second. Finishing keeps
+	// its records (a crash before the new checkpoint is durable recovers
+	// from them). The log fills a half's zones in order, so only the zone
+	// its write pointer is in can be active.
+	if err := e.finishMetaHalf(m.active); err != nil {
+		return fmt.Errorf("engine: checkpoint: %w", err)
 	}
-	if rz[0].Cond.Active() {
-		if err := e.dev.FinishZone(old); err != nil {
-			return fmt.Errorf("engine: checkpoint: finish metadata zone %d: %w", old, err)
+	m.wp = e.sb.metaHalfCap() // full: if this switch fails, the next operation retries it
+	for z := e.sb.MetaZones[next]; z < e.sb.MetaZones[next]+e.sb.MetaGroup; z++ {
+		if err := e.dev.ResetZone(z); err != nil {
+			return fmt.Errorf("engine: checkpoint: reset metadata zone %d: %w", z, err)
 		}
 	}
-	m.wp = e.geo.ZoneCap // full: if this switch fails, the next operation retries it
-	if err := e.dev.ResetZone(zoneIdx); err != nil {
-		return fmt.Errorf("engine: checkpoint: reset metadata zone %d: %w", zoneIdx, err)
-	}
-	if err := e.writeZone(zoneIdx, 0, buf, m.w); err != nil {
+	if err := e.writeMeta(next, 0, buf, m.w); err != nil {
 		return fmt.Errorf("engine: checkpoint: %w", err)
 	}
 	if err := e.flushDevice(context.Background()); err != nil {
@@ -207,6 +248,23 @@ func (e *Engine) checkpointLocked() error {
 	m.active, m.wp = next, BlockSize+n
 	e.stats.metaWritten.Add(BlockSize + n)
 	e.stats.checkpoints.Add(1)
+	return nil
+}
+
+// finishMetaHalf finishes whichever zone of metadata half h is active.
+func (e *Engine) finishMetaHalf(h int) error {
+	rz := make([]zns.Zone, e.sb.MetaGroup)
+	got, err := e.dev.Report(e.sb.MetaZones[h], rz)
+	if err != nil {
+		return fmt.Errorf("report metadata zones from %d: %w", e.sb.MetaZones[h], err)
+	}
+	for i, z := range rz[:min(got, len(rz))] {
+		if z.Cond.Active() {
+			if err := e.dev.FinishZone(e.sb.MetaZones[h] + i); err != nil {
+				return fmt.Errorf("finish metadata zone %d: %w", e.sb.MetaZones[h]+i, err)
+			}
+		}
+	}
 	return nil
 }
 
@@ -240,32 +298,41 @@ func (e *Engine) snapshot() *checkpointState {
 	return c
 }
 
-// metaZones are the first two sequential zones.
-func metaZones(dev zns.Device) ([2]int, error) {
+// metaZones are the first zones of the two metadata halves of k zones
+// each: the first two sequential zones for k = 1 (as every device
+// formatted before halves grew was laid out), else the first 2k
+// sequential zones, which must be consecutive.
+func metaZones(dev zns.Device, k int) ([2]int, error) {
 	g := dev.Geometry()
 	report := make([]zns.Zone, g.Zones)
 	n, err := dev.Report(0, report)
 	if err != nil {
 		return [2]int{}, fmt.Errorf("engine: report zones: %w", err)
 	}
-	var out [2]int
-	found := 0
+	var seq []int
 	for i, z := range report[:n] {
 		if z.Type != zns.TypeConventional {
-			out[found] = i
-			found++
-			if found == 2 {
-				return out, nil
+			seq = append(seq, i)
+			if len(seq) == 2*k {
+				break
 			}
 		}
 	}
-	return out, fmt.Errorf("engine: device has %d sequential zones; zonefold needs more than 4", found)
+	if len(seq) < 2*k {
+		return [2]int{}, fmt.Errorf("engine: device has %d sequential zones; zonefold needs more than %d", len(seq), 2*k+2)
+	}
+	if k > 1 && seq[2*k-1]-seq[0] != 2*k-1 {
+		return [2]int{}, fmt.Errorf("engine: the device's first %d sequential zones, for metadata, are not consecutive", 2*k)
+	}
+	return [2]int{seq[0], seq[k]}, nil
 }
 
 // readSuperblock reads the superblock copy at the start of either
-// metadata zone.
+// metadata half: the first sequential zone's, else (that copy damaged)
+// the first valid one in the zones after it, which must be where the
+// second half starts by the superblock's own account.
 func readSuperblock(dev zns.Device) (Superblock, error) {
-	mz, err := metaZones(dev)
+	first, err := metaZones(dev, 1)
 	if err != nil {
 		return Superblock{}, err
 	}
@@ -277,27 +344,72 @@ func readSuperblock(dev zns.Device) (Superblock, error) {
 	defer unix.Munmap(buf)
 	w := uring.NewWaiter()
 	var firstErr error
-	for _, z := range mz {
+	for z := first[0]; z < min(g.Zones, first[0]+maxMetaGroup+1); z++ {
 		if err := dev.Read(int64(z)*g.ZoneSize, buf, w); err != nil {
 			return Superblock{}, err
 		}
 		res := dev.Ring().Wait(w)
 		if err := res.Err("read superblock"); err != nil {
-			firstErr = err
+			if firstErr == nil {
+				firstErr = err
+			}
 			continue
 		}
 		sb, err := decodeSuperblock(buf)
-		if err == nil {
-			if sb.MetaZones != mz {
-				return sb, fmt.Errorf("engine: superblock names metadata zones %v, the device's are %v", sb.MetaZones, mz)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
 			}
-			return sb, nil
+			continue
 		}
-		if firstErr == nil {
-			firstErr = err
+		mz, err := metaZones(dev, sb.MetaGroup)
+		if err != nil {
+			return sb, err
 		}
+		if sb.MetaZones != mz {
+			return sb, fmt.Errorf("engine: superblock names metadata zones %v, the device's are %v", sb.MetaZones, mz)
+		}
+		if z != mz[0] && z != mz[1] {
+			continue // not a superblock copy's place: a stale one
+		}
+		return sb, nil
 	}
 	return Superblock{}, firstErr
+}
+
+// maxMetaGroup bounds the zones of a metadata half.
+const maxMetaGroup = 1 << 12
+
+// ckptMax is the largest checkpoint (record header and payload) a file
+// system whose data zones hold dataBlocks blocks can call for. Writeback
+// writes whole blocks and extents of a file never overlap, so every
+// extent covers a block no other extent covers (a file's last, partial
+// one too): at most dataBlocks extents in all. Files without data are
+// not bounded so; the allowance below covers one per 16 data blocks with
+// names of 64 bytes, and a namespace past that gets ENOSPC from the log
+// (writeOp) rather than a checkpoint that does not fit.
+func ckptMax(dataBlocks, dataZones int64) int64 {
+	const file = 8 + 4 + 64 + 8 + 4
+	return metaHdrLen + 8 + 8 + 4 + dataBlocks*ckptExtSize + (dataBlocks/16+64)*file + 4 + dataZones*12
+}
+
+// metaGroupFor is the zones per metadata half for a file system of used
+// zones: the fewest that hold a superblock copy, the largest checkpoint
+// (ckptMax) and a log of at least a quarter of it (and 32 blocks) after
+// it, so that a full namespace still logs many operations between
+// checkpoints.
+func metaGroupFor(g zns.Geometry, used int) int {
+	for k := 1; k < maxMetaGroup; k++ {
+		data := int64(used - 2*k)
+		if data < 1 {
+			return k
+		}
+		worst := ckptMax(data*g.ZoneCap/BlockSize, data)
+		if int64(k)*g.ZoneCap >= BlockSize+worst+max(worst/4, 32*BlockSize) {
+			return k
+		}
+	}
+	return maxMetaGroup
 }
 
 // FormatOptions control Format.
@@ -314,10 +426,6 @@ type FormatOptions struct {
 // checkpoint. Without Force it refuses a device that is not empty.
 func Format(dev zns.Device, opts FormatOptions) (Superblock, error) {
 	g := dev.Geometry()
-	mz, err := metaZones(dev)
-	if err != nil {
-		return Superblock{}, err
-	}
 	if !opts.Force {
 		report := make([]zns.Zone, g.Zones)
 		n, err := dev.Report(0, report)
@@ -333,27 +441,35 @@ func Format(dev zns.Device, opts FormatOptions) (Superblock, error) {
 			}
 		}
 	}
-	// The metadata zones, then at least two data zones beside GC's
+	used := g.Zones
+	if opts.Zones > 0 {
+		if opts.Zones > g.Zones {
+			return Superblock{}, fmt.Errorf("engine: format: %d zones asked for; the device has %d", opts.Zones, g.Zones)
+		}
+		used = opts.Zones
+	}
+	k := metaGroupFor(g, used)
+	mz, err := metaZones(dev, k)
+	if err != nil {
+		return Superblock{}, err
+	}
+	// The metadata halves, then at least two data zones beside GC's
 	// default reserve: what Open needs.
 	var gc GCConfig
 	gc.fill()
 	data := 2 + gc.Reserve
-	least := mz[1] + 1 + data
-	used := g.Zones
-	if opts.Zones > 0 {
-		if opts.Zones > g.Zones || opts.Zones < least {
-			return Superblock{}, fmt.Errorf("engine: format: %d zones asked for; the device has %d and zonefold needs at least %d", opts.Zones, g.Zones, least)
-		}
-		used = opts.Zones
+	least := mz[1] + k + data
+	if opts.Zones > 0 && used < least {
+		return Superblock{}, fmt.Errorf("engine: format: %d zones asked for; the device has %d and zonefold needs at least %d", opts.Zones, g.Zones, least)
 	}
 	if used < least {
-		return Superblock{}, fmt.Errorf("engine: format: the device has %d zones; zonefold needs at least %d (%d data zones after the 2 metadata zones)", used, least, data)
+		return Superblock{}, fmt.Errorf("engine: format: the device has %d zones; zonefold needs at least %d (%d data zones after the %d metadata zones)", used, least, data, 2*k)
 	}
 	uuid, err := newUUID()
 	if err != nil {
 		return Superblock{}, err
 	}
-	sb := Superblock{UUID: uuid, ZoneSize: g.ZoneSize, ZoneCap: g.ZoneCap, Zones: g.Zones, BlockSize: BlockSize, MetaZones: mz, UsedZones: used}
+	sb := Superblock{UUID: uuid, ZoneSize: g.ZoneSize, ZoneCap: g.ZoneCap, Zones: g.Zones, BlockSize: BlockSize, MetaZones: mz, MetaGroup: k, UsedZones: used}
 	if err := resetZones(dev, used); err != nil {
 		return sb, fmt.Errorf("engine: format: %w", err)
 	}
@@ -377,7 +493,7 @@ func Format(dev zns.Device, opts FormatOptions) (Superblock, error) {
 	if err := e.writeZone(mz[1], 0, buf, e.meta.w); err != nil {
 		return sb, fmt.Errorf("engine: format: %w", err)
 	}
-	// Zone 1 holds only the superblock copy until the first checkpoint
+	// Half 1 holds only the superblock copy until the first checkpoint
 	// switch resets it; finished, it holds no open or active resource.
 	if err := dev.FinishZone(mz[1]); err != nil {
 		return sb, fmt.Errorf("engine: format: finish metadata zone %d: %w", mz[1], err)

@@ -39,7 +39,7 @@ func TestLostTemporaryCreateNeverTakesAPut(t *testing.T) {
 			// taken before the kill (recovery hands out the ones
 			// after what it saw again).
 			m := e.meta
-			zone, off := e.sb.MetaZones[m.active], m.wp
+			zone, off := e.sb.metaAt(m.active, m.wp)
 			lost := nsOp{kind: opCreate, file: e.nextID, name: "tmp.lost"}
 			payload := encodeOp(lost)
 			rec := make([]byte, metaRecordLen(len(payload)))

@@ -34,6 +34,23 @@ func newScanBuf(n int) (*scanBuf, error) {
 
 func (s *scanBuf) close() { _ = unix.Munmap(s.mem) }
 
+// grow makes the buffer at least n bytes long, keeping its first block:
+// a checkpoint of a half of several zones can outgrow what a scan starts
+// with, and only the one that does pays for the memory.
+func (s *scanBuf) grow(n int) error {
+	if n <= len(s.mem) {
+		return nil
+	}
+	mem, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return fmt.Errorf("engine: map a %d-byte scan buffer: %w", n, err)
+	}
+	copy(mem, s.mem[:BlockSize])
+	s.close()
+	s.mem = mem
+	return nil
+}
+
 // recover rebuilds the file system: the newest valid checkpoint, then
 // every namespace operation and data record with a higher sequence
 // number, in order. A torn or corrupt record ends its zone. Recovery ends
@@ -60,9 +77,8 @@ func (e *Engine) recover() error {
 	var ckpt *checkpointState
 	var ckptZone int
 	var zoneOps [2][]nsOp
-	for i, mz := range e.sb.MetaZones {
-		rz := report[mz]
-		c, ops, err := e.scanMetaZone(rz, buf, w)
+	for i := range e.sb.MetaZones {
+		c, ops, err := e.scanMetaHalf(i, report, buf, w)
 		if err != nil {
 			return err
 		}
@@ -191,27 +207,46 @@ func (e *Engine) startFresh() error {
 // (its first): everything after it is numbered above.
 const formatSeq = 1
 
-// scanMetaZone reads one metadata zone's records.
-func (e *Engine) scanMetaZone(rz zns.Zone, buf *scanBuf, w *uring.Waiter) (*checkpointState, []nsOp, error) {
+// metaHalfEnd is where metadata half h's log ends at the latest: its
+// zones fill in order, so past the first one not written to capacity
+// there is nothing of it.
+func (e *Engine) metaHalfEnd(h int, report []zns.Zone) int64 {
+	var end int64
+	for i := range e.sb.MetaGroup {
+		rz := report[e.sb.MetaZones[h]+i]
+		w := min(max(rz.WP-rz.Start, 0), e.sb.ZoneCap)
+		end += w
+		if w < e.sb.ZoneCap {
+			break
+		}
+	}
+	return end
+}
+
+// scanMetaHalf reads one metadata half's records.
+func (e *Engine) scanMetaHalf(half int, report []zns.Zone, buf *scanBuf, w *uring.Waiter) (*checkpointState, []nsOp, error) {
 	var best *checkpointState
 	var ops []nsOp
-	end := rz.WP - rz.Start
+	end := e.metaHalfEnd(half, report)
 	for off := int64(BlockSize); off+BlockSize <= end; {
 		hb := buf.mem[:BlockSize]
-		if err := e.readDev(rz.Start+off, hb, w); err != nil {
-			return nil, nil, fmt.Errorf("engine: recover: read metadata at %d: %w", rz.Start+off, err)
+		if err := e.readMeta(half, off, hb, w); err != nil {
+			return nil, nil, fmt.Errorf("engine: recover: read metadata half %d at %d: %w", half, off, err)
 		}
 		h, err := decodeMetaHeader(hb)
 		if err != nil || h.fs != e.sb.FS() {
 			break // the end of this zone's valid log
 		}
 		n := metaRecordLen(h.length)
-		if off+n > end || n > int64(len(buf.mem)) {
+		if off+n > end {
 			break // torn
 		}
+		if err := buf.grow(int(n)); err != nil {
+			return nil, nil, err
+		}
 		rec := buf.mem[:n]
-		if err := e.readDev(rz.Start+off+BlockSize, rec[BlockSize:], w); err != nil {
-			return nil, nil, fmt.Errorf("engine: recover: read metadata at %d: %w", rz.Start+off, err)
+		if err := e.readMeta(half, off+BlockSize, rec[BlockSize:], w); err != nil {
+			return nil, nil, fmt.Errorf("engine: recover: read metadata half %d at %d: %w", half, off, err)
 		}
 		payload, err := verifyMeta(rec, h)
 		if err != nil {

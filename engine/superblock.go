@@ -24,14 +24,22 @@ const (
 //
 // Layout (little endian, one block): magic u32, version u32, uuid [16]byte,
 // zone size u64, zone capacity u64, zones u32, block size u32, metadata
-// zones [2]u32, used zones u32, zeros, CRC32C of the first 4092 bytes.
+// zones [2]u32, used zones u32, metadata group u32 (0, as superblocks
+// written before groups hold, means 1), zeros, CRC32C of the first 4092
+// bytes.
 type Superblock struct {
 	UUID      [16]byte
 	ZoneSize  int64
 	ZoneCap   int64
 	Zones     int
 	BlockSize int
+	// MetaZones are the first zones of the two metadata halves.
 	MetaZones [2]int
+	// MetaGroup is the zones in each metadata half, consecutive from
+	// MetaZones[i]: sized at Format so that the largest checkpoint the
+	// device's data zones can call for, and room for a log after it, fit
+	// one half (see metaGroupFor).
+	MetaGroup int
 	// UsedZones is how many zones, from zone 0, the file system uses; the
 	// rest of the device is left alone. Equal to Zones unless formatted
 	// smaller.
@@ -66,6 +74,7 @@ func (s *Superblock) encode(buf []byte) {
 	le.PutUint32(buf[48:], uint32(s.MetaZones[0]))
 	le.PutUint32(buf[52:], uint32(s.MetaZones[1]))
 	le.PutUint32(buf[56:], uint32(s.UsedZones))
+	le.PutUint32(buf[60:], uint32(s.MetaGroup))
 	le.PutUint32(buf[BlockSize-4:], Checksum(buf[:BlockSize-4]))
 }
 
@@ -95,6 +104,10 @@ func decodeSuperblock(buf []byte) (Superblock, error) {
 	s.MetaZones[0] = int(le.Uint32(buf[48:]))
 	s.MetaZones[1] = int(le.Uint32(buf[52:]))
 	s.UsedZones = int(le.Uint32(buf[56:]))
+	s.MetaGroup = max(int(le.Uint32(buf[60:])), 1)
+	if s.MetaZones[1] != s.MetaZones[0]+s.MetaGroup && s.MetaGroup > 1 {
+		return s, fmt.Errorf("engine: superblock metadata halves at zones %v do not hold %d zones each", s.MetaZones, s.MetaGroup)
+	}
 	if s.UsedZones <= 0 || s.UsedZones > s.Zones {
 		return s, fmt.Errorf("engine: superblock uses %d of %d zones", s.UsedZones, s.Zones)
 	}
@@ -110,6 +123,25 @@ func (s *Superblock) checkGeometry(g zns.Geometry) error {
 	}
 	return nil
 }
+
+// isMeta reports whether zone i belongs to a metadata half.
+func (s *Superblock) isMeta(i int) bool {
+	for _, z := range s.MetaZones {
+		if i >= z && i < z+s.MetaGroup {
+			return true
+		}
+	}
+	return false
+}
+
+// metaAt maps offset off of metadata half h's log to a zone and an offset
+// in it: the log runs through the half's zones in order.
+func (s *Superblock) metaAt(h int, off int64) (int, int64) {
+	return s.MetaZones[h] + int(off/s.ZoneCap), off % s.ZoneCap
+}
+
+// metaHalfCap is the writable bytes of one metadata half.
+func (s *Superblock) metaHalfCap() int64 { return int64(s.MetaGroup) * s.ZoneCap }
 
 func newUUID() ([16]byte, error) {
 	var u [16]byte

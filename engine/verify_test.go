@@ -280,21 +280,7 @@ func TestOldFormatIsRefused(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	d, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := d.Geometry()
-	offs := []int64{d.(*zns.Emu).FileOffset(int64(mz[0]) * g.ZoneSize), d.(*zns.Emu).FileOffset(int64(mz[1]) * g.ZoneSize)}
-	d.Close()
-	path := strings.TrimPrefix(devName[:strings.IndexByte(devName, '?')], "emu:")
-	fh, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, at := range offs {
-		blk := make([]byte, BlockSize)
-		fh.ReadAt(blk, at)
+	rewriteSuperblocks(t, devName, mz, func(_ int, blk []byte) {
 		sb, err := decodeSuperblock(blk)
 		if err != nil {
 			t.Fatal(err)
@@ -302,10 +288,8 @@ func TestOldFormatIsRefused(t *testing.T) {
 		sb.encode(blk)
 		blk[4] = 1 // format 1
 		binaryPutCRC(blk)
-		fh.WriteAt(blk, at)
-	}
-	fh.Close()
-	_, err = Open(devName, smallConfig())
+	})
+	_, err := Open(devName, smallConfig())
 	if !errors.Is(err, ErrOldFormat) || !strings.Contains(err.Error(), "format the device again") {
 		t.Fatalf("open of a format-1 device: %v", err)
 	}
