@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -272,7 +271,7 @@ func TestGCSeedOnNull(t *testing.T) {
 
 // A configuration may turn background GC off (/no-bg), alone or with
 // streams; its row compares with the none row that has it off too; and
-// every run's WAF parts add up to its WAF.
+// every run's WAF parts leave a data part of about one byte per host byte.
 func TestGCNoBackgroundAndWAFParts(t *testing.T) {
 	setupsRoundTrip(t, "mru/greedy/no-bg none/greedy/1-stream/no-bg none/greedy")
 	rows := []*gcRow{
@@ -291,10 +290,14 @@ func TestGCNoBackgroundAndWAFParts(t *testing.T) {
 	}
 	for _, r := range sum.Configs {
 		for _, x := range r.Runs {
-			parts := x.part(x.DevBytes-x.HeaderBytes-x.PadBytes-x.MetaBytes-x.GCBytes) +
-				x.part(x.HeaderBytes) + x.part(x.PadBytes) + x.part(x.MetaBytes) + x.part(x.GCBytes)
-			if math.Abs(parts-x.WAF) > 1e-9 || x.HeaderBytes <= 0 || x.GCBytes <= 0 {
-				t.Errorf("%s: WAF %v, parts add to %v (headers %d, GC %d bytes)", r.name(), x.WAF, parts, x.HeaderBytes, x.GCBytes)
+			// Data is what is left of the device bytes once the parts
+			// the engine counts apart are taken out: the client's bytes
+			// written back, at most what the clients wrote (the cache
+			// absorbs some overwrites) and well above nothing. A part
+			// counted twice, or one missed, moves it out of that range.
+			data := x.part(x.DevBytes - x.HeaderBytes - x.PadBytes - x.MetaBytes - x.GCBytes)
+			if data < 0.5 || data > 1.05 || x.HeaderBytes <= 0 || x.GCBytes <= 0 || x.MetaBytes < 0 || x.PadBytes < 0 {
+				t.Errorf("%s: WAF %v, data part %v (headers %d, pad %d, meta %d, GC %d bytes)", r.name(), x.WAF, data, x.HeaderBytes, x.PadBytes, x.MetaBytes, x.GCBytes)
 			}
 		}
 	}

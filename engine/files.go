@@ -410,9 +410,11 @@ const MaxFileSize = 1 << 50
 func (h *File) Truncate(size int64) error { return h.truncate(size, false) }
 
 // Grow is Truncate that never shrinks: a file already at least size
-// bytes long, when no write is running, is left as it is. Unlike a stat
-// followed by a truncate, a write that extends the file in between is
-// never cut.
+// bytes long is left as it is. Grow waits for running writes, so unlike a
+// stat followed by a truncate it never cuts one that extended the file in
+// between. Left as it is means nothing is logged: a size that came from
+// writes not yet synced is as durable as they are (Sync makes it so);
+// only a Grow that extends the file is durable when it returns.
 func (h *File) Grow(size int64) error { return h.truncate(size, true) }
 
 func (h *File) truncate(size int64, grow bool) error {
