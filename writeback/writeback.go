@@ -271,8 +271,14 @@ func (w *Writeback) FlushFile(ctx context.Context, file uint64) error {
 			firstErr = err
 		}
 	}
+	if testHookFlushFile != nil {
+		testHookFlushFile(file, false)
+	}
 	if err := w.cache.WaitWriteback(ctx, file); err != nil && firstErr == nil {
 		return err
+	}
+	if testHookFlushFile != nil {
+		testHookFlushFile(file, true)
 	}
 	if err := w.takeErr(file); err != nil && firstErr == nil {
 		firstErr = err
@@ -285,6 +291,11 @@ func (w *Writeback) FlushFile(ctx context.Context, file uint64) error {
 	}
 	return nil
 }
+
+// testHookFlushFile, if set (by tests only), runs in FlushFile before
+// (waited false) and after (waited true) its wait for the file's
+// writeback in flight.
+var testHookFlushFile func(file uint64, waited bool)
 
 // pipe is one flusher's flushes in flight, oldest first.
 type pipe struct {
