@@ -25,7 +25,9 @@
 //     FlushFile called before a failure of its file reports it, not only
 //     the first to ask (Linux's errseq_t does the same for each open
 //     file): an fsync and a sync of everything waiting for the same
-//     failed writeback both fail.
+//     failed writeback both fail. SyncAll reports the failures during
+//     it but leaves each file's error to the file's own FlushFile, as
+//     syncfs leaves each open file's errseq alone.
 //   - FlushFile returns only when every byte of the file that was dirty
 //     when it was called is on the device or its error is returned.
 //   - writeback never imports engine: the engine is a Store.
@@ -266,6 +268,14 @@ func (w *Writeback) release(f *flush) error {
 // data is dirty again; retrying at once would loop) and waits for those
 // in flight. A done ctx stops it the same way.
 func (w *Writeback) FlushFile(ctx context.Context, file uint64) error {
+	return w.flushFile(ctx, file, true)
+}
+
+// flushFile is FlushFile; with take false (SyncAll) it reports the
+// file's failures since its call but leaves the unreported error for the
+// file's own FlushFile (its fsync), as Linux's syncfs leaves each open
+// file's errseq alone.
+func (w *Writeback) flushFile(ctx context.Context, file uint64, take bool) error {
 	since := w.failSeq.Load()
 	p := w.pipes.Get().(*pipe)
 	defer w.pipes.Put(p)
@@ -310,7 +320,7 @@ func (w *Writeback) FlushFile(ctx context.Context, file uint64) error {
 	if testHookFlushFile != nil {
 		testHookFlushFile(file, true)
 	}
-	if err := w.takeErr(file, since); err != nil && firstErr == nil {
+	if err := w.takeErr(file, since, take); err != nil && firstErr == nil {
 		firstErr = err
 	}
 	if firstErr != nil {
@@ -380,16 +390,16 @@ func (p *pipe) retireDone() error {
 	return first
 }
 
-// takeErr returns and forgets the file's unreported write error or,
-// without one, its latest error if it failed after since.
-func (w *Writeback) takeErr(file uint64, since uint64) error {
+// takeErr returns and forgets the file's unreported write error (with
+// take) or, without one, its latest error if it failed after since.
+func (w *Writeback) takeErr(file uint64, since uint64, take bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	fe, ok := w.errs[file]
 	if !ok {
 		return nil
 	}
-	if err := fe.err; err != nil {
+	if err := fe.err; err != nil && take {
 		fe.err = nil
 		w.errs[file] = fe
 		return err
@@ -407,12 +417,13 @@ func (w *Writeback) Forget(file uint64) {
 	w.mu.Unlock()
 }
 
-// SyncAll writes back every dirty file and waits; it returns the first
-// error.
+// SyncAll writes back every dirty file and waits; it returns the errors
+// of the writes that failed meanwhile. It takes no file's unreported
+// error: that is for the file's own FlushFile to report.
 func (w *Writeback) SyncAll(ctx context.Context) error {
 	var errs []error
 	for _, file := range w.cache.DirtyFiles(nil) {
-		if err := w.FlushFile(ctx, file); err != nil {
+		if err := w.flushFile(ctx, file, false); err != nil {
 			errs = append(errs, err)
 		}
 	}
