@@ -90,7 +90,14 @@
 //     the device flushed: they, their data and the file's size survive a
 //     crash. Concurrent flushes are merged (flush.go, group commit): a
 //     caller waits for a flush that started after its call, never for one
-//     already running, whose coverage was decided before its data landed. A namespace operation (create, remove, rename, truncate) is
+//     already running, whose coverage was decided before its data landed.
+//     A write that fails at writeback (EIO, ENOSPC) stays dirty in the
+//     cache, and the file's next fsync reports the error, once, as
+//     Linux's errseq does: so does every fsync of it that was waiting
+//     for the failed writeback, and Engine.Sync if the failure came
+//     during it, which leaves the file's fsync its error all the same
+//     (package writeback). A later fsync writes the data again and
+//     succeeds only once it is on the device. A namespace operation (create, remove, rename, truncate) is
 //     durable when it returns: its log record is flushed first — except
 //     a create with ODeferSync and RemoveDeferred, whose records are
 //     durable from the device's next flush (any Sync, SyncNamespace, a

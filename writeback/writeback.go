@@ -21,7 +21,13 @@
 //   - Data handed to the Store stays under writeback (stable) until the
 //     Store reports it written; then it is clean. A failed write leaves it
 //     dirty, to be written again, and the error is kept for the file until
-//     an fsync reports it: a write is never dropped silently.
+//     an fsync reports it: a write is never dropped silently. Every
+//     FlushFile called before a failure of its file reports it, not only
+//     the first to ask (Linux's errseq_t does the same for each open
+//     file): an fsync and a sync of everything waiting for the same
+//     failed writeback both fail. SyncAll reports the failures during
+//     it but leaves each file's error to the file's own FlushFile, as
+//     syncfs leaves each open file's errseq alone.
 //   - FlushFile returns only when every byte of the file that was dirty
 //     when it was called is on the device or its error is returned.
 //   - writeback never imports engine: the engine is a Store.
@@ -92,9 +98,24 @@ type Writeback struct {
 	pipes sync.Pool // *pipe, for FlushFile
 
 	mu   sync.Mutex
-	errs map[uint64]error // per-file write errors not yet reported
+	errs map[uint64]fileErr // per-file write errors (see fileErr)
+	// failSeq numbers failed flushes (changed under mu); FlushFile
+	// samples it to know which failures came after its call.
+	failSeq atomic.Uint64
 
 	flushes, rounds, bytes, errCount, flushNanos atomic.Uint64
+}
+
+// fileErr is what a file's failed flushes left for FlushFile, in the
+// manner of Linux's errseq_t: err is the first error no FlushFile has
+// reported yet; last and lastErr are the file's latest failure, which
+// every FlushFile that started before it reports, whoever took err. The
+// entry stays until the file is forgotten (removed): a failure is rare,
+// and a FlushFile may still be waiting that must see it.
+type fileErr struct {
+	err     error
+	last    uint64 // failSeq of the latest failure
+	lastErr error
 }
 
 // New makes a Writeback; call Run to start the background flusher.
@@ -112,7 +133,7 @@ func New(cfg Config, c *cache.Cache, store Store, ring *uring.Ring) *Writeback {
 		cfg.Window = 8 * cfg.MaxChain
 	}
 	w := &Writeback{cfg: cfg, cache: c, store: store, ring: ring,
-		kick: make(chan struct{}, 1), errs: map[uint64]error{}}
+		kick: make(chan struct{}, 1), errs: map[uint64]fileErr{}}
 	w.pool.New = func() any { return &flush{w: w, done: make(chan struct{}, 1)} }
 	w.pipes.New = func() any { return &pipe{w: w} }
 	return w
@@ -167,15 +188,22 @@ func (w *Writeback) end(f *flush) error {
 	if p := f.errOnce.Load(); p != nil {
 		err = *p
 	}
+	if err != nil {
+		// Before the writeback ends: a FlushFile waiting for it must
+		// find the error once it sees the writeback over.
+		w.errCount.Add(1)
+		w.mu.Lock()
+		fe := w.errs[f.file]
+		if fe.err == nil {
+			fe.err = err
+		}
+		fe.last, fe.lastErr = w.failSeq.Add(1), err
+		w.errs[f.file] = fe
+		w.mu.Unlock()
+	}
 	w.cache.EndWriteback(f.exts, err)
 	w.flushNanos.Add(uint64(time.Since(f.start)))
 	if err != nil {
-		w.errCount.Add(1)
-		w.mu.Lock()
-		if _, ok := w.errs[f.file]; !ok {
-			w.errs[f.file] = err
-		}
-		w.mu.Unlock()
 		return err
 	}
 	w.bytes.Add(uint64(f.bytes))
@@ -232,11 +260,23 @@ func (w *Writeback) release(f *flush) error {
 
 // FlushFile writes back every dirty byte of file and waits for it, and for
 // any writeback of the file already in flight. It returns the first write
-// error of the file not yet reported, and forgets it. Its chains are
+// error of the file no FlushFile has reported yet, and forgets it; failing
+// that, the file's latest error if that failure came after FlushFile was
+// called (a writeback it waited for, which another caller may have
+// reported too: its data is dirty again, not on the device). Its chains are
 // pipelined (see Config.Window); after a failure it starts no more (the
 // data is dirty again; retrying at once would loop) and waits for those
 // in flight. A done ctx stops it the same way.
 func (w *Writeback) FlushFile(ctx context.Context, file uint64) error {
+	return w.flushFile(ctx, file, true)
+}
+
+// flushFile is FlushFile; with take false (SyncAll) it reports the
+// file's failures since its call but leaves the unreported error for the
+// file's own FlushFile (its fsync), as Linux's syncfs leaves each open
+// file's errseq alone.
+func (w *Writeback) flushFile(ctx context.Context, file uint64, take bool) error {
+	since := w.failSeq.Load()
 	p := w.pipes.Get().(*pipe)
 	defer w.pipes.Put(p)
 	var firstErr error
@@ -271,10 +311,16 @@ func (w *Writeback) FlushFile(ctx context.Context, file uint64) error {
 			firstErr = err
 		}
 	}
+	if testHookFlushFile != nil {
+		testHookFlushFile(file, false)
+	}
 	if err := w.cache.WaitWriteback(ctx, file); err != nil && firstErr == nil {
 		return err
 	}
-	if err := w.takeErr(file); err != nil && firstErr == nil {
+	if testHookFlushFile != nil {
+		testHookFlushFile(file, true)
+	}
+	if err := w.takeErr(file, since, take); err != nil && firstErr == nil {
 		firstErr = err
 	}
 	if firstErr != nil {
@@ -285,6 +331,11 @@ func (w *Writeback) FlushFile(ctx context.Context, file uint64) error {
 	}
 	return nil
 }
+
+// testHookFlushFile, if set (by tests only), runs in FlushFile before
+// (waited false) and after (waited true) its wait for the file's
+// writeback in flight.
+var testHookFlushFile func(file uint64, waited bool)
 
 // pipe is one flusher's flushes in flight, oldest first.
 type pipe struct {
@@ -339,13 +390,24 @@ func (p *pipe) retireDone() error {
 	return first
 }
 
-// takeErr returns and forgets the file's unreported write error.
-func (w *Writeback) takeErr(file uint64) error {
+// takeErr returns and forgets the file's unreported write error (with
+// take) or, without one, its latest error if it failed after since.
+func (w *Writeback) takeErr(file uint64, since uint64, take bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	err := w.errs[file]
-	delete(w.errs, file)
-	return err
+	fe, ok := w.errs[file]
+	if !ok {
+		return nil
+	}
+	if err := fe.err; err != nil && take {
+		fe.err = nil
+		w.errs[file] = fe
+		return err
+	}
+	if fe.last > since {
+		return fe.lastErr
+	}
+	return nil
 }
 
 // Forget drops the file's unreported errors (the file was removed).
@@ -355,12 +417,13 @@ func (w *Writeback) Forget(file uint64) {
 	w.mu.Unlock()
 }
 
-// SyncAll writes back every dirty file and waits; it returns the first
-// error.
+// SyncAll writes back every dirty file and waits; it returns the errors
+// of the writes that failed meanwhile. It takes no file's unreported
+// error: that is for the file's own FlushFile to report.
 func (w *Writeback) SyncAll(ctx context.Context) error {
 	var errs []error
 	for _, file := range w.cache.DirtyFiles(nil) {
-		if err := w.FlushFile(ctx, file); err != nil {
+		if err := w.flushFile(ctx, file, false); err != nil {
 			errs = append(errs, err)
 		}
 	}
