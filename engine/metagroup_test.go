@@ -115,13 +115,7 @@ func TestFragmentedCheckpointOutgrowsAMetadataZone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	emu := emuOf(t, e)
-	e.crashForTest()
-	if err := emu.PowerCut(); err != nil {
-		t.Fatal(err)
-	}
-	emu.Close()
-	e = reopen(t, devName, cfg)
+	e = powerCutReopen(t, e, devName, cfg)
 	defer e.Close()
 	check(e, "after the power cut")
 }
