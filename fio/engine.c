@@ -717,26 +717,41 @@ static int zf_open_file(struct thread_data *td, struct fio_file *f)
 	/*
 	 * fsync_on_close: fio calls fsync(f->fd) itself before close_file,
 	 * and fails the job on its EBADF; give it an empty memfd to sync
-	 * (a no-op) and sync the file in close_file.
+	 * (a no-op) and sync the file in close_file. Only when close_file
+	 * will sync: fio's own fsync is gated the same way.
 	 */
-	if (td->o.fsync_on_close && (f->fd = memfd_create("zonefold-fsync", MFD_CLOEXEC)) < 0) {
+	if (td->o.fsync_on_close && (td_write(td) || td->o.override_sync) &&
+	    (f->fd = memfd_create("zonefold-fsync", MFD_CLOEXEC)) < 0) {
 		err = -errno;
 		f->fd = -1;
-		sync_call(zd, ZF_OP_CLOSE, 0, h, 0, NULL);
-		FILE_SET_ENG_DATA(f, NULL);
 		td_verror(td, -err, "zonefold memfd");
-		return 1;
+		goto fail;
 	}
 	if (td_read(td) && f->io_size != -1ULL && zd->sync_val2 < end) {
 		/* Grow only: another job may have written past end since open. */
 		if ((err = sync_call(zd, ZF_OP_TRUNCATE, ZF_TRUNCATE_GROW, h, end, NULL)) < 0) {
 			log_err("zonefold: lay out %s to %llu bytes: %s\n", f->file_name,
 				(unsigned long long) end, strerror(-err));
+			if (err == -EINVAL)
+				log_err("zonefold: is the daemon too old for the grow-only truncate flag? "
+					"(docs/protocol.md)\n");
 			td_verror(td, -err, "zonefold lay out");
-			return 1;
+			goto fail;
 		}
 	}
 	return 0;
+fail:
+	/*
+	 * fio requires f->fd == -1 after a failed open and never calls
+	 * close_file for it: close everything open_file opened.
+	 */
+	if (f->fd >= 0) {
+		close(f->fd);
+		f->fd = -1;
+	}
+	sync_call(zd, ZF_OP_CLOSE, 0, h, 0, NULL);
+	FILE_SET_ENG_DATA(f, NULL);
+	return 1;
 }
 
 static int zf_close_file(struct thread_data *td, struct fio_file *f)

@@ -1,0 +1,87 @@
+package server_test
+
+// fio jobs whose files fail at open or at close: the engine must hand
+// fio the error, and leave fio's file state as fio requires.
+
+import (
+	"bufio"
+	"errors"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// fioFails runs fio with args against socket and requires that it exits
+// on its own (not killed by a signal, as by an assertion or a heap
+// corruption abort) with an error whose text contains want.
+func fioFails(t *testing.T, socket string, want string, args ...string) string {
+	t.Helper()
+	fio, engine := fioEnv(t)
+	cmd := exec.Command(fio, append([]string{"--ioengine=external:" + engine, "--sock=" + socket}, args...)...)
+	cmd.Dir = t.TempDir()
+	b, err := cmd.CombinedOutput()
+	out := string(b)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("fio %v: want a failed job, got %v\n%s", args, err, out)
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		t.Fatalf("fio %v was killed by %v (an abort in fio or the engine)\n%s", args, ws.Signal(), out)
+	}
+	for _, bad := range []string{"double free", "corruption", "Assertion", "assertion"} {
+		if strings.Contains(out, bad) {
+			t.Fatalf("fio %v: %q in its output\n%s", args, bad, out)
+		}
+	}
+	if !strings.Contains(out, want) {
+		t.Fatalf("fio %v: want %q in its output\n%s", args, want, out)
+	}
+	return out
+}
+
+// TestFioFailedLayoutWithFsyncOnClose: a read job whose layout truncate
+// the daemon refuses (the end is past the largest file) fails with the
+// daemon's error. Before the fix, with fsync_on_close=1, open_file
+// returned the failure with f->fd still set to its memfd, and fio
+// aborted in an assertion or with "double free or corruption".
+func TestFioFailedLayoutWithFsyncOnClose(t *testing.T) {
+	fioEnv(t)
+	d := newServe(t)
+	for _, foc := range []string{"0", "1"} {
+		t.Run("fsync_on_close="+foc, func(t *testing.T) {
+			fioFails(t, d.socket, "zonefold lay out", "--name=far", "--filename=far"+foc, "--rw=read",
+				"--bs=64k", "--offset=1125899906842624", "--size=1m", "--fsync_on_close="+foc)
+			// Every handle the job opened is closed: before the fix the
+			// failed job left its handle open on the daemon.
+			if o, c := d.requests(t, "open"), d.requests(t, "close"); o == 0 || o != c {
+				t.Fatalf("the daemon served %d opens and %d closes", o, c)
+			}
+		})
+	}
+	d.stop()
+}
+
+// requests is the daemon's count of requests served with operation op.
+func (d *daemonProc) requests(t *testing.T, op string) int64 {
+	t.Helper()
+	resp, err := http.Get(d.metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), `zonefold_server_requests_total{op="`+op+`"} `); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return int64(f)
+		}
+	}
+	t.Fatalf("no requests_total for op %q in the daemon's metrics", op)
+	return 0
+}
