@@ -762,8 +762,12 @@ static int zf_close_file(struct thread_data *td, struct fio_file *f)
 
 	if (zd && zd->fd >= 0 && h) {
 		/* fsync_on_close: the file is durable once closed. */
-		if (td->o.fsync_on_close && (td_write(td) || td->o.override_sync))
-			err = sync_call(zd, ZF_OP_FSYNC, 0, h, 0, NULL);
+		if (td->o.fsync_on_close && (td_write(td) || td->o.override_sync) &&
+		    (err = sync_call(zd, ZF_OP_FSYNC, 0, h, 0, NULL)) < 0) {
+			/* fio ignores close_file's return: the job must carry the error. */
+			log_err("zonefold: fsync %s at close: %s\n", f->file_name, strerror(-err));
+			td_verror(td, -err, "zonefold fsync_on_close");
+		}
 		cerr = sync_call(zd, ZF_OP_CLOSE, 0, h, 0, NULL);
 		if (!err)
 			err = cerr;
@@ -847,7 +851,16 @@ static int zf_getevents(struct thread_data *td, unsigned int min, unsigned int m
 
 	while (n < max) {
 		if (zd->done_count) {
-			zd->events[n++] = zd->done[zd->done_head];
+			struct io_u *io_u = zd->done[zd->done_head];
+
+			/*
+			 * fio drops the error of a sync io_u an engine completes
+			 * (io_completed returns before its error handling), so a
+			 * failed end_fsync or fsync=N would pass: fail the job.
+			 */
+			if (ddir_sync(io_u->ddir) && io_u->error)
+				td_verror(td, io_u->error, "zonefold fsync");
+			zd->events[n++] = io_u;
 			zd->done_head = (zd->done_head + 1) % zd->done_cap;
 			zd->done_count--;
 			continue;

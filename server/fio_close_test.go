@@ -5,13 +5,17 @@ package server_test
 
 import (
 	"bufio"
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/zonefold/zonefold/server"
 )
 
 // fioFails runs fio with args against socket and requires that it exits
@@ -84,4 +88,47 @@ func (d *daemonProc) requests(t *testing.T, op string) int64 {
 	}
 	t.Fatalf("no requests_total for op %q in the daemon's metrics", op)
 	return 0
+}
+
+// TestFioReportsFailedFsyncs: a flush of the device fails with EIO while
+// fio's job syncs, once at close (fsync_on_close=1) and once after a
+// sync=1 write, once at fio's end_fsync; fio must report the EIO.
+// Before the fix the engine dropped the error of the fsync at close (fio
+// ignores close_file's return) and of fio's own fsync io_us (fio ignores
+// their errors), and those jobs ended with err=0; sync=1 passed before.
+func TestFioReportsFailedFsyncs(t *testing.T) {
+	fioEnv(t)
+	for _, tc := range []struct {
+		opt   string
+		flush int // the flush that fails: the job's fsyncs come first
+		want  string
+	}{
+		{"--sync=1", 1, "error=Input/output error"},
+		{"--end_fsync=1", 1, "func=zonefold fsync, error=Input/output error"},
+		// fio's end-of-job fsync, then the engine's at close.
+		{"--fsync_on_close=1", 1, "func=zonefold fsync, error=Input/output error"},
+		{"--fsync_on_close=1", 2, "func=zonefold fsync_on_close, error=Input/output error"},
+	} {
+		opt := tc.opt
+		t.Run(fmt.Sprintf("%s/flush%d", opt, tc.flush), func(t *testing.T) {
+			socket, emu := server.NewTestDaemonEmu(t)
+			// The file exists, so that the job's open (a create is
+			// durable when answered) flushes nothing.
+			ctx := context.Background()
+			c, err := server.Dial(ctx, socket, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			h, _, err := c.Open(ctx, "eio", server.OpenCreate)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.CloseFile(ctx, h); err != nil {
+				t.Fatal(err)
+			}
+			emu.FailFlush(tc.flush)
+			fioFails(t, socket, tc.want, "--name=eio", "--filename=eio", "--rw=write", "--bs=64k", "--size=1m", opt)
+		})
+	}
 }
