@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/zonefold/zonefold/engine"
@@ -16,6 +17,23 @@ import (
 var HoldOps = holdOps
 
 func NewTestDaemon(t *testing.T) (socket string) { return newDaemon(t).socket }
+
+// RewriteReplyTags makes every daemon in the process a broken one: the
+// reply to each request of op op gets the tag f returns for the
+// request's tag (f is called from the daemon's goroutines, one at a
+// time).
+func RewriteReplyTags(t *testing.T, op Op, f func(tag uint64) uint64) {
+	var mu sync.Mutex
+	hook := func(q *Request, r *Reply) {
+		if q.Op == op {
+			mu.Lock()
+			r.Tag = f(q.Tag)
+			mu.Unlock()
+		}
+	}
+	execHook.Store(&hook)
+	t.Cleanup(func() { execHook.Store(nil) })
+}
 
 // NewTestDaemonEmu is an in-process daemon on an emu device the caller
 // can inject faults into.

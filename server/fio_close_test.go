@@ -132,3 +132,39 @@ func TestFioReportsFailedFsyncs(t *testing.T) {
 		})
 	}
 }
+
+// TestFioRefusesRepliesWithForeignTags: replies whose tags name no
+// request the engine has outstanding fail the job with EPROTO — before
+// the fix the engine took any even or odd tag for an io_u's address
+// (fio crashed on an odd one) and completed an io_u twice for a repeated
+// tag.
+func TestFioRefusesRepliesWithForeignTags(t *testing.T) {
+	fioEnv(t)
+	for _, tc := range []struct {
+		name string
+		sync string
+		f    func(first *uint64) func(uint64) uint64
+	}{
+		{"odd", "0", func(*uint64) func(uint64) uint64 { return func(tag uint64) uint64 { return tag | 0x1001 } }},
+		{"repeated", "0", repeatFirst},
+		{"repeated-sync", "1", repeatFirst},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			socket := server.NewTestDaemon(t)
+			var first uint64
+			server.RewriteReplyTags(t, server.OpWrite, tc.f(&first))
+			fioFails(t, socket, "error=Protocol error", "--name=tags", "--filename=tags", "--rw=write",
+				"--bs=4k", "--size=1m", "--iodepth=4", "--sync="+tc.sync)
+		})
+	}
+}
+
+// repeatFirst gives every write's reply the first write's tag.
+func repeatFirst(first *uint64) func(uint64) uint64 {
+	return func(tag uint64) uint64 {
+		if *first == 0 {
+			*first = tag
+		}
+		return *first
+	}
+}
