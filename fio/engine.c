@@ -77,11 +77,13 @@ enum {
 #define ZF_CTL_BYTES 4096
 /*
  * Tag of the one synchronous request (open, close, stat) a job may have
- * outstanding; I/O requests are tagged with their io_u's address, which
- * is never odd, and the fsync that follows a sync=1 write with that
- * address plus one.
+ * outstanding. An I/O request is tagged with its slot in the engine's
+ * table of outstanding io_us: (slot + 1) * 2, and the fsync that follows
+ * a sync=1 write with that plus one, so that a reply's tag is checked
+ * against what is outstanding before it names an io_u.
  */
 #define ZF_SYNC_TAG 1
+enum { ZF_SLOT_FREE, ZF_SLOT_IO, ZF_SLOT_FSYNC };
 /*
  * Spinning for completions is worth it only when the daemon usually
  * answers within a few microseconds (a moving average of the waits
@@ -134,6 +136,12 @@ struct zf_data {
 	struct io_u **done;        /* ring: replied, not yet handed to fio */
 	unsigned int done_head, done_count, done_cap;
 	struct io_u **events;      /* what the last getevents returned */
+
+	/* Outstanding io_us by slot (the tag), done_cap of them. */
+	struct io_u **slots;
+	uint8_t *slot_state;       /* ZF_SLOT_* */
+	uint32_t *free_slots;      /* a stack */
+	unsigned int nfree;
 
 	int sync_writes;           /* sync=1: a write completes once its file is fsynced */
 	uint8_t *fsbuf;            /* those fsyncs, encoded while reaping */
@@ -364,9 +372,14 @@ static int publish(struct zf_data *zd, const uint8_t *reqs, unsigned int n)
 	return 0;
 }
 
-/* complete hands an answered io_u to the done ring. */
-static void complete(struct zf_data *zd, struct io_u *io_u, uint32_t status, uint64_t val)
+/* complete hands an answered io_u to the done ring and frees its slot. */
+static void complete(struct zf_data *zd, uint32_t slot, uint32_t status, uint64_t val)
 {
+	struct io_u *io_u = zd->slots[slot];
+
+	zd->slots[slot] = NULL;
+	zd->slot_state[slot] = ZF_SLOT_FREE;
+	zd->free_slots[zd->nfree++] = slot;
 	if (status)
 		io_u->error = status;
 	else if (ddir_rw(io_u->ddir) && val < io_u->xfer_buflen)
@@ -386,7 +399,7 @@ static int reap(struct zf_data *zd)
 	uint32_t k = tail - zd->cq_head, i;
 	unsigned int nfs = 0;
 	struct io_u *io_u;
-	uint64_t val;
+	uint64_t val, slot;
 	int err;
 
 	if (k > zd->entries) {
@@ -404,30 +417,37 @@ static int reap(struct zf_data *zd)
 			zd->sync_status = status;
 			zd->sync_val = get64(b + 16);
 			zd->sync_val2 = get64(b + 24);
-		} else if (zd->inflight > 0 && tag > ZF_SYNC_TAG && (tag & 1)) {
-			/* The fsync that makes a sync=1 write durable. */
-			io_u = (struct io_u *) (uintptr_t) (tag & ~1ULL);
-			complete(zd, io_u, status, io_u->xfer_buflen - io_u->resid);
-		} else if (zd->inflight > 0 && tag && !(tag & 1)) {
-			io_u = (struct io_u *) (uintptr_t) tag;
-			val = get64(b + 16);
-			if (!zd->sync_writes || io_u->ddir != DDIR_WRITE || status) {
-				complete(zd, io_u, status, val);
-				continue;
-			}
-			/*
-			 * sync=1: the write completes only once an fsync of
-			 * its file has; the fsync takes the write's place in
-			 * the ring, so what is outstanding does not grow.
-			 */
-			io_u->resid = val < io_u->xfer_buflen ? io_u->xfer_buflen - val : 0;
-			encode_req(zd->fsbuf + nfs * ZF_REQ_SIZE, tag | 1, ZF_OP_FSYNC, 0,
-				   (uint32_t) (uintptr_t) FILE_ENG_DATA(io_u->file), 0, 0, 0);
-			nfs++;
-		} else {
-			log_err("zonefold: reply with unknown tag %#llx\n", (unsigned long long) tag);
+			continue;
+		}
+		slot = (tag >> 1) - 1;
+		if (tag < 2 || slot >= zd->done_cap ||
+		    zd->slot_state[slot] != ((tag & 1) ? ZF_SLOT_FSYNC : ZF_SLOT_IO)) {
+			log_err("zonefold: reply with a tag %#llx that names no outstanding request\n",
+				(unsigned long long) tag);
 			return -EPROTO;
 		}
+		io_u = zd->slots[slot];
+		if (tag & 1) {
+			/* The fsync that makes a sync=1 write durable. */
+			complete(zd, slot, status, io_u->xfer_buflen - io_u->resid);
+			continue;
+		}
+		val = get64(b + 16);
+		if (!zd->sync_writes || io_u->ddir != DDIR_WRITE || status) {
+			complete(zd, slot, status, val);
+			continue;
+		}
+		/*
+		 * sync=1: the write completes only once an fsync of its file
+		 * has; the fsync takes the write's place in the ring, so what
+		 * is outstanding does not grow, and each slot does this once:
+		 * fsbuf (done_cap requests) holds them all.
+		 */
+		io_u->resid = val < io_u->xfer_buflen ? io_u->xfer_buflen - val : 0;
+		zd->slot_state[slot] = ZF_SLOT_FSYNC;
+		encode_req(zd->fsbuf + nfs * ZF_REQ_SIZE, tag | 1, ZF_OP_FSYNC, 0,
+			   (uint32_t) (uintptr_t) FILE_ENG_DATA(io_u->file), 0, 0, 0);
+		nfs++;
 	}
 	zd->cq_head = tail;
 	__atomic_store_n(zd->cq_head_p, tail, __ATOMIC_RELEASE);
@@ -540,6 +560,9 @@ static void zf_free(struct zf_data *zd)
 	free(zd->pending);
 	free(zd->done);
 	free(zd->events);
+	free(zd->slots);
+	free(zd->slot_state);
+	free(zd->free_slots);
 	free(zd);
 }
 
@@ -591,10 +614,16 @@ static int zf_init(struct thread_data *td)
 	zd->pending = calloc(zd->done_cap, sizeof(*zd->pending));
 	zd->done = calloc(zd->done_cap, sizeof(*zd->done));
 	zd->events = calloc(zd->done_cap, sizeof(*zd->events));
-	if (!zd->sbuf || !zd->fsbuf || !zd->pending || !zd->done || !zd->events) {
+	zd->slots = calloc(zd->done_cap, sizeof(*zd->slots));
+	zd->slot_state = calloc(zd->done_cap, sizeof(*zd->slot_state));
+	zd->free_slots = calloc(zd->done_cap, sizeof(*zd->free_slots));
+	if (!zd->sbuf || !zd->fsbuf || !zd->pending || !zd->done || !zd->events || !zd->slots ||
+	    !zd->slot_state || !zd->free_slots) {
 		td_verror(td, ENOMEM, "zonefold init");
 		return 1;
 	}
+	for (zd->nfree = 0; zd->nfree < zd->done_cap; zd->nfree++)
+		zd->free_slots[zd->nfree] = zd->done_cap - 1 - zd->nfree;
 	return 0;
 }
 
@@ -717,26 +746,41 @@ static int zf_open_file(struct thread_data *td, struct fio_file *f)
 	/*
 	 * fsync_on_close: fio calls fsync(f->fd) itself before close_file,
 	 * and fails the job on its EBADF; give it an empty memfd to sync
-	 * (a no-op) and sync the file in close_file.
+	 * (a no-op) and sync the file in close_file. Only when close_file
+	 * will sync: fio's own fsync is gated the same way.
 	 */
-	if (td->o.fsync_on_close && (f->fd = memfd_create("zonefold-fsync", MFD_CLOEXEC)) < 0) {
+	if (td->o.fsync_on_close && (td_write(td) || td->o.override_sync) &&
+	    (f->fd = memfd_create("zonefold-fsync", MFD_CLOEXEC)) < 0) {
 		err = -errno;
 		f->fd = -1;
-		sync_call(zd, ZF_OP_CLOSE, 0, h, 0, NULL);
-		FILE_SET_ENG_DATA(f, NULL);
 		td_verror(td, -err, "zonefold memfd");
-		return 1;
+		goto fail;
 	}
 	if (td_read(td) && f->io_size != -1ULL && zd->sync_val2 < end) {
 		/* Grow only: another job may have written past end since open. */
 		if ((err = sync_call(zd, ZF_OP_TRUNCATE, ZF_TRUNCATE_GROW, h, end, NULL)) < 0) {
 			log_err("zonefold: lay out %s to %llu bytes: %s\n", f->file_name,
 				(unsigned long long) end, strerror(-err));
+			if (err == -EINVAL)
+				log_err("zonefold: is the daemon too old for the grow-only truncate flag? "
+					"(docs/protocol.md)\n");
 			td_verror(td, -err, "zonefold lay out");
-			return 1;
+			goto fail;
 		}
 	}
 	return 0;
+fail:
+	/*
+	 * fio requires f->fd == -1 after a failed open and never calls
+	 * close_file for it: close everything open_file opened.
+	 */
+	if (f->fd >= 0) {
+		close(f->fd);
+		f->fd = -1;
+	}
+	sync_call(zd, ZF_OP_CLOSE, 0, h, 0, NULL);
+	FILE_SET_ENG_DATA(f, NULL);
+	return 1;
 }
 
 static int zf_close_file(struct thread_data *td, struct fio_file *f)
@@ -747,8 +791,12 @@ static int zf_close_file(struct thread_data *td, struct fio_file *f)
 
 	if (zd && zd->fd >= 0 && h) {
 		/* fsync_on_close: the file is durable once closed. */
-		if (td->o.fsync_on_close && (td_write(td) || td->o.override_sync))
-			err = sync_call(zd, ZF_OP_FSYNC, 0, h, 0, NULL);
+		if (td->o.fsync_on_close && (td_write(td) || td->o.override_sync) &&
+		    (err = sync_call(zd, ZF_OP_FSYNC, 0, h, 0, NULL)) < 0) {
+			/* fio ignores close_file's return: the job must carry the error. */
+			log_err("zonefold: fsync %s at close: %s\n", f->file_name, strerror(-err));
+			td_verror(td, -err, "zonefold fsync_on_close");
+		}
 		cerr = sync_call(zd, ZF_OP_CLOSE, 0, h, 0, NULL);
 		if (!err)
 			err = cerr;
@@ -767,7 +815,7 @@ static enum fio_q_status zf_queue(struct thread_data *td, struct io_u *io_u)
 	uint32_t h = (uint32_t) (uintptr_t) FILE_ENG_DATA(io_u->file);
 	uint8_t op;
 	uint64_t addr = 0;
-	uint32_t len = 0;
+	uint32_t len = 0, slot;
 
 	fio_ro_check(td, io_u);
 	if (zd->npending + zd->inflight + zd->done_count >= zd->done_cap)
@@ -796,7 +844,11 @@ static enum fio_q_status zf_queue(struct thread_data *td, struct io_u *io_u)
 		io_u->error = EOPNOTSUPP;
 		return FIO_Q_COMPLETED;
 	}
-	encode_req(zd->sbuf + zd->npending * ZF_REQ_SIZE, (uint64_t) (uintptr_t) io_u, op, 0, h,
+	/* Slots in use are npending + inflight < done_cap: one is free. */
+	slot = zd->free_slots[--zd->nfree];
+	zd->slots[slot] = io_u;
+	zd->slot_state[slot] = ZF_SLOT_IO;
+	encode_req(zd->sbuf + zd->npending * ZF_REQ_SIZE, ((uint64_t) slot + 1) << 1, op, 0, h,
 		   io_u->offset, addr, len);
 	zd->pending[zd->npending++] = io_u;
 	return FIO_Q_QUEUED;
@@ -832,7 +884,16 @@ static int zf_getevents(struct thread_data *td, unsigned int min, unsigned int m
 
 	while (n < max) {
 		if (zd->done_count) {
-			zd->events[n++] = zd->done[zd->done_head];
+			struct io_u *io_u = zd->done[zd->done_head];
+
+			/*
+			 * fio drops the error of a sync io_u an engine completes
+			 * (io_completed returns before its error handling), so a
+			 * failed end_fsync or fsync=N would pass: fail the job.
+			 */
+			if (ddir_sync(io_u->ddir) && io_u->error)
+				td_verror(td, io_u->error, "zonefold fsync");
+			zd->events[n++] = io_u;
 			zd->done_head = (zd->done_head + 1) % zd->done_cap;
 			zd->done_count--;
 			continue;

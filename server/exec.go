@@ -10,8 +10,9 @@ import (
 )
 
 // execHook, set by tests, runs before each request: it lets a test hold
-// a request in flight to observe what else proceeds meanwhile.
-var execHook atomic.Pointer[func(*Request)]
+// a request in flight to observe what else proceeds meanwhile, or play a
+// broken daemon (its reply, tag already set, is the second argument).
+var execHook atomic.Pointer[func(*Request, *Reply)]
 
 // exec runs one parsed request and fills in its reply. It never panics
 // on what the request says: the parser bounded every range, and what
@@ -19,7 +20,7 @@ var execHook atomic.Pointer[func(*Request)]
 func (c *conn) exec(sl *slot) {
 	q, r := &sl.req, &sl.rep
 	if hook := execHook.Load(); hook != nil {
-		(*hook)(q)
+		(*hook)(q, r)
 	}
 	stats := &c.s.stats
 	stats.requests[q.Op].Add(1)

@@ -212,12 +212,14 @@ func TestFsyncCoversOtherClientsWrites(t *testing.T) {
 // with another synced file leaves, after kill -9 at any moment around
 // it, one of the two whole — never neither, an empty or a mixed file.
 // The kill comes right after the rename is answered, or while renames
-// run back to back.
+// run back to back. A rename is durable when answered
+// (docs/protocol.md): target holds this round's version of the last
+// answered rename, or a later one whose rename was in flight.
 func TestRenameOverAFileAcrossKill9(t *testing.T) {
 	d := newServe(t)
 	ctx := context.Background()
-	versions := map[byte]bool{}
 	for round := range 6 {
+		versions := map[byte]bool{} // this round's only: no rollback to an earlier round
 		c, err := server.Dial(ctx, d.socket, 4<<20)
 		if err != nil {
 			t.Fatal(err)
@@ -243,12 +245,19 @@ func TestRenameOverAFileAcrossKill9(t *testing.T) {
 		if err := put("target", base+1); err != nil {
 			t.Fatal(err)
 		}
+		answered := base + 1 // the version of target when the last rename was answered
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
 			for i := byte(2); i < 40; i++ {
-				if put("tmp", base+i) != nil || c.Rename(ctx, "tmp", "target") != nil || round%2 == 0 {
-					return // killed, or the kill right after the first rename
+				if put("tmp", base+i) != nil || c.Rename(ctx, "tmp", "target") != nil {
+					return // killed
+				}
+				mu.Lock()
+				answered = base + i
+				mu.Unlock()
+				if round%2 == 0 {
+					return // the kill right after the first rename
 				}
 			}
 		}()
@@ -272,7 +281,13 @@ func TestRenameOverAFileAcrossKill9(t *testing.T) {
 		}
 		v := got[0]
 		if !versions[v] || n != 200<<10+int64(v) || !bytes.Equal(got, bytes.Repeat([]byte{v}, len(got))) {
-			t.Fatalf("round %d: target after kill -9 is no version written: %d bytes, first byte %d", round, n, v)
+			t.Fatalf("round %d: target after kill -9 is no version written this round: %d bytes, first byte %d", round, n, v)
+		}
+		if round%2 == 0 && answered != base+2 {
+			t.Fatalf("round %d: the rename was not answered before the kill", round)
+		}
+		if v < answered {
+			t.Fatalf("round %d: target after kill -9 is version %d, older than %d whose rename was answered", round, v, answered)
 		}
 		c.Close()
 	}
@@ -301,12 +316,10 @@ func TestFioLayoutNeverShrinksAFile(t *testing.T) {
 	}
 	fioDone := make(chan error, 1)
 	go func() { fioDone <- cmd.Wait() }()
-	var fioErr error
-	finished := false
 	select {
 	case <-held: // the job's layout truncate, held
-	case fioErr = <-fioDone:
-		finished = true
+	case err := <-fioDone:
+		t.Fatalf("fio finished without laying the file out (no truncate reached the daemon): %v\n%s", err, out)
 	case <-time.After(time.Minute):
 		t.Fatalf("fio neither laid the file out nor finished in a minute:\n%s", out)
 	}
@@ -325,10 +338,7 @@ func TestFioLayoutNeverShrinksAFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	release()
-	if !finished {
-		fioErr = <-fioDone
-	}
-	if fioErr != nil {
+	if fioErr := <-fioDone; fioErr != nil {
 		t.Fatalf("fio: %v\n%s", fioErr, out)
 	}
 	st, err := c.Stat(ctx, "shared")

@@ -25,7 +25,10 @@ import (
 // files so that reads go to the device. No request may hang (a watchdog
 // dumps every goroutine if the daemon stops answering), each request
 // gets an answer that is either success or an error code, and afterwards
-// the daemon serves a new client and shuts down cleanly.
+// the daemon serves a new client and shuts down cleanly. It runs for at
+// least ZONEFOLD_NSRACE_SECONDS (default 2) and until GC has run
+// minGCRuns times, so that the namespace changes race GC too; GC that
+// has not run that often by a generous cap fails the test.
 // ZONEFOLD_NSRACE_SECONDS makes the run longer.
 func TestNamespaceOpsRaceIO(t *testing.T) {
 	dur := 2 * time.Second
@@ -146,9 +149,23 @@ func TestNamespaceOpsRaceIO(t *testing.T) {
 	worker(23, func(c *Client, r *rand.Rand) error { // fsync of every file
 		return c.Fsync(ctx, 0)
 	})
-	deadline := time.Now().Add(dur)
+	const minGCRuns, gcCap = 3, 3 * time.Minute
+	statc := dial(t, d.socket)
+	gcRuns := func() int64 {
+		st, err := statc.Stats(ctx)
+		if err != nil {
+			t.Fatalf("stats: %v", err)
+		}
+		return st.GCRuns
+	}
+	start := time.Now()
+	deadline := start.Add(dur)
 	last, since := ops.Load(), time.Now()
-	for time.Now().Before(deadline) && !t.Failed() {
+	for (time.Now().Before(deadline) || gcRuns() < minGCRuns) && !t.Failed() {
+		if time.Since(start) > max(gcCap, dur) {
+			t.Fatalf("GC ran %d times in %v of namespace changes and I/O, want %d: the test did not race GC",
+				gcRuns(), time.Since(start).Round(time.Second), minGCRuns)
+		}
 		time.Sleep(50 * time.Millisecond)
 		if v := ops.Load(); v != last {
 			last, since = v, time.Now()
@@ -166,6 +183,9 @@ func TestNamespaceOpsRaceIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d operations; %d GC runs, %d cache misses", ops.Load(), st.GCRuns, st.Cache.Misses)
+	if st.GCRuns < minGCRuns {
+		t.Fatalf("GC ran %d times, want at least %d", st.GCRuns, minGCRuns)
+	}
 	if err := d.stop(t); err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}

@@ -391,7 +391,7 @@ func TestBadHello(t *testing.T) {
 func holdOps(t *testing.T, op Op) (held <-chan struct{}, release func()) {
 	h := make(chan struct{}, 64)
 	rel := make(chan struct{})
-	hook := func(q *Request) {
+	hook := func(q *Request, _ *Reply) {
 		if q.Op == op {
 			h <- struct{}{}
 			<-rel
