@@ -151,6 +151,9 @@
 //     is free (WriteExtents' freeZone, quiesce dropped too). Such a pass
 //     first asks, under collector.mu, whether it is still needed: that
 //     takes placer.mu or reads atomics only.
+//     collector.mu also guards each zone's barren mark (zone.barrenValid,
+//     barrenGen), which passes set and pick reads: a zone a pass found not
+//     worth collecting is skipped until it loses valid data or is reset.
 //  3. Engine.nsMu: the namespace. Held (exclusive for create, remove,
 //     rename; shared for truncate and GC's zone reset) across the
 //     operation's log record, so across metaLog.mu, a checkpoint and

@@ -363,13 +363,18 @@ func (c *collector) collect(victim *zone) (bool, error) {
 		e.stats.gcNanos.Add(int64(time.Since(start)))
 		e.stats.gcRuns.Add(1)
 	}()
-	if victim.valid.Load() > 0 {
+	if valid := victim.valid.Load(); valid > 0 {
+		gen := victim.gen.Load()
 		gain, err := c.relocate(victim)
 		if err != nil {
 			victim.state.Store(zoneFull)
 			return false, err
 		}
 		if !gain {
+			// Remember it: until the zone loses valid data (or is
+			// reset), collecting it gains nothing either (see
+			// zone.barrenValid).
+			victim.barrenValid, victim.barrenGen = valid+1, gen
 			victim.state.Store(zoneFull)
 			return false, nil
 		}
@@ -432,7 +437,7 @@ func (c *collector) pick(gainDiv int64) []*zone {
 			continue
 		}
 		valid := z.valid.Load()
-		if z.cap-valid < minGCGain {
+		if z.cap-valid < minGCGain || z.barren(valid) {
 			continue // nothing to gain
 		}
 		if gainDiv > 0 && z.cap-valid < z.cap/gainDiv {
