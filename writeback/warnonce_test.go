@@ -1,0 +1,105 @@
+package writeback
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/zonefold/zonefold/cache"
+)
+
+// fullStore refuses every write with ENOSPC while full is set, as the
+// engine does for data that cannot fit, and counts the attempts.
+type fullStore struct {
+	full  atomic.Bool
+	tries atomic.Int64
+}
+
+func (s *fullStore) WriteExtents(_ uint64, _ []cache.Extent, _ Pending) error {
+	s.tries.Add(1)
+	if s.full.Load() {
+		return syscall.ENOSPC
+	}
+	return nil
+}
+
+// syncBuffer is a bytes.Buffer slog may write to from the flusher.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestRunWarnsOncePerFailureEpisode: data that cannot fit stays dirty and
+// the background flusher retries it on every tick; the daemon logged the
+// same WARN on every tick, forever (on a full device, one line every few
+// seconds for as long as it ran). It must warn once for the episode, and
+// FlushFile (fsync) must still report the error; once writes succeed
+// again, a later failure is a new episode and warns again.
+func TestRunWarnsOncePerFailureEpisode(t *testing.T) {
+	var logged syncBuffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	t.Cleanup(func() { slog.SetDefault(old) })
+	warns := func() int { return strings.Count(logged.String(), "level=WARN") }
+
+	store := &fullStore{}
+	store.full.Store(true)
+	w, c := newTestWriteback(t, store, Config{MaxChain: 256 << 10, Window: 1 << 20, Background: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runDone := make(chan struct{})
+	go func() { defer close(runDone); w.Run(ctx) }()
+	defer func() { cancel(); <-runDone }()
+
+	episode := func(file uint64) {
+		t.Helper()
+		if _, err := c.Write(ctx, file, 0, make([]byte, 4096), nil); err != nil {
+			t.Fatal(err)
+		}
+		// Let the flusher retry many times: each kick is a round.
+		for start := store.tries.Load(); store.tries.Load() < start+20; {
+			w.Kick()
+			if err := ctx.Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.FlushFile(ctx, file); !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("FlushFile of data that cannot fit: %v, want ENOSPC", err)
+		}
+	}
+	episode(1)
+	if n := warns(); n != 1 {
+		t.Fatalf("%d WARN lines over one episode of failing writeback, want 1:\n%s", n, logged.String())
+	}
+	// Room again: the data is written, the episode ends.
+	store.full.Store(false)
+	if err := w.FlushFile(ctx, 1); err != nil {
+		t.Fatalf("FlushFile once writes succeed: %v", err)
+	}
+	for c.DirtyBytes() != 0 {
+		w.Kick()
+	}
+	store.full.Store(true)
+	episode(2)
+	if n := warns(); n != 2 {
+		t.Fatalf("%d WARN lines over two episodes of failing writeback, want 2:\n%s", n, logged.String())
+	}
+}
