@@ -30,7 +30,14 @@
 //     syncfs leaves each open file's errseq alone.
 //   - FlushFile returns only when every byte of the file that was dirty
 //     when it was called is on the device or its error is returned.
+//   - The background flusher's failures are logged once per episode (a
+//     WARN for the first, debug for the retries, info when writeback
+//     succeeds again; see episode); the errors themselves still go to
+//     each file's FlushFile.
 //   - writeback never imports engine: the engine is a Store.
+//
+// The package has one lock, Writeback.mu (leaf: the per-file errors);
+// episode is the flusher goroutine's own and takes none.
 package writeback
 
 import (
@@ -441,6 +448,7 @@ func (w *Writeback) Run(ctx context.Context) {
 	defer tick.Stop()
 	p := &pipe{w: w}
 	var files []uint64
+	var ep episode
 	for {
 		select {
 		case <-ctx.Done():
@@ -454,7 +462,7 @@ func (w *Writeback) Run(ctx context.Context) {
 				var err error
 				if files, err = w.fill(p, files); err != nil {
 					failed = true
-					slog.Warn("writeback: write failed; data stays dirty", "err", err)
+					ep.failed(err, w.bytes.Load())
 				}
 			}
 			if p.empty() {
@@ -465,10 +473,47 @@ func (w *Writeback) Run(ctx context.Context) {
 				// again); retire what is in flight, then wait for the
 				// next tick rather than spin.
 				failed = true
-				slog.Warn("writeback: write failed; data stays dirty", "err", err)
+				ep.failed(err, w.bytes.Load())
 			}
 		}
+		if !failed {
+			ep.round(w.bytes.Load())
+		}
 	}
+}
+
+// episode keeps the background flusher's log to one WARN per run of
+// failures. Data that cannot be written (a full device) stays dirty and
+// is retried on every tick; a WARN for each retry filled the daemon's log
+// with the same line every few seconds for as long as it ran. The first
+// failure of an episode warns, the retries log at debug, and the episode
+// ends, with an info line counting them, after a round that fails nothing
+// once some writeback has succeeded since the last failure (a round that
+// starts nothing proves nothing). FlushFile (fsync) reports every failure
+// regardless: only the log is quieter.
+type episode struct {
+	failures int64
+	written  uint64 // bytes written back when the last failure came
+}
+
+// failed counts a failure; written is the bytes written back so far.
+func (ep *episode) failed(err error, written uint64) {
+	ep.written = written
+	if ep.failures++; ep.failures == 1 {
+		slog.Warn("writeback: write failed; data stays dirty and is retried (further failures are logged at debug level until writeback succeeds)", "err", err)
+		return
+	}
+	slog.Debug("writeback: write failed again; data stays dirty", "err", err, "failures", ep.failures)
+}
+
+// round ends the episode after a round without failures, if bytes were
+// written back since its last failure.
+func (ep *episode) round(written uint64) {
+	if ep.failures == 0 || written == ep.written {
+		return
+	}
+	slog.Info("writeback: writes succeed again", "failures", ep.failures)
+	*ep = episode{}
 }
 
 // fill starts flushes of the files that need writing back — all dirty
