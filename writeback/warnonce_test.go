@@ -107,3 +107,32 @@ func TestRunWarnsOncePerFailureEpisode(t *testing.T) {
 		t.Fatalf("%d WARN lines over two episodes of failing writeback, want 2:\n%s", n, logged.String())
 	}
 }
+
+// TestSyncAllErrorSaysHowManyFilesFailed: on a full device the daemon's
+// shutdown SyncAll failed for each of 476 files, and its exit line joined
+// all 476 errors, ~40 KB of one line. The error must still match each
+// cause (errors.Is) and say how many files failed, but name only the
+// first few.
+func TestSyncAllErrorSaysHowManyFilesFailed(t *testing.T) {
+	store := &fullStore{}
+	store.full.Store(true)
+	w, c := newTestWriteback(t, store, Config{MaxChain: 256 << 10, Window: 1 << 20})
+	ctx := context.Background()
+	const files = 100
+	for f := uint64(1); f <= files; f++ {
+		if _, err := c.Write(ctx, f, 0, make([]byte, 4096), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := w.SyncAll(ctx)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("SyncAll of data that cannot fit: %v, want ENOSPC", err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "100 files") {
+		t.Errorf("SyncAll's error does not say how many files failed: %q", msg)
+	}
+	if n := strings.Count(msg, "no space left on device"); n > 3 {
+		t.Errorf("SyncAll's error names %d failures (%d bytes), want the first few:\n%s", n, len(msg), msg)
+	}
+}
