@@ -45,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -434,8 +435,42 @@ func (w *Writeback) SyncAll(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	if len(errs) == 0 {
+		return nil
+	}
+	return &syncAllError{errs: errs}
 }
+
+// syncAllError is SyncAll's failure of one or more files: it matches each
+// file's error (errors.Is, errors.As) but its text names only the first
+// few. On a full device a shutdown's SyncAll failed for hundreds of files,
+// and the daemon's exit line joined them all (~40 KB).
+type syncAllError struct{ errs []error }
+
+// syncAllNamed is how many of the files' errors syncAllError's text names.
+const syncAllNamed = 3
+
+func (e *syncAllError) Error() string {
+	if len(e.errs) == 1 {
+		return e.errs[0].Error()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "writeback: %d files failed to write back", len(e.errs))
+	for i, err := range e.errs[:min(len(e.errs), syncAllNamed)] {
+		sep := "; "
+		if i == 0 {
+			sep = ": "
+		}
+		b.WriteString(sep)
+		b.WriteString(err.Error())
+	}
+	if len(e.errs) > syncAllNamed {
+		fmt.Fprintf(&b, "; and %d more", len(e.errs)-syncAllNamed)
+	}
+	return b.String()
+}
+
+func (e *syncAllError) Unwrap() []error { return e.errs }
 
 // Run is the background flusher: on a kick, on dirty data past the
 // background threshold and on expiry it writes back files, oldest dirty
