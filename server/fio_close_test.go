@@ -4,13 +4,10 @@ package server_test
 // fio the error, and leave fio's file state as fio requires.
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -71,23 +68,7 @@ func TestFioFailedLayoutWithFsyncOnClose(t *testing.T) {
 // requests is the daemon's count of requests served with operation op.
 func (d *daemonProc) requests(t *testing.T, op string) int64 {
 	t.Helper()
-	resp, err := http.Get(d.metrics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), `zonefold_server_requests_total{op="`+op+`"} `); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return int64(f)
-		}
-	}
-	t.Fatalf("no requests_total for op %q in the daemon's metrics", op)
-	return 0
+	return int64(d.metricValue(t, `zonefold_server_requests_total{op="`+op+`"}`))
 }
 
 // TestFioReportsFailedFsyncs: a flush of the device fails with EIO while
