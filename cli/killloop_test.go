@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/zonefold/zonefold/internal/stampfile"
+	"github.com/zonefold/zonefold/internal/syncbuf"
 	"github.com/zonefold/zonefold/server"
 )
 
@@ -118,7 +119,7 @@ type killRun struct {
 
 	daemon *exec.Cmd
 	exited chan struct{}
-	stderr *lockedBuffer
+	stderr *syncbuf.Buffer
 
 	mu       sync.Mutex // guards the model while clients run
 	raw      [killRawFiles]*stampfile.File
@@ -133,23 +134,6 @@ type killRun struct {
 	gcPoints       int
 	lossPoints     []int
 	fsckPoints     []int
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func (r *killRun) run(points int) {
@@ -186,7 +170,7 @@ func (r *killRun) serve(format bool) {
 		args = append(args, "--format")
 	}
 	cmd := exec.Command(r.bin, args...)
-	r.stderr = &lockedBuffer{}
+	r.stderr = &syncbuf.Buffer{}
 	cmd.Stderr = r.stderr
 	exited := runServe(r.t, cmd, r.stderr)
 	r.daemon, r.exited = cmd, exited

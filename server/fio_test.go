@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/zonefold/zonefold/cli"
+	"github.com/zonefold/zonefold/internal/syncbuf"
 	"github.com/zonefold/zonefold/server"
 )
 
@@ -93,27 +94,10 @@ type daemonProc struct {
 	cmd    *exec.Cmd
 	socket string
 	device string
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 	exited chan error
 	// metrics is the URL of its Prometheus metrics.
 	metrics string
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func startServe(t *testing.T, device, socket string) *daemonProc {
@@ -121,7 +105,7 @@ func startServe(t *testing.T, device, socket string) *daemonProc {
 	cmd := exec.Command(os.Args[0], "serve", device, "--socket", socket, "--format", "--cache", "64M", "--log-info",
 		"--metrics", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "ZONEFOLD_TEST_MAIN=zonefold")
-	d := &daemonProc{t: t, cmd: cmd, socket: socket, device: device, stderr: &syncBuffer{}, exited: make(chan error, 1)}
+	d := &daemonProc{t: t, cmd: cmd, socket: socket, device: device, stderr: &syncbuf.Buffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = d.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonefold/zonefold/internal/syncbuf"
 	"github.com/zonefold/zonefold/server"
 )
 
@@ -309,7 +310,7 @@ func TestFioLayoutNeverShrinksAFile(t *testing.T) {
 	cmd := exec.Command(fio, "--name=layout", "--ioengine=external:"+engine, "--sock="+socket,
 		"--filename=shared", "--rw=read", "--bs=64k", "--size=1m")
 	cmd.Dir = t.TempDir()
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,18 +1,17 @@
 package writeback
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/zonefold/zonefold/cache"
+	"github.com/zonefold/zonefold/internal/syncbuf"
 )
 
 // fullStore refuses every write with ENOSPC while full is set, as the
@@ -30,24 +29,6 @@ func (s *fullStore) WriteExtents(_ uint64, _ []cache.Extent, _ Pending) error {
 	return nil
 }
 
-// syncBuffer is a bytes.Buffer slog may write to from the flusher.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // TestRunWarnsOncePerFailureEpisode: data that cannot fit stays dirty and
 // the background flusher retries it on every tick; the daemon logged the
 // same WARN on every tick, forever (on a full device, one line every few
@@ -55,7 +36,7 @@ func (b *syncBuffer) String() string {
 // FlushFile (fsync) must still report the error; once writes succeed
 // again, a later failure is a new episode and warns again.
 func TestRunWarnsOncePerFailureEpisode(t *testing.T) {
-	var logged syncBuffer
+	var logged syncbuf.Buffer
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	t.Cleanup(func() { slog.SetDefault(old) })
