@@ -44,6 +44,16 @@ func reopen(t testing.TB, devName string, cfg Config) *Engine {
 	return e
 }
 
+// mustCreate creates the file name on e or fails the test.
+func mustCreate(t testing.TB, e *Engine, name string) *File {
+	t.Helper()
+	f, err := e.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 func smallConfig() Config {
 	return Config{CacheBytes: 8 << 20, DirtyLimit: 4 << 20}
 }

@@ -19,10 +19,7 @@ func TestFileSyncReportsAnErrorASyncOfAllSaw(t *testing.T) {
 	devName := emuDevice(t, 24, "1M", "")
 	cfg := smallConfig()
 	e := formatOpen(t, devName, cfg)
-	f, err := e.Create("a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := mustCreate(t, e, "a")
 	want := bytes.Repeat([]byte("errseq "), 40000)
 	if _, err := f.WriteAt(want, 0); err != nil {
 		t.Fatal(err)

@@ -19,10 +19,7 @@ func TestSyncAfterAFailedSyncIsDurable(t *testing.T) {
 			devName := emuDevice(t, 24, "1M", "")
 			cfg := smallConfig()
 			e := formatOpen(t, devName, cfg)
-			f, err := e.Create("a")
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := mustCreate(t, e, "a")
 			if err := f.Sync(); err != nil {
 				t.Fatal(err)
 			}

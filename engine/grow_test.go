@@ -11,10 +11,7 @@ func TestGrowNeverShrinks(t *testing.T) {
 	devName := emuDevice(t, 16, "1M", "")
 	cfg := smallConfig()
 	e := formatOpen(t, devName, cfg)
-	f, err := e.Create("a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := mustCreate(t, e, "a")
 	data := bytes.Repeat([]byte{9}, 10000)
 	if _, err := f.WriteAt(data, 0); err != nil {
 		t.Fatal(err)

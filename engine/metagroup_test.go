@@ -32,10 +32,7 @@ func TestFragmentedCheckpointOutgrowsAMetadataZone(t *testing.T) {
 	rng := rand.New(rand.NewSource(5))
 	model := make([][]byte, files)
 	for i := range files {
-		f, err := e.Create(fmt.Sprintf("f%d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
+		f := mustCreate(t, e, fmt.Sprintf("f%d", i))
 		model[i] = make([]byte, blocks*BlockSize)
 		rng.Read(model[i])
 		if _, err := f.WriteAt(model[i], 0); err != nil {
