@@ -188,28 +188,28 @@ type lsmRun struct {
 // lsmConfig summarises a configuration over the rounds: medians, and the
 // spread of the overwrite ops/s.
 type lsmConfig struct {
-	Config       string   `json:"config"`
-	FillOps      float64  `json:"fill_ops_per_sec"`
-	OverOps      float64  `json:"overwrite_ops_per_sec"`
-	OverOpsMin   float64  `json:"overwrite_ops_per_sec_min"`
-	OverOpsMax   float64  `json:"overwrite_ops_per_sec_max"`
-	PebbleWA     float64  `json:"pebble_wa"`
-	DeviceWAF    float64  `json:"device_waf"`
-	TotalAmp     float64  `json:"total_amp"`
-	GCMB         float64  `json:"gc_mb"`
-	Resets       float64  `json:"zones_reset"`
-	Live         float64  `json:"live"`
-	Jobs         float64  `json:"jobs"`
-	Syncs        float64  `json:"syncs"`          // Pebble's syncs in the overwrite phase
-	Flushes      float64  `json:"device_flushes"` // the engine's device flushes in it (zonefold)
-	Shared       float64  `json:"zones_shared"`   // files mru sent to another file's zone
-	OpsVsKernel  *float64 `json:"overwrite_ops_vs_kernel,omitempty"`
+	Config      string   `json:"config"`
+	FillOps     float64  `json:"fill_ops_per_sec"`
+	OverOps     float64  `json:"overwrite_ops_per_sec"`
+	OverOpsMin  float64  `json:"overwrite_ops_per_sec_min"`
+	OverOpsMax  float64  `json:"overwrite_ops_per_sec_max"`
+	PebbleWA    float64  `json:"pebble_wa"`
+	DeviceWAF   float64  `json:"device_waf"`
+	TotalAmp    float64  `json:"total_amp"`
+	GCMB        float64  `json:"gc_mb"`
+	Resets      float64  `json:"zones_reset"`
+	Live        float64  `json:"live"`
+	Jobs        float64  `json:"jobs"`
+	Syncs       float64  `json:"syncs"`          // Pebble's syncs in the overwrite phase
+	Flushes     float64  `json:"device_flushes"` // the engine's device flushes in it (zonefold)
+	Shared      float64  `json:"zones_shared"`   // files mru sent to another file's zone
+	OpsVsKernel *float64 `json:"overwrite_ops_vs_kernel,omitempty"`
 	// PairedVsKernel is each round's overwrite ops/s over the kernel's
 	// in the same round, by round: the spread of OpsVsKernel with the
 	// load that drifts between rounds paired out.
 	PairedVsKernel []float64 `json:"overwrite_ops_vs_kernel_by_round,omitempty"`
-	FillVsKernel *float64 `json:"fill_ops_vs_kernel,omitempty"`
-	WAFVsNone    *float64 `json:"device_waf_vs_none,omitempty"`
+	FillVsKernel   *float64  `json:"fill_ops_vs_kernel,omitempty"`
+	WAFVsNone      *float64  `json:"device_waf_vs_none,omitempty"`
 }
 
 // lsmSummary is summary.json and the --json output.
