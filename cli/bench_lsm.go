@@ -55,9 +55,9 @@ sets it) and 16 open at most (--open-zones), on a new file per run in DIR
 folder. DEVICE must keep data: emu: or a real zoned device, not null:.
 
 The default shape is that of an LSM store on a ZNS drive at steady state,
-where GC must run under every placement: the keys and values fill 38% of the
+where GC must run under every placement: the keys and values fill 35% of the
 device, and Pebble's files, about twice that at their peak, keep its zones
-65-75% live; tables of 1 MiB at every level in zones of 1 MiB (ZenFS's advice
+about 70% live; tables of 1 MiB at every level in zones of 1 MiB (ZenFS's advice
 for RocksDB: a target file size near the zone's, the same at every level);
 three compactions at once, so that several jobs' tables, the WAL and GC share
 the 16 open zones; one device capacity of overwrites. With Pebble's defaults
