@@ -63,7 +63,8 @@ three compactions at once, so that several jobs' tables, the WAL and GC share
 the 16 open zones; one device capacity of overwrites. With Pebble's defaults
 (tables doubling per level, one compaction) and a third of the device, deep
 tables span several zones and free whole ones under any placement, and GC
-barely runs: --table-size 0 --compactions 0 --util 0.33 shows that.
+barely runs: with --table-size 0 --compactions 0 --util 0.33, none's GC copied
+8 MB in a run and its device WAF was 1.021, mru's 1.029.
 
 Ops/s against the kernel: the kernel run sits next to the first placement's
 in every round, and even rounds run in reverse order; the last target line
