@@ -369,8 +369,10 @@ func measureLSM(ctx context.Context, device string, o LSMOptions) (lsmSummary, [
 			r := &lsmRun{Config: c, Round: round + 1}
 			var err error
 			// The label "config" marks the run's samples in a CPU profile
-			// (--cpuprofile), Pebble's and the engine's goroutines
-			// included: they start from this one.
+			// (--cpuprofile), the engine's goroutines included: they
+			// start from this one. Pebble's compactions replace it with
+			// labels of their own (output-level): tell the sides apart
+			// in them by the stacks (pebblefs and the engine, or os.File).
 			pprof.Do(ctx, pprof.Labels("config", c), func(ctx context.Context) {
 				if c == lsmKernel {
 					err = runLSMKernel(ctx, o, w, values, r, func(n int64) { setBar(bar, doneBefore+n) })
