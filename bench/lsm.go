@@ -66,12 +66,31 @@ type LSMOptions struct {
 	Progress io.Writer // a terminal's stderr, for a progress bar
 }
 
-// DefaultLSM is bench lsm without flags: about a minute on a small
-// machine. 30 000 keys fill a third of a 94 MiB device; half a device
-// capacity of overwrites is, at Pebble's write amplification of 4-5,
-// two or more capacities of device writes, so GC runs through most of
-// the overwrite phase.
-var DefaultLSM = LSMOptions{Scale: 0.0003, ValueSize: 1024, Util: 0.33, Passes: 0.5,
+// DefaultLSM is bench lsm without flags: a minute or two on a small
+// machine, in the shape of an LSM store on a ZNS drive at steady state,
+// where GC has to run under every placement:
+//
+//   - 100 000 keys (104 MB) fill 35% of a 278 MiB device: Pebble's files
+//     take about twice the keys and values (overwritten values not yet
+//     compacted away, compactions' inputs and outputs at once), so the
+//     zones hold about 70% live data on average, and at the peaks GC must
+//     free zones for Pebble to go on. (0.38 ran out of space, a MANIFEST
+//     write failing with ENOSPC, in a capacity of overwrites.)
+//   - Tables of 1 MiB at every level in zones of 1 MiB: ZenFS's advice
+//     for RocksDB (a target file size near the zone's, RocksDB's default
+//     multiplier of 1 across levels). With Pebble's default of doubling
+//     per level, deep tables span several zones and free whole ones under
+//     any placement.
+//   - Three compactions at once (Pebble's default is one, two under
+//     debt; a server runs several): tables of several jobs are written
+//     at a time, and 16 open zones (as many ZNS drives) are shared by
+//     them, the WAL and GC.
+//   - One device capacity of overwrites: Pebble rewrites the DB several
+//     times over, and the run is long enough that its compaction
+//     scheduling, which decides its own write amplification and
+//     ops/s, averages out more than in half that.
+var DefaultLSM = LSMOptions{Scale: 0.001, ValueSize: 1024, Util: 0.35, Passes: 1,
+	TableSize: 1 << 20, OpenZones: 16, Compactions: 3,
 	Placements: []string{"mru", "none", "hinted"}, Rounds: 1, BlockCache: 64 << 20,
 	Out: "zonefold-bench-lsm", Seed: 1, Sample: 250 * time.Millisecond}
 
@@ -164,6 +183,15 @@ type lsmPhase struct {
 	// at once, over the samples; MaxJobs the most.
 	Jobs    float64 `json:"jobs"`
 	MaxJobs int     `json:"max_jobs"`
+	// Syncs is the syncs Pebble asked of files and directories (both
+	// sides); Flushes the device flushes the engine ran (zonefold), some
+	// serving several syncs at once (group commit), others for GC and
+	// the engine's metadata.
+	Syncs   int64 `json:"syncs"`
+	Flushes int64 `json:"device_flushes"`
+	// Shared counts files mru placement sent to another file's zone for
+	// want of one of their own (zonefold).
+	Shared int64 `json:"zones_shared"`
 }
 
 // lsmRun is one configuration's run in one round.
@@ -179,21 +207,28 @@ type lsmRun struct {
 // lsmConfig summarises a configuration over the rounds: medians, and the
 // spread of the overwrite ops/s.
 type lsmConfig struct {
-	Config       string   `json:"config"`
-	FillOps      float64  `json:"fill_ops_per_sec"`
-	OverOps      float64  `json:"overwrite_ops_per_sec"`
-	OverOpsMin   float64  `json:"overwrite_ops_per_sec_min"`
-	OverOpsMax   float64  `json:"overwrite_ops_per_sec_max"`
-	PebbleWA     float64  `json:"pebble_wa"`
-	DeviceWAF    float64  `json:"device_waf"`
-	TotalAmp     float64  `json:"total_amp"`
-	GCMB         float64  `json:"gc_mb"`
-	Resets       float64  `json:"zones_reset"`
-	Live         float64  `json:"live"`
-	Jobs         float64  `json:"jobs"`
-	OpsVsKernel  *float64 `json:"overwrite_ops_vs_kernel,omitempty"`
-	FillVsKernel *float64 `json:"fill_ops_vs_kernel,omitempty"`
-	WAFVsNone    *float64 `json:"device_waf_vs_none,omitempty"`
+	Config      string   `json:"config"`
+	FillOps     float64  `json:"fill_ops_per_sec"`
+	OverOps     float64  `json:"overwrite_ops_per_sec"`
+	OverOpsMin  float64  `json:"overwrite_ops_per_sec_min"`
+	OverOpsMax  float64  `json:"overwrite_ops_per_sec_max"`
+	PebbleWA    float64  `json:"pebble_wa"`
+	DeviceWAF   float64  `json:"device_waf"`
+	TotalAmp    float64  `json:"total_amp"`
+	GCMB        float64  `json:"gc_mb"`
+	Resets      float64  `json:"zones_reset"`
+	Live        float64  `json:"live"`
+	Jobs        float64  `json:"jobs"`
+	Syncs       float64  `json:"syncs"`          // Pebble's syncs in the overwrite phase
+	Flushes     float64  `json:"device_flushes"` // the engine's device flushes in it (zonefold)
+	Shared      float64  `json:"zones_shared"`   // files mru sent to another file's zone
+	OpsVsKernel *float64 `json:"overwrite_ops_vs_kernel,omitempty"`
+	// PairedVsKernel is each round's overwrite ops/s over the kernel's
+	// in the same round, by round: the spread of OpsVsKernel with the
+	// load that drifts between rounds paired out.
+	PairedVsKernel []float64 `json:"overwrite_ops_vs_kernel_by_round,omitempty"`
+	FillVsKernel   *float64  `json:"fill_ops_vs_kernel,omitempty"`
+	WAFVsNone      *float64  `json:"device_waf_vs_none,omitempty"`
 }
 
 // lsmSummary is summary.json and the --json output.
@@ -323,22 +358,21 @@ func measureLSM(ctx context.Context, device string, o LSMOptions) (lsmSummary, [
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return sum, nil, fmt.Errorf("--out: %w", err)
 	}
-	configs := slices.Clone(o.Placements)
-	if o.Against != "" {
-		configs = append(configs, lsmKernel)
-	}
+	configs := lsmConfigs(o)
 	values := newValueSource(o.ValueSize, o.Seed)
 	var w lsmWork
 	var bar *progressbar.ProgressBar
 	var doneBefore int64
 	var runs []*lsmRun
 	for round := range o.Rounds {
-		for _, c := range configs {
+		for _, c := range roundOrder(configs, round) {
 			r := &lsmRun{Config: c, Round: round + 1}
 			var err error
 			// The label "config" marks the run's samples in a CPU profile
-			// (--cpuprofile), Pebble's and the engine's goroutines
-			// included: they start from this one.
+			// (--cpuprofile), the engine's goroutines included: they
+			// start from this one. Pebble's compactions replace it with
+			// labels of their own (output-level): tell the sides apart
+			// in them by the stacks (pebblefs and the engine, or os.File).
 			pprof.Do(ctx, pprof.Labels("config", c), func(ctx context.Context) {
 				if c == lsmKernel {
 					err = runLSMKernel(ctx, o, w, values, r, func(n int64) { setBar(bar, doneBefore+n) })
@@ -366,11 +400,40 @@ func measureLSM(ctx context.Context, device string, o LSMOptions) (lsmSummary, [
 		_ = bar.Finish()
 		fmt.Fprintln(o.Progress)
 	}
-	sum = summarizeLSM(dev.String(), o, w, configs, runs)
+	table := slices.Clone(o.Placements) // the kernel's row last
+	if o.Against != "" {
+		table = append(table, lsmKernel)
+	}
+	sum = summarizeLSM(dev.String(), o, w, table, runs)
 	if err := writeLSMOutputs(o.Out, sum, runs, w); err != nil {
 		return sum, nil, err
 	}
 	return sum, runs, nil
+}
+
+// lsmConfigs is the configurations in the order a round runs them: the
+// kernel baseline, with --against, right after the first placement (the
+// one its ratio is for), so that the two run next to each other in every
+// round (see roundOrder).
+func lsmConfigs(o LSMOptions) []string {
+	configs := slices.Clone(o.Placements)
+	if o.Against != "" {
+		configs = slices.Insert(configs, 1, lsmKernel)
+	}
+	return configs
+}
+
+// roundOrder is the order configurations run in a round: as given in
+// odd rounds, reversed in even ones (A B C, C B A, ...), so that over
+// pairs of rounds each configuration runs as often early as late and a
+// load that drifts during a round does not favour the first.
+func roundOrder(configs []string, round int) []string {
+	if round%2 == 0 {
+		return configs
+	}
+	r := slices.Clone(configs)
+	slices.Reverse(r)
+	return r
 }
 
 func setBar(bar *progressbar.ProgressBar, n int64) {
@@ -522,6 +585,7 @@ type lsmProbe struct {
 	live     func() int64
 	capacity int64
 	jobs     atomic.Int64 // flushes and compactions that write tables, running
+	fs       *syncCountingFS
 }
 
 // listener counts Pebble's flushes and compactions that write tables
@@ -553,6 +617,8 @@ func runLSMPhases(ctx context.Context, dir string, opts *pebble.Options, o LSMOp
 		l = pebble.TeeEventListener(l, *opts.EventListener)
 	}
 	opts.EventListener = &l
+	probe.fs = &syncCountingFS{FS: opts.FS}
+	opts.FS = probe.fs
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return fmt.Errorf("open Pebble: %w", err)
@@ -597,6 +663,7 @@ func lsmPhaseRun(ctx context.Context, db *pebble.DB, wo *pebble.WriteOptions, n 
 		st0 = stats()
 	}
 	m0 := db.Metrics()
+	syncs0 := probe.fs.syncs.Load()
 	start := time.Now()
 	var done atomic.Int64
 	stop := make(chan struct{})
@@ -646,6 +713,7 @@ func lsmPhaseRun(ctx context.Context, db *pebble.DB, wo *pebble.WriteOptions, n 
 		return nil, err
 	}
 	m1 := db.Metrics()
+	ph.Syncs = probe.fs.syncs.Load() - syncs0
 	ph.Ops, ph.Seconds = n, elapsed
 	ph.OpsPerSec = float64(n) / elapsed
 	ph.UserBytes = n * int64(len(key)+values.size)
@@ -670,6 +738,7 @@ func lsmPhaseRun(ctx context.Context, db *pebble.DB, wo *pebble.WriteOptions, n 
 		d := stats().Sub(st0)
 		ph.FileBytes, ph.DevBytes = d.HostWritten, d.DevWritten()
 		ph.GCBytes, ph.Resets = d.GCWritten, d.GCResets
+		ph.Flushes, ph.Shared = d.Flushes, d.ZonesShared
 		if d.HostWritten > 0 {
 			ph.DeviceWAF = float64(d.DevWritten()) / float64(d.HostWritten)
 		}
@@ -761,7 +830,7 @@ func summarizeLSM(device string, o LSMOptions, w lsmWork, configs []string, runs
 	}
 	byName := map[string]*lsmConfig{}
 	for _, c := range configs {
-		var fill, over, pwa, waf, total, gc, resets, live, jobs []float64
+		var fill, over, pwa, waf, total, gc, resets, live, jobs, syncs, flushes, shared []float64
 		for _, r := range runs {
 			if r.Config != c {
 				continue
@@ -775,10 +844,13 @@ func summarizeLSM(device string, o LSMOptions, w lsmWork, configs []string, runs
 			resets = append(resets, float64(r.Overwrite.Resets))
 			live = append(live, r.Overwrite.Live)
 			jobs = append(jobs, r.Overwrite.Jobs)
+			syncs = append(syncs, float64(r.Overwrite.Syncs))
+			flushes = append(flushes, float64(r.Overwrite.Flushes))
+			shared = append(shared, float64(r.Overwrite.Shared))
 		}
 		lc := lsmConfig{Config: c, FillOps: median(fill), OverOps: median(over), OverOpsMin: slices.Min(over), OverOpsMax: slices.Max(over),
 			PebbleWA: median(pwa), DeviceWAF: median(waf), TotalAmp: median(total), GCMB: median(gc), Resets: median(resets),
-			Live: median(live), Jobs: median(jobs)}
+			Live: median(live), Jobs: median(jobs), Syncs: median(syncs), Flushes: median(flushes), Shared: median(shared)}
 		sum.Configs = append(sum.Configs, lc)
 	}
 	for i := range sum.Configs {
@@ -793,6 +865,7 @@ func summarizeLSM(device string, o LSMOptions, w lsmWork, configs []string, runs
 		if kernel != nil && kernel.OverOps > 0 && kernel.FillOps > 0 {
 			over, fill := c.OverOps/kernel.OverOps, c.FillOps/kernel.FillOps
 			c.OpsVsKernel, c.FillVsKernel = &over, &fill
+			c.PairedVsKernel = pairedRatios(runs, c.Config, lsmKernel)
 		}
 		if none != nil && none.DeviceWAF > 0 {
 			r := c.DeviceWAF / none.DeviceWAF
@@ -804,6 +877,25 @@ func summarizeLSM(device string, o LSMOptions, w lsmWork, configs []string, runs
 	}
 	sum.Targets = lsmTargets(byName)
 	return sum
+}
+
+// pairedRatios is, round by round, config's overwrite ops/s over base's
+// in the same round.
+func pairedRatios(runs []*lsmRun, config, base string) []float64 {
+	ops := map[[2]any]float64{}
+	for _, r := range runs {
+		ops[[2]any{r.Config, r.Round}] = r.Overwrite.OpsPerSec
+	}
+	var out []float64
+	for _, r := range runs {
+		if r.Config != config {
+			continue
+		}
+		if b := ops[[2]any{base, r.Round}]; b > 0 {
+			out = append(out, r.Overwrite.OpsPerSec/b)
+		}
+	}
+	return out
 }
 
 // lsmTargets says, target by target, whether it was met.
@@ -826,8 +918,8 @@ func lsmTargets(byName map[string]*lsmConfig) []string {
 	}
 	if mru.OpsVsKernel != nil {
 		k := byName[lsmKernel]
-		out = append(out, fmt.Sprintf("overwrite ops/s on zonefold (mru) >= 0.9 x the kernel's: %s (%.0f vs %.0f: %.2fx; fill %.2fx)",
-			verdict(*mru.OpsVsKernel >= 0.9), mru.OverOps, k.OverOps, *mru.OpsVsKernel, *mru.FillVsKernel))
+		out = append(out, fmt.Sprintf("overwrite ops/s on zonefold (mru) >= 0.9 x the kernel's: %s (%.0f vs %.0f: %.2fx, by round %s; fill %.2fx)",
+			verdict(*mru.OpsVsKernel >= 0.9), mru.OverOps, k.OverOps, *mru.OpsVsKernel, ratioList(mru.PairedVsKernel), *mru.FillVsKernel))
 	}
 	if h := byName[engine.PolicyHinted.String()]; h != nil {
 		what := "helps"
@@ -838,6 +930,15 @@ func lsmTargets(byName map[string]*lsmConfig) []string {
 			what, h.DeviceWAF, mru.DeviceWAF, h.GCMB, mru.GCMB))
 	}
 	return out
+}
+
+// ratioList is ratios as "0.93x 1.05x ...".
+func ratioList(rs []float64) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = fmt.Sprintf("%.2fx", r)
+	}
+	return strings.Join(parts, " ")
 }
 
 func printLSM(out io.Writer, dir string, sum lsmSummary, runs []*lsmRun) error {
@@ -864,6 +965,14 @@ func printLSM(out io.Writer, dir string, sum lsmSummary, runs []*lsmRun) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	fmt.Fprintln(out)
+	for _, c := range sum.Configs {
+		if c.Config == lsmKernel {
+			fmt.Fprintf(out, "%s: %.0f syncs while overwriting\n", c.Config, c.Syncs)
+			continue
+		}
+		fmt.Fprintf(out, "%s: %.0f syncs while overwriting, %.0f device flushes; %.0f files shared another's zone\n", c.Config, c.Syncs, c.Flushes, c.Shared)
 	}
 	printFooter(out, sum.Targets, dir)
 	return nil

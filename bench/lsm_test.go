@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -42,6 +43,9 @@ func TestFormatKey(t *testing.T) {
 func TestLSMSmall(t *testing.T) {
 	o := DefaultLSM
 	o.Scale = 0.00003 // 3000 keys
+	// A device of a dozen zones: the default shape's 1 MiB tables, three
+	// compactions and 38% fill would leave it no free zone (ENOSPC).
+	o.TableSize, o.Compactions, o.Util = 0, 0, 0.33
 	o.Passes = 0.3
 	o.Against = t.TempDir()
 	o.Out = t.TempDir()
@@ -74,6 +78,11 @@ func TestLSMSmall(t *testing.T) {
 	// rewrites (the WAL's and MANIFEST's last block) before writeback.
 	if c.OverOps <= 0 || c.DeviceWAF <= 0.5 || c.PebbleWA < 1 || c.Live <= 0 || c.Live > 1 {
 		t.Fatalf("mru: %+v", c)
+	}
+	// Pebble syncs every table it writes, and each sync on pebblefs is
+	// served by a device flush (its own or one it joined).
+	if c.Syncs <= 0 || c.Flushes <= 0 {
+		t.Fatalf("mru: %v syncs and %v device flushes while overwriting, want both counted", c.Syncs, c.Flushes)
 	}
 	// Nothing is left behind in --against's folder.
 	left, _ := os.ReadDir(o.Against)
@@ -119,5 +128,41 @@ func TestLSMRefusesBadInput(t *testing.T) {
 	o.Out = t.TempDir()
 	if _, _, err := measureLSM(t.Context(), "null:?size=1G&zone_size=16M", o); err == nil || !strings.Contains(err.Error(), "keeps data") {
 		t.Fatalf("null device: %v", err)
+	}
+}
+
+func TestLSMRoundOrderAlternates(t *testing.T) {
+	c := []string{"mru", "none", "kernel"}
+	if got := roundOrder(c, 0); !slices.Equal(got, c) {
+		t.Errorf("round 1: %v", got)
+	}
+	if got := roundOrder(c, 1); !slices.Equal(got, []string{"kernel", "none", "mru"}) {
+		t.Errorf("round 2: %v", got)
+	}
+	if !slices.Equal(c, []string{"mru", "none", "kernel"}) {
+		t.Errorf("roundOrder changed its argument: %v", c)
+	}
+}
+
+func TestLSMKernelRunsNextToTheFirstPlacement(t *testing.T) {
+	o := DefaultLSM
+	o.Placements = []string{"mru", "none", "hinted"}
+	if got := lsmConfigs(o); !slices.Equal(got, o.Placements) {
+		t.Errorf("without --against: %v", got)
+	}
+	o.Against = "dir"
+	if got := lsmConfigs(o); !slices.Equal(got, []string{"mru", "kernel", "none", "hinted"}) {
+		t.Errorf("with --against: %v", got)
+	}
+}
+
+func TestLSMPairedRatiosPairRounds(t *testing.T) {
+	run := func(c string, round int, ops float64) *lsmRun {
+		return &lsmRun{Config: c, Round: round, Overwrite: lsmPhase{OpsPerSec: ops}}
+	}
+	runs := []*lsmRun{run("mru", 1, 100), run("kernel", 1, 200), run("kernel", 2, 50), run("mru", 2, 100), run("mru", 3, 10)}
+	// Round 3 has no kernel run: no ratio.
+	if got := pairedRatios(runs, "mru", "kernel"); !slices.Equal(got, []float64{0.5, 2}) {
+		t.Fatalf("paired ratios %v, want [0.5 2]", got)
 	}
 }
