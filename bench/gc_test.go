@@ -292,12 +292,19 @@ func TestGCNoBackgroundAndWAFParts(t *testing.T) {
 		for _, x := range r.Runs {
 			// Data is what is left of the device bytes once the parts
 			// the engine counts apart are taken out: the client's bytes
-			// written back, at most what the clients wrote (the cache
-			// absorbs some overwrites) and well above nothing. A part
-			// counted twice, or one missed, moves it out of that range.
-			data := x.part(x.DevBytes - x.HeaderBytes - x.PadBytes - x.MetaBytes - x.GCBytes)
-			if data < 0.5 || data > 1.05 || x.HeaderBytes <= 0 || x.GCBytes <= 0 || x.MetaBytes < 0 || x.PadBytes < 0 {
-				t.Errorf("%s: WAF %v, data part %v (headers %d, pad %d, meta %d, GC %d bytes)", r.name(), x.WAF, data, x.HeaderBytes, x.PadBytes, x.MetaBytes, x.GCBytes)
+			// written back, well above nothing and at most what the
+			// clients wrote in the measured part (the cache absorbs
+			// some overwrites) plus what the cache held dirty when it
+			// began, which it writes back during it: at most the
+			// cache. (A bound of 1.05 x the host bytes failed under a
+			// loaded whole-package -race run at 1.06: the measured
+			// part is 3-4 MiB here, the cache 1 MiB.) A part counted
+			// twice, or one missed (GC's copies are about 3 host bytes
+			// per host byte here), moves it out of that range.
+			dataBytes := x.DevBytes - x.HeaderBytes - x.PadBytes - x.MetaBytes - x.GCBytes
+			data := x.part(dataBytes)
+			if data < 0.5 || dataBytes > x.HostBytes+o.CacheBytes || x.HeaderBytes <= 0 || x.GCBytes <= 0 || x.MetaBytes < 0 || x.PadBytes < 0 {
+				t.Errorf("%s: WAF %v, data part %v (host %d, headers %d, pad %d, meta %d, GC %d bytes)", r.name(), x.WAF, data, x.HostBytes, x.HeaderBytes, x.PadBytes, x.MetaBytes, x.GCBytes)
 			}
 		}
 	}

@@ -131,6 +131,10 @@ func TestVerdicts(t *testing.T) {
 		r.MiBpsMin, r.MiBpsMax = lo, hi
 		return r
 	}
+	parts := func(r *gcRow, p wafParts) *gcRow {
+		r.Parts = p
+		return r
+	}
 	cases := []struct {
 		ws   gcWorkloadSummary
 		want []string
@@ -139,6 +143,12 @@ func TestVerdicts(t *testing.T) {
 			[]string{"lifetimes: meets: mru/greedy WAF 1.100 is 0.58x"}},
 		{gcWorkloadSummary{Workload: WorkLifetimes, Rows: []*gcRow{row("mru/greedy", 1.3, 1), row("none/greedy", 3, 1)}},
 			[]string{"lifetimes: SHORT: mru/greedy WAF 1.300"}},
+		// The floor is what mru pays without any GC copy: here 1.06,
+		// 0.59x none's 1.8 (within a 0.60x target), then 0.62x of 1.7.
+		{gcWorkloadSummary{Workload: WorkLifetimes, Rows: []*gcRow{parts(row("mru/greedy", 1.15, 1), wafParts{Data: 1.012, Headers: 0.038, Meta: 0.01, GC: 0.09}), row("none/greedy", 1.8, 1)}},
+			[]string{"lifetimes: SHORT: mru/greedy WAF 1.150 is 0.64x", "lifetimes: floor: mru/greedy without GC copies (data 1.012 + headers 0.038 + pad 0.000 + meta 0.010) would be 1.060, 0.59x none/greedy's: within the target; its GC copies add 0.090"}},
+		{gcWorkloadSummary{Workload: WorkLifetimes, Rows: []*gcRow{parts(row("mru/greedy", 1.15, 1), wafParts{Data: 1.012, Headers: 0.038, Meta: 0.01, GC: 0.09}), row("none/greedy", 1.7, 1)}},
+			[]string{"lifetimes: SHORT: mru/greedy WAF 1.150 is 0.68x", "lifetimes: floor: mru/greedy without GC copies (data 1.012 + headers 0.038 + pad 0.000 + meta 0.010) would be 1.060, 0.62x none/greedy's: ABOVE the target"}},
 		{gcWorkloadSummary{Workload: WorkHotCold, Rows: []*gcRow{row("mru/greedy", 3, 1), row("none/greedy", 3, 1), row("mru/cost-benefit", 2.7, 1)}},
 			[]string{"hotcold: SHORT: mru/cost-benefit WAF 2.700 is 0.90x", "hotcold: meets: cost-benefit beats greedy"}},
 		{gcWorkloadSummary{Workload: WorkSeed, Rows: []*gcRow{row("mru/greedy", 1, 120), row("none/greedy", 1, 100)}},
