@@ -94,6 +94,9 @@ type Engine struct {
 	// can stop them and see a still zone table.
 	inflight atomic.Int64
 	quiesce  sync.RWMutex
+	// admitted is the device bytes reserved by writes admitted and not
+	// yet in the cache (see admit).
+	admitted atomic.Int64
 	// failedZones are zones an append to failed, for the retirer to
 	// finish (guarded by placer.mu); retireKick wakes it.
 	failedZones []*zone

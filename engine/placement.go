@@ -602,6 +602,14 @@ func (p *placer) space() int64 {
 	return p.unalloc.Load() - reserved
 }
 
+// zoneCap is the writable bytes of a data zone (at least one block).
+func (p *placer) zoneCap() int64 {
+	if len(p.zones) == 0 {
+		return BlockSize
+	}
+	return max(p.zones[0].cap, BlockSize)
+}
+
 // recount derives unalloc and nfree from the zones, after setup and
 // recovery placed them.
 func (p *placer) recount() {
