@@ -68,6 +68,7 @@ enum {
 	ZF_OP_WRITE = 5,
 	ZF_OP_FSYNC = 6,
 	ZF_OP_TRUNCATE = 7,
+	ZF_OP_REMOVE = 8,
 	ZF_OP_STAT = 10,
 };
 #define ZF_OPEN_CREATE 1
@@ -791,6 +792,30 @@ fail:
 	return 1;
 }
 
+/*
+ * unlink_file removes the daemon's file, for unlink=1 and
+ * unlink_each_loop=1. Without this hook fio unlink(2)s the file's name in
+ * its working directory: a local file that is not the job's, which fio
+ * would delete while the daemon's file stayed. Returns 0 or an errno, as
+ * fio's own unlink does.
+ */
+static int zf_unlink_file(struct thread_data *td, struct fio_file *f)
+{
+	struct zf_data *zd = td->io_ops_data;
+	int err;
+
+	if (!zd || zd->fd < 0) {
+		log_err("zonefold: unlink %s: not connected to the daemon\n", f->file_name);
+		return ENOTCONN;
+	}
+	if ((err = sync_call(zd, ZF_OP_REMOVE, 0, 0, 0, f->file_name)) < 0) {
+		if (err != -ENOENT)
+			log_err("zonefold: unlink %s: %s\n", f->file_name, strerror(-err));
+		return -err;
+	}
+	return 0;
+}
+
 static int zf_close_file(struct thread_data *td, struct fio_file *f)
 {
 	struct zf_data *zd = td->io_ops_data;
@@ -954,6 +979,7 @@ struct ioengine_ops ioengine = {
 	.event = zf_event,
 	.open_file = zf_open_file,
 	.close_file = zf_close_file,
+	.unlink_file = zf_unlink_file,
 	.iomem_alloc = zf_iomem_alloc,
 	.iomem_free = zf_iomem_free,
 	.options = options,
