@@ -429,6 +429,18 @@ func (h *File) truncate(size int64, grow bool) error {
 	}
 	e, f := h.e, h.f
 	ctx := context.Background()
+	if tail := size % BlockSize; tail != 0 {
+		// The tail's rewrite below takes a block and a record header
+		// before the cut frees anything. Admit it as a write first, so
+		// that a device without room for it refuses the truncate with
+		// the file as it was, instead of failing after the size and
+		// the cache have changed.
+		charge := writeCharge(size, BlockSize-tail)
+		if err := e.admit(ctx, charge); err != nil {
+			return fmt.Errorf("engine: truncate %q to %d: %w", f.name, size, err)
+		}
+		defer e.admitted.Add(-charge)
+	}
 	// No write runs until the truncate is logged: one that did could
 	// grow the size under the cut, or be written back with a sequence
 	// number below the truncate's, which recovery would then cut.
