@@ -573,11 +573,11 @@ func (e *Engine) admit(ctx context.Context, charge int64) error {
 // yet in the cache. Writeback appends each dirty file's data in records:
 // a header block for each file, and one for each further MaxRecordExtents
 // extents or record's worth of data, and for each zone the data splits
-// across; and each open zone may end in a pad.
+// across; and each zone that may be open at once may end in a pad.
 func (e *Engine) roomFor(n int64) bool {
 	need := e.cache.DirtyBytes() + e.admitted.Load() + n
 	perHeader := min(e.maxRecordData()/BlockSize, MaxRecordExtents)
-	headers := e.cache.DirtyFileCount() + need/BlockSize/perHeader + need/e.placer.zoneCap() + int64(e.placer.budget)
+	headers := e.cache.DirtyFileCount() + need/BlockSize/perHeader + need/e.placer.zoneCap() + e.placer.pads()
 	return e.placer.space() >= need+headers*BlockSize
 }
 
