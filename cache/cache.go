@@ -149,6 +149,7 @@ type Cache struct {
 	dirtyMu              sync.Mutex
 	dirtyHead, dirtyTail *fileState
 	dirty                atomic.Int64 // dirty bytes
+	dirtyFiles           atomic.Int64 // files on the dirty list
 	events               wake.Wake    // memory freed, writeback ended
 	counters             counters
 	poison               bool // tests: fill freed folios so stale bytes show
@@ -239,6 +240,10 @@ func (c *Cache) BlockSize() int { return c.cfg.BlockSize }
 // DirtyBytes is the number of dirty bytes (blocks × block size), those
 // under writeback included.
 func (c *Cache) DirtyBytes() int64 { return c.dirty.Load() }
+
+// DirtyFileCount is the number of files with dirty data: the engine
+// counts a record header for each when it admits writes.
+func (c *Cache) DirtyFileCount() int64 { return c.dirtyFiles.Load() }
 
 // BackgroundBytes is the dirty level above which writeback should run.
 func (c *Cache) BackgroundBytes() int64 { return c.background }

@@ -227,6 +227,7 @@ func (c *Cache) dirtyListUpdate(fs *fileState) {
 		}
 		c.dirtyTail = fs
 		fs.inDirty = true
+		c.dirtyFiles.Add(1)
 	case !dirty && fs.inDirty:
 		if fs.dirtyPrev != nil {
 			fs.dirtyPrev.dirtyNext = fs.dirtyNext
@@ -240,6 +241,7 @@ func (c *Cache) dirtyListUpdate(fs *fileState) {
 		}
 		fs.dirtyPrev, fs.dirtyNext = nil, nil
 		fs.inDirty = false
+		c.dirtyFiles.Add(-1)
 	}
 }
 

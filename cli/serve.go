@@ -49,7 +49,10 @@ func newServeCmd() *cobra.Command {
 socket (docs/protocol.md) to the CLI (stat, ls, put, get, rm) and to fio
 through fio/engine.c. One daemon per device and per socket: a second one
 is refused. SIGTERM or SIGINT stops it cleanly: it stops accepting,
-finishes in-flight requests, flushes and checkpoints, and exits 0.
+finishes in-flight requests, flushes and checkpoints, and exits 0. If
+dirty data cannot be written back (the device fails appends), it exits 1
+with one line saying how many files' unsynced data was lost; everything
+fsynced is on the device.
 
 --format formats DEVICE first if it is not formatted yet; a formatted
 device is served as it is, unless --force is given too, which erases it.`,

@@ -143,10 +143,15 @@ func TestPowerCutLoop(t *testing.T) {
 // there: the power cut is the emulator's (its zone table goes back to
 // the last flush), so the backing file's own syncs, hundreds of them a
 // point, need not reach a disk.
-func cutDevice(t *testing.T) string {
+func cutDevice(t *testing.T) string { return memDevice(t, 32, "256K") }
+
+// memDevice is an emulated zoned device in /dev/shm where there is one
+// (else in the test's temp dir), for tests whose many flushes need not
+// reach a disk.
+func memDevice(t *testing.T, zones int, zoneSize string) string {
 	dir := ""
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		if d, err := os.MkdirTemp("/dev/shm", "zonefold-powercut-"); err == nil {
+		if d, err := os.MkdirTemp("/dev/shm", "zonefold-test-"); err == nil {
 			dir = d
 			t.Cleanup(func() { os.RemoveAll(d) })
 		}
@@ -154,7 +159,7 @@ func cutDevice(t *testing.T) string {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	return fmt.Sprintf("emu:%s?zone_size=256K&zones=32", filepath.Join(dir, "dev"))
+	return fmt.Sprintf("emu:%s?zone_size=%s&zones=%d", filepath.Join(dir, "dev"), zoneSize, zones)
 }
 
 func (r *cutRun) setup() {

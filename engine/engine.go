@@ -94,6 +94,9 @@ type Engine struct {
 	// can stop them and see a still zone table.
 	inflight atomic.Int64
 	quiesce  sync.RWMutex
+	// admitted is the device bytes reserved by writes admitted and not
+	// yet in the cache (see admit).
+	admitted atomic.Int64
 	// failedZones are zones an append to failed, for the retirer to
 	// finish (guarded by placer.mu); retireKick wakes it.
 	failedZones []*zone
@@ -391,6 +394,9 @@ func (e *Engine) zoneAt(off int64) *zone {
 }
 
 // Close flushes everything, writes a checkpoint and releases the device.
+// If dirty data cannot be written back, it flushes what was, writes no
+// checkpoint (recovery replays the log) and returns a lostAtClose error:
+// that data, never fsynced, is lost.
 func (e *Engine) Close() error {
 	e.nsMu.Lock()
 	if e.closed {
@@ -402,7 +408,7 @@ func (e *Engine) Close() error {
 	var errs []error
 	ctx := context.Background()
 	if err := e.wb.SyncAll(ctx); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, newLostAtClose(err))
 	}
 	e.cancel()
 	e.bg.Wait()
@@ -424,6 +430,35 @@ func (e *Engine) Close() error {
 	e.scratch.close()
 	return errors.Join(errs...)
 }
+
+// lostAtClose is Close's error when writeback fails for dirty data (the
+// device fails appends, or has no room for data admitted before it lost
+// zones): that data was never fsynced and is lost, everything fsynced is
+// on the device. Its text is one short line, naming how many files and
+// the first one's error; errors.Is and errors.As see every file's.
+type lostAtClose struct {
+	files int
+	first error
+	all   error
+}
+
+func newLostAtClose(err error) error {
+	l := &lostAtClose{files: 1, first: err, all: err}
+	if u, ok := err.(interface{ Unwrap() []error }); ok && len(u.Unwrap()) > 0 {
+		l.files, l.first = len(u.Unwrap()), u.Unwrap()[0]
+	}
+	return l
+}
+
+func (l *lostAtClose) Error() string {
+	files := "1 file"
+	if l.files != 1 {
+		files = fmt.Sprintf("%d files", l.files)
+	}
+	return fmt.Sprintf("engine: close: data never fsynced of %s was not written back and is lost (fsynced data is safe): %v", files, l.first)
+}
+
+func (l *lostAtClose) Unwrap() error { return l.all }
 
 // waitUntil blocks until cond holds. cond reads counters that fall as
 // appends complete and reads finish (in-flight appends, a zone's writers

@@ -344,7 +344,8 @@ func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, er
 		return 0, nil
 	}
 	e := h.e
-	if err := e.admit(ctx, int64(len(p))); err != nil {
+	charge := writeCharge(off, int64(len(p)))
+	if err := e.admit(ctx, charge); err != nil {
 		return 0, err
 	}
 	f := h.f
@@ -354,6 +355,7 @@ func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, er
 		// Within the size, which cannot change while wmu is shared.
 		defer f.wmu.RUnlock()
 		n, err := e.cache.Write(ctx, f.id, off, p, e)
+		e.admitted.Add(-charge)
 		e.stats.hostWritten.Add(int64(n))
 		f.written.Add(int64(n))
 		if err != nil {
@@ -371,6 +373,7 @@ func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, er
 	f.size = max(old, end)
 	f.mu.Unlock()
 	n, err := e.cache.Write(ctx, f.id, off, p, e)
+	e.admitted.Add(-charge)
 	e.stats.hostWritten.Add(int64(n))
 	f.written.Add(int64(n))
 	if err == nil {
@@ -426,6 +429,18 @@ func (h *File) truncate(size int64, grow bool) error {
 	}
 	e, f := h.e, h.f
 	ctx := context.Background()
+	if tail := size % BlockSize; tail != 0 {
+		// The tail's rewrite below takes a block and a record header
+		// before the cut frees anything. Admit it as a write first, so
+		// that a device without room for it refuses the truncate with
+		// the file as it was, instead of failing after the size and
+		// the cache have changed.
+		charge := writeCharge(size, BlockSize-tail)
+		if err := e.admit(ctx, charge); err != nil {
+			return fmt.Errorf("engine: truncate %q to %d: %w", f.name, size, err)
+		}
+		defer e.admitted.Add(-charge)
+	}
 	// No write runs until the truncate is logged: one that did could
 	// grow the size under the cut, or be written back with a sequence
 	// number below the truncate's, which recovery would then cut.
@@ -505,17 +520,38 @@ func (h *File) Close() error {
 	return nil
 }
 
-// admit makes room for a write: while the device's free space (less what
-// dirty data will take) cannot hold it, the writer runs GC itself, so
-// writers slow down as space runs out. Only when GC can free nothing more
-// is the write refused with ENOSPC.
-func (e *Engine) admit(ctx context.Context, n int64) error {
+// writeCharge is what a write of n bytes at off may add to what
+// writeback must append: the blocks it touches, and a record header in
+// case the file had no dirty data (a file with dirty data is counted a
+// header already, see roomFor).
+func writeCharge(off, n int64) int64 {
+	first, end := off/BlockSize, (off+n+BlockSize-1)/BlockSize
+	return (end-first)*BlockSize + BlockSize
+}
+
+// admit makes room for a write that may add charge bytes to what
+// writeback appends (see writeCharge) and reserves them: the caller
+// gives them back with e.admitted.Add(-charge) once the write is in the
+// cache, where the dirty count holds them. While the device's free space
+// (less what dirty data and admitted writes will take) cannot hold it,
+// the writer runs GC itself, so writers slow down as space runs out.
+// Only when GC can free nothing more is the write refused with ENOSPC:
+// a write admitted is one its fsync can make durable, as a kernel file
+// system with delayed allocation reserves space when it accepts a write.
+func (e *Engine) admit(ctx context.Context, charge int64) error {
 	flushed := false
-	for !e.roomFor(n) {
+	for {
+		// Reserve, then check with every reservation counted: two
+		// writers racing for the last room cannot both take it.
+		e.admitted.Add(charge)
+		if e.roomFor(0) {
+			return nil
+		}
+		e.admitted.Add(-charge)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if e.gc.reclaim(func() bool { return !e.roomFor(n) }) {
+		if e.gc.reclaim(func() bool { return !e.roomFor(charge) }) {
 			continue
 		}
 		if !flushed && e.cache.DirtyBytes() > 0 {
@@ -524,21 +560,25 @@ func (e *Engine) admit(ctx context.Context, n int64) error {
 			// those old copies into garbage GC can reclaim.
 			flushed = true
 			if err := e.wb.SyncAll(ctx); err != nil {
-				return fmt.Errorf("engine: write of %d bytes: make room: %w", n, err)
+				return fmt.Errorf("engine: write of %d bytes: make room: %w", charge, err)
 			}
 			continue
 		}
-		return fmt.Errorf("engine: write of %d bytes: %w", n, ErrNoSpace)
+		return fmt.Errorf("engine: write needing %d bytes of the device: %w", charge, ErrNoSpace)
 	}
-	return nil
 }
 
-// roomFor reports whether n more dirty bytes fit in the space appends can
-// still take, counting record headers and a pad per open zone.
+// roomFor reports whether n more bytes of writes fit in the space appends
+// can still take, beside the dirty data and the writes admitted and not
+// yet in the cache. Writeback appends each dirty file's data in records:
+// a header block for each file, and one for each further MaxRecordExtents
+// extents or record's worth of data, and for each zone the data splits
+// across; and each zone that may be open at once may end in a pad.
 func (e *Engine) roomFor(n int64) bool {
-	need := e.cache.DirtyBytes() + n
-	need += need/(e.maxRecordData()/BlockSize) + int64(e.placer.budget)*BlockSize
-	return e.placer.space() >= need
+	need := e.cache.DirtyBytes() + e.admitted.Load() + n
+	perHeader := min(e.maxRecordData()/BlockSize, MaxRecordExtents)
+	headers := e.cache.DirtyFileCount() + need/BlockSize/perHeader + need/e.placer.zoneCap() + e.placer.pads()
+	return e.placer.space() >= need+headers*BlockSize
 }
 
 // ReadBacking implements cache.Backing: it fills p with the file's bytes

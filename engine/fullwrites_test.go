@@ -13,10 +13,9 @@ import (
 // writeback may fit, then fsyncs each. A write or an fsync may fail (with
 // ENOSPC); whatever an fsync acknowledged must survive a power cut. After
 // removing files, the files whose fsync failed sync and survive too.
-// (Admission counts bytes, not the header block each small file's record
-// takes, so about twice the device's worth of 1-byte files is accepted;
-// the rest is ENOSPC at their fsync, and the data stays dirty until it
-// fits.)
+// (Admission counts the header block each dirty file's record takes, so
+// the writes accepted fit; TestAdmissionCountsRecordHeaders checks that
+// none fails at fsync. Should one, its data stays dirty until it fits.)
 func TestFullDeviceNeverAcknowledgesLostWrites(t *testing.T) {
 	for _, size := range []int{1, 5000, 70000} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {

@@ -602,6 +602,25 @@ func (p *placer) space() int64 {
 	return p.unalloc.Load() - reserved
 }
 
+// pads is how many zones may end in a pad block while open: the data
+// zones open at once, which the budget bounds, and so do the data zones
+// outside GC's reserve. A budget above the zones there are (16 on a
+// device of 10 data zones) made admission hold back a pad block for
+// zones that cannot exist: on a device whose open zones had a record's
+// room left each, every write was refused, the zones never filled, and GC
+// (which collects full zones) could not reclaim the garbage in them.
+func (p *placer) pads() int64 {
+	return int64(max(min(p.budget, len(p.zones)-p.gcReserve), 0))
+}
+
+// zoneCap is the writable bytes of a data zone (at least one block).
+func (p *placer) zoneCap() int64 {
+	if len(p.zones) == 0 {
+		return BlockSize
+	}
+	return max(p.zones[0].cap, BlockSize)
+}
+
 // recount derives unalloc and nfree from the zones, after setup and
 // recovery placed them.
 func (p *placer) recount() {

@@ -68,6 +68,7 @@ enum {
 	ZF_OP_WRITE = 5,
 	ZF_OP_FSYNC = 6,
 	ZF_OP_TRUNCATE = 7,
+	ZF_OP_REMOVE = 8,
 	ZF_OP_STAT = 10,
 };
 #define ZF_OPEN_CREATE 1
@@ -78,11 +79,15 @@ enum {
 /*
  * Tag of the one synchronous request (open, close, stat) a job may have
  * outstanding. An I/O request is tagged with its slot in the engine's
- * table of outstanding io_us: (slot + 1) * 2, and the fsync that follows
- * a sync=1 write with that plus one, so that a reply's tag is checked
- * against what is outstanding before it names an io_u.
+ * table of outstanding io_us and the slot's generation, which grows each
+ * time the slot is taken: generation << 32 | (slot + 1) << 1, and the
+ * fsync that follows a sync=1 write with that plus one. So a reply's tag
+ * is checked against what is outstanding before it names an io_u, and a
+ * stale or repeated reply, whose slot has since gone to another request,
+ * names none.
  */
 #define ZF_SYNC_TAG 1
+#define ZF_TAG_SLOT_MASK 0x7fffffffULL
 enum { ZF_SLOT_FREE, ZF_SLOT_IO, ZF_SLOT_FSYNC };
 /*
  * Spinning for completions is worth it only when the daemon usually
@@ -140,6 +145,7 @@ struct zf_data {
 	/* Outstanding io_us by slot (the tag), done_cap of them. */
 	struct io_u **slots;
 	uint8_t *slot_state;       /* ZF_SLOT_* */
+	uint32_t *slot_gen;        /* taken how many times: the tag's high half */
 	uint32_t *free_slots;      /* a stack */
 	unsigned int nfree;
 
@@ -419,9 +425,10 @@ static int reap(struct zf_data *zd)
 			zd->sync_val2 = get64(b + 24);
 			continue;
 		}
-		slot = (tag >> 1) - 1;
-		if (tag < 2 || slot >= zd->done_cap ||
-		    zd->slot_state[slot] != ((tag & 1) ? ZF_SLOT_FSYNC : ZF_SLOT_IO)) {
+		slot = ((tag >> 1) & ZF_TAG_SLOT_MASK) - 1;
+		if (((tag >> 1) & ZF_TAG_SLOT_MASK) == 0 || slot >= zd->done_cap ||
+		    zd->slot_state[slot] != ((tag & 1) ? ZF_SLOT_FSYNC : ZF_SLOT_IO) ||
+		    (uint32_t) (tag >> 32) != zd->slot_gen[slot]) {
 			log_err("zonefold: reply with a tag %#llx that names no outstanding request\n",
 				(unsigned long long) tag);
 			return -EPROTO;
@@ -562,6 +569,7 @@ static void zf_free(struct zf_data *zd)
 	free(zd->events);
 	free(zd->slots);
 	free(zd->slot_state);
+	free(zd->slot_gen);
 	free(zd->free_slots);
 	free(zd);
 }
@@ -616,9 +624,10 @@ static int zf_init(struct thread_data *td)
 	zd->events = calloc(zd->done_cap, sizeof(*zd->events));
 	zd->slots = calloc(zd->done_cap, sizeof(*zd->slots));
 	zd->slot_state = calloc(zd->done_cap, sizeof(*zd->slot_state));
+	zd->slot_gen = calloc(zd->done_cap, sizeof(*zd->slot_gen));
 	zd->free_slots = calloc(zd->done_cap, sizeof(*zd->free_slots));
 	if (!zd->sbuf || !zd->fsbuf || !zd->pending || !zd->done || !zd->events || !zd->slots ||
-	    !zd->slot_state || !zd->free_slots) {
+	    !zd->slot_state || !zd->slot_gen || !zd->free_slots) {
 		td_verror(td, ENOMEM, "zonefold init");
 		return 1;
 	}
@@ -783,6 +792,30 @@ fail:
 	return 1;
 }
 
+/*
+ * unlink_file removes the daemon's file, for unlink=1 and
+ * unlink_each_loop=1. Without this hook fio unlink(2)s the file's name in
+ * its working directory: a local file that is not the job's, which fio
+ * would delete while the daemon's file stayed. Returns 0 or an errno, as
+ * fio's own unlink does.
+ */
+static int zf_unlink_file(struct thread_data *td, struct fio_file *f)
+{
+	struct zf_data *zd = td->io_ops_data;
+	int err;
+
+	if (!zd || zd->fd < 0) {
+		log_err("zonefold: unlink %s: not connected to the daemon\n", f->file_name);
+		return ENOTCONN;
+	}
+	if ((err = sync_call(zd, ZF_OP_REMOVE, 0, 0, 0, f->file_name)) < 0) {
+		if (err != -ENOENT)
+			log_err("zonefold: unlink %s: %s\n", f->file_name, strerror(-err));
+		return -err;
+	}
+	return 0;
+}
+
 static int zf_close_file(struct thread_data *td, struct fio_file *f)
 {
 	struct zf_data *zd = td->io_ops_data;
@@ -848,7 +881,9 @@ static enum fio_q_status zf_queue(struct thread_data *td, struct io_u *io_u)
 	slot = zd->free_slots[--zd->nfree];
 	zd->slots[slot] = io_u;
 	zd->slot_state[slot] = ZF_SLOT_IO;
-	encode_req(zd->sbuf + zd->npending * ZF_REQ_SIZE, ((uint64_t) slot + 1) << 1, op, 0, h,
+	zd->slot_gen[slot]++;
+	encode_req(zd->sbuf + zd->npending * ZF_REQ_SIZE,
+		   (uint64_t) zd->slot_gen[slot] << 32 | ((uint64_t) slot + 1) << 1, op, 0, h,
 		   io_u->offset, addr, len);
 	zd->pending[zd->npending++] = io_u;
 	return FIO_Q_QUEUED;
@@ -944,6 +979,7 @@ struct ioengine_ops ioengine = {
 	.event = zf_event,
 	.open_file = zf_open_file,
 	.close_file = zf_close_file,
+	.unlink_file = zf_unlink_file,
 	.iomem_alloc = zf_iomem_alloc,
 	.iomem_free = zf_iomem_free,
 	.options = options,

@@ -140,6 +140,35 @@ func TestFioRefusesRepliesWithForeignTags(t *testing.T) {
 	}
 }
 
+// TestFioRefusesStaleReplies: a reply that carries the tag of an earlier
+// request, one already answered (a stale or duplicated reply from a
+// broken daemon), fails the job with EPROTO. The engine reuses a freed
+// slot at once, so such a tag names whatever request holds the slot now:
+// before tags carried the slot's generation, the engine completed that
+// other request with the stale reply's result, and at iodepth=1 (the
+// same slot every time) the job ran to the end with every reply shifted
+// by one.
+func TestFioRefusesStaleReplies(t *testing.T) {
+	fioEnv(t)
+	for _, depth := range []string{"1", "4"} {
+		t.Run("iodepth="+depth, func(t *testing.T) {
+			socket := server.NewTestDaemon(t)
+			var prev uint64
+			server.RewriteReplyTags(t, server.OpWrite, func(tag uint64) uint64 {
+				if prev == 0 {
+					prev = tag
+					return tag
+				}
+				stale := prev
+				prev = tag
+				return stale
+			})
+			fioFails(t, socket, "error=Protocol error", "--name=stale", "--filename=stale", "--rw=write",
+				"--bs=4k", "--size=1m", "--iodepth="+depth)
+		})
+	}
+}
+
 // repeatFirst gives every write's reply the first write's tag.
 func repeatFirst(first *uint64) func(uint64) uint64 {
 	return func(tag uint64) uint64 {

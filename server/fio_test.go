@@ -32,6 +32,10 @@ import (
 func TestMain(m *testing.M) {
 	switch os.Getenv("ZONEFOLD_TEST_MAIN") {
 	case "zonefold":
+		if err := limitFileSize(os.Getenv("ZONEFOLD_TEST_FSIZE")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 		os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 	case "midbatch-client":
 		os.Exit(midBatchClient(os.Args[1]))
@@ -100,11 +104,11 @@ type daemonProc struct {
 	metrics string
 }
 
-func startServe(t *testing.T, device, socket string) *daemonProc {
+func startServe(t *testing.T, device, socket string, env ...string) *daemonProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "serve", device, "--socket", socket, "--format", "--cache", "64M", "--log-info",
 		"--metrics", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "ZONEFOLD_TEST_MAIN=zonefold")
+	cmd.Env = append(append(os.Environ(), "ZONEFOLD_TEST_MAIN=zonefold"), env...)
 	d := &daemonProc{t: t, cmd: cmd, socket: socket, device: device, stderr: &syncbuf.Buffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = d.stderr
 	out, err := cmd.StdoutPipe()
