@@ -97,7 +97,7 @@ func signalName(sig syscall.Signal) string {
 
 func newRoot(stdout, stderr io.Writer, running *atomic.Pointer[cobra.Command]) *cobra.Command {
 	var verbose bool
-	var cpuProfile, blockProfile, mutexProfile string
+	var cpuProfile, blockProfile, mutexProfile, memProfile string
 	var profile *os.File
 	root := groupCmd(&cobra.Command{
 		Use:           "zonefold",
@@ -137,7 +137,7 @@ func newRoot(stdout, stderr io.Writer, running *atomic.Pointer[cobra.Command]) *
 				pprof.StopCPUProfile()
 				profile.Close()
 			}
-			return errors.Join(writeProfile("block", blockProfile), writeProfile("mutex", mutexProfile))
+			return errors.Join(writeProfile("block", blockProfile), writeProfile("mutex", mutexProfile), writeProfile("allocs", memProfile))
 		},
 	})
 	root.SetVersionTemplate("zonefold {{.Version}}\n")
@@ -147,6 +147,7 @@ func newRoot(stdout, stderr io.Writer, running *atomic.Pointer[cobra.Command]) *
 	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
 	root.PersistentFlags().StringVar(&blockProfile, "blockprofile", "", "write a profile of where goroutines blocked (waits of 10µs and more, sampled) to this file")
 	root.PersistentFlags().StringVar(&mutexProfile, "mutexprofile", "", "write a profile of mutex contention (one event in 10) to this file")
+	root.PersistentFlags().StringVar(&memProfile, "memprofile", "", "write a profile of heap allocations (sampled, since the start) to this file: what makes the garbage collector run")
 	root.AddCommand(newBenchCmd())
 	root.AddCommand(newZonesCmd())
 	root.AddCommand(newFormatCmd())
@@ -183,6 +184,11 @@ func writeProfile(name, file string) error {
 	f, err := os.Create(file)
 	if err != nil {
 		return fmt.Errorf("--%sprofile: %w", name, err)
+	}
+	if name == "allocs" {
+		// The profile is as of the last completed collection: run one, so
+		// that it counts the allocations since then too.
+		runtime.GC()
 	}
 	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
 		f.Close()

@@ -18,9 +18,15 @@ const (
 )
 
 // futexWake wakes whoever waits on the word at addr. It never blocks,
-// whatever the word holds.
+// whatever the word holds, so it is a raw system call: it does not tell
+// Go's scheduler that the thread enters the kernel. With the announced
+// kind (Syscall6), a wake whose thread the kernel preempted for the
+// woken client (wakeup preemption, the common case on a busy machine)
+// looked to sysmon like a blocked system call: sysmon handed the
+// thread's P to another thread, waking it, and the preempted thread had
+// to win a P back when it returned.
 func futexWake(addr *uint32) {
-	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, math.MaxInt32, 0, 0, 0)
+	unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, math.MaxInt32, 0, 0, 0)
 }
 
 // futexWait sleeps while the word at addr holds val, for at most d
