@@ -147,3 +147,33 @@ func TestKernelCancelUnderLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelCancelOfACommand: a URING_CMD the kernel canceled is reported
+// as canceled (a Zone Append must never be sent twice) unless its
+// submitter declared it idempotent; then it goes to the kernel again (here
+// a regular file, which refuses URING_CMD with an error of its own).
+func TestKernelCancelOfACommand(t *testing.T) {
+	r := newRing(t, Options{Entries: 8, Big: true})
+	f := openFile(t, 0)
+	var cmd [CmdSize]byte
+	for _, tc := range []struct {
+		name   string
+		submit func(File, uint32, *[CmdSize]byte, []byte, Completion) error
+		again  bool
+	}{
+		{"Cmd", r.Cmd, false},
+		{"IdempotentCmd", r.IdempotentCmd, true},
+	} {
+		before := r.Stats()
+		r.fakeCancels.Store(1)
+		w := NewWaiter()
+		if err := tc.submit(FD(int(f.Fd())), 0, &cmd, nil, w); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		err := r.Wait(w).Err("uring_cmd")
+		resubmitted := r.Stats().Sub(before).KernelCancels == 1
+		if resubmitted != tc.again || errors.Is(err, syscall.ECANCELED) == tc.again {
+			t.Fatalf("%s canceled by the kernel: resubmitted %v, result %v", tc.name, resubmitted, err)
+		}
+	}
+}

@@ -42,7 +42,8 @@
 //     read, write, fsync or NOP is submitted again, still in its slot, up
 //     to maxKernelCancelRetries times (by a goroutine of the ring's own:
 //     the reaper must not take the mutex); only then does its ECANCELED
-//     reach the caller. URING_CMD is never submitted twice.
+//     reach the caller. A URING_CMD is submitted twice only if it is
+//     idempotent (IdempotentCmd): never a write or a Zone Append.
 package uring
 
 import (
@@ -176,6 +177,7 @@ type slot struct {
 	// resubmitter.
 	sqe   [128]byte
 	tries uint8
+	again bool // may be submitted again after a kernel cancel
 	// fake marks an operation that fakeCancels turned into a NOP whose
 	// completion reads as the kernel's ECANCELED (tests only).
 	fake bool
@@ -480,7 +482,7 @@ func (r *Ring) submit(c Completion, o *op) error {
 	r.fill(sqe, s, o)
 	sqe.UserData = uint64(idx)
 	copy(s.sqe[:], r.sqeBytes(sqe))
-	s.tries = 0
+	s.tries, s.again = 0, o.again || resubmittable(o.code)
 	r.maybeFakeCancel(sqe, s)
 	s.armed.Store(1)
 	r.inflight.Add(1)
@@ -517,9 +519,10 @@ func (r *Ring) complete(idx uint32, res Result) {
 // running it may simply be submitted again. Reads, writes, fsync and NOP
 // may: io-wq's ECANCELED means the work was never issued, so a write
 // lands once, at the offset it names (the writer keeps one write in
-// flight per zone, so nothing overtook it). URING_CMD may not: NVMe
-// passthrough has completion paths of its own, and a Zone Append that had
-// reached the device must never be sent twice.
+// flight per zone, so nothing overtook it). A URING_CMD may only if its
+// submitter says so (IdempotentCmd): NVMe passthrough has completion paths
+// of its own, and a Zone Append that had reached the device must never be
+// sent twice.
 func resubmittable(opcode uint8) bool {
 	switch opcode {
 	case giouring.OpNop, giouring.OpRead, giouring.OpWrite, giouring.OpReadv, giouring.OpWritev,
@@ -662,7 +665,7 @@ func (r *Ring) dispatchCQE(cqe *giouring.CompletionQueueEvent) {
 		s.fake = false
 		res.Res = -int32(syscall.ECANCELED)
 	}
-	if res.Res == -int32(syscall.ECANCELED) && s.tries < maxKernelCancelRetries && resubmittable(s.sqe[0]) {
+	if res.Res == -int32(syscall.ECANCELED) && s.tries < maxKernelCancelRetries && s.again {
 		// zonefold never cancels an operation (no ASYNC_CANCEL, no
 		// links, no timeouts; a dying ring fails its operations
 		// without a CQE): the kernel canceled this one, and io-wq does
