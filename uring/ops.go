@@ -46,6 +46,8 @@ type op struct {
 	cmd      *[CmdSize]byte
 	keep     []byte
 	bufs     [][]byte // readv/writev: turned into the slot's iovecs
+	// again lets a URING_CMD be submitted again after a kernel cancel.
+	again bool
 }
 
 func (r *Ring) fill(sqe *giouring.SubmissionQueueEntry, s *slot, o *op) {
@@ -140,12 +142,24 @@ func (r *Ring) Fsync(f File, datasync bool, c Completion) error {
 
 // Cmd submits an IORING_OP_URING_CMD (e.g. NVMe passthrough) with cmdOp
 // and an 80-byte command; buf, if any, is kept reachable until completion
-// (the command itself carries its address). The ring must be Big.
+// (the command itself carries its address). The ring must be Big. If the
+// kernel cancels it on its own, the ECANCELED is its result.
 func (r *Ring) Cmd(f File, cmdOp uint32, cmd *[CmdSize]byte, buf []byte, c Completion) error {
+	return r.cmd(f, cmdOp, cmd, buf, c, false)
+}
+
+// IdempotentCmd is Cmd for a command that does the same if it runs twice
+// (a flush, a read, a zone report): if the kernel cancels it on its own, it
+// is submitted again, as reads, writes and fsyncs are.
+func (r *Ring) IdempotentCmd(f File, cmdOp uint32, cmd *[CmdSize]byte, buf []byte, c Completion) error {
+	return r.cmd(f, cmdOp, cmd, buf, c, true)
+}
+
+func (r *Ring) cmd(f File, cmdOp uint32, cmd *[CmdSize]byte, buf []byte, c Completion, again bool) error {
 	if !r.big {
 		return errors.New("uring: URING_CMD needs a ring made with Options.Big (SQE128/CQE32)")
 	}
-	return r.submit(c, &op{code: opUringCmd, file: f, cmdOp: cmdOp, cmd: cmd, keep: buf})
+	return r.submit(c, &op{code: opUringCmd, file: f, cmdOp: cmdOp, cmd: cmd, keep: buf, again: again})
 }
 
 // RegisterBuffers registers bufs as fixed buffers; buffer i is then used

@@ -36,6 +36,14 @@
 //     if the reaper dies too (their memory stays reachable from the ring
 //     in case the kernel still writes it), and every later submission
 //     fails with ErrDead.
+//   - zonefold never cancels an operation, so a completion with ECANCELED
+//     from the kernel is not the operation's outcome: io-wq cancels work
+//     it never started when it cannot get a worker thread for it. Such a
+//     read, write, fsync or NOP is submitted again, still in its slot, up
+//     to maxKernelCancelRetries times (by a goroutine of the ring's own:
+//     the reaper must not take the mutex); only then does its ECANCELED
+//     reach the caller. A URING_CMD is submitted twice only if it is
+//     idempotent (IdempotentCmd): never a write or a Zone Append.
 package uring
 
 import (
@@ -112,6 +120,11 @@ type Stats struct {
 	SubmitEnters uint64 `json:"submit_enters"` // io_uring_enter calls that submitted SQEs
 	WaitEnters   uint64 `json:"wait_enters"`   // io_uring_enter calls that only waited for completions
 	Completions  uint64 `json:"completions"`   // completions delivered
+	// KernelCancels counts operations the kernel completed with
+	// ECANCELED although zonefold never canceled them (io-wq could not
+	// run them); each was submitted again, up to maxKernelCancelRetries
+	// times.
+	KernelCancels uint64 `json:"kernel_cancels"`
 }
 
 // SQEsPerEnter is the mean batch size: SQEs per submitting kernel entry.
@@ -129,6 +142,8 @@ func (s Stats) Sub(earlier Stats) Stats {
 		SubmitEnters: s.SubmitEnters - earlier.SubmitEnters,
 		WaitEnters:   s.WaitEnters - earlier.WaitEnters,
 		Completions:  s.Completions - earlier.Completions,
+
+		KernelCancels: s.KernelCancels - earlier.KernelCancels,
 	}
 }
 
@@ -136,6 +151,10 @@ func (s Stats) Sub(earlier Stats) Stats {
 // writes the eventfd it reads, which stops the reaper without a
 // submission (a dead ring cannot submit).
 const wakeUserData = ^uint64(0)
+
+// maxKernelCancelRetries bounds how often an operation the kernel canceled
+// on its own is submitted again before its ECANCELED is reported.
+const maxKernelCancelRetries = 8
 
 // noSlot stands in queued for an SQE of the ring's own (the wake-up read,
 // a stop NOP), which has no slot.
@@ -151,6 +170,17 @@ type slot struct {
 	keep []byte
 	bufs [][]byte
 	iov  []syscall.Iovec
+	// sqe is a copy of the operation's SQE as prepared, to submit it
+	// again if the kernel cancels it on its own (see resubmit), and
+	// tries counts those cancels. Both belong to whoever owns the slot
+	// while it is in flight: the submitter, then the reaper, then the
+	// resubmitter.
+	sqe   [128]byte
+	tries uint8
+	again bool // may be submitted again after a kernel cancel
+	// fake marks an operation that fakeCancels turned into a NOP whose
+	// completion reads as the kernel's ECANCELED (tests only).
+	fake bool
 	// armed is 1 while the operation is in flight. It publishes the
 	// fields above to the reaper (the kernel orders the submitter's
 	// writes before the completion, but the race detector cannot see
@@ -177,8 +207,12 @@ type Ring struct {
 
 	slots []slot
 	free  chan uint32 // indices of free slots
+	// retry carries slots the kernel canceled on its own from the reaper
+	// (which must not take sqMu) to the resubmitter; it holds every slot,
+	// so sending never blocks.
+	retry chan uint32
 
-	sqes, submitEnters, waitEnters, completions atomic.Uint64
+	sqes, submitEnters, waitEnters, completions, kernelCancels atomic.Uint64
 
 	// dead is the error that killed the ring; set once.
 	dead atomic.Pointer[error]
@@ -192,6 +226,13 @@ type Ring struct {
 	wakeBuf  [8]byte
 	closing  atomic.Bool
 	wakeGone atomic.Bool // the wake-up read completed before Close
+
+	// fakeCancels is a test-only fault injector: while positive, each
+	// submission consumes one and goes to the kernel as a NOP whose
+	// completion is reported as ECANCELED, exactly what an io-wq cancel
+	// looks like (the operation never ran). The kernel's conditions for
+	// such a cancel cannot be forced from a test. Always 0 outside tests.
+	fakeCancels atomic.Int32
 
 	dispatch func(*giouring.CompletionQueueEvent)
 	reaped   uint32 // CQEs seen in the current pass (reaper only)
@@ -228,6 +269,7 @@ func New(opts Options) (*Ring, error) {
 		big:        opts.Big,
 		slots:      make([]slot, nslots),
 		free:       make(chan uint32, nslots),
+		retry:      make(chan uint32, nslots),
 		queued:     make([]uint32, 0, sq),
 		reaperDone: make(chan struct{}),
 	}
@@ -255,6 +297,7 @@ func New(opts Options) (*Ring, error) {
 		return nil, fmt.Errorf("uring: arm the wake-up read: %w", err)
 	}
 	go r.reap()
+	go r.resubmitter()
 	return r, nil
 }
 
@@ -271,6 +314,8 @@ func (r *Ring) Stats() Stats {
 		SubmitEnters: r.submitEnters.Load(),
 		WaitEnters:   r.waitEnters.Load(),
 		Completions:  r.completions.Load(),
+
+		KernelCancels: r.kernelCancels.Load(),
 	}
 }
 
@@ -436,6 +481,9 @@ func (r *Ring) submit(c Completion, o *op) error {
 	}
 	r.fill(sqe, s, o)
 	sqe.UserData = uint64(idx)
+	copy(s.sqe[:], r.sqeBytes(sqe))
+	s.tries, s.again = 0, o.again || resubmittable(o.code)
+	r.maybeFakeCancel(sqe, s)
 	s.armed.Store(1)
 	r.inflight.Add(1)
 	r.pending++
@@ -465,6 +513,80 @@ func (r *Ring) complete(idx uint32, res Result) {
 	if c != nil {
 		c.Complete(res)
 	}
+}
+
+// resubmittable reports whether an operation the kernel canceled without
+// running it may simply be submitted again. Reads, writes, fsync and NOP
+// may: io-wq's ECANCELED means the work was never issued, so a write
+// lands once, at the offset it names (the writer keeps one write in
+// flight per zone, so nothing overtook it). A URING_CMD may only if its
+// submitter says so (IdempotentCmd): NVMe passthrough has completion paths
+// of its own, and a Zone Append that had reached the device must never be
+// sent twice.
+func resubmittable(opcode uint8) bool {
+	switch opcode {
+	case giouring.OpNop, giouring.OpRead, giouring.OpWrite, giouring.OpReadv, giouring.OpWritev,
+		giouring.OpReadFixed, giouring.OpWriteFixed, giouring.OpFsync:
+		return true
+	}
+	return false
+}
+
+// resubmitter submits again, one by one, the operations the reaper hands
+// it, until Close closes the channel (only once nothing is in flight).
+func (r *Ring) resubmitter() {
+	for idx := range r.retry {
+		r.resubmit(idx)
+	}
+}
+
+// resubmit enters the saved SQE of an operation the kernel canceled on its
+// own once more. The operation never left flight (its slot, buffers and
+// iovecs are held, and Close still waits for it); if the ring died
+// meanwhile it fails with ECANCELED as a dying ring's operations do.
+//
+// Why the kernel cancels: an fsync (and any operation that would block)
+// is handed to the submitting thread's io-wq, and io-wq completes work it
+// has not started with ECANCELED when it cannot create a worker thread
+// for it (create_io_thread keeps failing, e.g. while a signal such as the
+// Go runtime's preemption SIGURG is pending; newer kernels give up after a
+// few retries) or when the task's io-wq is exiting.
+func (r *Ring) resubmit(idx uint32) {
+	s := &r.slots[idx]
+	slog.Warn("uring: the kernel canceled an operation zonefold did not cancel; submitting it again",
+		"opcode", s.sqe[0], "attempt", s.tries)
+	r.sqMu.Lock()
+	sqe := r.ring.GetSQE()
+	if sqe == nil && r.dead.Load() == nil {
+		_ = r.enterLocked()
+		sqe = r.ring.GetSQE()
+	}
+	if sqe == nil || r.dead.Load() != nil {
+		r.sqMu.Unlock()
+		r.fail([]uint32{idx})
+		return
+	}
+	copy(r.sqeBytes(sqe), s.sqe[:])
+	r.maybeFakeCancel(sqe, s)
+	s.armed.Store(1)
+	r.pending++
+	r.queued = append(r.queued, idx)
+	// Entered at once, plugged or not: its waiter flushed already.
+	_ = r.enterLocked()
+	r.sqMu.Unlock()
+}
+
+// maybeFakeCancel turns the SQE into a NOP whose completion will read as
+// ECANCELED, if a test asked for it (see fakeCancels).
+func (r *Ring) maybeFakeCancel(sqe *giouring.SubmissionQueueEntry, s *slot) {
+	if r.fakeCancels.Load() <= 0 || r.fakeCancels.Add(-1) < 0 {
+		return
+	}
+	ud := sqe.UserData
+	clear(r.sqeBytes(sqe))
+	sqe.OpCode = giouring.OpNop
+	sqe.UserData = ud
+	s.fake = true
 }
 
 // sqeBytes is the whole SQE: 128 bytes on a big ring.
@@ -535,8 +657,23 @@ func (r *Ring) dispatchCQE(cqe *giouring.CompletionQueueEvent) {
 		res.Big = *big
 	}
 	idx := uint32(cqe.UserData)
-	if !r.slots[idx].armed.CompareAndSwap(1, 0) {
+	s := &r.slots[idx]
+	if !s.armed.CompareAndSwap(1, 0) {
 		return // failed already by a dying ring
+	}
+	if s.fake {
+		s.fake = false
+		res.Res = -int32(syscall.ECANCELED)
+	}
+	if res.Res == -int32(syscall.ECANCELED) && s.tries < maxKernelCancelRetries && s.again {
+		// zonefold never cancels an operation (no ASYNC_CANCEL, no
+		// links, no timeouts; a dying ring fails its operations
+		// without a CQE): the kernel canceled this one, and io-wq does
+		// that only to work it never started. See resubmit.
+		s.tries++
+		r.kernelCancels.Add(1)
+		r.retry <- idx
+		return
 	}
 	r.complete(idx, res)
 }
@@ -554,6 +691,7 @@ func (r *Ring) Close() error {
 	_ = r.enterLocked() // a failure kills the ring and fails what it held
 	r.sqMu.Unlock()
 	r.inflight.Wait()
+	close(r.retry) // nothing in flight: nothing left to resubmit
 
 	r.closing.Store(true)
 	var err error

@@ -198,9 +198,15 @@ func (z *nvmeZone) set(r Zone) {
 }
 
 // syncCmd runs one command and waits for it.
+// Flushes and zone reports are idempotent: if the kernel cancels one on
+// its own (io-wq), the ring submits it again.
 func (p *Passthrough) syncCmd(what string, cmd *nvmeCmd, buf []byte) error {
 	w := uring.NewWaiter()
-	if err := p.ring.Cmd(p.file, nvmeURingCmdIO, (*[uring.CmdSize]byte)(cmd), buf, w); err != nil {
+	submit := p.ring.Cmd
+	if op := cmd[0]; op == nvmeOpFlush || op == nvmeOpZoneRecv {
+		submit = p.ring.IdempotentCmd
+	}
+	if err := submit(p.file, nvmeURingCmdIO, (*[uring.CmdSize]byte)(cmd), buf, w); err != nil {
 		return fmt.Errorf("zns: %s %s: %w", p.path, what, err)
 	}
 	res := p.ring.Wait(w)
