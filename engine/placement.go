@@ -650,6 +650,9 @@ func (p *placer) finishSealed(z *zone) {
 	z.alloc.Store(z.cap)
 	z.state.Store(zoneGC)
 	p.filled.Add(1)
+	// Out of the draining list now, not when drainingLocked next looks:
+	// reset and opened again, it would count twice against the budget.
+	p.draining = slices.DeleteFunc(p.draining, func(o *zone) bool { return o == z })
 	p.mu.Unlock()
 	p.idle.Signal() // placement may open a zone in its place
 }
