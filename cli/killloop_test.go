@@ -127,6 +127,7 @@ type killRun struct {
 	putOrder []string
 	fios     []fioSet
 	removing map[string]bool // removes in flight at the kill
+	ns       nsModel         // the namespace client's files (killns_test.go)
 	gone     map[string]bool // removes acknowledged: names are never reused
 
 	putSeq, fioSeq int
@@ -140,6 +141,7 @@ func (r *killRun) run(points int) {
 	t := r.t
 	r.removing = map[string]bool{}
 	r.gone = map[string]bool{}
+	r.ns.files, r.ns.acked = map[string][]byte{}, map[string]int{}
 	r.serve(true)
 	t.Cleanup(func() {
 		if r.daemon != nil {
@@ -154,6 +156,7 @@ func (r *killRun) run(points int) {
 	r.stop()
 	t.Logf("seed %d: %d kill points, %d during GC; acknowledged data lost at %d %v; fsck not clean at %d %v; %d client processes outlived their leader",
 		r.seed, points, r.gcPoints, len(r.lossPoints), r.lossPoints, len(r.fsckPoints), r.fsckPoints, r.stragglers.Load())
+	t.Logf("seed %d: namespace client acknowledged %v", r.seed, r.ns.acked)
 	if len(r.lossPoints) > 0 || len(r.fsckPoints) > 0 {
 		t.Errorf("seed %d: acknowledged data lost at %d of %d kill points, fsck not clean at %d", r.seed, len(r.lossPoints), points, len(r.fsckPoints))
 	}
@@ -244,6 +247,8 @@ func (r *killRun) point(p int) {
 	}
 	putSeed := r.rng.Uint64()
 	wg.Go(func() { r.putClient(ctx, putSeed) })
+	nsSeed := r.rng.Uint64()
+	wg.Go(func() { r.nsClient(ctx, nsSeed) })
 	if r.fio != "" {
 		fioSeed := r.rng.Uint64()
 		wg.Go(func() { r.fioClient(ctx, fioSeed) })
@@ -586,6 +591,7 @@ func (r *killRun) check(p int) int {
 	for _, fs := range r.fios {
 		known[fs.file] = true
 	}
+	r.checkNS(ctx, c, have, known, fail)
 	for name := range have {
 		if !known[name] {
 			if err := c.Remove(ctx, name); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -17,6 +17,12 @@
 //     the engine opens at most its zone budget, and zones are filled to
 //     capacity exactly (a header-only pad record closes a zone whose last
 //     block cannot hold a record), so the device sees them become full.
+//     The one exception: a writer short of space whose GC finds no full
+//     zone worth collecting has GC seal an open zone no append is in
+//     flight to (its garbage would otherwise wait for appends that may
+//     never come): it leaves the open set, counts against the budget
+//     until the device has finished it, and is collected (gc.go,
+//     sealIdle).
 //   - A file's MRU zone (under the hinted policy, its write-life class's
 //     stream, hint.go) is read without a global lock; only taking a new
 //     zone goes through the placement lock. The hint, a zone's owner and
@@ -102,7 +108,11 @@
 //     a create with ODeferSync and RemoveDeferred, whose records are
 //     durable from the device's next flush (any Sync, SyncNamespace, a
 //     durable operation, GC's logged reset, which precedes every reset
-//     of a data zone). Nothing
+//     of a data zone). A truncate to a size inside a block first writes
+//     the file's dirty data back, then the block's tail as zeros, in the
+//     one record that carries the new size; if either fails (EIO), the
+//     truncate returns the error with the file as it was, in memory and
+//     on the device (File.zeroTail). Nothing
 //     else is promised for unsynced data, except that what survives of it
 //     is whole 4 KiB blocks of some write.
 //   - A GC pass reports progress only for a zone it reset, and relocates
@@ -152,8 +162,13 @@
 //     first asks, under collector.mu, whether it is still needed: that
 //     takes placer.mu or reads atomics only.
 //     collector.mu also guards each zone's barren mark (zone.barrenValid,
-//     barrenGen), which passes set and pick reads: a zone a pass found not
-//     worth collecting is skipped until it loses valid data or is reset.
+//     barrenAlloc, barrenGen), which passes set and pick reads: a zone a
+//     pass found not worth collecting is skipped until it loses valid
+//     data, takes appends or is reset. A writer's pass that finds no full
+//     victim may seal an idle open zone (sealIdle): placer.mu briefly to
+//     take it out of the open set (a zone with a reservation announced is
+//     skipped, never waited for), then, with collector.mu alone, the
+//     header walk, the zone's finish on the device and the collection.
 //  3. Engine.nsMu: the namespace. Held (exclusive for create, remove,
 //     rename; shared for truncate and GC's zone reset) across the
 //     operation's log record, so across metaLog.mu, a checkpoint and

@@ -447,10 +447,17 @@ func (h *File) truncate(size int64, grow bool) error {
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
 	f.mu.Lock()
-	if grow && f.size >= size {
-		f.mu.Unlock()
+	old := f.size
+	f.mu.Unlock()
+	if grow && old >= size {
 		return nil
 	}
+	if tail := size % BlockSize; tail != 0 {
+		if err := h.zeroTail(size, old); err != nil {
+			return err
+		}
+	}
+	f.mu.Lock()
 	f.size = size
 	f.mu.Unlock()
 	e.cache.Truncate(f.id, size)
@@ -459,19 +466,6 @@ func (h *File) truncate(size int64, grow bool) error {
 	// the old bytes.
 	if err := e.cache.WaitWriteback(ctx, f.id); err != nil {
 		return err
-	}
-	if tail := size % BlockSize; tail != 0 {
-		// The last block keeps its bytes past the end on the device; if
-		// the file grows again they must read as zeros. Rewrite them as
-		// zeros and make that durable before the truncate is: recovery
-		// then never finds the old tail under a logged size.
-		zeros := e.zeroBlk[:BlockSize-tail]
-		if _, err := e.cache.Write(ctx, f.id, size, zeros, e); err != nil {
-			return fmt.Errorf("engine: truncate %q: zero the tail: %w", f.name, err)
-		}
-		if err := e.wb.FlushFile(ctx, f.id); err != nil {
-			return fmt.Errorf("engine: truncate %q: %w", f.name, err)
-		}
 	}
 	// The cut makes the blocks past the end garbage: a GC pass could
 	// then reset their zone and reuse it, durably, before the truncate is
@@ -487,6 +481,65 @@ func (h *File) truncate(size int64, grow bool) error {
 		testHookTruncateCut(e)
 	}
 	return e.logSize(f, size)
+}
+
+// zeroTail makes the bytes of the block that holds a truncate's new end
+// (size, not block aligned) zeros past it, on the device, before the
+// truncate changes anything else (f.wmu held; old is the file's size).
+// The block keeps its bytes past the end on the device; if the file grows
+// again they must read as zeros, and recovery must never find the old
+// tail under a logged size: the zeros are durable before the truncate is.
+// Their record carries the new size, so once it is durable recovery finds
+// the file cut even if the truncate's log record is lost.
+//
+// A truncate whose tail does not reach the device (EIO) fails with the
+// file as it was, size and bytes, and nothing of it durable: first the
+// file's dirty data is written back under the old size (a failure there
+// changes nothing), so that the tail's record is the only one that
+// carries the new size; if it fails, the size goes back and the bytes
+// the zeros replaced within the old size are written back into the cache
+// (dirty, for a later fsync). That is stricter than Linux: XFS sets the
+// in-memory size first and returns the flush's error with the new size
+// in place but not logged (a crash brings the old one back), and ext4
+// logs the size and leaves the zeroed block to writeback, whose failure
+// only the next fsync reports. The price is that a truncate into a block
+// writes the file's dirty data back first, the bytes it cuts too. The
+// error also stays for the file's next fsync if this flush did not
+// report it, as a write's does.
+func (h *File) zeroTail(size, old int64) error {
+	e, f := h.e, h.f
+	ctx := context.Background()
+	if err := e.wb.FlushFile(ctx, f.id); err != nil {
+		return fmt.Errorf("engine: truncate %q to %d: write back: %w", f.name, size, err)
+	}
+	end := (size/BlockSize + 1) * BlockSize
+	// The bytes the zeros replace that the file holds now.
+	var saved []byte
+	if old > size {
+		saved = make([]byte, min(old, end)-size)
+		if _, err := e.cache.Read(ctx, f.id, size, saved, e); err != nil {
+			return fmt.Errorf("engine: truncate %q to %d: read the tail: %w", f.name, size, err)
+		}
+	}
+	f.mu.Lock()
+	f.size = size
+	f.mu.Unlock()
+	_, err := e.cache.Write(ctx, f.id, size, e.zeroBlk[:end-size], e)
+	if err == nil {
+		if err = e.wb.FlushFile(ctx, f.id); err == nil {
+			return nil
+		}
+	}
+	err = fmt.Errorf("engine: truncate %q to %d: zero the tail: %w", f.name, size, err)
+	f.mu.Lock()
+	f.size = old
+	f.mu.Unlock()
+	if len(saved) > 0 {
+		if _, rerr := e.cache.Write(ctx, f.id, size, saved, e); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("engine: truncate %q: put the tail back: %w", f.name, rerr))
+		}
+	}
+	return err
 }
 
 // testHookTruncateCut, if set (by tests only), runs between a truncate's

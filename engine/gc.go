@@ -349,20 +349,90 @@ func (c *collector) passLocked(gainDiv int64) (bool, error) {
 			return ok, err
 		}
 	}
+	if gainDiv == gcUrgent {
+		return c.sealIdle()
+	}
 	return false, nil
+}
+
+// sealIdle is a writer's last resort when no full zone's reclaim gains
+// space: the garbage left may sit in zones still open, which fill only
+// as their files write again (a file removed, a store's finished table,
+// GC's own stream between passes), and a device whose free room is all
+// there refused every write for good. It seals an open zone that no
+// append is in flight to, most garbage first: takes it out of the open
+// set, finishes it on the device (its unwritten rest, free room until
+// then, is given up) and collects it like a full zone. Only a zone whose
+// copy and headers take less than it holds, by minGCGain, is sealed: the
+// reset then gives back more than the finish gave up. A zone with appends
+// in flight is skipped, not waited for, as pick skips full ones.
+func (c *collector) sealIdle() (bool, error) {
+	cands := c.e.placer.idleOpen()
+	sort.Slice(cands, func(i, j int) bool {
+		return cands[i].alloc.Load()-cands[i].valid.Load() > cands[j].alloc.Load()-cands[j].valid.Load()
+	})
+	tried := 0
+	for _, z := range cands {
+		if tried == passCandidates {
+			break
+		}
+		if z.barren(z.valid.Load()) {
+			continue
+		}
+		tried++
+		ok, err := c.collectSealed(z)
+		if err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
+// collectSealed seals an idle open zone (see sealIdle), relocates its
+// valid data and resets it. It reports false, leaving the zone open, if
+// the zone took an append meanwhile or relocating would not gain space.
+func (c *collector) collectSealed(z *zone) (bool, error) {
+	e := c.e
+	p := &e.placer
+	if !p.seal(z) {
+		return false, nil
+	}
+	defer c.running()()
+	// Every append below alloc has landed: seal saw no writers after
+	// the last reservation, and none can reserve any more.
+	var pieces []live
+	if valid := z.valid.Load(); valid > 0 {
+		gen := z.gen.Load()
+		var gain bool
+		var err error
+		pieces, gain, err = c.gather(z, z.alloc.Load())
+		if err != nil || !gain {
+			p.unseal(z)
+			if err == nil {
+				z.markBarren(valid, gen)
+			}
+			return false, err
+		}
+	}
+	if err := e.dev.FinishZone(z.idx); err != nil {
+		p.unseal(z)
+		return false, fmt.Errorf("engine: gc: finish idle zone %d: %w", z.idx, err)
+	}
+	p.finishSealed(z)
+	e.stats.gcSealed.Add(1)
+	if len(pieces) > 0 {
+		if err := c.rewrite(z, pieces); err != nil {
+			z.state.Store(zoneFull)
+			return false, err
+		}
+	}
+	return c.reset(z)
 }
 
 // collect relocates victim's valid data and resets it; it reports false,
 // leaving the zone as it was, when relocating would not gain space.
 func (c *collector) collect(victim *zone) (bool, error) {
-	e := c.e
-	start := time.Now()
-	e.stats.gcActive.Add(1)
-	defer func() {
-		e.stats.gcActive.Add(-1)
-		e.stats.gcNanos.Add(int64(time.Since(start)))
-		e.stats.gcRuns.Add(1)
-	}()
+	defer c.running()()
 	if valid := victim.valid.Load(); valid > 0 {
 		gen := victim.gen.Load()
 		gain, err := c.relocate(victim)
@@ -374,12 +444,25 @@ func (c *collector) collect(victim *zone) (bool, error) {
 			// Remember it: until the zone loses valid data (or is
 			// reset), collecting it gains nothing either (see
 			// zone.barrenValid).
-			victim.barrenValid, victim.barrenGen = valid+1, gen
+			victim.markBarren(valid, gen)
 			victim.state.Store(zoneFull)
 			return false, nil
 		}
 	}
 	return c.reset(victim)
+}
+
+// running counts a pass at work on a victim (GCActive) until the
+// function it returns is called, which adds the pass's time and run.
+func (c *collector) running() func() {
+	st := &c.e.stats
+	start := time.Now()
+	st.gcActive.Add(1)
+	return func() {
+		st.gcActive.Add(-1)
+		st.gcNanos.Add(int64(time.Since(start)))
+		st.gcRuns.Add(1)
+	}
 }
 
 // reset logs the reset of a victim whose valid data is relocated and
@@ -511,7 +594,7 @@ type live struct {
 // reset frees: a pass without a net gain is how GC spun without progress
 // while writers waited.
 func (c *collector) relocate(victim *zone) (bool, error) {
-	pieces, gain, err := c.gather(victim)
+	pieces, gain, err := c.gather(victim, victim.cap)
 	if err != nil || !gain {
 		return false, err
 	}
@@ -523,8 +606,11 @@ func (c *collector) relocate(victim *zone) (bool, error) {
 
 // gather finds the victim's valid pieces, sorted by (file, offset), and
 // reads their bytes back to back into the scan buffer. gain is false,
-// and nothing is read, if copying them would not gain space.
-func (c *collector) gather(victim *zone) (pieces []live, gain bool, err error) {
+// and nothing is read, if copying them would not gain space: if they and
+// their headers would take more than room (the zone's capacity, or for a
+// zone sealed open, what it holds: its unwritten rest was free already),
+// less minGCGain.
+func (c *collector) gather(victim *zone, room int64) (pieces []live, gain bool, err error) {
 	e := c.e
 	if c.buf == nil {
 		if c.buf, err = newScanBuf(int(max(e.geo.ZoneCap, 1<<20))); err != nil {
@@ -560,7 +646,7 @@ func (c *collector) gather(victim *zone) (pieces []live, gain bool, err error) {
 		}
 	}
 	headers += total / e.maxRecordData()
-	if cost := total + headers*BlockSize; cost > victim.cap-minGCGain {
+	if cost := total + headers*BlockSize; cost > room-minGCGain {
 		return nil, false, nil
 	}
 	if total > int64(len(c.buf.mem)) {

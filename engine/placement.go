@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -110,14 +111,24 @@ type zone struct {
 	// a full device every failing write ran passes that re-read the
 	// same barren zones; through the daemon each fsync that failed took
 	// ~0.2 s. Guarded by collector.mu.
+	// barrenAlloc is the bytes reserved then: an open zone that GC
+	// found not worth sealing (see collector.sealIdle) changes by taking
+	// appends too.
 	barrenValid int64
+	barrenAlloc int64
 	barrenGen   uint32
 }
 
 // barren reports whether a GC pass found z not worth collecting in its
 // present state (collector.mu held).
 func (z *zone) barren(valid int64) bool {
-	return z.barrenValid == valid+1 && z.barrenGen == z.gen.Load()
+	return z.barrenValid == valid+1 && z.barrenAlloc == z.alloc.Load() && z.barrenGen == z.gen.Load()
+}
+
+// markBarren remembers that collecting z as it is gains nothing
+// (collector.mu held).
+func (z *zone) markBarren(valid int64, gen uint32) {
+	z.barrenValid, z.barrenAlloc, z.barrenGen = valid+1, z.alloc.Load(), gen
 }
 
 // orphan reports whether no file is writing to z as its MRU zone: the
@@ -572,6 +583,78 @@ func (p *placer) retire(z *zone) {
 	if z.writers.Load() > 0 {
 		p.draining = append(p.draining, z)
 	}
+}
+
+// idleOpen is the open zones GC may seal (see collector.sealIdle): no
+// append in flight, and at least minGCGain of what they hold garbage.
+func (p *placer) idleOpen() []*zone {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*zone
+	for _, z := range p.open {
+		if z.state.Load() != zoneOpen || z.writers.Load() > 0 {
+			continue
+		}
+		if valid := z.valid.Load(); z.alloc.Load()-valid >= minGCGain {
+			out = append(out, z)
+		}
+	}
+	return out
+}
+
+// seal takes an open zone that no append is in flight to out of the
+// open set, for GC to collect. It reports false, changing nothing, if
+// the zone is not open or a reservation has announced itself there.
+// Placement announces a reservation (writers) before it checks the
+// state, and seal changes the state before it checks writers, so either
+// seal sees the reservation and backs off, or the reservation sees the
+// zone sealed and goes elsewhere: no append lands in a sealed zone. Under
+// mu, so that zoneFailed (which also takes it) sees the zone either open
+// or sealed, never a seal that is backed out. The zone stays in the
+// device's open and active limits until its finish: it waits among the
+// draining zones, as zoneRetiring (drained reports false), and its
+// unreserved room leaves the free space at once, so that admission does
+// not count on it. unseal undoes it; finishSealed completes it.
+func (p *placer) seal(z *zone) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if z.state.Load() != zoneOpen || z.writers.Load() > 0 {
+		return false
+	}
+	z.state.Store(zoneRetiring)
+	if z.writers.Load() > 0 {
+		z.state.Store(zoneOpen)
+		return false
+	}
+	p.open = slices.DeleteFunc(p.open, func(o *zone) bool { return o == z })
+	p.draining = append(p.draining, z)
+	p.unalloc.Add(-max(0, z.remaining()))
+	return true
+}
+
+// unseal returns a sealed zone, not yet finished, to the open set.
+func (p *placer) unseal(z *zone) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.draining = slices.DeleteFunc(p.draining, func(o *zone) bool { return o == z })
+	p.open = append(p.open, z)
+	p.unalloc.Add(max(0, z.remaining()))
+	z.state.Store(zoneOpen)
+}
+
+// finishSealed records that a sealed zone is finished on the device: it
+// holds no room any more, and no longer counts against the open budget.
+// It stays with GC (zoneGC), its victim.
+func (p *placer) finishSealed(z *zone) {
+	p.mu.Lock()
+	z.alloc.Store(z.cap)
+	z.state.Store(zoneGC)
+	p.filled.Add(1)
+	// Out of the draining list now, not when drainingLocked next looks:
+	// reset and opened again, it would count twice against the budget.
+	p.draining = slices.DeleteFunc(p.draining, func(o *zone) bool { return o == z })
+	p.mu.Unlock()
+	p.idle.Signal() // placement may open a zone in its place
 }
 
 // freeZone returns a reset zone to the pool.

@@ -41,8 +41,12 @@ type Stats struct {
 	GCRead    int64 `json:"gc_read"`    // bytes GC read (headers and data)
 	GCWritten int64 `json:"gc_written"` // bytes GC relocated
 	GCResets  int64 `json:"gc_resets"`  // zones GC reset
-	GCRuns    int64 `json:"gc_runs"`
-	GCNanos   int64 `json:"gc_nanos"` // time spent in GC passes
+	// GCSealed counts open zones GC finished to collect them: the
+	// garbage a writer short of space needed sat in zones no append was
+	// going to (see collector.sealIdle).
+	GCSealed int64 `json:"gc_sealed"`
+	GCRuns   int64 `json:"gc_runs"`
+	GCNanos  int64 `json:"gc_nanos"` // time spent in GC passes
 	// GCActive is the GC passes relocating or resetting a zone right now
 	// (a gauge: 0 or 1), so that a crash test can kill the daemon mid-GC.
 	GCActive int64 `json:"gc_active"`
@@ -95,6 +99,7 @@ func (s Stats) Sub(o Stats) Stats {
 	d.GCRead -= o.GCRead
 	d.GCWritten -= o.GCWritten
 	d.GCResets -= o.GCResets
+	d.GCSealed -= o.GCSealed
 	d.GCRuns -= o.GCRuns
 	d.GCNanos -= o.GCNanos
 	d.Ring = s.Ring.Sub(o.Ring)
@@ -119,7 +124,7 @@ func (e *Engine) Stats() Stats {
 		Appends: c.appends.Load(), ZonesOpened: e.placer.opened.Load(), ZonesFilled: e.placer.filled.Load(), ZonesShared: e.placer.sharedMRU.Load(), AppendErrs: c.appendErrs.Load(), ReadErrs: c.readErrs.Load(),
 		ChecksumErrs: c.csumErrs.Load(), SumReads: c.sumReads.Load(),
 		Checkpoints: c.checkpoints.Load(), Flushes: e.flushes.flushes.Load(), FlushesJoined: e.flushes.joined.Load(),
-		GCRead: c.gcRead.Load(), GCWritten: c.gcWritten.Load(), GCResets: c.gcResets.Load(),
+		GCRead: c.gcRead.Load(), GCWritten: c.gcWritten.Load(), GCResets: c.gcResets.Load(), GCSealed: c.gcSealed.Load(),
 		GCRuns: c.gcRuns.Load(), GCNanos: c.gcNanos.Load(), GCActive: c.gcActive.Load(),
 		DataZones: len(e.placer.zones),
 	}
