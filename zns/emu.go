@@ -82,8 +82,8 @@ type Emu struct {
 	// stale: a header slot was damaged at Open, so the next Flush
 	// writes the table even if it did not change (to repair it).
 	stale bool
-	// flushIO counts what Flushes did, for tests.
-	flushIO struct{ dataSyncs, tableWrites int }
+	// flushIO counts what Flushes did (tests, and a debug line at Close).
+	flushIO struct{ flushes, dataSyncs, tableWrites int }
 	hdr     []byte // one slot, reused by every Flush
 	// testHookFlushSync, if set, runs in Flush just before it syncs the
 	// data: tests hold a flush there.
@@ -530,6 +530,7 @@ func (e *Emu) Flush() error {
 		return fmt.Errorf("zns: emu flush: %w", err)
 	}
 	e.flushedGen, e.stale = e.snapGen, false
+	e.flushIO.flushes++
 	return nil
 }
 
@@ -578,6 +579,10 @@ func (e *Emu) Close() error {
 	e.flushMu.Lock()
 	defer e.flushMu.Unlock()
 	err := e.closeRing()
+	if e.f != nil {
+		slog.Debug("zns: emu closed", "path", e.f.Name(), "flushes", e.flushIO.flushes,
+			"data_syncs", e.flushIO.dataSyncs, "table_writes", e.flushIO.tableWrites)
+	}
 	if e.df != nil {
 		if cerr := e.df.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("zns: emu close: %w", cerr)
