@@ -39,7 +39,11 @@ import (
 // fdatasyncs that copy. Writes, reads and zone management go on meanwhile;
 // they count as coming after the Flush. The persisted table never runs
 // ahead of durable data: every write it covers completed before the copy
-// and so before the data sync.
+// and so before the data sync. A Flush does only what changed since the
+// last one needs: no data sync if no write came in between (what the
+// table claims was synced by an earlier Flush), no table write and sync
+// if no write pointer, written end or condition changed; a Flush with
+// nothing new costs no I/O.
 //
 // Lock order: flushMu, then the zone table's mu. flushMu serialises Flush,
 // PowerCut, TearLastWrite and Close, so a power cut or a close that comes
@@ -72,7 +76,15 @@ type Emu struct {
 	seq     uint64      // sequence number of the newest valid header slot
 	flushed []zoneState // the zone table as of the last Flush
 	snap    []zoneState // the table a Flush persists, copied at its start
-	hdr     []byte      // one slot, reused by every Flush
+	// flushedGen is soft.gen as of the last Flush's copy, snapGen as of
+	// the running one's: equal, no write came in between.
+	flushedGen, snapGen uint64
+	// stale: a header slot was damaged at Open, so the next Flush
+	// writes the table even if it did not change (to repair it).
+	stale bool
+	// flushIO counts what Flushes did (tests, and a debug line at Close).
+	flushIO struct{ flushes, dataSyncs, tableWrites int }
+	hdr     []byte // one slot, reused by every Flush
 	// testHookFlushSync, if set, runs in Flush just before it syncs the
 	// data: tests hold a flush there.
 	testHookFlushSync func()
@@ -107,8 +119,11 @@ type emuHeader struct {
 	seq  uint64
 	geo  Geometry
 	conv int
-	slot int    // 0 or 1: where it was read, seq%2
-	raw  []byte // the whole slot, zone entries included
+	slot int // 0 or 1: where it was read, seq%2
+	// otherDamaged: the other slot is not valid (the next Flush
+	// repairs it).
+	otherDamaged bool
+	raw          []byte // the whole slot, zone entries included
 }
 
 func openEmu(sp spec, opts Options) (*Emu, error) {
@@ -217,7 +232,7 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 	e.dataOff = dataOff
 	e.hdr = make([]byte, e.slotLen)
 	if found && !sp.format {
-		e.seq = hdr.seq
+		e.seq, e.stale = hdr.seq, hdr.otherDamaged
 		if err := e.loadZones(hdr.raw); err != nil {
 			e.ring.Close()
 			return nil, fmt.Errorf("zns: emu %s: %w", sp.path, err)
@@ -230,9 +245,9 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 		// A new device: write its table to both slots now, so that it
 		// reopens as formatted and slot 0 (where Open looks for the zone
 		// count) is never blank again. Nothing else uses it yet.
-		err := e.persist(e.zones)
+		err := e.persist(e.zones, true)
 		if err == nil {
-			err = e.persist(e.zones)
+			err = e.persist(e.zones, true)
 		}
 		if err != nil {
 			e.ring.Close()
@@ -313,6 +328,7 @@ func readEmuHeader(f *os.File, size int64, sp spec) (emuHeader, bool, error) {
 		if other := 1 - best.slot; slots[other] == nil {
 			slog.Warn("zns: emu header slot is damaged; opened from the other one, which the next flush copies over it",
 				"path", sp.path, "damaged_slot", other, "opened_slot", best.slot, "seq", best.seq)
+			best.otherDamaged = true
 		}
 		return *best, true, nil
 	case bytes.Count(first, []byte{0}) == len(first):
@@ -435,13 +451,15 @@ func validSeqCond(c Cond) bool {
 	return false
 }
 
-// persist syncs the data, then writes zones (a copy of the zone table
-// taken after every write it covers completed) to the next header slot,
-// syncs it, and makes it the flushed table. Caller holds flushMu and not
-// mu, unless nothing else can use the device meanwhile.
-func (e *Emu) persist(zones []zoneState) error {
-	if err := e.ring.Sync(e.file, true); err != nil {
-		return fmt.Errorf("sync data: %w", err)
+// persist syncs the data if syncData, then writes zones (a copy of the
+// zone table taken after every write it covers completed) to the next
+// header slot, syncs it, and makes it the flushed table. Caller holds
+// flushMu and not mu, unless nothing else can use the device meanwhile.
+func (e *Emu) persist(zones []zoneState, syncData bool) error {
+	if syncData {
+		if err := e.syncData(); err != nil {
+			return err
+		}
 	}
 	le := binary.LittleEndian
 	b := e.hdr
@@ -478,6 +496,7 @@ func (e *Emu) persist(zones []zoneState) error {
 	if err := e.ring.Sync(e.file, true); err != nil {
 		return fmt.Errorf("sync zone table: %w", err)
 	}
+	e.flushIO.tableWrites++
 	e.seq++
 	copy(e.flushed, zones)
 	return nil
@@ -496,10 +515,43 @@ func (e *Emu) Flush() error {
 	if e.testHookFlushSync != nil {
 		e.testHookFlushSync()
 	}
-	if err := e.persist(e.snap); err != nil {
+	// Only what changed since the last Flush costs I/O: the data sync
+	// if a write came in between (what the table claims beyond that
+	// was synced by an earlier Flush), the table if an entry it stores
+	// differs. A Flush with nothing new does none.
+	syncData := e.snapGen != e.flushedGen
+	if !e.stale && sameTable(e.snap, e.flushed) {
+		if syncData {
+			if err := e.syncData(); err != nil {
+				return fmt.Errorf("zns: emu flush: %w", err)
+			}
+		}
+	} else if err := e.persist(e.snap, syncData); err != nil {
 		return fmt.Errorf("zns: emu flush: %w", err)
 	}
+	e.flushedGen, e.stale = e.snapGen, false
+	e.flushIO.flushes++
 	return nil
+}
+
+// syncData makes the data written so far durable. Caller holds flushMu.
+func (e *Emu) syncData() error {
+	if err := e.ring.Sync(e.file, true); err != nil {
+		return fmt.Errorf("sync data: %w", err)
+	}
+	e.flushIO.dataSyncs++
+	return nil
+}
+
+// sameTable reports whether two copies of the zone table agree on what a
+// header slot stores of each zone: write pointer, written end, condition.
+func sameTable(a, b []zoneState) bool {
+	for i := range a {
+		if a[i].wp != b[i].wp || a[i].written != b[i].written || a[i].cond != b[i].cond {
+			return false
+		}
+	}
+	return true
 }
 
 // snapshot waits for the writes in flight and copies the zone table into
@@ -517,6 +569,7 @@ func (e *Emu) snapshot() error {
 		return fmt.Errorf("zns: emu flush: %w", syscall.EIO)
 	}
 	copy(e.snap, e.zones)
+	e.snapGen = e.gen
 	return nil
 }
 
@@ -526,6 +579,10 @@ func (e *Emu) Close() error {
 	e.flushMu.Lock()
 	defer e.flushMu.Unlock()
 	err := e.closeRing()
+	if e.f != nil {
+		slog.Debug("zns: emu closed", "path", e.f.Name(), "flushes", e.flushIO.flushes,
+			"data_syncs", e.flushIO.dataSyncs, "table_writes", e.flushIO.tableWrites)
+	}
 	if e.df != nil {
 		if cerr := e.df.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("zns: emu close: %w", cerr)
@@ -637,9 +694,10 @@ func (e *Emu) TearLastWrite(keep int64) error {
 	e.powerCycle()
 	e.last = lastWrite{}
 	// Holding mu through the syncs keeps I/O out, as a power cut would.
-	if err := e.persist(e.zones); err != nil {
+	if err := e.persist(e.zones, true); err != nil {
 		return fmt.Errorf("zns: tear: %w", err)
 	}
+	e.flushedGen = e.gen
 	return nil
 }
 

@@ -24,6 +24,9 @@ type soft struct {
 	// writes counts writes in flight; Add happens under mu so that Flush,
 	// holding mu, can wait for it to drain.
 	writes sync.WaitGroup
+	// gen counts the writes accepted (under mu): a Flush that finds it
+	// where the last one left it has no data to sync.
+	gen    uint64
 	closed bool
 	faults faults
 	last   lastWrite
@@ -163,6 +166,7 @@ func (s *soft) write(zone int, off int64, bufs [][]byte, app AppendCompletion, c
 		return s.submitNop(r)
 	}
 	at := s.advance(zone, z, off, n)
+	s.gen++
 	if z.typ != TypeConventional {
 		s.last = lastWrite{valid: true, zone: zone, off: at, n: n}
 	}
