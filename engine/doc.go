@@ -109,8 +109,9 @@
 //     durable from the device's next flush (any Sync, SyncNamespace, a
 //     durable operation, GC's logged reset, which precedes every reset
 //     of a data zone). A truncate to a size inside a block first writes
-//     the file's dirty data back, then the block's tail as zeros, in the
-//     one record that carries the new size; if either fails (EIO), the
+//     the file's dirty data back, then the block's tail as zeros (unless
+//     it reads as zeros already), in the one record that carries the new
+//     size; if either fails (EIO), the
 //     truncate returns the error with the file as it was, in memory and
 //     on the device (File.zeroTail). Nothing
 //     else is promised for unsynced data, except that what survives of it

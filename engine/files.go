@@ -429,18 +429,6 @@ func (h *File) truncate(size int64, grow bool) error {
 	}
 	e, f := h.e, h.f
 	ctx := context.Background()
-	if tail := size % BlockSize; tail != 0 {
-		// The tail's rewrite below takes a block and a record header
-		// before the cut frees anything. Admit it as a write first, so
-		// that a device without room for it refuses the truncate with
-		// the file as it was, instead of failing after the size and
-		// the cache have changed.
-		charge := writeCharge(size, BlockSize-tail)
-		if err := e.admit(ctx, charge); err != nil {
-			return fmt.Errorf("engine: truncate %q to %d: %w", f.name, size, err)
-		}
-		defer e.admitted.Add(-charge)
-	}
 	// No write runs until the truncate is logged: one that did could
 	// grow the size under the cut, or be written back with a sequence
 	// number below the truncate's, which recovery would then cut.
@@ -492,6 +480,14 @@ func (h *File) truncate(size int64, grow bool) error {
 // Their record carries the new size, so once it is durable recovery finds
 // the file cut even if the truncate's log record is lost.
 //
+// The tail's rewrite takes a block and a record header before the cut
+// frees anything, so it is admitted as a write (under wmu, after the
+// file's dirty data is written back), and a device without room for it
+// refuses the truncate with the file as it was. A tail that reads as
+// zeros already (a truncate to the size, a grow, a tail the file never
+// wrote, or wrote zeros to) needs no rewrite: nothing is admitted or
+// written, and a full device does not refuse it.
+//
 // A truncate whose tail does not reach the device (EIO) fails with the
 // file as it was, size and bytes, and nothing of it durable: first the
 // file's dirty data is written back under the old size (a failure there
@@ -513,14 +509,26 @@ func (h *File) zeroTail(size, old int64) error {
 		return fmt.Errorf("engine: truncate %q to %d: write back: %w", f.name, size, err)
 	}
 	end := (size/BlockSize + 1) * BlockSize
-	// The bytes the zeros replace that the file holds now.
+	// The block's bytes past size, as the device holds them: with the
+	// dirty data written back and wmu held, the cache's copy is the
+	// device's. saved is those the file holds now, which the zeros
+	// replace.
+	tail := make([]byte, end-size)
+	if _, err := e.cache.Read(ctx, f.id, size, tail, e); err != nil {
+		return fmt.Errorf("engine: truncate %q to %d: read the tail: %w", f.name, size, err)
+	}
+	if isZero(tail) {
+		return nil
+	}
 	var saved []byte
 	if old > size {
-		saved = make([]byte, min(old, end)-size)
-		if _, err := e.cache.Read(ctx, f.id, size, saved, e); err != nil {
-			return fmt.Errorf("engine: truncate %q to %d: read the tail: %w", f.name, size, err)
-		}
+		saved = tail[:min(old, end)-size]
 	}
+	charge := writeCharge(size, end-size)
+	if err := e.admit(ctx, charge); err != nil {
+		return fmt.Errorf("engine: truncate %q to %d: %w", f.name, size, err)
+	}
+	defer e.admitted.Add(-charge)
 	f.mu.Lock()
 	f.size = size
 	f.mu.Unlock()
@@ -731,4 +739,14 @@ func (e *Engine) readBatch(n int, at func(i int) (dev int64, dst []byte)) (int64
 		err = uerr
 	}
 	return got, err
+}
+
+// isZero reports whether p holds only zero bytes.
+func isZero(p []byte) bool {
+	for _, b := range p {
+		if b != 0 {
+			return false
+		}
+	}
+	return true
 }
