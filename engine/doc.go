@@ -147,8 +147,9 @@
 //
 //  1. file.wmu (per file): orders changes of a file's bytes and size.
 //     Shared by writes within the size; exclusive for a write that extends
-//     the file and for Truncate, held across the cache write, writeback
-//     of the file (FlushFile) and the truncate's log record. Nothing below
+//     the file and for Truncate, held across the write's admission (a
+//     GC pass, writeback of every file: see admit), the cache write,
+//     writeback of the file (FlushFile) and the truncate's log record. Nothing below
 //     the cache takes it, so waiting for writeback under it is safe.
 //  2. collector.mu: one GC pass. A pass holds it across device I/O, its
 //     relocation appends (quiesce shared), the zone reset's log record

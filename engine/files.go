@@ -333,6 +333,14 @@ func (h *File) WriteAt(p []byte, off int64) (int, error) {
 // WriteAtContext is WriteAt with cancellation of throttling waits. Like
 // os.File.WriteAt it returns how many bytes it wrote: a write that fails
 // leaves the file as it was past those bytes, its size included.
+//
+// A write is admitted (see admit) and copied in pieces of at most
+// writePiece bytes, each piece's reservation given back once the cache
+// holds it (as dirty data, or written back already): a write larger than
+// the cache is written back while it is copied, and reserved whole it
+// would count twice meanwhile, refusing other writes room that is free.
+// A piece that does not fit ends the write short, with ErrNoSpace, as a
+// kernel file system's write that runs out of space does.
 func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, error) {
 	if err := h.check(); err != nil {
 		return 0, err
@@ -343,59 +351,87 @@ func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, er
 	if len(p) == 0 {
 		return 0, nil
 	}
-	e := h.e
-	charge := writeCharge(off, int64(len(p)))
-	if err := e.admit(ctx, charge); err != nil {
-		return 0, err
-	}
 	f := h.f
 	end := off + int64(len(p))
 	f.wmu.RLock()
 	if end <= h.Size() {
 		// Within the size, which cannot change while wmu is shared.
 		defer f.wmu.RUnlock()
-		n, err := e.cache.Write(ctx, f.id, off, p, e)
-		e.admitted.Add(-charge)
-		e.stats.hostWritten.Add(int64(n))
-		f.written.Add(int64(n))
-		if err != nil {
-			return n, fmt.Errorf("engine: write %q at %d: %w", h.Name(), off, err)
-		}
-		return n, nil
+		return h.writePieces(ctx, p, off, false)
 	}
 	f.wmu.RUnlock()
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
-	// The size grows before the data enters the cache, so that any
-	// record that carries the data also carries a size that covers it.
-	f.mu.Lock()
-	old := f.size
-	f.size = max(old, end)
-	f.mu.Unlock()
-	n, err := e.cache.Write(ctx, f.id, off, p, e)
-	e.admitted.Add(-charge)
-	e.stats.hostWritten.Add(int64(n))
-	f.written.Add(int64(n))
-	if err == nil {
-		return n, nil
+	return h.writePieces(ctx, p, off, true)
+}
+
+// writePiece returns how long the piece of a write that starts at pos may
+// be: up to the next multiple of the piece size, at least 256 KiB and the
+// cache's largest folio, so that pieces end where no folio the whole
+// write would make could cross.
+func (e *Engine) writePiece(pos int64) int64 {
+	size := max(int64(256<<10), int64(BlockSize)<<e.cfg.MaxOrder)
+	return size - pos%size
+}
+
+// writePieces does WriteAtContext's write under f.wmu: shared if the write
+// lies within the size, exclusive if it extends the file (extend). An
+// extending piece grows the size before its data enters the cache, so
+// that any record that carries the data also carries a size that covers
+// it.
+func (h *File) writePieces(ctx context.Context, p []byte, off int64, extend bool) (int, error) {
+	e, f := h.e, h.f
+	done := 0
+	for done < len(p) {
+		pos := off + int64(done)
+		piece := p[done:min(len(p), done+int(e.writePiece(pos)))]
+		charge := writeCharge(pos, int64(len(piece)))
+		if err := e.admit(ctx, charge); err != nil {
+			return done, err
+		}
+		old := int64(-1)
+		if extend {
+			f.mu.Lock()
+			old = f.size
+			f.size = max(old, pos+int64(len(piece)))
+			f.mu.Unlock()
+		}
+		n, err := e.cache.Write(ctx, f.id, pos, piece, e)
+		e.admitted.Add(-charge)
+		e.stats.hostWritten.Add(int64(n))
+		f.written.Add(int64(n))
+		done += n
+		if err != nil {
+			err = fmt.Errorf("engine: write %q at %d: %w", h.Name(), pos, err)
+			if old >= 0 {
+				err = h.keepSize(old, pos, n, err)
+			}
+			return done, err
+		}
 	}
-	err = fmt.Errorf("engine: write %q at %d: %w", h.Name(), off, err)
+	return done, nil
+}
+
+// keepSize takes back the size that an extending piece at pos grew from
+// old but wrote only n bytes of (f.wmu held exclusive).
+func (h *File) keepSize(old, pos int64, n int, err error) error {
+	f := h.f
 	keep := old
 	if n > 0 {
-		keep = max(old, off+int64(n))
+		keep = max(old, pos+int64(n))
 	}
-	if keep < end {
+	if keep < h.Size() {
 		// Nothing lies past keep (wmu kept other writers out), but a
 		// record written back meanwhile may carry the grown size:
 		// log the size that holds, as a truncate does.
 		f.mu.Lock()
 		f.size = keep
 		f.mu.Unlock()
-		if lerr := e.logSize(f, keep); lerr != nil {
+		if lerr := h.e.logSize(f, keep); lerr != nil {
 			err = errors.Join(err, lerr)
 		}
 	}
-	return n, err
+	return err
 }
 
 // logSize makes the file's size durable as a truncate to size.

@@ -20,22 +20,7 @@ func TestTruncateOnAFullDevice(t *testing.T) {
 	e := formatOpen(t, devName, cfg)
 	content := func(i int) []byte { return bytes.Repeat([]byte{byte(i), byte(i >> 8), 0x77}, 8000/3+1)[:8000] }
 	name := func(i int) string { return fmt.Sprintf("t%04d", i) }
-	var handles []*File
-	for i := 0; ; i++ {
-		f, err := e.Create(name(i))
-		if err == nil {
-			if _, err = f.WriteAt(content(i), 0); err == nil {
-				err = f.Sync()
-			}
-		}
-		if err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-		handles = append(handles, f)
-	}
+	handles := fillWith8000ByteFiles(t, e, content)
 	want := map[string][]byte{}
 	failed := 0
 	for i, f := range handles {
