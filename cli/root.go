@@ -137,7 +137,7 @@ func newRoot(stdout, stderr io.Writer, running *atomic.Pointer[cobra.Command]) *
 				pprof.StopCPUProfile()
 				profile.Close()
 			}
-			return errors.Join(writeProfile("block", blockProfile), writeProfile("mutex", mutexProfile), writeProfile("allocs", memProfile))
+			return errors.Join(writeProfile("blockprofile", "block", blockProfile), writeProfile("mutexprofile", "mutex", mutexProfile), writeProfile("memprofile", "allocs", memProfile))
 		},
 	})
 	root.SetVersionTemplate("zonefold {{.Version}}\n")
@@ -176,14 +176,15 @@ func newBenchCmd() *cobra.Command {
 	return cmd
 }
 
-// writeProfile writes the runtime profile name to file, if file is set.
-func writeProfile(name, file string) error {
+// writeProfile writes the runtime profile name to file, if file is set;
+// its errors name the flag that set file.
+func writeProfile(flag, name, file string) error {
 	if file == "" {
 		return nil
 	}
 	f, err := os.Create(file)
 	if err != nil {
-		return fmt.Errorf("--%sprofile: %w", name, err)
+		return fmt.Errorf("--%s: %w", flag, err)
 	}
 	if name == "allocs" {
 		// The profile is as of the last completed collection: run one, so
@@ -192,10 +193,10 @@ func writeProfile(name, file string) error {
 	}
 	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
 		f.Close()
-		return fmt.Errorf("--%sprofile: %w", name, err)
+		return fmt.Errorf("--%s: %w", flag, err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("--%sprofile: %w", name, err)
+		return fmt.Errorf("--%s: %w", flag, err)
 	}
 	return nil
 }

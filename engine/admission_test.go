@@ -338,3 +338,60 @@ func TestSealRacesAppends(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmissionBigWriteCountedOnce: a write larger than the cache is
+// written back while it is copied in, and what is written back or dirty
+// of it must not also stay reserved, or it counts twice and other writes
+// meanwhile get a false ENOSPC. A 1 MiB cache takes a single write of
+// the device's free space less 3 MiB; each time its data is written back
+// during the call, a 1-byte write of a new file must still be admitted
+// (on a fresh device GC has nothing to reclaim, so the count decides).
+// Before the write was admitted piece by piece, its whole charge stayed
+// reserved until the cache took the last byte, and by the end of the call
+// no small write fit (a reviewer saw ~20k 1-byte writes refused beside
+// such a write with 1.3 MB free).
+func TestAdmissionBigWriteCountedOnce(t *testing.T) {
+	var (
+		big     atomic.Uint64 // the big file's id while its write runs
+		calls   atomic.Int64
+		refused atomic.Int64
+	)
+	testHookWriteExtents = func(e *Engine, id uint64) {
+		if id == 0 || big.Load() != id {
+			return
+		}
+		calls.Add(1)
+		if !e.roomFor(writeCharge(0, 1)) {
+			refused.Add(1)
+		}
+	}
+	t.Cleanup(func() { testHookWriteExtents = nil })
+	e := formatOpen(t, memDevice(t, 12, "1M"), Config{CacheBytes: 1 << 20, DirtyLimit: 512 << 10})
+	defer e.Close()
+	f := mustCreate(t, e, "big")
+	n := (e.placer.space() - 3<<20) / BlockSize * BlockSize
+	if n < 4<<20 {
+		t.Fatalf("device too small: %d bytes free", e.placer.space())
+	}
+	big.Store(f.f.id)
+	if _, err := f.WriteAt(bytes.Repeat([]byte{7}, int(n)), 0); err != nil {
+		t.Fatalf("write of %d bytes: %v", n, err)
+	}
+	big.Store(0)
+	if calls.Load() == 0 {
+		t.Fatal("nothing of the write was written back while it ran")
+	}
+	if r := refused.Load(); r > 0 {
+		t.Errorf("while a %d-byte write ran, a 1-byte write did not fit %d of the %d times its data was written back", n, r, calls.Load())
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	g := mustCreate(t, e, "small")
+	if _, err := g.WriteAt([]byte{1}, 0); err != nil {
+		t.Fatalf("1-byte write after it: %v", err)
+	}
+	if err := g.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}

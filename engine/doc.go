@@ -109,8 +109,9 @@
 //     durable from the device's next flush (any Sync, SyncNamespace, a
 //     durable operation, GC's logged reset, which precedes every reset
 //     of a data zone). A truncate to a size inside a block first writes
-//     the file's dirty data back, then the block's tail as zeros, in the
-//     one record that carries the new size; if either fails (EIO), the
+//     the file's dirty data back, then the block's tail as zeros (unless
+//     it reads as zeros already), in the one record that carries the new
+//     size; if either fails (EIO), the
 //     truncate returns the error with the file as it was, in memory and
 //     on the device (File.zeroTail). Nothing
 //     else is promised for unsynced data, except that what survives of it
@@ -146,8 +147,9 @@
 //
 //  1. file.wmu (per file): orders changes of a file's bytes and size.
 //     Shared by writes within the size; exclusive for a write that extends
-//     the file and for Truncate, held across the cache write, writeback
-//     of the file (FlushFile) and the truncate's log record. Nothing below
+//     the file and for Truncate, held across the write's admission (a
+//     GC pass, writeback of every file: see admit), the cache write,
+//     writeback of the file (FlushFile) and the truncate's log record. Nothing below
 //     the cache takes it, so waiting for writeback under it is safe.
 //  2. collector.mu: one GC pass. A pass holds it across device I/O, its
 //     relocation appends (quiesce shared), the zone reset's log record

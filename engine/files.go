@@ -333,6 +333,14 @@ func (h *File) WriteAt(p []byte, off int64) (int, error) {
 // WriteAtContext is WriteAt with cancellation of throttling waits. Like
 // os.File.WriteAt it returns how many bytes it wrote: a write that fails
 // leaves the file as it was past those bytes, its size included.
+//
+// A write is admitted (see admit) and copied in pieces of at most
+// writePiece bytes, each piece's reservation given back once the cache
+// holds it (as dirty data, or written back already): a write larger than
+// the cache is written back while it is copied, and reserved whole it
+// would count twice meanwhile, refusing other writes room that is free.
+// A piece that does not fit ends the write short, with ErrNoSpace, as a
+// kernel file system's write that runs out of space does.
 func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, error) {
 	if err := h.check(); err != nil {
 		return 0, err
@@ -343,59 +351,87 @@ func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, er
 	if len(p) == 0 {
 		return 0, nil
 	}
-	e := h.e
-	charge := writeCharge(off, int64(len(p)))
-	if err := e.admit(ctx, charge); err != nil {
-		return 0, err
-	}
 	f := h.f
 	end := off + int64(len(p))
 	f.wmu.RLock()
 	if end <= h.Size() {
 		// Within the size, which cannot change while wmu is shared.
 		defer f.wmu.RUnlock()
-		n, err := e.cache.Write(ctx, f.id, off, p, e)
-		e.admitted.Add(-charge)
-		e.stats.hostWritten.Add(int64(n))
-		f.written.Add(int64(n))
-		if err != nil {
-			return n, fmt.Errorf("engine: write %q at %d: %w", h.Name(), off, err)
-		}
-		return n, nil
+		return h.writePieces(ctx, p, off, false)
 	}
 	f.wmu.RUnlock()
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
-	// The size grows before the data enters the cache, so that any
-	// record that carries the data also carries a size that covers it.
-	f.mu.Lock()
-	old := f.size
-	f.size = max(old, end)
-	f.mu.Unlock()
-	n, err := e.cache.Write(ctx, f.id, off, p, e)
-	e.admitted.Add(-charge)
-	e.stats.hostWritten.Add(int64(n))
-	f.written.Add(int64(n))
-	if err == nil {
-		return n, nil
+	return h.writePieces(ctx, p, off, true)
+}
+
+// writePiece returns how long the piece of a write that starts at pos may
+// be: up to the next multiple of the piece size, at least 256 KiB and the
+// cache's largest folio, so that pieces end where no folio the whole
+// write would make could cross.
+func (e *Engine) writePiece(pos int64) int64 {
+	size := max(int64(256<<10), int64(BlockSize)<<e.cfg.MaxOrder)
+	return size - pos%size
+}
+
+// writePieces does WriteAtContext's write under f.wmu: shared if the write
+// lies within the size, exclusive if it extends the file (extend). An
+// extending piece grows the size before its data enters the cache, so
+// that any record that carries the data also carries a size that covers
+// it.
+func (h *File) writePieces(ctx context.Context, p []byte, off int64, extend bool) (int, error) {
+	e, f := h.e, h.f
+	done := 0
+	for done < len(p) {
+		pos := off + int64(done)
+		piece := p[done:min(len(p), done+int(e.writePiece(pos)))]
+		charge := writeCharge(pos, int64(len(piece)))
+		if err := e.admit(ctx, charge); err != nil {
+			return done, err
+		}
+		old := int64(-1)
+		if extend {
+			f.mu.Lock()
+			old = f.size
+			f.size = max(old, pos+int64(len(piece)))
+			f.mu.Unlock()
+		}
+		n, err := e.cache.Write(ctx, f.id, pos, piece, e)
+		e.admitted.Add(-charge)
+		e.stats.hostWritten.Add(int64(n))
+		f.written.Add(int64(n))
+		done += n
+		if err != nil {
+			err = fmt.Errorf("engine: write %q at %d: %w", h.Name(), pos, err)
+			if old >= 0 {
+				err = h.keepSize(old, pos, n, err)
+			}
+			return done, err
+		}
 	}
-	err = fmt.Errorf("engine: write %q at %d: %w", h.Name(), off, err)
+	return done, nil
+}
+
+// keepSize takes back the size that an extending piece at pos grew from
+// old but wrote only n bytes of (f.wmu held exclusive).
+func (h *File) keepSize(old, pos int64, n int, err error) error {
+	f := h.f
 	keep := old
 	if n > 0 {
-		keep = max(old, off+int64(n))
+		keep = max(old, pos+int64(n))
 	}
-	if keep < end {
+	if keep < h.Size() {
 		// Nothing lies past keep (wmu kept other writers out), but a
 		// record written back meanwhile may carry the grown size:
 		// log the size that holds, as a truncate does.
 		f.mu.Lock()
 		f.size = keep
 		f.mu.Unlock()
-		if lerr := e.logSize(f, keep); lerr != nil {
+		if lerr := h.e.logSize(f, keep); lerr != nil {
 			err = errors.Join(err, lerr)
 		}
 	}
-	return n, err
+	return err
 }
 
 // logSize makes the file's size durable as a truncate to size.
@@ -429,18 +465,6 @@ func (h *File) truncate(size int64, grow bool) error {
 	}
 	e, f := h.e, h.f
 	ctx := context.Background()
-	if tail := size % BlockSize; tail != 0 {
-		// The tail's rewrite below takes a block and a record header
-		// before the cut frees anything. Admit it as a write first, so
-		// that a device without room for it refuses the truncate with
-		// the file as it was, instead of failing after the size and
-		// the cache have changed.
-		charge := writeCharge(size, BlockSize-tail)
-		if err := e.admit(ctx, charge); err != nil {
-			return fmt.Errorf("engine: truncate %q to %d: %w", f.name, size, err)
-		}
-		defer e.admitted.Add(-charge)
-	}
 	// No write runs until the truncate is logged: one that did could
 	// grow the size under the cut, or be written back with a sequence
 	// number below the truncate's, which recovery would then cut.
@@ -492,6 +516,14 @@ func (h *File) truncate(size int64, grow bool) error {
 // Their record carries the new size, so once it is durable recovery finds
 // the file cut even if the truncate's log record is lost.
 //
+// The tail's rewrite takes a block and a record header before the cut
+// frees anything, so it is admitted as a write (under wmu, after the
+// file's dirty data is written back), and a device without room for it
+// refuses the truncate with the file as it was. A tail that reads as
+// zeros already (a truncate to the size, a grow, a tail the file never
+// wrote, or wrote zeros to) needs no rewrite: nothing is admitted or
+// written, and a full device does not refuse it.
+//
 // A truncate whose tail does not reach the device (EIO) fails with the
 // file as it was, size and bytes, and nothing of it durable: first the
 // file's dirty data is written back under the old size (a failure there
@@ -513,14 +545,26 @@ func (h *File) zeroTail(size, old int64) error {
 		return fmt.Errorf("engine: truncate %q to %d: write back: %w", f.name, size, err)
 	}
 	end := (size/BlockSize + 1) * BlockSize
-	// The bytes the zeros replace that the file holds now.
+	// The block's bytes past size, as the device holds them: with the
+	// dirty data written back and wmu held, the cache's copy is the
+	// device's. saved is those the file holds now, which the zeros
+	// replace.
+	tail := make([]byte, end-size)
+	if _, err := e.cache.Read(ctx, f.id, size, tail, e); err != nil {
+		return fmt.Errorf("engine: truncate %q to %d: read the tail: %w", f.name, size, err)
+	}
+	if isZero(tail) {
+		return nil
+	}
 	var saved []byte
 	if old > size {
-		saved = make([]byte, min(old, end)-size)
-		if _, err := e.cache.Read(ctx, f.id, size, saved, e); err != nil {
-			return fmt.Errorf("engine: truncate %q to %d: read the tail: %w", f.name, size, err)
-		}
+		saved = tail[:min(old, end)-size]
 	}
+	charge := writeCharge(size, end-size)
+	if err := e.admit(ctx, charge); err != nil {
+		return fmt.Errorf("engine: truncate %q to %d: %w", f.name, size, err)
+	}
+	defer e.admitted.Add(-charge)
 	f.mu.Lock()
 	f.size = size
 	f.mu.Unlock()
@@ -731,4 +775,14 @@ func (e *Engine) readBatch(n int, at func(i int) (dev int64, dst []byte)) (int64
 		err = uerr
 	}
 	return got, err
+}
+
+// isZero reports whether p holds only zero bytes.
+func isZero(p []byte) bool {
+	for _, b := range p {
+		if b != 0 {
+			return false
+		}
+	}
+	return true
 }

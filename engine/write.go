@@ -27,6 +27,10 @@ type recordOp struct {
 	err error
 }
 
+// testHookWriteExtents, if set (by tests only, before the engine opens),
+// runs as WriteExtents starts.
+var testHookWriteExtents func(e *Engine, fileID uint64)
+
 // maxRecordData is the most data one record carries on this device.
 func (e *Engine) maxRecordData() int64 {
 	return min(int64(e.geo.MaxAppend)/BlockSize*BlockSize-BlockSize, MaxRecordBlocks*BlockSize)
@@ -47,6 +51,9 @@ func (e *Engine) maxRecordData() int64 {
 // pass holding the collector waited forever for a pad this queued before
 // it went to wait for the collector.
 func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pending) error {
+	if testHookWriteExtents != nil {
+		testHookWriteExtents(e, fileID)
+	}
 	f := e.fileByID(fileID)
 	if f == nil {
 		// Removed after it was dirtied: its data is garbage, and clean.

@@ -24,7 +24,12 @@ const (
 // woken client (wakeup preemption, the common case on a busy machine)
 // looked to sysmon like a blocked system call: sysmon handed the
 // thread's P to another thread, waking it, and the preempted thread had
-// to win a P back when it returned.
+// to win a P back when it returned. "Never blocks" has one exception:
+// the word is in a shared mapping, and the kernel may have to fault its
+// page in to find the futex; a shared-memory page swapped out could then
+// block the thread on I/O while it holds its P, with no other thread
+// given the P meanwhile. That is acceptable for a ring in constant use,
+// whose pages stay resident.
 func futexWake(addr *uint32) {
 	unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, math.MaxInt32, 0, 0, 0)
 }
