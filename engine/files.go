@@ -570,7 +570,14 @@ func (h *File) zeroTail(size, old int64) error {
 	f.mu.Unlock()
 	_, err := e.cache.Write(ctx, f.id, size, e.zeroBlk[:end-size], e)
 	if err == nil {
-		if err = e.wb.FlushFile(ctx, f.id); err == nil {
+		err = e.wb.FlushFile(ctx, f.id)
+	}
+	if err == nil {
+		// The zeros' record must be durable before the truncate's log
+		// record is written: a device with a volatile cache may persist
+		// the later write and lose the earlier one, and the file would
+		// come back cut over its old tail.
+		if err = e.flushDevice(ctx); err == nil {
 			return nil
 		}
 	}

@@ -96,3 +96,38 @@ func truncateTailEIO(t *testing.T, nth int) {
 	crash()
 	check("after the truncate, a regrow and a crash")
 }
+
+// TestTruncateTailDurableBeforeLogged: a truncate into a block rewrites
+// the block's tail as zeros, and that record must be durable before the
+// truncate's log record is written. A device with a volatile cache may
+// persist the log record and lose the tail's record in a power cut; the
+// file would then come back cut, with the old bytes past its end, and a
+// later grow would show them. So when the truncate reaches its log record,
+// nothing it wrote may still be waiting for a flush.
+func TestTruncateTailDurableBeforeLogged(t *testing.T) {
+	devName := memDevice(t, 16, "1M")
+	cfg := smallConfig()
+	cfg.GC.Disabled = true
+	e := formatOpen(t, devName, cfg)
+	defer func() { e.Close() }()
+	f := mustCreate(t, e, "a")
+	if _, err := f.WriteAt(bytes.Repeat([]byte("truncate"), 10000/8), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	emu := emuOf(t, e)
+	var unflushed, ran bool
+	testHookTruncateCut = func(*Engine) { ran, unflushed = true, emu.Unflushed() }
+	t.Cleanup(func() { testHookTruncateCut = nil })
+	if err := f.Truncate(5000); err != nil {
+		t.Fatal(err)
+	}
+	if !ran {
+		t.Fatal("the truncate never reached its log record")
+	}
+	if unflushed {
+		t.Fatal("the tail's zeros were not durable when the truncate was logged")
+	}
+}

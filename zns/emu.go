@@ -534,6 +534,17 @@ func (e *Emu) Flush() error {
 	return nil
 }
 
+// Unflushed reports whether a write was accepted since the last Flush:
+// a power cut now would lose it. Crash tests use it to check ordering,
+// that what must be durable before a later write is.
+func (e *Emu) Unflushed() bool {
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.gen != e.flushedGen
+}
+
 // syncData makes the data written so far durable. Caller holds flushMu.
 func (e *Emu) syncData() error {
 	if err := e.ring.Sync(e.file, true); err != nil {
