@@ -28,12 +28,8 @@ func TestTruncateTailEIOLeavesTheFile(t *testing.T) {
 }
 
 func truncateTailEIO(t *testing.T, nth int) {
-	devName := memDevice(t, 16, "1M")
-	cfg := smallConfig()
-	cfg.GC.Disabled = true
-	e := formatOpen(t, devName, cfg)
+	devName, cfg, e, f := fileWithoutGC(t)
 	defer func() { e.Close() }()
-	f := mustCreate(t, e, "a")
 	want := bytes.Repeat([]byte("truncate"), 10000/8)
 	if _, err := f.WriteAt(want, 0); err != nil {
 		t.Fatal(err)
@@ -105,12 +101,8 @@ func truncateTailEIO(t *testing.T, nth int) {
 // later grow would show them. So when the truncate reaches its log record,
 // nothing it wrote may still be waiting for a flush.
 func TestTruncateTailDurableBeforeLogged(t *testing.T) {
-	devName := memDevice(t, 16, "1M")
-	cfg := smallConfig()
-	cfg.GC.Disabled = true
-	e := formatOpen(t, devName, cfg)
+	_, _, e, f := fileWithoutGC(t)
 	defer func() { e.Close() }()
-	f := mustCreate(t, e, "a")
 	if _, err := f.WriteAt(bytes.Repeat([]byte("truncate"), 10000/8), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -130,4 +122,14 @@ func TestTruncateTailDurableBeforeLogged(t *testing.T) {
 	if unflushed {
 		t.Fatal("the tail's zeros were not durable when the truncate was logged")
 	}
+}
+
+// fileWithoutGC opens a formatted 16 x 1 MiB emu with GC off (nothing but
+// the test writes) and creates file "a" on it; devName and cfg reopen it.
+func fileWithoutGC(t *testing.T) (devName string, cfg Config, e *Engine, f *File) {
+	t.Helper()
+	devName, cfg = memDevice(t, 16, "1M"), smallConfig()
+	cfg.GC.Disabled = true
+	e = formatOpen(t, devName, cfg)
+	return devName, cfg, e, mustCreate(t, e, "a")
 }
