@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -97,8 +98,8 @@ func signalName(sig syscall.Signal) string {
 
 func newRoot(stdout, stderr io.Writer, running *atomic.Pointer[cobra.Command]) *cobra.Command {
 	var verbose bool
-	var cpuProfile, blockProfile, mutexProfile, memProfile string
-	var profile *os.File
+	var cpuProfile, blockProfile, mutexProfile, memProfile, traceFile string
+	var profile, traceOut *os.File
 	root := groupCmd(&cobra.Command{
 		Use:           "zonefold",
 		Short:         "A userspace engine for zoned storage",
@@ -118,24 +119,21 @@ func newRoot(stdout, stderr io.Writer, running *atomic.Pointer[cobra.Command]) *
 			if mutexProfile != "" {
 				runtime.SetMutexProfileFraction(10)
 			}
-			if cpuProfile == "" {
-				return nil
+			var err error
+			if traceOut, err = startRecording("trace", traceFile, trace.Start); err != nil {
+				return err
 			}
-			f, err := os.Create(cpuProfile)
-			if err != nil {
-				return fmt.Errorf("--cpuprofile: %w", err)
-			}
-			if err := pprof.StartCPUProfile(f); err != nil {
-				f.Close()
-				return fmt.Errorf("--cpuprofile: %w", err)
-			}
-			profile = f
-			return nil
+			profile, err = startRecording("cpuprofile", cpuProfile, pprof.StartCPUProfile)
+			return err
 		},
 		PersistentPostRunE: func(*cobra.Command, []string) error {
 			if profile != nil {
 				pprof.StopCPUProfile()
 				profile.Close()
+			}
+			if traceOut != nil {
+				trace.Stop()
+				traceOut.Close()
 			}
 			return errors.Join(writeProfile("blockprofile", "block", blockProfile), writeProfile("mutexprofile", "mutex", mutexProfile), writeProfile("memprofile", "allocs", memProfile))
 		},
@@ -147,6 +145,7 @@ func newRoot(stdout, stderr io.Writer, running *atomic.Pointer[cobra.Command]) *
 	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof)")
 	root.PersistentFlags().StringVar(&blockProfile, "blockprofile", "", "write a profile of where goroutines blocked (waits of 10µs and more, sampled) to this file")
 	root.PersistentFlags().StringVar(&mutexProfile, "mutexprofile", "", "write a profile of mutex contention (one event in 10) to this file")
+	root.PersistentFlags().StringVar(&traceFile, "trace", "", "write an execution trace of the command to this file (go tool trace): what goroutines waited on, and for how long")
 	root.PersistentFlags().StringVar(&memProfile, "memprofile", "", "write a profile of heap allocations (sampled, since the start) to this file: what makes the garbage collector run")
 	root.AddCommand(newBenchCmd())
 	root.AddCommand(newZonesCmd())
@@ -174,6 +173,23 @@ func newBenchCmd() *cobra.Command {
 	cmd.AddCommand(watchesContext(newBenchPeersCmd()))
 	cmd.AddCommand(watchesContext(newBenchLSMCmd()))
 	return cmd
+}
+
+// startRecording creates file, if set, and starts start (a CPU profile, an
+// execution trace) writing to it; flag names the option in errors.
+func startRecording(flag, file string, start func(io.Writer) error) (*os.File, error) {
+	if file == "" {
+		return nil, nil
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", flag, err)
+	}
+	if err := start(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--%s: %w", flag, err)
+	}
+	return f, nil
 }
 
 // writeProfile writes the runtime profile name to file, if file is set;

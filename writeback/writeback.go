@@ -101,9 +101,14 @@ type Writeback struct {
 	store Store
 	ring  *uring.Ring
 
-	kick  chan struct{}
-	pool  sync.Pool // *flush
-	pipes sync.Pool // *pipe, for FlushFile
+	kick chan struct{}
+	// Free flushes and FlushFile's pipes, with the extent lists and
+	// queues they grew. Not sync.Pools: a collection empties those, and
+	// every flush after one regrew its list (an allocation per append
+	// grown, once per GC cycle, on the writers' critical path). A
+	// buffered channel keeps them for good and needs no lock.
+	flushPool chan *flush
+	pipePool  chan *pipe
 
 	mu   sync.Mutex
 	errs map[uint64]fileErr // per-file write errors (see fileErr)
@@ -142,9 +147,45 @@ func New(cfg Config, c *cache.Cache, store Store, ring *uring.Ring) *Writeback {
 	}
 	w := &Writeback{cfg: cfg, cache: c, store: store, ring: ring,
 		kick: make(chan struct{}, 1), errs: map[uint64]fileErr{}}
-	w.pool.New = func() any { return &flush{w: w, done: make(chan struct{}, 1)} }
-	w.pipes.New = func() any { return &pipe{w: w} }
+	w.flushPool = make(chan *flush, 2*cfg.MaxFiles)
+	w.pipePool = make(chan *pipe, 16)
 	return w
+}
+
+// getFlush takes a free flush, or makes one.
+func (w *Writeback) getFlush() *flush {
+	select {
+	case f := <-w.flushPool:
+		return f
+	default:
+		return &flush{w: w, done: make(chan struct{}, 1)}
+	}
+}
+
+// putFlush keeps a finished flush for reuse, unless enough are kept.
+func (w *Writeback) putFlush(f *flush) {
+	select {
+	case w.flushPool <- f:
+	default:
+	}
+}
+
+// getPipe takes a free pipe, or makes one.
+func (w *Writeback) getPipe() *pipe {
+	select {
+	case p := <-w.pipePool:
+		return p
+	default:
+		return &pipe{w: w}
+	}
+}
+
+// putPipe keeps an empty pipe for reuse, unless enough are kept.
+func (w *Writeback) putPipe(p *pipe) {
+	select {
+	case w.pipePool <- p:
+	default:
+	}
 }
 
 // Kick wakes the background flusher; it never blocks (the cache calls it
@@ -178,12 +219,19 @@ func (f *flush) Add(n int) { f.pending.Add(int64(n)) }
 
 func (f *flush) Done(err error) {
 	if err != nil {
-		f.errOnce.CompareAndSwap(nil, &err)
+		f.fail(err)
 	}
 	if f.pending.Add(-1) == 0 {
 		f.finish()
 	}
 }
+
+// fail keeps the flush's first error. Its own function so that only a
+// failure moves err to the heap: with the CompareAndSwap in Done, err
+// escaped on every call and each append's completion allocated.
+//
+//go:noinline
+func (f *flush) fail(err error) { f.errOnce.CompareAndSwap(nil, &err) }
 
 // finish runs once per flush, when the last append is done, possibly on
 // the ring's reaper: it only hands the flush to its waiter, who ends the
@@ -222,11 +270,11 @@ func (w *Writeback) end(f *flush) error {
 // returns nil when the file had nothing dirty that was not already under
 // writeback. A failed submission is the flush's error, reported by wait.
 func (w *Writeback) start(file uint64) *flush {
-	f := w.pool.Get().(*flush)
+	f := w.getFlush()
 	f.file = file
 	f.exts = w.cache.BeginWriteback(file, w.cfg.MaxChain, f.exts[:0])
 	if len(f.exts) == 0 {
-		w.pool.Put(f)
+		w.putFlush(f)
 		return nil
 	}
 	f.bytes = 0
@@ -262,7 +310,7 @@ func (w *Writeback) wait(f *flush) error {
 func (w *Writeback) release(f *flush) error {
 	err := w.end(f)
 	f.exts = f.exts[:0]
-	w.pool.Put(f)
+	w.putFlush(f)
 	return err
 }
 
@@ -285,8 +333,8 @@ func (w *Writeback) FlushFile(ctx context.Context, file uint64) error {
 // file's errseq alone.
 func (w *Writeback) flushFile(ctx context.Context, file uint64, take bool) error {
 	since := w.failSeq.Load()
-	p := w.pipes.Get().(*pipe)
-	defer w.pipes.Put(p)
+	p := w.getPipe()
+	defer w.putPipe(p)
 	var firstErr error
 	for {
 		if firstErr == nil {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package writeback
+
+const raceEnabled = false
