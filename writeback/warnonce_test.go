@@ -35,33 +35,61 @@ func (s *fullStore) WriteExtents(_ uint64, _ []cache.Extent, _ Pending) error {
 // seconds for as long as it ran). It must warn once for the episode, and
 // FlushFile (fsync) must still report the error; once writes succeed
 // again, a later failure is a new episode and warns again.
+//
+// The test drives the flusher's rounds itself, one at a time (a kick, then
+// the round's end), with the ticker out of the way: a round still running
+// when room returned failed after the test's FlushFile began, and that
+// FlushFile rightly reported it (about 2 runs in 300 failed so).
 func TestRunWarnsOncePerFailureEpisode(t *testing.T) {
 	var logged syncbuf.Buffer
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	t.Cleanup(func() { slog.SetDefault(old) })
 	warns := func() int { return strings.Count(logged.String(), "level=WARN") }
+	const succeed = "writes succeed again"
 
 	store := &fullStore{}
 	store.full.Store(true)
-	w, c := newTestWriteback(t, store, Config{MaxChain: 256 << 10, Window: 1 << 20, Background: 1})
+	// Expire of an hour: the ticker never starts a round during the test.
+	w, c := newTestWriteback(t, store, Config{MaxChain: 256 << 10, Window: 1 << 20, Background: 1, Expire: time.Hour})
+	rounds := make(chan struct{})
+	testHookRound = func(ctx context.Context) {
+		select {
+		case rounds <- struct{}{}:
+		case <-ctx.Done():
+		}
+	}
+	t.Cleanup(func() { testHookRound = nil })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	runDone := make(chan struct{})
 	go func() { defer close(runDone); w.Run(ctx) }()
 	defer func() { cancel(); <-runDone }()
+	// round runs one whole round of the flusher: afterwards it is idle,
+	// its kick taken, nothing in flight.
+	round := func() {
+		t.Helper()
+		w.Kick()
+		select {
+		case <-rounds:
+		case <-time.After(time.Minute):
+			t.Fatal("the flusher did not finish a round in a minute")
+		}
+	}
 
 	episode := func(file uint64) {
 		t.Helper()
 		if _, err := c.Write(ctx, file, 0, make([]byte, 4096), nil); err != nil {
 			t.Fatal(err)
 		}
-		// Let the flusher retry many times: each kick is a round.
-		for start := store.tries.Load(); store.tries.Load() < start+20; {
-			w.Kick()
-			if err := ctx.Err(); err != nil {
-				t.Fatal(err)
-			}
+		// Let the flusher retry many times: each round retries once.
+		const retries = 20
+		start := store.tries.Load()
+		for range retries {
+			round()
+		}
+		if n := store.tries.Load() - start; n != retries {
+			t.Fatalf("%d writes in %d rounds of the flusher, want one a round", n, retries)
 		}
 		if err := w.FlushFile(ctx, file); !errors.Is(err, syscall.ENOSPC) {
 			t.Fatalf("FlushFile of data that cannot fit: %v, want ENOSPC", err)
@@ -76,11 +104,15 @@ func TestRunWarnsOncePerFailureEpisode(t *testing.T) {
 	if err := w.FlushFile(ctx, 1); err != nil {
 		t.Fatalf("FlushFile once writes succeed: %v", err)
 	}
+	if strings.Contains(logged.String(), succeed) {
+		t.Fatalf("the episode ended before a round of the flusher:\n%s", logged.String())
+	}
 	// The flusher's next round fails nothing: the episode ends, said
 	// once at info level.
-	for !strings.Contains(logged.String(), "writes succeed again") {
-		w.Kick()
-		time.Sleep(time.Millisecond)
+	round()
+	round()
+	if n := strings.Count(logged.String(), succeed); n != 1 {
+		t.Fatalf("%d %q lines after writes succeeded, want 1:\n%s", n, succeed, logged.String())
 	}
 	store.full.Store(true)
 	episode(2)

@@ -562,8 +562,15 @@ func (w *Writeback) Run(ctx context.Context) {
 		if !failed {
 			ep.round(w.bytes.Load())
 		}
+		if testHookRound != nil {
+			testHookRound(ctx)
+		}
 	}
 }
+
+// testHookRound, if set (by tests only), runs in the background flusher
+// after each round, once the round's flushes are retired and logged.
+var testHookRound func(ctx context.Context)
 
 // episode keeps the background flusher's log to one WARN per run of
 // failures. Data that cannot be written (a full device) stays dirty and
