@@ -52,30 +52,7 @@ func TestRunWarnsOncePerFailureEpisode(t *testing.T) {
 	store.full.Store(true)
 	// Expire of an hour: the ticker never starts a round during the test.
 	w, c := newTestWriteback(t, store, Config{MaxChain: 256 << 10, Window: 1 << 20, Background: 1, Expire: time.Hour})
-	rounds := make(chan struct{})
-	testHookRound = func(ctx context.Context) {
-		select {
-		case rounds <- struct{}{}:
-		case <-ctx.Done():
-		}
-	}
-	t.Cleanup(func() { testHookRound = nil })
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	runDone := make(chan struct{})
-	go func() { defer close(runDone); w.Run(ctx) }()
-	defer func() { cancel(); <-runDone }()
-	// round runs one whole round of the flusher: afterwards it is idle,
-	// its kick taken, nothing in flight.
-	round := func() {
-		t.Helper()
-		w.Kick()
-		select {
-		case <-rounds:
-		case <-time.After(time.Minute):
-			t.Fatal("the flusher did not finish a round in a minute")
-		}
-	}
+	ctx, round, _ := runRounds(t, w)
 
 	episode := func(file uint64) {
 		t.Helper()
@@ -121,6 +98,39 @@ func TestRunWarnsOncePerFailureEpisode(t *testing.T) {
 	}
 }
 
+// runRounds runs w's background flusher until the test ends, and
+// returns the test's context; round, which runs one whole round of the
+// flusher (afterwards the flusher is idle, its kick taken, nothing in
+// flight); and ended, which waits for the end of a round already begun. w's
+// Config.Expire must be long enough that its ticker starts no round
+// during the test.
+func runRounds(t *testing.T, w *Writeback) (context.Context, func(), func()) {
+	rounds := make(chan struct{})
+	testHookRound = func(ctx context.Context) {
+		select {
+		case rounds <- struct{}{}:
+		case <-ctx.Done():
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan struct{})
+	go func() { defer close(runDone); w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-runDone
+		testHookRound = nil
+	})
+	ended := func() {
+		t.Helper()
+		select {
+		case <-rounds:
+		case <-time.After(time.Minute):
+			t.Fatal("the flusher did not finish a round in a minute")
+		}
+	}
+	return ctx, func() { t.Helper(); w.Kick(); ended() }, ended
+}
+
 // TestSyncAllErrorSaysHowManyFilesFailed: on a full device the daemon's
 // shutdown SyncAll failed for each of 476 files, and its exit line joined
 // all 476 errors, ~40 KB of one line. The error must still match each
@@ -147,5 +157,67 @@ func TestSyncAllErrorSaysHowManyFilesFailed(t *testing.T) {
 	}
 	if n := strings.Count(msg, "no space left on device"); n > 3 {
 		t.Errorf("SyncAll's error names %d failures (%d bytes), want the first few:\n%s", n, len(msg), msg)
+	}
+}
+
+// TestRunEndsEpisodeWhenFsyncWritesDuringFailure: a FlushFile that writes
+// the data, room having returned, between the end of the flusher's failed
+// writeback and the flusher's logging of it, counted as written before the
+// failure: the episode never ended ("writes succeed again" never came,
+// and the next full device got no WARN, only debug lines).
+func TestRunEndsEpisodeWhenFsyncWritesDuringFailure(t *testing.T) {
+	var logged syncbuf.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	t.Cleanup(func() { slog.SetDefault(old) })
+
+	store := &fullStore{}
+	store.full.Store(true)
+	w, c := newTestWriteback(t, store, Config{MaxChain: 256 << 10, Window: 1 << 20, Background: 1, Expire: time.Hour})
+	failing, resume := make(chan struct{}), make(chan struct{})
+	testHookFailure = func(ctx context.Context) {
+		select {
+		case failing <- struct{}{}:
+			<-resume
+		case <-ctx.Done():
+		}
+	}
+	t.Cleanup(func() { testHookFailure = nil })
+	ctx, round, ended := runRounds(t, w)
+	// failRound runs a round of the flusher that fails, and runs during
+	// while the flusher has ended the failed writeback but not yet logged
+	// the failure.
+	failRound := func(file uint64, during func()) {
+		t.Helper()
+		if _, err := c.Write(ctx, file, 0, make([]byte, 4096), nil); err != nil {
+			t.Fatal(err)
+		}
+		w.Kick()
+		<-failing
+		during()
+		resume <- struct{}{}
+		ended()
+	}
+
+	failRound(1, func() {
+		// Room again; an fsync writes the data (and reports the
+		// flusher's failure, which came after the fsync's last report).
+		store.full.Store(false)
+		if err := w.FlushFile(ctx, 1); !errors.Is(err, syscall.ENOSPC) {
+			t.Errorf("FlushFile after the flusher's failure: %v, want its ENOSPC", err)
+		}
+		if n := c.DirtyBytes(); n != 0 {
+			t.Errorf("%d bytes dirty after FlushFile with room, want 0", n)
+		}
+	})
+	// The next round fails nothing: writes succeed again.
+	round()
+	if !strings.Contains(logged.String(), "writes succeed again") {
+		t.Errorf("no \"writes succeed again\" after the data was written and a round failed nothing:\n%s", logged.String())
+	}
+	store.full.Store(true)
+	failRound(2, func() {})
+	if n := strings.Count(logged.String(), "level=WARN"); n != 2 {
+		t.Errorf("%d WARN lines over two episodes of failing writeback, want 2:\n%s", n, logged.String())
 	}
 }
