@@ -115,6 +115,10 @@ type Writeback struct {
 	// failSeq numbers failed flushes (changed under mu); FlushFile
 	// samples it to know which failures came after its call.
 	failSeq atomic.Uint64
+	// failBytes is bytes (written back) when the latest failure came,
+	// noted before its writeback ends: the flusher's episode counts
+	// writeback succeeding since from it.
+	failBytes atomic.Uint64
 
 	flushes, rounds, bytes, errCount, flushNanos atomic.Uint64
 }
@@ -248,6 +252,7 @@ func (w *Writeback) end(f *flush) error {
 		// Before the writeback ends: a FlushFile waiting for it must
 		// find the error once it sees the writeback over.
 		w.errCount.Add(1)
+		w.failBytes.Store(w.bytes.Load())
 		w.mu.Lock()
 		fe := w.errs[f.file]
 		if fe.err == nil {
@@ -545,7 +550,7 @@ func (w *Writeback) Run(ctx context.Context) {
 				var err error
 				if files, err = w.fill(p, files); err != nil {
 					failed = true
-					ep.failed(err, w.bytes.Load())
+					w.noteFailure(ctx, &ep, err)
 				}
 			}
 			if p.empty() {
@@ -556,14 +561,37 @@ func (w *Writeback) Run(ctx context.Context) {
 				// again); retire what is in flight, then wait for the
 				// next tick rather than spin.
 				failed = true
-				ep.failed(err, w.bytes.Load())
+				w.noteFailure(ctx, &ep, err)
 			}
 		}
 		if !failed {
 			ep.round(w.bytes.Load())
 		}
+		if testHookRound != nil {
+			testHookRound(ctx)
+		}
 	}
 }
+
+// noteFailure counts a failed round of the flusher in ep, with the bytes
+// written back when the failure came (end noted them): a FlushFile may
+// have written the data since, room having returned, and that success
+// must end the episode.
+func (w *Writeback) noteFailure(ctx context.Context, ep *episode, err error) {
+	if testHookFailure != nil {
+		testHookFailure(ctx)
+	}
+	ep.failed(err, w.failBytes.Load())
+}
+
+// testHookFailure, if set (by tests only), runs in the background flusher
+// when a round fails, after the failed flush's writeback ended and before
+// the failure is logged.
+var testHookFailure func(ctx context.Context)
+
+// testHookRound, if set (by tests only), runs in the background flusher
+// after each round, once the round's flushes are retired and logged.
+var testHookRound func(ctx context.Context)
 
 // episode keeps the background flusher's log to one WARN per run of
 // failures. Data that cannot be written (a full device) stays dirty and
