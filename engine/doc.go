@@ -113,7 +113,11 @@
 //     it reads as zeros already), in the one record that carries the new
 //     size; if either fails (EIO), the
 //     truncate returns the error with the file as it was, in memory and
-//     on the device (File.zeroTail). Nothing
+//     on the device (File.zeroTail): the zeros' record may be on the
+//     device all the same, so the bytes it replaced and all the file
+//     maps past its size are appended again first, in records numbered
+//     after it that carry the old size (File.undoCut), and whatever flush
+//     makes it durable makes them durable too. Nothing
 //     else is promised for unsynced data, except that what survives of it
 //     is whole 4 KiB blocks of some write.
 //   - A GC pass reports progress only for a zone it reset, and relocates
