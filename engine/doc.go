@@ -194,8 +194,12 @@
 //  5. Engine.quiesce: shared while appends are built (WriteExtents, GC's
 //     relocation), exclusive for a checkpoint, which then waits for every
 //     append in flight to complete. Under it: file.mu shared, placer.mu,
-//     and waits for free ops, header blocks and draining zones, all of
-//     which only completions release.
+//     and waits for free ops, header blocks and draining zones, which
+//     completions release (and the retirer, once it has finished a zone
+//     an append failed in), and for a draining zone GC sealed, which GC
+//     releases without taking quiesce: finished on the device
+//     (finishSealed) or given back to the open set (unseal), each of
+//     which wakes the waiters (Engine.idle) as a completion does.
 //  6. The cache's locks, in the order cache/cache.go gives (a file's lock,
 //     then the LRU, dirty-list and folio state locks, then the buddy
 //     allocator's). A cache file lock is held while the cache calls
