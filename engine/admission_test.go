@@ -267,24 +267,45 @@ func TestRemovedRoomComesBack(t *testing.T) {
 }
 
 // TestSealRacesAppends: writers keep files of a few blocks each on a
-// small device, rewriting and removing them with fsyncs, while their own
-// GC passes seal idle open zones (garbage left in open zones by the
-// removals is most of what there is to reclaim). A seal must never take
-// a zone an append is landing in: every write either fails with ENOSPC
-// or reads back, and after a crash every file's last synced bytes are
-// there.
+// small device, rewriting and removing them with fsyncs, while GC seals
+// idle open zones (garbage left in open zones by the removals is most of
+// what there is to reclaim): the writers' own passes, and a sealer that
+// tries a seal (sealIdle, as a writer's urgent pass ends) after every
+// removal, while appends go on. A seal must never take a zone an append
+// is landing in: every write either fails with ENOSPC or reads back, and
+// after a crash every file's last synced bytes are there. The writers go
+// on past their rounds (up to maxRounds) until a seal has happened, and
+// at least one must have: before the sealer, the writers' passes alone
+// sealed 0 zones in some runs, and the test then tested no seal at all.
 func TestSealRacesAppends(t *testing.T) {
 	devName := memDevice(t, 12, "1M")
 	cfg := Config{CacheBytes: 16 << 20, DirtyLimit: 4 << 20}
 	cfg.GC.Disabled = true
 	e := formatOpen(t, devName, cfg)
-	const writers, files, rounds = 4, 32, 20
+	const writers, files, rounds, maxRounds = 4, 32, 20, 400
 	var mu sync.Mutex
 	synced := map[string][]byte{}
+	removed := make(chan struct{}, 1)
+	sealerDone := make(chan struct{})
+	var sealed atomic.Int64 // by the sealer
+	go func() {
+		defer close(sealerDone)
+		for range removed {
+			e.gc.mu.Lock()
+			ok, err := e.gc.sealIdle()
+			e.gc.mu.Unlock()
+			if err != nil && !errors.Is(err, syscall.ENOSPC) {
+				t.Errorf("sealer: %v", err)
+			}
+			if ok {
+				sealed.Add(1)
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Go(func() {
-			for r := range rounds {
+			for r := 0; r < rounds || r < maxRounds && e.Stats().GCSealed == 0; r++ {
 				for i := range files {
 					name := fmt.Sprintf("w%d-%02d", w, i)
 					if (r+i)%3 == 0 {
@@ -292,6 +313,10 @@ func TestSealRacesAppends(t *testing.T) {
 							mu.Lock()
 							delete(synced, name)
 							mu.Unlock()
+							select {
+							case removed <- struct{}{}:
+							default: // the sealer has one to do already
+							}
 						}
 						continue
 					}
@@ -325,10 +350,13 @@ func TestSealRacesAppends(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	close(removed)
+	<-sealerDone
 	st := e.Stats()
-	// How many passes sealed a zone depends on timing (7 to 14 of
-	// ~1200-3000 resets in runs here, 0 in some): logged, not asserted.
-	t.Logf("GC sealed %d zones, reset %d; %d files", st.GCSealed, st.GCResets, len(synced))
+	t.Logf("GC sealed %d zones (%d by the sealer), reset %d; %d files", st.GCSealed, sealed.Load(), st.GCResets, len(synced))
+	if st.GCSealed == 0 {
+		t.Fatalf("no zone was sealed in %d rounds: the test tested no seal", maxRounds)
+	}
 	e.crashForTest()
 	e = reopen(t, devName, cfg)
 	defer e.Close()

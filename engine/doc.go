@@ -113,7 +113,11 @@
 //     it reads as zeros already), in the one record that carries the new
 //     size; if either fails (EIO), the
 //     truncate returns the error with the file as it was, in memory and
-//     on the device (File.zeroTail). Nothing
+//     on the device (File.zeroTail): the zeros' record may be on the
+//     device all the same, so the bytes it replaced and all the file
+//     maps past its size are appended again first, in records numbered
+//     after it that carry the old size (File.undoCut), and whatever flush
+//     makes it durable makes them durable too. Nothing
 //     else is promised for unsynced data, except that what survives of it
 //     is whole 4 KiB blocks of some write.
 //   - A GC pass reports progress only for a zone it reset, and relocates
@@ -190,8 +194,12 @@
 //  5. Engine.quiesce: shared while appends are built (WriteExtents, GC's
 //     relocation), exclusive for a checkpoint, which then waits for every
 //     append in flight to complete. Under it: file.mu shared, placer.mu,
-//     and waits for free ops, header blocks and draining zones, all of
-//     which only completions release.
+//     and waits for free ops, header blocks and draining zones, which
+//     completions release (and the retirer, once it has finished a zone
+//     an append failed in), and for a draining zone GC sealed, which GC
+//     releases without taking quiesce: finished on the device
+//     (finishSealed) or given back to the open set (unseal), each of
+//     which wakes the waiters (Engine.idle) as a completion does.
 //  6. The cache's locks, in the order cache/cache.go gives (a file's lock,
 //     then the LRU, dirty-list and folio state locks, then the buddy
 //     allocator's). A cache file lock is held while the cache calls

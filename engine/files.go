@@ -528,13 +528,14 @@ func (h *File) truncate(size int64, grow bool) error {
 // file as it was, size and bytes, and nothing of it durable: first the
 // file's dirty data is written back under the old size (a failure there
 // changes nothing), so that the tail's record is the only one that
-// carries the new size; if it fails, the size goes back and the bytes
-// the zeros replaced within the old size are written back into the cache
-// (dirty, for a later fsync). That is stricter than Linux: XFS sets the
-// in-memory size first and returns the flush's error with the new size
-// in place but not logged (a crash brings the old one back), and ext4
-// logs the size and leaves the zeroed block to writeback, whose failure
-// only the next fsync reports. The price is that a truncate into a block
+// carries the new size; if it fails, the size goes back, the bytes the
+// zeros replaced within the old size go back into the cache, and those and
+// the rest of the range the record's size would cut are written back at
+// once (undoCut): the record may reach the device all the same. That is
+// stricter than Linux: XFS sets the in-memory size first and returns the
+// flush's error with the new size in place but not logged (a crash brings
+// the old one back), and ext4 logs the size and leaves the zeroed block to
+// writeback, whose failure only the next fsync reports. The price is that a truncate into a block
 // writes the file's dirty data back first, the bytes it cuts too. The
 // error also stays for the file's next fsync if this flush did not
 // report it, as a write's does.
@@ -587,10 +588,67 @@ func (h *File) zeroTail(size, old int64) error {
 	f.mu.Unlock()
 	if len(saved) > 0 {
 		if _, rerr := e.cache.Write(ctx, f.id, size, saved, e); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("engine: truncate %q: put the tail back: %w", f.name, rerr))
+			return errors.Join(err, fmt.Errorf("engine: truncate %q: put the tail back: %w", f.name, rerr))
 		}
 	}
+	if rerr := h.undoCut(size, end, old); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("engine: truncate %q: put the cut bytes back: %w", f.name, rerr))
+	}
 	return err
+}
+
+// undoCut writes back what a failed zeroTail's record would take from the
+// file if it reached the device after all (f.wmu held, the size back at
+// old, the tail's old bytes [size, end) dirty in the cache again). The
+// record may be on the device although its flush failed (or its append
+// did), and any later device flush, another file's fsync or a checkpoint
+// included, makes it durable: recovery then replays its size, cutting
+// every extent past end. So the bytes the file maps in [end, old) are made
+// dirty too and all of it is written back at once, under the old size, in
+// records numbered after the zeros': replayed after them, they map the old
+// bytes and the old size again, and nothing can make the zeros durable
+// without them any more. The cost is a rewrite of the cut range (holes
+// stay holes), on this error path only.
+func (h *File) undoCut(size, end, old int64) error {
+	e, f := h.e, h.f
+	ctx := context.Background()
+	var ranges [][2]int64
+	f.mu.RLock()
+	f.ext.lookup(end, max(0, old-end), func(x extent) {
+		if n := len(ranges); n > 0 && ranges[n-1][1] == x.off {
+			ranges[n-1][1] = x.end()
+		} else {
+			ranges = append(ranges, [2]int64{x.off, x.end()})
+		}
+	})
+	f.mu.RUnlock()
+	var buf []byte
+	for _, r := range ranges {
+		for pos := r[0]; pos < r[1]; {
+			n := min(e.writePiece(pos), r[1]-pos)
+			if int64(len(buf)) < n {
+				buf = make([]byte, e.writePiece(0))
+			}
+			p := buf[:n]
+			if _, err := e.cache.Read(ctx, f.id, pos, p, e); err != nil {
+				return fmt.Errorf("read at %d: %w", pos, err)
+			}
+			charge := writeCharge(pos, n)
+			if err := e.admit(ctx, charge); err != nil {
+				return err
+			}
+			_, err := e.cache.Write(ctx, f.id, pos, p, e)
+			e.admitted.Add(-charge)
+			if err != nil {
+				return fmt.Errorf("write at %d: %w", pos, err)
+			}
+			pos += n
+		}
+	}
+	if err := e.wb.FlushFile(ctx, f.id); err != nil {
+		return fmt.Errorf("write back: %w", err)
+	}
+	return nil
 }
 
 // testHookTruncateCut, if set (by tests only), runs between a truncate's

@@ -512,8 +512,15 @@ func (p *placer) waitDrain() {
 	if p.flush != nil {
 		p.flush()
 	}
+	if testHookWaitDrain != nil {
+		testHookWaitDrain()
+	}
 	<-ch
 }
+
+// testHookWaitDrain, if set (by tests only), runs as waitDrain is about to
+// block.
+var testHookWaitDrain func()
 
 // drainedOne reports whether a draining zone has no writers left (or none
 // is draining): choose can then make progress.
@@ -632,14 +639,17 @@ func (p *placer) seal(z *zone) bool {
 	return true
 }
 
-// unseal returns a sealed zone, not yet finished, to the open set.
+// unseal returns a sealed zone, not yet finished, to the open set. It
+// leaves the draining zones, so it wakes the writers waitDrain holds for
+// them, as finishSealed does: no completion may ever come to do it.
 func (p *placer) unseal(z *zone) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.draining = slices.DeleteFunc(p.draining, func(o *zone) bool { return o == z })
 	p.open = append(p.open, z)
 	p.unalloc.Add(max(0, z.remaining()))
 	z.state.Store(zoneOpen)
+	p.mu.Unlock()
+	p.idle.Signal() // placement may take it again
 }
 
 // finishSealed records that a sealed zone is finished on the device: it
