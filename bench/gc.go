@@ -181,7 +181,10 @@ type gcRun struct {
 	Resets      int64   `json:"zones_reset"`
 	// Shared counts files mru placement sent into another file's zone
 	// for want of one of their own (the engine's zones_shared).
-	Shared  int64   `json:"zones_shared"`
+	Shared int64 `json:"zones_shared"`
+	// Whole: the same run's placement and GC over all of it (warm-up
+	// too): where mru's copies come from.
+	Whole   gcWhole `json:"whole_run"`
 	Seconds float64 `json:"seconds"`
 	P50us   float64 `json:"p50_us"`
 	P99us   float64 `json:"p99_us"`
@@ -221,6 +224,7 @@ type gcRow struct {
 	// of its bytes per host byte.
 	Parts  wafParts `json:"waf_parts"`
 	Shared int64    `json:"zones_shared"` // median
+	Whole  gcWhole  `json:"whole_run"`    // medians
 	P99us  float64  `json:"p99_us"`       // median
 	Steady int      `json:"steady_runs"`
 	Warmup float64  `json:"warmup_capacities"` // median
@@ -490,9 +494,9 @@ func runGCOnce(ctx context.Context, dev, w string, s gcSetup, o GCOptions, ws *g
 		return nil, fmt.Errorf("capacity %d differs from the first run's %d: the device changed", capacity, ws.Capacity)
 	}
 	g := newGen(spec, b)
-	shared := e.Stats().ZonesShared
+	before := e.Stats()
 	ph, res, runErr := runControlled(ctx, g, o.Steady, o.Sample)
-	shared = e.Stats().ZonesShared - shared
+	whole := wholeRun(e.Stats().Sub(before))
 	closeErr := e.Close()
 	if runErr != nil {
 		return nil, runErr
@@ -500,7 +504,7 @@ func runGCOnce(ctx context.Context, dev, w string, s gcSetup, o GCOptions, ws *g
 	if closeErr != nil {
 		return nil, closeErr
 	}
-	r := &gcRun{Steady: ph.steady, Warmup: ph.warm, Why: ph.why, samples: ph.samples, Shared: shared,
+	r := &gcRun{Steady: ph.steady, Warmup: ph.warm, Why: ph.why, samples: ph.samples, Shared: whole.Shared, Whole: whole,
 		P50us: micros(res.P50), P99us: micros(res.P99)}
 	from, end, final := ph.from, ph.end, ph.final
 	r.HostBytes, r.DevBytes = final.Host-from.Host, final.Dev-from.Dev
@@ -591,6 +595,13 @@ func summarizeGC(sum *gcSummary) {
 				GC:      median(r.figure(func(x *gcRun) float64 { return x.part(x.GCBytes) })),
 			}
 			r.Shared = int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Shared) })))
+			r.Whole = gcWhole{
+				Shared:     int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.Shared) }))),
+				SharedBusy: int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.SharedBusy) }))),
+				Copied:     int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.Copied) }))),
+				Empty:      int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.Empty) }))),
+				PerCopied:  int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.PerCopied) }))),
+			}
 			r.P99us = median(r.figure(func(x *gcRun) float64 { return x.P99us }))
 			r.Warmup = median(r.figure(func(x *gcRun) float64 { return x.Warmup }))
 			r.Steady = 0
@@ -634,6 +645,26 @@ func gcBaseline(rows []*gcRow, r *gcRow) *gcRow {
 		return policy
 	}
 	return first
+}
+
+// gcWhole is what placement and GC did over a whole run: files sent
+// into another file's zone (those into a zone still being written
+// apart: their appends interleave), and GC's victims, those it copied
+// valid data out of and what each cost, and those that held only garbage.
+type gcWhole struct {
+	Shared     int64 `json:"zones_shared"`
+	SharedBusy int64 `json:"zones_shared_busy"`
+	Copied     int64 `json:"victims_copied"`
+	Empty      int64 `json:"victims_empty"`
+	PerCopied  int64 `json:"gc_bytes_per_copied"`
+}
+
+func wholeRun(d engine.Stats) gcWhole {
+	w := gcWhole{Shared: d.ZonesShared, SharedBusy: d.ZonesSharedBusy, Copied: d.GCCopied, Empty: max(0, d.GCResets-d.GCCopied)}
+	if d.GCCopied > 0 {
+		w.PerCopied = d.GCWritten / d.GCCopied
+	}
+	return w
 }
 
 // wafParts is a WAF taken apart: device bytes of each kind per host
@@ -688,6 +719,9 @@ func printGC(out io.Writer, dir string, sum gcSummary) error {
 			p := r.Parts
 			fmt.Fprintf(out, "  %s WAF parts (medians): data %.3f + headers %.3f + pad %.3f + meta %.3f + GC %.3f\n",
 				r.name(), p.Data, p.Headers, p.Pad, p.Meta, p.GC)
+			w := r.Whole
+			fmt.Fprintf(out, "    whole run: GC copied %d victims (%.0f KiB each), reset %d empty; %d files shared a zone, %d of them one being written\n",
+				w.Copied, float64(w.PerCopied)/1024, w.Empty, w.Shared, w.SharedBusy)
 		}
 		for _, r := range ws.Rows {
 			for _, x := range r.Runs {

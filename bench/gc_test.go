@@ -46,7 +46,7 @@ func TestGCOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"placement/gc", "[min-max]", "uniform:", "hotcold:", "lifetimes:", "seed:",
-		"analytic greedy WAF", "mru/greedy", "none/greedy", "MiB/s vs none", "charts, series and summary in " + out} {
+		"analytic greedy WAF", "mru/greedy", "none/greedy", "MiB/s vs none", "whole run: GC copied", "charts, series and summary in " + out} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -97,6 +97,10 @@ func TestGCOutputs(t *testing.T) {
 		// then every device byte is at least a host byte.
 		if c.Workload == WorkUniform && (c.GCBytes <= 0 || c.WAFMin < 1) {
 			t.Errorf("%s: GC moved %d bytes, WAF %v; want GC at work and WAF >= 1", name, c.GCBytes, c.WAFMin)
+		}
+		// The victims it copied account for what GC wrote over the run.
+		if w := c.Whole; c.Workload == WorkUniform && (w.Copied <= 0 || w.PerCopied <= 0) {
+			t.Errorf("%s: whole run %+v: want victims copied, and bytes written per victim", name, w)
 		}
 	}
 	if len(sum.Verdict) == 0 {

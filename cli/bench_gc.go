@@ -69,7 +69,10 @@ Per workload and configuration it reports:
 and the ratios of medians against none: MiB/s (higher is better) and WAF
 (lower is better), and a line per configuration that takes the WAF apart:
 data, record headers, zone-tail pad, metadata and GC copies, each in
-device bytes per host byte. The uniform WAF chart draws the analytic greedy WAF
+device bytes per host byte; under it, over the whole run (warm-up too),
+the victims GC copied valid data out of and what each cost, those it
+reset empty, and the files placement sent into another file's zone (how
+many into a zone still being written, their appends interleaved). The uniform WAF chart draws the analytic greedy WAF
 (Desnoyers' model) at the workload's utilisation of the zones in
 circulation; the lifetimes chart draws 1.0. Verdict lines say per workload
 whether it met its expectation, and plainly where mru or cost-benefit fall

@@ -716,6 +716,7 @@ func (c *collector) rewrite(victim *zone, pieces []live) error {
 	if err := e.flushDevice(context.Background()); err != nil {
 		return fmt.Errorf("engine: gc: flush: %w", err)
 	}
+	e.stats.gcCopied.Add(1)
 	return nil
 }
 

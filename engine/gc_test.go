@@ -420,3 +420,52 @@ func TestGCRaceWithNamespaceChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestGCCountsCopiedVictims: a victim whose valid data GC relocates
+// counts in GCCopied; a zone that held only garbage is reset without
+// counting there (bench gc tells the two apart with it).
+func TestGCCountsCopiedVictims(t *testing.T) {
+	cfg := smallConfig()
+	cfg.GC.Disabled = true
+	e := formatOpen(t, emuDevice(t, 16, "256K", ""), cfg)
+	defer e.Close()
+	write := func(name string, n int) *File {
+		t.Helper()
+		h, err := e.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.WriteAt(bytes.Repeat([]byte(name), n), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	b := write("b", 600<<10)
+	write("a", 600<<10)
+	// Half of b's first zone becomes garbage: the least valid full zone.
+	if _, err := b.WriteAt(bytes.Repeat([]byte("B"), 128<<10), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if !e.gc.reclaim(nil) {
+		t.Fatal("GC pass reclaimed nothing")
+	}
+	if st := e.Stats(); st.GCResets != 1 || st.GCCopied != 1 || st.GCWritten == 0 {
+		t.Fatalf("after collecting a half-valid zone: %d resets, %d copied, %d bytes relocated; want 1, 1, some", st.GCResets, st.GCCopied, st.GCWritten)
+	}
+	if err := e.Remove("a"); err != nil {
+		t.Fatal(err)
+	}
+	if !e.gc.reclaim(nil) {
+		t.Fatal("GC pass reclaimed nothing after a remove")
+	}
+	if st := e.Stats(); st.GCResets != 2 || st.GCCopied != 1 {
+		t.Fatalf("after collecting a removed file's zone: %d resets, %d copied; want 2, 1", st.GCResets, st.GCCopied)
+	}
+	checkValidCounts(t, e)
+}

@@ -202,8 +202,10 @@ type placer struct {
 	gcReserve int
 	// opened and filled count zones placement opened and saw fill up;
 	// sharedMRU counts files sent to another file's zone (mru) for want
-	// of a zone of their own.
-	opened, filled, sharedMRU atomic.Int64
+	// of a zone of their own; sharedBusy the part of them sent into a zone
+	// another file was still writing (no finished file's tail had room):
+	// the two files' appends interleave there.
+	opened, filled, sharedMRU, sharedBusy atomic.Int64
 	// unalloc is the bytes not yet reserved in free and open zones, and
 	// nfree the free zones: space() reads them on every client write, so
 	// they are kept without the lock.
@@ -422,7 +424,8 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC bool, shar
 		// Share the rest of a zone no file is writing to (the tail of
 		// a file done being written), else the least recently used.
 		z := p.lruLocked(true, forGC, gcZones)
-		if z == nil {
+		busy := z == nil
+		if busy {
 			z = p.lruLocked(false, forGC, gcZones)
 		}
 		if z != nil {
@@ -430,6 +433,9 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC bool, shar
 			z.owner.Store(owner)
 			if !forGC {
 				p.sharedMRU.Add(1)
+				if busy {
+					p.sharedBusy.Add(1)
+				}
 			}
 			return z, nil
 		}

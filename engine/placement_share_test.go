@@ -78,6 +78,7 @@ func TestMRUFilesWaitForGCRatherThanShare(t *testing.T) {
 // With the budget full, a file without a zone takes the rest of a zone no
 // file is writing to (a finished file's tail: its last handle closed)
 // before the least recently used zone of a file still being written.
+// The shares are counted, those into a zone being written apart.
 func TestPlacementSharesAFinishedFilesZoneFirst(t *testing.T) {
 	const zcap = 16 * BlockSize
 	p := placer{policy: PolicyMRU, budget: 2, flush: func() {}}
@@ -107,11 +108,18 @@ func TestPlacementSharesAFinishedFilesZoneFirst(t *testing.T) {
 	if z := take(next); z != zd {
 		t.Errorf("the next file went to zone %d; want the finished file's zone %d, not zone %d of a file being written", z.idx, zd.idx, zw.idx)
 	}
+	if p.sharedMRU.Load() != 1 || p.sharedBusy.Load() != 0 {
+		t.Errorf("after a finished file's tail was shared: %d shares, %d busy; want 1, 0", p.sharedMRU.Load(), p.sharedBusy.Load())
+	}
 	// No finished file's zone is left (next writes zd now): the least
 	// recently used.
 	last := &file{id: 4}
 	last.handles.Add(1)
 	if z := take(last); z != zw {
 		t.Errorf("with no finished file's zone, zone %d; want the least recently used %d", z.idx, zw.idx)
+	}
+	// That share interleaves two files being written: counted apart.
+	if p.sharedMRU.Load() != 2 || p.sharedBusy.Load() != 1 {
+		t.Errorf("after a busy zone was shared: %d shares, %d busy; want 2, 1", p.sharedMRU.Load(), p.sharedBusy.Load())
 	}
 }

@@ -23,8 +23,12 @@ type Stats struct {
 	// ZonesShared counts files that mru placement sent to another file's
 	// zone for want of one of their own.
 	ZonesShared int64 `json:"zones_shared"`
-	AppendErrs  int64 `json:"append_errors"`
-	ReadErrs    int64 `json:"read_errors"`
+	// ZonesSharedBusy is the part of ZonesShared sent into a zone another
+	// file was still writing, their appends interleaved; the rest took a
+	// finished file's tail (see placer.choose).
+	ZonesSharedBusy int64 `json:"zones_shared_busy"`
+	AppendErrs      int64 `json:"append_errors"`
+	ReadErrs        int64 `json:"read_errors"`
 	// ChecksumErrs counts reads that found a data block (or the header
 	// holding its checksum) not as it was written: each failed with EIO.
 	ChecksumErrs int64 `json:"checksum_errors"`
@@ -41,6 +45,10 @@ type Stats struct {
 	GCRead    int64 `json:"gc_read"`    // bytes GC read (headers and data)
 	GCWritten int64 `json:"gc_written"` // bytes GC relocated
 	GCResets  int64 `json:"gc_resets"`  // zones GC reset
+	// GCCopied counts the victims whose valid data GC relocated (to reset
+	// them); the other resets were of zones that held only garbage.
+	// GCWritten per GCCopied is what a victim cost.
+	GCCopied int64 `json:"gc_copied"`
 	// GCSealed counts open zones GC finished to collect them: the
 	// garbage a writer short of space needed sat in zones no append was
 	// going to (see collector.sealIdle).
@@ -89,6 +97,7 @@ func (s Stats) Sub(o Stats) Stats {
 	d.ZonesOpened -= o.ZonesOpened
 	d.ZonesFilled -= o.ZonesFilled
 	d.ZonesShared -= o.ZonesShared
+	d.ZonesSharedBusy -= o.ZonesSharedBusy
 	d.AppendErrs -= o.AppendErrs
 	d.ReadErrs -= o.ReadErrs
 	d.ChecksumErrs -= o.ChecksumErrs
@@ -99,6 +108,7 @@ func (s Stats) Sub(o Stats) Stats {
 	d.GCRead -= o.GCRead
 	d.GCWritten -= o.GCWritten
 	d.GCResets -= o.GCResets
+	d.GCCopied -= o.GCCopied
 	d.GCSealed -= o.GCSealed
 	d.GCRuns -= o.GCRuns
 	d.GCNanos -= o.GCNanos
@@ -121,10 +131,10 @@ func (e *Engine) Stats() Stats {
 		HostWritten: c.hostWritten.Load(), HostRead: c.hostRead.Load(),
 		DevData: c.devData.Load(), DevHeaders: c.devHeaders.Load(), DevPad: c.devPad.Load(),
 		DevMeta: c.metaWritten.Load(), DevRead: c.devRead.Load(),
-		Appends: c.appends.Load(), ZonesOpened: e.placer.opened.Load(), ZonesFilled: e.placer.filled.Load(), ZonesShared: e.placer.sharedMRU.Load(), AppendErrs: c.appendErrs.Load(), ReadErrs: c.readErrs.Load(),
+		Appends: c.appends.Load(), ZonesOpened: e.placer.opened.Load(), ZonesFilled: e.placer.filled.Load(), ZonesShared: e.placer.sharedMRU.Load(), ZonesSharedBusy: e.placer.sharedBusy.Load(), AppendErrs: c.appendErrs.Load(), ReadErrs: c.readErrs.Load(),
 		ChecksumErrs: c.csumErrs.Load(), SumReads: c.sumReads.Load(),
 		Checkpoints: c.checkpoints.Load(), Flushes: e.flushes.flushes.Load(), FlushesJoined: e.flushes.joined.Load(),
-		GCRead: c.gcRead.Load(), GCWritten: c.gcWritten.Load(), GCResets: c.gcResets.Load(), GCSealed: c.gcSealed.Load(),
+		GCRead: c.gcRead.Load(), GCWritten: c.gcWritten.Load(), GCResets: c.gcResets.Load(), GCCopied: c.gcCopied.Load(), GCSealed: c.gcSealed.Load(),
 		GCRuns: c.gcRuns.Load(), GCNanos: c.gcNanos.Load(), GCActive: c.gcActive.Load(),
 		DataZones: len(e.placer.zones),
 	}
