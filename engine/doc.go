@@ -111,7 +111,11 @@
 //     of a data zone). A truncate to a size inside a block first writes
 //     the file's dirty data back, then the block's tail as zeros (unless
 //     it reads as zeros already), in the one record that carries the new
-//     size; if either fails (EIO), the
+//     size. Nothing numbered before that record carries the new size: a
+//     GC record or checkpoint taken while the zeros are on their way
+//     carries the old one (file.carriedSize), else a crash that lost the
+//     zeros would bring the file back cut over the block's old bytes,
+//     and a later grow would show them. If either write fails (EIO), the
 //     truncate returns the error with the file as it was, in memory and
 //     on the device (File.zeroTail). Nothing
 //     else is promised for unsynced data, except that what survives of it
