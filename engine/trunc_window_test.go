@@ -84,3 +84,69 @@ func fileZone(t *testing.T, e *Engine, f *File) *zone {
 	}
 	return z
 }
+
+// TestShrinkThenGrowReadsZeros: a file shrunk to a size inside a block
+// and grown again reads zeros past the cut, at once and after a power
+// cut, whatever happened between the two: nothing, a checkpoint, a GC
+// pass that moved the tail block, a power cut (recovery), a power cut
+// and a checkpoint, a clean reopen.
+func TestShrinkThenGrowReadsZeros(t *testing.T) {
+	for _, between := range []string{"nothing", "checkpoint", "gc", "power cut", "power cut, checkpoint", "reopen"} {
+		t.Run(between, func(t *testing.T) {
+			devName, cfg, e, f := fileWithoutGC(t)
+			defer func() { e.Close() }()
+			data := bytes.Repeat([]byte("shrink, grow "), 30000/13+1)[:30000]
+			for range 2 { // the second copy makes the first garbage, for GC
+				if _, err := f.WriteAt(data, 0); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.Sync(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := f.Truncate(15953); err != nil {
+				t.Fatal(err)
+			}
+			switch between {
+			case "checkpoint":
+				if err := e.checkpoint(); err != nil {
+					t.Fatal(err)
+				}
+			case "gc":
+				e.gc.mu.Lock()
+				ok, err := e.gc.collectSealed(fileZone(t, e, f))
+				e.gc.mu.Unlock()
+				if err != nil || !ok {
+					t.Fatalf("collect the file's zone: %v, %v", ok, err)
+				}
+			case "power cut", "power cut, checkpoint":
+				e = powerCutReopen(t, e, devName, cfg)
+				if between == "power cut, checkpoint" {
+					if err := e.checkpoint(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			case "reopen":
+				if err := e.Close(); err != nil {
+					t.Fatal(err)
+				}
+				e = reopen(t, devName, cfg)
+			}
+			var err error
+			if f, err = e.Open("a"); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Truncate(22834); err != nil {
+				t.Fatal(err)
+			}
+			want := append(data[:15953:15953], make([]byte, 22834-15953)...)
+			if got := readAll(t, e, "a"); !bytes.Equal(got, want) {
+				t.Fatalf("after the grow: %d bytes, first difference at %d", len(got), firstDiff(got, want))
+			}
+			e = powerCutReopen(t, e, devName, cfg)
+			if got := readAll(t, e, "a"); !bytes.Equal(got, want) {
+				t.Fatalf("after the grow and a power cut: %d bytes, first difference at %d", len(got), firstDiff(got, want))
+			}
+		})
+	}
+}
