@@ -202,7 +202,9 @@
 //     ReadBacking, which takes idMu and file.mu shared and waits for device
 //     reads. Never held together with collector.mu, nsMu, metaLog.mu or
 //     quiesce, in either order.
-//  7. file.mu (per file; leaf): size, name, the extent map, gone.
+//  7. file.mu (per file; leaf): size and a truncate's pending tail
+//     (tailPending, tailFrom), name, the extent map, gone. A data
+//     record, like a GC record, takes its sequence number under it.
 //  8. placer.mu (leaf): the free, open and draining zone lists.
 //  9. Engine.idMu (leaf): file lookup by id, for paths below the cache.
 //  10. flushGroup.mu (leaf): the group flush's counters; the device flush
