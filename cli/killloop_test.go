@@ -133,6 +133,7 @@ type killRun struct {
 	putSeq, fioSeq int
 	stragglers     atomic.Int64 // client processes that outlived their leader
 	gcPoints       int
+	pointNo        int // the kill point running
 	lossPoints     []int
 	fsckPoints     []int
 }
@@ -141,7 +142,7 @@ func (r *killRun) run(points int) {
 	t := r.t
 	r.removing = map[string]bool{}
 	r.gone = map[string]bool{}
-	r.ns.files, r.ns.acked = map[string][]byte{}, map[string]int{}
+	r.ns.files, r.ns.acked, r.ns.hist = map[string][]byte{}, map[string]int{}, map[string][]string{}
 	r.serve(true)
 	t.Cleanup(func() {
 		if r.daemon != nil {
@@ -237,6 +238,7 @@ func (r *killRun) setupRaw() {
 // point runs the clients, kills the daemon, checks, and restarts it.
 func (r *killRun) point(p int) {
 	t := r.t
+	r.pointNo = p
 	wantGC := r.rng.IntN(2) == 0
 	warm := time.Duration(100+r.rng.IntN(600)) * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())

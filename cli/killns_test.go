@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/zonefold/zonefold/server"
 )
@@ -22,10 +23,16 @@ import (
 
 // nsModel is what the namespace client has had acknowledged.
 type nsModel struct {
-	files   map[string][]byte // acknowledged names and bytes
-	next    int               // names are never reused
-	pending *nsOp             // in flight when the daemon died
-	acked   map[string]int    // operations acknowledged, by kind
+	files   map[string][]byte   // acknowledged names and bytes
+	next    int                 // names are never reused
+	pending *nsOp               // in flight when the daemon died
+	acked   map[string]int      // operations acknowledged, by kind
+	hist    map[string][]string // what happened to each name, for failures
+}
+
+// nsNote adds an event to name's history (r.mu held, or the clients stopped).
+func (r *killRun) nsNote(name, format string, args ...any) {
+	r.ns.hist[name] = append(r.ns.hist[name], fmt.Sprintf("point %d: ", r.pointNo)+fmt.Sprintf(format, args...))
 }
 
 // nsOp is one namespace operation: kind, its file, the name a rename
@@ -94,6 +101,17 @@ func (r *killRun) nsClient(ctx context.Context, seed uint64) {
 		}
 		m.pending = nil
 		m.acked[op.kind]++
+		switch op.kind {
+		case "create":
+			r.nsNote(op.to, "created %d bytes", len(op.after))
+		case "truncate":
+			r.nsNote(op.name, "truncated %d -> %d", len(before), len(op.after))
+		case "rename":
+			r.ns.hist[op.to] = slices.Clone(r.ns.hist[op.name])
+			r.nsNote(op.to, "renamed from %s", op.name)
+		case "unlink":
+			r.nsNote(op.name, "unlinked")
+		}
 		r.mu.Unlock()
 	}
 }
@@ -167,7 +185,10 @@ func (r *killRun) checkNS(ctx context.Context, c *server.Client, have map[string
 			if hasName {
 				if got := read(op.name); bytes.Equal(got, op.after) {
 					m.files[op.name] = op.after
-				} else if !bytes.Equal(got, before) {
+					r.nsNote(op.name, "truncate %d -> %d in flight at the kill: found done", len(before), len(op.after))
+				} else if bytes.Equal(got, before) {
+					r.nsNote(op.name, "truncate %d -> %d in flight at the kill: found undone", len(before), len(op.after))
+				} else {
 					fail("ns %s: a truncate to %d in flight left %d bytes, neither the %d before nor the cut ones", op.name, len(op.after), len(got), len(before))
 				}
 			}
@@ -176,6 +197,8 @@ func (r *killRun) checkNS(ctx context.Context, c *server.Client, have map[string
 			case hasName == hasTo:
 				fail("ns rename %s -> %s in flight: old name there %v, new name there %v; want exactly one", op.name, op.to, hasName, hasTo)
 			case hasTo && acked:
+				r.ns.hist[op.to] = slices.Clone(r.ns.hist[op.name])
+				r.nsNote(op.to, "renamed from %s in flight at the kill: found done", op.name)
 				m.files[op.to] = before
 				delete(m.files, op.name)
 				r.gone[op.name] = true
@@ -195,7 +218,9 @@ func (r *killRun) checkNS(ctx context.Context, c *server.Client, have map[string
 			continue
 		}
 		if got := read(name); !bytes.Equal(got, want) {
-			fail("ns %s: %d bytes, want the acknowledged %d (first difference at %d)", name, len(got), len(want), firstDiffAt(got, want))
+			d := firstDiffAt(got, want)
+			fail("ns %s: %d bytes, want the acknowledged %d (first difference at %d: %s, want %s); its history:\n\t%s",
+				name, len(got), len(want), d, describeRun(got[d:]), describeRun(want[min(d, len(want)):]), strings.Join(r.ns.hist[name], "\n\t"))
 		}
 	}
 }
@@ -207,4 +232,16 @@ func firstDiffAt(a, b []byte) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// describeRun says what a run of bytes looks like: its length, how many
+// are zero, and its first few.
+func describeRun(b []byte) string {
+	zeros := 0
+	for _, c := range b {
+		if c == 0 {
+			zeros++
+		}
+	}
+	return fmt.Sprintf("%d bytes, %d zero, % x", len(b), zeros, b[:min(8, len(b))])
 }

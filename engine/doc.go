@@ -111,7 +111,11 @@
 //     of a data zone). A truncate to a size inside a block first writes
 //     the file's dirty data back, then the block's tail as zeros (unless
 //     it reads as zeros already), in the one record that carries the new
-//     size; if either fails (EIO), the
+//     size. Nothing numbered before that record carries the new size: a
+//     GC record or checkpoint taken while the zeros are on their way
+//     carries the old one (file.carriedSize), else a crash that lost the
+//     zeros would bring the file back cut over the block's old bytes,
+//     and a later grow would show them. If either write fails (EIO), the
 //     truncate returns the error with the file as it was, in memory and
 //     on the device (File.zeroTail): the zeros' record may be on the
 //     device all the same, so the bytes it replaced and all the file
@@ -206,7 +210,9 @@
 //     ReadBacking, which takes idMu and file.mu shared and waits for device
 //     reads. Never held together with collector.mu, nsMu, metaLog.mu or
 //     quiesce, in either order.
-//  7. file.mu (per file; leaf): size, name, the extent map, gone.
+//  7. file.mu (per file; leaf): size and a truncate's pending tail
+//     (tailPending, tailFrom), name, the extent map, gone. A data
+//     record, like a GC record, takes its sequence number under it.
 //  8. placer.mu (leaf): the free, open and draining zone lists.
 //  9. Engine.idMu (leaf): file lookup by id, for paths below the cache.
 //  10. flushGroup.mu (leaf): the group flush's counters; the device flush

@@ -148,10 +148,16 @@ type file struct {
 	wmu  sync.RWMutex
 	mu   sync.RWMutex
 	size int64
-	ext  *extentMap
-	mru  atomic.Pointer[zone]
-	life atomic.Uint32 // WriteLife hint, for placement
-	gone bool          // removed: its data is garbage
+	// tailPending: a truncate has set size, but the record of its tail's
+	// zeros has not taken its number yet; until it does, a GC record or
+	// a checkpoint of the file carries tailFrom, the size before the
+	// truncate (see carriedSize and File.zeroTail).
+	tailPending bool
+	tailFrom    int64
+	ext         *extentMap
+	mru         atomic.Pointer[zone]
+	life        atomic.Uint32 // WriteLife hint, for placement
+	gone        bool          // removed: its data is garbage
 	// handles counts open handles: a file none has open is not being
 	// written, and placement may give the rest of its MRU zone to another.
 	handles atomic.Int32
@@ -160,6 +166,39 @@ type file struct {
 	// opened): GC sorts its copies by the file's temperature from them.
 	written atomic.Int64
 	born    int64
+}
+
+// carriedSize is the size a GC record or a checkpoint of the file
+// carries (f.mu held): the size, except while a truncate's tail is
+// pending, whose zeros are not on the device yet. Carrying the new size
+// then, with the zeros lost to a crash, would bring the file back cut
+// over the block's old bytes, which a later grow would show.
+func (f *file) carriedSize() int64 {
+	if f.tailPending {
+		return f.tailFrom
+	}
+	return f.size
+}
+
+// numberRecord gives a data record of f its sequence number and the size
+// it carries, in one hold of f.mu: a GC record, which numbers itself
+// under f.mu too, carries the size as of its place in that order. The
+// first record numbered after a truncate set its tail pending is the
+// tail's zeros (the truncate holds wmu and wrote the file's dirty data
+// back first): from its number on, GC records and checkpoints carry the
+// new size.
+func (e *Engine) numberRecord(f *file) (uint64, int64) {
+	f.mu.RLock()
+	if !f.tailPending {
+		seq, size := e.seq.Add(1), f.size
+		f.mu.RUnlock()
+		return seq, size
+	}
+	f.mu.RUnlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tailPending = false
+	return e.seq.Add(1), f.size
 }
 
 // Open opens a formatted device and recovers its files.

@@ -514,7 +514,14 @@ func (h *File) truncate(size int64, grow bool) error {
 // again they must read as zeros, and recovery must never find the old
 // tail under a logged size: the zeros are durable before the truncate is.
 // Their record carries the new size, so once it is durable recovery finds
-// the file cut even if the truncate's log record is lost.
+// the file cut even if the truncate's log record is lost. It is the first
+// durable thing that may: the in-memory size changes before the zeros
+// are written, but until their record takes its number (numberRecord) a
+// GC record or a checkpoint of the file carries the old size
+// (carriedSize). One that carried the new size, durable while the zeros
+// were lost to a crash, brought the file back cut over the block's old
+// bytes (a kill -9 during the truncate; the old bytes showed when the
+// file grew again).
 //
 // The tail's rewrite takes a block and a record header before the cut
 // frees anything, so it is admitted as a write (under wmu, after the
@@ -566,9 +573,16 @@ func (h *File) zeroTail(size, old int64) error {
 		return fmt.Errorf("engine: truncate %q to %d: %w", f.name, size, err)
 	}
 	defer e.admitted.Add(-charge)
+	// The zeros' record carries the new size; nothing numbered before
+	// it may (a GC record, a checkpoint): if the zeros were then lost,
+	// the file would come back cut over the block's old bytes.
 	f.mu.Lock()
 	f.size = size
+	f.tailPending, f.tailFrom = true, old
 	f.mu.Unlock()
+	if testHookTruncateTail != nil {
+		testHookTruncateTail(e)
+	}
 	_, err := e.cache.Write(ctx, f.id, size, e.zeroBlk[:end-size], e)
 	if err == nil {
 		err = e.wb.FlushFile(ctx, f.id)
@@ -579,12 +593,19 @@ func (h *File) zeroTail(size, old int64) error {
 		// the later write and lose the earlier one, and the file would
 		// come back cut over its old tail.
 		if err = e.flushDevice(ctx); err == nil {
+			// Numbering the zeros' record ended the pending tail
+			// already; this only makes sure it never outlives the
+			// truncate.
+			f.mu.Lock()
+			f.tailPending = false
+			f.mu.Unlock()
 			return nil
 		}
 	}
 	err = fmt.Errorf("engine: truncate %q to %d: zero the tail: %w", f.name, size, err)
 	f.mu.Lock()
 	f.size = old
+	f.tailPending = false // no zeros were numbered, or they failed
 	f.mu.Unlock()
 	if len(saved) > 0 {
 		if _, rerr := e.cache.Write(ctx, f.id, size, saved, e); rerr != nil {
@@ -650,6 +671,10 @@ func (h *File) undoCut(size, end, old int64) error {
 	}
 	return nil
 }
+
+// testHookTruncateTail, if set (by tests only), runs in a truncate's
+// zeroTail once the new size is set, before the tail's zeros are written.
+var testHookTruncateTail func(*Engine)
 
 // testHookTruncateCut, if set (by tests only), runs between a truncate's
 // cut of the extent map and its log record.

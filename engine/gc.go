@@ -767,7 +767,9 @@ func (c *collector) appendFile(pieces []live, mem []byte, stream int, b *gcBatch
 		// The file's size, as a data record carries it: once GC resets
 		// the zones of a file's data records, its GC records may be all
 		// that recovery finds of it after the last checkpoint.
-		op.hdr.Size = uint64(f.size)
+		// A truncate whose tail's zeros are not numbered yet is not
+		// in it (carriedSize).
+		op.hdr.Size = uint64(f.carriedSize())
 		for left := g.n - BlockSize; left > 0 && i < len(pieces); {
 			p := pieces[i].x
 			n := min(p.len-used, left)

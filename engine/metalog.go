@@ -277,7 +277,7 @@ func (e *Engine) snapshot() *checkpointState {
 	c := &checkpointState{seq: e.seq.Add(1), nextID: e.nextID, zoneWP: map[int]int64{}}
 	for _, f := range e.byID {
 		f.mu.RLock()
-		cf := ckptFile{id: f.id, name: f.name, size: f.size, ext: make([]extent, 0, f.ext.count())}
+		cf := ckptFile{id: f.id, name: f.name, size: f.carriedSize(), ext: make([]extent, 0, f.ext.count())}
 		f.ext.each(func(x extent) bool { cf.ext = append(cf.ext, x); return true })
 		f.mu.RUnlock()
 		c.files = append(c.files, cf)

@@ -119,10 +119,8 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 		op.f, op.z, op.p, op.gc = f, g.z, p, nil
 		op.hdr.Kind = KindData
 		op.hdr.File = fileID
-		op.hdr.Seq = e.seq.Add(1)
-		f.mu.RLock()
-		op.hdr.Size = uint64(f.size)
-		f.mu.RUnlock()
+		seq, size := e.numberRecord(f)
+		op.hdr.Seq, op.hdr.Size = seq, uint64(size)
 		op.hdr.Extents = op.hdr.Extents[:0]
 		op.bufs = op.bufs[:0]
 		op.hdrI, op.bufs = e.takeHeader(op.bufs)
