@@ -2,10 +2,12 @@ package zns
 
 import (
 	"bytes"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // hangWindow is how long a test waits for an operation that must complete
@@ -287,4 +289,53 @@ func TestEmuOneSyncFlushCutBeforeData(t *testing.T) {
 	if log.Len() != 0 {
 		t.Fatalf("the Flush after the cut did not rewrite the table: %s", log.String())
 	}
+}
+
+// BenchmarkEmuFlush: a 64 KiB append then a Flush, on a file in
+// $TMPDIR (put it on a disk, not tmpfs, to see the syncs): the one-sync
+// Flush against the two-sync order it replaced (twoSync forces it).
+// Run the two alternately (-bench 'EmuFlush/one' then '/two', ...) to
+// compare them under the same load.
+func BenchmarkEmuFlush(b *testing.B) {
+	for _, mode := range []string{"one-sync", "two-sync"} {
+		b.Run(mode, func(b *testing.B) {
+			d, err := Open("emu:"+filepath.Join(b.TempDir(), "dev")+"?zone_size=64M&zones=64&max_append=64K", Options{RingEntries: 64})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			e := d.(*Emu)
+			buf := alignedBuf(64 << 10)
+			w := &appendWaiter{ch: make(chan appendResult, 1)}
+			zone := 0
+			b.SetBytes(int64(len(buf)))
+			b.ResetTimer()
+			for range b.N {
+				e.twoSync = mode == "two-sync"
+				if err := e.Append(zone, [][]byte{buf}, w); err != nil {
+					if !errors.Is(err, ErrBeyondCapacity) && !errors.Is(err, ErrZoneFull) {
+						b.Fatal(err)
+					}
+					zone++ // full: the next zone (64 zones of 1024 appends)
+					continue
+				}
+				if err := e.Ring().Flush(); err != nil {
+					b.Fatal(err)
+				}
+				if r := <-w.ch; r.err != nil {
+					b.Fatal(r.err)
+				}
+				if err := e.Flush(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// alignedBuf is n bytes of page-aligned memory (O_DIRECT takes it).
+func alignedBuf(n int) []byte {
+	b := make([]byte, n+directAlign)
+	off := (directAlign - int(uintptr(unsafe.Pointer(&b[0]))%directAlign)) % directAlign
+	return b[off : off+n]
 }
