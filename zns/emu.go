@@ -56,8 +56,10 @@ import (
 //
 // A Flush does only what changed since the last one needs: no data sync if no write came in between (what the
 // table claims was synced by an earlier Flush), no table write and sync
-// if no write pointer, written end or condition changed; a Flush with
-// nothing new costs no I/O.
+// if no write pointer, written end or condition changed and no zone was
+// reset and written again up to where it was (the flushed slot's data
+// checksums would no longer match); a Flush with nothing new costs no
+// I/O.
 //
 // Lock order: flushMu, then the zone table's mu. flushMu serialises Flush,
 // PowerCut, TearLastWrite and Close, so a power cut or a close that comes
@@ -678,7 +680,7 @@ func (e *Emu) Flush() error {
 	// was synced by an earlier Flush), the table if an entry it stores
 	// differs. A Flush with nothing new does none.
 	syncData := e.snapGen != e.flushedGen
-	if !e.stale && sameTable(e.snap, e.flushed) {
+	if !e.stale && sameTable(e.snap, e.flushed) && !rewritten(e.snap) {
 		if syncData {
 			if err := e.syncData(); err != nil {
 				e.twoSync = true
@@ -725,6 +727,20 @@ func sameTable(a, b []zoneState) bool {
 		}
 	}
 	return true
+}
+
+// rewritten reports whether a sequential zone of a table copied by
+// snapshot got data since its checksum started, though its entry did not
+// change: a zone reset and written again up to the same write pointer.
+// The flushed slot may carry checksums of the data it had before, which
+// Open would find wrong: the slot must be written again.
+func rewritten(zones []zoneState) bool {
+	for _, z := range zones {
+		if z.typ != TypeConventional && z.written > z.sumFrom {
+			return true
+		}
+	}
+	return false
 }
 
 // snapshot waits for the writes in flight and copies the zone table into
