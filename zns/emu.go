@@ -107,6 +107,9 @@ type Emu struct {
 	// testHookFlushSync, if set, runs in Flush just before it syncs the
 	// data: tests hold a flush there.
 	testHookFlushSync func()
+	// testHookSync, if set, runs before every fdatasync of a Flush; an
+	// error it returns is that sync's (tests of a failed Flush).
+	testHookSync func() error
 	// df is the file opened again with O_DIRECT, nil where the file
 	// system refuses it (see openDirect).
 	df *os.File
@@ -652,7 +655,7 @@ func (e *Emu) persist(zones []zoneState, syncData, oneSync bool) error {
 	if _, err := e.ring.WriteAt(e.file, b, int64((e.seq+1)%2)*e.slotLen); err != nil {
 		return fmt.Errorf("write zone table: %w", err)
 	}
-	if err := e.ring.Sync(e.file, true); err != nil {
+	if err := e.fsync(); err != nil {
 		return fmt.Errorf("sync zone table: %w", err)
 	}
 	e.flushIO.syncs++
@@ -711,11 +714,21 @@ func (e *Emu) Unflushed() bool {
 
 // syncData makes the data written so far durable. Caller holds flushMu.
 func (e *Emu) syncData() error {
-	if err := e.ring.Sync(e.file, true); err != nil {
+	if err := e.fsync(); err != nil {
 		return fmt.Errorf("sync data: %w", err)
 	}
 	e.flushIO.syncs++
 	return nil
+}
+
+// fsync fdatasyncs the file (data and table alike). Caller holds flushMu.
+func (e *Emu) fsync() error {
+	if e.testHookSync != nil {
+		if err := e.testHookSync(); err != nil {
+			return err
+		}
+	}
+	return e.ring.Sync(e.file, true)
 }
 
 // sameTable reports whether two copies of the zone table agree on what a
