@@ -46,13 +46,22 @@ import (
 // of that data, computed as it was written (zoneState.sum), and Open
 // puts a zone whose data does not match back where the Flush before left
 // it (verifySums), so no table exposes data that did not reach the
-// media. Where the checksums do not fit in the slot, or a Flush failed
+// media. Open reads back all the data those checksums cover (what the
+// newest slot's Flush added: up to the device's size after one big
+// fill), again at every Open until a Flush writes the table. Where the
+// checksums do not fit in the slot, or a Flush failed
 // and the checksums no longer reach back to the flushed table, a Flush
 // syncs the data first, then writes and syncs the slot (the disk here
 // has no FUA: ordering two writes costs two cache flushes, which is what
 // made a Flush twice the cost of the kernel's fdatasync). The checksums
 // also cover a write whose completion reported an I/O error: its zone
-// goes back at the next Open, as far as the checksum started.
+// goes back at the next Open, as far as the checksum started. A zone
+// reset is durable only with the next Flush, but the writes after it
+// reach the file at once: a power cut before that Flush reopens the zone
+// with its flushed write pointer over whatever of the new data reached
+// the media (as with two syncs; the engine walks a zone it reset from
+// its start and checks each record). The newest slot's checksums catch
+// that only for the data its Flush added.
 //
 // A Flush does only what changed since the last one needs: no data sync if no write came in between (what the
 // table claims was synced by an earlier Flush), no table write and sync
