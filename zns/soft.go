@@ -171,6 +171,11 @@ func (s *soft) write(zone int, off int64, bufs [][]byte, app AppendCompletion, c
 	at := s.advance(zone, z, off, n)
 	s.gen++
 	if s.sums && z.typ != TypeConventional {
+		// Under mu, so that the checksum runs in write-pointer order.
+		// Profiled: mu is not contended by it (bench lsm: zns 0.8% of
+		// the contention; bench kernel 4x1m-end-fsync: none); it costs
+		// CPU (5% of the daemon's in 4x1m-end-fsync), which computing
+		// it before mu and combining would not save.
 		for _, b := range bufs {
 			z.sum = crc32.Update(z.sum, crc32c, b)
 		}
