@@ -166,7 +166,10 @@ type Device interface {
 
 	// Append writes bufs, in order, at zone's write pointer. The total
 	// length must be a non-zero multiple of the block size and at most
-	// MaxAppend.
+	// MaxAppend. The bytes of bufs must not change until the completion
+	// (of Write too): the device may read them any time until then, and
+	// the emu checksums them at submission (a write whose bytes changed
+	// meanwhile may be taken back at the next Open, see Emu).
 	Append(zone int, bufs [][]byte, c AppendCompletion) error
 	// Write writes bufs at off, which must be zone's write pointer (any
 	// offset in a conventional zone). Callers must not have two writes to

@@ -28,22 +28,47 @@ import (
 // pointer, condition and (for a finished zone) how many bytes below it
 // were never written, and a CRC-32C; Flush writes the slot the previous
 // Flush did not, so a torn header write leaves the other one valid, and
-// Open takes the valid slot with the higher sequence number. Zone i's data
-// is at dataOff + i*ZoneSize (dataOff is 1 MiB aligned).
+// Open takes the valid slot with the higher sequence number. A slot with
+// emuFlagSums also holds, past its CRC, the CRC-32C of the data each zone
+// got since the Flush before (a block with its own CRC, which binds it to
+// the slot's sequence number). Zone i's data is at dataOff + i*ZoneSize
+// (dataOff is 1 MiB aligned).
 //
 // Durability: Flush makes completed writes and the zone table durable:
 // everything that completed before Flush was called survives a power cut
 // after it returns. It copies the zone table (its write pointers after
 // draining the writes in flight) under the table's mutex, then releases it
-// and, with only flushMu held, fdatasyncs the data and writes and
-// fdatasyncs that copy. Writes, reads and zone management go on meanwhile;
-// they count as coming after the Flush. The persisted table never runs
-// ahead of durable data: every write it covers completed before the copy
-// and so before the data sync. A Flush does only what changed since the
-// last one needs: no data sync if no write came in between (what the
+// and, with only flushMu held, writes that copy to a slot and fdatasyncs
+// once: data and table at once. Writes, reads and zone management go on
+// meanwhile; they count as coming after the Flush. A power cut during
+// that sync may keep the slot and lose some of the data it claims (the
+// disk may write its cache in any order): the slot carries the checksums
+// of that data, computed as it was written (zoneState.sum), and Open
+// puts a zone whose data does not match back where the Flush before left
+// it (verifySums), so no table exposes data that did not reach the
+// media. Open reads back all the data those checksums cover (what the
+// newest slot's Flush added: up to the device's size after one big
+// fill), again at every Open until a Flush writes the table. Where the
+// checksums do not fit in the slot, or a Flush failed
+// and the checksums no longer reach back to the flushed table, a Flush
+// syncs the data first, then writes and syncs the slot (the disk here
+// has no FUA: ordering two writes costs two cache flushes, which is what
+// made a Flush twice the cost of the kernel's fdatasync). The checksums
+// also cover a write whose completion reported an I/O error: its zone
+// goes back at the next Open, as far as the checksum started. A zone
+// reset is durable only with the next Flush, but the writes after it
+// reach the file at once: a power cut before that Flush reopens the zone
+// with its flushed write pointer over whatever of the new data reached
+// the media (as with two syncs; the engine walks a zone it reset from
+// its start and checks each record). The newest slot's checksums catch
+// that only for the data its Flush added.
+//
+// A Flush does only what changed since the last one needs: no data sync if no write came in between (what the
 // table claims was synced by an earlier Flush), no table write and sync
-// if no write pointer, written end or condition changed; a Flush with
-// nothing new costs no I/O.
+// if no write pointer, written end or condition changed and no zone was
+// reset and written again up to where it was (the flushed slot's data
+// checksums would no longer match); a Flush with nothing new costs no
+// I/O.
 //
 // Lock order: flushMu, then the zone table's mu. flushMu serialises Flush,
 // PowerCut, TearLastWrite and Close, so a power cut or a close that comes
@@ -83,11 +108,17 @@ type Emu struct {
 	// writes the table even if it did not change (to repair it).
 	stale bool
 	// flushIO counts what Flushes did (tests, and a debug line at Close).
-	flushIO struct{ flushes, dataSyncs, tableWrites int }
+	flushIO struct{ flushes, syncs, tableWrites int }
+	// twoSync: a Flush failed after it restarted the data checksums, so
+	// they do not cover all the next Flush claims: it syncs twice.
+	twoSync bool
 	hdr     []byte // one slot, reused by every Flush
 	// testHookFlushSync, if set, runs in Flush just before it syncs the
 	// data: tests hold a flush there.
 	testHookFlushSync func()
+	// testHookSync, if set, runs before every fdatasync of a Flush; an
+	// error it returns is that sync's (tests of a failed Flush).
+	testHookSync func() error
 	// df is the file opened again with O_DIRECT, nil where the file
 	// system refuses it (see openDirect).
 	df *os.File
@@ -101,6 +132,10 @@ const (
 	emuDataAlign  = 1 << 20
 	emuSlotAlign  = 4096
 	emuFlagStrict = 1
+	// emuFlagSums: the slot was written by a one-sync Flush and is
+	// followed, past its CRC, by the checksums of the data it claims.
+	emuFlagSums = 2
+	emuSumLen   = 24 // zone u32, CRC u32, from u64, to u64 (relative)
 )
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
@@ -124,6 +159,9 @@ type emuHeader struct {
 	// repairs it).
 	otherDamaged bool
 	raw          []byte // the whole slot, zone entries included
+	// sums is the records of the data checksum block after the entries,
+	// if the slot has one (emuFlagSums).
+	sums []byte
 }
 
 func openEmu(sp spec, opts Options) (*Emu, error) {
@@ -233,11 +271,17 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 	e.hdr = make([]byte, e.slotLen)
 	if found && !sp.format {
 		e.seq, e.stale = hdr.seq, hdr.otherDamaged
-		if err := e.loadZones(hdr.raw); err != nil {
+		err := e.loadZones(hdr.raw)
+		if err == nil {
+			err = e.verifySums(hdr.sums)
+		}
+		if err != nil {
 			e.ring.Close()
 			return nil, fmt.Errorf("zns: emu %s: %w", sp.path, err)
 		}
+		restartSums(e.zones)
 	}
+	e.sums = true
 	e.flushed = make([]zoneState, g.Zones)
 	e.snap = make([]zoneState, g.Zones)
 	copy(e.flushed, e.zones)
@@ -245,9 +289,9 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 		// A new device: write its table to both slots now, so that it
 		// reopens as formatted and slot 0 (where Open looks for the zone
 		// count) is never blank again. Nothing else uses it yet.
-		err := e.persist(e.zones, true)
+		err := e.persist(e.zones, true, false)
 		if err == nil {
-			err = e.persist(e.zones, true)
+			err = e.persist(e.zones, true, false)
 		}
 		if err != nil {
 			e.ring.Close()
@@ -396,7 +440,117 @@ func decodeEmuHeader(b []byte) (emuHeader, bool) {
 	if err != nil || g != h.geo || h.seq == 0 {
 		return emuHeader{}, false
 	}
+	if le.Uint32(b[60:])&emuFlagSums != 0 {
+		// A slot torn in its checksum block is no valid slot: the other
+		// one, from a Flush that completed, is.
+		if h.sums, ok = decodeEmuSums(b, end+4); !ok {
+			return emuHeader{}, false
+		}
+	}
 	return h, true
+}
+
+// The checksum block of a one-sync Flush's slot, at off (past the slot's
+// CRC): a count, the records (zone, CRC-32C of its data from one
+// relative offset to another), and a CRC-32C over the slot's sequence
+// number and all that, so that a block left from an older slot does not
+// pass.
+func emuSumsCRC(b []byte, off, n int) uint32 {
+	return crc32.Update(crc32.Checksum(b[16:24], crc32c), crc32c, b[off:off+4+n*emuSumLen])
+}
+
+// decodeEmuSums returns the records of the checksum block at off.
+func decodeEmuSums(b []byte, off int) ([]byte, bool) {
+	le := binary.LittleEndian
+	if off+8 > len(b) {
+		return nil, false
+	}
+	n := int(le.Uint32(b[off:]))
+	if n > (len(b)-off-8)/emuSumLen {
+		return nil, false
+	}
+	end := off + 4 + n*emuSumLen
+	if emuSumsCRC(b, off, n) != le.Uint32(b[end:]) {
+		return nil, false
+	}
+	return b[off+4 : end], true
+}
+
+// encodeEmuSums writes the checksum block of zones at off in slot b: a
+// record for every sequential zone written since its checksum started.
+// It reports false if the block does not fit.
+func encodeEmuSums(b []byte, off int, zones []zoneState, start func(int) int64) bool {
+	le := binary.LittleEndian
+	n := 0
+	for i, z := range zones {
+		if z.typ == TypeConventional || z.written <= z.sumFrom {
+			continue
+		}
+		r := off + 4 + n*emuSumLen
+		if r+emuSumLen+4 > len(b) {
+			return false
+		}
+		le.PutUint32(b[r:], uint32(i))
+		le.PutUint32(b[r+4:], z.sum)
+		le.PutUint64(b[r+8:], uint64(z.sumFrom-start(i)))
+		le.PutUint64(b[r+16:], uint64(z.written-start(i)))
+		n++
+	}
+	if off+8+n*emuSumLen > len(b) {
+		return false
+	}
+	le.PutUint32(b[off:], uint32(n))
+	le.PutUint32(b[off+4+n*emuSumLen:], emuSumsCRC(b, off, n))
+	return true
+}
+
+// verifySums checks the data a one-sync Flush's slot claims against its
+// checksums. A Flush that a power cut interrupted may have left its slot
+// on the media but not all of that data: such a zone goes back to where
+// the checksum started, which the Flush before it made durable (or its
+// start, after a reset), and the next Flush rewrites the table. Caller
+// owns the device (Open).
+func (e *Emu) verifySums(sums []byte) error {
+	le := binary.LittleEndian
+	var buf []byte
+	for r := 0; r+emuSumLen <= len(sums); r += emuSumLen {
+		i, sum := int(le.Uint32(sums[r:])), le.Uint32(sums[r+4:])
+		from, to := int64(le.Uint64(sums[r+8:])), int64(le.Uint64(sums[r+16:]))
+		if i >= len(e.zones) || e.zones[i].typ == TypeConventional || from < 0 || from > to || to > e.geo.ZoneCap {
+			return fmt.Errorf("corrupt data checksum for zone %d [+%d,+%d)", i, from, to)
+		}
+		z, start := &e.zones[i], e.start(i)
+		if z.written != start+to {
+			return fmt.Errorf("data checksum for zone %d ends at +%d, its data at +%d", i, to, z.written-start)
+		}
+		got := uint32(0)
+		for off := from; off < to; {
+			n := min(to-off, 1<<20)
+			if int64(len(buf)) < n {
+				buf = make([]byte, n)
+			}
+			if _, err := e.f.ReadAt(buf[:n], e.dataOff+start+off); err != nil {
+				return fmt.Errorf("verify zone %d: %w", i, err)
+			}
+			got = crc32.Update(got, crc32c, buf[:n])
+			off += n
+		}
+		if got == sum {
+			continue
+		}
+		slog.Warn("zns: emu zone lost data its last flush claimed (power cut during the flush); back to what the flush before made durable",
+			"path", e.f.Name(), "zone", i, "claimed", to, "kept", from)
+		z.written = start + from
+		if z.cond != CondFull {
+			z.wp = z.written
+			if z.wp == start && (z.cond == CondImpOpen || z.cond == CondClosed) {
+				z.cond = CondEmpty
+			}
+		}
+		e.stale = true
+	}
+	e.recount()
+	return nil
 }
 
 // matches checks that what the device string gives agrees with the header.
@@ -451,16 +605,20 @@ func validSeqCond(c Cond) bool {
 	return false
 }
 
-// persist syncs the data if syncData, then writes zones (a copy of the
-// zone table taken after every write it covers completed) to the next
-// header slot, syncs it, and makes it the flushed table. Caller holds
-// flushMu and not mu, unless nothing else can use the device meanwhile.
-func (e *Emu) persist(zones []zoneState, syncData bool) error {
-	if syncData {
-		if err := e.syncData(); err != nil {
-			return err
-		}
-	}
+// persist writes zones (a copy of the zone table taken after every write
+// it covers completed) to the next header slot and makes it the flushed
+// table, with the data written so far durable first if syncData.
+//
+// With oneSync it does that with one fdatasync, after the slot write: the
+// slot then carries the checksums of the data it claims that the last
+// Flush did not (see zoneState.sum), and Open takes back what a power cut
+// during the sync kept from the media (see verifySums). Otherwise, or if
+// the checksums do not fit in the slot, it syncs the data, then writes
+// and syncs the slot: the slot never reaches the media before the data.
+//
+// Caller holds flushMu and not mu, unless nothing else can use the device
+// meanwhile.
+func (e *Emu) persist(zones []zoneState, syncData, oneSync bool) error {
 	le := binary.LittleEndian
 	b := e.hdr
 	clear(b)
@@ -480,22 +638,36 @@ func (e *Emu) persist(zones []zoneState, syncData bool) error {
 	le.PutUint32(b[48:], uint32(g.MaxOpen))
 	le.PutUint32(b[52:], uint32(g.MaxActive))
 	le.PutUint32(b[56:], uint32(g.MaxAppend))
-	if e.strict {
-		le.PutUint32(b[60:], emuFlagStrict)
-	}
 	for i, z := range zones {
 		ent := b[emuHdrFixed+emuEntryLen*i:]
 		le.PutUint64(ent, uint64(z.wp-e.start(i)))
 		le.PutUint64(ent[8:], uint64(z.wp-z.written)<<8|uint64(z.cond))
 	}
 	end := emuHdrFixed + emuEntryLen*len(zones)
+	oneSync = oneSync && syncData && encodeEmuSums(b, end+4, zones, e.start)
+	var flags uint32
+	if e.strict {
+		flags |= emuFlagStrict
+	}
+	if oneSync {
+		flags |= emuFlagSums
+	} else {
+		clear(b[end:])
+	}
+	le.PutUint32(b[60:], flags)
 	le.PutUint32(b[end:], crc32.Checksum(b[:end], crc32c))
+	if syncData && !oneSync {
+		if err := e.syncData(); err != nil {
+			return err
+		}
+	}
 	if _, err := e.ring.WriteAt(e.file, b, int64((e.seq+1)%2)*e.slotLen); err != nil {
 		return fmt.Errorf("write zone table: %w", err)
 	}
-	if err := e.ring.Sync(e.file, true); err != nil {
+	if err := e.fsync(); err != nil {
 		return fmt.Errorf("sync zone table: %w", err)
 	}
+	e.flushIO.syncs++
 	e.flushIO.tableWrites++
 	e.seq++
 	copy(e.flushed, zones)
@@ -520,16 +692,20 @@ func (e *Emu) Flush() error {
 	// was synced by an earlier Flush), the table if an entry it stores
 	// differs. A Flush with nothing new does none.
 	syncData := e.snapGen != e.flushedGen
-	if !e.stale && sameTable(e.snap, e.flushed) {
+	if !e.stale && sameTable(e.snap, e.flushed) && !rewritten(e.snap) {
 		if syncData {
 			if err := e.syncData(); err != nil {
+				e.twoSync = true
 				return fmt.Errorf("zns: emu flush: %w", err)
 			}
 		}
-	} else if err := e.persist(e.snap, syncData); err != nil {
+	} else if err := e.persist(e.snap, syncData, !e.twoSync); err != nil {
+		// The checksums this Flush started afresh (snapshot) no longer
+		// reach back to the flushed table: the next Flush syncs twice.
+		e.twoSync = true
 		return fmt.Errorf("zns: emu flush: %w", err)
 	}
-	e.flushedGen, e.stale = e.snapGen, false
+	e.flushedGen, e.stale, e.twoSync = e.snapGen, false, false
 	e.flushIO.flushes++
 	return nil
 }
@@ -547,11 +723,21 @@ func (e *Emu) Unflushed() bool {
 
 // syncData makes the data written so far durable. Caller holds flushMu.
 func (e *Emu) syncData() error {
-	if err := e.ring.Sync(e.file, true); err != nil {
+	if err := e.fsync(); err != nil {
 		return fmt.Errorf("sync data: %w", err)
 	}
-	e.flushIO.dataSyncs++
+	e.flushIO.syncs++
 	return nil
+}
+
+// fsync fdatasyncs the file (data and table alike). Caller holds flushMu.
+func (e *Emu) fsync() error {
+	if e.testHookSync != nil {
+		if err := e.testHookSync(); err != nil {
+			return err
+		}
+	}
+	return e.ring.Sync(e.file, true)
 }
 
 // sameTable reports whether two copies of the zone table agree on what a
@@ -563,6 +749,20 @@ func sameTable(a, b []zoneState) bool {
 		}
 	}
 	return true
+}
+
+// rewritten reports whether a sequential zone of a table copied by
+// snapshot got data since its checksum started, though its entry did not
+// change: a zone reset and written again up to the same write pointer.
+// The flushed slot may carry checksums of the data it had before, which
+// Open would find wrong: the slot must be written again.
+func rewritten(zones []zoneState) bool {
+	for _, z := range zones {
+		if z.typ != TypeConventional && z.written > z.sumFrom {
+			return true
+		}
+	}
+	return false
 }
 
 // snapshot waits for the writes in flight and copies the zone table into
@@ -580,6 +780,7 @@ func (e *Emu) snapshot() error {
 		return fmt.Errorf("zns: emu flush: %w", syscall.EIO)
 	}
 	copy(e.snap, e.zones)
+	restartSums(e.zones)
 	e.snapGen = e.gen
 	return nil
 }
@@ -592,7 +793,7 @@ func (e *Emu) Close() error {
 	err := e.closeRing()
 	if e.f != nil {
 		slog.Debug("zns: emu closed", "path", e.f.Name(), "flushes", e.flushIO.flushes,
-			"data_syncs", e.flushIO.dataSyncs, "table_writes", e.flushIO.tableWrites)
+			"syncs", e.flushIO.syncs, "table_writes", e.flushIO.tableWrites)
 	}
 	if e.df != nil {
 		if cerr := e.df.Close(); cerr != nil && err == nil {
@@ -657,6 +858,7 @@ func (e *Emu) PowerCut() error {
 		return err
 	}
 	copy(e.zones, e.flushed)
+	restartSums(e.zones)
 	e.powerCycle()
 	e.last = lastWrite{}
 	return nil
@@ -704,8 +906,9 @@ func (e *Emu) TearLastWrite(keep int64) error {
 	}
 	e.powerCycle()
 	e.last = lastWrite{}
+	restartSums(e.zones)
 	// Holding mu through the syncs keeps I/O out, as a power cut would.
-	if err := e.persist(e.zones, true); err != nil {
+	if err := e.persist(e.zones, true, false); err != nil {
 		return fmt.Errorf("zns: tear: %w", err)
 	}
 	e.flushedGen = e.gen

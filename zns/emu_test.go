@@ -295,18 +295,8 @@ func TestEmuOpensFromEitherIntactSlot(t *testing.T) {
 			c.ok("Flush", e.Flush()) // seq 3 in slot 1; seq 2 (zone 0 empty) in slot 0
 			slotLen := e.slotLen
 			c.ok("Close", e.Close())
-			f, err := openFileRW(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := f.WriteAt(bytes.Repeat([]byte{0xa5}, 64), int64(damaged)*slotLen); err != nil {
-				t.Fatal(err)
-			}
-			f.Close()
-			var log bytes.Buffer
-			old := slog.Default()
-			slog.SetDefault(slog.New(slog.NewTextHandler(&log, nil)))
-			defer slog.SetDefault(old)
+			damageFile(t, path, bytes.Repeat([]byte{0xa5}, 64), int64(damaged)*slotLen)
+			log := captureLog(t)
 			e2, c2 := openEmuT(t, path, "")
 			if want := fmt.Sprintf("damaged_slot=%d opened_slot=%d", damaged, 1-damaged); !strings.Contains(log.String(), want) {
 				t.Fatalf("log %q lacks %q", log.String(), want)
@@ -417,4 +407,29 @@ func TestEmuDirectAndBufferedWritesMix(t *testing.T) {
 	if got := c2.read(0, 4*c.bs); !bytes.Equal(got, want) {
 		t.Fatal("mixed direct and buffered appends read back wrong after a reopen")
 	}
+}
+
+// damageFile overwrites the file at path with b at off, behind the
+// device's back.
+func damageFile(t *testing.T, path string, b []byte, offs ...int64) {
+	t.Helper()
+	f, err := openFileRW(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, off := range offs {
+		if _, err := f.WriteAt(b, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// captureLog sends the default logger to a buffer until the test ends.
+func captureLog(t *testing.T) *bytes.Buffer {
+	var log bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&log, nil)))
+	t.Cleanup(func() { slog.SetDefault(old) })
+	return &log
 }

@@ -35,6 +35,20 @@ type zoneState struct {
 	cond    Cond
 	typ     Type
 	openSeq uint64
+	// sum is the CRC-32C of the data written to the zone from sumFrom
+	// on (the emu's, to verify at Open what its one-sync Flush claimed;
+	// see Emu): a reset restarts it at the zone's start, a Flush at the
+	// written end it copies.
+	sumFrom int64
+	sum     uint32
+}
+
+// restartSums starts every zone's data checksum afresh at its written
+// end.
+func restartSums(zones []zoneState) {
+	for i := range zones {
+		zones[i].sumFrom, zones[i].sum = zones[i].written, 0
+	}
 }
 
 func newZoneTable(g Geometry, conv int, strict bool) *zoneTable {
@@ -42,7 +56,7 @@ func newZoneTable(g Geometry, conv int, strict bool) *zoneTable {
 	for i := range t.zones {
 		z := &t.zones[i]
 		z.wp = t.start(i)
-		z.written = z.wp
+		z.written, z.sumFrom = z.wp, z.wp
 		z.typ, z.cond = TypeSeqRequired, CondEmpty
 		if i < conv {
 			z.typ, z.cond = TypeConventional, CondNotWP
@@ -320,6 +334,7 @@ func (t *zoneTable) resetLocked(zone int, z *zoneState) {
 	z.cond = CondEmpty
 	z.wp = t.start(zone)
 	z.written = z.wp
+	z.sumFrom, z.sum = z.wp, 0
 }
 
 // ResetAll implements Device.
