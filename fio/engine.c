@@ -53,6 +53,7 @@
 #define ZF_MAX_RING 4096
 
 /* Ring control words, from the start of the ring area. */
+#define ZF_SQ_HEAD 0
 #define ZF_SQ_TAIL 64
 #define ZF_SQ_FLAGS 128
 #define ZF_CQ_HEAD 192
@@ -127,7 +128,7 @@ struct zf_data {
 
 	/* The rings. Indices are free-running; entries is a power of two. */
 	uint32_t entries, mask;
-	uint32_t *sq_tail_p, *sq_flags_p, *cq_head_p, *cq_tail_p, *cq_flags_p;
+	uint32_t *sq_head_p, *sq_tail_p, *sq_flags_p, *cq_head_p, *cq_tail_p, *cq_flags_p;
 	uint8_t *sqes, *cqes;
 	uint32_t sq_tail;          /* published */
 	uint32_t cq_head;          /* consumed */
@@ -324,6 +325,7 @@ static int zf_connect(struct thread_data *td, struct zf_data *zd, size_t data_by
 	ring = zd->mapped + get64(rep + 32);
 	zd->entries = get32(rep + 48);
 	zd->mask = zd->entries - 1;
+	zd->sq_head_p = (uint32_t *) (ring + ZF_SQ_HEAD);
 	zd->sq_tail_p = (uint32_t *) (ring + ZF_SQ_TAIL);
 	zd->sq_flags_p = (uint32_t *) (ring + ZF_SQ_FLAGS);
 	zd->cq_head_p = (uint32_t *) (ring + ZF_CQ_HEAD);
@@ -352,30 +354,47 @@ static int doorbell(struct zf_data *zd)
 }
 
 /*
+ * The flag words are where the client and the daemon meet: every access
+ * to one is an atomic read-modify-write (set_flag, claim_flag), by both
+ * sides, so their accesses are totally ordered and each acquires what
+ * the one before it released. Either the side that publishes a tail
+ * (then claims the flag) or the side that falls asleep (sets the flag,
+ * then loads that tail) sees the other, whatever the other side's loads
+ * and stores are: a daemon built with Go's race detector, for one, does
+ * plain loads and stores on the region (docs/protocol.md, "Sleeping").
+ */
+static void set_flag(uint32_t *w, uint32_t bit)
+{
+	__atomic_fetch_or(w, bit, __ATOMIC_SEQ_CST);
+}
+
+/* claim_flag clears bit and says whether it was set. */
+static int claim_flag(uint32_t *w, uint32_t bit)
+{
+	return (__atomic_fetch_and(w, ~bit, __ATOMIC_SEQ_CST) & bit) != 0;
+}
+
+/* wake_daemon rings the doorbell if the daemon sleeps. */
+static int wake_daemon(struct zf_data *zd)
+{
+	return claim_flag(zd->sq_flags_p, ZF_SQ_NEED_WAKEUP) ? doorbell(zd) : 0;
+}
+
+/*
  * publish puts n encoded requests on the submission ring and publishes
  * them; it rings the doorbell only if the daemon sleeps. The caller
  * keeps at most entries requests outstanding.
  */
 static int publish(struct zf_data *zd, const uint8_t *reqs, unsigned int n)
 {
-	uint32_t f;
 	unsigned int i;
 
 	for (i = 0; i < n; i++)
 		memcpy(zd->sqes + ((zd->sq_tail + i) & zd->mask) * ZF_REQ_SIZE, reqs + i * ZF_REQ_SIZE,
 		       ZF_REQ_SIZE);
 	zd->sq_tail += n;
-	/*
-	 * Sequentially consistent with the daemon's store of the flag and
-	 * its load of the tail: one of the two sides sees the other.
-	 */
-	__atomic_store_n(zd->sq_tail_p, zd->sq_tail, __ATOMIC_SEQ_CST);
-	f = __atomic_load_n(zd->sq_flags_p, __ATOMIC_SEQ_CST);
-	if ((f & ZF_SQ_NEED_WAKEUP) &&
-	    __atomic_compare_exchange_n(zd->sq_flags_p, &f, f & ~ZF_SQ_NEED_WAKEUP, 0, __ATOMIC_SEQ_CST,
-					__ATOMIC_SEQ_CST))
-		return doorbell(zd);
-	return 0;
+	__atomic_store_n(zd->sq_tail_p, zd->sq_tail, __ATOMIC_RELEASE);
+	return wake_daemon(zd);
 }
 
 /* complete hands an answered io_u to the done ring and frees its slot. */
@@ -474,8 +493,10 @@ static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *t
  * answered within a few microseconds, then sleep with ZF_CQ_WAITING set
  * on that word's futex (the daemon clears the flag and wakes it when it
  * publishes), in slices of ZF_SLICE_MS, checking between them that the
- * daemon is still there (its end of the socket). Returns 0 or -errno; 0
- * also when the time is up.
+ * daemon is still there (its end of the socket) and, as a safety net
+ * against a lost wakeup (a bug), ringing the doorbell again if the daemon
+ * sleeps with requests it has not taken. Returns 0 or -errno; 0 also
+ * when the time is up.
  */
 static int wait_replies(struct zf_data *zd, int timeout_ms)
 {
@@ -494,18 +515,18 @@ static int wait_replies(struct zf_data *zd, int timeout_ms)
 		}
 	}
 	for (;;) {
-		/*
-		 * Sequentially consistent with the daemon's store of the tail
-		 * and its load of the flag: one of the two sides sees the other.
-		 */
-		__atomic_store_n(zd->cq_flags_p, ZF_CQ_WAITING, __ATOMIC_SEQ_CST);
-		if (__atomic_load_n(zd->cq_tail_p, __ATOMIC_SEQ_CST) != zd->cq_head)
+		/* The daemon stores the tail, then claims the flag. */
+		set_flag(zd->cq_flags_p, ZF_CQ_WAITING);
+		if (__atomic_load_n(zd->cq_tail_p, __ATOMIC_ACQUIRE) != zd->cq_head)
 			break;
 		if (timeout_ms >= 0 && now_ns() - start >= (uint64_t) timeout_ms * 1000000ULL)
 			break;
 		if (futex(zd->cq_flags_p, FUTEX_WAIT, ZF_CQ_WAITING, &slice) == 0 ||
 		    __atomic_load_n(zd->cq_tail_p, __ATOMIC_ACQUIRE) != zd->cq_head)
 			continue;
+		if (__atomic_load_n(zd->sq_head_p, __ATOMIC_ACQUIRE) != zd->sq_tail &&
+		    (ret = wake_daemon(zd)) < 0)
+			break;
 		/* The daemon sends nothing on the socket: readable is its end. */
 		n = recv(zd->fd, b, sizeof(b), MSG_DONTWAIT);
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
@@ -514,7 +535,7 @@ static int wait_replies(struct zf_data *zd, int timeout_ms)
 			break;
 		}
 	}
-	__atomic_store_n(zd->cq_flags_p, 0, __ATOMIC_RELAXED);
+	claim_flag(zd->cq_flags_p, ZF_CQ_WAITING);
 out:
 	zd->gap_ns += ((int64_t) (now_ns() - start) - (int64_t) zd->gap_ns) / 8;
 	return ret;

@@ -62,6 +62,7 @@ type Client struct {
 // clientRing is the client's side of the rings (version 2).
 type clientRing struct {
 	entries, mask uint32
+	sqHead        *uint32
 	sqTail        *uint32
 	sqFlags       *uint32
 	cqHead        *uint32
@@ -204,7 +205,7 @@ func (c *Client) hello(ctx context.Context, size uint64, version uint16) error {
 		area := mem[rep.RingOff:]
 		n := rep.Entries
 		c.ring = &clientRing{entries: n, mask: n - 1,
-			sqTail: word(area, RingSQTail), sqFlags: word(area, RingSQFlags),
+			sqHead: word(area, RingSQHead), sqTail: word(area, RingSQTail), sqFlags: word(area, RingSQFlags),
 			cqHead: word(area, RingCQHead), cqTail: word(area, RingCQTail), cqFlags: word(area, RingCQFlags),
 			sqes: area[rep.SQOff : rep.SQOff+n*RequestSize],
 			cqes: area[rep.CQOff : rep.CQOff+n*ReplySize],
@@ -356,13 +357,7 @@ func (c *Client) Submit(reqs []Request) error {
 		}
 		r.tail += n
 		atomic.StoreUint32(r.sqTail, r.tail)
-		// Sequentially consistent with the daemon's store of
-		// SQNeedWakeup and its load of the tail: one side sees the
-		// other.
-		if f := atomic.LoadUint32(r.sqFlags); f&SQNeedWakeup != 0 && atomic.CompareAndSwapUint32(r.sqFlags, f, f&^SQNeedWakeup) {
-			return c.doorbell()
-		}
-		return nil
+		return c.wakeDaemon(r)
 	}
 	b := c.sbuf[:len(reqs)*RequestSize]
 	for i := range reqs {
@@ -372,6 +367,18 @@ func (c *Client) Submit(reqs []Request) error {
 		return fmt.Errorf("zonefold: send: %w", err)
 	}
 	return nil
+}
+
+// wakeDaemon rings the doorbell if the daemon sleeps, after the
+// submission tail was stored: the daemon sets SQNeedWakeup before it
+// loads the tail again, and both sides change the flag word with
+// read-modify-writes only, so one of the two sees the other (see
+// setFlag).
+func (c *Client) wakeDaemon(r *clientRing) error {
+	if wakeupLost() || !claimFlag(r.sqFlags, SQNeedWakeup) {
+		return nil
+	}
+	return c.doorbell()
 }
 
 // doorbell wakes the daemon without waiting: if its socket is full, the
@@ -450,26 +457,34 @@ func (c *Client) recvRing(r *clientRing, reps []Reply) (int, error) {
 			runtime.Gosched()
 			continue
 		}
-		atomic.StoreUint32(r.cqFlags, CQWaiting)
+		setFlag(r.cqFlags, CQWaiting)
 		if atomic.LoadUint32(r.cqTail) != r.head {
-			atomic.StoreUint32(r.cqFlags, 0)
+			claimFlag(r.cqFlags, CQWaiting)
 			continue
 		}
 		slept = true
 		err := c.sleep(r)
-		atomic.StoreUint32(r.cqFlags, 0)
+		claimFlag(r.cqFlags, CQWaiting)
 		if err != nil {
 			return 0, err
 		}
 	}
 }
 
+// ringRecheck bounds each futex wait for replies. It is a safety net,
+// not what the protocol relies on: a wait that ends by it looks at the
+// completion tail again, and rings the doorbell again if the daemon
+// sleeps with requests of ours it has not taken. A client then never
+// waits for ever on a live daemon that missed a wakeup, either way
+// (a bug; lostWakeups lets tests make one).
+var ringRecheck = time.Second
+
 // sleep waits on the CQWaiting futex until the daemon publishes
 // replies, the deadline passes, the context is canceled or the daemon
 // goes away. The caller has set CQWaiting. Each of those wakes the
 // futex after clearing CQWaiting (the daemon, interrupt), so a wakeup
-// between the checks here and the wait ends the wait at once: there is
-// no time slice to poll in.
+// between the checks here and the wait ends the wait at once; the waits
+// are bounded by ringRecheck all the same (see there).
 func (c *Client) sleep(r *clientRing) error {
 	for atomic.LoadUint32(r.cqTail) == r.head {
 		switch c.canceled.Load() {
@@ -481,16 +496,25 @@ func (c *Client) sleep(r *clientRing) error {
 		if c.gone.Load() {
 			return fmt.Errorf("zonefold: daemon closed the connection: %w", io.ErrUnexpectedEOF)
 		}
-		timeout := time.Duration(-1)
+		timeout := ringRecheck
 		if d := c.deadline.Load(); d != 0 {
-			if timeout = time.Duration(d - time.Now().UnixNano()); timeout <= 0 {
+			left := time.Duration(d - time.Now().UnixNano())
+			if left <= 0 {
 				return fmt.Errorf("zonefold: receive: %w", os.ErrDeadlineExceeded)
 			}
+			timeout = min(timeout, left)
 		}
 		futexWait(r.cqFlags, CQWaiting, timeout)
 		// Woken (by the daemon, a cancellation, the daemon's end), a
-		// signal or the deadline: say again that we sleep, then look.
-		atomic.StoreUint32(r.cqFlags, CQWaiting)
+		// signal, the deadline or the safety net: say again that we
+		// sleep, then look. A daemon asleep with requests it has not
+		// taken missed our doorbell: ring it again.
+		setFlag(r.cqFlags, CQWaiting)
+		if atomic.LoadUint32(r.sqHead) != r.tail {
+			if err := c.wakeDaemon(r); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

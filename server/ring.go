@@ -47,6 +47,20 @@ const (
 )
 
 // Ring flags.
+//
+// A flag word is where the two sides meet: every access to it, by
+// either side, is an atomic read-modify-write (setFlag, claimFlag), never
+// a plain atomic load or store. The flag words' accesses are then totally
+// ordered, each one acquires what the one before it released, and so
+// either the side that publishes a tail (a release store, then claimFlag)
+// or the side that falls asleep (setFlag, then an acquire load of that
+// tail) sees the other, without relying on sequentially consistent loads
+// and stores: Go's race detector does not make sync/atomic loads and
+// stores on memory outside the Go heap (this region) sequentially
+// consistent. They are plain moves there, and a store followed by a load
+// of another word could be reordered (store buffering): the client then
+// slept without seeing the reply while the daemon missed CQWaiting, and
+// both waited for ever (TestRingFlagsNeverLoseAWakeup).
 const (
 	// SQNeedWakeup: the daemon sleeps; a client that publishes requests
 	// clears it and rings the doorbell.
@@ -55,6 +69,24 @@ const (
 	// daemon clears it and wakes the futex when it publishes replies.
 	CQWaiting = 1
 )
+
+// setFlag sets bit in the flag word w: the caller is about to sleep,
+// once it has loaded the other side's tail again and found nothing.
+func setFlag(w *uint32, bit uint32) { atomic.OrUint32(w, bit) }
+
+// claimFlag clears bit in the flag word w and says whether it was set:
+// after publishing its tail, the caller wakes the other side if it did.
+// A sleeper that wakes clears its own bit with it too.
+func claimFlag(w *uint32, bit uint32) bool { return atomic.AndUint32(w, ^bit)&bit != 0 }
+
+// lostWakeups, set by tests, makes the next n wakeups be lost, as if the
+// waker had not seen the sleeper's flag: the waker neither claims the
+// flag nor wakes (the safety net of Client.sleep must then find the
+// work).
+var lostWakeups atomic.Int32
+
+// wakeupLost says whether a test wants this wakeup lost.
+func wakeupLost() bool { return lostWakeups.Load() > 0 && lostWakeups.Add(-1) >= 0 }
 
 // ringEntries is the ring size for a client that asked for want entries:
 // a power of two within [minRingEntries, MaxRingEntries].
@@ -267,15 +299,15 @@ func (c *conn) idle() string {
 			return ""
 		}
 	}
-	atomic.StoreUint32(r.sqFlags, SQNeedWakeup)
+	setFlag(r.sqFlags, SQNeedWakeup)
 	if atomic.LoadUint32(r.sqTail) != r.head || c.stopping.Load() {
-		atomic.StoreUint32(r.sqFlags, 0)
+		claimFlag(r.sqFlags, SQNeedWakeup)
 		r.learn(time.Since(start))
 		return ""
 	}
 	c.s.stats.sleeps.Add(1)
 	n, err := c.uc.Read(c.rbuf)
-	atomic.StoreUint32(r.sqFlags, 0)
+	claimFlag(r.sqFlags, SQNeedWakeup)
 	r.learn(time.Since(start))
 	switch {
 	case err != nil && c.stopping.Load():
@@ -334,16 +366,19 @@ func (c *conn) post(sls []*slot, kind postKind) {
 	}
 }
 
-// wakeClient wakes the client if it sleeps: it clears CQWaiting and
-// wakes the futex on that word, which never blocks, whatever the client
-// did to it. The store of the completion tail before this and the load
-// of the flag are sequentially consistent, as are the client's store of
-// CQWaiting and its load of the tail: one of the two sides sees the
-// other. A client that sleeps while pieces still run is woken by the
-// last of them.
+// wakeClient wakes the client if it sleeps: it claims CQWaiting (clears
+// it) and wakes the futex on that word, which never blocks, whatever the
+// client did to it. The completion tail was stored before this claim,
+// and the client sets CQWaiting before it loads the tail; both are
+// read-modify-writes of the flag word, so one of the two sides sees the
+// other (see setFlag). A client that sleeps while pieces still run is
+// woken by the last of them.
 func (c *conn) wakeClient() {
 	r := c.ring
-	if f := atomic.LoadUint32(r.cqFlags); f&CQWaiting != 0 && atomic.CompareAndSwapUint32(r.cqFlags, f, f&^CQWaiting) {
+	if wakeupLost() {
+		return
+	}
+	if claimFlag(r.cqFlags, CQWaiting) {
 		futexWake(r.cqFlags)
 		c.s.stats.doorbellsOut.Add(1)
 	}

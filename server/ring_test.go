@@ -6,12 +6,17 @@ import (
 	"errors"
 	"io"
 	"math/bits"
+	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestRingEntries(t *testing.T) {
@@ -389,7 +394,7 @@ func FuzzClientRecv(f *testing.F) {
 		const n = 8
 		area := make([]byte, RingCQFlags+64+n*ReplySize)
 		r := &clientRing{entries: n, mask: n - 1,
-			sqTail: word(area, RingSQTail), sqFlags: word(area, RingSQFlags),
+			sqHead: word(area, RingSQHead), sqTail: word(area, RingSQTail), sqFlags: word(area, RingSQFlags),
 			cqHead: word(area, RingCQHead), cqTail: word(area, RingCQTail), cqFlags: word(area, RingCQFlags),
 			cqes: area[RingCQFlags+64:], head: head, tail: head}
 		copy(r.cqes, cqes)
@@ -405,4 +410,138 @@ func FuzzClientRecv(f *testing.F) {
 			t.Fatalf("head %d after %d replies from %d", r.head, k, head)
 		}
 	})
+}
+
+// TestRingFlagsNeverLoseAWakeup plays the handshake of the rings
+// (docs/protocol.md, "Sleeping") in a shared region, round after round,
+// on two threads at once, with the operations both sides use: the
+// publisher stores a tail and claims the sleeper's flag (claimFlag), the
+// sleeper sets the flag (setFlag) and loads the tail. In no round may
+// both miss the other: the sleeper would sleep and nobody would wake it.
+//
+// With the flag set by an atomic store and looked at with an atomic load
+// (as the client and the daemon did), this failed under -race, as CI
+// runs the tests: 8 of 10 runs of 50000 rounds had rounds (3 to 413) in
+// which both sides missed the other, on a loaded 2-CPU machine,
+// since the race detector makes sync/atomic loads and stores on memory
+// outside the Go heap plain moves, which the CPU reorders (store
+// buffering). That was the lost wakeup CI hung on, a client asleep in
+// the futex wait while the daemon slept on its socket. Without -race
+// those operations are fenced and it did not fail.
+func TestRingFlagsNeverLoseAWakeup(t *testing.T) {
+	const rounds = 100000
+	page := os.Getpagesize()
+	fd, mem, err := newRegion((rounds*8 + page - 1) / page * page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	defer unix.Munmap(mem)
+	// Each round has a tail and a flag of its own, the tails in the
+	// first half of the region and the flags in the second.
+	tail := func(i int) *uint32 { return word(mem, 4*i) }
+	flag := func(i int) *uint32 { return word(mem, 4*(rounds+i)) }
+	var claimed, saw [rounds]bool
+	var done [2]atomic.Int64 // rounds each side has played
+	// Each side starts a round when the other has played the last one,
+	// so that both play it at about the same time.
+	start := func(me, i int) {
+		for spins := 0; done[1-me].Load() < int64(i); spins++ {
+			if spins%1024 == 1023 {
+				runtime.Gosched() // the other side may want this CPU
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { // the publisher
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		for i := range rounds {
+			start(0, i)
+			atomic.StoreUint32(tail(i), 1)
+			claimed[i] = claimFlag(flag(i), CQWaiting)
+			done[0].Store(int64(i + 1))
+		}
+	})
+	wg.Go(func() { // the sleeper
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		for i := range rounds {
+			start(1, i)
+			setFlag(flag(i), CQWaiting)
+			saw[i] = atomic.LoadUint32(tail(i)) != 0
+			done[1].Store(int64(i + 1))
+		}
+	})
+	wg.Wait()
+	lost := 0
+	for i := range rounds {
+		if !claimed[i] && !saw[i] {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("in %d of %d rounds the sleeper missed the tail and the publisher missed the flag: lost wakeups", lost, rounds)
+	}
+}
+
+// TestRingSurvivesALostWakeup: a wakeup lost either way (a bug; see
+// TestRingFlagsNeverLoseAWakeup) costs a client at most ringRecheck,
+// never a wait for ever on a daemon that is alive. The daemon misses a
+// sleeping client's CQWaiting, or the client misses a sleeping daemon's
+// SQNeedWakeup; the client's bounded futex wait (the safety net) then
+// finds the reply, or rings the doorbell again. Without the safety net
+// both calls waited for ever (failed after 20 s).
+func TestRingSurvivesALostWakeup(t *testing.T) {
+	d := newDaemon(t)
+	c := dial(t, d.socket)
+	r := c.ring
+	old := ringRecheck
+	ringRecheck = 20 * time.Millisecond
+	t.Cleanup(func() { ringRecheck = old; lostWakeups.Store(0) })
+	// waitFor polls a flag word until bit is set: the other side sleeps.
+	waitFor := func(w *uint32, bit uint32) {
+		for atomic.LoadUint32(w)&bit == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	// call fails the test if Stat does not return within a bound far
+	// above ringRecheck: a client that waits for ever.
+	call := func(t *testing.T) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Stat(context.Background(), "missing")
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("Stat = %v, want ENOENT", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("no reply after 20 s: the client waits for ever on a live daemon")
+		}
+	}
+	t.Run("daemon misses the client's flag", func(t *testing.T) {
+		// The request waits until the client sleeps in the futex wait;
+		// then the daemon's wakeup is lost.
+		hook := func(q *Request, _ *Reply) {
+			if q.Op == OpStat {
+				waitFor(r.cqFlags, CQWaiting)
+				lostWakeups.Store(1)
+			}
+		}
+		execHook.Store(&hook)
+		defer execHook.Store(nil)
+		call(t)
+	})
+	t.Run("client misses the daemon's flag", func(t *testing.T) {
+		waitFor(r.sqFlags, SQNeedWakeup) // the daemon sleeps on its socket
+		lostWakeups.Store(1)             // and the doorbell is lost
+		call(t)
+	})
+	if n := lostWakeups.Load(); n != 0 {
+		t.Fatalf("%d lost wakeups left: the test lost none", n)
+	}
 }
