@@ -608,8 +608,11 @@ func (h *File) zeroTail(size, old int64) error {
 	f.tailPending = false // no zeros were numbered, or they failed
 	f.mu.Unlock()
 	if len(saved) > 0 {
+		// A failure here still leaves the bytes past end to put back:
+		// undoCut goes on, so that the zeros' record, if durable, is
+		// followed by as much of the old file as can be written.
 		if _, rerr := e.cache.Write(ctx, f.id, size, saved, e); rerr != nil {
-			return errors.Join(err, fmt.Errorf("engine: truncate %q: put the tail back: %w", f.name, rerr))
+			err = errors.Join(err, fmt.Errorf("engine: truncate %q: put the tail back: %w", f.name, rerr))
 		}
 	}
 	if rerr := h.undoCut(size, end, old); rerr != nil {
@@ -643,31 +646,49 @@ func (h *File) undoCut(size, end, old int64) error {
 		}
 	})
 	f.mu.RUnlock()
+	// A piece that fails is reported and skipped: the rest is put back
+	// all the same, and what was is written back and flushed.
 	var buf []byte
+	var errs error
 	for _, r := range ranges {
 		for pos := r[0]; pos < r[1]; {
 			n := min(e.writePiece(pos), r[1]-pos)
 			if int64(len(buf)) < n {
 				buf = make([]byte, e.writePiece(0))
 			}
-			p := buf[:n]
-			if _, err := e.cache.Read(ctx, f.id, pos, p, e); err != nil {
-				return fmt.Errorf("read at %d: %w", pos, err)
-			}
-			charge := writeCharge(pos, n)
-			if err := e.admit(ctx, charge); err != nil {
-				return err
-			}
-			_, err := e.cache.Write(ctx, f.id, pos, p, e)
-			e.admitted.Add(-charge)
-			if err != nil {
-				return fmt.Errorf("write at %d: %w", pos, err)
-			}
+			errs = errors.Join(errs, h.rewritePiece(pos, buf[:n]))
 			pos += n
 		}
 	}
 	if err := e.wb.FlushFile(ctx, f.id); err != nil {
-		return fmt.Errorf("write back: %w", err)
+		return errors.Join(errs, fmt.Errorf("write back: %w", err))
+	}
+	// Durable before the truncate returns: the zeros' record was
+	// appended before them, and a device may persist a prefix of a
+	// zone's unflushed writes, so a crash could keep it without them
+	// and bring the file back cut after the truncate reported it as it
+	// was (TestTruncateFlushEIOThenTornCrashKeepsFile).
+	if err := e.flushDevice(ctx); err != nil {
+		return errors.Join(errs, fmt.Errorf("flush: %w", err))
+	}
+	return errs
+}
+
+// rewritePiece makes the file's bytes at pos (len(p), within one write
+// piece) dirty again as they are, for undoCut; p is scratch.
+func (h *File) rewritePiece(pos int64, p []byte) error {
+	e, f := h.e, h.f
+	ctx := context.Background()
+	if _, err := e.cache.Read(ctx, f.id, pos, p, e); err != nil {
+		return fmt.Errorf("read at %d: %w", pos, err)
+	}
+	charge := writeCharge(pos, int64(len(p)))
+	if err := e.admit(ctx, charge); err != nil {
+		return fmt.Errorf("at %d: %w", pos, err)
+	}
+	defer e.admitted.Add(-charge)
+	if _, err := e.cache.Write(ctx, f.id, pos, p, e); err != nil {
+		return fmt.Errorf("write at %d: %w", pos, err)
 	}
 	return nil
 }
