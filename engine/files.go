@@ -578,7 +578,7 @@ func (h *File) zeroTail(size, old int64) error {
 	// the file would come back cut over the block's old bytes.
 	f.mu.Lock()
 	f.size = size
-	f.tailPending, f.tailFrom = true, old
+	f.tailPending, f.tailFrom, f.tailSeq = true, old, 0
 	f.mu.Unlock()
 	if testHookTruncateTail != nil {
 		testHookTruncateTail(e)
@@ -593,20 +593,29 @@ func (h *File) zeroTail(size, old int64) error {
 		// the later write and lose the earlier one, and the file would
 		// come back cut over its old tail.
 		if err = e.flushDevice(ctx); err == nil {
-			// Numbering the zeros' record ended the pending tail
+			// The zeros' record's completion ended the pending tail
 			// already; this only makes sure it never outlives the
 			// truncate.
 			f.mu.Lock()
-			f.tailPending = false
+			f.tailPending, f.tailSeq = false, 0
 			f.mu.Unlock()
 			return nil
 		}
 	}
 	err = fmt.Errorf("engine: truncate %q to %d: zero the tail: %w", f.name, size, err)
+	// The zeros may be numbered, even on the device: GC leaves the file
+	// alone until undoCut's records are durable, else a GC record with
+	// the old size, numbered after the zeros' and flushed with them,
+	// would bring the file back with holes past the block.
 	f.mu.Lock()
 	f.size = old
-	f.tailPending = false // no zeros were numbered, or they failed
+	f.tailPending, f.tailSeq = false, tailUndoing
 	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.tailSeq = 0
+		f.mu.Unlock()
+	}()
 	if len(saved) > 0 {
 		// A failure here still leaves the bytes past end to put back:
 		// undoCut goes on, so that the zeros' record, if durable, is
