@@ -112,16 +112,24 @@
 //     the file's dirty data back, then the block's tail as zeros (unless
 //     it reads as zeros already), in the one record that carries the new
 //     size. Nothing numbered before that record carries the new size: a
-//     GC record or checkpoint taken while the zeros are on their way
-//     carries the old one (file.carriedSize), else a crash that lost the
-//     zeros would bring the file back cut over the block's old bytes,
-//     and a later grow would show them. If either write fails (EIO), the
-//     truncate returns the error with the file as it was, in memory and
-//     on the device (File.zeroTail): the zeros' record may be on the
-//     device all the same, so the bytes it replaced and all the file
-//     maps past its size are appended again first, in records numbered
-//     after it that carry the old size (File.undoCut), and whatever flush
-//     makes it durable makes them durable too. Nothing
+//     GC record or checkpoint taken before it takes its number carries
+//     the old one (file.carriedSize), else a crash that lost the zeros
+//     would bring the file back cut over the block's old bytes, and a
+//     later grow would show them. From its number until it completes,
+//     GC leaves the file's data where it is (file.tailUnsettled): a GC
+//     record numbered then would carry the new size, and GC's flush
+//     cannot cover a record not yet submitted or still in flight.
+//     Checkpoints quiesce appends and wait for those in flight, so they
+//     never see that window. If either write fails (EIO), the truncate
+//     returns the error with the file as it was, in memory and on the
+//     device (File.zeroTail): the zeros' record may be on the device all
+//     the same, so the bytes it replaced and all the file maps past its
+//     size are appended again, in records numbered after it that carry
+//     the old size (File.undoCut), and the device is flushed before the
+//     truncate returns (a device may persist the zeros' record, an
+//     earlier write, without them). GC leaves the file alone until then
+//     too: a GC record with the old size, replayed after the zeros'
+//     record, would bring back the old size with holes past the block. Nothing
 //     else is promised for unsynced data, except that what survives of it
 //     is whole 4 KiB blocks of some write.
 //   - A GC pass reports progress only for a zone it reset, and relocates
@@ -170,7 +178,12 @@
 //     so does a writer of a file that wants a zone of its own while none
 //     is free (WriteExtents' freeZone, quiesce dropped too). Such a pass
 //     first asks, under collector.mu, whether it is still needed: that
-//     takes placer.mu or reads atomics only.
+//     takes placer.mu or reads atomics only. A pass never waits for a
+//     truncate's tail: a victim holding data of a file whose zeros'
+//     record is numbered and not complete (or whose failed truncate is
+//     being undone) is skipped and left for a later pass, as a victim
+//     with appends in flight is; the truncate settles it without the
+//     collector (its record's completion, or the end of zeroTail).
 //     collector.mu also guards each zone's barren mark (zone.barrenValid,
 //     barrenAlloc, barrenGen), which passes set and pick reads: a zone a
 //     pass found not worth collecting is skipped until it loses valid
@@ -211,8 +224,10 @@
 //     reads. Never held together with collector.mu, nsMu, metaLog.mu or
 //     quiesce, in either order.
 //  7. file.mu (per file; leaf): size and a truncate's pending tail
-//     (tailPending, tailFrom), name, the extent map, gone. A data
-//     record, like a GC record, takes its sequence number under it.
+//     (tailPending, tailFrom, tailSeq), name, the extent map, gone. A
+//     data record, like a GC record, takes its sequence number under it;
+//     the completer clears the pending tail under it when the zeros'
+//     record completes.
 //  8. placer.mu (leaf): the free, open and draining zone lists.
 //  9. Engine.idMu (leaf): file lookup by id, for paths below the cache.
 //  10. flushGroup.mu (leaf): the group flush's counters; the device flush

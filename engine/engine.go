@@ -149,11 +149,16 @@ type file struct {
 	mu   sync.RWMutex
 	size int64
 	// tailPending: a truncate has set size, but the record of its tail's
-	// zeros has not taken its number yet; until it does, a GC record or
-	// a checkpoint of the file carries tailFrom, the size before the
-	// truncate (see carriedSize and File.zeroTail).
+	// zeros has not completed yet; until it does, a checkpoint of the
+	// file carries tailFrom, the size before the truncate (see
+	// carriedSize and File.zeroTail). tailSeq is that record's number
+	// once it took one (numberRecord); the record's completion clears
+	// both. A failed truncate sets tailSeq to tailUndoing while it puts
+	// the file back. While tailSeq is set, GC leaves the file's data
+	// where it is (tailUnsettled).
 	tailPending bool
 	tailFrom    int64
+	tailSeq     uint64
 	ext         *extentMap
 	mru         atomic.Pointer[zone]
 	life        atomic.Uint32 // WriteLife hint, for placement
@@ -180,16 +185,34 @@ func (f *file) carriedSize() int64 {
 	return f.size
 }
 
+// tailUndoing is tailSeq while a failed truncate puts the file back
+// (File.zeroTail): no record takes that number.
+const tailUndoing = ^uint64(0)
+
+// tailUnsettled reports (f.mu held) whether a truncate's zeros' record
+// took its number and has not completed, or a failed truncate is putting
+// the file back: GC must not relocate the file's data then (see
+// collector.appendFile). A GC record numbered after the zeros' carries
+// their size whatever it says: with the new size, GC's flush (which
+// cannot cover a record not yet submitted, or in flight) could make it
+// durable without the zeros, and a crash brought the file back cut over
+// the block's old bytes; with the old size, replayed after the zeros'
+// record, which cuts the extents past the block, it would bring back the
+// old size with holes. Checkpoints never see the first state: they
+// quiesce appends and wait for those in flight.
+func (f *file) tailUnsettled() bool { return f.tailSeq != 0 }
+
 // numberRecord gives a data record of f its sequence number and the size
 // it carries, in one hold of f.mu: a GC record, which numbers itself
 // under f.mu too, carries the size as of its place in that order. The
 // first record numbered after a truncate set its tail pending is the
 // tail's zeros (the truncate holds wmu and wrote the file's dirty data
-// back first): from its number on, GC records and checkpoints carry the
-// new size.
+// back first): its number is kept in tailSeq, and until that record
+// completes (mapRecord), GC leaves the file alone; from then on, GC
+// records and checkpoints carry the new size.
 func (e *Engine) numberRecord(f *file) (uint64, int64) {
 	f.mu.RLock()
-	if !f.tailPending {
+	if !f.tailPending || f.tailSeq != 0 {
 		seq, size := e.seq.Add(1), f.size
 		f.mu.RUnlock()
 		return seq, size
@@ -197,8 +220,11 @@ func (e *Engine) numberRecord(f *file) (uint64, int64) {
 	f.mu.RUnlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.tailPending = false
-	return e.seq.Add(1), f.size
+	seq := e.seq.Add(1)
+	if f.tailPending && f.tailSeq == 0 {
+		f.tailSeq = seq
+	}
+	return seq, f.size
 }
 
 // Open opens a formatted device and recovers its files.

@@ -578,7 +578,7 @@ func (h *File) zeroTail(size, old int64) error {
 	// the file would come back cut over the block's old bytes.
 	f.mu.Lock()
 	f.size = size
-	f.tailPending, f.tailFrom = true, old
+	f.tailPending, f.tailFrom, f.tailSeq = true, old, 0
 	f.mu.Unlock()
 	if testHookTruncateTail != nil {
 		testHookTruncateTail(e)
@@ -593,23 +593,35 @@ func (h *File) zeroTail(size, old int64) error {
 		// the later write and lose the earlier one, and the file would
 		// come back cut over its old tail.
 		if err = e.flushDevice(ctx); err == nil {
-			// Numbering the zeros' record ended the pending tail
+			// The zeros' record's completion ended the pending tail
 			// already; this only makes sure it never outlives the
 			// truncate.
 			f.mu.Lock()
-			f.tailPending = false
+			f.tailPending, f.tailSeq = false, 0
 			f.mu.Unlock()
 			return nil
 		}
 	}
 	err = fmt.Errorf("engine: truncate %q to %d: zero the tail: %w", f.name, size, err)
+	// The zeros may be numbered, even on the device: GC leaves the file
+	// alone until undoCut's records are durable, else a GC record with
+	// the old size, numbered after the zeros' and flushed with them,
+	// would bring the file back with holes past the block.
 	f.mu.Lock()
 	f.size = old
-	f.tailPending = false // no zeros were numbered, or they failed
+	f.tailPending, f.tailSeq = false, tailUndoing
 	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.tailSeq = 0
+		f.mu.Unlock()
+	}()
 	if len(saved) > 0 {
+		// A failure here still leaves the bytes past end to put back:
+		// undoCut goes on, so that the zeros' record, if durable, is
+		// followed by as much of the old file as can be written.
 		if _, rerr := e.cache.Write(ctx, f.id, size, saved, e); rerr != nil {
-			return errors.Join(err, fmt.Errorf("engine: truncate %q: put the tail back: %w", f.name, rerr))
+			err = errors.Join(err, fmt.Errorf("engine: truncate %q: put the tail back: %w", f.name, rerr))
 		}
 	}
 	if rerr := h.undoCut(size, end, old); rerr != nil {
@@ -643,31 +655,49 @@ func (h *File) undoCut(size, end, old int64) error {
 		}
 	})
 	f.mu.RUnlock()
+	// A piece that fails is reported and skipped: the rest is put back
+	// all the same, and what was is written back and flushed.
 	var buf []byte
+	var errs error
 	for _, r := range ranges {
 		for pos := r[0]; pos < r[1]; {
 			n := min(e.writePiece(pos), r[1]-pos)
 			if int64(len(buf)) < n {
 				buf = make([]byte, e.writePiece(0))
 			}
-			p := buf[:n]
-			if _, err := e.cache.Read(ctx, f.id, pos, p, e); err != nil {
-				return fmt.Errorf("read at %d: %w", pos, err)
-			}
-			charge := writeCharge(pos, n)
-			if err := e.admit(ctx, charge); err != nil {
-				return err
-			}
-			_, err := e.cache.Write(ctx, f.id, pos, p, e)
-			e.admitted.Add(-charge)
-			if err != nil {
-				return fmt.Errorf("write at %d: %w", pos, err)
-			}
+			errs = errors.Join(errs, h.rewritePiece(pos, buf[:n]))
 			pos += n
 		}
 	}
 	if err := e.wb.FlushFile(ctx, f.id); err != nil {
-		return fmt.Errorf("write back: %w", err)
+		return errors.Join(errs, fmt.Errorf("write back: %w", err))
+	}
+	// Durable before the truncate returns: the zeros' record was
+	// appended before them, and a device may persist a prefix of a
+	// zone's unflushed writes, so a crash could keep it without them
+	// and bring the file back cut after the truncate reported it as it
+	// was (TestTruncateFlushEIOThenTornCrashKeepsFile).
+	if err := e.flushDevice(ctx); err != nil {
+		return errors.Join(errs, fmt.Errorf("flush: %w", err))
+	}
+	return errs
+}
+
+// rewritePiece makes the file's bytes at pos (len(p), within one write
+// piece) dirty again as they are, for undoCut; p is scratch.
+func (h *File) rewritePiece(pos int64, p []byte) error {
+	e, f := h.e, h.f
+	ctx := context.Background()
+	if _, err := e.cache.Read(ctx, f.id, pos, p, e); err != nil {
+		return fmt.Errorf("read at %d: %w", pos, err)
+	}
+	charge := writeCharge(pos, int64(len(p)))
+	if err := e.admit(ctx, charge); err != nil {
+		return fmt.Errorf("at %d: %w", pos, err)
+	}
+	defer e.admitted.Add(-charge)
+	if _, err := e.cache.Write(ctx, f.id, pos, p, e); err != nil {
+		return fmt.Errorf("write at %d: %w", pos, err)
 	}
 	return nil
 }

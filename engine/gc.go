@@ -411,7 +411,7 @@ func (c *collector) collectSealed(z *zone) (bool, error) {
 			if err == nil {
 				z.markBarren(valid, gen)
 			}
-			return false, err
+			return false, skipUnsettled(err)
 		}
 	}
 	if err := e.dev.FinishZone(z.idx); err != nil {
@@ -423,14 +423,20 @@ func (c *collector) collectSealed(z *zone) (bool, error) {
 	if len(pieces) > 0 {
 		if err := c.rewrite(z, pieces); err != nil {
 			z.state.Store(zoneFull)
-			return false, err
+			return false, skipUnsettled(err)
 		}
 	}
 	return c.reset(z)
 }
 
+// errTailUnsettled: a file with data in the victim is in a truncate
+// whose zeros' record is numbered and not complete (file.tailUnsettled);
+// the victim is left for a later pass.
+var errTailUnsettled = errors.New("a file in it is being truncated")
+
 // collect relocates victim's valid data and resets it; it reports false,
-// leaving the zone as it was, when relocating would not gain space.
+// leaving the zone as it was, when relocating would not gain space or a
+// file with data there is in a truncate's unsettled window.
 func (c *collector) collect(victim *zone) (bool, error) {
 	defer c.running()()
 	if valid := victim.valid.Load(); valid > 0 {
@@ -438,7 +444,7 @@ func (c *collector) collect(victim *zone) (bool, error) {
 		gain, err := c.relocate(victim)
 		if err != nil {
 			victim.state.Store(zoneFull)
-			return false, err
+			return false, skipUnsettled(err)
 		}
 		if !gain {
 			// Remember it: until the zone loses valid data (or is
@@ -450,6 +456,15 @@ func (c *collector) collect(victim *zone) (bool, error) {
 		}
 	}
 	return c.reset(victim)
+}
+
+// skipUnsettled is err, but nil for errTailUnsettled: the victim was
+// skipped, not failed.
+func skipUnsettled(err error) error {
+	if errors.Is(err, errTailUnsettled) {
+		return nil
+	}
+	return err
 }
 
 // running counts a pass at work on a victim (GCActive) until the
@@ -636,6 +651,19 @@ func (c *collector) gather(victim *zone, room int64) (pieces []live, gain bool, 
 		}
 		return pieces[i].x.off < pieces[j].x.off
 	})
+	// Checked again as each record is numbered (appendFile); this spares
+	// the copy of the other files' pieces in the common case.
+	for i, p := range pieces {
+		if i > 0 && p.file == pieces[i-1].file {
+			continue
+		}
+		p.file.mu.RLock()
+		busy := p.file.tailUnsettled()
+		p.file.mu.RUnlock()
+		if busy {
+			return nil, false, errTailUnsettled
+		}
+	}
 	// Read them all into the scan buffer (a zone's worth at most).
 	var total int64
 	var headers int64
@@ -763,6 +791,14 @@ func (c *collector) appendFile(pieces []live, mem []byte, stream int, b *gcBatch
 		op.hdr.Sums = op.hdr.Sums[:0]
 		carried := int64(0)
 		f.mu.RLock()
+		if f.tailUnsettled() {
+			// Left for a later pass (see tailUnsettled), as a zone
+			// with appends in flight is.
+			f.mu.RUnlock()
+			e.releaseOp(op)
+			e.appendFiller(g.z, g.n, nil)
+			return errTailUnsettled
+		}
 		op.hdr.Seq = e.seq.Add(1)
 		// The file's size, as a data record carries it: once GC resets
 		// the zones of a file's data records, its GC records may be all

@@ -31,6 +31,10 @@ type recordOp struct {
 // runs as WriteExtents starts.
 var testHookWriteExtents func(e *Engine, fileID uint64)
 
+// testHookNumbered, if set (by tests only), runs in WriteExtents once a
+// data record of f has taken its number, before it is submitted.
+var testHookNumbered func(e *Engine, f *file)
+
 // maxRecordData is the most data one record carries on this device.
 func (e *Engine) maxRecordData() int64 {
 	return min(int64(e.geo.MaxAppend)/BlockSize*BlockSize-BlockSize, MaxRecordBlocks*BlockSize)
@@ -121,6 +125,9 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 		op.hdr.File = fileID
 		seq, size := e.numberRecord(f)
 		op.hdr.Seq, op.hdr.Size = seq, uint64(size)
+		if testHookNumbered != nil {
+			testHookNumbered(e, f)
+		}
 		op.hdr.Extents = op.hdr.Extents[:0]
 		op.bufs = op.bufs[:0]
 		op.hdrI, op.bufs = e.takeHeader(op.bufs)
@@ -291,6 +298,11 @@ func (e *Engine) mapRecord(op *recordOp, off int64) {
 	dev := off + BlockSize
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if op.gc == nil && f.tailSeq == op.hdr.Seq {
+		// A truncate's zeros: GC may take the file again, and
+		// checkpoints carry the new size (numberRecord).
+		f.tailPending, f.tailSeq = false, 0
+	}
 	if f.gone {
 		return
 	}
