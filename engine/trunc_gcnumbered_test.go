@@ -18,92 +18,36 @@ import (
 // which a grow showed. The pass now leaves the file for later; a pass
 // after the truncate collects the zone.
 func TestTruncateGCWhileZerosNumberedNotSubmitted(t *testing.T) {
-	devName, cfg, e, f := fileWithoutGC(t)
-	defer func() { e.Close() }()
-	small := bytes.Repeat([]byte("truncate"), 10000/8)
-	for range 20 {
-		if _, err := f.WriteAt(small, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Sync(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	big := bytes.Repeat([]byte("filler!!"), (2<<20)/8)
-	if _, err := f.WriteAt(big, 16384); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	before := readAll(t, e, "a")
-	path := strings.TrimPrefix(devName[:strings.Index(devName, "?")], "emu:")
-	copyName := strings.Replace(devName, path, path+"2", 1)
+	r := newTruncGCRig(t)
 	armed, ran := false, false
 	var victim *zone
 	testHookTruncateTail = func(*Engine) { armed = true }
 	testHookNumbered = func(e *Engine, ff *file) {
-		if !armed || ran || ff != f.f {
+		if !armed || ran || ff != r.f.f {
 			return
 		}
 		ran = true
-		e.gc.mu.Lock()
-		victim = fileZone(t, e, f)
-		if !victim.state.CompareAndSwap(zoneFull, zoneGC) {
-			e.gc.mu.Unlock()
-			t.Errorf("the file's zone is not full: state %d", victim.state.Load())
-			return
-		}
-		ok, err := e.gc.collect(victim)
-		e.gc.mu.Unlock()
-		if err != nil {
-			t.Errorf("collect: %v", err)
-			return
-		}
-		t.Logf("collect in the window: %v", ok)
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		if err := os.WriteFile(path+"2", b, 0o600); err != nil {
-			t.Error(err)
-		}
+		victim = r.collectAndCopy(t, "in the window")
 	}
 	t.Cleanup(func() { testHookTruncateTail, testHookNumbered = nil, nil })
-	if err := f.Truncate(5000); err != nil {
+	if err := r.f.Truncate(5000); err != nil {
 		t.Fatal(err)
 	}
 	testHookTruncateTail, testHookNumbered = nil, nil
 	if !ran {
 		t.Fatal("hook never ran")
 	}
-	if victim.state.Load() == zoneFull {
+	if victim != nil && victim.state.Load() == zoneFull {
 		// Left for later: once the truncate is done a pass takes it.
-		e.gc.mu.Lock()
+		r.e.gc.mu.Lock()
 		victim.state.Store(zoneGC)
-		ok, err := e.gc.collect(victim)
-		e.gc.mu.Unlock()
+		ok, err := r.e.gc.collect(victim)
+		r.e.gc.mu.Unlock()
 		if err != nil || !ok {
 			t.Fatalf("collect after the truncate: %v %v", ok, err)
 		}
 	}
-	e2 := reopen(t, copyName, cfg)
-	defer e2.Close()
-	got := readAll(t, e2, "a")
-	if len(got) != 5000 {
-		sameBytes(t, "crash during the truncate (before it)", got, before)
-		return
-	}
-	g, err := e2.Open("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Truncate(8192); err != nil {
-		t.Fatal(err)
-	}
-	want := append(small[:5000:5000], make([]byte, 8192-5000)...)
-	sameBytes(t, "crash during the truncate (after it), then grow", readAll(t, e2, "a"), want)
+	r.checkCopy(t, "crash during the truncate")
 }
 
 // TestTruncateFlushEIOGCDuringUndo: a truncate whose flush failed puts
@@ -113,11 +57,50 @@ func TestTruncateGCWhileZerosNumberedNotSubmitted(t *testing.T) {
 // file back with the old size over the zeroed block and holes past it:
 // GC leaves the file alone until the undo is durable.
 func TestTruncateFlushEIOGCDuringUndo(t *testing.T) {
+	r := newTruncGCRig(t)
+	ran := false
+	testHookNumbered = func(e *Engine, ff *file) {
+		ff.mu.RLock()
+		undoing := ff.tailSeq == tailUndoing
+		ff.mu.RUnlock()
+		if ran || ff != r.f.f || !undoing {
+			return
+		}
+		ran = true
+		r.collectAndCopy(t, "during the undo")
+	}
+	t.Cleanup(func() { testHookNumbered = nil })
+	emuOf(t, r.e).FailFlush(1)
+	if err := r.f.Truncate(5000); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("truncate: %v", err)
+	}
+	testHookNumbered = nil
+	if !ran {
+		t.Fatal("hook never ran")
+	}
+	sameBytes(t, "after the failed truncate", readAll(t, r.e, "a"), r.before)
+	r.checkCopy(t, "crash during the failed truncate's undo")
+}
+
+// truncGCRig is a file "a" of 10000 bytes written and synced 20 times
+// over (its zone full of garbage and the file's latest copy) plus 2 MiB
+// past a hole, on an emu device without background GC; copyName names a
+// second image collectAndCopy writes, the device as a crash at that
+// moment would leave it.
+type truncGCRig struct {
+	cfg            Config
+	e              *Engine
+	f              *File
+	small, before  []byte
+	path, copyName string
+}
+
+func newTruncGCRig(t *testing.T) *truncGCRig {
 	devName, cfg, e, f := fileWithoutGC(t)
-	defer func() { e.Close() }()
-	small := bytes.Repeat([]byte("truncate"), 10000/8)
+	t.Cleanup(func() { e.Close() })
+	r := &truncGCRig{cfg: cfg, e: e, f: f, small: bytes.Repeat([]byte("truncate"), 10000/8)}
 	for range 20 {
-		if _, err := f.WriteAt(small, 0); err != nil {
+		if _, err := f.WriteAt(r.small, 0); err != nil {
 			t.Fatal(err)
 		}
 		if err := f.Sync(); err != nil {
@@ -131,56 +114,51 @@ func TestTruncateFlushEIOGCDuringUndo(t *testing.T) {
 	if err := f.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	before := readAll(t, e, "a")
-	path := strings.TrimPrefix(devName[:strings.Index(devName, "?")], "emu:")
-	copyName := strings.Replace(devName, path, path+"2", 1)
-	ran := false
-	testHookNumbered = func(e *Engine, ff *file) {
-		ff.mu.RLock()
-		undoing := ff.tailSeq == tailUndoing
-		ff.mu.RUnlock()
-		if ran || ff != f.f || !undoing {
-			return
-		}
-		ran = true
-		e.gc.mu.Lock()
-		victim := fileZone(t, e, f)
-		if !victim.state.CompareAndSwap(zoneFull, zoneGC) {
-			e.gc.mu.Unlock()
-			t.Errorf("the file's zone is not full: state %d", victim.state.Load())
-			return
-		}
-		ok, err := e.gc.collect(victim)
+	r.before = readAll(t, e, "a")
+	r.path = strings.TrimPrefix(devName[:strings.Index(devName, "?")], "emu:")
+	r.copyName = strings.Replace(devName, r.path, r.path+"2", 1)
+	return r
+}
+
+// collectAndCopy runs a GC pass over the file's full zone, then copies
+// the device image (a crash right after GC's flush). It runs inside a
+// hook, so it reports with t.Error; it returns the victim.
+func (r *truncGCRig) collectAndCopy(t *testing.T, when string) *zone {
+	e := r.e
+	e.gc.mu.Lock()
+	victim := fileZone(t, e, r.f)
+	if !victim.state.CompareAndSwap(zoneFull, zoneGC) {
 		e.gc.mu.Unlock()
-		if err != nil {
-			t.Errorf("collect: %v", err)
-			return
-		}
-		t.Logf("collect during the undo: %v", ok)
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		if err := os.WriteFile(path+"2", b, 0o600); err != nil {
-			t.Error(err)
-		}
+		t.Errorf("the file's zone is not full: state %d", victim.state.Load())
+		return nil
 	}
-	t.Cleanup(func() { testHookNumbered = nil })
-	emuOf(t, e).FailFlush(1)
-	if err := f.Truncate(5000); !errors.Is(err, syscall.EIO) {
-		t.Fatalf("truncate: %v", err)
+	ok, err := e.gc.collect(victim)
+	e.gc.mu.Unlock()
+	if err != nil {
+		t.Errorf("collect: %v", err)
+		return victim
 	}
-	testHookNumbered = nil
-	if !ran {
-		t.Fatal("hook never ran")
+	t.Logf("collect %s: %v", when, ok)
+	b, err := os.ReadFile(r.path)
+	if err != nil {
+		t.Error(err)
+		return victim
 	}
-	sameBytes(t, "after the failed truncate", readAll(t, e, "a"), before)
-	e2 := reopen(t, copyName, cfg)
+	if err := os.WriteFile(r.path+"2", b, 0o600); err != nil {
+		t.Error(err)
+	}
+	return victim
+}
+
+// checkCopy reopens the copied image: the file is whole as before the
+// truncate, or cut to 5000 bytes that read as zeros past the cut once
+// it grows again.
+func (r *truncGCRig) checkCopy(t *testing.T, what string) {
+	e2 := reopen(t, r.copyName, r.cfg)
 	defer e2.Close()
 	got := readAll(t, e2, "a")
 	if len(got) != 5000 {
-		sameBytes(t, "crash during the failed truncate's undo (before it)", got, before)
+		sameBytes(t, what+" (before it)", got, r.before)
 		return
 	}
 	g, err := e2.Open("a")
@@ -190,6 +168,6 @@ func TestTruncateFlushEIOGCDuringUndo(t *testing.T) {
 	if err := g.Truncate(8192); err != nil {
 		t.Fatal(err)
 	}
-	want := append(small[:5000:5000], make([]byte, 8192-5000)...)
-	sameBytes(t, "crash during the failed truncate's undo (after it), then grow", readAll(t, e2, "a"), want)
+	want := append(r.small[:5000:5000], make([]byte, 8192-5000)...)
+	sameBytes(t, what+" (after it), then grow", readAll(t, e2, "a"), want)
 }
