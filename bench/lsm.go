@@ -142,9 +142,14 @@ func (o LSMOptions) validate() error {
 // files take about twice that at their peak (values overwritten but not
 // yet compacted away, compactions' inputs and outputs at once, the WAL
 // and memtables being flushed). On the default device, with the default
-// compactions, --util 0.45 left GC nothing to free (95% of the zones
-// live) and Pebble's writes failed with ENOSPC; 0.4 with four compactions
-// ran, at 75% live.
+// compactions, --util 0.45 filled it with Pebble's own files: by Pebble's
+// metrics (DiskSpaceUsage, live and obsolete tables, WAL, compactions'
+// outputs in progress) they took 93-97% of the engine's capacity, and
+// the zones held no more than that, so GC had nothing to free.
+// Pebble's compactions then failed with ENOSPC and were retried without
+// end while its writes stalled (or rotateWAL panicked): a kernel file
+// system of that size would be as full. 0.4 with four compactions ran,
+// at 75% live.
 const lsmMaxUtil = 0.4
 
 const lsmUtilWhy = "Pebble's files take about twice the keys and values at their peak, and above 0.4 they filled the device (ENOSPC)"
@@ -158,6 +163,7 @@ type lsmSample struct {
 	GC      int64
 	Resets  int64
 	Live    int64 // bytes the engine's zones hold for files (zonefold)
+	Pebble  int64 // bytes Pebble's files take, by its metrics (live, obsolete, in progress)
 	Jobs    int   // Pebble's flushes and writing compactions running
 }
 
@@ -179,6 +185,13 @@ type lsmPhase struct {
 	// engine's zones hold for files as a fraction of its capacity: how
 	// full GC found the device (zonefold).
 	Live float64 `json:"live"`
+	// PeakLive is the most bytes the engine's zones held for files, and
+	// PeakPebble the most Pebble's files took by its own metrics (live,
+	// obsolete not yet removed, compactions' outputs in progress), both
+	// as a fraction of the engine's capacity (PeakPebble on the kernel's
+	// side too): how close the phase came to ENOSPC, and whose bytes.
+	PeakLive   float64 `json:"peak_live"`
+	PeakPebble float64 `json:"peak_pebble"`
 	// Jobs is the mean number of flushes and compactions writing tables
 	// at once, over the samples; MaxJobs the most.
 	Jobs    float64 `json:"jobs"`
@@ -218,6 +231,8 @@ type lsmConfig struct {
 	GCMB        float64  `json:"gc_mb"`
 	Resets      float64  `json:"zones_reset"`
 	Live        float64  `json:"live"`
+	PeakLive    float64  `json:"peak_live"`   // the most over the rounds
+	PeakPebble  float64  `json:"peak_pebble"` // the most over the rounds
 	Jobs        float64  `json:"jobs"`
 	Syncs       float64  `json:"syncs"`          // Pebble's syncs in the overwrite phase
 	Flushes     float64  `json:"device_flushes"` // the engine's device flushes in it (zonefold)
@@ -575,7 +590,7 @@ func runLSMKernel(ctx context.Context, o LSMOptions, w lsmWork, values *valueSou
 	defer os.RemoveAll(dir)
 	cache := pebble.NewCache(o.BlockCache)
 	defer cache.Unref()
-	return runLSMPhases(ctx, dir, lsmPebbleOptions(o, vfs.Default, cache), o, w, values, r, &lsmProbe{}, progress)
+	return runLSMPhases(ctx, dir, lsmPebbleOptions(o, vfs.Default, cache), o, w, values, r, &lsmProbe{capacity: w.capacity}, progress)
 }
 
 // lsmProbe reads what a run is doing: the engine's counters and live
@@ -675,11 +690,15 @@ func lsmPhaseRun(ctx context.Context, db *pebble.DB, wo *pebble.WriteOptions, n 
 		defer tick.Stop()
 		take := func() {
 			s := lsmSample{Seconds: time.Since(start).Seconds(), Ops: done.Load(), Jobs: int(probe.jobs.Load())}
+			m := db.Metrics()
+			s.Pebble = int64(m.DiskSpaceUsage())
 			if stats != nil {
 				d := stats().Sub(st0)
 				s.Host, s.Dev, s.GC, s.Resets = d.HostWritten, d.DevWritten(), d.GCWritten, d.GCResets
 				s.Live = probe.live()
 			}
+			slog.Debug("bench lsm: sample", "seconds", s.Seconds, "ops", s.Ops, "pebble_bytes", s.Pebble, "live_bytes", s.Live,
+				"capacity", probe.capacity, "jobs", s.Jobs, "gc_bytes", s.GC)
 			samples = append(samples, s)
 		}
 		take()
@@ -725,14 +744,18 @@ func lsmPhaseRun(ctx context.Context, db *pebble.DB, wo *pebble.WriteOptions, n 
 		ph.PebbleWA = float64(out) / float64(in)
 	}
 	var jobs, live float64
+	var peakLive, peakPebble int64
 	for _, s := range samples {
 		jobs += float64(s.Jobs)
 		live += float64(s.Live)
 		ph.MaxJobs = max(ph.MaxJobs, s.Jobs)
+		peakLive, peakPebble = max(peakLive, s.Live), max(peakPebble, s.Pebble)
 	}
 	ph.Jobs = jobs / float64(len(samples))
 	if probe.capacity > 0 {
-		ph.Live = live / float64(len(samples)) / float64(probe.capacity)
+		c := float64(probe.capacity)
+		ph.Live = live / float64(len(samples)) / c
+		ph.PeakLive, ph.PeakPebble = float64(peakLive)/c, float64(peakPebble)/c
 	}
 	if stats != nil {
 		d := stats().Sub(st0)
@@ -831,6 +854,7 @@ func summarizeLSM(device string, o LSMOptions, w lsmWork, configs []string, runs
 	byName := map[string]*lsmConfig{}
 	for _, c := range configs {
 		var fill, over, pwa, waf, total, gc, resets, live, jobs, syncs, flushes, shared []float64
+		var peakLive, peakPebble float64
 		for _, r := range runs {
 			if r.Config != c {
 				continue
@@ -843,6 +867,7 @@ func summarizeLSM(device string, o LSMOptions, w lsmWork, configs []string, runs
 			gc = append(gc, float64(r.Overwrite.GCBytes)/1e6)
 			resets = append(resets, float64(r.Overwrite.Resets))
 			live = append(live, r.Overwrite.Live)
+			peakLive, peakPebble = max(peakLive, r.Overwrite.PeakLive), max(peakPebble, r.Overwrite.PeakPebble)
 			jobs = append(jobs, r.Overwrite.Jobs)
 			syncs = append(syncs, float64(r.Overwrite.Syncs))
 			flushes = append(flushes, float64(r.Overwrite.Flushes))
@@ -850,7 +875,7 @@ func summarizeLSM(device string, o LSMOptions, w lsmWork, configs []string, runs
 		}
 		lc := lsmConfig{Config: c, FillOps: median(fill), OverOps: median(over), OverOpsMin: slices.Min(over), OverOpsMax: slices.Max(over),
 			PebbleWA: median(pwa), DeviceWAF: median(waf), TotalAmp: median(total), GCMB: median(gc), Resets: median(resets),
-			Live: median(live), Jobs: median(jobs), Syncs: median(syncs), Flushes: median(flushes), Shared: median(shared)}
+			Live: median(live), PeakLive: peakLive, PeakPebble: peakPebble, Jobs: median(jobs), Syncs: median(syncs), Flushes: median(flushes), Shared: median(shared)}
 		sum.Configs = append(sum.Configs, lc)
 	}
 	for i := range sum.Configs {
@@ -969,10 +994,11 @@ func printLSM(out io.Writer, dir string, sum lsmSummary, runs []*lsmRun) error {
 	fmt.Fprintln(out)
 	for _, c := range sum.Configs {
 		if c.Config == lsmKernel {
-			fmt.Fprintf(out, "%s: %.0f syncs while overwriting\n", c.Config, c.Syncs)
+			fmt.Fprintf(out, "%s: %.0f syncs while overwriting; Pebble's files peaked at %.0f%% of the capacity\n", c.Config, c.Syncs, c.PeakPebble*100)
 			continue
 		}
-		fmt.Fprintf(out, "%s: %.0f syncs while overwriting, %.0f device flushes; %.0f files shared another's zone\n", c.Config, c.Syncs, c.Flushes, c.Shared)
+		fmt.Fprintf(out, "%s: %.0f syncs while overwriting, %.0f device flushes; %.0f files shared another's zone; Pebble's files peaked at %.0f%% of the capacity, the zones' live bytes at %.0f%%\n",
+			c.Config, c.Syncs, c.Flushes, c.Shared, c.PeakPebble*100, c.PeakLive*100)
 	}
 	printFooter(out, sum.Targets, dir)
 	return nil
