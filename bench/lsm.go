@@ -181,6 +181,12 @@ type lsmPhase struct {
 	TotalAmp  float64 `json:"total_amp"`   // PebbleWA × DeviceWAF
 	GCBytes   int64   `json:"gc_bytes"`    // bytes GC relocated
 	Resets    int64   `json:"zones_reset"` // zones GC reset
+	// The rest of DevBytes, by kind (zonefold): file data written back,
+	// record headers, zone-tail padding, the engine's metadata.
+	DevData    int64 `json:"dev_data"`
+	DevHeaders int64 `json:"dev_headers"`
+	DevPad     int64 `json:"dev_pad"`
+	DevMeta    int64 `json:"dev_meta"`
 	// Live is the mean, over the phase's samples, of the bytes the
 	// engine's zones hold for files as a fraction of its capacity: how
 	// full GC found the device (zonefold).
@@ -220,24 +226,27 @@ type lsmRun struct {
 // lsmConfig summarises a configuration over the rounds: medians, and the
 // spread of the overwrite ops/s.
 type lsmConfig struct {
-	Config      string   `json:"config"`
-	FillOps     float64  `json:"fill_ops_per_sec"`
-	OverOps     float64  `json:"overwrite_ops_per_sec"`
-	OverOpsMin  float64  `json:"overwrite_ops_per_sec_min"`
-	OverOpsMax  float64  `json:"overwrite_ops_per_sec_max"`
-	PebbleWA    float64  `json:"pebble_wa"`
-	DeviceWAF   float64  `json:"device_waf"`
-	TotalAmp    float64  `json:"total_amp"`
-	GCMB        float64  `json:"gc_mb"`
-	Resets      float64  `json:"zones_reset"`
-	Live        float64  `json:"live"`
-	PeakLive    float64  `json:"peak_live"`   // the most over the rounds
-	PeakPebble  float64  `json:"peak_pebble"` // the most over the rounds
-	Jobs        float64  `json:"jobs"`
-	Syncs       float64  `json:"syncs"`          // Pebble's syncs in the overwrite phase
-	Flushes     float64  `json:"device_flushes"` // the engine's device flushes in it (zonefold)
-	Shared      float64  `json:"zones_shared"`   // files mru sent to another file's zone
-	OpsVsKernel *float64 `json:"overwrite_ops_vs_kernel,omitempty"`
+	Config     string  `json:"config"`
+	FillOps    float64 `json:"fill_ops_per_sec"`
+	OverOps    float64 `json:"overwrite_ops_per_sec"`
+	OverOpsMin float64 `json:"overwrite_ops_per_sec_min"`
+	OverOpsMax float64 `json:"overwrite_ops_per_sec_max"`
+	PebbleWA   float64 `json:"pebble_wa"`
+	DeviceWAF  float64 `json:"device_waf"`
+	TotalAmp   float64 `json:"total_amp"`
+	GCMB       float64 `json:"gc_mb"`
+	Resets     float64 `json:"zones_reset"`
+	Live       float64 `json:"live"`
+	// WAFParts is the device WAF by kind (medians over the rounds, each
+	// per byte Pebble wrote): data, headers, padding, metadata, GC.
+	WAFParts    [5]float64 `json:"device_waf_parts"`
+	PeakLive    float64    `json:"peak_live"`   // the most over the rounds
+	PeakPebble  float64    `json:"peak_pebble"` // the most over the rounds
+	Jobs        float64    `json:"jobs"`
+	Syncs       float64    `json:"syncs"`          // Pebble's syncs in the overwrite phase
+	Flushes     float64    `json:"device_flushes"` // the engine's device flushes in it (zonefold)
+	Shared      float64    `json:"zones_shared"`   // files mru sent to another file's zone
+	OpsVsKernel *float64   `json:"overwrite_ops_vs_kernel,omitempty"`
 	// PairedVsKernel is each round's overwrite ops/s over the kernel's
 	// in the same round, by round: the spread of OpsVsKernel with the
 	// load that drifts between rounds paired out.
@@ -761,6 +770,7 @@ func lsmPhaseRun(ctx context.Context, db *pebble.DB, wo *pebble.WriteOptions, n 
 		d := stats().Sub(st0)
 		ph.FileBytes, ph.DevBytes = d.HostWritten, d.DevWritten()
 		ph.GCBytes, ph.Resets = d.GCWritten, d.GCResets
+		ph.DevData, ph.DevHeaders, ph.DevPad, ph.DevMeta = d.DevData, d.DevHeaders, d.DevPad, d.DevMeta
 		ph.Flushes, ph.Shared = d.Flushes, d.ZonesShared
 		if d.HostWritten > 0 {
 			ph.DeviceWAF = float64(d.DevWritten()) / float64(d.HostWritten)
@@ -855,6 +865,7 @@ func summarizeLSM(device string, o LSMOptions, w lsmWork, configs []string, runs
 	for _, c := range configs {
 		var fill, over, pwa, waf, total, gc, resets, live, jobs, syncs, flushes, shared []float64
 		var peakLive, peakPebble float64
+		var parts [5][]float64
 		for _, r := range runs {
 			if r.Config != c {
 				continue
@@ -868,6 +879,11 @@ func summarizeLSM(device string, o LSMOptions, w lsmWork, configs []string, runs
 			resets = append(resets, float64(r.Overwrite.Resets))
 			live = append(live, r.Overwrite.Live)
 			peakLive, peakPebble = max(peakLive, r.Overwrite.PeakLive), max(peakPebble, r.Overwrite.PeakPebble)
+			if ph := r.Overwrite; ph.FileBytes > 0 {
+				for i, b := range [5]int64{ph.DevData, ph.DevHeaders, ph.DevPad, ph.DevMeta, ph.GCBytes} {
+					parts[i] = append(parts[i], float64(b)/float64(ph.FileBytes))
+				}
+			}
 			jobs = append(jobs, r.Overwrite.Jobs)
 			syncs = append(syncs, float64(r.Overwrite.Syncs))
 			flushes = append(flushes, float64(r.Overwrite.Flushes))
@@ -876,6 +892,11 @@ func summarizeLSM(device string, o LSMOptions, w lsmWork, configs []string, runs
 		lc := lsmConfig{Config: c, FillOps: median(fill), OverOps: median(over), OverOpsMin: slices.Min(over), OverOpsMax: slices.Max(over),
 			PebbleWA: median(pwa), DeviceWAF: median(waf), TotalAmp: median(total), GCMB: median(gc), Resets: median(resets),
 			Live: median(live), PeakLive: peakLive, PeakPebble: peakPebble, Jobs: median(jobs), Syncs: median(syncs), Flushes: median(flushes), Shared: median(shared)}
+		for i, p := range parts {
+			if len(p) > 0 {
+				lc.WAFParts[i] = median(p)
+			}
+		}
 		sum.Configs = append(sum.Configs, lc)
 	}
 	for i := range sum.Configs {
@@ -999,6 +1020,8 @@ func printLSM(out io.Writer, dir string, sum lsmSummary, runs []*lsmRun) error {
 		}
 		fmt.Fprintf(out, "%s: %.0f syncs while overwriting, %.0f device flushes; %.0f files shared another's zone; Pebble's files peaked at %.0f%% of the capacity, the zones' live bytes at %.0f%%\n",
 			c.Config, c.Syncs, c.Flushes, c.Shared, c.PeakPebble*100, c.PeakLive*100)
+		p := c.WAFParts
+		fmt.Fprintf(out, "%s: device WAF %.3f, by kind (medians): data %.3f, headers %.3f, padding %.3f, metadata %.3f, GC %.3f\n", c.Config, c.DeviceWAF, p[0], p[1], p[2], p[3], p[4])
 	}
 	printFooter(out, sum.Targets, dir)
 	return nil
