@@ -151,12 +151,14 @@ func (o LSMOptions) validate() error {
 // the zones held no more than that, so GC had nothing to free.
 // Pebble's compactions then failed with ENOSPC and were retried without
 // end while its writes stalled: a kernel file system of that size would
-// be as full. 0.39 ended in Pebble's panic on a WAL write's ENOSPC
-// (rotateWAL), 0.38 in a MANIFEST write's; 0.35 ran with Pebble's files
-// peaking at 92-98%.
-const lsmMaxUtil = 0.37
+// be as full. --util 0.36 (37% after the device is rounded to whole
+// zones) and 0.39 ended in Pebble's panic on a WAL write's ENOSPC
+// (rotateWAL), 0.38 in a MANIFEST write's; the default 0.35 (35.9%)
+// ran with Pebble's files peaking at 92-98% and, under none, a few
+// table writes refused and retried. The cap lets no larger share in.
+const lsmMaxUtil = 0.36
 
-const lsmUtilWhy = "Pebble's files take about twice the keys and values at their peak, and above 0.37 they filled the device (ENOSPC)"
+const lsmUtilWhy = "Pebble's files take about twice the keys and values at their peak, and above 0.36 they filled the device (ENOSPC)"
 
 // lsmSample is one point of a run's overwrite phase, from its start.
 type lsmSample struct {
