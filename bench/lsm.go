@@ -74,8 +74,11 @@ type LSMOptions struct {
 //     take about twice the keys and values (overwritten values not yet
 //     compacted away, compactions' inputs and outputs at once), so the
 //     zones hold about 70% live data on average, and at the peaks GC must
-//     free zones for Pebble to go on. (0.38 ran out of space, a MANIFEST
-//     write failing with ENOSPC, in a capacity of overwrites.)
+//     free zones for Pebble to go on: by Pebble's own metrics its files
+//     peaked at 92% (mru) and 98% (none) of the capacity, and under none
+//     a few table writes met ENOSPC, which Pebble retried. The device is
+//     as full as a steady state allows: a larger share is not a fuller
+//     honest shape but a full device (see lsmMaxUtil).
 //   - Tables of 1 MiB at every level in zones of 1 MiB: ZenFS's advice
 //     for RocksDB (a target file size near the zone's, RocksDB's default
 //     multiplier of 1 across levels). With Pebble's default of doubling
@@ -142,12 +145,20 @@ func (o LSMOptions) validate() error {
 // files take about twice that at their peak (values overwritten but not
 // yet compacted away, compactions' inputs and outputs at once, the WAL
 // and memtables being flushed). On the default device, with the default
-// compactions, --util 0.45 left GC nothing to free (95% of the zones
-// live) and Pebble's writes failed with ENOSPC; 0.4 with four compactions
-// ran, at 75% live.
-const lsmMaxUtil = 0.4
+// compactions, --util 0.45 filled it with Pebble's own files: by Pebble's
+// metrics (DiskSpaceUsage, live and obsolete tables, WAL, compactions'
+// outputs in progress) they took 93-97% of the engine's capacity, and
+// the zones held no more than that, so GC had nothing to free.
+// Pebble's compactions then failed with ENOSPC and were retried without
+// end while its writes stalled: a kernel file system of that size would
+// be as full. --util 0.36 (37% after the device is rounded to whole
+// zones) and 0.39 ended in Pebble's panic on a WAL write's ENOSPC
+// (rotateWAL), 0.38 in a MANIFEST write's; the default 0.35 (35.9%)
+// ran with Pebble's files peaking at 92-98% and, under none, a few
+// table writes refused and retried. The cap lets no larger share in.
+const lsmMaxUtil = 0.36
 
-const lsmUtilWhy = "Pebble's files take about twice the keys and values at their peak, and above 0.4 they filled the device (ENOSPC)"
+const lsmUtilWhy = "Pebble's files take about twice the keys and values at their peak, and above 0.36 they filled the device (ENOSPC)"
 
 // lsmSample is one point of a run's overwrite phase, from its start.
 type lsmSample struct {
@@ -158,6 +169,7 @@ type lsmSample struct {
 	GC      int64
 	Resets  int64
 	Live    int64 // bytes the engine's zones hold for files (zonefold)
+	Pebble  int64 // bytes Pebble's files take, by its metrics (live, obsolete, in progress)
 	Jobs    int   // Pebble's flushes and writing compactions running
 }
 
@@ -175,10 +187,23 @@ type lsmPhase struct {
 	TotalAmp  float64 `json:"total_amp"`   // PebbleWA × DeviceWAF
 	GCBytes   int64   `json:"gc_bytes"`    // bytes GC relocated
 	Resets    int64   `json:"zones_reset"` // zones GC reset
+	// The rest of DevBytes, by kind (zonefold): file data written back,
+	// record headers, zone-tail padding, the engine's metadata.
+	DevData    int64 `json:"dev_data"`
+	DevHeaders int64 `json:"dev_headers"`
+	DevPad     int64 `json:"dev_pad"`
+	DevMeta    int64 `json:"dev_meta"`
 	// Live is the mean, over the phase's samples, of the bytes the
 	// engine's zones hold for files as a fraction of its capacity: how
 	// full GC found the device (zonefold).
 	Live float64 `json:"live"`
+	// PeakLive is the most bytes the engine's zones held for files, and
+	// PeakPebble the most Pebble's files took by its own metrics (live,
+	// obsolete not yet removed, compactions' outputs in progress), both
+	// as a fraction of the engine's capacity (PeakPebble on the kernel's
+	// side too): how close the phase came to ENOSPC, and whose bytes.
+	PeakLive   float64 `json:"peak_live"`
+	PeakPebble float64 `json:"peak_pebble"`
 	// Jobs is the mean number of flushes and compactions writing tables
 	// at once, over the samples; MaxJobs the most.
 	Jobs    float64 `json:"jobs"`
@@ -207,22 +232,27 @@ type lsmRun struct {
 // lsmConfig summarises a configuration over the rounds: medians, and the
 // spread of the overwrite ops/s.
 type lsmConfig struct {
-	Config      string   `json:"config"`
-	FillOps     float64  `json:"fill_ops_per_sec"`
-	OverOps     float64  `json:"overwrite_ops_per_sec"`
-	OverOpsMin  float64  `json:"overwrite_ops_per_sec_min"`
-	OverOpsMax  float64  `json:"overwrite_ops_per_sec_max"`
-	PebbleWA    float64  `json:"pebble_wa"`
-	DeviceWAF   float64  `json:"device_waf"`
-	TotalAmp    float64  `json:"total_amp"`
-	GCMB        float64  `json:"gc_mb"`
-	Resets      float64  `json:"zones_reset"`
-	Live        float64  `json:"live"`
-	Jobs        float64  `json:"jobs"`
-	Syncs       float64  `json:"syncs"`          // Pebble's syncs in the overwrite phase
-	Flushes     float64  `json:"device_flushes"` // the engine's device flushes in it (zonefold)
-	Shared      float64  `json:"zones_shared"`   // files mru sent to another file's zone
-	OpsVsKernel *float64 `json:"overwrite_ops_vs_kernel,omitempty"`
+	Config     string  `json:"config"`
+	FillOps    float64 `json:"fill_ops_per_sec"`
+	OverOps    float64 `json:"overwrite_ops_per_sec"`
+	OverOpsMin float64 `json:"overwrite_ops_per_sec_min"`
+	OverOpsMax float64 `json:"overwrite_ops_per_sec_max"`
+	PebbleWA   float64 `json:"pebble_wa"`
+	DeviceWAF  float64 `json:"device_waf"`
+	TotalAmp   float64 `json:"total_amp"`
+	GCMB       float64 `json:"gc_mb"`
+	Resets     float64 `json:"zones_reset"`
+	Live       float64 `json:"live"`
+	// WAFParts is the device WAF by kind (medians over the rounds, each
+	// per byte Pebble wrote): data, headers, padding, metadata, GC.
+	WAFParts    [5]float64 `json:"device_waf_parts"`
+	PeakLive    float64    `json:"peak_live"`   // the most over the rounds
+	PeakPebble  float64    `json:"peak_pebble"` // the most over the rounds
+	Jobs        float64    `json:"jobs"`
+	Syncs       float64    `json:"syncs"`          // Pebble's syncs in the overwrite phase
+	Flushes     float64    `json:"device_flushes"` // the engine's device flushes in it (zonefold)
+	Shared      float64    `json:"zones_shared"`   // files mru sent to another file's zone
+	OpsVsKernel *float64   `json:"overwrite_ops_vs_kernel,omitempty"`
 	// PairedVsKernel is each round's overwrite ops/s over the kernel's
 	// in the same round, by round: the spread of OpsVsKernel with the
 	// load that drifts between rounds paired out.
@@ -575,7 +605,7 @@ func runLSMKernel(ctx context.Context, o LSMOptions, w lsmWork, values *valueSou
 	defer os.RemoveAll(dir)
 	cache := pebble.NewCache(o.BlockCache)
 	defer cache.Unref()
-	return runLSMPhases(ctx, dir, lsmPebbleOptions(o, vfs.Default, cache), o, w, values, r, &lsmProbe{}, progress)
+	return runLSMPhases(ctx, dir, lsmPebbleOptions(o, vfs.Default, cache), o, w, values, r, &lsmProbe{capacity: w.capacity}, progress)
 }
 
 // lsmProbe reads what a run is doing: the engine's counters and live
@@ -675,11 +705,15 @@ func lsmPhaseRun(ctx context.Context, db *pebble.DB, wo *pebble.WriteOptions, n 
 		defer tick.Stop()
 		take := func() {
 			s := lsmSample{Seconds: time.Since(start).Seconds(), Ops: done.Load(), Jobs: int(probe.jobs.Load())}
+			m := db.Metrics()
+			s.Pebble = int64(m.DiskSpaceUsage())
 			if stats != nil {
 				d := stats().Sub(st0)
 				s.Host, s.Dev, s.GC, s.Resets = d.HostWritten, d.DevWritten(), d.GCWritten, d.GCResets
 				s.Live = probe.live()
 			}
+			slog.Debug("bench lsm: sample", "seconds", s.Seconds, "ops", s.Ops, "pebble_bytes", s.Pebble, "live_bytes", s.Live,
+				"capacity", probe.capacity, "jobs", s.Jobs, "gc_bytes", s.GC)
 			samples = append(samples, s)
 		}
 		take()
@@ -725,19 +759,24 @@ func lsmPhaseRun(ctx context.Context, db *pebble.DB, wo *pebble.WriteOptions, n 
 		ph.PebbleWA = float64(out) / float64(in)
 	}
 	var jobs, live float64
+	var peakLive, peakPebble int64
 	for _, s := range samples {
 		jobs += float64(s.Jobs)
 		live += float64(s.Live)
 		ph.MaxJobs = max(ph.MaxJobs, s.Jobs)
+		peakLive, peakPebble = max(peakLive, s.Live), max(peakPebble, s.Pebble)
 	}
 	ph.Jobs = jobs / float64(len(samples))
 	if probe.capacity > 0 {
-		ph.Live = live / float64(len(samples)) / float64(probe.capacity)
+		c := float64(probe.capacity)
+		ph.Live = live / float64(len(samples)) / c
+		ph.PeakLive, ph.PeakPebble = float64(peakLive)/c, float64(peakPebble)/c
 	}
 	if stats != nil {
 		d := stats().Sub(st0)
 		ph.FileBytes, ph.DevBytes = d.HostWritten, d.DevWritten()
 		ph.GCBytes, ph.Resets = d.GCWritten, d.GCResets
+		ph.DevData, ph.DevHeaders, ph.DevPad, ph.DevMeta = d.DevData, d.DevHeaders, d.DevPad, d.DevMeta
 		ph.Flushes, ph.Shared = d.Flushes, d.ZonesShared
 		if d.HostWritten > 0 {
 			ph.DeviceWAF = float64(d.DevWritten()) / float64(d.HostWritten)
@@ -831,6 +870,8 @@ func summarizeLSM(device string, o LSMOptions, w lsmWork, configs []string, runs
 	byName := map[string]*lsmConfig{}
 	for _, c := range configs {
 		var fill, over, pwa, waf, total, gc, resets, live, jobs, syncs, flushes, shared []float64
+		var peakLive, peakPebble float64
+		var parts [5][]float64
 		for _, r := range runs {
 			if r.Config != c {
 				continue
@@ -843,6 +884,12 @@ func summarizeLSM(device string, o LSMOptions, w lsmWork, configs []string, runs
 			gc = append(gc, float64(r.Overwrite.GCBytes)/1e6)
 			resets = append(resets, float64(r.Overwrite.Resets))
 			live = append(live, r.Overwrite.Live)
+			peakLive, peakPebble = max(peakLive, r.Overwrite.PeakLive), max(peakPebble, r.Overwrite.PeakPebble)
+			if ph := r.Overwrite; ph.FileBytes > 0 {
+				for i, b := range [5]int64{ph.DevData, ph.DevHeaders, ph.DevPad, ph.DevMeta, ph.GCBytes} {
+					parts[i] = append(parts[i], float64(b)/float64(ph.FileBytes))
+				}
+			}
 			jobs = append(jobs, r.Overwrite.Jobs)
 			syncs = append(syncs, float64(r.Overwrite.Syncs))
 			flushes = append(flushes, float64(r.Overwrite.Flushes))
@@ -850,7 +897,12 @@ func summarizeLSM(device string, o LSMOptions, w lsmWork, configs []string, runs
 		}
 		lc := lsmConfig{Config: c, FillOps: median(fill), OverOps: median(over), OverOpsMin: slices.Min(over), OverOpsMax: slices.Max(over),
 			PebbleWA: median(pwa), DeviceWAF: median(waf), TotalAmp: median(total), GCMB: median(gc), Resets: median(resets),
-			Live: median(live), Jobs: median(jobs), Syncs: median(syncs), Flushes: median(flushes), Shared: median(shared)}
+			Live: median(live), PeakLive: peakLive, PeakPebble: peakPebble, Jobs: median(jobs), Syncs: median(syncs), Flushes: median(flushes), Shared: median(shared)}
+		for i, p := range parts {
+			if len(p) > 0 {
+				lc.WAFParts[i] = median(p)
+			}
+		}
 		sum.Configs = append(sum.Configs, lc)
 	}
 	for i := range sum.Configs {
@@ -969,10 +1021,13 @@ func printLSM(out io.Writer, dir string, sum lsmSummary, runs []*lsmRun) error {
 	fmt.Fprintln(out)
 	for _, c := range sum.Configs {
 		if c.Config == lsmKernel {
-			fmt.Fprintf(out, "%s: %.0f syncs while overwriting\n", c.Config, c.Syncs)
+			fmt.Fprintf(out, "%s: %.0f syncs while overwriting; Pebble's files peaked at %.0f%% of the capacity\n", c.Config, c.Syncs, c.PeakPebble*100)
 			continue
 		}
-		fmt.Fprintf(out, "%s: %.0f syncs while overwriting, %.0f device flushes; %.0f files shared another's zone\n", c.Config, c.Syncs, c.Flushes, c.Shared)
+		fmt.Fprintf(out, "%s: %.0f syncs while overwriting, %.0f device flushes; %.0f files shared another's zone; Pebble's files peaked at %.0f%% of the capacity, the zones' live bytes at %.0f%%\n",
+			c.Config, c.Syncs, c.Flushes, c.Shared, c.PeakPebble*100, c.PeakLive*100)
+		p := c.WAFParts
+		fmt.Fprintf(out, "%s: device WAF %.3f, by kind (medians): data %.3f, headers %.3f, padding %.3f, metadata %.3f, GC %.3f\n", c.Config, c.DeviceWAF, p[0], p[1], p[2], p[3], p[4])
 	}
 	printFooter(out, sum.Targets, dir)
 	return nil

@@ -36,7 +36,7 @@ func writeLSMOutputs(dir string, sum lsmSummary, runs []*lsmRun, w lsmWork) erro
 
 func (r *lsmRun) name() string { return fmt.Sprintf("%s #%d", r.Config, r.Round) }
 
-var lsmSeriesColumns = []string{"seconds", "ops", "file_bytes", "dev_bytes", "gc_bytes", "zones_reset", "live_bytes", "jobs"}
+var lsmSeriesColumns = []string{"seconds", "ops", "file_bytes", "dev_bytes", "gc_bytes", "zones_reset", "live_bytes", "pebble_bytes", "jobs"}
 
 // lsmSeriesRecords lays the overwrite phases' samples side by side, one
 // column set per run.
@@ -44,7 +44,7 @@ func lsmSeriesRecords(runs []*lsmRun) [][]string {
 	return sideBySide(runs, lsmSeriesColumns, func(r *lsmRun) int { return len(r.samples) }, func(r *lsmRun, i int) []string {
 		s := r.samples[i]
 		return []string{strconv.FormatFloat(s.Seconds, 'f', 3, 64), strconv.FormatInt(s.Ops, 10), strconv.FormatInt(s.Host, 10),
-			strconv.FormatInt(s.Dev, 10), strconv.FormatInt(s.GC, 10), strconv.FormatInt(s.Resets, 10), strconv.FormatInt(s.Live, 10), strconv.Itoa(s.Jobs)}
+			strconv.FormatInt(s.Dev, 10), strconv.FormatInt(s.GC, 10), strconv.FormatInt(s.Resets, 10), strconv.FormatInt(s.Live, 10), strconv.FormatInt(s.Pebble, 10), strconv.Itoa(s.Jobs)}
 	})
 }
 

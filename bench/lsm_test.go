@@ -55,7 +55,7 @@ func TestLSMSmall(t *testing.T) {
 	}
 	text := out.String()
 	t.Log(text)
-	for _, want := range []string{"mru", "none", "hinted", "kernel", "jobs", "live", "device WAF with mru <= 1.15", "ops/s on zonefold (mru) >= 0.9", "write-life hints"} {
+	for _, want := range []string{"mru", "none", "hinted", "kernel", "jobs", "live", "device WAF with mru <= 1.15", "ops/s on zonefold (mru) >= 0.9", "write-life hints", "Pebble's files peaked at", "by kind (medians): data"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q", want)
 		}
@@ -78,6 +78,16 @@ func TestLSMSmall(t *testing.T) {
 	// rewrites (the WAL's and MANIFEST's last block) before writeback.
 	if c.OverOps <= 0 || c.DeviceWAF <= 0.5 || c.PebbleWA < 1 || c.Live <= 0 || c.Live > 1 {
 		t.Fatalf("mru: %+v", c)
+	}
+	// The peaks bound the means, and Pebble's files (by its metrics) are
+	// counted: what it holds is most of what the zones hold.
+	if c.PeakLive < c.Live || c.PeakPebble <= 0 || c.PeakPebble > c.PeakLive*1.5 {
+		t.Fatalf("mru: live %.2f peaking at %.2f, Pebble's files peaking at %.2f of the capacity", c.Live, c.PeakLive, c.PeakPebble)
+	}
+	// The device's bytes by kind: data and headers are always written,
+	// and the parts are of the same order as the whole.
+	if p := c.WAFParts; p[0] <= 0 || p[1] <= 0 || p[0]+p[1]+p[2]+p[3]+p[4] > 2*c.DeviceWAF {
+		t.Fatalf("mru: device WAF %.3f by kind %v", c.DeviceWAF, p)
 	}
 	// Pebble syncs every table it writes, and each sync on pebblefs is
 	// served by a device flush (its own or one it joined).

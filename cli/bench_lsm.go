@@ -86,7 +86,7 @@ compare ratios over several --rounds.`,
 	f := cmd.Flags()
 	numberVar(f, &o.Scale, "scale", o.Scale, "keys as a fraction of 100M")
 	intSizeVar(f, &o.ValueSize, "value-size", o.ValueSize, "bytes per value (e.g. 1K)")
-	numberVar(f, &o.Util, "util", o.Util, "keys and values as a fraction of the default device's capacity (at most 0.4: Pebble's files take about twice that at their peak)")
+	numberVar(f, &o.Util, "util", o.Util, "keys and values as a fraction of the default device's capacity (at most 0.36: Pebble's files take more than twice that at their peak)")
 	numberVar(f, &o.Passes, "passes", o.Passes, "device capacities of keys and values the overwrite phase writes")
 	f.StringSliceVar(&o.Placements, "placements", o.Placements, "zonefold placements to compare: mru, none, hinted, round-robin")
 	countVar(f, &o.Rounds, "rounds", o.Rounds, "times each configuration runs, alternating")
