@@ -517,12 +517,17 @@ func (r *Ring) complete(idx uint32, res Result) {
 
 // resubmittable reports whether an operation the kernel canceled without
 // running it may simply be submitted again. Reads, writes, fsync and NOP
-// may: io-wq's ECANCELED means the work was never issued, so a write
-// lands once, at the offset it names (the writer keeps one write in
-// flight per zone, so nothing overtook it). A URING_CMD may only if its
-// submitter says so (IdempotentCmd): NVMe passthrough has completion paths
-// of its own, and a Zone Append that had reached the device must never be
-// sent twice.
+// may: io-wq's ECANCELED means io-wq never ran the work. It is not
+// proof that no byte moved: io_uring may have done part of a write
+// inline before handing the rest to io-wq. A positional write sent
+// again still cannot apply twice: on a regular file or the soft backend
+// it rewrites the same bytes; on a zoned block device the writer keeps
+// one write in flight per zone, so a retry behind a partial inline
+// write would fail the write-pointer check (EIO: the engine retires the
+// zone and writes its data elsewhere), not land twice (not seen). A
+// URING_CMD may only if its submitter says so (IdempotentCmd): NVMe
+// passthrough has completion paths of its own, and a Zone Append that
+// had reached the device must never be sent twice.
 func resubmittable(opcode uint8) bool {
 	switch opcode {
 	case giouring.OpNop, giouring.OpRead, giouring.OpWrite, giouring.OpReadv, giouring.OpWritev,
