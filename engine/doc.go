@@ -135,7 +135,9 @@
 //   - A GC pass reports progress only for a zone it reset, and relocates
 //     only when the copy and its headers take less than the reset frees;
 //     a writer short of space runs passes itself and gets ENOSPC when
-//     none can gain space.
+//     none can gain a thirty-second of a zone (admitGain: near full, a
+//     pass that freed a few blocks of a zone copied the rest of it for
+//     each write). Writeback of data already admitted takes any gain.
 //
 // # Checked reads
 //

@@ -41,7 +41,7 @@ func TestTruncateGCWhileZerosNumberedNotSubmitted(t *testing.T) {
 		// Left for later: once the truncate is done a pass takes it.
 		r.e.gc.mu.Lock()
 		victim.state.Store(zoneGC)
-		ok, err := r.e.gc.collect(victim)
+		ok, err := r.e.gc.collect(victim, minGCGain)
 		r.e.gc.mu.Unlock()
 		if err != nil || !ok {
 			t.Fatalf("collect after the truncate: %v %v", ok, err)
@@ -132,7 +132,7 @@ func (r *truncGCRig) collectAndCopy(t *testing.T, when string) *zone {
 		t.Errorf("the file's zone is not full: state %d", victim.state.Load())
 		return nil
 	}
-	ok, err := e.gc.collect(victim)
+	ok, err := e.gc.collect(victim, minGCGain)
 	e.gc.mu.Unlock()
 	if err != nil {
 		t.Errorf("collect: %v", err)

@@ -103,7 +103,7 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 			// with what the plug holds submitted, as above.
 			e.quiesce.RUnlock()
 			_ = e.ring.Flush()
-			moved := e.gc.reclaim(nil)
+			moved := e.gc.reclaim(nil, minGCGain)
 			e.rlockQuiesce()
 			if moved {
 				continue
