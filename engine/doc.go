@@ -186,6 +186,11 @@
 //     being undone) is skipped and left for a later pass, as a victim
 //     with appends in flight is; the truncate settles it without the
 //     collector (its record's completion, or the end of zeroTail).
+//     A writer being admitted whose pass skipped a victim so waits for
+//     that file's window to end (admitTails, waitSettled: bounded, with
+//     its context), after the pass, holding no engine lock but its own
+//     file's wmu; a truncate's undo admits its rewrites without waiting,
+//     since the window may be its own.
 //     collector.mu also guards each zone's barren mark (zone.barrenValid,
 //     barrenAlloc, barrenGen), which passes set and pick reads: a zone a
 //     pass found not worth collecting is skipped until it loses valid

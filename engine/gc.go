@@ -168,6 +168,11 @@ type collector struct {
 	// sums are the block checksums of the pieces validPieces found,
 	// copied from their records' headers.
 	sums []uint32
+	// unsettled is a file whose truncate's unsettled tail made the pass
+	// running skip a victim (errTailUnsettled), nil if none: a writer
+	// being admitted may wait for it (see Engine.admitTails). Set under
+	// mu, reset by passIf.
+	unsettled *file
 }
 
 // The GC streams.
@@ -250,12 +255,23 @@ func (c *collector) run(ctx context.Context) {
 // free to be taken: minGCGain for writeback of data already admitted,
 // admitGain for admission (see there).
 func (c *collector) reclaim(need func() bool, minGain int64) bool {
-	moved, err := c.passIf(need, gcUrgent, minGain)
+	moved, _ := c.reclaimFor(need, minGain)
+	return moved
+}
+
+// reclaimFor is reclaim that also returns, when it reclaimed nothing, a
+// file whose truncate's unsettled tail made the pass skip a victim (nil
+// if none).
+func (c *collector) reclaimFor(need func() bool, minGain int64) (bool, *file) {
+	moved, unsettled, err := c.passIf(need, gcUrgent, minGain)
 	if err != nil {
 		slog.Warn("engine: gc pass failed", "err", err)
-		return false
+		return false, nil
 	}
-	return moved
+	if moved {
+		return true, nil
+	}
+	return false, unsettled
 }
 
 // GC passes by how much garbage a victim must hold (see pick): the
@@ -303,13 +319,19 @@ func (c *collector) pass(gainDiv int64) (bool, error) {
 // that the caller's room was made meanwhile: then it collects nothing and
 // reports true, for the caller to look again (its room is there: no
 // progress is claimed that a full device would need).
-func (c *collector) passIf(need func() bool, gainDiv, minGain int64) (bool, error) {
+// It also returns a file whose truncate's unsettled tail made the pass
+// skip a victim (collector.unsettled).
+func (c *collector) passIf(need func() bool, gainDiv, minGain int64) (bool, *file, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if need != nil && !need() {
-		return true, nil
+		return true, nil, nil
 	}
-	return c.passLocked(gainDiv, minGain)
+	c.unsettled = nil
+	moved, err := c.passLocked(gainDiv, minGain)
+	u := c.unsettled
+	c.unsettled = nil
+	return moved, u, err
 }
 
 // freeZone runs a pass for a file that wants a zone of its own while
@@ -324,7 +346,7 @@ func (c *collector) freeZone(need func() bool) bool {
 	if c.e.writersOverBudget() {
 		div = gcOwnZone
 	}
-	moved, err := c.passIf(need, div, minGCGain)
+	moved, _, err := c.passIf(need, div, minGCGain)
 	if err != nil {
 		slog.Warn("engine: gc pass failed", "err", err)
 		return false
@@ -674,6 +696,7 @@ func (c *collector) gather(victim *zone, room, minGain int64) (pieces []live, ga
 		busy := p.file.tailUnsettled()
 		p.file.mu.RUnlock()
 		if busy {
+			c.unsettled = p.file
 			return nil, false, errTailUnsettled
 		}
 	}
@@ -814,6 +837,7 @@ func (c *collector) appendFile(pieces []live, mem []byte, stream int, b *gcBatch
 			f.mu.RUnlock()
 			e.releaseOp(op)
 			e.appendFiller(g.z, g.n, nil)
+			c.unsettled = f
 			return errTailUnsettled
 		}
 		op.hdr.Seq = e.seq.Add(1)

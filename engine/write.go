@@ -300,8 +300,10 @@ func (e *Engine) mapRecord(op *recordOp, off int64) {
 	defer f.mu.Unlock()
 	if op.gc == nil && f.tailSeq == op.hdr.Seq {
 		// A truncate's zeros: GC may take the file again, and
-		// checkpoints carry the new size (numberRecord).
+		// checkpoints carry the new size (numberRecord). A writer
+		// may wait for that (waitSettled).
 		f.tailPending, f.tailSeq = false, 0
+		e.idle.Signal()
 	}
 	if f.gone {
 		return
