@@ -10,10 +10,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -312,20 +314,27 @@ func LSM(ctx context.Context, stdout io.Writer, device string, o LSMOptions) err
 }
 
 // lsmDevice says where the zonefold runs go: the device given, or an
-// emulated one sized by --util, on a new file per run in --against's
-// folder (so that both sides share a file system) or a temporary one.
+// emulated one sized by --util, on a new file per run in a new folder in
+// --against's folder (so that both sides share a file system) or the
+// temporary folder.
+//
+// A run's emulated device is unlinked, file and folder, as soon as the
+// engine holds it open (opened): whatever ends the process then (a
+// signal, Pebble's fatal log, a panic Go cannot recover such as Pebble's
+// "unlock of unlocked mutex"), nothing is left behind; the space goes
+// when the engine closes the file or the process exits. Before that,
+// fresh's folder is removed by the cleanup newLSMDevice returns and by
+// lsmLogger.Fatalf.
 type lsmDevice struct {
-	given, path, geometry string
+	given, parent, geometry string
+	path                    string // the current run's file, until opened
 }
 
 func newLSMDevice(device string, o LSMOptions) (*lsmDevice, func(), error) {
 	if device != "" {
 		return &lsmDevice{given: device}, func() {}, nil
 	}
-	dir, err := os.MkdirTemp(o.Against, "zonefold-bench-lsm-")
-	if err != nil {
-		return nil, nil, fmt.Errorf("default device: %w", err)
-	}
+	d := &lsmDevice{parent: o.Against}
 	capacity := float64(o.dbBytes()) / o.Util
 	zoneSize := o.ZoneSize
 	if zoneSize == 0 {
@@ -345,26 +354,85 @@ func newLSMDevice(device string, o LSMOptions) (*lsmDevice, func(), error) {
 		open = 16
 	}
 	geo := fmt.Sprintf("zone_size=%dK&zones=%d&max_open=%d&max_active=%d", zoneSize>>10, max(zones, int64(open)), open, open)
-	return &lsmDevice{path: filepath.Join(dir, "dev"), geometry: geo}, func() { os.RemoveAll(dir) }, nil
+	d.geometry = geo
+	return d, d.opened, nil
 }
 
 func (d *lsmDevice) String() string {
 	if d.given != "" {
 		return d.given
 	}
-	return "emu:(temporary, in " + filepath.Dir(filepath.Dir(d.path)) + ")?" + d.geometry
+	parent := d.parent
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	return "emu:(temporary, in " + parent + ")?" + d.geometry
 }
 
 // fresh names the device for a new run: an emulated one starts from a
-// new file, with no blocks or page cache left from the last run.
+// new file in a new folder, with no blocks or page cache left from the
+// last run.
 func (d *lsmDevice) fresh() (string, error) {
 	if d.given != "" {
 		return d.given, nil
 	}
-	if err := os.Remove(d.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+	d.opened()
+	dir, err := os.MkdirTemp(d.parent, "zonefold-bench-lsm-")
+	if err != nil {
 		return "", fmt.Errorf("default device: %w", err)
 	}
+	d.path = filepath.Join(dir, "dev")
+	lsmTemps.add(dir)
 	return "emu:" + d.path + "?" + d.geometry, nil
+}
+
+// opened unlinks the current run's emulated device, file and folder:
+// the engine holds it open, or the run failed before it did (see
+// lsmDevice).
+func (d *lsmDevice) opened() {
+	if d.path == "" {
+		return
+	}
+	dir := filepath.Dir(d.path)
+	if err := os.RemoveAll(dir); err != nil {
+		slog.Warn("bench lsm: remove the temporary device", "dir", dir, "err", err)
+	}
+	lsmTemps.remove(dir)
+	d.path = ""
+}
+
+// lsmTemps is the temporary folders bench lsm has made and not removed
+// yet, for lsmLogger.Fatalf, which exits at once.
+var lsmTemps tempDirs
+
+type tempDirs struct {
+	mu   sync.Mutex
+	dirs map[string]bool
+}
+
+func (t *tempDirs) add(dir string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.dirs == nil {
+		t.dirs = map[string]bool{}
+	}
+	t.dirs[dir] = true
+}
+
+func (t *tempDirs) remove(dir string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.dirs, dir)
+}
+
+// removeAll removes every folder still listed.
+func (t *tempDirs) removeAll() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for dir := range t.dirs {
+		_ = os.RemoveAll(dir)
+	}
+	clear(t.dirs)
 }
 
 func measureLSM(ctx context.Context, device string, o LSMOptions) (lsmSummary, []*lsmRun, error) {
@@ -411,7 +479,10 @@ func measureLSM(ctx context.Context, device string, o LSMOptions) (lsmSummary, [
 				}
 			})
 			if ctx.Err() != nil {
-				return sum, nil, fmt.Errorf("%s: interrupted: %w", c, ctx.Err())
+				if err == nil || !errors.Is(err, ctx.Err()) {
+					err = errors.Join(ctx.Err(), err)
+				}
+				return sum, nil, fmt.Errorf("%s: interrupted: %w", c, err)
 			}
 			if err != nil {
 				return sum, nil, fmt.Errorf("%s (round %d): %w", c, round+1, err)
@@ -533,6 +604,7 @@ func (lsmLogger) Errorf(format string, args ...any) {
 }
 func (lsmLogger) Fatalf(format string, args ...any) {
 	slog.Error("pebble: fatal: " + fmt.Sprintf(format, args...))
+	lsmTemps.removeAll() // os.Exit runs no deferred cleanup
 	os.Exit(1)
 }
 
@@ -560,21 +632,23 @@ func runLSMZonefold(ctx context.Context, dev *lsmDevice, placement string, o LSM
 	}
 	cfg.DirtyLimit = min(cfg.CacheBytes/2, max(2<<20, g.Capacity()/8))
 	e, release, err := OpenFormatted(name, cfg)
+	dev.opened() // the engine holds it open, or it failed
 	if err != nil {
 		return err
 	}
-	defer release()
 	if w.capacity == 0 {
 		w.capacity = e.Capacity()
 		w.keys = o.keys()
 		if util := float64(o.dbBytes()) / float64(w.capacity); util > lsmMaxUtil {
 			e.Close()
+			release()
 			return fmt.Errorf("%d keys of %d bytes fill %.0f%% of the device's %s: want at most %.0f%% (a smaller --scale or a larger device): %s",
 				w.keys, lsmKeySize+o.ValueSize, util*100, human(w.capacity), lsmMaxUtil*100, lsmUtilWhy)
 		}
 		w.overwrites = max(1, int64(o.Passes*float64(w.capacity))/int64(lsmKeySize+o.ValueSize))
 	} else if c := e.Capacity(); c != w.capacity {
 		e.Close()
+		release()
 		return fmt.Errorf("capacity %d differs from the first run's %d: the device changed", c, w.capacity)
 	}
 	fs := pebblefs.New(e)
@@ -589,10 +663,78 @@ func runLSMZonefold(ctx context.Context, dev *lsmDevice, placement string, o LSM
 		}
 		return n
 	}, capacity: w.capacity}
-	runErr := runLSMPhases(ctx, "db", opts, o, *w, values, r, probe, progress)
-	closeErr := e.Close()
-	r.zones = e.ZoneValidity()
-	return errors.Join(runErr, closeErr)
+	work := *w
+	return runStoppable(ctx, func() error {
+		runErr := runLSMPhases(ctx, "db", opts, o, work, values, r, probe, progress)
+		if errors.As(runErr, new(*lsmPanic)) {
+			// Pebble's goroutines may still use the engine: closing it
+			// under them is not safe (see runStoppable). Its device is
+			// unlinked already; the process's exit closes it.
+			return runErr
+		}
+		closeErr := e.Close()
+		release()
+		r.zones = e.ZoneValidity()
+		return errors.Join(runErr, closeErr)
+	})
+}
+
+// lsmStopGrace is how long an interrupted run waits for Pebble to stop
+// before it leaves it running (see runStoppable).
+var lsmStopGrace = 5 * time.Second
+
+// runStoppable runs a Pebble run (run, which closes what it opened) in a
+// goroutine of its own and returns its error; or, once ctx is done and
+// the run has not returned within lsmStopGrace, an error saying so.
+//
+// A run checks ctx between writes, but Pebble may be stalled in one: a
+// write stall waiting for a flush or compaction that fails again and
+// again (a device out of space), or the engine's admission making room.
+// The run is then left as it is, Pebble, engine and all, for the process
+// to end: closing the engine under Pebble's goroutines is not safe (its
+// files' operations do not check for a closed engine: the cache and the
+// device would be closed under them), and making the engine's writes
+// fail instead makes Pebble panic where it cannot close a WAL
+// (rotateWAL), a panic that ends in a fatal error Go cannot recover (see
+// pebblefs's file.failed). The emulated device is unlinked already (see
+// lsmDevice), so nothing is left behind.
+func runStoppable(ctx context.Context, run func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- run() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(lsmStopGrace)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("Pebble did not stop within %v of the interruption (stalled in a write); left running: %w", lsmStopGrace, ctx.Err())
+	}
+}
+
+// lsmPanic is a panic of Pebble's (or of the run's) recovered in the
+// goroutine that ran Pebble, as an error.
+type lsmPanic struct {
+	value any
+}
+
+func (p *lsmPanic) Error() string { return fmt.Sprintf("Pebble panicked: %v", p.value) }
+
+// recoverLSM turns a panic into *err (an *lsmPanic). Deferred directly.
+func recoverLSM(err *error) {
+	if v := recover(); v != nil {
+		*err = lsmPanicked(v)
+	}
+}
+
+// lsmPanicked is the error of a recovered panic; it logs the stack.
+func lsmPanicked(v any) error {
+	slog.Error("bench lsm: Pebble panicked", "panic", v, "stack", string(debug.Stack()))
+	return &lsmPanic{value: v}
 }
 
 // runLSMKernel runs the baseline: Pebble's default file system in a new
@@ -605,7 +747,9 @@ func runLSMKernel(ctx context.Context, o LSMOptions, w lsmWork, values *valueSou
 	defer os.RemoveAll(dir)
 	cache := pebble.NewCache(o.BlockCache)
 	defer cache.Unref()
-	return runLSMPhases(ctx, dir, lsmPebbleOptions(o, vfs.Default, cache), o, w, values, r, &lsmProbe{capacity: w.capacity}, progress)
+	return runStoppable(ctx, func() error {
+		return runLSMPhases(ctx, dir, lsmPebbleOptions(o, vfs.Default, cache), o, w, values, r, &lsmProbe{capacity: w.capacity}, progress)
+	})
 }
 
 // lsmProbe reads what a run is doing: the engine's counters and live
@@ -639,9 +783,12 @@ func (p *lsmProbe) listener() pebble.EventListener {
 }
 
 // runLSMPhases opens Pebble, fills every key in random order, overwrites
-// keys chosen at random, and closes it.
+// keys chosen at random, and closes it. A panic in it is its error (an
+// *lsmPanic), and the DB is then left open: the panic may have left
+// Pebble's locks held, and Close would wait for them.
 func runLSMPhases(ctx context.Context, dir string, opts *pebble.Options, o LSMOptions, w lsmWork, values *valueSource,
 	r *lsmRun, probe *lsmProbe, progress func(int64)) (err error) {
+	defer recoverLSM(&err)
 	l := probe.listener()
 	if opts.EventListener != nil {
 		l = pebble.TeeEventListener(l, *opts.EventListener)
@@ -654,6 +801,10 @@ func runLSMPhases(ctx context.Context, dir string, opts *pebble.Options, o LSMOp
 		return fmt.Errorf("open Pebble: %w", err)
 	}
 	defer func() {
+		if v := recover(); v != nil {
+			err = lsmPanicked(v) // and the DB left open: see above
+			return
+		}
 		if cerr := db.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("close Pebble: %w", cerr)
 		}
@@ -735,6 +886,9 @@ func lsmPhaseRun(ctx context.Context, db *pebble.DB, wo *pebble.WriteOptions, n 
 			break
 		}
 		formatKey(key, keyAt(i))
+		if hook := testHookLSMSet.Load(); hook != nil {
+			(*hook)(i)
+		}
 		if err = db.Set(key, values.next(), wo); err != nil {
 			break
 		}
@@ -785,6 +939,11 @@ func lsmPhaseRun(ctx context.Context, db *pebble.DB, wo *pebble.WriteOptions, n 
 	}
 	return samples, nil
 }
+
+// testHookLSMSet, if set (by tests only), runs before each of a phase's
+// writes, in the goroutine that runs Pebble. Atomic: a run a test
+// abandoned (see runStoppable) may still read it after the test.
+var testHookLSMSet atomic.Pointer[func(i int64)]
 
 // formatKey writes i as 16 zero-padded decimal digits, db_bench's key.
 func formatKey(key []byte, i uint64) {

@@ -52,7 +52,11 @@ With no DEVICE it runs on an emulated zoned device sized so that the keys and
 values fill --util of it, with zones the size of Pebble's tables (--zone-size
 sets it) and 16 open at most (--open-zones), on a new file per run in DIR
 (with --against, so that both sides share a file system) or a temporary
-folder. DEVICE must keep data: emu: or a real zoned device, not null:.
+folder; the file is unlinked as soon as the engine holds it open, so none is
+left behind however the run ends. DEVICE must keep data: emu: or a real
+zoned device, not null:. An interrupt (ctrl-C, SIGTERM) stops the run even
+while Pebble is stalled in a write (it is then left running for the process
+to end), and a panic of Pebble's is the command's error.
 
 The default shape is that of an LSM store on a ZNS drive at steady state,
 where GC must run under every placement: the keys and values fill 35% of the

@@ -292,7 +292,7 @@ func TestSealRacesAppends(t *testing.T) {
 		defer close(sealerDone)
 		for range removed {
 			e.gc.mu.Lock()
-			ok, err := e.gc.sealIdle()
+			ok, err := e.gc.sealIdle(minGCGain)
 			e.gc.mu.Unlock()
 			if err != nil && !errors.Is(err, syscall.ENOSPC) {
 				t.Errorf("sealer: %v", err)

@@ -153,7 +153,7 @@ func TestGCWaitsForVictimReadersWithoutPolling(t *testing.T) {
 	if err := e.Remove("a"); err != nil {
 		t.Fatal(err)
 	}
-	cands := e.gc.pick(gcUrgent)
+	cands := e.gc.pick(gcUrgent, minGCGain)
 	if len(cands) == 0 {
 		t.Fatal("no GC victim")
 	}
@@ -161,7 +161,7 @@ func TestGCWaitsForVictimReadersWithoutPolling(t *testing.T) {
 	resets := e.Stats().GCResets
 	victim.readers.Add(1) // a read in flight from it
 	done := make(chan bool, 1)
-	go func() { done <- e.gc.reclaim(nil) }()
+	go func() { done <- e.gc.reclaim(nil, minGCGain) }()
 	parkedIn(t, "engine.(*collector).pass", "engine.(*Engine).waitUntil")
 	select {
 	case <-done:

@@ -135,7 +135,9 @@
 //   - A GC pass reports progress only for a zone it reset, and relocates
 //     only when the copy and its headers take less than the reset frees;
 //     a writer short of space runs passes itself and gets ENOSPC when
-//     none can gain space.
+//     none can gain a thirty-second of a zone (admitGain: near full, a
+//     pass that freed a few blocks of a zone copied the rest of it for
+//     each write). Writeback of data already admitted takes any gain.
 //
 // # Checked reads
 //
@@ -184,6 +186,11 @@
 //     being undone) is skipped and left for a later pass, as a victim
 //     with appends in flight is; the truncate settles it without the
 //     collector (its record's completion, or the end of zeroTail).
+//     A writer being admitted whose pass skipped a victim so waits for
+//     that file's window to end (admitTails, waitSettled: bounded, with
+//     its context), after the pass, holding no engine lock but its own
+//     file's wmu; a truncate's undo admits its rewrites without waiting,
+//     since the window may be its own.
 //     collector.mu also guards each zone's barren mark (zone.barrenValid,
 //     barrenAlloc, barrenGen), which passes set and pick reads: a zone a
 //     pass found not worth collecting is skipped until it loses valid

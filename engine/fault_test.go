@@ -357,7 +357,7 @@ func TestFailedAppendRetiresItsZone(t *testing.T) {
 	}
 	copy(want, bytes.Repeat([]byte{3}, 32<<10))
 	victim := z
-	for e.gc.reclaim(nil) {
+	for e.gc.reclaim(nil, minGCGain) {
 		if victim.state.Load() == zoneFree {
 			break
 		}
@@ -432,7 +432,7 @@ func TestGCRelocatesRecordsPastATornOne(t *testing.T) {
 	fh.Close()
 	e.gc.mu.Lock()
 	z.state.Store(zoneGC)
-	gain, err := e.gc.relocate(z)
+	gain, err := e.gc.relocate(z, minGCGain)
 	e.gc.mu.Unlock()
 	if err != nil || !gain {
 		t.Fatalf("relocate: %v, gain %v", err, gain)

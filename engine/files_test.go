@@ -201,7 +201,7 @@ func TestTruncateCutIsDurableBeforeGCReusesTheZone(t *testing.T) {
 		testHookTruncateCut = nil
 		if e.gc.mu.TryLock() {
 			ran = true
-			if _, err := e.gc.passLocked(gcUrgent); err != nil {
+			if _, err := e.gc.passLocked(gcUrgent, minGCGain); err != nil {
 				t.Errorf("gc pass: %v", err)
 			}
 			e.gc.mu.Unlock()

@@ -168,6 +168,11 @@ type collector struct {
 	// sums are the block checksums of the pieces validPieces found,
 	// copied from their records' headers.
 	sums []uint32
+	// unsettled is a file whose truncate's unsettled tail made the pass
+	// running skip a victim (errTailUnsettled), nil if none: a writer
+	// being admitted may wait for it (see Engine.admitTails). Set under
+	// mu, reset by passIf.
+	unsettled *file
 }
 
 // The GC streams.
@@ -246,14 +251,27 @@ func (c *collector) run(ctx context.Context) {
 // other writers' passes may find its room made meanwhile, and then nothing
 // is collected for it (reclaim reports true: it looks again). Collecting
 // anyway took victims before overwrites had emptied them, which costs
-// copies: WAF.
-func (c *collector) reclaim(need func() bool) bool {
-	moved, err := c.passIf(need, gcUrgent)
+// copies: WAF. minGain is the least net space a victim's reclaim must
+// free to be taken: minGCGain for writeback of data already admitted,
+// admitGain for admission (see there).
+func (c *collector) reclaim(need func() bool, minGain int64) bool {
+	moved, _ := c.reclaimFor(need, minGain)
+	return moved
+}
+
+// reclaimFor is reclaim that also returns, when it reclaimed nothing, a
+// file whose truncate's unsettled tail made the pass skip a victim (nil
+// if none).
+func (c *collector) reclaimFor(need func() bool, minGain int64) (bool, *file) {
+	moved, unsettled, err := c.passIf(need, gcUrgent, minGain)
 	if err != nil {
 		slog.Warn("engine: gc pass failed", "err", err)
-		return false
+		return false, nil
 	}
-	return moved
+	if moved {
+		return true, nil
+	}
+	return false, unsettled
 }
 
 // GC passes by how much garbage a victim must hold (see pick): the
@@ -294,20 +312,26 @@ const passCandidates = 4
 func (c *collector) pass(gainDiv int64) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.passLocked(gainDiv)
+	return c.passLocked(gainDiv, minGCGain)
 }
 
 // passIf is pass, unless need (if set) says, once the collector is held,
 // that the caller's room was made meanwhile: then it collects nothing and
 // reports true, for the caller to look again (its room is there: no
 // progress is claimed that a full device would need).
-func (c *collector) passIf(need func() bool, gainDiv int64) (bool, error) {
+// It also returns a file whose truncate's unsettled tail made the pass
+// skip a victim (collector.unsettled).
+func (c *collector) passIf(need func() bool, gainDiv, minGain int64) (bool, *file, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if need != nil && !need() {
-		return true, nil
+		return true, nil, nil
 	}
-	return c.passLocked(gainDiv)
+	c.unsettled = nil
+	moved, err := c.passLocked(gainDiv, minGain)
+	u := c.unsettled
+	c.unsettled = nil
+	return moved, u, err
 }
 
 // freeZone runs a pass for a file that wants a zone of its own while
@@ -322,7 +346,7 @@ func (c *collector) freeZone(need func() bool) bool {
 	if c.e.writersOverBudget() {
 		div = gcOwnZone
 	}
-	moved, err := c.passIf(need, div)
+	moved, _, err := c.passIf(need, div, minGCGain)
 	if err != nil {
 		slog.Warn("engine: gc pass failed", "err", err)
 		return false
@@ -330,9 +354,10 @@ func (c *collector) freeZone(need func() bool) bool {
 	return moved
 }
 
-// passLocked is pass with the collector held.
-func (c *collector) passLocked(gainDiv int64) (bool, error) {
-	for _, victim := range c.pick(gainDiv) {
+// passLocked is pass with the collector held; a victim must free at
+// least minGain net of its copy.
+func (c *collector) passLocked(gainDiv, minGain int64) (bool, error) {
+	for _, victim := range c.pick(gainDiv, minGain) {
 		// Mark first, then look for writers (placement announces a
 		// writer first, then looks at the state): a zone still being
 		// appended to is left for a later pass; the next candidate is
@@ -344,13 +369,13 @@ func (c *collector) passLocked(gainDiv int64) (bool, error) {
 			victim.state.Store(zoneFull)
 			continue
 		}
-		ok, err := c.collect(victim)
+		ok, err := c.collect(victim, minGain)
 		if err != nil || ok {
 			return ok, err
 		}
 	}
 	if gainDiv == gcUrgent {
-		return c.sealIdle()
+		return c.sealIdle(minGain)
 	}
 	return false, nil
 }
@@ -363,10 +388,12 @@ func (c *collector) passLocked(gainDiv int64) (bool, error) {
 // append is in flight to, most garbage first: takes it out of the open
 // set, finishes it on the device (its unwritten rest, free room until
 // then, is given up) and collects it like a full zone. Only a zone whose
-// copy and headers take less than it holds, by minGCGain, is sealed: the
-// reset then gives back more than the finish gave up. A zone with appends
-// in flight is skipped, not waited for, as pick skips full ones.
-func (c *collector) sealIdle() (bool, error) {
+// copy and headers take less than it holds, by minGCGain (by minGain,
+// for a writer being admitted: its garbage, alloc less valid, is looked
+// at first), is sealed: the reset then gives back more than the finish
+// gave up. A zone with appends in flight is skipped, not waited for, as
+// pick skips full ones.
+func (c *collector) sealIdle(minGain int64) (bool, error) {
 	cands := c.e.placer.idleOpen()
 	sort.Slice(cands, func(i, j int) bool {
 		return cands[i].alloc.Load()-cands[i].valid.Load() > cands[j].alloc.Load()-cands[j].valid.Load()
@@ -376,11 +403,11 @@ func (c *collector) sealIdle() (bool, error) {
 		if tried == passCandidates {
 			break
 		}
-		if z.barren(z.valid.Load()) {
+		if valid := z.valid.Load(); z.barren(valid) || z.alloc.Load()-valid < minGain {
 			continue
 		}
 		tried++
-		ok, err := c.collectSealed(z)
+		ok, err := c.collectSealed(z, minGain)
 		if err != nil || ok {
 			return ok, err
 		}
@@ -391,7 +418,7 @@ func (c *collector) sealIdle() (bool, error) {
 // collectSealed seals an idle open zone (see sealIdle), relocates its
 // valid data and resets it. It reports false, leaving the zone open, if
 // the zone took an append meanwhile or relocating would not gain space.
-func (c *collector) collectSealed(z *zone) (bool, error) {
+func (c *collector) collectSealed(z *zone, minGain int64) (bool, error) {
 	e := c.e
 	p := &e.placer
 	if !p.seal(z) {
@@ -405,13 +432,13 @@ func (c *collector) collectSealed(z *zone) (bool, error) {
 		gen := z.gen.Load()
 		var gain bool
 		var err error
-		pieces, gain, err = c.gather(z, z.alloc.Load())
+		pieces, gain, err = c.gather(z, z.alloc.Load(), minGain)
 		if err != nil || !gain {
 			p.unseal(z)
 			if err == nil {
 				z.markBarren(valid, gen)
 			}
-			return false, skipUnsettled(err)
+			return false, skipped(err)
 		}
 	}
 	if err := e.dev.FinishZone(z.idx); err != nil {
@@ -423,7 +450,7 @@ func (c *collector) collectSealed(z *zone) (bool, error) {
 	if len(pieces) > 0 {
 		if err := c.rewrite(z, pieces); err != nil {
 			z.state.Store(zoneFull)
-			return false, skipUnsettled(err)
+			return false, skipped(err)
 		}
 	}
 	return c.reset(z)
@@ -434,17 +461,24 @@ func (c *collector) collectSealed(z *zone) (bool, error) {
 // the victim is left for a later pass.
 var errTailUnsettled = errors.New("a file in it is being truncated")
 
+// errGainShort: relocating the victim would gain space, but less than
+// the pass asked for (a writer being admitted: see admitGain). The
+// victim is left, not marked barren: a pass that asks less (writeback's)
+// may still take it.
+var errGainShort = errors.New("reclaiming it frees less than asked")
+
 // collect relocates victim's valid data and resets it; it reports false,
-// leaving the zone as it was, when relocating would not gain space or a
-// file with data there is in a truncate's unsettled window.
-func (c *collector) collect(victim *zone) (bool, error) {
+// leaving the zone as it was, when relocating would not gain space (or
+// not minGain) or a file with data there is in a truncate's unsettled
+// window.
+func (c *collector) collect(victim *zone, minGain int64) (bool, error) {
 	defer c.running()()
 	if valid := victim.valid.Load(); valid > 0 {
 		gen := victim.gen.Load()
-		gain, err := c.relocate(victim)
+		gain, err := c.relocate(victim, minGain)
 		if err != nil {
 			victim.state.Store(zoneFull)
-			return false, skipUnsettled(err)
+			return false, skipped(err)
 		}
 		if !gain {
 			// Remember it: until the zone loses valid data (or is
@@ -458,10 +492,10 @@ func (c *collector) collect(victim *zone) (bool, error) {
 	return c.reset(victim)
 }
 
-// skipUnsettled is err, but nil for errTailUnsettled: the victim was
-// skipped, not failed.
-func skipUnsettled(err error) error {
-	if errors.Is(err, errTailUnsettled) {
+// skipped is err, but nil for errTailUnsettled and errGainShort: the
+// victim was skipped, not failed.
+func skipped(err error) error {
+	if errors.Is(err, errTailUnsettled) || errors.Is(err, errGainShort) {
 		return nil
 	}
 	return err
@@ -520,9 +554,9 @@ func (c *collector) reset(victim *zone) (bool, error) {
 }
 
 // pick chooses up to passCandidates victims among full zones at least
-// 1/gainDiv garbage (any gain if gainDiv is 0), best first by the
-// configured policy.
-func (c *collector) pick(gainDiv int64) []*zone {
+// 1/gainDiv garbage (any gain if gainDiv is 0) and minGain, best first
+// by the configured policy.
+func (c *collector) pick(gainDiv, minGain int64) []*zone {
 	e := c.e
 	now := e.seq.Load()
 	type cand struct {
@@ -535,7 +569,7 @@ func (c *collector) pick(gainDiv int64) []*zone {
 			continue
 		}
 		valid := z.valid.Load()
-		if z.cap-valid < minGCGain || z.barren(valid) {
+		if z.cap-valid < minGain || z.barren(valid) {
 			continue // nothing to gain
 		}
 		if gainDiv > 0 && z.cap-valid < z.cap/gainDiv {
@@ -608,8 +642,8 @@ type live struct {
 // false, copying nothing, if the copy would take as much space as the
 // reset frees: a pass without a net gain is how GC spun without progress
 // while writers waited.
-func (c *collector) relocate(victim *zone) (bool, error) {
-	pieces, gain, err := c.gather(victim, victim.cap)
+func (c *collector) relocate(victim *zone, minGain int64) (bool, error) {
+	pieces, gain, err := c.gather(victim, victim.cap, minGain)
 	if err != nil || !gain {
 		return false, err
 	}
@@ -624,8 +658,9 @@ func (c *collector) relocate(victim *zone) (bool, error) {
 // and nothing is read, if copying them would not gain space: if they and
 // their headers would take more than room (the zone's capacity, or for a
 // zone sealed open, what it holds: its unwritten rest was free already),
-// less minGCGain.
-func (c *collector) gather(victim *zone, room int64) (pieces []live, gain bool, err error) {
+// less minGCGain. If they would gain that but less than minGain, err is
+// errGainShort.
+func (c *collector) gather(victim *zone, room, minGain int64) (pieces []live, gain bool, err error) {
 	e := c.e
 	if c.buf == nil {
 		if c.buf, err = newScanBuf(int(max(e.geo.ZoneCap, 1<<20))); err != nil {
@@ -661,6 +696,7 @@ func (c *collector) gather(victim *zone, room int64) (pieces []live, gain bool, 
 		busy := p.file.tailUnsettled()
 		p.file.mu.RUnlock()
 		if busy {
+			c.unsettled = p.file
 			return nil, false, errTailUnsettled
 		}
 	}
@@ -674,8 +710,12 @@ func (c *collector) gather(victim *zone, room int64) (pieces []live, gain bool, 
 		}
 	}
 	headers += total / e.maxRecordData()
-	if cost := total + headers*BlockSize; cost > room-minGCGain {
+	cost := total + headers*BlockSize
+	if cost > room-minGCGain {
 		return nil, false, nil
+	}
+	if cost > room-minGain {
+		return nil, false, errGainShort
 	}
 	if total > int64(len(c.buf.mem)) {
 		return nil, false, fmt.Errorf("engine: gc: %d valid bytes exceed the scan buffer", total)
@@ -797,6 +837,7 @@ func (c *collector) appendFile(pieces []live, mem []byte, stream int, b *gcBatch
 			f.mu.RUnlock()
 			e.releaseOp(op)
 			e.appendFiller(g.z, g.n, nil)
+			c.unsettled = f
 			return errTailUnsettled
 		}
 		op.hdr.Seq = e.seq.Add(1)

@@ -158,7 +158,7 @@ func TestGCRecordNeverResurrectsTruncatedBytes(t *testing.T) {
 	e := formatOpen(t, devName, cfg)
 	h := createSynced(t, e, "a", bytes.Repeat([]byte{0xaa}, 128<<10))
 	victim := h.f.mru.Load()
-	pieces, gain, err := e.gc.gather(victim, victim.cap)
+	pieces, gain, err := e.gc.gather(victim, victim.cap, minGCGain)
 	if err != nil || !gain || len(pieces) == 0 {
 		t.Fatalf("gather: %d pieces, gain %v, %v", len(pieces), gain, err)
 	}
@@ -385,7 +385,7 @@ func TestGCRaceWithNamespaceChanges(t *testing.T) {
 				if !victim.state.CompareAndSwap(zoneFull, zoneGC) {
 					t.Fatalf("zone %d of a's first bytes is in state %v, not full", victim.idx, victim.state.Load())
 				}
-				pieces, gain, err := e.gc.gather(victim, victim.cap)
+				pieces, gain, err := e.gc.gather(victim, victim.cap, minGCGain)
 				if err != nil || !gain || len(pieces) == 0 {
 					t.Fatalf("gather: %d pieces, gain %v, %v", len(pieces), gain, err)
 				}
@@ -452,7 +452,7 @@ func TestGCCountsCopiedVictims(t *testing.T) {
 	if err := b.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if !e.gc.reclaim(nil) {
+	if !e.gc.reclaim(nil, minGCGain) {
 		t.Fatal("GC pass reclaimed nothing")
 	}
 	if st := e.Stats(); st.GCResets != 1 || st.GCCopied != 1 || st.GCWritten == 0 {
@@ -461,7 +461,7 @@ func TestGCCountsCopiedVictims(t *testing.T) {
 	if err := e.Remove("a"); err != nil {
 		t.Fatal(err)
 	}
-	if !e.gc.reclaim(nil) {
+	if !e.gc.reclaim(nil, minGCGain) {
 		t.Fatal("GC pass reclaimed nothing after a remove")
 	}
 	if st := e.Stats(); st.GCResets != 2 || st.GCCopied != 1 {

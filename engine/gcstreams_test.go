@@ -32,7 +32,7 @@ func collectZone(t *testing.T, e *Engine, idx int) {
 	if !z.state.CompareAndSwap(zoneFull, zoneGC) {
 		t.Fatalf("zone %d is not full (state %d)", idx, z.state.Load())
 	}
-	ok, err := e.gc.collect(z)
+	ok, err := e.gc.collect(z, minGCGain)
 	if err != nil || !ok {
 		t.Fatalf("collect zone %d: %v, %v", idx, ok, err)
 	}

@@ -216,7 +216,7 @@ func TestStressNamespaceAgainstIO(t *testing.T) {
 		return e.checkpoint()
 	})
 	s.worker(opGC, 0, time.Millisecond, func(rng *rand.Rand) error {
-		e.gc.reclaim(nil)
+		e.gc.reclaim(nil, minGCGain)
 		return nil
 	})
 	time.AfterFunc(3*time.Second, func() { s.stop.Store(true) })

@@ -41,7 +41,7 @@ func TestTruncateGCWhileZerosNumberedNotSubmitted(t *testing.T) {
 		// Left for later: once the truncate is done a pass takes it.
 		r.e.gc.mu.Lock()
 		victim.state.Store(zoneGC)
-		ok, err := r.e.gc.collect(victim)
+		ok, err := r.e.gc.collect(victim, minGCGain)
 		r.e.gc.mu.Unlock()
 		if err != nil || !ok {
 			t.Fatalf("collect after the truncate: %v %v", ok, err)
@@ -98,22 +98,8 @@ type truncGCRig struct {
 func newTruncGCRig(t *testing.T) *truncGCRig {
 	devName, cfg, e, f := fileWithoutGC(t)
 	t.Cleanup(func() { e.Close() })
-	r := &truncGCRig{cfg: cfg, e: e, f: f, small: bytes.Repeat([]byte("truncate"), 10000/8)}
-	for range 20 {
-		if _, err := f.WriteAt(r.small, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Sync(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	big := bytes.Repeat([]byte("filler!!"), (2<<20)/8)
-	if _, err := f.WriteAt(big, 16384); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	r := &truncGCRig{cfg: cfg, e: e, f: f}
+	r.small = copiesThenBig(t, f, 20, 2<<20)
 	r.before = readAll(t, e, "a")
 	r.path = strings.TrimPrefix(devName[:strings.Index(devName, "?")], "emu:")
 	r.copyName = strings.Replace(devName, r.path, r.path+"2", 1)
@@ -132,7 +118,7 @@ func (r *truncGCRig) collectAndCopy(t *testing.T, when string) *zone {
 		t.Errorf("the file's zone is not full: state %d", victim.state.Load())
 		return nil
 	}
-	ok, err := e.gc.collect(victim)
+	ok, err := e.gc.collect(victim, minGCGain)
 	e.gc.mu.Unlock()
 	if err != nil {
 		t.Errorf("collect: %v", err)
@@ -170,4 +156,26 @@ func (r *truncGCRig) checkCopy(t *testing.T, what string) {
 	}
 	want := append(r.small[:5000:5000], make([]byte, 8192-5000)...)
 	sameBytes(t, what+" (after it), then grow", readAll(t, e2, "a"), want)
+}
+
+// copiesThenBig writes 10000 bytes at 0 to f copies times over, each
+// synced, then big bytes at 16384, synced; it returns the 10000 bytes.
+func copiesThenBig(t *testing.T, f *File, copies, big int) []byte {
+	t.Helper()
+	small := bytes.Repeat([]byte("truncate"), 10000/8)
+	for range copies {
+		if _, err := f.WriteAt(small, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.WriteAt(bytes.Repeat([]byte("filler!!"), big/8), 16384); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	return small
 }

@@ -32,7 +32,7 @@ func TestTruncateWindowDurableSize(t *testing.T) {
 		{"gc", func(t *testing.T, e *Engine, f *File) {
 			e.gc.mu.Lock()
 			defer e.gc.mu.Unlock()
-			if ok, err := e.gc.collectSealed(fileZone(t, e, f)); err != nil || !ok {
+			if ok, err := e.gc.collectSealed(fileZone(t, e, f), minGCGain); err != nil || !ok {
 				t.Errorf("collect the file's zone: %v, %v", ok, err)
 			}
 		}},
@@ -114,7 +114,7 @@ func TestShrinkThenGrowReadsZeros(t *testing.T) {
 				}
 			case "gc":
 				e.gc.mu.Lock()
-				ok, err := e.gc.collectSealed(fileZone(t, e, f))
+				ok, err := e.gc.collectSealed(fileZone(t, e, f), minGCGain)
 				e.gc.mu.Unlock()
 				if err != nil || !ok {
 					t.Fatalf("collect the file's zone: %v, %v", ok, err)

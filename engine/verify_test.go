@@ -178,7 +178,7 @@ func TestGCKeepsABadBlockBad(t *testing.T) {
 	}
 	// Collect a's zone as a GC pass would.
 	victim.state.Store(zoneGC)
-	if ok, err := e.gc.collect(victim); err != nil || !ok {
+	if ok, err := e.gc.collect(victim, minGCGain); err != nil || !ok {
 		t.Fatalf("collect: %v, %v", ok, err)
 	}
 	if victim.gen.Load() == gen {

@@ -103,7 +103,7 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 			// with what the plug holds submitted, as above.
 			e.quiesce.RUnlock()
 			_ = e.ring.Flush()
-			moved := e.gc.reclaim(nil)
+			moved := e.gc.reclaim(nil, minGCGain)
 			e.rlockQuiesce()
 			if moved {
 				continue
@@ -300,8 +300,10 @@ func (e *Engine) mapRecord(op *recordOp, off int64) {
 	defer f.mu.Unlock()
 	if op.gc == nil && f.tailSeq == op.hdr.Seq {
 		// A truncate's zeros: GC may take the file again, and
-		// checkpoints carry the new size (numberRecord).
+		// checkpoints carry the new size (numberRecord). A writer
+		// may wait for that (waitSettled).
 		f.tailPending, f.tailSeq = false, 0
+		e.idle.Signal()
 	}
 	if f.gone {
 		return
