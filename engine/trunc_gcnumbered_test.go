@@ -139,15 +139,22 @@ func (r *truncGCRig) collectAndCopy(t *testing.T, when string) *zone {
 		return victim
 	}
 	t.Logf("collect %s: %v", when, ok)
+	r.copyImage(t)
+	return victim
+}
+
+// copyImage copies the device image as it stands (what a crash now would
+// leave of what the device flushed) to copyName, for checkCopy. It runs
+// inside hooks, so it reports with t.Error.
+func (r *truncGCRig) copyImage(t *testing.T) {
 	b, err := os.ReadFile(r.path)
 	if err != nil {
 		t.Error(err)
-		return victim
+		return
 	}
 	if err := os.WriteFile(r.path+"2", b, 0o600); err != nil {
 		t.Error(err)
 	}
-	return victim
 }
 
 // checkCopy reopens the copied image: the file is whole as before the
