@@ -132,7 +132,7 @@
 //     record, would bring back the old size with holes past the block.
 //     The old size, the block's old bytes in the cache and its old
 //     mapping (file.tailOld, kept from the truncate's start and pinned
-//     where it is: GC leaves any zone with a record of the file alone)
+//     where it is: GC leaves the zone that holds it alone)
 //     come back at once, under the cache's lock of the file
 //     (cache.WriteThen): writeback takes the zeros (dirty again if
 //     their write failed) before, under the new size, or the old bytes

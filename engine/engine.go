@@ -163,9 +163,10 @@ type file struct {
 	// tailOld is the tail block's mapping before a truncate wrote its
 	// zeros, from zeroTail's start until it returns: a failed truncate
 	// maps it again (restoreTail). Its bytes are pinned (counted valid
-	// in their zones although the zeros may map over them) and GC
-	// leaves any zone holding a record of the file alone meanwhile, so
-	// they stay where tailOld says (a GC copy made before moves them,
+	// in their zones although the zeros may map over them, so GC walks
+	// such a zone and finds them, collector.mappedIn) and GC leaves a
+	// zone holding them alone while the tail is unsettled, so they stay
+	// where tailOld says (a GC copy made before moves them,
 	// relocateTailOld).
 	tailOld []extent
 	ext     *extentMap
@@ -254,8 +255,8 @@ const tailUndoing = ^uint64(0)
 // tailUnsettled reports (f.mu held) whether a truncate's zeros' record
 // took its number and the truncate has not yet flushed it, or a failed
 // truncate is putting the file back: GC must not relocate the file's
-// data then (see collector.appendFile), nor reset a zone that holds a
-// record of the file (the tail block's old bytes, file.tailOld). A GC record numbered after the zeros' carries
+// data then (see collector.appendFile), nor reset a zone that holds the
+// tail block's old bytes (file.tailOld, Engine.mappedIn). A GC record numbered after the zeros' carries
 // their size whatever it says: with the new size, GC's flush (which
 // cannot cover a record not yet submitted, or in flight) could make it
 // durable without the zeros, and a crash brought the file back cut over

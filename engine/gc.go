@@ -429,9 +429,9 @@ func (c *collector) collectSealed(z *zone) (bool, error) {
 	return c.reset(z)
 }
 
-// errTailUnsettled: a file with data or a record in the victim is in a
-// truncate whose zeros' record is numbered and not flushed, or that is
-// being put back (file.tailUnsettled);
+// errTailUnsettled: a file with data in the victim (or its tail block's
+// old bytes, file.tailOld) is in a truncate whose zeros' record is
+// numbered and not flushed, or that is being put back (tailUnsettled);
 // the victim is left for a later pass.
 var errTailUnsettled = errors.New("a file in it is being truncated")
 
@@ -899,6 +899,8 @@ func (e *Engine) mappedIn(z *zone) []live {
 		if f.tailUnsettled() {
 			// What a failed truncate may map again (file.tailOld):
 			// the file's unsettled tail makes gather leave the zone.
+			// The header walk never finds it (no map points there),
+			// but it is counted valid (pinTail), so gather comes here.
 			for _, x := range f.tailOld {
 				if x.dev >= lo && x.dev < hi {
 					out = append(out, live{file: f, x: x})
@@ -967,17 +969,6 @@ func (c *collector) validPieces(victim *zone) ([]live, error) {
 		dev := hdr + BlockSize
 		if h.Kind != KindPad {
 			f := e.fileByID(h.File)
-			if f != nil {
-				// Even a record the file no longer maps: a failed
-				// truncate may map its tail block's old bytes
-				// again (file.tailOld).
-				f.mu.RLock()
-				busy := f.tailUnsettled()
-				f.mu.RUnlock()
-				if busy {
-					return nil, errTailUnsettled
-				}
-			}
 			for _, x := range h.Extents {
 				if f != nil {
 					f.mu.RLock()

@@ -88,6 +88,7 @@ func TestTruncateFlushEIOGCDuringUndo(t *testing.T) {
 // second image collectAndCopy writes, the device as a crash at that
 // moment would leave it.
 type truncGCRig struct {
+	devName        string
 	cfg            Config
 	e              *Engine
 	f              *File
@@ -98,7 +99,7 @@ type truncGCRig struct {
 func newTruncGCRig(t *testing.T) *truncGCRig {
 	devName, cfg, e, f := fileWithoutGC(t)
 	t.Cleanup(func() { e.Close() })
-	r := &truncGCRig{cfg: cfg, e: e, f: f, small: bytes.Repeat([]byte("truncate"), 10000/8)}
+	r := &truncGCRig{devName: devName, cfg: cfg, e: e, f: f, small: bytes.Repeat([]byte("truncate"), 10000/8)}
 	for range 20 {
 		if _, err := f.WriteAt(r.small, 0); err != nil {
 			t.Fatal(err)
@@ -114,10 +115,15 @@ func newTruncGCRig(t *testing.T) *truncGCRig {
 	if err := f.Sync(); err != nil {
 		t.Fatal(err)
 	}
+	r.image()
 	r.before = readAll(t, e, "a")
-	r.path = strings.TrimPrefix(devName[:strings.Index(devName, "?")], "emu:")
-	r.copyName = strings.Replace(devName, r.path, r.path+"2", 1)
 	return r
+}
+
+// image sets the names of the device's image and of its copy.
+func (r *truncGCRig) image() {
+	r.path = strings.TrimPrefix(r.devName[:strings.Index(r.devName, "?")], "emu:")
+	r.copyName = strings.Replace(r.devName, r.path, r.path+"2", 1)
 }
 
 // collectAndCopy runs a GC pass over the file's full zone, then copies

@@ -81,3 +81,174 @@ func TestTruncateUndoWritebackOfZeros(t *testing.T) {
 	sameBytes(t, "after the failed truncate", readAll(t, r.e, "a"), r.before)
 	r.checkCopy(t, "writeback during the undo, another file's fsync, then a crash")
 }
+
+// TestTruncateNamespaceOpMidTruncate: a remove or rename of a file, or a
+// rename over it, numbered while a truncate of it is on its way (its tail
+// pending, or a failed truncate putting it back) is applied as it is
+// acknowledged, whatever the truncate's records do after it: after the
+// failed truncate and a power cut, the name shows what the operation left
+// there, with the bytes from before the truncate, and fsck finds nothing
+// lost. The operations take the namespace lock, never the file's write
+// lock the truncate holds, so they can land at any of these points.
+func TestTruncateNamespaceOpMidTruncate(t *testing.T) {
+	ops := []struct {
+		name string
+		run  func(t *testing.T, e *Engine)
+		// check runs after the crash; before is the file's bytes
+		// before the truncate.
+		check func(t *testing.T, e *Engine, before []byte)
+	}{
+		{"remove", func(t *testing.T, e *Engine) {
+			if err := e.Remove("a"); err != nil {
+				t.Error(err)
+			}
+		}, func(t *testing.T, e *Engine, _ []byte) {
+			if _, err := e.Stat("a"); err == nil {
+				t.Error("the removed file came back")
+			}
+		}},
+		{"rename", func(t *testing.T, e *Engine) {
+			if err := e.Rename("a", "c"); err != nil {
+				t.Error(err)
+			}
+		}, func(t *testing.T, e *Engine, before []byte) {
+			if _, err := e.Stat("a"); err == nil {
+				t.Error("the old name came back")
+			}
+			sameBytes(t, "the renamed file", readAll(t, e, "c"), before)
+		}},
+		{"rename-over", func(t *testing.T, e *Engine) {
+			createSynced(t, e, "b", []byte("the file renamed over a"))
+			if err := e.Rename("b", "a"); err != nil {
+				t.Error(err)
+			}
+		}, func(t *testing.T, e *Engine, _ []byte) {
+			sameBytes(t, "the file renamed over a", readAll(t, e, "a"), []byte("the file renamed over a"))
+		}},
+	}
+	for _, op := range ops {
+		for _, at := range []string{"tail-pending", "undo", "undone"} {
+			t.Run(op.name+"/"+at, func(t *testing.T) {
+				r := newTruncGCRig(t)
+				ran := false
+				if at == "tail-pending" {
+					// The operation's own flush comes before the
+					// truncate's: arm the failure after it.
+					testHookTruncateTail = func(e *Engine) {
+						ran = true
+						op.run(t, e)
+						emuOf(t, e).FailFlush(1)
+					}
+				} else {
+					emuOf(t, r.e).FailFlush(1)
+					testHookTruncateUndo = func(e *Engine, back bool) {
+						if ran || back != (at == "undone") {
+							return
+						}
+						ran = true
+						op.run(t, e)
+					}
+				}
+				t.Cleanup(func() { testHookTruncateTail, testHookTruncateUndo = nil, nil })
+				if err := r.f.Truncate(5000); err != nil && !errors.Is(err, syscall.EIO) {
+					t.Fatalf("truncate: %v, want EIO or nil", err)
+				}
+				testHookTruncateTail, testHookTruncateUndo = nil, nil
+				if !ran {
+					t.Fatal("hook never ran")
+				}
+				r.e = powerCutReopen(t, r.e, r.devName, r.cfg)
+				op.check(t, r.e, r.before)
+				if err := r.e.Close(); err != nil {
+					t.Fatal(err)
+				}
+				checkFsck(t, r.devName)
+				r.e = reopen(t, r.devName, r.cfg)
+			})
+		}
+	}
+}
+
+// TestTruncateUndoOldTailZoneKept: a failed truncate maps its tail
+// block's old bytes again, so the zone they are in must not be reset
+// while it may, although the zeros' record mapped over them and no
+// extent of the file points there. Here the old tail block is the only
+// live piece of its zone (a GC copy of the file's blocks whose neighbours
+// were rewritten since); a GC pass over that zone as the undo begins must
+// leave it, else the old mapping, put back and saved by a checkpoint,
+// points at a reset zone: after a crash the file read zeros there.
+func TestTruncateUndoOldTailZoneKept(t *testing.T) {
+	devName, cfg, e, f := fileWithoutGC(t)
+	defer func() { e.Close() }()
+	want := make([]byte, 10000)
+	for i := range want {
+		want[i] = byte(i%251 + 1)
+	}
+	for range 2 { // the second copy makes the first garbage, for GC
+		if _, err := f.WriteAt(want, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	collectZone := func(z *zone) bool {
+		e.gc.mu.Lock()
+		defer e.gc.mu.Unlock()
+		ok, err := e.gc.collectSealed(z)
+		if err != nil {
+			t.Errorf("collect zone %d: %v", z.idx, err)
+		}
+		return ok
+	}
+	// The file's three blocks move to a GC zone; blocks 0 and 2 are then
+	// rewritten elsewhere, leaving block 1 (the tail block of a truncate
+	// to 5000) alone there.
+	if !collectZone(fileZone(t, e, f)) {
+		t.Fatal("the file's zone was not collected")
+	}
+	var gcZone *zone
+	f.f.mu.RLock()
+	f.f.ext.lookup(BlockSize, BlockSize, func(x extent) { gcZone = e.zoneAt(x.dev) })
+	f.f.mu.RUnlock()
+	for _, r := range [][2]int{{0, BlockSize}, {2 * BlockSize, 10000}} {
+		if _, err := f.WriteAt(want[r[0]:r[1]], int64(r[0])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if z := fileZone(t, e, f); z == gcZone {
+		t.Fatalf("block 0 is in the GC zone %d still", z.idx)
+	}
+	r := &truncGCRig{devName: devName, cfg: cfg, e: e, f: f, small: want, before: want}
+	r.image()
+	ran, collected := false, false
+	testHookTruncateUndo = func(e *Engine, back bool) {
+		if ran {
+			return
+		}
+		if !back {
+			collected = collectZone(gcZone)
+			return
+		}
+		ran = true
+		if err := e.checkpoint(); err != nil {
+			t.Error(err)
+		}
+		r.copyImage(t)
+	}
+	t.Cleanup(func() { testHookTruncateUndo = nil })
+	emuOf(t, e).FailFlush(1)
+	if err := f.Truncate(5000); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("truncate with its flush failing: %v, want EIO", err)
+	}
+	testHookTruncateUndo = nil
+	if !ran {
+		t.Fatal("the truncate never put the file back")
+	}
+	t.Logf("the GC zone collected during the undo: %v", collected)
+	sameBytes(t, "after the failed truncate", readAll(t, e, "a"), want)
+	r.checkCopy(t, "a GC pass and a checkpoint during the undo, then a crash")
+}
