@@ -217,6 +217,9 @@ func (e *Engine) unpinTail(f *file) {
 // restoreTail maps the tail block at blk as tailOld says again (f.mu
 // held exclusive), over whatever record of the truncate's zeros maps it.
 func (e *Engine) restoreTail(f *file, blk int64) {
+	if f.gone {
+		return // removed: nothing to put back (and nothing pinned)
+	}
 	f.ext.punch(blk, blk+BlockSize, e.unmapped)
 	for _, x := range f.tailOld {
 		f.ext.t.ReplaceOrInsert(x)

@@ -181,6 +181,7 @@ func (e *Engine) dropFile(f *file) {
 	f.gone = true
 	f.ext.each(func(x extent) bool { e.unmapped(x); return true })
 	f.ext = newExtentMap()
+	e.unpinTail(f) // a truncate in progress has nothing to put back
 	f.mu.Unlock()
 }
 

@@ -38,6 +38,7 @@ func TestTruncateUndoCheckpoint(t *testing.T) {
 		t.Fatal("the truncate never put the file back")
 	}
 	sameBytes(t, "after the failed truncate", readAll(t, r.e, "a"), r.before)
+	checkValidCounts(t, r.e)
 	r.checkCopy(t, "a checkpoint during the undo, then a crash")
 }
 
@@ -79,6 +80,7 @@ func TestTruncateUndoWritebackOfZeros(t *testing.T) {
 		t.Fatal("the truncate never put the file back")
 	}
 	sameBytes(t, "after the failed truncate", readAll(t, r.e, "a"), r.before)
+	checkValidCounts(t, r.e)
 	r.checkCopy(t, "writeback during the undo, another file's fsync, then a crash")
 }
 
@@ -157,6 +159,9 @@ func TestTruncateNamespaceOpMidTruncate(t *testing.T) {
 				if !ran {
 					t.Fatal("hook never ran")
 				}
+				// Nothing of the truncate's pinned old tail stays
+				// counted (a removed file's least of all).
+				checkValidCounts(t, r.e)
 				r.e = powerCutReopen(t, r.e, r.devName, r.cfg)
 				op.check(t, r.e, r.before)
 				if err := r.e.Close(); err != nil {
@@ -250,5 +255,6 @@ func TestTruncateUndoOldTailZoneKept(t *testing.T) {
 	}
 	t.Logf("the GC zone collected during the undo: %v", collected)
 	sameBytes(t, "after the failed truncate", readAll(t, e, "a"), want)
+	checkValidCounts(t, e)
 	r.checkCopy(t, "a GC pass and a checkpoint during the undo, then a crash")
 }
