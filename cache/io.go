@@ -111,11 +111,13 @@ func (c *Cache) Write(ctx context.Context, file uint64, off int64, p []byte, b B
 	return c.WriteThen(ctx, file, off, p, b, nil)
 }
 
-// WriteThen is Write that calls then, under the file's lock, once the
-// last byte is in (never if the write fails): no BeginWriteback of the
-// file comes between the write and then, so what writeback takes of the
-// file either precedes both or follows both. then must not call the cache
-// and may take only locks below the cache's (the engine's file lock).
+// WriteThen is Write that calls then once the last byte is in (never if
+// the write fails), in the same hold of the file's lock as the write's
+// last piece: no BeginWriteback of the file comes between that piece and
+// then. For a write within one folio (a block, say) that is the whole
+// write, so what writeback takes of the file either precedes both or
+// follows both. then must not call the cache and may take only locks
+// below the cache's (the engine's file lock).
 func (c *Cache) WriteThen(ctx context.Context, file uint64, off int64, p []byte, b Backing, then func()) (int, error) {
 	if err := checkIO(off, len(p)); err != nil || len(p) == 0 {
 		return 0, err
