@@ -28,18 +28,8 @@ func TestTruncateUndoCheckpoint(t *testing.T) {
 		}
 		r.copyImage(t)
 	}
-	t.Cleanup(func() { testHookTruncateUndo = nil })
 	emuOf(t, r.e).FailFlush(1)
-	if err := r.f.Truncate(5000); !errors.Is(err, syscall.EIO) {
-		t.Fatalf("truncate with its flush failing: %v, want EIO", err)
-	}
-	testHookTruncateUndo = nil
-	if !ran {
-		t.Fatal("the truncate never put the file back")
-	}
-	sameBytes(t, "after the failed truncate", readAll(t, r.e, "a"), r.before)
-	checkValidCounts(t, r.e)
-	r.checkCopy(t, "a checkpoint during the undo, then a crash")
+	r.truncateFails(t, &ran, "a checkpoint during the undo, then a crash")
 }
 
 // TestTruncateUndoWritebackOfZeros: a truncate whose tail's zeros fail to
@@ -71,17 +61,7 @@ func TestTruncateUndoWritebackOfZeros(t *testing.T) {
 		createSynced(t, e, "b", []byte("b")) // a device flush
 		r.copyImage(t)
 	}
-	t.Cleanup(func() { testHookTruncateTail, testHookTruncateUndo = nil, nil })
-	if err := r.f.Truncate(5000); !errors.Is(err, syscall.EIO) {
-		t.Fatalf("truncate with its tail's write failing: %v, want EIO", err)
-	}
-	testHookTruncateTail, testHookTruncateUndo = nil, nil
-	if !ran {
-		t.Fatal("the truncate never put the file back")
-	}
-	sameBytes(t, "after the failed truncate", readAll(t, r.e, "a"), r.before)
-	checkValidCounts(t, r.e)
-	r.checkCopy(t, "writeback during the undo, another file's fsync, then a crash")
+	r.truncateFails(t, &ran, "writeback during the undo, another file's fsync, then a crash")
 }
 
 // TestTruncateNamespaceOpMidTruncate: a remove or rename of a file, or a
@@ -244,17 +224,26 @@ func TestTruncateUndoOldTailZoneKept(t *testing.T) {
 		}
 		r.copyImage(t)
 	}
-	t.Cleanup(func() { testHookTruncateUndo = nil })
 	emuOf(t, e).FailFlush(1)
-	if err := f.Truncate(5000); !errors.Is(err, syscall.EIO) {
-		t.Fatalf("truncate with its flush failing: %v, want EIO", err)
+	r.truncateFails(t, &ran, "a GC pass and a checkpoint during the undo, then a crash")
+	t.Logf("the GC zone collected during the undo: %v", collected)
+}
+
+// truncateFails truncates the rig's file to 5000 bytes, which must fail
+// (EIO) after the hooks set ran, leaving the file as it was with every
+// zone's valid count right; then the copied image (crash: what led to
+// the crash it stands for) must hold the file before or after.
+func (r *truncGCRig) truncateFails(t *testing.T, ran *bool, crash string) {
+	t.Helper()
+	t.Cleanup(func() { testHookTruncateTail, testHookTruncateUndo = nil, nil })
+	if err := r.f.Truncate(5000); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("truncate: %v, want EIO", err)
 	}
-	testHookTruncateUndo = nil
-	if !ran {
+	testHookTruncateTail, testHookTruncateUndo = nil, nil
+	if !*ran {
 		t.Fatal("the truncate never put the file back")
 	}
-	t.Logf("the GC zone collected during the undo: %v", collected)
-	sameBytes(t, "after the failed truncate", readAll(t, e, "a"), want)
-	checkValidCounts(t, e)
-	r.checkCopy(t, "a GC pass and a checkpoint during the undo, then a crash")
+	sameBytes(t, "after the failed truncate", readAll(t, r.e, "a"), r.before)
+	checkValidCounts(t, r.e)
+	r.checkCopy(t, crash)
 }
