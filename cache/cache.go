@@ -63,7 +63,8 @@
 // a folio's state lock, then the buddy allocator's lock. EndWriteback takes
 // only state locks, like the kernel's I/O completion, which is why the
 // bitmaps need a lock of their own. Eviction runs LRU-first and so only
-// try-locks files.
+// try-locks files. WriteThen's callback runs under the file's lock and
+// takes no cache lock (the engine's file lock only).
 package cache
 
 import (

@@ -108,13 +108,24 @@ func (c *Cache) readBacking(fs *fileState, f *folio, b0, b1 int, b Backing) erro
 // then returns how many bytes it wrote. The dirty limit is checked as a
 // write starts, so one large write can pass it by its own size.
 func (c *Cache) Write(ctx context.Context, file uint64, off int64, p []byte, b Backing) (int, error) {
+	return c.WriteThen(ctx, file, off, p, b, nil)
+}
+
+// WriteThen is Write that calls then once the last byte is in (never if
+// the write fails), in the same hold of the file's lock as the write's
+// last piece: no BeginWriteback of the file comes between that piece and
+// then. For a write within one folio (a block, say) that is the whole
+// write, so what writeback takes of the file either precedes both or
+// follows both. then must not call the cache and may take only locks
+// below the cache's (the engine's file lock).
+func (c *Cache) WriteThen(ctx context.Context, file uint64, off int64, p []byte, b Backing, then func()) (int, error) {
 	if err := checkIO(off, len(p)); err != nil || len(p) == 0 {
 		return 0, err
 	}
 	if err := c.throttle(ctx); err != nil {
 		return 0, err
 	}
-	a := access{file: file, off: off, end: off + int64(len(p)), p: p, b: b, write: true}
+	a := access{file: file, off: off, end: off + int64(len(p)), p: p, b: b, write: true, then: then}
 	return c.run(ctx, &a, off)
 }
 
@@ -125,6 +136,7 @@ type access struct {
 	p        []byte
 	b        Backing
 	write    bool
+	then     func() // WriteThen's, under the file lock once all is written
 }
 
 // run does an access from pos on under the file lock, dropping the lock to
@@ -144,6 +156,9 @@ func (c *Cache) run(ctx context.Context, a *access, pos int64) (int, error) {
 		var err error
 		if a.write {
 			pos, st, kick, err = c.writeLocked(fs, pos, a, &res)
+			if err == nil && pos >= a.end && a.then != nil {
+				a.then()
+			}
 		} else {
 			pos, st, err = c.readLocked(fs, pos, a, &res)
 		}

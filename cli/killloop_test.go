@@ -143,6 +143,7 @@ func (r *killRun) run(points int) {
 	r.removing = map[string]bool{}
 	r.gone = map[string]bool{}
 	r.ns.files, r.ns.acked, r.ns.hist = map[string][]byte{}, map[string]int{}, map[string][]string{}
+	r.ns.busy = map[string]bool{}
 	r.serve(true)
 	t.Cleanup(func() {
 		if r.daemon != nil {
@@ -157,7 +158,7 @@ func (r *killRun) run(points int) {
 	r.stop()
 	t.Logf("seed %d: %d kill points, %d during GC; acknowledged data lost at %d %v; fsck not clean at %d %v; %d client processes outlived their leader",
 		r.seed, points, r.gcPoints, len(r.lossPoints), r.lossPoints, len(r.fsckPoints), r.fsckPoints, r.stragglers.Load())
-	t.Logf("seed %d: namespace client acknowledged %v", r.seed, r.ns.acked)
+	t.Logf("seed %d: namespace clients acknowledged %v", r.seed, r.ns.acked)
 	if len(r.lossPoints) > 0 || len(r.fsckPoints) > 0 {
 		t.Errorf("seed %d: acknowledged data lost at %d of %d kill points, fsck not clean at %d", r.seed, len(r.lossPoints), points, len(r.fsckPoints))
 	}
@@ -250,7 +251,11 @@ func (r *killRun) point(p int) {
 	putSeed := r.rng.Uint64()
 	wg.Go(func() { r.putClient(ctx, putSeed) })
 	nsSeed := r.rng.Uint64()
-	wg.Go(func() { r.nsClient(ctx, nsSeed) })
+	for id := range nsClients {
+		// The first client's seed as before: a seed's kill points
+		// stay as they were.
+		wg.Go(func() { r.nsClient(ctx, id, nsSeed^uint64(id)*0x9e3779b97f4a7c15) })
+	}
 	if r.fio != "" {
 		fioSeed := r.rng.Uint64()
 		wg.Go(func() { r.fioClient(ctx, fioSeed) })

@@ -11,21 +11,31 @@ import (
 	"github.com/zonefold/zonefold/server"
 )
 
-// The kill loop's namespace client: through the Go client it creates
+// The kill loop's namespace clients: through the Go client each creates
 // files (write, fsync), truncates them to sizes inside a block, renames
-// them to fresh names and unlinks them, one operation at a time, each
-// acknowledged only when it returns (truncate, rename and unlink are
-// durable then; a created file once its fsync returns). After each kill
-// every acknowledged file holds exactly its acknowledged bytes under its
-// acknowledged name, and the operation in flight at the kill shows
+// them to fresh names or over another client's file, and unlinks them,
+// one operation at a time, each acknowledged only when it returns
+// (truncate, rename and unlink are durable then; a created file once its
+// fsync returns). The clients share one set of names: each picks any
+// acknowledged name no operation in flight touches (the names an
+// operation touches are its own until it is acknowledged, so the model
+// knows the order of operations on a name), and a rename may replace a
+// file the other created or last truncated. After each kill every
+// acknowledged file holds exactly its acknowledged bytes under its
+// acknowledged name, and each operation in flight at the kill shows
 // either its before or its after, whole: a rename leaves exactly one of
-// the two names, a truncate the old bytes or the cut ones.
+// the two names (over a file: the old name, or the new one with the
+// renamed bytes), a truncate the old bytes or the cut ones.
 
-// nsModel is what the namespace client has had acknowledged.
+// nsClients is how many namespace clients run.
+const nsClients = 2
+
+// nsModel is what the namespace clients have had acknowledged.
 type nsModel struct {
 	files   map[string][]byte   // acknowledged names and bytes
-	next    int                 // names are never reused
-	pending *nsOp               // in flight when the daemon died
+	next    int                 // fresh names are never reused
+	pending [nsClients]*nsOp    // in flight when the daemon died, by client
+	busy    map[string]bool     // names an operation in flight touches
 	acked   map[string]int      // operations acknowledged, by kind
 	hist    map[string][]string // what happened to each name, for failures
 }
@@ -36,15 +46,18 @@ func (r *killRun) nsNote(name, format string, args ...any) {
 }
 
 // nsOp is one namespace operation: kind, its file, the name a rename
-// gives it, and the bytes a truncate leaves.
+// gives it (over is set when a file had that name), and the bytes a
+// truncate leaves.
 type nsOp struct {
 	kind     string // create, truncate, rename, unlink
 	name, to string
+	over     bool
 	after    []byte
 }
 
-// nsClient runs namespace operations until the daemon dies or ctx ends.
-func (r *killRun) nsClient(ctx context.Context, seed uint64) {
+// nsClient runs namespace operations as client id until the daemon dies
+// or ctx ends.
+func (r *killRun) nsClient(ctx context.Context, id int, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 5))
 	stop := ctx
 	ctx = context.Background() // calls end when the daemon dies (see rawWriter)
@@ -58,19 +71,32 @@ func (r *killRun) nsClient(ctx context.Context, seed uint64) {
 		r.mu.Lock()
 		names := make([]string, 0, len(m.files))
 		for n := range m.files {
-			names = append(names, n)
+			if !m.busy[n] {
+				names = append(names, n)
+			}
 		}
 		slices.Sort(names)
 		op := &nsOp{kind: "create"}
 		if len(names) >= 3 && rng.IntN(4) != 0 {
 			op.kind = []string{"truncate", "rename", "unlink"}[rng.IntN(3)]
-			op.name = names[rng.IntN(len(names))]
+			i := rng.IntN(len(names))
+			op.name = names[i]
+			if op.kind == "rename" && rng.IntN(3) == 0 {
+				// Over another file, most likely one the other
+				// client made or changed.
+				op.to, op.over = names[(i+1+rng.IntN(len(names)-1))%len(names)], true
+			}
 		}
-		if op.kind == "create" || op.kind == "rename" {
+		if op.to == "" && (op.kind == "create" || op.kind == "rename") {
 			m.next++
 			op.to = fmt.Sprintf("ns.%d.%d", r.seed, m.next)
 		}
 		before := m.files[op.name]
+		for _, n := range []string{op.name, op.to} {
+			if n != "" {
+				m.busy[n] = true
+			}
+		}
 		if op.kind == "truncate" {
 			// A size inside a block: the tail's rewrite is part of it.
 			size := 1 + rng.IntN(len(before)+3*killBlock)
@@ -80,12 +106,14 @@ func (r *killRun) nsClient(ctx context.Context, seed uint64) {
 			op.after = make([]byte, size)
 			copy(op.after, before)
 		}
-		m.pending = op
+		m.pending[id] = op
 		r.mu.Unlock()
 		if err := r.nsDo(ctx, c, op, rng); err != nil {
 			return // the daemon died: op stays pending
 		}
 		r.mu.Lock()
+		delete(m.busy, op.name)
+		delete(m.busy, op.to)
 		switch op.kind {
 		case "create":
 			m.files[op.to] = op.after
@@ -99,21 +127,35 @@ func (r *killRun) nsClient(ctx context.Context, seed uint64) {
 			delete(m.files, op.name)
 			r.gone[op.name] = true
 		}
-		m.pending = nil
-		m.acked[op.kind]++
+		m.pending[id] = nil
+		kind := op.kind
+		if op.over {
+			kind = "rename-over"
+		}
+		m.acked[kind]++
 		switch op.kind {
 		case "create":
-			r.nsNote(op.to, "created %d bytes", len(op.after))
+			r.nsNote(op.to, "client %d: created %d bytes", id, len(op.after))
 		case "truncate":
-			r.nsNote(op.name, "truncated %d -> %d", len(before), len(op.after))
+			r.nsNote(op.name, "client %d: truncated %d -> %d", id, len(before), len(op.after))
 		case "rename":
-			r.ns.hist[op.to] = slices.Clone(r.ns.hist[op.name])
-			r.nsNote(op.to, "renamed from %s", op.name)
+			r.nsRenamed(op, fmt.Sprintf("client %d: renamed from %s", id, op.name))
 		case "unlink":
-			r.nsNote(op.name, "unlinked")
+			r.nsNote(op.name, "client %d: unlinked", id)
 		}
 		r.mu.Unlock()
 	}
+}
+
+// nsRenamed moves op's name's history to its new name (r.mu held, or the
+// clients stopped); a file the rename replaced leaves its own behind.
+func (r *killRun) nsRenamed(op *nsOp, note string) {
+	hist := slices.Clone(r.ns.hist[op.name])
+	if op.over {
+		hist = append(hist, "(over "+op.to+", whose history was:", "\t"+strings.Join(r.ns.hist[op.to], "\n\t\t")+")")
+	}
+	r.ns.hist[op.to] = hist
+	r.nsNote(op.to, "%s", note)
 }
 
 // nsDo performs op; a create's bytes are chosen here (op.after).
@@ -165,51 +207,16 @@ func (r *killRun) checkNS(ctx context.Context, c *server.Client, have map[string
 		}
 		return got
 	}
-	op := m.pending
-	m.pending = nil
-	if op != nil {
-		before, acked := m.files[op.name]
-		_, hasName := have[op.name]
-		_, hasTo := have[op.to]
-		switch op.kind {
-		case "create":
-			// Not acknowledged: whatever is there goes.
-			if hasTo {
-				if err := c.Remove(ctx, op.to); err != nil {
-					fail("ns rm %s: %v", op.to, err)
-				}
-				known[op.to] = true // removed here already
-			}
-			r.gone[op.to] = true
-		case "truncate":
-			if hasName {
-				if got := read(op.name); bytes.Equal(got, op.after) {
-					m.files[op.name] = op.after
-					r.nsNote(op.name, "truncate %d -> %d in flight at the kill: found done", len(before), len(op.after))
-				} else if bytes.Equal(got, before) {
-					r.nsNote(op.name, "truncate %d -> %d in flight at the kill: found undone", len(before), len(op.after))
-				} else {
-					fail("ns %s: a truncate to %d in flight left %d bytes, neither the %d before nor the cut ones", op.name, len(op.after), len(got), len(before))
-				}
-			}
-		case "rename":
-			switch {
-			case hasName == hasTo:
-				fail("ns rename %s -> %s in flight: old name there %v, new name there %v; want exactly one", op.name, op.to, hasName, hasTo)
-			case hasTo && acked:
-				r.ns.hist[op.to] = slices.Clone(r.ns.hist[op.name])
-				r.nsNote(op.to, "renamed from %s in flight at the kill: found done", op.name)
-				m.files[op.to] = before
-				delete(m.files, op.name)
-				r.gone[op.name] = true
-			}
-		case "unlink":
-			if !hasName {
-				delete(m.files, op.name)
-				r.gone[op.name] = true
-			}
+	// The operations in flight touch distinct names: each is settled
+	// on its own.
+	for id, op := range m.pending {
+		m.pending[id] = nil
+		if op == nil {
+			continue
 		}
+		r.settleNS(ctx, c, op, have, read, known, fail)
 	}
+	m.busy = map[string]bool{}
 	for name, want := range m.files {
 		known[name] = true
 		if _, ok := have[name]; !ok {
@@ -244,4 +251,55 @@ func describeRun(b []byte) string {
 		}
 	}
 	return fmt.Sprintf("%d bytes, %d zero, % x", len(b), zeros, b[:min(8, len(b))])
+}
+
+// settleNS settles one operation in flight at the kill as the device
+// shows it (have: the names listed).
+func (r *killRun) settleNS(ctx context.Context, c *server.Client, op *nsOp, have map[string]int64, read func(string) []byte, known map[string]bool, fail func(string, ...any)) {
+	m := &r.ns
+	before := m.files[op.name]
+	_, hasName := have[op.name]
+	_, hasTo := have[op.to]
+	switch op.kind {
+	case "create":
+		// Not acknowledged: whatever is there goes.
+		if hasTo {
+			if err := c.Remove(ctx, op.to); err != nil {
+				fail("ns rm %s: %v", op.to, err)
+			}
+			known[op.to] = true // removed here already
+		}
+		r.gone[op.to] = true
+	case "truncate":
+		if hasName {
+			if got := read(op.name); bytes.Equal(got, op.after) {
+				m.files[op.name] = op.after
+				r.nsNote(op.name, "truncate %d -> %d in flight at the kill: found done", len(before), len(op.after))
+			} else if bytes.Equal(got, before) {
+				r.nsNote(op.name, "truncate %d -> %d in flight at the kill: found undone", len(before), len(op.after))
+			} else {
+				fail("ns %s: a truncate to %d in flight left %d bytes, neither the %d before nor the cut ones", op.name, len(op.after), len(got), len(before))
+			}
+		}
+	case "rename":
+		// Before: the old name (and, over a file, the new one, which
+		// the check of acknowledged files reads); after: the new name
+		// alone, with the renamed bytes.
+		switch {
+		case hasName && hasTo == op.over:
+			// Not done.
+		case hasName || !hasTo:
+			fail("ns rename %s -> %s (over a file %v) in flight: old name there %v, new name there %v", op.name, op.to, op.over, hasName, hasTo)
+		default:
+			r.nsRenamed(op, fmt.Sprintf("renamed from %s in flight at the kill: found done", op.name))
+			m.files[op.to] = before
+			delete(m.files, op.name)
+			r.gone[op.name] = true
+		}
+	case "unlink":
+		if !hasName {
+			delete(m.files, op.name)
+			r.gone[op.name] = true
+		}
+	}
 }

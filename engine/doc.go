@@ -129,7 +129,17 @@
 //     truncate returns (a device may persist the zeros' record, an
 //     earlier write, without them). GC leaves the file alone until then
 //     too: a GC record with the old size, replayed after the zeros'
-//     record, would bring back the old size with holes past the block. Nothing
+//     record, would bring back the old size with holes past the block.
+//     The old size, the block's old bytes in the cache and its old
+//     mapping (file.tailOld, kept from the truncate's start and pinned
+//     where it is: GC leaves the zone that holds it alone)
+//     come back at once, under the cache's lock of the file
+//     (cache.WriteThen): writeback takes the zeros (dirty again if
+//     their write failed) before, under the new size, or the old bytes
+//     after, under the old one, and a checkpoint never saves the old
+//     size over the zeros. Either, durable before undoCut's records,
+//     brought the file back at its old size with zeros over fsynced
+//     bytes. Nothing
 //     else is promised for unsynced data, except that what survives of it
 //     is whole 4 KiB blocks of some write.
 //   - A GC pass reports progress only for a zone it reset, and relocates
@@ -228,10 +238,12 @@
 //     then the LRU, dirty-list and folio state locks, then the buddy
 //     allocator's). A cache file lock is held while the cache calls
 //     ReadBacking, which takes idMu and file.mu shared and waits for device
-//     reads. Never held together with collector.mu, nsMu, metaLog.mu or
+//     reads, and while a failed truncate's WriteThen callback takes
+//     file.mu to put the old size back (File.zeroTail). Never held together with collector.mu, nsMu, metaLog.mu or
 //     quiesce, in either order.
 //  7. file.mu (per file; leaf): size and a truncate's pending tail
-//     (tailPending, tailFrom, tailSeq), name, the extent map, gone. A
+//     (tailPending, tailFrom, tailSeq, tailOld), name, the extent map,
+//     gone. A
 //     data record, like a GC record, takes its sequence number under it;
 //     the completer clears the pending tail under it when the zeros'
 //     record completes.

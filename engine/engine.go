@@ -155,14 +155,24 @@ type file struct {
 	// once it took one (numberRecord); the record's completion clears
 	// both. A failed truncate sets tailSeq to tailUndoing while it puts
 	// the file back. While tailSeq is set, GC leaves the file's data
-	// where it is (tailUnsettled).
+	// where it is (tailUnsettled): from the zeros' number until the
+	// truncate has flushed them, or put the file back.
 	tailPending bool
 	tailFrom    int64
 	tailSeq     uint64
-	ext         *extentMap
-	mru         atomic.Pointer[zone]
-	life        atomic.Uint32 // WriteLife hint, for placement
-	gone        bool          // removed: its data is garbage
+	// tailOld is the tail block's mapping before a truncate wrote its
+	// zeros, from zeroTail's start until it returns: a failed truncate
+	// maps it again (restoreTail). Its bytes are pinned (counted valid
+	// in their zones although the zeros may map over them, so GC walks
+	// such a zone and finds them, collector.mappedIn) and GC leaves a
+	// zone holding them alone while the tail is unsettled, so they stay
+	// where tailOld says (a GC copy made before moves them,
+	// relocateTailOld).
+	tailOld []extent
+	ext     *extentMap
+	mru     atomic.Pointer[zone]
+	life    atomic.Uint32 // WriteLife hint, for placement
+	gone    bool          // removed: its data is garbage
 	// handles counts open handles: a file none has open is not being
 	// written, and placement may give the rest of its MRU zone to another.
 	handles atomic.Int32
@@ -185,14 +195,71 @@ func (f *file) carriedSize() int64 {
 	return f.size
 }
 
+// pinTail keeps the mapping of f's block at blk (f.mu held exclusive) as
+// tailOld, counted valid in its zones until unpinTail.
+func (e *Engine) pinTail(f *file, blk int64) {
+	f.tailOld = f.tailOld[:0]
+	f.ext.lookup(blk, BlockSize, func(x extent) {
+		f.tailOld = append(f.tailOld, x)
+		e.pinned(x, x.len)
+	})
+}
+
+// unpinTail drops tailOld (f.mu held exclusive): what no map holds of
+// it is garbage from now on.
+func (e *Engine) unpinTail(f *file) {
+	for _, x := range f.tailOld {
+		e.pinned(x, -x.len)
+	}
+	f.tailOld = nil
+}
+
+// restoreTail maps the tail block at blk as tailOld says again (f.mu
+// held exclusive), over whatever record of the truncate's zeros maps it.
+func (e *Engine) restoreTail(f *file, blk int64) {
+	if f.gone {
+		return // removed: nothing to put back (and nothing pinned)
+	}
+	f.ext.punch(blk, blk+BlockSize, e.unmapped)
+	for _, x := range f.tailOld {
+		f.ext.t.ReplaceOrInsert(x)
+		e.pinned(x, x.len)
+	}
+}
+
+// relocateTailOld follows a GC copy of tailOld's bytes (f.mu held
+// exclusive): moved is where the GC record put file bytes of its version.
+// A copy numbered before the truncate may complete after its zeros,
+// which the map then holds instead, and GC resets the zone the old
+// bytes were in all the same.
+func (e *Engine) relocateTailOld(f *file, moved extent) {
+	for i, o := range f.tailOld {
+		if o.ver != moved.ver || o.off < moved.off || o.end() > moved.end() {
+			continue
+		}
+		e.pinned(o, -o.len)
+		o.dev, o.hdr = moved.dev+(o.off-moved.off), moved.hdr
+		f.tailOld[i] = o
+		e.pinned(o, o.len)
+	}
+}
+
+// pinned adds n to the valid bytes of x's zone.
+func (e *Engine) pinned(x extent, n int64) {
+	if z := e.zoneAt(x.dev); z != nil {
+		z.valid.Add(n)
+	}
+}
+
 // tailUndoing is tailSeq while a failed truncate puts the file back
 // (File.zeroTail): no record takes that number.
 const tailUndoing = ^uint64(0)
 
 // tailUnsettled reports (f.mu held) whether a truncate's zeros' record
-// took its number and has not completed, or a failed truncate is putting
-// the file back: GC must not relocate the file's data then (see
-// collector.appendFile). A GC record numbered after the zeros' carries
+// took its number and the truncate has not yet flushed it, or a failed
+// truncate is putting the file back: GC must not relocate the file's
+// data then (see collector.appendFile), nor reset a zone that holds the
+// tail block's old bytes (file.tailOld, Engine.mappedIn). A GC record numbered after the zeros' carries
 // their size whatever it says: with the new size, GC's flush (which
 // cannot cover a record not yet submitted, or in flight) could make it
 // durable without the zeros, and a crash brought the file back cut over
@@ -207,9 +274,9 @@ func (f *file) tailUnsettled() bool { return f.tailSeq != 0 }
 // under f.mu too, carries the size as of its place in that order. The
 // first record numbered after a truncate set its tail pending is the
 // tail's zeros (the truncate holds wmu and wrote the file's dirty data
-// back first): its number is kept in tailSeq, and until that record
-// completes (mapRecord), GC leaves the file alone; from then on, GC
-// records and checkpoints carry the new size.
+// back first): its number is kept in tailSeq, and until the truncate
+// has flushed it or put the file back, GC leaves the file alone; once it
+// completes (mapRecord), checkpoints carry the new size.
 func (e *Engine) numberRecord(f *file) (uint64, int64) {
 	f.mu.RLock()
 	if !f.tailPending || f.tailSeq != 0 {

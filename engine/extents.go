@@ -174,6 +174,23 @@ func (m *extentMap) truncate(size int64, removed func(extent)) {
 	}
 }
 
+// punch unmaps [lo, hi) (block aligned), calling removed with each piece
+// it unmaps.
+func (m *extentMap) punch(lo, hi int64, removed func(extent)) {
+	for _, o := range m.overlapping(lo, hi) {
+		m.t.Delete(o)
+		if o.off < lo {
+			m.t.ReplaceOrInsert(o.clip(o.off, lo))
+		}
+		if o.end() > hi {
+			m.t.ReplaceOrInsert(o.clip(hi, o.end()))
+		}
+		if removed != nil {
+			removed(o.clip(lo, hi))
+		}
+	}
+}
+
 // each calls fn with every extent in order.
 func (m *extentMap) each(fn func(extent) bool) { m.t.Ascend(fn) }
 

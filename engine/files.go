@@ -182,6 +182,7 @@ func (e *Engine) dropFile(f *file) {
 	f.gone = true
 	f.ext.each(func(x extent) bool { e.unmapped(x); return true })
 	f.ext = newExtentMap()
+	e.unpinTail(f) // a truncate in progress has nothing to put back
 	f.mu.Unlock()
 }
 
@@ -577,9 +578,11 @@ func (h *File) zeroTail(size, old int64) error {
 	// The zeros' record carries the new size; nothing numbered before
 	// it may (a GC record, a checkpoint): if the zeros were then lost,
 	// the file would come back cut over the block's old bytes.
+	blk := size / BlockSize * BlockSize
 	f.mu.Lock()
 	f.size = size
 	f.tailPending, f.tailFrom, f.tailSeq = true, old, 0
+	e.pinTail(f, blk)
 	f.mu.Unlock()
 	if testHookTruncateTail != nil {
 		testHookTruncateTail(e)
@@ -599,6 +602,7 @@ func (h *File) zeroTail(size, old int64) error {
 			// truncate.
 			f.mu.Lock()
 			f.tailPending, f.tailSeq = false, 0
+			e.unpinTail(f)
 			f.mu.Unlock()
 			e.idle.Signal() // a writer may wait for it (waitSettled)
 			return nil
@@ -609,23 +613,46 @@ func (h *File) zeroTail(size, old int64) error {
 	// alone until undoCut's records are durable, else a GC record with
 	// the old size, numbered after the zeros' and flushed with them,
 	// would bring the file back with holes past the block.
-	f.mu.Lock()
-	f.size = old
-	f.tailPending, f.tailSeq = false, tailUndoing
-	f.mu.Unlock()
 	defer func() {
 		f.mu.Lock()
 		f.tailSeq = 0
+		e.unpinTail(f)
 		f.mu.Unlock()
 		e.idle.Signal() // a writer may wait for it (waitSettled)
 	}()
+	if testHookTruncateUndo != nil {
+		testHookTruncateUndo(e, false)
+	}
+	// The old size, the block's old mapping (tailOld) and its old bytes
+	// in the cache come back at once, in one hold of the cache's lock of
+	// the file: writeback takes the zeros (still dirty if their write
+	// failed) before, numbered under the new size as the truncate's tail,
+	// or the old bytes after, under the old size. The zeros under the
+	// old size, durable before undoCut's records, were a file of the old
+	// size with zeros over its fsynced bytes; so was a checkpoint of the
+	// old size while the map held the zeros.
+	back := false
+	putBack := func() {
+		f.mu.Lock()
+		f.size = old
+		f.tailPending, f.tailSeq = false, tailUndoing
+		e.restoreTail(f, blk)
+		f.mu.Unlock()
+		back = true
+	}
 	if len(saved) > 0 {
 		// A failure here still leaves the bytes past end to put back:
 		// undoCut goes on, so that the zeros' record, if durable, is
 		// followed by as much of the old file as can be written.
-		if _, rerr := e.cache.Write(ctx, f.id, size, saved, e); rerr != nil {
+		if _, rerr := e.cache.WriteThen(ctx, f.id, size, saved, e, putBack); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("engine: truncate %q: put the tail back: %w", f.name, rerr))
 		}
+	}
+	if !back {
+		putBack()
+	}
+	if testHookTruncateUndo != nil {
+		testHookTruncateUndo(e, true)
 	}
 	if rerr := h.undoCut(size, end, old); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("engine: truncate %q: put the cut bytes back: %w", f.name, rerr))
@@ -710,6 +737,12 @@ func (h *File) rewritePiece(pos int64, p []byte) error {
 // testHookTruncateTail, if set (by tests only), runs in a truncate's
 // zeroTail once the new size is set, before the tail's zeros are written.
 var testHookTruncateTail func(*Engine)
+
+// testHookTruncateUndo, if set (by tests only), runs as a failed
+// truncate puts the file back (zeroTail): with back false before the
+// tail's old bytes go back into the cache, with back true once they and
+// the old size are back, before undoCut writes anything.
+var testHookTruncateUndo func(e *Engine, back bool)
 
 // testHookTruncateCut, if set (by tests only), runs between a truncate's
 // cut of the extent map and its log record.

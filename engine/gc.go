@@ -456,8 +456,9 @@ func (c *collector) collectSealed(z *zone, minGain int64) (bool, error) {
 	return c.reset(z)
 }
 
-// errTailUnsettled: a file with data in the victim is in a truncate
-// whose zeros' record is numbered and not complete (file.tailUnsettled);
+// errTailUnsettled: a file with data in the victim (or its tail block's
+// old bytes, file.tailOld) is in a truncate whose zeros' record is
+// numbered and not flushed, or that is being put back (tailUnsettled);
 // the victim is left for a later pass.
 var errTailUnsettled = errors.New("a file in it is being truncated")
 
@@ -936,6 +937,17 @@ func (e *Engine) mappedIn(z *zone) []live {
 			}
 			return true
 		})
+		if f.tailUnsettled() {
+			// What a failed truncate may map again (file.tailOld):
+			// the file's unsettled tail makes gather leave the zone.
+			// The header walk never finds it (no map points there),
+			// but it is counted valid (pinTail), so gather comes here.
+			for _, x := range f.tailOld {
+				if x.dev >= lo && x.dev < hi {
+					out = append(out, live{file: f, x: x})
+				}
+			}
+		}
 		f.mu.RUnlock()
 	}
 	return out

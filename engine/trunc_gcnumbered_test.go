@@ -88,6 +88,7 @@ func TestTruncateFlushEIOGCDuringUndo(t *testing.T) {
 // second image collectAndCopy writes, the device as a crash at that
 // moment would leave it.
 type truncGCRig struct {
+	devName        string
 	cfg            Config
 	e              *Engine
 	f              *File
@@ -98,12 +99,17 @@ type truncGCRig struct {
 func newTruncGCRig(t *testing.T) *truncGCRig {
 	devName, cfg, e, f := fileWithoutGC(t)
 	t.Cleanup(func() { e.Close() })
-	r := &truncGCRig{cfg: cfg, e: e, f: f}
+	r := &truncGCRig{devName: devName, cfg: cfg, e: e, f: f}
 	r.small = copiesThenBig(t, f, 20, 2<<20)
+	r.image()
 	r.before = readAll(t, e, "a")
-	r.path = strings.TrimPrefix(devName[:strings.Index(devName, "?")], "emu:")
-	r.copyName = strings.Replace(devName, r.path, r.path+"2", 1)
 	return r
+}
+
+// image sets the names of the device's image and of its copy.
+func (r *truncGCRig) image() {
+	r.path = strings.TrimPrefix(r.devName[:strings.Index(r.devName, "?")], "emu:")
+	r.copyName = strings.Replace(r.devName, r.path, r.path+"2", 1)
 }
 
 // collectAndCopy runs a GC pass over the file's full zone, then copies
@@ -125,15 +131,22 @@ func (r *truncGCRig) collectAndCopy(t *testing.T, when string) *zone {
 		return victim
 	}
 	t.Logf("collect %s: %v", when, ok)
+	r.copyImage(t)
+	return victim
+}
+
+// copyImage copies the device image as it stands (what a crash now would
+// leave of what the device flushed) to copyName, for checkCopy. It runs
+// inside hooks, so it reports with t.Error.
+func (r *truncGCRig) copyImage(t *testing.T) {
 	b, err := os.ReadFile(r.path)
 	if err != nil {
 		t.Error(err)
-		return victim
+		return
 	}
 	if err := os.WriteFile(r.path+"2", b, 0o600); err != nil {
 		t.Error(err)
 	}
-	return victim
 }
 
 // checkCopy reopens the copied image: the file is whole as before the

@@ -298,12 +298,14 @@ func (e *Engine) mapRecord(op *recordOp, off int64) {
 	dev := off + BlockSize
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if op.gc == nil && f.tailSeq == op.hdr.Seq {
-		// A truncate's zeros: GC may take the file again, and
-		// checkpoints carry the new size (numberRecord). A writer
-		// may wait for that (waitSettled).
-		f.tailPending, f.tailSeq = false, 0
-		e.idle.Signal()
+	if op.gc == nil && f.tailPending {
+		// A truncate's zeros (the truncate wrote every other dirty
+		// byte back first): checkpoints carry the new size now that
+		// the map holds them (numberRecord). GC leaves the file alone
+		// until the truncate has flushed them or put the file back
+		// (tailSeq); a failed write of them tried again by writeback
+		// before that lands here too.
+		f.tailPending = false
 	}
 	if f.gone {
 		return
@@ -313,6 +315,9 @@ func (e *Engine) mapRecord(op *recordOp, off int64) {
 		if op.gc != nil {
 			moved := f.ext.relocate(ext, e.unmapped)
 			op.z.valid.Add(moved)
+			if f.tailOld != nil {
+				e.relocateTailOld(f, ext)
+			}
 		} else {
 			op.z.valid.Add(f.ext.insert(ext, e.unmapped))
 		}
