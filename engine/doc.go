@@ -135,7 +135,8 @@
 //   - A GC pass reports progress only for a zone it reset, and relocates
 //     only when the copy and its headers take less than the reset frees;
 //     a writer short of space runs passes itself and gets ENOSPC when
-//     none can gain space.
+//     none can gain space. Full zones with nothing valid in them go
+//     first, all in one pass, their logged resets under one flush.
 //
 // # Checked reads
 //
