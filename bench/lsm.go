@@ -216,6 +216,16 @@ type lsmPhase struct {
 	// the engine's metadata.
 	Syncs   int64 `json:"syncs"`
 	Flushes int64 `json:"device_flushes"`
+	// SyncLatency is the syncs by kind of file: count, mean and longest
+	// (both sides).
+	SyncLatency []syncLatency `json:"sync_latency"`
+	// Stalls is Pebble's write stalls (count and seconds) for want of
+	// memtable room (flushes behind) and for L0's read amplification
+	// (compactions behind).
+	StallsMemtable int64   `json:"stalls_memtable"`
+	StallMemtableS float64 `json:"stall_memtable_s"`
+	StallsL0       int64   `json:"stalls_l0"`
+	StallL0S       float64 `json:"stall_l0_s"`
 	// Shared counts files mru placement sent to another file's zone for
 	// want of one of their own (zonefold).
 	Shared int64 `json:"zones_shared"`
@@ -760,6 +770,12 @@ type lsmProbe struct {
 	capacity int64
 	jobs     atomic.Int64 // flushes and compactions that write tables, running
 	fs       *syncCountingFS
+	// Write stalls: Pebble calls WriteStallBegin and WriteStallEnd from
+	// its commit pipeline, one stall at a time.
+	stallStart          time.Time
+	stallMemtable       bool
+	stallMem, stallL0   atomic.Int64 // nanoseconds stalled, by reason
+	stallsMem, stallsL0 atomic.Int64 // stalls, by reason
 }
 
 // listener counts Pebble's flushes and compactions that write tables
@@ -767,6 +783,19 @@ type lsmProbe struct {
 func (p *lsmProbe) listener() pebble.EventListener {
 	writes := func(reason string) bool { return reason != "move" && reason != "delete-only" }
 	return pebble.EventListener{
+		WriteStallBegin: func(info pebble.WriteStallBeginInfo) {
+			p.stallStart, p.stallMemtable = time.Now(), strings.Contains(info.Reason, "memtable")
+		},
+		WriteStallEnd: func() {
+			d := int64(time.Since(p.stallStart))
+			if p.stallMemtable {
+				p.stallMem.Add(d)
+				p.stallsMem.Add(1)
+			} else {
+				p.stallL0.Add(d)
+				p.stallsL0.Add(1)
+			}
+		},
 		FlushBegin: func(pebble.FlushInfo) { p.jobs.Add(1) },
 		FlushEnd:   func(pebble.FlushInfo) { p.jobs.Add(-1) },
 		CompactionBegin: func(info pebble.CompactionInfo) {
@@ -844,7 +873,8 @@ func lsmPhaseRun(ctx context.Context, db *pebble.DB, wo *pebble.WriteOptions, n 
 		st0 = stats()
 	}
 	m0 := db.Metrics()
-	syncs0 := probe.fs.syncs.Load()
+	syncs0, kinds0 := probe.fs.syncs.Load(), probe.fs.snapshot()
+	stalls0 := [4]int64{probe.stallsMem.Load(), probe.stallMem.Load(), probe.stallsL0.Load(), probe.stallL0.Load()}
 	start := time.Now()
 	var done atomic.Int64
 	stop := make(chan struct{})
@@ -902,6 +932,9 @@ func lsmPhaseRun(ctx context.Context, db *pebble.DB, wo *pebble.WriteOptions, n 
 	}
 	m1 := db.Metrics()
 	ph.Syncs = probe.fs.syncs.Load() - syncs0
+	ph.SyncLatency = probe.fs.latencies(kinds0)
+	ph.StallsMemtable, ph.StallMemtableS = probe.stallsMem.Load()-stalls0[0], float64(probe.stallMem.Load()-stalls0[1])/1e9
+	ph.StallsL0, ph.StallL0S = probe.stallsL0.Load()-stalls0[2], float64(probe.stallL0.Load()-stalls0[3])/1e9
 	ph.Ops, ph.Seconds = n, elapsed
 	ph.OpsPerSec = float64(n) / elapsed
 	ph.UserBytes = n * int64(len(key)+values.size)
@@ -1187,6 +1220,11 @@ func printLSM(out io.Writer, dir string, sum lsmSummary, runs []*lsmRun) error {
 			c.Config, c.Syncs, c.Flushes, c.Shared, c.PeakPebble*100, c.PeakLive*100)
 		p := c.WAFParts
 		fmt.Fprintf(out, "%s: device WAF %.3f, by kind (medians): data %.3f, headers %.3f, padding %.3f, metadata %.3f, GC %.3f\n", c.Config, c.DeviceWAF, p[0], p[1], p[2], p[3], p[4])
+	}
+	for _, r := range runs {
+		ph := r.Overwrite
+		fmt.Fprintf(out, "%s round %d: overwrite %.0f ops/s, Pebble WA %.2f; stalls: memtable %d (%.1f s), L0 %d (%.1f s); syncs by file: %s\n",
+			r.Config, r.Round, ph.OpsPerSec, ph.PebbleWA, ph.StallsMemtable, ph.StallMemtableS, ph.StallsL0, ph.StallL0S, syncLatencyLine(ph.SyncLatency))
 	}
 	printFooter(out, sum.Targets, dir)
 	return nil

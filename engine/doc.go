@@ -148,6 +148,8 @@
 //     none can gain a thirty-second of a zone (admitGain: near full, a
 //     pass that freed a few blocks of a zone copied the rest of it for
 //     each write). Writeback of data already admitted takes any gain.
+//     Full zones with nothing valid in them go first, all in one pass,
+//     their logged resets under one flush.
 //
 // # Checked reads
 //
