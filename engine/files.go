@@ -571,7 +571,7 @@ func (h *File) zeroTail(size, old int64) error {
 		saved = tail[:min(old, end)-size]
 	}
 	charge := writeCharge(size, end-size)
-	if err := e.admit(ctx, charge); err != nil {
+	if err := e.admitTails(ctx, charge, true, minGCGain); err != nil {
 		return fmt.Errorf("engine: truncate %q to %d: %w", f.name, size, err)
 	}
 	defer e.admitted.Add(-charge)
@@ -724,7 +724,7 @@ func (h *File) rewritePiece(pos int64, p []byte) error {
 	charge := writeCharge(pos, int64(len(p)))
 	// Without waiting for truncates' tails: this is one settling (see
 	// admitTails).
-	if err := e.admitTails(ctx, charge, false); err != nil {
+	if err := e.admitTails(ctx, charge, false, minGCGain); err != nil {
 		return fmt.Errorf("at %d: %w", pos, err)
 	}
 	defer e.admitted.Add(-charge)
@@ -801,7 +801,7 @@ func writeCharge(off, n int64) int64 {
 // again, rather than report a full device the truncate is about to free
 // for GC.
 func (e *Engine) admit(ctx context.Context, charge int64) error {
-	return e.admitTails(ctx, charge, true)
+	return e.admitTails(ctx, charge, true, e.admitGain())
 }
 
 // maxTailWaits bounds the truncate windows one admission waits for.
@@ -817,6 +817,10 @@ const tailSettleWait = 10 * time.Second
 // admitTails is admit; waitTails says whether to wait for a truncate's
 // window GC skipped. A truncate's own undo (undoCut) does not: the window
 // it would wait for may be its own, which ends only when it returns.
+// minGain is the least a GC pass run for it must free (admitGain for new
+// data; minGCGain for a truncate, which frees space, and for an undo,
+// which puts back bytes the file held: refusing those for the cost of
+// their room left a durable cut, or a full device nobody could shrink).
 //
 // Waiting is safe because nothing that ends a window waits for a writer
 // being admitted: the zeros' record completes once submitted, and
@@ -825,7 +829,7 @@ const tailSettleWait = 10 * time.Second
 // without waiting, and writes back and flushes only its own file. The
 // waiter holds no engine lock but its own file's wmu (admission holds
 // no reservation while it collects), and waits without the collector.
-func (e *Engine) admitTails(ctx context.Context, charge int64, waitTails bool) error {
+func (e *Engine) admitTails(ctx context.Context, charge int64, waitTails bool, minGain int64) error {
 	flushed := false
 	waits := 0
 	for {
@@ -839,7 +843,7 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, waitTails bool) e
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		moved, unsettled := e.gc.reclaimFor(func() bool { return !e.roomFor(charge) }, e.admitGain())
+		moved, unsettled := e.gc.reclaimFor(func() bool { return !e.roomFor(charge) }, minGain)
 		if moved {
 			continue
 		}
@@ -861,7 +865,7 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, waitTails bool) e
 			continue
 		}
 		return fmt.Errorf("engine: write needing %d bytes of the device: no zone's reclaim frees %d bytes or more: %w",
-			charge, e.admitGain(), ErrNoSpace)
+			charge, minGain, ErrNoSpace)
 	}
 }
 
