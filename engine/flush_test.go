@@ -201,20 +201,7 @@ func TestSyncNamespaceWaitsForTheFlushInFlight(t *testing.T) {
 		t.Fatal("no progress for 30 s waiting for SyncNamespace")
 	}
 	testHookFlushWait = nil
-	close(held.release)
-	for range 2 {
-		if err := within(t, errs, "the syncs"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := emu.PowerCut(); err != nil {
-		t.Fatal(err)
-	}
-	e.crashForTest()
-	if err := held.Close(); err != nil {
-		t.Fatal(err)
-	}
-	e = reopen(t, devName, smallConfig())
+	e = releaseThenPowerCut(t, devName, emu, held, e, errs, 2, "the syncs")
 	defer e.Close()
 	if _, err := e.Stat("x"); err != nil {
 		t.Fatalf("a file created before a directory sync returned is gone after a power cut: %v", err)
@@ -255,25 +242,11 @@ func TestConcurrentCreatesShareADeviceFlush(t *testing.T) {
 		within(t, waiting, fmt.Sprintf("create %d to wait for the running flush", i))
 	}
 	testHookFlushWait = nil
-	close(held.release)
-	for range n + 1 {
-		if err := within(t, errs, "the creates"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Before anything else can flush: the power goes.
-	if err := emu.PowerCut(); err != nil {
-		t.Fatal(err)
-	}
+	e = releaseThenPowerCut(t, devName, emu, held, e, errs, n+1, "the creates")
+	defer e.Close()
 	if got := held.calls.Load() - calls; got != 2 {
 		t.Errorf("%d concurrent durable creates asked the device for %d flushes: want 2 (the held one and one they share)", n+1, got)
 	}
-	e.crashForTest()
-	if err := held.Close(); err != nil {
-		t.Fatal(err)
-	}
-	e = reopen(t, devName, smallConfig())
-	defer e.Close()
 	for i := range n + 1 {
 		if _, err := e.Stat(fmt.Sprintf("c%d", i)); err != nil {
 			t.Errorf("create c%d returned, then a power cut: %v", i, err)
@@ -304,9 +277,22 @@ func TestCreateOfAFileWhoseCreateIsFlushingWaitsForIt(t *testing.T) {
 	go create()
 	within(t, waiting, "the second create to wait for the first one's flush")
 	testHookFlushWait = nil
+	e = releaseThenPowerCut(t, devName, emu, held, e, errs, 2, "the creates")
+	defer e.Close()
+	if _, err := e.Stat("x"); err != nil {
+		t.Errorf("both creates of x returned, then a power cut: %v", err)
+	}
+}
+
+// releaseThenPowerCut lets the held flush return, waits for n results on
+// errs (each must be nil), cuts the power before anything else can flush,
+// stops e as a killed process stops and returns the engine recovered from
+// what survived.
+func releaseThenPowerCut(t *testing.T, devName string, emu *zns.Emu, held *heldFlush, e *Engine, errs <-chan error, n int, what string) *Engine {
+	t.Helper()
 	close(held.release)
-	for range 2 {
-		if err := within(t, errs, "the creates"); err != nil {
+	for range n {
+		if err := within(t, errs, what); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -317,9 +303,5 @@ func TestCreateOfAFileWhoseCreateIsFlushingWaitsForIt(t *testing.T) {
 	if err := held.Close(); err != nil {
 		t.Fatal(err)
 	}
-	e = reopen(t, devName, smallConfig())
-	defer e.Close()
-	if _, err := e.Stat("x"); err != nil {
-		t.Errorf("both creates of x returned, then a power cut: %v", err)
-	}
+	return reopen(t, devName, smallConfig())
 }
