@@ -104,7 +104,9 @@
 //     during it, which leaves the file's fsync its error all the same
 //     (package writeback). A later fsync writes the data again and
 //     succeeds only once it is on the device. A namespace operation (create, remove, rename, truncate) is
-//     durable when it returns: its log record is flushed first — except
+//     durable when it returns: its log record is flushed first (a
+//     create's after it has released nsMu, and an OCreate that finds the
+//     file still waiting for its create's flush waits for it too) — except
 //     a create with ODeferSync and RemoveDeferred, whose records are
 //     durable from the device's next flush (any Sync, SyncNamespace, a
 //     durable operation, GC's logged reset, which precedes every reset
@@ -214,8 +216,10 @@
 //  3. Engine.nsMu: the namespace. Held (exclusive for create, remove,
 //     rename; shared for truncate and GC's zone reset) across the
 //     operation's log record, so across metaLog.mu, a checkpoint and
-//     device I/O; a durable create, remove, rename or truncate holds it
-//     across the record's flush too, GC's reset only across the record.
+//     device I/O; a durable remove, rename or truncate holds it across
+//     the record's flush too, a create and GC's reset only across the
+//     record (they wait for its flush without it, so concurrent creates
+//     share one flush: file.createFlush).
 //     Opening an existing file takes it shared. It is never held while
 //     taking a cache lock: Remove and
 //     Rename drop a file's cached data (cache.Forget) after releasing it,

@@ -181,6 +181,10 @@ type file struct {
 	// opened): GC sorts its copies by the file's temperature from them.
 	written atomic.Int64
 	born    int64
+	// createFlush is the ticket (see flushGroup) of the flush that makes
+	// the file's durable create durable, until a create has seen it
+	// succeed (then 0). The create waits for it without nsMu.
+	createFlush atomic.Uint64
 }
 
 // carriedSize is the size a GC record or a checkpoint of the file

@@ -70,7 +70,10 @@ func (e *Engine) Open(name string) (*File, error) {
 
 // OpenFile opens name as flags say. Creation is durable when OpenFile
 // returns (without ODeferSync); OCreate|OExcl decides atomically that this
-// call created it.
+// call created it. A created file is in the namespace from when its
+// record is logged, before that record's flush ends (as a kernel file
+// system's is before its directory's fsync); if the flush fails, the
+// create returns the error and the file stays.
 func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 	create, trunc := flags&OCreate != 0, flags&OTrunc != 0
 	if err := checkName(name); err != nil {
@@ -84,12 +87,17 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 		e.nsMu.Unlock()
 		return nil, errClosed
 	}
+	durable := flags&ODeferSync == 0
 	f := e.byName[name]
 	if f == nil {
 		f = &file{id: e.nextID, name: name, ext: newExtentMap(), born: e.stats.hostWritten.Load()}
-		if err := e.appendOp(nsOp{kind: opCreate, file: f.id, name: name}, flags&ODeferSync == 0); err != nil {
+		t, err := e.writeOp(nsOp{kind: opCreate, file: f.id, name: name})
+		if err != nil {
 			e.nsMu.Unlock()
 			return nil, err
+		}
+		if durable {
+			f.createFlush.Store(t)
 		}
 		e.nextID++
 		e.byName[name] = f
@@ -98,13 +106,44 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 		e.idMu.Unlock()
 		f.handles.Add(1)
 		e.nsMu.Unlock()
+		// The record has landed: the flush that makes it durable runs
+		// without nsMu, so concurrent creates share one (group commit)
+		// instead of each waiting under nsMu for the one before it.
+		if err := e.awaitCreate(name, f, durable); err != nil {
+			f.handles.Add(-1) // no handle was returned
+			return nil, err
+		}
 		return &File{e: e, f: f}, nil
 	}
 	e.nsMu.Unlock()
 	if flags&OExcl != 0 {
 		return nil, fmt.Errorf("engine: create %q: %w", name, fs.ErrExist)
 	}
+	// Another create of name may still be waiting for its flush: this
+	// one, which also says the file exists, returns once it is durable
+	// too.
+	if err := e.awaitCreate(name, f, durable); err != nil {
+		return nil, err
+	}
 	return e.openHandle(f, trunc)
+}
+
+// awaitCreate returns, if durable, once f's create is durable: at once
+// if its flush has succeeded already (or it was created with
+// ODeferSync). A failed flush leaves the file in the namespace, its
+// record logged and perhaps on the device, as a kernel file system
+// leaves a file whose directory's fsync failed; the next durable
+// operation or SyncNamespace makes it durable.
+func (e *Engine) awaitCreate(name string, f *file, durable bool) error {
+	t := f.createFlush.Load()
+	if !durable || t == 0 {
+		return nil
+	}
+	if err := e.flushes.flushFor(context.Background(), e.dev, t); err != nil {
+		return fmt.Errorf("engine: create %q: log operation: flush: %w", name, err)
+	}
+	f.createFlush.CompareAndSwap(t, 0)
+	return nil
 }
 
 // openExisting opens a file that must exist: a lookup, under nsMu shared

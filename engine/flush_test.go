@@ -22,6 +22,7 @@ type heldFlush struct {
 	before  bool          // hold it before it flushes the device instead
 	flushed chan struct{} // a held flush has flushed the device
 	release chan struct{} // lets it return
+	calls   atomic.Int64  // device flushes asked for
 }
 
 // openHeldFlush formats a small emu device and opens an engine on it
@@ -46,6 +47,7 @@ func openHeldFlush(t *testing.T, before bool) (string, *zns.Emu, *heldFlush, *En
 }
 
 func (d *heldFlush) Flush() error {
+	d.calls.Add(1)
 	hold := d.armed.CompareAndSwap(true, false)
 	if hold && d.before {
 		d.flushed <- struct{}{}
@@ -199,9 +201,98 @@ func TestSyncNamespaceWaitsForTheFlushInFlight(t *testing.T) {
 		t.Fatal("no progress for 30 s waiting for SyncNamespace")
 	}
 	testHookFlushWait = nil
+	e = releaseThenPowerCut(t, devName, emu, held, e, errs, 2, "the syncs")
+	defer e.Close()
+	if _, err := e.Stat("x"); err != nil {
+		t.Fatalf("a file created before a directory sync returned is gone after a power cut: %v", err)
+	}
+}
+
+// TestConcurrentCreatesShareADeviceFlush: durable creates that arrive
+// while a device flush runs share the next one (group commit), and each
+// survives a power cut as soon as it returns. The first create's flush is
+// held after it has flushed the device; n more creates are made
+// meanwhile. Each must log its record and wait for a flush that started
+// after it (the held one was decided before their records landed), and
+// they all share it: two device flushes for n+1 creates, not n+1. Before
+// creates flushed outside nsMu, the held create kept nsMu across its
+// flush, the others could not even log their records, and this test timed
+// out waiting for them.
+func TestConcurrentCreatesShareADeviceFlush(t *testing.T) {
+	devName, emu, held, e := openHeldFlush(t, false)
+	const n = 6
+	errs := make(chan error, n+1)
+	create := func(i int) {
+		f, err := e.Create(fmt.Sprintf("c%d", i))
+		if err == nil {
+			err = f.Close()
+		}
+		errs <- err
+	}
+	calls := held.calls.Load()
+	held.armed.Store(true)
+	go create(0)
+	within(t, held.flushed, "the first create's flush")
+
+	waiting := make(chan struct{}, n)
+	testHookFlushWait = func() { waiting <- struct{}{} }
+	defer func() { testHookFlushWait = nil }()
+	for i := 1; i <= n; i++ {
+		go create(i)
+		within(t, waiting, fmt.Sprintf("create %d to wait for the running flush", i))
+	}
+	testHookFlushWait = nil
+	e = releaseThenPowerCut(t, devName, emu, held, e, errs, n+1, "the creates")
+	defer e.Close()
+	if got := held.calls.Load() - calls; got != 2 {
+		t.Errorf("%d concurrent durable creates asked the device for %d flushes: want 2 (the held one and one they share)", n+1, got)
+	}
+	for i := range n + 1 {
+		if _, err := e.Stat(fmt.Sprintf("c%d", i)); err != nil {
+			t.Errorf("create c%d returned, then a power cut: %v", i, err)
+		}
+	}
+}
+
+// TestCreateOfAFileWhoseCreateIsFlushingWaitsForIt: a durable create
+// that finds the file already there (another create logged it and is
+// still waiting for its flush) returns only once that create is durable,
+// so a power cut as soon as it returns keeps the file.
+func TestCreateOfAFileWhoseCreateIsFlushingWaitsForIt(t *testing.T) {
+	devName, emu, held, e := openHeldFlush(t, true) // held before it flushes
+	held.armed.Store(true)
+	errs := make(chan error, 2)
+	create := func() {
+		f, err := e.OpenFile("x", OCreate)
+		if err == nil {
+			err = f.Close()
+		}
+		errs <- err
+	}
+	go create()
+	within(t, held.flushed, "the first create's flush")
+	waiting := make(chan struct{}, 1)
+	testHookFlushWait = func() { waiting <- struct{}{} }
+	defer func() { testHookFlushWait = nil }()
+	go create()
+	within(t, waiting, "the second create to wait for the first one's flush")
+	testHookFlushWait = nil
+	e = releaseThenPowerCut(t, devName, emu, held, e, errs, 2, "the creates")
+	defer e.Close()
+	if _, err := e.Stat("x"); err != nil {
+		t.Errorf("both creates of x returned, then a power cut: %v", err)
+	}
+}
+
+// releaseThenPowerCut lets the held flush return, waits for n results on
+// errs (each must be nil), cuts the power before anything else can flush,
+// stops e as a killed process stops and returns the engine recovered from
+// what survived.
+func releaseThenPowerCut(t *testing.T, devName string, emu *zns.Emu, held *heldFlush, e *Engine, errs <-chan error, n int, what string) *Engine {
+	t.Helper()
 	close(held.release)
-	for range 2 {
-		if err := within(t, errs, "the syncs"); err != nil {
+	for range n {
+		if err := within(t, errs, what); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -212,9 +303,5 @@ func TestSyncNamespaceWaitsForTheFlushInFlight(t *testing.T) {
 	if err := held.Close(); err != nil {
 		t.Fatal(err)
 	}
-	e = reopen(t, devName, smallConfig())
-	defer e.Close()
-	if _, err := e.Stat("x"); err != nil {
-		t.Fatalf("a file created before a directory sync returned is gone after a power cut: %v", err)
-	}
+	return reopen(t, devName, smallConfig())
 }
