@@ -564,6 +564,11 @@ func (e *Engine) GCConfig() GCConfig {
 	return c
 }
 
+// OpenBudget is the data zones placement keeps open for appends at
+// once (Config.OpenZones, or the engine's choice): beside them, GC keeps
+// a zone per stream (GCConfig.Streams).
+func (e *Engine) OpenBudget() int { return e.placer.budget }
+
 // Capacity is the bytes the data zones hold.
 func (e *Engine) Capacity() int64 {
 	var n int64

@@ -59,8 +59,12 @@ type Stats struct {
 	// (a gauge: 0 or 1), so that a crash test can kill the daemon mid-GC.
 	GCActive int64 `json:"gc_active"`
 
-	FreeZones  int   `json:"free_zones"`
-	OpenZones  int   `json:"open_zones"`
+	FreeZones int `json:"free_zones"`
+	OpenZones int `json:"open_zones"`
+	// Unwritten is the data zones' bytes not yet written (nor reserved
+	// for an append in flight): the free zones and the rest of the open
+	// ones. Capacity less it is the space in circulation, valid or not.
+	Unwritten  int64 `json:"unwritten"`
 	DataZones  int   `json:"data_zones"`
 	DirtyBytes int64 `json:"dirty_bytes"`
 
@@ -140,6 +144,7 @@ func (e *Engine) Stats() Stats {
 	}
 	e.placer.mu.Lock()
 	s.FreeZones, s.OpenZones = len(e.placer.free), len(e.placer.open)
+	s.Unwritten = e.placer.unalloc.Load()
 	e.placer.mu.Unlock()
 	if e.cache != nil {
 		s.DirtyBytes = e.cache.DirtyBytes()
