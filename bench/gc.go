@@ -644,11 +644,12 @@ func summarizeGC(sum *gcSummary) {
 			}
 			r.Shared = int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Shared) })))
 			r.Whole = gcWhole{
-				Shared:     int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.Shared) }))),
-				SharedBusy: int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.SharedBusy) }))),
-				Copied:     int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.Copied) }))),
-				Empty:      int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.Empty) }))),
-				PerCopied:  int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.PerCopied) }))),
+				Shared:        int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.Shared) }))),
+				SharedBusy:    int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.SharedBusy) }))),
+				TailsFinished: int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.TailsFinished) }))),
+				Copied:        int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.Copied) }))),
+				Empty:         int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.Empty) }))),
+				PerCopied:     int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.PerCopied) }))),
 			}
 			r.P99us = median(r.figure(func(x *gcRun) float64 { return x.P99us }))
 			r.CircZones = median(r.figure(func(x *gcRun) float64 { return x.CircZones }))
@@ -704,13 +705,16 @@ func gcBaseline(rows []*gcRow, r *gcRow) *gcRow {
 type gcWhole struct {
 	Shared     int64 `json:"zones_shared"`
 	SharedBusy int64 `json:"zones_shared_busy"`
-	Copied     int64 `json:"victims_copied"`
-	Empty      int64 `json:"victims_empty"`
-	PerCopied  int64 `json:"gc_bytes_per_copied"`
+	// TailsFinished counts zones given up at a file's close, their
+	// room too short for the next file (engine.Config.FinishTail).
+	TailsFinished int64 `json:"zones_tail_finished"`
+	Copied        int64 `json:"victims_copied"`
+	Empty         int64 `json:"victims_empty"`
+	PerCopied     int64 `json:"gc_bytes_per_copied"`
 }
 
 func wholeRun(d engine.Stats) gcWhole {
-	w := gcWhole{Shared: d.ZonesShared, SharedBusy: d.ZonesSharedBusy, Copied: d.GCCopied, Empty: max(0, d.GCResets-d.GCCopied)}
+	w := gcWhole{Shared: d.ZonesShared, SharedBusy: d.ZonesSharedBusy, TailsFinished: d.ZonesTailFinished, Copied: d.GCCopied, Empty: max(0, d.GCResets-d.GCCopied)}
 	if d.GCCopied > 0 {
 		w.PerCopied = d.GCWritten / d.GCCopied
 	}
@@ -770,8 +774,8 @@ func printGC(out io.Writer, dir string, sum gcSummary) error {
 			fmt.Fprintf(out, "  %s WAF parts (medians): data %.3f + headers %.3f + pad %.3f + meta %.3f + GC %.3f\n",
 				r.name(), p.Data, p.Headers, p.Pad, p.Meta, p.GC)
 			w := r.Whole
-			fmt.Fprintf(out, "    whole run: GC copied %d victims (%.0f KiB each), reset %d empty; %d files shared a zone, %d of them one being written\n",
-				w.Copied, float64(w.PerCopied)/1024, w.Empty, w.Shared, w.SharedBusy)
+			fmt.Fprintf(out, "    whole run: GC copied %d victims (%.0f KiB each), reset %d empty; %d files shared a zone, %d of them one being written; %d short tails finished\n",
+				w.Copied, float64(w.PerCopied)/1024, w.Empty, w.Shared, w.SharedBusy, w.TailsFinished)
 		}
 		for _, r := range ws.Rows {
 			for _, x := range r.Runs {

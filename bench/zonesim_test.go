@@ -26,14 +26,8 @@ type zoneSim struct {
 	// reserve free zones only GC takes; background GC starts below low
 	// and stops at high free zones.
 	reserve, low, high int
-	// pick chooses a victim among full zones (nil: greedy).
-	host, copied int64
-	// finishBelow, if positive: a write stream that ends a file (end)
-	// gives its zone up (a zone finish) when it has fewer than this many
-	// units left.
-	finishBelow int
-	finished    int64 // units given up that way
-	written     int   // units in zones, valid or not (finished rests too)
+	host, copied       int64
+	written            int // units in zones, valid or not
 }
 
 func newZoneSim(zones, capUnits, units, writeStreams, gcStreams, reserve, low, high int) *zoneSim {
@@ -118,23 +112,6 @@ func (s *zoneSim) write(st, unit int) {
 		}
 	}
 }
-
-// end says write stream st finished a file: with finishBelow set, a zone
-// with less room than that is finished (given up) rather than left for
-// the stream's next file.
-func (s *zoneSim) end(st int) {
-	z := s.streams[st]
-	if s.finishBelow > 0 && z >= 0 && s.cap-s.fill[z] < s.finishBelow {
-		s.finished += int64(s.cap - s.fill[z])
-		s.written += s.cap - s.fill[z]
-		s.fill[z] = s.cap
-		s.open[z] = false
-		s.streams[st] = -1
-	}
-}
-
-// remove kills a unit without writing it (a file deleted).
-func (s *zoneSim) remove(unit int) { s.kill(unit) }
 
 // collect reclaims the full zone with the least valid data, if at least
 // cap/gainDiv of it is garbage (any garbage for gainDiv 0).
