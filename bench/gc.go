@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -193,6 +194,11 @@ type gcRun struct {
 	// the fill).
 	ValidBytes int64 `json:"valid_bytes"`
 	LiveBytes  int64 `json:"live_bytes,omitempty"`
+	// CircZones is the zones' space written (valid or not) and FreeZones
+	// the free zones, each the mean over the measured part: what the
+	// uniform model's T stands for (see uniformCirculation).
+	CircZones float64 `json:"circulation_zones"`
+	FreeZones float64 `json:"free_zones"`
 
 	samples []sample
 	zones   []engine.ZoneValid
@@ -226,8 +232,11 @@ type gcRow struct {
 	Shared int64    `json:"zones_shared"` // median
 	Whole  gcWhole  `json:"whole_run"`    // medians
 	P99us  float64  `json:"p99_us"`       // median
-	Steady int      `json:"steady_runs"`
-	Warmup float64  `json:"warmup_capacities"` // median
+	// CircZones and FreeZones are the runs' (gcRun) medians.
+	CircZones float64 `json:"circulation_zones"`
+	FreeZones float64 `json:"free_zones"`
+	Steady    int     `json:"steady_runs"`
+	Warmup    float64 `json:"warmup_capacities"` // median
 	// Baseline is the none run the ratios compare with: the same GC
 	// policy, else the first none configuration.
 	Baseline   string   `json:"baseline,omitempty"`
@@ -495,7 +504,9 @@ func runGCOnce(ctx context.Context, dev, w string, s gcSetup, o GCOptions, ws *g
 	}
 	g := newGen(spec, b)
 	before := e.Stats()
+	circ := sampleCirculation(e, &g.measuring, o.Sample/4)
 	ph, res, runErr := runControlled(ctx, g, o.Steady, o.Sample)
+	circZones, freeZones := circ()
 	whole := wholeRun(e.Stats().Sub(before))
 	closeErr := e.Close()
 	if runErr != nil {
@@ -505,7 +516,7 @@ func runGCOnce(ctx context.Context, dev, w string, s gcSetup, o GCOptions, ws *g
 		return nil, closeErr
 	}
 	r := &gcRun{Steady: ph.steady, Warmup: ph.warm, Why: ph.why, samples: ph.samples, Shared: whole.Shared, Whole: whole,
-		P50us: micros(res.P50), P99us: micros(res.P99)}
+		P50us: micros(res.P50), P99us: micros(res.P99), CircZones: circZones, FreeZones: freeZones}
 	from, end, final := ph.from, ph.end, ph.final
 	r.HostBytes, r.DevBytes = final.Host-from.Host, final.Dev-from.Dev
 	r.GCBytes, r.Resets = final.GC-from.GC, final.Resets-from.Resets
@@ -530,6 +541,43 @@ func runGCOnce(ctx context.Context, dev, w string, s gcSetup, o GCOptions, ws *g
 		r.LiveBytes = spec.fileSize(capacity) * int64(spec.Files) // the fill
 	}
 	return r, nil
+}
+
+// sampleCirculation samples e's zones in circulation (capacity less
+// the unwritten bytes of free and open zones) and its free zones every
+// interval while measuring is set, until the function it returns is
+// called, which gives their means in zones (0 without a sample).
+func sampleCirculation(e *engine.Engine, measuring *atomic.Bool, every time.Duration) func() (circ, free float64) {
+	stop, done := make(chan struct{}), make(chan struct{})
+	var circSum, freeSum float64
+	n := 0
+	go func() {
+		defer close(done)
+		t := time.NewTicker(max(every, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			if measuring.Load() {
+				st := e.Stats()
+				circSum += float64(e.Capacity() - st.Unwritten)
+				freeSum += float64(st.FreeZones)
+				n++
+			}
+		}
+	}()
+	return func() (float64, float64) {
+		close(stop)
+		<-done
+		if n == 0 {
+			return 0, 0
+		}
+		zc := float64(e.Geometry().ZoneCap)
+		return circSum / float64(n) / zc, freeSum / float64(n)
+	}
 }
 
 // describe is the workload's shape for the table's heading.
@@ -596,13 +644,16 @@ func summarizeGC(sum *gcSummary) {
 			}
 			r.Shared = int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Shared) })))
 			r.Whole = gcWhole{
-				Shared:     int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.Shared) }))),
-				SharedBusy: int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.SharedBusy) }))),
-				Copied:     int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.Copied) }))),
-				Empty:      int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.Empty) }))),
-				PerCopied:  int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.PerCopied) }))),
+				Shared:        int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.Shared) }))),
+				SharedBusy:    int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.SharedBusy) }))),
+				TailsFinished: int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.TailsFinished) }))),
+				Copied:        int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.Copied) }))),
+				Empty:         int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.Empty) }))),
+				PerCopied:     int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.PerCopied) }))),
 			}
 			r.P99us = median(r.figure(func(x *gcRun) float64 { return x.P99us }))
+			r.CircZones = median(r.figure(func(x *gcRun) float64 { return x.CircZones }))
+			r.FreeZones = median(r.figure(func(x *gcRun) float64 { return x.FreeZones }))
 			r.Warmup = median(r.figure(func(x *gcRun) float64 { return x.Warmup }))
 			r.Steady = 0
 			for _, x := range r.Runs {
@@ -654,13 +705,16 @@ func gcBaseline(rows []*gcRow, r *gcRow) *gcRow {
 type gcWhole struct {
 	Shared     int64 `json:"zones_shared"`
 	SharedBusy int64 `json:"zones_shared_busy"`
-	Copied     int64 `json:"victims_copied"`
-	Empty      int64 `json:"victims_empty"`
-	PerCopied  int64 `json:"gc_bytes_per_copied"`
+	// TailsFinished counts zones given up at a file's close, their
+	// room too short for the next file (engine.Config.FinishTail).
+	TailsFinished int64 `json:"zones_tail_finished"`
+	Copied        int64 `json:"victims_copied"`
+	Empty         int64 `json:"victims_empty"`
+	PerCopied     int64 `json:"gc_bytes_per_copied"`
 }
 
 func wholeRun(d engine.Stats) gcWhole {
-	w := gcWhole{Shared: d.ZonesShared, SharedBusy: d.ZonesSharedBusy, Copied: d.GCCopied, Empty: max(0, d.GCResets-d.GCCopied)}
+	w := gcWhole{Shared: d.ZonesShared, SharedBusy: d.ZonesSharedBusy, TailsFinished: d.ZonesTailFinished, Copied: d.GCCopied, Empty: max(0, d.GCResets-d.GCCopied)}
 	if d.GCCopied > 0 {
 		w.PerCopied = d.GCWritten / d.GCCopied
 	}
@@ -720,8 +774,8 @@ func printGC(out io.Writer, dir string, sum gcSummary) error {
 			fmt.Fprintf(out, "  %s WAF parts (medians): data %.3f + headers %.3f + pad %.3f + meta %.3f + GC %.3f\n",
 				r.name(), p.Data, p.Headers, p.Pad, p.Meta, p.GC)
 			w := r.Whole
-			fmt.Fprintf(out, "    whole run: GC copied %d victims (%.0f KiB each), reset %d empty; %d files shared a zone, %d of them one being written\n",
-				w.Copied, float64(w.PerCopied)/1024, w.Empty, w.Shared, w.SharedBusy)
+			fmt.Fprintf(out, "    whole run: GC copied %d victims (%.0f KiB each), reset %d empty; %d files shared a zone, %d of them one being written; %d short tails finished\n",
+				w.Copied, float64(w.PerCopied)/1024, w.Empty, w.Shared, w.SharedBusy, w.TailsFinished)
 		}
 		for _, r := range ws.Rows {
 			for _, x := range r.Runs {

@@ -92,6 +92,13 @@ func TestGCOutputs(t *testing.T) {
 			if r.GCShare < 0 || r.GCShare > 1 {
 				t.Errorf("%s round %d: GC share %v", name, r.Round, r.GCShare)
 			}
+			// The space in circulation holds at least the live data
+			// and at most the device; the free zones are some of it.
+			if c.Workload == WorkUniform && (r.CircZones*float64(256<<10) < float64(r.LiveBytes) ||
+				r.CircZones*float64(256<<10) > float64(gcSum.workloads[0].Capacity) || r.FreeZones <= 0) {
+				t.Errorf("%s round %d: %.1f zones in circulation, %.1f free, for %d live bytes",
+					name, r.Round, r.CircZones, r.FreeZones, r.LiveBytes)
+			}
 		}
 		// Uniform overwrites of a device 70% full: GC must copy, and
 		// then every device byte is at least a host byte.

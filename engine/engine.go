@@ -37,6 +37,13 @@ type Config struct {
 	// 0: as many as the device's limits allow after the metadata and GC
 	// zones, and at most 16.
 	OpenZones int
+	// FinishTail: when a file's last handle closes while its MRU zone
+	// has less room left than this, the zone is finished (given up on
+	// the device, no padding written) rather than left open for the
+	// next file to start in: a tail shared by a file that outlives the
+	// first, or dies before it, is what GC has to copy. 0: a quarter of
+	// a zone; negative: never.
+	FinishTail int64
 	// GC configures the garbage collector.
 	GC GCConfig
 	// NoReadVerify makes cache fills skip checking data blocks against
@@ -97,10 +104,9 @@ type Engine struct {
 	// admitted is the device bytes reserved by writes admitted and not
 	// yet in the cache (see admit).
 	admitted atomic.Int64
-	// failedZones are zones an append to failed, for the retirer to
-	// finish (guarded by placer.mu); retireKick wakes it.
-	failedZones []*zone
-	retireKick  chan struct{}
+	// retireKick wakes the retirer, which finishes the zones placement
+	// gave up (placer.retiring).
+	retireKick chan struct{}
 	// idle wakes goroutines waiting for in-flight appends, a zone's
 	// writers or a zone's readers to drain (see waitUntil).
 	idle wake.Wake
@@ -336,6 +342,9 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 	e.readGroups.New = func() any { return new(uring.Group) }
 	if err := e.checkDevice(); err != nil {
 		return nil, err
+	}
+	if e.cfg.FinishTail == 0 {
+		e.cfg.FinishTail = e.geo.ZoneCap / 4
 	}
 	var sb Superblock
 	var err error
@@ -634,6 +643,11 @@ func (e *Engine) GCConfig() GCConfig {
 	c.Streams = e.placer.gcStreams
 	return c
 }
+
+// OpenBudget is the data zones placement keeps open for appends at
+// once (Config.OpenZones, or the engine's choice): beside them, GC keeps
+// a zone per stream (GCConfig.Streams).
+func (e *Engine) OpenBudget() int { return e.placer.budget }
 
 // Capacity is the bytes the data zones hold.
 func (e *Engine) Capacity() int64 {

@@ -810,8 +810,33 @@ func (h *File) Close() error {
 	if h.closed.Swap(true) {
 		return fmt.Errorf("engine: file %q: %w", h.Name(), fs.ErrClosed)
 	}
-	h.f.handles.Add(-1)
+	if h.f.handles.Add(-1) == 0 {
+		h.e.finishTail(h.f)
+	}
 	return nil
+}
+
+// finishTail gives up the rest of a closed file's zone when less room
+// than Config.FinishTail is left there and no other file has taken it:
+// the next file then gets a zone of its own instead of starting in this
+// one's tail. bench gc's lifetimes (16 writers of whole files, a zone
+// open per writer) started every new file in a finished file's tail,
+// ~510 per run, and GC copied out whichever of the two outlived the
+// other; finishing tails below a quarter zone cut GC's victims with data
+// from 80-101 to 50-59 per run (see the commit).
+func (e *Engine) finishTail(f *file) {
+	limit := e.cfg.FinishTail
+	z := f.mru.Load()
+	if limit <= 0 || z == nil || z.forGC || z.owner.Load() != f || z.state.Load() != zoneOpen {
+		return
+	}
+	if rem := z.remaining(); rem <= 0 || rem >= limit {
+		return
+	}
+	if e.placer.giveUp(z, true) {
+		e.placer.tailsFinished.Add(1)
+		e.kickRetirer()
+	}
 }
 
 // writeCharge is what a write of n bytes at off may add to what

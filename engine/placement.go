@@ -206,6 +206,13 @@ type placer struct {
 	// another file was still writing (no finished file's tail had room):
 	// the two files' appends interleave there.
 	opened, filled, sharedMRU, sharedBusy atomic.Int64
+	// tailsFinished counts zones given up at a file's close with a tail
+	// too short to be worth another file's start (Config.FinishTail).
+	tailsFinished atomic.Int64
+	// retiring are zones given up (an append to them failed, or a
+	// closed file's short tail), for the engine's retirer to finish on
+	// the device once their appends have landed (see giveUp).
+	retiring []*zone
 	// unalloc is the bytes not yet reserved in free and open zones, and
 	// nfree the free zones: space() reads them on every client write, so
 	// they are kept without the lock.

@@ -27,8 +27,11 @@ type Stats struct {
 	// file was still writing, their appends interleaved; the rest took a
 	// finished file's tail (see placer.choose).
 	ZonesSharedBusy int64 `json:"zones_shared_busy"`
-	AppendErrs      int64 `json:"append_errors"`
-	ReadErrs        int64 `json:"read_errors"`
+	// ZonesTailFinished counts zones finished at a file's close because
+	// too little room was left for the next file (Config.FinishTail).
+	ZonesTailFinished int64 `json:"zones_tail_finished"`
+	AppendErrs        int64 `json:"append_errors"`
+	ReadErrs          int64 `json:"read_errors"`
 	// ChecksumErrs counts reads that found a data block (or the header
 	// holding its checksum) not as it was written: each failed with EIO.
 	ChecksumErrs int64 `json:"checksum_errors"`
@@ -59,8 +62,12 @@ type Stats struct {
 	// (a gauge: 0 or 1), so that a crash test can kill the daemon mid-GC.
 	GCActive int64 `json:"gc_active"`
 
-	FreeZones  int   `json:"free_zones"`
-	OpenZones  int   `json:"open_zones"`
+	FreeZones int `json:"free_zones"`
+	OpenZones int `json:"open_zones"`
+	// Unwritten is the data zones' bytes not yet written (nor reserved
+	// for an append in flight): the free zones and the rest of the open
+	// ones. Capacity less it is the space in circulation, valid or not.
+	Unwritten  int64 `json:"unwritten"`
 	DataZones  int   `json:"data_zones"`
 	DirtyBytes int64 `json:"dirty_bytes"`
 
@@ -131,7 +138,7 @@ func (e *Engine) Stats() Stats {
 		HostWritten: c.hostWritten.Load(), HostRead: c.hostRead.Load(),
 		DevData: c.devData.Load(), DevHeaders: c.devHeaders.Load(), DevPad: c.devPad.Load(),
 		DevMeta: c.metaWritten.Load(), DevRead: c.devRead.Load(),
-		Appends: c.appends.Load(), ZonesOpened: e.placer.opened.Load(), ZonesFilled: e.placer.filled.Load(), ZonesShared: e.placer.sharedMRU.Load(), ZonesSharedBusy: e.placer.sharedBusy.Load(), AppendErrs: c.appendErrs.Load(), ReadErrs: c.readErrs.Load(),
+		Appends: c.appends.Load(), ZonesOpened: e.placer.opened.Load(), ZonesFilled: e.placer.filled.Load(), ZonesShared: e.placer.sharedMRU.Load(), ZonesSharedBusy: e.placer.sharedBusy.Load(), ZonesTailFinished: e.placer.tailsFinished.Load(), AppendErrs: c.appendErrs.Load(), ReadErrs: c.readErrs.Load(),
 		ChecksumErrs: c.csumErrs.Load(), SumReads: c.sumReads.Load(),
 		Checkpoints: c.checkpoints.Load(), Flushes: e.flushes.flushes.Load(), FlushesJoined: e.flushes.joined.Load(),
 		GCRead: c.gcRead.Load(), GCWritten: c.gcWritten.Load(), GCResets: c.gcResets.Load(), GCCopied: c.gcCopied.Load(), GCSealed: c.gcSealed.Load(),
@@ -140,6 +147,7 @@ func (e *Engine) Stats() Stats {
 	}
 	e.placer.mu.Lock()
 	s.FreeZones, s.OpenZones = len(e.placer.free), len(e.placer.open)
+	s.Unwritten = e.placer.unalloc.Load()
 	e.placer.mu.Unlock()
 	if e.cache != nil {
 		s.DirtyBytes = e.cache.DirtyBytes()

@@ -350,8 +350,22 @@ func (e *Engine) zoneFailed(z *zone) {
 	if z == nil {
 		return
 	}
-	p := &e.placer
+	if e.placer.giveUp(z, false) {
+		e.kickRetirer()
+	}
+}
+
+// giveUp retires an open zone (or, unless openOnly, a full one) for the
+// retirer to finish once its appends have landed (see zoneFailed,
+// Engine.finishTail): an open zone's unreserved rest leaves the free
+// space at once. It reports false, changing nothing, if the zone is in
+// neither state.
+func (p *placer) giveUp(z *zone, openOnly bool) bool {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if openOnly && z.state.Load() != zoneOpen {
+		return false
+	}
 	switch z.state.Load() {
 	case zoneOpen:
 		// Its tail will never be reserved: it leaves the free space.
@@ -366,15 +380,18 @@ func (e *Engine) zoneFailed(z *zone) {
 	case zoneFull:
 		// Filled (by reservations) already, perhaps still draining.
 	default:
-		p.mu.Unlock()
-		return // retiring already
+		return false // retiring already
 	}
 	z.state.Store(zoneRetiring)
 	if !slices.Contains(p.draining, z) {
 		p.draining = append(p.draining, z)
 	}
-	e.failedZones = append(e.failedZones, z)
-	p.mu.Unlock()
+	p.retiring = append(p.retiring, z)
+	return true
+}
+
+// kickRetirer wakes the retirer for the zones giveUp queued.
+func (e *Engine) kickRetirer() {
 	select {
 	case e.retireKick <- struct{}{}:
 	default:
@@ -392,8 +409,8 @@ func (e *Engine) retirer(ctx context.Context) {
 		}
 		for {
 			e.placer.mu.Lock()
-			zones := e.failedZones
-			e.failedZones = nil
+			zones := e.placer.retiring
+			e.placer.retiring = nil
 			e.placer.mu.Unlock()
 			if len(zones) == 0 {
 				break
