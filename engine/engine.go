@@ -122,6 +122,8 @@ type Engine struct {
 	// closingCh is closed then too, to wake waits that have no context.
 	active     atomic.Int64
 	closingCh  chan struct{}
+	closeOnce  sync.Once
+	closeErr   error // the first Close's
 	meta       *metaLog
 	flushes    flushGroup // every device flush but Close's and Format's
 	gc         *collector
@@ -525,7 +527,15 @@ func (e *Engine) Close() error {
 // first, it writes back and checkpoints all the same but leaves the
 // cache's memory and the device open (a running operation may still use
 // them) and says so in its error.
+//
+// Only the first call closes; every call returns its result, once it
+// has one (a Close concurrent with another waits for it).
 func (e *Engine) CloseContext(ctx context.Context) error {
+	e.closeOnce.Do(func() { e.closeErr = e.close(ctx) })
+	return e.closeErr
+}
+
+func (e *Engine) close(ctx context.Context) error {
 	e.nsMu.Lock()
 	if e.closed {
 		e.nsMu.Unlock()
