@@ -701,12 +701,12 @@ var lsmStopGrace = 5 * time.Second
 // write stall waiting for a flush or compaction that fails again and
 // again (a device out of space), or the engine's admission making room.
 // The run is then left as it is, Pebble, engine and all, for the process
-// to end: closing the engine under Pebble's goroutines is not safe (its
-// files' operations do not check for a closed engine: the cache and the
-// device would be closed under them), and making the engine's writes
-// fail instead makes Pebble panic where it cannot close a WAL
-// (rotateWAL), a panic that ends in a fatal error Go cannot recover (see
-// pebblefs's file.failed). The emulated device is unlinked already (see
+// to end. Closing the engine there is safe for the engine (its operations
+// then fail with engine.ErrClosed, and Close checkpoints), but not for
+// Pebble: its stalled write would fail, and Pebble panics where it cannot
+// close a WAL (rotateWAL), a panic that ends in a fatal error Go cannot
+// recover (see pebblefs's file.failed). Unclosed, the engine loses
+// nothing fsynced: recovery replays the log. The emulated device is unlinked already (see
 // lsmDevice), so nothing is left behind.
 func runStoppable(ctx context.Context, run func() error) error {
 	done := make(chan error, 1)

@@ -152,8 +152,13 @@ type Cache struct {
 	dirty                atomic.Int64 // dirty bytes
 	dirtyFiles           atomic.Int64 // files on the dirty list
 	events               wake.Wake    // memory freed, writeback ended
-	counters             counters
-	poison               bool // tests: fill freed folios so stale bytes show
+	// shut is closed by Shut, with shutErr set first: waits for memory
+	// and for dirty data to drain return shutErr from then on.
+	shut     chan struct{}
+	shutOnce sync.Once
+	shutErr  error
+	counters counters
+	poison   bool // tests: fill freed folios so stale bytes show
 }
 
 // New maps the arena and returns an empty cache.
@@ -198,6 +203,7 @@ func New(cfg Config) (*Cache, error) {
 		blockMask:  cfg.BlockSize - 1,
 		bpp:        pageSize / cfg.BlockSize,
 		arena:      mem,
+		shut:       make(chan struct{}),
 		buddy:      newBuddy(npages),
 		folios:     make([]folio, npages),
 		words:      make([]uint64, npages),
@@ -335,8 +341,8 @@ func checkIO(off int64, n int) error {
 	return nil
 }
 
-// waitFor blocks on ch or ctx and adds the time spent to *ns.
-func waitFor(ctx context.Context, ch <-chan struct{}, ns *atomic.Int64) error {
+// waitFor blocks on ch, ctx or Shut and adds the time spent to *ns.
+func (c *Cache) waitFor(ctx context.Context, ch <-chan struct{}, ns *atomic.Int64) error {
 	start := time.Now()
 	defer func() { ns.Add(int64(time.Since(start))) }()
 	select {
@@ -344,5 +350,30 @@ func waitFor(ctx context.Context, ch <-chan struct{}, ns *atomic.Int64) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-c.shut:
+		return c.shutErr
+	}
+}
+
+// Shut ends, with cause, every wait of a write for dirty data to drain
+// (throttling) and of a write or read for memory (reclaim), now and from
+// now on: the caller is shutting down and stops the writeback those waits
+// depend on. Waits for writeback already in flight (stable pages,
+// WaitWriteback) are not ended: in-flight I/O completes by itself. Only
+// the first call's cause counts.
+func (c *Cache) Shut(cause error) {
+	c.shutOnce.Do(func() {
+		c.shutErr = cause
+		close(c.shut)
+	})
+}
+
+// shutDown is Shut's cause once Shut was called, else nil.
+func (c *Cache) shutDown() error {
+	select {
+	case <-c.shut:
+		return c.shutErr
+	default:
+		return nil
 	}
 }

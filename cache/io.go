@@ -349,12 +349,15 @@ func (c *Cache) throttle(ctx context.Context) error {
 	}
 	c.counters.throttles.Add(1)
 	for {
+		if err := c.shutDown(); err != nil {
+			return fmt.Errorf("cache: write throttled at %d dirty bytes: %w", c.dirty.Load(), err)
+		}
 		ch := c.events.Wait()
 		if c.dirty.Load() <= c.limit {
 			return nil
 		}
 		c.kick()
-		if err := waitFor(ctx, ch, &c.counters.throttledNs); err != nil {
+		if err := c.waitFor(ctx, ch, &c.counters.throttledNs); err != nil {
 			return fmt.Errorf("cache: write throttled at %d dirty bytes: %w", c.dirty.Load(), err)
 		}
 	}
@@ -415,7 +418,7 @@ func (c *Cache) reclaim(ctx context.Context, order int, res *reserve) error {
 		}
 		c.counters.allocWaits.Add(1)
 		c.kick()
-		if err := waitFor(ctx, ch, &c.counters.allocWaitNs); err != nil {
+		if err := c.waitFor(ctx, ch, &c.counters.allocWaitNs); err != nil {
 			return fmt.Errorf("cache: wait for memory: %w", err)
 		}
 		evicted, scanned = 0, 0

@@ -295,4 +295,20 @@
 // queued (a pad that a draining zone waits for) may be what the holder of
 // that lock waits for. No wait polls: counters
 // that fall to zero signal Engine.idle, and waitUntil parks on it.
+//
+// Closing. Every operation a caller starts (open, create, read, write,
+// fsync, truncate, rename, remove, Sync, SyncNamespace) is counted in
+// Engine.active (enter, leave: atomics, no lock) and fails with ErrClosed
+// once Close has set the closing bit there, which it does under nsMu
+// exclusive (so a namespace operation holding nsMu finishes first, and
+// none starts after). Close then wakes, holding no lock, every wait that
+// depends on the writeback it is about to stop: the cache's throttle and
+// its waits for memory (cache.Shut), admission's GC loop and its wait for
+// a truncate's window (Engine.closingCh); they return ErrClosed, holding
+// whatever the operation holds, which it releases as it returns. It waits
+// for the count to fall to zero (Engine.idle, no lock held: what remains
+// ends with device I/O already submitted, and writeback, GC and the
+// completer still run), bounded by its context, and only then writes
+// everything back, checkpoints and closes the cache and the device. A
+// truncate's undo (undoCut) is not woken: it puts its file back first.
 package engine

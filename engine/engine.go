@@ -117,12 +117,19 @@ type Engine struct {
 	// through the backing store, writeback, GC) look files up by id under
 	// idMu alone, a leaf lock, so that they never wait for a namespace
 	// operation (see the lock order in doc.go).
-	nsMu       sync.RWMutex
-	byName     map[string]*file
-	idMu       sync.RWMutex
-	byID       map[uint64]*file
-	nextID     uint64
-	closed     bool
+	nsMu   sync.RWMutex
+	byName map[string]*file
+	idMu   sync.RWMutex
+	byID   map[uint64]*file
+	nextID uint64
+	closed bool
+	// active gates the operations callers start (see enter): it counts
+	// those running, with closingBit set once Close has begun, and
+	// closingCh is closed then too, to wake waits that have no context.
+	active     atomic.Int64
+	closingCh  chan struct{}
+	closeOnce  sync.Once
+	closeErr   error // the first Close's
 	meta       *metaLog
 	flushes    flushGroup // every device flush but Close's and Format's
 	gc         *collector
@@ -338,7 +345,8 @@ func FormatAndOpen(dev zns.Device, cfg Config) (*Engine, error) {
 func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) {
 	cfg.fill()
 	e := &Engine{cfg: cfg, dev: dev, geo: dev.Geometry(), ring: dev.Ring(), log: slog.Default(),
-		byName: map[string]*file{}, byID: map[uint64]*file{}, nextID: 1, retireKick: make(chan struct{}, 1)}
+		byName: map[string]*file{}, byID: map[uint64]*file{}, nextID: 1, retireKick: make(chan struct{}, 1),
+		closingCh: make(chan struct{})}
 	e.readGroups.New = func() any { return new(uring.Group) }
 	if err := e.checkDevice(); err != nil {
 		return nil, err
@@ -538,20 +546,89 @@ func (e *Engine) zoneAt(off int64) *zone {
 	return e.zones[i]
 }
 
-// Close flushes everything, writes a checkpoint and releases the device.
-// If dirty data cannot be written back, it flushes what was, writes no
-// checkpoint (recovery replays the log) and returns a lostAtClose error:
-// that data, never fsynced, is lost.
+// ErrClosed is the error, wrapped, of an operation started on an engine
+// Close has begun to close, and of one Close woke from a wait (for dirty
+// data to drain, for memory, for a truncate's window) it would otherwise
+// have kept waiting in after the writeback it waited for stopped.
+var ErrClosed = fmt.Errorf("engine: closed: %w", fs.ErrClosed)
+
+// closingBit is set in Engine.active once Close has begun.
+const closingBit = int64(1) << 62
+
+// enter admits an operation a caller starts (open, create, read, write,
+// fsync, truncate, rename, remove, Sync): ErrClosed once Close has
+// begun. Each one admitted calls leave when it returns, so that Close
+// can wait for them before it closes the cache and the device under
+// them. Two atomic adds: the read and write paths must not allocate.
+func (e *Engine) enter() error {
+	if e.active.Add(1)&closingBit != 0 {
+		e.leave()
+		return ErrClosed
+	}
+	return nil
+}
+
+// leave ends an operation enter admitted; the last one to end while
+// Close waits wakes it.
+func (e *Engine) leave() {
+	if e.active.Add(-1) == closingBit {
+		e.idle.Signal()
+	}
+}
+
+// isClosing reports whether Close has begun.
+func (e *Engine) isClosing() bool { return e.active.Load()&closingBit != 0 }
+
+// closeDrainWait bounds how long Close waits for the operations running
+// when it began (see CloseContext). Close first wakes every wait that
+// depends on writeback it is about to stop, so what remains ends with
+// device I/O already submitted: this only keeps a device that stopped
+// completing I/O from holding Close for ever.
+const closeDrainWait = time.Minute
+
+// Close is CloseContext bounded by closeDrainWait.
 func (e *Engine) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), closeDrainWait)
+	defer cancel()
+	return e.CloseContext(ctx)
+}
+
+// CloseContext flushes everything, writes a checkpoint and releases the
+// device. If dirty data cannot be written back, it flushes what was,
+// writes no checkpoint (recovery replays the log) and returns a
+// lostAtClose error: that data, never fsynced, is lost.
+//
+// It may run while operations do. From its start every new operation
+// fails with ErrClosed, and so does every one waiting for dirty data to
+// drain, for cache memory, for admission or for a truncate's window;
+// then it waits for those still running (writing back, in device I/O)
+// to end, until ctx is done. What they made durable stays durable, and
+// data they left in the cache is written back with the rest. If ctx ends
+// first, it writes back and checkpoints all the same but leaves the
+// cache's memory and the device open (a running operation may still use
+// them) and says so in its error.
+//
+// Only the first call closes; every call returns its result, once it
+// has one (a Close concurrent with another waits for it).
+func (e *Engine) CloseContext(ctx context.Context) error {
+	e.closeOnce.Do(func() { e.closeErr = e.close(ctx) })
+	return e.closeErr
+}
+
+func (e *Engine) close(ctx context.Context) error {
 	e.nsMu.Lock()
 	if e.closed {
 		e.nsMu.Unlock()
 		return nil
 	}
 	e.closed = true
+	e.active.Or(closingBit)
 	e.nsMu.Unlock()
+	close(e.closingCh)
+	e.cache.Shut(ErrClosed)
+	drainErr := e.drain(ctx)
 	var errs []error
-	ctx := context.Background()
+	ctx = context.Background()
 	if err := e.wb.SyncAll(ctx); err != nil {
 		errs = append(errs, newLostAtClose(err))
 	}
@@ -564,6 +641,9 @@ func (e *Engine) Close() error {
 		if err := e.checkpoint(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if drainErr != nil {
+		return errors.Join(append(errs, drainErr)...)
 	}
 	e.cache.Close()
 	if err := e.dev.Close(); err != nil {
@@ -623,6 +703,10 @@ func (e *Engine) waitUntil(cond func() bool) {
 
 // Sync writes back every file and flushes the device.
 func (e *Engine) Sync(ctx context.Context) error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
 	if err := e.wb.SyncAll(ctx); err != nil {
 		return err
 	}
@@ -661,7 +745,23 @@ func (e *Engine) Capacity() int64 {
 // Superblock is the device's superblock.
 func (e *Engine) Superblock() Superblock { return e.sb }
 
-var errClosed = fmt.Errorf("engine: %w", fs.ErrClosed)
+// drain waits, Close having begun, until no operation enter admitted is
+// running, or ctx is done (an error that says how many still are).
+func (e *Engine) drain(ctx context.Context) error {
+	for {
+		ch := e.idle.Wait()
+		if e.active.Load() == closingBit {
+			return nil
+		}
+		_ = e.ring.Flush() // what they wait for may be queued under a plug
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("engine: close: %d operations still running; cache and device left open: %w",
+				e.active.Load()&^closingBit, ctx.Err())
+		}
+	}
+}
 
 // blockPool is a fixed set of BlockSize buffers in page-aligned memory
 // outside the Go heap (O_DIRECT needs the alignment), for record headers.

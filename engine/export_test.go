@@ -6,6 +6,7 @@ package engine
 func (e *Engine) crashForTest() {
 	e.nsMu.Lock()
 	e.closed = true
+	e.active.Or(closingBit)
 	e.nsMu.Unlock()
 	e.cancel()
 	e.bg.Wait()

@@ -79,14 +79,14 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
 	if !create {
 		return e.openExisting(name, trunc)
 	}
 	e.nsMu.Lock()
-	if e.closed {
-		e.nsMu.Unlock()
-		return nil, errClosed
-	}
 	durable := flags&ODeferSync == 0
 	f := e.byName[name]
 	if f == nil {
@@ -151,10 +151,6 @@ func (e *Engine) awaitCreate(name string, f *file, durable bool) error {
 // durable operation's flush).
 func (e *Engine) openExisting(name string, trunc bool) (*File, error) {
 	e.nsMu.RLock()
-	if e.closed {
-		e.nsMu.RUnlock()
-		return nil, errClosed
-	}
 	f := e.byName[name]
 	e.nsMu.RUnlock()
 	if f == nil {
@@ -189,11 +185,11 @@ func (e *Engine) Remove(name string) error { return e.remove(name, true) }
 func (e *Engine) RemoveDeferred(name string) error { return e.remove(name, false) }
 
 func (e *Engine) remove(name string, durable bool) error {
-	e.nsMu.Lock()
-	if e.closed {
-		e.nsMu.Unlock()
-		return errClosed
+	if err := e.enter(); err != nil {
+		return err
 	}
+	defer e.leave()
+	e.nsMu.Lock()
 	f := e.byName[name]
 	if f == nil {
 		e.nsMu.Unlock()
@@ -238,11 +234,11 @@ func (e *Engine) Rename(oldName, newName string) error {
 	if err := checkName(newName); err != nil {
 		return err
 	}
-	e.nsMu.Lock()
-	if e.closed {
-		e.nsMu.Unlock()
-		return errClosed
+	if err := e.enter(); err != nil {
+		return err
 	}
+	defer e.leave()
+	e.nsMu.Lock()
 	f := e.byName[oldName]
 	if f == nil {
 		e.nsMu.Unlock()
@@ -315,6 +311,19 @@ func (h *File) check() error {
 	return nil
 }
 
+// enter admits an operation on the handle (see Engine.enter), then
+// checks the handle; it calls leave itself if it returns an error.
+func (h *File) enter() error {
+	if err := h.e.enter(); err != nil {
+		return fmt.Errorf("engine: file %q: %w", h.Name(), err)
+	}
+	if err := h.check(); err != nil {
+		h.e.leave()
+		return err
+	}
+	return nil
+}
+
 // Name is the file's name.
 func (h *File) Name() string {
 	h.f.mu.RLock()
@@ -340,9 +349,10 @@ func (h *File) ReadAt(p []byte, off int64) (int, error) {
 
 // ReadAtContext is ReadAt with cancellation of cache waits.
 func (h *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
-	if err := h.check(); err != nil {
+	if err := h.enter(); err != nil {
 		return 0, err
 	}
+	defer h.e.leave()
 	if off < 0 {
 		return 0, fmt.Errorf("engine: read at %d: %w", off, fs.ErrInvalid)
 	}
@@ -383,9 +393,10 @@ func (h *File) WriteAt(p []byte, off int64) (int, error) {
 // A piece that does not fit ends the write short, with ErrNoSpace, as a
 // kernel file system's write that runs out of space does.
 func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, error) {
-	if err := h.check(); err != nil {
+	if err := h.enter(); err != nil {
 		return 0, err
 	}
+	defer h.e.leave()
 	if off < 0 || off+int64(len(p)) < off || off+int64(len(p)) > MaxFileSize {
 		return 0, fmt.Errorf("engine: write of %d bytes at %d: %w", len(p), off, fs.ErrInvalid)
 	}
@@ -498,9 +509,10 @@ func (h *File) Truncate(size int64) error { return h.truncate(size, false) }
 func (h *File) Grow(size int64) error { return h.truncate(size, true) }
 
 func (h *File) truncate(size int64, grow bool) error {
-	if err := h.check(); err != nil {
+	if err := h.enter(); err != nil {
 		return err
 	}
+	defer h.e.leave()
 	if size < 0 || size > MaxFileSize {
 		return fmt.Errorf("engine: truncate to %d: %w", size, fs.ErrInvalid)
 	}
@@ -793,9 +805,10 @@ func (h *File) Sync() error { return h.SyncContext(context.Background()) }
 
 // SyncContext is Sync with cancellation.
 func (h *File) SyncContext(ctx context.Context) error {
-	if err := h.check(); err != nil {
+	if err := h.enter(); err != nil {
 		return err
 	}
+	defer h.e.leave()
 	if err := h.e.wb.FlushFile(ctx, h.f.id); err != nil {
 		return fmt.Errorf("engine: sync %q: %w", h.f.name, err)
 	}
@@ -907,6 +920,11 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, waitTails bool, m
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if waitTails && e.isClosing() {
+			// Close stops writeback and GC; a truncate's undo (not
+			// waitTails) goes on, to put its file back.
+			return fmt.Errorf("engine: write of %d bytes: %w", charge, ErrClosed)
+		}
 		moved, unsettled := e.gc.reclaimFor(func() bool { return !e.roomFor(charge) }, minGain)
 		if moved {
 			continue
@@ -957,6 +975,8 @@ func (e *Engine) waitSettled(ctx context.Context, f *file) error {
 		case <-ch:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-e.closingCh:
+			return ErrClosed
 		case <-timer.C:
 			return nil
 		}

@@ -533,6 +533,10 @@ func resetZones(dev zns.Device, n int) error {
 // them was logged has succeeded, and runs one (or joins one already
 // running) unless such a flush has ended already.
 func (e *Engine) SyncNamespace() error {
+	if err := e.enter(); err != nil {
+		return err
+	}
+	defer e.leave()
 	t := e.meta.needFlush.Load()
 	if t == 0 {
 		return nil

@@ -162,10 +162,12 @@ func (s *Server) refuse(uc *net.UnixConn) {
 
 // Serve accepts clients on l until ctx is done, then shuts down: it stops
 // accepting, stops reading requests, lets the requests already read
-// finish (for up to the grace period, then cancels them), sends their
-// replies and closes every connection. It returns nil after such a
-// shutdown. The caller closes the engine afterwards (which flushes and
-// checkpoints) and closes l.
+// finish (for up to the grace period, then cancels them, then after as
+// long again closes the engine to end those that ignore cancellation),
+// sends their replies and closes every connection. It returns nil after
+// such a shutdown. The caller closes the engine afterwards (which flushes
+// and checkpoints, or returns the result of the close shutdown did) and
+// closes l.
 func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 	stop := context.AfterFunc(ctx, func() { l.SetDeadline(time.Now()) })
 	defer stop()
@@ -217,7 +219,8 @@ func (s *Server) start(uc *net.UnixConn) {
 }
 
 // shutdown stops every connection: reading stops at once, in-flight
-// requests get the grace period, then are canceled.
+// requests get the grace period, then are canceled; those still running
+// a grace period later are ended by closing the engine.
 func (s *Server) shutdown() {
 	s.mu.Lock()
 	s.closing = true
@@ -245,6 +248,21 @@ func (s *Server) shutdown() {
 		c.abort()
 	}
 	s.mu.Unlock()
+	select {
+	case <-done:
+		return
+	case <-time.After(s.grace):
+	}
+	// Some engine operations take no context (a truncate, a namespace
+	// change) and may wait for writeback that cannot make progress (a
+	// device failing appends): closing the engine wakes them with
+	// engine.ErrClosed (StatusShutdown) and waits for the rest, then
+	// writes back and checkpoints what it can. The caller's Close returns
+	// this one's result.
+	s.log.Warn("server: requests outlived their cancellation; closing the engine under them", "grace", s.grace)
+	if err := s.e.Close(); err != nil {
+		s.log.Warn("server: close engine", "err", err)
+	}
 	<-done
 }
 

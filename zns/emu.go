@@ -825,6 +825,15 @@ func (e *Emu) FailWrite(n int) {
 	e.mu.Unlock()
 }
 
+// FailWrites makes every Write and Append submitted from now fail as
+// FailWrite's does, until it is called with false: a device that stopped
+// taking writes.
+func (e *Emu) FailWrites(on bool) {
+	e.mu.Lock()
+	e.faults.writeAll = on
+	e.mu.Unlock()
+}
+
 // FailRead arms a fault: the n-th valid Read submitted from now fails with
 // EIO and leaves the buffer's content unspecified. n <= 0 disarms.
 func (e *Emu) FailRead(n int) {

@@ -42,9 +42,10 @@ type soft struct {
 
 // faults are the armed fault injections (emu); countdowns, 0 = disarmed.
 type faults struct {
-	writeIn int
-	readIn  int
-	flushIn int
+	writeIn  int
+	readIn   int
+	flushIn  int
+	writeAll bool // every write fails (FailWrites)
 }
 
 // hit counts one operation down and reports whether it is the one to fail.
@@ -160,7 +161,7 @@ func (s *soft) write(zone int, off int64, bufs [][]byte, app AppendCompletion, c
 	if err != nil {
 		return err
 	}
-	if hit(&s.faults.writeIn) {
+	if s.faults.writeAll || hit(&s.faults.writeIn) {
 		// The injected failure happens before the device accepts the
 		// write: nothing is written and the write pointer stays.
 		r := s.newReq(zone, off, n, 0)
