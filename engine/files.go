@@ -840,14 +840,10 @@ func (h *File) Close() error {
 func (e *Engine) finishTail(f *file) {
 	limit := e.cfg.FinishTail
 	z := f.mru.Load()
-	if limit <= 0 || z == nil || z.forGC || z.owner.Load() != f || z.state.Load() != zoneOpen {
+	if limit <= 0 || z == nil {
 		return
 	}
-	if rem := z.remaining(); rem <= 0 || rem >= limit {
-		return
-	}
-	if e.placer.giveUp(z, true) {
-		e.placer.tailsFinished.Add(1)
+	if e.placer.finishTail(z, f, limit) {
 		e.kickRetirer()
 	}
 }

@@ -363,6 +363,11 @@ func (e *Engine) zoneFailed(z *zone) {
 func (p *placer) giveUp(z *zone, openOnly bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.giveUpLocked(z, openOnly)
+}
+
+// giveUpLocked is giveUp with p.mu held.
+func (p *placer) giveUpLocked(z *zone, openOnly bool) bool {
 	if openOnly && z.state.Load() != zoneOpen {
 		return false
 	}
@@ -387,6 +392,27 @@ func (p *placer) giveUp(z *zone, openOnly bool) bool {
 		p.draining = append(p.draining, z)
 	}
 	p.retiring = append(p.retiring, z)
+	return true
+}
+
+// finishTail retires z, f's last zone, if it is still open, f's own
+// (not GC's, nor reset and opened again for another writer since f took
+// it) and has less than limit left: all looked at under p.mu, where
+// forGC is written and a reset zone is reopened, so the zone finished is
+// the one f left.
+func (p *placer) finishTail(z *zone, f *file, limit int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if z.forGC || z.owner.Load() != f || z.state.Load() != zoneOpen {
+		return false
+	}
+	if rem := z.remaining(); rem <= 0 || rem >= limit {
+		return false
+	}
+	if !p.giveUpLocked(z, true) {
+		return false
+	}
+	p.tailsFinished.Add(1)
 	return true
 }
 
