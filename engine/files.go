@@ -539,8 +539,9 @@ func (h *File) truncate(size int64, grow bool) error {
 // changes nothing), so that the tail's record is the only one that
 // carries the new size; if it fails, the size goes back, the bytes the
 // zeros replaced within the old size go back into the cache, and those and
-// the rest of the range the record's size would cut are written back at
-// once (undoCut): the record may reach the device all the same. That is
+// the rest of the range the record's size would cut are written back,
+// then committed by one record under the old size (undoCut): the record
+// may reach the device all the same. That is
 // stricter than Linux: XFS sets the in-memory size first and returns the
 // flush's error with the new size in place but not logged (a crash brings
 // the old one back), and ext4 logs the size and leaves the zeroed block to
@@ -627,7 +628,8 @@ func (h *File) zeroTail(size, old int64) error {
 	// in the cache come back at once, in one hold of the cache's lock of
 	// the file: writeback takes the zeros (still dirty if their write
 	// failed) before, numbered under the new size as the truncate's tail,
-	// or the old bytes after, under the old size. The zeros under the
+	// or the old bytes after, without a size until undoCut commits
+	// (tailUndoing comes back with the old size). The zeros under the
 	// old size, durable before undoCut's records, were a file of the old
 	// size with zeros over its fsynced bytes; so was a checkpoint of the
 	// old size while the map held the zeros.
