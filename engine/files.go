@@ -96,9 +96,9 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 			e.nsMu.Unlock()
 			return nil, err
 		}
-		if durable {
-			f.createFlush.Store(t)
-		}
+		// Kept for every create, deferred ones too: a durable create
+		// of the name meanwhile waits for it (awaitCreate).
+		f.createFlush.Store(t)
 		e.nextID++
 		e.byName[name] = f
 		e.idMu.Lock()
@@ -129,8 +129,8 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 }
 
 // awaitCreate returns, if durable, once f's create is durable: at once
-// if its flush has succeeded already (or it was created with
-// ODeferSync). A failed flush leaves the file in the namespace, its
+// if its flush has succeeded already. A create with ODeferSync keeps its
+// ticket too, so that a durable create of the name waits for it. A failed flush leaves the file in the namespace, its
 // record logged and perhaps on the device, as a kernel file system
 // leaves a file whose directory's fsync failed; the next durable
 // operation or SyncNamespace makes it durable.

@@ -96,6 +96,10 @@ type zone struct {
 	// owner is the file that chose this zone as its MRU zone last; nil
 	// for GC's zones and the shared stream.
 	owner atomic.Pointer[file]
+	// sharedFrom is the owner this zone had when another file took it
+	// to share (nil if never shared since it was opened): finishTail
+	// leaves it alone while that file is open and may write to it.
+	sharedFrom atomic.Pointer[file]
 	// resetPending is set once the zone's reset is decided (its valid
 	// data relocated, or none left): from then on a checkpoint records
 	// its write pointer as 0. freeZone clears it after the reset.
@@ -437,7 +441,7 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC bool, shar
 		}
 		if z != nil {
 			mru.Store(z)
-			z.owner.Store(owner)
+			z.sharedFrom.Store(z.owner.Swap(owner))
 			if !forGC {
 				p.sharedMRU.Add(1)
 				if busy {
@@ -690,6 +694,7 @@ func (p *placer) freeZone(z *zone) {
 	z.gen.Add(1)
 	z.forGC = false
 	z.owner.Store(nil)
+	z.sharedFrom.Store(nil)
 	z.resetPending.Store(false)
 	z.state.Store(zoneFree)
 	p.free = append(p.free, z)

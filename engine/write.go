@@ -374,8 +374,10 @@ func (p *placer) giveUpLocked(z *zone, openOnly bool) bool {
 	switch z.state.Load() {
 	case zoneOpen:
 		// Its tail will never be reserved: it leaves the free space.
-		p.unalloc.Add(-max(0, z.remaining()))
-		z.alloc.Store(z.cap)
+		// One swap: a reservation's lock-free claim lands either
+		// before it (and took its own bytes out of unalloc) or after
+		// it (and fails), never counted twice.
+		p.unalloc.Add(-max(0, z.cap-z.alloc.Swap(z.cap)))
 		for i, o := range p.open {
 			if o == z {
 				p.open = append(p.open[:i], p.open[i+1:]...)
@@ -397,13 +399,20 @@ func (p *placer) giveUpLocked(z *zone, openOnly bool) bool {
 
 // finishTail retires z, f's last zone, if it is still open, f's own
 // (not GC's, nor reset and opened again for another writer since f took
-// it) and has less than limit left: all looked at under p.mu, where
+// it, nor taken from a file still open whose MRU zone it is; only the
+// last file it was taken from is known) and has less than limit left: all looked at under p.mu, where
 // forGC is written and a reset zone is reopened, so the zone finished is
 // the one f left.
 func (p *placer) finishTail(z *zone, f *file, limit int64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if z.forGC || z.owner.Load() != f || z.state.Load() != zoneOpen {
+		return false
+	}
+	if o := z.sharedFrom.Load(); o != nil && o != f && o.handles.Load() > 0 && o.mru.Load() == z {
+		// f took this zone from a file still open that may write to
+		// it again (its MRU zone): finishing it would send that file
+		// to a new zone and give up its room.
 		return false
 	}
 	if rem := z.remaining(); rem <= 0 || rem >= limit {
