@@ -200,4 +200,9 @@ func TestUniformMeasuresItsOwnSpan(t *testing.T) {
 	if got := (Steady{Span: 0.3}).forWorkload(WorkUniform).Span; got != 0.3 {
 		t.Errorf("UniformSpan 0: uniform measures %g; want Span 0.3", got)
 	}
+	bad := rule
+	bad.UniformSpan = -1
+	if err := bad.validate(); err == nil || !strings.Contains(err.Error(), "--measure-uniform") {
+		t.Errorf("UniformSpan -1: validate says %v; want an error naming --measure-uniform", err)
+	}
 }
