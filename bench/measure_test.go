@@ -176,3 +176,33 @@ func TestVerdicts(t *testing.T) {
 		}
 	}
 }
+
+// TestUniformMeasuresItsOwnSpan: uniform's runs measure UniformSpan once
+// steady, the other workloads Span.
+func TestUniformMeasuresItsOwnSpan(t *testing.T) {
+	const capacity = 1000
+	rule := Steady{Window: 0.1, Tol: 0.05, Cap: 10, Span: 0.3, UniformSpan: 1}
+	for _, tc := range []struct {
+		kind string
+		span float64
+	}{{WorkUniform, 1}, {WorkHotCold, 0.3}, {WorkLifetimes, 0.3}} {
+		c, f := newTestControl(rule.forWorkload(tc.kind), capacity, 300)
+		for i := 0; i < 20 && !c.g.measuring.Load(); i++ {
+			feed(c, f, 50, 3)
+		}
+		if !c.g.measuring.Load() {
+			t.Fatalf("%s: never steady on a flat WAF", tc.kind)
+		}
+		if got, want := c.stopAt.Load(), c.ph.from.Host+int64(tc.span*capacity); got != want {
+			t.Errorf("%s: writers stop at %d; want %d (%g capacities after the steady point)", tc.kind, got, want, tc.span)
+		}
+	}
+	if got := (Steady{Span: 0.3}).forWorkload(WorkUniform).Span; got != 0.3 {
+		t.Errorf("UniformSpan 0: uniform measures %g; want Span 0.3", got)
+	}
+	bad := rule
+	bad.UniformSpan = -1
+	if err := bad.validate(); err == nil || !strings.Contains(err.Error(), "--measure-uniform") {
+		t.Errorf("UniformSpan -1: validate says %v; want an error naming --measure-uniform", err)
+	}
+}

@@ -43,7 +43,9 @@ Workloads (--workload, several at once; default all four):
 Each run (but seed's) warms up until the WAF of successive --window
 windows of host writes changes by less than --steady-tol (or
 --warmup-cap capacities were written), then measures --measure device
-capacities; the table says how many runs became steady.
+capacities (uniform: --measure-uniform, long enough that its WAF, read
+against the model, does not swing with the zones' ages); the table says
+how many runs became steady.
 
 Configurations are placement/gc-policy pairs. Placement: mru (each file
 appends to its own zone), none (every file shares one zone stream),
@@ -52,9 +54,9 @@ valid data) or cost-benefit ((1-u)·age/(1+u)). A third part, 1-stream or
 2-streams, sets how many zones GC sorts its copies into (hot and cold; by
 default two where the device's open limit leaves room beside the data
 zones, as it does on the default device); /no-bg turns background GC
-off (writers still collect when space runs out). Default: mru and none under
-greedy, and mru under cost-benefit for uniform and hotcold (whose verdicts
-read it). --placements and --gc-policies run every combination of the two
+off (writers still collect when space runs out). Default: mru and none
+under greedy, and mru under cost-benefit for hotcold (whose verdicts read
+it). --placements and --gc-policies run every combination of the two
 lists instead.
 
 Per workload and configuration it reports:
@@ -125,7 +127,8 @@ real zoned device; null: serves the seed workload alone.`,
 	numberVar(f, &o.Steady.Tol, "steady-tol", o.Steady.Tol, "steady once successive windows' WAF differ by less than this fraction")
 	numberVar(f, &o.Steady.Cap, "warmup-cap", o.Steady.Cap, "device capacities the warm-up writes at most")
 	numberVar(f, &o.Steady.Span, "measure", o.Steady.Span, "device capacities measured once steady")
-	f.StringSliceVar(&o.Configs, "configs", nil, "placement/gc-policy[/N-streams][/no-bg] configurations to compare (default: mru/greedy, none/greedy, and mru/cost-benefit for uniform and hotcold)")
+	numberVar(f, &o.Steady.UniformSpan, "measure-uniform", o.Steady.UniformSpan, "device capacities measured once steady for uniform (0: --measure), whose WAF the verdict reads against the model")
+	f.StringSliceVar(&o.Configs, "configs", nil, "placement/gc-policy[/N-streams][/no-bg] configurations to compare (default: mru/greedy, none/greedy, and mru/cost-benefit for hotcold)")
 	f.StringSliceVar(&placements, "placements", []string{"mru", "none", "round-robin"}, "placements to combine with --gc-policies (replaces --configs)")
 	f.StringSliceVar(&gcPolicies, "gc-policies", []string{"greedy"}, "GC policies to combine with --placements (replaces --configs)")
 	sizeVar(f, &o.CacheBytes, "cache", o.CacheBytes, "folio cache size: small, so that the cache absorbs few overwrites and the device sees the workload")
