@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -193,10 +194,14 @@ func TestGCRejectsBadOptions(t *testing.T) {
 		"lifetimes room": func(o *GCOptions) { o.Workloads, o.Files = []string{WorkLifetimes}, 64 },
 	} {
 		o := tinyGC()
-		o.Out = ""
+		o.Out = filepath.Join(t.TempDir(), "out") // valid: the error must be the option's
 		mod(&o)
-		if err := GC(t.Context(), &bytes.Buffer{}, tinyGCDevice(t), o); err == nil {
-			t.Errorf("%s: no error", name)
+		err := GC(t.Context(), &bytes.Buffer{}, tinyGCDevice(t), o)
+		if err == nil || strings.Contains(err.Error(), "--out") {
+			t.Errorf("%s: %v; want the option refused", name, err)
+		}
+		if _, serr := os.Stat(o.Out); !errors.Is(serr, os.ErrNotExist) {
+			t.Errorf("%s: the refused run left --out behind (%v)", name, serr)
 		}
 	}
 	if err := GC(t.Context(), &bytes.Buffer{}, "null:?size=64M&zone_size=4M", tinyGC()); err == nil || !strings.Contains(err.Error(), "null:") {
