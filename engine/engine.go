@@ -143,14 +143,10 @@ type Engine struct {
 	// what it found for the report.
 	readOnly  bool
 	recovered []event
-	// held is, during recovery's replay only, the extents of records
-	// without a size that no record of their file has committed yet
-	// (replayRecord).
-	held    map[uint64][]extent
-	ckptSeq uint64 // the checkpoint recovery started from
-	ckptTie bool   // both metadata zones hold a checkpoint of that number
-	bg      sync.WaitGroup
-	zeroBlk []byte
+	ckptSeq   uint64 // the checkpoint recovery started from
+	ckptTie   bool   // both metadata zones hold a checkpoint of that number
+	bg        sync.WaitGroup
+	zeroBlk   []byte
 }
 
 // file is one file's state; mu guards size and the extent map.
@@ -177,12 +173,6 @@ type file struct {
 	tailPending bool
 	tailFrom    int64
 	tailSeq     uint64
-	// undoCommit: a failed truncate's undo has made its rewrite of the
-	// cut bytes durable, and its next record, the tail block's old
-	// bytes, carries the old size again (its commit point). Until then,
-	// while tailSeq is tailUndoing, the file's records carry no size
-	// (recordSize, File.undoCut).
-	undoCommit bool
 	// tailOld is the tail block's mapping before a truncate wrote its
 	// zeros, from zeroTail's start until it returns: a failed truncate
 	// maps it again (restoreTail). Its bytes are pinned (counted valid
@@ -304,10 +294,10 @@ func (f *file) tailUnsettled() bool { return f.tailSeq != 0 }
 // back first): its number is kept in tailSeq, and until the truncate
 // has flushed it or put the file back, GC leaves the file alone; once it
 // completes (mapRecord), checkpoints carry the new size.
-func (e *Engine) numberRecord(f *file) (uint64, uint64) {
+func (e *Engine) numberRecord(f *file) (uint64, int64) {
 	f.mu.RLock()
 	if !f.tailPending || f.tailSeq != 0 {
-		seq, size := e.seq.Add(1), f.recordSize()
+		seq, size := e.seq.Add(1), f.size
 		f.mu.RUnlock()
 		return seq, size
 	}
@@ -318,20 +308,7 @@ func (e *Engine) numberRecord(f *file) (uint64, uint64) {
 	if f.tailPending && f.tailSeq == 0 {
 		f.tailSeq = seq
 	}
-	return seq, f.recordSize()
-}
-
-// recordSize is the size a data record of f carries (f.mu held): the
-// size, or SizeUnknown while a failed truncate rewrites the bytes it cut
-// and has not reached its commit point (File.undoCut). Recovery holds
-// the extents of a record without a size back until a later record of
-// the file carries one (Engine.replayRecord), so a crash before the
-// commit keeps none of them, whatever part of them a flush made durable.
-func (f *file) recordSize() uint64 {
-	if f.tailSeq == tailUndoing && !f.undoCommit {
-		return SizeUnknown
-	}
-	return uint64(f.size)
+	return seq, f.size
 }
 
 // Open opens a formatted device and recovers its files.

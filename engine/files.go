@@ -590,9 +590,8 @@ func (h *File) truncate(size int64, grow bool) error {
 // changes nothing), so that the tail's record is the only one that
 // carries the new size; if it fails, the size goes back, the bytes the
 // zeros replaced within the old size go back into the cache, and those and
-// the rest of the range the record's size would cut are written back,
-// then committed by one record under the old size (undoCut): the record
-// may reach the device all the same. That is
+// the rest of the range the record's size would cut are written back at
+// once (undoCut): the record may reach the device all the same. That is
 // stricter than Linux: XFS sets the in-memory size first and returns the
 // flush's error with the new size in place but not logged (a crash brings
 // the old one back), and ext4 logs the size and leaves the zeroed block to
@@ -667,7 +666,7 @@ func (h *File) zeroTail(size, old int64) error {
 	// would bring the file back with holes past the block.
 	defer func() {
 		f.mu.Lock()
-		f.tailSeq, f.undoCommit = 0, false
+		f.tailSeq = 0
 		e.unpinTail(f)
 		f.mu.Unlock()
 		e.idle.Signal() // a writer may wait for it (waitSettled)
@@ -679,8 +678,7 @@ func (h *File) zeroTail(size, old int64) error {
 	// in the cache come back at once, in one hold of the cache's lock of
 	// the file: writeback takes the zeros (still dirty if their write
 	// failed) before, numbered under the new size as the truncate's tail,
-	// or the old bytes after, without a size until undoCut commits
-	// (tailUndoing comes back with the old size). The zeros under the
+	// or the old bytes after, under the old size. The zeros under the
 	// old size, durable before undoCut's records, were a file of the old
 	// size with zeros over its fsynced bytes; so was a checkpoint of the
 	// old size while the map held the zeros.
@@ -720,30 +718,14 @@ func (h *File) zeroTail(size, old int64) error {
 // did), and any later device flush, another file's fsync or a checkpoint
 // included, makes it durable: recovery then replays its size, cutting
 // every extent past end. So the bytes the file maps in [end, old) are made
-// dirty too and all of it is written back, in records numbered after the
-// zeros' (holes stay holes; the cost is a rewrite of the cut range, on
-// this error path only).
-//
-// Those records carry no size (file.recordSize): recovery holds their
-// extents back until a later record of the file carries a size
-// (Engine.replayRecord), so that a flush that makes only some of them
-// durable, with the zeros', cannot bring the file back at its old size
-// with zeros past the block, where the rest was cut. Once they are all
-// durable (written back and the device flushed), the tail's old bytes
-// are written once more, alone, in a record that carries the old size:
-// that one record is the commit point. Recovered before it, the file is
-// what the zeros' record says if it is durable (the truncated file, its
-// block's tail zeros) and the old file if not; after it, the old file.
+// dirty too and all of it is written back at once, under the old size, in
+// records numbered after the zeros': replayed after them, they map the old
+// bytes and the old size again, and nothing can make the zeros durable
+// without them any more. The cost is a rewrite of the cut range (holes
+// stay holes), on this error path only.
 func (h *File) undoCut(size, end, old int64) error {
 	e, f := h.e, h.f
 	ctx := context.Background()
-	if old <= size {
-		// Nothing cut: the zeros' record carries a size no smaller.
-		f.mu.Lock()
-		f.undoCommit = true
-		f.mu.Unlock()
-		return h.flushUndo(ctx)
-	}
 	var ranges [][2]int64
 	f.mu.RLock()
 	f.ext.lookup(end, max(0, old-end), func(x extent) {
@@ -755,46 +737,31 @@ func (h *File) undoCut(size, end, old int64) error {
 	})
 	f.mu.RUnlock()
 	// A piece that fails is reported and skipped: the rest is put back
-	// all the same, and what was is written back and flushed, but not
-	// committed: the old size over a hole where the piece was cut would
-	// be worse than either the truncated file or the old one.
-	buf := make([]byte, e.writePiece(0))
+	// all the same, and what was is written back and flushed.
+	var buf []byte
 	var errs error
 	for _, r := range ranges {
 		for pos := r[0]; pos < r[1]; {
 			n := min(e.writePiece(pos), r[1]-pos)
+			if int64(len(buf)) < n {
+				buf = make([]byte, e.writePiece(0))
+			}
 			errs = errors.Join(errs, h.rewritePiece(pos, buf[:n]))
 			pos += n
 		}
 	}
-	if err := h.flushUndo(ctx); err != nil || errs != nil {
-		return errors.Join(errs, err)
+	if err := e.wb.FlushFile(ctx, f.id); err != nil {
+		return errors.Join(errs, fmt.Errorf("write back: %w", err))
 	}
-	f.mu.Lock()
-	f.undoCommit = true
-	f.mu.Unlock()
-	if err := h.rewritePiece(size, buf[:min(old, end)-size]); err != nil {
-		return fmt.Errorf("commit: %w", err)
+	// Durable before the truncate returns: the zeros' record was
+	// appended before them, and a device may persist a prefix of a
+	// zone's unflushed writes, so a crash could keep it without them
+	// and bring the file back cut after the truncate reported it as it
+	// was (TestTruncateFlushEIOThenTornCrashKeepsFile).
+	if err := e.flushDevice(ctx); err != nil {
+		return errors.Join(errs, fmt.Errorf("flush: %w", err))
 	}
-	if err := h.flushUndo(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
-}
-
-// flushUndo writes back the file's dirty data and flushes the device,
-// for undoCut: durable before the next step, since a device may persist
-// a later write and lose an earlier one (or a prefix of a zone's
-// unflushed writes), and before the truncate returns
-// (TestTruncateFlushEIOThenTornCrashKeepsFile).
-func (h *File) flushUndo(ctx context.Context) error {
-	if err := h.e.wb.FlushFile(ctx, h.f.id); err != nil {
-		return fmt.Errorf("write back: %w", err)
-	}
-	if err := h.e.flushDevice(ctx); err != nil {
-		return fmt.Errorf("flush: %w", err)
-	}
-	return nil
+	return errs
 }
 
 // rewritePiece makes the file's bytes at pos (len(p), within one write

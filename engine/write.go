@@ -124,7 +124,7 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 		op.hdr.Kind = KindData
 		op.hdr.File = fileID
 		seq, size := e.numberRecord(f)
-		op.hdr.Seq, op.hdr.Size = seq, size
+		op.hdr.Seq, op.hdr.Size = seq, uint64(size)
 		if testHookNumbered != nil {
 			testHookNumbered(e, f)
 		}
