@@ -710,7 +710,13 @@ var lsmStopGrace = 5 * time.Second
 // lsmDevice), so nothing is left behind.
 func runStoppable(ctx context.Context, run func() error) error {
 	done := make(chan error, 1)
-	go func() { done <- run() }()
+	go func() {
+		err := run()
+		if hook := testHookLSMRunDone.Load(); hook != nil {
+			(*hook)()
+		}
+		done <- err
+	}()
 	select {
 	case err := <-done:
 		return err
@@ -722,12 +728,26 @@ func runStoppable(ctx context.Context, run func() error) error {
 	case err := <-done:
 		return err
 	case <-t.C:
-		return fmt.Errorf("Pebble did not stop within %v of the interruption (stalled in a write); left running: %w", lsmStopGrace, ctx.Err())
+		return fmt.Errorf("Pebble did not stop within %v of the interruption (stalled in a write); %w: %w", lsmStopGrace, errLSMLeftRunning, ctx.Err())
 	}
 }
 
-// lsmPanic is a panic of Pebble's (or of the run's) recovered in the
-// goroutine that ran Pebble, as an error.
+// errLSMLeftRunning is in runStoppable's error when it left the run
+// going: Pebble's goroutines may still use what the run opened.
+var errLSMLeftRunning = errors.New("left running")
+
+// lsmLeftOpen reports whether err says Pebble may still be running: the
+// run was left running (runStoppable) or panicked (the DB is left open:
+// see runLSMPhases).
+func lsmLeftOpen(err error) bool {
+	return errors.Is(err, errLSMLeftRunning) || errors.As(err, new(*lsmPanic))
+}
+
+// lsmPanic is a panic recovered in the goroutine that ran Pebble (the
+// one calling Set and the rest of Pebble's API: a panic of Pebble's
+// there, or of the run's), as an error. A panic in one of Pebble's own
+// goroutines (its flushes and compactions) cannot be recovered here: it
+// still ends the process.
 type lsmPanic struct {
 	value any
 }
@@ -754,12 +774,24 @@ func runLSMKernel(ctx context.Context, o LSMOptions, w lsmWork, values *valueSou
 	if err != nil {
 		return fmt.Errorf("--against: %w", err)
 	}
-	defer os.RemoveAll(dir)
+	lsmTemps.add(dir)
 	cache := pebble.NewCache(o.BlockCache)
 	defer cache.Unref()
-	return runStoppable(ctx, func() error {
+	err = runStoppable(ctx, func() error {
 		return runLSMPhases(ctx, dir, lsmPebbleOptions(o, vfs.Default, cache), o, w, values, r, &lsmProbe{capacity: w.capacity}, progress)
 	})
+	if lsmLeftOpen(err) {
+		// Pebble's flushes and compactions may still use the folder:
+		// removed under them, Pebble's fatal log ended the process
+		// before the run's error was printed. lsmLogger.Fatalf
+		// removes it (with lsmTemps) if Pebble dies; else it is left.
+		return err
+	}
+	if rerr := os.RemoveAll(dir); rerr != nil {
+		slog.Warn("bench lsm: remove the baseline's folder", "dir", dir, "err", rerr)
+	}
+	lsmTemps.remove(dir)
+	return err
 }
 
 // lsmProbe reads what a run is doing: the engine's counters and live
@@ -812,9 +844,11 @@ func (p *lsmProbe) listener() pebble.EventListener {
 }
 
 // runLSMPhases opens Pebble, fills every key in random order, overwrites
-// keys chosen at random, and closes it. A panic in it is its error (an
-// *lsmPanic), and the DB is then left open: the panic may have left
-// Pebble's locks held, and Close would wait for them.
+// keys chosen at random, and closes it. A panic in its goroutine (in a
+// call such as Set) is its error (an *lsmPanic), and the DB is then left
+// open: the panic may have left Pebble's locks held, and Close would
+// wait for them. A panic in Pebble's own goroutines (flushes,
+// compactions) is not recovered: it ends the process.
 func runLSMPhases(ctx context.Context, dir string, opts *pebble.Options, o LSMOptions, w lsmWork, values *valueSource,
 	r *lsmRun, probe *lsmProbe, progress func(int64)) (err error) {
 	defer recoverLSM(&err)
@@ -977,6 +1011,10 @@ func lsmPhaseRun(ctx context.Context, db *pebble.DB, wo *pebble.WriteOptions, n 
 // writes, in the goroutine that runs Pebble. Atomic: a run a test
 // abandoned (see runStoppable) may still read it after the test.
 var testHookLSMSet atomic.Pointer[func(i int64)]
+
+// testHookLSMRunDone, if set (by tests only), runs as a run runStoppable
+// started returns, abandoned or not.
+var testHookLSMRunDone atomic.Pointer[func()]
 
 // formatKey writes i as 16 zero-padded decimal digits, db_bench's key.
 func formatKey(key []byte, i uint64) {

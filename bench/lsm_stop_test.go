@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -35,6 +38,48 @@ func runLSMGuarded(t *testing.T, ctx context.Context, o LSMOptions) (string, err
 	}
 }
 
+// stallRig is a test's interruption of a run stalled in a write: a
+// short lsmStopGrace, the context to cancel, the stalled write's release
+// and a count of the runs runStoppable started that have returned.
+type stallRig struct {
+	ctx      context.Context
+	cancel   context.CancelFunc
+	release  chan struct{}
+	runsDone atomic.Int32
+	finished chan struct{}
+}
+
+// newStallRig sets it up. At the test's end it releases the stalled
+// write and waits until runs runs have returned (the abandoned one goes
+// on, and ends on the context), so that no run of this test is left
+// to call the hooks of the next, nor to write where cleanup removes.
+func newStallRig(t *testing.T, runs int32) *stallRig {
+	r := &stallRig{release: make(chan struct{}), finished: make(chan struct{}, runs)}
+	r.ctx, r.cancel = context.WithCancel(t.Context())
+	grace := lsmStopGrace
+	lsmStopGrace = 100 * time.Millisecond
+	done := func() {
+		r.runsDone.Add(1)
+		r.finished <- struct{}{}
+	}
+	testHookLSMRunDone.Store(&done)
+	t.Cleanup(func() {
+		r.cancel()
+		close(r.release)
+		for range runs {
+			select {
+			case <-r.finished:
+			case <-time.After(time.Minute):
+				t.Error("an abandoned run did not return within a minute of its release (hang guard)")
+				return
+			}
+		}
+		testHookLSMRunDone.Store(nil)
+		lsmStopGrace = grace
+	})
+	return r
+}
+
 // assertEmpty fails the test if dir holds anything.
 func assertEmpty(t *testing.T, dir string) {
 	t.Helper()
@@ -55,22 +100,16 @@ func assertEmpty(t *testing.T, dir string) {
 // context only between writes and waited for the stalled one forever:
 // the hang guard fired.
 func TestLSMInterruptedWhileStalledInAWrite(t *testing.T) {
-	grace := lsmStopGrace
-	lsmStopGrace = 100 * time.Millisecond
-	defer func() { lsmStopGrace = grace }()
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	release := make(chan struct{})
-	defer close(release) // the abandoned run goes on, and ends on the context
+	rig := newStallRig(t, 1)
 	stall := func(i int64) {
 		if i == 500 {
-			cancel()
-			<-release
+			rig.cancel()
+			<-rig.release
 		}
 	}
 	testHookLSMSet.Store(&stall)
-	defer testHookLSMSet.Store(nil)
-	tmp, err := runLSMGuarded(t, ctx, smallLSM(t))
+	t.Cleanup(func() { testHookLSMSet.Store(nil) })
+	tmp, err := runLSMGuarded(t, rig.ctx, smallLSM(t))
 	t.Logf("bench lsm: %v", err)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("bench lsm returned %v, want an interruption (context.Canceled)", err)
@@ -96,4 +135,44 @@ func TestLSMPebblePanicIsAnError(t *testing.T) {
 		t.Fatalf("bench lsm returned %v, want Pebble's panic as an error", err)
 	}
 	assertEmpty(t, tmp)
+}
+
+// An interrupted baseline run that Pebble does not stop within the grace
+// is left running, and keeps its folder: Pebble's goroutines may still
+// write there. Before, runLSMKernel removed the folder (deferred) as it
+// returned, under a Pebble still running, whose failed writes could end
+// the process in Pebble's fatal log before the interruption was reported.
+func TestLSMAbandonedBaselineKeepsItsFolder(t *testing.T) {
+	against, err := os.MkdirTemp("", "zonefold-lsm-against-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(against) }) // after the rig's wait
+	// Two runs: zonefold's, which sizes the work, then the baseline's,
+	// stalled at its 500th write.
+	rig := newStallRig(t, 2)
+	var stalled atomic.Bool
+	stall := func(i int64) {
+		if i == 500 && rig.runsDone.Load() == 1 && stalled.CompareAndSwap(false, true) {
+			rig.cancel()
+			<-rig.release
+		}
+	}
+	testHookLSMSet.Store(&stall)
+	t.Cleanup(func() { testHookLSMSet.Store(nil) })
+	o := smallLSM(t)
+	o.Against = against
+	_, err = runLSMGuarded(t, rig.ctx, o)
+	t.Logf("bench lsm: %v", err)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), lsmKernel) {
+		t.Fatalf("bench lsm returned %v, want the baseline's interruption", err)
+	}
+	ents, err := os.ReadDir(against)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 1 || !strings.HasPrefix(ents[0].Name(), "pebble-") {
+		t.Fatalf("--against holds %v, want the abandoned run's folder", ents)
+	}
+	lsmTemps.remove(filepath.Join(against, ents[0].Name()))
 }

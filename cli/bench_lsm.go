@@ -56,7 +56,9 @@ folder; the file is unlinked as soon as the engine holds it open, so none is
 left behind however the run ends. DEVICE must keep data: emu: or a real
 zoned device, not null:. An interrupt (ctrl-C, SIGTERM) stops the run even
 while Pebble is stalled in a write (it is then left running for the process
-to end), and a panic of Pebble's is the command's error.
+to end). A panic in the goroutine calling Pebble (in Set, say) is the
+command's error; one in Pebble's flush or compaction goroutines still ends
+the process.
 
 The default shape is that of an LSM store on a ZNS drive at steady state,
 where GC must run under every placement: the keys and values fill 35% of the

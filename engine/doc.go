@@ -149,7 +149,11 @@
 //     a writer short of space runs passes itself and gets ENOSPC when
 //     none can gain a thirty-second of a zone (admitGain: near full, a
 //     pass that freed a few blocks of a zone copied the rest of it for
-//     each write). Writeback of data already admitted takes any gain.
+//     each write). Writeback of data already admitted runs such a pass
+//     too, then takes room in a zone GC opened (which admission counts),
+//     and only then a pass of any gain: had it run those first, their
+//     gain, left in GC's zone, was room admission counted again, and
+//     no write was ever refused.
 //     Full zones with nothing valid in them go first, all in one pass,
 //     their logged resets under one flush.
 //

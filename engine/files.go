@@ -996,9 +996,12 @@ var testHookTailWait func(*Engine)
 // admitted costs GC at most 31 copied; below that the write is ENOSPC,
 // which tells the application to free space, as it would on a kernel
 // file system. A write larger than that gain takes several passes, each
-// freeing at least as much. Writeback of data already admitted still
-// takes any victim that gains minGCGain (WriteExtents): a write once
-// accepted is never refused for the cost of its room.
+// freeing at least as much. Writeback of data already admitted runs a
+// pass at this gain too, then takes the room of a zone GC opened (which
+// roomFor counts), and only then any victim that gains minGCGain
+// (WriteExtents): a write once accepted is never refused for the cost of
+// its room, but passes of any gain are not how room is made for writes
+// admission goes on to accept.
 const admitGainDiv = 32
 
 // admitGain is the least net space a pass run for admission must free.
