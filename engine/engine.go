@@ -811,7 +811,7 @@ type counters struct {
 	appends, appendErrs, readErrs atomic.Int64
 	csumErrs, sumReads            atomic.Int64
 	gcRead, gcWritten, gcResets   atomic.Int64
-	gcSealed, gcCopied            atomic.Int64
+	gcSealed, gcCopied, gcFailed  atomic.Int64
 	gcNanos, gcRuns, gcActive     atomic.Int64
 	metaWritten, checkpoints      atomic.Int64
 	writeNanos, writeOps          atomic.Int64

@@ -173,6 +173,8 @@ type collector struct {
 	// being admitted may wait for it (see Engine.admitTails). Set under
 	// mu, reset by passIf.
 	unsettled *file
+	// failures is the run of failed passes being logged; under mu.
+	failures gcFailures
 }
 
 // The GC streams.
@@ -216,10 +218,15 @@ func newCollector(e *Engine) *collector {
 }
 
 // run collects in the background while free zones are below the low
-// watermark.
+// watermark. After a failed pass it backs off (gcBackoff): on a device
+// whose writes all fail, every pass fails, and retrying at once spun a CPU
+// and logged a warning thousands of times a second. Wakeups during the
+// backoff (ticks, kicks) are skipped: the device failed the last pass,
+// and a kick says only that space is short, not that the device works.
 func (c *collector) run(ctx context.Context) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
+	var b gcBackoff
 	for {
 		select {
 		case <-ctx.Done():
@@ -227,19 +234,71 @@ func (c *collector) run(ctx context.Context) {
 		case <-c.kick:
 		case <-t.C:
 		}
-		if c.e.cfg.GC.Disabled || c.e.placer.freeCount() >= c.e.cfg.GC.Low {
+		if c.e.cfg.GC.Disabled || c.e.placer.freeCount() >= c.e.cfg.GC.Low || b.waiting(time.Now()) {
 			continue
 		}
 		for c.e.placer.freeCount() < c.e.cfg.GC.High && ctx.Err() == nil {
 			moved, err := c.pass(gcBackground)
 			if err != nil {
-				slog.Warn("engine: gc pass failed", "err", err)
+				b.failed(time.Now())
 				break
 			}
 			if !moved {
 				break
 			}
+			b = gcBackoff{}
 		}
+	}
+}
+
+// The background collector's backoff after a failed pass: it starts at
+// gcBackoffMin and doubles with each failure, up to gcBackoffMax. Waits
+// shorter than the collector's tick last until the next tick.
+const (
+	gcBackoffMin = 5 * time.Millisecond
+	gcBackoffMax = time.Second
+)
+
+// gcBackoff is the background collector's wait after failed passes. A
+// pass that reclaims a zone ends it (a pass that moves nothing may have
+// written nothing, and proves nothing about the device).
+type gcBackoff struct {
+	wait  time.Duration // the last wait; 0: no failure since a pass worked
+	until time.Time     // no background pass before then
+}
+
+// failed starts the next, longer wait at now.
+func (b *gcBackoff) failed(now time.Time) {
+	b.wait = min(max(2*b.wait, gcBackoffMin), gcBackoffMax)
+	b.until = now.Add(b.wait)
+}
+
+// waiting reports whether a pass must wait still at now.
+func (b *gcBackoff) waiting(now time.Time) bool {
+	return now.Before(b.until)
+}
+
+// gcFailures keeps GC's log to one WARN per run of failed passes (as
+// writeback's episode does): the first failure warns, the next log at
+// debug level, and the first pass that reclaims a zone after them ends
+// the run with an info line counting them. Guarded by collector.mu.
+type gcFailures struct {
+	n int64
+}
+
+func (f *gcFailures) failed(err error) {
+	if f.n++; f.n == 1 {
+		slog.Warn("engine: gc pass failed (further failures are logged at debug level until a pass succeeds)", "err", err)
+		return
+	}
+	slog.Debug("engine: gc pass failed again", "err", err, "failures", f.n)
+}
+
+// reclaimed ends a run of failures: a pass reclaimed a zone.
+func (f *gcFailures) reclaimed() {
+	if f.n > 0 {
+		slog.Info("engine: gc passes succeed again", "failures", f.n)
+		f.n = 0
 	}
 }
 
@@ -265,7 +324,6 @@ func (c *collector) reclaim(need func() bool, minGain int64) bool {
 func (c *collector) reclaimFor(need func() bool, minGain int64) (bool, *file) {
 	moved, unsettled, err := c.passIf(need, gcUrgent, minGain)
 	if err != nil {
-		slog.Warn("engine: gc pass failed", "err", err)
 		return false, nil
 	}
 	if moved {
@@ -312,7 +370,21 @@ const passCandidates = 4
 func (c *collector) pass(gainDiv int64) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.passLocked(gainDiv, minGCGain)
+	moved, err := c.passLocked(gainDiv, minGCGain)
+	c.passEnded(moved, err)
+	return moved, err
+}
+
+// passEnded counts and logs a pass that failed (Stats.GCFailed,
+// gcFailures), and ends a run of failures with one that reclaimed a
+// zone. Called with c.mu held.
+func (c *collector) passEnded(moved bool, err error) {
+	if err != nil {
+		c.e.stats.gcFailed.Add(1)
+		c.failures.failed(err)
+	} else if moved {
+		c.failures.reclaimed()
+	}
 }
 
 // passIf is pass, unless need (if set) says, once the collector is held,
@@ -329,6 +401,7 @@ func (c *collector) passIf(need func() bool, gainDiv, minGain int64) (bool, *fil
 	}
 	c.unsettled = nil
 	moved, err := c.passLocked(gainDiv, minGain)
+	c.passEnded(moved, err)
 	u := c.unsettled
 	c.unsettled = nil
 	return moved, u, err
@@ -348,7 +421,6 @@ func (c *collector) freeZone(need func() bool) bool {
 	}
 	moved, _, err := c.passIf(need, div, minGCGain)
 	if err != nil {
-		slog.Warn("engine: gc pass failed", "err", err)
 		return false
 	}
 	return moved

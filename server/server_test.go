@@ -589,6 +589,7 @@ func TestMetrics(t *testing.T) {
 		"zonefold_server_refused_connections_total 0",
 		"zonefold_uring_sqes_total",
 		"zonefold_gc_runs_total",
+		"zonefold_gc_failed_total 0",
 		"zonefold_checksum_errors_total 0",
 		`zonefold_cache_folios{order="1"}`,
 	} {
