@@ -544,6 +544,9 @@ func (e *Engine) Close() error {
 	}
 	e.cancel()
 	e.bg.Wait()
+	if err := e.gc.settleAll(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := e.dev.Flush(); err != nil {
 		errs = append(errs, fmt.Errorf("engine: flush device: %w", err))
 	}
