@@ -385,7 +385,7 @@ func (c *collector) passLocked(gainDiv, minGain int64) (bool, error) {
 			victim.state.Store(zoneFull)
 			continue
 		}
-		ok, err := c.collect(victim, minGain)
+		ok, err := c.collectSoon(victim, minGain)
 		if err != nil || ok {
 			return ok, err
 		}
@@ -431,7 +431,7 @@ func (c *collector) sealIdle(minGain int64) (bool, error) {
 			continue
 		}
 		tried++
-		ok, err := c.collectSealed(z, minGain)
+		ok, err := c.collectSealedSoon(z, minGain)
 		if err != nil || ok {
 			return ok, err
 		}
@@ -439,10 +439,11 @@ func (c *collector) sealIdle(minGain int64) (bool, error) {
 	return c.settle(true) // a sealed zone's reset logged (see passLocked)
 }
 
-// collectSealed seals an idle open zone (see sealIdle), relocates its
-// valid data and resets it. It reports false, leaving the zone open, if
+// collectSealedSoon seals an idle open zone (see sealIdle), relocates its
+// valid data and resets it, or only logs its reset (as collectSoon). It
+// reports false, leaving the zone open, if
 // the zone took an append meanwhile or relocating would not gain space.
-func (c *collector) collectSealed(z *zone, minGain int64) (bool, error) {
+func (c *collector) collectSealedSoon(z *zone, minGain int64) (bool, error) {
 	e := c.e
 	p := &e.placer
 	if !p.seal(z) {
@@ -481,6 +482,31 @@ func (c *collector) collectSealed(z *zone, minGain int64) (bool, error) {
 	return c.reset(z)
 }
 
+// collectSealed is collectSealedSoon that frees z itself when it only
+// logged z's reset (see resetSoon): it reports whether z was reclaimed.
+func (c *collector) collectSealed(z *zone, minGain int64) (bool, error) {
+	return c.settleVictim(z)(c.collectSealedSoon(z, minGain))
+}
+
+// collect is collectSoon that frees victim itself when it only logged
+// victim's reset (see resetSoon): it reports whether victim was
+// reclaimed.
+func (c *collector) collect(victim *zone, minGain int64) (bool, error) {
+	return c.settleVictim(victim)(c.collectSoon(victim, minGain))
+}
+
+// settleVictim returns what completes a collection of z whose result is
+// ok, err: if z's reset is only logged, it settles it with a flush.
+func (c *collector) settleVictim(z *zone) func(bool, error) (bool, error) {
+	return func(ok bool, err error) (bool, error) {
+		if err != nil || !z.resetPending.Load() {
+			return ok, err
+		}
+		settled, err := c.settle(true)
+		return ok || settled, err
+	}
+}
+
 // errTailUnsettled: a file with data in the victim (or its tail block's
 // old bytes, file.tailOld) is in a truncate whose zeros' record is
 // numbered and not flushed, or that is being put back (tailUnsettled);
@@ -493,11 +519,12 @@ var errTailUnsettled = errors.New("a file in it is being truncated")
 // may still take it.
 var errGainShort = errors.New("reclaiming it frees less than asked")
 
-// collect relocates victim's valid data and resets it; it reports false,
-// leaving the zone as it was, when relocating would not gain space (or
-// not minGain) or a file with data there is in a truncate's unsettled
-// window.
-func (c *collector) collect(victim *zone, minGain int64) (bool, error) {
+// collectSoon relocates victim's valid data and resets it, or only logs
+// its reset (resetSoon: it then reports whether it freed an earlier
+// victim); it reports false, leaving the zone as it was, when relocating
+// would not gain space (or not minGain) or a file with data there is in
+// a truncate's unsettled window.
+func (c *collector) collectSoon(victim *zone, minGain int64) (bool, error) {
 	defer c.running()()
 	if valid := victim.valid.Load(); valid > 0 {
 		gen := victim.gen.Load()
