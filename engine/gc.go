@@ -390,7 +390,10 @@ func (c *collector) passLocked(gainDiv, minGain int64) (bool, error) {
 			return ok, err
 		}
 		// Not reclaimed, or only its reset logged (resetSoon): the
-		// next candidate's relocation flush settles it.
+		// next candidate's relocation flush settles it. So the first
+		// pass after an idle spell copies two victims to free one
+		// (the second stays logged for the next flush, anyone's);
+		// from then on each pass copies one and flushes once.
 	}
 	if len(c.logged) > 0 {
 		// A victim's reset is logged and no later copy covered it:
@@ -431,9 +434,16 @@ func (c *collector) sealIdle(minGain int64) (bool, error) {
 			continue
 		}
 		tried++
+		logged := len(c.logged)
 		ok, err := c.collectSealedSoon(z, minGain)
 		if err != nil || ok {
 			return ok, err
+		}
+		if len(c.logged) > logged {
+			// Sealed and its reset logged: its own flush frees it.
+			// Sealing another would give up that zone's unwritten
+			// room too, for nothing this pass needs (review).
+			break
 		}
 	}
 	return c.settle(true) // a sealed zone's reset logged (see passLocked)
@@ -634,14 +644,15 @@ func (c *collector) reset(victims ...*zone) (bool, error) {
 // copies durable, and the zone is reset only after a flush made the
 // record durable.
 func (c *collector) resetSoon(victim *zone) (bool, error) {
-	settled, err := c.settle(false)
-	if err != nil {
-		return false, err
-	}
+	// The victim is logged even when settling an earlier one failed (a
+	// zone's reset on the device): it is relocated and nothing else
+	// would pick it again, so unlogged it stayed in zoneGC until a
+	// restart (review).
+	settled, serr := c.settle(false)
 	if err := c.logResets([]*zone{victim}); err != nil {
-		return settled, err
+		return settled, errors.Join(serr, err)
 	}
-	return settled, nil
+	return settled, serr
 }
 
 // logResets logs the resets of victims, whose valid data is relocated
