@@ -634,6 +634,9 @@ func (e *Engine) close(ctx context.Context) error {
 	}
 	e.cancel()
 	e.bg.Wait()
+	if err := e.gc.settleAll(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := e.dev.Flush(); err != nil {
 		errs = append(errs, fmt.Errorf("engine: flush device: %w", err))
 	}

@@ -165,6 +165,12 @@ type collector struct {
 	buf     *scanBuf
 	w       *uring.Waiter
 	kept    []extent // scratch for appendFile
+	// logged are zones whose data is relocated and durable and whose
+	// resets are logged, waiting for a device flush to make the records
+	// durable before they are reset (see settle); loggedT is the flush
+	// ticket that covers their records. Under mu.
+	logged  []*zone
+	loggedT uint64
 	// sums are the block checksums of the pieces validPieces found,
 	// copied from their records' headers.
 	sums []uint32
@@ -431,6 +437,11 @@ func (c *collector) freeZone(need func() bool) bool {
 // first, all of them at once (resetEmpty): they cost no copy, and their
 // resets share one device flush.
 func (c *collector) passLocked(gainDiv, minGain int64) (bool, error) {
+	// Resets an earlier pass logged that a flush has covered since free
+	// their zones at no cost.
+	if ok, err := c.settle(false); ok || err != nil {
+		return ok, err
+	}
 	if ok, err := c.resetEmpty(); ok || err != nil {
 		return ok, err
 	}
@@ -446,10 +457,21 @@ func (c *collector) passLocked(gainDiv, minGain int64) (bool, error) {
 			victim.state.Store(zoneFull)
 			continue
 		}
-		ok, err := c.collect(victim, minGain)
+		ok, err := c.collectSoon(victim, minGain)
 		if err != nil || ok {
 			return ok, err
 		}
+		// Not reclaimed, or only its reset logged (resetSoon): the
+		// next candidate's relocation flush settles it. So the first
+		// pass after an idle spell copies two victims to free one
+		// (the second stays logged for the next flush, anyone's);
+		// from then on each pass copies one and flushes once.
+	}
+	if len(c.logged) > 0 {
+		// A victim's reset is logged and no later copy covered it:
+		// a flush of its own frees it (a pass reports only a zone it
+		// freed).
+		return c.settle(true)
 	}
 	if gainDiv == gcUrgent {
 		return c.sealIdle(minGain)
@@ -484,18 +506,26 @@ func (c *collector) sealIdle(minGain int64) (bool, error) {
 			continue
 		}
 		tried++
-		ok, err := c.collectSealed(z, minGain)
+		logged := len(c.logged)
+		ok, err := c.collectSealedSoon(z, minGain)
 		if err != nil || ok {
 			return ok, err
 		}
+		if len(c.logged) > logged {
+			// Sealed and its reset logged: its own flush frees it.
+			// Sealing another would give up that zone's unwritten
+			// room too, for nothing this pass needs (review).
+			break
+		}
 	}
-	return false, nil
+	return c.settle(true) // a sealed zone's reset logged (see passLocked)
 }
 
-// collectSealed seals an idle open zone (see sealIdle), relocates its
-// valid data and resets it. It reports false, leaving the zone open, if
+// collectSealedSoon seals an idle open zone (see sealIdle), relocates its
+// valid data and resets it, or only logs its reset (as collectSoon). It
+// reports false, leaving the zone open, if
 // the zone took an append meanwhile or relocating would not gain space.
-func (c *collector) collectSealed(z *zone, minGain int64) (bool, error) {
+func (c *collector) collectSealedSoon(z *zone, minGain int64) (bool, error) {
 	e := c.e
 	p := &e.placer
 	if !p.seal(z) {
@@ -529,8 +559,34 @@ func (c *collector) collectSealed(z *zone, minGain int64) (bool, error) {
 			z.state.Store(zoneFull)
 			return false, skipped(err)
 		}
+		return c.resetSoon(z) // rewrite flushed
 	}
 	return c.reset(z)
+}
+
+// collectSealed is collectSealedSoon that frees z itself when it only
+// logged z's reset (see resetSoon): it reports whether z was reclaimed.
+func (c *collector) collectSealed(z *zone, minGain int64) (bool, error) {
+	return c.settleVictim(z)(c.collectSealedSoon(z, minGain))
+}
+
+// collect is collectSoon that frees victim itself when it only logged
+// victim's reset (see resetSoon): it reports whether victim was
+// reclaimed.
+func (c *collector) collect(victim *zone, minGain int64) (bool, error) {
+	return c.settleVictim(victim)(c.collectSoon(victim, minGain))
+}
+
+// settleVictim returns what completes a collection of z whose result is
+// ok, err: if z's reset is only logged, it settles it with a flush.
+func (c *collector) settleVictim(z *zone) func(bool, error) (bool, error) {
+	return func(ok bool, err error) (bool, error) {
+		if err != nil || !z.resetPending.Load() {
+			return ok, err
+		}
+		settled, err := c.settle(true)
+		return ok || settled, err
+	}
 }
 
 // errTailUnsettled: a file with data in the victim (or its tail block's
@@ -545,11 +601,12 @@ var errTailUnsettled = errors.New("a file in it is being truncated")
 // may still take it.
 var errGainShort = errors.New("reclaiming it frees less than asked")
 
-// collect relocates victim's valid data and resets it; it reports false,
-// leaving the zone as it was, when relocating would not gain space (or
-// not minGain) or a file with data there is in a truncate's unsettled
-// window.
-func (c *collector) collect(victim *zone, minGain int64) (bool, error) {
+// collectSoon relocates victim's valid data and resets it, or only logs
+// its reset (resetSoon: it then reports whether it freed an earlier
+// victim); it reports false, leaving the zone as it was, when relocating
+// would not gain space (or not minGain) or a file with data there is in
+// a truncate's unsettled window.
+func (c *collector) collectSoon(victim *zone, minGain int64) (bool, error) {
 	defer c.running()()
 	if valid := victim.valid.Load(); valid > 0 {
 		gen := victim.gen.Load()
@@ -566,6 +623,7 @@ func (c *collector) collect(victim *zone, minGain int64) (bool, error) {
 			victim.state.Store(zoneFull)
 			return false, nil
 		}
+		return c.resetSoon(victim) // relocate flushed
 	}
 	return c.reset(victim)
 }
@@ -632,51 +690,108 @@ func (c *collector) resetEmpty() (bool, error) {
 }
 
 // reset logs the resets of victims whose valid data is relocated and
-// durable (under one device flush), resets them and returns them to the
-// free pool. It fails, leaving the zones full, if anything is still
-// mapped in one or the log or its flush fails; a zone whose reset on the
-// device fails stays full, and the others are reset.
+// durable, makes them durable by a device flush (one for all of them,
+// and for any resets logged earlier and not yet settled), resets them and
+// returns them to the free pool. It fails, leaving the zones full, if
+// anything is still mapped in one or the log or its flush fails; a zone
+// whose reset on the device fails stays full, and the others are reset.
 func (c *collector) reset(victims ...*zone) (bool, error) {
-	e := c.e
-	restore := func(zs []*zone) {
-		for _, z := range zs {
-			z.resetPending.Store(false)
-			z.state.Store(zoneFull)
-		}
+	if err := c.logResets(victims); err != nil {
+		return false, err
 	}
+	return c.settle(true)
+}
+
+// resetSoon is reset for a victim whose copies the caller just made
+// durable with a device flush: that flush made the resets logged before
+// it durable too, so those zones are reset and freed now (it reports
+// whether it freed any), and victim's reset is only logged, for a later
+// flush to cover: the next victim's relocation flush, anyone's (a file's
+// sync, a checkpoint: passLocked looks first), or one of its own at the
+// end of a pass that freed nothing else. A copying pass then costs one
+// device flush, not two: writers that wanted a free zone queued behind
+// both (bench lsm: a WAL's sync at rotation waited for passes, 20-40 ms
+// against 10 ms on a kernel file system). The order a crash needs holds:
+// each reset record is written after the flush that made its zone's
+// copies durable, and the zone is reset only after a flush made the
+// record durable.
+func (c *collector) resetSoon(victim *zone) (bool, error) {
+	// The victim is logged even when settling an earlier one failed (a
+	// zone's reset on the device): it is relocated and nothing else
+	// would pick it again, so unlogged it stayed in zoneGC until a
+	// restart (review).
+	settled, serr := c.settle(false)
+	if err := c.logResets([]*zone{victim}); err != nil {
+		return settled, errors.Join(serr, err)
+	}
+	return settled, serr
+}
+
+// logResets logs the resets of victims, whose valid data is relocated
+// and durable, and adds them to the zones waiting for a flush (logged).
+// It fails, leaving them full, if anything is still mapped in one or the
+// log fails. Caller holds mu.
+func (c *collector) logResets(victims []*zone) error {
+	e := c.e
 	for i, victim := range victims {
 		if v := victim.valid.Load(); v != 0 {
-			restore(victims)
-			return false, fmt.Errorf("engine: gc: zone %d still holds %d valid bytes after relocation", victims[i].idx, v)
+			restoreFull(victims)
+			return fmt.Errorf("engine: gc: zone %d still holds %d valid bytes after relocation", victims[i].idx, v)
 		}
 	}
 	// The resets are decided: a checkpoint from now on records the zones
 	// as empty, and the logged resets tell a recovery from an older one
-	// to scan them from their start. Both are durable before the resets.
-	// The records are written under nsMu (a checkpoint sees a still
-	// namespace); their flush waits without it, so creates and removes,
-	// which need nsMu exclusively, do not wait for GC's flush.
-	var t uint64
-	var err error
-	for _, victim := range victims {
+	// to scan them from their start. Both are durable before the resets
+	// (settle). The records are written under nsMu (a checkpoint sees a
+	// still namespace); their flush waits without it, so creates and
+	// removes, which need nsMu exclusively, do not wait for GC's flush.
+	t := c.loggedT
+	for i, victim := range victims {
 		victim.resetPending.Store(true)
 		e.nsMu.RLock()
-		var vt uint64
-		vt, err = e.writeOp(nsOp{kind: opZoneReset, zone: victim.idx})
+		vt, err := e.writeOp(nsOp{kind: opZoneReset, zone: victim.idx})
 		e.nsMu.RUnlock()
 		if err != nil {
-			break
+			// The records written may land: harmless, the zones hold
+			// nothing valid, and are reset by a later pass.
+			restoreFull(victims[:i+1])
+			return err
 		}
 		t = max(t, vt)
 	}
-	if err == nil {
-		if err = e.flushes.flushFor(context.Background(), e.dev, t); err != nil {
-			err = fmt.Errorf("engine: gc: log the reset of zone %d and %d more: flush: %w", victims[0].idx, len(victims)-1, err)
-		}
+	c.logged = append(c.logged, victims...)
+	c.loggedT = t
+	return nil
+}
+
+// restoreFull puts zones whose reset was decided back to full.
+func restoreFull(zs []*zone) {
+	for _, z := range zs {
+		z.resetPending.Store(false)
+		z.state.Store(zoneFull)
 	}
-	if err != nil {
-		restore(victims)
-		return false, err
+}
+
+// settle resets the zones whose resets are logged (logged) once a device
+// flush made their records durable, and returns them to the free pool.
+// If no flush since covers them, it runs one when force is set, and
+// otherwise leaves them. It reports whether it reset any. Caller holds
+// mu.
+func (c *collector) settle(force bool) (bool, error) {
+	if len(c.logged) == 0 {
+		return false, nil
+	}
+	e := c.e
+	victims := c.logged
+	if !e.flushes.covered(c.loggedT) {
+		if !force {
+			return false, nil
+		}
+		if err := e.flushes.flushFor(context.Background(), e.dev, c.loggedT); err != nil {
+			restoreFull(victims)
+			c.logged, c.loggedT = c.logged[:0], 0
+			return false, fmt.Errorf("engine: gc: log the reset of zone %d and %d more: flush: %w", victims[0].idx, len(victims)-1, err)
+		}
 	}
 	var reset bool
 	var resetErr error
@@ -691,7 +806,18 @@ func (c *collector) reset(victims ...*zone) (bool, error) {
 		e.placer.freeZone(victim)
 		reset = true
 	}
+	clear(c.logged)
+	c.logged, c.loggedT = c.logged[:0], 0
 	return reset, resetErr
+}
+
+// settleAll resets the zones whose resets are logged, flushing if no
+// flush covers them yet: Close leaves none pending.
+func (c *collector) settleAll() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.settle(true)
+	return err
 }
 
 // pick chooses up to passCandidates victims among full zones at least
