@@ -6,24 +6,7 @@ import "testing"
 // (not yet freed): later passes, a power cut and a reopen keep every byte,
 // the valid counts and fsck clean (review of the one-flush GC pass).
 func TestGCFlushEIOWithAResetLogged(t *testing.T) {
-	devName := emuDevice(t, 32, "256K", "")
-	cfg := smallConfig()
-	cfg.Policy = PolicyMRU
-	cfg.GC.Disabled = true
-	e := formatOpen(t, devName, cfg)
-	const zone = 256 << 10
-	data := pattern(8*zone, 3)
-	h := createSynced(t, e, "f", data)
-	for i := 0; i < 8; i++ {
-		p := pattern(zone/2, byte(10+i))
-		if _, err := h.WriteAt(p, int64(i)*zone); err != nil {
-			t.Fatal(err)
-		}
-		copy(data[i*zone:], p)
-	}
-	if err := h.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	devName, cfg, e, h, data := halfGarbageZones(t)
 	if _, err := e.gc.pass(gcBackground); err != nil {
 		t.Fatal(err)
 	}

@@ -10,26 +10,7 @@ import "testing"
 // still frees its own victim (two flushes). A power cut with a reset
 // logged and not yet done loses nothing, and Close leaves none pending.
 func TestGCCopyingPassCostsOneFlushWhenAResetIsLogged(t *testing.T) {
-	devName := emuDevice(t, 32, "256K", "")
-	cfg := smallConfig()
-	cfg.Policy = PolicyMRU
-	cfg.GC.Disabled = true
-	e := formatOpen(t, devName, cfg)
-	const zone = 256 << 10
-	data := pattern(8*zone, 3)
-	h := createSynced(t, e, "f", data)
-	// Overwrite the first half of every zone's worth: each old zone is
-	// left half garbage, worth a copying pass.
-	for i := 0; i < 8; i++ {
-		p := pattern(zone/2, byte(10+i))
-		if _, err := h.WriteAt(p, int64(i)*zone); err != nil {
-			t.Fatal(err)
-		}
-		copy(data[i*zone:], p)
-	}
-	if err := h.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	devName, cfg, e, h, data := halfGarbageZones(t)
 	for i, want := range []struct{ resets, flushes int64 }{{1, 2}, {1, 1}, {1, 1}} {
 		st0 := e.Stats()
 		moved, err := e.gc.pass(gcBackground)
@@ -70,4 +51,31 @@ func TestGCCopyingPassCostsOneFlushWhenAResetIsLogged(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// halfGarbageZones formats a 32-zone device with GC off, writes a file of
+// 8 zones and overwrites the first half of every zone's worth, so that
+// each old zone is left half garbage, worth a copying pass. It returns
+// the file's handle and the bytes it must hold.
+func halfGarbageZones(t *testing.T) (devName string, cfg Config, e *Engine, h *File, data []byte) {
+	t.Helper()
+	devName = emuDevice(t, 32, "256K", "")
+	cfg = smallConfig()
+	cfg.Policy = PolicyMRU
+	cfg.GC.Disabled = true
+	e = formatOpen(t, devName, cfg)
+	const zone = 256 << 10
+	data = pattern(8*zone, 3)
+	h = createSynced(t, e, "f", data)
+	for i := 0; i < 8; i++ {
+		p := pattern(zone/2, byte(10+i))
+		if _, err := h.WriteAt(p, int64(i)*zone); err != nil {
+			t.Fatal(err)
+		}
+		copy(data[i*zone:], p)
+	}
+	if err := h.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	return devName, cfg, e, h, data
 }
