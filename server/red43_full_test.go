@@ -116,13 +116,7 @@ func TestRed43FillToENOSPCThenDeleteAndKill9(t *testing.T) {
 		}
 		again[j-2] = n
 	}
-	d.kill9()
-	d = startServe(t, dev, d.socket)
-	c, err := server.Dial(ctx, d.socket, 4<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	d, c := red43Kill9(t, d, dev)
 	for i := 0; i < 2; i++ {
 		if _, err := c.Stat(ctx, fmt.Sprintf("fill%d", i)); !errors.Is(err, server.StatusNotExist) {
 			t.Errorf("fill%d was removed before the kill; stat after: %v", i, err)
@@ -147,4 +141,18 @@ func TestRed43FillToENOSPCThenDeleteAndKill9(t *testing.T) {
 		check(fmt.Sprintf("again%d", i), again[i-2])
 	}
 	d.stop()
+}
+
+// red43Kill9 kills d with SIGKILL, starts a new daemon on dev and dials
+// it; the client closes with the test.
+func red43Kill9(t *testing.T, d *daemonProc, dev string) (*daemonProc, *server.Client) {
+	t.Helper()
+	d.kill9()
+	d = startServe(t, dev, d.socket)
+	c, err := server.Dial(context.Background(), d.socket, 4<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return d, c
 }

@@ -145,13 +145,7 @@ func TestRed43NamespaceOverCachedFilesAcrossKill9(t *testing.T) {
 		t.Errorf("truncate of a cached file then a write past its old end: %d bytes, %q at 5000", len(got), got[5000:5008])
 	}
 
-	d.kill9()
-	d = startServe(t, dev, d.socket)
-	c, err := server.Dial(ctx, d.socket, 4<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	d, c := red43Kill9(t, d, dev)
 	if _, err := c.Stat(ctx, "src"); !errors.Is(err, server.StatusNotExist) {
 		t.Errorf("after kill -9 the renamed file's old name: %v, want ENOENT", err)
 	}
