@@ -47,6 +47,13 @@ type Client struct {
 	reps   []Reply
 	reqs   []Request
 	tag    uint64
+	// pending is how many requests the synchronous calls submitted
+	// whose replies have not been received: those of a call whose wait
+	// was cut short (its context, a deadline). The daemon still runs
+	// them and writes their results into the region; the next call
+	// first waits for their replies (drain), so that they are neither
+	// taken for its own nor write over its data.
+	pending int
 	// With rings, a wait for replies sleeps on a futex, not the socket:
 	// these carry the context's deadline and cancellation to it, and
 	// say that the daemon has gone (the socket reached its end).
@@ -402,6 +409,10 @@ func (c *Client) Recv(reps []Reply) (int, error) {
 		if closedByPeer(err) {
 			return 0, fmt.Errorf("zonefold: daemon closed the connection: %w", io.ErrUnexpectedEOF)
 		}
+		if c.canceled.Load() == ctxCanceled && errors.Is(err, os.ErrDeadlineExceeded) {
+			// watch cut the read short with a deadline of now.
+			return 0, fmt.Errorf("zonefold: receive: %w", context.Canceled)
+		}
 		return 0, fmt.Errorf("zonefold: receive: %w", err)
 	}
 	if n%ReplySize != 0 || n/ReplySize > len(reps) {
@@ -526,20 +537,31 @@ func (c *Client) roundTrip(ctx context.Context) error {
 		return fmt.Errorf("zonefold: client: %w", os.ErrClosed)
 	}
 	defer c.watch(ctx)()
+	var got [MaxBatch]Reply
+	if err := c.drain(got[:]); err != nil {
+		return err
+	}
 	base := c.tag
 	for i := range c.reqs {
 		c.tag++
 		c.reqs[i].Tag = c.tag
 	}
-	if err := c.Submit(c.reqs); err != nil {
+	sent := c.submitted()
+	err := c.Submit(c.reqs)
+	// A ring's requests are published even if the doorbell failed.
+	c.pending += int(c.submitted() - sent)
+	if c.ring == nil && err == nil {
+		c.pending += len(c.reqs)
+	}
+	if err != nil {
 		return err
 	}
-	var got [MaxBatch]Reply
 	for left := len(c.reqs); left > 0; {
 		n, err := c.Recv(got[:])
 		if err != nil {
 			return err
 		}
+		c.pending -= n
 		for _, r := range got[:n] {
 			i := r.Tag - base - 1
 			if r.Tag <= base || i >= uint64(len(c.reqs)) {
@@ -550,6 +572,30 @@ func (c *Client) roundTrip(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// drain waits for the replies of the requests that earlier calls cut
+// short left with the daemon (pending), and drops them: those calls have
+// returned, and until its reply comes a request may still write into the
+// region.
+func (c *Client) drain(got []Reply) error {
+	for c.pending > 0 {
+		n, err := c.Recv(got)
+		if err != nil {
+			return fmt.Errorf("zonefold: wait for the replies of an earlier call cut short: %w", err)
+		}
+		c.pending -= n
+	}
+	return nil
+}
+
+// submitted counts the requests published on the ring (0 with socket
+// framing).
+func (c *Client) submitted() uint32 {
+	if c.ring == nil {
+		return 0
+	}
+	return c.ring.tail
 }
 
 // call runs one request synchronously.
