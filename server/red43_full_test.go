@@ -66,9 +66,7 @@ func red43Filler(ctx context.Context, c *server.Client, name string, limit int) 
 // daemon is killed with SIGKILL. A new daemon must serve every fsynced
 // byte of every surviving file, and the removed files must be gone.
 func TestRed43FillToENOSPCThenDeleteAndKill9(t *testing.T) {
-	dir := t.TempDir()
-	dev := fmt.Sprintf("emu:%s?zone_size=1M&zones=24", filepath.Join(dir, "dev"))
-	d := startServe(t, dev, filepath.Join(dir, "zf.sock"))
+	d, dev := red43SmallDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dialers := []func(context.Context, string, int) (*server.Client, error){
@@ -155,4 +153,77 @@ func red43Kill9(t *testing.T, d *daemonProc, dev string) (*daemonProc, *server.C
 	}
 	t.Cleanup(func() { c.Close() })
 	return d, c
+}
+
+// TestRed43KilledWhileFullRestartsAndFrees: the daemon is killed while
+// its device is full and writers still hammer it; the new daemon must
+// start (recovery on a full device), serve every fsynced byte, let a
+// remove free room for a new file that is then durable across a second
+// kill -9.
+func TestRed43KilledWhileFullRestartsAndFrees(t *testing.T) {
+	d, dev := red43SmallDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const writers = 3
+	synced := make([]int, writers)
+	var wg sync.WaitGroup
+	full := make(chan struct{}, writers)
+	for i := range writers {
+		c, err := server.Dial(ctx, d.socket, 4<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		wg.Go(func() {
+			name := fmt.Sprintf("full%d", i)
+			n, err := red43Filler(ctx, c, name, 64<<20)
+			synced[i] = n
+			if !errors.Is(err, server.StatusNoSpace) {
+				return
+			}
+			full <- struct{}{}
+			// Keep hammering the full device until the kill.
+			h, _, err := c.Open(ctx, name, 0)
+			for err == nil {
+				_, err = c.WriteAt(ctx, h, red43Pattern(name, 0, 64<<10), int64(n))
+				if errors.Is(err, server.StatusNoSpace) {
+					err = c.Fsync(ctx, h)
+				}
+			}
+		})
+	}
+	<-full
+	d, c := red43Kill9(t, d, dev)
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatal("writers hung on the full device")
+	}
+	for i := range writers {
+		name := fmt.Sprintf("full%d", i)
+		got := readWhole(t, c, name)
+		if len(got) < synced[i] || !bytes.Equal(got[:synced[i]], red43Pattern(name, 0, synced[i])) {
+			t.Fatalf("%s after kill -9 on a full device: %d bytes, %d fsynced, equal prefix %d",
+				name, len(got), synced[i], red43Common(got, red43Pattern(name, 0, len(got))))
+		}
+	}
+	if err := c.Remove(ctx, "full0"); err != nil {
+		t.Fatalf("remove after restart on a full device: %v", err)
+	}
+	n, err := red43Filler(ctx, c, "after", 2<<20)
+	if err != nil {
+		t.Fatalf("write after a remove freed %d bytes: %v (%d fsynced)", synced[0], err, n)
+	}
+	d, c = red43Kill9(t, d, dev)
+	if got := readWhole(t, c, "after"); !bytes.Equal(got, red43Pattern("after", 0, n)) {
+		t.Fatalf("after: %d bytes after the second kill -9, %d fsynced", len(got), n)
+	}
+	d.stop()
+}
+
+// red43SmallDaemon starts a daemon on a fresh 24 MiB emulated device of
+// 1 MiB zones, small enough to fill in a moment.
+func red43SmallDaemon(t *testing.T) (*daemonProc, string) {
+	dir := t.TempDir()
+	dev := fmt.Sprintf("emu:%s?zone_size=1M&zones=24", filepath.Join(dir, "dev"))
+	return startServe(t, dev, filepath.Join(dir, "zf.sock")), dev
 }
