@@ -60,6 +60,10 @@ type Client struct {
 	deadline atomic.Int64 // unix nanoseconds; 0: none
 	canceled atomic.Int32 // 0, or what ended the context: ctxCanceled, ctxDeadline
 	gone     atomic.Bool
+	// sock is uc, for Close to shut it down before it waits for mu,
+	// which a call in progress holds while it waits for the daemon.
+	sock   *net.UnixConn
+	closed atomic.Bool // Close has begun
 	// watcherDone is closed when the goroutine that watches the socket
 	// for the daemon's end (rings only) has returned: after that
 	// nothing but the caller touches the region.
@@ -130,6 +134,7 @@ func dialVersion(ctx context.Context, socket string, regionBytes int, version ui
 		reps: make([]Reply, MaxBatch),
 		reqs: make([]Request, 0, MaxBatch),
 	}
+	c.sock = uc
 	if err := c.hello(ctx, uint64(regionBytes), version); err != nil {
 		uc.Close()
 		if c.mapped != nil {
@@ -314,8 +319,18 @@ func (r *clientRing) interrupt() {
 	futexWake(r.cqFlags)
 }
 
-// Close ends the session; the daemon closes its handles.
+// Close ends the session; the daemon closes its handles. A call in
+// progress in another goroutine ends with an error wrapping
+// fs.ErrClosed; Close does not wait for the daemon to answer it.
 func (c *Client) Close() error {
+	// End the session before taking mu, which a call holds while it
+	// waits: its read ends (socket framing), or watchDaemon's does and
+	// wakes its futex wait (rings). A shutdown, not a close: the
+	// descriptor, which the call may still use for a doorbell, is not
+	// given back for reuse until the call has returned.
+	c.closed.Store(true)
+	c.sock.CloseRead()
+	c.sock.CloseWrite()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.uc == nil {
@@ -406,6 +421,9 @@ func (c *Client) Recv(reps []Reply) (int, error) {
 	}
 	n, err := c.uc.Read(c.rbuf)
 	if err != nil {
+		if c.closed.Load() {
+			return 0, fmt.Errorf("zonefold: receive: %w", os.ErrClosed)
+		}
 		if closedByPeer(err) {
 			return 0, fmt.Errorf("zonefold: daemon closed the connection: %w", io.ErrUnexpectedEOF)
 		}
@@ -505,6 +523,9 @@ func (c *Client) sleep(r *clientRing) error {
 			return fmt.Errorf("zonefold: receive: %w", os.ErrDeadlineExceeded)
 		}
 		if c.gone.Load() {
+			if c.closed.Load() {
+				return fmt.Errorf("zonefold: receive: %w", os.ErrClosed)
+			}
 			return fmt.Errorf("zonefold: daemon closed the connection: %w", io.ErrUnexpectedEOF)
 		}
 		timeout := ringRecheck
@@ -533,8 +554,8 @@ func (c *Client) sleep(r *clientRing) error {
 // roundTrip sends c.reqs as one batch, tagged 1..n after c.tag, and
 // waits for every reply; replies land in c.reps in request order.
 func (c *Client) roundTrip(ctx context.Context) error {
-	if c.uc == nil {
-		return fmt.Errorf("zonefold: client: %w", os.ErrClosed)
+	if err := c.usable(); err != nil {
+		return err
 	}
 	defer c.watch(ctx)()
 	var got [MaxBatch]Reply
@@ -570,6 +591,15 @@ func (c *Client) roundTrip(ctx context.Context) error {
 			c.reps[i] = r
 			left--
 		}
+	}
+	return nil
+}
+
+// usable refuses a call on a closed client (mu held): its region is
+// unmapped, and a call that placed a name or data there faulted.
+func (c *Client) usable() error {
+	if c.uc == nil {
+		return fmt.Errorf("zonefold: client: %w", os.ErrClosed)
 	}
 	return nil
 }
@@ -610,6 +640,9 @@ func (c *Client) call(ctx context.Context, q Request) (Reply, error) {
 
 // putNames copies names into the control area and sets q's range.
 func (c *Client) putNames(q *Request, first, second string) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
 	off, ctl := c.ctl()
 	if len(first)+len(second) > len(ctl) {
 		return fmt.Errorf("zonefold: name too long: %w", StatusNameTooLong)
@@ -708,6 +741,9 @@ func (c *Client) Stat(ctx context.Context, name string) (FileStat, error) {
 func (c *Client) List(ctx context.Context) ([]ListEntry, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
 	off, ctl := c.ctl()
 	var out []ListEntry
 	for {
@@ -734,6 +770,9 @@ func (c *Client) Stats(ctx context.Context) (engine.Stats, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var st engine.Stats
+	if err := c.usable(); err != nil {
+		return st, err
+	}
 	off, ctl := c.ctl()
 	r, err := c.call(ctx, Request{Op: OpStats, Addr: off, Len: uint32(len(ctl))})
 	if err != nil {
@@ -769,6 +808,9 @@ func (c *Client) ReadAt(ctx context.Context, h uint32, p []byte, off int64) (int
 func (c *Client) transfer(ctx context.Context, op Op, h uint32, p []byte, off int64) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.usable(); err != nil {
+		return 0, err
+	}
 	chunk, depth := c.chunking()
 	data := c.Data()
 	done := 0
