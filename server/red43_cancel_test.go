@@ -30,10 +30,7 @@ import (
 // next batch.
 func TestRed43CallAfterACanceledCallSucceeds(t *testing.T) {
 	d := newDaemon(t)
-	for _, v := range []struct {
-		name string
-		dial func(testing.TB, string) *Client
-	}{{"rings", dial}, {"socket framing", dialFraming}} {
+	for _, v := range red43Versions {
 		t.Run(v.name, func(t *testing.T) {
 			ctx := context.Background()
 			c := v.dial(t, d.socket)
@@ -93,3 +90,9 @@ func TestRed43CallAfterACanceledCallSucceeds(t *testing.T) {
 		})
 	}
 }
+
+// red43Versions dials a client of each protocol version.
+var red43Versions = []struct {
+	name string
+	dial func(testing.TB, string) *Client
+}{{"rings", dial}, {"socket framing", dialFraming}}

@@ -27,10 +27,7 @@ import (
 func TestRed43CloseEndsACallInProgress(t *testing.T) {
 	d := newDaemon(t)
 	held, release := holdOps(t, OpFsync)
-	for _, v := range []struct {
-		name string
-		dial func(testing.TB, string) *Client
-	}{{"rings", dial}, {"socket framing", dialFraming}} {
+	for _, v := range red43Versions {
 		t.Run(v.name, func(t *testing.T) {
 			c := v.dial(t, d.socket)
 			h, _, err := c.Open(context.Background(), "f", OpenCreate)

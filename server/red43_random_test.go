@@ -56,10 +56,7 @@ func red43RandomRequest(rng *rand.Rand, region uint64, tag uint64) Request {
 func TestRed43RandomRequestsEachGetOneReply(t *testing.T) {
 	cfg := testConfig(emuDevice(t), filepath.Join(t.TempDir(), "zf.sock"))
 	d := startDaemon(t, cfg)
-	for _, v := range []struct {
-		name string
-		dial func(testing.TB, string) *Client
-	}{{"rings", dial}, {"socket framing", dialFraming}} {
+	for _, v := range red43Versions {
 		t.Run(v.name, func(t *testing.T) {
 			c := v.dial(t, d.socket)
 			region := uint64(len(c.region))
