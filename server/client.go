@@ -47,12 +47,23 @@ type Client struct {
 	reps   []Reply
 	reqs   []Request
 	tag    uint64
+	// pending is how many requests the synchronous calls submitted
+	// whose replies have not been received: those of a call whose wait
+	// was cut short (its context, a deadline). The daemon still runs
+	// them and writes their results into the region; the next call
+	// first waits for their replies (drain), so that they are neither
+	// taken for its own nor write over its data.
+	pending int
 	// With rings, a wait for replies sleeps on a futex, not the socket:
 	// these carry the context's deadline and cancellation to it, and
 	// say that the daemon has gone (the socket reached its end).
 	deadline atomic.Int64 // unix nanoseconds; 0: none
 	canceled atomic.Int32 // 0, or what ended the context: ctxCanceled, ctxDeadline
 	gone     atomic.Bool
+	// sock is uc, for Close to shut it down before it waits for mu,
+	// which a call in progress holds while it waits for the daemon.
+	sock   *net.UnixConn
+	closed atomic.Bool // Close has begun
 	// watcherDone is closed when the goroutine that watches the socket
 	// for the daemon's end (rings only) has returned: after that
 	// nothing but the caller touches the region.
@@ -123,6 +134,7 @@ func dialVersion(ctx context.Context, socket string, regionBytes int, version ui
 		reps: make([]Reply, MaxBatch),
 		reqs: make([]Request, 0, MaxBatch),
 	}
+	c.sock = uc
 	if err := c.hello(ctx, uint64(regionBytes), version); err != nil {
 		uc.Close()
 		if c.mapped != nil {
@@ -307,8 +319,18 @@ func (r *clientRing) interrupt() {
 	futexWake(r.cqFlags)
 }
 
-// Close ends the session; the daemon closes its handles.
+// Close ends the session; the daemon closes its handles. A call in
+// progress in another goroutine ends with an error wrapping
+// fs.ErrClosed; Close does not wait for the daemon to answer it.
 func (c *Client) Close() error {
+	// End the session before taking mu, which a call holds while it
+	// waits: its read ends (socket framing), or watchDaemon's does and
+	// wakes its futex wait (rings). A shutdown, not a close: the
+	// descriptor, which the call may still use for a doorbell, is not
+	// given back for reuse until the call has returned.
+	c.closed.Store(true)
+	c.sock.CloseRead()
+	c.sock.CloseWrite()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.uc == nil {
@@ -399,8 +421,15 @@ func (c *Client) Recv(reps []Reply) (int, error) {
 	}
 	n, err := c.uc.Read(c.rbuf)
 	if err != nil {
+		if c.closed.Load() {
+			return 0, fmt.Errorf("zonefold: receive: %w", os.ErrClosed)
+		}
 		if closedByPeer(err) {
 			return 0, fmt.Errorf("zonefold: daemon closed the connection: %w", io.ErrUnexpectedEOF)
+		}
+		if c.canceled.Load() == ctxCanceled && errors.Is(err, os.ErrDeadlineExceeded) {
+			// watch cut the read short with a deadline of now.
+			return 0, fmt.Errorf("zonefold: receive: %w", context.Canceled)
 		}
 		return 0, fmt.Errorf("zonefold: receive: %w", err)
 	}
@@ -494,6 +523,9 @@ func (c *Client) sleep(r *clientRing) error {
 			return fmt.Errorf("zonefold: receive: %w", os.ErrDeadlineExceeded)
 		}
 		if c.gone.Load() {
+			if c.closed.Load() {
+				return fmt.Errorf("zonefold: receive: %w", os.ErrClosed)
+			}
 			return fmt.Errorf("zonefold: daemon closed the connection: %w", io.ErrUnexpectedEOF)
 		}
 		timeout := ringRecheck
@@ -522,24 +554,35 @@ func (c *Client) sleep(r *clientRing) error {
 // roundTrip sends c.reqs as one batch, tagged 1..n after c.tag, and
 // waits for every reply; replies land in c.reps in request order.
 func (c *Client) roundTrip(ctx context.Context) error {
-	if c.uc == nil {
-		return fmt.Errorf("zonefold: client: %w", os.ErrClosed)
+	if err := c.usable(); err != nil {
+		return err
 	}
 	defer c.watch(ctx)()
+	var got [MaxBatch]Reply
+	if err := c.drain(got[:]); err != nil {
+		return err
+	}
 	base := c.tag
 	for i := range c.reqs {
 		c.tag++
 		c.reqs[i].Tag = c.tag
 	}
-	if err := c.Submit(c.reqs); err != nil {
+	sent := c.submitted()
+	err := c.Submit(c.reqs)
+	// A ring's requests are published even if the doorbell failed.
+	c.pending += int(c.submitted() - sent)
+	if c.ring == nil && err == nil {
+		c.pending += len(c.reqs)
+	}
+	if err != nil {
 		return err
 	}
-	var got [MaxBatch]Reply
 	for left := len(c.reqs); left > 0; {
 		n, err := c.Recv(got[:])
 		if err != nil {
 			return err
 		}
+		c.pending -= n
 		for _, r := range got[:n] {
 			i := r.Tag - base - 1
 			if r.Tag <= base || i >= uint64(len(c.reqs)) {
@@ -550,6 +593,39 @@ func (c *Client) roundTrip(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// usable refuses a call on a closed client (mu held): its region is
+// unmapped, and a call that placed a name or data there faulted.
+func (c *Client) usable() error {
+	if c.uc == nil {
+		return fmt.Errorf("zonefold: client: %w", os.ErrClosed)
+	}
+	return nil
+}
+
+// drain waits for the replies of the requests that earlier calls cut
+// short left with the daemon (pending), and drops them: those calls have
+// returned, and until its reply comes a request may still write into the
+// region.
+func (c *Client) drain(got []Reply) error {
+	for c.pending > 0 {
+		n, err := c.Recv(got)
+		if err != nil {
+			return fmt.Errorf("zonefold: wait for the replies of an earlier call cut short: %w", err)
+		}
+		c.pending -= n
+	}
+	return nil
+}
+
+// submitted counts the requests published on the ring (0 with socket
+// framing).
+func (c *Client) submitted() uint32 {
+	if c.ring == nil {
+		return 0
+	}
+	return c.ring.tail
 }
 
 // call runs one request synchronously.
@@ -564,6 +640,9 @@ func (c *Client) call(ctx context.Context, q Request) (Reply, error) {
 
 // putNames copies names into the control area and sets q's range.
 func (c *Client) putNames(q *Request, first, second string) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
 	off, ctl := c.ctl()
 	if len(first)+len(second) > len(ctl) {
 		return fmt.Errorf("zonefold: name too long: %w", StatusNameTooLong)
@@ -662,6 +741,9 @@ func (c *Client) Stat(ctx context.Context, name string) (FileStat, error) {
 func (c *Client) List(ctx context.Context) ([]ListEntry, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
 	off, ctl := c.ctl()
 	var out []ListEntry
 	for {
@@ -688,6 +770,9 @@ func (c *Client) Stats(ctx context.Context) (engine.Stats, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var st engine.Stats
+	if err := c.usable(); err != nil {
+		return st, err
+	}
 	off, ctl := c.ctl()
 	r, err := c.call(ctx, Request{Op: OpStats, Addr: off, Len: uint32(len(ctl))})
 	if err != nil {
@@ -723,6 +808,9 @@ func (c *Client) ReadAt(ctx context.Context, h uint32, p []byte, off int64) (int
 func (c *Client) transfer(ctx context.Context, op Op, h uint32, p []byte, off int64) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.usable(); err != nil {
+		return 0, err
+	}
 	chunk, depth := c.chunking()
 	data := c.Data()
 	done := 0

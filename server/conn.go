@@ -223,18 +223,37 @@ func (c *conn) serve() {
 	c.log.Debug("server: connection closed", "reason", reason)
 }
 
+// errShuttingDown ends a session whose hello came as the daemon began to
+// shut down.
+var errShuttingDown = errors.New("daemon shutting down")
+
+// helloHook, set by tests, runs in hello once the hello is read and
+// found not to come during shutdown, before the read deadline goes.
+var helloHook atomic.Pointer[func(*conn)]
+
 // hello reads the client's hello and answers it with the region's memfd.
 // The version is the client's: socket framing (1) or rings (2).
 func (c *conn) hello() error {
+	// stopReading sets stopping, then a read deadline in the past to
+	// wake the reader: a deadline set here after it would undo that, so
+	// stopping is checked after each one (else a session whose hello came
+	// as shutdown began read with no deadline, and held shutdown up for
+	// as long as its client stayed).
 	c.uc.SetReadDeadline(time.Now().Add(helloTimeout))
+	if c.stopping.Load() {
+		return errShuttingDown
+	}
 	n, err := c.uc.Read(c.rbuf)
 	if err != nil {
 		return fmt.Errorf("read hello: %w", err)
 	}
-	if c.stopping.Load() {
-		return errors.New("daemon shutting down")
+	if hook := helloHook.Load(); hook != nil {
+		(*hook)(c)
 	}
 	c.uc.SetReadDeadline(time.Time{})
+	if c.stopping.Load() {
+		return errShuttingDown
+	}
 	h, st, perr := ParseHello(c.rbuf[:n])
 	rep := HelloReply{Magic: Magic, Version: h.Version, Status: st, MaxBatch: MaxBatch, MaxInflight: MaxInflight, MaxIO: MaxIO}
 	var buf [HelloReplyV2Size]byte

@@ -160,6 +160,22 @@ func (s *Server) refuse(uc *net.UnixConn) {
 	}()
 }
 
+// Pauses of the accept loop after failures in a row: from acceptPauseMin,
+// doubling, to acceptPauseMax.
+const (
+	acceptPauseMin = 5 * time.Millisecond
+	acceptPauseMax = time.Second
+)
+
+// acceptPause is the pause after an accept failure that follows one
+// after which the loop paused for last (0: the first failure).
+func acceptPause(last time.Duration) time.Duration {
+	if last == 0 {
+		return acceptPauseMin
+	}
+	return min(2*last, acceptPauseMax)
+}
+
 // Serve accepts clients on l until ctx is done, then shuts down: it stops
 // accepting, stops reading requests, lets the requests already read
 // finish (for up to the grace period, then cancels them, then after as
@@ -172,18 +188,37 @@ func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 	stop := context.AfterFunc(ctx, func() { l.SetDeadline(time.Now()) })
 	defer stop()
 	var acceptErr error
+	var pause time.Duration // after accept failures in a row
 	for {
 		uc, err := l.AcceptUnix()
 		if err != nil {
-			if ctx.Err() == nil {
-				var ne net.Error
-				if errors.As(err, &ne) && ne.Timeout() {
-					continue
-				}
-				acceptErr = fmt.Errorf("server: accept: %w", err)
+			if ctx.Err() != nil {
+				break
 			}
-			break
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			if errors.Is(err, net.ErrClosed) {
+				acceptErr = fmt.Errorf("server: accept: %w", err)
+				break
+			}
+			// Out of descriptors or memory (EMFILE, ENFILE, ENOBUFS,
+			// ENOMEM), or a connection that went before it was
+			// accepted: the listener is fine, and the sessions that
+			// end give the room back. Stopping here would end every
+			// session because of clients that connect too many.
+			pause = acceptPause(pause)
+			if pause == acceptPauseMin {
+				s.log.Warn("server: accept failed; retrying", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(pause):
+			}
+			continue
 		}
+		pause = 0
 		s.start(uc)
 	}
 	s.shutdown()
