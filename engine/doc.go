@@ -315,4 +315,12 @@
 // completer still run), bounded by its context, and only then writes
 // everything back, checkpoints and closes the cache and the device. A
 // truncate's undo (undoCut) is not woken: it puts its file back first.
+// If its context ends first, Close sets a second bit in Engine.active
+// (abandonBit) before it writes back, and leaves the cache and the
+// device open: an operation whose success needs that writeback (a write,
+// a deferred create or remove) and that ends after the bit is set fails
+// with ErrClosed (Engine.leaveAcked), so no write is acknowledged that
+// nothing writes back. Its leave and Close's setting of the bit are
+// read-modify-writes of the one word: a leave that saw no bit came
+// before it, and the writeback after it sees that write's data.
 package engine
