@@ -153,7 +153,10 @@
 //     too, then takes room in a zone GC opened (which admission counts),
 //     and only then a pass of any gain: had it run those first, their
 //     gain, left in GC's zone, was room admission counted again, and
-//     no write was ever refused.
+//     no write was ever refused. If the device failed the writer's
+//     last pass (EIO), the writer, or the fsync of data writeback could
+//     not place, gets that error, wrapped, not ENOSPC: the device is
+//     failing, not full.
 //     Full zones with nothing valid in them go first, all in one pass,
 //     their logged resets under one flush.
 //

@@ -937,6 +937,7 @@ const tailSettleWait = 10 * time.Second
 func (e *Engine) admitTails(ctx context.Context, charge int64, waitTails bool, minGain int64) error {
 	flushed := false
 	waits := 0
+	var gcErr error // the last pass's, if the device failed it
 	for {
 		// Reserve, then check with every reservation counted: two
 		// writers racing for the last room cannot both take it.
@@ -953,10 +954,11 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, waitTails bool, m
 			// waitTails) goes on, to put its file back.
 			return fmt.Errorf("engine: write of %d bytes: %w", charge, ErrClosed)
 		}
-		moved, unsettled := e.gc.reclaimFor(func() bool { return !e.roomFor(charge) }, minGain)
+		moved, unsettled, err := e.gc.reclaimFor(func() bool { return !e.roomFor(charge) }, minGain)
 		if moved {
 			continue
 		}
+		gcErr = err
 		if unsettled != nil && waitTails && waits < maxTailWaits {
 			waits++
 			if err := e.waitSettled(ctx, unsettled); err != nil {
@@ -973,6 +975,10 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, waitTails bool, m
 				return fmt.Errorf("engine: write of %d bytes: make room: %w", charge, err)
 			}
 			continue
+		}
+		if gcErr != nil {
+			// Not full: failing. The client must see the cause.
+			return fmt.Errorf("engine: write needing %d bytes of the device: GC could not make room: %w", charge, gcErr)
 		}
 		return fmt.Errorf("engine: write needing %d bytes of the device: no zone's reclaim frees %d bytes or more: %w",
 			charge, minGain, ErrNoSpace)
