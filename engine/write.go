@@ -443,6 +443,7 @@ func (p *placer) finishTail(z *zone, f *file, limit int64) bool {
 		return false
 	}
 	p.tailsFinished.Add(1)
+	p.filled.Add(1) // it leaves the open set full, as retire's do
 	return true
 }
 
