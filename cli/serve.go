@@ -52,7 +52,10 @@ is refused. SIGTERM or SIGINT stops it cleanly: it stops accepting,
 finishes in-flight requests, flushes and checkpoints, and exits 0. If
 dirty data cannot be written back (the device fails appends), it exits 1
 with one line saying how many files' unsynced data was lost; everything
-fsynced is on the device.
+fsynced is on the device. A request stuck on a device that stopped
+answering is given up after its grace periods and a minute's wait: the
+daemon exits 1 saying so, and a write among them is answered ESHUTDOWN,
+never OK.
 
 --format formats DEVICE first if it is not formatted yet; a formatted
 device is served as it is, unless --force is given too, which erases it.`,

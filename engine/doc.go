@@ -153,7 +153,10 @@
 //     too, then takes room in a zone GC opened (which admission counts),
 //     and only then a pass of any gain: had it run those first, their
 //     gain, left in GC's zone, was room admission counted again, and
-//     no write was ever refused.
+//     no write was ever refused. If the device failed the writer's
+//     last pass (EIO), the writer, or the fsync of data writeback could
+//     not place, gets that error, wrapped, not ENOSPC: the device is
+//     failing, not full.
 //     Full zones with nothing valid in them go first, all in one pass,
 //     their logged resets under one flush.
 //
@@ -315,4 +318,12 @@
 // completer still run), bounded by its context, and only then writes
 // everything back, checkpoints and closes the cache and the device. A
 // truncate's undo (undoCut) is not woken: it puts its file back first.
+// If its context ends first, Close sets a second bit in Engine.active
+// (abandonBit) before it writes back, and leaves the cache and the
+// device open: an operation whose success needs that writeback (a write,
+// a deferred create or remove) and that ends after the bit is set fails
+// with ErrClosed (Engine.leaveAcked), so no write is acknowledged that
+// nothing writes back. Its leave and Close's setting of the bit are
+// read-modify-writes of the one word: a leave that saw no bit came
+// before it, and the writeback after it sees that write's data.
 package engine

@@ -124,8 +124,9 @@ type Engine struct {
 	nextID uint64
 	closed bool
 	// active gates the operations callers start (see enter): it counts
-	// those running, with closingBit set once Close has begun, and
-	// closingCh is closed then too, to wake waits that have no context.
+	// those running, with closingBit set once Close has begun and
+	// abandonBit once it stopped waiting for them, and closingCh is
+	// closed when Close begins too, to wake waits that have no context.
 	active     atomic.Int64
 	closingCh  chan struct{}
 	closeOnce  sync.Once
@@ -552,8 +553,18 @@ func (e *Engine) zoneAt(off int64) *zone {
 // have kept waiting in after the writeback it waited for stopped.
 var ErrClosed = fmt.Errorf("engine: closed: %w", fs.ErrClosed)
 
-// closingBit is set in Engine.active once Close has begun.
-const closingBit = int64(1) << 62
+// closingBit is set in Engine.active once Close has begun; abandonBit
+// once Close stopped waiting for the operations still running (its
+// context ended first) and went on to write back and checkpoint without
+// them: what they do from then on nothing writes back, so an operation
+// whose success would rest on that (a write into the cache, a deferred
+// create or remove) fails with ErrClosed instead (leaveAcked).
+// activeCount masks the count of running operations.
+const (
+	closingBit  = int64(1) << 62
+	abandonBit  = int64(1) << 61
+	activeCount = abandonBit - 1
+)
 
 // enter admits an operation a caller starts (open, create, read, write,
 // fsync, truncate, rename, remove, Sync): ErrClosed once Close has
@@ -569,11 +580,31 @@ func (e *Engine) enter() error {
 }
 
 // leave ends an operation enter admitted; the last one to end while
-// Close waits wakes it.
-func (e *Engine) leave() {
-	if e.active.Add(-1) == closingBit {
+// Close waits wakes it. It reports whether Close had stopped waiting for
+// it (abandonBit) when it ended.
+func (e *Engine) leave() bool {
+	v := e.active.Add(-1)
+	if v&closingBit != 0 && v&activeCount == 0 {
 		e.idle.Signal()
 	}
+	return v&abandonBit != 0
+}
+
+// leaveAcked is leave for an operation whose success leaves something
+// only writeback or a later device flush makes durable (a write into
+// the cache, a create with ODeferSync, RemoveDeferred): if Close had
+// stopped waiting for it, *err, if nil, becomes ErrClosed, and the
+// operation acknowledges nothing. Close sets abandonBit before it writes
+// back (one atomic read-modify-write each, on the same word): so either
+// this leave came first, and Close's writeback, after it, covers what
+// the operation left in the cache, or the operation fails. Reports
+// whether it failed the operation.
+func (e *Engine) leaveAcked(what string, err *error) bool {
+	if !e.leave() || *err != nil {
+		return false
+	}
+	*err = fmt.Errorf("engine: %s ended after Close stopped waiting for it; nothing writes it back: %w", what, ErrClosed)
+	return true
 }
 
 // isClosing reports whether Close has begun.
@@ -606,7 +637,12 @@ func (e *Engine) Close() error {
 // data they left in the cache is written back with the rest. If ctx ends
 // first, it writes back and checkpoints all the same but leaves the
 // cache's memory and the device open (a running operation may still use
-// them) and says so in its error.
+// them) and says so in its error, which wraps ctx's and says whether all
+// acknowledged data is durable. An operation it stopped waiting for
+// acknowledges nothing that writeback would have to make durable: a
+// write, a create with ODeferSync or a RemoveDeferred that ends after
+// that fails with ErrClosed (see leaveAcked); fsync, Sync and durable
+// namespace operations make their own effect durable and report it.
 //
 // Only the first call closes; every call returns its result, once it
 // has one (a Close concurrent with another waits for it).
@@ -626,7 +662,12 @@ func (e *Engine) close(ctx context.Context) error {
 	e.nsMu.Unlock()
 	close(e.closingCh)
 	e.cache.Shut(ErrClosed)
-	drainErr := e.drain(ctx)
+	running, drainErr := e.drain(ctx)
+	if drainErr != nil {
+		// From here on, an operation still running acknowledges
+		// nothing that needs the writeback below (leaveAcked).
+		e.active.Or(abandonBit)
+	}
 	var errs []error
 	ctx = context.Background()
 	if err := e.wb.SyncAll(ctx); err != nil {
@@ -638,7 +679,7 @@ func (e *Engine) close(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if err := e.dev.Flush(); err != nil {
-		errs = append(errs, fmt.Errorf("engine: flush device: %w", err))
+		errs = append(errs, fmt.Errorf("engine: close: flush device: data written since the last fsync may not be durable: %w", err))
 	}
 	if len(errs) == 0 {
 		if err := e.checkpoint(); err != nil {
@@ -646,7 +687,7 @@ func (e *Engine) close(ctx context.Context) error {
 		}
 	}
 	if drainErr != nil {
-		return errors.Join(append(errs, drainErr)...)
+		return errors.Join(append(errs, abandoned(running, len(errs) == 0, drainErr))...)
 	}
 	e.cache.Close()
 	if err := e.dev.Close(); err != nil {
@@ -750,20 +791,37 @@ func (e *Engine) Superblock() Superblock { return e.sb }
 
 // drain waits, Close having begun, until no operation enter admitted is
 // running, or ctx is done (an error that says how many still are).
-func (e *Engine) drain(ctx context.Context) error {
+func (e *Engine) drain(ctx context.Context) (int64, error) {
 	for {
 		ch := e.idle.Wait()
-		if e.active.Load() == closingBit {
-			return nil
+		n := e.active.Load() & activeCount
+		if n == 0 {
+			return 0, nil
 		}
 		_ = e.ring.Flush() // what they wait for may be queued under a plug
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return fmt.Errorf("engine: close: %d operations still running; cache and device left open: %w",
-				e.active.Load()&^closingBit, ctx.Err())
+			return n, ctx.Err()
 		}
 	}
+}
+
+// abandoned is Close's error when it stopped waiting for running
+// operations (drain's error cause). durable says whether everything
+// acknowledged was written back, flushed and checkpointed all the same
+// (if not, the errors joined to this one say what was lost).
+func abandoned(running int64, durable bool, cause error) error {
+	ops := "1 operation"
+	if running != 1 {
+		ops = fmt.Sprintf("%d operations", running)
+	}
+	state := "all acknowledged data is durable"
+	if !durable {
+		state = "see the other errors for data not made durable"
+	}
+	return fmt.Errorf("engine: close: stopped waiting for %s still running: a write or deferred namespace change among them fails with ErrClosed (nothing writes it back); %s; cache and device left open: %w",
+		ops, state, cause)
 }
 
 // blockPool is a fixed set of BlockSize buffers in page-aligned memory

@@ -17,3 +17,9 @@ func (e *Engine) crashForTest() {
 	e.scratch.close()
 	e.meta.close()
 }
+
+// reclaim is collector.reclaimFor for tests that look only at progress.
+func (c *collector) reclaim(need func() bool, minGain int64) bool {
+	moved, _, _ := c.reclaimFor(need, minGain)
+	return moved
+}

@@ -74,7 +74,7 @@ func (e *Engine) Open(name string) (*File, error) {
 // record is logged, before that record's flush ends (as a kernel file
 // system's is before its directory's fsync); if the flush fails, the
 // create returns the error and the file stays.
-func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
+func (e *Engine) OpenFile(name string, flags OpenFlag) (h *File, err error) {
 	create, trunc := flags&OCreate != 0, flags&OTrunc != 0
 	if err := checkName(name); err != nil {
 		return nil, err
@@ -82,12 +82,23 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (*File, error) {
 	if err := e.enter(); err != nil {
 		return nil, err
 	}
-	defer e.leave()
+	durable := flags&ODeferSync == 0
+	if !create || durable {
+		// Nothing it returns rests on Close's flush: an open, or a
+		// create that is durable when it returns.
+		defer e.leave()
+	} else {
+		defer func() {
+			if e.leaveAcked("deferred create", &err) {
+				h.f.handles.Add(-1) // no handle is returned
+				h = nil
+			}
+		}()
+	}
 	if !create {
 		return e.openExisting(name, trunc)
 	}
 	e.nsMu.Lock()
-	durable := flags&ODeferSync == 0
 	f := e.byName[name]
 	if f == nil {
 		f = &file{id: e.nextID, name: name, ext: newExtentMap(), born: e.stats.hostWritten.Load()}
@@ -184,11 +195,15 @@ func (e *Engine) Remove(name string) error { return e.remove(name, true) }
 // had can be lost meanwhile.
 func (e *Engine) RemoveDeferred(name string) error { return e.remove(name, false) }
 
-func (e *Engine) remove(name string, durable bool) error {
+func (e *Engine) remove(name string, durable bool) (err error) {
 	if err := e.enter(); err != nil {
 		return err
 	}
-	defer e.leave()
+	if durable {
+		defer e.leave()
+	} else {
+		defer e.leaveAcked("deferred remove", &err)
+	}
 	e.nsMu.Lock()
 	f := e.byName[name]
 	if f == nil {
@@ -392,11 +407,21 @@ func (h *File) WriteAt(p []byte, off int64) (int, error) {
 // would count twice meanwhile, refusing other writes room that is free.
 // A piece that does not fit ends the write short, with ErrNoSpace, as a
 // kernel file system's write that runs out of space does.
-func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+//
+// A write still running when Close stops waiting for operations (see
+// CloseContext) fails with ErrClosed and reports 0 bytes: Close has
+// written back what it found, and nothing writes back what the write
+// puts in the cache after that; how much of it is on the device is
+// unspecified, as after any failed write.
+func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (n int, err error) {
 	if err := h.enter(); err != nil {
 		return 0, err
 	}
-	defer h.e.leave()
+	defer func() {
+		if h.e.leaveAcked("write", &err) {
+			n = 0
+		}
+	}()
 	if off < 0 || off+int64(len(p)) < off || off+int64(len(p)) > MaxFileSize {
 		return 0, fmt.Errorf("engine: write of %d bytes at %d: %w", len(p), off, fs.ErrInvalid)
 	}
@@ -441,6 +466,9 @@ func (h *File) writePieces(ctx context.Context, p []byte, off int64, extend bool
 		if err := e.admit(ctx, charge); err != nil {
 			return done, err
 		}
+		if testHookWritePiece != nil {
+			testHookWritePiece(e)
+		}
 		old := int64(-1)
 		if extend {
 			f.mu.Lock()
@@ -463,6 +491,10 @@ func (h *File) writePieces(ctx context.Context, p []byte, off int64, extend bool
 	}
 	return done, nil
 }
+
+// testHookWritePiece, if set (by tests only), runs as a write's piece,
+// admitted, is about to enter the cache.
+var testHookWritePiece func(*Engine)
 
 // keepSize takes back the size that an extending piece at pos grew from
 // old but wrote only n bytes of (f.wmu held exclusive).
@@ -905,6 +937,7 @@ const tailSettleWait = 10 * time.Second
 func (e *Engine) admitTails(ctx context.Context, charge int64, waitTails bool, minGain int64) error {
 	flushed := false
 	waits := 0
+	var gcErr error // the last pass's, if the device failed it
 	for {
 		// Reserve, then check with every reservation counted: two
 		// writers racing for the last room cannot both take it.
@@ -921,10 +954,11 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, waitTails bool, m
 			// waitTails) goes on, to put its file back.
 			return fmt.Errorf("engine: write of %d bytes: %w", charge, ErrClosed)
 		}
-		moved, unsettled := e.gc.reclaimFor(func() bool { return !e.roomFor(charge) }, minGain)
+		moved, unsettled, err := e.gc.reclaimFor(func() bool { return !e.roomFor(charge) }, minGain)
 		if moved {
 			continue
 		}
+		gcErr = err
 		if unsettled != nil && waitTails && waits < maxTailWaits {
 			waits++
 			if err := e.waitSettled(ctx, unsettled); err != nil {
@@ -941,6 +975,10 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, waitTails bool, m
 				return fmt.Errorf("engine: write of %d bytes: make room: %w", charge, err)
 			}
 			continue
+		}
+		if gcErr != nil {
+			// Not full: failing. The client must see the cause.
+			return fmt.Errorf("engine: write needing %d bytes of the device: GC could not make room: %w", charge, gcErr)
 		}
 		return fmt.Errorf("engine: write needing %d bytes of the device: no zone's reclaim frees %d bytes or more: %w",
 			charge, minGain, ErrNoSpace)

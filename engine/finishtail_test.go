@@ -8,7 +8,7 @@ import (
 // zone up: the next file gets a zone of its own (no share), and the
 // finished zone holds the first file's data alone. With more room left,
 // or FinishTail negative, the next file starts in the first one's tail,
-// as before.
+// as before. A zone given up so counts as filled (Stats.ZonesFilled).
 func TestFinishTailGivesTheNextFileItsOwnZone(t *testing.T) {
 	const zoneCap = 256 << 10
 	for _, c := range []struct {
@@ -48,6 +48,12 @@ func TestFinishTailGivesTheNextFileItsOwnZone(t *testing.T) {
 			st := e.Stats()
 			if st.ZonesTailFinished != c.finished {
 				t.Errorf("%d zones finished at a close; want %d", st.ZonesTailFinished, c.finished)
+			}
+			// A zone finished at a close is filled: it leaves the open
+			// set full, as one appends fill does (before, it was not
+			// counted, and zones_filled fell short of the full zones).
+			if st.ZonesFilled != c.finished {
+				t.Errorf("%d zones filled; want %d", st.ZonesFilled, c.finished)
 			}
 			if want := 1 - c.finished; st.ZonesShared != want {
 				t.Errorf("the second file shared a zone %d times; want %d", st.ZonesShared, want)

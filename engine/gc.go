@@ -308,34 +308,34 @@ func (f *gcFailures) reclaimed() {
 	}
 }
 
-// reclaim runs one GC pass for a writer that found no space. It reports
+// reclaimFor runs one GC pass for a writer that found no space. It reports
 // whether a zone was reclaimed with a net gain of space; false means GC
-// can free nothing more. A writer short of space takes any zone whose
+// can free nothing more, or, with the pass's error, that the device
+// failed the pass: the writer then reports that error, not a full
+// device. A writer short of space takes any zone whose
 // reclaim gains space, however little garbage it holds. need, if set, is
 // asked again once the pass holds the collector: a writer queued behind
 // other writers' passes may find its room made meanwhile, and then nothing
-// is collected for it (reclaim reports true: it looks again). Collecting
+// is collected for it (reclaimFor reports true: it looks again). Collecting
 // anyway took victims before overwrites had emptied them, which costs
 // copies: WAF. minGain is the least net space a victim's reclaim must
 // free to be taken: minGCGain for writeback of data already admitted,
 // admitGain for admission (see there).
-func (c *collector) reclaim(need func() bool, minGain int64) bool {
-	moved, _ := c.reclaimFor(need, minGain)
-	return moved
-}
-
-// reclaimFor is reclaim that also returns, when it reclaimed nothing, a
-// file whose truncate's unsettled tail made the pass skip a victim (nil
-// if none).
-func (c *collector) reclaimFor(need func() bool, minGain int64) (bool, *file) {
+//
+// It also returns, when it reclaimed nothing and failed nothing, a file
+// whose truncate's unsettled tail made the pass skip a victim (nil if
+// none). A pass that reclaimed a zone and then
+// failed (another zone's reset) reports the zone, not the error, which
+// passEnded has counted and logged: the writer looks for its room again.
+func (c *collector) reclaimFor(need func() bool, minGain int64) (bool, *file, error) {
 	moved, unsettled, err := c.passIf(need, gcUrgent, minGain)
-	if err != nil {
-		return false, nil
+	switch {
+	case moved:
+		return true, nil, nil
+	case err != nil:
+		return false, nil, err
 	}
-	if moved {
-		return true, nil
-	}
-	return false, unsettled
+	return false, unsettled, nil
 }
 
 // GC passes by how much garbage a victim must hold (see pick): the

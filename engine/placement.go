@@ -204,7 +204,8 @@ type placer struct {
 	clock  atomic.Uint64
 	// reserved free zones that only GC may take.
 	gcReserve int
-	// opened and filled count zones placement opened and saw fill up;
+	// opened and filled count zones placement opened and saw fill up
+	// (or GC sealed, or a closing file finished: Stats.ZonesFilled);
 	// sharedMRU counts files sent to another file's zone (mru) for want
 	// of a zone of their own; sharedBusy the part of them sent into a zone
 	// another file was still writing (no finished file's tail had room):

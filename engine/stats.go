@@ -19,7 +19,10 @@ type Stats struct {
 
 	Appends     int64 `json:"appends"`
 	ZonesOpened int64 `json:"zones_opened"` // zones placement opened for appends
-	ZonesFilled int64 `json:"zones_filled"` // zones appends filled to capacity
+	// ZonesFilled counts data zones that left the open set full: filled
+	// to capacity by appends, sealed by GC (GCSealed) or finished at a
+	// file's close (ZonesTailFinished). Not zones an append failed in.
+	ZonesFilled int64 `json:"zones_filled"`
 	// ZonesShared counts files that mru placement sent to another file's
 	// zone for want of one of their own.
 	ZonesShared int64 `json:"zones_shared"`

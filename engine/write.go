@@ -67,6 +67,7 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 	defer e.quiesce.RUnlock()
 	w := extentCursor{exts: exts}
 	share := shareNot
+	var gcErr error // the last pass's, if the device failed it
 	for !w.done() {
 		want := BlockSize + w.peek(e.maxRecordData(), MaxRecordExtents)
 		// A class stream (the hinted policy) has no single owner.
@@ -116,17 +117,24 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 			}
 			e.quiesce.RUnlock()
 			_ = e.ring.Flush()
-			moved := e.gc.reclaim(nil, gain)
+			moved, _, err := e.gc.reclaimFor(nil, gain)
 			e.rlockQuiesce()
 			if moved {
 				continue
 			}
+			gcErr = err
 			if share < shareGC {
 				// GC reclaimed nothing worth a pass: take room in a
 				// zone GC opened rather than copy a zone for a sliver.
 				share = shareGC
 				continue
 			}
+		}
+		if errors.Is(err, ErrNoSpace) && gcErr != nil {
+			// Short of zones because the device failed GC's pass
+			// (and, likely, the appends that used the zones up):
+			// the fsync must report that, not a full device.
+			return fmt.Errorf("engine: place %d bytes of file %d: GC could not make room: %w", want, fileID, gcErr)
 		}
 		if err != nil {
 			return fmt.Errorf("engine: place %d bytes of file %d: %w", want, fileID, err)
@@ -435,6 +443,7 @@ func (p *placer) finishTail(z *zone, f *file, limit int64) bool {
 		return false
 	}
 	p.tailsFinished.Add(1)
+	p.filled.Add(1) // it leaves the open set full, as retire's do
 	return true
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/zonefold/zonefold/engine"
 )
@@ -105,12 +106,13 @@ func (c *conn) exec(sl *slot) {
 }
 
 // status maps an engine error onto a status, and logs the errors that
-// are the daemon's problem rather than the client's.
+// are the daemon's problem rather than the client's. A device error
+// joined to a cancellation is the device error (see statusOf).
 func (c *conn) status(err error) Status {
 	if err == nil {
 		return StatusOK
 	}
-	if errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) && !errors.Is(err, syscall.EIO) {
 		c.s.stats.canceled.Add(1)
 		if c.stopping.Load() {
 			return StatusShutdown

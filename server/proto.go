@@ -159,7 +159,10 @@ func (s Status) Err() error {
 	return s
 }
 
-// statusOf maps an engine error onto a status code.
+// statusOf maps an engine error onto a status code. A device error
+// (EIO) anywhere in err wins over the rest: an operation that ran out of
+// space or was shut down and then failed on the device (a short write
+// whose size record failed) may have left the file other than those say.
 func statusOf(err error) Status {
 	var st Status
 	switch {
@@ -167,6 +170,8 @@ func statusOf(err error) Status {
 		return StatusOK
 	case errors.As(err, &st):
 		return st
+	case errors.Is(err, syscall.EIO):
+		return StatusIO
 	case errors.Is(err, fs.ErrNotExist):
 		return StatusNotExist
 	case errors.Is(err, fs.ErrExist):

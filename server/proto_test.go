@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"syscall"
@@ -48,6 +49,11 @@ func TestStatusOf(t *testing.T) {
 		{fmt.Errorf("x: %w", fs.ErrInvalid), StatusInvalid},
 		{fmt.Errorf("wrapped: %w", StatusTooBig), StatusTooBig},
 		{errors.New("device on fire"), StatusIO},
+		// A device error joined to another one (a short write's
+		// ENOSPC or shutdown, then its size record failing) is the
+		// client's to know: the file may not be as the other says.
+		{errors.Join(fmt.Errorf("write: %w", engine.ErrNoSpace), fmt.Errorf("log size: %w", syscall.EIO)), StatusIO},
+		{errors.Join(fmt.Errorf("write: %w", engine.ErrClosed), fmt.Errorf("log size: %w", syscall.EIO)), StatusIO},
 	}
 	for _, tc := range tests {
 		if got := statusOf(tc.err); got != tc.want {
@@ -210,4 +216,20 @@ func FuzzSession(f *testing.F) {
 			t.Fatalf("the other client: %v", err)
 		}
 	})
+}
+
+// A request canceled while the device failed under it is answered EIO,
+// not "canceled": a write canceled mid-way whose size record then failed
+// (File.keepSize) may have left the file other than the reply says.
+//
+// Before, the cancellation hid the device error (StatusCanceled).
+func TestStatusDeviceErrorBeatsCancellation(t *testing.T) {
+	c := &conn{s: &Server{}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	err := errors.Join(fmt.Errorf("write: %w", context.Canceled), fmt.Errorf("log size: %w", syscall.EIO))
+	if st := c.status(err); st != StatusIO {
+		t.Fatalf("status(%v) = %v, want %v", err, st, StatusIO)
+	}
+	if st := c.status(fmt.Errorf("write: %w", context.Canceled)); st != StatusCanceled {
+		t.Fatalf("a plain cancellation: %v, want %v", st, StatusCanceled)
+	}
 }
