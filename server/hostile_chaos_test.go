@@ -1,6 +1,6 @@
 package server_test
 
-// Red team (red43): acknowledged fsyncs of well-behaved clients must
+// Acknowledged fsyncs of well-behaved clients must
 // survive kill -9 of the daemon while sloppy clients around them vanish
 // with writes and fsyncs in flight, rename over and remove files, and GC
 // runs (the device is small and the writers overwrite).
@@ -20,12 +20,12 @@ import (
 	"github.com/zonefold/zonefold/server"
 )
 
-const red43Blk = 16 << 10
+const hostileBlk = 16 << 10
 
-// red43Writer is a well-behaved client's file: what its last acknowledged
+// hostileWriter is a well-behaved client's file: what its last acknowledged
 // fsync made durable, and which blocks it wrote since (those may read as
 // either version after a crash).
-type red43Writer struct {
+type hostileWriter struct {
 	name    string
 	blocks  int
 	acked   []byte         // content as of the last acknowledged fsync
@@ -34,8 +34,8 @@ type red43Writer struct {
 	version byte
 }
 
-func (w *red43Writer) block(i int, v byte) []byte {
-	b := make([]byte, red43Blk)
+func (w *hostileWriter) block(i int, v byte) []byte {
+	b := make([]byte, hostileBlk)
 	for j := range b {
 		b[j] = byte(i*7+j/512) ^ v ^ byte(len(w.name))
 	}
@@ -45,7 +45,7 @@ func (w *red43Writer) block(i int, v byte) []byte {
 
 // run writes random blocks and fsyncs every few writes until ctx ends or
 // a request fails (the daemon was killed).
-func (w *red43Writer) run(ctx context.Context, c *server.Client, h uint32, seed uint64) error {
+func (w *hostileWriter) run(ctx context.Context, c *server.Client, h uint32, seed uint64) error {
 	rng := rand.New(rand.NewPCG(seed, 43))
 	for ctx.Err() == nil {
 		for k := 0; k < 1+rng.IntN(6); k++ {
@@ -53,10 +53,10 @@ func (w *red43Writer) run(ctx context.Context, c *server.Client, h uint32, seed 
 			w.version++
 			b := w.block(i, w.version)
 			w.dirty[i] = append(w.dirty[i], w.version)
-			if _, err := c.WriteAt(context.Background(), h, b, int64(i*red43Blk)); err != nil {
+			if _, err := c.WriteAt(context.Background(), h, b, int64(i*hostileBlk)); err != nil {
 				return err
 			}
-			copy(w.cur[i*red43Blk:], b)
+			copy(w.cur[i*hostileBlk:], b)
 		}
 		if err := c.Fsync(context.Background(), h); err != nil {
 			return err
@@ -72,7 +72,7 @@ func (w *red43Writer) run(ctx context.Context, c *server.Client, h uint32, seed 
 // a block written since holds the acknowledged bytes or those of a write
 // since (writes that were not fsynced are not atomic). The file's state
 // becomes what was read.
-func (w *red43Writer) verify(t *testing.T, got []byte) {
+func (w *hostileWriter) verify(t *testing.T, got []byte) {
 	t.Helper()
 	if len(got) < len(w.acked) {
 		t.Fatalf("%s: %d bytes after kill -9, its fsync acknowledged %d", w.name, len(got), len(w.acked))
@@ -80,9 +80,9 @@ func (w *red43Writer) verify(t *testing.T, got []byte) {
 	const sub = 4096
 	for i := 0; i < w.blocks; i++ {
 	next:
-		for s := 0; s < red43Blk; s += sub {
-			g := got[i*red43Blk+s : i*red43Blk+s+sub]
-			a := w.acked[i*red43Blk+s : i*red43Blk+s+sub]
+		for s := 0; s < hostileBlk; s += sub {
+			g := got[i*hostileBlk+s : i*hostileBlk+s+sub]
+			a := w.acked[i*hostileBlk+s : i*hostileBlk+s+sub]
 			if bytes.Equal(g, a) {
 				continue
 			}
@@ -100,10 +100,10 @@ func (w *red43Writer) verify(t *testing.T, got []byte) {
 	clear(w.dirty)
 }
 
-// red43Sloppy is a client that opens, writes, submits an fsync and
+// hostileSloppy is a client that opens, writes, submits an fsync and
 // vanishes, renames its scratch files over each other and removes them,
 // over and over.
-func red43Sloppy(ctx context.Context, socket string, id int, seed uint64, ops *atomic.Int64) {
+func hostileSloppy(ctx context.Context, socket string, id int, seed uint64, ops *atomic.Int64) {
 	rng := rand.New(rand.NewPCG(seed, uint64(id)))
 	for ctx.Err() == nil {
 		c, err := server.Dial(context.Background(), socket, 1<<20)
@@ -119,7 +119,7 @@ func red43Sloppy(ctx context.Context, socket string, id int, seed uint64, ops *a
 		reqs := make([]server.Request, 0, 20)
 		for i := 0; i < 16; i++ {
 			reqs = append(reqs, server.Request{Tag: uint64(i), Op: server.OpWrite, Handle: h,
-				Off: uint64(rng.IntN(64)) * red43Blk, Addr: uint64(i) * red43Blk, Len: red43Blk})
+				Off: uint64(rng.IntN(64)) * hostileBlk, Addr: uint64(i) * hostileBlk, Len: hostileBlk})
 		}
 		reqs = append(reqs, server.Request{Tag: 100, Op: server.OpFsync, Handle: h})
 		switch rng.IntN(3) {
@@ -145,22 +145,22 @@ func red43Sloppy(ctx context.Context, socket string, id int, seed uint64, ops *a
 	}
 }
 
-// TestRed43AckedFsyncsSurviveKill9AmidSloppyClients: three rounds of
+// TestAckedFsyncsSurviveKill9AmidSloppyClients: three rounds of
 // well-behaved writers (rings and socket framing) that overwrite and fsync
 // on a device small enough for GC to run, beside sloppy clients that
 // vanish with writes and fsyncs in flight and rename over and remove
 // files, ended by kill -9; a new daemon must serve every acknowledged
 // byte.
-func TestRed43AckedFsyncsSurviveKill9AmidSloppyClients(t *testing.T) {
+func TestAckedFsyncsSurviveKill9AmidSloppyClients(t *testing.T) {
 	dir := t.TempDir()
 	dev := fmt.Sprintf("emu:%s?zone_size=1M&zones=24", filepath.Join(dir, "dev"))
 	socket := filepath.Join(dir, "zf.sock")
 	d := startServe(t, dev, socket)
 	const writers, blocks = 4, 160 // 2.5 MiB each: 10 MiB live of ~20
-	ws := make([]*red43Writer, writers)
+	ws := make([]*hostileWriter, writers)
 	for i := range ws {
-		ws[i] = &red43Writer{name: fmt.Sprintf("w%d", i), blocks: blocks,
-			acked: make([]byte, blocks*red43Blk), cur: make([]byte, blocks*red43Blk), dirty: map[int][]byte{}}
+		ws[i] = &hostileWriter{name: fmt.Sprintf("w%d", i), blocks: blocks,
+			acked: make([]byte, blocks*hostileBlk), cur: make([]byte, blocks*hostileBlk), dirty: map[int][]byte{}}
 	}
 	for round := 0; round < 3; round++ {
 		ctx, stop := context.WithCancel(context.Background())
@@ -196,7 +196,7 @@ func TestRed43AckedFsyncsSurviveKill9AmidSloppyClients(t *testing.T) {
 			})
 		}
 		for s := 0; s < 3; s++ {
-			wg.Go(func() { red43Sloppy(ctx, d.socket, s, uint64(round), &sloppyOps) })
+			wg.Go(func() { hostileSloppy(ctx, d.socket, s, uint64(round), &sloppyOps) })
 		}
 		time.Sleep(3 * time.Second)
 		d.kill9()

@@ -1,6 +1,6 @@
 package server_test
 
-// Red team (red43): namespace operations against files other clients
+// Namespace operations against files other clients
 // hold open and have cached, then kill -9: no stale bytes, through the
 // old handles, the names or after the restart.
 
@@ -15,10 +15,10 @@ import (
 	"github.com/zonefold/zonefold/server"
 )
 
-func red43Fill(b byte, n int) []byte { return bytes.Repeat([]byte{b}, n) }
+func hostileFill(b byte, n int) []byte { return bytes.Repeat([]byte{b}, n) }
 
-// red43Open opens name on c and fails the test on error.
-func red43Open(t *testing.T, c *server.Client, name string, flags uint8) uint32 {
+// hostileOpen opens name on c and fails the test on error.
+func hostileOpen(t *testing.T, c *server.Client, name string, flags uint8) uint32 {
 	t.Helper()
 	h, _, err := c.Open(context.Background(), name, flags)
 	if err != nil {
@@ -27,24 +27,24 @@ func red43Open(t *testing.T, c *server.Client, name string, flags uint8) uint32 
 	return h
 }
 
-// red43Put writes p at off through h and fails the test on error.
-func red43Put(t *testing.T, c *server.Client, h uint32, p []byte, off int64) {
+// hostilePut writes p at off through h and fails the test on error.
+func hostilePut(t *testing.T, c *server.Client, h uint32, p []byte, off int64) {
 	t.Helper()
 	if _, err := c.WriteAt(context.Background(), h, p, off); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// red43Cached reads the whole of name through h, so that its blocks are
+// hostileCached reads the whole of name through h, so that its blocks are
 // in the daemon's cache.
-func red43Cached(t *testing.T, c *server.Client, h uint32, n int) {
+func hostileCached(t *testing.T, c *server.Client, h uint32, n int) {
 	t.Helper()
 	if _, err := c.ReadAt(context.Background(), h, make([]byte, n), 0); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// TestRed43NamespaceOverCachedFilesAcrossKill9:
+// TestNamespaceOverCachedFilesAcrossKill9:
 //   - rename over a file another client has open and cached: that client's
 //     handle fails with ENOENT, the name serves the renamed file (its
 //     dirty bytes too), and a write and fsync through the renamed file's
@@ -55,7 +55,7 @@ func red43Cached(t *testing.T, c *server.Client, h uint32, n int) {
 //     cut range reads as zeros;
 //
 // and after kill -9 a new daemon serves the same.
-func TestRed43NamespaceOverCachedFilesAcrossKill9(t *testing.T) {
+func TestNamespaceOverCachedFilesAcrossKill9(t *testing.T) {
 	dir := t.TempDir()
 	dev := fmt.Sprintf("emu:%s?zone_size=4M&zones=16", filepath.Join(dir, "dev"))
 	d := startServe(t, dev, filepath.Join(dir, "zf.sock"))
@@ -73,79 +73,79 @@ func TestRed43NamespaceOverCachedFilesAcrossKill9(t *testing.T) {
 	defer y.Close()
 
 	// Rename over a cached file.
-	hv := red43Open(t, x, "victim", server.OpenCreate)
-	red43Put(t, x, hv, red43Fill('V', mb), 0)
+	hv := hostileOpen(t, x, "victim", server.OpenCreate)
+	hostilePut(t, x, hv, hostileFill('V', mb), 0)
 	if err := x.Fsync(ctx, hv); err != nil {
 		t.Fatal(err)
 	}
-	red43Cached(t, x, hv, mb)
-	hs := red43Open(t, y, "src", server.OpenCreate)
-	red43Put(t, y, hs, red43Fill('S', mb), 0)
+	hostileCached(t, x, hv, mb)
+	hs := hostileOpen(t, y, "src", server.OpenCreate)
+	hostilePut(t, y, hs, hostileFill('S', mb), 0)
 	if err := y.Fsync(ctx, hs); err != nil {
 		t.Fatal(err)
 	}
-	red43Put(t, y, hs, red43Fill('D', 64<<10), mb) // dirty at the rename
+	hostilePut(t, y, hs, hostileFill('D', 64<<10), mb) // dirty at the rename
 	if err := y.Rename(ctx, "src", "victim"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := x.ReadAt(ctx, hv, make([]byte, 4096), 0); !errors.Is(err, server.StatusNotExist) {
 		t.Errorf("read through a handle of the file a rename replaced: %v, want ENOENT", err)
 	}
-	wantVictim := append(red43Fill('S', mb), red43Fill('D', 64<<10)...)
+	wantVictim := append(hostileFill('S', mb), hostileFill('D', 64<<10)...)
 	if got := readWhole(t, x, "victim"); !bytes.Equal(got, wantVictim) {
 		t.Errorf("after rename over it, victim reads %d bytes starting %q, want the renamed file's %d", len(got), got[:min(8, len(got))], len(wantVictim))
 	}
-	red43Put(t, y, hs, red43Fill('W', 4096), 0)
+	hostilePut(t, y, hs, hostileFill('W', 4096), 0)
 	if err := y.Fsync(ctx, hs); err != nil {
 		t.Fatal(err)
 	}
-	copy(wantVictim, red43Fill('W', 4096))
+	copy(wantVictim, hostileFill('W', 4096))
 
 	// Remove a cached file and create the name again.
-	hg := red43Open(t, x, "gone", server.OpenCreate)
-	red43Put(t, x, hg, red43Fill('G', mb), 0)
+	hg := hostileOpen(t, x, "gone", server.OpenCreate)
+	hostilePut(t, x, hg, hostileFill('G', mb), 0)
 	if err := x.Fsync(ctx, hg); err != nil {
 		t.Fatal(err)
 	}
-	red43Cached(t, x, hg, mb)
+	hostileCached(t, x, hg, mb)
 	if err := y.Remove(ctx, "gone"); err != nil {
 		t.Fatal(err)
 	}
-	hn := red43Open(t, y, "gone", server.OpenCreate|server.OpenExcl)
-	red43Put(t, y, hn, red43Fill('N', 100), 0)
-	red43Put(t, y, hn, red43Fill('N', 100), mb-100) // grow past the old bytes' range
+	hn := hostileOpen(t, y, "gone", server.OpenCreate|server.OpenExcl)
+	hostilePut(t, y, hn, hostileFill('N', 100), 0)
+	hostilePut(t, y, hn, hostileFill('N', 100), mb-100) // grow past the old bytes' range
 	if err := y.Fsync(ctx, hn); err != nil {
 		t.Fatal(err)
 	}
 	wantGone := make([]byte, mb)
-	copy(wantGone, red43Fill('N', 100))
-	copy(wantGone[mb-100:], red43Fill('N', 100))
+	copy(wantGone, hostileFill('N', 100))
+	copy(wantGone[mb-100:], hostileFill('N', 100))
 	if got := readWhole(t, x, "gone"); !bytes.Equal(got, wantGone) {
 		t.Errorf("a name removed and created again reads old bytes (%d bytes, %q at 4096)", len(got), got[4096:4104])
 	}
 
 	// Truncate a cached file into a block, then write past the old end.
-	ht := red43Open(t, x, "cut", server.OpenCreate)
-	red43Put(t, x, ht, red43Fill('T', mb), 0)
+	ht := hostileOpen(t, x, "cut", server.OpenCreate)
+	hostilePut(t, x, ht, hostileFill('T', mb), 0)
 	if err := x.Fsync(ctx, ht); err != nil {
 		t.Fatal(err)
 	}
-	red43Cached(t, y, red43Open(t, y, "cut", 0), mb)
+	hostileCached(t, y, hostileOpen(t, y, "cut", 0), mb)
 	if err := x.Truncate(ctx, ht, 5000); err != nil {
 		t.Fatal(err)
 	}
-	red43Put(t, x, ht, []byte{'E'}, 2*mb-1)
+	hostilePut(t, x, ht, []byte{'E'}, 2*mb-1)
 	if err := x.Fsync(ctx, ht); err != nil {
 		t.Fatal(err)
 	}
 	wantCut := make([]byte, 2*mb)
-	copy(wantCut, red43Fill('T', 5000))
+	copy(wantCut, hostileFill('T', 5000))
 	wantCut[2*mb-1] = 'E'
 	if got := readWhole(t, y, "cut"); !bytes.Equal(got, wantCut) {
 		t.Errorf("truncate of a cached file then a write past its old end: %d bytes, %q at 5000", len(got), got[5000:5008])
 	}
 
-	d, c := red43Kill9(t, d, dev)
+	d, c := hostileKill9(t, d, dev)
 	if _, err := c.Stat(ctx, "src"); !errors.Is(err, server.StatusNotExist) {
 		t.Errorf("after kill -9 the renamed file's old name: %v, want ENOENT", err)
 	}
@@ -154,15 +154,15 @@ func TestRed43NamespaceOverCachedFilesAcrossKill9(t *testing.T) {
 		want []byte
 	}{{"victim", wantVictim}, {"gone", wantGone}, {"cut", wantCut}} {
 		if got := readWhole(t, c, f.name); !bytes.Equal(got, f.want) {
-			t.Errorf("after kill -9, %s: %d bytes, want %d (equal prefix %d)", f.name, len(got), len(f.want), red43Common(got, f.want))
+			t.Errorf("after kill -9, %s: %d bytes, want %d (equal prefix %d)", f.name, len(got), len(f.want), hostileCommon(got, f.want))
 		}
 	}
 	c.Close()
 	d.stop()
 }
 
-// red43Common is the length of the common prefix of a and b.
-func red43Common(a, b []byte) int {
+// hostileCommon is the length of the common prefix of a and b.
+func hostileCommon(a, b []byte) int {
 	n := 0
 	for n < len(a) && n < len(b) && a[n] == b[n] {
 		n++

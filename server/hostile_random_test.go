@@ -1,6 +1,6 @@
 package server
 
-// Red team (red43): random well-framed requests whose fields sit at and
+// Random well-framed requests whose fields sit at and
 // around every limit.
 
 import (
@@ -13,33 +13,33 @@ import (
 	"github.com/zonefold/zonefold/engine"
 )
 
-// red43Pick returns one of vs.
-func red43Pick[T any](rng *rand.Rand, vs ...T) T { return vs[rng.IntN(len(vs))] }
+// hostilePick returns one of vs.
+func hostilePick[T any](rng *rand.Rand, vs ...T) T { return vs[rng.IntN(len(vs))] }
 
-// red43RandomRequest is a request whose fields are chosen at and around
+// hostileRandomRequest is a request whose fields are chosen at and around
 // their limits, and mostly valid otherwise, so that many get past the
 // parser.
-func red43RandomRequest(rng *rand.Rand, region uint64, tag uint64) Request {
+func hostileRandomRequest(rng *rand.Rand, region uint64, tag uint64) Request {
 	q := Request{Tag: tag}
-	q.Op = Op(red43Pick(rng, 0, 1, 2, 2, 2, 3, 4, 4, 5, 5, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 255))
+	q.Op = Op(hostilePick(rng, 0, 1, 2, 2, 2, 3, 4, 4, 5, 5, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 255))
 	if rng.IntN(4) == 0 {
 		q.Flags = uint8(rng.IntN(8))
 	}
-	q.Handle = red43Pick(rng, 0, 1, 1, 2, 3, 63, 64, 65, MaxHandles, MaxHandles+1, ^uint32(0))
-	q.Off = red43Pick(rng, 0, 0, 1, 4095, 4096, 5000, 1<<20, engine.MaxFileSize-1, engine.MaxFileSize,
+	q.Handle = hostilePick(rng, 0, 1, 1, 2, 3, 63, 64, 65, MaxHandles, MaxHandles+1, ^uint32(0))
+	q.Off = hostilePick(rng, 0, 0, 1, 4095, 4096, 5000, 1<<20, engine.MaxFileSize-1, engine.MaxFileSize,
 		engine.MaxFileSize+1, 1<<63, ^uint64(0))
 	names := region - 256
 	switch q.Op {
 	case OpOpen, OpRemove, OpStat, OpRename:
 		// A few names, at the end of the region.
 		q.Addr = names + uint64(rng.IntN(3))
-		q.Len = red43Pick[uint32](rng, 1, 1, 2, 0, 255, 256)
+		q.Len = hostilePick[uint32](rng, 1, 1, 2, 0, 255, 256)
 		if q.Op == OpRename {
-			q.Len2 = red43Pick[uint32](rng, 1, 2, 0)
+			q.Len2 = hostilePick[uint32](rng, 1, 2, 0)
 		}
 	default:
-		q.Addr = red43Pick(rng, 0, 0, 4096, region-4096, region-1, region, region+1, ^uint64(0)-10)
-		q.Len = red43Pick[uint32](rng, 0, 1, 4096, 4097, 64<<10, 64<<10+1, 256<<10, MaxIO, MaxIO+1, ^uint32(0))
+		q.Addr = hostilePick(rng, 0, 0, 4096, region-4096, region-1, region, region+1, ^uint64(0)-10)
+		q.Len = hostilePick[uint32](rng, 0, 1, 4096, 4097, 64<<10, 64<<10+1, 256<<10, MaxIO, MaxIO+1, ^uint32(0))
 	}
 	if rng.IntN(20) == 0 {
 		q.Len2 = 1
@@ -47,16 +47,16 @@ func red43RandomRequest(rng *rand.Rand, region uint64, tag uint64) Request {
 	return q
 }
 
-// TestRed43RandomRequestsEachGetOneReply: clients of both versions send
+// TestRandomRequestsEachGetOneReply: clients of both versions send
 // batches of random requests (every opcode, edge handles, offsets,
 // ranges and flags); every request must get exactly one reply with its
 // tag, no session may hang or lose its connection for a well-framed
 // request, and the daemon must serve a plain client afterwards and shut
 // down cleanly.
-func TestRed43RandomRequestsEachGetOneReply(t *testing.T) {
+func TestRandomRequestsEachGetOneReply(t *testing.T) {
 	cfg := testConfig(emuDevice(t), filepath.Join(t.TempDir(), "zf.sock"))
 	d := startDaemon(t, cfg)
-	for _, v := range red43Versions {
+	for _, v := range hostileVersions {
 		t.Run(v.name, func(t *testing.T) {
 			c := v.dial(t, d.socket)
 			region := uint64(len(c.region))
@@ -72,7 +72,7 @@ func TestRed43RandomRequestsEachGetOneReply(t *testing.T) {
 				want := map[uint64]bool{}
 				for i := range reqs {
 					tag++
-					reqs[i] = red43RandomRequest(rng, region, tag)
+					reqs[i] = hostileRandomRequest(rng, region, tag)
 					want[tag] = true
 				}
 				if err := c.Submit(reqs); err != nil {

@@ -1,6 +1,6 @@
 package server
 
-// Red team (red43): a Client call cut short by its context leaves its
+// A Client call cut short by its context leaves its
 // requests with the daemon; the client must not trip over them.
 
 import (
@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// TestRed43CallAfterACanceledCallSucceeds: a ReadAt whose context is
+// TestCallAfterACanceledCallSucceeds: a ReadAt whose context is
 // canceled while the daemon still runs the read returns at once; the
 // read goes on and is answered later. The client's next calls, with live
 // contexts, must succeed and read back what they wrote.
@@ -28,9 +28,9 @@ import (
 // file's bytes returned as this one's). The client now waits for the
 // replies of the requests a canceled call left, before it sends the
 // next batch.
-func TestRed43CallAfterACanceledCallSucceeds(t *testing.T) {
+func TestCallAfterACanceledCallSucceeds(t *testing.T) {
 	d := newDaemon(t)
-	for _, v := range red43Versions {
+	for _, v := range hostileVersions {
 		t.Run(v.name, func(t *testing.T) {
 			ctx := context.Background()
 			c := v.dial(t, d.socket)
@@ -91,8 +91,8 @@ func TestRed43CallAfterACanceledCallSucceeds(t *testing.T) {
 	}
 }
 
-// red43Versions dials a client of each protocol version.
-var red43Versions = []struct {
+// hostileVersions dials a client of each protocol version.
+var hostileVersions = []struct {
 	name string
 	dial func(testing.TB, string) *Client
 }{{"rings", dial}, {"socket framing", dialFraming}}

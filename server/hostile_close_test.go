@@ -1,6 +1,6 @@
 package server
 
-// Red team (red43): Client.Close must end a call that waits for a
+// Client.Close must end a call that waits for a
 // daemon that does not answer.
 
 import (
@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// TestRed43CloseEndsACallInProgress: a goroutine's Fsync waits for a
+// TestCloseEndsACallInProgress: a goroutine's Fsync waits for a
 // daemon that holds it (execHook); Close from another goroutine must
 // return at once and end that call with an error that says the client
 // was closed, with both protocol versions.
@@ -24,10 +24,10 @@ import (
 // or data in the region (Open, Stat, Remove, Rename, List, Stats, ReadAt,
 // WriteAt) panicked: slice bounds out of range, the region being
 // unmapped.
-func TestRed43CloseEndsACallInProgress(t *testing.T) {
+func TestCloseEndsACallInProgress(t *testing.T) {
 	d := newDaemon(t)
 	held, release := holdOps(t, OpFsync)
-	for _, v := range red43Versions {
+	for _, v := range hostileVersions {
 		t.Run(v.name, func(t *testing.T) {
 			c := v.dial(t, d.socket)
 			h, _, err := c.Open(context.Background(), "f", OpenCreate)

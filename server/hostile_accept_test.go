@@ -1,6 +1,6 @@
 package server_test
 
-// Red team (red43): a flood of connections that runs the daemon out of
+// A flood of connections that runs the daemon out of
 // file descriptors must not stop the daemon.
 
 import (
@@ -18,7 +18,7 @@ import (
 	"github.com/zonefold/zonefold/server"
 )
 
-// TestRed43AcceptEMFILEDoesNotStopTheDaemon: the daemon's descriptor limit
+// TestAcceptEMFILEDoesNotStopTheDaemon: the daemon's descriptor limit
 // is lowered to a few more than it uses, and clients connect until its
 // accept fails with EMFILE. The daemon must go on serving: a client that
 // was connected before keeps being answered, and once the flood goes a new
@@ -29,7 +29,7 @@ import (
 // "server: accept: accept unix ...: too many open files". Any local user
 // able to connect could stop the daemon for everyone this way whenever
 // --max-clients was above what RLIMIT_NOFILE left room for.
-func TestRed43AcceptEMFILEDoesNotStopTheDaemon(t *testing.T) {
+func TestAcceptEMFILEDoesNotStopTheDaemon(t *testing.T) {
 	d := newServe(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -1,6 +1,6 @@
 package server
 
-// Red team (red43): a shutdown that begins while a client's hello is
+// A shutdown that begins while a client's hello is
 // being answered must not hang.
 
 import (
@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// TestRed43ShutdownDuringHelloDoesNotHang: SIGTERM (here the daemon's
+// TestShutdownDuringHelloDoesNotHang: SIGTERM (here the daemon's
 // context) arrives between the daemon's reading a hello and its clearing
 // the hello's read deadline; the client then sends nothing. The daemon
 // must still shut down within its grace periods.
@@ -22,7 +22,7 @@ import (
 // (stopOnce), and Serve waited for the session for ever after closing
 // the engine under it. The daemon never exited while that client stayed
 // connected, idle.
-func TestRed43ShutdownDuringHelloDoesNotHang(t *testing.T) {
+func TestShutdownDuringHelloDoesNotHang(t *testing.T) {
 	cfg := testConfig(emuDevice(t), filepath.Join(t.TempDir(), "zf.sock"))
 	cfg.Grace = 200 * time.Millisecond
 	d := startDaemon(t, cfg)

@@ -1,6 +1,6 @@
 package server
 
-// Red team (red43): many clients at once, of both protocol versions,
+// Many clients at once, of both protocol versions,
 // beside clients that never read or reap their replies and clients that
 // vanish mid-batch.
 
@@ -16,14 +16,14 @@ import (
 	"time"
 )
 
-// TestRed43ManyClientsBesideHostileOnes: 48 clients (rings and socket
+// TestManyClientsBesideHostileOnes: 48 clients (rings and socket
 // framing) each create a file, write, fsync, read back, rename and
 // remove it, in rounds, while a socket-framing client never reads its
 // replies, a ring client never reaps them, and clients vanish with a
 // batch of writes in flight. Every call of the well-behaved clients must
 // succeed and read back what it wrote, within a generous deadline (a
 // hang fails it), and the daemon must shut down cleanly.
-func TestRed43ManyClientsBesideHostileOnes(t *testing.T) {
+func TestManyClientsBesideHostileOnes(t *testing.T) {
 	cfg := testConfig(fmt.Sprintf("emu:%s?zone_size=1M&zones=48", filepath.Join(t.TempDir(), "dev")),
 		filepath.Join(t.TempDir(), "zf.sock"))
 	cfg.Grace = time.Minute // shutdown must not need it

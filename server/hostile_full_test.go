@@ -1,6 +1,6 @@
 package server_test
 
-// Red team (red43): a device filled to ENOSPC through the daemon by
+// A device filled to ENOSPC through the daemon by
 // several clients at once, both protocol versions, then files removed
 // and written again, then kill -9 and a new daemon: nothing hangs, the
 // full device answers ENOSPC (never EIO, never a hang), space comes back
@@ -20,9 +20,9 @@ import (
 	"github.com/zonefold/zonefold/server"
 )
 
-// red43Pattern is the content of file name at off: different per file and
+// hostilePattern is the content of file name at off: different per file and
 // per block, so that a block of another file or an old block shows.
-func red43Pattern(name string, off, n int) []byte {
+func hostilePattern(name string, off, n int) []byte {
 	b := make([]byte, n)
 	for i := range b {
 		p := off + i
@@ -31,10 +31,10 @@ func red43Pattern(name string, off, n int) []byte {
 	return b
 }
 
-// red43Filler writes name in chunks until the device refuses, fsyncing
+// hostileFiller writes name in chunks until the device refuses, fsyncing
 // every few chunks, and returns how many bytes the last successful fsync
 // covered and the error that stopped it.
-func red43Filler(ctx context.Context, c *server.Client, name string, limit int) (int, error) {
+func hostileFiller(ctx context.Context, c *server.Client, name string, limit int) (int, error) {
 	h, _, err := c.Open(ctx, name, server.OpenCreate)
 	if err != nil {
 		return 0, err
@@ -42,7 +42,7 @@ func red43Filler(ctx context.Context, c *server.Client, name string, limit int) 
 	const chunk = 64 << 10
 	synced, off := 0, 0
 	for off < limit {
-		if _, err := c.WriteAt(ctx, h, red43Pattern(name, off, chunk), int64(off)); err != nil {
+		if _, err := c.WriteAt(ctx, h, hostilePattern(name, off, chunk), int64(off)); err != nil {
 			return synced, fmt.Errorf("write at %d: %w", off, err)
 		}
 		off += chunk
@@ -59,14 +59,14 @@ func red43Filler(ctx context.Context, c *server.Client, name string, limit int) 
 	return off, nil
 }
 
-// TestRed43FillToENOSPCThenDeleteAndKill9: four clients (two with rings,
+// TestFillToENOSPCThenDeleteAndKill9: four clients (two with rings,
 // two with socket framing) fill a small device until it refuses them; each
 // must stop with ENOSPC within the deadline. Half the files are removed,
 // the other two clients write again (the space must come back), and the
 // daemon is killed with SIGKILL. A new daemon must serve every fsynced
 // byte of every surviving file, and the removed files must be gone.
-func TestRed43FillToENOSPCThenDeleteAndKill9(t *testing.T) {
-	d, dev := red43SmallDaemon(t)
+func TestFillToENOSPCThenDeleteAndKill9(t *testing.T) {
+	d, dev := hostileSmallDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dialers := []func(context.Context, string, int) (*server.Client, error){
@@ -86,7 +86,7 @@ func TestRed43FillToENOSPCThenDeleteAndKill9(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, c := range clients {
 		wg.Go(func() {
-			synced[i], errs[i] = red43Filler(ctx, c, fmt.Sprintf("fill%d", i), 64<<20)
+			synced[i], errs[i] = hostileFiller(ctx, c, fmt.Sprintf("fill%d", i), 64<<20)
 		})
 	}
 	wg.Wait()
@@ -108,13 +108,13 @@ func TestRed43FillToENOSPCThenDeleteAndKill9(t *testing.T) {
 	again := make([]int, 2)
 	for j := 2; j < 4; j++ {
 		c, name := clients[j], fmt.Sprintf("again%d", j)
-		n, err := red43Filler(ctx, c, name, 2<<20)
+		n, err := hostileFiller(ctx, c, name, 2<<20)
 		if err != nil {
 			t.Fatalf("write %s after removes freed %d+%d bytes: %v (%d fsynced)", name, synced[0], synced[1], err, n)
 		}
 		again[j-2] = n
 	}
-	d, c := red43Kill9(t, d, dev)
+	d, c := hostileKill9(t, d, dev)
 	for i := 0; i < 2; i++ {
 		if _, err := c.Stat(ctx, fmt.Sprintf("fill%d", i)); !errors.Is(err, server.StatusNotExist) {
 			t.Errorf("fill%d was removed before the kill; stat after: %v", i, err)
@@ -126,7 +126,7 @@ func TestRed43FillToENOSPCThenDeleteAndKill9(t *testing.T) {
 			t.Errorf("%s: %d bytes after kill -9, %d were fsynced", name, len(got), n)
 			return
 		}
-		if want := red43Pattern(name, 0, n); !bytes.Equal(got[:n], want) {
+		if want := hostilePattern(name, 0, n); !bytes.Equal(got[:n], want) {
 			i := 0
 			for got[i] == want[i] {
 				i++
@@ -141,9 +141,9 @@ func TestRed43FillToENOSPCThenDeleteAndKill9(t *testing.T) {
 	d.stop()
 }
 
-// red43Kill9 kills d with SIGKILL, starts a new daemon on dev and dials
+// hostileKill9 kills d with SIGKILL, starts a new daemon on dev and dials
 // it; the client closes with the test.
-func red43Kill9(t *testing.T, d *daemonProc, dev string) (*daemonProc, *server.Client) {
+func hostileKill9(t *testing.T, d *daemonProc, dev string) (*daemonProc, *server.Client) {
 	t.Helper()
 	d.kill9()
 	d = startServe(t, dev, d.socket)
@@ -155,13 +155,13 @@ func red43Kill9(t *testing.T, d *daemonProc, dev string) (*daemonProc, *server.C
 	return d, c
 }
 
-// TestRed43KilledWhileFullRestartsAndFrees: the daemon is killed while
+// TestKilledWhileFullRestartsAndFrees: the daemon is killed while
 // its device is full and writers still hammer it; the new daemon must
 // start (recovery on a full device), serve every fsynced byte, let a
 // remove free room for a new file that is then durable across a second
 // kill -9.
-func TestRed43KilledWhileFullRestartsAndFrees(t *testing.T) {
-	d, dev := red43SmallDaemon(t)
+func TestKilledWhileFullRestartsAndFrees(t *testing.T) {
+	d, dev := hostileSmallDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const writers = 3
@@ -176,7 +176,7 @@ func TestRed43KilledWhileFullRestartsAndFrees(t *testing.T) {
 		defer c.Close()
 		wg.Go(func() {
 			name := fmt.Sprintf("full%d", i)
-			n, err := red43Filler(ctx, c, name, 64<<20)
+			n, err := hostileFiller(ctx, c, name, 64<<20)
 			synced[i] = n
 			if !errors.Is(err, server.StatusNoSpace) {
 				return
@@ -185,7 +185,7 @@ func TestRed43KilledWhileFullRestartsAndFrees(t *testing.T) {
 			// Keep hammering the full device until the kill.
 			h, _, err := c.Open(ctx, name, 0)
 			for err == nil {
-				_, err = c.WriteAt(ctx, h, red43Pattern(name, 0, 64<<10), int64(n))
+				_, err = c.WriteAt(ctx, h, hostilePattern(name, 0, 64<<10), int64(n))
 				if errors.Is(err, server.StatusNoSpace) {
 					err = c.Fsync(ctx, h)
 				}
@@ -193,7 +193,7 @@ func TestRed43KilledWhileFullRestartsAndFrees(t *testing.T) {
 		})
 	}
 	<-full
-	d, c := red43Kill9(t, d, dev)
+	d, c := hostileKill9(t, d, dev)
 	wg.Wait()
 	if ctx.Err() != nil {
 		t.Fatal("writers hung on the full device")
@@ -201,28 +201,28 @@ func TestRed43KilledWhileFullRestartsAndFrees(t *testing.T) {
 	for i := range writers {
 		name := fmt.Sprintf("full%d", i)
 		got := readWhole(t, c, name)
-		if len(got) < synced[i] || !bytes.Equal(got[:synced[i]], red43Pattern(name, 0, synced[i])) {
+		if len(got) < synced[i] || !bytes.Equal(got[:synced[i]], hostilePattern(name, 0, synced[i])) {
 			t.Fatalf("%s after kill -9 on a full device: %d bytes, %d fsynced, equal prefix %d",
-				name, len(got), synced[i], red43Common(got, red43Pattern(name, 0, len(got))))
+				name, len(got), synced[i], hostileCommon(got, hostilePattern(name, 0, len(got))))
 		}
 	}
 	if err := c.Remove(ctx, "full0"); err != nil {
 		t.Fatalf("remove after restart on a full device: %v", err)
 	}
-	n, err := red43Filler(ctx, c, "after", 2<<20)
+	n, err := hostileFiller(ctx, c, "after", 2<<20)
 	if err != nil {
 		t.Fatalf("write after a remove freed %d bytes: %v (%d fsynced)", synced[0], err, n)
 	}
-	d, c = red43Kill9(t, d, dev)
-	if got := readWhole(t, c, "after"); !bytes.Equal(got, red43Pattern("after", 0, n)) {
+	d, c = hostileKill9(t, d, dev)
+	if got := readWhole(t, c, "after"); !bytes.Equal(got, hostilePattern("after", 0, n)) {
 		t.Fatalf("after: %d bytes after the second kill -9, %d fsynced", len(got), n)
 	}
 	d.stop()
 }
 
-// red43SmallDaemon starts a daemon on a fresh 24 MiB emulated device of
+// hostileSmallDaemon starts a daemon on a fresh 24 MiB emulated device of
 // 1 MiB zones, small enough to fill in a moment.
-func red43SmallDaemon(t *testing.T) (*daemonProc, string) {
+func hostileSmallDaemon(t *testing.T) (*daemonProc, string) {
 	dir := t.TempDir()
 	dev := fmt.Sprintf("emu:%s?zone_size=1M&zones=24", filepath.Join(dir, "dev"))
 	return startServe(t, dev, filepath.Join(dir, "zf.sock")), dev
