@@ -62,6 +62,9 @@ lists instead.
 Per workload and configuration it reports:
   WAF         bytes written to the device (data, record headers, padding,
               metadata, GC copies) / bytes the workload wrote, measured part
+              (the device bytes of the writes made in it: the final
+              writeback's, and not those of the writes the cache held
+              when it began)
   host MiB/s  bytes the workload wrote per second of its writers' time
   GC share    wall time inside GC passes / wall time of the measured part
   GC MiB      bytes GC relocated in the measured part
@@ -74,7 +77,10 @@ data, record headers, zone-tail pad, metadata and GC copies, each in
 device bytes per host byte; under it, over the whole run (warm-up too),
 the victims GC copied valid data out of and what each cost, those it
 reset empty, and the files placement sent into another file's zone (how
-many into a zone still being written, their appends interleaved). The uniform WAF chart draws the analytic greedy WAF
+many into a zone still being written, their appends interleaved), and
+the headers and metadata by cause (a header per client record, of them
+those cut in two at a zone's end, per GC record; the log's records of
+creates, removes and GC's zone resets; checkpoints). The uniform WAF chart draws the analytic greedy WAF
 (Desnoyers' model) at the workload's utilisation of the zones in
 circulation; the lifetimes chart draws 1.0. Verdict lines say per workload
 whether it met its expectation, and plainly where mru or cost-benefit fall
