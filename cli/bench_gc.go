@@ -34,11 +34,13 @@ Workloads (--workload, several at once; default all four):
   seed       the xfs series' exact shape: --files files of random --bs
              writes, --iodepth per file, on a device so large (20% of it
              written) that GC barely runs: the write path's throughput.
-             Its default null: device completes appends at once, any
-             number per zone: placement has little of its speed to change.
-             Where a zone takes one write at a time (a zoned block
-             device, e.g. /dev/nullb0), per-file zones keep --files
-             zones' writes in flight against one: run it there
+             Its default null: device takes one write per zone at a
+             time (zone_serial=1), as a zoned block device such as
+             /dev/nullb0 does, each costing no time beyond the ring's
+             round trip: per-file zones keep --files zones' writes in
+             flight against one. Without zone_serial a null: device
+             completes any number per zone at once, and placement has
+             little of its speed to change
 
 Each run (but seed's) warms up until the WAF of successive --window
 windows of host writes changes by less than --steady-tol (or
