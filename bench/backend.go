@@ -47,6 +47,11 @@ type Counters struct {
 	// headers, zone-tail padding and metadata (log and checkpoints), so
 	// that a WAF above 1.0 without GC can be told apart.
 	Headers, Pad, Meta int64
+	// Unwritten is the host bytes the backend holds that have not
+	// reached the device yet (the engine's dirty cache; 0 where not
+	// known): what a window's device bytes carry of writes made before
+	// it.
+	Unwritten int64
 }
 
 // zoneReporter is a backend that can list its zones' valid bytes (for
@@ -80,7 +85,7 @@ func (b EngineBackend) Sync(ctx context.Context) error { return b.E.Sync(ctx) }
 func (b EngineBackend) Counters() Counters {
 	s := b.E.Stats()
 	return Counters{DevWritten: s.DevWritten(), GCWritten: s.GCWritten, GCResets: s.GCResets, GCNanos: s.GCNanos,
-		Headers: s.DevHeaders, Pad: s.DevPad, Meta: s.DevMeta}
+		Headers: s.DevHeaders, Pad: s.DevPad, Meta: s.DevMeta, Unwritten: s.DirtyBytes}
 }
 
 // ZoneValidity lists the engine's zones' valid bytes.

@@ -74,6 +74,9 @@ type sample struct {
 	GCNanos int64
 	// Of Dev: record headers, zone-tail padding, metadata.
 	Headers, Pad, Meta int64
+	// Unwritten is host bytes written by then that had not reached the
+	// device (Counters.Unwritten).
+	Unwritten int64
 }
 
 // phase is what the controller decided about one run.
@@ -116,7 +119,7 @@ func (c *control) take() sample {
 	return sample{Seconds: time.Since(c.start).Seconds(), Host: c.g.host.Load() - c.base0,
 		Dev: k.DevWritten - c.base.DevWritten, GC: k.GCWritten - c.base.GCWritten,
 		Resets: k.GCResets - c.base.GCResets, GCNanos: k.GCNanos - c.base.GCNanos,
-		Headers: k.Headers - c.base.Headers, Pad: k.Pad - c.base.Pad, Meta: k.Meta - c.base.Meta}
+		Headers: k.Headers - c.base.Headers, Pad: k.Pad - c.base.Pad, Meta: k.Meta - c.base.Meta, Unwritten: k.Unwritten}
 }
 
 // begin marks the start of the writers' phase.

@@ -34,11 +34,13 @@ Workloads (--workload, several at once; default all four):
   seed       the xfs series' exact shape: --files files of random --bs
              writes, --iodepth per file, on a device so large (20% of it
              written) that GC barely runs: the write path's throughput.
-             Its default null: device completes appends at once, any
-             number per zone: placement has little of its speed to change.
-             Where a zone takes one write at a time (a zoned block
-             device, e.g. /dev/nullb0), per-file zones keep --files
-             zones' writes in flight against one: run it there
+             Its default null: device takes one write per zone at a
+             time (zone_serial=1), as a zoned block device such as
+             /dev/nullb0 does, each costing no time beyond the ring's
+             round trip: per-file zones keep --files zones' writes in
+             flight against one. Without zone_serial a null: device
+             completes any number per zone at once, and placement has
+             little of its speed to change
 
 Each run (but seed's) warms up until the WAF of successive --window
 windows of host writes changes by less than --steady-tol (or
@@ -62,6 +64,9 @@ lists instead.
 Per workload and configuration it reports:
   WAF         bytes written to the device (data, record headers, padding,
               metadata, GC copies) / bytes the workload wrote, measured part
+              (the device bytes of the writes made in it: the final
+              writeback's, and not those of the writes the cache held
+              when it began)
   host MiB/s  bytes the workload wrote per second of its writers' time
   GC share    wall time inside GC passes / wall time of the measured part
   GC MiB      bytes GC relocated in the measured part
@@ -74,7 +79,10 @@ data, record headers, zone-tail pad, metadata and GC copies, each in
 device bytes per host byte; under it, over the whole run (warm-up too),
 the victims GC copied valid data out of and what each cost, those it
 reset empty, and the files placement sent into another file's zone (how
-many into a zone still being written, their appends interleaved). The uniform WAF chart draws the analytic greedy WAF
+many into a zone still being written, their appends interleaved), and
+the headers and metadata by cause (a header per client record, of them
+those cut in two at a zone's end, per GC record; the log's records of
+creates, removes and GC's zone resets; checkpoints). The uniform WAF chart draws the analytic greedy WAF
 (Desnoyers' model) at the workload's utilisation of the zones in
 circulation; the lifetimes chart draws 1.0. Verdict lines say per workload
 whether it met its expectation, and plainly where mru or cost-benefit fall

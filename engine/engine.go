@@ -875,7 +875,12 @@ type counters struct {
 	gcSealed, gcCopied, gcFailed  atomic.Int64
 	gcNanos, gcRuns, gcActive     atomic.Int64
 	metaWritten, checkpoints      atomic.Int64
-	writeNanos, writeOps          atomic.Int64
-	throttleNanos                 atomic.Int64
-	startTime                     time.Time
+	// ckptWritten is the part of metaWritten that checkpoints wrote;
+	// metaOps the bytes of the log's operation records, by kind.
+	ckptWritten          atomic.Int64
+	metaOps              [opZoneResets + 1]atomic.Int64
+	gcHeaders, split     atomic.Int64
+	writeNanos, writeOps atomic.Int64
+	throttleNanos        atomic.Int64
+	startTime            time.Time
 }

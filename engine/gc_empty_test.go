@@ -69,3 +69,48 @@ func TestGCResetsEmptyZonesInOnePassUnderOneFlush(t *testing.T) {
 	}
 	checkFsck(t, devName)
 }
+
+// A pass that resets several empty zones logs them in one record
+// (opZoneResets), and recovery reads it as it read a record per zone: it
+// scans each of those zones from its start. Zones a checkpoint saw full,
+// reset and then filled again to capacity by a new file have their write
+// pointer where the checkpoint left it; a recovery that did not know of
+// their reset would scan them from there, find nothing, and lose the new
+// file's data.
+func TestGCBatchedResetsRecover(t *testing.T) {
+	const zcap = 256 << 10
+	devName := emuDevice(t, 32, "256K", "")
+	cfg := smallConfig()
+	cfg.GC.Disabled = true
+	e := formatOpen(t, devName, cfg)
+	// A record of 252 KiB and its header fills a zone exactly.
+	const rec = zcap - BlockSize
+	createSynced(t, e, "big", pattern(22*rec, 1)).Close()
+	if err := e.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Remove("big"); err != nil {
+		t.Fatal(err)
+	}
+	st0 := e.Stats()
+	if moved, err := e.gc.pass(gcBackground); err != nil || !moved {
+		t.Fatalf("pass: moved %v, %v", moved, err)
+	}
+	st := e.Stats().Sub(st0)
+	if st.GCResets < 2 || st.DevMetaResets != BlockSize {
+		t.Fatalf("the pass reset %d zones, logged in %d bytes; want several in one block", st.GCResets, st.DevMetaResets)
+	}
+	// More than the zones never used hold: the new file fills reset
+	// zones to capacity.
+	want := pattern(20*rec, 2)
+	createSynced(t, e, "new", want).Close()
+	e = powerCutReopen(t, e, devName, cfg)
+	if got := readAll(t, e, "new"); firstDiff(got, want) >= 0 || len(got) != len(want) {
+		t.Fatalf("new: %d bytes back of %d, first difference at %d", len(got), len(want), firstDiff(got, want))
+	}
+	checkValidCounts(t, e)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkFsck(t, devName)
+}

@@ -108,6 +108,7 @@ func (e *Engine) writeOp(op nsOp) (uint64, error) {
 	}
 	m.wp += n
 	e.stats.metaWritten.Add(n)
+	e.stats.metaOps[op.kind].Add(n)
 	// The record has landed: the next flush to start covers it.
 	t := e.flushes.ticket()
 	for old := m.needFlush.Load(); old < t && !m.needFlush.CompareAndSwap(old, t); old = m.needFlush.Load() {
@@ -247,6 +248,7 @@ func (e *Engine) checkpointLocked() error {
 	}
 	m.active, m.wp = next, BlockSize+n
 	e.stats.metaWritten.Add(BlockSize + n)
+	e.stats.ckptWritten.Add(BlockSize + n)
 	e.stats.checkpoints.Add(1)
 	return nil
 }

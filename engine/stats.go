@@ -15,7 +15,22 @@ type Stats struct {
 	DevHeaders int64 `json:"dev_headers"` // record headers appended
 	DevPad     int64 `json:"dev_pad"`     // zone-tail padding appended
 	DevMeta    int64 `json:"dev_meta"`    // metadata (log, checkpoints) written
-	DevRead    int64 `json:"dev_read"`    // bytes read from the device for clients
+	// DevMeta by what wrote it: checkpoints, and the log's operation
+	// records (a block each, or more for a long name) of creates,
+	// removes, GC's zone resets and the rest (renames, truncates).
+	DevCheckpoint  int64 `json:"dev_checkpoint"`
+	DevMetaCreates int64 `json:"dev_meta_creates"`
+	DevMetaRemoves int64 `json:"dev_meta_removes"`
+	DevMetaResets  int64 `json:"dev_meta_resets"`
+	DevMetaOther   int64 `json:"dev_meta_other"`
+	// GCHeaders is the part of DevHeaders that GC's records took (their
+	// data is GCWritten).
+	GCHeaders int64 `json:"gc_headers"`
+	// RecordsSplit counts client data records cut short of what
+	// writeback had for them by their zone's end: each costs a header
+	// (a block) more than one record would.
+	RecordsSplit int64 `json:"records_split"`
+	DevRead      int64 `json:"dev_read"` // bytes read from the device for clients
 
 	Appends     int64 `json:"appends"`
 	ZonesOpened int64 `json:"zones_opened"` // zones placement opened for appends
@@ -105,6 +120,13 @@ func (s Stats) Sub(o Stats) Stats {
 	d.DevHeaders -= o.DevHeaders
 	d.DevPad -= o.DevPad
 	d.DevMeta -= o.DevMeta
+	d.DevCheckpoint -= o.DevCheckpoint
+	d.DevMetaCreates -= o.DevMetaCreates
+	d.DevMetaRemoves -= o.DevMetaRemoves
+	d.DevMetaResets -= o.DevMetaResets
+	d.DevMetaOther -= o.DevMetaOther
+	d.GCHeaders -= o.GCHeaders
+	d.RecordsSplit -= o.RecordsSplit
 	d.DevRead -= o.DevRead
 	d.Appends -= o.Appends
 	d.ZonesOpened -= o.ZonesOpened
@@ -145,6 +167,9 @@ func (e *Engine) Stats() Stats {
 		HostWritten: c.hostWritten.Load(), HostRead: c.hostRead.Load(),
 		DevData: c.devData.Load(), DevHeaders: c.devHeaders.Load(), DevPad: c.devPad.Load(),
 		DevMeta: c.metaWritten.Load(), DevRead: c.devRead.Load(),
+		DevCheckpoint: c.ckptWritten.Load(), DevMetaCreates: c.metaOps[opCreate].Load(), DevMetaRemoves: c.metaOps[opRemove].Load(),
+		DevMetaResets: c.metaOps[opZoneReset].Load() + c.metaOps[opZoneResets].Load(), DevMetaOther: c.metaOps[opRename].Load() + c.metaOps[opTruncate].Load(),
+		GCHeaders: c.gcHeaders.Load(), RecordsSplit: c.split.Load(),
 		Appends: c.appends.Load(), ZonesOpened: e.placer.opened.Load(), ZonesFilled: e.placer.filled.Load(), ZonesShared: e.placer.sharedMRU.Load(), ZonesSharedBusy: e.placer.sharedBusy.Load(), ZonesTailFinished: e.placer.tailsFinished.Load(), AppendErrs: c.appendErrs.Load(), ReadErrs: c.readErrs.Load(),
 		ChecksumErrs: c.csumErrs.Load(), SumReads: c.sumReads.Load(),
 		Checkpoints: c.checkpoints.Load(), Flushes: e.flushes.flushes.Load(), FlushesJoined: e.flushes.joined.Load(),

@@ -140,6 +140,9 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 			return fmt.Errorf("engine: place %d bytes of file %d: %w", want, fileID, err)
 		}
 		share = min(share, shareData) // GC's zones again only after GC fails again
+		if g.n < want {
+			e.stats.split.Add(1)
+		}
 		op := e.takeOp()
 		op.f, op.z, op.p, op.gc = f, g.z, p, nil
 		op.hdr.Kind = KindData
@@ -289,6 +292,7 @@ func (e *Engine) finishAppend(op *recordOp) {
 		case op.hdr.Kind == KindPad:
 			e.stats.devPad.Add(int64(op.hdr.DataLen))
 		case op.gc != nil:
+			e.stats.gcHeaders.Add(BlockSize)
 			e.stats.gcWritten.Add(int64(op.hdr.DataLen))
 		default:
 			e.stats.devData.Add(int64(op.hdr.DataLen))

@@ -37,7 +37,10 @@
 //     are checked against the write pointer as always.
 //
 // Lock order: an Emu takes its flushMu before its zone table's mu (see
-// Emu); a Flush holds only flushMu while it syncs, so I/O goes on.
+// Emu); a Flush holds only flushMu while it syncs, so I/O goes on. A
+// null device with zone_serial queues a write under the zone table's mu
+// and then its serialZones' mu; completions and the dispatcher take the
+// serialZones' mu alone.
 package zns
 
 import (

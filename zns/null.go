@@ -10,6 +10,16 @@ import (
 // Null is a zoned device without storage: every data operation is a NOP
 // through the ring, reads return zeros, and the zone rules are enforced
 // exactly as on Emu. It measures what the engine itself costs.
+//
+// By default any number of writes per zone are in flight at once, each
+// completing at once: nothing stands for a zone's write pointer. With
+// zone_serial=1 each sequential zone takes one write at a time, as on a
+// zoned block device (null_blk zoned, an SMR disk: the kernel lets one
+// write per zone reach the device, and Block, zonefold's backend for
+// them, submits a zone's next write once the one before completed):
+// writers that share a zone wait for its write pointer, those with zones
+// of their own do not. The writes still cost no time of their own, only
+// the round trip through the ring, as on null_blk.
 type Null struct {
 	soft
 }
@@ -111,11 +121,25 @@ func openNull(sp spec, opts Options) (*Null, error) {
 	if err := n.init(g, sp, opts, false); err != nil {
 		return nil, err
 	}
+	if sp.zoneSerial {
+		n.serial = newSerialZones(g.Zones)
+		go n.dispatch()
+	}
 	return n, nil
 }
 
 // Flush implements Device; there is nothing to make durable.
 func (n *Null) Flush() error { return nil }
 
-// Close implements Device.
-func (n *Null) Close() error { return n.closeRing() }
+// Close implements Device. With zone_serial it waits for the writes
+// queued behind others too (the ring closed, they fail), then stops the
+// dispatcher.
+func (n *Null) Close() error {
+	err := n.closeRing()
+	if q := n.serial; q != nil {
+		n.writes.Wait()
+		close(q.ready)
+		<-q.done
+	}
+	return err
+}

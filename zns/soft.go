@@ -3,6 +3,7 @@ package zns
 import (
 	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -38,6 +39,87 @@ type soft struct {
 	// it (see Emu).
 	direct    uring.File
 	hasDirect bool
+	// serial (null's zone_serial): a sequential zone has one write in
+	// flight at a time; see serialZones.
+	serial *serialZones
+}
+
+// serialZones holds each sequential zone's writes behind its write in
+// flight, as a zoned block device does: the kernel lets one write per
+// zone reach the device, and zonefold's backend for zoned block devices
+// (Block) submits a zone's next write only once the one before has
+// completed, one at a time. The write pointer still moves at submission
+// here; only the ring operation waits. A completion hands the zone's next
+// write to the dispatcher, which submits it: a completion must not
+// submit (the reaper runs it).
+type serialZones struct {
+	mu   sync.Mutex
+	busy []bool     // a write to the zone is in flight
+	head []*softReq // queued behind it, linked through next
+	tail []*softReq
+	// ready carries writes to the dispatcher: one per zone at most (the
+	// zone stays busy until it completes), so a send never blocks.
+	ready chan *softReq
+	done  chan struct{}
+}
+
+func newSerialZones(zones int) *serialZones {
+	return &serialZones{busy: make([]bool, zones), head: make([]*softReq, zones), tail: make([]*softReq, zones),
+		ready: make(chan *softReq, zones), done: make(chan struct{})}
+}
+
+// queue reports whether r waits behind its zone's write in flight; if
+// not, the zone is busy with r from now on.
+func (q *serialZones) queue(r *softReq) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.busy[r.zone] {
+		q.busy[r.zone] = true
+		return false
+	}
+	if q.tail[r.zone] == nil {
+		q.head[r.zone] = r
+	} else {
+		q.tail[r.zone].next = r
+	}
+	q.tail[r.zone] = r
+	return true
+}
+
+// completed ends a zone's write in flight: the next write queued behind
+// it goes to the dispatcher.
+func (q *serialZones) completed(zone int) {
+	q.mu.Lock()
+	r := q.head[zone]
+	if r == nil {
+		q.busy[zone] = false
+	} else {
+		q.head[zone], r.next = r.next, nil
+		if q.head[zone] == nil {
+			q.tail[zone] = nil
+		}
+	}
+	q.mu.Unlock()
+	if r != nil {
+		q.ready <- r
+	}
+}
+
+// dispatch submits the writes completions hand over, until ready closes.
+func (s *soft) dispatch() {
+	q := s.serial
+	defer close(q.done)
+	for r := range q.ready {
+		if err := s.ring.Nop(r); err != nil {
+			r.Complete(uring.Result{Res: -int32(syscall.EIO)})
+			continue
+		}
+		if len(q.ready) == 0 {
+			if err := s.ring.Flush(); err != nil {
+				slog.Error("zns: submit queued zone writes", "err", err)
+			}
+		}
+	}
 }
 
 // faults are the armed fault injections (emu); countdowns, 0 = disarmed.
@@ -75,6 +157,11 @@ type softReq struct {
 	n        int32 // bytes the caller asked for
 	want     int32 // bytes the ring operation transfers (0 for a NOP)
 	injected syscall.Errno
+	// next links the writes queued behind a zone's write in flight
+	// (serialZones).
+	next *softReq
+	// serial: the write holds its zone (serialZones) until it completes.
+	serial bool
 }
 
 func (s *soft) newReq(zone int, off, n, want int64) *softReq {
@@ -83,8 +170,18 @@ func (s *soft) newReq(zone int, off, n, want int64) *softReq {
 	return r
 }
 
-// Complete implements uring.Completion.
+// Complete implements uring.Completion. A write that held its zone
+// (serialZones) then lets the zone's next write go.
 func (r *softReq) Complete(res uring.Result) {
+	q, zone, serial := r.s.serial, r.zone, r.serial
+	r.complete(res)
+	if serial {
+		q.completed(zone)
+	}
+}
+
+// complete ends one write.
+func (r *softReq) complete(res uring.Result) {
 	s, app, c, zone, off, n, want, inj := r.s, r.app, r.c, r.zone, r.off, r.n, r.want, r.injected
 	*r = softReq{}
 	s.reqs.put(r)
@@ -192,6 +289,12 @@ func (s *soft) write(zone int, off int64, bufs [][]byte, app AppendCompletion, c
 	r.app, r.c = app, c
 	s.writes.Add(1)
 	if !s.storage {
+		if s.serial != nil && z.typ != TypeConventional {
+			r.serial = true
+			if s.serial.queue(r) {
+				return nil // submitted when the zone's write in flight completes
+			}
+		}
 		return s.submitNop(r)
 	}
 	fd := s.file

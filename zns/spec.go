@@ -12,7 +12,7 @@ import (
 // Device strings name a backend and its parameters:
 //
 //	emu:PATH?zone_size=64M&zones=N[&zone_cap=..&max_open=..&max_active=..&block_size=4096&max_append=..&conv=N&strict_open=1&format=1]
-//	null:?size=16G&zone_size=256M[&zone_cap=..&max_open=..&max_active=..&block_size=..&max_append=..&conv=N&strict_open=1]
+//	null:?size=16G&zone_size=256M[&zone_cap=..&max_open=..&max_active=..&block_size=..&max_append=..&conv=N&strict_open=1&zone_serial=1]
 //	/dev/nullb0, /dev/nvme0n1   Linux zoned block device
 //	/dev/ng0n1                  NVMe passthrough (generic character device)
 //
@@ -42,12 +42,15 @@ type spec struct {
 	conv       int
 	strictOpen bool
 	format     bool
+	// zoneSerial (null only): each sequential zone takes one write at a
+	// time, as a zoned block device does (see Null).
+	zoneSerial bool
 }
 
 // params each backend accepts.
 var specParams = map[string][]string{
 	kindEmu:  {"zone_size", "zones", "zone_cap", "max_open", "max_active", "block_size", "max_append", "conv", "strict_open", "format"},
-	kindNull: {"size", "zone_size", "zones", "zone_cap", "max_open", "max_active", "block_size", "max_append", "conv", "strict_open"},
+	kindNull: {"size", "zone_size", "zones", "zone_cap", "max_open", "max_active", "block_size", "max_append", "conv", "strict_open", "zone_serial"},
 }
 
 // parseSpec parses a device string. It checks syntax and ranges only; the
@@ -114,14 +117,17 @@ func contains(list []string, s string) bool {
 
 func (sp *spec) set(k, v string) error {
 	switch k {
-	case "strict_open", "format":
+	case "strict_open", "format", "zone_serial":
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			return fmt.Errorf("want 0 or 1, got %q", v)
 		}
-		if k == "format" {
+		switch k {
+		case "format":
 			sp.format = b
-		} else {
+		case "zone_serial":
+			sp.zoneSerial = b
+		default:
 			sp.strictOpen = b
 		}
 		return nil

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/zonefold/zonefold/uring"
 )
@@ -40,6 +43,7 @@ func TestConformance(t *testing.T) {
 		{"emu-512", "zone_size=256K&zones=8&block_size=512&max_append=16K&max_open=3&max_active=4"},
 		{"null", "null"},
 		{"null-limits", "null-limits"},
+		{"null-zone-serial", "null-zone-serial"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			RunConformance(t, func(t *testing.T) Device {
@@ -48,6 +52,8 @@ func TestConformance(t *testing.T) {
 					return openT(t, "null:?size=12M&zone_size=1M&zone_cap=768K&max_append=128K&conv=1")
 				case "null-limits":
 					return openT(t, "null:?size=12M&zone_size=1M&zone_cap=768K&max_append=128K&max_open=3&max_active=5")
+				case "null-zone-serial":
+					return openT(t, "null:?size=12M&zone_size=1M&zone_cap=768K&max_append=128K&max_open=3&max_active=5&conv=1&zone_serial=1")
 				}
 				return openT(t, emuString(t, tc.params))
 			})
@@ -271,4 +277,83 @@ func TestOpenRefusesNonZonedDevices(t *testing.T) {
 		return
 	}
 	t.Skip("no non-zoned block device on this machine")
+}
+
+// appendLog records where a device put each append, in completion order.
+type appendLog struct {
+	mu   sync.Mutex
+	offs []int64
+	errs []error
+	done chan struct{}
+}
+
+func (l *appendLog) Appended(off int64, err error) {
+	l.mu.Lock()
+	l.offs, l.errs = append(l.offs, off), append(l.errs, err)
+	l.mu.Unlock()
+	l.done <- struct{}{}
+}
+
+// With zone_serial=1 a null device lets one write per zone reach the
+// ring at a time, as a zoned block device does: appends to one zone
+// queued behind its write in flight go out one by one, each once the one
+// before has completed (each its own submission), in order, each at its
+// own offset, while a zone of its own takes its write at once. Without it
+// every append goes out at once, whatever the zone.
+func TestNullZoneSerial(t *testing.T) {
+	for _, serial := range []bool{false, true} {
+		t.Run(fmt.Sprint("zone_serial=", serial), func(t *testing.T) {
+			dev := openT(t, fmt.Sprintf("null:?size=8M&zone_size=1M&zone_serial=%v", serial))
+			ring := dev.Ring()
+			buf := make([]byte, 4096)
+			log := &appendLog{done: make(chan struct{}, 16)}
+			before := ring.Stats()
+			// Plugged, the first append to zone 1 cannot complete
+			// before the others are queued behind it.
+			ring.Plug()
+			for range 6 {
+				if err := dev.Append(1, [][]byte{buf}, log); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := dev.Append(2, [][]byte{buf}, log); err != nil {
+				t.Fatal(err)
+			}
+			if err := ring.Unplug(); err != nil {
+				t.Fatal(err)
+			}
+			for range 7 {
+				select {
+				case <-log.done:
+				case <-time.After(10 * time.Second):
+					t.Fatal("appends did not complete")
+				}
+			}
+			st := ring.Stats()
+			ops, enters := st.SQEs-before.SQEs, st.SubmitEnters-before.SubmitEnters
+			if ops != 7 {
+				t.Errorf("%d ring operations for 7 appends; want 7", ops)
+			}
+			// Serial: the unplug submits zone 1's first and zone 2's;
+			// each of zone 1's other five waits for the one before.
+			if serial && enters < 6 || !serial && enters != 1 {
+				t.Errorf("7 appends submitted in %d kernel entries; want %s", enters, map[bool]string{false: "1", true: "6 or more"}[serial])
+			}
+			var zone1 []int64
+			for i, off := range log.offs {
+				if log.errs[i] != nil {
+					t.Fatalf("append: %v", log.errs[i])
+				}
+				if off < 2<<20 {
+					zone1 = append(zone1, off)
+				}
+			}
+			slices.Sort(zone1)
+			for i, off := range zone1 {
+				if want := int64(1<<20 + i*4096); off != want {
+					t.Errorf("zone 1 append %d at %d; want %d", i, off, want)
+				}
+			}
+		})
+	}
 }
