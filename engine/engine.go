@@ -878,7 +878,7 @@ type counters struct {
 	// ckptWritten is the part of metaWritten that checkpoints wrote;
 	// metaOps the bytes of the log's operation records, by kind.
 	ckptWritten          atomic.Int64
-	metaOps              [opZoneResets + 1]atomic.Int64
+	metaOps              [opZoneReset + 1]atomic.Int64
 	gcHeaders, split     atomic.Int64
 	writeNanos, writeOps atomic.Int64
 	throttleNanos        atomic.Int64

@@ -745,29 +745,20 @@ func (c *collector) logResets(victims []*zone) error {
 	// (settle). The records are written under nsMu (a checkpoint sees a
 	// still namespace); their flush waits without it, so creates and
 	// removes, which need nsMu exclusively, do not wait for GC's flush.
-	// One record for all of them: a pass resetting the empty zones a
-	// removed file left (resetEmpty, up to maxEmptyResets) wrote a
-	// block per zone.
-	op := nsOp{kind: opZoneReset, zone: victims[0].idx}
-	if len(victims) > 1 {
-		op = nsOp{kind: opZoneResets, zones: make([]int, len(victims))}
-		for i, victim := range victims {
-			op.zones[i] = victim.idx
-		}
-	}
-	for _, victim := range victims {
+	t := c.loggedT
+	for i, victim := range victims {
 		victim.resetPending.Store(true)
+		e.nsMu.RLock()
+		vt, err := e.writeOp(nsOp{kind: opZoneReset, zone: victim.idx})
+		e.nsMu.RUnlock()
+		if err != nil {
+			// The records written may land: harmless, the zones hold
+			// nothing valid, and are reset by a later pass.
+			restoreFull(victims[:i+1])
+			return err
+		}
+		t = max(t, vt)
 	}
-	e.nsMu.RLock()
-	vt, err := e.writeOp(op)
-	e.nsMu.RUnlock()
-	if err != nil {
-		// The record may land: harmless, the zones hold nothing
-		// valid, and are reset by a later pass.
-		restoreFull(victims)
-		return err
-	}
-	t := max(c.loggedT, vt)
 	c.logged = append(c.logged, victims...)
 	c.loggedT = t
 	return nil

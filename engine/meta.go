@@ -39,10 +39,6 @@ const (
 	opRename    uint8 = 3
 	opTruncate  uint8 = 4
 	opZoneReset uint8 = 5 // GC reset a data zone: scan it from its start
-	// opZoneResets is opZoneReset for several zones in one record (a
-	// GC pass that resets many empty zones at once): a block each was
-	// 0.003 of bench gc lifetimes' 0.008 of metadata per host byte.
-	opZoneResets uint8 = 6
 )
 
 // nsOp is one logged namespace operation.
@@ -53,8 +49,6 @@ type nsOp struct {
 	size int64
 	zone int
 	name string
-	// zones are opZoneResets' zones.
-	zones []int
 }
 
 var errCorruptMeta = errors.New("engine: corrupt metadata record")
@@ -201,31 +195,16 @@ func encodeOp(op nsOp) []byte {
 	e.u64(uint64(op.size))
 	e.u32(uint32(op.zone))
 	e.str(op.name)
-	if op.kind == opZoneResets {
-		e.u32(uint32(len(op.zones)))
-		for _, z := range op.zones {
-			e.u32(uint32(z))
-		}
-	}
 	return e.b
 }
 
 func decodeOp(seq uint64, p []byte) (nsOp, error) {
 	d := dec{b: p}
 	op := nsOp{seq: seq, kind: d.u8(), file: d.u64(), size: int64(d.u64()), zone: int(d.u32()), name: d.str()}
-	if op.kind == opZoneResets {
-		n := int(d.u32())
-		if d.need(4 * n) {
-			op.zones = make([]int, n)
-			for i := range op.zones {
-				op.zones[i] = int(d.u32())
-			}
-		}
-	}
 	if d.err != nil {
 		return op, d.err
 	}
-	if op.kind < opCreate || op.kind > opZoneResets || op.size < 0 {
+	if op.kind < opCreate || op.kind > opZoneReset || op.size < 0 {
 		return op, fmt.Errorf("%w: operation %d", errCorruptMeta, op.kind)
 	}
 	return op, nil

@@ -57,7 +57,7 @@ func TestStatsTakeOverheadApart(t *testing.T) {
 		{"creates", st.DevMetaCreates, 2 * BlockSize},
 		{"removes", st.DevMetaRemoves, BlockSize},
 		{"renames and truncates", st.DevMetaOther, BlockSize},
-		{"zone resets (one record for the pass)", st.DevMetaResets, BlockSize},
+		{"zone resets (a record each)", st.DevMetaResets, int64(empty) * BlockSize},
 		{"checkpoints", min(st.DevCheckpoint, 1), 1},
 		{"metadata parts", st.DevCheckpoint + st.DevMetaCreates + st.DevMetaRemoves + st.DevMetaResets + st.DevMetaOther, st.DevMeta},
 		{"records split at a zone's end", min(st.RecordsSplit, 2), 2},

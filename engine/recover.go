@@ -119,13 +119,8 @@ func (e *Engine) recover() error {
 			continue
 		}
 		events = append(events, event{seq: ops[i].seq, op: &ops[i]})
-		switch ops[i].kind {
-		case opZoneReset:
+		if ops[i].kind == opZoneReset {
 			fromStart[ops[i].zone] = true
-		case opZoneResets:
-			for _, z := range ops[i].zones {
-				fromStart[z] = true
-			}
 		}
 	}
 
@@ -418,8 +413,8 @@ func (e *Engine) replayOp(op nsOp) {
 			f.size = op.size
 			f.ext.truncate(op.size, nil)
 		}
-	case opZoneReset, opZoneResets:
-		// Everything in the zones before this point was relocated first.
+	case opZoneReset:
+		// Everything in the zone before this point was relocated first.
 	}
 }
 
