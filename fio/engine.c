@@ -59,8 +59,10 @@
 #define ZF_CQ_HEAD 192
 #define ZF_CQ_TAIL 256
 #define ZF_CQ_FLAGS 320
+#define ZF_CQ_WANT 384
 #define ZF_SQ_NEED_WAKEUP 1U
 #define ZF_CQ_WAITING 1U
+#define ZF_CQ_WANTS 2U /* with WAITING: wake me when cq_tail reaches *cq_want_p */
 
 enum {
 	ZF_OP_OPEN = 2,
@@ -128,7 +130,7 @@ struct zf_data {
 
 	/* The rings. Indices are free-running; entries is a power of two. */
 	uint32_t entries, mask;
-	uint32_t *sq_head_p, *sq_tail_p, *sq_flags_p, *cq_head_p, *cq_tail_p, *cq_flags_p;
+	uint32_t *sq_head_p, *sq_tail_p, *sq_flags_p, *cq_head_p, *cq_tail_p, *cq_flags_p, *cq_want_p;
 	uint8_t *sqes, *cqes;
 	uint32_t sq_tail;          /* published */
 	uint32_t cq_head;          /* consumed */
@@ -228,7 +230,7 @@ static int rings_fit(const uint8_t *rep, uint64_t region, uint64_t map)
 		return 0;
 	if (region > ring || ring > map || ring % 64 || sq % 64 || cq % 64)
 		return 0;
-	if (sq < ZF_CQ_FLAGS + 4 || cq < ZF_CQ_FLAGS + 4)
+	if (sq < ZF_CQ_WANT + 4 || cq < ZF_CQ_WANT + 4)
 		return 0;
 	return ring + sq + e * ZF_REQ_SIZE <= map && ring + cq + e * ZF_REP_SIZE <= map;
 }
@@ -331,6 +333,7 @@ static int zf_connect(struct thread_data *td, struct zf_data *zd, size_t data_by
 	zd->cq_head_p = (uint32_t *) (ring + ZF_CQ_HEAD);
 	zd->cq_tail_p = (uint32_t *) (ring + ZF_CQ_TAIL);
 	zd->cq_flags_p = (uint32_t *) (ring + ZF_CQ_FLAGS);
+	zd->cq_want_p = (uint32_t *) (ring + ZF_CQ_WANT);
 	zd->sqes = ring + get32(rep + 52);
 	zd->cqes = ring + get32(rep + 56);
 	zd->sq_tail = zd->cq_head = 0;
@@ -488,18 +491,21 @@ static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *t
 }
 
 /*
- * wait_replies waits until the daemon publishes a reply, for at most
- * timeout_ms (-1: no limit): a short spin if the daemon has lately
- * answered within a few microseconds, then sleep with ZF_CQ_WAITING set
- * on that word's futex (the daemon clears the flag and wakes it when it
- * publishes), in slices of ZF_SLICE_MS, checking between them that the
+ * wait_replies waits until the daemon publishes want replies (at least
+ * one), for at most timeout_ms (-1: no limit): a short spin if the daemon
+ * has lately answered within a few microseconds (it ends at the first
+ * reply), then sleep with ZF_CQ_WAITING and ZF_CQ_WANTS set on that
+ * word's futex and cq_head + want in the cq_want word (the daemon clears
+ * the flag and wakes it once it has published that far, or has answered
+ * everything it took), in slices of ZF_SLICE_MS, checking between them that the
  * daemon is still there (its end of the socket) and, as a safety net
  * against a lost wakeup (a bug), ringing the doorbell again if the daemon
  * sleeps with requests it has not taken. Returns 0 or -errno; 0 also
  * when the time is up.
  */
-static int wait_replies(struct zf_data *zd, int timeout_ms)
+static int wait_replies(struct zf_data *zd, int timeout_ms, uint32_t want)
 {
+	const uint32_t flags = ZF_CQ_WAITING | ZF_CQ_WANTS;
 	uint64_t start = now_ns(), limit;
 	struct timespec slice = { 0, ZF_SLICE_MS * 1000000L };
 	char b[16];
@@ -514,16 +520,26 @@ static int wait_replies(struct zf_data *zd, int timeout_ms)
 			cpu_relax();
 		}
 	}
+	if (want < 1)
+		want = 1;
 	for (;;) {
-		/* The daemon stores the tail, then claims the flag. */
-		set_flag(zd->cq_flags_p, ZF_CQ_WAITING);
-		if (__atomic_load_n(zd->cq_tail_p, __ATOMIC_ACQUIRE) != zd->cq_head)
+		/*
+		 * The daemon stores the tail, then looks at the flag. The want
+		 * word is published by the flag's read-modify-write.
+		 */
+		__atomic_store_n(zd->cq_want_p, zd->cq_head + want, __ATOMIC_RELAXED);
+		set_flag(zd->cq_flags_p, flags);
+		if (__atomic_load_n(zd->cq_tail_p, __ATOMIC_ACQUIRE) - zd->cq_head >= want)
 			break;
 		if (timeout_ms >= 0 && now_ns() - start >= (uint64_t) timeout_ms * 1000000ULL)
 			break;
-		if (futex(zd->cq_flags_p, FUTEX_WAIT, ZF_CQ_WAITING, &slice) == 0 ||
+		/*
+		 * Woken, or the word changed: the daemon wakes us when want
+		 * replies are there or nothing more will come; take what is.
+		 */
+		if (futex(zd->cq_flags_p, FUTEX_WAIT, flags, &slice) == 0 ||
 		    __atomic_load_n(zd->cq_tail_p, __ATOMIC_ACQUIRE) != zd->cq_head)
-			continue;
+			break;
 		if (__atomic_load_n(zd->sq_head_p, __ATOMIC_ACQUIRE) != zd->sq_tail &&
 		    (ret = wake_daemon(zd)) < 0)
 			break;
@@ -535,7 +551,7 @@ static int wait_replies(struct zf_data *zd, int timeout_ms)
 			break;
 		}
 	}
-	claim_flag(zd->cq_flags_p, ZF_CQ_WAITING);
+	claim_flag(zd->cq_flags_p, flags);
 out:
 	zd->gap_ns += ((int64_t) (now_ns() - start) - (int64_t) zd->gap_ns) / 8;
 	return ret;
@@ -569,7 +585,7 @@ static int sync_call(struct zf_data *zd, uint8_t op, uint8_t flags, uint32_t han
 	while (zd->sync_waiting) {
 		if ((err = reap(zd)) < 0)
 			return err;
-		if (zd->sync_waiting && (err = wait_replies(zd, -1)) < 0)
+		if (zd->sync_waiting && (err = wait_replies(zd, -1, 1)) < 0)
 			return err;
 	}
 	return -(int) zd->sync_status;
@@ -972,7 +988,13 @@ static int zf_getevents(struct thread_data *td, unsigned int min, unsigned int m
 				break;
 			ms = (deadline - now + 999999) / 1000000;
 		}
-		if ((err = wait_replies(zd, ms)) < 0) {
+		/*
+		 * Sleep until the replies that complete min are there (at most
+		 * what is in flight): the daemon wakes us once, not per reply.
+		 * A sync=1 write needs two replies; waking after one is early,
+		 * never late.
+		 */
+		if ((err = wait_replies(zd, ms, min - n < zd->inflight ? min - n : zd->inflight)) < 0) {
 			td_verror(td, -err, "zonefold wait");
 			return err;
 		}

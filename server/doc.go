@@ -22,7 +22,10 @@
 //     request that fails a check gets an error code. Every ring index a
 //     client writes is checked against the daemon's own copies before use
 //     (checkRing); a client that breaks framing or corrupts its rings loses
-//     only its connection, with a log line saying why.
+//     only its connection, with a log line saying why. The want word a
+//     sleeping client writes (CQWant) is only compared with the daemon's
+//     own tail to decide when to wake that client, never used as a bound,
+//     and never delays its wake past the reply of the last request taken.
 //   - Replies never block request intake. With rings, the completion ring
 //     has room for every request taken (a client may have at most entries
 //     outstanding) and doorbells are sent without waiting. With socket

@@ -43,6 +43,7 @@ const (
 	RingCQHead  = 192 // client: replies consumed from the CQ
 	RingCQTail  = 256 // daemon: replies published on the CQ
 	RingCQFlags = 320 // client sets CQWaiting; the daemon clears it as it rings
+	RingCQWant  = 384 // client: with CQWant, the completion tail its wait needs
 	ringSQOff   = 4096
 )
 
@@ -68,6 +69,14 @@ const (
 	// CQWaiting: the client sleeps (a futex wait on this word); the
 	// daemon clears it and wakes the futex when it publishes replies.
 	CQWaiting = 1
+	// CQWant, set with CQWaiting: the client's wait returns only once
+	// the completion tail reaches the index in the RingCQWant word (its
+	// head plus the replies it waits for, as io_uring's min_complete),
+	// so the daemon wakes it only then, or when it has posted the reply
+	// of every request it took (nothing more would come). A daemon that
+	// does not know the bit wakes the client at each post, which is
+	// still correct: the client looks and sleeps again.
+	CQWant = 2
 )
 
 // setFlag sets bit in the flag word w: the caller is about to sleep,
@@ -154,10 +163,15 @@ type rings struct {
 	cqHead        *uint32
 	cqTail        *uint32
 	cqFlags       *uint32
+	cqWant        *uint32
 	sqes          []byte // entries × RequestSize
 	cqes          []byte // entries × ReplySize
 
 	head uint32 // requests taken; only the reaper touches it
+	// taken is head as of the last batch, stored before any of its
+	// requests runs: when tail equals it, every request taken has its
+	// reply posted.
+	taken atomic.Uint32
 
 	mu   sync.Mutex    // serializes posting replies
 	tail atomic.Uint32 // replies published; written under mu
@@ -180,8 +194,9 @@ func newRings(area []byte, n uint32) *rings {
 		entries: n, mask: n - 1,
 		sqHead: word(area, RingSQHead), sqTail: word(area, RingSQTail), sqFlags: word(area, RingSQFlags),
 		cqHead: word(area, RingCQHead), cqTail: word(area, RingCQTail), cqFlags: word(area, RingCQFlags),
-		sqes: area[sqOff : sqOff+n*RequestSize],
-		cqes: area[cqOff : cqOff+n*ReplySize],
+		cqWant: word(area, RingCQWant),
+		sqes:   area[sqOff : sqOff+n*RequestSize],
+		cqes:   area[cqOff : cqOff+n*ReplySize],
 	}
 }
 
@@ -260,6 +275,7 @@ func (c *conn) ringLoop() string {
 		woken = false
 		stats.msgsIn.Add(1)
 		stats.requestsIn.Add(int64(n))
+		r.taken.Store(r.head + n)
 		for i := range n {
 			// checkRing guarantees a free slot at once: the reply of
 			// every request the client consumed was posted, and its
@@ -366,22 +382,45 @@ func (c *conn) post(sls []*slot, kind postKind) {
 	}
 }
 
-// wakeClient wakes the client if it sleeps: it claims CQWaiting (clears
-// it) and wakes the futex on that word, which never blocks, whatever the
-// client did to it. The completion tail was stored before this claim,
-// and the client sets CQWaiting before it loads the tail; both are
-// read-modify-writes of the flag word, so one of the two sides sees the
-// other (see setFlag). A client that sleeps while pieces still run is
-// woken by the last of them.
+// wakeClient wakes the client if it sleeps and its wait can return:
+// it claims CQWaiting (clears it) and wakes the futex on that word,
+// which never blocks, whatever the client did to it. The completion
+// tail was stored before this, and the client sets CQWaiting before it
+// loads the tail; both sides' accesses to the flag word are
+// read-modify-writes, so one of the two sees the other (see setFlag).
+// A client that sleeps while pieces still run is woken by the last of
+// them; one that waits for more replies than are posted (CQWant) is
+// left asleep until they are (wakeDue).
 func (c *conn) wakeClient() {
 	r := c.ring
 	if wakeupLost() {
 		return
 	}
-	if claimFlag(r.cqFlags, CQWaiting) {
+	if r.wakeDue() && claimFlag(r.cqFlags, CQWaiting) {
 		futexWake(r.cqFlags)
 		c.s.stats.doorbellsOut.Add(1)
 	}
+}
+
+// wakeDue says whether the client sleeps (CQWaiting) and, if it said
+// how far the completion tail must get (CQWant), whether it got there
+// or every request taken is answered, so that nothing more would come.
+// The flag is read with a read-modify-write that changes nothing, so it
+// is ordered with the client's setFlag as a claim would be, and so the
+// want word the client stored before setting it is visible. The want
+// word is the client's: any value only decides when that client is
+// woken, never more than once per post and never later than when its
+// requests are all answered.
+func (r *rings) wakeDue() bool {
+	f := atomic.OrUint32(r.cqFlags, 0)
+	if f&CQWaiting == 0 {
+		return false
+	}
+	if f&CQWant == 0 {
+		return true
+	}
+	t := r.tail.Load()
+	return t == r.taken.Load() || int32(t-atomic.LoadUint32(r.cqWant)) >= 0
 }
 
 var doorbellMsg = [1]byte{'D'}

@@ -264,9 +264,10 @@ func FuzzRingSession(f *testing.F) {
 // writes against a live connection: publishing requests as a client
 // should, and storing arbitrary values into the indices and flags a
 // client controls, or into submission entries the daemon is reading,
-// with a doorbell after each step. Whatever the program, the daemon
-// either keeps answering that connection (a nop published at the end
-// gets its reply) or closes it, and it keeps serving another client.
+// with a doorbell after each step (the want word and CQWant included).
+// Whatever the program, the daemon either keeps answering that
+// connection (a nop published at the end gets its reply) or closes it,
+// and it keeps serving another client.
 // Every index the daemon acts on is its own, so nothing the program
 // does can make it read or write outside the ring.
 func FuzzRingSteps(f *testing.F) {
@@ -281,6 +282,7 @@ func FuzzRingSteps(f *testing.F) {
 	f.Add(cat(step(0, 2), step(1, 9)))
 	f.Add(cat(step(0, 5), step(4, 100), step(3, 0), step(5, 1), step(6, 1)))
 	f.Add(cat(step(0, 7), step(0, 7), step(0, 7), step(0, 7), step(0, 7), step(3, 0), step(0, 7)))
+	f.Add(cat(step(7, 1<<31), step(6, CQWaiting|CQWant), step(0, 3), step(7, 2), step(3, 0), step(0, 5)))
 	f.Fuzz(func(t *testing.T, prog []byte) {
 		c, err := Dial(context.Background(), d.socket, 1<<20)
 		if err != nil {
@@ -297,7 +299,7 @@ func FuzzRingSteps(f *testing.F) {
 		}
 		for ; len(prog) >= 5; prog = prog[5:] {
 			v := le.Uint32(prog[1:])
-			switch prog[0] % 7 {
+			switch prog[0] % 8 {
 			case 0: // publish nops as a client should (if there is room)
 				for range v%8 + 1 {
 					publish(uint64(r.tail)+1, OpNop)
@@ -316,6 +318,8 @@ func FuzzRingSteps(f *testing.F) {
 				atomic.StoreUint32(word(area, RingSQFlags), v)
 			case 6:
 				atomic.StoreUint32(word(area, RingCQFlags), v)
+			case 7: // the replies the client's wait needs: any value
+				atomic.StoreUint32(word(area, RingCQWant), v)
 			}
 			c.doorbell()
 		}
@@ -544,4 +548,125 @@ func TestRingSurvivesALostWakeup(t *testing.T) {
 	if n := lostWakeups.Load(); n != 0 {
 		t.Fatalf("%d lost wakeups left: the test lost none", n)
 	}
+}
+
+// TestWakeDue: which posts wake a sleeping client. Without CQWant every
+// post does; with it, only one that brings the completion tail to the
+// client's want word, or leaves nothing taken unanswered. Any want
+// value the client writes, however far off, is compared modulo 2^32
+// and never keeps a client asleep once everything is answered.
+func TestWakeDue(t *testing.T) {
+	area := make([]byte, 4096)
+	r := newRings(append(area, make([]byte, 8*(RequestSize+ReplySize))...), 8)
+	for _, tc := range []struct {
+		name        string
+		flags, want uint32
+		tail, taken uint32
+		due         bool
+	}{
+		{"awake", 0, 0, 1, 5, false},
+		{"awake with a want", CQWant, 9, 9, 9, false},
+		{"sleeps", CQWaiting, 0, 1, 5, true},
+		{"want reached", CQWaiting | CQWant, 3, 3, 5, true},
+		{"want passed", CQWaiting | CQWant, 3, 4, 5, true},
+		{"want not reached", CQWaiting | CQWant, 4, 3, 5, false},
+		{"all answered", CQWaiting | CQWant, 9, 5, 5, true},
+		{"want a ring ahead", CQWaiting | CQWant, 1 << 31, 3, 5, false},
+		{"want behind, wrapping", CQWaiting | CQWant, ^uint32(0) - 1, 2, 5, true},
+		{"want ahead, wrapping", CQWaiting | CQWant, 3, ^uint32(0), 7, false},
+	} {
+		atomic.StoreUint32(r.cqFlags, tc.flags)
+		atomic.StoreUint32(r.cqWant, tc.want)
+		r.tail.Store(tc.tail)
+		r.taken.Store(tc.taken)
+		if got := r.wakeDue(); got != tc.due {
+			t.Errorf("%s: wakeDue = %v, want %v", tc.name, got, tc.due)
+		}
+		if got := atomic.LoadUint32(r.cqFlags); got != tc.flags {
+			t.Errorf("%s: wakeDue changed the flags to %#x", tc.name, got)
+		}
+	}
+}
+
+// rawRing drives a connection's rings by hand, as a C client would.
+type rawRing struct {
+	c    *Client
+	r    *clientRing
+	want *uint32
+}
+
+func newRawRing(t *testing.T, socket string) *rawRing {
+	c := dial(t, socket)
+	return &rawRing{c: c, r: c.ring, want: word(c.mapped[c.info.RingOff:], RingCQWant)}
+}
+
+// publish puts a request on the submission ring and wakes the daemon.
+func (w *rawRing) publish(t *testing.T, q Request) {
+	t.Helper()
+	j := w.r.tail & w.r.mask
+	q.Encode(w.r.sqes[j*RequestSize:])
+	w.r.tail++
+	atomic.StoreUint32(w.r.sqTail, w.r.tail)
+	if err := w.c.wakeDaemon(w.r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sleepUntilWoken sleeps on the completion futex, as a client that set
+// CQWaiting|CQWant does, until the daemon claims CQWaiting; it fails
+// the test after 20 s (a client that would sleep for ever).
+func (w *rawRing) sleepUntilWoken(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for atomic.LoadUint32(w.r.cqFlags)&CQWaiting != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("not woken after 20 s (completion tail %d, want %d)", atomic.LoadUint32(w.r.cqTail), atomic.LoadUint32(w.want))
+		}
+		futexWait(w.r.cqFlags, CQWaiting|CQWant, time.Second)
+	}
+}
+
+// TestRingWantDefersWake: a client asleep for three replies (CQWant)
+// is not woken by the first two, posted while the third request still
+// runs, and is woken by the third. Without the want word the daemon
+// woke it at the first (CQWaiting was claimed when the second was
+// posted: failed before CQWant).
+func TestRingWantDefersWake(t *testing.T) {
+	d := newDaemon(t)
+	held, release := holdOps(t, OpStat)
+	w := newRawRing(t, d.socket)
+	copy(w.c.mapped, "missing")
+	atomic.StoreUint32(w.want, 3)
+	setFlag(w.r.cqFlags, CQWaiting|CQWant)
+	w.publish(t, Request{Tag: 1, Op: OpNop})
+	w.publish(t, Request{Tag: 2, Op: OpStat, Len: 7}) // held in a worker
+	<-held
+	awaitProgress(t, "the first nop's reply", 1, func() int64 { return int64(atomic.LoadUint32(w.r.cqTail)) })
+	// The reader posts and decides on the wake before it takes more:
+	// once the second nop is answered, the first's decision was made.
+	w.publish(t, Request{Tag: 3, Op: OpNop})
+	awaitProgress(t, "the second nop's reply", 2, func() int64 { return int64(atomic.LoadUint32(w.r.cqTail)) })
+	if atomic.LoadUint32(w.r.cqFlags)&CQWaiting == 0 {
+		t.Fatal("the daemon woke a client that waits for 3 replies after 2 of them")
+	}
+	release()
+	w.sleepUntilWoken(t)
+	if tail := atomic.LoadUint32(w.r.cqTail); tail != 3 {
+		t.Fatalf("woken at completion tail %d, want 3", tail)
+	}
+}
+
+// TestRingWantMoreThanComes: a client that waits for more replies than
+// it has requests outstanding (a lie, or a mistake) is woken once every
+// request it published is answered, not left asleep until its safety
+// net (failed without the daemon's all-answered rule: no wake, 20 s).
+func TestRingWantMoreThanComes(t *testing.T) {
+	d := newDaemon(t)
+	w := newRawRing(t, d.socket)
+	atomic.StoreUint32(w.want, 5)
+	setFlag(w.r.cqFlags, CQWaiting|CQWant)
+	w.publish(t, Request{Tag: 1, Op: OpNop})
+	w.publish(t, Request{Tag: 2, Op: OpFstat})
+	w.sleepUntilWoken(t)
+	awaitProgress(t, "both replies", 2, func() int64 { return int64(atomic.LoadUint32(w.r.cqTail)) })
 }
