@@ -231,6 +231,14 @@ type placer struct {
 	flush func()
 	// idle is signalled when a zone's writers reach zero.
 	idle *wake.Wake
+	// lowFree, if set, is called (under mu; it must not block) when
+	// placement opens a zone for client data and leaves fewer than
+	// lowWater zones free: it wakes the background collector, which
+	// otherwise looks only on its tick. A writer that reaches GC's
+	// reserve before then collects in its own writeback, inside its
+	// fsync.
+	lowFree  func()
+	lowWater int
 }
 
 // claim reserves up to want bytes (at least minRecord) in z. It returns
@@ -482,6 +490,9 @@ func (p *placer) openFreeLocked(forGC bool) (opened, draining bool) {
 	z := p.free[0]
 	p.free = p.free[1:]
 	p.nfree.Add(-1)
+	if !forGC && len(p.free) < p.lowWater && p.lowFree != nil {
+		p.lowFree()
+	}
 	z.forGC = forGC
 	z.state.Store(zoneOpen)
 	p.open = append(p.open, z)
