@@ -70,7 +70,13 @@ the 16 open zones; one device capacity of overwrites. With Pebble's defaults
 (tables doubling per level, one compaction) and a third of the device, deep
 tables span several zones and free whole ones under any placement, and GC
 barely runs: with --table-size 0 --compactions 0 --util 0.33, none's GC copied
-8 MB in a run and its device WAF was 1.021, mru's 1.029.
+8 MB in a run and its device WAF was 1.021, mru's 1.029. At the default
+shape a table fills about a zone, so none's shared stream is mostly whole
+tables and its GC stays cheap (device WAF 1.16-1.22). Zones larger than
+tables, as on a ZNS drive, are where none pays for mixing lifetimes:
+--zone-size 4M (four tables a zone) gave none 1.58-1.75, hinted 1.35, and
+mru, whose finished tables' tails stay open until another file shares
+them, about 1.9-2.0 (see the README).
 
 Ops/s against the kernel: the kernel run sits next to the first placement's
 in every round, and even rounds run in reverse order; the last target line

@@ -260,7 +260,9 @@
 //     data record, like a GC record, takes its sequence number under it;
 //     the completer clears the pending tail under it when the zeros'
 //     record completes.
-//  8. placer.mu (leaf): the free, open and draining zone lists.
+//  8. placer.mu (leaf): the free, open and draining zone lists. Under
+//     it placement may kick the background collector (placer.lowFree): a
+//     send on a buffered channel that never waits.
 //  9. Engine.idMu (leaf): file lookup by id, for paths below the cache.
 //  10. flushGroup.mu (leaf): the group flush's counters; the device flush
 //     itself runs without it, and its waiters wait without it.

@@ -382,6 +382,9 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 		e.hdrs.close()
 		return nil, err
 	}
+	// The collector exists before placement does: placement kicks it
+	// (placer.lowFree), recovery's placement too; it runs from below.
+	e.gc = newCollector(e)
 	if err := e.setupZones(); err != nil {
 		e.stopCompleter()
 		e.hdrs.close()
@@ -420,7 +423,6 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 	e.cancel = cancel
 	e.bg.Go(func() { e.wb.Run(ctx) })
 	e.bg.Go(func() { e.retirer(ctx) })
-	e.gc = newCollector(e)
 	e.bg.Go(func() { e.gc.run(ctx) })
 	return e, nil
 }
@@ -509,7 +511,7 @@ func (e *Engine) setupZones() error {
 		return fmt.Errorf("engine: %d open zones asked for; the device allows %d, and zonefold keeps %d for GC's %d stream(s) and metadata", budget, limit, kept, streams)
 	}
 	e.placer = placer{policy: e.cfg.Policy, zones: data, budget: budget, gcStreams: streams, gcReserve: e.cfg.GC.Reserve,
-		flush: func() { _ = e.ring.Flush() }, idle: &e.idle}
+		flush: func() { _ = e.ring.Flush() }, idle: &e.idle, lowWater: e.cfg.GC.Low, lowFree: e.kickGC}
 	for _, z := range data {
 		if z.state.Load() == zoneFree {
 			e.placer.free = append(e.placer.free, z)

@@ -230,7 +230,7 @@ func newCollector(e *Engine) *collector {
 // backoff (ticks, kicks) are skipped: the device failed the last pass,
 // and a kick says only that space is short, not that the device works.
 func (c *collector) run(ctx context.Context) {
-	t := time.NewTicker(100 * time.Millisecond)
+	t := time.NewTicker(gcTick)
 	defer t.Stop()
 	var b gcBackoff
 	for {
@@ -256,6 +256,20 @@ func (c *collector) run(ctx context.Context) {
 		}
 	}
 }
+
+// kickGC wakes the background collector without waiting; a kick already
+// pending covers this one.
+func (e *Engine) kickGC() {
+	select {
+	case e.gc.kick <- struct{}{}:
+	default:
+	}
+}
+
+// gcTick is how often the background collector looks at the free zones
+// without a kick (placement kicks it when it opens a zone below GC.Low:
+// placer.lowFree). A variable for tests.
+var gcTick = 100 * time.Millisecond
 
 // The background collector's backoff after a failed pass: it starts at
 // gcBackoffMin and doubles with each failure, up to gcBackoffMax. Waits
