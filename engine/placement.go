@@ -458,7 +458,14 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC bool, shar
 		}
 		if z != nil {
 			mru.Store(z)
-			z.sharedFrom.Store(z.owner.Swap(owner))
+			prev := z.owner.Swap(owner)
+			z.sharedFrom.Store(prev)
+			if !busy && prev != nil && prev != owner {
+				// A closed file may still write back data dirtied before
+				// its close: its next reservation must not land in the
+				// tail just handed on, or two files fill one zone.
+				prev.mru.CompareAndSwap(z, nil)
+			}
 			if !forGC {
 				p.sharedMRU.Add(1)
 				if busy {
