@@ -1,0 +1,88 @@
+package engine
+
+import (
+	"errors"
+	"syscall"
+	"testing"
+)
+
+// Suspicion A: the undo's own flush fails too, so no commit record is
+// written; the undo's sizeless records reach the device at the next
+// fsync, which succeeds, yet recovery drops them and the zeros' size
+// cuts the file the engine reported as whole and synced.
+func TestRev36UndoCommitFailsThenFsync(t *testing.T) {
+	r := newTruncGCRig(t)
+	t.Cleanup(func() { testHookTruncateUndo = nil })
+	testHookTruncateUndo = func(e *Engine, back bool) {
+		if back {
+			emuOf(t, e).FailFlush(1) // undoCut's first flush
+		}
+	}
+	emuOf(t, r.e).FailFlush(1)
+	if err := r.f.Truncate(5000); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("truncate: %v, want EIO", err)
+	}
+	testHookTruncateUndo = nil
+	sameBytes(t, "after the failed truncate", readAll(t, r.e, "a"), r.before)
+	var err error
+	for i := 0; i < 3; i++ {
+		if err = r.f.Sync(); err == nil {
+			break
+		}
+		t.Logf("sync %d: %v", i, err)
+	}
+	if err != nil {
+		t.Skipf("fsync never succeeds: %v", err)
+	}
+	r.copyImage(t)
+	e2 := reopen(t, r.copyName, r.cfg)
+	defer e2.Close()
+	sameBytes(t, "after a successful fsync, then a crash", readAll(t, e2, "a"), r.before)
+}
+
+// Suspicion B: the zeros' write fails (not on the device); the undo's
+// sizeless records land and are flushed; before the commit record, GC
+// resets a zone the undo emptied (the old copy of the cut range). A crash
+// then drops the held records and maps the old extents into the reset zone.
+func TestRev36UndoHeldThenEmptyZoneReset(t *testing.T) {
+	r := newTruncGCRig(t)
+	armed, ran := false, false
+	t.Cleanup(func() { testHookTruncateTail, testHookNumbered = nil, nil })
+	testHookTruncateTail = func(e *Engine) {
+		if !armed {
+			armed = true
+			emuOf(t, e).FailWrite(1) // the tail's zeros
+		}
+	}
+	testHookNumbered = func(e *Engine, ff *file) {
+		ff.mu.RLock()
+		commit := ff.tailSeq == tailUndoing
+		ff.mu.RUnlock()
+		if ran || ff != r.f.f || !commit {
+			return
+		}
+		ran = true
+		e.gc.mu.Lock()
+		ok, err := e.gc.resetEmpty()
+		e.gc.mu.Unlock()
+		t.Logf("resetEmpty: %v %v", ok, err)
+		if err := e.flushDevice(t.Context()); err != nil { // e.g. another file's fsync
+			t.Error(err)
+		}
+		r.copyImage(t)
+	}
+	if err := r.f.Truncate(5000); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("truncate: %v, want EIO", err)
+	}
+	if !ran {
+		t.Fatal("hook never ran")
+	}
+	sameBytes(t, "after the failed truncate", readAll(t, r.e, "a"), r.before)
+	{
+		e2 := reopen(t, r.copyName, r.cfg)
+		t.Logf("recovered len %d", len(readAll(t, e2, "a")))
+		e2.Close()
+	}
+	checkFsck(t, r.copyName)
+	r.checkCopy(t, "empty zone reset before the undo's commit, then a crash")
+}
