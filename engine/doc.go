@@ -127,9 +127,16 @@
 //     device (File.zeroTail): the zeros' record may be on the device all
 //     the same, so the bytes it replaced and all the file maps past its
 //     size are appended again, in records numbered after it that carry
-//     the old size (File.undoCut), and the device is flushed before the
+//     no size (File.undoCut, file.recordSize), the device is flushed,
+//     and only then is the tail's old bytes' record written under the
+//     old size, the one record that commits the undo: recovery holds a
+//     sizeless record's extents back until a later record of its file
+//     carries a size, and drops them if none does (Engine.replayRecord),
+//     so a flush from elsewhere amid the undo, then a crash, brings back
+//     the truncated file or the old one, never the old size with the
+//     cut range part zeros. The device is flushed again before the
 //     truncate returns (a device may persist the zeros' record, an
-//     earlier write, without them). GC leaves the file alone until then
+//     earlier write, without the commit). GC leaves the file alone until then
 //     too: a GC record with the old size, replayed after the zeros'
 //     record, would bring back the old size with holes past the block.
 //     The old size, the block's old bytes in the cache and its old

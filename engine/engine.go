@@ -143,10 +143,14 @@ type Engine struct {
 	// what it found for the report.
 	readOnly  bool
 	recovered []event
-	ckptSeq   uint64 // the checkpoint recovery started from
-	ckptTie   bool   // both metadata zones hold a checkpoint of that number
-	bg        sync.WaitGroup
-	zeroBlk   []byte
+	// held is, during recovery's replay only, the extents of records
+	// without a size that no record of their file has committed yet
+	// (replayRecord).
+	held    map[uint64][]extent
+	ckptSeq uint64 // the checkpoint recovery started from
+	ckptTie bool   // both metadata zones hold a checkpoint of that number
+	bg      sync.WaitGroup
+	zeroBlk []byte
 }
 
 // file is one file's state; mu guards size and the extent map.
@@ -173,6 +177,13 @@ type file struct {
 	tailPending bool
 	tailFrom    int64
 	tailSeq     uint64
+	// undo is a failed truncate's undo while its commit is owed
+	// (File.undoCut, File.settleUndo): from the moment the old size is
+	// back until the record that commits it is durable. The undo may
+	// fail before that (its own flush fails too) and the commit stays
+	// owed past the truncate: the file's next fsync, truncate or
+	// Engine.Sync writes it first, or fails.
+	undo *undoState
 	// tailOld is the tail block's mapping before a truncate wrote its
 	// zeros, from zeroTail's start until it returns: a failed truncate
 	// maps it again (restoreTail). Its bytes are pinned (counted valid
@@ -283,8 +294,12 @@ const tailUndoing = ^uint64(0)
 // the block's old bytes; with the old size, replayed after the zeros'
 // record, which cuts the extents past the block, it would bring back the
 // old size with holes. Checkpoints never see the first state: they
-// quiesce appends and wait for those in flight.
-func (f *file) tailUnsettled() bool { return f.tailSeq != 0 }
+// quiesce appends and wait for those in flight. So does a failed
+// truncate's undo that owes its commit (file.undo): a GC record carries a
+// size and would commit the undo's records in recovery before they are
+// durable, and what the undo's records replaced (undoState.replaced)
+// stays where it is until the commit is.
+func (f *file) tailUnsettled() bool { return f.tailSeq != 0 || f.undo != nil }
 
 // numberRecord gives a data record of f its sequence number and the size
 // it carries, in one hold of f.mu: a GC record, which numbers itself
@@ -294,10 +309,10 @@ func (f *file) tailUnsettled() bool { return f.tailSeq != 0 }
 // back first): its number is kept in tailSeq, and until the truncate
 // has flushed it or put the file back, GC leaves the file alone; once it
 // completes (mapRecord), checkpoints carry the new size.
-func (e *Engine) numberRecord(f *file) (uint64, int64) {
+func (e *Engine) numberRecord(f *file) (uint64, uint64) {
 	f.mu.RLock()
 	if !f.tailPending || f.tailSeq != 0 {
-		seq, size := e.seq.Add(1), f.size
+		seq, size := e.seq.Add(1), f.recordSize()
 		f.mu.RUnlock()
 		return seq, size
 	}
@@ -308,7 +323,56 @@ func (e *Engine) numberRecord(f *file) (uint64, int64) {
 	if f.tailPending && f.tailSeq == 0 {
 		f.tailSeq = seq
 	}
-	return seq, f.size
+	return seq, f.recordSize()
+}
+
+// recordSize is the size a data record of f carries (f.mu held): the
+// size, or SizeUnknown while a failed truncate's undo owes its commit
+// and has not started writing it (undoState). Recovery holds the extents
+// of a record without a size back until a later record of the file
+// carries one (Engine.replayRecord), so a crash before the commit keeps
+// none of them, whatever part of them a flush made durable.
+func (f *file) recordSize() uint64 {
+	if u := f.undo; u != nil && !u.commit {
+		return SizeUnknown
+	}
+	return uint64(f.size)
+}
+
+// undoState is what a failed truncate's undo owes until its commit is
+// durable (file.undo, f.mu).
+type undoState struct {
+	// size, end and old are the failed truncate's: its size, the end of
+	// the block that holds it, the size it put back.
+	size, end, old int64
+	// redo: not every mapped byte of [end, old) was made dirty again
+	// (a read or an admission failed); the next try rewrites them all.
+	redo bool
+	// commit: the rewrite is durable (written back and flushed) and the
+	// file's records carry its size again; the first durable one of
+	// them commits the rewrite in recovery.
+	commit bool
+	// replaced is what the file's records mapped over while the commit
+	// was owed: still counted valid in their zones (GC neither resets
+	// nor relocates them, see tailUnsettled), since a crash before the
+	// commit drops the records that replaced them and maps them again.
+	replaced []extent
+}
+
+// keepReplaced is mapRecord's unmapped for a file whose undo owes its
+// commit (f.mu held exclusive): the old extent stays counted valid.
+func (u *undoState) keepReplaced(old extent) { u.replaced = append(u.replaced, old) }
+
+// endUndo drops f's undo state (f.mu held exclusive): what it kept
+// counted valid is garbage from now on.
+func (e *Engine) endUndo(f *file) {
+	if f.undo == nil {
+		return
+	}
+	for _, x := range f.undo.replaced {
+		e.unmapped(x)
+	}
+	f.undo = nil
 }
 
 // Open opens a formatted device and recovers its files.
@@ -710,6 +774,20 @@ func (e *Engine) Sync(ctx context.Context) error {
 		return err
 	}
 	defer e.leave()
+	// A failed truncate's undo that owes its commit writes it first
+	// (File.settleUndo): a flush without it would make the undo's
+	// records durable for recovery to drop.
+	e.idMu.RLock()
+	files := make([]*file, 0, len(e.byID))
+	for _, f := range e.byID {
+		files = append(files, f)
+	}
+	e.idMu.RUnlock()
+	for _, f := range files {
+		if err := (&File{e: e, f: f}).settleOwed(ctx); err != nil {
+			return fmt.Errorf("engine: sync: %w", err)
+		}
+	}
 	if err := e.wb.SyncAll(ctx); err != nil {
 		return err
 	}

@@ -218,6 +218,7 @@ func (e *Engine) dropFile(f *file) {
 	f.ext.each(func(x extent) bool { e.unmapped(x); return true })
 	f.ext = newExtentMap()
 	e.unpinTail(f) // a truncate in progress has nothing to put back
+	e.endUndo(f)   // nor one owing its undo's commit
 	f.mu.Unlock()
 }
 
@@ -523,6 +524,9 @@ func (h *File) truncate(size int64, grow bool) error {
 	// number below the truncate's, which recovery would then cut.
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
+	if err := h.settleUndo(ctx); err != nil {
+		return fmt.Errorf("engine: truncate %q to %d: %w", f.name, size, err)
+	}
 	f.mu.Lock()
 	old := f.size
 	f.mu.Unlock()
@@ -590,8 +594,9 @@ func (h *File) truncate(size int64, grow bool) error {
 // changes nothing), so that the tail's record is the only one that
 // carries the new size; if it fails, the size goes back, the bytes the
 // zeros replaced within the old size go back into the cache, and those and
-// the rest of the range the record's size would cut are written back at
-// once (undoCut): the record may reach the device all the same. That is
+// the rest of the range the record's size would cut are written back,
+// then committed by one record under the old size (undoCut): the record
+// may reach the device all the same. That is
 // stricter than Linux: XFS sets the in-memory size first and returns the
 // flush's error with the new size in place but not logged (a crash brings
 // the old one back), and ext4 logs the size and leaves the zeroed block to
@@ -678,7 +683,8 @@ func (h *File) zeroTail(size, old int64) error {
 	// in the cache come back at once, in one hold of the cache's lock of
 	// the file: writeback takes the zeros (still dirty if their write
 	// failed) before, numbered under the new size as the truncate's tail,
-	// or the old bytes after, under the old size. The zeros under the
+	// or the old bytes after, without a size until undoCut commits
+	// (tailUndoing comes back with the old size). The zeros under the
 	// old size, durable before undoCut's records, were a file of the old
 	// size with zeros over its fsynced bytes; so was a checkpoint of the
 	// old size while the map held the zeros.
@@ -687,6 +693,7 @@ func (h *File) zeroTail(size, old int64) error {
 		f.mu.Lock()
 		f.size = old
 		f.tailPending, f.tailSeq = false, tailUndoing
+		f.undo = &undoState{size: size, end: end, old: old, redo: true}
 		e.restoreTail(f, blk)
 		f.mu.Unlock()
 		back = true
@@ -705,7 +712,7 @@ func (h *File) zeroTail(size, old int64) error {
 	if testHookTruncateUndo != nil {
 		testHookTruncateUndo(e, true)
 	}
-	if rerr := h.undoCut(size, end, old); rerr != nil {
+	if rerr := h.undoCut(ctx); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("engine: truncate %q: put the cut bytes back: %w", f.name, rerr))
 	}
 	return err
@@ -718,17 +725,88 @@ func (h *File) zeroTail(size, old int64) error {
 // did), and any later device flush, another file's fsync or a checkpoint
 // included, makes it durable: recovery then replays its size, cutting
 // every extent past end. So the bytes the file maps in [end, old) are made
-// dirty too and all of it is written back at once, under the old size, in
-// records numbered after the zeros': replayed after them, they map the old
-// bytes and the old size again, and nothing can make the zeros durable
-// without them any more. The cost is a rewrite of the cut range (holes
-// stay holes), on this error path only.
-func (h *File) undoCut(size, end, old int64) error {
+// dirty too and all of it is written back, in records numbered after the
+// zeros' (holes stay holes; the cost is a rewrite of the cut range, on
+// this error path only).
+//
+// Those records carry no size (file.recordSize): recovery holds their
+// extents back until a later record of the file carries a size
+// (Engine.replayRecord), so that a flush that makes only some of them
+// durable, with the zeros', cannot bring the file back at its old size
+// with zeros past the block, where the rest was cut. Once they are all
+// durable (written back and the device flushed), the tail's old bytes
+// are written once more, alone, in a record that carries the old size:
+// that one record is the commit point. Recovered before it, the file is
+// what the zeros' record says if it is durable (the truncated file, its
+// block's tail zeros) and the old file if not; after it, the old file.
+func (h *File) undoCut(ctx context.Context) error {
 	e, f := h.e, h.f
-	ctx := context.Background()
+	f.mu.RLock()
+	u := f.undo
+	var redo, commit bool
+	if u != nil {
+		redo, commit = u.redo, u.commit
+	}
+	f.mu.RUnlock()
+	if u == nil {
+		return nil // removed since (dropFile): nothing to put back
+	}
+	if u.old <= u.size && !commit {
+		// Nothing cut: the zeros' record carries a size no smaller,
+		// and the file's records may carry its size at once.
+		f.mu.Lock()
+		u.commit, commit = true, true
+		f.mu.Unlock()
+	}
+	var buf []byte
+	if !commit {
+		var errs error
+		if redo {
+			buf, errs = h.rewriteCut(u)
+			f.mu.Lock()
+			u.redo = errs != nil
+			f.mu.Unlock()
+		}
+		// A piece that failed is reported and the rest written back
+		// and flushed all the same, but not committed: the old size
+		// over a hole where the piece was cut would be worse than
+		// either the truncated file or the old one. The commit stays
+		// owed, and its next try rewrites the cut range again.
+		if err := h.flushUndo(ctx); err != nil || errs != nil {
+			return errors.Join(errs, err)
+		}
+		f.mu.Lock()
+		u.commit = true
+		f.mu.Unlock()
+	}
+	if u.old > u.size {
+		if buf == nil {
+			buf = make([]byte, e.writePiece(0))
+		}
+		if err := h.rewritePiece(u.size, buf[:min(u.old, u.end)-u.size]); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+	}
+	if err := h.flushUndo(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	f.mu.Lock()
+	if f.undo == u {
+		e.endUndo(f)
+	}
+	f.mu.Unlock()
+	e.idle.Signal() // a writer may wait for it (waitSettled)
+	return nil
+}
+
+// rewriteCut makes every byte f maps in [u.end, u.old) dirty again, for
+// undoCut, and returns its scratch buffer. A piece that fails is reported
+// and skipped: the rest is made dirty all the same.
+func (h *File) rewriteCut(u *undoState) ([]byte, error) {
+	e, f := h.e, h.f
 	var ranges [][2]int64
 	f.mu.RLock()
-	f.ext.lookup(end, max(0, old-end), func(x extent) {
+	f.ext.lookup(u.end, max(0, u.old-u.end), func(x extent) {
 		if n := len(ranges); n > 0 && ranges[n-1][1] == x.off {
 			ranges[n-1][1] = x.end()
 		} else {
@@ -736,32 +814,66 @@ func (h *File) undoCut(size, end, old int64) error {
 		}
 	})
 	f.mu.RUnlock()
-	// A piece that fails is reported and skipped: the rest is put back
-	// all the same, and what was is written back and flushed.
-	var buf []byte
+	buf := make([]byte, e.writePiece(0))
 	var errs error
 	for _, r := range ranges {
 		for pos := r[0]; pos < r[1]; {
 			n := min(e.writePiece(pos), r[1]-pos)
-			if int64(len(buf)) < n {
-				buf = make([]byte, e.writePiece(0))
-			}
 			errs = errors.Join(errs, h.rewritePiece(pos, buf[:n]))
 			pos += n
 		}
 	}
-	if err := e.wb.FlushFile(ctx, f.id); err != nil {
-		return errors.Join(errs, fmt.Errorf("write back: %w", err))
+	return buf, errs
+}
+
+// settleUndo writes the commit a failed truncate's undo still owes
+// (file.undo), if it owes one, before anything that must not pass it
+// (f.wmu held exclusive): an fsync, which would otherwise make the
+// undo's records durable without a commit and so for recovery to drop,
+// under the zeros' size (TestRev36UndoCommitFailsThenFsync), or another
+// truncate, whose own records and size must not mix with them.
+func (h *File) settleUndo(ctx context.Context) error {
+	if !h.f.undoOwed() {
+		return nil
 	}
-	// Durable before the truncate returns: the zeros' record was
-	// appended before them, and a device may persist a prefix of a
-	// zone's unflushed writes, so a crash could keep it without them
-	// and bring the file back cut after the truncate reported it as it
-	// was (TestTruncateFlushEIOThenTornCrashKeepsFile).
-	if err := e.flushDevice(ctx); err != nil {
-		return errors.Join(errs, fmt.Errorf("flush: %w", err))
+	if err := h.undoCut(ctx); err != nil {
+		return fmt.Errorf("a failed truncate's undo owes its commit: %w", err)
 	}
-	return errs
+	return nil
+}
+
+// settleOwed is settleUndo for a caller without f.wmu (an fsync): it
+// takes wmu only when the commit is owed, so fsyncs do not wait for
+// writes otherwise.
+func (h *File) settleOwed(ctx context.Context) error {
+	if !h.f.undoOwed() {
+		return nil
+	}
+	h.f.wmu.Lock()
+	defer h.f.wmu.Unlock()
+	return h.settleUndo(ctx)
+}
+
+// undoOwed reports whether a failed truncate's undo owes f its commit.
+func (f *file) undoOwed() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.undo != nil
+}
+
+// flushUndo writes back the file's dirty data and flushes the device,
+// for undoCut: durable before the next step, since a device may persist
+// a later write and lose an earlier one (or a prefix of a zone's
+// unflushed writes), and before the truncate returns
+// (TestTruncateFlushEIOThenTornCrashKeepsFile).
+func (h *File) flushUndo(ctx context.Context) error {
+	if err := h.e.wb.FlushFile(ctx, h.f.id); err != nil {
+		return fmt.Errorf("write back: %w", err)
+	}
+	if err := h.e.flushDevice(ctx); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	return nil
 }
 
 // rewritePiece makes the file's bytes at pos (len(p), within one write
@@ -809,6 +921,9 @@ func (h *File) SyncContext(ctx context.Context) error {
 		return err
 	}
 	defer h.e.leave()
+	if err := h.settleOwed(ctx); err != nil {
+		return fmt.Errorf("engine: sync %q: %w", h.f.name, err)
+	}
 	if err := h.e.wb.FlushFile(ctx, h.f.id); err != nil {
 		return fmt.Errorf("engine: sync %q: %w", h.f.name, err)
 	}

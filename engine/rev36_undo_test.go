@@ -56,7 +56,7 @@ func TestRev36UndoHeldThenEmptyZoneReset(t *testing.T) {
 	}
 	testHookNumbered = func(e *Engine, ff *file) {
 		ff.mu.RLock()
-		commit := ff.tailSeq == tailUndoing
+		commit := ff.tailSeq == tailUndoing && ff.undo != nil && ff.undo.commit
 		ff.mu.RUnlock()
 		if ran || ff != r.f.f || !commit {
 			return

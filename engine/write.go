@@ -137,7 +137,7 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 		op.hdr.Kind = KindData
 		op.hdr.File = fileID
 		seq, size := e.numberRecord(f)
-		op.hdr.Seq, op.hdr.Size = seq, uint64(size)
+		op.hdr.Seq, op.hdr.Size = seq, size
 		if testHookNumbered != nil {
 			testHookNumbered(e, f)
 		}
@@ -331,6 +331,10 @@ func (e *Engine) mapRecord(op *recordOp, off int64) {
 			if f.tailOld != nil {
 				e.relocateTailOld(f, ext)
 			}
+		} else if f.undo != nil {
+			// A failed truncate's undo owes its commit: what this
+			// record replaces stays counted valid (undoState).
+			op.z.valid.Add(f.ext.insert(ext, f.undo.keepReplaced))
 		} else {
 			op.z.valid.Add(f.ext.insert(ext, e.unmapped))
 		}
