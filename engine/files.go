@@ -1062,17 +1062,20 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, waitTails bool, m
 	}
 }
 
-// waitSettled waits until f's truncate window has ended (tailUnsettled
-// is false), ctx is done (its error) or tailSettleWait has passed (nil:
+// waitSettled waits until f's truncate window has ended (tailSeq is 0
+// again), ctx is done (its error) or tailSettleWait has passed (nil:
 // the caller tries GC once more and, that failing, reports ENOSPC).
 func (e *Engine) waitSettled(ctx context.Context, f *file) error {
 	if testHookTailWait != nil {
 		testHookTailWait(e)
 	}
+	// A failed truncate's undo that owes its commit past the truncate
+	// (tailSeq back at 0, file.undo still set) is not waited for: only
+	// the file's next fsync, truncate or Engine.Sync ends it.
 	settled := func() bool {
 		f.mu.RLock()
 		defer f.mu.RUnlock()
-		return !f.tailUnsettled()
+		return f.tailSeq == 0
 	}
 	timer := time.NewTimer(tailSettleWait)
 	defer timer.Stop()

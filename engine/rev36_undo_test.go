@@ -86,3 +86,37 @@ func TestRev36UndoHeldThenEmptyZoneReset(t *testing.T) {
 	checkFsck(t, r.copyName)
 	r.checkCopy(t, "empty zone reset before the undo's commit, then a crash")
 }
+
+// TestTruncateUndoOwedThenEngineSync: as TestRev36UndoCommitFailsThenFsync,
+// but the successful sync after the failed undo is the engine's (syncfs),
+// not the file's: it too must write the commit the undo owes first, or
+// the undo's sizeless records become durable for recovery to drop under
+// the zeros' size.
+func TestTruncateUndoOwedThenEngineSync(t *testing.T) {
+	r := newTruncGCRig(t)
+	t.Cleanup(func() { testHookTruncateUndo = nil })
+	testHookTruncateUndo = func(e *Engine, back bool) {
+		if back {
+			emuOf(t, e).FailFlush(1) // undoCut's first flush
+		}
+	}
+	emuOf(t, r.e).FailFlush(1)
+	if err := r.f.Truncate(5000); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("truncate: %v, want EIO", err)
+	}
+	testHookTruncateUndo = nil
+	if !r.f.f.undoOwed() {
+		t.Fatal("the failed undo owes no commit")
+	}
+	if err := r.e.Sync(t.Context()); err != nil {
+		t.Fatalf("engine sync: %v", err)
+	}
+	if r.f.f.undoOwed() {
+		t.Error("the engine's sync left the commit owed")
+	}
+	checkValidCounts(t, r.e)
+	r.copyImage(t)
+	e2 := reopen(t, r.copyName, r.cfg)
+	defer e2.Close()
+	sameBytes(t, "after a successful engine sync, then a crash", readAll(t, e2, "a"), r.before)
+}
