@@ -136,9 +136,21 @@
 //     the truncated file or the old one, never the old size with the
 //     cut range part zeros. The device is flushed again before the
 //     truncate returns (a device may persist the zeros' record, an
-//     earlier write, without the commit). GC leaves the file alone until then
-//     too: a GC record with the old size, replayed after the zeros'
-//     record, would bring back the old size with holes past the block.
+//     earlier write, without the commit). The commit is owed
+//     (file.undo) from the moment the old size is back until it is
+//     durable, past the truncate if the undo fails too (a failed flush):
+//     meanwhile every record of the file carries no size, what they
+//     replace stays counted valid (undoState.replaced: a crash before
+//     the commit maps it again), and the file's next fsync, truncate or
+//     Engine.Sync writes the commit first (File.settleUndo), or fails;
+//     a flush without it would make the held records durable for
+//     recovery to drop under the zeros' size. GC leaves the file alone
+//     until then too: a GC record with a size would commit the held
+//     records before they are durable (with the old size, replayed
+//     after the zeros' record, it brought back the old size with holes
+//     past the block), and a zone holding what they replaced must not
+//     be reset. A writer short of space does not wait for an owed
+//     commit (waitSettled), only for an undo in progress.
 //     The old size, the block's old bytes in the cache and its old
 //     mapping (file.tailOld, kept from the truncate's start and pinned
 //     where it is: GC leaves the zone that holds it alone)
@@ -194,6 +206,9 @@
 //     GC pass, writeback of every file: see admit), the cache write,
 //     writeback of the file (FlushFile) and the truncate's log record. Nothing below
 //     the cache takes it, so waiting for writeback under it is safe.
+//     An fsync (File.Sync, Engine.Sync, holding no other lock) takes it
+//     exclusive only to write the commit a failed truncate's undo owes
+//     (File.settleUndo), one file at a time.
 //  2. collector.mu: one GC pass. A pass holds it across device I/O, its
 //     relocation appends (quiesce shared), the zone reset's log record
 //     (nsMu shared, metaLog.mu) and the wait for the victim's readers (a
@@ -259,7 +274,8 @@
 //     file.mu to put the old size back (File.zeroTail). Never held together with collector.mu, nsMu, metaLog.mu or
 //     quiesce, in either order.
 //  7. file.mu (per file; leaf): size and a truncate's pending tail
-//     (tailPending, tailFrom, tailSeq, tailOld), name, the extent map,
+//     (tailPending, tailFrom, tailSeq, tailOld), a failed truncate's
+//     owed undo (undo), name, the extent map,
 //     gone. A
 //     data record, like a GC record, takes its sequence number under it;
 //     the completer clears the pending tail under it when the zeros'

@@ -11,18 +11,7 @@ import (
 // fsync, which succeeds, yet recovery drops them and the zeros' size
 // cuts the file the engine reported as whole and synced.
 func TestRev36UndoCommitFailsThenFsync(t *testing.T) {
-	r := newTruncGCRig(t)
-	t.Cleanup(func() { testHookTruncateUndo = nil })
-	testHookTruncateUndo = func(e *Engine, back bool) {
-		if back {
-			emuOf(t, e).FailFlush(1) // undoCut's first flush
-		}
-	}
-	emuOf(t, r.e).FailFlush(1)
-	if err := r.f.Truncate(5000); !errors.Is(err, syscall.EIO) {
-		t.Fatalf("truncate: %v, want EIO", err)
-	}
-	testHookTruncateUndo = nil
+	r := undoFlushFails(t)
 	sameBytes(t, "after the failed truncate", readAll(t, r.e, "a"), r.before)
 	var err error
 	for i := 0; i < 3; i++ {
@@ -93,18 +82,7 @@ func TestRev36UndoHeldThenEmptyZoneReset(t *testing.T) {
 // the undo's sizeless records become durable for recovery to drop under
 // the zeros' size.
 func TestTruncateUndoOwedThenEngineSync(t *testing.T) {
-	r := newTruncGCRig(t)
-	t.Cleanup(func() { testHookTruncateUndo = nil })
-	testHookTruncateUndo = func(e *Engine, back bool) {
-		if back {
-			emuOf(t, e).FailFlush(1) // undoCut's first flush
-		}
-	}
-	emuOf(t, r.e).FailFlush(1)
-	if err := r.f.Truncate(5000); !errors.Is(err, syscall.EIO) {
-		t.Fatalf("truncate: %v, want EIO", err)
-	}
-	testHookTruncateUndo = nil
+	r := undoFlushFails(t)
 	if !r.f.f.undoOwed() {
 		t.Fatal("the failed undo owes no commit")
 	}
@@ -119,4 +97,23 @@ func TestTruncateUndoOwedThenEngineSync(t *testing.T) {
 	e2 := reopen(t, r.copyName, r.cfg)
 	defer e2.Close()
 	sameBytes(t, "after a successful engine sync, then a crash", readAll(t, e2, "a"), r.before)
+}
+
+// undoFlushFails truncates the rig's file with its flush failing, and the
+// undo's first flush too: the truncate fails with the commit owed.
+func undoFlushFails(t *testing.T) *truncGCRig {
+	t.Helper()
+	r := newTruncGCRig(t)
+	t.Cleanup(func() { testHookTruncateUndo = nil })
+	testHookTruncateUndo = func(e *Engine, back bool) {
+		if back {
+			emuOf(t, e).FailFlush(1) // undoCut's first flush
+		}
+	}
+	emuOf(t, r.e).FailFlush(1)
+	if err := r.f.Truncate(5000); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("truncate: %v, want EIO", err)
+	}
+	testHookTruncateUndo = nil
+	return r
 }
