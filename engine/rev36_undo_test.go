@@ -117,3 +117,41 @@ func undoFlushFails(t *testing.T) *truncGCRig {
 	testHookTruncateUndo = nil
 	return r
 }
+
+// TestTruncateUndoOwedKeepsReplacedFromGC: the zeros' write fails (not on
+// the device) and so does the undo's flush: the commit stays owed past
+// the truncate. GC's empty-zone reset then must not take the zones the
+// undo rewrote the cut range out of: a crash before the commit drops the
+// undo's records, and recovery maps the file's old extents there again.
+func TestTruncateUndoOwedKeepsReplacedFromGC(t *testing.T) {
+	r := newTruncGCRig(t)
+	t.Cleanup(func() { testHookTruncateTail, testHookTruncateUndo = nil, nil })
+	testHookTruncateTail = func(e *Engine) {
+		testHookTruncateTail = nil
+		emuOf(t, e).FailWrite(1) // the tail's zeros
+	}
+	testHookTruncateUndo = func(e *Engine, back bool) {
+		if back {
+			emuOf(t, e).FailFlush(1) // undoCut's first flush
+		}
+	}
+	if err := r.f.Truncate(5000); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("truncate: %v, want EIO", err)
+	}
+	testHookTruncateUndo = nil
+	if !r.f.f.undoOwed() {
+		t.Fatal("the failed undo owes no commit")
+	}
+	r.e.gc.mu.Lock()
+	ok, err := r.e.gc.resetEmpty()
+	r.e.gc.mu.Unlock()
+	t.Logf("resetEmpty: %v %v", ok, err)
+	if err := r.e.flushDevice(t.Context()); err != nil { // e.g. another file's fsync
+		t.Fatal(err)
+	}
+	r.copyImage(t)
+	checkFsck(t, r.copyName)
+	e2 := reopen(t, r.copyName, r.cfg)
+	defer e2.Close()
+	sameBytes(t, "owed commit, empty zones reset, then a crash", readAll(t, e2, "a"), r.before)
+}
