@@ -476,12 +476,23 @@ func (h *File) keepSize(old, pos int64, n int, err error) error {
 	if keep < h.Size() {
 		// Nothing lies past keep (wmu kept other writers out), but a
 		// record written back meanwhile may carry the grown size:
-		// log the size that holds, as a truncate does.
+		// log the size that holds, as a truncate does. Not while a
+		// failed truncate's undo owes its commit and has not begun
+		// writing it: then no record of the file carries a size
+		// (recordSize; the state began before this write took wmu,
+		// and only a checkpoint or the commit ends it), and a logged
+		// size would commit the undo's held records in recovery
+		// (replayOp) whether or not the undo is complete: a piece it
+		// failed to rewrite came back as a hole under the old size
+		// (TestUndoOwedFailedExtendingWriteCommitsNothing).
 		f.mu.Lock()
 		f.size = keep
+		sizeless := f.recordSize() == SizeUnknown
 		f.mu.Unlock()
-		if lerr := h.e.logSize(f, keep); lerr != nil {
-			err = errors.Join(err, lerr)
+		if !sizeless {
+			if lerr := h.e.logSize(f, keep); lerr != nil {
+				err = errors.Join(err, lerr)
+			}
 		}
 	}
 	return err
