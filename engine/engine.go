@@ -345,23 +345,48 @@ type undoState struct {
 	// size, end and old are the failed truncate's: its size, the end of
 	// the block that holds it, the size it put back.
 	size, end, old int64
-	// redo: not every mapped byte of [end, old) was made dirty again
-	// (a read or an admission failed); the next try rewrites them all.
-	redo bool
+	// since is the last sequence number handed out before the state
+	// began: an extent of the file with a higher version came from a
+	// record numbered while it owes its commit.
+	since uint64
+	// scanned: the mapped ranges of [end, old) were made dirty again,
+	// but for todo, the pieces that failed (a read or an admission):
+	// the next try rewrites those only. Each try's copies of the rest
+	// would otherwise pile up, and after a few flaky tries fill the
+	// device (TestUndoOwedRetriesDoNotFillDevice).
+	scanned bool
+	todo    [][2]int64
 	// commit: the rewrite is durable (written back and flushed) and the
 	// file's records carry its size again; the first durable one of
 	// them commits the rewrite in recovery.
 	commit bool
-	// replaced is what the file's records mapped over while the commit
-	// was owed: still counted valid in their zones (GC neither resets
-	// nor relocates them, see tailUnsettled), since a crash before the
-	// commit drops the records that replaced them and maps them again.
+	// replaced is what the file's records without a size mapped over
+	// of what a crash before the commit would map again: extents of
+	// records numbered before the state began (a checkpoint taken
+	// since ends it). They stay counted valid in their zones (GC
+	// neither resets nor relocates them, see tailUnsettled). Copies
+	// numbered since are garbage once replaced: recovery drops them
+	// without a commit and maps their successors with one.
 	replaced []extent
+	// keep is mapRecord's unmapped for a record without a size.
+	keep func(extent)
+	// settling: a goroutine is settling the commit (Engine.settleLater).
+	settling bool
 }
 
-// keepReplaced is mapRecord's unmapped for a file whose undo owes its
-// commit (f.mu held exclusive): the old extent stays counted valid.
-func (u *undoState) keepReplaced(old extent) { u.replaced = append(u.replaced, old) }
+// newUndoState is the state of a failed truncate to size (in the
+// block that ends at end) of a file of old bytes, from now on.
+func (e *Engine) newUndoState(size, end, old int64) *undoState {
+	u := &undoState{size: size, end: end, old: old, since: e.seq.Load()}
+	u.keep = func(x extent) {
+		if x.ver > u.since {
+			e.unmapped(x)
+			return
+		}
+		u.replaced = append(u.replaced, x)
+	}
+	return u
+}
 
 // endUndo drops f's undo state (f.mu held exclusive): what it kept
 // counted valid is garbage from now on.

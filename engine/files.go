@@ -704,7 +704,7 @@ func (h *File) zeroTail(size, old int64) error {
 		f.mu.Lock()
 		f.size = old
 		f.tailPending, f.tailSeq = false, tailUndoing
-		f.undo = &undoState{size: size, end: end, old: old, redo: true}
+		f.undo = e.newUndoState(size, end, old)
 		e.restoreTail(f, blk)
 		f.mu.Unlock()
 		back = true
@@ -756,7 +756,7 @@ func (h *File) undoCut(ctx context.Context) error {
 	u := f.undo
 	var redo, commit bool
 	if u != nil {
-		redo, commit = u.redo, u.commit
+		redo, commit = !u.scanned || len(u.todo) > 0, u.commit
 	}
 	f.mu.RUnlock()
 	if u == nil {
@@ -774,15 +774,12 @@ func (h *File) undoCut(ctx context.Context) error {
 		var errs error
 		if redo {
 			buf, errs = h.rewriteCut(u)
-			f.mu.Lock()
-			u.redo = errs != nil
-			f.mu.Unlock()
 		}
 		// A piece that failed is reported and the rest written back
 		// and flushed all the same, but not committed: the old size
 		// over a hole where the piece was cut would be worse than
 		// either the truncated file or the old one. The commit stays
-		// owed, and its next try rewrites the cut range again.
+		// owed, and its next try rewrites the pieces that failed.
 		if err := h.flushUndo(ctx); err != nil || errs != nil {
 			return errors.Join(errs, err)
 		}
@@ -811,29 +808,41 @@ func (h *File) undoCut(ctx context.Context) error {
 }
 
 // rewriteCut makes every byte f maps in [u.end, u.old) dirty again, for
-// undoCut, and returns its scratch buffer. A piece that fails is reported
-// and skipped: the rest is made dirty all the same.
+// undoCut, or on a later try the pieces that failed before (u.todo), and
+// returns its scratch buffer. A piece that fails is reported, kept in
+// u.todo and skipped: the rest is made dirty all the same. A client
+// write since (its records are numbered after the zeros' too) or a
+// piece made dirty again twice costs a rewrite, no more.
 func (h *File) rewriteCut(u *undoState) ([]byte, error) {
 	e, f := h.e, h.f
-	var ranges [][2]int64
 	f.mu.RLock()
-	f.ext.lookup(u.end, max(0, u.old-u.end), func(x extent) {
-		if n := len(ranges); n > 0 && ranges[n-1][1] == x.off {
-			ranges[n-1][1] = x.end()
-		} else {
-			ranges = append(ranges, [2]int64{x.off, x.end()})
-		}
-	})
+	ranges := u.todo
+	if !u.scanned {
+		f.ext.lookup(u.end, max(0, u.old-u.end), func(x extent) {
+			if n := len(ranges); n > 0 && ranges[n-1][1] == x.off {
+				ranges[n-1][1] = x.end()
+			} else {
+				ranges = append(ranges, [2]int64{x.off, x.end()})
+			}
+		})
+	}
 	f.mu.RUnlock()
 	buf := make([]byte, e.writePiece(0))
 	var errs error
+	var failed [][2]int64
 	for _, r := range ranges {
 		for pos := r[0]; pos < r[1]; {
 			n := min(e.writePiece(pos), r[1]-pos)
-			errs = errors.Join(errs, h.rewritePiece(pos, buf[:n]))
+			if err := h.rewritePiece(pos, buf[:n]); err != nil {
+				errs = errors.Join(errs, err)
+				failed = append(failed, [2]int64{pos, pos + n})
+			}
 			pos += n
 		}
 	}
+	f.mu.Lock()
+	u.scanned, u.todo = true, failed
+	f.mu.Unlock()
 	return buf, errs
 }
 

@@ -331,10 +331,11 @@ func (e *Engine) mapRecord(op *recordOp, off int64) {
 			if f.tailOld != nil {
 				e.relocateTailOld(f, ext)
 			}
-		} else if f.undo != nil {
+		} else if f.undo != nil && op.hdr.Size == SizeUnknown {
 			// A failed truncate's undo owes its commit: what this
-			// record replaces stays counted valid (undoState).
-			op.z.valid.Add(f.ext.insert(ext, f.undo.keepReplaced))
+			// record replaces that a crash would map again stays
+			// counted valid (undoState.replaced).
+			op.z.valid.Add(f.ext.insert(ext, f.undo.keep))
 		} else {
 			op.z.valid.Add(f.ext.insert(ext, e.unmapped))
 		}
