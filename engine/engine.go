@@ -370,14 +370,19 @@ type undoState struct {
 	replaced []extent
 	// keep is mapRecord's unmapped for a record without a size.
 	keep func(extent)
-	// settling: a goroutine is settling the commit (Engine.settleLater).
+	// settling: a goroutine settles the commit in the background
+	// (Engine.settleLater); kick ends its wait before its next try, and
+	// tries counts the tries it ended (a writer short of space waits
+	// for the next, waitSettled).
 	settling bool
+	kick     chan struct{}
+	tries    int
 }
 
 // newUndoState is the state of a failed truncate to size (in the
 // block that ends at end) of a file of old bytes, from now on.
 func (e *Engine) newUndoState(size, end, old int64) *undoState {
-	u := &undoState{size: size, end: end, old: old, since: e.seq.Load()}
+	u := &undoState{size: size, end: end, old: old, since: e.seq.Load(), kick: make(chan struct{}, 1)}
 	u.keep = func(x extent) {
 		if x.ver > u.since {
 			e.unmapped(x)
@@ -801,25 +806,49 @@ func (e *Engine) Sync(ctx context.Context) error {
 	defer e.leave()
 	// A failed truncate's undo that owes its commit writes it first
 	// (File.settleUndo): a flush without it would make the undo's
-	// records durable for recovery to drop.
+	// records durable for recovery to drop, and the sync succeed. One
+	// that fails is reported; the other files are written back and
+	// flushed all the same (the failed one's held records, durable,
+	// are dropped by recovery without the commit: its file comes back
+	// as it was before the truncate, or cut, as before the sync).
+	var errs []error
+	for _, f := range e.owedFiles() {
+		if err := (&File{e: e, f: f}).settleOwed(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("engine: sync %q: %w", f.nameLocked(), err))
+		}
+	}
+	if err := e.wb.SyncAll(ctx); err != nil {
+		errs = append(errs, err)
+	} else if err := e.flushDevice(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("engine: sync: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// owedFiles lists the files whose failed truncate's undo owes its commit.
+// idMu is a leaf: the files are listed under it, then asked each under
+// its file.mu alone.
+func (e *Engine) owedFiles() []*file {
 	e.idMu.RLock()
 	files := make([]*file, 0, len(e.byID))
 	for _, f := range e.byID {
 		files = append(files, f)
 	}
 	e.idMu.RUnlock()
+	owed := files[:0]
 	for _, f := range files {
-		if err := (&File{e: e, f: f}).settleOwed(ctx); err != nil {
-			return fmt.Errorf("engine: sync: %w", err)
+		if f.undoOwed() {
+			owed = append(owed, f)
 		}
 	}
-	if err := e.wb.SyncAll(ctx); err != nil {
-		return err
-	}
-	if err := e.flushDevice(ctx); err != nil {
-		return fmt.Errorf("engine: sync: %w", err)
-	}
-	return nil
+	return owed
+}
+
+// nameLocked is f's name, read under f.mu.
+func (f *file) nameLocked() string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.name
 }
 
 // Geometry is the device's geometry.

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -439,7 +440,7 @@ func (h *File) writePieces(ctx context.Context, p []byte, off int64, extend bool
 		pos := off + int64(done)
 		piece := p[done:min(len(p), done+int(e.writePiece(pos)))]
 		charge := writeCharge(pos, int64(len(piece)))
-		if err := e.admit(ctx, charge); err != nil {
+		if err := e.admit(ctx, charge, f); err != nil {
 			return done, err
 		}
 		old := int64(-1)
@@ -638,7 +639,7 @@ func (h *File) zeroTail(size, old int64) error {
 		saved = tail[:min(old, end)-size]
 	}
 	charge := writeCharge(size, end-size)
-	if err := e.admitTails(ctx, charge, true, minGCGain); err != nil {
+	if err := e.admitTails(ctx, charge, f, true, minGCGain); err != nil {
 		return fmt.Errorf("engine: truncate %q to %d: %w", f.name, size, err)
 	}
 	defer e.admitted.Add(-charge)
@@ -750,8 +751,13 @@ func (h *File) zeroTail(size, old int64) error {
 // that one record is the commit point. Recovered before it, the file is
 // what the zeros' record says if it is durable (the truncated file, its
 // block's tail zeros) and the old file if not; after it, the old file.
-func (h *File) undoCut(ctx context.Context) error {
+func (h *File) undoCut(ctx context.Context) (err error) {
 	e, f := h.e, h.f
+	defer func() {
+		if err != nil {
+			e.settleLater(f) // the commit stays owed: try again later
+		}
+	}()
 	f.mu.RLock()
 	u := f.undo
 	var redo, commit bool
@@ -864,14 +870,148 @@ func (h *File) settleUndo(ctx context.Context) error {
 
 // settleOwed is settleUndo for a caller without f.wmu (an fsync): it
 // takes wmu only when the commit is owed, so fsyncs do not wait for
-// writes otherwise.
+// writes otherwise, and gives up waiting for it when ctx is done.
 func (h *File) settleOwed(ctx context.Context) error {
 	if !h.f.undoOwed() {
 		return nil
 	}
-	h.f.wmu.Lock()
+	if err := lockContext(ctx, &h.f.wmu); err != nil {
+		return fmt.Errorf("wait for the file's writes: %w", err)
+	}
 	defer h.f.wmu.Unlock()
 	return h.settleUndo(ctx)
+}
+
+// lockContext locks mu exclusive, or returns ctx's error if ctx is done
+// first. A goroutine waits for the lock then, and hands it over or, the
+// caller gone, releases it at once.
+func lockContext(ctx context.Context, mu *sync.RWMutex) error {
+	if mu.TryLock() {
+		return nil
+	}
+	if ctx.Done() == nil {
+		mu.Lock()
+		return nil
+	}
+	got := make(chan struct{}) // unbuffered: a send is a handover
+	go func() {
+		mu.Lock()
+		select {
+		case got <- struct{}{}:
+		case <-ctx.Done():
+			mu.Unlock()
+		}
+	}()
+	select {
+	case <-got:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// The background settler's waits between tries (Engine.settleLater): from
+// settleRetryMin, doubling after each failed try, up to settleRetryMax.
+const (
+	settleRetryMin = 10 * time.Millisecond
+	settleRetryMax = time.Second
+)
+
+// testNoSettler, if set (by tests only), keeps failed truncates' undos
+// from being settled in the background: a test then sees the commit
+// owed until the file's fsync, truncate, Engine.Sync or a checkpoint.
+var testNoSettler bool
+
+// settleLater settles f's owed undo commit in the background, if it owes
+// one and no goroutine does so already: an owed commit keeps what the
+// undo's records replaced counted valid and GC away from the file's
+// zones, which a file that is overwritten but never fsynced would
+// otherwise keep for ever, on a healthy device too. The goroutine takes
+// f.wmu exclusive (holding no other lock) for each try, counted as an
+// operation (Engine.enter, so Close waits for a try in progress and
+// none starts after), and tries again after a wait that doubles with
+// each failure (settleRetryMin to settleRetryMax), or at once when a
+// writer short of space asks (settleSoon). It ends when the state does
+// (a try succeeded, a checkpoint saved the file, the file was removed)
+// or the engine closes.
+func (e *Engine) settleLater(f *file) {
+	if testNoSettler {
+		return
+	}
+	f.mu.Lock()
+	u := f.undo
+	start := u != nil && !u.settling
+	if start {
+		u.settling = true
+	}
+	f.mu.Unlock()
+	if start {
+		go e.settleInBackground(f, u)
+	}
+}
+
+// settleSoon ends the wait of f's background settler before its next
+// try, starting one if none runs.
+func (e *Engine) settleSoon(f *file) {
+	f.mu.RLock()
+	u := f.undo
+	f.mu.RUnlock()
+	if u == nil {
+		return
+	}
+	select {
+	case u.kick <- struct{}{}:
+	default:
+	}
+	e.settleLater(f)
+}
+
+// settleInBackground is settleLater's goroutine for f's undo state u.
+func (e *Engine) settleInBackground(f *file, u *undoState) {
+	h := &File{e: e, f: f}
+	wait := settleRetryMin
+	for failures := 0; ; failures++ {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-u.kick:
+		case <-e.closingCh:
+			t.Stop()
+			return
+		}
+		t.Stop()
+		if e.enter() != nil {
+			return // closing: its checkpoint saves the file
+		}
+		f.wmu.Lock()
+		var err error
+		if f.undoIs(u) {
+			err = h.undoCut(context.Background())
+		}
+		f.wmu.Unlock()
+		e.leave()
+		f.mu.Lock()
+		u.tries++
+		done := f.undo != u
+		f.mu.Unlock()
+		e.idle.Signal() // a writer short of space may wait for a try (waitSettled)
+		if done {
+			return
+		}
+		if failures == 0 {
+			e.log.Warn("engine: a failed truncate's undo still owes its commit; retrying in the background", "file", h.Name(), "err", err)
+		} else {
+			e.log.Debug("engine: an owed undo commit failed again", "file", h.Name(), "err", err, "failures", failures+1)
+		}
+		wait = min(2*wait, settleRetryMax)
+	}
+}
+
+// undoIs reports whether u is f's undo state.
+func (f *file) undoIs(u *undoState) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.undo == u
 }
 
 // undoOwed reports whether a failed truncate's undo owes f its commit.
@@ -907,7 +1047,7 @@ func (h *File) rewritePiece(pos int64, p []byte) error {
 	charge := writeCharge(pos, int64(len(p)))
 	// Without waiting for truncates' tails: this is one settling (see
 	// admitTails).
-	if err := e.admitTails(ctx, charge, false, minGCGain); err != nil {
+	if err := e.admitTails(ctx, charge, f, false, minGCGain); err != nil {
 		return fmt.Errorf("at %d: %w", pos, err)
 	}
 	defer e.admitted.Add(-charge)
@@ -1008,8 +1148,8 @@ func writeCharge(off, n int64) int64 {
 // writer then waits for that window to end (waitSettled) and tries
 // again, rather than report a full device the truncate is about to free
 // for GC.
-func (e *Engine) admit(ctx context.Context, charge int64) error {
-	return e.admitTails(ctx, charge, true, e.admitGain())
+func (e *Engine) admit(ctx context.Context, charge int64, own *file) error {
+	return e.admitTails(ctx, charge, own, true, e.admitGain())
 }
 
 // maxTailWaits bounds the truncate windows one admission waits for.
@@ -1037,7 +1177,7 @@ const tailSettleWait = 10 * time.Second
 // without waiting, and writes back and flushes only its own file. The
 // waiter holds no engine lock but its own file's wmu (admission holds
 // no reservation while it collects), and waits without the collector.
-func (e *Engine) admitTails(ctx context.Context, charge int64, waitTails bool, minGain int64) error {
+func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTails bool, minGain int64) error {
 	flushed := false
 	waits := 0
 	for {
@@ -1062,7 +1202,7 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, waitTails bool, m
 		}
 		if unsettled != nil && waitTails && waits < maxTailWaits {
 			waits++
-			if err := e.waitSettled(ctx, unsettled); err != nil {
+			if err := e.waitSettled(ctx, unsettled, own); err != nil {
 				return fmt.Errorf("engine: write of %d bytes: wait for a truncate GC skipped: %w", charge, err)
 			}
 			continue
@@ -1085,17 +1225,32 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, waitTails bool, m
 // waitSettled waits until f's truncate window has ended (tailSeq is 0
 // again), ctx is done (its error) or tailSettleWait has passed (nil:
 // the caller tries GC once more and, that failing, reports ENOSPC).
-func (e *Engine) waitSettled(ctx context.Context, f *file) error {
+//
+// A failed truncate's undo that owes its commit past the truncate
+// (tailSeq back at 0, file.undo still set) keeps GC from f too: its
+// background settler tries at once (settleSoon), and the writer waits
+// for that try to end, however it ends, unless f is the writer's own
+// file (own), whose wmu it holds and the settler needs: the settler
+// then tries once the write has returned.
+func (e *Engine) waitSettled(ctx context.Context, f, own *file) error {
 	if testHookTailWait != nil {
 		testHookTailWait(e)
 	}
-	// A failed truncate's undo that owes its commit past the truncate
-	// (tailSeq back at 0, file.undo still set) is not waited for: only
-	// the file's next fsync, truncate or Engine.Sync ends it.
+	f.mu.RLock()
+	u := f.undo
+	var tries int
+	if u != nil {
+		tries = u.tries
+	}
+	f.mu.RUnlock()
+	if u != nil {
+		e.settleSoon(f)
+	}
+	waitTry := u != nil && f != own && !testNoSettler
 	settled := func() bool {
 		f.mu.RLock()
 		defer f.mu.RUnlock()
-		return f.tailSeq == 0
+		return f.tailSeq == 0 && (!waitTry || f.undo != u || u.tries != tries)
 	}
 	timer := time.NewTimer(tailSettleWait)
 	defer timer.Stop()

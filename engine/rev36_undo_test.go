@@ -103,7 +103,16 @@ func TestTruncateUndoOwedThenEngineSync(t *testing.T) {
 // undo's first flush too: the truncate fails with the commit owed.
 func undoFlushFails(t *testing.T) *truncGCRig {
 	t.Helper()
+	holdOwed(t)
 	r := newTruncGCRig(t)
+	failUndoFlush(t, r)
+	return r
+}
+
+// failUndoFlush truncates the rig's file with its flush failing, and the
+// undo's first flush too: the truncate fails with the commit owed.
+func failUndoFlush(t *testing.T, r *truncGCRig) {
+	t.Helper()
 	t.Cleanup(func() { testHookTruncateUndo = nil })
 	testHookTruncateUndo = func(e *Engine, back bool) {
 		if back {
@@ -115,7 +124,6 @@ func undoFlushFails(t *testing.T) *truncGCRig {
 		t.Fatalf("truncate: %v, want EIO", err)
 	}
 	testHookTruncateUndo = nil
-	return r
 }
 
 // TestTruncateUndoOwedKeepsReplacedFromGC: the zeros' write fails (not on
@@ -124,24 +132,7 @@ func undoFlushFails(t *testing.T) *truncGCRig {
 // undo rewrote the cut range out of: a crash before the commit drops the
 // undo's records, and recovery maps the file's old extents there again.
 func TestTruncateUndoOwedKeepsReplacedFromGC(t *testing.T) {
-	r := newTruncGCRig(t)
-	t.Cleanup(func() { testHookTruncateTail, testHookTruncateUndo = nil, nil })
-	testHookTruncateTail = func(e *Engine) {
-		testHookTruncateTail = nil
-		emuOf(t, e).FailWrite(1) // the tail's zeros
-	}
-	testHookTruncateUndo = func(e *Engine, back bool) {
-		if back {
-			emuOf(t, e).FailFlush(1) // undoCut's first flush
-		}
-	}
-	if err := r.f.Truncate(5000); !errors.Is(err, syscall.EIO) {
-		t.Fatalf("truncate: %v, want EIO", err)
-	}
-	testHookTruncateUndo = nil
-	if !r.f.f.undoOwed() {
-		t.Fatal("the failed undo owes no commit")
-	}
+	r := undoZerosWriteFails(t)
 	r.e.gc.mu.Lock()
 	ok, err := r.e.gc.resetEmpty()
 	r.e.gc.mu.Unlock()
@@ -149,9 +140,14 @@ func TestTruncateUndoOwedKeepsReplacedFromGC(t *testing.T) {
 	if err := r.e.flushDevice(t.Context()); err != nil { // e.g. another file's fsync
 		t.Fatal(err)
 	}
-	r.copyImage(t)
-	checkFsck(t, r.copyName)
-	e2 := reopen(t, r.copyName, r.cfg)
-	defer e2.Close()
-	sameBytes(t, "owed commit, empty zones reset, then a crash", readAll(t, e2, "a"), r.before)
+	r.crashFinds(t, "owed commit, empty zones reset, then a crash", r.before)
+}
+
+// holdOwed keeps an owed undo commit from being settled in the background
+// for the test (testNoSettler): it models the time before the settler's
+// try, or a device that fails every one.
+func holdOwed(t *testing.T) {
+	t.Helper()
+	testNoSettler = true
+	t.Cleanup(func() { testNoSettler = false })
 }

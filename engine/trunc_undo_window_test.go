@@ -275,12 +275,7 @@ func TestTruncateUndoFlushMidRewrite(t *testing.T) {
 			}
 			// What is queued and in flight of the undo lands, and a
 			// flush makes it durable, with the zeros' record.
-			_ = e.ring.Flush()
-			e.waitUntil(func() bool { return e.inflight.Load() <= 0 })
-			if err := e.flushDevice(t.Context()); err != nil {
-				t.Error(err)
-			}
-			r.copyImage(t)
+			r.landFlushCopy(t)
 		}
 		emuOf(t, r.e).FailFlush(1)
 		if err := r.f.Truncate(5000); !errors.Is(err, syscall.EIO) {
@@ -300,4 +295,17 @@ func TestTruncateUndoFlushMidRewrite(t *testing.T) {
 		checkFsck(t, r.copyName)
 		r.checkCopy(t, what)
 	}
+}
+
+// landFlushCopy, in a hook as a record is numbered, lets what is queued
+// and in flight land, flushes the device (a flush from elsewhere) and
+// copies the image (a crash right after it). It reports with t.Error.
+func (r *truncGCRig) landFlushCopy(t *testing.T) {
+	e := r.e
+	_ = e.ring.Flush()
+	e.waitUntil(func() bool { return e.inflight.Load() <= 0 })
+	if err := e.flushDevice(t.Context()); err != nil {
+		t.Error(err)
+	}
+	r.copyImage(t)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+	"time"
 )
 
 // churnOwed overwrites 6 MiB of the rig's file from 16384 (its big
@@ -140,29 +141,12 @@ func TestUndoOwedCheckpointThenOverwriteCrash(t *testing.T) {
 			}
 			w := owedPattern(1, 256<<10)
 			w2 := owedPattern(100, 256<<10)
-			if _, err := r.f.WriteAt(w, 16384); err != nil {
-				t.Fatal(err)
-			}
-			if err := r.e.wb.FlushFile(t.Context(), r.f.f.id); err != nil { // the flusher
-				t.Fatal(err)
-			}
+			r.writeBack(t, w)
 			if err := r.e.checkpoint(); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := r.f.WriteAt(w2, 16384); err != nil {
-				t.Fatal(err)
-			}
-			if err := r.e.wb.FlushFile(t.Context(), r.f.f.id); err != nil {
-				t.Fatal(err)
-			}
-			r.e.gc.mu.Lock()
-			ok, err := r.e.gc.resetEmpty()
-			r.e.gc.mu.Unlock()
-			t.Logf("resetEmpty: %v %v", ok, err)
-			createSynced(t, r.e, "b", []byte("b"))
-			r.copyImage(t)
-			checkFsck(t, r.copyName)
-			e2 := reopen(t, r.copyName, r.cfg)
+			r.writeBack(t, w2)
+			e2 := r.resetEmptyThenCrash(t)
 			defer e2.Close()
 			r.checkOwedCrash(t, "checkpoint while owed, overwrite, crash", e2, w, w2)
 			got := readAll(t, e2, "a")
@@ -177,6 +161,7 @@ func TestUndoOwedCheckpointThenOverwriteCrash(t *testing.T) {
 // undo's first flush fails: the commit stays owed.
 func undoZerosWriteFails(t *testing.T) *truncGCRig {
 	t.Helper()
+	holdOwed(t)
 	r := newTruncGCRig(t)
 	t.Cleanup(func() { testHookTruncateTail, testHookTruncateUndo = nil, nil })
 	testHookTruncateTail = func(e *Engine) {
@@ -244,12 +229,7 @@ func TestUndoOwedSettlingFsyncCrashAtEachRecord(t *testing.T) {
 				if n++; n != k {
 					return
 				}
-				_ = e.ring.Flush()
-				e.waitUntil(func() bool { return e.inflight.Load() <= 0 })
-				if err := e.flushDevice(t.Context()); err != nil {
-					t.Error(err)
-				}
-				r.copyImage(t)
+				r.landFlushCopy(t)
 			}
 			if err := r.f.Sync(); err != nil {
 				t.Fatalf("%s: fsync: %v", setup, err)
@@ -284,6 +264,7 @@ func TestUndoOwedSettlingFsyncCrashAtEachRecord(t *testing.T) {
 // durable, and recovery maps the rest at the old size over a hole where
 // the piece was cut. The file was fsynced whole before the truncate.
 func TestUndoOwedFailedExtendingWriteCommitsNothing(t *testing.T) {
+	holdOwed(t)
 	r := newTruncGCRig(t)
 	old := int64(len(r.before))
 	t.Cleanup(func() { testHookTruncateUndo = nil })
@@ -433,6 +414,7 @@ func TestUndoOwedNamespaceOpThenPowerCut(t *testing.T) {
 // the same way (a flaky read), the device then healthy, the file's
 // fsync must still succeed: the file holds 2 MiB of a 16 MiB device.
 func TestUndoOwedRetriesDoNotFillDevice(t *testing.T) {
+	holdOwed(t)
 	r := newTruncGCRig(t)
 	t.Cleanup(func() { testHookTruncateUndo = nil })
 	r.e.cache.EvictClean(1 << 40)
@@ -466,4 +448,103 @@ func TestUndoOwedRetriesDoNotFillDevice(t *testing.T) {
 		t.Error("the commit is still owed")
 	}
 	sameBytes(t, "the file", readAll(t, r.e, "a"), r.before)
+}
+
+// TestUndoOwedSettledWithoutFsync: one transient flush failure during a
+// truncate and its undo leaves the commit owed; the device is healthy
+// from then on and nothing fsyncs the file. The background settler
+// writes the commit: the state ends, what it kept counted valid is
+// released, and a crash then brings the file back whole. (Before it the
+// commit stayed owed until the file's next fsync, truncate or
+// Engine.Sync, and GC kept away from the file's zones meanwhile.)
+func TestUndoOwedSettledWithoutFsync(t *testing.T) {
+	r := newTruncGCRig(t)
+	failUndoFlush(t, r)
+	timer := time.NewTimer(30 * time.Second)
+	defer timer.Stop()
+	for {
+		ch := r.e.idle.Wait() // each try of the settler signals it
+		if !r.f.f.undoOwed() {
+			break
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			t.Fatal("the commit is still owed 30s after the failed truncate, with no fsync")
+		}
+	}
+	checkValidCounts(t, r.e)
+	sameBytes(t, "after the settled undo", readAll(t, r.e, "a"), r.before)
+	r.crashFinds(t, "settled in the background, then a crash", r.before)
+}
+
+// TestUndoOwedCheckpointEndsIt: a checkpoint while the commit is owed
+// saves the file whole (recovery starts from its map, the zeros' record
+// before it never replayed), so it ends the owed state: the extents the
+// state kept counted valid are garbage from then on, and the file's
+// records carry its size again. The file, overwritten since, must come
+// back with the overwrite after GC's empty-zone reset and a crash.
+func TestUndoOwedCheckpointEndsIt(t *testing.T) {
+	r := undoFlushFails(t)
+	w := owedPattern(7, 512<<10)
+	r.writeBack(t, w)
+	r.f.f.mu.RLock()
+	pinned := len(r.f.f.undo.replaced)
+	r.f.f.mu.RUnlock()
+	if pinned == 0 {
+		t.Fatal("the overwrite replaced nothing the owed state keeps")
+	}
+	if err := r.e.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if r.f.f.undoOwed() {
+		t.Fatal("the commit is still owed after a checkpoint saved the file")
+	}
+	checkValidCounts(t, r.e)
+	w2 := owedPattern(50, 256<<10)
+	r.writeBack(t, w2)
+	e2 := r.resetEmptyThenCrash(t)
+	defer e2.Close()
+	want := append([]byte(nil), r.before...)
+	copy(want[16384:], w)
+	copy(want[16384:], w2)
+	sameBytes(t, "checkpoint while owed, overwrites, then a crash", readAll(t, e2, "a"), want)
+}
+
+// writeBack writes p at 16384 in the rig's file and writes it back (as
+// the flusher would), without an fsync.
+func (r *truncGCRig) writeBack(t *testing.T, p []byte) {
+	t.Helper()
+	if _, err := r.f.WriteAt(p, 16384); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.e.wb.FlushFile(t.Context(), r.f.f.id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// resetEmptyThenCrash runs GC's empty-zone reset, then another file's
+// fsync, then crashes (a copy of the image): it returns the engine
+// recovered from the copy, which fsck found sound.
+func (r *truncGCRig) resetEmptyThenCrash(t *testing.T) *Engine {
+	t.Helper()
+	r.e.gc.mu.Lock()
+	ok, err := r.e.gc.resetEmpty()
+	r.e.gc.mu.Unlock()
+	t.Logf("resetEmpty: %v %v", ok, err)
+	createSynced(t, r.e, "b", []byte("b"))
+	r.copyImage(t)
+	checkFsck(t, r.copyName)
+	return reopen(t, r.copyName, r.cfg)
+}
+
+// crashFinds copies the image (a crash now), checks it with fsck and
+// checks that recovery from it finds "a" holding want.
+func (r *truncGCRig) crashFinds(t *testing.T, what string, want []byte) {
+	t.Helper()
+	r.copyImage(t)
+	checkFsck(t, r.copyName)
+	e2 := reopen(t, r.copyName, r.cfg)
+	defer e2.Close()
+	sameBytes(t, what, readAll(t, e2, "a"), want)
 }
