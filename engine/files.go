@@ -1174,9 +1174,13 @@ const tailSettleWait = 10 * time.Second
 // being admitted: the zeros' record completes once submitted, and
 // WriteExtents submits what the ring holds before it waits for
 // anything; an undo runs under its own file's wmu, admits its rewrites
-// without waiting, and writes back and flushes only its own file. The
-// waiter holds no engine lock but its own file's wmu (admission holds
-// no reservation while it collects), and waits without the collector.
+// without waiting, and writes back and flushes only its own file (so
+// does the background settler's try of an owed commit, whose wmu the
+// writer does not hold: own, the writer's file, is never waited for).
+// The waiter holds no engine lock but its own file's wmu (admission
+// holds no reservation while it collects), and waits without the
+// collector. Two writers each waiting for the settler of the other's
+// file wait out tailSettleWait, then report ENOSPC.
 func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTails bool, minGain int64) error {
 	flushed := false
 	waits := 0
