@@ -127,11 +127,39 @@
 //     device (File.zeroTail): the zeros' record may be on the device all
 //     the same, so the bytes it replaced and all the file maps past its
 //     size are appended again, in records numbered after it that carry
-//     the old size (File.undoCut), and the device is flushed before the
+//     no size (File.undoCut, file.recordSize), the device is flushed,
+//     and only then is the tail's old bytes' record written under the
+//     old size, the one record that commits the undo: recovery holds a
+//     sizeless record's extents back until a later record of its file
+//     carries a size, and drops them if none does (Engine.replayRecord),
+//     so a flush from elsewhere amid the undo, then a crash, brings back
+//     the truncated file or the old one, never the old size with the
+//     cut range part zeros. The device is flushed again before the
 //     truncate returns (a device may persist the zeros' record, an
-//     earlier write, without them). GC leaves the file alone until then
-//     too: a GC record with the old size, replayed after the zeros'
-//     record, would bring back the old size with holes past the block.
+//     earlier write, without the commit). The commit is owed
+//     (file.undo) from the moment the old size is back until it is
+//     durable, past the truncate if the undo fails too (a failed flush):
+//     meanwhile every record of the file carries no size, and nothing
+//     else of the file that recovery replays may set one either (a
+//     failed extending write logs none, File.keepSize): it would commit
+//     the held records whether or not the undo is complete. What they
+//     replace of what a crash before the commit maps again (extents
+//     numbered before the state began) stays counted valid
+//     (undoState.replaced); copies numbered since are garbage once
+//     replaced, and a retry rewrites only the pieces that failed. The
+//     file's next fsync, truncate or Engine.Sync writes the commit
+//     first (File.settleUndo), or fails; a flush without it would make
+//     the held records durable for recovery to drop under the zeros'
+//     size. A background goroutine tries it too, with backoff, and at
+//     once for a writer short of space (Engine.settleLater,
+//     waitSettled); a checkpoint is the commit (its map is the whole
+//     file, and nothing before it is replayed), so a durable one ends
+//     the state (Engine.endOwed). GC leaves the file alone
+//     until then too: a GC record with a size would commit the held
+//     records before they are durable (with the old size, replayed
+//     after the zeros' record, it brought back the old size with holes
+//     past the block), and a zone holding what they replaced must not
+//     be reset.
 //     The old size, the block's old bytes in the cache and its old
 //     mapping (file.tailOld, kept from the truncate's start and pinned
 //     where it is: GC leaves the zone that holds it alone)
@@ -190,6 +218,13 @@
 //     GC pass, writeback of every file: see admit), the cache write,
 //     writeback of the file (FlushFile) and the truncate's log record. Nothing below
 //     the cache takes it, so waiting for writeback under it is safe.
+//     An fsync (File.Sync, Engine.Sync, holding no other lock; it gives
+//     up the wait when its context ends) and the background settler
+//     (Engine.settleLater, holding no lock) take it exclusive only to
+//     write the commit a failed truncate's undo owes (File.settleUndo),
+//     one file at a time. A writer short of space may wait for the
+//     settler's try on another file (waitSettled, bounded), never on its
+//     own, whose wmu it holds.
 //  2. collector.mu: one GC pass. A pass holds it across device I/O, its
 //     relocation appends (quiesce shared), the zone reset's log record
 //     (nsMu shared, metaLog.mu) and the wait for the victim's readers (a
@@ -255,7 +290,8 @@
 //     file.mu to put the old size back (File.zeroTail). Never held together with collector.mu, nsMu, metaLog.mu or
 //     quiesce, in either order.
 //  7. file.mu (per file; leaf): size and a truncate's pending tail
-//     (tailPending, tailFrom, tailSeq, tailOld), name, the extent map,
+//     (tailPending, tailFrom, tailSeq, tailOld), a failed truncate's
+//     owed undo (undo), name, the extent map,
 //     gone. A
 //     data record, like a GC record, takes its sequence number under it;
 //     the completer clears the pending tail under it when the zeros'
@@ -263,7 +299,9 @@
 //  8. placer.mu (leaf): the free, open and draining zone lists. Under
 //     it placement may kick the background collector (placer.lowFree): a
 //     send on a buffered channel that never waits.
-//  9. Engine.idMu (leaf): file lookup by id, for paths below the cache.
+//  9. Engine.idMu (leaf): file lookup by id, for paths below the cache,
+//     and Engine.Sync's list of the files (each file.mu is taken after
+//     it is released).
 //  10. flushGroup.mu (leaf): the group flush's counters; the device flush
 //     itself runs without it, and its waiters wait without it.
 //

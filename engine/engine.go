@@ -144,10 +144,14 @@ type Engine struct {
 	// what it found for the report.
 	readOnly  bool
 	recovered []event
-	ckptSeq   uint64 // the checkpoint recovery started from
-	ckptTie   bool   // both metadata zones hold a checkpoint of that number
-	bg        sync.WaitGroup
-	zeroBlk   []byte
+	// held is, during recovery's replay only, the extents of records
+	// without a size that no record of their file has committed yet
+	// (replayRecord).
+	held    map[uint64][]extent
+	ckptSeq uint64 // the checkpoint recovery started from
+	ckptTie bool   // both metadata zones hold a checkpoint of that number
+	bg      sync.WaitGroup
+	zeroBlk []byte
 }
 
 // file is one file's state; mu guards size and the extent map.
@@ -174,6 +178,13 @@ type file struct {
 	tailPending bool
 	tailFrom    int64
 	tailSeq     uint64
+	// undo is a failed truncate's undo while its commit is owed
+	// (File.undoCut, File.settleUndo): from the moment the old size is
+	// back until the record that commits it is durable. The undo may
+	// fail before that (its own flush fails too) and the commit stays
+	// owed past the truncate: the file's next fsync, truncate or
+	// Engine.Sync writes it first, or fails.
+	undo *undoState
 	// tailOld is the tail block's mapping before a truncate wrote its
 	// zeros, from zeroTail's start until it returns: a failed truncate
 	// maps it again (restoreTail). Its bytes are pinned (counted valid
@@ -284,8 +295,12 @@ const tailUndoing = ^uint64(0)
 // the block's old bytes; with the old size, replayed after the zeros'
 // record, which cuts the extents past the block, it would bring back the
 // old size with holes. Checkpoints never see the first state: they
-// quiesce appends and wait for those in flight.
-func (f *file) tailUnsettled() bool { return f.tailSeq != 0 }
+// quiesce appends and wait for those in flight. So does a failed
+// truncate's undo that owes its commit (file.undo): a GC record carries a
+// size and would commit the undo's records in recovery before they are
+// durable, and what the undo's records replaced (undoState.replaced)
+// stays where it is until the commit is.
+func (f *file) tailUnsettled() bool { return f.tailSeq != 0 || f.undo != nil }
 
 // numberRecord gives a data record of f its sequence number and the size
 // it carries, in one hold of f.mu: a GC record, which numbers itself
@@ -295,10 +310,10 @@ func (f *file) tailUnsettled() bool { return f.tailSeq != 0 }
 // back first): its number is kept in tailSeq, and until the truncate
 // has flushed it or put the file back, GC leaves the file alone; once it
 // completes (mapRecord), checkpoints carry the new size.
-func (e *Engine) numberRecord(f *file) (uint64, int64) {
+func (e *Engine) numberRecord(f *file) (uint64, uint64) {
 	f.mu.RLock()
 	if !f.tailPending || f.tailSeq != 0 {
-		seq, size := e.seq.Add(1), f.size
+		seq, size := e.seq.Add(1), f.recordSize()
 		f.mu.RUnlock()
 		return seq, size
 	}
@@ -309,7 +324,86 @@ func (e *Engine) numberRecord(f *file) (uint64, int64) {
 	if f.tailPending && f.tailSeq == 0 {
 		f.tailSeq = seq
 	}
-	return seq, f.size
+	return seq, f.recordSize()
+}
+
+// recordSize is the size a data record of f carries (f.mu held): the
+// size, or SizeUnknown while a failed truncate's undo owes its commit
+// and has not started writing it (undoState). Recovery holds the extents
+// of a record without a size back until a later record of the file
+// carries one (Engine.replayRecord), so a crash before the commit keeps
+// none of them, whatever part of them a flush made durable.
+func (f *file) recordSize() uint64 {
+	if u := f.undo; u != nil && !u.commit {
+		return SizeUnknown
+	}
+	return uint64(f.size)
+}
+
+// undoState is what a failed truncate's undo owes until its commit is
+// durable (file.undo, f.mu).
+type undoState struct {
+	// size, end and old are the failed truncate's: its size, the end of
+	// the block that holds it, the size it put back.
+	size, end, old int64
+	// since is the last sequence number handed out before the state
+	// began: an extent of the file with a higher version came from a
+	// record numbered while it owes its commit.
+	since uint64
+	// scanned: the mapped ranges of [end, old) were made dirty again,
+	// but for todo, the pieces that failed (a read or an admission):
+	// the next try rewrites those only. Each try's copies of the rest
+	// would otherwise pile up, and after a few flaky tries fill the
+	// device (TestUndoOwedRetriesDoNotFillDevice).
+	scanned bool
+	todo    [][2]int64
+	// commit: the rewrite is durable (written back and flushed) and the
+	// file's records carry its size again; the first durable one of
+	// them commits the rewrite in recovery.
+	commit bool
+	// replaced is what the file's records without a size mapped over
+	// of what a crash before the commit would map again: extents of
+	// records numbered before the state began (a checkpoint taken
+	// since ends it). They stay counted valid in their zones (GC
+	// neither resets nor relocates them, see tailUnsettled). Copies
+	// numbered since are garbage once replaced: recovery drops them
+	// without a commit and maps their successors with one.
+	replaced []extent
+	// keep is mapRecord's unmapped for a record without a size.
+	keep func(extent)
+	// settling: a goroutine settles the commit in the background
+	// (Engine.settleLater); kick ends its wait before its next try, and
+	// tries counts the tries it ended (a writer short of space waits
+	// for the next, waitSettled).
+	settling bool
+	kick     chan struct{}
+	tries    int
+}
+
+// newUndoState is the state of a failed truncate to size (in the
+// block that ends at end) of a file of old bytes, from now on.
+func (e *Engine) newUndoState(size, end, old int64) *undoState {
+	u := &undoState{size: size, end: end, old: old, since: e.seq.Load(), kick: make(chan struct{}, 1)}
+	u.keep = func(x extent) {
+		if x.ver > u.since {
+			e.unmapped(x)
+			return
+		}
+		u.replaced = append(u.replaced, x)
+	}
+	return u
+}
+
+// endUndo drops f's undo state (f.mu held exclusive): what it kept
+// counted valid is garbage from now on.
+func (e *Engine) endUndo(f *file) {
+	if f.undo == nil {
+		return
+	}
+	for _, x := range f.undo.replaced {
+		e.unmapped(x)
+	}
+	f.undo = nil
 }
 
 // Open opens a formatted device and recovers its files.
@@ -753,13 +847,51 @@ func (e *Engine) Sync(ctx context.Context) error {
 		return err
 	}
 	defer e.leave()
+	// A failed truncate's undo that owes its commit writes it first
+	// (File.settleUndo): a flush without it would make the undo's
+	// records durable for recovery to drop, and the sync succeed. One
+	// that fails is reported; the other files are written back and
+	// flushed all the same (the failed one's held records, durable,
+	// are dropped by recovery without the commit: its file comes back
+	// as it was before the truncate, or cut, as before the sync).
+	var errs []error
+	for _, f := range e.owedFiles() {
+		if err := (&File{e: e, f: f}).settleOwed(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("engine: sync %q: %w", f.nameLocked(), err))
+		}
+	}
 	if err := e.wb.SyncAll(ctx); err != nil {
-		return err
+		errs = append(errs, err)
+	} else if err := e.flushDevice(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("engine: sync: %w", err))
 	}
-	if err := e.flushDevice(ctx); err != nil {
-		return fmt.Errorf("engine: sync: %w", err)
+	return errors.Join(errs...)
+}
+
+// owedFiles lists the files whose failed truncate's undo owes its commit.
+// idMu is a leaf: the files are listed under it, then asked each under
+// its file.mu alone.
+func (e *Engine) owedFiles() []*file {
+	e.idMu.RLock()
+	files := make([]*file, 0, len(e.byID))
+	for _, f := range e.byID {
+		files = append(files, f)
 	}
-	return nil
+	e.idMu.RUnlock()
+	owed := files[:0]
+	for _, f := range files {
+		if f.undoOwed() {
+			owed = append(owed, f)
+		}
+	}
+	return owed
+}
+
+// nameLocked is f's name, read under f.mu.
+func (f *file) nameLocked() string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.name
 }
 
 // Geometry is the device's geometry.

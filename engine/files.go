@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -233,6 +234,7 @@ func (e *Engine) dropFile(f *file) {
 	f.ext.each(func(x extent) bool { e.unmapped(x); return true })
 	f.ext = newExtentMap()
 	e.unpinTail(f) // a truncate in progress has nothing to put back
+	e.endUndo(f)   // nor one owing its undo's commit
 	f.mu.Unlock()
 }
 
@@ -463,7 +465,7 @@ func (h *File) writePieces(ctx context.Context, p []byte, off int64, extend bool
 		pos := off + int64(done)
 		piece := p[done:min(len(p), done+int(e.writePiece(pos)))]
 		charge := writeCharge(pos, int64(len(piece)))
-		if err := e.admit(ctx, charge); err != nil {
+		if err := e.admit(ctx, charge, f); err != nil {
 			return done, err
 		}
 		if testHookWritePiece != nil {
@@ -507,12 +509,23 @@ func (h *File) keepSize(old, pos int64, n int, err error) error {
 	if keep < h.Size() {
 		// Nothing lies past keep (wmu kept other writers out), but a
 		// record written back meanwhile may carry the grown size:
-		// log the size that holds, as a truncate does.
+		// log the size that holds, as a truncate does. Not while a
+		// failed truncate's undo owes its commit and has not begun
+		// writing it: then no record of the file carries a size
+		// (recordSize; the state began before this write took wmu,
+		// and only a checkpoint or the commit ends it), and a logged
+		// size would commit the undo's held records in recovery
+		// (replayOp) whether or not the undo is complete: a piece it
+		// failed to rewrite came back as a hole under the old size
+		// (TestUndoOwedFailedExtendingWriteCommitsNothing).
 		f.mu.Lock()
 		f.size = keep
+		sizeless := f.recordSize() == SizeUnknown
 		f.mu.Unlock()
-		if lerr := h.e.logSize(f, keep); lerr != nil {
-			err = errors.Join(err, lerr)
+		if !sizeless {
+			if lerr := h.e.logSize(f, keep); lerr != nil {
+				err = errors.Join(err, lerr)
+			}
 		}
 	}
 	return err
@@ -555,6 +568,9 @@ func (h *File) truncate(size int64, grow bool) error {
 	// number below the truncate's, which recovery would then cut.
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
+	if err := h.settleUndo(ctx); err != nil {
+		return fmt.Errorf("engine: truncate %q to %d: %w", f.name, size, err)
+	}
 	f.mu.Lock()
 	old := f.size
 	f.mu.Unlock()
@@ -622,8 +638,9 @@ func (h *File) truncate(size int64, grow bool) error {
 // changes nothing), so that the tail's record is the only one that
 // carries the new size; if it fails, the size goes back, the bytes the
 // zeros replaced within the old size go back into the cache, and those and
-// the rest of the range the record's size would cut are written back at
-// once (undoCut): the record may reach the device all the same. That is
+// the rest of the range the record's size would cut are written back,
+// then committed by one record under the old size (undoCut): the record
+// may reach the device all the same. That is
 // stricter than Linux: XFS sets the in-memory size first and returns the
 // flush's error with the new size in place but not logged (a crash brings
 // the old one back), and ext4 logs the size and leaves the zeroed block to
@@ -654,7 +671,7 @@ func (h *File) zeroTail(size, old int64) error {
 		saved = tail[:min(old, end)-size]
 	}
 	charge := writeCharge(size, end-size)
-	if err := e.admitTails(ctx, charge, true, minGCGain); err != nil {
+	if err := e.admitTails(ctx, charge, f, true, minGCGain); err != nil {
 		return fmt.Errorf("engine: truncate %q to %d: %w", f.name, size, err)
 	}
 	defer e.admitted.Add(-charge)
@@ -710,7 +727,8 @@ func (h *File) zeroTail(size, old int64) error {
 	// in the cache come back at once, in one hold of the cache's lock of
 	// the file: writeback takes the zeros (still dirty if their write
 	// failed) before, numbered under the new size as the truncate's tail,
-	// or the old bytes after, under the old size. The zeros under the
+	// or the old bytes after, without a size until undoCut commits
+	// (tailUndoing comes back with the old size). The zeros under the
 	// old size, durable before undoCut's records, were a file of the old
 	// size with zeros over its fsynced bytes; so was a checkpoint of the
 	// old size while the map held the zeros.
@@ -719,6 +737,7 @@ func (h *File) zeroTail(size, old int64) error {
 		f.mu.Lock()
 		f.size = old
 		f.tailPending, f.tailSeq = false, tailUndoing
+		f.undo = e.newUndoState(size, end, old)
 		e.restoreTail(f, blk)
 		f.mu.Unlock()
 		back = true
@@ -737,7 +756,7 @@ func (h *File) zeroTail(size, old int64) error {
 	if testHookTruncateUndo != nil {
 		testHookTruncateUndo(e, true)
 	}
-	if rerr := h.undoCut(size, end, old); rerr != nil {
+	if rerr := h.undoCut(ctx); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("engine: truncate %q: put the cut bytes back: %w", f.name, rerr))
 	}
 	return err
@@ -750,50 +769,303 @@ func (h *File) zeroTail(size, old int64) error {
 // did), and any later device flush, another file's fsync or a checkpoint
 // included, makes it durable: recovery then replays its size, cutting
 // every extent past end. So the bytes the file maps in [end, old) are made
-// dirty too and all of it is written back at once, under the old size, in
-// records numbered after the zeros': replayed after them, they map the old
-// bytes and the old size again, and nothing can make the zeros durable
-// without them any more. The cost is a rewrite of the cut range (holes
-// stay holes), on this error path only.
-func (h *File) undoCut(size, end, old int64) error {
+// dirty too and all of it is written back, in records numbered after the
+// zeros' (holes stay holes; the cost is a rewrite of the cut range, on
+// this error path only).
+//
+// Those records carry no size (file.recordSize): recovery holds their
+// extents back until a later record of the file carries a size
+// (Engine.replayRecord), so that a flush that makes only some of them
+// durable, with the zeros', cannot bring the file back at its old size
+// with zeros past the block, where the rest was cut. Once they are all
+// durable (written back and the device flushed), the tail's old bytes
+// are written once more, alone, in a record that carries the old size:
+// that one record is the commit point. Recovered before it, the file is
+// what the zeros' record says if it is durable (the truncated file, its
+// block's tail zeros) and the old file if not; after it, the old file.
+func (h *File) undoCut(ctx context.Context) (err error) {
 	e, f := h.e, h.f
-	ctx := context.Background()
-	var ranges [][2]int64
-	f.mu.RLock()
-	f.ext.lookup(end, max(0, old-end), func(x extent) {
-		if n := len(ranges); n > 0 && ranges[n-1][1] == x.off {
-			ranges[n-1][1] = x.end()
-		} else {
-			ranges = append(ranges, [2]int64{x.off, x.end()})
+	defer func() {
+		if err != nil {
+			e.settleLater(f) // the commit stays owed: try again later
 		}
-	})
+	}()
+	f.mu.RLock()
+	u := f.undo
+	var redo, commit bool
+	if u != nil {
+		redo, commit = !u.scanned || len(u.todo) > 0, u.commit
+	}
 	f.mu.RUnlock()
-	// A piece that fails is reported and skipped: the rest is put back
-	// all the same, and what was is written back and flushed.
+	if u == nil {
+		return nil // removed since (dropFile): nothing to put back
+	}
+	if u.old <= u.size && !commit {
+		// Nothing cut: the zeros' record carries a size no smaller,
+		// and the file's records may carry its size at once.
+		f.mu.Lock()
+		u.commit, commit = true, true
+		f.mu.Unlock()
+	}
 	var buf []byte
+	if !commit {
+		var errs error
+		if redo {
+			buf, errs = h.rewriteCut(u)
+		}
+		// A piece that failed is reported and the rest written back
+		// and flushed all the same, but not committed: the old size
+		// over a hole where the piece was cut would be worse than
+		// either the truncated file or the old one. The commit stays
+		// owed, and its next try rewrites the pieces that failed.
+		if err := h.flushUndo(ctx); err != nil || errs != nil {
+			return errors.Join(errs, err)
+		}
+		f.mu.Lock()
+		u.commit = true
+		f.mu.Unlock()
+	}
+	if u.old > u.size {
+		if buf == nil {
+			buf = make([]byte, e.writePiece(0))
+		}
+		if err := h.rewritePiece(u.size, buf[:min(u.old, u.end)-u.size]); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+	}
+	if err := h.flushUndo(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	f.mu.Lock()
+	if f.undo == u {
+		e.endUndo(f)
+	}
+	f.mu.Unlock()
+	e.idle.Signal() // a writer may wait for it (waitSettled)
+	return nil
+}
+
+// rewriteCut makes every byte f maps in [u.end, u.old) dirty again, for
+// undoCut, or on a later try the pieces that failed before (u.todo), and
+// returns its scratch buffer. A piece that fails is reported, kept in
+// u.todo and skipped: the rest is made dirty all the same. A client
+// write since (its records are numbered after the zeros' too) or a
+// piece made dirty again twice costs a rewrite, no more.
+func (h *File) rewriteCut(u *undoState) ([]byte, error) {
+	e, f := h.e, h.f
+	f.mu.RLock()
+	ranges := u.todo
+	if !u.scanned {
+		f.ext.lookup(u.end, max(0, u.old-u.end), func(x extent) {
+			if n := len(ranges); n > 0 && ranges[n-1][1] == x.off {
+				ranges[n-1][1] = x.end()
+			} else {
+				ranges = append(ranges, [2]int64{x.off, x.end()})
+			}
+		})
+	}
+	f.mu.RUnlock()
+	buf := make([]byte, e.writePiece(0))
 	var errs error
+	var failed [][2]int64
 	for _, r := range ranges {
 		for pos := r[0]; pos < r[1]; {
 			n := min(e.writePiece(pos), r[1]-pos)
-			if int64(len(buf)) < n {
-				buf = make([]byte, e.writePiece(0))
+			if err := h.rewritePiece(pos, buf[:n]); err != nil {
+				errs = errors.Join(errs, err)
+				failed = append(failed, [2]int64{pos, pos + n})
 			}
-			errs = errors.Join(errs, h.rewritePiece(pos, buf[:n]))
 			pos += n
 		}
 	}
-	if err := e.wb.FlushFile(ctx, f.id); err != nil {
-		return errors.Join(errs, fmt.Errorf("write back: %w", err))
+	f.mu.Lock()
+	u.scanned, u.todo = true, failed
+	f.mu.Unlock()
+	return buf, errs
+}
+
+// settleUndo writes the commit a failed truncate's undo still owes
+// (file.undo), if it owes one, before anything that must not pass it
+// (f.wmu held exclusive): an fsync, which would otherwise make the
+// undo's records durable without a commit and so for recovery to drop,
+// under the zeros' size (TestRev36UndoCommitFailsThenFsync), or another
+// truncate, whose own records and size must not mix with them.
+func (h *File) settleUndo(ctx context.Context) error {
+	if !h.f.undoOwed() {
+		return nil
 	}
-	// Durable before the truncate returns: the zeros' record was
-	// appended before them, and a device may persist a prefix of a
-	// zone's unflushed writes, so a crash could keep it without them
-	// and bring the file back cut after the truncate reported it as it
-	// was (TestTruncateFlushEIOThenTornCrashKeepsFile).
-	if err := e.flushDevice(ctx); err != nil {
-		return errors.Join(errs, fmt.Errorf("flush: %w", err))
+	if err := h.undoCut(ctx); err != nil {
+		return fmt.Errorf("a failed truncate's undo owes its commit: %w", err)
 	}
-	return errs
+	return nil
+}
+
+// settleOwed is settleUndo for a caller without f.wmu (an fsync): it
+// takes wmu only when the commit is owed, so fsyncs do not wait for
+// writes otherwise, and gives up waiting for it when ctx is done.
+func (h *File) settleOwed(ctx context.Context) error {
+	if !h.f.undoOwed() {
+		return nil
+	}
+	if err := lockContext(ctx, &h.f.wmu); err != nil {
+		return fmt.Errorf("wait for the file's writes: %w", err)
+	}
+	defer h.f.wmu.Unlock()
+	return h.settleUndo(ctx)
+}
+
+// lockContext locks mu exclusive, or returns ctx's error if ctx is done
+// first. A goroutine waits for the lock then, and hands it over or, the
+// caller gone, releases it at once.
+func lockContext(ctx context.Context, mu *sync.RWMutex) error {
+	if mu.TryLock() {
+		return nil
+	}
+	if ctx.Done() == nil {
+		mu.Lock()
+		return nil
+	}
+	got := make(chan struct{}) // unbuffered: a send is a handover
+	go func() {
+		mu.Lock()
+		select {
+		case got <- struct{}{}:
+		case <-ctx.Done():
+			mu.Unlock()
+		}
+	}()
+	select {
+	case <-got:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// The background settler's waits between tries (Engine.settleLater): from
+// settleRetryMin, doubling after each failed try, up to settleRetryMax.
+const (
+	settleRetryMin = 10 * time.Millisecond
+	settleRetryMax = time.Second
+)
+
+// testNoSettler, if set (by tests only), keeps failed truncates' undos
+// from being settled in the background: a test then sees the commit
+// owed until the file's fsync, truncate, Engine.Sync or a checkpoint.
+var testNoSettler bool
+
+// settleLater settles f's owed undo commit in the background, if it owes
+// one and no goroutine does so already: an owed commit keeps what the
+// undo's records replaced counted valid and GC away from the file's
+// zones, which a file that is overwritten but never fsynced would
+// otherwise keep for ever, on a healthy device too. The goroutine takes
+// f.wmu exclusive (holding no other lock) for each try, counted as an
+// operation (Engine.enter, so Close waits for a try in progress and
+// none starts after), and tries again after a wait that doubles with
+// each failure (settleRetryMin to settleRetryMax), or at once when a
+// writer short of space asks (settleSoon). It ends when the state does
+// (a try succeeded, a checkpoint saved the file, the file was removed)
+// or the engine closes.
+func (e *Engine) settleLater(f *file) {
+	if testNoSettler {
+		return
+	}
+	f.mu.Lock()
+	u := f.undo
+	start := u != nil && !u.settling
+	if start {
+		u.settling = true
+	}
+	f.mu.Unlock()
+	if start {
+		go e.settleInBackground(f, u)
+	}
+}
+
+// settleSoon ends the wait of f's background settler before its next
+// try, starting one if none runs.
+func (e *Engine) settleSoon(f *file) {
+	f.mu.RLock()
+	u := f.undo
+	f.mu.RUnlock()
+	if u == nil {
+		return
+	}
+	select {
+	case u.kick <- struct{}{}:
+	default:
+	}
+	e.settleLater(f)
+}
+
+// settleInBackground is settleLater's goroutine for f's undo state u.
+func (e *Engine) settleInBackground(f *file, u *undoState) {
+	h := &File{e: e, f: f}
+	wait := settleRetryMin
+	for failures := 0; ; failures++ {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-u.kick:
+		case <-e.closingCh:
+			t.Stop()
+			return
+		}
+		t.Stop()
+		if e.enter() != nil {
+			return // closing: its checkpoint saves the file
+		}
+		f.wmu.Lock()
+		var err error
+		if f.undoIs(u) {
+			err = h.undoCut(context.Background())
+		}
+		f.wmu.Unlock()
+		e.leave()
+		f.mu.Lock()
+		u.tries++
+		done := f.undo != u
+		f.mu.Unlock()
+		e.idle.Signal() // a writer short of space may wait for a try (waitSettled)
+		if done {
+			return
+		}
+		if failures == 0 {
+			e.log.Warn("engine: a failed truncate's undo still owes its commit; retrying in the background", "file", h.Name(), "err", err)
+		} else {
+			e.log.Debug("engine: an owed undo commit failed again", "file", h.Name(), "err", err, "failures", failures+1)
+		}
+		wait = min(2*wait, settleRetryMax)
+	}
+}
+
+// undoIs reports whether u is f's undo state.
+func (f *file) undoIs(u *undoState) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.undo == u
+}
+
+// undoOwed reports whether a failed truncate's undo owes f its commit.
+func (f *file) undoOwed() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.undo != nil
+}
+
+// flushUndo writes back the file's dirty data and flushes the device,
+// for undoCut: durable before the next step, since a device may persist
+// a later write and lose an earlier one (or a prefix of a zone's
+// unflushed writes), and before the truncate returns
+// (TestTruncateFlushEIOThenTornCrashKeepsFile).
+func (h *File) flushUndo(ctx context.Context) error {
+	if err := h.e.wb.FlushFile(ctx, h.f.id); err != nil {
+		return fmt.Errorf("write back: %w", err)
+	}
+	if err := h.e.flushDevice(ctx); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	return nil
 }
 
 // rewritePiece makes the file's bytes at pos (len(p), within one write
@@ -807,7 +1079,7 @@ func (h *File) rewritePiece(pos int64, p []byte) error {
 	charge := writeCharge(pos, int64(len(p)))
 	// Without waiting for truncates' tails: this is one settling (see
 	// admitTails).
-	if err := e.admitTails(ctx, charge, false, minGCGain); err != nil {
+	if err := e.admitTails(ctx, charge, f, false, minGCGain); err != nil {
 		return fmt.Errorf("at %d: %w", pos, err)
 	}
 	defer e.admitted.Add(-charge)
@@ -841,6 +1113,9 @@ func (h *File) SyncContext(ctx context.Context) error {
 		return err
 	}
 	defer h.e.leave()
+	if err := h.settleOwed(ctx); err != nil {
+		return fmt.Errorf("engine: sync %q: %w", h.f.name, err)
+	}
 	if err := h.e.wb.FlushFile(ctx, h.f.id); err != nil {
 		return fmt.Errorf("engine: sync %q: %w", h.f.name, err)
 	}
@@ -905,8 +1180,8 @@ func writeCharge(off, n int64) int64 {
 // writer then waits for that window to end (waitSettled) and tries
 // again, rather than report a full device the truncate is about to free
 // for GC.
-func (e *Engine) admit(ctx context.Context, charge int64) error {
-	return e.admitTails(ctx, charge, true, e.admitGain())
+func (e *Engine) admit(ctx context.Context, charge int64, own *file) error {
+	return e.admitTails(ctx, charge, own, true, e.admitGain())
 }
 
 // maxTailWaits bounds the truncate windows one admission waits for.
@@ -931,10 +1206,14 @@ const tailSettleWait = 10 * time.Second
 // being admitted: the zeros' record completes once submitted, and
 // WriteExtents submits what the ring holds before it waits for
 // anything; an undo runs under its own file's wmu, admits its rewrites
-// without waiting, and writes back and flushes only its own file. The
-// waiter holds no engine lock but its own file's wmu (admission holds
-// no reservation while it collects), and waits without the collector.
-func (e *Engine) admitTails(ctx context.Context, charge int64, waitTails bool, minGain int64) error {
+// without waiting, and writes back and flushes only its own file (so
+// does the background settler's try of an owed commit, whose wmu the
+// writer does not hold: own, the writer's file, is never waited for).
+// The waiter holds no engine lock but its own file's wmu (admission
+// holds no reservation while it collects), and waits without the
+// collector. Two writers each waiting for the settler of the other's
+// file wait out tailSettleWait, then report ENOSPC.
+func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTails bool, minGain int64) error {
 	flushed := false
 	waits := 0
 	var gcErr error // the last pass's, if the device failed it
@@ -961,7 +1240,7 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, waitTails bool, m
 		gcErr = err
 		if unsettled != nil && waitTails && waits < maxTailWaits {
 			waits++
-			if err := e.waitSettled(ctx, unsettled); err != nil {
+			if err := e.waitSettled(ctx, unsettled, own); err != nil {
 				return fmt.Errorf("engine: write of %d bytes: wait for a truncate GC skipped: %w", charge, err)
 			}
 			continue
@@ -985,17 +1264,35 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, waitTails bool, m
 	}
 }
 
-// waitSettled waits until f's truncate window has ended (tailUnsettled
-// is false), ctx is done (its error) or tailSettleWait has passed (nil:
+// waitSettled waits until f's truncate window has ended (tailSeq is 0
+// again), ctx is done (its error) or tailSettleWait has passed (nil:
 // the caller tries GC once more and, that failing, reports ENOSPC).
-func (e *Engine) waitSettled(ctx context.Context, f *file) error {
+//
+// A failed truncate's undo that owes its commit past the truncate
+// (tailSeq back at 0, file.undo still set) keeps GC from f too: its
+// background settler tries at once (settleSoon), and the writer waits
+// for that try to end, however it ends, unless f is the writer's own
+// file (own), whose wmu it holds and the settler needs: the settler
+// then tries once the write has returned.
+func (e *Engine) waitSettled(ctx context.Context, f, own *file) error {
 	if testHookTailWait != nil {
 		testHookTailWait(e)
 	}
+	f.mu.RLock()
+	u := f.undo
+	var tries int
+	if u != nil {
+		tries = u.tries
+	}
+	f.mu.RUnlock()
+	if u != nil {
+		e.settleSoon(f)
+	}
+	waitTry := u != nil && f != own && !testNoSettler
 	settled := func() bool {
 		f.mu.RLock()
 		defer f.mu.RUnlock()
-		return !f.tailUnsettled()
+		return f.tailSeq == 0 && (!waitTry || f.undo != u || u.tries != tries)
 	}
 	timer := time.NewTimer(tailSettleWait)
 	defer timer.Stop()

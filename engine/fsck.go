@@ -202,6 +202,11 @@ func Fsck(dev zns.Device) (*FsckReport, error) {
 				}
 			}
 		}
+		if r.size == SizeUnknown && !committed(cuts[f.id], r.seq) {
+			// A failed truncate's rewrite that never reached its
+			// commit point: recovery drops it (replayRecord).
+			continue
+		}
 		for _, x := range r.ext {
 			end := x.FileOff + int64(x.Len)
 			limit := int64(MaxFileSize)
@@ -230,6 +235,18 @@ func Fsck(dev zns.Device) (*FsckReport, error) {
 		rep.problem("%d more pieces of newer records that recovery does not map", lost-20)
 	}
 	return rep, nil
+}
+
+// committed reports whether one of a file's records or truncates (cuts)
+// numbered after seq sets its size, committing a record without a size
+// numbered seq (Engine.replayRecord).
+func committed(cuts []nsOp, seq uint64) bool {
+	for _, op := range cuts {
+		if op.seq > seq {
+			return true
+		}
+	}
+	return false
 }
 
 // fsckPiece is one extent a record whose header holds carries.

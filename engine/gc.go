@@ -1222,9 +1222,18 @@ func (e *Engine) mappedIn(z *zone) []live {
 			// the file's unsettled tail makes gather leave the zone.
 			// The header walk never finds it (no map points there),
 			// but it is counted valid (pinTail), so gather comes here.
+			// So are the extents an undo owing its commit replaced
+			// (undoState.replaced).
 			for _, x := range f.tailOld {
 				if x.dev >= lo && x.dev < hi {
 					out = append(out, live{file: f, x: x})
+				}
+			}
+			if f.undo != nil {
+				for _, x := range f.undo.replaced {
+					if x.dev >= lo && x.dev < hi {
+						out = append(out, live{file: f, x: x})
+					}
 				}
 			}
 		}

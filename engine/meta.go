@@ -218,6 +218,16 @@ type checkpointState struct {
 	// zoneWP maps a data zone to the bytes allocated in it at the
 	// checkpoint: recovery scans for newer records from there.
 	zoneWP map[int]int64
+	// owed are the undo states (file.undo) the snapshot saw owing
+	// their commits, not encoded: the checkpoint, once durable, saves
+	// each such file whole and ends its state (endOwed).
+	owed []owedUndo
+}
+
+// owedUndo is a file and the undo state it owed at a snapshot.
+type owedUndo struct {
+	f *file
+	u *undoState
 }
 
 // ckptExtSize is an extent's bytes in a checkpoint: file offset,

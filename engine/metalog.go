@@ -250,7 +250,29 @@ func (e *Engine) checkpointLocked() error {
 	e.stats.metaWritten.Add(BlockSize + n)
 	e.stats.ckptWritten.Add(BlockSize + n)
 	e.stats.checkpoints.Add(1)
+	e.endOwed(c.owed)
 	return nil
+}
+
+// endOwed ends the undo states a durable checkpoint saw owing their
+// commits (quiesce still held: no record was numbered since its
+// snapshot). Recovery starts from the checkpoint's map, the file as it
+// is, whole, so it acts as each one's commit: nothing numbered before it
+// is replayed, the zeros' record included, records of the file carry its
+// size again, and what the undo kept counted valid (replaced) is
+// garbage. A state that began after the snapshot (a truncate that
+// failed meanwhile) is not the one saved, and stays.
+func (e *Engine) endOwed(owed []owedUndo) {
+	for _, o := range owed {
+		o.f.mu.Lock()
+		if o.f.undo == o.u {
+			e.endUndo(o.f)
+		}
+		o.f.mu.Unlock()
+	}
+	if len(owed) > 0 {
+		e.idle.Signal() // a writer may wait for it (waitSettled)
+	}
 }
 
 // finishMetaHalf finishes whichever zone of metadata half h is active.
@@ -281,6 +303,9 @@ func (e *Engine) snapshot() *checkpointState {
 		f.mu.RLock()
 		cf := ckptFile{id: f.id, name: f.name, size: f.carriedSize(), ext: make([]extent, 0, f.ext.count())}
 		f.ext.each(func(x extent) bool { cf.ext = append(cf.ext, x); return true })
+		if f.undo != nil {
+			c.owed = append(c.owed, owedUndo{f: f, u: f.undo})
+		}
 		f.mu.RUnlock()
 		c.files = append(c.files, cf)
 	}

@@ -41,7 +41,11 @@ const (
 	// MaxRecordExtents is how many extents one header describes beside
 	// MaxRecordBlocks checksums.
 	MaxRecordExtents = (recFSOffset - recHdrFixed - MaxRecordBlocks*recSumSize) / recExtSize
-	// SizeUnknown is the file size a pad record carries. Data and GC
+	// SizeUnknown is the file size a pad record carries, and a data
+	// record of a file whose failed truncate's undo owes its commit
+	// (file.recordSize): recovery holds such a record's extents back
+	// until a later record or truncate of its file sets a size, and
+	// drops them if none does (Engine.replayRecord). Other data and GC
 	// records carry the file's size when they were built: after GC
 	// resets the zones of a file's data records, its GC records may be
 	// all that recovery finds of it.

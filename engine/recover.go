@@ -149,8 +149,11 @@ func (e *Engine) recover() error {
 		e.settleZone(z, rz, end, torn)
 	}
 
-	// 4. Replay in sequence order.
+	// 4. Replay in sequence order. What is held at the end was never
+	// committed (replayRecord).
 	sort.Slice(events, func(i, j int) bool { return events[i].seq < events[j].seq })
+	e.held = map[uint64][]extent{}
+	defer func() { e.held = nil }()
 	for _, ev := range events {
 		if ev.op != nil {
 			e.replayOp(*ev.op)
@@ -396,6 +399,7 @@ func (e *Engine) replayOp(op nsOp) {
 		e.byName[f.name] = f
 	case opRemove:
 		if f := e.byID[op.file]; f != nil {
+			delete(e.held, f.id)
 			delete(e.byID, f.id)
 			delete(e.byName, f.name)
 		}
@@ -410,6 +414,7 @@ func (e *Engine) replayOp(op nsOp) {
 		}
 	case opTruncate:
 		if f := e.byID[op.file]; f != nil {
+			e.commitHeld(f)
 			f.size = op.size
 			f.ext.truncate(op.size, nil)
 		}
@@ -419,27 +424,51 @@ func (e *Engine) replayOp(op nsOp) {
 }
 
 // replayRecord applies one data or GC record.
+//
+// A record without a size is a failed truncate's rewrite of the bytes it
+// cut (File.undoCut), which only the next record of the file that
+// carries a size commits: its extents are held back until then
+// (e.held), and a crash before the commit drops them. Replayed after the
+// zeros' record, whose size cut everything past the tail block, some of
+// them would otherwise bring the file back at its old size (carried by
+// the last of them) with the rest cut.
 func (e *Engine) replayRecord(h *RecordHeader, dev int64) {
 	hdr := dev - BlockSize
 	f := e.byID[h.File]
 	if f == nil {
 		return // removed later, or never created durably
 	}
+	if h.Size == SizeUnknown {
+		for _, x := range h.Extents {
+			e.held[f.id] = append(e.held[f.id], extent{off: x.FileOff, len: int64(x.Len), dev: dev, ver: x.Version, hdr: hdr})
+			dev += int64(x.Len)
+		}
+		return
+	}
+	e.commitHeld(f)
 	for _, x := range h.Extents {
 		f.ext.insert(extent{off: x.FileOff, len: int64(x.Len), dev: dev, ver: x.Version, hdr: hdr}, nil)
 		dev += int64(x.Len)
 	}
-	if h.Size != SizeUnknown {
-		// Every extent replayed so far is older than the record; a
-		// write makes the size cover its bytes before they are
-		// written, so those past the record's size were cut by a
-		// truncate: one whose log record may not have survived (the
-		// truncate's tail record, or a GC record of its file, carries
-		// the new size first). Half of it would show the old bytes
-		// when the file grows again.
-		f.size = int64(h.Size)
-		f.ext.truncate(f.size, nil)
+	// Every extent replayed so far is older than the record; a
+	// write makes the size cover its bytes before they are
+	// written, so those past the record's size were cut by a
+	// truncate: one whose log record may not have survived (the
+	// truncate's tail record, or a GC record of its file, carries
+	// the new size first). Half of it would show the old bytes
+	// when the file grows again.
+	f.size = int64(h.Size)
+	f.ext.truncate(f.size, nil)
+}
+
+// commitHeld maps the extents of f's records without a size that
+// replay held back (replayRecord), in their order: a record or a log
+// operation of f numbered after them that sets its size commits them.
+func (e *Engine) commitHeld(f *file) {
+	for _, x := range e.held[f.id] {
+		f.ext.insert(x, nil)
 	}
+	delete(e.held, f.id)
 }
 
 // recountValid derives every data zone's valid bytes from the mappings.

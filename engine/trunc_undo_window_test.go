@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"syscall"
 	"testing"
 )
@@ -246,4 +247,65 @@ func (r *truncGCRig) truncateFails(t *testing.T, ran *bool, crash string) {
 	sameBytes(t, "after the failed truncate", readAll(t, r.e, "a"), r.before)
 	checkValidCounts(t, r.e)
 	r.checkCopy(t, crash)
+}
+
+// TestTruncateUndoFlushMidRewrite: a failed truncate's rewrite of the
+// range its zeros' record cuts (undoCut) takes several records. A device
+// flush from elsewhere (another file's fsync, a checkpoint) after some
+// of them reached the device, then a crash, made the zeros' record and
+// those durable without the rest: the last of them carried the old
+// size, and the file came back at it with zeros past the tail block,
+// where the rest were cut. Each undo record in turn is where the flush
+// and the crash happen here: the copy must recover as the truncated
+// file or as the old one, and fsck must find nothing lost.
+func TestTruncateUndoFlushMidRewrite(t *testing.T) {
+	t.Cleanup(func() { testHookNumbered = nil })
+	for k := 1; ; k++ {
+		r := newTruncGCRig(t)
+		n := 0
+		testHookNumbered = func(e *Engine, ff *file) {
+			ff.mu.RLock()
+			undoing := ff.tailSeq == tailUndoing
+			ff.mu.RUnlock()
+			if ff != r.f.f || !undoing {
+				return
+			}
+			if n++; n != k {
+				return
+			}
+			// What is queued and in flight of the undo lands, and a
+			// flush makes it durable, with the zeros' record.
+			r.landFlushCopy(t)
+		}
+		emuOf(t, r.e).FailFlush(1)
+		if err := r.f.Truncate(5000); !errors.Is(err, syscall.EIO) {
+			t.Fatalf("truncate: %v, want EIO", err)
+		}
+		testHookNumbered = nil
+		if n < k {
+			// The tail's old bytes, at least one piece past the
+			// block, and the commit.
+			if n < 3 {
+				t.Fatalf("the undo wrote %d records, want at least 3", n)
+			}
+			return
+		}
+		sameBytes(t, "after the failed truncate", readAll(t, r.e, "a"), r.before)
+		what := fmt.Sprintf("a flush at undo record %d of %d, then a crash", k, n)
+		checkFsck(t, r.copyName)
+		r.checkCopy(t, what)
+	}
+}
+
+// landFlushCopy, in a hook as a record is numbered, lets what is queued
+// and in flight land, flushes the device (a flush from elsewhere) and
+// copies the image (a crash right after it). It reports with t.Error.
+func (r *truncGCRig) landFlushCopy(t *testing.T) {
+	e := r.e
+	_ = e.ring.Flush()
+	e.waitUntil(func() bool { return e.inflight.Load() <= 0 })
+	if err := e.flushDevice(t.Context()); err != nil {
+		t.Error(err)
+	}
+	r.copyImage(t)
 }

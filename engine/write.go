@@ -148,7 +148,7 @@ func (e *Engine) WriteExtents(fileID uint64, exts []cache.Extent, p writeback.Pe
 		op.hdr.Kind = KindData
 		op.hdr.File = fileID
 		seq, size := e.numberRecord(f)
-		op.hdr.Seq, op.hdr.Size = seq, uint64(size)
+		op.hdr.Seq, op.hdr.Size = seq, size
 		if testHookNumbered != nil {
 			testHookNumbered(e, f)
 		}
@@ -343,6 +343,11 @@ func (e *Engine) mapRecord(op *recordOp, off int64) {
 			if f.tailOld != nil {
 				e.relocateTailOld(f, ext)
 			}
+		} else if f.undo != nil && op.hdr.Size == SizeUnknown {
+			// A failed truncate's undo owes its commit: what this
+			// record replaces that a crash would map again stays
+			// counted valid (undoState.replaced).
+			op.z.valid.Add(f.ext.insert(ext, f.undo.keep))
 		} else {
 			op.z.valid.Add(f.ext.insert(ext, e.unmapped))
 		}
