@@ -638,9 +638,12 @@ func TestRingWantDefersWake(t *testing.T) {
 	copy(w.c.mapped, "missing")
 	atomic.StoreUint32(w.want, 3)
 	setFlag(w.r.cqFlags, CQWaiting|CQWant)
-	w.publish(t, Request{Tag: 1, Op: OpNop})
+	// The held stat goes first: were the nop taken alone and answered
+	// before it, every request taken would be answered at tail 1 and the
+	// all-answered rule would rightly wake the client (review rev48).
 	w.publish(t, Request{Tag: 2, Op: OpStat, Len: 7}) // held in a worker
 	<-held
+	w.publish(t, Request{Tag: 1, Op: OpNop})
 	awaitProgress(t, "the first nop's reply", 1, func() int64 { return int64(atomic.LoadUint32(w.r.cqTail)) })
 	// The reader posts and decides on the wake before it takes more:
 	// once the second nop is answered, the first's decision was made.
