@@ -186,3 +186,53 @@ func writeBeforeLateReply(t *testing.T, c *Client, h uint32, p []byte, release f
 	release()
 	return <-wrote
 }
+
+// A call waiting for a canceled call's late replies before it claims the
+// region waits within its own context: canceled there, it returns
+// context.Canceled without having put its name in the region, and the
+// call after it, once the late reply came, works.
+func TestCallWaitingForLateRepliesHonoursItsContext(t *testing.T) {
+	d := newDaemon(t)
+	for _, v := range hostileVersions {
+		t.Run(v.name, func(t *testing.T) {
+			ctx := context.Background()
+			c := v.dial(t, d.socket)
+			h, _, err := c.Open(ctx, "keep", OpenCreate)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.CloseFile(ctx, h); err != nil {
+				t.Fatal(err)
+			}
+			held, release := holdOp(t, OpRemove)
+			rctx, cancel := context.WithCancel(ctx)
+			errc := make(chan error, 1)
+			go func() { errc <- c.Remove(rctx, "gone") }()
+			<-held
+			cancel()
+			if err := <-errc; !errors.Is(err, context.Canceled) {
+				t.Fatalf("canceled Remove: %v, want context.Canceled", err)
+			}
+			waits := claimWaits(t)
+			sctx, scancel := context.WithCancel(ctx)
+			statc := make(chan error, 1)
+			go func() {
+				_, err := c.Stat(sctx, "keep")
+				statc <- err
+			}()
+			_, ctl := c.ctl()
+			untilRegion(ctl, []byte("keep"), waits)
+			scancel()
+			if err := <-statc; !errors.Is(err, context.Canceled) {
+				t.Fatalf("Stat canceled while it waited for a late reply: %v, want context.Canceled", err)
+			}
+			if !bytes.Equal(ctl[:4], []byte("gone")) {
+				t.Fatalf("the control area holds %q, want the pending Remove's name", ctl[:4])
+			}
+			release()
+			if _, err := c.Stat(ctx, "keep"); err != nil {
+				t.Fatalf("Stat(keep) after the late reply: %v", err)
+			}
+		})
+	}
+}
