@@ -77,24 +77,7 @@ func TestCanceledRemoveLeavesTheNextCallsNameAlone(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			ctx := context.Background()
 			c := v.dial(t, d.socket)
-			for _, name := range []string{"gone", "keep"} {
-				h, _, err := c.Open(ctx, name, OpenCreate)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := c.CloseFile(ctx, h); err != nil {
-					t.Fatal(err)
-				}
-			}
-			held, release := holdOp(t, OpRemove)
-			rctx, cancel := context.WithCancel(ctx)
-			errc := make(chan error, 1)
-			go func() { errc <- c.Remove(rctx, "gone") }()
-			<-held
-			cancel()
-			if err := <-errc; !errors.Is(err, context.Canceled) {
-				t.Fatalf("canceled Remove: %v, want context.Canceled", err)
-			}
+			release := cancelHeldRemove(t, c, "gone", "keep")
 			waits := claimWaits(t)
 			statc := make(chan error, 1)
 			go func() {
@@ -197,22 +180,7 @@ func TestCallWaitingForLateRepliesHonoursItsContext(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			ctx := context.Background()
 			c := v.dial(t, d.socket)
-			h, _, err := c.Open(ctx, "keep", OpenCreate)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := c.CloseFile(ctx, h); err != nil {
-				t.Fatal(err)
-			}
-			held, release := holdOp(t, OpRemove)
-			rctx, cancel := context.WithCancel(ctx)
-			errc := make(chan error, 1)
-			go func() { errc <- c.Remove(rctx, "gone") }()
-			<-held
-			cancel()
-			if err := <-errc; !errors.Is(err, context.Canceled) {
-				t.Fatalf("canceled Remove: %v, want context.Canceled", err)
-			}
+			release := cancelHeldRemove(t, c, "gone", "keep")
 			waits := claimWaits(t)
 			sctx, scancel := context.WithCancel(ctx)
 			statc := make(chan error, 1)
@@ -235,4 +203,32 @@ func TestCallWaitingForLateRepliesHonoursItsContext(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cancelHeldRemove creates the files names, then starts a Remove of
+// the first and cancels its context once the daemon holds it: the Remove
+// returns context.Canceled and leaves its request with the daemon, which
+// runs it once release is called.
+func cancelHeldRemove(t *testing.T, c *Client, names ...string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	for _, name := range names {
+		h, _, err := c.Open(ctx, name, OpenCreate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.CloseFile(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, release := holdOp(t, OpRemove)
+	rctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- c.Remove(rctx, names[0]) }()
+	<-held
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled Remove: %v, want context.Canceled", err)
+	}
+	return release
 }
