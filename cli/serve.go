@@ -54,7 +54,10 @@ dirty data cannot be written back (the device fails appends), it exits 1
 with one line saying how many files' unsynced data was lost; everything
 fsynced is on the device. A request stuck on a device that stopped
 answering is given up after its grace periods and a minute's wait: the
-daemon exits 1 saying so, and a write among them is answered ESHUTDOWN,
+daemon writes back and checkpoints without it (for at most 5 s more, as
+those may wait behind it), then exits 1 saying so and whether
+acknowledged data may not be durable, leaving the connections it still
+holds to the process's exit; a write among them is answered ESHUTDOWN,
 never OK.
 
 --format formats DEVICE first if it is not formatted yet; a formatted

@@ -262,7 +262,9 @@
 //     the record's flush too, a create and GC's reset only across the
 //     record (they wait for its flush without it, so concurrent creates
 //     share one flush: file.createFlush).
-//     Opening an existing file takes it shared. It is never held while
+//     Opening an existing file takes it shared. Close takes it only
+//     once it has stopped waiting for running operations, exclusive,
+//     around its last checkpoint. It is never held while
 //     taking a cache lock: Remove and
 //     Rename drop a file's cached data (cache.Forget) after releasing it,
 //     because a cold read holds the cache's file lock while ReadBacking
@@ -346,9 +348,11 @@
 // Closing. Every operation a caller starts (open, create, read, write,
 // fsync, truncate, rename, remove, Sync, SyncNamespace) is counted in
 // Engine.active (enter, leave: atomics, no lock) and fails with ErrClosed
-// once Close has set the closing bit there, which it does under nsMu
-// exclusive (so a namespace operation holding nsMu finishes first, and
-// none starts after). Close then wakes, holding no lock, every wait that
+// once Close has set the closing bit there, which it does first, under
+// no lock: an operation may hold nsMu or collector.mu across device I/O
+// (a durable remove's flush, a writer's GC pass) that never ends, and
+// Close must still refuse new operations and return. One admitted before
+// the bit is counted and waited for; none starts after. Close then wakes, holding no lock, every wait that
 // depends on the writeback it is about to stop: the cache's throttle and
 // its waits for memory (cache.Shut), admission's GC loop and its wait for
 // a truncate's window (Engine.closingCh); they return ErrClosed, holding
@@ -360,7 +364,15 @@
 // truncate's undo (undoCut) is not woken: it puts its file back first.
 // If its context ends first, Close sets a second bit in Engine.active
 // (abandonBit) before it writes back, and leaves the cache and the
-// device open: an operation whose success needs that writeback (a write,
+// device open (a running operation may still use them; process exit
+// releases them). It then writes back, settles GC and checkpoints
+// (under nsMu exclusive, so the snapshot sees no namespace change half
+// made) in a goroutine it waits for at most closeAbandonWait: each of
+// those may wait behind an operation still running (nsMu, collector.mu,
+// the group flush of an fsync); if they do not end in time they go on
+// in the background and Close's error says that acknowledged data since
+// the last fsync may not be durable (recovery replays the log). An
+// operation whose success needs that writeback (a write,
 // a deferred create or remove) and that ends after the bit is set fails
 // with ErrClosed (Engine.leaveAcked), so no write is acknowledged that
 // nothing writes back. Its leave and Close's setting of the bit are

@@ -122,7 +122,6 @@ type Engine struct {
 	idMu   sync.RWMutex
 	byID   map[uint64]*file
 	nextID uint64
-	closed bool
 	// active gates the operations callers start (see enter): it counts
 	// those running, with closingBit set once Close has begun and
 	// abandonBit once it stopped waiting for them, and closingCh is
@@ -748,14 +747,11 @@ func (e *Engine) CloseContext(ctx context.Context) error {
 }
 
 func (e *Engine) close(ctx context.Context) error {
-	e.nsMu.Lock()
-	if e.closed {
-		e.nsMu.Unlock()
-		return nil
-	}
-	e.closed = true
+	// The closing bit first, under no lock: an operation may hold nsMu
+	// or collector.mu across device I/O (a durable remove's flush, a
+	// writer's GC pass), and one that never ends must not keep Close
+	// from refusing new operations or from returning.
 	e.active.Or(closingBit)
-	e.nsMu.Unlock()
 	close(e.closingCh)
 	e.cache.Shut(ErrClosed)
 	running, drainErr := e.drain(ctx)
@@ -763,10 +759,28 @@ func (e *Engine) close(ctx context.Context) error {
 		// From here on, an operation still running acknowledges
 		// nothing that needs the writeback below (leaveAcked).
 		e.active.Or(abandonBit)
+		return e.closeAbandoned(running, drainErr)
 	}
+	errs := e.settleForClose(false)
+	e.cache.Close()
+	if err := e.dev.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	// The device is closed: no completion can arrive any more.
+	e.stopCompleter()
+	e.hdrs.close()
+	e.scratch.close()
+	return errors.Join(errs...)
+}
+
+// settleForClose writes everything back, stops the background work,
+// settles GC, flushes the device and, if all of that worked,
+// checkpoints. With operations still running (abandoned), it takes
+// nsMu for the checkpoint: the snapshot must not see a namespace change
+// half made.
+func (e *Engine) settleForClose(abandoned bool) []error {
 	var errs []error
-	ctx = context.Background()
-	if err := e.wb.SyncAll(ctx); err != nil {
+	if err := e.wb.SyncAll(context.Background()); err != nil {
 		errs = append(errs, newLostAtClose(err))
 	}
 	e.cancel()
@@ -778,22 +792,45 @@ func (e *Engine) close(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("engine: close: flush device: data written since the last fsync may not be durable: %w", err))
 	}
 	if len(errs) == 0 {
+		if abandoned {
+			e.nsMu.Lock()
+			defer e.nsMu.Unlock()
+		}
 		if err := e.checkpoint(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if drainErr != nil {
-		return errors.Join(append(errs, abandoned(running, len(errs) == 0, drainErr))...)
+	return errs
+}
+
+// closeAbandonWait bounds Close's writeback and checkpoint once it has
+// stopped waiting for running operations (its context done). They
+// usually take no longer than the device I/O they do, but each may wait
+// behind an operation still running: for nsMu a durable remove holds
+// across its flush, for collector.mu a writer's GC pass holds across
+// device I/O, for a group flush an fsync runs. An operation that never
+// ends (a device that stopped answering) would hold Close for ever.
+const closeAbandonWait = 5 * time.Second
+
+// closeAbandoned is the rest of Close once it stopped waiting for
+// running operations: it writes back and checkpoints all the same, for
+// at most closeAbandonWait, and leaves the cache's memory and the device
+// open (a running operation may still use them; process exit releases
+// them). If the writeback and checkpoint do not end in time they go on
+// in the background, and the error says that acknowledged data since the
+// last fsync may not be durable.
+func (e *Engine) closeAbandoned(running int64, cause error) error {
+	done := make(chan []error, 1)
+	go func() { done <- e.settleForClose(true) }()
+	t := time.NewTimer(closeAbandonWait)
+	defer t.Stop()
+	select {
+	case errs := <-done:
+		return errors.Join(append(errs, abandoned(running, len(errs) == 0, cause))...)
+	case <-t.C:
+		return fmt.Errorf("engine: close: stopped waiting for %s still running, then for %v for the writeback and checkpoint, which wait behind them (a device that stops answering): acknowledged data since the last fsync may not be durable (recovery replays the log); cache and device left open until the process exits: %w",
+			operations(running), closeAbandonWait, cause)
 	}
-	e.cache.Close()
-	if err := e.dev.Close(); err != nil {
-		errs = append(errs, err)
-	}
-	// The device is closed: no completion can arrive any more.
-	e.stopCompleter()
-	e.hdrs.close()
-	e.scratch.close()
-	return errors.Join(errs...)
 }
 
 // lostAtClose is Close's error when writeback fails for dirty data (the
@@ -946,16 +983,21 @@ func (e *Engine) drain(ctx context.Context) (int64, error) {
 // acknowledged was written back, flushed and checkpointed all the same
 // (if not, the errors joined to this one say what was lost).
 func abandoned(running int64, durable bool, cause error) error {
-	ops := "1 operation"
-	if running != 1 {
-		ops = fmt.Sprintf("%d operations", running)
-	}
+	ops := operations(running)
 	state := "all acknowledged data is durable"
 	if !durable {
 		state = "see the other errors for data not made durable"
 	}
 	return fmt.Errorf("engine: close: stopped waiting for %s still running: a write or deferred namespace change among them fails with ErrClosed (nothing writes it back); %s; cache and device left open: %w",
 		ops, state, cause)
+}
+
+// operations is "1 operation", "n operations".
+func operations(n int64) string {
+	if n == 1 {
+		return "1 operation"
+	}
+	return fmt.Sprintf("%d operations", n)
 }
 
 // blockPool is a fixed set of BlockSize buffers in page-aligned memory

@@ -4,10 +4,8 @@ package engine
 // writeback, no checkpoint, no device flush. Appends already submitted
 // finish (the emulated device's power cut then decides what survives).
 func (e *Engine) crashForTest() {
-	e.nsMu.Lock()
-	e.closed = true
+	e.closeOnce.Do(func() {}) // a later Close does nothing
 	e.active.Or(closingBit)
-	e.nsMu.Unlock()
 	e.cancel()
 	e.bg.Wait()
 	e.waitUntil(func() bool { return e.inflight.Load() == 0 })

@@ -50,9 +50,10 @@ type Client struct {
 	// pending is how many requests the synchronous calls submitted
 	// whose replies have not been received: those of a call whose wait
 	// was cut short (its context, a deadline). The daemon still runs
-	// them and writes their results into the region; the next call
-	// first waits for their replies (drain), so that they are neither
-	// taken for its own nor write over its data.
+	// them, reading what they left in the region and writing their
+	// results there; the next call waits for their replies (claim)
+	// before it puts anything in the region, so that they are neither
+	// taken for its own nor run on its names or data.
 	pending int
 	// With rings, a wait for replies sleeps on a futex, not the socket:
 	// these carry the context's deadline and cancellation to it, and
@@ -552,16 +553,15 @@ func (c *Client) sleep(r *clientRing) error {
 }
 
 // roundTrip sends c.reqs as one batch, tagged 1..n after c.tag, and
-// waits for every reply; replies land in c.reps in request order.
+// waits for every reply; replies land in c.reps in request order. The
+// caller has made the region its own (claim) before it put names or
+// data there.
 func (c *Client) roundTrip(ctx context.Context) error {
-	if err := c.usable(); err != nil {
+	if err := c.claim(ctx); err != nil {
 		return err
 	}
 	defer c.watch(ctx)()
 	var got [MaxBatch]Reply
-	if err := c.drain(got[:]); err != nil {
-		return err
-	}
 	base := c.tag
 	for i := range c.reqs {
 		c.tag++
@@ -604,6 +604,33 @@ func (c *Client) usable() error {
 	return nil
 }
 
+// claim makes the region the caller's (mu held): on a usable client, it
+// waits, within ctx, for the replies of the requests earlier calls cut
+// short (drain). Until those come the daemon may still run them, reading
+// the names and data they left in the region and writing their results
+// there, so a call claims the region before it copies anything into it:
+// a Remove left with the daemon would otherwise remove the name the next
+// call put in its place, a read land its bytes over the next write's.
+func (c *Client) claim(ctx context.Context) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if c.pending == 0 {
+		return nil
+	}
+	if hook := claimHook.Load(); hook != nil {
+		(*hook)()
+	}
+	defer c.watch(ctx)()
+	var got [MaxBatch]Reply
+	return c.drain(got[:])
+}
+
+// claimHook, set by tests, runs when a call begins to wait for the
+// replies of calls cut short before it: a test then knows the call has
+// started without waiting on a clock.
+var claimHook atomic.Pointer[func()]
+
 // drain waits for the replies of the requests that earlier calls cut
 // short left with the daemon (pending), and drops them: those calls have
 // returned, and until its reply comes a request may still write into the
@@ -638,9 +665,10 @@ func (c *Client) call(ctx context.Context, q Request) (Reply, error) {
 	return r, r.Status.Err()
 }
 
-// putNames copies names into the control area and sets q's range.
-func (c *Client) putNames(q *Request, first, second string) error {
-	if err := c.usable(); err != nil {
+// putNames claims the region, copies names into the control area and
+// sets q's range.
+func (c *Client) putNames(ctx context.Context, q *Request, first, second string) error {
+	if err := c.claim(ctx); err != nil {
 		return err
 	}
 	off, ctl := c.ctl()
@@ -659,7 +687,7 @@ func (c *Client) Open(ctx context.Context, name string, flags uint8) (uint32, in
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	q := Request{Op: OpOpen, Flags: flags}
-	if err := c.putNames(&q, name, ""); err != nil {
+	if err := c.putNames(ctx, &q, name, ""); err != nil {
 		return 0, 0, err
 	}
 	r, err := c.call(ctx, q)
@@ -707,7 +735,7 @@ func (c *Client) named(ctx context.Context, op Op, a, b string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	q := Request{Op: op}
-	if err := c.putNames(&q, a, b); err != nil {
+	if err := c.putNames(ctx, &q, a, b); err != nil {
 		return err
 	}
 	if _, err := c.call(ctx, q); err != nil {
@@ -727,7 +755,7 @@ func (c *Client) Stat(ctx context.Context, name string) (FileStat, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	q := Request{Op: OpStat}
-	if err := c.putNames(&q, name, ""); err != nil {
+	if err := c.putNames(ctx, &q, name, ""); err != nil {
 		return FileStat{}, err
 	}
 	r, err := c.call(ctx, q)
@@ -815,6 +843,12 @@ func (c *Client) transfer(ctx context.Context, op Op, h uint32, p []byte, off in
 	data := c.Data()
 	done := 0
 	for done < len(p) {
+		// Each batch: a batch cut short leaves its requests with the
+		// daemon, and the next (of a later call) copies into the same
+		// chunks.
+		if err := c.claim(ctx); err != nil {
+			return done, err
+		}
 		c.reqs = c.reqs[:0]
 		for i := 0; i < depth && done+i*chunk < len(p); i++ {
 			n := min(chunk, len(p)-done-i*chunk)

@@ -181,7 +181,9 @@ func acceptPause(last time.Duration) time.Duration {
 // finish (for up to the grace period, then cancels them, then after as
 // long again closes the engine to end those that ignore cancellation),
 // sends their replies and closes every connection. It returns nil after
-// such a shutdown. The caller closes the engine afterwards (which flushes
+// such a shutdown, or an error if connections were still open a grace
+// period after the engine was closed under them (it does not wait for
+// those). The caller closes the engine afterwards (which flushes
 // and checkpoints, or returns the result of the close shutdown did) and
 // closes l.
 func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
@@ -221,8 +223,7 @@ func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 		pause = 0
 		s.start(uc)
 	}
-	s.shutdown()
-	return acceptErr
+	return errors.Join(acceptErr, s.shutdown())
 }
 
 func (s *Server) start(uc *net.UnixConn) {
@@ -255,8 +256,11 @@ func (s *Server) start(uc *net.UnixConn) {
 
 // shutdown stops every connection: reading stops at once, in-flight
 // requests get the grace period, then are canceled; those still running
-// a grace period later are ended by closing the engine.
-func (s *Server) shutdown() {
+// a grace period later are ended by closing the engine. A connection
+// still open a grace period after that (a request stuck on a device that
+// stopped answering) is left to the process's exit: shutdown returns an
+// error that says so.
+func (s *Server) shutdown() error {
 	s.mu.Lock()
 	s.closing = true
 	conns := make([]*conn, 0, len(s.conns))
@@ -274,7 +278,7 @@ func (s *Server) shutdown() {
 	go func() { s.connWG.Wait(); close(done) }()
 	select {
 	case <-done:
-		return
+		return nil
 	case <-time.After(s.grace):
 	}
 	s.log.Warn("server: in-flight requests outlived the grace period; canceling them", "grace", s.grace)
@@ -285,7 +289,7 @@ func (s *Server) shutdown() {
 	s.mu.Unlock()
 	select {
 	case <-done:
-		return
+		return nil
 	case <-time.After(s.grace):
 	}
 	// Some engine operations take no context (a truncate, a namespace
@@ -298,7 +302,21 @@ func (s *Server) shutdown() {
 	if err := s.e.Close(); err != nil {
 		s.log.Warn("server: close engine", "err", err)
 	}
-	<-done
+	// Closing the engine ends what waited in it; a request stuck in
+	// device I/O that never completes (or that never reached the
+	// engine) still holds its connection. Waiting for it would keep the
+	// daemon from exiting: give it one more grace period, then leave it
+	// (and its region) to the process's exit.
+	select {
+	case <-done:
+		return nil
+	case <-time.After(s.grace):
+	}
+	s.mu.Lock()
+	left := len(s.conns)
+	s.mu.Unlock()
+	s.log.Error("server: connections outlived the engine's close; leaving them to the process's exit", "connections", left, "grace", s.grace)
+	return fmt.Errorf("server: shutdown: connections still open a grace period after the engine closed: %d (requests that ignore cancellation: a device that stopped answering?); not waiting for them", left)
 }
 
 // Connections is how many clients are connected.
