@@ -410,6 +410,16 @@ func (h *File) WriteAt(p []byte, off int64) (int, error) {
 // A piece that does not fit ends the write short, with ErrNoSpace, as a
 // kernel file system's write that runs out of space does.
 //
+// A write to a file whose failed truncate's undo owes its commit
+// (file.undo) writes the commit first, as an fsync does (settleUndo): it
+// costs a flush, after a failure only. While the commit is owed, GC
+// leaves every zone holding the file's data alone (tailUnsettled), and a
+// writer that waited for its own file's settler would wait for its own
+// wmu; overwrites without an fsync then filled a healthy device
+// (TestUndoOwedShiftedOverwritesFit). A commit that fails again fails
+// the write, with nothing written; its writeback error stays for the
+// file's fsync.
+//
 // A write still running when Close stops waiting for operations (see
 // CloseContext) fails with ErrClosed and reports 0 bytes: Close has
 // written back what it found, and nothing writes back what the write
@@ -433,16 +443,29 @@ func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (n int, 
 	f := h.f
 	end := off + int64(len(p))
 	f.wmu.RLock()
-	if end <= h.Size() {
-		// Within the size, which cannot change while wmu is shared.
+	settle := !testWriteLeavesOwed
+	if end <= h.Size() && !(settle && f.undoOwed()) {
+		// Within the size, which cannot change while wmu is shared,
+		// and no commit owed: one cannot begin while wmu is shared.
 		defer f.wmu.RUnlock()
 		return h.writePieces(ctx, p, off, false)
 	}
 	f.wmu.RUnlock()
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
+	if settle {
+		if err := h.settleUndo(ctx, false); err != nil {
+			return 0, fmt.Errorf("engine: write %q at %d: %w", h.Name(), off, err)
+		}
+	}
 	return h.writePieces(ctx, p, off, true)
 }
+
+// testWriteLeavesOwed, if set (by tests only), keeps writes from writing
+// their file's owed undo commit first: the tests of what the owed state
+// keeps of records numbered since it began (undoState.since, replaced)
+// overwrite the file while it is owed, as writes did before they settled.
+var testWriteLeavesOwed bool
 
 // writePiece returns how long the piece of a write that starts at pos may
 // be: up to the next multiple of the piece size, at least 256 KiB and the
