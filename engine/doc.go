@@ -147,10 +147,14 @@
 //     numbered before the state began) stays counted valid
 //     (undoState.replaced); copies numbered since are garbage once
 //     replaced, and a retry rewrites only the pieces that failed. The
-//     file's next fsync, truncate or Engine.Sync writes the commit
-//     first (File.settleUndo), or fails; a flush without it would make
-//     the held records durable for recovery to drop under the zeros'
-//     size. A background goroutine tries it too, with backoff, and at
+//     file's next fsync, truncate, write or Engine.Sync writes the
+//     commit first (File.settleUndo), or fails; a flush without it would
+//     make the held records durable for recovery to drop under the
+//     zeros' size, and writes that never waited for it filled a healthy
+//     device while GC left the file's zones alone. Only the fsync and
+//     the truncate take the file's writeback error on the way; a write,
+//     Engine.Sync and the settler leave it for the fsync, as above
+//     (writeback.FlushFileLeaveError). A background goroutine tries it too, with backoff, and at
 //     once for a writer short of space (Engine.settleLater,
 //     waitSettled); a checkpoint is the commit (its map is the whole
 //     file, and nothing before it is replayed), so a durable one ends
@@ -219,9 +223,9 @@
 //     writeback of the file (FlushFile) and the truncate's log record. Nothing below
 //     the cache takes it, so waiting for writeback under it is safe.
 //     An fsync (File.Sync, Engine.Sync, holding no other lock; it gives
-//     up the wait when its context ends) and the background settler
-//     (Engine.settleLater, holding no lock) take it exclusive only to
-//     write the commit a failed truncate's undo owes (File.settleUndo),
+//     up the wait when its context ends), a write within the size
+//     (holding no lock) and the background settler (Engine.settleLater,
+//     holding no lock) take it exclusive only to write the commit a failed truncate's undo owes (File.settleUndo),
 //     one file at a time. A writer short of space may wait for the
 //     settler's try on another file (waitSettled, bounded), never on its
 //     own, whose wmu it holds.

@@ -893,7 +893,9 @@ func (e *Engine) Sync(ctx context.Context) error {
 	// as it was before the truncate, or cut, as before the sync).
 	var errs []error
 	for _, f := range e.owedFiles() {
-		if err := (&File{e: e, f: f}).settleOwed(ctx); err != nil {
+		// Leaving each file's writeback error for its fsync, as
+		// SyncAll does.
+		if err := (&File{e: e, f: f}).settleOwed(ctx, false); err != nil {
 			errs = append(errs, fmt.Errorf("engine: sync %q: %w", f.nameLocked(), err))
 		}
 	}

@@ -410,6 +410,16 @@ func (h *File) WriteAt(p []byte, off int64) (int, error) {
 // A piece that does not fit ends the write short, with ErrNoSpace, as a
 // kernel file system's write that runs out of space does.
 //
+// A write to a file whose failed truncate's undo owes its commit
+// (file.undo) writes the commit first, as an fsync does (settleUndo): it
+// costs a flush, after a failure only. While the commit is owed, GC
+// leaves every zone holding the file's data alone (tailUnsettled), and a
+// writer that waited for its own file's settler would wait for its own
+// wmu; overwrites without an fsync then filled a healthy device
+// (TestUndoOwedShiftedOverwritesFit). A commit that fails again fails
+// the write, with nothing written; its writeback error stays for the
+// file's fsync.
+//
 // A write still running when Close stops waiting for operations (see
 // CloseContext) fails with ErrClosed and reports 0 bytes: Close has
 // written back what it found, and nothing writes back what the write
@@ -433,16 +443,29 @@ func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (n int, 
 	f := h.f
 	end := off + int64(len(p))
 	f.wmu.RLock()
-	if end <= h.Size() {
-		// Within the size, which cannot change while wmu is shared.
+	settle := !testWriteLeavesOwed
+	if end <= h.Size() && !(settle && f.undoOwed()) {
+		// Within the size, which cannot change while wmu is shared,
+		// and no commit owed: one cannot begin while wmu is shared.
 		defer f.wmu.RUnlock()
 		return h.writePieces(ctx, p, off, false)
 	}
 	f.wmu.RUnlock()
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
+	if settle {
+		if err := h.settleUndo(ctx, false); err != nil {
+			return 0, fmt.Errorf("engine: write %q at %d: %w", h.Name(), off, err)
+		}
+	}
 	return h.writePieces(ctx, p, off, true)
 }
+
+// testWriteLeavesOwed, if set (by tests only), keeps writes from writing
+// their file's owed undo commit first: the tests of what the owed state
+// keeps of records numbered since it began (undoState.since, replaced)
+// overwrite the file while it is owed, as writes did before they settled.
+var testWriteLeavesOwed bool
 
 // writePiece returns how long the piece of a write that starts at pos may
 // be: up to the next multiple of the piece size, at least 256 KiB and the
@@ -568,7 +591,7 @@ func (h *File) truncate(size int64, grow bool) error {
 	// number below the truncate's, which recovery would then cut.
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
-	if err := h.settleUndo(ctx); err != nil {
+	if err := h.settleUndo(ctx, true); err != nil {
 		return fmt.Errorf("engine: truncate %q to %d: %w", f.name, size, err)
 	}
 	f.mu.Lock()
@@ -756,7 +779,7 @@ func (h *File) zeroTail(size, old int64) error {
 	if testHookTruncateUndo != nil {
 		testHookTruncateUndo(e, true)
 	}
-	if rerr := h.undoCut(ctx); rerr != nil {
+	if rerr := h.undoCut(ctx, true); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("engine: truncate %q: put the cut bytes back: %w", f.name, rerr))
 	}
 	return err
@@ -783,7 +806,10 @@ func (h *File) zeroTail(size, old int64) error {
 // that one record is the commit point. Recovered before it, the file is
 // what the zeros' record says if it is durable (the truncated file, its
 // block's tail zeros) and the old file if not; after it, the old file.
-func (h *File) undoCut(ctx context.Context) (err error) {
+//
+// take says whether its writeback takes the file's unreported writeback
+// error (flushUndo).
+func (h *File) undoCut(ctx context.Context, take bool) (err error) {
 	e, f := h.e, h.f
 	defer func() {
 		if err != nil {
@@ -818,7 +844,7 @@ func (h *File) undoCut(ctx context.Context) (err error) {
 		// over a hole where the piece was cut would be worse than
 		// either the truncated file or the old one. The commit stays
 		// owed, and its next try rewrites the pieces that failed.
-		if err := h.flushUndo(ctx); err != nil || errs != nil {
+		if err := h.flushUndo(ctx, take); err != nil || errs != nil {
 			return errors.Join(errs, err)
 		}
 		f.mu.Lock()
@@ -833,7 +859,7 @@ func (h *File) undoCut(ctx context.Context) (err error) {
 			return fmt.Errorf("commit: %w", err)
 		}
 	}
-	if err := h.flushUndo(ctx); err != nil {
+	if err := h.flushUndo(ctx, take); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	f.mu.Lock()
@@ -888,22 +914,27 @@ func (h *File) rewriteCut(u *undoState) ([]byte, error) {
 // (file.undo), if it owes one, before anything that must not pass it
 // (f.wmu held exclusive): an fsync, which would otherwise make the
 // undo's records durable without a commit and so for recovery to drop,
-// under the zeros' size (TestRev36UndoCommitFailsThenFsync), or another
-// truncate, whose own records and size must not mix with them.
-func (h *File) settleUndo(ctx context.Context) error {
+// under the zeros' size (TestRev36UndoCommitFailsThenFsync), another
+// truncate, whose own records and size must not mix with them, or a
+// write (writeSettled). take is undoCut's: only the file's fsync and
+// truncate take its unreported writeback error; a write, Engine.Sync and
+// the background settler leave it for the fsync (doc.go, crash
+// consistency).
+func (h *File) settleUndo(ctx context.Context, take bool) error {
 	if !h.f.undoOwed() {
 		return nil
 	}
-	if err := h.undoCut(ctx); err != nil {
+	if err := h.undoCut(ctx, take); err != nil {
 		return fmt.Errorf("a failed truncate's undo owes its commit: %w", err)
 	}
 	return nil
 }
 
-// settleOwed is settleUndo for a caller without f.wmu (an fsync): it
-// takes wmu only when the commit is owed, so fsyncs do not wait for
-// writes otherwise, and gives up waiting for it when ctx is done.
-func (h *File) settleOwed(ctx context.Context) error {
+// settleOwed is settleUndo for a caller without f.wmu (an fsync,
+// Engine.Sync): it takes wmu only when the commit is owed, so fsyncs do
+// not wait for writes otherwise, and gives up waiting for it when ctx is
+// done.
+func (h *File) settleOwed(ctx context.Context, take bool) error {
 	if !h.f.undoOwed() {
 		return nil
 	}
@@ -911,7 +942,7 @@ func (h *File) settleOwed(ctx context.Context) error {
 		return fmt.Errorf("wait for the file's writes: %w", err)
 	}
 	defer h.f.wmu.Unlock()
-	return h.settleUndo(ctx)
+	return h.settleUndo(ctx, take)
 }
 
 // lockContext locks mu exclusive, or returns ctx's error if ctx is done
@@ -1018,7 +1049,7 @@ func (e *Engine) settleInBackground(f *file, u *undoState) {
 		f.wmu.Lock()
 		var err error
 		if f.undoIs(u) {
-			err = h.undoCut(context.Background())
+			err = h.undoCut(context.Background(), false) // the fsync's error
 		}
 		f.wmu.Unlock()
 		e.leave()
@@ -1057,9 +1088,17 @@ func (f *file) undoOwed() bool {
 // for undoCut: durable before the next step, since a device may persist
 // a later write and lose an earlier one (or a prefix of a zone's
 // unflushed writes), and before the truncate returns
-// (TestTruncateFlushEIOThenTornCrashKeepsFile).
-func (h *File) flushUndo(ctx context.Context) error {
-	if err := h.e.wb.FlushFile(ctx, h.f.id); err != nil {
+// (TestTruncateFlushEIOThenTornCrashKeepsFile). With take false it
+// leaves the file's unreported writeback error for its fsync
+// (writeback.FlushFileLeaveError): the undo's caller is not the fsync
+// then, and what it took no fsync would report
+// (TestSettlerLeavesWritebackErrorToFsync).
+func (h *File) flushUndo(ctx context.Context, take bool) error {
+	flush := h.e.wb.FlushFileLeaveError
+	if take {
+		flush = h.e.wb.FlushFile
+	}
+	if err := flush(ctx, h.f.id); err != nil {
 		return fmt.Errorf("write back: %w", err)
 	}
 	if err := h.e.flushDevice(ctx); err != nil {
@@ -1113,7 +1152,7 @@ func (h *File) SyncContext(ctx context.Context) error {
 		return err
 	}
 	defer h.e.leave()
-	if err := h.settleOwed(ctx); err != nil {
+	if err := h.settleOwed(ctx, true); err != nil {
 		return fmt.Errorf("engine: sync %q: %w", h.f.name, err)
 	}
 	if err := h.e.wb.FlushFile(ctx, h.f.id); err != nil {

@@ -515,6 +515,10 @@ func TestUndoOwedCheckpointEndsIt(t *testing.T) {
 // the flusher would), without an fsync.
 func (r *truncGCRig) writeBack(t *testing.T, p []byte) {
 	t.Helper()
+	// An overwrite while the commit is owed (a write settles it first
+	// otherwise: WriteAtContext).
+	testWriteLeavesOwed = true
+	defer func() { testWriteLeavesOwed = false }()
 	if _, err := r.f.WriteAt(p, 16384); err != nil {
 		t.Fatal(err)
 	}

@@ -64,3 +64,43 @@ func TestFlushFileReportsAFailureItWaitedFor(t *testing.T) {
 		t.Errorf("%d bytes dirty; want all %d (failed writes stay dirty)", d, 64<<10)
 	}
 }
+
+// TestFlushFileLeaveErrorLeavesItForFlushFile: a flush on the file's
+// behalf that its client did not ask for (the engine's background
+// settler, say) writes back data whose earlier writeback failed, and
+// succeeds; the failure is still the file's own FlushFile's (its fsync)
+// to report, once.
+func TestFlushFileLeaveErrorLeavesItForFlushFile(t *testing.T) {
+	store := &holdStore{calls: make(chan struct{}, 64), fail: true}
+	w, c := newTestWriteback(t, store, Config{})
+	ctx := context.Background()
+	if _, err := c.Write(ctx, 1, 0, make([]byte, 64<<10), nil); err != nil {
+		t.Fatal(err)
+	}
+	bg := w.start(1) // background writeback, which fails
+	if bg == nil {
+		t.Fatal("nothing to write back")
+	}
+	<-store.calls
+	store.release()
+	if err := w.wait(bg); err == nil {
+		t.Fatal("the background flush did not fail")
+	}
+	store.fail = false
+	res := make(chan error, 1)
+	go func() { res <- w.FlushFileLeaveError(ctx, 1) }()
+	<-store.calls
+	store.release()
+	if err := <-res; err != nil {
+		t.Fatalf("FlushFileLeaveError of data that now reached the store: %v", err)
+	}
+	if d := c.DirtyBytes(); d != 0 {
+		t.Fatalf("%d bytes still dirty", d)
+	}
+	if err := w.FlushFile(ctx, 1); err == nil {
+		t.Error("FlushFile after FlushFileLeaveError returned nil; the failed writeback was reported to nobody")
+	}
+	if err := w.FlushFile(ctx, 1); err != nil {
+		t.Errorf("the second FlushFile: %v, want nil (reported once)", err)
+	}
+}

@@ -25,9 +25,10 @@
 //     FlushFile called before a failure of its file reports it, not only
 //     the first to ask (Linux's errseq_t does the same for each open
 //     file): an fsync and a sync of everything waiting for the same
-//     failed writeback both fail. SyncAll reports the failures during
-//     it but leaves each file's error to the file's own FlushFile, as
-//     syncfs leaves each open file's errseq alone.
+//     failed writeback both fail. SyncAll and FlushFileLeaveError
+//     report the failures during them but leave each file's error to
+//     the file's own FlushFile, as syncfs leaves each open file's
+//     errseq alone.
 //   - FlushFile returns only when every byte of the file that was dirty
 //     when it was called is on the device or its error is returned.
 //   - The background flusher's failures are logged once per episode (a
@@ -332,10 +333,19 @@ func (w *Writeback) FlushFile(ctx context.Context, file uint64) error {
 	return w.flushFile(ctx, file, true)
 }
 
-// flushFile is FlushFile; with take false (SyncAll) it reports the
-// file's failures since its call but leaves the unreported error for the
-// file's own FlushFile (its fsync), as Linux's syncfs leaves each open
-// file's errseq alone.
+// FlushFileLeaveError is FlushFile for a flush the file's client did not
+// ask for (the engine's own, on the file's behalf: a sync of everything,
+// a background retry): it reports the file's failures since its call but
+// leaves the unreported error for the file's own FlushFile (its fsync),
+// as SyncAll does.
+func (w *Writeback) FlushFileLeaveError(ctx context.Context, file uint64) error {
+	return w.flushFile(ctx, file, false)
+}
+
+// flushFile is FlushFile; with take false (SyncAll, FlushFileLeaveError)
+// it reports the file's failures since its call but leaves the
+// unreported error for the file's own FlushFile (its fsync), as Linux's
+// syncfs leaves each open file's errseq alone.
 func (w *Writeback) flushFile(ctx context.Context, file uint64, take bool) error {
 	since := w.failSeq.Load()
 	p := w.getPipe()
