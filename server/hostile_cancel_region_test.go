@@ -78,14 +78,7 @@ func TestCanceledRemoveLeavesTheNextCallsNameAlone(t *testing.T) {
 			ctx := context.Background()
 			c := v.dial(t, d.socket)
 			release := cancelHeldRemove(t, c, "gone", "keep")
-			waits := claimWaits(t)
-			statc := make(chan error, 1)
-			go func() {
-				_, err := c.Stat(ctx, "keep")
-				statc <- err
-			}()
-			_, ctl := c.ctl()
-			untilRegion(ctl, []byte("keep"), waits)
+			statc := statWaitingForLateReplies(ctx, t, c, "keep")
 			release()
 			if err := <-statc; err != nil {
 				t.Errorf("Stat(keep) after a canceled Remove(gone): %v", err)
@@ -181,19 +174,13 @@ func TestCallWaitingForLateRepliesHonoursItsContext(t *testing.T) {
 			ctx := context.Background()
 			c := v.dial(t, d.socket)
 			release := cancelHeldRemove(t, c, "gone", "keep")
-			waits := claimWaits(t)
 			sctx, scancel := context.WithCancel(ctx)
-			statc := make(chan error, 1)
-			go func() {
-				_, err := c.Stat(sctx, "keep")
-				statc <- err
-			}()
-			_, ctl := c.ctl()
-			untilRegion(ctl, []byte("keep"), waits)
+			statc := statWaitingForLateReplies(sctx, t, c, "keep")
 			scancel()
 			if err := <-statc; !errors.Is(err, context.Canceled) {
 				t.Fatalf("Stat canceled while it waited for a late reply: %v, want context.Canceled", err)
 			}
+			_, ctl := c.ctl()
 			if !bytes.Equal(ctl[:4], []byte("gone")) {
 				t.Fatalf("the control area holds %q, want the pending Remove's name", ctl[:4])
 			}
@@ -209,6 +196,22 @@ func TestCallWaitingForLateRepliesHonoursItsContext(t *testing.T) {
 // the first and cancels its context once the daemon holds it: the Remove
 // returns context.Canceled and leaves its request with the daemon, which
 // runs it once release is called.
+// statWaitingForLateReplies starts a Stat of name on c and returns once
+// the Stat waits for a canceled call's late replies (its name not yet in
+// the control area); its result comes on the channel.
+func statWaitingForLateReplies(ctx context.Context, t *testing.T, c *Client, name string) <-chan error {
+	t.Helper()
+	waits := claimWaits(t)
+	statc := make(chan error, 1)
+	go func() {
+		_, err := c.Stat(ctx, name)
+		statc <- err
+	}()
+	_, ctl := c.ctl()
+	untilRegion(ctl, []byte(name), waits)
+	return statc
+}
+
 func cancelHeldRemove(t *testing.T, c *Client, names ...string) (release func()) {
 	t.Helper()
 	ctx := context.Background()
