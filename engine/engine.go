@@ -350,12 +350,12 @@ type undoState struct {
 	// record numbered while it owes its commit.
 	since uint64
 	// scanned: the mapped ranges of [end, old) were made dirty again,
-	// but for todo, the pieces that failed (a read or an admission):
+	// but for failedPieces, the pieces that failed (a read or an admission):
 	// the next try rewrites those only. Each try's copies of the rest
 	// would otherwise pile up, and after a few flaky tries fill the
 	// device (TestUndoOwedRetriesDoNotFillDevice).
-	scanned bool
-	todo    [][2]int64
+	scanned      bool
+	failedPieces [][2]int64
 	// commit: the rewrite is durable (written back and flushed) and the
 	// file's records carry its size again; the first durable one of
 	// them commits the rewrite in recovery.

@@ -820,7 +820,7 @@ func (h *File) undoCut(ctx context.Context, take bool) (err error) {
 	u := f.undo
 	var redo, commit bool
 	if u != nil {
-		redo, commit = !u.scanned || len(u.todo) > 0, u.commit
+		redo, commit = !u.scanned || len(u.failedPieces) > 0, u.commit
 	}
 	f.mu.RUnlock()
 	if u == nil {
@@ -872,15 +872,15 @@ func (h *File) undoCut(ctx context.Context, take bool) (err error) {
 }
 
 // rewriteCut makes every byte f maps in [u.end, u.old) dirty again, for
-// undoCut, or on a later try the pieces that failed before (u.todo), and
+// undoCut, or on a later try the pieces that failed before (u.failedPieces), and
 // returns its scratch buffer. A piece that fails is reported, kept in
-// u.todo and skipped: the rest is made dirty all the same. A client
+// u.failedPieces and skipped: the rest is made dirty all the same. A client
 // write since (its records are numbered after the zeros' too) or a
 // piece made dirty again twice costs a rewrite, no more.
 func (h *File) rewriteCut(u *undoState) ([]byte, error) {
 	e, f := h.e, h.f
 	f.mu.RLock()
-	ranges := u.todo
+	ranges := u.failedPieces
 	if !u.scanned {
 		f.ext.lookup(u.end, max(0, u.old-u.end), func(x extent) {
 			if n := len(ranges); n > 0 && ranges[n-1][1] == x.off {
@@ -905,7 +905,7 @@ func (h *File) rewriteCut(u *undoState) ([]byte, error) {
 		}
 	}
 	f.mu.Lock()
-	u.scanned, u.todo = true, failed
+	u.scanned, u.failedPieces = true, failed
 	f.mu.Unlock()
 	return buf, errs
 }
