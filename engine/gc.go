@@ -459,6 +459,12 @@ func (c *collector) passLocked(gainDiv, minGain int64) (bool, error) {
 	if ok, err := c.resetEmpty(); ok || err != nil {
 		return ok, err
 	}
+	// A victim the device fails (a read of a damaged zone, a copy's
+	// append) is left full and the next candidate tried: the error is
+	// the pass's only if no other victim frees a zone. A pass that
+	// stopped at it failed every writer short of space on a zone that
+	// kept failing, which the policy picks first every time.
+	var victimErr error
 	for _, victim := range c.pick(gainDiv, minGain) {
 		// Mark first, then look for writers (placement announces a
 		// writer first, then looks at the state): a zone still being
@@ -472,8 +478,14 @@ func (c *collector) passLocked(gainDiv, minGain int64) (bool, error) {
 			continue
 		}
 		ok, err := c.collectSoon(victim, minGain)
-		if err != nil || ok {
+		if ok {
 			return ok, err
+		}
+		if err != nil {
+			if victimErr == nil {
+				victimErr = err
+			}
+			continue
 		}
 		// Not reclaimed, or only its reset logged (resetSoon): the
 		// next candidate's relocation flush settles it. So the first
@@ -485,12 +497,20 @@ func (c *collector) passLocked(gainDiv, minGain int64) (bool, error) {
 		// A victim's reset is logged and no later copy covered it:
 		// a flush of its own frees it (a pass reports only a zone it
 		// freed).
-		return c.settle(true)
+		ok, err := c.settle(true)
+		if ok {
+			return ok, err
+		}
+		return false, errors.Join(victimErr, err)
 	}
 	if gainDiv == gcUrgent {
-		return c.sealIdle(minGain)
+		ok, err := c.sealIdle(minGain)
+		if ok {
+			return ok, err
+		}
+		return false, errors.Join(victimErr, err)
 	}
-	return false, nil
+	return false, victimErr
 }
 
 // sealIdle is a writer's last resort when no full zone's reclaim gains
