@@ -1,0 +1,176 @@
+package server_test
+
+// Faults while fio runs against the real daemon: SIGTERM in the middle
+// of heavy writeback, and the file fio writes removed under it by
+// another client.
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zonefold/zonefold/server"
+)
+
+// startFio starts fio with args against d, its output in the returned
+// buffer; wait returns its exit error, failing the test if fio has not
+// ended within limit (fio hung on a daemon that went away or refused it).
+func startFio(t *testing.T, args ...string) (out *bytes.Buffer, wait func(limit time.Duration) error) {
+	t.Helper()
+	fio, _ := fioEnv(t)
+	cmd := exec.Command(fio, args...)
+	cmd.Dir = t.TempDir()
+	out = &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			for _, pid := range descendants(cmd.Process.Pid) {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	return out, func(limit time.Duration) error {
+		t.Helper()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(limit):
+			stacks := processStacks(cmd.Process.Pid)
+			t.Fatalf("fio did not end within %v\nfio output:\n%s\nfio's kernel stacks:\n%s", limit, out, stacks)
+			return nil
+		}
+	}
+}
+
+// awaitRequests waits until the daemon has taken in and answered at
+// least n requests in all (its metrics), failing if it stands still for
+// noProgress first.
+func awaitRequests(t *testing.T, d *daemonProc, n int64) {
+	t.Helper()
+	last, since := d.progress(), time.Now()
+	for last < n {
+		time.Sleep(20 * time.Millisecond)
+		if p := d.progress(); p != last {
+			last, since = p, time.Now()
+			continue
+		}
+		if time.Since(since) > noProgress {
+			t.Fatalf("the daemon stands at %d of %d requests for %v\n%s", last, n, noProgress, d.stderr)
+		}
+	}
+}
+
+// TestFioSIGTERMDuringHeavyWriteback: SIGTERM reaches the daemon while
+// fio, 64 deep, keeps its cache full of dirty data and never fsyncs. The
+// daemon must write everything back, checkpoint and exit 0 within its
+// grace periods; fio must end (with an error: its daemon went away), not
+// hang; fsck must find the device clean; and the next daemon must serve
+// the file, every block of which fio was told was written.
+func TestFioSIGTERMDuringHeavyWriteback(t *testing.T) {
+	_, engine := fioEnv(t)
+	d := newServe(t)
+	out, wait := startFio(t, "--name=heavy", "--ioengine=external:"+engine, "--sock="+d.socket,
+		"--filename=heavy", "--rw=randwrite", "--bs=64k", "--size=512m", "--iodepth=64",
+		"--time_based=1", "--runtime=60")
+	awaitRequests(t, d, 20000) // well past the 64 MiB cache's worth
+	d.stop()                   // SIGTERM: exit 0 with a checkpoint, or the test fails
+	if err := wait(time.Minute); err == nil && !strings.Contains(out.String(), "err=") {
+		t.Fatalf("fio ended cleanly though its daemon stopped under it:\n%s", out)
+	}
+	for _, bad := range []string{"double free", "SIGSEGV", "core dumped"} {
+		if strings.Contains(out.String(), bad) {
+			t.Fatalf("fio: %q in its output:\n%s", bad, out)
+		}
+	}
+	fsck := exec.Command(os.Args[0], "fsck", d.device)
+	fsck.Env = append(os.Environ(), "ZONEFOLD_TEST_MAIN=zonefold")
+	if b, err := fsck.CombinedOutput(); err != nil {
+		t.Fatalf("fsck after SIGTERM during writeback: %v\n%s", err, b)
+	}
+	d = startServe(t, d.device, d.socket)
+	ctx := context.Background()
+	c, err := server.Dial(ctx, d.socket, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Stat(ctx, "heavy")
+	if err != nil || st.Size != 512<<20 {
+		t.Fatalf("heavy after the restart: %+v, %v; want its 512 MiB", st, err)
+	}
+	h, _, err := c.Open(ctx, "heavy", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 256<<10)
+	for off := int64(0); off < st.Size; off += int64(len(buf)) {
+		if _, err := c.ReadAt(ctx, h, buf, off); err != nil {
+			t.Fatalf("read heavy at %d after the restart: %v", off, err)
+		}
+	}
+	c.Close()
+	d.stop()
+}
+
+// TestFioFileRemovedWhileWriting: another client removes the file fio is
+// writing, again and again, while fio's 64 reads and writes are in
+// flight. fio's requests fail with ENOENT (a removed file's handles do,
+// docs/protocol.md) and nothing else, and it must end; the daemon
+// must go on serving (a verified job on another file) and stop cleanly.
+func TestFioFileRemovedWhileWriting(t *testing.T) {
+	_, engine := fioEnv(t)
+	d := newServe(t)
+	out, wait := startFio(t, "--name=victim", "--ioengine=external:"+engine, "--sock="+d.socket,
+		"--filename=victim", "--rw=randrw", "--bs=16k", "--size=32m", "--iodepth=64",
+		"--time_based=1", "--runtime=3")
+	awaitRequests(t, d, 2000)
+	ctx := context.Background()
+	c, err := server.Dial(ctx, d.socket, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	removed := 0
+	for range 50 {
+		if err := c.Remove(ctx, "victim"); err == nil {
+			removed++
+		}
+		h, _, err := c.Open(ctx, "victim", server.OpenCreate)
+		if err == nil {
+			c.WriteAt(ctx, h, bytes.Repeat([]byte{9}, 8192), 0)
+			c.CloseFile(ctx, h)
+		}
+	}
+	if removed == 0 {
+		t.Fatal("no remove of the file fio writes succeeded")
+	}
+	werr := wait(time.Minute)
+	for _, bad := range []string{"double free", "SIGSEGV", "core dumped"} {
+		if strings.Contains(out.String(), bad) {
+			t.Fatalf("fio: %q in its output:\n%s", bad, out)
+		}
+	}
+	// docs/protocol.md: a removed file's handles fail with ENOENT from
+	// then on. Any other error is the daemon's.
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.Contains(line, "io_u error") && !strings.Contains(line, "No such file or directory") {
+			t.Fatalf("fio, its file removed: %q, want ENOENT\n%s", line, out)
+		}
+	}
+	t.Logf("fio after %d removes: %v", removed, werr)
+	after, err := runFioWatched(t, d, fioArgs(t, d, "after", "--iodepth=32", "--verify=crc32c",
+		"--verify_fatal=1", "--verify_state_save=0")...)
+	checkFio(t, "after", after, err, false)
+	d.stop()
+}
