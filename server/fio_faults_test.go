@@ -5,10 +5,13 @@ package server_test
 // another client.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -173,4 +176,94 @@ func TestFioFileRemovedWhileWriting(t *testing.T) {
 		"--verify_fatal=1", "--verify_state_save=0")...)
 	checkFio(t, "after", after, err, false)
 	d.stop()
+}
+
+// TestFioKill9DuringGCKeepsSyncedFile: file a is written by fio and
+// fsynced, then half of it overwritten at random (fsynced too), so its
+// zones hold garbage beside its live blocks. Then fio overwrites file b
+// without fsync, 64 deep, on a device small enough that GC runs all the
+// while, relocating a's live blocks among others, and the daemon is
+// killed (SIGKILL) in the middle. After a restart every block of a must
+// hold one of the two patterns fio wrote there and fsynced: never zeros,
+// never a mix; and fsck must find the device clean.
+func TestFioKill9DuringGCKeepsSyncedFile(t *testing.T) {
+	_, engine := fioEnv(t)
+	dir := t.TempDir()
+	d := startServe(t, "emu:"+dir+"/dev?zone_size=4M&zones=32", dir+"/zf.sock")
+	const aSize = 24 << 20
+	job := func(name string, args ...string) []string {
+		return append([]string{"--name=" + name, "--ioengine=external:" + engine, "--sock=" + d.socket, "--bs=4k"}, args...)
+	}
+	out, err := runFioWatched(t, d, job("a1", "--filename=a", "--rw=write", "--size=24m", "--iodepth=32",
+		"--buffer_pattern=0x11", "--end_fsync=1")...)
+	checkFio(t, "a1", out, err, false)
+	out, err = runFioWatched(t, d, job("a2", "--filename=a", "--rw=randwrite", "--size=24m", "--io_size=12m",
+		"--iodepth=32", "--buffer_pattern=0x22", "--end_fsync=1")...)
+	checkFio(t, "a2", out, err, false)
+	gcBefore := d.metric("zonefold_gc_written_bytes_total")
+	_, wait := startFio(t, job("b", "--filename=b", "--rw=randwrite", "--size=40m", "--iodepth=64",
+		"--time_based=1", "--runtime=60")...)
+	// Wait until GC has copied 8 MiB, then kill.
+	deadline := time.Now().Add(4 * noProgress)
+	for d.metric("zonefold_gc_written_bytes_total") < gcBefore+8<<20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("GC copied %v bytes in %v of fio's overwrites; want 8 MiB\n%s",
+				d.metric("zonefold_gc_written_bytes_total")-gcBefore, 4*noProgress, d.stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	d.kill9()
+	wait(time.Minute) // fio fails: its daemon is gone
+	fsck := exec.Command(os.Args[0], "fsck", d.device)
+	fsck.Env = append(os.Environ(), "ZONEFOLD_TEST_MAIN=zonefold")
+	if b, err := fsck.CombinedOutput(); err != nil {
+		t.Fatalf("fsck after kill -9 during GC: %v\n%s", err, b)
+	}
+	d = startServe(t, d.device, d.socket)
+	ctx := context.Background()
+	c, err := server.Dial(ctx, d.socket, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h, size, err := c.Open(ctx, "a", 0)
+	if err != nil || size != aSize {
+		t.Fatalf("a after kill -9: size %d, %v; want %d", size, err, aSize)
+	}
+	buf := make([]byte, 256<<10)
+	counts := map[byte]int{}
+	for off := int64(0); off < aSize; off += int64(len(buf)) {
+		if _, err := c.ReadAt(ctx, h, buf, off); err != nil {
+			t.Fatalf("read a at %d: %v", off, err)
+		}
+		for blk := 0; blk < len(buf); blk += 4096 {
+			b := buf[blk : blk+4096]
+			if (b[0] != 0x11 && b[0] != 0x22) || !bytes.Equal(b, bytes.Repeat(b[:1], 4096)) {
+				t.Fatalf("a's block at %d after kill -9 during GC: starts % x, want all 0x11 or all 0x22", off+int64(blk), b[:16])
+			}
+			counts[b[0]]++
+		}
+	}
+	if counts[0x22] == 0 || counts[0x11] == 0 {
+		t.Fatalf("a's blocks: %v; want both patterns", counts)
+	}
+	d.stop()
+}
+
+// metric is the value of one of the daemon's Prometheus metrics (the
+// first series of it), or -1.
+func (d *daemonProc) metric(name string) float64 {
+	resp, err := http.Get(d.metrics)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return -1
 }
