@@ -267,3 +267,40 @@ func (d *daemonProc) metric(name string) float64 {
 	}
 	return -1
 }
+
+// TestFioPastTheDeviceThenRemove: one fio job larger than the device,
+// 64 deep. fio must fail with ENOSPC (not hang, not EIO), the daemon go
+// on serving, and removing the file give the space back: the same
+// device then takes a verified job of most of its size.
+func TestFioPastTheDeviceThenRemove(t *testing.T) {
+	_, engine := fioEnv(t)
+	dir := t.TempDir()
+	d := startServe(t, "emu:"+dir+"/dev?zone_size=4M&zones=32", dir+"/zf.sock")
+	job := func(name string, args ...string) []string {
+		return append([]string{"--name=" + name, "--ioengine=external:" + engine, "--sock=" + d.socket,
+			"--filename=" + name, "--iodepth=64"}, args...)
+	}
+	out, err := runFioWatched(t, d, job("huge", "--rw=write", "--bs=128k", "--size=200m")...)
+	if err == nil || !strings.Contains(out, "No space left on device") {
+		t.Fatalf("fio past the device: %v, want ENOSPC\n%s", err, out)
+	}
+	if strings.Contains(out, "Input/output error") {
+		t.Fatalf("fio past the device got EIO: the device is full, not failing\n%s", out)
+	}
+	ctx := context.Background()
+	c, err := server.Dial(ctx, d.socket, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Remove(ctx, "huge"); err != nil {
+		t.Fatalf("remove on a full device: %v", err)
+	}
+	c.Close()
+	out, err = runFioWatched(t, d, job("after", "--rw=randwrite", "--bs=16k", "--size=80m",
+		"--verify=crc32c", "--verify_fatal=1", "--verify_state_save=0")...)
+	checkFio(t, "after", out, err, false)
+	if !strings.Contains(out, "READ: bw=") {
+		t.Fatalf("nothing verified after the remove:\n%s", out)
+	}
+	d.stop()
+}
