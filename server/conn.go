@@ -78,6 +78,7 @@ type conn struct {
 	// session says the connection holds one of the MaxConns slots.
 	greetSeq uint64
 	session  bool
+	evicted  atomic.Bool // closed before its hello for a newer connection
 
 	ctx    context.Context // canceled when the connection ends
 	cancel context.CancelFunc
@@ -184,6 +185,10 @@ func (c *conn) serve() {
 		c.s.shm.Add(-int64(c.charge))
 	}()
 	if err := c.hello(); err != nil {
+		if c.evicted.Load() {
+			c.log.Debug("server: closing a connection that said no hello, for a newer one", "err", err)
+			return
+		}
 		c.s.stats.protocolErrors.Add(1)
 		c.log.Warn("server: closing connection: bad hello", "err", err)
 		return

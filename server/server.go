@@ -262,6 +262,7 @@ func (s *Server) start(uc *net.UnixConn) {
 			}
 		}
 		delete(s.greeting, oldest)
+		oldest.evicted.Store(true)
 		oldest.uc.SetReadDeadline(time.Now())
 		s.stats.evicted.Add(1)
 	}
