@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"testing"
 )
@@ -17,29 +16,7 @@ func TestZoneThatCannotResetDoesNotFailEveryWriter(t *testing.T) {
 	e := writersGCOnly(t, 12, 2<<20)
 	defer e.Close()
 	const size = 100000
-	var names []string
-	for i := 0; ; i++ {
-		if i == 200 {
-			t.Fatal("the device took 200 files without filling")
-		}
-		name := fmt.Sprintf("f%03d", i)
-		f := mustCreate(t, e, name)
-		_, err := f.WriteAt(bytes.Repeat([]byte{byte(i)}, size), 0)
-		if err == nil {
-			err = f.Sync()
-		}
-		if err != nil {
-			if !errors.Is(err, ErrNoSpace) {
-				t.Fatalf("filling the device: %v, want ENOSPC", err)
-			}
-			if err := e.Remove(name); err != nil {
-				t.Fatal(err)
-			}
-			break
-		}
-		f.Close()
-		names = append(names, name)
-	}
+	names := fillWithFiles(t, e, size)
 	byZone := map[*zone][]string{}
 	var order []*zone
 	for _, n := range names {

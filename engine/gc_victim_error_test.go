@@ -19,29 +19,7 @@ func TestGCPassTriesTheNextVictimAfterOneFails(t *testing.T) {
 	e := writersGCOnly(t, 12, 2<<20)
 	defer e.Close()
 	const size = 100000
-	var names []string
-	for i := 0; ; i++ {
-		if i == 200 {
-			t.Fatal("the device took 200 files without filling")
-		}
-		name := fmt.Sprintf("f%03d", i)
-		f := mustCreate(t, e, name)
-		_, err := f.WriteAt(bytes.Repeat([]byte{byte(i)}, size), 0)
-		if err == nil {
-			err = f.Sync()
-		}
-		if err != nil {
-			if !errors.Is(err, ErrNoSpace) {
-				t.Fatalf("filling the device: %v, want ENOSPC", err)
-			}
-			if err := e.Remove(name); err != nil {
-				t.Fatal(err)
-			}
-			break
-		}
-		f.Close()
-		names = append(names, name)
-	}
+	names := fillWithFiles(t, e, size)
 	// One file removed from each of two zones that keep other live
 	// data: two victims worth collecting, neither empty (an empty zone
 	// is reset without a read).
@@ -82,4 +60,35 @@ func TestGCPassTriesTheNextVictimAfterOneFails(t *testing.T) {
 	if got := readAll(t, e, "late"); !bytes.Equal(got, want) {
 		t.Fatalf("late: %d bytes read back, want the %d written", len(got), len(want))
 	}
+}
+
+// fillWithFiles creates files of size bytes, each fsynced and closed,
+// until the device refuses one with ENOSPC (that one is removed), and
+// returns their names: nothing on the device is garbage.
+func fillWithFiles(t *testing.T, e *Engine, size int) []string {
+	t.Helper()
+	var names []string
+	for i := 0; ; i++ {
+		if i == 200 {
+			t.Fatal("the device took 200 files without filling")
+		}
+		name := fmt.Sprintf("f%03d", i)
+		f := mustCreate(t, e, name)
+		_, err := f.WriteAt(bytes.Repeat([]byte{byte(i)}, size), 0)
+		if err == nil {
+			err = f.Sync()
+		}
+		if err != nil {
+			if !errors.Is(err, ErrNoSpace) {
+				t.Fatalf("filling the device: %v, want ENOSPC", err)
+			}
+			if err := e.Remove(name); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		f.Close()
+		names = append(names, name)
+	}
+	return names
 }

@@ -97,11 +97,7 @@ func TestFioSIGTERMDuringHeavyWriteback(t *testing.T) {
 			t.Fatalf("fio: %q in its output:\n%s", bad, out)
 		}
 	}
-	fsck := exec.Command(os.Args[0], "fsck", d.device)
-	fsck.Env = append(os.Environ(), "ZONEFOLD_TEST_MAIN=zonefold")
-	if b, err := fsck.CombinedOutput(); err != nil {
-		t.Fatalf("fsck after SIGTERM during writeback: %v\n%s", err, b)
-	}
+	fsckClean(t, d.device, "after SIGTERM during writeback")
 	d = startServe(t, d.device, d.socket)
 	ctx := context.Background()
 	c, err := server.Dial(ctx, d.socket, 1<<20)
@@ -214,11 +210,7 @@ func TestFioKill9DuringGCKeepsSyncedFile(t *testing.T) {
 	}
 	d.kill9()
 	wait(time.Minute) // fio fails: its daemon is gone
-	fsck := exec.Command(os.Args[0], "fsck", d.device)
-	fsck.Env = append(os.Environ(), "ZONEFOLD_TEST_MAIN=zonefold")
-	if b, err := fsck.CombinedOutput(); err != nil {
-		t.Fatalf("fsck after kill -9 during GC: %v\n%s", err, b)
-	}
+	fsckClean(t, d.device, "after kill -9 during GC")
 	d = startServe(t, d.device, d.socket)
 	ctx := context.Background()
 	c, err := server.Dial(ctx, d.socket, 1<<20)
@@ -359,4 +351,15 @@ func TestFioFsyncEachWriteKill9MidRun(t *testing.T) {
 	}
 	t.Logf("%d blocks survived (size %d)", written, size)
 	d.stop()
+}
+
+// fsckClean runs zonefold fsck on device (no daemon on it) and fails the
+// test unless it finds the device clean.
+func fsckClean(t *testing.T, device, when string) {
+	t.Helper()
+	fsck := exec.Command(os.Args[0], "fsck", device)
+	fsck.Env = append(os.Environ(), "ZONEFOLD_TEST_MAIN=zonefold")
+	if b, err := fsck.CombinedOutput(); err != nil {
+		t.Fatalf("fsck %s: %v\n%s", when, err, b)
+	}
 }
