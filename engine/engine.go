@@ -738,6 +738,10 @@ func (e *Engine) Close() error {
 // write, a create with ODeferSync or a RemoveDeferred that ends after
 // that fails with ErrClosed (see leaveAcked); fsync, Sync and durable
 // namespace operations make their own effect durable and report it.
+// A background GC pass that does not stop within closeAbandonWait (a
+// device that stopped answering its I/O) is given up on the same way:
+// Close returns an error that says acknowledged data may not be durable
+// and leaves the cache and device open.
 //
 // Only the first call closes; every call returns its result, once it
 // has one (a Close concurrent with another waits for it).
@@ -761,7 +765,11 @@ func (e *Engine) close(ctx context.Context) error {
 		e.active.Or(abandonBit)
 		return e.closeAbandoned(running, drainErr)
 	}
-	errs := e.settleForClose(false)
+	errs, stuck := e.settleForClose(false)
+	if stuck {
+		// A background pass still uses the cache and the device.
+		return errors.Join(errs...)
+	}
 	e.cache.Close()
 	if err := e.dev.Close(); err != nil {
 		errs = append(errs, err)
@@ -777,14 +785,18 @@ func (e *Engine) close(ctx context.Context) error {
 // settles GC, flushes the device and, if all of that worked,
 // checkpoints. With operations still running (abandoned), it takes
 // nsMu for the checkpoint: the snapshot must not see a namespace change
-// half made.
-func (e *Engine) settleForClose(abandoned bool) []error {
-	var errs []error
+// half made. stuck says a background goroutine (a GC pass in device
+// I/O) did not stop within closeAbandonWait: it then does no more (GC's
+// settling and the checkpoint would wait behind that pass) and the
+// cache and device must stay open.
+func (e *Engine) settleForClose(abandoned bool) (errs []error, stuck bool) {
 	if err := e.wb.SyncAll(context.Background()); err != nil {
 		errs = append(errs, newLostAtClose(err))
 	}
 	e.cancel()
-	e.bg.Wait()
+	if !e.waitBackground(closeAbandonWait) {
+		return append(errs, fmt.Errorf("engine: close: background work (a GC pass) still in device I/O after %v (a device that stops answering): no device flush or checkpoint: acknowledged data since the last fsync may not be durable (recovery replays the log); cache and device left open until the process exits", closeAbandonWait)), true
+	}
 	if err := e.gc.settleAll(); err != nil {
 		errs = append(errs, err)
 	}
@@ -800,7 +812,27 @@ func (e *Engine) settleForClose(abandoned bool) []error {
 			errs = append(errs, err)
 		}
 	}
-	return errs
+	return errs, false
+}
+
+// waitBackground waits for the background goroutines (writeback,
+// retirer, collector), whose context is canceled, to end, for up to
+// wait; it reports whether they did. They stop between passes, so only
+// one stuck in device I/O that never completes outlasts it.
+func (e *Engine) waitBackground(wait time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		e.bg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // closeAbandonWait bounds Close's writeback and checkpoint once it has
@@ -821,7 +853,10 @@ const closeAbandonWait = 5 * time.Second
 // last fsync may not be durable.
 func (e *Engine) closeAbandoned(running int64, cause error) error {
 	done := make(chan []error, 1)
-	go func() { done <- e.settleForClose(true) }()
+	go func() {
+		errs, _ := e.settleForClose(true)
+		done <- errs
+	}()
 	t := time.NewTimer(closeAbandonWait)
 	defer t.Stop()
 	select {

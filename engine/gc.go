@@ -451,13 +451,25 @@ func (c *collector) freeZone(need func() bool) bool {
 // first, all of them at once (resetEmpty): they cost no copy, and their
 // resets share one device flush.
 func (c *collector) passLocked(gainDiv, minGain int64) (bool, error) {
+	// A victim the device fails (a read of a damaged zone, a copy's
+	// append, a reset) is left full and the next one tried: the error is
+	// the pass's only if no other victim frees a zone. A pass that
+	// stopped at it failed every writer short of space on a zone that
+	// kept failing, which the policy (or resetEmpty, for an empty zone
+	// that refuses its reset) takes first every time.
+	//
 	// Resets an earlier pass logged that a flush has covered since free
 	// their zones at no cost.
-	if ok, err := c.settle(false); ok || err != nil {
+	ok, victimErr := c.settle(false)
+	if ok {
+		return ok, victimErr
+	}
+	ok, err := c.resetEmpty()
+	if ok {
 		return ok, err
 	}
-	if ok, err := c.resetEmpty(); ok || err != nil {
-		return ok, err
+	if victimErr == nil {
+		victimErr = err
 	}
 	for _, victim := range c.pick(gainDiv, minGain) {
 		// Mark first, then look for writers (placement announces a
@@ -472,8 +484,14 @@ func (c *collector) passLocked(gainDiv, minGain int64) (bool, error) {
 			continue
 		}
 		ok, err := c.collectSoon(victim, minGain)
-		if err != nil || ok {
+		if ok {
 			return ok, err
+		}
+		if err != nil {
+			if victimErr == nil {
+				victimErr = err
+			}
+			continue
 		}
 		// Not reclaimed, or only its reset logged (resetSoon): the
 		// next candidate's relocation flush settles it. So the first
@@ -485,12 +503,20 @@ func (c *collector) passLocked(gainDiv, minGain int64) (bool, error) {
 		// A victim's reset is logged and no later copy covered it:
 		// a flush of its own frees it (a pass reports only a zone it
 		// freed).
-		return c.settle(true)
+		ok, err := c.settle(true)
+		if ok {
+			return ok, err
+		}
+		return false, errors.Join(victimErr, err)
 	}
 	if gainDiv == gcUrgent {
-		return c.sealIdle(minGain)
+		ok, err := c.sealIdle(minGain)
+		if ok {
+			return ok, err
+		}
+		return false, errors.Join(victimErr, err)
 	}
-	return false, nil
+	return false, victimErr
 }
 
 // sealIdle is a writer's last resort when no full zone's reclaim gains
@@ -678,11 +704,12 @@ const maxEmptyResets = 64
 // 10 ms on a kernel file system). It reports whether it reset any.
 func (c *collector) resetEmpty() (bool, error) {
 	var victims []*zone
+	now := time.Now()
 	for _, z := range c.e.placer.zones {
 		if len(victims) == maxEmptyResets {
 			break
 		}
-		if z.state.Load() != zoneFull || z.valid.Load() != 0 || z.writers.Load() > 0 {
+		if z.state.Load() != zoneFull || z.valid.Load() != 0 || z.writers.Load() > 0 || z.resetFailedLately(now) {
 			continue
 		}
 		// Marked first, then the writers looked at again (as in
@@ -812,6 +839,7 @@ func (c *collector) settle(force bool) (bool, error) {
 	for _, victim := range victims {
 		e.waitUntil(func() bool { return victim.readers.Load() == 0 })
 		if err := e.dev.ResetZone(victim.idx); err != nil {
+			victim.resetRetry = time.Now().Add(resetRetryWait)
 			victim.state.Store(zoneFull)
 			resetErr = errors.Join(resetErr, fmt.Errorf("engine: gc: reset zone %d: %w", victim.idx, err))
 			continue
@@ -823,6 +851,18 @@ func (c *collector) settle(force bool) (bool, error) {
 	clear(c.logged)
 	c.logged, c.loggedT = c.logged[:0], 0
 	return reset, resetErr
+}
+
+// resetRetryWait is how long GC leaves a zone whose reset the device
+// failed before it takes the zone again: a zone gone read-only refuses
+// every reset, and taking it first in every pass cost each pass a
+// logged reset and a device flush for nothing.
+const resetRetryWait = 10 * time.Second
+
+// resetFailedLately reports whether z's last reset failed less than
+// resetRetryWait before now. Caller holds collector.mu.
+func (z *zone) resetFailedLately(now time.Time) bool {
+	return now.Before(z.resetRetry)
 }
 
 // settleAll resets the zones whose resets are logged, flushing if no
@@ -845,8 +885,9 @@ func (c *collector) pick(gainDiv, minGain int64) []*zone {
 		score float64
 	}
 	var cands []cand
+	wall := time.Now()
 	for _, z := range e.placer.zones {
-		if z.state.Load() != zoneFull || z.writers.Load() > 0 {
+		if z.state.Load() != zoneFull || z.writers.Load() > 0 || z.resetFailedLately(wall) {
 			continue
 		}
 		valid := z.valid.Load()

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/zonefold/zonefold/internal/wake"
 )
@@ -121,6 +122,9 @@ type zone struct {
 	barrenValid int64
 	barrenAlloc int64
 	barrenGen   uint32
+	// resetRetry: the device failed the zone's last reset; GC leaves
+	// the zone until then (resetFailedLately). Guarded by collector.mu.
+	resetRetry time.Time
 }
 
 // barren reports whether a GC pass found z not worth collecting in its

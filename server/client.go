@@ -55,6 +55,12 @@ type Client struct {
 	// before it puts anything in the region, so that they are neither
 	// taken for its own nor run on its names or data.
 	pending int
+	// lateOpens are the tags of opens among them: a late reply that
+	// carries a handle puts it in orphans, and the next call closes
+	// those before it claims the region (a handle nobody knows of
+	// stayed open in the daemon for the connection's life).
+	lateOpens map[uint64]struct{}
+	orphans   []uint32
 	// With rings, a wait for replies sleeps on a futex, not the socket:
 	// these carry the context's deadline and cancellation to it, and
 	// say that the daemon has gone (the socket reached its end).
@@ -577,9 +583,11 @@ func (c *Client) roundTrip(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var answered [MaxBatch]bool
 	for left := len(c.reqs); left > 0; {
 		n, err := c.Recv(got[:])
 		if err != nil {
+			c.noteLateOpens(answered[:len(c.reqs)])
 			return err
 		}
 		c.pending -= n
@@ -589,7 +597,51 @@ func (c *Client) roundTrip(ctx context.Context) error {
 				return fmt.Errorf("zonefold: reply with unexpected tag %d", r.Tag)
 			}
 			c.reps[i] = r
+			answered[i] = true
 			left--
+		}
+	}
+	return nil
+}
+
+// noteLateOpens remembers the opens of c.reqs whose replies the call
+// stopped waiting for: drain closes the handles their late replies
+// carry.
+func (c *Client) noteLateOpens(answered []bool) {
+	for i, q := range c.reqs {
+		if q.Op != OpOpen || answered[i] {
+			continue
+		}
+		if c.lateOpens == nil {
+			c.lateOpens = map[uint64]struct{}{}
+		}
+		c.lateOpens[q.Tag] = struct{}{}
+	}
+}
+
+// closeOrphans closes the handles late replies of canceled opens
+// carried (mu held, nothing pending): their replies are dropped too.
+func (c *Client) closeOrphans() error {
+	for len(c.orphans) > 0 {
+		n := min(len(c.orphans), MaxBatch)
+		reqs := make([]Request, n)
+		for i, h := range c.orphans[:n] {
+			c.tag++
+			reqs[i] = Request{Tag: c.tag, Op: OpClose, Handle: h}
+		}
+		c.orphans = c.orphans[n:]
+		sent := c.submitted()
+		err := c.Submit(reqs)
+		c.pending += int(c.submitted() - sent)
+		if c.ring == nil && err == nil {
+			c.pending += n
+		}
+		if err != nil {
+			return fmt.Errorf("zonefold: close the handles of canceled opens: %w", err)
+		}
+		var got [MaxBatch]Reply
+		if err := c.drain(got[:]); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -615,7 +667,7 @@ func (c *Client) claim(ctx context.Context) error {
 	if err := c.usable(); err != nil {
 		return err
 	}
-	if c.pending == 0 {
+	if c.pending == 0 && len(c.orphans) == 0 {
 		return nil
 	}
 	if hook := claimHook.Load(); hook != nil {
@@ -623,7 +675,10 @@ func (c *Client) claim(ctx context.Context) error {
 	}
 	defer c.watch(ctx)()
 	var got [MaxBatch]Reply
-	return c.drain(got[:])
+	if err := c.drain(got[:]); err != nil {
+		return err
+	}
+	return c.closeOrphans()
 }
 
 // claimHook, set by tests, runs when a call begins to wait for the
@@ -642,6 +697,15 @@ func (c *Client) drain(got []Reply) error {
 			return fmt.Errorf("zonefold: wait for the replies of an earlier call cut short: %w", err)
 		}
 		c.pending -= n
+		for _, r := range got[:n] {
+			if _, ok := c.lateOpens[r.Tag]; !ok {
+				continue
+			}
+			delete(c.lateOpens, r.Tag)
+			if r.Status == StatusOK {
+				c.orphans = append(c.orphans, uint32(r.Val))
+			}
+		}
 	}
 	return nil
 }

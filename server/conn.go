@@ -74,6 +74,11 @@ type conn struct {
 	mapped []byte // the whole region, rings included
 	ring   *rings // version 2; nil with socket framing
 	charge uint64 // bytes of the server's shared-memory budget it holds
+	// greetSeq orders the connections still to say hello (Server.start);
+	// session says the connection holds one of the MaxConns slots.
+	greetSeq uint64
+	session  bool
+	evicted  atomic.Bool // closed before its hello for a newer connection
 
 	ctx    context.Context // canceled when the connection ends
 	cancel context.CancelFunc
@@ -180,6 +185,10 @@ func (c *conn) serve() {
 		c.s.shm.Add(-int64(c.charge))
 	}()
 	if err := c.hello(); err != nil {
+		if c.evicted.Load() {
+			c.log.Debug("server: closing a connection that said no hello, for a newer one", "err", err)
+			return
+		}
 		c.s.stats.protocolErrors.Add(1)
 		c.log.Warn("server: closing connection: bad hello", "err", err)
 		return
@@ -250,6 +259,12 @@ func (c *conn) hello() error {
 	if hook := helloHook.Load(); hook != nil {
 		(*hook)(c)
 	}
+	// Out of the greeting set before the deadline goes: a start that
+	// evicts c afterwards cannot find it, and one that did before has
+	// set its deadline already, which this clears (c said hello).
+	c.s.mu.Lock()
+	delete(c.s.greeting, c)
+	c.s.mu.Unlock()
 	c.uc.SetReadDeadline(time.Time{})
 	if c.stopping.Load() {
 		return errShuttingDown
@@ -278,6 +293,11 @@ func (c *conn) hello() error {
 	if perr != nil {
 		return refuse(st, perr)
 	}
+	if !c.s.claimSession() {
+		c.s.stats.refused.Add(1)
+		return refuse(StatusTooManyClients, fmt.Errorf("%d clients connected, the cap", c.s.maxConns))
+	}
+	c.session = true
 	page := uint64(os.Getpagesize())
 	size := h.Region
 	if size == 0 {

@@ -41,8 +41,10 @@
 //     only its own requests.
 //   - Requests run concurrently, per connection and across connections:
 //     a slow fsync holds one worker, not the connection or the daemon.
-//   - Clients are capped: connections (Options.MaxConns) and the shared
-//     memory of all regions together (Options.MaxSharedMemory).
+//   - Clients are capped: connections past hello (Options.MaxConns; as
+//     many again may wait to say hello, the oldest closed for a newer
+//     one) and the shared memory of all regions together
+//     (Options.MaxSharedMemory).
 //
 // Lock order: Server.mu is taken alone. A connection's handleTable.mu is
 // taken before a handle's mu; a handle's mu is held (shared) across the

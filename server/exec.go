@@ -143,17 +143,21 @@ func (c *conn) open(q *Request, r *Reply) {
 	if q.Flags&OpenTrunc != 0 {
 		flags |= engine.OTrunc
 	}
-	f, err := c.s.e.OpenFile(c.name(q.Addr, q.Len), flags)
-	if err != nil {
-		r.Status = c.status(err)
-		return
-	}
-	id, st := c.addHandle(f)
+	// The handle number first: an open refused for want of one
+	// (EMFILE) must not have truncated or created the file, as open(2)
+	// does neither when it fails so.
+	id, st := c.reserveHandle()
 	if st != StatusOK {
-		f.Close()
 		r.Status = st
 		return
 	}
+	f, err := c.s.e.OpenFile(c.name(q.Addr, q.Len), flags)
+	if err != nil {
+		c.releaseHandle(id)
+		r.Status = c.status(err)
+		return
+	}
+	c.setHandle(id, f)
 	r.Val, r.Val2 = uint64(id), uint64(f.Size())
 }
 
@@ -200,8 +204,9 @@ func (c *conn) handle(id uint32) (*handle, Status) {
 	return h, StatusOK
 }
 
-// addHandle gives f a handle number.
-func (c *conn) addHandle(f *engine.File) (uint32, Status) {
+// reserveHandle takes a handle number for a file about to be opened;
+// until setHandle gives it the file, requests find no handle there.
+func (c *conn) reserveHandle() (uint32, Status) {
 	t := &c.handles
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -220,16 +225,27 @@ func (c *conn) addHandle(f *engine.File) (uint32, Status) {
 		t.next++
 	}
 	i := id - 1
-	chunk := t.chunks[i/handleChunk].Load()
-	if chunk == nil {
-		chunk = new([handleChunk]handle)
-		t.chunks[i/handleChunk].Store(chunk)
+	if t.chunks[i/handleChunk].Load() == nil {
+		t.chunks[i/handleChunk].Store(new([handleChunk]handle))
 	}
-	h := &chunk[i%handleChunk]
+	return id, StatusOK
+}
+
+// setHandle gives a reserved handle number its file.
+func (c *conn) setHandle(id uint32, f *engine.File) {
+	i := id - 1
+	h := &c.handles.chunks[i/handleChunk].Load()[i%handleChunk]
 	h.mu.Lock()
 	h.f = f
 	h.mu.Unlock()
-	return id, StatusOK
+}
+
+// releaseHandle gives back a reserved handle number whose open failed.
+func (c *conn) releaseHandle(id uint32) {
+	t := &c.handles
+	t.mu.Lock()
+	t.free = append(t.free, id)
+	t.mu.Unlock()
 }
 
 // closeHandle closes a handle once no request is using it.

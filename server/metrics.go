@@ -96,6 +96,8 @@ var (
 			func(c *serverCounters) float64 { return float64(c.accepted.Load()) }},
 		{prometheus.NewDesc("zonefold_server_refused_connections_total", "Clients refused for being over the connection cap or the shared-memory budget.", nil, nil), prometheus.CounterValue,
 			func(c *serverCounters) float64 { return float64(c.refused.Load()) }},
+		{prometheus.NewDesc("zonefold_server_evicted_connections_total", "Connections closed before their hello because as many newer ones were waiting to say theirs.", nil, nil), prometheus.CounterValue,
+			func(c *serverCounters) float64 { return float64(c.evicted.Load()) }},
 		{prometheus.NewDesc("zonefold_server_protocol_errors_total", "Connections closed for breaking the protocol.", nil, nil), prometheus.CounterValue,
 			func(c *serverCounters) float64 { return float64(c.protocolErrors.Load()) }},
 		{prometheus.NewDesc("zonefold_server_malformed_requests_total", "Requests refused by the parser.", nil, nil), prometheus.CounterValue,

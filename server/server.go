@@ -68,12 +68,18 @@ type Server struct {
 	shm      atomic.Int64 // bytes of shared memory the regions take
 	refusing atomic.Int64 // connections over the cap being answered
 
+	sessions atomic.Int64 // connections past hello holding one of maxConns
+
 	mu      sync.Mutex
 	conns   map[*conn]struct{}
 	closing bool
-	connWG  sync.WaitGroup
-	nextID  atomic.Uint64
-	stats   serverCounters
+	// greeting holds the connections that have not yet said hello, by
+	// the order they came in (conn.greetSeq); see start.
+	greeting map[*conn]struct{}
+	greetSeq uint64
+	connWG   sync.WaitGroup
+	nextID   atomic.Uint64
+	stats    serverCounters
 }
 
 // serverCounters are the daemon's own counters, exported as metrics.
@@ -87,6 +93,7 @@ type serverCounters struct {
 	requestsIn, repliesOut      atomic.Int64
 	canceled, rejectedMalformed atomic.Int64
 	refused                     atomic.Int64 // connections over a cap
+	evicted                     atomic.Int64 // silent connections closed for a new one
 	doorbellsIn, doorbellsOut   atomic.Int64 // rings: wakeups received and sent
 	sleeps                      atomic.Int64 // rings: times a reader slept for requests
 }
@@ -117,7 +124,7 @@ func New(e *engine.Engine, opts Options) *Server {
 		opts.MaxSharedMemory = DefaultSharedMemory()
 	}
 	return &Server{e: e, log: opts.Log, grace: opts.Grace, maxConns: opts.MaxConns, maxShm: opts.MaxSharedMemory,
-		procs: runtime.GOMAXPROCS(0), conns: map[*conn]struct{}{}}
+		procs: runtime.GOMAXPROCS(0), conns: map[*conn]struct{}{}, greeting: map[*conn]struct{}{}}
 }
 
 // reserveShm takes n bytes of the shared-memory budget, if they fit.
@@ -226,9 +233,17 @@ func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 	return errors.Join(acceptErr, s.shutdown())
 }
 
+// start serves a new connection. A connection counts against MaxConns
+// once its hello is read (claimSession): before that it is not a client
+// yet, and a local process that opened MaxConns sockets and said nothing
+// kept every client out for the hello timeout (and again as soon as it
+// reconnected). Connections still to say hello are capped at MaxConns
+// too: one more makes the oldest of them go (a client says hello as
+// soon as it connects, so the oldest silent one is the likeliest
+// squatter), so new clients always get in and silent ones never hold
+// more than MaxConns descriptors.
 func (s *Server) start(uc *net.UnixConn) {
-	// Only this goroutine adds connections, so the check holds.
-	if s.stats.active.Load() >= int64(s.maxConns) {
+	if s.sessions.Load() >= int64(s.maxConns) {
 		s.refuse(uc)
 		return
 	}
@@ -239,6 +254,21 @@ func (s *Server) start(uc *net.UnixConn) {
 		uc.Close()
 		return
 	}
+	if len(s.greeting) >= s.maxConns {
+		var oldest *conn
+		for g := range s.greeting {
+			if oldest == nil || g.greetSeq < oldest.greetSeq {
+				oldest = g
+			}
+		}
+		delete(s.greeting, oldest)
+		oldest.evicted.Store(true)
+		oldest.uc.SetReadDeadline(time.Now())
+		s.stats.evicted.Add(1)
+	}
+	s.greetSeq++
+	c.greetSeq = s.greetSeq
+	s.greeting[c] = struct{}{}
 	s.conns[c] = struct{}{}
 	s.connWG.Add(1)
 	s.mu.Unlock()
@@ -249,9 +279,27 @@ func (s *Server) start(uc *net.UnixConn) {
 		c.serve()
 		s.mu.Lock()
 		delete(s.conns, c)
+		delete(s.greeting, c)
 		s.mu.Unlock()
+		if c.session {
+			s.sessions.Add(-1)
+		}
 		s.stats.active.Add(-1)
 	}()
+}
+
+// claimSession takes one of the MaxConns slots for a connection whose
+// hello was read, if one is free.
+func (s *Server) claimSession() bool {
+	for {
+		n := s.sessions.Load()
+		if n >= int64(s.maxConns) {
+			return false
+		}
+		if s.sessions.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
 }
 
 // shutdown stops every connection: reading stops at once, in-flight

@@ -328,7 +328,8 @@ func (w *Writeback) release(f *flush) error {
 // reported too: its data is dirty again, not on the device). Its chains are
 // pipelined (see Config.Window); after a failure it starts no more (the
 // data is dirty again; retrying at once would loop) and waits for those
-// in flight. A done ctx stops it the same way.
+// in flight. A done ctx stops it the same way, and its error is all it
+// returns: the file's unreported error stays for the next FlushFile.
 func (w *Writeback) FlushFile(ctx context.Context, file uint64) error {
 	return w.flushFile(ctx, file, true)
 }
@@ -391,11 +392,15 @@ func (w *Writeback) flushFile(ctx context.Context, file uint64, take bool) error
 	if testHookFlushFile != nil {
 		testHookFlushFile(file, true)
 	}
-	if err := w.takeErr(file, since, take); err != nil && firstErr == nil {
+	// A flush that ends with its context's error reports only that, so it
+	// must not take the file's unreported error: its caller (an fsync
+	// the client canceled) never sees it, and nobody else would.
+	canceled := firstErr != nil && errors.Is(firstErr, ctx.Err())
+	if err := w.takeErr(file, since, take && !canceled); err != nil && firstErr == nil {
 		firstErr = err
 	}
 	if firstErr != nil {
-		if errors.Is(firstErr, ctx.Err()) {
+		if canceled {
 			return firstErr
 		}
 		return fmt.Errorf("writeback: file %d: %w", file, firstErr)

@@ -924,6 +924,14 @@ func (e *Emu) TearLastWrite(keep int64) error {
 	return nil
 }
 
+// ZoneReadOnly moves sequential zone zone to the Read Only condition, as
+// a ZNS device does when a zone's media fails: its data still reads, but
+// it takes no write, reset, finish or open again (ErrReadOnly). For tests
+// of what a file system does with a zone it can no longer reset.
+func (e *Emu) ZoneReadOnly(zone int) error {
+	return e.zoneTable.readOnly(zone)
+}
+
 // FileOffset is where device offset off is stored in the backing file:
 // for tests that damage the medium behind the device's back.
 func (e *Emu) FileOffset(off int64) int64 { return e.dataOff + off }

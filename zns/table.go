@@ -329,6 +329,20 @@ func (t *zoneTable) ResetZone(zone int) error {
 	return nil
 }
 
+// readOnly moves a sequential zone to the Read Only condition (media
+// failure), giving up its open and active resources.
+func (t *zoneTable) readOnly(zone int) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	z, err := t.seqZone(zone, "make read-only")
+	if err != nil {
+		return err
+	}
+	t.release(z)
+	z.cond = CondReadOnly
+	return nil
+}
+
 func (t *zoneTable) resetLocked(zone int, z *zoneState) {
 	t.release(z)
 	z.cond = CondEmpty

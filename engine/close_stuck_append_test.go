@@ -1,0 +1,70 @@
+package engine
+
+import (
+	"bytes"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/zonefold/zonefold/zns"
+)
+
+// lostAppends is a device that, once armed, takes appends and never
+// completes them: a device that stopped answering its writes.
+type lostAppends struct {
+	zns.Device
+	armed atomic.Bool
+	taken atomic.Int64
+}
+
+func (d *lostAppends) Append(zone int, bufs [][]byte, c zns.AppendCompletion) error {
+	if d.armed.Load() {
+		d.taken.Add(1)
+		return nil
+	}
+	return d.Device.Append(zone, bufs, c)
+}
+
+// TestCloseReturnsWithWritebackStuckInTheDevice: dirty data, never
+// fsynced, whose writeback the device never completes; no operation is
+// running. Close must return within its bounds with an error that says
+// data may not be durable, as it does for an fsync stuck in a flush,
+// rather than wait in its own writeback for ever (SIGTERM of a daemon on
+// a device that stopped answering never ended).
+//
+// Fails: Close's settleForClose runs wb.SyncAll with no deadline, and a
+// flush waits for its appends in flight with no context (pipe.retire),
+// so Close never returns. A fix bounds the wait for appends in flight
+// by the context too (leaving the extents under writeback) and gives
+// SyncAll closeAbandonWait; larger than this branch takes on, so the
+// test skips here.
+func TestCloseReturnsWithWritebackStuckInTheDevice(t *testing.T) {
+	t.Skip("known bug: Close waits for ever for a writeback append the device never completes (see the comment)")
+	devName := emuDevice(t, 16, "1M", "")
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Format(dev, FormatOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lost := &lostAppends{Device: dev}
+	e, err := OpenDevice(lost, smallConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := mustCreate(t, e, "a")
+	lost.armed.Store(true)
+	if _, err := f.WriteAt(bytes.Repeat([]byte{1}, 64<<10), 0); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- e.Close() }()
+	err = within(t, closed, "Close with a writeback append the device never completes")
+	if lost.taken.Load() == 0 {
+		t.Fatal("set-up: no append was taken and lost")
+	}
+	if err == nil || !strings.Contains(err.Error(), "may not be durable") && !strings.Contains(err.Error(), "lost") {
+		t.Fatalf("Close: %v; want an error that says the data may not be durable", err)
+	}
+}
