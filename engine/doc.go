@@ -151,8 +151,8 @@
 //     commit first (File.settleUndo), or fails; a flush without it would
 //     make the held records durable for recovery to drop under the
 //     zeros' size, and writes that never waited for it filled a healthy
-//     device while GC left the file's zones alone. Only the fsync and
-//     the truncate take the file's writeback error on the way; a write,
+//     device while GC left the file's zones alone. Only the fsync
+//     takes the file's writeback error on the way; a truncate, a write,
 //     Engine.Sync and the settler leave it for the fsync, as above
 //     (writeback.FlushFileLeaveError). A background goroutine tries it too, with backoff, and at
 //     once for a writer short of space (Engine.settleLater,

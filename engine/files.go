@@ -591,7 +591,10 @@ func (h *File) truncate(size int64, grow bool) error {
 	// number below the truncate's, which recovery would then cut.
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
-	if err := h.settleUndo(ctx, true); err != nil {
+	// The file's unreported writeback error is its fsync's, not the
+	// truncate's (TestTruncateLeavesWritebackErrorToFsync): here and in
+	// zeroTail the truncate reports only what fails during it.
+	if err := h.settleUndo(ctx, false); err != nil {
 		return fmt.Errorf("engine: truncate %q to %d: %w", f.name, size, err)
 	}
 	f.mu.Lock()
@@ -668,13 +671,15 @@ func (h *File) truncate(size int64, grow bool) error {
 // flush's error with the new size in place but not logged (a crash brings
 // the old one back), and ext4 logs the size and leaves the zeroed block to
 // writeback, whose failure only the next fsync reports. The price is that a truncate into a block
-// writes the file's dirty data back first, the bytes it cuts too. The
-// error also stays for the file's next fsync if this flush did not
-// report it, as a write's does.
+// writes the file's dirty data back first, the bytes it cuts too. Its
+// flushes leave the file's unreported writeback error (an earlier
+// write's, or their own) for the file's next fsync, which reports it
+// whether or not the truncate did (FlushFileLeaveError): the truncate
+// is not the fsync (TestTruncateLeavesWritebackErrorToFsync).
 func (h *File) zeroTail(size, old int64) error {
 	e, f := h.e, h.f
 	ctx := context.Background()
-	if err := e.wb.FlushFile(ctx, f.id); err != nil {
+	if err := e.wb.FlushFileLeaveError(ctx, f.id); err != nil {
 		return fmt.Errorf("engine: truncate %q to %d: write back: %w", f.name, size, err)
 	}
 	end := (size/BlockSize + 1) * BlockSize
@@ -712,7 +717,7 @@ func (h *File) zeroTail(size, old int64) error {
 	}
 	_, err := e.cache.Write(ctx, f.id, size, e.zeroBlk[:end-size], e)
 	if err == nil {
-		err = e.wb.FlushFile(ctx, f.id)
+		err = e.wb.FlushFileLeaveError(ctx, f.id)
 	}
 	if err == nil {
 		// The zeros' record must be durable before the truncate's log
@@ -779,7 +784,7 @@ func (h *File) zeroTail(size, old int64) error {
 	if testHookTruncateUndo != nil {
 		testHookTruncateUndo(e, true)
 	}
-	if rerr := h.undoCut(ctx, true); rerr != nil {
+	if rerr := h.undoCut(ctx, false); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("engine: truncate %q: put the cut bytes back: %w", f.name, rerr))
 	}
 	return err
@@ -916,10 +921,10 @@ func (h *File) rewriteCut(u *undoState) ([]byte, error) {
 // undo's records durable without a commit and so for recovery to drop,
 // under the zeros' size (TestRev36UndoCommitFailsThenFsync), another
 // truncate, whose own records and size must not mix with them, or a
-// write (writeSettled). take is undoCut's: only the file's fsync and
-// truncate take its unreported writeback error; a write, Engine.Sync and
+// write (writeSettled). take is undoCut's: only the file's fsync takes
+// its unreported writeback error; a truncate, a write, Engine.Sync and
 // the background settler leave it for the fsync (doc.go, crash
-// consistency).
+// consistency), as ftruncate leaves a Linux file's errseq alone.
 func (h *File) settleUndo(ctx context.Context, take bool) error {
 	if !h.f.undoOwed() {
 		return nil

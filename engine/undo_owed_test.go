@@ -2,7 +2,9 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -179,6 +181,14 @@ func undoZerosWriteFails(t *testing.T) *truncGCRig {
 	testHookTruncateUndo = nil
 	if !r.f.f.undoOwed() {
 		t.Fatal("the failed undo owes no commit")
+	}
+	// The zeros' failed write stays for the file's fsync, whatever the
+	// truncate reported (TestTruncateLeavesWritebackErrorToFsync): taken
+	// here, as that fsync would, so that the tests' fsyncs report only
+	// their own failures. Nothing of the file is dirty: this writes
+	// nothing.
+	if err := r.e.wb.FlushFile(t.Context(), r.f.f.id); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("the file's unreported writeback error after the zeros' failed write: %v, want EIO", err)
 	}
 	return r
 }
