@@ -851,6 +851,54 @@ func (e *Emu) FailFlush(n int) {
 	e.mu.Unlock()
 }
 
+// FailFinish arms a fault: the n-th FinishZone from now fails with EIO
+// and leaves the zone as it was (open, active, its write pointer where it
+// was). n <= 0 disarms.
+func (e *Emu) FailFinish(n int) {
+	e.mu.Lock()
+	e.faults.finishIn = max(n, 0)
+	e.mu.Unlock()
+}
+
+// FailResets makes every ResetZone of zone fail with EIO, leaving the
+// zone as it was, until it is called with false: a zone that went bad.
+func (e *Emu) FailResets(zone int, on bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.faults.badResets == nil {
+		e.faults.badResets = map[int]bool{}
+	}
+	if on {
+		e.faults.badResets[zone] = true
+	} else {
+		delete(e.faults.badResets, zone)
+	}
+}
+
+// FinishZone implements Device: the zone table's, unless FailFinish
+// armed a fault for it.
+func (e *Emu) FinishZone(zone int) error {
+	e.mu.Lock()
+	fail := hit(&e.faults.finishIn)
+	e.mu.Unlock()
+	if fail {
+		return fmt.Errorf("zns: emu finish zone %d: %w", zone, syscall.EIO)
+	}
+	return e.soft.FinishZone(zone)
+}
+
+// ResetZone implements Device: the zone table's, unless FailResets
+// marked the zone bad.
+func (e *Emu) ResetZone(zone int) error {
+	e.mu.Lock()
+	fail := e.faults.badResets[zone]
+	e.mu.Unlock()
+	if fail {
+		return fmt.Errorf("zns: emu reset zone %d: %w", zone, syscall.EIO)
+	}
+	return e.soft.ResetZone(zone)
+}
+
 // PowerCut simulates losing power: it waits for a Flush in progress and
 // for the writes in flight to complete (their completions report success; callers cannot tell them
 // from writes that were lost), then puts the zone table back to the last
