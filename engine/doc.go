@@ -31,6 +31,9 @@
 //   - A zone an append failed in takes no more appends; once the appends
 //     in flight there have landed, the engine finishes it on the device
 //     (until then it counts against the open budget), and GC reclaims it.
+//     If the device refuses the finish and still counts the zone active,
+//     it counts against the budget until GC resets it (placer.unfinished,
+//     Stats.ZonesUnfinished).
 //
 // # Crash consistency
 //

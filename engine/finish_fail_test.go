@@ -71,4 +71,8 @@ func TestFailedFinishKeepsToActiveLimit(t *testing.T) {
 	if err != nil || st.AppendErrs != 1 {
 		t.Errorf("overwrites after a failed finish: %v; %d appends failed, want only the one injected", err, st.AppendErrs)
 	}
+	if st.ZoneFinishErrs != 1 {
+		t.Errorf("Stats.ZoneFinishErrs = %d, want 1", st.ZoneFinishErrs)
+	}
+	t.Logf("zones unfinished after the overwrites (GC resets them): %d", st.ZonesUnfinished)
 }
