@@ -55,7 +55,7 @@ type Stats struct {
 	// takes a zone off placement's open budget until GC resets it.
 	ZoneFinishErrs  int64 `json:"zone_finish_errors"`
 	ZonesUnfinished int   `json:"zones_unfinished"`
-	ReadErrs          int64 `json:"read_errors"`
+	ReadErrs        int64 `json:"read_errors"`
 	// ChecksumErrs counts reads that found a data block (or the header
 	// holding its checksum) not as it was written: each failed with EIO.
 	ChecksumErrs int64 `json:"checksum_errors"`
