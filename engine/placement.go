@@ -93,6 +93,10 @@ type zone struct {
 	// forGC marks a zone GC opened for its copies (under placer.mu): it
 	// counts against GC's streams, not the data budget.
 	forGC bool
+	// unfinished: the device refused to finish the zone when it was
+	// retired, and it may still be open there (placer.unfinished;
+	// placer.mu). A reset clears it.
+	unfinished bool
 	// owner is the file that chose this zone as its MRU zone last; nil
 	// for GC's zones and the shared stream.
 	owner atomic.Pointer[file]
@@ -121,10 +125,6 @@ type zone struct {
 	barrenValid int64
 	barrenAlloc int64
 	barrenGen   uint32
-	// unfinished: the device refused to finish the zone when it was
-	// retired, and it may still be open there (placer.unfinished;
-	// placer.mu). A reset clears it.
-	unfinished bool
 }
 
 // barren reports whether a GC pass found z not worth collecting in its

@@ -860,21 +860,6 @@ func (e *Emu) FailFinish(n int) {
 	e.mu.Unlock()
 }
 
-// FailResets makes every ResetZone of zone fail with EIO, leaving the
-// zone as it was, until it is called with false: a zone that went bad.
-func (e *Emu) FailResets(zone int, on bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.faults.badResets == nil {
-		e.faults.badResets = map[int]bool{}
-	}
-	if on {
-		e.faults.badResets[zone] = true
-	} else {
-		delete(e.faults.badResets, zone)
-	}
-}
-
 // FinishZone implements Device: the zone table's, unless FailFinish
 // armed a fault for it.
 func (e *Emu) FinishZone(zone int) error {
@@ -885,18 +870,6 @@ func (e *Emu) FinishZone(zone int) error {
 		return fmt.Errorf("zns: emu finish zone %d: %w", zone, syscall.EIO)
 	}
 	return e.soft.FinishZone(zone)
-}
-
-// ResetZone implements Device: the zone table's, unless FailResets
-// marked the zone bad.
-func (e *Emu) ResetZone(zone int) error {
-	e.mu.Lock()
-	fail := e.faults.badResets[zone]
-	e.mu.Unlock()
-	if fail {
-		return fmt.Errorf("zns: emu reset zone %d: %w", zone, syscall.EIO)
-	}
-	return e.soft.ResetZone(zone)
 }
 
 // PowerCut simulates losing power: it waits for a Flush in progress and

@@ -129,8 +129,6 @@ type faults struct {
 	flushIn  int
 	writeAll bool // every write fails (FailWrites)
 	finishIn int
-	// badResets: zones whose every reset fails (FailResets).
-	badResets map[int]bool
 }
 
 // hit counts one operation down and reports whether it is the one to fail.
