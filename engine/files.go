@@ -1255,8 +1255,13 @@ const tailSettleWait = 10 * time.Second
 // writer does not hold: own, the writer's file, is never waited for).
 // The waiter holds no engine lock but its own file's wmu (admission
 // holds no reservation while it collects), and waits without the
-// collector. Two writers each waiting for the settler of the other's
-// file wait out tailSettleWait, then report ENOSPC.
+// collector. No two writers wait for each other's file's settler: a
+// writer that holds its file's wmu has settled that file's owed commit
+// first (WriteAtContext; a truncate's settleUndo), and none can begin
+// while it holds wmu, so the settler it waits for never needs a wmu held
+// by a writer being admitted (TestUndoOwedTwoWritersNoCrossWait; when
+// writes left the commit owed, two such writers waited out
+// tailSettleWait, then reported ENOSPC on a device of garbage).
 func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTails bool, minGain int64) error {
 	flushed := false
 	waits := 0
