@@ -146,10 +146,9 @@
 //     else of the file that recovery replays may set one either (a
 //     failed extending write logs none, File.keepSize): it would commit
 //     the held records whether or not the undo is complete. What they
-//     replace of what a crash before the commit maps again (extents
-//     numbered before the state began) stays counted valid
-//     (undoState.replaced); copies numbered since are garbage once
-//     replaced, and a retry rewrites only the pieces that failed. The
+//     replace, which a crash before the commit maps again, stays
+//     counted valid (undoState.replaced), and a retry rewrites only the
+//     pieces that failed. The
 //     file's next fsync, truncate, write or Engine.Sync writes the
 //     commit first (File.settleUndo), or fails; a flush without it would
 //     make the held records durable for recovery to drop under the

@@ -443,8 +443,7 @@ func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (n int, 
 	f := h.f
 	end := off + int64(len(p))
 	f.wmu.RLock()
-	settle := !testWriteLeavesOwed
-	if end <= h.Size() && !(settle && f.undoOwed()) {
+	if end <= h.Size() && !f.undoOwed() {
 		// Within the size, which cannot change while wmu is shared,
 		// and no commit owed: one cannot begin while wmu is shared.
 		defer f.wmu.RUnlock()
@@ -453,19 +452,11 @@ func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (n int, 
 	f.wmu.RUnlock()
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
-	if settle {
-		if err := h.settleUndo(ctx, false); err != nil {
-			return 0, fmt.Errorf("engine: write %q at %d: %w", h.Name(), off, err)
-		}
+	if err := h.settleUndo(ctx, false); err != nil {
+		return 0, fmt.Errorf("engine: write %q at %d: %w", h.Name(), off, err)
 	}
 	return h.writePieces(ctx, p, off, true)
 }
-
-// testWriteLeavesOwed, if set (by tests only), keeps writes from writing
-// their file's owed undo commit first: the tests of what the owed state
-// keeps of records numbered since it began (undoState.since, replaced)
-// overwrite the file while it is owed, as writes did before they settled.
-var testWriteLeavesOwed bool
 
 // writePiece returns how long the piece of a write that starts at pos may
 // be: up to the next multiple of the piece size, at least 256 KiB and the
