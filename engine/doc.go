@@ -31,6 +31,9 @@
 //   - A zone an append failed in takes no more appends; once the appends
 //     in flight there have landed, the engine finishes it on the device
 //     (until then it counts against the open budget), and GC reclaims it.
+//     If the device refuses the finish and still counts the zone active,
+//     it counts against the budget until GC resets it (placer.unfinished,
+//     Stats.ZonesUnfinished).
 //
 // # Crash consistency
 //
@@ -143,16 +146,15 @@
 //     else of the file that recovery replays may set one either (a
 //     failed extending write logs none, File.keepSize): it would commit
 //     the held records whether or not the undo is complete. What they
-//     replace of what a crash before the commit maps again (extents
-//     numbered before the state began) stays counted valid
-//     (undoState.replaced); copies numbered since are garbage once
-//     replaced, and a retry rewrites only the pieces that failed. The
+//     replace, which a crash before the commit maps again, stays
+//     counted valid (undoState.replaced), and a retry rewrites only the
+//     pieces that failed. The
 //     file's next fsync, truncate, write or Engine.Sync writes the
 //     commit first (File.settleUndo), or fails; a flush without it would
 //     make the held records durable for recovery to drop under the
 //     zeros' size, and writes that never waited for it filled a healthy
-//     device while GC left the file's zones alone. Only the fsync and
-//     the truncate take the file's writeback error on the way; a write,
+//     device while GC left the file's zones alone. Only the fsync
+//     takes the file's writeback error on the way; a truncate, a write,
 //     Engine.Sync and the settler leave it for the fsync, as above
 //     (writeback.FlushFileLeaveError). A background goroutine tries it too, with backoff, and at
 //     once for a writer short of space (Engine.settleLater,

@@ -345,10 +345,6 @@ type undoState struct {
 	// size, end and old are the failed truncate's: its size, the end of
 	// the block that holds it, the size it put back.
 	size, end, old int64
-	// since is the last sequence number handed out before the state
-	// began: an extent of the file with a higher version came from a
-	// record numbered while it owes its commit.
-	since uint64
 	// scanned: the mapped ranges of [end, old) were made dirty again,
 	// but for failedPieces, the pieces that failed (a read or an admission):
 	// the next try rewrites those only. Each try's copies of the rest
@@ -360,13 +356,16 @@ type undoState struct {
 	// file's records carry its size again; the first durable one of
 	// them commits the rewrite in recovery.
 	commit bool
-	// replaced is what the file's records without a size mapped over
-	// of what a crash before the commit would map again: extents of
-	// records numbered before the state began (a checkpoint taken
-	// since ends it). They stay counted valid in their zones (GC
-	// neither resets nor relocates them, see tailUnsettled). Copies
-	// numbered since are garbage once replaced: recovery drops them
-	// without a commit and maps their successors with one.
+	// replaced is what the file's records without a size mapped over:
+	// a crash before the commit maps it again. It stays counted valid
+	// in its zones (GC neither resets nor relocates them, see
+	// tailUnsettled) until the state ends (endUndo). Those records are
+	// the undo's own rewrites, which replace extents of records
+	// numbered before the state began: a client write settles the
+	// commit first (WriteAtContext), and GC leaves the file alone. (A
+	// copy numbered since, replaced by a later record without a size,
+	// as a piece rewritten again after a partial failure, is kept too:
+	// garbage in fact, counted valid until the state ends.)
 	replaced []extent
 	// keep is mapRecord's unmapped for a record without a size.
 	keep func(extent)
@@ -382,14 +381,8 @@ type undoState struct {
 // newUndoState is the state of a failed truncate to size (in the
 // block that ends at end) of a file of old bytes, from now on.
 func (e *Engine) newUndoState(size, end, old int64) *undoState {
-	u := &undoState{size: size, end: end, old: old, since: e.seq.Load(), kick: make(chan struct{}, 1)}
-	u.keep = func(x extent) {
-		if x.ver > u.since {
-			e.unmapped(x)
-			return
-		}
-		u.replaced = append(u.replaced, x)
-	}
+	u := &undoState{size: size, end: end, old: old, kick: make(chan struct{}, 1)}
+	u.keep = func(x extent) { u.replaced = append(u.replaced, x) }
 	return u
 }
 
@@ -1086,6 +1079,7 @@ type counters struct {
 	csumErrs, sumReads            atomic.Int64
 	gcRead, gcWritten, gcResets   atomic.Int64
 	gcSealed, gcCopied, gcFailed  atomic.Int64
+	finishErrs                    atomic.Int64
 	gcNanos, gcRuns, gcActive     atomic.Int64
 	metaWritten, checkpoints      atomic.Int64
 	// ckptWritten is the part of metaWritten that checkpoints wrote;

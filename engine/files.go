@@ -443,8 +443,7 @@ func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (n int, 
 	f := h.f
 	end := off + int64(len(p))
 	f.wmu.RLock()
-	settle := !testWriteLeavesOwed
-	if end <= h.Size() && !(settle && f.undoOwed()) {
+	if end <= h.Size() && !f.undoOwed() {
 		// Within the size, which cannot change while wmu is shared,
 		// and no commit owed: one cannot begin while wmu is shared.
 		defer f.wmu.RUnlock()
@@ -453,19 +452,11 @@ func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (n int, 
 	f.wmu.RUnlock()
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
-	if settle {
-		if err := h.settleUndo(ctx, false); err != nil {
-			return 0, fmt.Errorf("engine: write %q at %d: %w", h.Name(), off, err)
-		}
+	if err := h.settleUndo(ctx, false); err != nil {
+		return 0, fmt.Errorf("engine: write %q at %d: %w", h.Name(), off, err)
 	}
 	return h.writePieces(ctx, p, off, true)
 }
-
-// testWriteLeavesOwed, if set (by tests only), keeps writes from writing
-// their file's owed undo commit first: the tests of what the owed state
-// keeps of records numbered since it began (undoState.since, replaced)
-// overwrite the file while it is owed, as writes did before they settled.
-var testWriteLeavesOwed bool
 
 // writePiece returns how long the piece of a write that starts at pos may
 // be: up to the next multiple of the piece size, at least 256 KiB and the
@@ -591,7 +582,10 @@ func (h *File) truncate(size int64, grow bool) error {
 	// number below the truncate's, which recovery would then cut.
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
-	if err := h.settleUndo(ctx, true); err != nil {
+	// The file's unreported writeback error is its fsync's, not the
+	// truncate's (TestTruncateLeavesWritebackErrorToFsync): here and in
+	// zeroTail the truncate reports only what fails during it.
+	if err := h.settleUndo(ctx, false); err != nil {
 		return fmt.Errorf("engine: truncate %q to %d: %w", f.name, size, err)
 	}
 	f.mu.Lock()
@@ -668,13 +662,15 @@ func (h *File) truncate(size int64, grow bool) error {
 // flush's error with the new size in place but not logged (a crash brings
 // the old one back), and ext4 logs the size and leaves the zeroed block to
 // writeback, whose failure only the next fsync reports. The price is that a truncate into a block
-// writes the file's dirty data back first, the bytes it cuts too. The
-// error also stays for the file's next fsync if this flush did not
-// report it, as a write's does.
+// writes the file's dirty data back first, the bytes it cuts too. Its
+// flushes leave the file's unreported writeback error (an earlier
+// write's, or their own) for the file's next fsync, which reports it
+// whether or not the truncate did (FlushFileLeaveError): the truncate
+// is not the fsync (TestTruncateLeavesWritebackErrorToFsync).
 func (h *File) zeroTail(size, old int64) error {
 	e, f := h.e, h.f
 	ctx := context.Background()
-	if err := e.wb.FlushFile(ctx, f.id); err != nil {
+	if err := e.wb.FlushFileLeaveError(ctx, f.id); err != nil {
 		return fmt.Errorf("engine: truncate %q to %d: write back: %w", f.name, size, err)
 	}
 	end := (size/BlockSize + 1) * BlockSize
@@ -712,7 +708,7 @@ func (h *File) zeroTail(size, old int64) error {
 	}
 	_, err := e.cache.Write(ctx, f.id, size, e.zeroBlk[:end-size], e)
 	if err == nil {
-		err = e.wb.FlushFile(ctx, f.id)
+		err = e.wb.FlushFileLeaveError(ctx, f.id)
 	}
 	if err == nil {
 		// The zeros' record must be durable before the truncate's log
@@ -779,7 +775,7 @@ func (h *File) zeroTail(size, old int64) error {
 	if testHookTruncateUndo != nil {
 		testHookTruncateUndo(e, true)
 	}
-	if rerr := h.undoCut(ctx, true); rerr != nil {
+	if rerr := h.undoCut(ctx, false); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("engine: truncate %q: put the cut bytes back: %w", f.name, rerr))
 	}
 	return err
@@ -916,10 +912,10 @@ func (h *File) rewriteCut(u *undoState) ([]byte, error) {
 // undo's records durable without a commit and so for recovery to drop,
 // under the zeros' size (TestRev36UndoCommitFailsThenFsync), another
 // truncate, whose own records and size must not mix with them, or a
-// write (writeSettled). take is undoCut's: only the file's fsync and
-// truncate take its unreported writeback error; a write, Engine.Sync and
+// write (writeSettled). take is undoCut's: only the file's fsync takes
+// its unreported writeback error; a truncate, a write, Engine.Sync and
 // the background settler leave it for the fsync (doc.go, crash
-// consistency).
+// consistency), as ftruncate leaves a Linux file's errseq alone.
 func (h *File) settleUndo(ctx context.Context, take bool) error {
 	if !h.f.undoOwed() {
 		return nil
@@ -1250,8 +1246,13 @@ const tailSettleWait = 10 * time.Second
 // writer does not hold: own, the writer's file, is never waited for).
 // The waiter holds no engine lock but its own file's wmu (admission
 // holds no reservation while it collects), and waits without the
-// collector. Two writers each waiting for the settler of the other's
-// file wait out tailSettleWait, then report ENOSPC.
+// collector. No two writers wait for each other's file's settler: a
+// writer that holds its file's wmu has settled that file's owed commit
+// first (WriteAtContext; a truncate's settleUndo), and none can begin
+// while it holds wmu, so the settler it waits for never needs a wmu held
+// by a writer being admitted (TestUndoOwedTwoWritersNoCrossWait; when
+// writes left the commit owed, two such writers waited out
+// tailSettleWait, then reported ENOSPC on a device of garbage).
 func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTails bool, minGain int64) error {
 	flushed := false
 	waits := 0

@@ -94,6 +94,10 @@ type zone struct {
 	// forGC marks a zone GC opened for its copies (under placer.mu): it
 	// counts against GC's streams, not the data budget.
 	forGC bool
+	// unfinished: the device refused to finish the zone when it was
+	// retired, and it may still be open there (placer.unfinished;
+	// placer.mu). A reset clears it.
+	unfinished bool
 	// owner is the file that chose this zone as its MRU zone last; nil
 	// for GC's zones and the shared stream.
 	owner atomic.Pointer[file]
@@ -222,6 +226,15 @@ type placer struct {
 	// closed file's short tail), for the engine's retirer to finish on
 	// the device once their appends have landed (see giveUp).
 	retiring []*zone
+	// unfinished is the zones whose finish the device refused
+	// (Engine.retire; zone.unfinished): each may still hold an open and
+	// an active resource on the device, so each takes one zone off what
+	// placement may open (openFreeLocked) until GC resets it (freeZone).
+	// The engine cannot write to such a zone (it is full to placement):
+	// the device's limits are the engine's budget, and without this a
+	// placement that opened a zone in its place went one past them
+	// (TestFailedFinishKeepsToActiveLimit).
+	unfinished int
 	// unalloc is the bytes not yet reserved in free and open zones, and
 	// nfree the free zones: space() reads them on every client write, so
 	// they are kept without the lock.
@@ -391,7 +404,7 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC bool, shar
 	switch p.policyFor(forGC) {
 	case PolicyRoundRobin:
 		draining := false
-		for len(p.open) < p.budget && !draining {
+		for len(p.open) < p.budget-p.unfinished && !draining {
 			var opened bool
 			if opened, draining = p.openFreeLocked(forGC); !opened {
 				break
@@ -442,7 +455,7 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC bool, shar
 		// Share the rest of a zone no file is writing to (the tail of
 		// a file done being written), else the least recently used.
 		z := p.lruLocked(true, forGC, gcZones)
-		if share == shareNot && !forGC && p.dataOpenLocked() < p.budget && (z == nil || p.policy != PolicyMRU) {
+		if share == shareNot && !forGC && p.dataOpenLocked() < p.budget-p.unfinished && (z == nil || p.policy != PolicyMRU) {
 			// The budget has room, the free zones do not: GC can make
 			// one. Sharing instead mixes files, so a file's delete or
 			// overwrite no longer empties whole zones (GC pays later).
@@ -501,6 +514,9 @@ func (p *placer) openFreeLocked(forGC bool) (opened, draining bool) {
 		// engine keeps them in the device's limits) and take the reserve.
 		budget, keep, open = p.budget+p.gcStreams, 0, len(p.open)
 	}
+	// A zone the device would not finish may hold its resources still:
+	// it counts against either budget.
+	budget -= p.unfinished
 	if open >= budget || len(p.free) <= keep {
 		return false, false
 	}
@@ -727,6 +743,11 @@ func (p *placer) freeZone(z *zone) {
 	z.owner.Store(nil)
 	z.sharedFrom.Store(nil)
 	z.resetPending.Store(false)
+	if z.unfinished {
+		// The reset gave the device's resources back.
+		z.unfinished = false
+		p.unfinished--
+	}
 	z.state.Store(zoneFree)
 	p.free = append(p.free, z)
 	p.nfree.Add(1)

@@ -49,7 +49,13 @@ type Stats struct {
 	// too little room was left for the next file (Config.FinishTail).
 	ZonesTailFinished int64 `json:"zones_tail_finished"`
 	AppendErrs        int64 `json:"append_errors"`
-	ReadErrs          int64 `json:"read_errors"`
+	// ZoneFinishErrs counts finishes of retired zones (an append to them
+	// failed, or a closed file's short tail) that the device refused;
+	// ZonesUnfinished is those it may still count active (a gauge): each
+	// takes a zone off placement's open budget until GC resets it.
+	ZoneFinishErrs  int64 `json:"zone_finish_errors"`
+	ZonesUnfinished int   `json:"zones_unfinished"`
+	ReadErrs        int64 `json:"read_errors"`
 	// ChecksumErrs counts reads that found a data block (or the header
 	// holding its checksum) not as it was written: each failed with EIO.
 	ChecksumErrs int64 `json:"checksum_errors"`
@@ -134,6 +140,7 @@ func (s Stats) Sub(o Stats) Stats {
 	d.ZonesShared -= o.ZonesShared
 	d.ZonesSharedBusy -= o.ZonesSharedBusy
 	d.AppendErrs -= o.AppendErrs
+	d.ZoneFinishErrs -= o.ZoneFinishErrs
 	d.ReadErrs -= o.ReadErrs
 	d.ChecksumErrs -= o.ChecksumErrs
 	d.SumReads -= o.SumReads
@@ -170,7 +177,7 @@ func (e *Engine) Stats() Stats {
 		DevCheckpoint: c.ckptWritten.Load(), DevMetaCreates: c.metaOps[opCreate].Load(), DevMetaRemoves: c.metaOps[opRemove].Load(),
 		DevMetaResets: c.metaOps[opZoneReset].Load(), DevMetaOther: c.metaOps[opRename].Load() + c.metaOps[opTruncate].Load(),
 		GCHeaders: c.gcHeaders.Load(), RecordsSplit: c.split.Load(),
-		Appends: c.appends.Load(), ZonesOpened: e.placer.opened.Load(), ZonesFilled: e.placer.filled.Load(), ZonesShared: e.placer.sharedMRU.Load(), ZonesSharedBusy: e.placer.sharedBusy.Load(), ZonesTailFinished: e.placer.tailsFinished.Load(), AppendErrs: c.appendErrs.Load(), ReadErrs: c.readErrs.Load(),
+		Appends: c.appends.Load(), ZonesOpened: e.placer.opened.Load(), ZonesFilled: e.placer.filled.Load(), ZonesShared: e.placer.sharedMRU.Load(), ZonesSharedBusy: e.placer.sharedBusy.Load(), ZonesTailFinished: e.placer.tailsFinished.Load(), AppendErrs: c.appendErrs.Load(), ZoneFinishErrs: c.finishErrs.Load(), ReadErrs: c.readErrs.Load(),
 		ChecksumErrs: c.csumErrs.Load(), SumReads: c.sumReads.Load(),
 		Checkpoints: c.checkpoints.Load(), Flushes: e.flushes.flushes.Load(), FlushesJoined: e.flushes.joined.Load(),
 		GCRead: c.gcRead.Load(), GCWritten: c.gcWritten.Load(), GCResets: c.gcResets.Load(), GCCopied: c.gcCopied.Load(), GCSealed: c.gcSealed.Load(), GCFailed: c.gcFailed.Load(),
@@ -179,6 +186,7 @@ func (e *Engine) Stats() Stats {
 	}
 	e.placer.mu.Lock()
 	s.FreeZones, s.OpenZones = len(e.placer.free), len(e.placer.open)
+	s.ZonesUnfinished = e.placer.unfinished
 	s.Unwritten = e.placer.unalloc.Load()
 	e.placer.mu.Unlock()
 	if e.cache != nil {

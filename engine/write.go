@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/zonefold/zonefold/zns"
 	"slices"
 
 	"github.com/zonefold/zonefold/cache"
@@ -488,18 +489,42 @@ func (e *Engine) retirer(ctx context.Context) {
 	}
 }
 
-// retire finishes one failed zone on the device and makes it full.
+// retire finishes one failed zone on the device and makes it full (a GC
+// candidate, which takes no appends). If the device refuses the finish
+// and reports the zone still active (or cannot say), the zone keeps its
+// place in the device's limits: it leaves the draining zones, so that
+// no writer waits for it, but counts against placement's budget as
+// unfinished until GC resets it (placer.unfinished), and the failure is
+// counted (Stats.ZoneFinishErrs, ZonesUnfinished). Letting it leave the
+// budget, placement opened a zone past the device's active limit, and
+// every append there failed (TestFailedFinishKeepsToActiveLimit).
 func (e *Engine) retire(z *zone) {
 	e.waitUntil(func() bool { return z.writers.Load() == 0 })
+	unfinished := false
 	if err := e.dev.FinishZone(z.idx); err != nil {
-		// It may still be open on the device; it leaves the budget
-		// anyway, or placement would lose a zone for good.
-		e.log.Warn("engine: finish a zone whose append failed", "zone", z.idx, "err", err)
+		e.stats.finishErrs.Add(1)
+		unfinished = e.zoneMayBeActive(z)
+		e.log.Warn("engine: finish a retired zone", "zone", z.idx, "err", err, "still_active", unfinished)
 	}
-	e.placer.mu.Lock()
+	p := &e.placer
+	p.mu.Lock()
+	if unfinished && !z.unfinished {
+		z.unfinished = true
+		p.unfinished++
+	}
 	z.state.Store(zoneFull)
-	e.placer.mu.Unlock()
+	p.mu.Unlock()
 	e.idle.Signal() // placement may open a zone in its place
+}
+
+// zoneMayBeActive reports whether the device may count z as open or
+// active: it says so, or its report fails.
+func (e *Engine) zoneMayBeActive(z *zone) bool {
+	var rz [1]zns.Zone
+	if n, err := e.dev.Report(z.idx, rz[:]); err != nil || n != 1 {
+		return true
+	}
+	return rz[0].Cond.Active()
 }
 
 func bumpMax(a interface {

@@ -851,6 +851,27 @@ func (e *Emu) FailFlush(n int) {
 	e.mu.Unlock()
 }
 
+// FailFinish arms a fault: the n-th FinishZone from now fails with EIO
+// and leaves the zone as it was (open, active, its write pointer where it
+// was). n <= 0 disarms.
+func (e *Emu) FailFinish(n int) {
+	e.mu.Lock()
+	e.faults.finishIn = max(n, 0)
+	e.mu.Unlock()
+}
+
+// FinishZone implements Device: the zone table's, unless FailFinish
+// armed a fault for it.
+func (e *Emu) FinishZone(zone int) error {
+	e.mu.Lock()
+	fail := hit(&e.faults.finishIn)
+	e.mu.Unlock()
+	if fail {
+		return fmt.Errorf("zns: emu finish zone %d: %w", zone, syscall.EIO)
+	}
+	return e.soft.FinishZone(zone)
+}
+
 // PowerCut simulates losing power: it waits for a Flush in progress and
 // for the writes in flight to complete (their completions report success; callers cannot tell them
 // from writes that were lost), then puts the zone table back to the last

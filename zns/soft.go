@@ -128,6 +128,7 @@ type faults struct {
 	readIn   int
 	flushIn  int
 	writeAll bool // every write fails (FailWrites)
+	finishIn int
 }
 
 // hit counts one operation down and reports whether it is the one to fail.

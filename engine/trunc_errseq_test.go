@@ -1,0 +1,62 @@
+package engine
+
+import (
+	"errors"
+	"syscall"
+	"testing"
+)
+
+// TestTruncateLeavesWritebackErrorToFsync: a write of the file fails at
+// background writeback (or a failed truncate's owed commit fails at
+// Engine.Sync's writeback), which leaves the error for the file's fsync
+// (as Linux's errseq does: doc.go, crash consistency). A truncate of the
+// file then writes its dirty data back: to settle a failed truncate's
+// owed undo commit first (settleUndo), or to zero the tail of the block
+// it cuts into (zeroTail). Either rewrite succeeds on the healthy
+// device; the file's next fsync must still report the failure, once.
+// ftruncate does not consume a file's errseq; a truncate that took the
+// error (FlushFile) left the fsync returning success.
+func TestTruncateLeavesWritebackErrorToFsync(t *testing.T) {
+	for _, how := range []string{"owed, truncate to the size", "not owed, truncate into a block"} {
+		t.Run(how, func(t *testing.T) {
+			holdOwed(t)
+			r := newTruncGCRig(t)
+			owed := how[0] == 'o'
+			if owed {
+				// The commit's record fails at writeback in
+				// Engine.Sync (syncfs), which leaves the error for
+				// the file's fsync.
+				failUndoFlush(t, r)
+				emuOf(t, r.e).FailWrite(1)
+				if err := r.e.Sync(t.Context()); err == nil {
+					t.Fatal("Engine.Sync settled the commit with a write failing")
+				}
+				if !r.f.f.undoOwed() {
+					t.Fatal("no commit owed")
+				}
+			} else {
+				if _, err := r.f.WriteAt(owedPattern(4, 300000), 16384); err != nil {
+					t.Fatal(err)
+				}
+				emuOf(t, r.e).FailWrite(1)
+				if err := r.e.wb.SyncAll(t.Context()); err == nil { // background writeback
+					t.Fatal("the writeback did not fail")
+				}
+			}
+			size := r.f.Size()
+			if !owed {
+				size -= 100
+			}
+			t.Logf("truncate to %d: %v", size, r.f.Truncate(size))
+			if owed && r.f.f.undoOwed() {
+				t.Error("the truncate left the commit owed on a healthy device")
+			}
+			if err := r.f.Sync(); !errors.Is(err, syscall.EIO) {
+				t.Errorf("the file's fsync after its failed writeback and a truncate: %v, want EIO", err)
+			}
+			if err := r.f.Sync(); err != nil {
+				t.Errorf("the second fsync: %v, want success (reported once)", err)
+			}
+		})
+	}
+}
