@@ -77,14 +77,17 @@ func (c *Config) fill() {
 
 // Engine serves files from one zoned device.
 type Engine struct {
-	cfg   Config
-	dev   zns.Device
-	geo   zns.Geometry
-	ring  *uring.Ring
-	cache *cache.Cache
-	wb    *writeback.Writeback
-	sb    Superblock
-	log   *slog.Logger
+	cfg Config
+	dev zns.Device
+	// sumDev is dev if it takes the records' block checksums with their
+	// appends (the emu, which would otherwise compute them again).
+	sumDev zns.SumAppender
+	geo    zns.Geometry
+	ring   *uring.Ring
+	cache  *cache.Cache
+	wb     *writeback.Writeback
+	sb     Superblock
+	log    *slog.Logger
 
 	zones  []*zone // by device zone number; nil for zones the engine does not write data to
 	placer placer
@@ -431,7 +434,8 @@ func FormatAndOpen(dev zns.Device, cfg Config) (*Engine, error) {
 
 func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) {
 	cfg.fill()
-	e := &Engine{cfg: cfg, dev: dev, geo: dev.Geometry(), ring: dev.Ring(), log: slog.Default(),
+	sumDev, _ := dev.(zns.SumAppender)
+	e := &Engine{cfg: cfg, dev: dev, sumDev: sumDev, geo: dev.Geometry(), ring: dev.Ring(), log: slog.Default(),
 		byName: map[string]*file{}, byID: map[uint64]*file{}, nextID: 1, retireKick: make(chan struct{}, 1),
 		closingCh: make(chan struct{})}
 	e.readGroups.New = func() any { return new(uring.Group) }
@@ -457,7 +461,7 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 	}
 	e.ops = make(chan *recordOp, e.hdrs.size())
 	for range e.hdrs.size() {
-		e.ops <- &recordOp{e: e}
+		e.ops <- &recordOp{e: e, devSums: make([]uint32, 0, MaxRecordBlocks+1)}
 	}
 	e.completed = make(chan *recordOp, e.hdrs.size())
 	e.completerDone = make(chan struct{})

@@ -23,6 +23,9 @@ type recordOp struct {
 	p    writeback.Pending
 	gc   *gcBatch // set for GC relocations
 	n    int64    // bytes appended, header included
+	// devSums is the CRC-32C of each block of the append, header first,
+	// for a device that takes them (Engine.sumDev).
+	devSums []uint32
 	// The outcome, from Appended to the completer.
 	off int64
 	err error
@@ -225,7 +228,19 @@ func (e *Engine) submitRecord(op *recordOp) error {
 		op.p.Add(1)
 	}
 	e.inflight.Add(1)
-	if err := e.dev.Append(op.z.idx, op.bufs, op); err != nil {
+	var err error
+	if e.sumDev != nil && op.f != nil && op.gc == nil {
+		// A client record's sums were just computed from its bytes
+		// (WriteExtents); a GC record's are carried from the record it
+		// copies (a bad block stays bad) and a pad's are stale, so
+		// those the device checksums itself. The header's sums are of
+		// the data blocks; the device's chain covers the header too.
+		op.devSums = append(append(op.devSums[:0], Checksum(op.bufs[0])), op.hdr.Sums...)
+		err = e.sumDev.AppendSums(op.z.idx, op.bufs, op.devSums, op)
+	} else {
+		err = e.dev.Append(op.z.idx, op.bufs, op)
+	}
+	if err != nil {
 		op.Appended(0, err)
 		return nil // reported through Pending
 	}
