@@ -457,7 +457,7 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC bool, shar
 		// Share the rest of a zone no file is writing to (the tail of
 		// a file done being written), else the least recently used.
 		z := p.lruLocked(true, forGC, gcZones)
-		if share == shareNot && !forGC && p.dataOpenLocked() < p.budget && (z == nil || p.policy != PolicyMRU) {
+		if share == shareNot && !forGC && p.dataOpenLocked() < p.budget && (z == nil || p.policy != PolicyMRU || life != LifeNotSet) {
 			// The budget has room, the free zones do not: GC can make
 			// one. Sharing instead mixes files, so a file's delete or
 			// overwrite no longer empties whole zones (GC pays later).
@@ -468,7 +468,10 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC bool, shar
 			// tails (31-33 MiB of 284) sat open while writers had GC
 			// copy zones ~4 MB valid to free one each. (A hinted
 			// class's stream zone has no owner and looks finished: it
-			// is not taken so.)
+			// is not taken so.) A hinted file under mru had its own
+			// class's tails first (classTailLocked): another class's
+			// would mix lifetimes, which GC pays for, so it asks GC
+			// too, as hinted's streams do.
 			return nil, errNoFreeZone
 		}
 		busy := z == nil
