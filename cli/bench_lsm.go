@@ -106,7 +106,7 @@ compare ratios over several --rounds.`,
 	f.BoolVar(&o.Sync, "sync", false, "sync every write (pebble.Sync), on both sides")
 	sizeVar(f, &o.CacheBytes, "cache", 256<<20, "zonefold's folio cache (dirty data is held to an eighth of the device)")
 	sizeVar(f, &o.BlockCache, "block-cache", o.BlockCache, "Pebble's block cache, on both sides")
-	sizeVar(f, &o.ZoneSize, "zone-size", o.ZoneSize, "zone size of the default device (0: Pebble's L0 table size, in whole MiB)")
+	sizeVar(f, &o.ZoneSize, "zone-size", o.ZoneSize, "zone size of the default device (0: four of Pebble's L0 tables, in whole MiB)")
 	countVar(f, &o.OpenZones, "open-zones", o.OpenZones, "open and active zone limit of the default device")
 	sizeVar(f, &o.TableSize, "table-size", o.TableSize, "Pebble's target table size at every level (0: L0's from the DB's size, doubling per level, Pebble's way)")
 	countVar(f, &o.Compactions, "compactions", o.Compactions, "compactions Pebble runs at once (0: Pebble's one, two when behind)")
