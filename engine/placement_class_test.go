@@ -18,22 +18,15 @@ func TestMRUStartsHintedFileInItsClassTail(t *testing.T) {
 	const zoneCap = 64 * BlockSize
 	p := newTestPlacer(PolicyMRU, 10, 6, 1, zoneCap)
 	p.recount()
-	newFile := func(id uint64, l WriteLife) *file {
-		f := &file{id: id}
-		f.life.Store(uint32(l))
-		f.handles.Add(1)
-		return f
-	}
 	put := func(f *file) *zone {
 		t.Helper()
-		g, err := p.reserveData(&f.mru, f, 4*BlockSize, false, shareNot)
+		z, err := reserveFor(p, f)
 		if err != nil {
 			t.Fatalf("file %d: %v", f.id, err)
 		}
-		g.z.writers.Add(-1)
-		return g.z
+		return z
 	}
-	long1, medium1 := newFile(1, LifeLong), newFile(2, LifeMedium)
+	long1, medium1 := openHinted(1, LifeLong), openHinted(2, LifeMedium)
 	zl, zm := put(long1), put(medium1)
 	if zl == zm {
 		t.Fatal("two open files share a zone while the budget allows one each")
@@ -41,19 +34,19 @@ func TestMRUStartsHintedFileInItsClassTail(t *testing.T) {
 	long1.handles.Add(-1) // both finished, their zones' tails open
 	medium1.handles.Add(-1)
 
-	long2 := newFile(3, LifeLong)
+	long2 := openHinted(3, LifeLong)
 	if z := put(long2); z != zl {
 		t.Fatalf("a long-lived file started in zone %d, not the long-lived tail %d", z.idx, zl.idx)
 	}
-	plain := newFile(4, LifeNotSet)
+	plain := openHinted(4, LifeNotSet)
 	if z := put(plain); z == zl || z == zm {
 		t.Fatalf("an unhinted file started in a finished file's tail (zone %d) with fresh zones free", z.idx)
 	}
-	short := newFile(5, LifeShort)
+	short := openHinted(5, LifeShort)
 	if z := put(short); z == zm || z == zl {
 		t.Fatalf("a short-lived file started in another class's tail (zone %d) with fresh zones free", z.idx)
 	}
-	medium2 := newFile(6, LifeMedium)
+	medium2 := openHinted(6, LifeMedium)
 	if z := put(medium2); z != zm {
 		t.Fatalf("a medium-lived file started in zone %d, not the medium tail %d", z.idx, zm.idx)
 	}
@@ -75,33 +68,39 @@ func TestMRUHintedFileAsksGCBeforeAnotherClassTail(t *testing.T) {
 	const zoneCap = 64 * BlockSize
 	p := newTestPlacer(PolicyMRU, 3, 3, 1, zoneCap)
 	p.recount()
-	newFile := func(id uint64, l WriteLife) *file {
-		f := &file{id: id}
-		f.life.Store(uint32(l))
-		f.handles.Add(1)
-		return f
-	}
-	reserve := func(f *file) (*zone, error) {
-		g, err := p.reserveData(&f.mru, f, 4*BlockSize, false, shareNot)
-		if err != nil {
-			return nil, err
-		}
-		g.z.writers.Add(-1)
-		return g.z, nil
-	}
-	long1, extreme1 := newFile(1, LifeLong), newFile(2, LifeExtreme)
-	zl, err := reserve(long1)
+	long1, extreme1 := openHinted(1, LifeLong), openHinted(2, LifeExtreme)
+	zl, err := reserveFor(p, long1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := reserve(extreme1); err != nil {
+	if _, err := reserveFor(p, extreme1); err != nil {
 		t.Fatal(err)
 	}
 	long1.handles.Add(-1) // finished; only GC's reserve is free now
-	if z, err := reserve(newFile(3, LifeExtreme)); !errors.Is(err, errNoFreeZone) {
+	if z, err := reserveFor(p, openHinted(3, LifeExtreme)); !errors.Is(err, errNoFreeZone) {
 		t.Fatalf("an extreme-lived file with no tail of its class got zone %d (err %v): want errNoFreeZone (GC frees one) rather than the long-lived tail %d", z.idx, err, zl.idx)
 	}
-	if z, err := reserve(newFile(4, LifeLong)); err != nil || z != zl {
+	if z, err := reserveFor(p, openHinted(4, LifeLong)); err != nil || z != zl {
 		t.Fatalf("a long-lived file: %v; want the long-lived tail %d", err, zl.idx)
 	}
+}
+
+// openHinted is a file with one handle open and write-life hint l.
+func openHinted(id uint64, l WriteLife) *file {
+	f := &file{id: id}
+	f.life.Store(uint32(l))
+	f.handles.Add(1)
+	return f
+}
+
+// reserveFor reserves a record's room for f as its writeback does (no
+// share of another file's zone while GC could free one) and marks the
+// append done at once.
+func reserveFor(p *placer, f *file) (*zone, error) {
+	g, err := p.reserveData(&f.mru, f, 4*BlockSize, false, shareNot)
+	if err != nil {
+		return nil, err
+	}
+	g.z.writers.Add(-1)
+	return g.z, nil
 }
