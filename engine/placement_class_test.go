@@ -104,3 +104,45 @@ func reserveFor(p *placer, f *file) (*zone, error) {
 	g.z.writers.Add(-1)
 	return g.z, nil
 }
+
+// TestMRUKeepsHintedFileShortTailForItsClass: a hinted file closed with
+// less room left than FinishTail keeps its zone open under mru, and the
+// next file of its class starts there; an unhinted file's short tail is
+// still finished (FinishTail, for bench gc's unhinted files).
+func TestMRUKeepsHintedFileShortTailForItsClass(t *testing.T) {
+	for _, life := range []WriteLife{LifeLong, LifeNotSet} {
+		t.Run(life.String(), func(t *testing.T) {
+			cfg := Config{CacheBytes: 2 << 20, Policy: PolicyMRU, OpenZones: 2}
+			e := formatOpen(t, emuDevice(t, 24, "256K", "&max_open=5&max_active=5"), cfg)
+			defer e.Close()
+			write := func(name string, n int64) {
+				t.Helper()
+				f, err := e.Create(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := f.SetWriteLife(life); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := f.WriteAt(make([]byte, n), 0); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			write("a", 200<<10) // leaves under a quarter zone
+			write("b", 16<<10)
+			finished := e.Stats().ZonesTailFinished
+			if life == LifeNotSet && finished != 1 {
+				t.Fatalf("unhinted: %d short tails finished, want 1", finished)
+			}
+			if life != LifeNotSet && finished != 0 {
+				t.Fatalf("hinted: %d short tails finished, want 0 (the class's next file fills it)", finished)
+			}
+		})
+	}
+}
