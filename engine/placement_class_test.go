@@ -117,22 +117,7 @@ func TestMRUKeepsHintedFileShortTailForItsClass(t *testing.T) {
 			defer e.Close()
 			write := func(name string, n int64) {
 				t.Helper()
-				f, err := e.Create(name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := f.SetWriteLife(life); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := f.WriteAt(make([]byte, n), 0); err != nil {
-					t.Fatal(err)
-				}
-				if err := f.Sync(); err != nil {
-					t.Fatal(err)
-				}
-				if err := f.Close(); err != nil {
-					t.Fatal(err)
-				}
+				writeWholeFile(t, e, name, n, life)
 			}
 			write("a", 200<<10) // leaves under a quarter zone
 			write("b", 16<<10)
