@@ -54,7 +54,7 @@ type LSMOptions struct {
 	Sync        bool     // every write with pebble.Sync
 	CacheBytes  int64    // zonefold's folio cache (0: 256M); dirty data is held to an eighth of the device
 	BlockCache  int64    // Pebble's block cache, both sides
-	ZoneSize    int64    // the default device's zone size (0: Pebble's L0 table size, in whole MiB)
+	ZoneSize    int64    // the default device's zone size (0: four of Pebble's L0 tables, in whole MiB)
 	OpenZones   int      // the default device's open and active zone limit (0: 16)
 	TableSize   int64    // Pebble's target table size at every level (0: L0's from the DB's size, doubling per level as Pebble's default)
 	Compactions int      // compactions Pebble runs at once (0: one, two under debt)
@@ -340,6 +340,9 @@ type lsmDevice struct {
 	path                    string // the current run's file, until opened
 }
 
+// lsmZoneTables is how many tables the default device's zone holds.
+const lsmZoneTables = 4
+
 func newLSMDevice(device string, o LSMOptions) (*lsmDevice, func(), error) {
 	if device != "" {
 		return &lsmDevice{given: device}, func() {}, nil
@@ -348,15 +351,17 @@ func newLSMDevice(device string, o LSMOptions) (*lsmDevice, func(), error) {
 	capacity := float64(o.dbBytes()) / o.Util
 	zoneSize := o.ZoneSize
 	if zoneSize == 0 {
-		// A zone per young table, as ZenFS advises (target file size
-		// near the zone's), in whole MiB; the tables of deeper levels
-		// span several. The open zones (16, as on many ZNS drives) stay
-		// a small part of the device.
+		// lsmZoneTables tables a zone, in whole MiB: a ZNS drive's
+		// zones (hundreds of MiB) are much larger than an LSM store's
+		// tables, so tables of different lifetimes must share zones
+		// unless placement keeps them apart, which is the question.
+		// Zones of one table (ZenFS's advice) hid it: none's shared
+		// stream was then mostly whole tables, each freeing its zone.
 		table := l0TableSize(o.dbBytes())
 		if o.TableSize > 0 {
 			table = o.TableSize
 		}
-		zoneSize = max(1, (table+(1<<20)-1)>>20) << 20
+		zoneSize = max(1, (lsmZoneTables*table+(1<<20)-1)>>20) << 20
 	}
 	zones := int64(math.Ceil(capacity/float64(zoneSize))) + 2 // and two metadata zones
 	open := o.OpenZones

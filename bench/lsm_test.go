@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -174,5 +175,23 @@ func TestLSMPairedRatiosPairRounds(t *testing.T) {
 	// Round 3 has no kernel run: no ratio.
 	if got := pairedRatios(runs, "mru", "kernel"); !slices.Equal(got, []float64{0.5, 2}) {
 		t.Fatalf("paired ratios %v, want [0.5 2]", got)
+	}
+}
+
+// TestLSMDefaultZonesHoldSeveralTables: the default device's zones hold
+// lsmZoneTables tables, as a ZNS drive's zones hold many; --zone-size
+// still sets them.
+func TestLSMDefaultZonesHoldSeveralTables(t *testing.T) {
+	o := DefaultLSM
+	d, _, err := newLSMDevice("", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("zone_size=%dK&", lsmZoneTables*o.TableSize>>10); !strings.Contains(d.geometry, want) {
+		t.Fatalf("default geometry %q lacks %q", d.geometry, want)
+	}
+	o.ZoneSize = 1 << 20
+	if d, _, _ = newLSMDevice("", o); !strings.Contains(d.geometry, "zone_size=1024K&") {
+		t.Fatalf("--zone-size 1M gave %q", d.geometry)
 	}
 }

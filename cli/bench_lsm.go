@@ -49,7 +49,7 @@ Into --out it writes summary.json, series.csv and waf and ops charts (PNG and
 SVG) of the overwrite phase.
 
 With no DEVICE it runs on an emulated zoned device sized so that the keys and
-values fill --util of it, with zones the size of Pebble's tables (--zone-size
+values fill --util of it, with zones of four of Pebble's tables (--zone-size
 sets it) and 16 open at most (--open-zones), on a new file per run in DIR
 (with --against, so that both sides share a file system) or a temporary
 folder; the file is unlinked as soon as the engine holds it open, so none is
@@ -63,20 +63,21 @@ the process.
 The default shape is that of an LSM store on a ZNS drive at steady state,
 where GC must run under every placement: the keys and values fill 35% of the
 device, and Pebble's files, about twice that at their peak, keep its zones
-about 70% live; tables of 1 MiB at every level in zones of 1 MiB (ZenFS's advice
-for RocksDB: a target file size near the zone's, the same at every level);
+about 70% live; tables of 1 MiB at every level (ZenFS's advice for RocksDB:
+the same target file size at every level) in zones of 4 MiB, as a ZNS drive's
+zones hold many tables;
 three compactions at once, so that several jobs' tables, the WAL and GC share
 the 16 open zones; one device capacity of overwrites. With Pebble's defaults
 (tables doubling per level, one compaction) and a third of the device, deep
 tables span several zones and free whole ones under any placement, and GC
 barely runs: with --table-size 0 --compactions 0 --util 0.33, none's GC copied
-8 MB in a run and its device WAF was 1.021, mru's 1.029. At the default
-shape a table fills about a zone, so none's shared stream is mostly whole
-tables and its GC stays cheap (device WAF 1.16-1.22). Zones larger than
-tables, as on a ZNS drive, are where none pays for mixing lifetimes:
---zone-size 4M (four tables a zone) gave none 1.58-1.75, hinted 1.35, and
-mru, whose finished tables' tails stay open until another file shares
-them, about 1.9-2.0 (see the README).
+8 MB in a run and its device WAF was 1.021, mru's 1.029. With zones of one
+table (--zone-size 1M) none's shared stream is mostly whole tables and its
+GC stays cheap (device WAF 1.16-1.22); zones larger than tables are where
+none pays for mixing lifetimes. Under mru a file that needs a zone and has
+a write-life hint (pebblefs gives one by file kind and level) starts in a
+finished file's tail of its class, else a fresh zone; hinted sends each
+class to one shared stream (see the README for what each measured).
 
 Ops/s against the kernel: the kernel run sits next to the first placement's
 in every round, and even rounds run in reverse order; the last target line
@@ -106,7 +107,7 @@ compare ratios over several --rounds.`,
 	f.BoolVar(&o.Sync, "sync", false, "sync every write (pebble.Sync), on both sides")
 	sizeVar(f, &o.CacheBytes, "cache", 256<<20, "zonefold's folio cache (dirty data is held to an eighth of the device)")
 	sizeVar(f, &o.BlockCache, "block-cache", o.BlockCache, "Pebble's block cache, on both sides")
-	sizeVar(f, &o.ZoneSize, "zone-size", o.ZoneSize, "zone size of the default device (0: Pebble's L0 table size, in whole MiB)")
+	sizeVar(f, &o.ZoneSize, "zone-size", o.ZoneSize, "zone size of the default device (0: four of Pebble's L0 tables, in whole MiB)")
 	countVar(f, &o.OpenZones, "open-zones", o.OpenZones, "open and active zone limit of the default device")
 	sizeVar(f, &o.TableSize, "table-size", o.TableSize, "Pebble's target table size at every level (0: L0's from the DB's size, doubling per level, Pebble's way)")
 	countVar(f, &o.Compactions, "compactions", o.Compactions, "compactions Pebble runs at once (0: Pebble's one, two when behind)")

@@ -42,7 +42,9 @@ type Config struct {
 	// the device, no padding written) rather than left open for the
 	// next file to start in: a tail shared by a file that outlives the
 	// first, or dies before it, is what GC has to copy. 0: a quarter of
-	// a zone; negative: never.
+	// a zone; negative: never. Under mru a file with a write-life hint
+	// keeps its tail open for its class's next file (classTailLocked).
+	// The rest of the doc is for unhinted files.
 	FinishTail int64
 	// GC configures the garbage collector.
 	GC GCConfig

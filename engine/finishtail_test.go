@@ -29,19 +29,7 @@ func TestFinishTailGivesTheNextFileItsOwnZone(t *testing.T) {
 			defer e.Close()
 			write := func(name string, n int64) {
 				t.Helper()
-				f, err := e.Create(name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := f.WriteAt(make([]byte, n), 0); err != nil {
-					t.Fatal(err)
-				}
-				if err := f.Sync(); err != nil {
-					t.Fatal(err)
-				}
-				if err := f.Close(); err != nil {
-					t.Fatal(err)
-				}
+				writeWholeFile(t, e, name, n, LifeNotSet)
 			}
 			write("a", c.written)
 			write("b", 16<<10)
@@ -73,5 +61,27 @@ func TestFinishTailGivesTheNextFileItsOwnZone(t *testing.T) {
 				t.Errorf("%d full zones; want %d", full, c.finished)
 			}
 		})
+	}
+}
+
+// writeWholeFile creates name with hint life, writes n zero bytes, syncs
+// and closes it.
+func writeWholeFile(t *testing.T, e *Engine, name string, n int64, life WriteLife) {
+	t.Helper()
+	f, err := e.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SetWriteLife(life); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, n), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

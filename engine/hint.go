@@ -8,10 +8,12 @@ import (
 // WriteLife is how long a file's data is expected to live, the way Linux's
 // F_SET_RW_HINT says it for an inode: a client that knows (a log-structured
 // store knows its WAL dies soon and its bottom level lives long) tells the
-// engine, and the hinted placement policy keeps data of one class
-// together, so that the zones it fills die together. The hint is a
-// placement input only: it is kept in memory, never on the device, and a
-// file without one is placed as under mru.
+// engine, and placement keeps data of one class together, so that the
+// zones it fills die together: under mru a hinted file needing a zone
+// starts in a finished file's tail of its class before a fresh zone;
+// under hinted every file of a class appends to the class's one stream.
+// The hint is a placement input only: it is kept in memory, never on the
+// device, and a file without one is placed as under mru without hints.
 type WriteLife uint8
 
 // Write-life classes, from Linux's RWH_WRITE_LIFE_*.

@@ -101,6 +101,12 @@ type zone struct {
 	// owner is the file that chose this zone as its MRU zone last; nil
 	// for GC's zones and the shared stream.
 	owner atomic.Pointer[file]
+	// life is the write-life class (WriteLife) of the file that opened
+	// it for client data: under mru a hinted file without a zone starts
+	// in the tail of a zone of its own class before a fresh one (see
+	// classTailLocked). LifeNotSet for unhinted files, GC and the
+	// shared streams.
+	life atomic.Uint32
 	// sharedFrom is the owner this zone had when another file took it
 	// to share (nil if never shared since it was opened): finishTail
 	// leaves it alone while that file is open and may write to it.
@@ -440,11 +446,24 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC bool, shar
 		if z := mru.Load(); z != nil && z.state.Load() == zoneOpen {
 			return z, nil // another writer of this file chose meanwhile
 		}
+		life := p.lifeOf(owner, forGC)
+		if life != LifeNotSet {
+			// A hinted file starts where a finished file of its class
+			// left room, before it opens a fresh zone (ZenFS's rule:
+			// a zone of the same lifetime, else an empty one): the
+			// zone's data then dies together, and the open zones'
+			// unwritten room stays about one tail per class and
+			// writer instead of a tail per open zone.
+			if z := p.classTailLocked(life); z != nil {
+				return p.takeLocked(z, mru, owner, false, false), nil
+			}
+		}
 		opened, draining := p.openFreeLocked(forGC)
 		if opened {
 			z := p.open[len(p.open)-1]
 			mru.Store(z)
 			z.owner.Store(owner)
+			z.life.Store(uint32(life))
 			return z, nil
 		}
 		if draining {
@@ -455,7 +474,7 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC bool, shar
 		// Share the rest of a zone no file is writing to (the tail of
 		// a file done being written), else the least recently used.
 		z := p.lruLocked(true, forGC, gcZones)
-		if share == shareNot && !forGC && p.dataOpenLocked() < p.budget-p.unfinished && (z == nil || p.policy != PolicyMRU) {
+		if share == shareNot && !forGC && p.dataOpenLocked() < p.budget-p.unfinished && (z == nil || p.policy != PolicyMRU || life != LifeNotSet) {
 			// The budget has room, the free zones do not: GC can make
 			// one. Sharing instead mixes files, so a file's delete or
 			// overwrite no longer empties whole zones (GC pays later).
@@ -466,7 +485,10 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC bool, shar
 			// tails (31-33 MiB of 284) sat open while writers had GC
 			// copy zones ~4 MB valid to free one each. (A hinted
 			// class's stream zone has no owner and looks finished: it
-			// is not taken so.)
+			// is not taken so.) A hinted file under mru had its own
+			// class's tails first (classTailLocked): another class's
+			// would mix lifetimes, which GC pays for, so it asks GC
+			// too, as hinted's streams do.
 			return nil, errNoFreeZone
 		}
 		busy := z == nil
@@ -474,25 +496,63 @@ func (p *placer) choose(mru *atomic.Pointer[zone], owner *file, forGC bool, shar
 			z = p.lruLocked(false, forGC, gcZones)
 		}
 		if z != nil {
-			mru.Store(z)
-			prev := z.owner.Swap(owner)
-			z.sharedFrom.Store(prev)
-			if !busy && prev != nil && prev != owner {
-				// A closed file may still write back data dirtied before
-				// its close: its next reservation must not land in the
-				// tail just handed on, or two files fill one zone.
-				prev.mru.CompareAndSwap(z, nil)
-			}
-			if !forGC {
-				p.sharedMRU.Add(1)
-				if busy {
-					p.sharedBusy.Add(1)
-				}
-			}
-			return z, nil
+			return p.takeLocked(z, mru, owner, busy, !forGC), nil
 		}
 		return nil, ErrNoSpace
 	}
+}
+
+// takeLocked makes z, an open zone another file wrote to last, the MRU
+// zone of the writer whose pointer is mru (owner, nil for a stream with
+// none). busy: that file may still write there; counted: the take is
+// for want of a zone (Stats' shared counts), not a class match.
+func (p *placer) takeLocked(z *zone, mru *atomic.Pointer[zone], owner *file, busy, counted bool) *zone {
+	mru.Store(z)
+	prev := z.owner.Swap(owner)
+	z.sharedFrom.Store(prev)
+	if !busy && prev != nil && prev != owner {
+		// A closed file may still write back data dirtied before
+		// its close: its next reservation must not land in the
+		// tail just handed on, or two files fill one zone.
+		prev.mru.CompareAndSwap(z, nil)
+	}
+	if counted {
+		p.sharedMRU.Add(1)
+		if busy {
+			p.sharedBusy.Add(1)
+		}
+	}
+	return z
+}
+
+// lifeOf is the class placement matches zones by for a client file
+// under mru: its hint, LifeNotSet for GC, a class stream (owner nil) and
+// the other policies.
+func (p *placer) lifeOf(owner *file, forGC bool) WriteLife {
+	if forGC || owner == nil || p.policy != PolicyMRU {
+		return LifeNotSet
+	}
+	if l := WriteLife(owner.life.Load()); l < numLives {
+		return l
+	}
+	return LifeNotSet
+}
+
+// classTailLocked is the open client zone of class life that no file is
+// writing to (a finished file's tail) with the least room left, so that
+// tails fill and close rather than stay open; nil if none.
+func (p *placer) classTailLocked(life WriteLife) *zone {
+	var best *zone
+	for _, z := range p.open {
+		if z.forGC || z.state.Load() != zoneOpen || z.remaining() < minRecord ||
+			WriteLife(z.life.Load()) != life || !z.orphan() {
+			continue
+		}
+		if best == nil || z.remaining() < best.remaining() {
+			best = z
+		}
+	}
+	return best
 }
 
 // policyFor is the policy a reservation follows: GC always keeps its own
@@ -741,6 +801,7 @@ func (p *placer) freeZone(z *zone) {
 	z.gen.Add(1)
 	z.forGC = false
 	z.owner.Store(nil)
+	z.life.Store(uint32(LifeNotSet))
 	z.sharedFrom.Store(nil)
 	z.resetPending.Store(false)
 	if z.unfinished {

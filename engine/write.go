@@ -455,6 +455,12 @@ func (p *placer) finishTail(z *zone, f *file, limit int64) bool {
 	if z.forGC || z.owner.Load() != f || z.state.Load() != zoneOpen {
 		return false
 	}
+	if p.lifeOf(f, false) != LifeNotSet {
+		// A hinted file's tail is where the next file of its class
+		// starts (classTailLocked), however short: finishing it would
+		// leave that room for GC to reclaim instead.
+		return false
+	}
 	if o := z.sharedFrom.Load(); o != nil && o != f && o.handles.Load() > 0 && o.mru.Load() == z {
 		// f took this zone from a file still open that may write to
 		// it again (its MRU zone): finishing it would send that file

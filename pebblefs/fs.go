@@ -40,8 +40,9 @@
 // Write-life hints: files are created with the engine's write-life hint
 // their Pebble category implies (the WAL short, flushed tables medium,
 // compacted tables long), and EventListener refines a table's hint by the
-// level a compaction writes it to (the bottom level extreme). The engine
-// uses hints under its hinted placement policy only.
+// level a compaction writes it to (the bottom level extreme). Under mru
+// the engine starts a new file in a finished file's tail of its class
+// before a fresh zone; under hinted each class shares one zone stream.
 //
 // Locks: Lock excludes other lockers in this process only; the engine
 // already owns its device exclusively.
