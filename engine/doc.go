@@ -364,7 +364,12 @@
 // for the count to fall to zero (Engine.idle, no lock held: what remains
 // ends with device I/O already submitted, and writeback, GC and the
 // completer still run), bounded by its context, and only then writes
-// everything back, checkpoints and closes the cache and the device. A
+// everything back, checkpoints and closes the cache and the device. That
+// writeback, flush and checkpoint run in a goroutine Close waits for
+// until its context is done and then at most closeAbandonWait more (a
+// device that stops answering with no operation running); if they do
+// not end, Close leaves the cache and the device open to it and says
+// acknowledged data since the last fsync may not be durable. A
 // truncate's undo (undoCut) is not woken: it puts its file back first.
 // If its context ends first, Close sets a second bit in Engine.active
 // (abandonBit) before it writes back, and leaves the cache and the
