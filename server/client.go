@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,6 +56,10 @@ type Client struct {
 	// before it puts anything in the region, so that they are neither
 	// taken for its own nor run on its names or data.
 	pending int
+	// lostOpens are the tags of the Opens among them: the daemon may
+	// open the file all the same, and the reply that carries the handle
+	// comes to drain, which closes it (nobody else knows the handle).
+	lostOpens []uint64
 	// With rings, a wait for replies sleeps on a futex, not the socket:
 	// these carry the context's deadline and cancellation to it, and
 	// say that the daemon has gone (the socket reached its end).
@@ -567,19 +572,18 @@ func (c *Client) roundTrip(ctx context.Context) error {
 		c.tag++
 		c.reqs[i].Tag = c.tag
 	}
-	sent := c.submitted()
-	err := c.Submit(c.reqs)
-	// A ring's requests are published even if the doorbell failed.
-	c.pending += int(c.submitted() - sent)
-	if c.ring == nil && err == nil {
-		c.pending += len(c.reqs)
+	for i := range c.reqs {
+		c.reps[i].Tag = 0 // not received
 	}
+	out, err := c.send(c.reqs)
 	if err != nil {
+		c.noteLostOpens(out)
 		return err
 	}
 	for left := len(c.reqs); left > 0; {
 		n, err := c.Recv(got[:])
 		if err != nil {
+			c.noteLostOpens(out)
 			return err
 		}
 		c.pending -= n
@@ -593,6 +597,31 @@ func (c *Client) roundTrip(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// send submits reqs and counts those sent as pending (their replies
+// are owed): it returns how many of the first of reqs were sent. A
+// ring's requests are published even if the doorbell failed.
+func (c *Client) send(reqs []Request) (int, error) {
+	sent := c.submitted()
+	err := c.Submit(reqs)
+	out := int(c.submitted() - sent)
+	if c.ring == nil && err == nil {
+		out = len(reqs)
+	}
+	c.pending += out
+	return out, err
+}
+
+// noteLostOpens records the Opens among the first out requests of
+// c.reqs, all sent, whose replies the call did not receive (it returns
+// without them): see lostOpens.
+func (c *Client) noteLostOpens(out int) {
+	for i, q := range c.reqs[:out] {
+		if q.Op == OpOpen && c.reps[i].Tag != q.Tag {
+			c.lostOpens = append(c.lostOpens, q.Tag)
+		}
+	}
 }
 
 // usable refuses a call on a closed client (mu held): its region is
@@ -634,7 +663,9 @@ var claimHook atomic.Pointer[func()]
 // drain waits for the replies of the requests that earlier calls cut
 // short left with the daemon (pending), and drops them: those calls have
 // returned, and until its reply comes a request may still write into the
-// region.
+// region. A handle such a reply carries (an Open's, see lostOpens) it
+// closes, and waits for that Close's reply too: otherwise it stays open
+// for the connection's life, and enough of them make every Open fail.
 func (c *Client) drain(got []Reply) error {
 	for c.pending > 0 {
 		n, err := c.Recv(got)
@@ -642,6 +673,37 @@ func (c *Client) drain(got []Reply) error {
 			return fmt.Errorf("zonefold: wait for the replies of an earlier call cut short: %w", err)
 		}
 		c.pending -= n
+		if err := c.closeLostHandles(got[:n]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// closeLostHandles sends a Close for every handle among reps that a lost
+// Open's reply carries. Receiving reps made room for as many requests on
+// the ring. It allocates only when there is such a handle.
+func (c *Client) closeLostHandles(reps []Reply) error {
+	if len(c.lostOpens) == 0 {
+		return nil
+	}
+	var closes []Request
+	for _, r := range reps {
+		i := slices.Index(c.lostOpens, r.Tag)
+		if i < 0 {
+			continue
+		}
+		c.lostOpens = slices.Delete(c.lostOpens, i, i+1)
+		if r.Status == StatusOK {
+			c.tag++
+			closes = append(closes, Request{Op: OpClose, Handle: uint32(r.Val), Tag: c.tag})
+		}
+	}
+	if len(closes) == 0 {
+		return nil
+	}
+	if _, err := c.send(closes); err != nil {
+		return fmt.Errorf("zonefold: close the handle of an Open cut short: %w", err)
 	}
 	return nil
 }
