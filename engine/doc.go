@@ -158,7 +158,10 @@
 //     once for a writer short of space (Engine.settleLater,
 //     waitSettled); a checkpoint is the commit (its map is the whole
 //     file, and nothing before it is replayed), so a durable one ends
-//     the state (Engine.endOwed). GC leaves the file alone
+//     the state (Engine.endOwed). An undo whose rewrite finds no room
+//     (a cut range larger than the free room, which it needs again
+//     while what it replaces stays counted valid) writes one instead of
+//     failing every retry (File.commitByCheckpoint). GC leaves the file alone
 //     until then too: a GC record with a size would commit the held
 //     records before they are durable (with the old size, replayed
 //     after the zeros' record, it brought back the old size with holes

@@ -839,6 +839,12 @@ func (h *File) undoCut(ctx context.Context, take bool) (err error) {
 		if redo {
 			buf, errs = h.rewriteCut(u)
 		}
+		if errors.Is(errs, ErrNoSpace) {
+			// The rewrite needs more room than GC can free while the
+			// state keeps what it replaces counted valid and the
+			// file's zones alone: retries would only fail the same.
+			return h.commitByCheckpoint(u, errs)
+		}
 		// A piece that failed is reported and the rest written back
 		// and flushed all the same, but not committed: the old size
 		// over a hole where the piece was cut would be worse than
@@ -894,12 +900,21 @@ func (h *File) rewriteCut(u *undoState) ([]byte, error) {
 	buf := make([]byte, e.writePiece(0))
 	var errs error
 	var failed [][2]int64
+	full := false
 	for _, r := range ranges {
 		for pos := r[0]; pos < r[1]; {
+			if full {
+				// No room: the rest is left for the checkpoint
+				// (commitByCheckpoint), each piece's admission would
+				// run a GC pass that fails the same.
+				failed = append(failed, [2]int64{pos, r[1]})
+				break
+			}
 			n := min(e.writePiece(pos), r[1]-pos)
 			if err := h.rewritePiece(pos, buf[:n]); err != nil {
 				errs = errors.Join(errs, err)
 				failed = append(failed, [2]int64{pos, pos + n})
+				full = errors.Is(err, ErrNoSpace)
 			}
 			pos += n
 		}
@@ -908,6 +923,33 @@ func (h *File) rewriteCut(u *undoState) ([]byte, error) {
 	u.scanned, u.failedPieces = true, failed
 	f.mu.Unlock()
 	return buf, errs
+}
+
+// commitByCheckpoint ends u, whose rewrite found no room (cause), with a
+// durable checkpoint in place of the rewrite and its commit (f.wmu held
+// exclusive). A checkpoint saves the file as it is, whole (the old size,
+// the old block's mapping and what the map holds of [end, old), each
+// durable before it), and nothing numbered before it, the zeros' record
+// included, is replayed: it is the commit (Engine.endOwed). It costs a
+// snapshot of the namespace instead of a copy of the cut range, which
+// while the commit is owed needs as much free room again as the range,
+// since what it replaces stays counted valid. What the rewrite made
+// dirty before it ran out of room is written back later, as the file's
+// other dirty data is. The checkpoint takes nsMu shared, as a log
+// record that fills the metadata half does (lock order: under wmu).
+func (h *File) commitByCheckpoint(u *undoState, cause error) error {
+	e, f := h.e, h.f
+	e.nsMu.RLock()
+	err := e.checkpoint()
+	e.nsMu.RUnlock()
+	if err != nil {
+		return errors.Join(cause, fmt.Errorf("no room to rewrite the cut range, and the checkpoint that would commit it instead failed: %w", err))
+	}
+	if f.undoIs(u) {
+		return fmt.Errorf("engine: the checkpoint that commits an undo left its state: %w", cause)
+	}
+	e.log.Info("engine: a failed truncate's undo had no room to rewrite the cut range; a checkpoint committed it", "file", h.Name())
+	return nil
 }
 
 // settleUndo writes the commit a failed truncate's undo still owes
