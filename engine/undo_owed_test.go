@@ -206,7 +206,11 @@ func TestUndoOwedCloseReopenKeepsWrites(t *testing.T) {
 // TestUndoOwedSettlingFsyncCrashAtEachRecord: the file's fsync writes the owed
 // commit; a flush from elsewhere and a crash at each record of the file
 // it numbers must recover the file as it was, with the write, or cut;
-// after the fsync, a crash must give the file with the write.
+// after the fsync, a crash must give the file with the write. The write
+// leaves the commit owed (testWriteLeavesOwed): since writes settle it
+// first, the fsync found nothing owed and the test passed with an fsync
+// that did not settle at all (review rev53); it now checks the commit is
+// owed when the fsync begins.
 func TestUndoOwedSettlingFsyncCrashAtEachRecord(t *testing.T) {
 	t.Cleanup(func() { testHookNumbered = nil })
 	for _, setup := range []string{"flush-fails", "zeros-write-fails"} {
@@ -218,8 +222,14 @@ func TestUndoOwedSettlingFsyncCrashAtEachRecord(t *testing.T) {
 				r = undoZerosWriteFails(t)
 			}
 			w := owedPattern(5, 300000)
-			if _, err := r.f.WriteAt(w, 16384); err != nil {
+			testWriteLeavesOwed = true // the fsync, not the write, settles
+			_, err := r.f.WriteAt(w, 16384)
+			testWriteLeavesOwed = false
+			if err != nil {
 				t.Fatal(err)
+			}
+			if !r.f.f.undoOwed() {
+				t.Fatalf("%s: no commit owed as the fsync begins: it would settle nothing", setup)
 			}
 			n := 0
 			testHookNumbered = func(e *Engine, ff *file) {
