@@ -98,8 +98,11 @@
 //     caller waits for a flush that started after its call, never for one
 //     already running, whose coverage was decided before its data landed.
 //     A write that fails at writeback (EIO, ENOSPC) stays dirty in the
-//     cache, and the file's next fsync reports the error, once, as
-//     Linux's errseq does: so does every fsync of it that was waiting
+//     cache, and the next fsync of each handle of the file open when it
+//     failed (or opened before any reported it) reports the error, once
+//     per handle, as Linux's errseq does for each file descriptor
+//     (File.errSeen, writeback.FlushFileSeen; a failed truncate of the
+//     handle reports it too): so does every fsync of it that was waiting
 //     for the failed writeback, and Engine.Sync if the failure came
 //     during it, which leaves the file's fsync its error all the same
 //     (package writeback). A later fsync writes the data again and

@@ -31,6 +31,11 @@ type File struct {
 	e      *Engine
 	f      *file
 	closed atomic.Bool
+	// errSeen is the handle's cursor in its file's writeback failures
+	// (writeback.ErrCursor, guarded by the writeback's lock): its fsync
+	// reports each failure after it once, so every handle open when a
+	// writeback failed sees it, as every file descriptor does on Linux.
+	errSeen uint64
 }
 
 // MaxNameLen bounds file names.
@@ -125,7 +130,7 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (h *File, err error) {
 			f.handles.Add(-1) // no handle was returned
 			return nil, err
 		}
-		return &File{e: e, f: f}, nil
+		return &File{e: e, f: f, errSeen: e.wb.ErrCursor(f.id)}, nil
 	}
 	e.nsMu.Unlock()
 	if flags&OExcl != 0 {
@@ -174,7 +179,7 @@ func (e *Engine) openExisting(name string, trunc bool) (*File, error) {
 // openHandle returns a new handle to f, truncated if trunc.
 func (e *Engine) openHandle(f *file, trunc bool) (*File, error) {
 	f.handles.Add(1)
-	h := &File{e: e, f: f}
+	h := &File{e: e, f: f, errSeen: e.wb.ErrCursor(f.id)}
 	if trunc {
 		if err := h.Truncate(0); err != nil {
 			f.handles.Add(-1) // no handle was returned
@@ -566,7 +571,7 @@ const MaxFileSize = 1 << 50
 
 // Truncate sets the file's size. Bytes past a shrunk end read as zeros if
 // the file grows again. Durable when Truncate returns.
-func (h *File) Truncate(size int64) error { return h.truncate(size, false) }
+func (h *File) Truncate(size int64) error { return h.seenWith(h.truncate(size, false)) }
 
 // Grow is Truncate that never shrinks: a file already at least size
 // bytes long is left as it is. Grow waits for running writes, so unlike a
@@ -574,7 +579,7 @@ func (h *File) Truncate(size int64) error { return h.truncate(size, false) }
 // between. Left as it is means nothing is logged: a size that came from
 // writes not yet synced is as durable as they are (Sync makes it so);
 // only a Grow that extends the file is durable when it returns.
-func (h *File) Grow(size int64) error { return h.truncate(size, true) }
+func (h *File) Grow(size int64) error { return h.seenWith(h.truncate(size, true)) }
 
 func (h *File) truncate(size int64, grow bool) error {
 	if err := h.enter(); err != nil {
@@ -1194,16 +1199,35 @@ func (h *File) SyncContext(ctx context.Context) error {
 		return err
 	}
 	defer h.e.leave()
-	if err := h.settleOwed(ctx, true); err != nil {
-		return fmt.Errorf("engine: sync %q: %w", h.f.name, err)
+	// The settle leaves the file's writeback failures to this handle's
+	// cursor (take false): the flush below reports them, or, if the
+	// settle fails, they go with its error.
+	if err := h.settleOwed(ctx, false); err != nil {
+		return fmt.Errorf("engine: sync %q: %w", h.f.name, h.seenWith(err))
 	}
-	if err := h.e.wb.FlushFile(ctx, h.f.id); err != nil {
+	if err := h.e.wb.FlushFileSeen(ctx, h.f.id, &h.errSeen); err != nil {
 		return fmt.Errorf("engine: sync %q: %w", h.f.name, err)
 	}
 	if err := h.e.flushDevice(ctx); err != nil {
 		return fmt.Errorf("engine: sync %q: flush: %w", h.f.name, err)
 	}
 	return nil
+}
+
+// seenWith is err, the failure of this handle's fsync or truncate, with
+// the file's writeback failures the handle has not seen joined to it
+// (unless err reports it already: a truncate takes the file's unreported
+// error), and moves the handle's cursor past them (File.errSeen): the
+// operation reported them to the handle, and its next fsync does not
+// again.
+func (h *File) seenWith(err error) error {
+	if err == nil {
+		return nil
+	}
+	if s := h.e.wb.TakeSeen(h.f.id, &h.errSeen); s != nil && !errors.Is(err, s) {
+		return errors.Join(err, s)
+	}
+	return err
 }
 
 // Close releases the handle; the file's dirty data stays in the cache.
