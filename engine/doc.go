@@ -101,8 +101,11 @@
 //     caller waits for a flush that started after its call, never for one
 //     already running, whose coverage was decided before its data landed.
 //     A write that fails at writeback (EIO, ENOSPC) stays dirty in the
-//     cache, and the file's next fsync reports the error, once, as
-//     Linux's errseq does: so does every fsync of it that was waiting
+//     cache, and the next fsync of each handle of the file open when it
+//     failed (or opened before any reported it) reports the error, once
+//     per handle, as Linux's errseq does for each file descriptor
+//     (File.errSeen, writeback.FlushFileSeen; a failed truncate of the
+//     handle reports it too): so does every fsync of it that was waiting
 //     for the failed writeback, and Engine.Sync if the failure came
 //     during it, which leaves the file's fsync its error all the same
 //     (package writeback). A later fsync writes the data again and
@@ -160,7 +163,10 @@
 //     once for a writer short of space (Engine.settleLater,
 //     waitSettled); a checkpoint is the commit (its map is the whole
 //     file, and nothing before it is replayed), so a durable one ends
-//     the state (Engine.endOwed). GC leaves the file alone
+//     the state (Engine.endOwed). An undo whose rewrite finds no room
+//     (a cut range larger than the free room, which it needs again
+//     while what it replaces stays counted valid) writes one instead of
+//     failing every retry (File.commitByCheckpoint). GC leaves the file alone
 //     until then too: a GC record with a size would commit the held
 //     records before they are durable (with the old size, replayed
 //     after the zeros' record, it brought back the old size with holes
@@ -366,7 +372,12 @@
 // for the count to fall to zero (Engine.idle, no lock held: what remains
 // ends with device I/O already submitted, and writeback, GC and the
 // completer still run), bounded by its context, and only then writes
-// everything back, checkpoints and closes the cache and the device. A
+// everything back, checkpoints and closes the cache and the device. That
+// writeback, flush and checkpoint run in a goroutine Close waits for
+// until its context is done and then at most closeAbandonWait more (a
+// device that stops answering with no operation running); if they do
+// not end, Close leaves the cache and the device open to it and says
+// acknowledged data since the last fsync may not be durable. A
 // truncate's undo (undoCut) is not woken: it puts its file back first.
 // If its context ends first, Close sets a second bit in Engine.active
 // (abandonBit) before it writes back, and leaves the cache and the

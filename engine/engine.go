@@ -711,7 +711,9 @@ func (e *Engine) isClosing() bool { return e.active.Load()&closingBit != 0 }
 // completing I/O from holding Close for ever.
 const closeDrainWait = time.Minute
 
-// Close is CloseContext bounded by closeDrainWait.
+// Close is CloseContext bounded by closeDrainWait (then its writeback
+// and checkpoint by closeAbandonWait more: with the default dirty limit
+// a healthy device writes back well within that).
 func (e *Engine) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeDrainWait)
 	defer cancel()
@@ -742,6 +744,13 @@ func (e *Engine) Close() error {
 // Close returns an error that says acknowledged data may not be durable
 // and leaves the cache and device open.
 //
+// Once ctx is done, Close waits at most closeAbandonWait more for its
+// writeback, device flush and checkpoint, running operations or not (a
+// device that stops answering); if they do not end in time, they go on
+// in the background, the cache and the device stay open, and the error
+// (wrapping ctx's) says acknowledged data since the last fsync may not
+// be durable.
+//
 // Only the first call closes; every call returns its result, once it
 // has one (a Close concurrent with another waits for it).
 func (e *Engine) CloseContext(ctx context.Context) error {
@@ -762,12 +771,18 @@ func (e *Engine) close(ctx context.Context) error {
 		// From here on, an operation still running acknowledges
 		// nothing that needs the writeback below (leaveAcked).
 		e.active.Or(abandonBit)
-		return e.closeAbandoned(running, drainErr)
+		return e.closeAbandoned(ctx, running, drainErr) // ctx is done
 	}
-	errs, stuck := e.settleForClose(false)
-	if stuck {
-		// A background pass still uses the cache and the device.
+	errs, ended := e.settleBounded(ctx, false)
+	if !ended && len(errs) > 0 {
+		// A background pass outlasted the settle in device I/O and
+		// still uses the cache and the device: errs says so.
 		return errors.Join(errs...)
+	}
+	if !ended {
+		// The settle goroutine still uses the cache and the device.
+		return fmt.Errorf("engine: close: writeback, device flush and checkpoint did not end %v after Close's context did (a device that stops answering): acknowledged data since the last fsync may not be durable (recovery replays the log); cache and device left open until the process exits: %w",
+			closeAbandonWait, ctx.Err())
 	}
 	e.cache.Close()
 	if err := e.dev.Close(); err != nil {
@@ -844,27 +859,56 @@ func (e *Engine) waitBackground(wait time.Duration) bool {
 const closeAbandonWait = 5 * time.Second
 
 // closeAbandoned is the rest of Close once it stopped waiting for
-// running operations: it writes back and checkpoints all the same, for
+// running operations (ctx is done): it writes back and checkpoints all the same, for
 // at most closeAbandonWait, and leaves the cache's memory and the device
 // open (a running operation may still use them; process exit releases
 // them). If the writeback and checkpoint do not end in time they go on
 // in the background, and the error says that acknowledged data since the
 // last fsync may not be durable.
-func (e *Engine) closeAbandoned(running int64, cause error) error {
-	done := make(chan []error, 1)
+func (e *Engine) closeAbandoned(ctx context.Context, running int64, cause error) error {
+	errs, ended := e.settleBounded(ctx, true)
+	if ended {
+		return errors.Join(append(errs, abandoned(running, len(errs) == 0, cause))...)
+	}
+	if len(errs) > 0 { // a background pass stuck: errs says so
+		return errors.Join(append(errs, abandoned(running, false, cause))...)
+	}
+	return fmt.Errorf("engine: close: stopped waiting for %s still running, then for %v for the writeback and checkpoint, which wait behind them (a device that stops answering): acknowledged data since the last fsync may not be durable (recovery replays the log); cache and device left open until the process exits: %w",
+		operations(running), closeAbandonWait, cause)
+}
+
+// settleBounded runs settleForClose in a goroutine and waits for it
+// until ctx is done, then for at most closeAbandonWait more: a device
+// that stops answering holds the writeback or the flush for ever, with
+// or without an operation running. ended is false if it gave up; the
+// goroutine then goes on and still uses the cache and the device, so
+// the caller must leave both open.
+func (e *Engine) settleBounded(ctx context.Context, abandoned bool) (errs []error, ended bool) {
+	done := make(chan settled, 1)
 	go func() {
-		errs, _ := e.settleForClose(true)
-		done <- errs
+		errs, stuck := e.settleForClose(abandoned)
+		done <- settled{errs, stuck}
 	}()
+	select {
+	case s := <-done:
+		return s.errs, !s.stuck
+	case <-ctx.Done():
+	}
 	t := time.NewTimer(closeAbandonWait)
 	defer t.Stop()
 	select {
-	case errs := <-done:
-		return errors.Join(append(errs, abandoned(running, len(errs) == 0, cause))...)
+	case s := <-done:
+		return s.errs, !s.stuck
 	case <-t.C:
-		return fmt.Errorf("engine: close: stopped waiting for %s still running, then for %v for the writeback and checkpoint, which wait behind them (a device that stops answering): acknowledged data since the last fsync may not be durable (recovery replays the log); cache and device left open until the process exits: %w",
-			operations(running), closeAbandonWait, cause)
+		return nil, false
 	}
+}
+
+// settled is what settleForClose returned: stuck, a background pass
+// outlasted it in device I/O, so the cache and device stay open.
+type settled struct {
+	errs  []error
+	stuck bool
 }
 
 // lostAtClose is Close's error when writeback fails for dirty data (the

@@ -173,20 +173,18 @@ func undoZerosWriteFails(t *testing.T) *truncGCRig {
 			emuOf(t, e).FailFlush(1) // undoCut's first flush
 		}
 	}
-	if err := r.f.Truncate(5000); err == nil {
-		t.Fatal("truncate succeeded")
+	// The failed truncate reports the zeros' failed write to its handle
+	// (File.seenWith), which is the only one: nothing is left for the
+	// tests' fsyncs to report but their own failures.
+	if err := r.f.Truncate(5000); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("truncate: %v, want the zeros' EIO", err)
 	}
 	testHookTruncateUndo = nil
 	if !r.f.f.undoOwed() {
 		t.Fatal("the failed undo owes no commit")
 	}
-	// The zeros' failed write stays for the file's fsync, whatever the
-	// truncate reported (TestTruncateLeavesWritebackErrorToFsync): taken
-	// here, as that fsync would, so that the tests' fsyncs report only
-	// their own failures. Nothing of the file is dirty: this writes
-	// nothing.
-	if err := r.e.wb.FlushFile(t.Context(), r.f.f.id); !errors.Is(err, syscall.EIO) {
-		t.Fatalf("the file's unreported writeback error after the zeros' failed write: %v, want EIO", err)
+	if err := r.e.wb.FlushFileSeen(t.Context(), r.f.f.id, &r.f.errSeen); err != nil {
+		t.Fatalf("the handle's fsync would report again what its failed truncate did: %v", err)
 	}
 	return r
 }
@@ -214,7 +212,11 @@ func TestUndoOwedCloseReopenKeepsWrites(t *testing.T) {
 // TestUndoOwedSettlingFsyncCrashAtEachRecord: the file's fsync writes the owed
 // commit; a flush from elsewhere and a crash at each record of the file
 // it numbers must recover the file as it was, with the write, or cut;
-// after the fsync, a crash must give the file with the write.
+// after the fsync, a crash must give the file with the write. The write
+// leaves the commit owed (testWriteLeavesOwed): since writes settle it
+// first, the fsync found nothing owed and the test passed with an fsync
+// that did not settle at all (review rev53); it now checks the commit is
+// owed when the fsync begins.
 func TestUndoOwedSettlingFsyncCrashAtEachRecord(t *testing.T) {
 	t.Cleanup(func() { testHookNumbered = nil })
 	for _, setup := range []string{"flush-fails", "zeros-write-fails"} {
@@ -226,8 +228,14 @@ func TestUndoOwedSettlingFsyncCrashAtEachRecord(t *testing.T) {
 				r = undoZerosWriteFails(t)
 			}
 			w := owedPattern(5, 300000)
-			if _, err := r.f.WriteAt(w, 16384); err != nil {
+			testWriteLeavesOwed = true // the fsync, not the write, settles
+			_, err := r.f.WriteAt(w, 16384)
+			testWriteLeavesOwed = false
+			if err != nil {
 				t.Fatal(err)
+			}
+			if !r.f.f.undoOwed() {
+				t.Fatalf("%s: no commit owed as the fsync begins: it would settle nothing", setup)
 			}
 			n := 0
 			testHookNumbered = func(e *Engine, ff *file) {

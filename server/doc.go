@@ -53,7 +53,8 @@
 // waits, while they are held. In the Go client, Client.mu is its only
 // lock: a synchronous call holds it across its whole exchange with the
 // daemon (including the wait, within the call's context, for the late
-// replies of a call cut short before it claims the region), so
+// replies of a call cut short before it claims the region, and for the
+// Close it sends for a handle an Open cut short was given), so
 // Client.Close shuts the socket down before it takes mu, which ends
 // that wait.
 package server

@@ -25,7 +25,10 @@
 //     FlushFile called before a failure of its file reports it, not only
 //     the first to ask (Linux's errseq_t does the same for each open
 //     file): an fsync and a sync of everything waiting for the same
-//     failed writeback both fail. SyncAll and FlushFileLeaveError
+//     failed writeback both fail. FlushFileSeen, with a handle's cursor
+//     (ErrCursor), also reports each failure since the cursor once to
+//     that handle, as Linux does to each file descriptor open when it
+//     failed. SyncAll and FlushFileLeaveError
 //     report the failures during them but leave each file's error to
 //     the file's own FlushFile, as syncfs leaves each open file's
 //     errseq alone.
@@ -46,6 +49,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -331,7 +335,38 @@ func (w *Writeback) release(f *flush) error {
 // in flight. A done ctx stops it the same way, and its error is all it
 // returns: the file's unreported error stays for the next FlushFile.
 func (w *Writeback) FlushFile(ctx context.Context, file uint64) error {
-	return w.flushFile(ctx, file, true)
+	return w.flushFile(ctx, file, true, nil)
+}
+
+// ErrCursor samples file's failures for a new handle of it, as Linux's
+// errseq_sample does at open: FlushFileSeen with the cursor then reports
+// every failure after it, once to that handle. A failure no FlushFile
+// has reported yet counts as after it (the new handle sees it too).
+func (w *Writeback) ErrCursor(file uint64) uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	fe, ok := w.errs[file]
+	if !ok || fe.err != nil {
+		return 0
+	}
+	return fe.last
+}
+
+// FlushFileSeen is FlushFile for one handle of the file (its fsync),
+// whose cursor seen (from ErrCursor) says which of the file's failures
+// it has reported: it also reports the latest failure after the cursor
+// and moves the cursor there, so that each handle open when a failure
+// came reports it once, as each file descriptor does on Linux
+// (file_check_and_advance_wb_err). mu guards *seen.
+func (w *Writeback) FlushFileSeen(ctx context.Context, file uint64, seen *uint64) error {
+	return w.flushFile(ctx, file, true, seen)
+}
+
+// TakeSeen is what FlushFileSeen reports of the handle's cursor without
+// flushing, for a handle's fsync that failed before its flush: the
+// failure it returns is then reported to that handle.
+func (w *Writeback) TakeSeen(file uint64, seen *uint64) error {
+	return w.takeErr(file, math.MaxUint64, true, seen)
 }
 
 // FlushFileLeaveError is FlushFile for a flush the file's client did not
@@ -340,14 +375,15 @@ func (w *Writeback) FlushFile(ctx context.Context, file uint64) error {
 // leaves the unreported error for the file's own FlushFile (its fsync),
 // as SyncAll does.
 func (w *Writeback) FlushFileLeaveError(ctx context.Context, file uint64) error {
-	return w.flushFile(ctx, file, false)
+	return w.flushFile(ctx, file, false, nil)
 }
 
 // flushFile is FlushFile; with take false (SyncAll, FlushFileLeaveError)
 // it reports the file's failures since its call but leaves the
 // unreported error for the file's own FlushFile (its fsync), as Linux's
-// syncfs leaves each open file's errseq alone.
-func (w *Writeback) flushFile(ctx context.Context, file uint64, take bool) error {
+// syncfs leaves each open file's errseq alone. seen, if not nil, is a
+// handle's cursor (FlushFileSeen).
+func (w *Writeback) flushFile(ctx context.Context, file uint64, take bool, seen *uint64) error {
 	since := w.failSeq.Load()
 	p := w.getPipe()
 	defer w.putPipe(p)
@@ -396,7 +432,7 @@ func (w *Writeback) flushFile(ctx context.Context, file uint64, take bool) error
 	// must not take the file's unreported error: its caller (an fsync
 	// the client canceled) never sees it, and nobody else would.
 	canceled := firstErr != nil && errors.Is(firstErr, ctx.Err())
-	if err := w.takeErr(file, since, take && !canceled); err != nil && firstErr == nil {
+	if err := w.takeErr(file, since, take && !canceled, seen); err != nil && firstErr == nil {
 		firstErr = err
 	}
 	if firstErr != nil {
@@ -467,13 +503,25 @@ func (p *pipe) retireDone() error {
 }
 
 // takeErr returns and forgets the file's unreported write error (with
-// take) or, without one, its latest error if it failed after since.
-func (w *Writeback) takeErr(file uint64, since uint64, take bool) error {
+// take) or, without one, its latest error if it failed after since. With
+// a handle's cursor seen behind the latest failure, it returns that (the
+// unreported error if there is one) and moves the cursor to it.
+func (w *Writeback) takeErr(file uint64, since uint64, take bool, seen *uint64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	fe, ok := w.errs[file]
 	if !ok {
 		return nil
+	}
+	if seen != nil && take && fe.last > *seen {
+		*seen = fe.last
+		err := fe.err
+		if err == nil {
+			err = fe.lastErr
+		}
+		fe.err = nil
+		w.errs[file] = fe
+		return err
 	}
 	if err := fe.err; err != nil && take {
 		fe.err = nil
@@ -499,7 +547,7 @@ func (w *Writeback) Forget(file uint64) {
 func (w *Writeback) SyncAll(ctx context.Context) error {
 	var errs []error
 	for _, file := range w.cache.DirtyFiles(nil) {
-		if err := w.flushFile(ctx, file, false); err != nil {
+		if err := w.flushFile(ctx, file, false, nil); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -152,7 +152,18 @@ func TestRunPipelines(t *testing.T) {
 	stop := make(chan struct{})
 	defer close(stop)
 	go store.serve(stop, 4)
-	go w.Run(ctx)
+	// The flusher must have returned when the test does: a later test
+	// sets testHookRound, which it reads (go test -race -count=2
+	// reported the race).
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		w.Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-ran
+	}()
 	w.Kick()
 	// Wait, with a no-progress window, for everything to be written.
 	last, lastChange := c.DirtyBytes(), time.Now()
