@@ -143,6 +143,9 @@ func (c *conn) open(q *Request, r *Reply) {
 	if q.Flags&OpenTrunc != 0 {
 		flags |= engine.OTrunc
 	}
+	if q.Flags&OpenDeferSync != 0 {
+		flags |= engine.ODeferSync
+	}
 	f, err := c.s.e.OpenFile(c.name(q.Addr, q.Len), flags)
 	if err != nil {
 		r.Status = c.status(err)
