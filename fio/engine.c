@@ -75,6 +75,7 @@ enum {
 	ZF_OP_STAT = 10,
 };
 #define ZF_OPEN_CREATE 1
+#define ZF_OPEN_DEFER_SYNC 8 /* with create: durable from the next fsync, as open(2)'s O_CREAT */
 #define ZF_TRUNCATE_GROW 1
 
 /* The tail of the data part holds names; fio's buffers are before it. */
@@ -152,6 +153,7 @@ struct zf_data {
 	uint32_t *free_slots;      /* a stack */
 	unsigned int nfree;
 
+	int durable_creates;       /* the daemon predates ZF_OPEN_DEFER_SYNC: every create flushes */
 	int sync_writes;           /* sync=1: a write completes once its file is fsynced */
 	uint8_t *fsbuf;            /* those fsyncs, encoded while reaping */
 
@@ -782,7 +784,21 @@ static int zf_open_file(struct thread_data *td, struct fio_file *f)
 	uint32_t h;
 	int err;
 
-	if ((err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE, 0, 0, f->file_name)) < 0) {
+	/*
+	 * A file fio creates is durable from its fsync (end_fsync, fsync=N,
+	 * sync=1, fsync_on_close), as with open(2)'s O_CREAT on a kernel file
+	 * system, not when the open returns: without ZF_OPEN_DEFER_SYNC each
+	 * create waits for a flush of the daemon's metadata log, inside the
+	 * job's timed run (fio opens files lazily). A daemon older than the
+	 * flag answers EINVAL: open as it knows how.
+	 */
+	err = -EINVAL;
+	if (!zd->durable_creates &&
+	    (err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE | ZF_OPEN_DEFER_SYNC, 0, 0, f->file_name)) == -EINVAL)
+		zd->durable_creates = 1;
+	if (err == -EINVAL)
+		err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE, 0, 0, f->file_name);
+	if (err < 0) {
 		log_err("zonefold: open %s: %s\n", f->file_name, strerror(-err));
 		td_verror(td, -err, "zonefold open");
 		return 1;

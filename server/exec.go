@@ -143,6 +143,9 @@ func (c *conn) open(q *Request, r *Reply) {
 	if q.Flags&OpenTrunc != 0 {
 		flags |= engine.OTrunc
 	}
+	if q.Flags&OpenDeferSync != 0 {
+		flags |= engine.ODeferSync
+	}
 	// The handle number first: an open refused for want of one
 	// (EMFILE) must not have truncated or created the file, as open(2)
 	// does neither when it fails so.

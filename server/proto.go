@@ -86,7 +86,15 @@ const (
 	OpenCreate = 1 << 0 // create the file if it does not exist
 	OpenTrunc  = 1 << 1 // empty it
 	OpenExcl   = 1 << 2 // with OpenCreate: fail with EEXIST if it exists
-	openFlags  = OpenCreate | OpenTrunc | OpenExcl
+	// OpenDeferSync, with OpenCreate: a creation is durable from the
+	// device's next flush (the file's own fsync, any other fsync, or a
+	// namespace change), not when the reply arrives, as a file created
+	// with open(2) on a kernel file system is durable from the fsync of
+	// it or its directory. The reply does not wait for the metadata
+	// log's flush (engine.ODeferSync); a crash before a flush loses the
+	// file. Daemons older than this flag answer EINVAL.
+	OpenDeferSync = 1 << 3
+	openFlags     = OpenCreate | OpenTrunc | OpenExcl | OpenDeferSync
 )
 
 // Truncate flags.
