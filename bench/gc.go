@@ -58,7 +58,13 @@ const DefaultGCGeometry = "zone_size=1M&zones=256&max_open=19&max_active=19"
 // zone's write pointer; without it a null: device completes any number
 // of writes per zone at once, nothing stands for the write pointer, and
 // the verdict read the machine's noise (0.96x-1.23x between make runs).
-const DefaultSeedGeometry = "zone_size=4M&zones=512&max_open=19&max_active=19&zone_serial=1"
+// completion_nsec=20000: each write takes 20 us of device time, a kernel
+// timer, as the VM's null_blk (completion_nsec=20000, irqmode=2) that
+// separated mru from none (1.22x-1.52x). With zone_serial alone a write
+// cost only the ring's round trip, and writers sharing a zone queued for
+// CPU time, not device time: the ratio was each run's CPU share
+// (0.55x-1.16x per round). One value for both configurations.
+const DefaultSeedGeometry = "zone_size=4M&zones=512&max_open=19&max_active=19&zone_serial=1&completion_nsec=20000"
 
 // DefaultGCConfigs is the set run when no flag chooses one: both
 // placements that matter under greedy GC, and mru under cost-benefit GC

@@ -277,8 +277,9 @@ func TestGCSeedOnNull(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cleanup()
-	if dev, err := d.fresh(WorkSeed); err != nil || !strings.HasPrefix(dev, "null:") {
-		t.Errorf("seed's default device %q, %v; want null:", dev, err)
+	if dev, err := d.fresh(WorkSeed); err != nil || !strings.HasPrefix(dev, "null:") ||
+		!strings.Contains(dev, "zone_serial=1") || !strings.Contains(dev, "completion_nsec=20000") {
+		t.Errorf("seed's default device %q, %v; want null: with zone_serial=1&completion_nsec=20000", dev, err)
 	}
 	if dev, err := d.fresh(WorkUniform); err != nil || !strings.HasPrefix(dev, "emu:") {
 		t.Errorf("uniform's default device %q, %v; want emu:", dev, err)

@@ -36,9 +36,10 @@ Workloads (--workload, several at once; default all four):
              written) that GC barely runs: the write path's throughput.
              Its default null: device takes one write per zone at a
              time (zone_serial=1), as a zoned block device such as
-             /dev/nullb0 does, each costing no time beyond the ring's
-             round trip: per-file zones keep --files zones' writes in
-             flight against one. Without zone_serial a null: device
+             /dev/nullb0 does, each completing 20 us after submission
+             (completion_nsec=20000, as null_blk's), for both
+             configurations: per-file zones keep --files zones' writes
+             in flight against one. Without zone_serial a null: device
              completes any number per zone at once, and placement has
              little of its speed to change
 

@@ -100,6 +100,17 @@ func (r *Ring) Nop(c Completion) error {
 	return r.submit(c, &op{code: giouring.OpNop})
 }
 
+// Timeout submits an operation that completes with Res 0 once d has
+// passed since the kernel took it (IORING_OP_TIMEOUT with no completion
+// count: a kernel timer, nothing burns CPU meanwhile; the kernel's -ETIME
+// for an expired timer is reported as 0). The ring keeps d reachable
+// until the completion; it must not change before the operation is
+// entered (the kernel reads it then), so callers share one per delay.
+func (r *Ring) Timeout(d *syscall.Timespec, c Completion) error {
+	b := unsafe.Slice((*byte)(unsafe.Pointer(d)), unsafe.Sizeof(*d))
+	return r.submit(c, &op{code: giouring.OpTimeout, addr: uint64(uintptr(unsafe.Pointer(d))), length: 1, keep: b})
+}
+
 // Read reads len(buf) bytes at off into buf.
 func (r *Ring) Read(f File, buf []byte, off uint64, c Completion) error {
 	return r.submit(c, &op{code: giouring.OpRead, file: f, addr: bufAddr(buf), length: uint32(len(buf)), off: off, keep: buf})

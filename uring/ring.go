@@ -670,9 +670,12 @@ func (r *Ring) dispatchCQE(cqe *giouring.CompletionQueueEvent) {
 		s.fake = false
 		res.Res = -int32(syscall.ECANCELED)
 	}
+	if s.sqe[0] == giouring.OpTimeout && res.Res == -int32(syscall.ETIME) {
+		res.Res = 0 // the timer expired: what Timeout asked for
+	}
 	if res.Res == -int32(syscall.ECANCELED) && s.tries < maxKernelCancelRetries && s.again {
 		// zonefold never cancels an operation (no ASYNC_CANCEL, no
-		// links, no timeouts; a dying ring fails its operations
+		// links, no linked timeouts; a dying ring fails its operations
 		// without a CQE): the kernel canceled this one, and io-wq does
 		// that only to work it never started. See resubmit.
 		s.tries++

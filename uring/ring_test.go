@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -418,5 +419,45 @@ func TestSubmitPathDoesNotAllocate(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%.1f allocations per round trip, want 0", allocs)
+	}
+}
+
+// A Timeout completes with Res 0 (not the kernel's -ETIME), no earlier
+// than its duration after submission; many share one timespec, each its
+// own timer; and the round trip allocates nothing.
+func TestTimeout(t *testing.T) {
+	r := newRing(t, Options{})
+	const d = 2 * time.Millisecond
+	ts := syscall.NsecToTimespec(d.Nanoseconds())
+	var g Group
+	start := time.Now()
+	r.Plug()
+	g.Add(8)
+	for range 8 {
+		if err := r.Timeout(&ts, &g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Unplug(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.WaitGroup(&g, "timeout"); err != nil {
+		t.Fatalf("timeouts: %v, want success", err)
+	}
+	if got := time.Since(start); got < d {
+		t.Errorf("8 timeouts of %v completed after %v", d, got)
+	}
+	w := NewWaiter()
+	short := syscall.NsecToTimespec(1000)
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := r.Timeout(&short, w); err != nil {
+			t.Fatal(err)
+		}
+		if res := r.Wait(w); res.Res != 0 {
+			t.Fatalf("timeout: %+v, want Res 0", res)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%.1f allocations per timeout, want 0", allocs)
 	}
 }

@@ -604,7 +604,7 @@ func (b *Block) Read(off int64, buf []byte, c uring.Completion) error {
 		valid = min(max(z.wp-off, 0), valid)
 		z.mu.Unlock()
 	}
-	if err := submitRead(b.ring, b.reads, b.file, buf, off, valid, 0, c); err != nil {
+	if err := submitRead(b.ring, b.reads, b.file, buf, off, valid, 0, nil, c); err != nil {
 		return fmt.Errorf("zns: read at %d: %w", off, err)
 	}
 	return nil

@@ -257,6 +257,8 @@ func TestEmuAppendDoesNotAllocate(t *testing.T) {
 	for _, dev := range []string{
 		"emu:" + filepath.Join(t.TempDir(), "dev") + "?zone_size=4M&zones=2",
 		"null:?size=8M&zone_size=4M",
+		"null:?size=8M&zone_size=4M&completion_nsec=20000",
+		"null:?size=8M&zone_size=4M&completion_nsec=20000&zone_serial=1",
 	} {
 		d := openT(t, dev)
 		c := newConf(t, d)

@@ -3,6 +3,7 @@ package zns
 import (
 	"fmt"
 	"math"
+	"syscall"
 
 	"github.com/zonefold/zonefold/uring"
 )
@@ -20,6 +21,21 @@ import (
 // writers that share a zone wait for its write pointer, those with zones
 // of their own do not. The writes still cost no time of their own, only
 // the round trip through the ring, as on null_blk.
+//
+// With completion_nsec=N every data operation (write, append, read)
+// completes N nanoseconds after the ring takes it, as on null_blk with
+// irqmode=2 and its completion_nsec: each goes to the ring as a kernel
+// timer of N ns (IORING_OP_TIMEOUT) instead of a NOP, so nothing burns
+// CPU meanwhile, nothing is allocated per operation (the device's one
+// timespec serves them all), and operations complete independently of
+// each other, those to different zones as those to one. The zone rules
+// are unchanged: the write pointer moves at submission, under the zone
+// table's mutex, and a write's completion only reports it. With
+// zone_serial=1 as well, a zone's next write goes to the ring when the
+// one before completed, so writers sharing a zone take N ns per write
+// in turn while those with zones of their own overlap: the device time
+// per write that makes a zone's write pointer the bottleneck on a real
+// zoned device.
 type Null struct {
 	soft
 }
@@ -120,6 +136,10 @@ func openNull(sp spec, opts Options) (*Null, error) {
 	n := &Null{}
 	if err := n.init(g, sp, opts, false); err != nil {
 		return nil, err
+	}
+	if sp.completionNsec > 0 {
+		ns := int64(sp.completionNsec)
+		n.delay = &syscall.Timespec{Sec: ns / 1e9, Nsec: ns % 1e9}
 	}
 	if sp.zoneSerial {
 		n.serial = newSerialZones(g.Zones)

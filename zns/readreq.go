@@ -18,8 +18,9 @@ type readReq struct {
 
 // submitRead reads buf at off from file, but only its first valid bytes:
 // the rest is zeroed here. A read of nothing (or an injected failure)
-// completes through a NOP, so the caller always gets one completion.
-func submitRead(ring *uring.Ring, pool *freeList[readReq], file uring.File, buf []byte, off, valid int64, injected syscall.Errno, c uring.Completion) error {
+// completes through a NOP, so the caller always gets one completion; with
+// delay (a null device's completion_nsec) through a timer of that length.
+func submitRead(ring *uring.Ring, pool *freeList[readReq], file uring.File, buf []byte, off, valid int64, injected syscall.Errno, delay *syscall.Timespec, c uring.Completion) error {
 	clear(buf[valid:])
 	if valid == int64(len(buf)) && injected == 0 {
 		return ring.Read(file, buf, uint64(off), c)
@@ -27,9 +28,12 @@ func submitRead(ring *uring.Ring, pool *freeList[readReq], file uring.File, buf 
 	r := pool.get()
 	*r = readReq{pool: pool, c: c, n: int32(len(buf)), want: int32(valid), injected: injected}
 	var err error
-	if valid == 0 || injected != 0 {
+	switch {
+	case (valid == 0 || injected != 0) && delay != nil:
+		err = ring.Timeout(delay, r)
+	case valid == 0 || injected != 0:
 		err = ring.Nop(r)
-	} else {
+	default:
 		err = ring.Read(file, buf[:valid], uint64(off), r)
 	}
 	if err != nil {

@@ -42,6 +42,19 @@ type soft struct {
 	// serial (null's zone_serial): a sequential zone has one write in
 	// flight at a time; see serialZones.
 	serial *serialZones
+	// delay (null's completion_nsec), if set, is how long each data
+	// operation takes: it goes to the ring as a kernel timer of that
+	// length instead of a NOP (see Null). Set at open, never changed.
+	delay *syscall.Timespec
+}
+
+// nop submits an operation that stands for a data transfer on a device
+// without storage: a NOP, or a timer of the device's completion delay.
+func (s *soft) nop(c uring.Completion) error {
+	if s.delay != nil {
+		return s.ring.Timeout(s.delay, c)
+	}
+	return s.ring.Nop(c)
 }
 
 // serialZones holds each sequential zone's writes behind its write in
@@ -110,7 +123,7 @@ func (s *soft) dispatch() {
 	q := s.serial
 	defer close(q.done)
 	for r := range q.ready {
-		if err := s.ring.Nop(r); err != nil {
+		if err := s.nop(r); err != nil {
 			r.Complete(uring.Result{Res: -int32(syscall.EIO)})
 			continue
 		}
@@ -323,7 +336,7 @@ func (s *soft) write(zone int, off int64, bufs [][]byte, sums []uint32, app Appe
 }
 
 func (s *soft) submitNop(r *softReq) error {
-	if err := s.ring.Nop(r); err != nil {
+	if err := s.nop(r); err != nil {
 		s.abandon(r)
 		return fmt.Errorf("zns: submit: %w", err)
 	}
@@ -358,7 +371,7 @@ func (s *soft) Read(off int64, buf []byte, c uring.Completion) error {
 	if inject {
 		injected = syscall.EIO
 	}
-	if err := submitRead(s.ring, s.reads, s.file, buf, s.dataOff+off, valid, injected, c); err != nil {
+	if err := submitRead(s.ring, s.reads, s.file, buf, s.dataOff+off, valid, injected, s.delay, c); err != nil {
 		return fmt.Errorf("zns: read at %d: %w", off, err)
 	}
 	return nil

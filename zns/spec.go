@@ -12,13 +12,14 @@ import (
 // Device strings name a backend and its parameters:
 //
 //	emu:PATH?zone_size=64M&zones=N[&zone_cap=..&max_open=..&max_active=..&block_size=4096&max_append=..&conv=N&strict_open=1&format=1]
-//	null:?size=16G&zone_size=256M[&zone_cap=..&max_open=..&max_active=..&block_size=..&max_append=..&conv=N&strict_open=1&zone_serial=1]
+//	null:?size=16G&zone_size=256M[&zone_cap=..&max_open=..&max_active=..&block_size=..&max_append=..&conv=N&strict_open=1&zone_serial=1&completion_nsec=N]
 //	/dev/nullb0, /dev/nvme0n1   Linux zoned block device
 //	/dev/ng0n1                  NVMe passthrough (generic character device)
 //
 // Sizes (zone_size, zone_cap, size, block_size, max_append) take an
 // optional binary suffix: K, M, G, T (also KiB, MiB, ...; see ParseSize).
-// Counts (zones, max_open, max_active, conv) are whole numbers.
+// Counts (zones, max_open, max_active, conv, completion_nsec) are whole
+// numbers.
 
 // Kinds of device string.
 const (
@@ -45,12 +46,16 @@ type spec struct {
 	// zoneSerial (null only): each sequential zone takes one write at a
 	// time, as a zoned block device does (see Null).
 	zoneSerial bool
+	// completionNsec (null only): every data operation completes this
+	// many nanoseconds after submission, as null_blk's completion_nsec
+	// (see Null); 0: at once.
+	completionNsec int
 }
 
 // params each backend accepts.
 var specParams = map[string][]string{
 	kindEmu:  {"zone_size", "zones", "zone_cap", "max_open", "max_active", "block_size", "max_append", "conv", "strict_open", "format"},
-	kindNull: {"size", "zone_size", "zones", "zone_cap", "max_open", "max_active", "block_size", "max_append", "conv", "strict_open", "zone_serial"},
+	kindNull: {"size", "zone_size", "zones", "zone_cap", "max_open", "max_active", "block_size", "max_append", "conv", "strict_open", "zone_serial", "completion_nsec"},
 }
 
 // parseSpec parses a device string. It checks syntax and ranges only; the
@@ -177,6 +182,8 @@ func (sp *spec) set(k, v string) error {
 		sp.maxActive = n
 	case "conv":
 		sp.conv = n
+	case "completion_nsec":
+		sp.completionNsec = n
 	}
 	return nil
 }

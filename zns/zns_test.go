@@ -44,6 +44,8 @@ func TestConformance(t *testing.T) {
 		{"null", "null"},
 		{"null-limits", "null-limits"},
 		{"null-zone-serial", "null-zone-serial"},
+		{"null-delay", "null-delay"},
+		{"null-zone-serial-delay", "null-zone-serial-delay"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			RunConformance(t, func(t *testing.T) Device {
@@ -54,6 +56,10 @@ func TestConformance(t *testing.T) {
 					return openT(t, "null:?size=12M&zone_size=1M&zone_cap=768K&max_append=128K&max_open=3&max_active=5")
 				case "null-zone-serial":
 					return openT(t, "null:?size=12M&zone_size=1M&zone_cap=768K&max_append=128K&max_open=3&max_active=5&conv=1&zone_serial=1")
+				case "null-delay":
+					return openT(t, "null:?size=12M&zone_size=1M&zone_cap=768K&max_append=128K&conv=1&completion_nsec=20000")
+				case "null-zone-serial-delay":
+					return openT(t, "null:?size=12M&zone_size=1M&zone_cap=768K&max_append=128K&max_open=3&max_active=5&conv=1&zone_serial=1&completion_nsec=20000")
 				}
 				return openT(t, emuString(t, tc.params))
 			})
@@ -284,14 +290,41 @@ type appendLog struct {
 	mu   sync.Mutex
 	offs []int64
 	errs []error
+	at   []time.Time // when each completed
 	done chan struct{}
 }
 
 func (l *appendLog) Appended(off int64, err error) {
+	now := time.Now()
 	l.mu.Lock()
-	l.offs, l.errs = append(l.offs, off), append(l.errs, err)
+	l.offs, l.errs, l.at = append(l.offs, off), append(l.errs, err), append(l.at, now)
 	l.mu.Unlock()
 	l.done <- struct{}{}
+}
+
+// appendZones appends buf n times to zone 1, then once to zone 2.
+func (l *appendLog) appendZones(t *testing.T, dev Device, buf []byte, n int) {
+	t.Helper()
+	for range n {
+		if err := dev.Append(1, [][]byte{buf}, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := dev.Append(2, [][]byte{buf}, l); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wait waits for n appends to complete.
+func (l *appendLog) wait(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-l.done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("appends did not complete")
+		}
+	}
 }
 
 // With zone_serial=1 a null device lets one write per zone reach the
@@ -311,24 +344,11 @@ func TestNullZoneSerial(t *testing.T) {
 			// Plugged, the first append to zone 1 cannot complete
 			// before the others are queued behind it.
 			ring.Plug()
-			for range 6 {
-				if err := dev.Append(1, [][]byte{buf}, log); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := dev.Append(2, [][]byte{buf}, log); err != nil {
-				t.Fatal(err)
-			}
+			log.appendZones(t, dev, buf, 6)
 			if err := ring.Unplug(); err != nil {
 				t.Fatal(err)
 			}
-			for range 7 {
-				select {
-				case <-log.done:
-				case <-time.After(10 * time.Second):
-					t.Fatal("appends did not complete")
-				}
-			}
+			log.wait(t, 7)
 			st := ring.Stats()
 			ops, enters := st.SQEs-before.SQEs, st.SubmitEnters-before.SubmitEnters
 			if ops != 7 {
@@ -346,6 +366,76 @@ func TestNullZoneSerial(t *testing.T) {
 				}
 				if off < 2<<20 {
 					zone1 = append(zone1, off)
+				}
+			}
+			slices.Sort(zone1)
+			for i, off := range zone1 {
+				if want := int64(1<<20 + i*4096); off != want {
+					t.Errorf("zone 1 append %d at %d; want %d", i, off, want)
+				}
+			}
+		})
+	}
+}
+
+// completion_nsec=N makes every data operation of a null device complete
+// no earlier than N ns after it was submitted, appends and reads alike,
+// each on its own: plugged, all of them go to the kernel in one entry.
+// With zone_serial=1 as well, a zone's writes take N ns each in turn, so
+// the k-th of a zone completes no earlier than k*N after submission (and
+// at its own offset, in order). Only lower bounds are asserted: the
+// machine may be slow, never early.
+func TestNullCompletionDelay(t *testing.T) {
+	const delay = 3 * time.Millisecond
+	for _, serial := range []bool{false, true} {
+		t.Run(fmt.Sprint("zone_serial=", serial), func(t *testing.T) {
+			dev := openT(t, fmt.Sprintf("null:?size=8M&zone_size=1M&zone_serial=%v&completion_nsec=%d", serial, delay.Nanoseconds()))
+			ring := dev.Ring()
+			buf := make([]byte, 4096)
+			log := &appendLog{done: make(chan struct{}, 16)}
+			w := newTestWaiter()
+			before := ring.Stats()
+			start := time.Now()
+			ring.Plug()
+			log.appendZones(t, dev, buf, 4)
+			if err := dev.Read(1<<20, make([]byte, 4096), w); err != nil {
+				t.Fatal(err)
+			}
+			if err := ring.Unplug(); err != nil {
+				t.Fatal(err)
+			}
+			res := ring.Wait(w)
+			readAt := time.Now()
+			if res.Res != 4096 {
+				t.Errorf("read: %+v, want 4096 bytes", res)
+			}
+			if got := readAt.Sub(start); got < delay {
+				t.Errorf("read completed %v after submission; want at least %v", got, delay)
+			}
+			log.wait(t, 5)
+			if st := ring.Stats(); !serial && st.SubmitEnters-before.SubmitEnters != 1 {
+				t.Errorf("6 operations in %d kernel entries; want 1 (all in flight at once)", st.SubmitEnters-before.SubmitEnters)
+			}
+			var zone1 []int64
+			var last1 time.Time
+			for i, off := range log.offs {
+				if log.errs[i] != nil {
+					t.Fatalf("append: %v", log.errs[i])
+				}
+				if got := log.at[i].Sub(start); got < delay {
+					t.Errorf("append at %d completed %v after submission; want at least %v", off, got, delay)
+				}
+				if off < 2<<20 {
+					zone1 = append(zone1, off)
+					last1 = log.at[i]
+				}
+			}
+			if serial {
+				if got := last1.Sub(start); got < 4*delay {
+					t.Errorf("zone 1's 4th serial append completed %v after submission; want at least 4 x %v", got, delay)
+				}
+				if !slices.IsSorted(zone1) {
+					t.Errorf("zone 1's serial appends completed out of order: %v", zone1)
 				}
 			}
 			slices.Sort(zone1)
