@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -153,10 +154,13 @@ func (e *Engine) switchForOp(numbered bool, need int64, failed error) error {
 		return err
 	}
 	if err := e.checkpointLocked(); err != nil {
-		if failed != nil {
+		switch {
+		case failed != nil:
 			return fmt.Errorf("%w: %w; switching metadata halves: %w", ErrMetaLog, failed, err)
+		case errors.Is(err, ErrNoSpace):
+			return err
 		}
-		return err
+		return fmt.Errorf("%w: the active half is full: %w", ErrMetaLog, err)
 	}
 	if m.wp+need > e.sb.metaHalfCap() {
 		// Format sizes the halves for the largest checkpoint the
@@ -172,18 +176,13 @@ func (e *Engine) switchForOp(numbered bool, need int64, failed error) error {
 func (e *Engine) writeOpRecord(op nsOp, payload []byte, n int64) error {
 	m := e.meta
 	encodeMeta(m.block[:n], e.sb.FS(), metaOp, op.seq, payload)
-	if testHookMetaWrite != nil {
-		if err := testHookMetaWrite(e, m.active, m.wp); err != nil {
-			return err
-		}
-	}
 	return e.writeMeta(m.active, m.wp, m.block[:n], m.w)
 }
 
-// testHookMetaWrite, if set (by tests only), runs before an operation's
-// record is written to metadata half h at offset off; an error it
-// returns is that write's.
-var testHookMetaWrite func(e *Engine, h int, off int64) error
+// testHookMetaWrite, if set (by tests only), runs before a record or a
+// checkpoint (data) is written to metadata half h at offset off; an
+// error it returns is that write's.
+var testHookMetaWrite func(e *Engine, h int, off int64, data []byte) error
 
 // opLanded accounts op's n-byte record, which has landed, and returns the
 // ticket of the flush that makes it durable.
@@ -204,6 +203,11 @@ func (e *Engine) opLanded(op nsOp, n int64) uint64 {
 // to its capacity before the next one opens, so a half holds at most one
 // active zone.
 func (e *Engine) writeMeta(h int, off int64, data []byte, w *uring.Waiter) error {
+	if testHookMetaWrite != nil {
+		if err := testHookMetaWrite(e, h, off, data); err != nil {
+			return err
+		}
+	}
 	for len(data) > 0 {
 		z, zoff := e.sb.metaAt(h, off)
 		n := min(int64(len(data)), e.sb.ZoneCap-zoff)
@@ -276,6 +280,10 @@ func (e *Engine) checkpoint() error {
 	return e.checkpointLocked()
 }
 
+// errNextHalfReset marks a checkpoint that failed resetting the half it
+// was for, before it changed anything in the active half.
+var errNextHalfReset = errors.New("the other metadata half refuses its reset")
+
 // checkpointLocked stops appends, snapshots the file system and writes it
 // to the metadata zone that is not active, which then becomes active. The
 // old zone keeps the previous checkpoint until the next switch.
@@ -313,7 +321,7 @@ func (e *Engine) checkpointLocked() error {
 	// goes on without its checkpoint, see recover).
 	for z := e.sb.MetaZones[next]; z < e.sb.MetaZones[next]+e.sb.MetaGroup; z++ {
 		if err := e.dev.ResetZone(z); err != nil {
-			return fmt.Errorf("engine: checkpoint: reset metadata zone %d: %w", z, err)
+			return fmt.Errorf("engine: checkpoint: reset metadata zone %d: %w: %w", z, errNextHalfReset, err)
 		}
 	}
 	// The old half keeps the previous checkpoint, but it must stop

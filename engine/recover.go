@@ -197,7 +197,7 @@ func (e *Engine) recover() error {
 	// that frees it): a crash in between recovers from it, scans them
 	// from their start and finds only records older than itself.
 	if err := e.checkpoint(); err != nil {
-		if e.meta.active != ckptZone || e.meta.wp >= e.sb.metaHalfCap() {
+		if !errors.Is(err, errNextHalfReset) || e.meta.wp >= e.sb.metaHalfCap() {
 			return err
 		}
 		// The other half refused its reset (a zone gone read-only)
