@@ -247,13 +247,27 @@ func TestMetaLogFailsWithEIOWhileNeitherHalfTakesWrites(t *testing.T) {
 // and so did every one after it; with the switch alone, Open then failed
 // (recovery's checkpoint could not reset the read-only half).
 func TestMetaHalfGoneReadOnlyOpensAndFillsWithEIO(t *testing.T) {
+	for _, active := range []bool{true, false} {
+		t.Run(fmt.Sprintf("active zone %v", active), func(t *testing.T) { metaHalfGoneReadOnly(t, active) })
+	}
+}
+
+// metaHalfGoneReadOnly makes the active metadata zone read-only (if
+// active; else the other half's, finished, zone) and checks what
+// TestMetaHalfGoneReadOnlyOpensAndFillsWithEIO says.
+func metaHalfGoneReadOnly(t *testing.T, active bool) {
 	e, devName, cfg := openWithFileA(t)
 	ro := e.meta.active
 	z, _ := e.sb.metaAt(ro, e.meta.wp)
+	if !active {
+		ro = 1 - ro
+		z = e.sb.MetaZones[ro]
+	}
 	if err := emuOf(t, e).ZoneReadOnly(z); err != nil {
 		t.Fatal(err)
 	}
-	// It switches halves; its flush makes the read-only zone durable.
+	// Its flush makes the read-only zone durable (and it switches
+	// halves, if the log's zone went read-only).
 	mustCreate(t, e, "b").Close()
 	e = powerCutReopen(t, e, devName, cfg)
 	if e.meta.active == ro {
