@@ -19,6 +19,7 @@ const (
 	metaWriteLand           // written whole, then fails with EIO (the device lost the completion)
 	metaWritePart           // all but its last block written, then fails with EIO (a partial write: the write pointer moved)
 	metaWriteCut            // the power is cut before it: nothing of it, or after it, reaches the device
+	metaWriteTear           // the power is cut during it: all but its last block reach the device
 )
 
 // armMetaFaults makes the metadata writes from now on do what faults
@@ -53,6 +54,20 @@ func armMetaFaults(t *testing.T, faults ...metaFault) {
 		case metaWriteCut:
 			if err := e.dev.(interface{ PowerCut() error }).PowerCut(); err != nil {
 				t.Errorf("power cut: %v", err)
+			}
+		case metaWriteTear:
+			// The half's reset made durable first (a concurrent
+			// operation's flush could): the emulator tears only a
+			// write past its zone's flushed write pointer.
+			if err := e.dev.Flush(); err != nil {
+				t.Errorf("flush: %v", err)
+			}
+			if err := e.writeZone(z, zoff, data, e.meta.w); err != nil {
+				t.Errorf("the torn write: %v", err)
+			}
+			tear := e.dev.(interface{ TearLastWrite(int64) error })
+			if err := tear.TearLastWrite(int64(len(data)) - BlockSize); err != nil {
+				t.Errorf("tear: %v", err)
 			}
 		default:
 			return nil
@@ -116,6 +131,8 @@ func TestMetaWriteFailureSwitchesHalvesAndSurvivesPowerCuts(t *testing.T) {
 		{"record lands, retry fails too", []metaFault{metaWriteLand, metaWriteOK, metaWriteFail}, false},
 		{"record fails, checkpoint written in part", []metaFault{metaWriteFail, metaWritePart}, false},
 		{"record fails, checkpoint in part, cut at the next switch", []metaFault{metaWriteFail, metaWritePart, metaWriteCut}, false},
+		{"record fails, checkpoint torn by a power cut", []metaFault{metaWriteFail, metaWriteTear}, false},
+		{"record lands, checkpoint torn by a power cut", []metaFault{metaWriteLand, metaWriteTear}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -144,7 +161,7 @@ func TestMetaWriteFailureSwitchesHalvesAndSurvivesPowerCuts(t *testing.T) {
 			}
 			cut := false
 			for _, f := range tc.faults {
-				cut = cut || f == metaWriteCut
+				cut = cut || f == metaWriteCut || f == metaWriteTear
 			}
 			cf, createErr := e.Create("c")
 			if createErr == nil {
