@@ -64,6 +64,9 @@
 //     fills its zones in order, each to capacity before the next opens,
 //     so one metadata zone at most is active; an operation that does not
 //     fit even after a checkpoint is ENOSPC, never a write past a zone.
+//     An operation whose record write fails is logged again in the
+//     other half after a checkpoint, under a number above it (writeOp):
+//     the failed record, whole, torn or absent, is never replayed.
 //   - A number on the device is never handed out again: recovery counts
 //     every record header it finds, a torn record's too. Lost writes
 //     stay lost because the device reads what it never wrote (past a
@@ -284,8 +287,8 @@
 //  4. metaLog.mu: the metadata log; held across its writes (an
 //     operation's flush comes after it is released) and across a
 //     checkpoint, which takes quiesce exclusively and file.mu
-//     shared (the snapshot), and finishes the old half's active zone
-//     before it resets and writes the next half (device I/O, no engine
+//     shared (the snapshot), resets the next half, finishes the old
+//     half's active zone and writes the next half (device I/O, no engine
 //     lock taken).
 //  5. Engine.quiesce: shared while appends are built (WriteExtents, GC's
 //     relocation), exclusive for a checkpoint, which then waits for every

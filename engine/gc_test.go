@@ -220,7 +220,10 @@ func TestHalfDoneTruncateLeavesNoOldBytes(t *testing.T) {
 	h := createSynced(t, e, "a", bytes.Repeat([]byte{0xaa}, 128<<10))
 	const cut, end = 10000, 200 << 10
 	emu := emuOf(t, e)
-	emu.FailWrite(2) // the tail's record goes through, the logged truncate fails
+	// The tail's record (a data write) goes through; the truncate's log
+	// record fails, and so does the checkpoint of the metadata half
+	// switch that would log it again (writeOp).
+	armMetaFaults(t, metaWriteFail, metaWriteFail)
 	if err := h.Truncate(cut); err == nil {
 		t.Fatal("truncate succeeded although its log write failed")
 	}

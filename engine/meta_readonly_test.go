@@ -24,7 +24,6 @@ import (
 // renumbered, and the failed record may sit torn in the old half), so
 // this test skips on this branch.
 func TestNamespaceOpsGoOnAfterTheMetadataZoneWentReadOnly(t *testing.T) {
-	t.Skip("known bug: a metadata zone that refuses writes fails every namespace operation until restart (see the comment)")
 	devName := emuDevice(t, 16, "1M", "")
 	cfg := smallConfig()
 	e := formatOpen(t, devName, cfg)

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -71,8 +73,29 @@ func (e *Engine) appendOp(op nsOp, flush bool) error {
 // the active metadata half, for operations that shrink the namespace.
 const metaShrinkRoom = 16 * BlockSize
 
+// ErrMetaLog is what a namespace operation returns when its record can
+// be written in neither metadata half: the one it was meant for failed
+// the write and the switch to the other (a checkpoint there) failed too,
+// or the record failed there as well. Nothing of the operation is
+// applied, and the next operation tries the switch again.
+var ErrMetaLog = fmt.Errorf("engine: the metadata log takes no writes: %w", syscall.EIO)
+
 // writeOp writes op's record and returns the ticket of the flush that
 // makes it durable (see flushGroup), which SyncNamespace waits for too.
+//
+// A failed write of the record ends the active half's log: the device
+// may have written all, some or none of it (a failed write on a real
+// zoned device can move the write pointer; a zone gone read-only takes
+// nothing), so no offset there is known to be where the next record
+// goes. The log switches to the other half with a checkpoint, as when a
+// half fills, and the operation is logged there once more under a number
+// taken after the checkpoint's. Recovery cannot take the failed record:
+// once the checkpoint is durable it reads operations only from the
+// checkpoint's half, and before that the old half's log ends at a torn
+// record or holds an operation whose caller was never answered (an
+// operation in flight at a crash). An operation its caller numbered
+// (op.seq set) is never renumbered; a switch before it fails it instead,
+// since the checkpoint would number above it and recovery would skip it.
 func (e *Engine) writeOp(op nsOp) (uint64, error) {
 	m := e.meta
 	m.mu.Lock()
@@ -87,25 +110,84 @@ func (e *Engine) writeOp(op nsOp) (uint64, error) {
 		// metadata half can always be cut back.
 		need += metaShrinkRoom
 	}
+	numbered := op.seq != 0
 	if m.wp+need > e.sb.metaHalfCap() {
-		if err := e.checkpointLocked(); err != nil {
+		if err := e.switchForOp(numbered, need, nil); err != nil {
 			return 0, err
 		}
-		if m.wp+need > e.sb.metaHalfCap() {
-			// Format sizes the halves for the largest checkpoint the
-			// data zones can call for; a namespace larger still (files
-			// without data beyond that allowance) leaves no room.
-			return 0, fmt.Errorf("engine: log operation: a %d-byte metadata half holds a %d-byte checkpoint and no %d-byte operation after it: %w",
-				e.sb.metaHalfCap(), m.wp, need, ErrNoSpace)
-		}
 	}
-	if op.seq == 0 {
+	if !numbered {
 		op.seq = e.seq.Add(1)
 	}
-	encodeMeta(m.block[:n], e.sb.FS(), metaOp, op.seq, payload)
-	if err := e.writeMeta(m.active, m.wp, m.block[:n], m.w); err != nil {
-		return 0, fmt.Errorf("engine: log operation: %w", err)
+	err := e.writeOpRecord(op, payload, n)
+	if err == nil {
+		return e.opLanded(op, n), nil
 	}
+	werr := fmt.Errorf("engine: log operation in metadata half %d at %d: %w", m.active, m.wp, err)
+	if err := e.switchForOp(numbered, need, werr); err != nil {
+		return 0, err
+	}
+	op.seq = e.seq.Add(1) // above the checkpoint's: recovery replays it
+	if err := e.writeOpRecord(op, payload, n); err != nil {
+		// This half's log ends here too: the next operation switches
+		// back (and fails while the other half still refuses).
+		m.wp = e.sb.metaHalfCap()
+		return 0, fmt.Errorf("%w: %w; again in metadata half %d after a checkpoint: %w", ErrMetaLog, werr, m.active, err)
+	}
+	return e.opLanded(op, n), nil
+}
+
+// switchForOp checkpoints into the other metadata half for an operation
+// that needs need bytes of log: the active half is full (failed nil) or
+// refused its record (failed, that write's error). m.mu is held.
+func (e *Engine) switchForOp(numbered bool, need int64, failed error) error {
+	m := e.meta
+	if failed != nil {
+		// Whatever happens next, nothing more is written at m.wp.
+		m.wp = e.sb.metaHalfCap()
+	}
+	if numbered {
+		err := fmt.Errorf("engine: log operation: a metadata half switch would number its checkpoint above an operation numbered before it: %w", ErrMetaLog)
+		if failed != nil {
+			err = fmt.Errorf("%w: %w", failed, err)
+		}
+		return err
+	}
+	if err := e.checkpointLocked(); err != nil {
+		switch {
+		case failed != nil:
+			return fmt.Errorf("%w: %w; switching metadata halves: %w", ErrMetaLog, failed, err)
+		case errors.Is(err, ErrNoSpace):
+			return err
+		}
+		return fmt.Errorf("%w: the active half is full: %w", ErrMetaLog, err)
+	}
+	if m.wp+need > e.sb.metaHalfCap() {
+		// Format sizes the halves for the largest checkpoint the
+		// data zones can call for; a namespace larger still (files
+		// without data beyond that allowance) leaves no room.
+		return fmt.Errorf("engine: log operation: a %d-byte metadata half holds a %d-byte checkpoint and no %d-byte operation after it: %w",
+			e.sb.metaHalfCap(), m.wp, need, ErrNoSpace)
+	}
+	return nil
+}
+
+// writeOpRecord writes op's n-byte record at the active half's m.wp.
+func (e *Engine) writeOpRecord(op nsOp, payload []byte, n int64) error {
+	m := e.meta
+	encodeMeta(m.block[:n], e.sb.FS(), metaOp, op.seq, payload)
+	return e.writeMeta(m.active, m.wp, m.block[:n], m.w)
+}
+
+// testHookMetaWrite, if set (by tests only), runs before a record or a
+// checkpoint (data) is written to metadata half h at offset off; an
+// error it returns is that write's.
+var testHookMetaWrite func(e *Engine, h int, off int64, data []byte) error
+
+// opLanded accounts op's n-byte record, which has landed, and returns the
+// ticket of the flush that makes it durable.
+func (e *Engine) opLanded(op nsOp, n int64) uint64 {
+	m := e.meta
 	m.wp += n
 	e.stats.metaWritten.Add(n)
 	e.stats.metaOps[op.kind].Add(n)
@@ -113,7 +195,7 @@ func (e *Engine) writeOp(op nsOp) (uint64, error) {
 	t := e.flushes.ticket()
 	for old := m.needFlush.Load(); old < t && !m.needFlush.CompareAndSwap(old, t); old = m.needFlush.Load() {
 	}
-	return t, nil
+	return t
 }
 
 // writeMeta writes data (aligned memory) at offset off of metadata half
@@ -121,6 +203,11 @@ func (e *Engine) writeOp(op nsOp) (uint64, error) {
 // to its capacity before the next one opens, so a half holds at most one
 // active zone.
 func (e *Engine) writeMeta(h int, off int64, data []byte, w *uring.Waiter) error {
+	if testHookMetaWrite != nil {
+		if err := testHookMetaWrite(e, h, off, data); err != nil {
+			return err
+		}
+	}
 	for len(data) > 0 {
 		z, zoff := e.sb.metaAt(h, off)
 		n := min(int64(len(data)), e.sb.ZoneCap-zoff)
@@ -193,6 +280,10 @@ func (e *Engine) checkpoint() error {
 	return e.checkpointLocked()
 }
 
+// errNextHalfReset marks a checkpoint that failed resetting the half it
+// was for, before it changed anything in the active half.
+var errNextHalfReset = errors.New("the other metadata half refuses its reset")
+
 // checkpointLocked stops appends, snapshots the file system and writes it
 // to the metadata zone that is not active, which then becomes active. The
 // old zone keeps the previous checkpoint until the next switch.
@@ -224,6 +315,15 @@ func (e *Engine) checkpointLocked() error {
 	e.sb.encode(buf[:BlockSize])
 	encodeMeta(buf[BlockSize:], e.sb.FS(), metaCheckpoint, c.seq, payload)
 	next := 1 - m.active
+	// The next half is reset first: a reset opens no zone, and a half
+	// that refuses it (a zone gone read-only) leaves the active half as
+	// it was, its log still open for operations (the switch fails; Open
+	// goes on without its checkpoint, see recover).
+	for z := e.sb.MetaZones[next]; z < e.sb.MetaZones[next]+e.sb.MetaGroup; z++ {
+		if err := e.dev.ResetZone(z); err != nil {
+			return fmt.Errorf("engine: checkpoint: reset metadata zone %d: %w: %w", z, errNextHalfReset, err)
+		}
+	}
 	// The old half keeps the previous checkpoint, but it must stop
 	// holding an active zone before the next half opens one: the open
 	// budget leaves room for one metadata zone, and with the data zones
@@ -231,14 +331,9 @@ func (e *Engine) checkpointLocked() error {
 	// its records (a crash before the new checkpoint is durable recovers
 	// from them). The log fills a half's zones in order, so only the zone
 	// its write pointer is in can be active.
+	m.wp = e.sb.metaHalfCap() // full: if this switch fails, the next operation retries it
 	if err := e.finishMetaHalf(m.active); err != nil {
 		return fmt.Errorf("engine: checkpoint: %w", err)
-	}
-	m.wp = e.sb.metaHalfCap() // full: if this switch fails, the next operation retries it
-	for z := e.sb.MetaZones[next]; z < e.sb.MetaZones[next]+e.sb.MetaGroup; z++ {
-		if err := e.dev.ResetZone(z); err != nil {
-			return fmt.Errorf("engine: checkpoint: reset metadata zone %d: %w", z, err)
-		}
 	}
 	if err := e.writeMeta(next, 0, buf, m.w); err != nil {
 		return fmt.Errorf("engine: checkpoint: %w", err)

@@ -77,8 +77,9 @@ func (e *Engine) recover() error {
 	var ckpt *checkpointState
 	var ckptZone int
 	var zoneOps [2][]nsOp
+	var logEnd [2]int64
 	for i := range e.sb.MetaZones {
-		c, ops, err := e.scanMetaHalf(i, report, buf, w)
+		c, ops, end, err := e.scanMetaHalf(i, report, buf, w)
 		if err != nil {
 			return err
 		}
@@ -91,7 +92,7 @@ func (e *Engine) recover() error {
 		if c != nil && (ckpt == nil || c.seq > ckpt.seq) {
 			ckpt, ckptZone = c, i
 		}
-		zoneOps[i] = ops
+		zoneOps[i], logEnd[i] = ops, end
 	}
 	if ckpt == nil {
 		return fmt.Errorf("engine: recover: no valid checkpoint in metadata zones %v", e.sb.MetaZones)
@@ -108,6 +109,14 @@ func (e *Engine) recover() error {
 		}
 	}
 	e.meta.active = ckptZone
+	// The log goes on where it ends if the device's write pointer is
+	// there too (the checkpoint below normally moves it to the other
+	// half anyway); after a torn record or a finished zone the half
+	// counts as full, since what follows a torn record is never read.
+	e.meta.wp = e.sb.metaHalfCap()
+	if logEnd[ckptZone] == e.metaHalfEnd(ckptZone, report) {
+		e.meta.wp = logEnd[ckptZone]
+	}
 	e.ckptSeq = ckpt.seq
 	e.loadCheckpoint(ckpt)
 
@@ -188,7 +197,17 @@ func (e *Engine) recover() error {
 	// that frees it): a crash in between recovers from it, scans them
 	// from their start and finds only records older than itself.
 	if err := e.checkpoint(); err != nil {
-		return err
+		if !errors.Is(err, errNextHalfReset) || e.meta.wp >= e.sb.metaHalfCap() {
+			return err
+		}
+		// The other half refused its reset (a zone gone read-only)
+		// and the recovered half was left as it was, its log still
+		// open: the file system opens on it, as the last one did,
+		// without resetting the dead zones (this checkpoint does not
+		// forget them; GC collects them later), and namespace
+		// operations fail with ErrMetaLog once the half fills.
+		slog.Warn("engine: recover: no checkpoint into the other metadata half; the log goes on in this one", "half", ckptZone, "at", e.meta.wp, "err", err)
+		return nil
 	}
 	return e.resetDeadZones(dead)
 }
@@ -227,14 +246,16 @@ func (e *Engine) metaHalfEnd(h int, report []zns.Zone) int64 {
 }
 
 // scanMetaHalf reads one metadata half's records.
-func (e *Engine) scanMetaHalf(half int, report []zns.Zone, buf *scanBuf, w *uring.Waiter) (*checkpointState, []nsOp, error) {
+// It returns them and where its valid log ends.
+func (e *Engine) scanMetaHalf(half int, report []zns.Zone, buf *scanBuf, w *uring.Waiter) (*checkpointState, []nsOp, int64, error) {
 	var best *checkpointState
 	var ops []nsOp
 	end := e.metaHalfEnd(half, report)
-	for off := int64(BlockSize); off+BlockSize <= end; {
+	off := int64(BlockSize)
+	for off+BlockSize <= end {
 		hb := buf.mem[:BlockSize]
 		if err := e.readMeta(half, off, hb, w); err != nil {
-			return nil, nil, fmt.Errorf("engine: recover: read metadata half %d at %d: %w", half, off, err)
+			return nil, nil, 0, fmt.Errorf("engine: recover: read metadata half %d at %d: %w", half, off, err)
 		}
 		h, err := decodeMetaHeader(hb)
 		if err != nil || h.fs != e.sb.FS() {
@@ -245,11 +266,11 @@ func (e *Engine) scanMetaHalf(half int, report []zns.Zone, buf *scanBuf, w *urin
 			break // torn
 		}
 		if err := buf.grow(int(n)); err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		rec := buf.mem[:n]
 		if err := e.readMeta(half, off+BlockSize, rec[BlockSize:], w); err != nil {
-			return nil, nil, fmt.Errorf("engine: recover: read metadata half %d at %d: %w", half, off, err)
+			return nil, nil, 0, fmt.Errorf("engine: recover: read metadata half %d at %d: %w", half, off, err)
 		}
 		payload, err := verifyMeta(rec, h)
 		if err != nil {
@@ -269,13 +290,13 @@ func (e *Engine) scanMetaHalf(half int, report []zns.Zone, buf *scanBuf, w *urin
 			op, err := decodeOp(h.seq, payload)
 			if err != nil {
 				slog.Warn("engine: recover: corrupt operation ends the log", "seq", h.seq, "err", err)
-				return best, ops, nil
+				return best, ops, off, nil
 			}
 			ops = append(ops, op)
 		}
 		off += n
 	}
-	return best, ops, nil
+	return best, ops, off, nil
 }
 
 // scanDataZone reads the records of a data zone from offset from (in the

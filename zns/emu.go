@@ -587,7 +587,7 @@ func (e *Emu) loadZones(slot []byte) error {
 		if z.typ == TypeConventional {
 			continue
 		}
-		if rel < 0 || rel > e.geo.ZoneCap || !validSeqCond(cond) || unwritten > rel || (unwritten > 0 && cond != CondFull) {
+		if rel < 0 || rel > e.geo.ZoneCap || !validSeqCond(cond) || unwritten > rel || (unwritten > 0 && !finishedCond(cond)) {
 			return fmt.Errorf("corrupt entry for zone %d (wp +%d, %d unwritten, %s)", i, rel, unwritten, cond)
 		}
 		z.wp, z.cond = e.start(i)+rel, cond
@@ -595,6 +595,13 @@ func (e *Emu) loadZones(slot []byte) error {
 	}
 	e.recount()
 	return nil
+}
+
+// finishedCond reports whether a zone of condition c can have been
+// finished with part of it unwritten: a full one, or one that failed
+// (read-only, offline) after its finish.
+func finishedCond(c Cond) bool {
+	return c == CondFull || c == CondReadOnly || c == CondOffline
 }
 
 func validSeqCond(c Cond) bool {
