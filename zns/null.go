@@ -151,15 +151,17 @@ func openNull(sp spec, opts Options) (*Null, error) {
 // Flush implements Device; there is nothing to make durable.
 func (n *Null) Flush() error { return nil }
 
-// Close implements Device. With zone_serial it waits for the writes
-// queued behind others too (the ring closed, they fail), then stops the
-// dispatcher.
+// Close implements Device. With zone_serial it first waits for the
+// writes queued behind others, which the dispatcher submits as those
+// before them complete (with completion_nsec that is a delay each): a
+// write the device accepted completes as it would have, not with EIO from
+// a ring closed under it. Then it stops the dispatcher and closes the
+// ring, which waits for what is still in it.
 func (n *Null) Close() error {
-	err := n.closeRing()
 	if q := n.serial; q != nil {
 		n.writes.Wait()
 		close(q.ready)
 		<-q.done
 	}
-	return err
+	return n.closeRing()
 }
