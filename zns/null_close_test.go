@@ -14,7 +14,7 @@ import (
 func TestNullCloseCompletesAcceptedWrites(t *testing.T) {
 	for _, serial := range []bool{false, true} {
 		t.Run(fmt.Sprint(serial), func(t *testing.T) {
-			dev, err := Open(fmt.Sprintf("null:?size=8M&zone_size=1M&zone_serial=%v&completion_nsec=%d", serial, (200 * time.Millisecond).Nanoseconds()), Options{RingEntries: 64})
+			dev, err := Open(fmt.Sprintf("null:?size=8M&zone_size=1M&zone_serial=%v&completion_nsec=%d", serial, (200*time.Millisecond).Nanoseconds()), Options{RingEntries: 64})
 			if err != nil {
 				t.Fatal(err)
 			}
