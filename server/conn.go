@@ -238,11 +238,15 @@ var errShuttingDown = errors.New("daemon shutting down")
 
 // helloHook, set by tests, runs in hello once the hello is read and
 // found not to come during shutdown, before the read deadline goes.
-var helloHook atomic.Pointer[func(*conn)]
+// helloStartHook, set by tests, runs as hello begins.
+var helloHook, helloStartHook atomic.Pointer[func(*conn)]
 
 // hello reads the client's hello and answers it with the region's memfd.
 // The version is the client's: socket framing (1) or rings (2).
 func (c *conn) hello() error {
+	if hook := helloStartHook.Load(); hook != nil {
+		(*hook)(c)
+	}
 	// stopReading sets stopping, then a read deadline in the past to
 	// wake the reader: a deadline set here after it would undo that, so
 	// stopping is checked after each one (else a session whose hello came
