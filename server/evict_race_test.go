@@ -121,3 +121,45 @@ func TestEvictionAfterHelloIsReadServesAndDoesNotCount(t *testing.T) {
 	bpeer.Close()
 	s.connWG.Wait()
 }
+
+// TestEvictionBeforeHelloIsTakenInClosesUnserved: the newcomer evicts the
+// first connection after its hello was read but before it left the
+// greeting set. The eviction wins: the connection is closed without a
+// reply and counted once, and is never served.
+func TestEvictionBeforeHelloIsTakenInClosesUnserved(t *testing.T) {
+	s := New(nil, Options{MaxConns: 1})
+	a, apeer := seqpair(t)
+	b, bpeer := seqpair(t)
+	defer apeer.Close()
+	defer bpeer.Close()
+	var once sync.Once
+	hook := func(c *conn) {
+		once.Do(func() { s.start(b) })
+	}
+	helloReadHook.Store(&hook)
+	t.Cleanup(func() { helloReadHook.Store(nil) })
+	s.start(a)
+	var hb [HelloSize]byte
+	h := Hello{Magic: Magic, Version: VersionFraming, Region: 1 << 20}
+	h.Encode(hb[:])
+	if _, err := apeer.Write(hb[:]); err != nil {
+		t.Fatal(err)
+	}
+	apeer.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var rb [HelloReplyV2Size]byte
+	n, err := apeer.Read(rb[:])
+	if err == nil {
+		t.Fatalf("evicted connection got a %d-byte reply", n)
+	}
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("evicted connection still open 5 s after its eviction")
+	}
+	if ev := s.stats.evicted.Load(); ev != 1 {
+		t.Fatalf("evicted %d, want 1", ev)
+	}
+	if n := s.sessions.Load(); n != 0 {
+		t.Fatalf("%d sessions, want 0: the evicted connection was served", n)
+	}
+	bpeer.Close()
+	s.connWG.Wait()
+}
