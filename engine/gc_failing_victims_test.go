@@ -34,9 +34,10 @@ func (d *badZones) Read(off int64, buf []byte, c uring.Completion) error {
 // five zones that keep live data. The four the policy ranks first fail
 // every read (media damage); the fifth is fine and freeing it makes room.
 // A writer's pass picks only passCandidates (4) victims, all the failing
-// ones, and nothing remembers that they failed (resetRetry is set only
-// for a failed reset): every pass, forever, tries the same four and the
-// write fails with EIO although a zone can be reclaimed.
+// ones, and before the fix nothing remembered that they failed (only a
+// failed reset was): every pass, forever, tried the same four and the
+// write failed with EIO although a zone could be reclaimed. Each failed
+// victim is counted (GCVictimsFailed) though the write succeeds.
 func TestGCVictimsThatFailReadsDoNotHideOthers(t *testing.T) {
 	devName := emuDevice(t, 24, "256K", "")
 	dev, err := zns.Open(devName, zns.Options{})
@@ -103,6 +104,12 @@ func TestGCVictimsThatFailReadsDoNotHideOthers(t *testing.T) {
 		err = f.Sync()
 	}
 	if err == nil {
+		if got := readAll(t, e, "late"); !bytes.Equal(got, want) {
+			t.Fatalf("late: %d bytes read back, want the %d written", len(got), len(want))
+		}
+		if n := e.Stats().GCVictimsFailed; n < int64(len(cands)) {
+			t.Fatalf("GCVictimsFailed %d, want >= %d (each failing victim counted)", n, len(cands))
+		}
 		return
 	}
 	// Control: with the four failing zones out of pick's way, the same
