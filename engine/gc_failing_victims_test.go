@@ -126,3 +126,80 @@ func TestGCVictimsThatFailReadsDoNotHideOthers(t *testing.T) {
 	}
 	t.Fatalf("write on a full device with %d reclaimable zones, %d of them failing reads: %v (control, the failing ones hidden from pick: %v)", worth, len(cands), err, cerr)
 }
+
+// TestGCSealIdleTriesTheNextZoneAfterOneFails: the garbage a writer short
+// of space needs sits in idle open zones (sealIdle, a writer's last
+// resort); the open zone with the most garbage fails every read. The
+// seal must go on to the next idle zone, which it can reclaim, as a pass
+// does with full victims. Before the fix sealIdle returned the first
+// failing candidate's error, and it ranks first again every pass.
+func TestGCSealIdleTriesTheNextZoneAfterOneFails(t *testing.T) {
+	devName := emuDevice(t, 24, "256K", "")
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Format(dev, FormatOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bz := &badZones{Device: dev, bad: map[int]bool{}}
+	// Under mru each file writes a zone of its own.
+	cfg := Config{CacheBytes: 2 << 20, DirtyLimit: 1 << 20, Policy: PolicyMRU}
+	cfg.GC.Disabled = true
+	e, err := OpenDevice(bz, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	// Two files, three chunks each, then chunks of each written again:
+	// two of the first's, one of the second's. Their zones stay open,
+	// idle, with garbage and live data; the first's holds more garbage.
+	const chunk = 32768
+	var zones []*zone
+	for i, again := range []int{2, 1} {
+		name := fmt.Sprintf("f%d", i)
+		f := mustCreate(t, e, name)
+		defer f.Close()
+		for pass, n := range []int{3, again} {
+			for j := range n {
+				if _, err := f.WriteAt(bytes.Repeat([]byte{byte(10*i + pass)}, chunk), int64(j*chunk)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := f.Sync(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		zones = append(zones, e.zoneAt(devOf(t, e, name, 0).dev))
+	}
+	bad, good := zones[0], zones[1]
+	garbage := func(z *zone) int64 { return z.alloc.Load() - z.valid.Load() }
+	idle := e.placer.idleOpen()
+	if bad == good || len(idle) != 2 || garbage(bad) <= garbage(good) || good.valid.Load() == 0 {
+		t.Fatalf("set-up: zones %d and %d (garbage %d, %d), %d idle open zones; want two, the first with more garbage",
+			bad.idx, good.idx, garbage(bad), garbage(good), len(idle))
+	}
+	bz.mu.Lock()
+	bz.bad[bad.idx] = true
+	bz.mu.Unlock()
+	e.gc.mu.Lock()
+	ok, err := e.gc.sealIdle(minGCGain)
+	e.gc.mu.Unlock()
+	if !ok {
+		t.Fatalf("sealIdle with two idle zones with garbage, the first (zone %d) failing reads: reclaimed nothing: %v", bad.idx, err)
+	}
+	if good.state.Load() == zoneOpen {
+		t.Fatalf("zone %d, the one that reads, is still open", good.idx)
+	}
+	if bad.state.Load() != zoneOpen {
+		t.Fatalf("zone %d, whose reads fail, is not left open (state %d)", bad.idx, bad.state.Load())
+	}
+	if n := e.Stats().GCVictimsFailed; n != 1 {
+		t.Fatalf("GCVictimsFailed %d, want 1", n)
+	}
+	// Its data is still there: f1 reads back what was written.
+	want := append(bytes.Repeat([]byte{11}, chunk), bytes.Repeat([]byte{10}, 2*chunk)...)
+	if got := readAll(t, e, "f1"); !bytes.Equal(got, want) {
+		t.Fatalf("f1 after its zone was collected: %d bytes, not as written", len(got))
+	}
+}
