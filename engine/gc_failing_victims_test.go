@@ -30,6 +30,25 @@ func (d *badZones) Read(off int64, buf []byte, c uring.Completion) error {
 	return d.Device.Read(off, buf, c)
 }
 
+// openBadZones formats a 24 x 256 KiB emulated device and opens an engine
+// on it through badZones, no zone failing yet.
+func openBadZones(t *testing.T, cfg Config) (*Engine, *badZones) {
+	t.Helper()
+	dev, err := zns.Open(emuDevice(t, 24, "256K", ""), zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Format(dev, FormatOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bz := &badZones{Device: dev, bad: map[int]bool{}}
+	e, err := OpenDevice(bz, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, bz
+}
+
 // TestGCVictimsThatFailReadsDoNotHideOthers: a full device; garbage in
 // five zones that keep live data. The four the policy ranks first fail
 // every read (media damage); the fifth is fine and freeing it makes room.
@@ -39,43 +58,13 @@ func (d *badZones) Read(off int64, buf []byte, c uring.Completion) error {
 // write failed with EIO although a zone could be reclaimed. Each failed
 // victim is counted (GCVictimsFailed) though the write succeeds.
 func TestGCVictimsThatFailReadsDoNotHideOthers(t *testing.T) {
-	devName := emuDevice(t, 24, "256K", "")
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Format(dev, FormatOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	bz := &badZones{Device: dev, bad: map[int]bool{}}
 	cfg := Config{CacheBytes: 2 << 20, DirtyLimit: 1 << 20}
 	cfg.GC.Disabled = true
-	e, err := OpenDevice(bz, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, bz := openBadZones(t, cfg)
 	defer e.Close()
 	const size = 100000
 	names := fillWithFiles(t, e, size)
-	byZone := map[int][]string{}
-	var order []int
-	for _, n := range names {
-		z := e.zoneAt(devOf(t, e, n, 0).dev).idx
-		if byZone[z] == nil {
-			order = append(order, z)
-		}
-		byZone[z] = append(byZone[z], n)
-	}
-	removed := 0
-	for _, z := range order {
-		if len(byZone[z]) < 2 || removed == 8 {
-			continue
-		}
-		if err := e.Remove(byZone[z][0]); err != nil {
-			t.Fatal(err)
-		}
-		removed++
-	}
+	removed := removeOneFromZones(t, e, names, 8)
 	charge := writeCharge(0, size)
 	cands := e.gc.pick(gcUrgent, e.admitGain())
 	if removed < 6 || len(cands) < passCandidates || e.roomFor(charge) {
@@ -99,7 +88,7 @@ func TestGCVictimsThatFailReadsDoNotHideOthers(t *testing.T) {
 	t.Logf("%d zones worth collecting; the %d picked first fail every read", worth, len(cands))
 	f := mustCreate(t, e, "late")
 	want := bytes.Repeat([]byte{0xa5}, size)
-	_, err = f.WriteAt(want, 0)
+	_, err := f.WriteAt(want, 0)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -134,22 +123,10 @@ func TestGCVictimsThatFailReadsDoNotHideOthers(t *testing.T) {
 // does with full victims. Before the fix sealIdle returned the first
 // failing candidate's error, and it ranks first again every pass.
 func TestGCSealIdleTriesTheNextZoneAfterOneFails(t *testing.T) {
-	devName := emuDevice(t, 24, "256K", "")
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Format(dev, FormatOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	bz := &badZones{Device: dev, bad: map[int]bool{}}
 	// Under mru each file writes a zone of its own.
 	cfg := Config{CacheBytes: 2 << 20, DirtyLimit: 1 << 20, Policy: PolicyMRU}
 	cfg.GC.Disabled = true
-	e, err := OpenDevice(bz, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, bz := openBadZones(t, cfg)
 	defer e.Close()
 	// Two files, three chunks each, then chunks of each written again:
 	// two of the first's, one of the second's. Their zones stay open,

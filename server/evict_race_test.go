@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,39 @@ func seqpair(t *testing.T) (*net.UnixConn, *net.UnixConn) {
 	return mk(fds[0]), mk(fds[1])
 }
 
+// evictAt serves connection a on a server with MaxConns 1; the hook at
+// hookAt (one of hello's test hooks) starts connection b there once,
+// which evicts a if a is still greeting. With hello set, a's peer has
+// sent a hello first. Cleanup closes the peers and waits for both
+// connections to end.
+func evictAt(t *testing.T, hookAt *atomic.Pointer[func(*conn)], hello bool) (s *Server, a, apeer, b *net.UnixConn) {
+	t.Helper()
+	s = New(nil, Options{MaxConns: 1})
+	a, apeer = seqpair(t)
+	b, bpeer := seqpair(t)
+	t.Cleanup(func() {
+		apeer.Close()
+		bpeer.Close()
+		s.connWG.Wait()
+	})
+	var once sync.Once
+	hook := func(c *conn) {
+		once.Do(func() { s.start(b) })
+	}
+	hookAt.Store(&hook)
+	t.Cleanup(func() { hookAt.Store(nil) })
+	if hello {
+		var hb [HelloSize]byte
+		h := Hello{Magic: Magic, Version: VersionFraming, Region: 1 << 20}
+		h.Encode(hb[:])
+		if _, err := apeer.Write(hb[:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.start(a)
+	return s, a, apeer, b
+}
+
 // TestEvictionBeforeHelloStartsClosesTheConnection: with MaxConns 1, a
 // second silent connection arrives before the first one's goroutine
 // reaches hello and evicts it (out of the greeting set, read deadline
@@ -38,18 +72,7 @@ func seqpair(t *testing.T) (*net.UnixConn, *net.UnixConn) {
 // for the whole hello timeout, so silent connections were no longer
 // capped at MaxConns.
 func TestEvictionBeforeHelloStartsClosesTheConnection(t *testing.T) {
-	s := New(nil, Options{MaxConns: 1})
-	a, apeer := seqpair(t)
-	b, bpeer := seqpair(t)
-	defer apeer.Close()
-	defer bpeer.Close()
-	var once sync.Once
-	hook := func(c *conn) {
-		once.Do(func() { s.start(b) }) // evicts c before its hello begins
-	}
-	helloStartHook.Store(&hook)
-	t.Cleanup(func() { helloStartHook.Store(nil) })
-	s.start(a)
+	s, _, apeer, b := evictAt(t, &helloStartHook, false)
 	apeer.SetReadDeadline(time.Now().Add(5 * time.Second))
 	var buf [64]byte
 	_, err := apeer.Read(buf[:])
@@ -68,8 +91,6 @@ func TestEvictionBeforeHelloStartsClosesTheConnection(t *testing.T) {
 	if !bGreeting {
 		t.Fatal("the newer connection is not the one greeting")
 	}
-	bpeer.Close()
-	s.connWG.Wait()
 }
 
 // TestEvictionAfterHelloIsReadServesAndDoesNotCount: a new connection
@@ -79,24 +100,7 @@ func TestEvictionBeforeHelloStartsClosesTheConnection(t *testing.T) {
 // the evicted counter said one was, the session carried evicted=true,
 // and only hello's clearing of the deadline kept it served.
 func TestEvictionAfterHelloIsReadServesAndDoesNotCount(t *testing.T) {
-	s := New(nil, Options{MaxConns: 1})
-	a, apeer := seqpair(t)
-	b, bpeer := seqpair(t)
-	defer apeer.Close()
-	defer bpeer.Close()
-	var once sync.Once
-	hook := func(c *conn) {
-		once.Do(func() { s.start(b) }) // evicts c, the oldest greeting
-	}
-	helloHook.Store(&hook)
-	t.Cleanup(func() { helloHook.Store(nil) })
-	s.start(a)
-	var hb [HelloSize]byte
-	h := Hello{Magic: Magic, Version: VersionFraming, Region: 1 << 20}
-	h.Encode(hb[:])
-	if _, err := apeer.Write(hb[:]); err != nil {
-		t.Fatal(err)
-	}
+	s, a, apeer, _ := evictAt(t, &helloHook, true)
 	apeer.SetReadDeadline(time.Now().Add(5 * time.Second))
 	var rb [HelloReplyV2Size]byte
 	n, _, _, _, err := apeer.ReadMsgUnix(rb[:], make([]byte, 64))
@@ -117,9 +121,6 @@ func TestEvictionAfterHelloIsReadServesAndDoesNotCount(t *testing.T) {
 		}
 	}
 	s.mu.Unlock()
-	apeer.Close()
-	bpeer.Close()
-	s.connWG.Wait()
 }
 
 // TestEvictionBeforeHelloIsTakenInClosesUnserved: the newcomer evicts the
@@ -127,24 +128,7 @@ func TestEvictionAfterHelloIsReadServesAndDoesNotCount(t *testing.T) {
 // greeting set. The eviction wins: the connection is closed without a
 // reply and counted once, and is never served.
 func TestEvictionBeforeHelloIsTakenInClosesUnserved(t *testing.T) {
-	s := New(nil, Options{MaxConns: 1})
-	a, apeer := seqpair(t)
-	b, bpeer := seqpair(t)
-	defer apeer.Close()
-	defer bpeer.Close()
-	var once sync.Once
-	hook := func(c *conn) {
-		once.Do(func() { s.start(b) })
-	}
-	helloReadHook.Store(&hook)
-	t.Cleanup(func() { helloReadHook.Store(nil) })
-	s.start(a)
-	var hb [HelloSize]byte
-	h := Hello{Magic: Magic, Version: VersionFraming, Region: 1 << 20}
-	h.Encode(hb[:])
-	if _, err := apeer.Write(hb[:]); err != nil {
-		t.Fatal(err)
-	}
+	s, _, apeer, _ := evictAt(t, &helloReadHook, true)
 	apeer.SetReadDeadline(time.Now().Add(5 * time.Second))
 	var rb [HelloReplyV2Size]byte
 	n, err := apeer.Read(rb[:])
@@ -160,6 +144,4 @@ func TestEvictionBeforeHelloIsTakenInClosesUnserved(t *testing.T) {
 	if n := s.sessions.Load(); n != 0 {
 		t.Fatalf("%d sessions, want 0: the evicted connection was served", n)
 	}
-	bpeer.Close()
-	s.connWG.Wait()
 }
