@@ -1129,6 +1129,7 @@ type counters struct {
 	csumErrs, sumReads            atomic.Int64
 	gcRead, gcWritten, gcResets   atomic.Int64
 	gcSealed, gcCopied, gcFailed  atomic.Int64
+	gcVictimsFailed               atomic.Int64
 	finishErrs                    atomic.Int64
 	gcNanos, gcRuns, gcActive     atomic.Int64
 	metaWritten, checkpoints      atomic.Int64

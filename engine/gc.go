@@ -181,6 +181,8 @@ type collector struct {
 	unsettled *file
 	// failures is the run of failed passes being logged; under mu.
 	failures gcFailures
+	// victimFails counts victimFailed calls; under mu.
+	victimFails int64
 }
 
 // The GC streams.
@@ -383,6 +385,11 @@ const ownZoneGainDiv = 2
 // of the zone's record headers.
 const passCandidates = 4
 
+// victimRounds bounds the picks one pass makes when victims fail (see
+// passLocked): a device failing every zone costs a pass at most
+// victimRounds*passCandidates failed victims.
+const victimRounds = 4
+
 // pass reclaims one victim zone: relocate its valid data, make that
 // durable, log the reset, then reset it. It reports whether it reclaimed
 // a zone; it never reports progress it did not make (a pass that says
@@ -471,33 +478,43 @@ func (c *collector) passLocked(gainDiv, minGain int64) (bool, error) {
 	if victimErr == nil {
 		victimErr = err
 	}
-	for _, victim := range c.pick(gainDiv, minGain) {
-		// Mark first, then look for writers (placement announces a
-		// writer first, then looks at the state): a zone still being
-		// appended to is left for a later pass; the next candidate is
-		// tried instead.
-		if !victim.state.CompareAndSwap(zoneFull, zoneGC) {
-			continue
-		}
-		if victim.writers.Load() > 0 {
-			victim.state.Store(zoneFull)
-			continue
-		}
-		ok, err := c.collectSoon(victim, minGain)
-		if ok {
-			return ok, err
-		}
-		if err != nil {
-			if victimErr == nil {
-				victimErr = err
+	// Victims the device failed are left out of pick for a while
+	// (victimFailed): if any failed, the pass picks again, up to
+	// victimRounds times, so that as many failing zones as one pick
+	// offers do not hide every other candidate.
+	for range victimRounds {
+		failed := c.victimFails
+		for _, victim := range c.pick(gainDiv, minGain) {
+			// Mark first, then look for writers (placement announces a
+			// writer first, then looks at the state): a zone still being
+			// appended to is left for a later pass; the next candidate is
+			// tried instead.
+			if !victim.state.CompareAndSwap(zoneFull, zoneGC) {
+				continue
 			}
-			continue
+			if victim.writers.Load() > 0 {
+				victim.state.Store(zoneFull)
+				continue
+			}
+			ok, err := c.collectSoon(victim, minGain)
+			if ok {
+				return ok, err
+			}
+			if err != nil {
+				if victimErr == nil {
+					victimErr = err
+				}
+				continue
+			}
+			// Not reclaimed, or only its reset logged (resetSoon): the
+			// next candidate's relocation flush settles it. So the first
+			// pass after an idle spell copies two victims to free one
+			// (the second stays logged for the next flush, anyone's);
+			// from then on each pass copies one and flushes once.
 		}
-		// Not reclaimed, or only its reset logged (resetSoon): the
-		// next candidate's relocation flush settles it. So the first
-		// pass after an idle spell copies two victims to free one
-		// (the second stays logged for the next flush, anyone's);
-		// from then on each pass copies one and flushes once.
+		if c.victimFails == failed {
+			break
+		}
 	}
 	if len(c.logged) > 0 {
 		// A victim's reset is logged and no later copy covered it:
@@ -537,19 +554,30 @@ func (c *collector) sealIdle(minGain int64) (bool, error) {
 	sort.Slice(cands, func(i, j int) bool {
 		return cands[i].alloc.Load()-cands[i].valid.Load() > cands[j].alloc.Load()-cands[j].valid.Load()
 	})
+	// A zone the device fails is left (victimFailed) and the next one
+	// tried, as passLocked does with full victims: the error is
+	// sealIdle's only if no other zone frees room.
+	var zoneErr error
 	tried := 0
+	wall := time.Now()
 	for _, z := range cands {
 		if tried == passCandidates {
 			break
 		}
-		if valid := z.valid.Load(); z.barren(valid) || z.alloc.Load()-valid < minGain {
+		if valid := z.valid.Load(); z.barren(valid) || z.alloc.Load()-valid < minGain || z.failedLately(wall) {
 			continue
 		}
 		tried++
 		logged := len(c.logged)
 		ok, err := c.collectSealedSoon(z, minGain)
-		if err != nil || ok {
+		if ok {
 			return ok, err
+		}
+		if err != nil {
+			if zoneErr == nil {
+				zoneErr = err
+			}
+			continue
 		}
 		if len(c.logged) > logged {
 			// Sealed and its reset logged: its own flush frees it.
@@ -558,7 +586,11 @@ func (c *collector) sealIdle(minGain int64) (bool, error) {
 			break
 		}
 	}
-	return c.settle(true) // a sealed zone's reset logged (see passLocked)
+	ok, err := c.settle(true) // a sealed zone's reset logged (see passLocked)
+	if ok {
+		return ok, err
+	}
+	return false, errors.Join(zoneErr, err)
 }
 
 // collectSealedSoon seals an idle open zone (see sealIdle), relocates its
@@ -585,19 +617,19 @@ func (c *collector) collectSealedSoon(z *zone, minGain int64) (bool, error) {
 			if err == nil {
 				z.markBarren(valid, gen)
 			}
-			return false, skipped(err)
+			return false, c.failedVictim(z, err)
 		}
 	}
 	if err := e.dev.FinishZone(z.idx); err != nil {
 		p.unseal(z)
-		return false, fmt.Errorf("engine: gc: finish idle zone %d: %w", z.idx, err)
+		return false, c.failedVictim(z, fmt.Errorf("engine: gc: finish idle zone %d: %w", z.idx, err))
 	}
 	p.finishSealed(z)
 	e.stats.gcSealed.Add(1)
 	if len(pieces) > 0 {
 		if err := c.rewrite(z, pieces); err != nil {
 			z.state.Store(zoneFull)
-			return false, skipped(err)
+			return false, c.failedVictim(z, err)
 		}
 		return c.resetSoon(z) // rewrite flushed
 	}
@@ -653,7 +685,7 @@ func (c *collector) collectSoon(victim *zone, minGain int64) (bool, error) {
 		gain, err := c.relocate(victim, minGain)
 		if err != nil {
 			victim.state.Store(zoneFull)
-			return false, skipped(err)
+			return false, c.failedVictim(victim, err)
 		}
 		if !gain {
 			// Remember it: until the zone loses valid data (or is
@@ -709,7 +741,7 @@ func (c *collector) resetEmpty() (bool, error) {
 		if len(victims) == maxEmptyResets {
 			break
 		}
-		if z.state.Load() != zoneFull || z.valid.Load() != 0 || z.writers.Load() > 0 || z.resetFailedLately(now) {
+		if z.state.Load() != zoneFull || z.valid.Load() != 0 || z.writers.Load() > 0 || z.failedLately(now) {
 			continue
 		}
 		// Marked first, then the writers looked at again (as in
@@ -839,11 +871,13 @@ func (c *collector) settle(force bool) (bool, error) {
 	for _, victim := range victims {
 		e.waitUntil(func() bool { return victim.readers.Load() == 0 })
 		if err := e.dev.ResetZone(victim.idx); err != nil {
-			victim.resetRetry = time.Now().Add(resetRetryWait)
 			victim.state.Store(zoneFull)
-			resetErr = errors.Join(resetErr, fmt.Errorf("engine: gc: reset zone %d: %w", victim.idx, err))
+			err = fmt.Errorf("engine: gc: reset zone %d: %w", victim.idx, err)
+			c.victimFailed(victim, err)
+			resetErr = errors.Join(resetErr, err)
 			continue
 		}
+		victim.failWarned = false
 		e.stats.gcResets.Add(1)
 		e.placer.freeZone(victim)
 		reset = true
@@ -853,16 +887,47 @@ func (c *collector) settle(force bool) (bool, error) {
 	return reset, resetErr
 }
 
-// resetRetryWait is how long GC leaves a zone whose reset the device
-// failed before it takes the zone again: a zone gone read-only refuses
-// every reset, and taking it first in every pass cost each pass a
-// logged reset and a device flush for nothing.
-const resetRetryWait = 10 * time.Second
+// victimRetryWait is how long GC leaves a zone whose collection the
+// device failed (a read or copy of its data, its finish, its reset)
+// before it takes the zone again: a zone gone read-only refuses every
+// reset, and taking it first in every pass cost each pass a logged reset
+// and a device flush for nothing; a zone whose reads fail (media damage)
+// is ranked first again every pass, and passCandidates of them hid every
+// other victim, so writers on a full device failed for good
+// (TestGCVictimsThatFailReadsDoNotHideOthers).
+const victimRetryWait = 10 * time.Second
 
-// resetFailedLately reports whether z's last reset failed less than
-// resetRetryWait before now. Caller holds collector.mu.
-func (z *zone) resetFailedLately(now time.Time) bool {
-	return now.Before(z.resetRetry)
+// failedLately reports whether GC's last collection of z failed less
+// than victimRetryWait before now. Caller holds collector.mu.
+func (z *zone) failedLately(now time.Time) bool {
+	return now.Before(z.retryAt)
+}
+
+// victimFailed leaves z, a victim the device failed with err, to a pass
+// victimRetryWait from now (pick, resetEmpty and sealIdle skip it), and
+// counts and logs the failure even if the pass goes on to reclaim
+// another victim: the first failure of a zone warns, later ones (until
+// it is reset) log at debug level. Caller holds collector.mu.
+func (c *collector) victimFailed(z *zone, err error) {
+	z.retryAt = time.Now().Add(victimRetryWait)
+	c.victimFails++
+	c.e.stats.gcVictimsFailed.Add(1)
+	if !z.failWarned {
+		z.failWarned = true
+		slog.Warn("engine: gc: a victim zone failed; it is left for a while and other zones collected (further failures of this zone are logged at debug level)",
+			"zone", z.idx, "retry_after", victimRetryWait, "err", err)
+		return
+	}
+	slog.Debug("engine: gc: a victim zone failed again", "zone", z.idx, "err", err)
+}
+
+// failedVictim records a failure err (one skipped returns, so not a
+// victim merely skipped) of victim z (victimFailed) and returns it.
+func (c *collector) failedVictim(z *zone, err error) error {
+	if err = skipped(err); err != nil {
+		c.victimFailed(z, err)
+	}
+	return err
 }
 
 // settleAll resets the zones whose resets are logged, flushing if no
@@ -887,7 +952,7 @@ func (c *collector) pick(gainDiv, minGain int64) []*zone {
 	var cands []cand
 	wall := time.Now()
 	for _, z := range e.placer.zones {
-		if z.state.Load() != zoneFull || z.writers.Load() > 0 || z.resetFailedLately(wall) {
+		if z.state.Load() != zoneFull || z.writers.Load() > 0 || z.failedLately(wall) {
 			continue
 		}
 		valid := z.valid.Load()

@@ -23,25 +23,7 @@ func TestGCPassTriesTheNextVictimAfterOneFails(t *testing.T) {
 	// One file removed from each of two zones that keep other live
 	// data: two victims worth collecting, neither empty (an empty zone
 	// is reset without a read).
-	byZone := map[int][]string{}
-	var order []int
-	for _, n := range names {
-		z := e.zoneAt(devOf(t, e, n, 0).dev).idx
-		if byZone[z] == nil {
-			order = append(order, z)
-		}
-		byZone[z] = append(byZone[z], n)
-	}
-	removed := 0
-	for _, z := range order {
-		if len(byZone[z]) < 2 || removed == 2 {
-			continue
-		}
-		if err := e.Remove(byZone[z][0]); err != nil {
-			t.Fatal(err)
-		}
-		removed++
-	}
+	removed := removeOneFromZones(t, e, names, 2)
 	charge := writeCharge(0, size)
 	cands := e.gc.pick(gcUrgent, e.admitGain())
 	if removed < 2 || len(cands) < 2 || e.roomFor(charge) {
@@ -60,6 +42,33 @@ func TestGCPassTriesTheNextVictimAfterOneFails(t *testing.T) {
 	if got := readAll(t, e, "late"); !bytes.Equal(got, want) {
 		t.Fatalf("late: %d bytes read back, want the %d written", len(got), len(want))
 	}
+}
+
+// removeOneFromZones removes, from each of up to most zones that hold
+// the first block of two or more of names (in fill order), the first
+// such file: garbage beside live data. It returns how many it removed.
+func removeOneFromZones(t *testing.T, e *Engine, names []string, most int) int {
+	t.Helper()
+	byZone := map[int][]string{}
+	var order []int
+	for _, n := range names {
+		z := e.zoneAt(devOf(t, e, n, 0).dev).idx
+		if byZone[z] == nil {
+			order = append(order, z)
+		}
+		byZone[z] = append(byZone[z], n)
+	}
+	removed := 0
+	for _, z := range order {
+		if len(byZone[z]) < 2 || removed == most {
+			continue
+		}
+		if err := e.Remove(byZone[z][0]); err != nil {
+			t.Fatal(err)
+		}
+		removed++
+	}
+	return removed
 }
 
 // fillWithFiles creates files of size bytes, each fsynced and closed,

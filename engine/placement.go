@@ -132,9 +132,13 @@ type zone struct {
 	barrenValid int64
 	barrenAlloc int64
 	barrenGen   uint32
-	// resetRetry: the device failed the zone's last reset; GC leaves
-	// the zone until then (resetFailedLately). Guarded by collector.mu.
-	resetRetry time.Time
+	// retryAt: the device failed GC's last collection of the zone (a
+	// read or copy of its data, its finish or its reset); GC leaves the
+	// zone until then (failedLately). failWarned: that failure was
+	// logged at WARN; later ones of the zone log at debug level until it
+	// is reset. Guarded by collector.mu.
+	retryAt    time.Time
+	failWarned bool
 }
 
 // barren reports whether a GC pass found z not worth collecting in its

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -209,7 +208,8 @@ func (e *Engine) recover() error {
 		slog.Warn("engine: recover: no checkpoint into the other metadata half; the log goes on in this one", "half", ckptZone, "at", e.meta.wp, "err", err)
 		return nil
 	}
-	return e.resetDeadZones(dead)
+	e.resetDeadZones(dead)
+	return nil
 }
 
 // startFresh sets up the metadata log of a device Format just wrote: its
@@ -528,15 +528,20 @@ func (e *Engine) deadZones() []*zone {
 }
 
 // resetDeadZones resets the zones deadZones found, once a checkpoint that
-// records them empty is durable, and returns them to the free pool.
-func (e *Engine) resetDeadZones(dead []*zone) error {
-	var errs []error
+// records them empty is durable, and returns them to the free pool. A
+// zone the device will not reset (gone read-only) stays full, its reset
+// decided, as after a reset GC's pass had refused (collector.settle): it
+// holds nothing valid, and GC tries it again later (victimFailed). Open
+// failed on it before, so a zone gone read-only kept the daemon from
+// starting (TestCrashWhileAZonesResetWaitsForRetryLosesNothing).
+func (e *Engine) resetDeadZones(dead []*zone) {
 	for _, z := range dead {
 		if err := e.dev.ResetZone(z.idx); err != nil {
-			errs = append(errs, fmt.Errorf("engine: recover: reset zone %d: %w", z.idx, err))
+			e.gc.mu.Lock()
+			e.gc.victimFailed(z, fmt.Errorf("engine: recover: reset zone %d: %w", z.idx, err))
+			e.gc.mu.Unlock()
 			continue
 		}
 		e.placer.freeZone(z)
 	}
-	return errors.Join(errs...)
 }

@@ -84,7 +84,12 @@ type Stats struct {
 	// GCFailed counts GC passes that failed (a device error): the
 	// background collector backs off after each (collector.run).
 	GCFailed int64 `json:"gc_failed"`
-	GCNanos  int64 `json:"gc_nanos"` // time spent in GC passes
+	// GCVictimsFailed counts victim zones whose collection the device
+	// failed (a read or copy of its data, its finish, its reset), in
+	// passes that failed or went on to reclaim another zone: GC leaves
+	// each for a while (victimRetryWait).
+	GCVictimsFailed int64 `json:"gc_victims_failed"`
+	GCNanos         int64 `json:"gc_nanos"` // time spent in GC passes
 	// GCActive is the GC passes relocating or resetting a zone right now
 	// (a gauge: 0 or 1), so that a crash test can kill the daemon mid-GC.
 	GCActive int64 `json:"gc_active"`
@@ -154,6 +159,7 @@ func (s Stats) Sub(o Stats) Stats {
 	d.GCSealed -= o.GCSealed
 	d.GCRuns -= o.GCRuns
 	d.GCFailed -= o.GCFailed
+	d.GCVictimsFailed -= o.GCVictimsFailed
 	d.GCNanos -= o.GCNanos
 	d.Ring = s.Ring.Sub(o.Ring)
 	return d
@@ -180,7 +186,7 @@ func (e *Engine) Stats() Stats {
 		Appends: c.appends.Load(), ZonesOpened: e.placer.opened.Load(), ZonesFilled: e.placer.filled.Load(), ZonesShared: e.placer.sharedMRU.Load(), ZonesSharedBusy: e.placer.sharedBusy.Load(), ZonesTailFinished: e.placer.tailsFinished.Load(), AppendErrs: c.appendErrs.Load(), ZoneFinishErrs: c.finishErrs.Load(), ReadErrs: c.readErrs.Load(),
 		ChecksumErrs: c.csumErrs.Load(), SumReads: c.sumReads.Load(),
 		Checkpoints: c.checkpoints.Load(), Flushes: e.flushes.flushes.Load(), FlushesJoined: e.flushes.joined.Load(),
-		GCRead: c.gcRead.Load(), GCWritten: c.gcWritten.Load(), GCResets: c.gcResets.Load(), GCCopied: c.gcCopied.Load(), GCSealed: c.gcSealed.Load(), GCFailed: c.gcFailed.Load(),
+		GCRead: c.gcRead.Load(), GCWritten: c.gcWritten.Load(), GCResets: c.gcResets.Load(), GCCopied: c.gcCopied.Load(), GCSealed: c.gcSealed.Load(), GCFailed: c.gcFailed.Load(), GCVictimsFailed: c.gcVictimsFailed.Load(),
 		GCRuns: c.gcRuns.Load(), GCNanos: c.gcNanos.Load(), GCActive: c.gcActive.Load(),
 		DataZones: len(e.placer.zones),
 	}

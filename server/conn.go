@@ -236,35 +236,52 @@ func (c *conn) serve() {
 // shut down.
 var errShuttingDown = errors.New("daemon shutting down")
 
-// helloHook, set by tests, runs in hello once the hello is read and
-// found not to come during shutdown, before the read deadline goes.
-var helloHook atomic.Pointer[func(*conn)]
+// errEvicted ends a connection evicted before its hello was taken in.
+var errEvicted = errors.New("evicted for a newer connection before its hello")
+
+// helloHook, set by tests, runs in hello once the hello is read and the
+// connection has left the greeting set, before the read deadline goes.
+// helloStartHook runs as hello begins; helloReadHook once the hello is
+// read, before the connection leaves the greeting set.
+var helloHook, helloStartHook, helloReadHook atomic.Pointer[func(*conn)]
 
 // hello reads the client's hello and answers it with the region's memfd.
 // The version is the client's: socket framing (1) or rings (2).
 func (c *conn) hello() error {
+	if hook := helloStartHook.Load(); hook != nil {
+		(*hook)(c)
+	}
 	// stopReading sets stopping, then a read deadline in the past to
 	// wake the reader: a deadline set here after it would undo that, so
 	// stopping is checked after each one (else a session whose hello came
 	// as shutdown began read with no deadline, and held shutdown up for
-	// as long as its client stayed).
+	// as long as its client stayed). An eviction (Server.start) does the
+	// same with evicted: one that came before this deadline is checked
+	// here, one after sets its own deadline after this one.
 	c.uc.SetReadDeadline(time.Now().Add(helloTimeout))
 	if c.stopping.Load() {
 		return errShuttingDown
+	}
+	if c.evicted.Load() {
+		return errEvicted
 	}
 	n, err := c.uc.Read(c.rbuf)
 	if err != nil {
 		return fmt.Errorf("read hello: %w", err)
 	}
+	if hook := helloReadHook.Load(); hook != nil {
+		(*hook)(c)
+	}
+	// Out of the greeting set under Server.mu, the lock eviction takes:
+	// either an eviction took c out first (it is closed, as counted) or
+	// c leaves first and no eviction can pick it (it is served, counted
+	// nowhere as evicted).
+	if !c.s.leaveGreeting(c) {
+		return errEvicted
+	}
 	if hook := helloHook.Load(); hook != nil {
 		(*hook)(c)
 	}
-	// Out of the greeting set before the deadline goes: a start that
-	// evicts c afterwards cannot find it, and one that did before has
-	// set its deadline already, which this clears (c said hello).
-	c.s.mu.Lock()
-	delete(c.s.greeting, c)
-	c.s.mu.Unlock()
 	c.uc.SetReadDeadline(time.Time{})
 	if c.stopping.Load() {
 		return errShuttingDown

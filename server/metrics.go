@@ -48,6 +48,7 @@ var engineMetrics = []metric{
 	counter("gc_zone_resets_total", "Zones GC reset.", func(s *engine.Stats) float64 { return float64(s.GCResets) }),
 	counter("gc_runs_total", "GC passes.", func(s *engine.Stats) float64 { return float64(s.GCRuns) }),
 	counter("gc_failed_total", "GC passes that failed (a device error).", func(s *engine.Stats) float64 { return float64(s.GCFailed) }),
+	counter("gc_victims_failed_total", "Victim zones whose collection the device failed (left for a while; the pass tries others).", func(s *engine.Stats) float64 { return float64(s.GCVictimsFailed) }),
 	counter("gc_seconds_total", "Time spent in GC passes.", func(s *engine.Stats) float64 { return float64(s.GCNanos) / 1e9 }),
 	gauge("free_zones", "Empty data zones.", func(s *engine.Stats) float64 { return float64(s.FreeZones) }),
 	gauge("open_zones", "Data zones open for appends.", func(s *engine.Stats) float64 { return float64(s.OpenZones) }),

@@ -288,6 +288,18 @@ func (s *Server) start(uc *net.UnixConn) {
 	}()
 }
 
+// leaveGreeting takes c out of the greeting set once its hello is read,
+// and reports false if an eviction took it out first.
+func (s *Server) leaveGreeting(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.greeting[c]; !ok {
+		return false
+	}
+	delete(s.greeting, c)
+	return true
+}
+
 // claimSession takes one of the MaxConns slots for a connection whose
 // hello was read, if one is free.
 func (s *Server) claimSession() bool {
