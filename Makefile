@@ -19,7 +19,7 @@ build:
 test: lint unit vmtest
 
 unit: fio-engine
-	ZONEFOLD_FIO_ENGINE=$(FIO_ENGINE) ZONEFOLD_REQUIRE_FIO=1 $(GO) test $(LDFLAGS) -race -count=1 ./...
+	ZONEFOLD_FIO_ENGINE=$(FIO_ENGINE) ZONEFOLD_REQUIRE_FIO=1 $(GO) test $(LDFLAGS) -race -count=1 -timeout 20m ./...
 	# The race detector allocates, so the no-allocation tests also run
 	# without it; so does the engine's power-cut loop, which the race
 	# detector would slow to minutes (under it, the loop runs 30 cuts).
