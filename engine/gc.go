@@ -819,15 +819,20 @@ func (c *collector) logResets(victims []*zone) error {
 	// still namespace); their flush waits without it, so creates and
 	// removes, which need nsMu exclusively, do not wait for GC's flush.
 	t := c.loggedT
-	for i, victim := range victims {
+	for _, victim := range victims {
 		victim.resetPending.Store(true)
 		e.nsMu.RLock()
 		vt, err := e.writeOp(nsOp{kind: opZoneReset, zone: victim.idx})
 		e.nsMu.RUnlock()
 		if err != nil {
 			// The records written may land: harmless, the zones hold
-			// nothing valid, and are reset by a later pass.
-			restoreFull(victims[:i+1])
+			// nothing valid, and are reset by a later pass. Every
+			// victim goes back to full, those after i too: marked
+			// zoneGC and in no list, nothing would pick them again
+			// (TestGCBacksOffWhileWritesFail: a device failing writes
+			// left resetEmpty's zones with GC for good, and GC stopped
+			// short of its low watermark once writes worked).
+			restoreFull(victims)
 			return err
 		}
 		t = max(t, vt)
