@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/zonefold/zonefold/zns"
+)
+
+// deviceActiveDataZones counts the data zones the device reports open or
+// closed.
+func deviceActiveDataZones(t *testing.T, e *Engine) int {
+	t.Helper()
+	n := 0
+	for _, z := range e.placer.zones {
+		var rz [1]zns.Zone
+		if _, err := e.dev.Report(z.idx, rz[:]); err != nil {
+			t.Fatal(err)
+		}
+		if rz[0].Cond.Active() {
+			n++
+		}
+	}
+	return n
+}
+
+// TestTornZoneFinishRefusedAtRecoveryCountsUnfinished: recovery finishes a
+// torn zone (settleZone's default branch); the device refuses the finish
+// and keeps the zone active. Recovery must count it unfinished, as retire
+// does at run time: otherwise placement's budget is the device's whole
+// limit and, with files and GC each holding their zones, one zone opens
+// past max_active and appends there fail.
+func TestTornZoneFinishRefusedAtRecoveryCountsUnfinished(t *testing.T) {
+	cfg := Config{CacheBytes: 2 << 20, DirtyLimit: 512 << 10}
+	devName := emuDevice(t, 48, "256K", "&max_open=6&max_active=6")
+	e := formatOpen(t, devName, cfg)
+	f, _ := e.Create("a")
+	f.WriteAt(bytes.Repeat([]byte{1}, 64<<10), 0)
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt(bytes.Repeat([]byte{2}, 32<<10), 64<<10)
+	if err := e.wb.FlushFile(t.Context(), f.f.id); err != nil {
+		t.Fatal(err)
+	}
+	emu := emuOf(t, e)
+	e.crashForTest()
+	if err := emu.TearLastWrite(BlockSize + 16<<10); err != nil {
+		t.Fatal(err)
+	}
+	emu.Close()
+
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev.(*zns.Emu).FailFinish(1) // recovery's finish of the torn zone
+	e, err = OpenDevice(dev, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	st := e.Stats()
+	act := deviceActiveDataZones(t, e)
+	t.Logf("after reopen: unfinished %d, open %d, budget %d, device active data zones %d", st.ZonesUnfinished, st.OpenZones, e.placer.budget, act)
+	if act > st.OpenZones+st.ZonesUnfinished {
+		t.Errorf("after recovery the device counts %d data zones active, the engine %d open + %d unfinished",
+			act, st.OpenZones, st.ZonesUnfinished)
+	}
+	size := e.Capacity() * 6 / 10 / 4 / 8192 * 8192
+	fill := Workload{Files: 4, BS: 8192, IODepth: 4, Size: size, RW: "write", Seed: 1}
+	if _, err := RunWorkload(t.Context(), e, fill); err != nil {
+		t.Errorf("fill: %v", err)
+	}
+	over := fill
+	over.RW, over.Keep, over.Ops = "randwrite", true, 2*e.Capacity()/4/8192
+	_, err = RunWorkload(t.Context(), e, over)
+	st = e.Stats()
+	if err != nil || st.AppendErrs != 0 {
+		t.Errorf("writes after recovery: %v; %d appends failed, want 0", err, st.AppendErrs)
+	}
+}
