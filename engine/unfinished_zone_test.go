@@ -2,7 +2,9 @@ package engine
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/zonefold/zonefold/zns"
 )
@@ -78,5 +80,57 @@ func TestTornZoneFinishRefusedAtRecoveryCountsUnfinished(t *testing.T) {
 	st = e.Stats()
 	if err != nil || st.AppendErrs != 0 {
 		t.Errorf("writes after recovery: %v; %d appends failed, want 0", err, st.AppendErrs)
+	}
+}
+
+// TestTransientFinishFailuresDoNotStarveBudget: each closed file's short
+// tail is finished (finishTail) and the device refuses each finish once
+// (a transient EIO; the zone stays open there), so each zone counts
+// unfinished. GC never picks a zone whose garbage is below minGCGain, so
+// unless the finish is tried again, after as many refusals as the budget
+// a new file cannot get a zone on a nearly empty device. The new file's
+// own write, short of a zone, must get one (its GC pass retries the
+// finishes, which the device now accepts).
+func TestTransientFinishFailuresDoNotStarveBudget(t *testing.T) {
+	cfg := Config{CacheBytes: 2 << 20, DirtyLimit: 512 << 10}
+	devName := emuDevice(t, 48, "256K", "&max_open=6&max_active=6")
+	e := formatOpen(t, devName, cfg)
+	defer e.Close()
+	budget := e.placer.budget
+	for i := 0; i < budget; i++ {
+		f, err := e.Create(fmt.Sprintf("t%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(bytes.Repeat([]byte{byte(i + 1)}, 256<<10-BlockSize-2*BlockSize), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		z := f.f.mru.Load()
+		emuOf(t, e).FailFinish(1)
+		f.Close()
+		for deadline := time.Now().Add(10 * time.Second); z.state.Load() != zoneFull; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("zone %d of t%d not retired (state %d, remaining %d)", z.idx, i, z.state.Load(), z.remaining())
+			}
+		}
+	}
+	st := e.Stats()
+	t.Logf("budget %d, finish errors %d, unfinished %d, free zones %d of %d", budget, st.ZoneFinishErrs, st.ZonesUnfinished, st.FreeZones, len(e.placer.zones))
+	f, err := e.Create("late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, err = f.WriteAt(bytes.Repeat([]byte{9}, 64<<10), 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	st = e.Stats()
+	t.Logf("after the write: unfinished %d, free zones %d", st.ZonesUnfinished, st.FreeZones)
+	if err != nil {
+		t.Errorf("a 64 KiB write on a device with %d of %d zones free: %v", st.FreeZones, len(e.placer.zones), err)
 	}
 }
