@@ -267,6 +267,10 @@
 //     take it out of the open set (a zone with a reservation announced is
 //     skipped, never waited for), then, with collector.mu alone, the
 //     header walk, the zone's finish on the device and the collection.
+//     It also guards each zone's finish backoff (zone.finishRetry,
+//     finishBackoff): a pass asks the device again to finish the
+//     unfinished zones due (retryFinish), listing them under placer.mu
+//     and finishing them with collector.mu alone.
 //  3. Engine.nsMu: the namespace. Held (exclusive for create, remove,
 //     rename; shared for truncate and GC's zone reset) across the
 //     operation's log record, so across metaLog.mu, a checkpoint and
