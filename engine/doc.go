@@ -32,8 +32,9 @@
 //     in flight there have landed, the engine finishes it on the device
 //     (until then it counts against the open budget), and GC reclaims it.
 //     If the device refuses the finish and still counts the zone active,
-//     it counts against the budget until GC resets it (placer.unfinished,
-//     Stats.ZonesUnfinished).
+//     it counts against the budget until GC resets it or a later GC pass
+//     finishes it (placer.unfinished, Stats.ZonesUnfinished); recovery
+//     applies the same rule to a zone it cannot finish.
 //
 // # Crash consistency
 //
