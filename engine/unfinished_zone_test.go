@@ -2,7 +2,9 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -132,5 +134,134 @@ func TestTransientFinishFailuresDoNotStarveBudget(t *testing.T) {
 	t.Logf("after the write: unfinished %d, free zones %d", st.ZonesUnfinished, st.FreeZones)
 	if err != nil {
 		t.Errorf("a 64 KiB write on a device with %d of %d zones free: %v", st.FreeZones, len(e.placer.zones), err)
+	}
+}
+
+// TestFailedZoneReusedAfterReopenKeepsBudgetAndData: a zone whose append
+// failed and whose finish the device refused (counted unfinished) is
+// still active on the device after Close. The engine does not log why a
+// zone was retired, so recovery cannot tell it from a clean partial zone:
+// if its log is clean and the device reports no error, recovery may open
+// it for appends again (the failure was transient). What must hold: the
+// engine counts every zone the device counts active (open or unfinished),
+// appends after reopen do not fail, and data written after reopen,
+// wherever it lands (in that zone too), survives another reopen.
+func TestFailedZoneReusedAfterReopenKeepsBudgetAndData(t *testing.T) {
+	cfg := Config{CacheBytes: 2 << 20, DirtyLimit: 512 << 10}
+	devName := emuDevice(t, 48, "256K", "&max_open=6&max_active=6")
+	e := formatOpen(t, devName, cfg)
+	size := e.Capacity() * 6 / 10 / 4 / 8192 * 8192
+	fill := Workload{Files: 4, BS: 8192, IODepth: 4, Size: size, RW: "write", Seed: 1}
+	if _, err := RunWorkload(t.Context(), e, fill); err != nil {
+		t.Fatal(err)
+	}
+	f, err := e.OpenFile("job.0", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(bytes.Repeat([]byte{7}, 64<<10), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	z := f.f.mru.Load()
+	emuOf(t, e).FailWrite(1)
+	emuOf(t, e).FailFinish(1)
+	if _, err := f.WriteAt(bytes.Repeat([]byte{8}, 64<<10), 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil && !errors.Is(err, syscall.EIO) {
+		t.Fatal(err)
+	}
+	_ = f.Sync()
+	for deadline := time.Now().Add(10 * time.Second); z.state.Load() == zoneRetiring; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("still retiring")
+		}
+	}
+	f.Close()
+	st := e.Stats()
+	t.Logf("before close: unfinished %d, open %d, budget %d, device active data zones %d", st.ZonesUnfinished, st.OpenZones, e.placer.budget, deviceActiveDataZones(t, e))
+	if st.ZonesUnfinished != 1 {
+		t.Fatalf("setup: ZonesUnfinished = %d, want 1", st.ZonesUnfinished)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err = OpenDevice(dev, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	st = e.Stats()
+	act := deviceActiveDataZones(t, e)
+	t.Logf("after reopen: unfinished %d, open %d, budget %d, device active data zones %d", st.ZonesUnfinished, st.OpenZones, e.placer.budget, act)
+	if act > st.OpenZones+st.ZonesUnfinished {
+		t.Errorf("after reopen the device counts %d data zones active, the engine %d open + %d unfinished: placement may open past the device's active limit",
+			act, st.OpenZones, st.ZonesUnfinished)
+	}
+	// Probe files, one at a time, until one lands in the failed zone (if
+	// recovery reopened it): their bytes must read back after a reopen.
+	probes, inZone := 0, false
+	for ; probes < 8 && !inZone; probes++ {
+		p, err := e.Create(fmt.Sprintf("probe%d", probes))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.WriteAt(bytes.Repeat([]byte{byte(0x40 + probes)}, 32<<10), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		p.f.mu.RLock()
+		p.f.ext.each(func(x extent) bool {
+			if zz := e.zoneAt(x.dev); zz != nil && zz.idx == z.idx {
+				inZone = true
+			}
+			return true
+		})
+		p.f.mu.RUnlock()
+		p.Close()
+	}
+	t.Logf("zone %d state after reopen %d; a probe landed there: %v", z.idx, e.zones[z.idx].state.Load(), inZone)
+	over := fill
+	over.RW, over.Keep, over.Ops = "randwrite", true, 2*e.Capacity()/4/8192
+	_, err = RunWorkload(t.Context(), e, over)
+	st = e.Stats()
+	if err != nil || st.AppendErrs != 0 {
+		t.Errorf("overwrites after reopen: %v; %d appends failed, want 0", err, st.AppendErrs)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dev, err = zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err = OpenDevice(dev, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for i := 0; i < probes; i++ {
+		p, err := e.OpenFile(fmt.Sprintf("probe%d", i), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 32<<10)
+		if _, err := p.ReadAt(got, 0); err != nil {
+			t.Fatalf("probe%d: %v", i, err)
+		}
+		if !bytes.Equal(got, bytes.Repeat([]byte{byte(0x40 + i)}, 32<<10)) {
+			t.Errorf("probe%d, written after reopen, reads back other bytes", i)
+		}
+		p.Close()
 	}
 }
