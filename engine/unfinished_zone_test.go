@@ -265,3 +265,64 @@ func TestFailedZoneReusedAfterReopenKeepsBudgetAndData(t *testing.T) {
 		p.Close()
 	}
 }
+
+// TestOneKeptTailPerClassLeavesRoomForOtherClasses: under mru a hinted
+// file's short tail is kept open for the next file of its class. Writers
+// of one class that then stops writing must not leave a tail each: they
+// would fill the open budget, and a file of another class would share one
+// of those tails (lifetimes mixed) while most of the device is free. At
+// most one tail per class is kept; the others are finished as an
+// unhinted file's are.
+func TestOneKeptTailPerClassLeavesRoomForOtherClasses(t *testing.T) {
+	cfg := Config{CacheBytes: 4 << 20, DirtyLimit: 2 << 20, Policy: PolicyMRU}
+	devName := emuDevice(t, 48, "256K", "&max_open=6&max_active=6")
+	e := formatOpen(t, devName, cfg)
+	defer e.Close()
+	budget := e.placer.budget
+	var hs []*File
+	for i := 0; i < budget; i++ {
+		f, err := e.Create(fmt.Sprintf("x%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.SetWriteLife(LifeExtreme); err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, f)
+	}
+	for i, f := range hs {
+		if _, err := f.WriteAt(bytes.Repeat([]byte{byte(i + 1)}, 200<<10), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range hs {
+		f.Close()
+	}
+	st := e.Stats()
+	t.Logf("budget %d; after %d extreme files closed: open zones %d, tails finished %d, free %d", budget, budget, st.OpenZones, st.ZonesTailFinished, st.FreeZones)
+	s, err := e.Create("wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.SetWriteLife(LifeShort)
+	if _, err := s.WriteAt(bytes.Repeat([]byte{0x55}, 64<<10), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	st = e.Stats()
+	s.f.mu.RLock()
+	s.f.ext.each(func(x extent) bool {
+		if z := e.zoneAt(x.dev); z != nil && WriteLife(z.life.Load()) != LifeShort {
+			t.Errorf("short file's bytes [%d,+%d) in zone %d of class %v (free zones %d, shared %d): stale extreme tails hold the open budget",
+				x.off, x.len, z.idx, WriteLife(z.life.Load()), st.FreeZones, st.ZonesShared)
+		}
+		return true
+	})
+	s.f.mu.RUnlock()
+}
