@@ -455,10 +455,15 @@ func (p *placer) finishTail(z *zone, f *file, limit int64) bool {
 	if z.forGC || z.owner.Load() != f || z.state.Load() != zoneOpen {
 		return false
 	}
-	if p.lifeOf(f, false) != LifeNotSet {
+	if life := p.lifeOf(f, false); life != LifeNotSet && !p.keptTailLocked(life, z) {
 		// A hinted file's tail is where the next file of its class
 		// starts (classTailLocked), however short: finishing it would
-		// leave that room for GC to reclaim instead.
+		// leave that room for GC to reclaim instead. One kept tail
+		// per class is enough for that; past it, the tail is finished
+		// as an unhinted file's is. Writers of a class that stopped
+		// writing, each keeping a tail, filled the open budget, and a
+		// file of another class shared one of those tails
+		// (TestOneKeptTailPerClassLeavesRoomForOtherClasses).
 		return false
 	}
 	if o := z.sharedFrom.Load(); o != nil && o != f && o.handles.Load() > 0 && o.mru.Load() == z {
@@ -476,6 +481,19 @@ func (p *placer) finishTail(z *zone, f *file, limit int64) bool {
 	p.tailsFinished.Add(1)
 	p.filled.Add(1) // it leaves the open set full, as retire's do
 	return true
+}
+
+// keptTailLocked reports whether an open client zone of class life other
+// than z is already a kept tail: no file is writing to it and it has room
+// for a record. Called with p.mu held.
+func (p *placer) keptTailLocked(life WriteLife, z *zone) bool {
+	for _, o := range p.open {
+		if o != z && !o.forGC && o.state.Load() == zoneOpen && o.remaining() >= minRecord &&
+			WriteLife(o.life.Load()) == life && o.orphan() {
+			return true
+		}
+	}
+	return false
 }
 
 // kickRetirer wakes the retirer for the zones giveUp queued.
