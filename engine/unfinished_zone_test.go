@@ -190,14 +190,7 @@ func TestFailedZoneReusedAfterReopenKeepsBudgetAndData(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err = OpenDevice(dev, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e = reopen(t, devName, cfg)
 	defer e.Close()
 	st = e.Stats()
 	act := deviceActiveDataZones(t, e)
@@ -241,14 +234,7 @@ func TestFailedZoneReusedAfterReopenKeepsBudgetAndData(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	dev, err = zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err = OpenDevice(dev, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e = reopen(t, devName, cfg)
 	defer e.Close()
 	for i := 0; i < probes; i++ {
 		p, err := e.OpenFile(fmt.Sprintf("probe%d", i), 0)
