@@ -252,14 +252,14 @@ func TestFailedZoneReusedAfterReopenKeepsBudgetAndData(t *testing.T) {
 	}
 }
 
-// TestOneKeptTailPerClassLeavesRoomForOtherClasses: under mru a hinted
+// TestKeptTailsLeaveRoomForOtherClasses: under mru a hinted
 // file's short tail is kept open for the next file of its class. Writers
 // of one class that then stops writing must not leave a tail each: they
 // would fill the open budget, and a file of another class would share one
 // of those tails (lifetimes mixed) while most of the device is free. At
-// most one tail per class is kept; the others are finished as an
-// unhinted file's are.
-func TestOneKeptTailPerClassLeavesRoomForOtherClasses(t *testing.T) {
+// most the open budget less one place is kept in tails; past that a tail is
+// finished as an unhinted file's is.
+func TestKeptTailsLeaveRoomForOtherClasses(t *testing.T) {
 	cfg := Config{CacheBytes: 4 << 20, DirtyLimit: 2 << 20, Policy: PolicyMRU}
 	devName := emuDevice(t, 48, "256K", "&max_open=6&max_active=6")
 	e := formatOpen(t, devName, cfg)
