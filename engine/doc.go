@@ -32,8 +32,9 @@
 //     in flight there have landed, the engine finishes it on the device
 //     (until then it counts against the open budget), and GC reclaims it.
 //     If the device refuses the finish and still counts the zone active,
-//     it counts against the budget until GC resets it (placer.unfinished,
-//     Stats.ZonesUnfinished).
+//     it counts against the budget until GC resets it or a later GC pass
+//     finishes it (placer.unfinished, Stats.ZonesUnfinished); recovery
+//     applies the same rule to a zone it cannot finish.
 //
 // # Crash consistency
 //
@@ -270,6 +271,10 @@
 //     take it out of the open set (a zone with a reservation announced is
 //     skipped, never waited for), then, with collector.mu alone, the
 //     header walk, the zone's finish on the device and the collection.
+//     It also guards each zone's finish backoff (zone.finishRetry,
+//     finishBackoff): a pass asks the device again to finish the
+//     unfinished zones due (retryFinish), listing them under placer.mu
+//     and finishing them with collector.mu alone.
 //  3. Engine.nsMu: the namespace. Held (exclusive for create, remove,
 //     rename; shared for truncate and GC's zone reset) across the
 //     operation's log record, so across metaLog.mu, a checkpoint and

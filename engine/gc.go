@@ -183,6 +183,69 @@ type collector struct {
 	failures gcFailures
 	// victimFails counts victimFailed calls; under mu.
 	victimFails int64
+	// passes counts passes run, the clock of retryFinish's backoff;
+	// under mu.
+	passes uint64
+	// unfinished is retryFinish's scratch; under mu.
+	unfinished []*zone
+}
+
+// maxFinishBackoff bounds the passes retryFinish waits before it asks
+// the device again to finish a zone it refused.
+const maxFinishBackoff = 32
+
+// retryFinish asks the device again to finish the zones it refused to
+// (zone.unfinished: retire, or recovery's settleZone), each after a
+// backoff in passes that doubles with each refusal, and gives a zone's
+// place in the budget back once the device no longer counts it active.
+// Until then only a reset gave it back, and GC does not pick a zone of
+// mostly valid data: a few transient refusals on finished tails left no
+// zone to open on an empty device
+// (TestTransientFinishFailuresDoNotStarveBudget). The backoff is skipped
+// while unfinished zones take the whole budget: no zone can be opened
+// then. Called with c.mu held; it reports whether a zone was given back.
+func (c *collector) retryFinish() bool {
+	e := c.e
+	p := &e.placer
+	c.passes++
+	p.mu.Lock()
+	starved := p.unfinished >= p.budget
+	c.unfinished = c.unfinished[:0]
+	if p.unfinished > 0 {
+		for _, z := range p.zones {
+			if z.unfinished && (starved || c.passes >= z.finishRetry) {
+				c.unfinished = append(c.unfinished, z)
+			}
+		}
+	}
+	p.mu.Unlock()
+	if len(c.unfinished) == 0 || e.readOnly {
+		return false
+	}
+	freed := false
+	for _, z := range c.unfinished {
+		// Only GC resets a zone, under c.mu: z stays full and
+		// unfinished while it is asked.
+		if err := e.dev.FinishZone(z.idx); err != nil && e.zoneMayBeActive(z) {
+			e.stats.finishErrs.Add(1)
+			z.finishBackoff = min(max(2*z.finishBackoff, 1), maxFinishBackoff)
+			z.finishRetry = c.passes + z.finishBackoff
+			e.log.Debug("engine: finish an unfinished zone again", "zone", z.idx, "err", err, "next_in_passes", z.finishBackoff)
+			continue
+		}
+		p.mu.Lock()
+		if z.unfinished {
+			z.unfinished = false
+			p.unfinished--
+			freed = true
+		}
+		p.mu.Unlock()
+		z.finishBackoff, z.finishRetry = 0, 0
+	}
+	if freed {
+		e.idle.Signal() // placement may open a zone in its place
+	}
+	return freed
 }
 
 // The GC streams.
@@ -470,6 +533,11 @@ func (c *collector) passLocked(gainDiv, minGain int64) (bool, error) {
 	ok, victimErr := c.settle(false)
 	if ok {
 		return ok, victimErr
+	}
+	if c.retryFinish() {
+		// A place in the budget is what a writer short of zones
+		// needed; it looks again.
+		return true, victimErr
 	}
 	ok, err := c.resetEmpty()
 	if ok {

@@ -96,8 +96,13 @@ type zone struct {
 	forGC bool
 	// unfinished: the device refused to finish the zone when it was
 	// retired, and it may still be open there (placer.unfinished;
-	// placer.mu). A reset clears it.
+	// placer.mu). A reset clears it, and so does a later finish the
+	// device accepts (collector.retryFinish).
 	unfinished bool
+	// finishRetry is the collector pass at which GC next tries to finish
+	// an unfinished zone, finishBackoff the passes it waits after a
+	// refusal (doubling to maxFinishBackoff); under collector.mu.
+	finishRetry, finishBackoff uint64
 	// owner is the file that chose this zone as its MRU zone last; nil
 	// for GC's zones and the shared stream.
 	owner atomic.Pointer[file]

@@ -355,7 +355,8 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 
 // settleZone sets a data zone's state after its scan. A zone whose log is
 // torn is finished: nothing may follow untrusted bytes. A cleanly written,
-// partly full zone stays open for appends if the budget allows.
+// partly full zone stays open for appends if the budget allows. A zone
+// the device will not finish counts as unfinished, as retire's do.
 func (e *Engine) settleZone(z *zone, rz zns.Zone, end int64, torn bool) {
 	wp := rz.WP - rz.Start
 	switch {
@@ -371,7 +372,7 @@ func (e *Engine) settleZone(z *zone, rz zns.Zone, end int64, torn bool) {
 	case wp >= z.cap || rz.Cond == zns.CondFull:
 		z.alloc.Store(z.cap)
 		z.state.Store(zoneFull)
-	case !torn && len(e.placer.open) < e.placer.budget && z.cap-wp >= minRecord:
+	case !torn && len(e.placer.open) < e.placer.budget-e.placer.unfinished && z.cap-wp >= minRecord:
 		z.alloc.Store(wp)
 		z.state.Store(zoneOpen)
 		e.placer.open = append(e.placer.open, z)
@@ -381,7 +382,16 @@ func (e *Engine) settleZone(z *zone, rz zns.Zone, end int64, torn bool) {
 		}
 		if !e.readOnly { // fsck changes nothing
 			if err := e.dev.FinishZone(z.idx); err != nil {
-				slog.Warn("engine: recover: finish zone", "zone", z.idx, "err", err)
+				e.stats.finishErrs.Add(1)
+				// retire's rule: a zone the device will not finish
+				// keeps its place in the device's limits, so it counts
+				// against placement's budget until it is finished or
+				// reset (TestTornZoneFinishRefusedAtRecoveryCountsUnfinished).
+				if e.zoneMayBeActive(z) && !z.unfinished {
+					z.unfinished = true
+					e.placer.unfinished++
+				}
+				slog.Warn("engine: recover: finish zone", "zone", z.idx, "err", err, "still_active", z.unfinished)
 			}
 		}
 		z.alloc.Store(z.cap)
