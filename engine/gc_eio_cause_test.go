@@ -40,29 +40,7 @@ func TestAdmissionReportsGCDeviceErrorNotENOSPC(t *testing.T) {
 	const size = 100000
 	// Distinct files, fsynced, until the device refuses one: nothing
 	// is garbage yet, so GC can free nothing.
-	var names []string
-	for i := 0; ; i++ {
-		if i == 200 {
-			t.Fatal("the device took 200 files without filling")
-		}
-		name := fmt.Sprintf("f%03d", i)
-		f := mustCreate(t, e, name)
-		_, err := f.WriteAt(bytes.Repeat([]byte{byte(i)}, size), 0)
-		if err == nil {
-			err = f.Sync()
-		}
-		if err != nil {
-			if !errors.Is(err, ErrNoSpace) {
-				t.Fatalf("filling the device: %v, want ENOSPC", err)
-			}
-			// Whatever it left dirty goes with it.
-			if err := e.Remove(name); err != nil {
-				t.Fatal(err)
-			}
-			break
-		}
-		names = append(names, name)
-	}
+	names := fillWithFilesKept(t, e, size, true)
 	// A file removed: GC could now make room by collecting its zone.
 	if err := e.Remove(names[0]); err != nil {
 		t.Fatal(err)

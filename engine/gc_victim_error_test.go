@@ -75,6 +75,12 @@ func removeOneFromZones(t *testing.T, e *Engine, names []string, most int) int {
 // until the device refuses one with ENOSPC (that one is removed), and
 // returns their names: nothing on the device is garbage.
 func fillWithFiles(t *testing.T, e *Engine, size int) []string {
+	return fillWithFilesKept(t, e, size, false)
+}
+
+// fillWithFilesKept is fillWithFiles; with keepOpen it leaves each file's
+// handle open (a close finishes a short tail, which changes what GC sees).
+func fillWithFilesKept(t *testing.T, e *Engine, size int, keepOpen bool) []string {
 	t.Helper()
 	var names []string
 	for i := 0; ; i++ {
@@ -96,7 +102,9 @@ func fillWithFiles(t *testing.T, e *Engine, size int) []string {
 			}
 			break
 		}
-		f.Close()
+		if !keepOpen {
+			f.Close()
+		}
 		names = append(names, name)
 	}
 	return names
