@@ -3,9 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/zonefold/zonefold/server"
@@ -19,13 +16,7 @@ import (
 // benchmarks (run, gc, fio, lsm, kernel) should too.
 func TestBenchRefusesDeviceWithFiles(t *testing.T) {
 	t.Skip("red75: bench run|gc|fio|lsm erase a device holding a zonefold file system with files without --force (format and bench peers refuse); needs a --force on those benches and in make bench-fio/benchab")
-	dir := t.TempDir()
-	device := fmt.Sprintf("emu:%s?zone_size=4M&zones=32", filepath.Join(dir, "dev"))
-	sock := filepath.Join(dir, "zf.sock")
-	local := filepath.Join(dir, "local")
-	if err := os.WriteFile(local, []byte("acknowledged"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	device, sock, local := deviceAndLocalFile(t, "acknowledged")
 	stop := serveInProcess(t, device, sock)
 	zonefold(t, "put", local, "keep", "--socket", sock)
 	stop()

@@ -189,13 +189,7 @@ func TestDaemonRemovesTemporariesAtStart(t *testing.T) {
 // takes every such name for a dead put's leftover): acknowledged data
 // lost. put must refuse the name (usage error) and change nothing.
 func TestPutRefusesReservedName(t *testing.T) {
-	dir := t.TempDir()
-	device := fmt.Sprintf("emu:%s?zone_size=4M&zones=32", filepath.Join(dir, "dev"))
-	sock := filepath.Join(dir, "zf.sock")
-	local := filepath.Join(dir, "local")
-	if err := os.WriteFile(local, []byte("precious"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	device, sock, local := deviceAndLocalFile(t, "precious")
 	stop := serveInProcess(t, device, sock)
 	defer func() { stop() }()
 	name := server.TempPrefix + "mine"
@@ -216,4 +210,17 @@ func TestPutRefusesReservedName(t *testing.T) {
 	if ls := zonefold(t, "ls", "--socket", sock); ls != "" {
 		t.Fatalf("a refused put left files: %q", ls)
 	}
+}
+
+// deviceAndLocalFile names an emu device and a daemon socket in a
+// temporary folder, and writes a local file holding content there.
+func deviceAndLocalFile(t *testing.T, content string) (device, sock, local string) {
+	dir := t.TempDir()
+	device = fmt.Sprintf("emu:%s?zone_size=4M&zones=32", filepath.Join(dir, "dev"))
+	sock = filepath.Join(dir, "zf.sock")
+	local = filepath.Join(dir, "local")
+	if err := os.WriteFile(local, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return device, sock, local
 }
