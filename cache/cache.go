@@ -151,7 +151,7 @@ type Cache struct {
 	dirtyHead, dirtyTail *fileState
 	dirty                atomic.Int64 // dirty bytes
 	dirtyFiles           atomic.Int64 // files on the dirty list
-	events               wake.Wake    // memory freed, writeback ended
+	events               wake.Wake    // memory freed, a folio made (evictable), writeback ended
 	// shut is closed by Shut, with shutErr set first: waits for memory
 	// and for dirty data to drain return shutErr from then on.
 	shut     chan struct{}

@@ -81,6 +81,10 @@ func (c *Cache) newFolio(fs *fileState, p int32, order int, off int64) *folio {
 	c.counters.folios[order].Add(1)
 	c.counters.created[order].Add(1)
 	c.lruAdd(f)
+	// A new folio is a new eviction candidate: a reclaim that found
+	// nothing to evict while this page sat in a reserve sleeps until
+	// told (a read leaves nothing for writeback to end and wake it).
+	c.events.Signal()
 	return f
 }
 

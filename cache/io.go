@@ -412,8 +412,19 @@ func (c *Cache) reclaim(ctx context.Context, order int, res *reserve) error {
 		if c.allocBelow(order+1, res) {
 			return nil
 		}
-		if freed, _, _ := c.evict(1); freed > 0 {
+		freed, _, busy := c.evict(1)
+		if freed > 0 {
 			evicted, scanned = 0, 0
+			continue
+		}
+		if busy {
+			// A clean folio whose file is locked for a moment (a cache
+			// hit holds it for reading): its unlock wakes no one, so
+			// sleeping here could be for ever. Try again, as above.
+			runtime.Gosched()
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("cache: wait for memory: %w", err)
+			}
 			continue
 		}
 		c.counters.allocWaits.Add(1)

@@ -183,3 +183,44 @@ func TestDaemonRemovesTemporariesAtStart(t *testing.T) {
 		t.Fatalf("ls after restart: %q", out)
 	}
 }
+
+// TestPutRefusesReservedName: put NAME with the reserved temporary prefix
+// answered "durable", and the daemon's next start removed the file (it
+// takes every such name for a dead put's leftover): acknowledged data
+// lost. put must refuse the name (usage error) and change nothing.
+func TestPutRefusesReservedName(t *testing.T) {
+	device, sock, local := deviceAndLocalFile(t, "precious")
+	stop := serveInProcess(t, device, sock)
+	defer func() { stop() }()
+	name := server.TempPrefix + "mine"
+	var out, errb bytes.Buffer
+	code := Main([]string{"put", local, name, "--socket", sock}, &out, &errb)
+	if code == 0 {
+		// What the user was told is durable must survive a restart.
+		stop()
+		stop = serveInProcess(t, device, sock)
+		if ls := zonefold(t, "ls", "--socket", sock); !strings.Contains(ls, name) {
+			t.Fatalf("put %s said %q, exit 0, and the file is gone after a restart (ls: %q)", name, out.String(), ls)
+		}
+		return
+	}
+	if code != 2 || !strings.Contains(errb.String(), server.TempPrefix) {
+		t.Fatalf("put to a reserved name: exit %d, %q; want exit 2 naming the reserved prefix", code, errb.String())
+	}
+	if ls := zonefold(t, "ls", "--socket", sock); ls != "" {
+		t.Fatalf("a refused put left files: %q", ls)
+	}
+}
+
+// deviceAndLocalFile names an emu device and a daemon socket in a
+// temporary folder, and writes a local file holding content there.
+func deviceAndLocalFile(t *testing.T, content string) (device, sock, local string) {
+	dir := t.TempDir()
+	device = fmt.Sprintf("emu:%s?zone_size=4M&zones=32", filepath.Join(dir, "dev"))
+	sock = filepath.Join(dir, "zf.sock")
+	local = filepath.Join(dir, "local")
+	if err := os.WriteFile(local, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return device, sock, local
+}

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -237,6 +238,11 @@ const copyChunk = 4 << 20
 // process died leaves it to the daemon's next start.
 func runPut(ctx context.Context, s *session, args []string) (err error) {
 	local, name := args[0], args[1]
+	if strings.HasPrefix(name, server.TempPrefix) {
+		// The daemon removes every such file when it starts (a dead
+		// put's leftover): a put there would say durable and be lost.
+		return usagef("put %s: names starting with %s are reserved for put's temporary files", name, server.TempPrefix)
+	}
 	src, err := os.Open(local)
 	if err != nil {
 		return err
