@@ -43,6 +43,31 @@ import (
 // on a device that can hold 16 open zones).
 const DefaultGCGeometry = "zone_size=1M&zones=256&max_open=19&max_active=19"
 
+// DefaultLifetimesGeometry is the lifetimes workload's default device:
+// DefaultGCGeometry's 256 zones and limits, the zones 4 MiB, 1 GiB in
+// all. The workload syncs every eighth of a zone (its writers' appends
+// interleave at that grain in a shared zone stream, as none's do), and
+// every sync is a record with a 4 KiB header (engine/record.go): on
+// 1 MiB zones a sync every 128 KiB paid 3.1% of the bytes in headers,
+// and the log's 4 KiB records of creates, removes and zone resets 1%
+// more, a floor mru pays whatever it places (1.045 against none's
+// 1.720: 0.61x, the target 0.6x; bench gc --workload lifetimes
+// --repeat 3 --measure 2). Real zoned devices have zones of 96 MiB to 2 GiB, and
+// a store syncs every MiB or so (Pebble's bytes_per_sync is 512 KiB,
+// the sync grain here) inside them; 4 MiB zones bring the floor to
+// 1.013. The zone count stays 256, as many GC victims as the other
+// workloads' device has: on few zones none pays less (none/greedy WAF
+// 1.45-1.54 on 96 or 128 zones of 1 to 4 MiB, 1.69-1.91 on 192 to 512
+// zones of 1 to 4 MiB), since the files' sizes are counted in zones and
+// their lifetimes in capacities; 64 zones of 4 MiB, the others' 256 MiB,
+// cannot hold 16 writers' files of up to 4 zones in the live data at
+// all. On this device mru/greedy's WAF was 1.027 against none/greedy's
+// 1.909, 0.54x (make run's --measure 0.3), and 1.044 against 1.858,
+// 0.56x, with --measure 2. The other workloads keep 1 MiB zones: their
+// records follow their random 8 KiB writes, not the zone size,
+// and their runs are the longer part of make run.
+const DefaultLifetimesGeometry = "zone_size=4M&zones=256&max_open=19&max_active=19"
+
 // DefaultSeedGeometry is the seed workload's default device: a null:
 // device (no storage: every write completes as an io_uring NOP, as on
 // null_blk without memory_backed) of 512 zones of 4 MiB, of which the
@@ -316,7 +341,8 @@ func (o GCOptions) validate() error {
 // a freshly formatted device (erased; same geometry, same seed), in
 // rounds that alternate the configurations, and prints one table per
 // workload; with no device it makes temporary emulated ones of
-// DefaultGCGeometry (DefaultSeedGeometry for seed).
+// DefaultGCGeometry (DefaultSeedGeometry for seed, DefaultLifetimesGeometry
+// for lifetimes).
 func GC(ctx context.Context, stdout io.Writer, device string, o GCOptions) error {
 	if o.Out == "" {
 		return errors.New("--out: want a folder")
@@ -364,6 +390,17 @@ func newGCDevices(device string, workloads []string) (*gcDevices, func(), error)
 	return d, func() { os.RemoveAll(dir) }, nil
 }
 
+// defaultGeometry is the geometry of a workload's default device.
+func defaultGeometry(workload string) string {
+	switch workload {
+	case WorkSeed:
+		return DefaultSeedGeometry
+	case WorkLifetimes:
+		return DefaultLifetimesGeometry
+	}
+	return DefaultGCGeometry
+}
+
 // shown is how the output names the device of a workload.
 func (d *gcDevices) shown(workload string) string {
 	if d.device != "" {
@@ -376,7 +413,7 @@ func (d *gcDevices) shown(workload string) string {
 	if strings.HasPrefix(d.dir, "/dev/shm") {
 		where = "temporary, in memory"
 	}
-	return "emu:(" + where + ")?" + DefaultGCGeometry
+	return "emu:(" + where + ")?" + defaultGeometry(workload)
 }
 
 // fresh is a device string for the next run: the user's device (each run
@@ -393,7 +430,7 @@ func (d *gcDevices) fresh(workload string) (string, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("default device: %w", err)
 	}
-	return "emu:" + path + "?" + DefaultGCGeometry, nil
+	return "emu:" + path + "?" + defaultGeometry(workload), nil
 }
 
 // measureGC runs every round and, if o.Out is set, writes the charts,

@@ -5,11 +5,15 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zonefold/zonefold/engine"
 )
 
 // tinyGCDevice is a device bench gc runs on in a moment: 46 data zones of
@@ -354,5 +358,70 @@ func TestGCMeasuresTheWindowsOwnWrites(t *testing.T) {
 				t.Errorf("%s round %d: %d bytes of data on the device for %d host bytes (%.4f)", r.name(), x.Round, data, x.HostBytes, x.part(data))
 			}
 		}
+	}
+}
+
+// lifetimes runs by default on its own geometry (DefaultLifetimesGeometry),
+// the others on DefaultGCGeometry: as many zones as the others' device,
+// each synced at least every 512 KiB (an eighth of a zone), and room for
+// the workload's 16 writers' largest files (four zones each) in its live
+// data; 64 zones of 4 MiB, the others' capacity, have none.
+func TestGCLifetimesDefaultGeometry(t *testing.T) {
+	d, cleanup, err := newGCDevices("", []string{WorkLifetimes, WorkUniform})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	for _, w := range []string{WorkUniform, WorkHotCold, WorkLifetimes} {
+		want := DefaultGCGeometry
+		if w == WorkLifetimes {
+			want = DefaultLifetimesGeometry
+		}
+		dev, err := d.fresh(w)
+		if err != nil || !strings.HasPrefix(dev, "emu:") || !strings.HasSuffix(dev, "?"+want) {
+			t.Errorf("%s's default device %q, %v; want emu: with %s", w, dev, err, want)
+		}
+		if shown := d.shown(w); !strings.HasSuffix(shown, "?"+want) {
+			t.Errorf("%s's device shown as %q; want it to end in %s", w, shown, want)
+		}
+	}
+	zones := func(geometry string) (zones int, zoneSize int64) {
+		q, err := url.ParseQuery(geometry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fmt.Sscan(q.Get("zones"), &zones); err != nil {
+			t.Fatalf("%s: zones: %v", geometry, err)
+		}
+		if !strings.HasSuffix(q.Get("zone_size"), "M") {
+			t.Fatalf("%s: zone_size %q: want MiB", geometry, q.Get("zone_size"))
+		}
+		if _, err := fmt.Sscan(strings.TrimSuffix(q.Get("zone_size"), "M"), &zoneSize); err != nil {
+			t.Fatalf("%s: zone_size: %v", geometry, err)
+		}
+		return zones, zoneSize << 20
+	}
+	n, size := zones(DefaultLifetimesGeometry)
+	if gcZones, _ := zones(DefaultGCGeometry); n != gcZones {
+		t.Errorf("lifetimes' device has %d zones, the others' %d: none's WAF follows the zone count", n, gcZones)
+	}
+	if size/8 < 512<<10 {
+		t.Errorf("lifetimes syncs every %d bytes (zone/8); want at least 512 KiB", size/8)
+	}
+	// The workload fits the device as formatted (metadata zones out).
+	dev := "emu:" + filepath.Join(t.TempDir(), "dev") + "?" + DefaultLifetimesGeometry
+	e, release, err := OpenFormatted(dev, engine.Config{CacheBytes: DefaultGC.CacheBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	defer e.Close()
+	spec := Spec{Kind: WorkLifetimes, Files: DefaultGC.Files, Util: DefaultGC.Util, ZoneSize: e.Geometry().ZoneCap}
+	if err := spec.check(e.Capacity()); err != nil {
+		t.Errorf("default lifetimes device: %v", err)
+	}
+	small := Spec{Kind: WorkLifetimes, Files: DefaultGC.Files, Util: DefaultGC.Util, ZoneSize: 4 << 20}
+	if err := small.check(64 * 4 << 20); err == nil {
+		t.Errorf("64 zones of 4 MiB took 16 writers of files up to 16 MiB at util %v", DefaultGC.Util)
 	}
 }
