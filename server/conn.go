@@ -10,6 +10,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -69,11 +70,11 @@ type conn struct {
 	id     uint64
 	uc     *net.UnixConn
 	log    *slog.Logger
-	fd     int    // uc's descriptor, for doorbells that must not wait
-	region []byte // data and names: requests' ranges lie in it
-	mapped []byte // the whole region, rings included
-	ring   *rings // version 2; nil with socket framing
-	charge uint64 // bytes of the server's shared-memory budget it holds
+	raw    syscall.RawConn // uc's descriptor, for doorbell reads (rings)
+	region []byte          // data and names: requests' ranges lie in it
+	mapped []byte          // the whole region, rings included
+	ring   *rings          // version 2; nil with socket framing
+	charge uint64          // bytes of the server's shared-memory budget it holds
 	// greetSeq orders the connections still to say hello (Server.start);
 	// session says the connection holds one of the MaxConns slots.
 	greetSeq uint64
@@ -103,12 +104,17 @@ type conn struct {
 	badLogged int
 	badCount  int
 
-	handles  handleTable
-	rbuf     []byte  // a batch of requests
-	inline   []*slot // the batch's requests the reader runs (or chunks out)
-	answered []*slot // the reader's answered requests of this batch
-	wbuf     []byte  // the writer's batch of replies
-	wslots   []*slot // the writer's answered requests being sent
+	handles handleTable
+	rbuf    []byte // a batch of requests
+	// doorbellRead is recvDoorbell as a func value, made once (a method
+	// value made per call would allocate); rn and rerr are its result.
+	doorbellRead func(fd uintptr) bool
+	rn           int
+	rerr         error
+	inline       []*slot // the batch's requests the reader runs (or chunks out)
+	answered     []*slot // the reader's answered requests of this batch
+	wbuf         []byte  // the writer's batch of replies
+	wslots       []*slot // the writer's answered requests being sent
 }
 
 // replyQueue carries answered requests from the reader and the workers
@@ -348,7 +354,8 @@ func (c *conn) hello() error {
 		if err != nil {
 			return fmt.Errorf("socket descriptor: %w", err)
 		}
-		rc.Control(func(fd uintptr) { c.fd = int(fd) })
+		c.raw = rc
+		c.doorbellRead = func(fd uintptr) bool { return c.recvDoorbell(fd) }
 	}
 	rep.Region = size
 	rep.Encode(buf[:])
