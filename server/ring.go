@@ -322,7 +322,7 @@ func (c *conn) idle() string {
 		return ""
 	}
 	c.s.stats.sleeps.Add(1)
-	n, err := c.uc.Read(c.rbuf)
+	n, err := c.readDoorbell()
 	claimFlag(r.sqFlags, SQNeedWakeup)
 	r.learn(time.Since(start))
 	switch {
@@ -335,6 +335,50 @@ func (c *conn) idle() string {
 	}
 	c.s.stats.doorbellsIn.Add(1)
 	return ""
+}
+
+// readDoorbell sleeps in Go's poller until the client rings the
+// doorbell, its socket ends or a read deadline passes (stopReading), and
+// returns what one receive returned: bytes (0 at end of stream) or an
+// error.
+//
+// The receive is a raw system call, as futexWake is: one that does not
+// block (MSG_DONTWAIT) need not tell the scheduler it enters the kernel,
+// and telling it costs more than the receive here. A goroutine that
+// enters a system call (net.Conn.Read does) while every P is idle wakes
+// sysmon from its deep sleep, and a sysmon woken so polls every 20 µs for
+// the next millisecond and more (runtime.sysmon: "it resets idle and
+// delay as a bet"). A reader that sleeps for requests hundreds of times a
+// second kept sysmon polling without a break: 30% of the daemon's CPU
+// samples at 4k QD128 were sysmon's sleeps and wakeups (perf record -g
+// on the daemon), on a 2-CPU machine where each of its wakeups also
+// preempts the client or the reader.
+func (c *conn) readDoorbell() (int, error) {
+	c.rn, c.rerr = 0, nil
+	if err := c.raw.Read(c.doorbellRead); err != nil {
+		return 0, err
+	}
+	return c.rn, c.rerr
+}
+
+// recvDoorbell is readDoorbell's receive: false (wait in the poller)
+// while there is nothing to receive.
+func (c *conn) recvDoorbell(fd uintptr) bool {
+	for {
+		n, _, errno := unix.RawSyscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)),
+			unix.MSG_DONTWAIT, 0, 0)
+		switch errno {
+		case 0:
+			c.rn = int(n)
+			return true
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		}
+		c.rerr = fmt.Errorf("receive doorbell: %w", errno)
+		return true
+	}
 }
 
 // post publishes the replies of answered requests on the completion

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -672,4 +673,53 @@ func TestRingWantMoreThanComes(t *testing.T) {
 	w.publish(t, Request{Tag: 2, Op: OpFstat})
 	w.sleepUntilWoken(t)
 	awaitProgress(t, "both replies", 2, func() int64 { return int64(atomic.LoadUint32(w.r.cqTail)) })
+}
+
+// TestHelloPrefaultsTheRegion checks that the daemon touches a new
+// region before it answers the hello (prefaultRegion): every page of a
+// mapping up to prefaultMax, and the ring area of a larger one, exists
+// in the memfd once Dial returns, though the client has touched none of
+// its data part. Seen from the client's mapping with mincore(2), which
+// reports whether each page of the shared file exists.
+func TestHelloPrefaultsTheRegion(t *testing.T) {
+	d := newDaemon(t)
+	page := os.Getpagesize()
+	resident := func(t *testing.T, mem []byte) int {
+		t.Helper()
+		vec := make([]byte, (len(mem)+page-1)/page)
+		if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)),
+			uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+			t.Fatal(errno)
+		}
+		n := 0
+		for _, v := range vec {
+			n += int(v & 1)
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name   string
+		region int
+		whole  bool
+	}{{"small", 1 << 20, true}, {"large", 2 * prefaultMax, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Dial(context.Background(), d.socket, tc.region)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ring := c.mapped[len(c.region):]
+			if got, want := resident(t, ring), len(ring)/page; got != want {
+				t.Errorf("%d of the ring area's %d pages exist", got, want)
+			}
+			data := c.region[:len(c.region)-64<<10] // the client's name area aside
+			got := resident(t, data)
+			switch {
+			case tc.whole && got != len(data)/page:
+				t.Errorf("%d of the data part's %d pages exist, want all", got, len(data)/page)
+			case !tc.whole && got != 0:
+				t.Errorf("%d of the data part's %d pages exist past prefaultMax, want none", got, len(data)/page)
+			}
+		})
+	}
 }

@@ -604,8 +604,8 @@ func TestMetrics(t *testing.T) {
 // (and the client's Submit/Recv) must not allocate per request. Depth 1
 // and 4 sleep and wake both sides once per batch (fio's 16x8k job runs
 // at depth 4); a batch of 128 small writes is spread over workers in
-// pieces; one of 32 mostly runs on the reader; 128 KiB writes go to
-// workers one by one.
+// pieces where there are more than 2 CPUs (split128x4k); one of 32
+// mostly runs on the reader; 128 KiB writes go to workers one by one.
 func TestReadWritePathDoesNotAllocate(t *testing.T) {
 	d := newDaemon(t)
 	for _, tc := range []struct{ depth, bs int }{{1, 4096}, {4, 8192}, {32, 4096}, {128, 4096}, {4, 128 << 10}} {
@@ -613,6 +613,13 @@ func TestReadWritePathDoesNotAllocate(t *testing.T) {
 			bothVersions(t, d.socket, func(t *testing.T, c *Client) { testNoAllocs(t, c, tc.depth, tc.bs) })
 		})
 	}
+	// A batch is split into GOMAXPROCS-1 pieces: on 2 CPUs, never. A
+	// daemon that counts 4 splits a batch of 128 into 3.
+	split := newDaemon(t)
+	split.srv.procs = 4
+	t.Run("split128x4k", func(t *testing.T) {
+		bothVersions(t, split.socket, func(t *testing.T, c *Client) { testNoAllocs(t, c, 128, 4096) })
+	})
 }
 
 func testNoAllocs(t *testing.T, c *Client, depth, bs int) {
