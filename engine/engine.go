@@ -751,6 +751,11 @@ func (e *Engine) Close() error {
 // (wrapping ctx's) says acknowledged data since the last fsync may not
 // be durable.
 //
+// Its checkpoint comes after all data is written back and flushed: if
+// it fails, the error says all data is durable (the next Open replays the
+// log); the other metadata half refusing its reset while the active one
+// has room is only logged (see closeCheckpoint).
+//
 // Only the first call closes; every call returns its result, once it
 // has one (a Close concurrent with another waits for it).
 func (e *Engine) CloseContext(ctx context.Context) error {
@@ -822,11 +827,38 @@ func (e *Engine) settleForClose(abandoned bool) (errs []error, stuck bool) {
 			e.nsMu.Lock()
 			defer e.nsMu.Unlock()
 		}
-		if err := e.checkpoint(); err != nil {
+		if err := e.closeCheckpoint(); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errs, false
+}
+
+// closeCheckpoint writes Close's checkpoint, once everything is written
+// back and flushed: all data is durable whatever it does, and it only
+// spares the next Open replaying the log. So a failure says so, with the
+// metadata half's state, rather than read as a failed close of the data.
+// The other half refusing its reset (a zone gone read-only) while the
+// active one has room left is no failure at all: the log stays open there
+// and the next Open goes on in it, as recover does after the same
+// refusal; it is logged. A full active half makes the next Open fail its
+// own checkpoint, which Close reports (ErrMetaLog).
+func (e *Engine) closeCheckpoint() error {
+	err := e.checkpoint()
+	if err == nil {
+		return nil
+	}
+	m := e.meta
+	m.mu.Lock()
+	half, wp := m.active, m.wp
+	m.mu.Unlock()
+	if errors.Is(err, errNextHalfReset) && wp < e.sb.metaHalfCap() {
+		slog.Warn("engine: close: no closing checkpoint, the other metadata half refuses its reset; all data is durable and the next open replays the log in the active half",
+			"half", half, "log_bytes", wp, "half_bytes", e.sb.metaHalfCap(), "err", err)
+		return nil
+	}
+	return fmt.Errorf("engine: close: all data is durable, but no closing checkpoint (metadata half %d, log at %d of %d bytes; the next open replays the log, and fails if it cannot checkpoint either): %w: %w",
+		half, wp, e.sb.metaHalfCap(), ErrMetaLog, err)
 }
 
 // waitBackground waits for the background goroutines (writeback,

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -29,6 +30,34 @@ type metaLog struct {
 	// logged without a device flush: a flush numbered that or later
 	// makes every such operation durable (see appendOp).
 	needFlush atomic.Uint64
+	// switchFails counts the half switches for operations (switchForOp)
+	// that failed in a row; from the second on, no operation tries one
+	// before switchRetryAt, and each fails at once with switchErr, the
+	// last failure's (see switchBackoff). Under mu.
+	switchFails   int
+	switchRetryAt time.Time
+	switchErr     error
+}
+
+// Backoff of metadata half switches after failed ones: a dead metadata
+// log (neither half takes writes) made every namespace operation pay a
+// whole checkpoint (every append stopped, a device flush, a reset) to
+// learn it again. The first failure is retried at once by the next
+// operation (a single transient fault costs one operation); from the
+// second failure in a row the wait starts at switchBackoffMin and doubles
+// up to switchBackoffMax.
+const (
+	switchBackoffMin = 50 * time.Millisecond
+	switchBackoffMax = 5 * time.Second
+)
+
+// switchBackoff is the wait before the next switch after fails failed
+// ones in a row.
+func switchBackoff(fails int) time.Duration {
+	if fails < 2 {
+		return 0
+	}
+	return min(switchBackoffMin<<min(fails-2, 16), switchBackoffMax)
 }
 
 func newMetaLog(e *Engine) (*metaLog, error) {
@@ -77,7 +106,8 @@ const metaShrinkRoom = 16 * BlockSize
 // be written in neither metadata half: the one it was meant for failed
 // the write and the switch to the other (a checkpoint there) failed too,
 // or the record failed there as well. Nothing of the operation is
-// applied, and the next operation tries the switch again.
+// applied, and a later operation tries the switch again (after a
+// backoff once switches failed twice in a row: see switchBackoff).
 var ErrMetaLog = fmt.Errorf("engine: the metadata log takes no writes: %w", syscall.EIO)
 
 // writeOp writes op's record and returns the ticket of the flush that
@@ -153,7 +183,20 @@ func (e *Engine) switchForOp(numbered bool, need int64, failed error) error {
 		}
 		return err
 	}
+	if now := time.Now(); now.Before(m.switchRetryAt) {
+		err := fmt.Errorf("%w: no metadata half switch before %v after %d failed in a row, the last: %w",
+			ErrMetaLog, m.switchRetryAt.Sub(now).Round(time.Millisecond), m.switchFails, m.switchErr)
+		if failed != nil {
+			err = fmt.Errorf("%w; %w", failed, err)
+		}
+		return err
+	}
 	if err := e.checkpointLocked(); err != nil {
+		if !errors.Is(err, ErrNoSpace) {
+			m.switchFails++
+			m.switchErr = err
+			m.switchRetryAt = time.Now().Add(switchBackoff(m.switchFails))
+		}
 		switch {
 		case failed != nil:
 			return fmt.Errorf("%w: %w; switching metadata halves: %w", ErrMetaLog, failed, err)
@@ -345,6 +388,7 @@ func (e *Engine) checkpointLocked() error {
 	e.stats.metaWritten.Add(BlockSize + n)
 	e.stats.ckptWritten.Add(BlockSize + n)
 	e.stats.checkpoints.Add(1)
+	m.switchFails, m.switchErr, m.switchRetryAt = 0, nil, time.Time{} // the halves take writes again
 	e.endOwed(c.owed)
 	return nil
 }
