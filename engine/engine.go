@@ -488,7 +488,12 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 		MaxOrder:   max(cfg.MaxOrder, 0),
 		DirtyLimit: cfg.DirtyLimit,
 		BlockSize:  BlockSize,
-		OnPressure: func() { e.wb.Kick() },
+		OnPressure: func() {
+			if testHookPressure != nil {
+				testHookPressure(e)
+			}
+			e.wb.Kick()
+		},
 	})
 	if err != nil {
 		e.stopCompleter()
@@ -860,6 +865,11 @@ func (e *Engine) closeCheckpoint() error {
 	return fmt.Errorf("engine: close: all data is durable, but no closing checkpoint (metadata half %d, log at %d of %d bytes; the next open replays the log, and fails if it cannot checkpoint either): %w: %w",
 		half, wp, e.sb.metaHalfCap(), ErrMetaLog, err)
 }
+
+// testHookPressure, if set (by tests only), runs as the cache calls for
+// writeback (Config.OnPressure): a writer's dirty data rose past the
+// background level, or it is about to wait for memory or writeback.
+var testHookPressure func(*Engine)
 
 // waitBackground waits for the background goroutines (writeback,
 // retirer, collector), whose context is canceled, to end, for up to
