@@ -925,6 +925,14 @@ func (e *Engine) closeAbandoned(ctx context.Context, running int64, cause error)
 // or without an operation running. ended is false if it gave up; the
 // goroutine then goes on and still uses the cache and the device, so
 // the caller must leave both open.
+//
+// This bound and settleForClose's own (waitBackground) are not one: this
+// one starts only once ctx is done (Close's is a minute), while a
+// background GC pass stuck in device I/O must end Close within
+// closeAbandonWait whatever ctx says, and skip GC's settling and the
+// checkpoint, which would wait behind that pass
+// (TestCloseReturnsWithABackgroundGCPassStuckInTheDevice). Dropping the
+// inner bound would hold such a Close for ctx's whole time.
 func (e *Engine) settleBounded(ctx context.Context, abandoned bool) (errs []error, ended bool) {
 	done := make(chan settled, 1)
 	go func() {
