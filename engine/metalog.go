@@ -31,7 +31,8 @@ type metaLog struct {
 	// makes every such operation durable (see appendOp).
 	needFlush atomic.Uint64
 	// switchFails counts the half switches for operations (switchForOp)
-	// that failed in a row; from the second on, no operation tries one
+	// that failed in a row (their checkpoint, or the record after it),
+	// until a record lands (opLanded); from the second on, no operation tries one
 	// before switchRetryAt, and each fails at once with switchErr, the
 	// last failure's (see switchBackoff). Under mu.
 	switchFails   int
@@ -45,8 +46,9 @@ type metaLog struct {
 // learn it again. The first failure is retried at once by the next
 // operation (a single transient fault costs one operation); from the
 // second failure in a row the wait starts at switchBackoffMin and doubles
-// up to switchBackoffMax.
-const (
+// up to switchBackoffMax. Variables for tests only, which make the wait
+// longer than any test so that no clock decides what they see.
+var (
 	switchBackoffMin = 50 * time.Millisecond
 	switchBackoffMax = 5 * time.Second
 )
@@ -162,7 +164,9 @@ func (e *Engine) writeOp(op nsOp) (uint64, error) {
 		// This half's log ends here too: the next operation switches
 		// back (and fails while the other half still refuses).
 		m.wp = e.sb.metaHalfCap()
-		return 0, fmt.Errorf("%w: %w; again in metadata half %d after a checkpoint: %w", ErrMetaLog, werr, m.active, err)
+		err = fmt.Errorf("%w: %w; again in metadata half %d after a checkpoint: %w", ErrMetaLog, werr, m.active, err)
+		e.switchFailed(err) // the switch landed, but the log takes no records
+		return 0, err
 	}
 	return e.opLanded(op, n), nil
 }
@@ -193,9 +197,7 @@ func (e *Engine) switchForOp(numbered bool, need int64, failed error) error {
 	}
 	if err := e.checkpointLocked(); err != nil {
 		if !errors.Is(err, ErrNoSpace) {
-			m.switchFails++
-			m.switchErr = err
-			m.switchRetryAt = time.Now().Add(switchBackoff(m.switchFails))
+			e.switchFailed(err)
 		}
 		switch {
 		case failed != nil:
@@ -215,6 +217,16 @@ func (e *Engine) switchForOp(numbered bool, need int64, failed error) error {
 	return nil
 }
 
+// switchFailed counts a half switch for an operation that failed with
+// err (its checkpoint, or the record after it) and sets the backoff
+// before the next (switchBackoff). m.mu is held.
+func (e *Engine) switchFailed(err error) {
+	m := e.meta
+	m.switchFails++
+	m.switchErr = err
+	m.switchRetryAt = time.Now().Add(switchBackoff(m.switchFails))
+}
+
 // writeOpRecord writes op's n-byte record at the active half's m.wp.
 func (e *Engine) writeOpRecord(op nsOp, payload []byte, n int64) error {
 	m := e.meta
@@ -232,6 +244,10 @@ var testHookMetaWrite func(e *Engine, h int, off int64, data []byte) error
 func (e *Engine) opLanded(op nsOp, n int64) uint64 {
 	m := e.meta
 	m.wp += n
+	if m.switchFails != 0 {
+		// The log takes records again: no backoff.
+		m.switchFails, m.switchErr, m.switchRetryAt = 0, nil, time.Time{}
+	}
 	e.stats.metaWritten.Add(n)
 	e.stats.metaOps[op.kind].Add(n)
 	// The record has landed: the next flush to start covers it.
@@ -388,7 +404,6 @@ func (e *Engine) checkpointLocked() error {
 	e.stats.metaWritten.Add(BlockSize + n)
 	e.stats.ckptWritten.Add(BlockSize + n)
 	e.stats.checkpoints.Add(1)
-	m.switchFails, m.switchErr, m.switchRetryAt = 0, nil, time.Time{} // the halves take writes again
 	e.endOwed(c.owed)
 	return nil
 }
