@@ -126,7 +126,27 @@ func (c *Cache) WriteThen(ctx context.Context, file uint64, off int64, p []byte,
 		return 0, err
 	}
 	a := access{file: file, off: off, end: off + int64(len(p)), p: p, b: b, write: true, then: then}
-	return c.run(ctx, &a, off)
+	return c.run(ctx, &a, off, nil)
+}
+
+// WriteProgress is Write that calls progress(n) as the write goes on, n
+// the bytes of p in the cache so far (dirty, counted in DirtyBytes):
+// without cache locks held, before each wait for memory or writeback and
+// before any call for writeback it makes (Config.OnPressure), and once
+// more at the end if the last call did not report it all. A caller that
+// reserved room for the whole write gives back what progress reports,
+// so that the part already in (and later written back) is not counted
+// twice while the rest waits for the cache; a write larger than the
+// cache can hold at once waits so. progress must not call the cache.
+func (c *Cache) WriteProgress(ctx context.Context, file uint64, off int64, p []byte, b Backing, progress func(n int)) (int, error) {
+	if err := checkIO(off, len(p)); err != nil || len(p) == 0 {
+		return 0, err
+	}
+	if err := c.throttle(ctx); err != nil {
+		return 0, err
+	}
+	a := access{file: file, off: off, end: off + int64(len(p)), p: p, b: b, write: true}
+	return c.run(ctx, &a, off, progress)
 }
 
 // access is one Read or Write in progress.
@@ -141,9 +161,13 @@ type access struct {
 
 // run does an access from pos on under the file lock, dropping the lock to
 // get memory or wait for writeback, and retrying where it stopped.
-func (c *Cache) run(ctx context.Context, a *access, pos int64) (int, error) {
+// progress, if set, is WriteProgress's: a parameter, not a field of a,
+// whose contents leak (a.b), so that a caller's closure need not escape
+// to the heap.
+func (c *Cache) run(ctx context.Context, a *access, pos int64, progress func(n int)) (int, error) {
 	res := noReserve()
 	defer c.releaseReserve(&res)
+	reported := pos // what progress was told is in
 	for pos < a.end {
 		fs := c.fileOrNew(a.file)
 		fs.mu.Lock()
@@ -163,6 +187,10 @@ func (c *Cache) run(ctx context.Context, a *access, pos int64) (int, error) {
 			pos, st, err = c.readLocked(fs, pos, a, &res)
 		}
 		fs.mu.Unlock()
+		if progress != nil && pos > reported {
+			reported = pos
+			progress(int(pos - a.off))
+		}
 		if kick {
 			c.kick()
 		}
@@ -264,7 +292,7 @@ func (c *Cache) Read(ctx context.Context, file uint64, off int64, p []byte, b Ba
 	if pos == a.end {
 		return len(p), nil
 	}
-	return c.run(ctx, &a, pos)
+	return c.run(ctx, &a, pos, nil)
 }
 
 // readCached copies out what the cache holds uptodate from pos on and

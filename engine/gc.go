@@ -183,6 +183,11 @@ type collector struct {
 	failures gcFailures
 	// victimFails counts victimFailed calls; under mu.
 	victimFails int64
+	// passSeq numbers the victim rounds of passLocked (zone.triedIn);
+	// under mu. It moves on when such a pass starts and when it ends: it
+	// is odd while victims are being taken, and pick outside that (even)
+	// leaves no zone out.
+	passSeq uint64
 	// passes counts passes run, the clock of retryFinish's backoff;
 	// under mu.
 	passes uint64
@@ -444,14 +449,10 @@ const (
 // victim only if at least 1/ownZoneGainDiv of it is garbage.
 const ownZoneGainDiv = 2
 
-// passCandidates bounds the victims one pass tries: each costs a walk
-// of the zone's record headers.
+// passCandidates bounds the victims one pick offers: each costs a walk
+// of the zone's record headers. A pass picks again only after a victim
+// the device failed (passLocked).
 const passCandidates = 4
-
-// victimRounds bounds the picks one pass makes when victims fail (see
-// passLocked): a device failing every zone costs a pass at most
-// victimRounds*passCandidates failed victims.
-const victimRounds = 4
 
 // pass reclaims one victim zone: relocate its valid data, make that
 // durable, log the reset, then reset it. It reports whether it reclaimed
@@ -547,12 +548,21 @@ func (c *collector) passLocked(gainDiv, minGain int64) (bool, error) {
 		victimErr = err
 	}
 	// Victims the device failed are left out of pick for a while
-	// (victimFailed): if any failed, the pass picks again, up to
-	// victimRounds times, so that as many failing zones as one pick
-	// offers do not hide every other candidate.
-	for range victimRounds {
+	// (victimFailed): if any failed, the pass picks again, so that
+	// failing zones, however many rank first, do not hide every other
+	// candidate. A pass considers each zone at most once (pick leaves
+	// out those this pass took, tried), so every round takes a zone
+	// not taken before and the rounds are bounded by the zones: a
+	// fixed bound (4 rounds, 16 victims) failed a writer with EIO
+	// while a later candidate could free its room
+	// (TestGCPassTriesEveryCandidateBeforeEIO).
+	c.passSeq++
+	defer func() { c.passSeq++ }()
+	for {
 		failed := c.victimFails
-		for _, victim := range c.pick(gainDiv, minGain) {
+		cands := c.pick(gainDiv, minGain)
+		for _, victim := range cands {
+			victim.triedIn = c.passSeq
 			// Mark first, then look for writers (placement announces a
 			// writer first, then looks at the state): a zone still being
 			// appended to is left for a later pass; the next candidate is
@@ -580,7 +590,7 @@ func (c *collector) passLocked(gainDiv, minGain int64) (bool, error) {
 			// (the second stays logged for the next flush, anyone's);
 			// from then on each pass copies one and flushes once.
 		}
-		if c.victimFails == failed {
+		if len(cands) == 0 || c.victimFails == failed {
 			break
 		}
 	}
@@ -1014,7 +1024,8 @@ func (c *collector) settleAll() error {
 
 // pick chooses up to passCandidates victims among full zones at least
 // 1/gainDiv garbage (any gain if gainDiv is 0) and minGain, best first
-// by the configured policy.
+// by the configured policy, leaving out zones the pass in progress has
+// taken already (zone.triedIn). Caller holds c.mu.
 func (c *collector) pick(gainDiv, minGain int64) []*zone {
 	e := c.e
 	now := e.seq.Load()
@@ -1025,7 +1036,7 @@ func (c *collector) pick(gainDiv, minGain int64) []*zone {
 	var cands []cand
 	wall := time.Now()
 	for _, z := range e.placer.zones {
-		if z.state.Load() != zoneFull || z.writers.Load() > 0 || z.failedLately(wall) {
+		if z.state.Load() != zoneFull || z.writers.Load() > 0 || z.failedLately(wall) || c.triedThisPass(z) {
 			continue
 		}
 		valid := z.valid.Load()
@@ -1066,6 +1077,12 @@ func (c *collector) pick(gainDiv, minGain int64) []*zone {
 		out = append(out, cd.z)
 	}
 	return out
+}
+
+// triedThisPass reports whether the pass taking victims now (passSeq
+// odd) has taken z already. Caller holds c.mu.
+func (c *collector) triedThisPass(z *zone) bool {
+	return c.passSeq%2 == 1 && z.triedIn == c.passSeq
 }
 
 // writersOverBudget reports whether more files have handles open than

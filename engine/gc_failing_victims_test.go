@@ -34,7 +34,13 @@ func (d *badZones) Read(off int64, buf []byte, c uring.Completion) error {
 // on it through badZones, no zone failing yet.
 func openBadZones(t *testing.T, cfg Config) (*Engine, *badZones) {
 	t.Helper()
-	dev, err := zns.Open(emuDevice(t, 24, "256K", ""), zns.Options{})
+	return openBadZonesN(t, cfg, 24)
+}
+
+// openBadZonesN is openBadZones on a device of zones zones.
+func openBadZonesN(t *testing.T, cfg Config, zones int) (*Engine, *badZones) {
+	t.Helper()
+	dev, err := zns.Open(emuDevice(t, zones, "256K", ""), zns.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,6 +120,61 @@ func TestGCVictimsThatFailReadsDoNotHideOthers(t *testing.T) {
 		z.state.Store(zoneFull)
 	}
 	t.Fatalf("write on a full device with %d reclaimable zones, %d of them failing reads: %v (control, the failing ones hidden from pick: %v)", worth, len(cands), err, cerr)
+}
+
+// TestGCPassTriesEveryCandidateBeforeEIO: a full device whose zones with
+// garbage all fail every read but one, the one a pass ranks last (or
+// anywhere: every other zone worth collecting fails first). A writer's
+// pass must go on past as many failing victims as there are, each
+// considered once: before the fix a pass re-picked at most victimRounds
+// (4) times, 16 failing victims, and the write failed with EIO although
+// the good zone could be reclaimed.
+func TestGCPassTriesEveryCandidateBeforeEIO(t *testing.T) {
+	cfg := Config{CacheBytes: 2 << 20, DirtyLimit: 1 << 20}
+	cfg.GC.Disabled = true
+	e, bz := openBadZonesN(t, cfg, 48)
+	defer e.Close()
+	const size = 100000
+	names := fillWithFiles(t, e, size)
+	removeOneFromZones(t, e, names, len(names))
+	var worth []*zone
+	for _, z := range e.placer.zones {
+		if z.alloc.Load()-z.valid.Load() > 0 {
+			worth = append(worth, z)
+		}
+	}
+	// good: a full zone whose reclaim makes the write's room.
+	var good *zone
+	for _, z := range worth {
+		if z.state.Load() == zoneFull && z.cap-z.valid.Load() >= e.admitGain() {
+			good = z
+		}
+	}
+	if good == nil || len(worth) < 20 || e.roomFor(writeCharge(0, size)) {
+		t.Fatalf("set-up: %d zones with garbage (want >= 20, one full and worth collecting), room %v", len(worth), e.roomFor(writeCharge(0, size)))
+	}
+	bz.mu.Lock()
+	for _, z := range worth {
+		bz.bad[z.idx] = z != good
+	}
+	bz.mu.Unlock()
+	t.Logf("%d zones with garbage; all but zone %d fail every read", len(worth), good.idx)
+	f := mustCreate(t, e, "late")
+	defer f.Close()
+	want := bytes.Repeat([]byte{0xa5}, size)
+	_, err := f.WriteAt(want, 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		t.Fatalf("write on a full device with zone %d reclaimable and %d failing: %v", good.idx, len(worth)-1, err)
+	}
+	if got := readAll(t, e, "late"); !bytes.Equal(got, want) {
+		t.Fatalf("late: %d bytes read back, want the %d written", len(got), len(want))
+	}
+	if n := e.Stats().GCResets; n == 0 {
+		t.Fatalf("GCResets %d: zone %d was not reclaimed", n, good.idx)
+	}
 }
 
 // TestGCSealIdleTriesTheNextZoneAfterOneFails: the garbage a writer short

@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -50,4 +53,65 @@ func TestNamespaceOpsGoOnAfterTheMetadataZoneWentReadOnly(t *testing.T) {
 			t.Fatalf("%s, created and acknowledged, after a power cut: %v", name, err)
 		}
 	}
+}
+
+// TestCloseWithTheOtherMetaHalfReadOnlyDoesNotFailTheData: the metadata
+// half not in use went read-only; a file written and never fsynced, then
+// Close. Close writes the data back and flushes it, and its closing
+// checkpoint (a speed-up for the next Open, which replays the log
+// without it) cannot reset the read-only half. The data is durable and
+// the log still open in the active half, as Open itself leaves things
+// after the same refusal (recover): Close succeeds (the refusal is
+// logged with the metadata half's state), and the reopened engine reads
+// the data.
+//
+// Failed before the fix: Close returned the checkpoint's reset error,
+// which a caller reads as the close (and its data) having failed.
+func TestCloseWithTheOtherMetaHalfReadOnlyDoesNotFailTheData(t *testing.T) {
+	e, devName, cfg := openOtherMetaHalfReadOnly(t)
+	want := bytes.Repeat([]byte{0x5a}, 3*BlockSize+100)
+	f := mustCreate(t, e, "b")
+	if _, err := f.WriteAt(want, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatalf("Close with all data written back and flushed, only the other metadata half refusing its reset: %v", err)
+	}
+	e = reopen(t, devName, cfg)
+	defer e.Close()
+	if got := readAll(t, e, "b"); !bytes.Equal(got, want) {
+		t.Fatalf("b after Close and reopen: %d bytes, not the %d written", len(got), len(want))
+	}
+}
+
+// TestCloseWithAFullHalfAndTheOtherReadOnlySaysDataIsDurable: as above,
+// but the active half is full, so the next Open cannot go on in it
+// either: Close reports the checkpoint's failure (ErrMetaLog), and says
+// the data is durable rather than claiming it failed.
+func TestCloseWithAFullHalfAndTheOtherReadOnlySaysDataIsDurable(t *testing.T) {
+	e, _, _ := openOtherMetaHalfReadOnly(t)
+	mustCreate(t, e, "b").Close()
+	e.meta.mu.Lock()
+	e.meta.wp = e.sb.metaHalfCap() // as a failed record leaves it
+	e.meta.mu.Unlock()
+	err := e.Close()
+	if !errors.Is(err, ErrMetaLog) || !errors.Is(err, errNextHalfReset) || !strings.Contains(err.Error(), "all data is durable") {
+		t.Fatalf("Close with the active metadata half full and the other refusing its reset: %v; want ErrMetaLog, the reset's error and 'all data is durable'", err)
+	}
+}
+
+// openOtherMetaHalfReadOnly formats and opens an engine whose metadata
+// half not in use has gone read-only.
+func openOtherMetaHalfReadOnly(t *testing.T) (*Engine, string, Config) {
+	t.Helper()
+	devName := emuDevice(t, 16, "1M", "")
+	cfg := smallConfig()
+	e := formatOpen(t, devName, cfg)
+	if err := emuOf(t, e).ZoneReadOnly(e.sb.MetaZones[1-e.meta.active]); err != nil {
+		t.Fatal(err)
+	}
+	return e, devName, cfg
 }

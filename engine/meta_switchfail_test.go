@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // metaFault is what the n-th metadata write (writeMeta: an operation's
@@ -242,6 +243,7 @@ func TestMetaLogFailsWithEIOWhileNeitherHalfTakesWrites(t *testing.T) {
 		t.Fatal("failed operations changed the namespace")
 	}
 	emu.FailWrites(false)
+	e.meta.backoffOver() // the switches failed: the next waits
 	mustCreate(t, e, "c").Close()
 	e = powerCutReopen(t, e, devName, cfg)
 	if !exists(t, e, "a") || exists(t, e, "b") || !exists(t, e, "c") {
@@ -251,6 +253,96 @@ func TestMetaLogFailsWithEIOWhileNeitherHalfTakesWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkFsck(t, devName)
+}
+
+// TestDeadMetaLogFailsFastWithoutACheckpointPerOp: while the device
+// takes no write, namespace operations fail with ErrMetaLog (EIO), and
+// after the first failed switch the next ones fail at once, within the
+// switch's backoff, instead of each trying a whole checkpoint again (a
+// quiesce of every append and a device flush per operation). Once the
+// backoff has passed and the device takes writes, an operation switches
+// halves and succeeds.
+//
+// Failed before the fix: every one of the 20 operations tried a
+// checkpoint (20 or more device flushes).
+func TestDeadMetaLogFailsFastWithoutACheckpointPerOp(t *testing.T) {
+	longSwitchBackoff(t)
+	e, _, _ := openWithFileA(t)
+	defer e.Close()
+	emu := emuOf(t, e)
+	emu.FailWrites(true)
+	before := e.Stats()
+	const ops = 20
+	for i := range ops {
+		_, err := e.Create(fmt.Sprintf("b%d", i))
+		if !errors.Is(err, ErrMetaLog) || !errors.Is(err, syscall.EIO) {
+			t.Fatalf("create %d with no metadata half taking writes: %v; want ErrMetaLog (EIO)", i, err)
+		}
+	}
+	d := e.Stats().Sub(before)
+	if d.Flushes > 2 {
+		t.Fatalf("%d failing namespace operations cost %d device flushes (a checkpoint each); want at most 2 (one switch tried, then the backoff)", ops, d.Flushes)
+	}
+	emu.FailWrites(false)
+	e.meta.backoffOver()
+	mustCreate(t, e, "c").Close()
+	if !exists(t, e, "c") || exists(t, e, "b0") {
+		t.Fatalf("after the device recovered: c %v, b0 %v; want true, false", exists(t, e, "c"), exists(t, e, "b0"))
+	}
+}
+
+// TestMetaRecordsFailingFailFastThoughCheckpointsLand: the metadata
+// half's checkpoints land but every operation record fails (off 0 of a
+// half is a checkpoint, any other offset a record). Each operation
+// switched halves with a checkpoint that worked, then failed its record
+// there: a checkpoint per operation, as with a dead log. The switch
+// backs off from the second such failure in a row as well.
+//
+// Failed before the fix: 20 failing creates wrote 39 checkpoints (3 now).
+func TestMetaRecordsFailingFailFastThoughCheckpointsLand(t *testing.T) {
+	longSwitchBackoff(t)
+	e, _, _ := openWithFileA(t)
+	defer e.Close()
+	testHookMetaWrite = func(e *Engine, h int, off int64, data []byte) error {
+		if off == 0 {
+			return nil
+		}
+		return fmt.Errorf("test: metadata record at %d of half %d: %w", off, h, syscall.EIO)
+	}
+	defer func() { testHookMetaWrite = nil }()
+	before := e.Stats()
+	const ops = 20
+	for i := range ops {
+		_, err := e.Create(fmt.Sprintf("b%d", i))
+		if !errors.Is(err, ErrMetaLog) || !errors.Is(err, syscall.EIO) {
+			t.Fatalf("create %d with every metadata record failing: %v; want ErrMetaLog (EIO)", i, err)
+		}
+	}
+	if d := e.Stats().Sub(before); d.Checkpoints > 4 {
+		t.Fatalf("%d failing namespace operations wrote %d checkpoints; want at most 4 (the first two operations' switches, two each at most; then the backoff)", ops, d.Checkpoints)
+	}
+	testHookMetaWrite = nil
+	e.meta.backoffOver()
+	mustCreate(t, e, "c").Close()
+	if !exists(t, e, "c") || exists(t, e, "b0") {
+		t.Fatalf("after the records land again: c %v, b0 %v; want true, false", exists(t, e, "c"), exists(t, e, "b0"))
+	}
+}
+
+// longSwitchBackoff makes the metadata half switch's backoff an hour
+// until the test ends: within a test it never passes by itself.
+func longSwitchBackoff(t *testing.T) {
+	oldMin, oldMax := switchBackoffMin, switchBackoffMax
+	switchBackoffMin, switchBackoffMax = time.Hour, time.Hour
+	t.Cleanup(func() { switchBackoffMin, switchBackoffMax = oldMin, oldMax })
+}
+
+// backoffOver ends the wait before the next metadata half switch (as
+// if switchBackoff had passed).
+func (m *metaLog) backoffOver() {
+	m.mu.Lock()
+	m.switchRetryAt = time.Time{}
+	m.mu.Unlock()
 }
 
 // TestMetaHalfGoneReadOnlyOpensAndFillsWithEIO: with a zone of one

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -29,6 +30,36 @@ type metaLog struct {
 	// logged without a device flush: a flush numbered that or later
 	// makes every such operation durable (see appendOp).
 	needFlush atomic.Uint64
+	// switchFails counts the half switches for operations (switchForOp)
+	// that failed in a row (their checkpoint, or the record after it),
+	// until a record lands (opLanded); from the second on, no operation tries one
+	// before switchRetryAt, and each fails at once with switchErr, the
+	// last failure's (see switchBackoff). Under mu.
+	switchFails   int
+	switchRetryAt time.Time
+	switchErr     error
+}
+
+// Backoff of metadata half switches after failed ones: a dead metadata
+// log (neither half takes writes) made every namespace operation pay a
+// whole checkpoint (every append stopped, a device flush, a reset) to
+// learn it again. The first failure is retried at once by the next
+// operation (a single transient fault costs one operation); from the
+// second failure in a row the wait starts at switchBackoffMin and doubles
+// up to switchBackoffMax. Variables for tests only, which make the wait
+// longer than any test so that no clock decides what they see.
+var (
+	switchBackoffMin = 50 * time.Millisecond
+	switchBackoffMax = 5 * time.Second
+)
+
+// switchBackoff is the wait before the next switch after fails failed
+// ones in a row.
+func switchBackoff(fails int) time.Duration {
+	if fails < 2 {
+		return 0
+	}
+	return min(switchBackoffMin<<min(fails-2, 16), switchBackoffMax)
 }
 
 func newMetaLog(e *Engine) (*metaLog, error) {
@@ -77,7 +108,8 @@ const metaShrinkRoom = 16 * BlockSize
 // be written in neither metadata half: the one it was meant for failed
 // the write and the switch to the other (a checkpoint there) failed too,
 // or the record failed there as well. Nothing of the operation is
-// applied, and the next operation tries the switch again.
+// applied, and a later operation tries the switch again (after a
+// backoff once switches failed twice in a row: see switchBackoff).
 var ErrMetaLog = fmt.Errorf("engine: the metadata log takes no writes: %w", syscall.EIO)
 
 // writeOp writes op's record and returns the ticket of the flush that
@@ -132,7 +164,9 @@ func (e *Engine) writeOp(op nsOp) (uint64, error) {
 		// This half's log ends here too: the next operation switches
 		// back (and fails while the other half still refuses).
 		m.wp = e.sb.metaHalfCap()
-		return 0, fmt.Errorf("%w: %w; again in metadata half %d after a checkpoint: %w", ErrMetaLog, werr, m.active, err)
+		err = fmt.Errorf("%w: %w; again in metadata half %d after a checkpoint: %w", ErrMetaLog, werr, m.active, err)
+		e.switchFailed(err) // the switch landed, but the log takes no records
+		return 0, err
 	}
 	return e.opLanded(op, n), nil
 }
@@ -153,7 +187,18 @@ func (e *Engine) switchForOp(numbered bool, need int64, failed error) error {
 		}
 		return err
 	}
+	if now := time.Now(); now.Before(m.switchRetryAt) {
+		err := fmt.Errorf("%w: no metadata half switch before %v after %d failed in a row, the last: %w",
+			ErrMetaLog, m.switchRetryAt.Sub(now).Round(time.Millisecond), m.switchFails, m.switchErr)
+		if failed != nil {
+			err = fmt.Errorf("%w; %w", failed, err)
+		}
+		return err
+	}
 	if err := e.checkpointLocked(); err != nil {
+		if !errors.Is(err, ErrNoSpace) {
+			e.switchFailed(err)
+		}
 		switch {
 		case failed != nil:
 			return fmt.Errorf("%w: %w; switching metadata halves: %w", ErrMetaLog, failed, err)
@@ -170,6 +215,16 @@ func (e *Engine) switchForOp(numbered bool, need int64, failed error) error {
 			e.sb.metaHalfCap(), m.wp, need, ErrNoSpace)
 	}
 	return nil
+}
+
+// switchFailed counts a half switch for an operation that failed with
+// err (its checkpoint, or the record after it) and sets the backoff
+// before the next (switchBackoff). m.mu is held.
+func (e *Engine) switchFailed(err error) {
+	m := e.meta
+	m.switchFails++
+	m.switchErr = err
+	m.switchRetryAt = time.Now().Add(switchBackoff(m.switchFails))
 }
 
 // writeOpRecord writes op's n-byte record at the active half's m.wp.
@@ -189,6 +244,10 @@ var testHookMetaWrite func(e *Engine, h int, off int64, data []byte) error
 func (e *Engine) opLanded(op nsOp, n int64) uint64 {
 	m := e.meta
 	m.wp += n
+	if m.switchFails != 0 {
+		// The log takes records again: no backoff.
+		m.switchFails, m.switchErr, m.switchRetryAt = 0, nil, time.Time{}
+	}
 	e.stats.metaWritten.Add(n)
 	e.stats.metaOps[op.kind].Add(n)
 	// The record has landed: the next flush to start covers it.

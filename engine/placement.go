@@ -144,6 +144,10 @@ type zone struct {
 	// is reset. Guarded by collector.mu.
 	retryAt    time.Time
 	failWarned bool
+	// triedIn: the collector.passSeq of the last pass that took the
+	// zone as a victim (each pass takes a zone once). Guarded by
+	// collector.mu.
+	triedIn uint64
 }
 
 // barren reports whether a GC pass found z not worth collecting in its

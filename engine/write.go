@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/zonefold/zonefold/zns"
+	"log/slog"
 	"slices"
 
 	"github.com/zonefold/zonefold/cache"
@@ -300,7 +301,7 @@ func (e *Engine) finishAppend(op *recordOp) {
 	off, err := op.off, op.err
 	if err != nil {
 		e.stats.appendErrs.Add(1)
-		e.zoneFailed(op.z)
+		e.zoneFailed(op.z, err)
 	} else {
 		e.stats.appends.Add(1)
 		e.stats.devHeaders.Add(BlockSize)
@@ -392,11 +393,17 @@ func (e *Engine) releaseOp(op *recordOp) {
 // nothing is ever written after the failed record and the zone stops
 // holding an open and an active resource. It counts against the open
 // budget until then; GC reclaims it later. It runs on the completer.
-func (e *Engine) zoneFailed(z *zone) {
+// The retirement is logged with the zone and err, the append's error
+// (once: later failures of appends already in flight there find it
+// retired). It is not persisted: after a reopen the zone is a full (or
+// unfinished) zone like any other, and GC's reset puts it back in use.
+func (e *Engine) zoneFailed(z *zone, err error) {
 	if z == nil {
 		return
 	}
 	if e.placer.giveUp(z, false) {
+		slog.Warn("engine: an append to a zone failed; the zone is retired (no more appends; finished once its appends in flight land; its data stays readable and GC collects it)",
+			"zone", z.idx, "err", err)
 		e.kickRetirer()
 	}
 }

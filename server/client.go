@@ -620,7 +620,14 @@ func (c *Client) noteLateOpens(answered []bool) {
 }
 
 // closeOrphans closes the handles late replies of canceled opens
-// carried (mu held, nothing pending): their replies are dropped too.
+// carried (mu held, nothing pending): their replies are dropped too. A
+// handle leaves the list only once its close is sent (published on the
+// ring, or written to the socket): a call cut short before that (its
+// context, a failed send) leaves it for the next call, and one cut short
+// after it leaves the close's reply pending (drain), the daemon closing
+// the handle all the same. Taking a batch off the list before its send
+// lost the handles of a send that failed: they stayed open in the daemon
+// for the connection's life (TestOrphanCloseCutShortLeavesNoHandle).
 func (c *Client) closeOrphans() error {
 	for len(c.orphans) > 0 {
 		n := min(len(c.orphans), MaxBatch)
@@ -629,13 +636,14 @@ func (c *Client) closeOrphans() error {
 			c.tag++
 			reqs[i] = Request{Tag: c.tag, Op: OpClose, Handle: h}
 		}
-		c.orphans = c.orphans[n:]
 		sent := c.submitted()
 		err := c.Submit(reqs)
-		c.pending += int(c.submitted() - sent)
+		published := int(c.submitted() - sent)
 		if c.ring == nil && err == nil {
-			c.pending += n
+			published = n
 		}
+		c.pending += published
+		c.orphans = c.orphans[published:]
 		if err != nil {
 			return fmt.Errorf("zonefold: close the handles of canceled opens: %w", err)
 		}
