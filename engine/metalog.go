@@ -29,6 +29,15 @@ type metaLog struct {
 	// logged without a device flush: a flush numbered that or later
 	// makes every such operation durable (see appendOp).
 	needFlush atomic.Uint64
+	// stray is set (under mu) while the active half's log may hold,
+	// past its checkpoint, the record of an operation that failed
+	// (ErrMetaLog): its write failed, and the device may have written
+	// it all the same. Any device flush can make it durable, and
+	// recovery would then replay an operation its caller was told did
+	// not happen. A checkpoint in the other half supersedes it and
+	// clears stray; until one does, nothing is acknowledged as durable
+	// (settleStray).
+	stray atomic.Bool
 }
 
 func newMetaLog(e *Engine) (*metaLog, error) {
@@ -77,7 +86,14 @@ const metaShrinkRoom = 16 * BlockSize
 // be written in neither metadata half: the one it was meant for failed
 // the write and the switch to the other (a checkpoint there) failed too,
 // or the record failed there as well. Nothing of the operation is
-// applied, and the next operation tries the switch again.
+// applied, and the next operation tries the switch again. Its record
+// may be on the device all the same (a write that failed may have
+// landed): a crash before anything else is acknowledged may find the
+// operation done, as one in flight at a crash, but the next fsync,
+// Engine.Sync, SyncNamespace or namespace operation first writes the
+// checkpoint in the other half that supersedes the record, or fails
+// with ErrMetaLog too (settleStray), so the record can never undo what
+// is acknowledged after the failure.
 var ErrMetaLog = fmt.Errorf("engine: the metadata log takes no writes: %w", syscall.EIO)
 
 // writeOp writes op's record and returns the ticket of the flush that
@@ -123,6 +139,8 @@ func (e *Engine) writeOp(op nsOp) (uint64, error) {
 	if err == nil {
 		return e.opLanded(op, n), nil
 	}
+	// Until a checkpoint in the other half succeeds (and clears it).
+	m.stray.Store(true)
 	werr := fmt.Errorf("engine: log operation in metadata half %d at %d: %w", m.active, m.wp, err)
 	if err := e.switchForOp(numbered, need, werr); err != nil {
 		return 0, err
@@ -130,8 +148,10 @@ func (e *Engine) writeOp(op nsOp) (uint64, error) {
 	op.seq = e.seq.Add(1) // above the checkpoint's: recovery replays it
 	if err := e.writeOpRecord(op, payload, n); err != nil {
 		// This half's log ends here too: the next operation switches
-		// back (and fails while the other half still refuses).
+		// back (and fails while the other half still refuses). The
+		// record may stand past the checkpoint just written.
 		m.wp = e.sb.metaHalfCap()
+		m.stray.Store(true)
 		return 0, fmt.Errorf("%w: %w; again in metadata half %d after a checkpoint: %w", ErrMetaLog, werr, m.active, err)
 	}
 	return e.opLanded(op, n), nil
@@ -342,6 +362,7 @@ func (e *Engine) checkpointLocked() error {
 		return fmt.Errorf("engine: checkpoint: flush: %w", err)
 	}
 	m.active, m.wp = next, BlockSize+n
+	m.stray.Store(false) // what the old half holds is never replayed
 	e.stats.metaWritten.Add(BlockSize + n)
 	e.stats.ckptWritten.Add(BlockSize + n)
 	e.stats.checkpoints.Add(1)
@@ -659,12 +680,44 @@ func (e *Engine) SyncNamespace() error {
 		return err
 	}
 	defer e.leave()
+	if err := e.settleStray(); err != nil {
+		return fmt.Errorf("engine: sync namespace: %w", err)
+	}
 	t := e.meta.needFlush.Load()
 	if t == 0 {
 		return nil
 	}
 	if err := e.flushes.flushFor(context.Background(), e.dev, t); err != nil {
 		return fmt.Errorf("engine: sync namespace: flush: %w", err)
+	}
+	return nil
+}
+
+// settleStray runs before a device flush whose success is reported as
+// durability (an fsync, Engine.Sync, SyncNamespace, a create's flush):
+// while the metadata log may hold a failed operation's record (stray),
+// that flush could make the record durable, and recovery would replay
+// the operation over what the flush acknowledged (a remove that failed
+// with ErrMetaLog, replayed, takes the file and the data fsynced to it
+// since). So the switch the log owes comes first: a checkpoint in the
+// other half, of the namespace as it is, which recovery takes over
+// anything in the half the record is in. If it fails, so does the
+// caller, with ErrMetaLog. The caller holds no engine lock; this takes
+// nsMu shared and metaLog.mu, as a logged operation does.
+func (e *Engine) settleStray() error {
+	m := e.meta
+	if !m.stray.Load() {
+		return nil
+	}
+	e.nsMu.RLock()
+	defer e.nsMu.RUnlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.stray.Load() {
+		return nil
+	}
+	if err := e.checkpointLocked(); err != nil {
+		return fmt.Errorf("%w: a failed operation's record may be in metadata half %d, and the checkpoint that supersedes it failed: %w", ErrMetaLog, m.active, err)
 	}
 	return nil
 }
