@@ -307,7 +307,25 @@ var errNextHalfReset = errors.New("the other metadata half refuses its reset")
 // checkpointLocked stops appends, snapshots the file system and writes it
 // to the metadata zone that is not active, which then becomes active. The
 // old zone keeps the previous checkpoint until the next switch.
-func (e *Engine) checkpointLocked() error {
+func (e *Engine) checkpointLocked() error { return e.writeCheckpoint(false) }
+
+// checkpointInHalf appends a checkpoint to the active half's own log,
+// for recovery when the other half refuses its reset (a zone gone
+// read-only): recovery's decisions (undo records it dropped, held
+// extents it never committed, zones it found dead) are durable only in
+// a checkpoint, and the next record of a file that carries a size would
+// otherwise commit at the next recovery what this one dropped. Recovery
+// takes the highest checkpoint in a half and the operations after it in
+// that half, so it supersedes the log before it as a switch does.
+func (e *Engine) checkpointInHalf() error {
+	e.meta.mu.Lock()
+	defer e.meta.mu.Unlock()
+	return e.writeCheckpoint(true)
+}
+
+// writeCheckpoint is checkpointLocked, or with inHalf checkpointInHalf's
+// checkpoint (metaLog.mu held).
+func (e *Engine) writeCheckpoint(inHalf bool) error {
 	m := e.meta
 	e.quiesce.Lock()
 	defer e.quiesce.Unlock()
@@ -334,11 +352,14 @@ func (e *Engine) checkpointLocked() error {
 	defer unix.Munmap(buf)
 	e.sb.encode(buf[:BlockSize])
 	encodeMeta(buf[BlockSize:], e.sb.FS(), metaCheckpoint, c.seq, payload)
+	if inHalf {
+		return e.appendCheckpoint(c, buf[BlockSize:])
+	}
 	next := 1 - m.active
 	// The next half is reset first: a reset opens no zone, and a half
 	// that refuses it (a zone gone read-only) leaves the active half as
 	// it was, its log still open for operations (the switch fails; Open
-	// goes on without its checkpoint, see recover).
+	// writes its checkpoint into the active half's log, see recover).
 	for z := e.sb.MetaZones[next]; z < e.sb.MetaZones[next]+e.sb.MetaGroup; z++ {
 		if err := e.dev.ResetZone(z); err != nil {
 			return fmt.Errorf("engine: checkpoint: reset metadata zone %d: %w: %w", z, errNextHalfReset, err)
@@ -365,6 +386,33 @@ func (e *Engine) checkpointLocked() error {
 	m.stray.Store(false) // what the old half holds is never replayed
 	e.stats.metaWritten.Add(BlockSize + n)
 	e.stats.ckptWritten.Add(BlockSize + n)
+	e.stats.checkpoints.Add(1)
+	e.endOwed(c.owed)
+	return nil
+}
+
+// appendCheckpoint writes c's encoded record rec at the active half's
+// write pointer and makes it durable (checkpointInHalf; metaLog.mu and
+// quiesce held, what c maps flushed). A write that fails ends the
+// half's log, as an operation's does.
+func (e *Engine) appendCheckpoint(c *checkpointState, rec []byte) error {
+	m := e.meta
+	n := int64(len(rec))
+	if m.wp+n > e.sb.metaHalfCap() {
+		return fmt.Errorf("engine: checkpoint: %d bytes do not fit after %d in metadata half %d (%d bytes): %w",
+			n, m.wp, m.active, e.sb.metaHalfCap(), ErrNoSpace)
+	}
+	if err := e.writeMeta(m.active, m.wp, rec, m.w); err != nil {
+		err = fmt.Errorf("engine: checkpoint in metadata half %d at %d: %w", m.active, m.wp, err)
+		m.wp = e.sb.metaHalfCap()
+		return err
+	}
+	m.wp += n
+	if err := e.flushDevice(context.Background()); err != nil {
+		return fmt.Errorf("engine: checkpoint: flush: %w", err)
+	}
+	e.stats.metaWritten.Add(n)
+	e.stats.ckptWritten.Add(n)
 	e.stats.checkpoints.Add(1)
 	e.endOwed(c.owed)
 	return nil
