@@ -215,7 +215,7 @@ func (e *Engine) recover() error {
 		}
 		if cerr != nil {
 			if len(e.held) > 0 {
-				return fmt.Errorf("engine: recover: metadata half %d refuses its reset (%w), and recovery's checkpoint in half %d failed: %w; it dropped the uncommitted records of %d files, which the file's next record would commit (fsck reads the file system without writing)",
+				return fmt.Errorf("engine: recover: metadata half %d refuses its reset (%w), and recovery's checkpoint in half %d failed: %w; it dropped uncommitted records (of %d files) that a file's next record would commit (fsck reads the file system without writing)",
 					1-ckptZone, err, ckptZone, cerr, len(e.held))
 			}
 			// Nothing recovery decided needs it: the file system

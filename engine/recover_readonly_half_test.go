@@ -10,15 +10,12 @@ import (
 	"github.com/zonefold/zonefold/zns"
 )
 
-// TestRecoveryWithoutOtherHalfKeepsDroppedUndoDropped: a failed truncate's
-// undo leaves sizeless (held) records durable without their commit; a
-// crash; recovery drops them. With the other metadata half read-only,
-// recovery writes no checkpoint (errNextHalfReset) and "the log goes on"
-// in the old half. A later write of the file, whose record carries a
-// size, then commits those dropped records at the next recovery: the
-// file differs from what the engine showed and fsynced.
-func TestRecoveryWithoutOtherHalfKeepsDroppedUndoDropped(t *testing.T) {
-	r := newTruncGCRig(t)
+// crashMidUndoOtherHalfReadOnly fails r's truncate of a (its flush),
+// copies the device image at the undo's second record (a crash there:
+// the undo's records durable without their commit), and makes the
+// metadata half the log is not in read-only in the copy.
+func crashMidUndoOtherHalfReadOnly(t *testing.T, r *truncGCRig) {
+	t.Helper()
 	n, other := 0, -1
 	r.onUndoRecord(t, func(e *Engine, m int) {
 		if n = m; n == 2 {
@@ -47,6 +44,18 @@ func TestRecoveryWithoutOtherHalfKeepsDroppedUndoDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	dev.Close()
+}
+
+// TestRecoveryWithoutOtherHalfKeepsDroppedUndoDropped: a failed truncate's
+// undo leaves sizeless (held) records durable without their commit; a
+// crash; recovery drops them. With the other metadata half read-only,
+// recovery writes no checkpoint (errNextHalfReset) and "the log goes on"
+// in the old half. A later write of the file, whose record carries a
+// size, then commits those dropped records at the next recovery: the
+// file differs from what the engine showed and fsynced.
+func TestRecoveryWithoutOtherHalfKeepsDroppedUndoDropped(t *testing.T) {
+	r := newTruncGCRig(t)
+	crashMidUndoOtherHalfReadOnly(t, r)
 	e2 := reopen(t, r.copyName, r.cfg)
 	first := readAll(t, e2, "a")
 	t.Logf("first recovery: size %d, checkpoints %d", len(first), e2.Stats().Checkpoints)
@@ -134,4 +143,53 @@ func TestRecoveryWithoutRoomForItsCheckpointOpensIfNothingDropped(t *testing.T) 
 		t.Logf("close (its checkpoint has nowhere to go): %v", err)
 	}
 	checkFsck(t, devName)
+}
+
+// TestRecoveryRefusesOpenIfItsDroppedRecordsCannotBeCheckpointed: the
+// crash image of TestRecoveryWithoutOtherHalfKeepsDroppedUndoDropped
+// (recovery drops a failed truncate's uncommitted undo records; the other
+// metadata half read-only), with the log's half too full for recovery's
+// checkpoint: Open fails with an error that says why, rather than open
+// with what recovery dropped waiting for the file's next record to
+// commit it; fsck still reads the device.
+func TestRecoveryRefusesOpenIfItsDroppedRecordsCannotBeCheckpointed(t *testing.T) {
+	r := newTruncGCRig(t)
+	e := r.e
+	// The log's half filled with long-named files up to the room
+	// creates leave behind them, and extents of another file: more
+	// checkpoint than that room.
+	for i := 0; e.meta.wp+2*BlockSize+metaShrinkRoom <= e.sb.metaHalfCap(); i++ {
+		mustCreate(t, e, fmt.Sprintf("%04d-%s", i, strings.Repeat("n", 240))).Close()
+	}
+	b := mustCreate(t, e, "b")
+	blk := bytes.Repeat([]byte{'b'}, BlockSize)
+	for i := range 500 {
+		if _, err := b.WriteAt(blk, int64(2*i)*BlockSize); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	crashMidUndoOtherHalfReadOnly(t, r)
+	e2, err := Open(r.copyName, r.cfg)
+	if err == nil {
+		e2.Close()
+		t.Fatal("open with recovery's dropped records and no room for its checkpoint: nil error")
+	}
+	if !strings.Contains(err.Error(), "uncommitted records") {
+		t.Fatalf("open: %v; want an error that says recovery dropped records it cannot checkpoint", err)
+	}
+	t.Logf("open: %v", err)
+	dev, err := zns.Open(r.copyName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	rep, err := Fsck(dev)
+	if err != nil {
+		t.Fatalf("fsck: %v", err)
+	}
+	t.Logf("fsck: %d files, problems %v", rep.Files, rep.Problems)
 }
