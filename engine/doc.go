@@ -68,6 +68,13 @@
 //     An operation whose record write fails is logged again in the
 //     other half after a checkpoint, under a number above it (writeOp):
 //     the failed record, whole, torn or absent, is never replayed.
+//     If that fails too (ErrMetaLog), the record may still stand in
+//     the log, and any device flush can make it durable: nothing is
+//     acknowledged as durable (fsync, Engine.Sync, SyncNamespace, a
+//     create's flush, any logged operation) until a checkpoint in the
+//     other half supersedes it (metaLog.stray, settleStray), so a
+//     failed operation may come back after a crash only if nothing was
+//     acknowledged after it.
 //   - A number on the device is never handed out again: recovery counts
 //     every record header it finds, a torn record's too. Lost writes
 //     stay lost because the device reads what it never wrote (past a
@@ -282,6 +289,10 @@
 //     the record's flush too, a create and GC's reset only across the
 //     record (they wait for its flush without it, so concurrent creates
 //     share one flush: file.createFlush).
+//     An fsync, Engine.Sync, SyncNamespace or a create waiting for its
+//     flush takes it shared, holding no other lock, only while the log
+//     holds a failed operation's record and owes the checkpoint that
+//     supersedes it (settleStray).
 //     Opening an existing file takes it shared. Close takes it only
 //     once it has stopped waiting for running operations, exclusive,
 //     around its last checkpoint. It is never held while

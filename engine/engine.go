@@ -1029,6 +1029,8 @@ func (e *Engine) Sync(ctx context.Context) error {
 	}
 	if err := e.wb.SyncAll(ctx); err != nil {
 		errs = append(errs, err)
+	} else if err := e.settleStray(); err != nil {
+		errs = append(errs, fmt.Errorf("engine: sync: %w", err))
 	} else if err := e.flushDevice(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("engine: sync: %w", err))
 	}

@@ -156,6 +156,9 @@ func (e *Engine) awaitCreate(name string, f *file, durable bool) error {
 	if !durable || t == 0 {
 		return nil
 	}
+	if err := e.settleStray(); err != nil {
+		return fmt.Errorf("engine: create %q: %w", name, err)
+	}
 	if err := e.flushes.flushFor(context.Background(), e.dev, t); err != nil {
 		return fmt.Errorf("engine: create %q: log operation: flush: %w", name, err)
 	}
@@ -1235,6 +1238,9 @@ func (h *File) SyncContext(ctx context.Context) error {
 		return fmt.Errorf("engine: sync %q: %w", h.f.name, h.seenWith(err))
 	}
 	if err := h.e.wb.FlushFileSeen(ctx, h.f.id, &h.errSeen); err != nil {
+		return fmt.Errorf("engine: sync %q: %w", h.f.name, err)
+	}
+	if err := h.e.settleStray(); err != nil {
 		return fmt.Errorf("engine: sync %q: %w", h.f.name, err)
 	}
 	if err := h.e.flushDevice(ctx); err != nil {

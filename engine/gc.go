@@ -193,6 +193,10 @@ type collector struct {
 	passes uint64
 	// unfinished is retryFinish's scratch; under mu.
 	unfinished []*zone
+	// gaveBack: the pass reported progress only for a place in the
+	// budget retryFinish gave back, not a zone it reset (passEnded);
+	// under mu.
+	gaveBack bool
 }
 
 // maxFinishBackoff bounds the passes retryFinish waits before it asks
@@ -470,10 +474,12 @@ func (c *collector) pass(gainDiv int64) (bool, error) {
 // gcFailures), and ends a run of failures with one that reclaimed a
 // zone. Called with c.mu held.
 func (c *collector) passEnded(moved bool, err error) {
+	gaveBack := c.gaveBack
+	c.gaveBack = false
 	if err != nil {
 		c.e.stats.gcFailed.Add(1)
 		c.failures.failed(err)
-	} else if moved {
+	} else if moved && !gaveBack {
 		c.failures.reclaimed()
 	}
 }
@@ -537,7 +543,9 @@ func (c *collector) passLocked(gainDiv, minGain int64) (bool, error) {
 	}
 	if c.retryFinish() {
 		// A place in the budget is what a writer short of zones
-		// needed; it looks again.
+		// needed; it looks again. No zone was reset: passEnded does
+		// not count it as one reclaimed.
+		c.gaveBack = true
 		return true, victimErr
 	}
 	ok, err := c.resetEmpty()
@@ -960,7 +968,7 @@ func (c *collector) settle(force bool) (bool, error) {
 			resetErr = errors.Join(resetErr, err)
 			continue
 		}
-		victim.failWarned = false
+		victim.failWarned, victim.failWait = false, 0
 		e.stats.gcResets.Add(1)
 		e.placer.freeZone(victim)
 		reset = true
@@ -980,6 +988,12 @@ func (c *collector) settle(force bool) (bool, error) {
 // (TestGCVictimsThatFailReadsDoNotHideOthers).
 const victimRetryWait = 10 * time.Second
 
+// victimRetryMax bounds the wait victimFailed doubles for each failure
+// of the same zone in a row: a zone that refuses every reset (gone
+// read-only) cost a logged reset record and a device flush every
+// victimRetryWait for as long as free zones stayed below GC.Low.
+const victimRetryMax = 5 * time.Minute
+
 // failedLately reports whether GC's last collection of z failed less
 // than victimRetryWait before now. Caller holds collector.mu.
 func (z *zone) failedLately(now time.Time) bool {
@@ -987,12 +1001,14 @@ func (z *zone) failedLately(now time.Time) bool {
 }
 
 // victimFailed leaves z, a victim the device failed with err, to a pass
-// victimRetryWait from now (pick, resetEmpty and sealIdle skip it), and
+// victimRetryWait from now, twice as long for each failure of it in a
+// row up to victimRetryMax (pick, resetEmpty and sealIdle skip it), and
 // counts and logs the failure even if the pass goes on to reclaim
 // another victim: the first failure of a zone warns, later ones (until
 // it is reset) log at debug level. Caller holds collector.mu.
 func (c *collector) victimFailed(z *zone, err error) {
-	z.retryAt = time.Now().Add(victimRetryWait)
+	z.failWait = min(max(2*z.failWait, victimRetryWait), victimRetryMax)
+	z.retryAt = time.Now().Add(z.failWait)
 	c.victimFails++
 	c.e.stats.gcVictimsFailed.Add(1)
 	if !z.failWarned {

@@ -38,6 +38,15 @@ type metaLog struct {
 	switchFails   int
 	switchRetryAt time.Time
 	switchErr     error
+	// stray is set (under mu) while the active half's log may hold,
+	// past its checkpoint, the record of an operation that failed
+	// (ErrMetaLog): its write failed, and the device may have written
+	// it all the same. Any device flush can make it durable, and
+	// recovery would then replay an operation its caller was told did
+	// not happen. A checkpoint in the other half supersedes it and
+	// clears stray; until one does, nothing is acknowledged as durable
+	// (settleStray).
+	stray atomic.Bool
 }
 
 // Backoff of metadata half switches after failed ones: a dead metadata
@@ -110,6 +119,13 @@ const metaShrinkRoom = 16 * BlockSize
 // or the record failed there as well. Nothing of the operation is
 // applied, and a later operation tries the switch again (after a
 // backoff once switches failed twice in a row: see switchBackoff).
+// Its record may be on the device all the same (a write that failed
+// may have landed): a crash before anything else is acknowledged may
+// find the operation done, as one in flight at a crash, but the next
+// fsync, Engine.Sync, SyncNamespace or namespace operation first
+// writes the checkpoint in the other half that supersedes the record,
+// or fails with ErrMetaLog too (settleStray), so the record can never
+// undo what is acknowledged after the failure.
 var ErrMetaLog = fmt.Errorf("engine: the metadata log takes no writes: %w", syscall.EIO)
 
 // writeOp writes op's record and returns the ticket of the flush that
@@ -155,6 +171,8 @@ func (e *Engine) writeOp(op nsOp) (uint64, error) {
 	if err == nil {
 		return e.opLanded(op, n), nil
 	}
+	// Until a checkpoint in the other half succeeds (and clears it).
+	m.stray.Store(true)
 	werr := fmt.Errorf("engine: log operation in metadata half %d at %d: %w", m.active, m.wp, err)
 	if err := e.switchForOp(numbered, need, werr); err != nil {
 		return 0, err
@@ -162,8 +180,10 @@ func (e *Engine) writeOp(op nsOp) (uint64, error) {
 	op.seq = e.seq.Add(1) // above the checkpoint's: recovery replays it
 	if err := e.writeOpRecord(op, payload, n); err != nil {
 		// This half's log ends here too: the next operation switches
-		// back (and fails while the other half still refuses).
+		// back (and fails while the other half still refuses). The
+		// record may stand past the checkpoint just written.
 		m.wp = e.sb.metaHalfCap()
+		m.stray.Store(true)
 		err = fmt.Errorf("%w: %w; again in metadata half %d after a checkpoint: %w", ErrMetaLog, werr, m.active, err)
 		e.switchFailed(err) // the switch landed, but the log takes no records
 		return 0, err
@@ -346,7 +366,25 @@ var errNextHalfReset = errors.New("the other metadata half refuses its reset")
 // checkpointLocked stops appends, snapshots the file system and writes it
 // to the metadata zone that is not active, which then becomes active. The
 // old zone keeps the previous checkpoint until the next switch.
-func (e *Engine) checkpointLocked() error {
+func (e *Engine) checkpointLocked() error { return e.writeCheckpoint(false) }
+
+// checkpointInHalf appends a checkpoint to the active half's own log,
+// for recovery when the other half refuses its reset (a zone gone
+// read-only): recovery's decisions (undo records it dropped, held
+// extents it never committed, zones it found dead) are durable only in
+// a checkpoint, and the next record of a file that carries a size would
+// otherwise commit at the next recovery what this one dropped. Recovery
+// takes the highest checkpoint in a half and the operations after it in
+// that half, so it supersedes the log before it as a switch does.
+func (e *Engine) checkpointInHalf() error {
+	e.meta.mu.Lock()
+	defer e.meta.mu.Unlock()
+	return e.writeCheckpoint(true)
+}
+
+// writeCheckpoint is checkpointLocked, or with inHalf checkpointInHalf's
+// checkpoint (metaLog.mu held).
+func (e *Engine) writeCheckpoint(inHalf bool) error {
 	m := e.meta
 	e.quiesce.Lock()
 	defer e.quiesce.Unlock()
@@ -373,11 +411,14 @@ func (e *Engine) checkpointLocked() error {
 	defer unix.Munmap(buf)
 	e.sb.encode(buf[:BlockSize])
 	encodeMeta(buf[BlockSize:], e.sb.FS(), metaCheckpoint, c.seq, payload)
+	if inHalf {
+		return e.appendCheckpoint(c, buf[BlockSize:])
+	}
 	next := 1 - m.active
 	// The next half is reset first: a reset opens no zone, and a half
 	// that refuses it (a zone gone read-only) leaves the active half as
 	// it was, its log still open for operations (the switch fails; Open
-	// goes on without its checkpoint, see recover).
+	// writes its checkpoint into the active half's log, see recover).
 	for z := e.sb.MetaZones[next]; z < e.sb.MetaZones[next]+e.sb.MetaGroup; z++ {
 		if err := e.dev.ResetZone(z); err != nil {
 			return fmt.Errorf("engine: checkpoint: reset metadata zone %d: %w: %w", z, errNextHalfReset, err)
@@ -401,8 +442,36 @@ func (e *Engine) checkpointLocked() error {
 		return fmt.Errorf("engine: checkpoint: flush: %w", err)
 	}
 	m.active, m.wp = next, BlockSize+n
+	m.stray.Store(false) // what the old half holds is never replayed
 	e.stats.metaWritten.Add(BlockSize + n)
 	e.stats.ckptWritten.Add(BlockSize + n)
+	e.stats.checkpoints.Add(1)
+	e.endOwed(c.owed)
+	return nil
+}
+
+// appendCheckpoint writes c's encoded record rec at the active half's
+// write pointer and makes it durable (checkpointInHalf; metaLog.mu and
+// quiesce held, what c maps flushed). A write that fails ends the
+// half's log, as an operation's does.
+func (e *Engine) appendCheckpoint(c *checkpointState, rec []byte) error {
+	m := e.meta
+	n := int64(len(rec))
+	if m.wp+n > e.sb.metaHalfCap() {
+		return fmt.Errorf("engine: checkpoint: %d bytes do not fit after %d in metadata half %d (%d bytes): %w",
+			n, m.wp, m.active, e.sb.metaHalfCap(), ErrNoSpace)
+	}
+	if err := e.writeMeta(m.active, m.wp, rec, m.w); err != nil {
+		err = fmt.Errorf("engine: checkpoint in metadata half %d at %d: %w", m.active, m.wp, err)
+		m.wp = e.sb.metaHalfCap()
+		return err
+	}
+	m.wp += n
+	if err := e.flushDevice(context.Background()); err != nil {
+		return fmt.Errorf("engine: checkpoint: flush: %w", err)
+	}
+	e.stats.metaWritten.Add(n)
+	e.stats.ckptWritten.Add(n)
 	e.stats.checkpoints.Add(1)
 	e.endOwed(c.owed)
 	return nil
@@ -718,12 +787,44 @@ func (e *Engine) SyncNamespace() error {
 		return err
 	}
 	defer e.leave()
+	if err := e.settleStray(); err != nil {
+		return fmt.Errorf("engine: sync namespace: %w", err)
+	}
 	t := e.meta.needFlush.Load()
 	if t == 0 {
 		return nil
 	}
 	if err := e.flushes.flushFor(context.Background(), e.dev, t); err != nil {
 		return fmt.Errorf("engine: sync namespace: flush: %w", err)
+	}
+	return nil
+}
+
+// settleStray runs before a device flush whose success is reported as
+// durability (an fsync, Engine.Sync, SyncNamespace, a create's flush):
+// while the metadata log may hold a failed operation's record (stray),
+// that flush could make the record durable, and recovery would replay
+// the operation over what the flush acknowledged (a remove that failed
+// with ErrMetaLog, replayed, takes the file and the data fsynced to it
+// since). So the switch the log owes comes first: a checkpoint in the
+// other half, of the namespace as it is, which recovery takes over
+// anything in the half the record is in. If it fails, so does the
+// caller, with ErrMetaLog. The caller holds no engine lock; this takes
+// nsMu shared and metaLog.mu, as a logged operation does.
+func (e *Engine) settleStray() error {
+	m := e.meta
+	if !m.stray.Load() {
+		return nil
+	}
+	e.nsMu.RLock()
+	defer e.nsMu.RUnlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.stray.Load() {
+		return nil
+	}
+	if err := e.checkpointLocked(); err != nil {
+		return fmt.Errorf("%w: a failed operation's record may be in metadata half %d, and the checkpoint that supersedes it failed: %w", ErrMetaLog, m.active, err)
 	}
 	return nil
 }

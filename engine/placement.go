@@ -141,9 +141,12 @@ type zone struct {
 	// read or copy of its data, its finish or its reset); GC leaves the
 	// zone until then (failedLately). failWarned: that failure was
 	// logged at WARN; later ones of the zone log at debug level until it
-	// is reset. Guarded by collector.mu.
+	// is reset. failWait: the wait the last failure set, doubled by
+	// the next one (victimFailed) until the zone is reset. Guarded by
+	// collector.mu.
 	retryAt    time.Time
 	failWarned bool
+	failWait   time.Duration
 	// triedIn: the collector.passSeq of the last pass that took the
 	// zone as a victim (each pass takes a zone once). Guarded by
 	// collector.mu.

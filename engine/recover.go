@@ -197,17 +197,33 @@ func (e *Engine) recover() error {
 	// that frees it): a crash in between recovers from it, scans them
 	// from their start and finds only records older than itself.
 	if err := e.checkpoint(); err != nil {
-		if !errors.Is(err, errNextHalfReset) || e.meta.wp >= e.sb.metaHalfCap() {
+		if !errors.Is(err, errNextHalfReset) {
 			return err
 		}
 		// The other half refused its reset (a zone gone read-only)
-		// and the recovered half was left as it was, its log still
-		// open: the file system opens on it, as the last one did,
-		// without resetting the dead zones (this checkpoint does not
-		// forget them; GC collects them later), and namespace
-		// operations fail with ErrMetaLog once the half fills.
-		slog.Warn("engine: recover: no checkpoint into the other metadata half; the log goes on in this one", "half", ckptZone, "at", e.meta.wp, "err", err)
-		return nil
+		// and the recovered half was left as it was: the checkpoint
+		// goes into its own log, and the file system opens on it, as
+		// the last one did; namespace operations fail with ErrMetaLog
+		// once the half fills. Without it, what recovery decided
+		// (dropped undo records, uncommitted extents) was not
+		// durable, and the next record of such a file, carrying its
+		// size, committed them at the next recovery.
+		slog.Warn("engine: recover: no checkpoint into the other metadata half; it goes into this one's log", "half", ckptZone, "at", e.meta.wp, "err", err)
+		cerr := errors.New("the log has ended")
+		if e.meta.wp < e.sb.metaHalfCap() {
+			cerr = e.checkpointInHalf()
+		}
+		if cerr != nil {
+			if len(e.held) > 0 {
+				return fmt.Errorf("engine: recover: metadata half %d refuses its reset (%w), and recovery's checkpoint in half %d failed: %w; it dropped uncommitted records (of %d files) that a file's next record would commit (fsck reads the file system without writing)",
+					1-ckptZone, err, ckptZone, cerr, len(e.held))
+			}
+			// Nothing recovery decided needs it: the file system
+			// opens without resetting the dead zones (no checkpoint
+			// forgets them; GC collects them later).
+			slog.Warn("engine: recover: no room for a checkpoint in this metadata half either; the log goes on", "half", ckptZone, "at", e.meta.wp, "err", cerr)
+			return nil
+		}
 	}
 	e.resetDeadZones(dead)
 	return nil

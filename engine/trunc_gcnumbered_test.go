@@ -106,6 +106,24 @@ func newTruncGCRig(t *testing.T) *truncGCRig {
 	return r
 }
 
+// onUndoRecord has fn run as each record of the file's failed
+// truncate's undo takes its number, with how many have (1 for the
+// first); it ends at cleanup.
+func (r *truncGCRig) onUndoRecord(t *testing.T, fn func(e *Engine, n int)) {
+	t.Cleanup(func() { testHookNumbered = nil })
+	n := 0
+	testHookNumbered = func(e *Engine, ff *file) {
+		ff.mu.RLock()
+		undoing := ff.tailSeq == tailUndoing
+		ff.mu.RUnlock()
+		if ff != r.f.f || !undoing {
+			return
+		}
+		n++
+		fn(e, n)
+	}
+}
+
 // image sets the names of the device's image and of its copy.
 func (r *truncGCRig) image() {
 	r.path = strings.TrimPrefix(r.devName[:strings.Index(r.devName, "?")], "emu:")

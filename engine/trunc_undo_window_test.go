@@ -265,20 +265,14 @@ func TestTruncateUndoFlushMidRewrite(t *testing.T) {
 	for k := 1; ; k++ {
 		r := newTruncGCRig(t)
 		n := 0
-		testHookNumbered = func(e *Engine, ff *file) {
-			ff.mu.RLock()
-			undoing := ff.tailSeq == tailUndoing
-			ff.mu.RUnlock()
-			if ff != r.f.f || !undoing {
-				return
-			}
-			if n++; n != k {
+		r.onUndoRecord(t, func(e *Engine, m int) {
+			if n = m; n != k {
 				return
 			}
 			// What is queued and in flight of the undo lands, and a
 			// flush makes it durable, with the zeros' record.
 			r.landFlushCopy(t)
-		}
+		})
 		emuOf(t, r.e).FailFlush(1)
 		if err := r.f.Truncate(5000); !errors.Is(err, syscall.EIO) {
 			t.Fatalf("truncate: %v, want EIO", err)
