@@ -111,8 +111,8 @@ func (o LSMOptions) validate() error {
 		return fmt.Errorf("--scale %v gives %d keys: want 1000 up to %d", o.Scale, o.keys(), 10*LSMScaleKeys)
 	case o.ValueSize < 1 || o.ValueSize > 1<<20:
 		return fmt.Errorf("--value-size %d: want 1 up to 1M", o.ValueSize)
-	case !(o.Util > 0 && o.Util <= lsmMaxUtil):
-		return fmt.Errorf("--util %v: want more than 0 and at most %v: %s", o.Util, lsmMaxUtil, lsmUtilWhy)
+	case !(o.Util > 0 && o.Util <= lsmUtilLimit):
+		return fmt.Errorf("--util %v: want more than 0 and at most %v: %s", o.Util, lsmUtilLimit, lsmUtilWhy)
 	case !(o.Passes > 0 && o.Passes <= 100):
 		return fmt.Errorf("--passes %v: want more than 0 and at most 100", o.Passes)
 	case o.Rounds < 1 || o.Rounds > 100:
@@ -178,6 +178,9 @@ func (o LSMOptions) validate() error {
 // --util 0.45, Pebble's files alone took 93-97% of the capacity and its
 // compactions failed with ENOSPC without end.
 const lsmMaxUtil = 0.29
+
+// lsmUtilLimit is lsmMaxUtil, which tests raise to fill a device.
+var lsmUtilLimit = lsmMaxUtil
 
 // lsmPebblePeak is the most bytes Pebble's files took at once, as a
 // multiple of the keys and values, with a margin: 3.0 was the largest
@@ -688,11 +691,11 @@ func runLSMZonefold(ctx context.Context, dev *lsmDevice, placement string, o LSM
 	if w.capacity == 0 {
 		w.capacity = e.Capacity()
 		w.keys = o.keys()
-		if util := float64(o.dbBytes()) / float64(w.capacity); util > lsmMaxUtil {
+		if util := float64(o.dbBytes()) / float64(w.capacity); util > lsmUtilLimit {
 			e.Close()
 			release()
 			return fmt.Errorf("%d keys of %d bytes fill %.0f%% of the device's %s: want at most %.0f%% (a smaller --scale or a larger device): %s",
-				w.keys, lsmKeySize+o.ValueSize, util*100, human(w.capacity), lsmMaxUtil*100, lsmUtilWhy)
+				w.keys, lsmKeySize+o.ValueSize, util*100, human(w.capacity), lsmUtilLimit*100, lsmUtilWhy)
 		}
 		w.overwrites = max(1, int64(o.Passes*float64(w.capacity))/int64(lsmKeySize+o.ValueSize))
 	} else if c := e.Capacity(); c != w.capacity {
@@ -701,6 +704,16 @@ func runLSMZonefold(ctx context.Context, dev *lsmDevice, placement string, o LSM
 		return fmt.Errorf("capacity %d differs from the first run's %d: the device changed", c, w.capacity)
 	}
 	fs := pebblefs.New(e)
+	// A write Pebble gets ENOSPC for ends the run: the device is sized
+	// so that a healthy run cannot fill it (lsmMaxUtil), and Pebble does
+	// not recover from a full one: it retries failed compactions without
+	// end while its writes stall, or panics on a WAL write, which ends
+	// the process. Seen at the former cap, --util 0.36: 463 table writes
+	// refused in 5 minutes with 95.9% of the capacity valid, until the
+	// run was killed.
+	ctx, full := context.WithCancelCause(ctx)
+	defer full(nil)
+	fs.OnNoSpace(func(err error) { full(fmt.Errorf("%w: %w", errLSMDeviceFull, err)) })
 	cache := pebble.NewCache(o.BlockCache)
 	defer cache.Unref()
 	opts := lsmPebbleOptions(o, fs, cache)
@@ -767,13 +780,16 @@ func runStoppable(ctx context.Context, run func() error) error {
 	case err := <-done:
 		return err
 	case <-t.C:
-		return fmt.Errorf("Pebble did not stop within %v of the interruption (stalled in a write); %w: %w", lsmStopGrace, errLSMLeftRunning, ctx.Err())
+		return fmt.Errorf("Pebble did not stop within %v of the interruption (stalled in a write); %w: %w", lsmStopGrace, errLSMLeftRunning, context.Cause(ctx))
 	}
 }
 
 // errLSMLeftRunning is in runStoppable's error when it left the run
 // going: Pebble's goroutines may still use what the run opened.
 var errLSMLeftRunning = errors.New("left running")
+
+// errLSMDeviceFull ends a zonefold run whose Pebble met ENOSPC.
+var errLSMDeviceFull = errors.New("the device is full (a smaller --util or a larger device): Pebble's write met ENOSPC")
 
 // lsmLeftOpen reports whether err says Pebble may still be running: the
 // run was left running (runStoppable) or panicked (the DB is left open:
@@ -985,7 +1001,7 @@ func lsmPhaseRun(ctx context.Context, db *pebble.DB, wo *pebble.WriteOptions, n 
 	var err error
 	for i := int64(0); i < n; i++ {
 		if i%1024 == 0 && ctx.Err() != nil {
-			err = ctx.Err()
+			err = context.Cause(ctx) // an interruption, or errLSMDeviceFull
 			break
 		}
 		formatKey(key, keyAt(i))

@@ -58,7 +58,9 @@ zoned device, not null:. An interrupt (ctrl-C, SIGTERM) stops the run even
 while Pebble is stalled in a write (it is then left running for the process
 to end). A panic in the goroutine calling Pebble (in Set, say) is the
 command's error; one in Pebble's flush or compaction goroutines still ends
-the process.
+the process. A write of Pebble's that meets ENOSPC on zonefold ends the run
+with an error saying the device is full (Pebble would retry its compactions
+without end, or panic on a WAL write).
 
 The default shape is that of an LSM store on a ZNS drive at steady state,
 where GC must run under every placement: the keys and values fill 29% of the

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -23,11 +24,19 @@ import (
 // nothing will free. Then a table is removed, as Pebble removes a
 // compaction's inputs, and the WAL's next writes and sync succeed: its
 // writer has GC reclaim the removed table's zones instead of failing.
+// Each refusal is told to OnNoSpace's function, which bench lsm ends
+// its run on.
 func TestFullDeviceRefusesEveryWriterThenTakesRemovedRoom(t *testing.T) {
 	dev := fmt.Sprintf("emu:%s?zone_size=1M&zones=24&max_open=6&max_active=6", filepath.Join(t.TempDir(), "dev"))
 	e := formatOpen(t, dev, 0, engine.Config{CacheBytes: 8 << 20, DirtyLimit: 1 << 20})
 	defer e.Close()
 	y := New(e)
+	var told atomic.Int64
+	y.OnNoSpace(func(err error) {
+		if errors.Is(err, syscall.ENOSPC) {
+			told.Add(1)
+		}
+	})
 	names := []string{"000001.sst", "000002.sst", "000003.sst", "000004.log"}
 	files := make([]vfs.File, len(names))
 	for i, name := range names {
@@ -66,6 +75,9 @@ func TestFullDeviceRefusesEveryWriterThenTakesRemovedRoom(t *testing.T) {
 			t.Fatalf("%s, written until the device was full: %v, want a PathError on it wrapping ENOSPC", names[i], err)
 		}
 		total += written[i]
+	}
+	if n := told.Load(); n != int64(len(names)) {
+		t.Fatalf("OnNoSpace's function was told of %d ENOSPC failures, want %d (one a writer)", n, len(names))
 	}
 	if c := e.Capacity(); total < c*3/4 {
 		t.Fatalf("writers refused after %d bytes of a capacity of %d", total, c)
