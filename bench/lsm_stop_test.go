@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -14,7 +15,7 @@ import (
 // smallLSM is a bench lsm of one zonefold run on a tiny DB (1000 keys),
 // its emulated device in the temporary folder.
 func smallLSM(t *testing.T) LSMOptions {
-	return LSMOptions{Scale: 0.00001, ValueSize: 100, Util: 0.3, Passes: 0.1, Placements: []string{"mru"}, Rounds: 1,
+	return LSMOptions{Scale: 0.00001, ValueSize: 100, Util: 0.25, Passes: 0.1, Placements: []string{"mru"}, Rounds: 1,
 		BlockCache: 1 << 20, Out: t.TempDir(), Seed: 1, Sample: DefaultLSM.Sample}
 }
 
@@ -175,4 +176,25 @@ func TestLSMAbandonedBaselineKeepsItsFolder(t *testing.T) {
 		t.Fatalf("--against holds %v, want the abandoned run's folder", ents)
 	}
 	lsmTemps.remove(filepath.Join(against, ents[0].Name()))
+}
+
+// A device Pebble fills (here --util 0.6, above the cap: its files take
+// two to three times the keys and values) ends the run with an error
+// that says so, and the run returns: Pebble, which retries a compaction
+// that met ENOSPC without end while its writes stall (at --util 0.36,
+// 463 refused table writes in 5 minutes, until the run was killed), or
+// panics on a WAL write, is left before either. Before, the hang guard
+// fired or the process died.
+func TestLSMFullDeviceEndsTheRun(t *testing.T) {
+	rig := newStallRig(t, 0)
+	limit := lsmUtilLimit
+	lsmUtilLimit = 1
+	t.Cleanup(func() { lsmUtilLimit = limit })
+	o := LSMOptions{Scale: 0.0001, ValueSize: 1024, Util: 0.6, Passes: 1, Placements: []string{"mru"}, Rounds: 1,
+		BlockCache: 1 << 20, Out: t.TempDir(), Seed: 1, Sample: DefaultLSM.Sample}
+	_, err := runLSMGuarded(t, rig.ctx, o)
+	t.Logf("bench lsm: %v", err)
+	if !errors.Is(err, errLSMDeviceFull) || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("bench lsm on a device Pebble fills: %v, want errLSMDeviceFull wrapping ENOSPC", err)
+	}
 }

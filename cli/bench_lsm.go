@@ -58,12 +58,15 @@ zoned device, not null:. An interrupt (ctrl-C, SIGTERM) stops the run even
 while Pebble is stalled in a write (it is then left running for the process
 to end). A panic in the goroutine calling Pebble (in Set, say) is the
 command's error; one in Pebble's flush or compaction goroutines still ends
-the process.
+the process. A write of Pebble's that meets ENOSPC on zonefold ends the run
+with an error saying the device is full (Pebble would retry its compactions
+without end, or panic on a WAL write).
 
 The default shape is that of an LSM store on a ZNS drive at steady state,
-where GC must run under every placement: the keys and values fill 35% of the
-device, and Pebble's files, about twice that at their peak, keep its zones
-about 70% live; tables of 1 MiB at every level (ZenFS's advice for RocksDB:
+where GC must run under every placement: the keys and values fill 29% of the
+device, and Pebble's files, two to three times that, peak at 70-90% of it,
+the most that leaves GC its reserve and slack (a device any fuller ran out
+of space now and then, and Pebble panics on a WAL write's ENOSPC); tables of 1 MiB at every level (ZenFS's advice for RocksDB:
 the same target file size at every level) in zones of 4 MiB, as a ZNS drive's
 zones hold many tables;
 three compactions at once, so that several jobs' tables, the WAL and GC share
@@ -99,7 +102,7 @@ compare ratios over several --rounds.`,
 	f := cmd.Flags()
 	numberVar(f, &o.Scale, "scale", o.Scale, "keys as a fraction of 100M")
 	intSizeVar(f, &o.ValueSize, "value-size", o.ValueSize, "bytes per value (e.g. 1K)")
-	numberVar(f, &o.Util, "util", o.Util, "keys and values as a fraction of the default device's capacity (at most 0.36: Pebble's files take more than twice that at their peak)")
+	numberVar(f, &o.Util, "util", o.Util, "keys and values as a fraction of the default device's capacity (at most 0.29: Pebble's files take up to three times that at their peak, beside GC's reserve)")
 	numberVar(f, &o.Passes, "passes", o.Passes, "device capacities of keys and values the overwrite phase writes")
 	f.StringSliceVar(&o.Placements, "placements", o.Placements, "zonefold placements to compare: mru, none, hinted, round-robin")
 	countVar(f, &o.Rounds, "rounds", o.Rounds, "times each configuration runs, alternating")

@@ -662,6 +662,10 @@ func metaGroupFor(g zns.Geometry, used int) int {
 	return maxMetaGroup
 }
 
+// MetaZones is the zones Format gives the metadata (both halves) on a
+// device of geometry g: the rest hold data.
+func MetaZones(g zns.Geometry) int { return 2 * metaGroupFor(g, g.Zones) }
+
 // FormatOptions control Format.
 type FormatOptions struct {
 	// Force formats a device that holds data or another superblock.

@@ -1,6 +1,7 @@
 package pebblefs
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -19,6 +20,7 @@ import (
 // file is an open engine file. Read and Write share one offset, as on
 // os.File; ReadAt and WriteAt do not move it.
 type file struct {
+	y           *FS
 	h           *engine.File
 	name        string // cleaned path
 	read, write bool
@@ -90,7 +92,7 @@ func (y *FS) newFile(h *engine.File, name string, read, write bool, life engine.
 			return nil, err
 		}
 	}
-	return &file{h: h, name: name, read: read, write: write}, nil
+	return &file{y: y, h: h, name: name, read: read, write: write}, nil
 }
 
 func (f *file) Close() error {
@@ -174,6 +176,11 @@ func (f *file) failed(op string, err error) error {
 		return nil
 	}
 	slog.Error("pebblefs: "+op+" failed", "path", f.name, "err", err)
+	if errors.Is(err, syscall.ENOSPC) {
+		if hook := f.y.noSpace.Load(); hook != nil {
+			(*hook)(err)
+		}
+	}
 	return pathErr(op, f.name, err)
 }
 

@@ -60,6 +60,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -79,7 +80,17 @@ type FS struct {
 
 	mu     sync.Mutex
 	levels map[int]int // Pebble job id → the level it writes tables to
+
+	noSpace atomic.Pointer[func(error)] // see OnNoSpace
 }
+
+// OnNoSpace sets a function that a write or sync of a file calls, before
+// it returns, when it fails with ENOSPC: the device is full. Pebble
+// retries a failed compaction without end (its writes then stall for
+// good) and panics on a WAL write it cannot complete, so a caller that
+// drives Pebble needs word of a full device from below it to stop
+// cleanly. f must not block.
+func (y *FS) OnNoSpace(f func(error)) { y.noSpace.Store(&f) }
 
 var _ vfs.FS = (*FS)(nil)
 
