@@ -70,9 +70,16 @@ import (
 // checksums would no longer match); a Flush with nothing new costs no
 // I/O.
 //
-// Lock order: flushMu, then the zone table's mu. flushMu serialises Flush,
-// PowerCut, TearLastWrite and Close, so a power cut or a close that comes
-// while a Flush syncs waits for it, as it would have to for the mutex the
+// FlushCut (CutFlusher) tells its caller when the Flush copies the zone
+// table, its cut: a write that completed before then is covered, though
+// it completed after the call, and the engine's group commit lets a sync
+// that comes before the cut share the flush rather than wait for it and
+// run another.
+//
+// Lock order: flushMu, then the zone table's mu, then whatever a
+// FlushCut's cut takes (the engine's flush group's mutex, a leaf).
+// flushMu serialises Flush, PowerCut, TearLastWrite and Close, so a power
+// cut or a close that comes while a Flush syncs waits for it, as it would have to for the mutex the
 // Flush used to hold throughout.
 //
 // Close does not flush: a reopened Emu has the zone table of the last
@@ -685,10 +692,16 @@ func (e *Emu) persist(zones []zoneState, syncData, oneSync bool) error {
 // durable. Writes in flight are waited for first, so the persisted write
 // pointers never cover data that has not landed; the syncs run without
 // the zone table's mutex, so I/O is not held up by them (see Emu).
-func (e *Emu) Flush() error {
+func (e *Emu) Flush() error { return e.FlushCut(nil) }
+
+// FlushCut implements CutFlusher: the cut is the copy of the zone table,
+// once the writes in flight have drained (snapshot). cut, if not nil,
+// runs with the table's mutex still held: no write is submitted, so none
+// completes, between the copy and cut.
+func (e *Emu) FlushCut(cut func()) error {
 	e.flushMu.Lock()
 	defer e.flushMu.Unlock()
-	if err := e.snapshot(); err != nil {
+	if err := e.snapshot(cut); err != nil {
 		return err
 	}
 	if e.testHookFlushSync != nil {
@@ -773,8 +786,9 @@ func rewritten(zones []zoneState) bool {
 }
 
 // snapshot waits for the writes in flight and copies the zone table into
-// snap: what a Flush persists. Caller holds flushMu.
-func (e *Emu) snapshot() error {
+// snap: what a Flush persists; then it calls cut, if not nil (see
+// FlushCut). Caller holds flushMu.
+func (e *Emu) snapshot(cut func()) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -789,6 +803,9 @@ func (e *Emu) snapshot() error {
 	copy(e.snap, e.zones)
 	restartSums(e.zones)
 	e.snapGen = e.gen
+	if cut != nil {
+		cut()
+	}
 	return nil
 }
 
