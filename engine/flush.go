@@ -22,15 +22,10 @@ import (
 // runs cost one more flush, not N.
 //
 // A device that is a zns.CutFlusher covers what completed before a point
-// inside its flush (the emulator's copy of its zone table, after the
-// writes in flight drain), not only before the call: until the running
-// flush reports that cut, a new caller takes its number rather than the
-// next one, and is served by it. A caller that came after the cut still
-// waits for the next flush. Without that, a WAL sync that arrived while
-// a table's flush was still draining its writes waited for that whole
-// flush and then ran its own (bench lsm: a caller's wait for a flush
-// was 1.4x the flush's own time, the emulator's drain about a third of
-// it).
+// inside its flush (the emulator's copy of its zone table), not only
+// before the call: until the running flush reports that cut, a new
+// caller takes its number rather than the next one, and is served by it.
+// A caller that came after the cut still waits for the next flush.
 //
 // A flush that fails persists nothing the caller can count on: callers
 // of that number get its error, unless a later flush, which covers their

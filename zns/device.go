@@ -188,8 +188,8 @@ type Device interface {
 
 // CutFlusher is a Device whose Flush covers every write that completed
 // before a point inside it, its cut, rather than only those before the
-// call: the emulator's Flush waits for the writes in flight and copies
-// its zone table, and that copy is what it persists. A caller whose
+// call: the emulator's Flush copies its zone table, waits for the writes
+// in flight at the copy, and persists that copy. A caller whose
 // write completed while a flush had not reached its cut yet is served by
 // that flush: it need not wait for it to end and run another (the
 // engine's group commit, which a WAL's sync otherwise waits on twice).

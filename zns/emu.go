@@ -36,10 +36,11 @@ import (
 //
 // Durability: Flush makes completed writes and the zone table durable:
 // everything that completed before Flush was called survives a power cut
-// after it returns. It copies the zone table (its write pointers after
-// draining the writes in flight) under the table's mutex, then releases it
-// and, with only flushMu held, writes that copy to a slot and fdatasyncs
-// once: data and table at once. Writes, reads and zone management go on
+// after it returns. It copies the zone table under the table's mutex
+// (the write pointers move as writes are submitted: the copy claims the
+// writes in flight too), then releases it and, with only flushMu held,
+// waits for the writes in flight at the copy, writes the copy to a slot
+// and fdatasyncs once: data and table at once. Writes, reads and zone management go on
 // meanwhile; they count as coming after the Flush. A power cut during
 // that sync may keep the slot and lose some of the data it claims (the
 // disk may write its cache in any order): the slot carries the checksums
@@ -694,8 +695,8 @@ func (e *Emu) persist(zones []zoneState, syncData, oneSync bool) error {
 // the zone table's mutex, so I/O is not held up by them (see Emu).
 func (e *Emu) Flush() error { return e.FlushCut(nil) }
 
-// FlushCut implements CutFlusher: the cut is the copy of the zone table,
-// once the writes in flight have drained (snapshot). cut, if not nil,
+// FlushCut implements CutFlusher: the cut is the copy of the zone table
+// (snapshot). cut, if not nil,
 // runs with the table's mutex still held: no write is submitted, so none
 // completes, between the copy and cut.
 func (e *Emu) FlushCut(cut func()) error {
@@ -785,20 +786,33 @@ func rewritten(zones []zoneState) bool {
 	return false
 }
 
-// snapshot waits for the writes in flight and copies the zone table into
-// snap: what a Flush persists; then it calls cut, if not nil (see
-// FlushCut). Caller holds flushMu.
+// snapshot copies the zone table into snap, what a Flush persists, and
+// calls cut, if not nil (see FlushCut), under the table's mutex; then,
+// without it, waits for the writes in flight at the copy (the table
+// moved each write pointer as its write was submitted, so the copy
+// claims them). Writes submitted meanwhile are not waited for: a
+// Flush used to hold the mutex until every write in flight had landed,
+// and every writer and reader of the device waited with it (bench lsm:
+// 5.4 ms mean, p99 105 ms, a WAL's writeback held behind a table's).
+// Caller holds flushMu.
 func (e *Emu) snapshot(cut func()) error {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.closed {
+		e.mu.Unlock()
 		return fmt.Errorf("zns: flush: %w", uring.ErrClosed)
 	}
-	if err := e.drain(); err != nil {
-		return err
-	}
 	if hit(&e.faults.flushIn) {
+		err := e.drain()
+		e.mu.Unlock()
+		if err != nil {
+			return err
+		}
 		return fmt.Errorf("zns: emu flush: %w", syscall.EIO)
+	}
+	wait, err := e.endEpoch()
+	if err != nil {
+		e.mu.Unlock()
+		return err
 	}
 	copy(e.snap, e.zones)
 	restartSums(e.zones)
@@ -806,6 +820,10 @@ func (e *Emu) snapshot(cut func()) error {
 	if cut != nil {
 		cut()
 	}
+	e.mu.Unlock()
+	// The writes the copy claims land before the sync; later ones, and
+	// reads, go on meanwhile.
+	wait()
 	return nil
 }
 
