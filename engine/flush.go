@@ -21,6 +21,12 @@ import (
 // number meanwhile; the others wait. N callers arriving while a flush
 // runs cost one more flush, not N.
 //
+// A device that is a zns.CutFlusher covers what completed before a point
+// inside its flush (the emulator's copy of its zone table), not only
+// before the call: until the running flush reports that cut, a new
+// caller takes its number rather than the next one, and is served by it.
+// A caller that came after the cut still waits for the next flush.
+//
 // A flush that fails persists nothing the caller can count on: callers
 // of that number get its error, unless a later flush, which covers their
 // data too, has succeeded since.
@@ -29,6 +35,10 @@ import (
 type flushGroup struct {
 	mu      sync.Mutex
 	running bool
+	// cut: the running flush has taken its cut (see above); a caller
+	// from now on needs the next one. Set as it starts on a device that
+	// is no zns.CutFlusher.
+	cut     bool
 	started uint64 // flushes started (the number of the latest)
 	done    uint64 // the number of the latest flush that ended
 	lastOK  uint64 // the number of the latest flush that succeeded
@@ -38,11 +48,21 @@ type flushGroup struct {
 	flushes, joined atomic.Int64 // device flushes run; callers another's flush served
 }
 
-// ticket is the number of the first flush to start from now on: one that
-// covers every write completed before the call.
+// ticket is the number of the first flush that covers every write
+// completed before the call: the running one if it has not taken its cut
+// yet, else the next to start.
 func (g *flushGroup) ticket() uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.nextLocked()
+}
+
+// nextLocked is ticket's number: the running flush's while it has not
+// taken its cut, else the next one's. Caller holds mu.
+func (g *flushGroup) nextLocked() uint64 {
+	if g.running && !g.cut {
+		return g.started
+	}
 	return g.started + 1
 }
 
@@ -53,7 +73,7 @@ func (g *flushGroup) covered(t uint64) bool {
 	return g.lastOK >= t
 }
 
-// flush returns when a device flush that started after the call has
+// flush returns when a device flush whose cut came after the call has
 // ended: what completed before the call is durable if it returns nil.
 func (g *flushGroup) flush(ctx context.Context, dev zns.Device) error {
 	return g.flushFor(ctx, dev, 0)
@@ -61,20 +81,20 @@ func (g *flushGroup) flush(ctx context.Context, dev zns.Device) error {
 
 // flushFor returns when a flush numbered t or later has succeeded, or
 // one numbered t or later that started after the call has failed. t = 0
-// means the next flush to start. ctx cancels the wait for another
+// means the call's ticket (see ticket). ctx cancels the wait for another
 // caller's flush, not a flush the caller runs itself.
 func (g *flushGroup) flushFor(ctx context.Context, dev zns.Device, t uint64) error {
 	g.mu.Lock()
 	if t == 0 {
-		t = g.started + 1
+		t = g.nextLocked()
 	}
 	if g.lastOK >= t {
 		g.mu.Unlock()
 		return nil
 	}
 	// Every flush numbered t or later that ended has failed: wait for one
-	// that has not ended yet (the one running, if any, started after the
-	// data of ticket t was written).
+	// that has not ended yet (the one running, if any, took its cut
+	// after the data of ticket t was written).
 	target := max(t, g.done+1)
 	ran := false
 	for g.done < target {
@@ -82,8 +102,15 @@ func (g *flushGroup) flushFor(ctx context.Context, dev zns.Device, t uint64) err
 			g.running = true
 			g.started++
 			n := g.started
+			cf, ok := dev.(zns.CutFlusher)
+			g.cut = !ok
 			g.mu.Unlock()
-			err := dev.Flush()
+			var err error
+			if ok {
+				err = cf.FlushCut(g.cutTaken)
+			} else {
+				err = dev.Flush()
+			}
 			g.flushes.Add(1)
 			ran = true
 			g.mu.Lock()
@@ -118,6 +145,15 @@ func (g *flushGroup) flushFor(ctx context.Context, dev zns.Device, t uint64) err
 		g.joined.Add(1)
 	}
 	return err
+}
+
+// cutTaken is the running flush's cut (zns.CutFlusher): callers from
+// now on need the next flush. The device calls it with its own locks
+// held; mu is a leaf.
+func (g *flushGroup) cutTaken() {
+	g.mu.Lock()
+	g.cut = true
+	g.mu.Unlock()
 }
 
 // testHookFlushWait, if set (by tests only), runs as a caller starts

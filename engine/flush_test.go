@@ -30,6 +30,13 @@ type heldFlush struct {
 // returns the device's name, for reopening it after a power cut.
 func openHeldFlush(t *testing.T, before bool) (string, *zns.Emu, *heldFlush, *Engine) {
 	t.Helper()
+	return openHeld(t, before, false)
+}
+
+// openHeld is openHeldFlush; with cut, the engine's device is a heldCut
+// (a zns.CutFlusher) over the heldFlush.
+func openHeld(t *testing.T, before, cut bool) (string, *zns.Emu, *heldFlush, *Engine) {
+	t.Helper()
 	devName := emuDevice(t, 16, "1M", "")
 	dev, err := zns.Open(devName, zns.Options{})
 	if err != nil {
@@ -39,7 +46,11 @@ func openHeldFlush(t *testing.T, before bool) (string, *zns.Emu, *heldFlush, *En
 		t.Fatal(err)
 	}
 	held := &heldFlush{Device: dev, before: before, flushed: make(chan struct{}), release: make(chan struct{})}
-	e, err := OpenDevice(held, smallConfig())
+	var engineDev zns.Device = held
+	if cut {
+		engineDev = &heldCut{heldFlush: held, emu: dev.(*zns.Emu)}
+	}
+	e, err := OpenDevice(engineDev, smallConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +65,29 @@ func (d *heldFlush) Flush() error {
 		<-d.release
 	}
 	err := d.Device.Flush()
+	if hold && !d.before {
+		d.flushed <- struct{}{}
+		<-d.release
+	}
+	return err
+}
+
+// heldCut is a heldFlush that is a zns.CutFlusher, as the emu is: a held
+// flush is held before the emu's FlushCut (before: it has not taken its
+// cut) or after it returned (its cut taken, the device flushed).
+type heldCut struct {
+	*heldFlush
+	emu *zns.Emu
+}
+
+func (d *heldCut) FlushCut(cut func()) error {
+	d.calls.Add(1)
+	hold := d.armed.CompareAndSwap(true, false)
+	if hold && d.before {
+		d.flushed <- struct{}{}
+		<-d.release
+	}
+	err := d.emu.FlushCut(cut)
 	if hold && !d.before {
 		d.flushed <- struct{}{}
 		<-d.release
@@ -82,7 +116,37 @@ func within[T any](t *testing.T, ch <-chan T, what string) T {
 // Joining the running flush instead returns the syncs early and loses
 // them all (checked by making flushFor take the running flush).
 func TestGroupFlushWaitsForAFlushStartedAfterTheData(t *testing.T) {
-	devName, emu, held, e := openHeldFlush(t, false)
+	testSyncsDuringAHeldFlush(t, false, false)
+}
+
+// TestGroupFlushAfterTheCutWaitsForTheNextFlush: on a device that tells
+// when its flush takes its cut (zns.CutFlusher, the emu), syncs whose
+// data was written after the running flush's cut wait for (and share)
+// the next flush, and a power cut as soon as they return loses none of
+// them: the same as without the cut.
+func TestGroupFlushAfterTheCutWaitsForTheNextFlush(t *testing.T) {
+	testSyncsDuringAHeldFlush(t, false, true)
+}
+
+// TestGroupFlushBeforeTheCutServesLaterSyncs: on a zns.CutFlusher, syncs
+// whose data was written while the running flush had not yet taken its
+// cut (held before the emu's FlushCut, which drains the writes in flight
+// and copies the zone table) are served by that flush: one device flush
+// for all five syncs, and a power cut as soon as they return loses none
+// of them. Before flushGroup took the cut into account, each of them
+// waited for the running flush to end and then for another one (2
+// flushes, 3 of the 4 joined).
+func TestGroupFlushBeforeTheCutServesLaterSyncs(t *testing.T) {
+	testSyncsDuringAHeldFlush(t, true, true)
+}
+
+// testSyncsDuringAHeldFlush holds file 0's sync in its device flush,
+// before the device flushes (before) or after, on a zns.CutFlusher (cut)
+// or not; writes and syncs n more files meanwhile, releases the flush,
+// cuts the power as soon as the syncs return and checks that none lost
+// its data, and how many device flushes served them.
+func testSyncsDuringAHeldFlush(t *testing.T, before, cut bool) {
+	devName, emu, held, e := openHeld(t, before, cut)
 	var err error
 	const n = 4
 	files := make([]*File, n+1)
@@ -101,7 +165,7 @@ func TestGroupFlushWaitsForAFlushStartedAfterTheData(t *testing.T) {
 	errs := make(chan error, n+1)
 	go func() { errs <- files[0].Sync() }()
 	within(t, held.flushed, "the first sync's flush")
-	before := e.Stats()
+	stats0 := e.Stats()
 
 	// Files 1..n are written now, and synced: each finds the flush
 	// running and waits.
@@ -126,13 +190,17 @@ func TestGroupFlushWaitsForAFlushStartedAfterTheData(t *testing.T) {
 	if err := emu.PowerCut(); err != nil {
 		t.Fatal(err)
 	}
-	d := e.Stats().Sub(before)
+	d := e.Stats().Sub(stats0)
 	e.crashForTest()
 	if err := held.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// The held flush is counted as it ends, after before was taken.
-	if d.Flushes != 2 || d.FlushesJoined != n-1 {
+	// The held flush is counted as it ends, after stats0 was taken.
+	if before && cut {
+		if d.Flushes != 1 || d.FlushesJoined != n {
+			t.Errorf("%d syncs arriving before a running flush's cut: %d flushes ended since, %d callers joined another's: want the held one alone, joined by all", n, d.Flushes, d.FlushesJoined)
+		}
+	} else if d.Flushes != 2 || d.FlushesJoined != n-1 {
 		t.Errorf("%d syncs arriving during a flush: %d flushes ended since, %d callers joined another's: want the held one and one shared by all", n, d.Flushes, d.FlushesJoined)
 	}
 	e = reopen(t, devName, smallConfig())

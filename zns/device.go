@@ -186,6 +186,21 @@ type Device interface {
 	Close() error
 }
 
+// CutFlusher is a Device whose Flush covers every write that completed
+// before a point inside it, its cut, rather than only those before the
+// call: the emulator's Flush copies its zone table, waits for the writes
+// in flight at the copy, and persists that copy. A caller whose
+// write completed while a flush had not reached its cut yet is served by
+// that flush: it need not wait for it to end and run another (the
+// engine's group commit, which a WAL's sync otherwise waits on twice).
+type CutFlusher interface {
+	// FlushCut is Flush, calling cut once it has taken its cut: a write
+	// completing after cut starts is not covered. cut runs at most once,
+	// with the device's locks held (it must not call the device), and
+	// not at all if the Flush fails before its cut.
+	FlushCut(cut func()) error
+}
+
 // Zone-rule violations. Backends wrap them with the zone and offset.
 var (
 	ErrNotAtWP        = errors.New("zns: write not at the write pointer")

@@ -36,10 +36,11 @@ import (
 //
 // Durability: Flush makes completed writes and the zone table durable:
 // everything that completed before Flush was called survives a power cut
-// after it returns. It copies the zone table (its write pointers after
-// draining the writes in flight) under the table's mutex, then releases it
-// and, with only flushMu held, writes that copy to a slot and fdatasyncs
-// once: data and table at once. Writes, reads and zone management go on
+// after it returns. It copies the zone table under the table's mutex
+// (the write pointers move as writes are submitted: the copy claims the
+// writes in flight too), then releases it and, with only flushMu held,
+// waits for the writes in flight at the copy, writes the copy to a slot
+// and fdatasyncs once: data and table at once. Writes, reads and zone management go on
 // meanwhile; they count as coming after the Flush. A power cut during
 // that sync may keep the slot and lose some of the data it claims (the
 // disk may write its cache in any order): the slot carries the checksums
@@ -70,9 +71,16 @@ import (
 // checksums would no longer match); a Flush with nothing new costs no
 // I/O.
 //
-// Lock order: flushMu, then the zone table's mu. flushMu serialises Flush,
-// PowerCut, TearLastWrite and Close, so a power cut or a close that comes
-// while a Flush syncs waits for it, as it would have to for the mutex the
+// FlushCut (CutFlusher) tells its caller when the Flush copies the zone
+// table, its cut: a write that completed before then is covered, though
+// it completed after the call, and the engine's group commit lets a sync
+// that comes before the cut share the flush rather than wait for it and
+// run another.
+//
+// Lock order: flushMu, then the zone table's mu, then whatever a
+// FlushCut's cut takes (the engine's flush group's mutex, a leaf).
+// flushMu serialises Flush, PowerCut, TearLastWrite and Close, so a power
+// cut or a close that comes while a Flush syncs waits for it, as it would have to for the mutex the
 // Flush used to hold throughout.
 //
 // Close does not flush: a reopened Emu has the zone table of the last
@@ -685,10 +693,16 @@ func (e *Emu) persist(zones []zoneState, syncData, oneSync bool) error {
 // durable. Writes in flight are waited for first, so the persisted write
 // pointers never cover data that has not landed; the syncs run without
 // the zone table's mutex, so I/O is not held up by them (see Emu).
-func (e *Emu) Flush() error {
+func (e *Emu) Flush() error { return e.FlushCut(nil) }
+
+// FlushCut implements CutFlusher: the cut is the copy of the zone table
+// (snapshot). cut, if not nil,
+// runs with the table's mutex still held: no write is submitted, so none
+// completes, between the copy and cut.
+func (e *Emu) FlushCut(cut func()) error {
 	e.flushMu.Lock()
 	defer e.flushMu.Unlock()
-	if err := e.snapshot(); err != nil {
+	if err := e.snapshot(cut); err != nil {
 		return err
 	}
 	if e.testHookFlushSync != nil {
@@ -772,23 +786,44 @@ func rewritten(zones []zoneState) bool {
 	return false
 }
 
-// snapshot waits for the writes in flight and copies the zone table into
-// snap: what a Flush persists. Caller holds flushMu.
-func (e *Emu) snapshot() error {
+// snapshot copies the zone table into snap, what a Flush persists, and
+// calls cut, if not nil (see FlushCut), under the table's mutex; then,
+// without it, waits for the writes in flight at the copy (the table
+// moved each write pointer as its write was submitted, so the copy
+// claims them). Writes submitted meanwhile are not waited for: a
+// Flush used to hold the mutex until every write in flight had landed,
+// and every writer and reader of the device waited with it (bench lsm:
+// 5.4 ms mean, p99 105 ms, a WAL's writeback held behind a table's).
+// Caller holds flushMu.
+func (e *Emu) snapshot(cut func()) error {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.closed {
+		e.mu.Unlock()
 		return fmt.Errorf("zns: flush: %w", uring.ErrClosed)
 	}
-	if err := e.drain(); err != nil {
-		return err
-	}
 	if hit(&e.faults.flushIn) {
+		err := e.drain()
+		e.mu.Unlock()
+		if err != nil {
+			return err
+		}
 		return fmt.Errorf("zns: emu flush: %w", syscall.EIO)
+	}
+	wait, err := e.endEpoch()
+	if err != nil {
+		e.mu.Unlock()
+		return err
 	}
 	copy(e.snap, e.zones)
 	restartSums(e.zones)
 	e.snapGen = e.gen
+	if cut != nil {
+		cut()
+	}
+	e.mu.Unlock()
+	// The writes the copy claims land before the sync; later ones, and
+	// reads, go on meanwhile.
+	wait()
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -364,5 +365,48 @@ func TestEmuFlushAfterResetToTheSameWP(t *testing.T) {
 	}
 	if log.Len() != 0 {
 		t.Fatalf("a reopen after a clean Flush warned: %s", log.String())
+	}
+}
+
+// TestEmuFlushCutAtTheTableCopy: FlushCut calls its cut once, by the
+// time it copied the zone table (held just after that copy): a write
+// completed before the cut survives a power cut after the flush, one
+// submitted after it does not; a Flush that fails before its copy never
+// calls cut. The engine's group commit counts on both: a sync before the
+// cut shares the flush, one after it must wait for the next.
+func TestEmuFlushCutAtTheTableCopy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev")
+	e, c := openEmuT(t, path, emuTestGeo)
+	t.Cleanup(func() { e.Close() }) // after holdFlush's release
+	a, b := c.buf(c.bs, 1), c.buf(c.bs, 2)
+	c.append(0, a)
+	var cuts atomic.Int32
+	held, release := holdFlush(t, e)
+	flushed := make(chan error, 1)
+	go func() { flushed <- e.FlushCut(func() { cuts.Add(1) }) }()
+	<-held
+	if n := cuts.Load(); n != 1 {
+		t.Fatalf("FlushCut held after its table copy: cut called %d times, want 1", n)
+	}
+	if r := await(t, "an append after the cut", goAppend(e, 0, b)); r.err != nil {
+		t.Fatalf("append after the cut: %v", r.err)
+	}
+	release()
+	c.ok("FlushCut", await(t, "the held flush", flushed))
+	if n := cuts.Load(); n != 1 {
+		t.Fatalf("cut called %d times by one FlushCut, want 1", n)
+	}
+	c.ok("PowerCut", e.PowerCut())
+	c.expectZone(0, CondClosed, c.bs)
+	if got := c.read(0, 2*c.bs); !bytes.Equal(got[:c.bs], a) || !bytes.Equal(got[c.bs:], make([]byte, c.bs)) {
+		t.Fatal("after the power cut: want the block written before the cut, then zeros")
+	}
+
+	e.FailFlush(1)
+	if err := e.FlushCut(func() { cuts.Add(1) }); err == nil {
+		t.Fatal("FlushCut with a failure armed: nil error")
+	}
+	if n := cuts.Load(); n != 1 {
+		t.Fatalf("a FlushCut that failed before its copy called cut (%d calls in all, want 1)", n)
 	}
 }

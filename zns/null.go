@@ -159,7 +159,7 @@ func (n *Null) Flush() error { return nil }
 // ring, which waits for what is still in it.
 func (n *Null) Close() error {
 	if q := n.serial; q != nil {
-		n.writes.Wait()
+		n.waitWrites()
 		close(q.ready)
 		<-q.done
 	}

@@ -23,9 +23,15 @@ type soft struct {
 	dataOff int64 // where zone 0 starts in the file
 	reqs    *freeList[softReq]
 	reads   *freeList[readReq]
-	// writes counts writes in flight; Add happens under mu so that Flush,
-	// holding mu, can wait for it to drain.
-	writes sync.WaitGroup
+	// writes counts writes in flight, by epoch: a write is counted in
+	// writes[epoch] as it is submitted (Add under mu). An emu Flush
+	// copies the zone table and moves epoch on under mu, then waits for
+	// the writes of the epoch it ended without mu: those its copy
+	// claims, while later writes go on (see Emu). drain waits for both.
+	// Flushes are serialised (Emu.flushMu), so an epoch's count is zero
+	// again before writes are counted in it once more.
+	writes [2]sync.WaitGroup
+	epoch  uint8
 	// gen counts the writes accepted (under mu): a Flush that finds it
 	// where the last one left it has no data to sync.
 	gen uint64
@@ -176,11 +182,15 @@ type softReq struct {
 	next *softReq
 	// serial: the write holds its zone (serialZones) until it completes.
 	serial bool
+	epoch  uint8 // the writes count it is in (soft.writes)
 }
 
+// newReq takes a request for a write and counts it in flight. Caller
+// holds mu.
 func (s *soft) newReq(zone int, off, n, want int64) *softReq {
 	r := s.reqs.get()
-	*r = softReq{s: s, zone: zone, off: off, n: int32(n), want: int32(want)}
+	*r = softReq{s: s, zone: zone, off: off, n: int32(n), want: int32(want), epoch: s.epoch}
+	s.writes[s.epoch].Add(1)
 	return r
 }
 
@@ -196,7 +206,7 @@ func (r *softReq) Complete(res uring.Result) {
 
 // complete ends one write.
 func (r *softReq) complete(res uring.Result) {
-	s, app, c, zone, off, n, want, inj := r.s, r.app, r.c, r.zone, r.off, r.n, r.want, r.injected
+	s, app, c, zone, off, n, want, inj, epoch := r.s, r.app, r.c, r.zone, r.off, r.n, r.want, r.injected, r.epoch
 	*r = softReq{}
 	s.reqs.put(r)
 	switch {
@@ -207,7 +217,7 @@ func (r *softReq) complete(res uring.Result) {
 	case res.Res >= 0:
 		res.Res = n
 	}
-	s.writes.Done()
+	s.writes[epoch].Done()
 	if app == nil {
 		if c != nil {
 			c.Complete(res)
@@ -285,7 +295,6 @@ func (s *soft) write(zone int, off int64, bufs [][]byte, sums []uint32, app Appe
 		// write: nothing is written and the write pointer stays.
 		r := s.newReq(zone, off, n, 0)
 		r.app, r.c, r.injected = app, c, syscall.EIO
-		s.writes.Add(1)
 		return s.submitNop(r)
 	}
 	at := s.advance(zone, z, off, n)
@@ -314,7 +323,6 @@ func (s *soft) write(zone int, off int64, bufs [][]byte, sums []uint32, app Appe
 	}
 	r := s.newReq(zone, at, n, want)
 	r.app, r.c = app, c
-	s.writes.Add(1)
 	if !s.storage {
 		if s.serial != nil && z.typ != TypeConventional {
 			r.serial = true
@@ -345,7 +353,7 @@ func (s *soft) submitNop(r *softReq) error {
 
 // abandon returns a request whose submission failed.
 func (s *soft) abandon(r *softReq) {
-	s.writes.Done()
+	s.writes[r.epoch].Done()
 	*r = softReq{}
 	s.reqs.put(r)
 }
@@ -386,8 +394,28 @@ func (s *soft) drain() error {
 	if err := s.ring.Flush(); err != nil {
 		return fmt.Errorf("zns: drain writes: %w", err)
 	}
-	s.writes.Wait()
+	s.waitWrites()
 	return nil
+}
+
+// waitWrites waits for every write in flight, of both epochs. Caller
+// holds mu, or nothing can write any more.
+func (s *soft) waitWrites() {
+	s.writes[0].Wait()
+	s.writes[1].Wait()
+}
+
+// endEpoch submits anything plugged and starts a new epoch of writes; it
+// returns a function that waits for the writes of the epoch it ended,
+// to call without mu. Caller holds mu and the emu's flushMu (one epoch
+// is waited for at a time).
+func (s *soft) endEpoch() (func(), error) {
+	if err := s.ring.Flush(); err != nil {
+		return nil, fmt.Errorf("zns: drain writes: %w", err)
+	}
+	ended := &s.writes[s.epoch]
+	s.epoch ^= 1
+	return ended.Wait, nil
 }
 
 // closeRing marks the device closed and closes its ring, which waits for
