@@ -97,6 +97,7 @@ compare ratios over several --rounds.`,
 		},
 	}
 	f := cmd.Flags()
+	benchForceVar(f, &o.Force)
 	numberVar(f, &o.Scale, "scale", o.Scale, "keys as a fraction of 100M")
 	intSizeVar(f, &o.ValueSize, "value-size", o.ValueSize, "bytes per value (e.g. 1K)")
 	numberVar(f, &o.Util, "util", o.Util, "keys and values as a fraction of the default device's capacity (at most 0.36: Pebble's files take more than twice that at their peak)")
