@@ -80,7 +80,8 @@ bench-peers:
 # bench-fio compares the daemon path (fio + fio/engine.c + zonefold serve)
 # with the same workload in process, for each seed workload (preset:scale,
 # the scale shrinking the preset's per-file size to keep a run short), on an
-# emu device in build/, in BENCH_FIO_ROUNDS alternating rounds.
+# emu device in build/, in BENCH_FIO_ROUNDS alternating rounds (--force: the
+# device is this target's scratch, holding the last run's files).
 # To compare two builds (before and after a change), put each one's
 # zonefold and zonefold-engine.so in a directory and run
 # go run ./internal/benchab [--rounds N] DIR_A DIR_B: it runs these same
@@ -93,7 +94,7 @@ bench-fio: build fio-engine
 	@for r in $(BENCH_FIO_RUNS); do \
 		echo "== $${r%%:*}"; \
 		ZONEFOLD_FIO_ENGINE=$(FIO_ENGINE) ./zonefold bench fio '$(BENCH_FIO_DEV)' --preset $${r%%:*} --scale $${r##*:} \
-			--rounds $(BENCH_FIO_ROUNDS) || exit 1; \
+			--rounds $(BENCH_FIO_ROUNDS) --force || exit 1; \
 	done
 
 # run is the main job on embedded default devices: zone placement and GC

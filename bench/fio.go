@@ -23,6 +23,7 @@ type FioOptions struct {
 	FioEngine string        // the engine .so ("": $ZONEFOLD_FIO_ENGINE, else build/fio/zonefold-engine.so)
 	Rounds    int           // alternating rounds of each configuration
 	JSON      bool
+	Force     bool // erase a device that holds data (see CheckErasable)
 }
 
 // fioBenchResult is one configuration's totals over all rounds.
@@ -45,6 +46,9 @@ func Fio(ctx context.Context, out io.Writer, device string, o FioOptions) error 
 	}
 	if o.Rounds < 1 {
 		return errors.New("--rounds must be at least 1")
+	}
+	if err := CheckErasable(device, o.Force); err != nil {
+		return err
 	}
 	so, err := findFioEngine(o.FioEngine)
 	if err != nil {

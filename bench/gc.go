@@ -124,6 +124,8 @@ type GCOptions struct {
 	Seed               uint64
 	Sample             time.Duration // interval between samples of the series
 	JSON               bool
+	// Force erases a device given that holds data (see CheckErasable).
+	Force bool
 	// Progress, if set, gets a progress bar (a terminal's stderr).
 	Progress io.Writer
 }
@@ -438,6 +440,9 @@ func (d *gcDevices) fresh(workload string) (string, error) {
 func measureGC(ctx context.Context, device string, o GCOptions) (gcSummary, error) {
 	sum := gcSummary{Repeat: o.Repeat, Seed: o.Seed, Steady: o.Steady}
 	if err := o.validate(); err != nil {
+		return sum, err
+	}
+	if err := CheckErasable(device, o.Force); err != nil {
 		return sum, err
 	}
 	workloads, err := ParseWorkloads(o.Workloads)

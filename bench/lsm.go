@@ -65,6 +65,7 @@ type LSMOptions struct {
 	// Check makes LSM return an error, after printing, if a target is
 	// missed.
 	Check    bool
+	Force    bool      // erase a device given that holds data (see CheckErasable)
 	Progress io.Writer // a terminal's stderr, for a progress bar
 }
 
@@ -494,6 +495,9 @@ func measureLSM(ctx context.Context, device string, o LSMOptions) (lsmSummary, [
 	}
 	if strings.HasPrefix(device, "null:") {
 		return sum, nil, errors.New("bench lsm needs a device that keeps data (Pebble reads its tables back); null: does not: use emu: or a zoned device")
+	}
+	if err := CheckErasable(device, o.Force); err != nil {
+		return sum, nil, err
 	}
 	if o.Against != "" {
 		if fi, err := os.Stat(o.Against); err != nil || !fi.IsDir() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -71,13 +72,8 @@ func newProgress(w io.Writer, max int64, desc string) *progressbar.ProgressBar {
 // opens an engine on it, which owns the device; release drops the claim
 // after the engine closed.
 func OpenFormatted(device string, cfg engine.Config) (e *engine.Engine, release func(), err error) {
-	lock, err := server.LockDevice(device)
+	dev, lock, err := claimDevice(device)
 	if err != nil {
-		return nil, nil, err
-	}
-	dev, err := zns.Open(device, zns.Options{})
-	if err != nil {
-		lock.Abandon() // an emu file the claim created goes again
 		return nil, nil, err
 	}
 	e, err = engine.FormatAndOpen(dev, cfg)
@@ -87,4 +83,43 @@ func OpenFormatted(device string, cfg engine.Config) (e *engine.Engine, release 
 		return nil, nil, err
 	}
 	return e, lock.Release, nil
+}
+
+// claimDevice claims device as the daemon does and opens it.
+func claimDevice(device string) (zns.Device, *server.DeviceLock, error) {
+	lock, err := server.LockDevice(device)
+	if err != nil {
+		return nil, nil, err
+	}
+	dev, err := zns.Open(device, zns.Options{})
+	if err != nil {
+		lock.Abandon() // an emu file the claim created goes again
+		return nil, nil, err
+	}
+	return dev, lock, nil
+}
+
+// CheckErasable refuses, unless force, a device the user named that
+// holds data (a zonefold file system with files, or anything written), as
+// format does without --force: a benchmark that formats it would erase
+// what is there. A bench calls it once, before its first format; the
+// formats after that erase only what the bench itself wrote. A null:
+// device holds nothing and passes.
+func CheckErasable(device string, force bool) error {
+	if force || device == "" || strings.HasPrefix(device, "null:") {
+		return nil
+	}
+	dev, lock, err := claimDevice(device)
+	if err != nil {
+		return err
+	}
+	err = engine.CheckEmpty(dev, 0)
+	if cerr := dev.Close(); err == nil {
+		err = cerr
+	}
+	lock.Abandon() // an emu file the claim created (empty) goes again
+	if err != nil {
+		return fmt.Errorf("%s: the benchmark formats it, erasing it: %w", device, err)
+	}
+	return nil
 }

@@ -14,6 +14,8 @@ type RunOptions struct {
 	Workload Workload
 	Config   engine.Config
 	JSON     bool
+	// Force erases a device that holds data (see CheckErasable).
+	Force bool
 	// Progress, if set, gets a progress bar (a terminal's stderr).
 	Progress io.Writer
 }
@@ -23,6 +25,9 @@ type RunOptions struct {
 // amplification.
 func Run(ctx context.Context, out io.Writer, device string, o RunOptions) error {
 	w := o.Workload
+	if err := CheckErasable(device, o.Force); err != nil {
+		return err
+	}
 	e, release, err := OpenFormatted(device, o.Config)
 	if err != nil {
 		return err

@@ -26,6 +26,8 @@ type SeedsOptions struct {
 	// on (a zoned block device such as /dev/nullb0, formatted for each
 	// run) instead of an emulated one in memory.
 	AffinityDevice string
+	// Force erases an AffinityDevice that holds data (see CheckErasable).
+	Force bool
 }
 
 // seedRow is one comparison against its kernel series.
@@ -49,6 +51,10 @@ func newSeedRow(idea, workload, kernel string, bar, measured float64, detail str
 // ratio the kernel series reported, the ratio measured here, and whether
 // it meets it.
 func Seeds(ctx context.Context, stdout io.Writer, o SeedsOptions) error {
+	// Before a minute of other comparisons, not at the affinity row.
+	if err := CheckErasable(o.AffinityDevice, o.Force); err != nil {
+		return err
+	}
 	step := func(name string) {
 		if o.Progress != nil {
 			fmt.Fprintf(o.Progress, "seeds: %s...\n", name)
@@ -84,7 +90,7 @@ func Seeds(ctx context.Context, stdout io.Writer, o SeedsOptions) error {
 	rows = append(rows, row)
 
 	step("zone affinity")
-	affinity, err := seedAffinity(ctx, o.Quick, o.AffinityDevice)
+	affinity, err := seedAffinity(ctx, o.Quick, o.AffinityDevice, o.Force)
 	if err != nil {
 		return fmt.Errorf("zone affinity: %w", err)
 	}
@@ -190,8 +196,9 @@ func seedWriteback(ctx context.Context, quick bool) (seedRow, error) {
 // seedAffinity runs bench gc's seed workload (the xfs series' shape) under
 // mru/greedy and none/greedy on device ("": an emulated one): three
 // alternating rounds, medians.
-func seedAffinity(ctx context.Context, quick bool, device string) (seedRow, error) {
+func seedAffinity(ctx context.Context, quick bool, device string, force bool) (seedRow, error) {
 	o := DefaultGC
+	o.Force = force
 	o.Workloads, o.Configs, o.Out, o.Repeat = []string{WorkSeed}, []string{"mru/greedy", "none/greedy"}, "", 3
 	on := "null:"
 	if device != "" {

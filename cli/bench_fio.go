@@ -31,7 +31,7 @@ job with the workload's iodepth. Needs fio and the engine (make fio-engine).`,
 				return err
 			}
 			return bench.Fio(cmd.Context(), cmd.OutOrStdout(), args[0],
-				bench.FioOptions{Workload: w, Config: cfg, FioEngine: o.fioEngine, Rounds: o.rounds, JSON: ro.json})
+				bench.FioOptions{Workload: w, Config: cfg, FioEngine: o.fioEngine, Rounds: o.rounds, JSON: ro.json, Force: ro.force})
 		},
 	}
 	f := cmd.Flags()

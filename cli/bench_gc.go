@@ -130,6 +130,7 @@ real zoned device; null: serves the seed workload alone.`,
 		},
 	}
 	f := cmd.Flags()
+	benchForceVar(f, &o.Force)
 	f.StringSliceVar(&o.Workloads, "workload", bench.Workloads, "workloads to run: "+strings.Join(bench.Workloads, ", "))
 	countVar(f, &o.Files, "files", o.Files, "files written in parallel (lifetimes: writers)")
 	sizeVar(f, &o.BS, "bs", o.BS, "bytes per write (uniform, hotcold, seed; e.g. 8K)")

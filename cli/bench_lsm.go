@@ -100,6 +100,7 @@ compare ratios over several --rounds.`,
 		},
 	}
 	f := cmd.Flags()
+	benchForceVar(f, &o.Force)
 	numberVar(f, &o.Scale, "scale", o.Scale, "keys as a fraction of 100M")
 	intSizeVar(f, &o.ValueSize, "value-size", o.ValueSize, "bytes per value (e.g. 1K)")
 	numberVar(f, &o.Util, "util", o.Util, "keys and values as a fraction of the default device's capacity (at most 0.29: Pebble's files take up to three times that at their peak, beside GC's reserve)")

@@ -138,6 +138,7 @@ type runOpts struct {
 	scale    float64
 	loops    int
 	json     bool
+	force    bool
 }
 
 var presets = map[string]func(o *runOpts){
@@ -182,6 +183,13 @@ func (o *runOpts) register(f *pflag.FlagSet, rws string) {
 	numberVar(f, &o.scale, "scale", 1, "multiply the per-file size by this")
 	countVar(f, &o.loops, "loops", 1, "write each file's size this many times (random overwrites after the first)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
+	benchForceVar(f, &o.force)
+}
+
+// benchForceVar adds a bench's --force: without it, a bench refuses a
+// DEVICE that holds data, as format does (bench.CheckErasable).
+func benchForceVar(f *pflag.FlagSet, force *bool) {
+	f.BoolVar(force, "force", false, "erase DEVICE even if it holds data (a zonefold file system with files, or anything written)")
 }
 
 func runBenchRun(cmd *cobra.Command, device string, o runOpts) error {
@@ -189,7 +197,7 @@ func runBenchRun(cmd *cobra.Command, device string, o runOpts) error {
 	if err != nil {
 		return err
 	}
-	ro := bench.RunOptions{Workload: w, Config: cfg, JSON: o.json}
+	ro := bench.RunOptions{Workload: w, Config: cfg, JSON: o.json, Force: o.force}
 	if !o.json && isTerminal(cmd.ErrOrStderr()) {
 		ro.Progress = cmd.ErrOrStderr()
 	}

@@ -84,12 +84,15 @@ type Engine struct {
 	// sumDev is dev if it takes the records' block checksums with their
 	// appends (the emu, which would otherwise compute them again).
 	sumDev zns.SumAppender
-	geo    zns.Geometry
-	ring   *uring.Ring
-	cache  *cache.Cache
-	wb     *writeback.Writeback
-	sb     Superblock
-	log    *slog.Logger
+	// keepsNoData: dev is a null: device (zns.Forgetful), on which GC
+	// cannot read back what it would copy (see KeepsNoData).
+	keepsNoData bool
+	geo         zns.Geometry
+	ring        *uring.Ring
+	cache       *cache.Cache
+	wb          *writeback.Writeback
+	sb          Superblock
+	log         *slog.Logger
 
 	zones  []*zone // by device zone number; nil for zones the engine does not write data to
 	placer placer
@@ -423,6 +426,17 @@ func OpenDevice(dev zns.Device, cfg Config) (*Engine, error) {
 	return openDevice(dev, cfg, nil)
 }
 
+// KeepsNoData says whether the engine runs on a device that keeps no
+// data (null:): GC cannot read back the record headers of the zones it
+// would reclaim, so the device's capacity is one fill, and overwrites
+// that need GC to free a partly live zone fail with ENOSPC (ErrNoSpace,
+// saying so: errNoDataKept).
+func (e *Engine) KeepsNoData() bool { return e.keepsNoData }
+
+// errNoDataKept is why a write on a device that keeps no data is
+// refused for space (KeepsNoData).
+var errNoDataKept = errors.New("the null: device keeps no data, so GC cannot read back the zones it would reclaim: its capacity is one fill (serve a device that stores data, e.g. emu:, to overwrite past that)")
+
 // FormatAndOpen formats dev (erasing it) and opens an empty engine on it
 // without reading anything back: the one way to run the engine on a
 // storage-less null: device, whose reads return zeros.
@@ -441,6 +455,9 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 		byName: map[string]*file{}, byID: map[uint64]*file{}, nextID: 1, retireKick: make(chan struct{}, 1),
 		closingCh: make(chan struct{})}
 	e.readGroups.New = func() any { return new(uring.Group) }
+	if f, ok := dev.(zns.Forgetful); ok && f.KeepsNoData() {
+		e.keepsNoData = true
+	}
 	if err := e.checkDevice(); err != nil {
 		return nil, err
 	}

@@ -1400,6 +1400,9 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTa
 			}
 			continue
 		}
+		if e.keepsNoData {
+			return fmt.Errorf("engine: write needing %d bytes of the device: %w: %w", charge, ErrNoSpace, errNoDataKept)
+		}
 		if gcErr != nil {
 			// Not full: failing. The client must see the cause.
 			return fmt.Errorf("engine: write needing %d bytes of the device: GC could not make room: %w", charge, gcErr)

@@ -1165,6 +1165,11 @@ func (c *collector) gather(victim *zone, room, minGain int64) (pieces []live, ga
 		return nil, false, err
 	}
 	if found := livelen(pieces); found < victim.valid.Load() {
+		if e.keepsNoData {
+			// The maps say where the live pieces are, but their
+			// block sums are in headers the device did not keep.
+			return nil, false, fmt.Errorf("engine: gc: zone %d holds %d live bytes: %w", victim.idx, victim.valid.Load(), errNoDataKept)
+		}
 		// Records the header walk cannot reach: on NVMe, appends that
 		// landed past one that failed (torn) in this zone. The maps say
 		// where they are.

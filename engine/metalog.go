@@ -675,24 +675,39 @@ type FormatOptions struct {
 	Zones int
 }
 
+// ErrNotEmpty is what CheckEmpty (and Format without Force) returns for a
+// device that holds data: a file system, or anything else written.
+var ErrNotEmpty = errors.New("the device holds data (--force erases it)")
+
+// CheckEmpty refuses a device whose first zones (0: all) hold data, as
+// Format does without Force: every command that erases a device the user
+// named asks it first.
+func CheckEmpty(dev zns.Device, zones int) error {
+	g := dev.Geometry()
+	report := make([]zns.Zone, g.Zones)
+	n, err := dev.Report(0, report)
+	if err != nil {
+		return fmt.Errorf("engine: report zones: %w", err)
+	}
+	for i, z := range report[:n] {
+		if zones > 0 && i >= zones {
+			break
+		}
+		if z.Type != zns.TypeConventional && z.WP != z.Start {
+			return fmt.Errorf("engine: zone %d is not empty: %w", i, ErrNotEmpty)
+		}
+	}
+	return nil
+}
+
 // Format writes a fresh, empty zonefold file system to dev: every zone
 // reset, a superblock at the start of both metadata zones and an empty
 // checkpoint. Without Force it refuses a device that is not empty.
 func Format(dev zns.Device, opts FormatOptions) (Superblock, error) {
 	g := dev.Geometry()
 	if !opts.Force {
-		report := make([]zns.Zone, g.Zones)
-		n, err := dev.Report(0, report)
-		if err != nil {
-			return Superblock{}, fmt.Errorf("engine: report zones: %w", err)
-		}
-		for i, z := range report[:n] {
-			if opts.Zones > 0 && i >= opts.Zones {
-				break
-			}
-			if z.Type != zns.TypeConventional && z.WP != z.Start {
-				return Superblock{}, fmt.Errorf("engine: zone %d is not empty: the device holds data (format --force erases it)", i)
-			}
+		if err := CheckEmpty(dev, opts.Zones); err != nil {
+			return Superblock{}, err
 		}
 	}
 	used := g.Zones

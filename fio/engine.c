@@ -649,13 +649,28 @@ static size_t data_bytes(struct thread_data *td)
  * init runs in the job: it connects, so that a job the daemon cannot
  * serve is refused here, with the reason, before fio sets up its
  * buffers (fio does not check the result of iomem_alloc).
+ *
+ * io_submit_mode=offload is refused: fio then queues from worker
+ * threads, each a thread_data of its own whose init makes a connection
+ * of its own, while the io_us' buffers live in the job's region of the
+ * job's connection; the daemon rejected their offsets (EFAULT, "Bad
+ * address"). Workers init with the job's options copied, so they are
+ * refused too, but the job's own init comes first.
  */
 static int zf_init(struct thread_data *td)
 {
-	struct zf_data *zd = calloc(1, sizeof(*zd));
+	struct zf_data *zd;
 	unsigned int depth = td->o.iodepth ? td->o.iodepth : 1;
 	int err;
 
+	if (td->o.io_submit_mode == IO_MODE_OFFLOAD) {
+		log_err("zonefold: io_submit_mode=offload is not supported: fio's offload "
+			"threads would submit on connections that do not hold the job's "
+			"buffers (use the default io_submit_mode=inline)\n");
+		td_verror(td, EINVAL, "zonefold io_submit_mode");
+		return 1;
+	}
+	zd = calloc(1, sizeof(*zd));
 	if (!zd)
 		return 1;
 	zd->fd = -1;

@@ -123,6 +123,11 @@ func (c *conn) status(err error) Status {
 	if st == StatusIO {
 		c.log.Error("server: request failed", "err", err)
 	}
+	if st == StatusNoSpace && c.s.e.KeepsNoData() && !c.s.fullWarned.Swap(true) {
+		// Clients see a bare ENOSPC on a device far from full of
+		// live data: the log says why, once.
+		c.log.Warn("server: device full: writes get ENOSPC from now on", "err", err)
+	}
 	return st
 }
 

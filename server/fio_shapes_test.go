@@ -73,6 +73,25 @@ func TestFioJobShapes(t *testing.T) {
 			}
 		}
 	})
+	t.Run("offload-refused", func(t *testing.T) {
+		// io_submit_mode=offload submits from fio's worker threads,
+		// each with a connection of its own that holds none of the
+		// job's buffers: writes failed with EFAULT ("Bad address").
+		// The engine refuses the mode at init, saying why.
+		_, engine := fioEnv(t)
+		out, err := runFioWatched(t, d, "--name=offload", "--ioengine=external:"+engine, "--sock="+d.socket,
+			"--filename=offload", "--rw=randwrite", "--bs=4k", "--size=1m", "--iodepth=4", "--io_submit_mode=offload")
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() <= 0 {
+			t.Fatalf("fio io_submit_mode=offload: %v, want a plain failure exit\n%s", err, out)
+		}
+		if !strings.Contains(out, "io_submit_mode=offload is not supported") {
+			t.Fatalf("fio io_submit_mode=offload does not fail with the engine's reason:\n%s", out)
+		}
+		if strings.Contains(out, "Bad address") {
+			t.Fatalf("fio io_submit_mode=offload reached the daemon with foreign buffers:\n%s", out)
+		}
+	})
 	// The daemon still serves, and every file still verifies.
 	_, engine := fioEnv(t)
 	out, err := runFioWatched(t, d, "--name=again", "--ioengine=external:"+engine, "--sock="+d.socket,

@@ -123,7 +123,12 @@ func openEngine(cfg RunConfig, log *slog.Logger) (*engine.Engine, error) {
 	if strings.HasPrefix(cfg.Device, "null:") {
 		// A null device stores nothing: there is nothing to recover,
 		// and the engine runs on it only freshly formatted.
-		return engine.FormatAndOpen(dev, cfg.Engine)
+		e, err := engine.FormatAndOpen(dev, cfg.Engine)
+		if err == nil {
+			log.Warn("server: the null: device keeps no data: GC cannot read back the zones it would reclaim, so its capacity is one fill; overwrites past it get ENOSPC (use emu: or a zoned device to keep data)",
+				"device", cfg.Device, "capacity", e.Capacity())
+		}
+		return e, err
 	}
 	if cfg.Format && cfg.Force {
 		if _, err := engine.Format(dev, engine.FormatOptions{Force: true}); err != nil {

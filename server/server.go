@@ -80,6 +80,9 @@ type Server struct {
 	connWG   sync.WaitGroup
 	nextID   atomic.Uint64
 	stats    serverCounters
+	// fullWarned: the first ENOSPC on a device that keeps no data was
+	// logged with its reason (clients see only the errno).
+	fullWarned atomic.Bool
 }
 
 // serverCounters are the daemon's own counters, exported as metrics.

@@ -40,6 +40,14 @@ type Null struct {
 	soft
 }
 
+// KeepsNoData implements Forgetful: reads return zeros.
+func (n *Null) KeepsNoData() bool { return true }
+
+// Forgetful is implemented by a device that keeps no data (null:): what
+// is read back is not what was written, so nothing that reads the
+// device back (GC's walk of record headers, recovery) can work on it.
+type Forgetful interface{ KeepsNoData() bool }
+
 // defaultMaxAppend is the max append size of software devices unless the
 // device string says otherwise.
 const defaultMaxAppend = 1 << 20

@@ -96,6 +96,13 @@ func run(ctx context.Context, out, progress io.Writer, o options) error {
 			}
 		}
 	}
+	force := make([]bool, len(o.dirs))
+	for i, d := range o.dirs {
+		var err error
+		if force[i], err = knowsForce(ctx, d); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(out, "load average before: %s\n", loadavg())
 	for _, job := range seedJobs {
 		if !slices.Contains(o.jobs, job.preset) {
@@ -105,7 +112,7 @@ func run(ctx context.Context, out, progress io.Writer, o options) error {
 		for r := range o.rounds {
 			for k := range o.dirs {
 				i := (r + k) % len(o.dirs)
-				s, err := benchFio(ctx, o.dirs[i], o.device, job.preset, job.scale)
+				s, err := benchFio(ctx, o.dirs[i], o.device, job.preset, job.scale, force[i])
 				if err != nil {
 					return fmt.Errorf("%s round %d, build %s: %w", job.preset, r+1, o.dirs[i], err)
 				}
@@ -135,10 +142,27 @@ func run(ctx context.Context, out, progress io.Writer, o options) error {
 	return nil
 }
 
-func benchFio(ctx context.Context, dir, device, preset, scale string) (sample, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(dir, "zonefold"), "bench", "fio", device,
+// knowsForce says whether dir's build has bench fio --force: builds since
+// then refuse a device holding data (the previous run's, here) without
+// it; builds before it erase the device anyway and reject the flag.
+func knowsForce(ctx context.Context, dir string) (bool, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, "zonefold"), "bench", "fio", "--help")
+	b, err := cmd.Output()
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", cmd, err)
+	}
+	return strings.Contains(string(b), "--force"), nil
+}
+
+func benchFio(ctx context.Context, dir, device, preset, scale string, force bool) (sample, error) {
+	args := []string{"bench", "fio", device,
 		"--preset", preset, "--scale", scale, "--rounds", "1", "--json",
-		"--fio-engine", filepath.Join(dir, "zonefold-engine.so"))
+		"--fio-engine", filepath.Join(dir, "zonefold-engine.so")}
+	if force {
+		// The device is benchab's own scratch: each run erases the last's.
+		args = append(args, "--force")
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, "zonefold"), args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	b, err := cmd.Output()
