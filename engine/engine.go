@@ -479,8 +479,8 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 		return nil, err
 	}
 	e.ops = make(chan *recordOp, e.hdrs.size())
-	for range e.hdrs.size() {
-		e.ops <- &recordOp{e: e, devSums: make([]uint32, 0, MaxRecordBlocks+1)}
+	for _, op := range newRecordOps(e, e.hdrs.size()) {
+		e.ops <- op
 	}
 	e.completed = make(chan *recordOp, e.hdrs.size())
 	e.completerDone = make(chan struct{})

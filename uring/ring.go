@@ -112,6 +112,11 @@ type Options struct {
 	// Big makes a ring with 128-byte SQEs and 32-byte CQEs, as NVMe
 	// passthrough (URING_CMD) needs.
 	Big bool
+	// Iovecs is how many iovecs each slot holds without growing
+	// (default maxInlineIovecs): a readv or writev of more buffers
+	// grows its slot's array once, on the submitter, and the slot keeps
+	// it. They are made at New, one array for all slots.
+	Iovecs int
 }
 
 // Stats are cumulative counters of a ring.
@@ -273,7 +278,13 @@ func New(opts Options) (*Ring, error) {
 		queued:     make([]uint32, 0, sq),
 		reaperDone: make(chan struct{}),
 	}
+	iovecs := opts.Iovecs
+	if iovecs <= 0 {
+		iovecs = maxInlineIovecs
+	}
+	iovs := make([]syscall.Iovec, int(nslots)*iovecs)
 	for i := range nslots {
+		r.slots[i].iov = iovs[int(i)*iovecs : int(i)*iovecs : int(i+1)*iovecs]
 		r.free <- uint32(i)
 	}
 	r.dispatch = r.dispatchCQE

@@ -113,7 +113,7 @@ func newBlock(fd int, path string, opts Options) (*Block, error) {
 		b.geo.ZoneCap = g.ZoneSize
 	}
 	b.geo.MaxAppend = int(min(int64(b.geo.MaxAppend), b.geo.ZoneCap))
-	if b.ring, err = uring.New(uring.Options{Entries: opts.RingEntries}); err != nil {
+	if b.ring, err = uring.New(ringOptions(opts, b.geo)); err != nil {
 		return nil, fmt.Errorf("zns: %s: %w", path, err)
 	}
 	b.reqs = newFreeList[blkReq](ringSlots(opts))

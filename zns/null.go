@@ -114,7 +114,7 @@ func softGeometry(sp spec) (Geometry, error) {
 
 // init sets up the shared core of a software device with its own ring.
 func (s *soft) init(g Geometry, sp spec, opts Options, storage bool) error {
-	ring, err := uring.New(uring.Options{Entries: opts.RingEntries})
+	ring, err := uring.New(ringOptions(opts, g))
 	if err != nil {
 		return fmt.Errorf("zns: %w", err)
 	}
@@ -124,6 +124,15 @@ func (s *soft) init(g Geometry, sp spec, opts Options, storage bool) error {
 	s.reqs = newFreeList[softReq](ringSlots(opts))
 	s.reads = newFreeList[readReq](ringSlots(opts))
 	return nil
+}
+
+// ringOptions are the options of the ring of a device of geometry g
+// whose appends are writevs: each slot holds the iovecs of an append of
+// MaxAppend bytes in buffers of a page or more (as the engine's header
+// blocks and folios are) without growing, up to the kernel's 1024.
+func ringOptions(opts Options, g Geometry) uring.Options {
+	const page = 4096
+	return uring.Options{Entries: opts.RingEntries, Iovecs: min(g.MaxAppend/page+1, 1024)}
 }
 
 // ringSlots is how many operations a device's ring keeps in flight: the
