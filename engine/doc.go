@@ -74,7 +74,12 @@
 //     create's flush, any logged operation) until a checkpoint in the
 //     other half supersedes it (metaLog.stray, settleStray), so a
 //     failed operation may come back after a crash only if nothing was
-//     acknowledged after it.
+//     acknowledged after it. When the other half refuses its reset (a
+//     zone gone read-only), the checkpoint goes into the active half's
+//     own log instead, at the device's write pointer, if the log reads
+//     whole up to it (supersedeStrayInHalf: by the failed switch, a
+//     settle, or Close). A settle is a half switch: it keeps to the
+//     switches' backoff and counts as a failed one.
 //   - A number on the device is never handed out again: recovery counts
 //     every record header it finds, a torn record's too. Lost writes
 //     stay lost because the device reads what it never wrote (past a

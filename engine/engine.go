@@ -872,9 +872,17 @@ func (e *Engine) closeCheckpoint() error {
 	}
 	m := e.meta
 	m.mu.Lock()
-	half, wp := m.active, m.wp
+	if errors.Is(err, errNextHalfReset) && m.stray.Load() {
+		// A failed operation's record may stand, durable (the flush
+		// above), in the active half: supersede it there, or the next
+		// Open replays an operation that failed.
+		if serr := e.supersedeStrayInHalf(); serr != nil {
+			err = fmt.Errorf("%w; a failed operation's record may be in metadata half %d, and no checkpoint there supersedes it: %w", err, m.active, serr)
+		}
+	}
+	half, wp, stray := m.active, m.wp, m.stray.Load()
 	m.mu.Unlock()
-	if errors.Is(err, errNextHalfReset) && wp < e.sb.metaHalfCap() {
+	if errors.Is(err, errNextHalfReset) && wp < e.sb.metaHalfCap() && !stray {
 		slog.Warn("engine: close: no closing checkpoint, the other metadata half refuses its reset; all data is durable and the next open replays the log in the active half",
 			"half", half, "log_bytes", wp, "half_bytes", e.sb.metaHalfCap(), "err", err)
 		return nil

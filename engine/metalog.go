@@ -44,8 +44,9 @@ type metaLog struct {
 	// it all the same. Any device flush can make it durable, and
 	// recovery would then replay an operation its caller was told did
 	// not happen. A checkpoint in the other half supersedes it and
-	// clears stray; until one does, nothing is acknowledged as durable
-	// (settleStray).
+	// clears stray, or one after it in the active half's own log when
+	// the other refuses its reset (supersedeStrayInHalf); until one
+	// does, nothing is acknowledged as durable (settleStray).
 	stray atomic.Bool
 }
 
@@ -218,6 +219,15 @@ func (e *Engine) switchForOp(numbered bool, need int64, failed error) error {
 	if err := e.checkpointLocked(); err != nil {
 		if !errors.Is(err, ErrNoSpace) {
 			e.switchFailed(err)
+		}
+		if failed != nil && errors.Is(err, errNextHalfReset) {
+			// The checkpoint flushed the device before the reset
+			// failed: the failed record, if it landed, is durable.
+			// Supersede it in this half's own log while the
+			// operation still fails (settleStray tries again later).
+			if serr := e.supersedeStrayInHalf(); serr != nil {
+				err = fmt.Errorf("%w; no checkpoint in its own half either: %w", err, serr)
+			}
 		}
 		switch {
 		case failed != nil:
@@ -839,11 +849,79 @@ func (e *Engine) settleStray() error {
 	defer e.nsMu.RUnlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return e.settleStrayLocked()
+}
+
+// settleStrayLocked is settleStray with nsMu (shared or exclusive) and
+// metaLog.mu held. Its checkpoint is a half switch like an operation's,
+// so it keeps to the switches' backoff (switchBackoff) and a failure
+// counts as a failed switch. When the other half refuses its reset, the
+// checkpoint goes into the active half's own log (supersedeStrayInHalf).
+func (e *Engine) settleStrayLocked() error {
+	m := e.meta
 	if !m.stray.Load() {
 		return nil
 	}
-	if err := e.checkpointLocked(); err != nil {
+	fail := func(err error) error {
 		return fmt.Errorf("%w: a failed operation's record may be in metadata half %d, and the checkpoint that supersedes it failed: %w", ErrMetaLog, m.active, err)
 	}
+	if now := time.Now(); now.Before(m.switchRetryAt) {
+		return fail(fmt.Errorf("no metadata half switch before %v after %d failed in a row, the last: %w",
+			m.switchRetryAt.Sub(now).Round(time.Millisecond), m.switchFails, m.switchErr))
+	}
+	err := e.checkpointLocked()
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, errNextHalfReset) {
+		serr := e.supersedeStrayInHalf()
+		if serr == nil {
+			return nil
+		}
+		err = fmt.Errorf("%w; no checkpoint in its own half either: %w", err, serr)
+	}
+	if !errors.Is(err, ErrNoSpace) {
+		e.switchFailed(err)
+	}
+	return fail(err)
+}
+
+// supersedeStrayInHalf writes a checkpoint into the active half's own
+// log, after a failed operation's record (stray) there, when the other
+// half refuses its reset: recovery takes the newest checkpoint of a half
+// and only the operations after it, so the record is never replayed.
+// The failed write left m.wp unknown (the log counted full); the device's
+// write pointer says where the log ends, and the checkpoint goes there
+// only if the log reads whole up to it, as recovery reads it (after a
+// torn record, nothing is read). nsMu and metaLog.mu are held.
+func (e *Engine) supersedeStrayInHalf() error {
+	m := e.meta
+	report := make([]zns.Zone, e.geo.Zones)
+	got, err := e.dev.Report(0, report)
+	if err != nil {
+		return fmt.Errorf("engine: supersede a failed record: report zones: %w", err)
+	}
+	report = report[:got]
+	if e.sb.MetaZones[m.active]+e.sb.MetaGroup > len(report) {
+		return fmt.Errorf("engine: supersede a failed record: the report of %d zones misses metadata half %d", len(report), m.active)
+	}
+	buf, err := newScanBuf(int(max(e.geo.ZoneCap, 1<<20)))
+	if err != nil {
+		return err
+	}
+	defer buf.close()
+	end := e.metaHalfEnd(m.active, report)
+	_, _, logEnd, err := e.scanMetaHalf(m.active, report, buf, m.w)
+	if err != nil {
+		return fmt.Errorf("engine: supersede a failed record: %w", err)
+	}
+	if logEnd != end {
+		return fmt.Errorf("engine: supersede a failed record: metadata half %d's log ends at %d, its write pointer at %d (a torn record): no checkpoint after it would be read", m.active, logEnd, end)
+	}
+	m.wp = end
+	if err := e.writeCheckpoint(true); err != nil {
+		return err
+	}
+	m.stray.Store(false) // recovery reads nothing before the checkpoint
 	return nil
 }
