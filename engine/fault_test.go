@@ -31,17 +31,8 @@ func emuOf(t *testing.T, e *Engine) *zns.Emu {
 // synced bytes; the device is closed.
 func syncThenTearNextRecord(t *testing.T, e *Engine, off int64) []byte {
 	t.Helper()
-	f, err := e.Create("a")
-	if err != nil {
-		t.Fatal(err)
-	}
 	first := bytes.Repeat([]byte{1}, 64<<10)
-	if _, err := f.WriteAt(first, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	f := createSynced(t, e, "a", first)
 	if _, err := f.WriteAt(bytes.Repeat([]byte{2}, 32<<10), off); err != nil {
 		t.Fatal(err)
 	}
@@ -303,17 +294,8 @@ func TestFailedAppendRetiresItsZone(t *testing.T) {
 	cfg := smallConfig()
 	cfg.GC.Disabled = true
 	e := formatOpen(t, devName, cfg)
-	f, err := e.Create("a")
-	if err != nil {
-		t.Fatal(err)
-	}
 	first := bytes.Repeat([]byte{1}, 64<<10)
-	if _, err := f.WriteAt(first, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	f := createSynced(t, e, "a", first)
 	z := f.f.mru.Load()
 	if z == nil {
 		t.Fatal("the file has no zone")
