@@ -23,6 +23,31 @@ func emuOf(t *testing.T, e *Engine) *zns.Emu {
 	return emu
 }
 
+// syncThenTearNextRecord creates file "a", syncs 64 KiB of ones at 0, then
+// writes 32 KiB of twos at off back to the device without a flush (never
+// acknowledged: a Sync's flush would make the record durable, and a power
+// cut cannot tear it then), crashes e and keeps the header and half the
+// data of that last record, as if power failed mid-write. It returns the
+// synced bytes; the device is closed.
+func syncThenTearNextRecord(t *testing.T, e *Engine, off int64) []byte {
+	t.Helper()
+	first := bytes.Repeat([]byte{1}, 64<<10)
+	f := createSynced(t, e, "a", first)
+	if _, err := f.WriteAt(bytes.Repeat([]byte{2}, 32<<10), off); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.wb.FlushFile(context.Background(), f.f.id); err != nil {
+		t.Fatal(err)
+	}
+	emu := emuOf(t, e)
+	e.crashForTest()
+	if err := emu.TearLastWrite(BlockSize + 16<<10); err != nil {
+		t.Fatal(err)
+	}
+	emu.Close()
+	return first
+}
+
 func readAll(t *testing.T, e *Engine, name string) []byte {
 	t.Helper()
 	f, err := e.Open(name)
@@ -98,27 +123,7 @@ func TestTornLastRecordIsDropped(t *testing.T) {
 	devName := emuDevice(t, 24, "1M", "")
 	cfg := smallConfig()
 	e := formatOpen(t, devName, cfg)
-	f, _ := e.Create("a")
-	first := bytes.Repeat([]byte{1}, 64<<10)
-	f.WriteAt(first, 0)
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	second := bytes.Repeat([]byte{2}, 32<<10)
-	f.WriteAt(second, 16<<10) // overwrites the middle of the first
-	// Written back but never flushed (never acknowledged): a Sync's flush
-	// would make the record durable, and a power cut cannot tear it then.
-	if err := e.wb.FlushFile(context.Background(), f.f.id); err != nil {
-		t.Fatal(err)
-	}
-	emu := emuOf(t, e)
-	e.crashForTest()
-	// The last write was the second record: keep its header and half its
-	// data, as if power failed mid-write.
-	if err := emu.TearLastWrite(BlockSize + 16<<10); err != nil {
-		t.Fatal(err)
-	}
-	emu.Close()
+	first := syncThenTearNextRecord(t, e, 16<<10) // the second overwrites the middle of the first
 	e = reopen(t, devName, cfg)
 	defer e.Close()
 	got := readAll(t, e, "a")
@@ -289,17 +294,8 @@ func TestFailedAppendRetiresItsZone(t *testing.T) {
 	cfg := smallConfig()
 	cfg.GC.Disabled = true
 	e := formatOpen(t, devName, cfg)
-	f, err := e.Create("a")
-	if err != nil {
-		t.Fatal(err)
-	}
 	first := bytes.Repeat([]byte{1}, 64<<10)
-	if _, err := f.WriteAt(first, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	f := createSynced(t, e, "a", first)
 	z := f.f.mru.Load()
 	if z == nil {
 		t.Fatal("the file has no zone")

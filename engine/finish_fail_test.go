@@ -24,31 +24,8 @@ func TestFailedFinishKeepsToActiveLimit(t *testing.T) {
 	devName := emuDevice(t, 48, "256K", "&max_open=6&max_active=6")
 	e := formatOpen(t, devName, cfg)
 	defer e.Close()
-	size := e.Capacity() * 6 / 10 / 4 / 8192 * 8192
-	fill := Workload{Files: 4, BS: 8192, IODepth: 4, Size: size, RW: "write", Seed: 1}
-	if _, err := RunWorkload(t.Context(), e, fill); err != nil {
-		t.Fatal(err)
-	}
-	f, err := e.OpenFile("job.0", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, z, fill := fillThenFailAppendAndFinish(t, e)
 	defer f.Close()
-	if _, err := f.WriteAt(bytes.Repeat([]byte{7}, 64<<10), 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	z := f.f.mru.Load()
-	emuOf(t, e).FailWrite(1)  // the next append, to the file's zone
-	emuOf(t, e).FailFinish(1) // and the retirer's finish of that zone
-	if _, err := f.WriteAt(bytes.Repeat([]byte{8}, 64<<10), 64<<10); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil && !errors.Is(err, syscall.EIO) {
-		t.Fatalf("fsync over a failed append: %v", err)
-	}
 	if err := f.Sync(); err != nil {
 		t.Fatalf("second fsync: %v", err)
 	}
@@ -66,7 +43,7 @@ func TestFailedFinishKeepsToActiveLimit(t *testing.T) {
 	t.Logf("zone %d after the failed finish: engine state %d, device %s", z.idx, z.state.Load(), rz[0].Cond)
 	over := fill
 	over.RW, over.Keep, over.Ops = "randwrite", true, 2*e.Capacity()/4/8192
-	_, err = RunWorkload(t.Context(), e, over)
+	_, err := RunWorkload(t.Context(), e, over)
 	st := e.Stats()
 	if err != nil || st.AppendErrs != 1 {
 		t.Errorf("overwrites after a failed finish: %v; %d appends failed, want only the one injected", err, st.AppendErrs)
@@ -75,4 +52,38 @@ func TestFailedFinishKeepsToActiveLimit(t *testing.T) {
 		t.Errorf("Stats.ZoneFinishErrs = %d, want 1", st.ZoneFinishErrs)
 	}
 	t.Logf("zones unfinished after the overwrites (GC resets them): %d", st.ZonesUnfinished)
+}
+
+// fillThenFailAppendAndFinish fills e to 6/10 with four files (job.0 to
+// job.3), syncs 64 KiB at the head of job.0, then makes the next append
+// to job.0's zone fail and the retirer's finish of that zone fail too, and
+// writes and syncs 64 KiB more (the sync may fail with EIO, nothing else).
+// It returns job.0, open, the zone that failed, and the fill workload.
+func fillThenFailAppendAndFinish(t *testing.T, e *Engine) (*File, *zone, Workload) {
+	t.Helper()
+	size := e.Capacity() * 6 / 10 / 4 / 8192 * 8192
+	fill := Workload{Files: 4, BS: 8192, IODepth: 4, Size: size, RW: "write", Seed: 1}
+	if _, err := RunWorkload(t.Context(), e, fill); err != nil {
+		t.Fatal(err)
+	}
+	f, err := e.OpenFile("job.0", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(bytes.Repeat([]byte{7}, 64<<10), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	z := f.f.mru.Load()
+	emuOf(t, e).FailWrite(1)  // the next append, to the file's zone
+	emuOf(t, e).FailFinish(1) // and the retirer's finish of that zone
+	if _, err := f.WriteAt(bytes.Repeat([]byte{8}, 64<<10), 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil && !errors.Is(err, syscall.EIO) {
+		t.Fatalf("fsync over a failed append: %v", err)
+	}
+	return f, z, fill
 }

@@ -880,7 +880,10 @@ func (e *Engine) settleStrayLocked() error {
 		}
 		err = fmt.Errorf("%w; no checkpoint in its own half either: %w", err, serr)
 	}
-	if !errors.Is(err, ErrNoSpace) {
+	// A half out of room is not a failed switch, but a supersede that
+	// found no room after the other half refused is: without the backoff
+	// every sync would scan the whole half again.
+	if errors.Is(err, errNextHalfReset) || !errors.Is(err, ErrNoSpace) {
 		e.switchFailed(err)
 	}
 	return fail(err)
@@ -920,6 +923,10 @@ func (e *Engine) supersedeStrayInHalf() error {
 	}
 	m.wp = end
 	if err := e.writeCheckpoint(true); err != nil {
+		// The log stays closed while the record stands: an operation
+		// logged after it and acknowledged would be replayed after it
+		// (TestStraySupersedeFailedCheckpointKeepsLogClosed).
+		m.wp = e.sb.metaHalfCap()
 		return err
 	}
 	m.stray.Store(false) // recovery reads nothing before the checkpoint

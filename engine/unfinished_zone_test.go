@@ -2,9 +2,7 @@ package engine
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,21 +36,7 @@ func TestTornZoneFinishRefusedAtRecoveryCountsUnfinished(t *testing.T) {
 	cfg := Config{CacheBytes: 2 << 20, DirtyLimit: 512 << 10}
 	devName := emuDevice(t, 48, "256K", "&max_open=6&max_active=6")
 	e := formatOpen(t, devName, cfg)
-	f, _ := e.Create("a")
-	f.WriteAt(bytes.Repeat([]byte{1}, 64<<10), 0)
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	f.WriteAt(bytes.Repeat([]byte{2}, 32<<10), 64<<10)
-	if err := e.wb.FlushFile(t.Context(), f.f.id); err != nil {
-		t.Fatal(err)
-	}
-	emu := emuOf(t, e)
-	e.crashForTest()
-	if err := emu.TearLastWrite(BlockSize + 16<<10); err != nil {
-		t.Fatal(err)
-	}
-	emu.Close()
+	syncThenTearNextRecord(t, e, 64<<10)
 
 	dev, err := zns.Open(devName, zns.Options{})
 	if err != nil {
@@ -150,30 +134,7 @@ func TestFailedZoneReusedAfterReopenKeepsBudgetAndData(t *testing.T) {
 	cfg := Config{CacheBytes: 2 << 20, DirtyLimit: 512 << 10}
 	devName := emuDevice(t, 48, "256K", "&max_open=6&max_active=6")
 	e := formatOpen(t, devName, cfg)
-	size := e.Capacity() * 6 / 10 / 4 / 8192 * 8192
-	fill := Workload{Files: 4, BS: 8192, IODepth: 4, Size: size, RW: "write", Seed: 1}
-	if _, err := RunWorkload(t.Context(), e, fill); err != nil {
-		t.Fatal(err)
-	}
-	f, err := e.OpenFile("job.0", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(bytes.Repeat([]byte{7}, 64<<10), 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	z := f.f.mru.Load()
-	emuOf(t, e).FailWrite(1)
-	emuOf(t, e).FailFinish(1)
-	if _, err := f.WriteAt(bytes.Repeat([]byte{8}, 64<<10), 64<<10); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil && !errors.Is(err, syscall.EIO) {
-		t.Fatal(err)
-	}
+	f, z, fill := fillThenFailAppendAndFinish(t, e)
 	_ = f.Sync()
 	for deadline := time.Now().Add(10 * time.Second); z.state.Load() == zoneRetiring; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -226,7 +187,7 @@ func TestFailedZoneReusedAfterReopenKeepsBudgetAndData(t *testing.T) {
 	t.Logf("zone %d state after reopen %d; a probe landed there: %v", z.idx, e.zones[z.idx].state.Load(), inZone)
 	over := fill
 	over.RW, over.Keep, over.Ops = "randwrite", true, 2*e.Capacity()/4/8192
-	_, err = RunWorkload(t.Context(), e, over)
+	_, err := RunWorkload(t.Context(), e, over)
 	st = e.Stats()
 	if err != nil || st.AppendErrs != 0 {
 		t.Errorf("overwrites after reopen: %v; %d appends failed, want 0", err, st.AppendErrs)

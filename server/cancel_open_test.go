@@ -17,22 +17,17 @@ import (
 // closing the handle number the daemon reused: it must not be open, as
 // the client never received it.
 func TestCanceledOpenLeavesNoHandleOpen(t *testing.T) {
-	d := newDaemon(t)
-	for _, v := range hostileVersions {
-		t.Run(v.name, func(t *testing.T) {
-			ctx := context.Background()
-			c := v.dial(t, d.socket)
-			h1 := cancelOpenLateHandle(t, c)
-			if _, err := c.Stat(ctx, "x"); err != nil { // drains the late reply
-				t.Fatal(err)
-			}
-			if err := c.CloseFile(ctx, h1); err == nil {
-				t.Errorf("handle %d, which the client closed and never received again, was open: the canceled Open's handle leaked (nothing closes it)", h1)
-			} else {
-				t.Logf("CloseFile(%d): %v", h1, err)
-			}
-		})
-	}
+	eachVersionWithLateHandle(t, func(t *testing.T, c *Client, h1 uint32) {
+		ctx := context.Background()
+		if _, err := c.Stat(ctx, "x"); err != nil { // drains the late reply
+			t.Fatal(err)
+		}
+		if err := c.CloseFile(ctx, h1); err == nil {
+			t.Errorf("handle %d, which the client closed and never received again, was open: the canceled Open's handle leaked (nothing closes it)", h1)
+		} else {
+			t.Logf("CloseFile(%d): %v", h1, err)
+		}
+	})
 }
 
 // TestOrphanCloseCutShortLeavesNoHandle: a canceled Open's late reply
@@ -46,38 +41,46 @@ func TestCanceledOpenLeavesNoHandleOpen(t *testing.T) {
 // handles off its list before sending their closes, and a send that
 // failed lost them (the handle stayed open for the connection's life).
 func TestOrphanCloseCutShortLeavesNoHandle(t *testing.T) {
+	eachVersionWithLateHandle(t, func(t *testing.T, c *Client, h1 uint32) {
+		ctx := context.Background()
+		// A call's claim, in its two steps: the late reply is
+		// received (its handle becomes an orphan), then the call's
+		// deadline, already past, cuts the orphan's close short.
+		c.mu.Lock()
+		var got [MaxBatch]Reply
+		if err := c.drain(got[:]); err != nil {
+			c.mu.Unlock()
+			t.Fatal(err)
+		}
+		if len(c.orphans) != 1 {
+			c.mu.Unlock()
+			t.Fatalf("%d orphans after the late reply, want 1", len(c.orphans))
+		}
+		past, cancelPast := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+		stop := c.watch(past)
+		cerr := c.closeOrphans()
+		stop()
+		cancelPast()
+		c.mu.Unlock()
+		t.Logf("close of the orphan past its deadline: %v", cerr)
+		if _, err := c.Stat(ctx, "x"); err != nil { // closes what is left
+			t.Fatal(err)
+		}
+		if err := c.CloseFile(ctx, h1); err == nil {
+			t.Errorf("handle %d, the canceled Open's, was still open: its close, cut short, was lost", h1)
+		}
+	})
+}
+
+// eachVersionWithLateHandle runs check, for each protocol version, on a
+// client of one daemon left by cancelOpenLateHandle with a late reply
+// carrying handle h1.
+func eachVersionWithLateHandle(t *testing.T, check func(t *testing.T, c *Client, h1 uint32)) {
 	d := newDaemon(t)
 	for _, v := range hostileVersions {
 		t.Run(v.name, func(t *testing.T) {
-			ctx := context.Background()
 			c := v.dial(t, d.socket)
-			h1 := cancelOpenLateHandle(t, c)
-			// A call's claim, in its two steps: the late reply is
-			// received (its handle becomes an orphan), then the call's
-			// deadline, already past, cuts the orphan's close short.
-			c.mu.Lock()
-			var got [MaxBatch]Reply
-			if err := c.drain(got[:]); err != nil {
-				c.mu.Unlock()
-				t.Fatal(err)
-			}
-			if len(c.orphans) != 1 {
-				c.mu.Unlock()
-				t.Fatalf("%d orphans after the late reply, want 1", len(c.orphans))
-			}
-			past, cancelPast := context.WithDeadline(ctx, time.Now().Add(-time.Second))
-			stop := c.watch(past)
-			cerr := c.closeOrphans()
-			stop()
-			cancelPast()
-			c.mu.Unlock()
-			t.Logf("close of the orphan past its deadline: %v", cerr)
-			if _, err := c.Stat(ctx, "x"); err != nil { // closes what is left
-				t.Fatal(err)
-			}
-			if err := c.CloseFile(ctx, h1); err == nil {
-				t.Errorf("handle %d, the canceled Open's, was still open: its close, cut short, was lost", h1)
-			}
+			check(t, c, cancelOpenLateHandle(t, c))
 		})
 	}
 }

@@ -98,22 +98,13 @@ func TestFioSIGTERMDuringHeavyWriteback(t *testing.T) {
 		}
 	}
 	fsckClean(t, d.device, "after SIGTERM during writeback")
-	d = startServe(t, d.device, d.socket)
+	d, c, h, size := restartAndOpen(t, d, "heavy")
+	if size != 512<<20 {
+		t.Fatalf("heavy after the restart: %d bytes; want its 512 MiB", size)
+	}
 	ctx := context.Background()
-	c, err := server.Dial(ctx, d.socket, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := c.Stat(ctx, "heavy")
-	if err != nil || st.Size != 512<<20 {
-		t.Fatalf("heavy after the restart: %+v, %v; want its 512 MiB", st, err)
-	}
-	h, _, err := c.Open(ctx, "heavy", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	buf := make([]byte, 256<<10)
-	for off := int64(0); off < st.Size; off += int64(len(buf)) {
+	for off := int64(0); off < size; off += int64(len(buf)) {
 		if _, err := c.ReadAt(ctx, h, buf, off); err != nil {
 			t.Fatalf("read heavy at %d after the restart: %v", off, err)
 		}
@@ -211,17 +202,11 @@ func TestFioKill9DuringGCKeepsSyncedFile(t *testing.T) {
 	d.kill9()
 	wait(time.Minute) // fio fails: its daemon is gone
 	fsckClean(t, d.device, "after kill -9 during GC")
-	d = startServe(t, d.device, d.socket)
+	d, c, h, size := restartAndOpen(t, d, "a")
+	if size != aSize {
+		t.Fatalf("a after kill -9: size %d; want %d", size, aSize)
+	}
 	ctx := context.Background()
-	c, err := server.Dial(ctx, d.socket, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	h, size, err := c.Open(ctx, "a", 0)
-	if err != nil || size != aSize {
-		t.Fatalf("a after kill -9: size %d, %v; want %d", size, err, aSize)
-	}
 	buf := make([]byte, 256<<10)
 	counts := map[byte]int{}
 	for off := int64(0); off < aSize; off += int64(len(buf)) {
@@ -314,17 +299,8 @@ func TestFioFsyncEachWriteKill9MidRun(t *testing.T) {
 	awaitRequests(t, d, counted)
 	d.kill9()
 	wait(time.Minute)
-	d = startServe(t, d.device, d.socket)
+	d, c, h, size := restartAndOpen(t, d, "seq")
 	ctx := context.Background()
-	c, err := server.Dial(ctx, d.socket, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	h, size, err := c.Open(ctx, "seq", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	full := bytes.Repeat([]byte{0x5a}, 4096)
 	zero := make([]byte, 4096)
 	buf := make([]byte, 4096)
@@ -362,4 +338,23 @@ func fsckClean(t *testing.T, device, when string) {
 	if b, err := fsck.CombinedOutput(); err != nil {
 		t.Fatalf("fsck %s: %v\n%s", when, err, b)
 	}
+}
+
+// restartAndOpen starts a daemon again on d's device and socket and opens
+// name through a new client, closed when the test ends: the daemon, the
+// client, the handle and the file's size.
+func restartAndOpen(t *testing.T, d *daemonProc, name string) (*daemonProc, *server.Client, uint32, int64) {
+	t.Helper()
+	d = startServe(t, d.device, d.socket)
+	ctx := context.Background()
+	c, err := server.Dial(ctx, d.socket, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	h, size, err := c.Open(ctx, name, 0)
+	if err != nil {
+		t.Fatalf("open %s after the restart: %v", name, err)
+	}
+	return d, c, h, size
 }
