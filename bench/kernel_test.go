@@ -6,8 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/zonefold/zonefold/engine"
 )
@@ -98,5 +101,53 @@ func TestKernelJobText(t *testing.T) {
 	}
 	if _, err := scaleJob("size=lots\n", 2); err == nil {
 		t.Error("size=lots scaled")
+	}
+}
+
+// In emu mode every zonefold run starts on a new device file whose blocks
+// are all allocated, as fio lays out the kernel side's files (a fresh
+// directory each run, fallocate before it times): not on the last run's
+// file, whose written blocks would turn the writes into overwrites, nor
+// on a sparse one that allocates as it writes. Checked just before fio
+// starts, with the daemon serving.
+func TestKernelEmuRunsStartOnAFreshAllocatedFile(t *testing.T) {
+	so := fioEnv(t)
+	dir := t.TempDir()
+	if _, tmpfs := fileSystemType(dir); tmpfs {
+		t.Skip("the emu file stays sparse on tmpfs")
+	}
+	type birth struct {
+		ino  uint64
+		born unix.StatxTimestamp
+	}
+	var seen []birth
+	check := func() {
+		var st unix.Statx_t
+		path := filepath.Join(dir, "zonefold-bench-kernel.dev")
+		if err := unix.Statx(unix.AT_FDCWD, path, 0, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &st); err != nil {
+			t.Errorf("run %d: %v", len(seen)+1, err)
+			return
+		}
+		if st.Mask&unix.STATX_BTIME == 0 {
+			t.Skip("no birth times on this file system")
+		}
+		if int64(st.Blocks)*512 < int64(st.Size) {
+			t.Errorf("run %d: %d of the device file's %d bytes allocated", len(seen)+1, st.Blocks*512, st.Size)
+		}
+		b := birth{st.Ino, st.Btime}
+		if slices.Contains(seen, b) {
+			t.Errorf("run %d: the device file of an earlier run (inode %d, born %v)", len(seen)+1, b.ino, b.born)
+		}
+		seen = append(seen, b)
+	}
+	var out bytes.Buffer
+	err := Kernel(t.Context(), &out, KernelOptions{Dir: dir, Mode: KernelEmu, JobsDir: "../testdata/fio",
+		Jobs: []string{"4x1m-end-fsync", "seq128k"}, Rounds: 2, Scale: 1.0 / 64, FioEngine: so, JSON: true,
+		Config: engine.Config{CacheBytes: 16 << 20}, testBeforeFio: check})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 4 {
+		t.Errorf("%d zonefold runs checked; want 4", len(seen))
 	}
 }
