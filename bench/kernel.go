@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -481,6 +482,15 @@ func withDaemon(ctx context.Context, device, socket string, cfg engine.Config, f
 	case err := <-served:
 		return fmt.Errorf("daemon on %s: %w", device, err)
 	}
+	// This process served every earlier run's daemon too: their engines
+	// (tens of MiB of index and buffers each) are garbage now, and the
+	// new one's allocations push the heap to the collector's goal about
+	// when fio starts. A cycle then (gctrace: one per run, up to 216 ms
+	// of mark, mostly the idle workers, which under chrt -f spin on a
+	// core fio's processes need) lands in some runs' timing and not in
+	// others'. A daemon of its own allocates only at start, so collect
+	// now, untimed: no cycle runs while fio does.
+	runtime.GC()
 	err := fn()
 	stop()
 	if serr := <-served; serr != nil {
