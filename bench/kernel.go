@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/zonefold/zonefold/engine"
 	"github.com/zonefold/zonefold/internal/report"
 	"github.com/zonefold/zonefold/server"
+	"github.com/zonefold/zonefold/zns"
 )
 
 // Kernel device modes: what the zonefold side runs on.
@@ -50,6 +52,9 @@ type KernelOptions struct {
 	JSON      bool
 	// Progress, if set, gets a line per run.
 	Progress io.Writer
+	// testBeforeFio, if set, runs on the zonefold side just before fio
+	// starts (the daemon serving): tests look at the device's state there.
+	testBeforeFio func()
 }
 
 // kernelJob is one seed job file.
@@ -165,16 +170,17 @@ func Kernel(ctx context.Context, out io.Writer, o KernelOptions) error {
 	if err != nil {
 		return fmt.Errorf("bench kernel needs fio (make fio-engine installs it): %w", err)
 	}
-	device := "null:?size=16G&zone_size=256M"
-	devFile := filepath.Join(dir, "zonefold-bench-kernel.dev")
+	dev := kernelDevice{spec: "null:?size=16G&zone_size=256M"}
 	if mode == KernelEmu {
-		device = "emu:" + devFile + "?zone_size=64M&zones=64"
-		defer os.Remove(devFile)
+		dev.file = filepath.Join(dir, "zonefold-bench-kernel.dev")
+		dev.spec = "emu:" + dev.file + "?zone_size=64M&zones=64"
+		dev.sparse = tmpfs
+		defer os.Remove(dev.file)
 	}
 	if o.Config.CacheBytes <= 0 {
 		o.Config.CacheBytes = 512 << 20
 	}
-	res := kernelJSON{Mode: mode, Device: device, Dir: dir, FSType: fsType, Rounds: o.Rounds, Scale: o.Scale,
+	res := kernelJSON{Mode: mode, Device: dev.spec, Dir: dir, FSType: fsType, Rounds: o.Rounds, Scale: o.Scale,
 		Cache: o.Config.CacheBytes}
 	for _, j := range jobs {
 		var zf, kern, zfCPU, kernCPU kernelSide
@@ -186,7 +192,7 @@ func Kernel(ctx context.Context, out io.Writer, o KernelOptions) error {
 				var err error
 				side := "zonefold"
 				if (round+i)%2 == 0 {
-					r, err = zonefoldFioRun(ctx, device, o.Config, fioBin, so, j)
+					r, err = zonefoldFioRun(ctx, dev, o.Config, fioBin, so, j, o.testBeforeFio)
 					zf, zfCPU = append(zf, r.mibps), append(zfCPU, r.cpu.Seconds())
 				} else {
 					side = "kernel"
@@ -373,11 +379,63 @@ func kernelJobText(text string) string {
 	return b.String()
 }
 
-// zonefoldFioRun serves a freshly formatted device from this process (the
-// daemon's code, server.Run) and runs the job through fio's zonefold
-// engine against it. Its CPU time is fio's and this process's while fio
-// ran.
-func zonefoldFioRun(ctx context.Context, device string, cfg engine.Config, fioBin, so string, j kernelJob) (fioRun, error) {
+// kernelDevice is the zonefold side's device: its spec and, in emu mode,
+// its file in DIR.
+type kernelDevice struct {
+	spec   string
+	file   string // "": null, no file
+	sparse bool   // leave the file sparse (tmpfs: fallocate would pin its size in memory)
+}
+
+// fresh gives an emu device a new file for one run, as fio gives the
+// kernel side new files each run: the last run's file is removed (its
+// written blocks would make this run's writes plain overwrites, where
+// the first run and the kernel side allocate), a new one is formatted
+// at the device's size, and its blocks are allocated as unwritten
+// extents with fallocate, as fio lays out its files before it times
+// (fallocate=native, its default). Neither side's timing then includes
+// block allocation, and both convert unwritten extents as they write.
+func (d kernelDevice) fresh() error {
+	if d.file == "" {
+		return nil
+	}
+	if err := os.Remove(d.file); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	z, err := zns.Open(d.spec, zns.Options{})
+	if err != nil {
+		return err
+	}
+	if err := z.Close(); err != nil || d.sparse {
+		return err
+	}
+	f, err := os.OpenFile(d.file, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, st.Size()); err != nil {
+		return fmt.Errorf("fallocate %s: %w", d.file, err)
+	}
+	return nil
+}
+
+// zonefoldFioRun serves a freshly formatted device (on a fresh file, see
+// kernelDevice.fresh) from this process (the daemon's code, server.Run)
+// and runs the job through fio's zonefold engine against it; the file is
+// removed after. Its CPU time is fio's and this process's while fio ran.
+// beforeFio, if set, runs just before fio starts.
+func zonefoldFioRun(ctx context.Context, dev kernelDevice, cfg engine.Config, fioBin, so string, j kernelJob, beforeFio func()) (fioRun, error) {
+	if err := dev.fresh(); err != nil {
+		return fioRun{}, fmt.Errorf("device %s: %w", dev.spec, err)
+	}
+	if dev.file != "" {
+		defer os.Remove(dev.file)
+	}
 	tmp, err := os.MkdirTemp("", "zonefold-bench-kernel")
 	if err != nil {
 		return fioRun{}, err
@@ -385,7 +443,10 @@ func zonefoldFioRun(ctx context.Context, device string, cfg engine.Config, fioBi
 	defer os.RemoveAll(tmp)
 	socket := filepath.Join(tmp, "sock")
 	var r fioRun
-	err = withDaemon(ctx, device, socket, cfg, func() error {
+	err = withDaemon(ctx, dev.spec, socket, cfg, func() error {
+		if beforeFio != nil {
+			beforeFio()
+		}
 		before := selfCPU()
 		var err error
 		r, err = runFioFile(ctx, fioBin, tmp, j.text, "ZONEFOLD_FIO_ENGINE="+so, "ZONEFOLD_SOCK="+socket)
@@ -421,6 +482,15 @@ func withDaemon(ctx context.Context, device, socket string, cfg engine.Config, f
 	case err := <-served:
 		return fmt.Errorf("daemon on %s: %w", device, err)
 	}
+	// This process served every earlier run's daemon too: their engines
+	// (tens of MiB of index and buffers each) are garbage now, and the
+	// new one's allocations push the heap to the collector's goal about
+	// when fio starts. A cycle then (gctrace: one per run, up to 216 ms
+	// of mark, mostly the idle workers, which under chrt -f spin on a
+	// core fio's processes need) lands in some runs' timing and not in
+	// others'. A daemon of its own allocates only at start, so collect
+	// now, untimed: no cycle runs while fio does.
+	runtime.GC()
 	err := fn()
 	stop()
 	if serr := <-served; serr != nil {

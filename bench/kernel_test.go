@@ -6,8 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/metrics"
+	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/zonefold/zonefold/engine"
 )
@@ -98,5 +102,81 @@ func TestKernelJobText(t *testing.T) {
 	}
 	if _, err := scaleJob("size=lots\n", 2); err == nil {
 		t.Error("size=lots scaled")
+	}
+}
+
+// In emu mode every zonefold run starts on a new device file whose blocks
+// are all allocated, as fio lays out the kernel side's files (a fresh
+// directory each run, fallocate before it times): not on the last run's
+// file, whose written blocks would turn the writes into overwrites, nor
+// on a sparse one that allocates as it writes. Checked just before fio
+// starts, with the daemon serving.
+func TestKernelEmuRunsStartOnAFreshAllocatedFile(t *testing.T) {
+	so := fioEnv(t)
+	dir := t.TempDir()
+	if _, tmpfs := fileSystemType(dir); tmpfs {
+		t.Skip("the emu file stays sparse on tmpfs")
+	}
+	type birth struct {
+		ino  uint64
+		born unix.StatxTimestamp
+	}
+	var seen []birth
+	check := func() {
+		var st unix.Statx_t
+		path := filepath.Join(dir, "zonefold-bench-kernel.dev")
+		if err := unix.Statx(unix.AT_FDCWD, path, 0, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &st); err != nil {
+			t.Errorf("run %d: %v", len(seen)+1, err)
+			return
+		}
+		if st.Mask&unix.STATX_BTIME == 0 {
+			t.Skip("no birth times on this file system")
+		}
+		if int64(st.Blocks)*512 < int64(st.Size) {
+			t.Errorf("run %d: %d of the device file's %d bytes allocated", len(seen)+1, st.Blocks*512, st.Size)
+		}
+		b := birth{st.Ino, st.Btime}
+		if slices.Contains(seen, b) {
+			t.Errorf("run %d: the device file of an earlier run (inode %d, born %v)", len(seen)+1, b.ino, b.born)
+		}
+		seen = append(seen, b)
+	}
+	var out bytes.Buffer
+	err := Kernel(t.Context(), &out, KernelOptions{Dir: dir, Mode: KernelEmu, JobsDir: "../testdata/fio",
+		Jobs: []string{"4x1m-end-fsync", "seq128k"}, Rounds: 2, Scale: 1.0 / 64, FioEngine: so, JSON: true,
+		Config: engine.Config{CacheBytes: 16 << 20}, testBeforeFio: check})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 4 {
+		t.Errorf("%d zonefold runs checked; want 4", len(seen))
+	}
+}
+
+// Earlier runs' daemons lived in this process: their garbage is collected
+// before fio starts, not by a cycle that may land in the timing. Checked
+// when fio is about to start: the heap holds little more than what the
+// last collection found live.
+func TestKernelCollectsBeforeFio(t *testing.T) {
+	so := fioEnv(t)
+	samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
+	runs := 0
+	check := func() {
+		runs++
+		metrics.Read(samples)
+		live, now := samples[0].Value.Uint64(), samples[1].Value.Uint64()
+		if now > live+1<<20 {
+			t.Errorf("run %d: %d heap bytes at fio's start, %d live at the last collection", runs, now, live)
+		}
+	}
+	var out bytes.Buffer
+	err := Kernel(t.Context(), &out, KernelOptions{Dir: t.TempDir(), Mode: KernelNull, JobsDir: "../testdata/fio",
+		Jobs: []string{"seq128k"}, Rounds: 3, Scale: 1.0 / 64, FioEngine: so, JSON: true,
+		Config: engine.Config{CacheBytes: 16 << 20}, testBeforeFio: check})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs != 3 {
+		t.Errorf("%d zonefold runs checked; want 3", runs)
 	}
 }

@@ -27,6 +27,13 @@ Two device modes:
         kernel.dev: the same disk and file system as the kernel side, and
         durability included where a job fsyncs (4x1m-end-fsync).
 
+Every run of either side starts from the same state: new files. fio gets
+a fresh directory under DIR each run and lays its files out with fallocate
+before it times (its default); the emu device gets a new file each run,
+formatted and allocated with fallocate the same way (sparse on tmpfs), and
+removed after. Neither side times block allocation, and no run overwrites
+blocks an earlier run wrote.
+
 --mode auto (the default) takes null for a tmpfs DIR and emu otherwise.
 --scale multiplies every job's size (e.g. 8 for runs long enough to rise
 above a busy machine's noise). Needs fio and the engine (make fio-engine).`,
