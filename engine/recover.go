@@ -183,6 +183,10 @@ func (e *Engine) recover() error {
 	for id := range e.byID {
 		e.nextID = max(e.nextID, id+1)
 	}
+	e.nsBytes = 0
+	for name := range e.byName {
+		e.nsBytes += nsEntryLen(name)
+	}
 	e.recountValid()
 	if e.readOnly {
 		e.recovered = events
