@@ -251,9 +251,17 @@ func nsEntryLen(name string) int64 { return 8 + 4 + int64(len(name)) + 8 + 4 }
 func (e *Engine) nsRoomFor(add int64) error {
 	dataZones := int64(e.sb.UsedZones - 2*e.sb.MetaGroup)
 	extents := dataZones * e.sb.ZoneCap / BlockSize
-	worst := 8 + 8 + 4 + extents*ckptExtSize + e.nsBytes + add + 4 + int64(e.sb.UsedZones)*12
-	need := BlockSize + metaRecordLen(int(worst)) + metaRecordLen(1+8+8+4+4+MaxNameLen) + metaShrinkRoom
-	if need > e.sb.metaHalfCap() {
+	need := func(ns int64) int64 {
+		worst := 8 + 8 + 4 + extents*ckptExtSize + ns + 4 + int64(e.sb.UsedZones)*12
+		return BlockSize + metaRecordLen(int(worst)) + metaRecordLen(1+8+8+4+4+MaxNameLen) + metaShrinkRoom
+	}
+	if need(0) > e.sb.metaHalfCap() {
+		// Halves formatted before they were sized for the worst case
+		// (one zone each) cannot keep this bound for any namespace:
+		// the log's own ENOSPC is all there is, as before.
+		return nil
+	}
+	if need(e.nsBytes+add) > e.sb.metaHalfCap() {
 		return fmt.Errorf("engine: the namespace (%d files, %d bytes of checkpoint entries) would leave a %d-byte metadata half no room for the extents of %d data blocks: %w",
 			len(e.byName), e.nsBytes, e.sb.metaHalfCap(), extents, ErrNoSpace)
 	}

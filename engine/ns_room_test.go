@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/zonefold/zonefold/zns"
 )
 
 // A namespace of empty files with long names fills a metadata half's
@@ -143,5 +145,24 @@ func TestOpenWithCheckpointThatDoesNotFit(t *testing.T) {
 			}
 		}
 		f.Close()
+	}
+}
+
+// Halves of one zone, as zonefold formatted before halves were sized for
+// the worst case, cannot hold a checkpoint with an extent on every data
+// block for any namespace: the bound must not refuse every create there.
+func TestNamespaceRoomOnOneZoneHalves(t *testing.T) {
+	e := &Engine{byName: map[string]*file{}}
+	e.sb = Superblock{ZoneSize: 1 << 20, ZoneCap: 1 << 20, Zones: 256, UsedZones: 256, MetaGroup: 1, MetaZones: [2]int{0, 1}}
+	if err := e.nsRoomFor(nsEntryLen("a")); err != nil {
+		t.Fatalf("create on one-zone halves: %v", err)
+	}
+	e.sb.MetaGroup = MetaZones(zns.Geometry{ZoneSize: 1 << 20, ZoneCap: 1 << 20, Zones: 256}) / 2
+	if err := e.nsRoomFor(nsEntryLen("a")); err != nil {
+		t.Fatalf("create on halves format sized: %v", err)
+	}
+	e.nsBytes = e.sb.metaHalfCap()
+	if err := e.nsRoomFor(nsEntryLen("a")); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("create past the namespace's room: %v, want ENOSPC", err)
 	}
 }
