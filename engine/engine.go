@@ -127,9 +127,13 @@ type Engine struct {
 	// operation (see the lock order in doc.go).
 	nsMu   sync.RWMutex
 	byName map[string]*file
-	idMu   sync.RWMutex
-	byID   map[uint64]*file
-	nextID uint64
+	// nsBytes is what byName's entries take in a checkpoint (nsEntryLen
+	// each), under nsMu: creates and renames keep it within the room
+	// the worst case of extents leaves in a metadata half (nsRoomFor).
+	nsBytes int64
+	idMu    sync.RWMutex
+	byID    map[uint64]*file
+	nextID  uint64
 	// active gates the operations callers start (see enter): it counts
 	// those running, with closingBit set once Close has begun and
 	// abandonBit once it stopped waiting for them, and closingCh is

@@ -107,6 +107,10 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (h *File, err error) {
 	e.nsMu.Lock()
 	f := e.byName[name]
 	if f == nil {
+		if err := e.nsRoomFor(nsEntryLen(name)); err != nil {
+			e.nsMu.Unlock()
+			return nil, fmt.Errorf("engine: create %q: %w", name, err)
+		}
 		f = &file{id: e.nextID, name: name, ext: newExtentMap(), born: e.stats.hostWritten.Load()}
 		t, err := e.writeOp(nsOp{kind: opCreate, file: f.id, name: name})
 		if err != nil {
@@ -118,6 +122,7 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (h *File, err error) {
 		f.createFlush.Store(t)
 		e.nextID++
 		e.byName[name] = f
+		e.nsBytes += nsEntryLen(name)
 		e.idMu.Lock()
 		e.byID[f.id] = f
 		e.idMu.Unlock()
@@ -224,9 +229,42 @@ func (e *Engine) remove(name string, durable bool) (err error) {
 		return err
 	}
 	delete(e.byName, name)
+	e.nsBytes -= nsEntryLen(name)
 	e.dropFile(f)
 	e.nsMu.Unlock()
 	e.forgetCached(f)
+	return nil
+}
+
+// nsEntryLen is what a file named name takes in a checkpoint besides
+// its extents (encodeCheckpoint: id, name, size, extent count).
+func nsEntryLen(name string) int64 { return 8 + 4 + int64(len(name)) + 8 + 4 }
+
+// nsRoomFor refuses (ErrNoSpace) a namespace that grows by add bytes of
+// checkpoint entries past what leaves room, in a metadata half, for a
+// checkpoint with as many extents as the data zones have blocks (every
+// extent covers a block no other covers: see ckptMax) and a create
+// record with its shrink room after it. Without it a namespace of empty
+// files could take the room format set aside for extents, and once the
+// files got data no checkpoint fit: the next switch, Close and Open
+// failed with every acknowledged byte still on the device. nsMu is held.
+func (e *Engine) nsRoomFor(add int64) error {
+	dataZones := int64(e.sb.UsedZones - 2*e.sb.MetaGroup)
+	extents := dataZones * e.sb.ZoneCap / BlockSize
+	need := func(ns int64) int64 {
+		worst := 8 + 8 + 4 + extents*ckptExtSize + ns + 4 + int64(e.sb.UsedZones)*12
+		return BlockSize + metaRecordLen(int(worst)) + metaRecordLen(1+8+8+4+4+MaxNameLen) + metaShrinkRoom
+	}
+	if need(0) > e.sb.metaHalfCap() {
+		// Halves formatted before they were sized for the worst case
+		// (one zone each) cannot keep this bound for any namespace:
+		// the log's own ENOSPC is all there is, as before.
+		return nil
+	}
+	if need(e.nsBytes+add) > e.sb.metaHalfCap() {
+		return fmt.Errorf("engine: the namespace (%d files, %d bytes of checkpoint entries) would leave a %d-byte metadata half no room for the extents of %d data blocks: %w",
+			len(e.byName), e.nsBytes, e.sb.metaHalfCap(), extents, ErrNoSpace)
+	}
 	return nil
 }
 
@@ -274,12 +312,23 @@ func (e *Engine) Rename(oldName, newName string) error {
 		return nil
 	}
 	victim := e.byName[newName]
+	grow := nsEntryLen(newName) - nsEntryLen(oldName)
+	if victim != nil {
+		grow -= nsEntryLen(newName)
+	}
+	if grow > 0 {
+		if err := e.nsRoomFor(grow); err != nil {
+			e.nsMu.Unlock()
+			return fmt.Errorf("engine: rename %q: %w", oldName, err)
+		}
+	}
 	if err := e.logOp(nsOp{kind: opRename, file: f.id, name: newName}); err != nil {
 		e.nsMu.Unlock()
 		return err
 	}
 	delete(e.byName, oldName)
 	e.byName[newName] = f
+	e.nsBytes += grow
 	f.mu.Lock()
 	f.name = newName
 	f.mu.Unlock()

@@ -646,8 +646,9 @@ const maxMetaGroup = 1 << 12
 // extent covers a block no other extent covers (a file's last, partial
 // one too): at most dataBlocks extents in all. Files without data are
 // not bounded so; the allowance below covers one per 16 data blocks with
-// names of 64 bytes, and a namespace past that gets ENOSPC from the log
-// (writeOp) rather than a checkpoint that does not fit.
+// names of 64 bytes, and a namespace past that gets ENOSPC at create or
+// rename (nsRoomFor), while a checkpoint with an extent on every data
+// block still fits, rather than a checkpoint that does not fit.
 func ckptMax(dataBlocks, dataZones int64) int64 {
 	const file = 8 + 4 + 64 + 8 + 4
 	return metaHdrLen + 8 + 8 + 4 + dataBlocks*ckptExtSize + (dataBlocks/16+64)*file + 4 + dataZones*12

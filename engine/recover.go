@@ -183,6 +183,10 @@ func (e *Engine) recover() error {
 	for id := range e.byID {
 		e.nextID = max(e.nextID, id+1)
 	}
+	e.nsBytes = 0
+	for name := range e.byName {
+		e.nsBytes += nsEntryLen(name)
+	}
 	e.recountValid()
 	if e.readOnly {
 		e.recovered = events
@@ -197,6 +201,17 @@ func (e *Engine) recover() error {
 	// that frees it): a crash in between recovers from it, scans them
 	// from their start and finds only records older than itself.
 	if err := e.checkpoint(); err != nil {
+		if errors.Is(err, ErrNoSpace) && len(e.held) == 0 {
+			// The namespace outgrew a half (an older zonefold did not
+			// bound it: nsRoomFor). Nothing recovery decided needs a
+			// checkpoint, so the file system opens on its log as it
+			// stands, without resetting the dead zones, and serves
+			// every byte; operations needing a switch get ENOSPC
+			// until removes shrink it. Refusing to open left the
+			// data unreachable on a device fsck called clean.
+			slog.Warn("engine: recover: the checkpoint does not fit a metadata half; opening on the log as it stands (remove files to shrink the namespace)", "half", ckptZone, "at", e.meta.wp, "err", err)
+			return nil
+		}
 		if !errors.Is(err, errNextHalfReset) {
 			return err
 		}
