@@ -731,7 +731,7 @@ func (h *File) zeroTail(size, old int64) error {
 		saved = tail[:min(old, end)-size]
 	}
 	charge := writeCharge(size, end-size)
-	if err := e.admitTails(ctx, charge, f, true, minGCGain); err != nil {
+	if err := e.admitTails(ctx, charge, f, true, minGCGain, 0); err != nil {
 		return fmt.Errorf("engine: truncate %q to %d: %w", f.name, size, err)
 	}
 	defer e.admitted.Add(-charge)
@@ -1197,7 +1197,7 @@ func (h *File) rewritePiece(pos int64, p []byte) error {
 	charge := writeCharge(pos, int64(len(p)))
 	// Without waiting for truncates' tails: this is one settling (see
 	// admitTails).
-	if err := e.admitTails(ctx, charge, f, false, minGCGain); err != nil {
+	if err := e.admitTails(ctx, charge, f, false, minGCGain, 0); err != nil {
 		return fmt.Errorf("at %d: %w", pos, err)
 	}
 	defer e.admitted.Add(-charge)
@@ -1321,7 +1321,7 @@ func writeCharge(off, n int64) int64 {
 // again, rather than report a full device the truncate is about to free
 // for GC.
 func (e *Engine) admit(ctx context.Context, charge int64, own *file) error {
-	return e.admitTails(ctx, charge, own, true, e.admitGain())
+	return e.admitTails(ctx, charge, own, true, e.admitGain(), e.keepFor(own))
 }
 
 // maxTailWaits bounds the truncate windows one admission waits for.
@@ -1358,7 +1358,10 @@ const tailSettleWait = 10 * time.Second
 // by a writer being admitted (TestUndoOwedTwoWritersNoCrossWait; when
 // writes left the commit owed, two such writers waited out
 // tailSettleWait, then reported ENOSPC on a device of garbage).
-func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTails bool, minGain int64) error {
+//
+// keep is the space the write must leave free (SetReserved): 0 for a
+// truncate's and an undo's, which put back or cut bytes.
+func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTails bool, minGain, keep int64) error {
 	flushed := false
 	waits := 0
 	var gcErr error // the last pass's, if the device failed it
@@ -1366,7 +1369,7 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTa
 		// Reserve, then check with every reservation counted: two
 		// writers racing for the last room cannot both take it.
 		e.admitted.Add(charge)
-		if e.roomFor(0) {
+		if e.roomFor(keep) {
 			return nil
 		}
 		e.admitted.Add(-charge)
@@ -1378,7 +1381,7 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTa
 			// waitTails) goes on, to put its file back.
 			return fmt.Errorf("engine: write of %d bytes: %w", charge, ErrClosed)
 		}
-		moved, unsettled, err := e.gc.reclaimFor(func() bool { return !e.roomFor(charge) }, minGain)
+		moved, unsettled, err := e.gc.reclaimFor(func() bool { return !e.roomFor(charge + keep) }, minGain)
 		if moved {
 			continue
 		}
@@ -1401,14 +1404,14 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTa
 			continue
 		}
 		if e.keepsNoData {
-			return fmt.Errorf("engine: write needing %d bytes of the device: %w: %w", charge, ErrNoSpace, errNoDataKept)
+			return fmt.Errorf("engine: write needing %d bytes of the device%s: %w: %w", charge, reservedNote(keep), ErrNoSpace, errNoDataKept)
 		}
 		if gcErr != nil {
 			// Not full: failing. The client must see the cause.
-			return fmt.Errorf("engine: write needing %d bytes of the device: GC could not make room: %w", charge, gcErr)
+			return fmt.Errorf("engine: write needing %d bytes of the device%s: GC could not make room: %w", charge, reservedNote(keep), gcErr)
 		}
-		return fmt.Errorf("engine: write needing %d bytes of the device: no zone's reclaim frees %d bytes or more: %w",
-			charge, minGain, ErrNoSpace)
+		return fmt.Errorf("engine: write needing %d bytes of the device%s: no zone's reclaim frees %d bytes or more: %w",
+			charge, reservedNote(keep), minGain, ErrNoSpace)
 	}
 }
 
