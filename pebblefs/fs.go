@@ -33,6 +33,15 @@
 // writes dirty data back on its own, so set BytesPerSync to
 // NoPeriodicSync; tables are still synced when finished.
 //
+// A full device: Pebble retries a flush or compaction whose table write
+// failed, but a failed WAL or MANIFEST write ends the process (see
+// ReserveFor). Call ReserveFor with Pebble's options: the engine then
+// keeps that room for the WAL, MANIFEST and OPTIONS files, so tables meet
+// ENOSPC first; Pebble's writes stall (OnNoSpace tells of the refusals)
+// and every write it acknowledged is kept. A writable Open waits for the
+// flush of the WAL it replays, for as long as the device is full: open
+// read-only to read the data, or free room first.
+//
 // Not supported: hard links (Link fails so that Pebble falls back to
 // copying, as its LinkOrCopy does on file systems without them) and
 // renaming a directory (Pebble renames files only).
