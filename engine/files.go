@@ -1321,7 +1321,15 @@ func writeCharge(off, n int64) int64 {
 // again, rather than report a full device the truncate is about to free
 // for GC.
 func (e *Engine) admit(ctx context.Context, charge int64, own *file) error {
-	return e.admitTails(ctx, charge, own, true, e.admitGain(), e.keepFor(own))
+	keep := e.keepFor(own)
+	err := e.admitTails(ctx, charge, own, true, e.admitGain(), keep)
+	if err != nil && own != nil && own.useReserved.Load() && errors.Is(err, ErrNoSpace) {
+		// A file allowed the reserve (SetReserved) is one whose failed
+		// write the application cannot survive: GC passes of any gain,
+		// which admission spares other writes for their cost.
+		err = e.admitTails(ctx, charge, own, true, minGCGain, keep)
+	}
+	return err
 }
 
 // maxTailWaits bounds the truncate windows one admission waits for.
@@ -1369,8 +1377,21 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTa
 		// Reserve, then check with every reservation counted: two
 		// writers racing for the last room cannot both take it.
 		e.admitted.Add(charge)
-		if e.roomFor(keep) {
-			return nil
+		if e.roomFor(0) {
+			if e.keepsReserve(keep) {
+				return nil
+			}
+			e.admitted.Add(-charge)
+			if !flushed && e.cache.DirtyBytes() > 0 {
+				// Dirty overwrites count twice until written back.
+				flushed = true
+				if err := e.wb.SyncAll(ctx); err != nil {
+					return fmt.Errorf("engine: write of %d bytes: make room: %w", charge, err)
+				}
+				continue
+			}
+			return fmt.Errorf("engine: write needing %d bytes of the device: the %d bytes left are reserved for other files: %w",
+				charge, keep, ErrNoSpace)
 		}
 		e.admitted.Add(-charge)
 		if err := ctx.Err(); err != nil {
@@ -1381,7 +1402,7 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTa
 			// waitTails) goes on, to put its file back.
 			return fmt.Errorf("engine: write of %d bytes: %w", charge, ErrClosed)
 		}
-		moved, unsettled, err := e.gc.reclaimFor(func() bool { return !e.roomFor(charge + keep) }, minGain)
+		moved, unsettled, err := e.gc.reclaimFor(func() bool { return !e.roomFor(charge) }, minGain)
 		if moved {
 			continue
 		}
@@ -1404,14 +1425,14 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTa
 			continue
 		}
 		if e.keepsNoData {
-			return fmt.Errorf("engine: write needing %d bytes of the device%s: %w: %w", charge, reservedNote(keep), ErrNoSpace, errNoDataKept)
+			return fmt.Errorf("engine: write needing %d bytes of the device: %w: %w", charge, ErrNoSpace, errNoDataKept)
 		}
 		if gcErr != nil {
 			// Not full: failing. The client must see the cause.
-			return fmt.Errorf("engine: write needing %d bytes of the device%s: GC could not make room: %w", charge, reservedNote(keep), gcErr)
+			return fmt.Errorf("engine: write needing %d bytes of the device: GC could not make room: %w", charge, gcErr)
 		}
-		return fmt.Errorf("engine: write needing %d bytes of the device%s: no zone's reclaim frees %d bytes or more: %w",
-			charge, reservedNote(keep), minGain, ErrNoSpace)
+		return fmt.Errorf("engine: write needing %d bytes of the device: no zone's reclaim frees %d bytes or more: %w",
+			charge, minGain, ErrNoSpace)
 	}
 }
 

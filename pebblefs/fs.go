@@ -65,6 +65,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path"
 	"strings"
@@ -508,7 +509,8 @@ const manifestReserve = 1 << 20
 // MemTableStopWritesThreshold memtables, and one more is the mutable
 // one; so the reserve is that many memtables, and manifestReserve.
 // Batches larger than half a memtable (which Pebble queues whole) are
-// not covered. Call it with the options Pebble is opened with; the
+// not covered, nor, past 1/reserveShare of the device's capacity, a
+// reserve that large (it warns). Call it with the options Pebble is opened with; the
 // engine keeps one reserve, the last set.
 func (y *FS) ReserveFor(o *pebble.Options) int64 {
 	mem, stop := int64(o.MemTableSize), int64(o.MemTableStopWritesThreshold)
@@ -519,9 +521,20 @@ func (y *FS) ReserveFor(o *pebble.Options) int64 {
 		stop = 2 // Pebble's default
 	}
 	n := (stop+1)*mem + manifestReserve
+	if limit := y.e.Capacity() / reserveShare; n > limit {
+		slog.Warn("pebblefs: Pebble's memtables are large for the device: the WAL's reserve is cut to 1/8 of the capacity, and a device Pebble fills may still fail a WAL write, which ends the process (a smaller MemTableSize or a larger device)",
+			"memtable_size", mem, "memtable_stop_writes_threshold", stop, "reserve_needed", n, "reserve", limit, "capacity", y.e.Capacity())
+		n = limit
+	}
 	y.e.SetReserved(n)
 	return n
 }
+
+// reserveShare: ReserveFor keeps at most 1/reserveShare of the device's
+// capacity. A tiny device (bench lsm's small test runs, four 1 MiB data
+// zones) cannot keep Pebble's three 1 MiB memtables of WAL free and
+// still take its tables: it refused every table write.
+const reserveShare = 8
 
 // usesReserve reports whether the file at name (cleaned), created in
 // category c, may use what ReserveFor keeps: Pebble's WAL and MANIFEST,
