@@ -1390,8 +1390,8 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTa
 				}
 				continue
 			}
-			return fmt.Errorf("engine: write needing %d bytes of the device: the %d bytes left are reserved for other files: %w",
-				charge, keep, ErrNoSpace)
+			return fmt.Errorf("engine: write needing %d bytes of the device: %d of the %d bytes outside GC's reserve are live, dirty or admitted, and %d are reserved for other files: %w",
+				charge, e.placer.validBytes()+e.cache.DirtyBytes()+e.admitted.Load(), e.usableBytes(), keep, ErrNoSpace)
 		}
 		e.admitted.Add(-charge)
 		if err := ctx.Err(); err != nil {

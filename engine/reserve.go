@@ -50,6 +50,10 @@ func (e *Engine) keepsReserve(keep int64) bool {
 	if e.placer.space() >= need+keep {
 		return true
 	}
-	usable := e.Capacity() - int64(e.placer.gcReserve)*e.placer.zoneCap()
-	return e.placer.validBytes()+need+keep <= usable
+	return e.placer.validBytes()+need+keep <= e.usableBytes()
+}
+
+// usableBytes is the capacity outside GC's reserve.
+func (e *Engine) usableBytes() int64 {
+	return e.Capacity() - int64(e.placer.gcReserve)*e.placer.zoneCap()
 }

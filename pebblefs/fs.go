@@ -522,7 +522,7 @@ func (y *FS) ReserveFor(o *pebble.Options) int64 {
 	}
 	n := (stop+1)*mem + manifestReserve
 	if limit := y.e.Capacity() / reserveShare; n > limit {
-		slog.Warn("pebblefs: Pebble's memtables are large for the device: the WAL's reserve is cut to 1/8 of the capacity, and a device Pebble fills may still fail a WAL write, which ends the process (a smaller MemTableSize or a larger device)",
+		slog.Warn("pebblefs: Pebble's memtables are large for the device: the WAL's reserve is cut to 1/16 of the capacity, and a device Pebble fills may still fail a WAL write, which ends the process (a smaller MemTableSize or a larger device)",
 			"memtable_size", mem, "memtable_stop_writes_threshold", stop, "reserve_needed", n, "reserve", limit, "capacity", y.e.Capacity())
 		n = limit
 	}
@@ -531,10 +531,11 @@ func (y *FS) ReserveFor(o *pebble.Options) int64 {
 }
 
 // reserveShare: ReserveFor keeps at most 1/reserveShare of the device's
-// capacity. A tiny device (bench lsm's small test runs, four 1 MiB data
-// zones) cannot keep Pebble's three 1 MiB memtables of WAL free and
-// still take its tables: it refused every table write.
-const reserveShare = 8
+// capacity. A tiny device cannot keep Pebble's three 1 MiB memtables of
+// WAL and still take its tables: bench's TestLSMSmall (12 MiB outside
+// GC's reserve, Pebble's files and dirty data peaking at 10.7 MiB) had
+// table writes refused with 1/8 of it (1.75 MiB) reserved.
+const reserveShare = 16
 
 // usesReserve reports whether the file at name (cleaned), created in
 // category c, may use what ReserveFor keeps: Pebble's WAL and MANIFEST,
