@@ -722,6 +722,7 @@ func runLSMZonefold(ctx context.Context, dev *lsmDevice, placement string, o LSM
 	defer cache.Unref()
 	opts := lsmPebbleOptions(o, fs, cache)
 	opts.EventListener = fs.EventListener()
+	fs.ReserveFor(opts) // a full device refuses tables first, never the WAL
 	probe := &lsmProbe{stats: e.Stats, live: func() int64 {
 		var n int64
 		for _, z := range e.ZoneValidity() {

@@ -186,12 +186,6 @@ func TestLSMAbandonedBaselineKeepsItsFolder(t *testing.T) {
 // panics on a WAL write, is left before either. Before, the hang guard
 // fired or the process died.
 func TestLSMFullDeviceEndsTheRun(t *testing.T) {
-	// Flaky, and fatal to the test binary: when the WAL meets ENOSPC before a
-	// table write does, Pebble's rotateWAL panics while holding its mutex
-	// and the deferred unlock is a fatal error ("sync: unlock of unlocked
-	// mutex") that no recover catches (CI at 0295365, bench package). The
-	// hook ends the run only when a table write meets ENOSPC first.
-	t.Skip("known: Pebble's WAL ENOSPC can be fatal to the process before the full-device hook ends the run")
 	rig := newStallRig(t, 0)
 	limit := lsmUtilLimit
 	lsmUtilLimit = 1

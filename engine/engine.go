@@ -112,6 +112,9 @@ type Engine struct {
 	// admitted is the device bytes reserved by writes admitted and not
 	// yet in the cache (see admit).
 	admitted atomic.Int64
+	// reserved is the free space only files with useReserved may take
+	// (SetReserved).
+	reserved atomic.Int64
 	// retireKick wakes the retirer, which finishes the zones placement
 	// gave up (placer.retiring).
 	retireKick chan struct{}
@@ -208,7 +211,10 @@ type file struct {
 	ext     *extentMap
 	mru     atomic.Pointer[zone]
 	life    atomic.Uint32 // WriteLife hint, for placement
-	gone    bool          // removed: its data is garbage
+	// useReserved: the file's writes may take the space SetReserved
+	// keeps.
+	useReserved atomic.Bool
+	gone        bool // removed: its data is garbage
 	// handles counts open handles: a file none has open is not being
 	// written, and placement may give the rest of its MRU zone to another.
 	handles atomic.Int32

@@ -780,7 +780,7 @@ func (h *File) zeroTail(size, old int64) error {
 		saved = tail[:min(old, end)-size]
 	}
 	charge := writeCharge(size, end-size)
-	if err := e.admitTails(ctx, charge, f, true, minGCGain); err != nil {
+	if err := e.admitTails(ctx, charge, f, true, minGCGain, 0); err != nil {
 		return fmt.Errorf("engine: truncate %q to %d: %w", f.name, size, err)
 	}
 	defer e.admitted.Add(-charge)
@@ -1246,7 +1246,7 @@ func (h *File) rewritePiece(pos int64, p []byte) error {
 	charge := writeCharge(pos, int64(len(p)))
 	// Without waiting for truncates' tails: this is one settling (see
 	// admitTails).
-	if err := e.admitTails(ctx, charge, f, false, minGCGain); err != nil {
+	if err := e.admitTails(ctx, charge, f, false, minGCGain, 0); err != nil {
 		return fmt.Errorf("at %d: %w", pos, err)
 	}
 	defer e.admitted.Add(-charge)
@@ -1370,7 +1370,15 @@ func writeCharge(off, n int64) int64 {
 // again, rather than report a full device the truncate is about to free
 // for GC.
 func (e *Engine) admit(ctx context.Context, charge int64, own *file) error {
-	return e.admitTails(ctx, charge, own, true, e.admitGain())
+	keep := e.keepFor(own)
+	err := e.admitTails(ctx, charge, own, true, e.admitGain(), keep)
+	if err != nil && own != nil && own.useReserved.Load() && errors.Is(err, ErrNoSpace) {
+		// A file allowed the reserve (SetReserved) is one whose failed
+		// write the application cannot survive: GC passes of any gain,
+		// which admission spares other writes for their cost.
+		err = e.admitTails(ctx, charge, own, true, minGCGain, keep)
+	}
+	return err
 }
 
 // maxTailWaits bounds the truncate windows one admission waits for.
@@ -1407,7 +1415,10 @@ const tailSettleWait = 10 * time.Second
 // by a writer being admitted (TestUndoOwedTwoWritersNoCrossWait; when
 // writes left the commit owed, two such writers waited out
 // tailSettleWait, then reported ENOSPC on a device of garbage).
-func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTails bool, minGain int64) error {
+//
+// keep is the space the write must leave free (SetReserved): 0 for a
+// truncate's and an undo's, which put back or cut bytes.
+func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTails bool, minGain, keep int64) error {
 	flushed := false
 	waits := 0
 	var gcErr error // the last pass's, if the device failed it
@@ -1416,7 +1427,20 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTa
 		// writers racing for the last room cannot both take it.
 		e.admitted.Add(charge)
 		if e.roomFor(0) {
-			return nil
+			if e.keepsReserve(keep) {
+				return nil
+			}
+			e.admitted.Add(-charge)
+			if !flushed && e.cache.DirtyBytes() > 0 {
+				// Dirty overwrites count twice until written back.
+				flushed = true
+				if err := e.wb.SyncAll(ctx); err != nil {
+					return fmt.Errorf("engine: write of %d bytes: make room: %w", charge, err)
+				}
+				continue
+			}
+			return fmt.Errorf("engine: write needing %d bytes of the device: %d of the %d bytes outside GC's reserve are live, dirty or admitted, and %d are reserved for other files: %w",
+				charge, e.placer.validBytes()+e.cache.DirtyBytes()+e.admitted.Load(), e.usableBytes(), keep, ErrNoSpace)
 		}
 		e.admitted.Add(-charge)
 		if err := ctx.Err(); err != nil {

@@ -95,6 +95,16 @@ func (y *FS) newFile(h *engine.File, name string, read, write bool, life engine.
 	return &file{y: y, h: h, name: name, read: read, write: write}, nil
 }
 
+// newWriter is newFile for a file opened to write in category c: its
+// write-life hint, and the reserve for the files Pebble cannot fail to
+// write (see ReserveFor).
+func (y *FS) newWriter(h *engine.File, name string, c vfs.DiskWriteCategory) (*file, error) {
+	if usesReserve(name, c) {
+		h.SetUseReserved(true)
+	}
+	return y.newFile(h, name, true, true, lifeOf(c))
+}
+
 func (f *file) Close() error {
 	if f.ra != nil {
 		f.ra.release()

@@ -33,6 +33,15 @@
 // writes dirty data back on its own, so set BytesPerSync to
 // NoPeriodicSync; tables are still synced when finished.
 //
+// A full device: Pebble retries a flush or compaction whose table write
+// failed, but a failed WAL or MANIFEST write ends the process (see
+// ReserveFor). Call ReserveFor with Pebble's options: the engine then
+// keeps that room for the WAL, MANIFEST and OPTIONS files, so tables meet
+// ENOSPC first; Pebble's writes stall (OnNoSpace tells of the refusals)
+// and every write it acknowledged is kept. A writable Open waits for the
+// flush of the WAL it replays, for as long as the device is full: open
+// read-only to read the data, or free room first.
+//
 // Not supported: hard links (Link fails so that Pebble falls back to
 // copying, as its LinkOrCopy does on file systems without them) and
 // renaming a directory (Pebble renames files only).
@@ -56,6 +65,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path"
 	"strings"
@@ -63,6 +73,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/zonefold/zonefold/engine"
@@ -181,7 +192,7 @@ func (y *FS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, erro
 		if err != nil {
 			return nil, err
 		}
-		return y.newFile(h, n, true, true, lifeOf(category))
+		return y.newWriter(h, n, category)
 	}
 }
 
@@ -232,7 +243,7 @@ func (y *FS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...
 	if err != nil {
 		return nil, err
 	}
-	f, err := y.newFile(h, n, true, true, lifeOf(category))
+	f, err := y.newWriter(h, n, category)
 	if err != nil {
 		return nil, err
 	}
@@ -347,7 +358,7 @@ func (y *FS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCatego
 	if err != nil {
 		return nil, err
 	}
-	return y.newFile(h, n, true, true, lifeOf(category))
+	return y.newWriter(h, n, category)
 }
 
 // MkdirAll implements vfs.FS.
@@ -477,3 +488,59 @@ func (y *FS) GetDiskUsage(string) (vfs.DiskUsage, error) {
 
 // Unwrap implements vfs.FS: FS wraps no other vfs.FS.
 func (y *FS) Unwrap() vfs.FS { return nil }
+
+// manifestReserve is what ReserveFor keeps for the MANIFEST and OPTIONS
+// files: a new MANIFEST's snapshot (Pebble opening, or rotating it) of
+// some ten thousand tables, the version edits written meanwhile, and an
+// OPTIONS file.
+const manifestReserve = 1 << 20
+
+// ReserveFor keeps the device space that Pebble with options o cannot
+// fail to write (engine.Engine.SetReserved) for its WAL, MANIFEST and
+// OPTIONS files, and returns how much: its tables then meet ENOSPC on a
+// full device first. Pebble retries a flush or compaction whose table
+// write failed (its writes stall meanwhile) but treats a failed WAL
+// write as fatal (the commit pipeline's Fatalf; rotateWAL panics with
+// its mutex held, which ends the process with a fatal error no recover
+// catches), and so a failed MANIFEST write (Fatalf), while the OPTIONS
+// file written as Pebble opens would keep it from opening on a full
+// device. The WALs' live bytes are bounded by the memtables they fill:
+// writes stall once the queued memtables reach
+// MemTableStopWritesThreshold memtables, and one more is the mutable
+// one; so the reserve is that many memtables, and manifestReserve.
+// Batches larger than half a memtable (which Pebble queues whole) are
+// not covered, nor, past 1/reserveShare of the device's capacity, a
+// reserve that large (it warns). Call it with the options Pebble is opened with; the
+// engine keeps one reserve, the last set.
+func (y *FS) ReserveFor(o *pebble.Options) int64 {
+	mem, stop := int64(o.MemTableSize), int64(o.MemTableStopWritesThreshold)
+	if mem <= 0 {
+		mem = 4 << 20 // Pebble's default
+	}
+	if stop <= 0 {
+		stop = 2 // Pebble's default
+	}
+	n := (stop+1)*mem + manifestReserve
+	if limit := y.e.Capacity() / reserveShare; n > limit {
+		slog.Warn("pebblefs: Pebble's memtables are large for the device: the WAL's reserve is cut to 1/16 of the capacity, and a device Pebble fills may still fail a WAL write, which ends the process (a smaller MemTableSize or a larger device)",
+			"memtable_size", mem, "memtable_stop_writes_threshold", stop, "reserve_needed", n, "reserve", limit, "capacity", y.e.Capacity())
+		n = limit
+	}
+	y.e.SetReserved(n)
+	return n
+}
+
+// reserveShare: ReserveFor keeps at most 1/reserveShare of the device's
+// capacity. A tiny device cannot keep Pebble's three 1 MiB memtables of
+// WAL and still take its tables: bench's TestLSMSmall (12 MiB outside
+// GC's reserve, Pebble's files and dirty data peaking at 10.7 MiB) had
+// table writes refused with 1/8 of it (1.75 MiB) reserved.
+const reserveShare = 16
+
+// usesReserve reports whether the file at name (cleaned), created in
+// category c, may use what ReserveFor keeps: Pebble's WAL and MANIFEST,
+// known by their category, and its OPTIONS file, by name (Pebble writes
+// it as "unspecified").
+func usesReserve(name string, c vfs.DiskWriteCategory) bool {
+	return c == "pebble-wal" || c == "pebble-manifest" || strings.HasPrefix(path.Base(name), "OPTIONS-")
+}
