@@ -10,10 +10,10 @@
  * .commit puts every queued request on the submission ring and publishes
  * them with one release store (ringing the daemon's doorbell, one byte
  * on the socket, only if the daemon said it sleeps), .getevents takes
- * what the daemon has published on the completion ring, spinning a
- * little if the daemon has lately been quick, then sleeping on a futex
- * in the region that the daemon wakes when it publishes. New I/O may be
- * queued while earlier I/O is unreaped.
+ * what the daemon has published on the completion ring, spinning and
+ * yielding the CPU a little if the daemon has lately been quick, then
+ * sleeping on a futex in the region that the daemon wakes when it
+ * publishes. New I/O may be queued while earlier I/O is unreaped.
  *
  * sync=1 (or dsync) means what O_SYNC means to fio's own engines: a
  * write is durable when fio sees it complete. The daemon acknowledges a
@@ -30,6 +30,7 @@
  */
 #include <errno.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,19 @@ enum { ZF_SLOT_FREE, ZF_SLOT_IO, ZF_SLOT_FSYNC };
  * decides); past this, the job sleeps at once.
  */
 #define ZF_SPIN_MAX_NS 30000
+/*
+ * Between the spin and the sleep, a wait yields the CPU (sched_yield)
+ * for up to ZF_YIELD_NS, looking at the completion tail after each
+ * yield, if its waits have lately ended within ZF_YIELD_GATE_NS. Where
+ * fio's jobs and the daemon are more runnable tasks than there are CPUs,
+ * a yield hands the CPU to one of them (often the daemon, which then
+ * publishes what this job waits for) without what a futex sleep costs
+ * both sides: the daemon's FUTEX_WAKE and the wakeup of a task asleep,
+ * often on another CPU. Where nothing else is runnable, a yield returns
+ * at once and this is a short spin.
+ */
+#define ZF_YIELD_NS 100000
+#define ZF_YIELD_GATE_NS 1000000
 /* A sleep for completions checks every ZF_SLICE_MS that the daemon is there. */
 #define ZF_SLICE_MS 100
 
@@ -514,7 +528,8 @@ static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *t
 /*
  * wait_replies waits until the daemon publishes want replies (at least
  * one), for at most timeout_ms (-1: no limit): a short spin if the daemon
- * has lately answered within a few microseconds (it ends at the first
+ * has lately answered within a few microseconds, then yields of the CPU
+ * if it has lately answered within a millisecond (both end at the first
  * reply), then sleep with ZF_CQ_WAITING and ZF_CQ_WANTS set on that
  * word's futex and cq_head + want in the cq_want word (the daemon clears
  * the flag and wakes it once it has published that far, or has answered
@@ -539,6 +554,13 @@ static int wait_replies(struct zf_data *zd, int timeout_ms, uint32_t want)
 			if (__atomic_load_n(zd->cq_tail_p, __ATOMIC_ACQUIRE) != zd->cq_head)
 				goto out;
 			cpu_relax();
+		}
+	}
+	if (zd->gap_ns < ZF_YIELD_GATE_NS) {
+		while (now_ns() - start < ZF_YIELD_NS) {
+			if (__atomic_load_n(zd->cq_tail_p, __ATOMIC_ACQUIRE) != zd->cq_head)
+				goto out;
+			sched_yield();
 		}
 	}
 	if (want < 1)

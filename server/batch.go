@@ -42,7 +42,8 @@ const (
 	// large writes, malformed requests); the client is woken.
 	postAlone postKind = iota
 	// postMid: some replies of a piece of inline work that goes on; a
-	// client that is awake sees them, one that sleeps is not woken.
+	// client that is awake sees them, one that sleeps is woken only if
+	// they are all its wait needs (CQWant, wantMet).
 	postMid
 	// postEnd: the last replies of a piece of inline work; the client is
 	// woken if no other piece is still running. A client that sleeps is

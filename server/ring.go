@@ -421,8 +421,14 @@ func (c *conn) post(sls []*slot, kind postKind) {
 	if kind == postEnd && c.pieces.Add(-1) == 0 {
 		wake = true
 	}
-	if wake {
+	switch {
+	case wake:
 		c.wakeClient()
+	case kind == postMid:
+		// A client asleep for replies it said it needs (CQWant) is
+		// woken once they are there, not when the piece ends: it
+		// refills its queue while the rest of the piece runs.
+		c.wake(r.wantMet())
 	}
 }
 
@@ -435,15 +441,30 @@ func (c *conn) post(sls []*slot, kind postKind) {
 // A client that sleeps while pieces still run is woken by the last of
 // them; one that waits for more replies than are posted (CQWant) is
 // left asleep until they are (wakeDue).
-func (c *conn) wakeClient() {
+func (c *conn) wakeClient() { c.wake(c.ring.wakeDue()) }
+
+// wake claims CQWaiting and wakes the client's futex if due says its
+// wait can return.
+func (c *conn) wake(due bool) {
 	r := c.ring
 	if wakeupLost() {
 		return
 	}
-	if r.wakeDue() && claimFlag(r.cqFlags, CQWaiting) {
+	if due && claimFlag(r.cqFlags, CQWaiting) {
 		futexWake(r.cqFlags)
 		c.s.stats.doorbellsOut.Add(1)
 	}
+}
+
+// wantMet says whether the client sleeps with CQWant and the completion
+// tail has reached its want word. Read as wakeDue reads them; unlike
+// wakeDue, a client that sleeps without CQWant is not due (it is woken
+// once per batch, when the last piece ends), nor is one whose want is
+// not reached when everything taken is answered (the piece's end wakes
+// it then).
+func (r *rings) wantMet() bool {
+	f := atomic.OrUint32(r.cqFlags, 0)
+	return f&(CQWaiting|CQWant) == CQWaiting|CQWant && int32(r.tail.Load()-atomic.LoadUint32(r.cqWant)) >= 0
 }
 
 // wakeDue says whether the client sleeps (CQWaiting) and, if it said

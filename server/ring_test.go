@@ -660,6 +660,39 @@ func TestRingWantDefersWake(t *testing.T) {
 	}
 }
 
+// TestRingWantWakesMidPiece: a client asleep for one reply (CQWant) is
+// woken by the first replies a piece of inline work posts (postMid),
+// while the piece's last request still runs, not only when the piece
+// ends. Sixteen nops and a held fstat, published at once, are one batch
+// run by the reader. Failed before: the client slept until the fstat was
+// released (the 20 s limit of sleepUntilWoken).
+func TestRingWantWakesMidPiece(t *testing.T) {
+	d := newDaemon(t)
+	held, release := holdOps(t, OpFstat)
+	w := newRawRing(t, d.socket)
+	atomic.StoreUint32(w.want, 1)
+	setFlag(w.r.cqFlags, CQWaiting|CQWant)
+	for i := range postEvery + 1 {
+		q := Request{Tag: uint64(i + 1), Op: OpNop}
+		if i == postEvery {
+			q.Op = OpFstat
+		}
+		q.Encode(w.r.sqes[(w.r.tail&w.r.mask)*RequestSize:])
+		w.r.tail++
+	}
+	atomic.StoreUint32(w.r.sqTail, w.r.tail)
+	if err := w.c.wakeDaemon(w.r); err != nil {
+		t.Fatal(err)
+	}
+	<-held
+	w.sleepUntilWoken(t)
+	if tail := atomic.LoadUint32(w.r.cqTail); tail != postEvery {
+		t.Fatalf("woken at completion tail %d, want %d (the fstat is held)", tail, postEvery)
+	}
+	release()
+	awaitProgress(t, "the fstat's reply", postEvery+1, func() int64 { return int64(atomic.LoadUint32(w.r.cqTail)) })
+}
+
 // TestRingWantMoreThanComes: a client that waits for more replies than
 // it has requests outstanding (a lie, or a mistake) is woken once every
 // request it published is answered, not left asleep until its safety
