@@ -194,10 +194,10 @@ var lsmUtilLimit = lsmMaxUtil
 
 // lsmPebblePeak is the most bytes Pebble's files took at once, as a
 // multiple of the keys and values, with a margin. With L0's stop at 8
-// sublevels (lsmL0Stop) zonefold's runs peaked at 2.17-2.29x (--util
-// 0.29, 0.31, 0.34; mru and none), 2.45x with --compactions 4; 2.8
-// leaves 14% above that for the kernel's side, which peaked 0.1-0.2x
-// above zonefold's before, and schedules not seen yet. With Pebble's
+// sublevels (lsmL0Stop) zonefold's runs peaked at 2.17-2.35x (--util
+// 0.29, 0.31, 0.34; mru, none, hinted), 2.45x with --compactions 4, and
+// the kernel's side at 2.45x (the README's run at 0.31); 2.8 leaves 14%
+// above the most seen for schedules not seen yet. With Pebble's
 // 12 it was 3.2 (3.0 seen: the kernel at --util 0.35, 105% of zonefold's
 // capacity; zonefold's runs 2.4-2.8).
 const lsmPebblePeak = 2.8
