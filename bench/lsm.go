@@ -58,6 +58,7 @@ type LSMOptions struct {
 	OpenZones   int      // the default device's open and active zone limit (0: 16)
 	TableSize   int64    // Pebble's target table size at every level (0: L0's from the DB's size, doubling per level as Pebble's default)
 	Compactions int      // compactions Pebble runs at once (0: one, two under debt)
+	L0Stop      int      // L0's read amplification (sublevels) at which Pebble stops writes (0: Pebble's 12)
 	Out         string   // folder for charts, CSV and JSON
 	Seed        uint64
 	Sample      time.Duration
@@ -73,16 +74,19 @@ type LSMOptions struct {
 // machine, in the shape of an LSM store on a ZNS drive at steady state,
 // where GC has to run under every placement:
 //
-//   - 100 000 keys (104 MB) fill 29% of a 344 MiB device: Pebble's files
-//     take two to three times the keys and values (overwritten values
-//     not yet compacted away, compactions' inputs and outputs at once),
-//     so the zones hold about 60% live data on average, and at the peaks
-//     (70-90% of the capacity) GC must free zones for Pebble to go on.
-//     The device is as full as a healthy run allows: Pebble's files at
-//     their largest, GC's reserve and the garbage a writer's GC pass
-//     leaves just fit (see lsmMaxUtil). At 35% (the former default)
-//     Pebble's files peaked at 85-105% of the capacity, table writes met
-//     ENOSPC, and now and then a WAL write did, which Pebble panics on.
+//   - 100 000 keys (104 MB) fill 31% of a 320 MiB device: Pebble's files
+//     take about twice the keys and values (overwritten values not yet
+//     compacted away, compactions' inputs and outputs at once), so the
+//     zones hold about 60% live data on average, and at the peaks
+//     (about 70% of the capacity) GC must free zones for Pebble to go
+//     on. --util goes up to 0.33, where Pebble's files at their largest,
+//     GC's reserve and the garbage a writer's GC pass leaves just fit
+//     (see lsmMaxUtil); 0.31 keeps mru's GC low (see lsmDefaultUtil).
+//     At 35% (a former default, L0's stop at 12) Pebble's files peaked
+//     at 85-105% of the capacity, table writes met ENOSPC, and now and
+//     then a WAL write did, which Pebble panics on.
+//   - Writes stop at 8 L0 sublevels, not Pebble's 12 (lsmL0Stop): that
+//     bounds L0 and its compactions, which made Pebble's peaks.
 //   - Tables of 1 MiB at every level in zones of 1 MiB: ZenFS's advice
 //     for RocksDB (a target file size near the zone's, RocksDB's default
 //     multiplier of 1 across levels). With Pebble's default of doubling
@@ -96,8 +100,8 @@ type LSMOptions struct {
 //     times over, and the run is long enough that its compaction
 //     scheduling, which decides its own write amplification and
 //     ops/s, averages out more than in half that.
-var DefaultLSM = LSMOptions{Scale: 0.001, ValueSize: 1024, Util: lsmMaxUtil, Passes: 1,
-	TableSize: 1 << 20, OpenZones: 16, Compactions: 3,
+var DefaultLSM = LSMOptions{Scale: 0.001, ValueSize: 1024, Util: lsmDefaultUtil, Passes: 1,
+	TableSize: 1 << 20, OpenZones: 16, Compactions: 3, L0Stop: lsmL0Stop,
 	Placements: []string{"mru", "none", "hinted"}, Rounds: 1, BlockCache: 64 << 20,
 	Out: "zonefold-bench-lsm", Seed: 1, Sample: 250 * time.Millisecond}
 
@@ -130,6 +134,8 @@ func (o LSMOptions) validate() error {
 		return fmt.Errorf("--table-size %d: want 0 (auto) or 64K up to 1G", o.TableSize)
 	case o.Compactions < 0 || o.Compactions > 64:
 		return fmt.Errorf("--compactions %d: want 0 (Pebble's one, two under debt) up to 64", o.Compactions)
+	case o.L0Stop != 0 && (o.L0Stop < 4 || o.L0Stop > 1000):
+		return fmt.Errorf("--l0-stop %d: want 0 (Pebble's 12) or 4 (its L0 compaction threshold) up to 1000", o.L0Stop)
 	case o.Sample < time.Millisecond:
 		return fmt.Errorf("--sample %v: want at least 1ms", o.Sample)
 	case o.Out == "":
@@ -160,13 +166,16 @@ func (o LSMOptions) validate() error {
 // free zones (2 on the default device, 3 with two GC streams), which
 // writers never take. On the default device (4 MiB zones) that is
 // util <= (1 - 1/32 - 1/64 - reserve*zone/capacity) / lsmPebblePeak:
-// at 0.29 the device has 86 data zones (344 MiB), of which 319.9 MiB
-// hold files against Pebble's 317.4 MiB at its peak; at 0.30 its 79
-// zones would hold 293.2 MiB, 8% short. Hence 0.29, the default too
-// (TestLSMDefaultDeviceHoldsPebblesPeak checks it with the engine's
-// own reserve).
+// at 0.33 the device has 76 data zones (304 MiB), of which 281.8 MiB
+// hold files against Pebble's 277.7 MiB at its peak (2.8x); at 0.34 its
+// 73 zones would hold 270.3 MiB, 3% short. Hence 0.33
+// (TestLSMDefaultDeviceHoldsPebblesPeak checks it with the engine's own
+// reserve). The default is lower (lsmDefaultUtil).
 //
-// At the former cap, 0.36 (and the default 0.35, 35.9% in whole zones),
+// Until lsm87 the cap was 0.29, for a peak of 3.2x: Pebble stopped
+// writes at 12 L0 sublevels, not 8 (see lsmL0Stop).
+//
+// At the cap before that, 0.36 (and the default 0.35, 35.9% in whole zones),
 // Pebble's files peaked at 85-98% of the capacity on zonefold and at
 // 105% of it on the kernel (lsm-8's baseline: 3.0x the keys and values),
 // a few table writes met ENOSPC in most runs (Pebble retries those), and
@@ -178,19 +187,38 @@ func (o LSMOptions) validate() error {
 // zone: the device was full, and GC had nothing to give. Earlier, at
 // --util 0.45, Pebble's files alone took 93-97% of the capacity and its
 // compactions failed with ENOSPC without end.
-const lsmMaxUtil = 0.29
+const lsmMaxUtil = 0.33
 
 // lsmUtilLimit is lsmMaxUtil, which tests raise to fill a device.
 var lsmUtilLimit = lsmMaxUtil
 
 // lsmPebblePeak is the most bytes Pebble's files took at once, as a
-// multiple of the keys and values, with a margin: 3.0 was the largest
-// seen (the kernel baseline at --util 0.35 peaking at 105% of zonefold's
-// capacity; zonefold's runs 2.4-2.8), and 3.2 leaves 7% for a schedule of
-// compactions not seen yet.
-const lsmPebblePeak = 3.2
+// multiple of the keys and values, with a margin. With L0's stop at 8
+// sublevels (lsmL0Stop) zonefold's runs peaked at 2.17-2.35x (--util
+// 0.29, 0.31, 0.34; mru, none, hinted), 2.45x with --compactions 4, and
+// the kernel's side at 2.45x (the README's run at 0.31); 2.8 leaves 14%
+// above the most seen for schedules not seen yet. With Pebble's
+// 12 it was 3.2 (3.0 seen: the kernel at --util 0.35, 105% of zonefold's
+// capacity; zonefold's runs 2.4-2.8).
+const lsmPebblePeak = 2.8
 
-const lsmUtilWhy = "Pebble's files take up to three times the keys and values at their peak, and the engine needs GC's reserve and slack beside them (at 0.35 its writes met ENOSPC, and now and then it panicked on one)"
+// lsmL0Stop is the default L0 read amplification (sublevels) at which
+// Pebble stops writes, on both sides: 8, not Pebble's 12. It bounds
+// Pebble's peak, which sizes the device (lsmPebblePeak). With the default
+// shape's random keys every flush spans the whole key space, so each is a
+// sublevel of its own, and an L0 compaction takes all of L0 and all of
+// the base level at once. At 12, L0 grew to 30-37 MB (a third of the keys
+// and values) before such a compaction ran, and its inputs and outputs,
+// both on the device until it ended, made Pebble's peaks: the samples'
+// breakdown (bench lsm -v) at the largest, 2.8x the keys and values,
+// was 175 MB of live tables (L0 28, the base level 12, the next 32, the
+// last 100), 76 MB of inputs not yet deleted and 12 MB of WAL. At 8, L0
+// held 8-18 MB and Pebble's files peaked at 2.2x the keys and values
+// (--util 0.29 and 0.34, mru and none). Writes stall earlier instead
+// (Pebble reports such a stall as a memtable stall when it began as one).
+const lsmL0Stop = 8
+
+const lsmUtilWhy = "Pebble's files take up to 2.8 times the keys and values at their peak, and the engine needs GC's reserve and slack beside them (a device too small for that met ENOSPC, and now and then Pebble panicked on one)"
 
 // lsmSample is one point of a run's overwrite phase, from its start.
 type lsmSample struct {
@@ -642,6 +670,7 @@ func lsmPebbleOptions(o LSMOptions, fs vfs.FS, cache *pebble.Cache) *pebble.Opti
 	if n := o.Compactions; n > 0 {
 		opts.CompactionConcurrencyRange = func() (int, int) { return n, n }
 	}
+	opts.L0StopWritesThreshold = o.L0Stop // 0: Pebble's default
 	return opts
 }
 
@@ -987,8 +1016,13 @@ func lsmPhaseRun(ctx context.Context, db *pebble.DB, wo *pebble.WriteOptions, n 
 				s.Host, s.Dev, s.GC, s.Resets = d.HostWritten, d.DevWritten(), d.GCWritten, d.GCResets
 				s.Live = probe.live()
 			}
+			// What Pebble's bytes are, to tell what makes its peaks
+			// (see lsmL0Stop).
 			slog.Debug("bench lsm: sample", "seconds", s.Seconds, "ops", s.Ops, "pebble_bytes", s.Pebble, "live_bytes", s.Live,
-				"capacity", probe.capacity, "jobs", s.Jobs, "gc_bytes", s.GC)
+				"capacity", probe.capacity, "jobs", s.Jobs, "gc_bytes", s.GC,
+				"wal_bytes", m.WAL.PhysicalSize+m.WAL.ObsoletePhysicalSize, "l0_bytes", m.Levels[0].TablesSize,
+				"tables_live", m.Table.Local.LiveSize, "tables_obsolete", m.Table.Local.ObsoleteSize+m.Table.Local.ZombieSize,
+				"compacting", m.Compact.InProgressBytes)
 			samples = append(samples, s)
 		}
 		take()
@@ -1340,3 +1374,13 @@ func deviceGeometry(name string) (zns.Geometry, error) {
 	}
 	return g, nil
 }
+
+// lsmDefaultUtil is --util's default, below the cap (lsmMaxUtil): the
+// zones hold about 60% live data on average, as at the former 0.29 with
+// Pebble's L0 stop at 12, and mru's device WAF keeps its bound of 1.15.
+// Fuller, mru's GC grows as fast as none's, so mru's share of none's WAF
+// does not fall (lsm87, mru and none, one round each, on a loaded
+// machine: 0.25 0.89x, 0.29 0.82x, 0.33 0.84x with L0's stop at 12;
+// 0.29 0.87x, 0.31 0.82x, 0.34 0.81x with it at 8), and at 0.34 mru's
+// device WAF was 1.151.
+const lsmDefaultUtil = 0.31

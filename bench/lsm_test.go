@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/zonefold/zonefold/engine"
 )
 
@@ -118,6 +119,7 @@ func TestLSMRefusesBadInput(t *testing.T) {
 		func(o *LSMOptions) { o.OpenZones = 3 },
 		func(o *LSMOptions) { o.TableSize = 1000 },
 		func(o *LSMOptions) { o.Compactions = -1 },
+		func(o *LSMOptions) { o.L0Stop = 3 }, // below Pebble's L0 compaction threshold: Open fails
 	} {
 		o := DefaultLSM
 		bad(&o)
@@ -198,6 +200,27 @@ func TestLSMDefaultZonesHoldSeveralTables(t *testing.T) {
 	}
 }
 
+// TestLSMPebbleStopsWritesAtL0Stop: Pebble's options, both sides', stop
+// writes at lsmL0Stop L0 sublevels by default (the peak lsmPebblePeak
+// and so the cap were measured with it), at Pebble's own (12) with
+// --l0-stop 0, and Pebble accepts them.
+func TestLSMPebbleStopsWritesAtL0Stop(t *testing.T) {
+	o := DefaultLSM
+	opts := lsmPebbleOptions(o, vfs.NewMem(), nil)
+	if opts.L0StopWritesThreshold != lsmL0Stop {
+		t.Fatalf("default L0StopWritesThreshold %d, want %d", opts.L0StopWritesThreshold, lsmL0Stop)
+	}
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		t.Fatalf("default options: %v", err)
+	}
+	o.L0Stop = 0
+	opts = lsmPebbleOptions(o, vfs.NewMem(), nil)
+	if opts.EnsureDefaults(); opts.L0StopWritesThreshold != 12 {
+		t.Fatalf("--l0-stop 0: L0StopWritesThreshold %d, want Pebble's 12", opts.L0StopWritesThreshold)
+	}
+}
+
 // TestLSMDefaultDeviceHoldsPebblesPeak: the device bench lsm makes, at
 // the default share of keys and at the largest --util allows, holds
 // Pebble's files at their largest (lsmPebblePeak times the keys and
@@ -206,7 +229,9 @@ func TestLSMDefaultZonesHoldSeveralTables(t *testing.T) {
 // it, engine.admitGain) and the record headers (1/64). At the former
 // default (35% of keys: 71 data zones) it did not (262.7 MiB for files
 // against 317.4), and runs now and then ended in Pebble's panic on a
-// WAL write's ENOSPC.
+// WAL write's ENOSPC. With the cap raised to 0.33 (lsm87) and the peak
+// still 3.2x (L0's stop at 12) it fails: 281.8 MiB against 317.4; with
+// 2.8x (L0's stop at 8), 277.7, it holds; a cap of 0.34 (270.3) does not.
 func TestLSMDefaultDeviceHoldsPebblesPeak(t *testing.T) {
 	for _, util := range []float64{DefaultLSM.Util, lsmMaxUtil} {
 		o := DefaultLSM

@@ -63,10 +63,13 @@ with an error saying the device is full (Pebble would retry its compactions
 without end, or panic on a WAL write).
 
 The default shape is that of an LSM store on a ZNS drive at steady state,
-where GC must run under every placement: the keys and values fill 29% of the
-device, and Pebble's files, two to three times that, peak at 70-90% of it,
-the most that leaves GC its reserve and slack (a device any fuller ran out
-of space now and then, and Pebble panics on a WAL write's ENOSPC); tables of 1 MiB at every level (ZenFS's advice for RocksDB:
+where GC must run under every placement: the keys and values fill 31% of the
+device, and Pebble's files, about twice that, peak at about 70% of it
+(--util goes up to 0.33, where Pebble's files at their largest, 2.8x the
+keys and values, still leave GC its reserve and slack: a device any fuller
+ran out of space now and then, and Pebble panics on a WAL write's ENOSPC);
+writes stop at 8 L0 sublevels, not Pebble's 12, on both sides, which keeps
+L0's compactions and so Pebble's peaks smaller (--l0-stop); tables of 1 MiB at every level (ZenFS's advice for RocksDB:
 the same target file size at every level) in zones of 4 MiB, as a ZNS drive's
 zones hold many tables;
 three compactions at once, so that several jobs' tables, the WAL and GC share
@@ -103,7 +106,7 @@ compare ratios over several --rounds.`,
 	benchForceVar(f, &o.Force)
 	numberVar(f, &o.Scale, "scale", o.Scale, "keys as a fraction of 100M")
 	intSizeVar(f, &o.ValueSize, "value-size", o.ValueSize, "bytes per value (e.g. 1K)")
-	numberVar(f, &o.Util, "util", o.Util, "keys and values as a fraction of the default device's capacity (at most 0.29: Pebble's files take up to three times that at their peak, beside GC's reserve)")
+	numberVar(f, &o.Util, "util", o.Util, "keys and values as a fraction of the default device's capacity (at most 0.33: Pebble's files take up to 2.8 times that at their peak, beside GC's reserve)")
 	numberVar(f, &o.Passes, "passes", o.Passes, "device capacities of keys and values the overwrite phase writes")
 	f.StringSliceVar(&o.Placements, "placements", o.Placements, "zonefold placements to compare: mru, none, hinted, round-robin")
 	countVar(f, &o.Rounds, "rounds", o.Rounds, "times each configuration runs, alternating")
@@ -115,6 +118,7 @@ compare ratios over several --rounds.`,
 	countVar(f, &o.OpenZones, "open-zones", o.OpenZones, "open and active zone limit of the default device")
 	sizeVar(f, &o.TableSize, "table-size", o.TableSize, "Pebble's target table size at every level (0: L0's from the DB's size, doubling per level, Pebble's way)")
 	countVar(f, &o.Compactions, "compactions", o.Compactions, "compactions Pebble runs at once (0: Pebble's one, two when behind)")
+	countVar(f, &o.L0Stop, "l0-stop", o.L0Stop, "L0 sublevels at which Pebble stops writes, on both sides (0: Pebble's 12)")
 	f.StringVar(&o.Out, "out", o.Out, "folder for the charts, CSV and JSON")
 	f.Uint64Var(&o.Seed, "seed", o.Seed, "random seed, the same for every configuration")
 	f.DurationVar(&o.Sample, "sample", o.Sample, "interval between samples of the series")
