@@ -79,8 +79,9 @@ type LSMOptions struct {
 //     compacted away, compactions' inputs and outputs at once), so the
 //     zones hold about 60% live data on average, and at the peaks
 //     (about 70% of the capacity) GC must free zones for Pebble to go
-//     on. --util goes up to 0.33, where Pebble's files at their largest,
-//     GC's reserve and the garbage a writer's GC pass leaves just fit
+//     on. --util goes up to 0.32, where Pebble's files at their largest,
+//     GC's reserve, the WAL's reserve (pebblefs.ReserveSize) and the
+//     garbage a writer's GC pass leaves just fit
 //     (see lsmMaxUtil); 0.31 keeps mru's GC low (see lsmDefaultUtil).
 //     At 35% (a former default, L0's stop at 12) Pebble's files peaked
 //     at 85-105% of the capacity, table writes met ENOSPC, and now and
@@ -157,23 +158,27 @@ func (o LSMOptions) validate() error {
 // inputs and outputs at once, obsolete tables not yet removed, the WAL
 // and memtables being flushed) plus what the engine needs beside them:
 //
-//	capacity*(1 - 1/admitGainDiv - 1/64) - reserve*zone >= lsmPebblePeak*db
+//	capacity*(1 - 1/admitGainDiv - 1/64) - reserve*zone - wal >= lsmPebblePeak*db
 //
 // where 1/admitGainDiv (1/32) of each zone is garbage a writer's GC pass
 // may leave (a writer gets ENOSPC once no zone's reclaim frees that
 // much: engine.admitGain), 1/64 is the record headers beside the data
 // (measured 0.015 of the bytes written), and reserve is GC's reserve of
 // free zones (2 on the default device, 3 with two GC streams), which
-// writers never take. On the default device (4 MiB zones) that is
-// util <= (1 - 1/32 - 1/64 - reserve*zone/capacity) / lsmPebblePeak:
-// at 0.33 the device has 76 data zones (304 MiB), of which 281.8 MiB
-// hold files against Pebble's 277.7 MiB at its peak (2.8x); at 0.34 its
-// 73 zones would hold 270.3 MiB, 3% short. Hence 0.33
-// (TestLSMDefaultDeviceHoldsPebblesPeak checks it with the engine's own
-// reserve). The default is lower (lsmDefaultUtil).
+// writers never take, and wal is the space pebblefs keeps from every
+// file but the WAL, MANIFEST and OPTIONS, so that a full device fails a
+// table write first (pebblefs.ReserveSize: 10.3 MiB on the default
+// device), kept whole whatever the WAL holds. On the default device
+// (4 MiB zones) at 0.32 the device has 78 data zones (312 MiB), of
+// which 279.1 MiB hold files against Pebble's 277.7 MiB at its peak
+// (2.8x); at 0.33 its 76 zones would hold 271.5 MiB, 2% short. Hence
+// 0.32 (TestLSMDefaultDeviceHoldsPebblesPeak checks it with the engine's
+// own reserves). Without the WAL's reserve (before fix88) the cap was
+// 0.33.
 //
-// Until lsm87 the cap was 0.29, for a peak of 3.2x: Pebble stopped
-// writes at 12 L0 sublevels, not 8 (see lsmL0Stop).
+// The default is lower (lsmDefaultUtil). Until lsm87 the cap was 0.29,
+// for a peak of 3.2x: Pebble stopped writes at 12 L0 sublevels, not 8
+// (see lsmL0Stop).
 //
 // At the cap before that, 0.36 (and the default 0.35, 35.9% in whole zones),
 // Pebble's files peaked at 85-98% of the capacity on zonefold and at
@@ -187,7 +192,7 @@ func (o LSMOptions) validate() error {
 // zone: the device was full, and GC had nothing to give. Earlier, at
 // --util 0.45, Pebble's files alone took 93-97% of the capacity and its
 // compactions failed with ENOSPC without end.
-const lsmMaxUtil = 0.33
+const lsmMaxUtil = 0.32
 
 // lsmUtilLimit is lsmMaxUtil, which tests raise to fill a device.
 var lsmUtilLimit = lsmMaxUtil

@@ -65,8 +65,8 @@ without end, or panic on a WAL write).
 The default shape is that of an LSM store on a ZNS drive at steady state,
 where GC must run under every placement: the keys and values fill 31% of the
 device, and Pebble's files, about twice that, peak at about 70% of it
-(--util goes up to 0.33, where Pebble's files at their largest, 2.8x the
-keys and values, still leave GC its reserve and slack: a device any fuller
+(--util goes up to 0.32, where Pebble's files at their largest, 2.8x the
+keys and values, still leave GC its reserve, the WAL its reserve and slack: a device any fuller
 ran out of space now and then, and Pebble panics on a WAL write's ENOSPC);
 writes stop at 8 L0 sublevels, not Pebble's 12, on both sides, which keeps
 L0's compactions and so Pebble's peaks smaller (--l0-stop); tables of 1 MiB at every level (ZenFS's advice for RocksDB:
@@ -106,7 +106,7 @@ compare ratios over several --rounds.`,
 	benchForceVar(f, &o.Force)
 	numberVar(f, &o.Scale, "scale", o.Scale, "keys as a fraction of 100M")
 	intSizeVar(f, &o.ValueSize, "value-size", o.ValueSize, "bytes per value (e.g. 1K)")
-	numberVar(f, &o.Util, "util", o.Util, "keys and values as a fraction of the default device's capacity (at most 0.33: Pebble's files take up to 2.8 times that at their peak, beside GC's reserve)")
+	numberVar(f, &o.Util, "util", o.Util, "keys and values as a fraction of the default device's capacity (at most 0.32: Pebble's files take up to 2.8 times that at their peak, beside GC's and the WAL's reserves)")
 	numberVar(f, &o.Passes, "passes", o.Passes, "device capacities of keys and values the overwrite phase writes")
 	f.StringSliceVar(&o.Placements, "placements", o.Placements, "zonefold placements to compare: mru, none, hinted, round-robin")
 	countVar(f, &o.Rounds, "rounds", o.Rounds, "times each configuration runs, alternating")

@@ -513,6 +513,21 @@ const manifestReserve = 1 << 20
 // reserve that large (it warns). Call it with the options Pebble is opened with; the
 // engine keeps one reserve, the last set.
 func (y *FS) ReserveFor(o *pebble.Options) int64 {
+	n, want := ReserveSize(o, y.e.Capacity())
+	if n < want {
+		slog.Warn("pebblefs: Pebble's memtables are large for the device: the WAL's reserve is cut to 1/16 of the capacity, and a device Pebble fills may still fail a WAL write, which ends the process (a smaller MemTableSize or a larger device)",
+			"memtable_size", o.MemTableSize, "memtable_stop_writes_threshold", o.MemTableStopWritesThreshold, "reserve_needed", want, "reserve", n, "capacity", y.e.Capacity())
+	}
+	y.e.SetReserved(n)
+	return n
+}
+
+// ReserveSize is what ReserveFor keeps on a device of capacity bytes for
+// Pebble with options o (n), and what it would keep without its cap of
+// 1/reserveShare of the capacity (want). The reserve is kept whole from
+// the other files, whatever the WAL holds at the time: a device sized for
+// Pebble's files at their peak needs n beside them.
+func ReserveSize(o *pebble.Options, capacity int64) (n, want int64) {
 	mem, stop := int64(o.MemTableSize), int64(o.MemTableStopWritesThreshold)
 	if mem <= 0 {
 		mem = 4 << 20 // Pebble's default
@@ -520,14 +535,8 @@ func (y *FS) ReserveFor(o *pebble.Options) int64 {
 	if stop <= 0 {
 		stop = 2 // Pebble's default
 	}
-	n := (stop+1)*mem + manifestReserve
-	if limit := y.e.Capacity() / reserveShare; n > limit {
-		slog.Warn("pebblefs: Pebble's memtables are large for the device: the WAL's reserve is cut to 1/16 of the capacity, and a device Pebble fills may still fail a WAL write, which ends the process (a smaller MemTableSize or a larger device)",
-			"memtable_size", mem, "memtable_stop_writes_threshold", stop, "reserve_needed", n, "reserve", limit, "capacity", y.e.Capacity())
-		n = limit
-	}
-	y.e.SetReserved(n)
-	return n
+	want = (stop+1)*mem + manifestReserve
+	return min(want, capacity/reserveShare), want
 }
 
 // reserveShare: ReserveFor keeps at most 1/reserveShare of the device's
