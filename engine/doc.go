@@ -74,7 +74,12 @@
 //     create's flush, any logged operation) until a checkpoint in the
 //     other half supersedes it (metaLog.stray, settleStray), so a
 //     failed operation may come back after a crash only if nothing was
-//     acknowledged after it. When the other half refuses its reset (a
+//     acknowledged after it. An acknowledging flush settles before it
+//     flushes and again after (flushAcked): an operation that failed in
+//     between left a record the flush made durable. GC's flushes (its
+//     relocation's, its logged resets') may make a stray record durable
+//     too; they acknowledge nothing, and every ack after them settles
+//     first. When the other half refuses its reset (a
 //     zone gone read-only), the checkpoint goes into the active half's
 //     own log instead, at the device's write pointer, if the log reads
 //     whole up to it (supersedeStrayInHalf: by the failed switch, a

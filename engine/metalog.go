@@ -816,18 +816,48 @@ func (e *Engine) SyncNamespace() error {
 		return err
 	}
 	defer e.leave()
-	if err := e.settleStray(); err != nil {
-		return fmt.Errorf("engine: sync namespace: %w", err)
-	}
 	t := e.meta.needFlush.Load()
 	if t == 0 {
+		if err := e.settleStray(); err != nil {
+			return fmt.Errorf("engine: sync namespace: %w", err)
+		}
 		return nil
 	}
-	if err := e.flushes.flushFor(context.Background(), e.dev, t); err != nil {
-		return fmt.Errorf("engine: sync namespace: flush: %w", err)
+	if err := e.flushAcked(context.Background(), t); err != nil {
+		return fmt.Errorf("engine: sync namespace: %w", err)
 	}
 	return nil
 }
+
+// flushAcked flushes the device for a caller that reports the flush's
+// success as durability (an fsync, Engine.Sync, SyncNamespace, a
+// create's flush): it returns once a flush numbered t or later has
+// succeeded (t = 0: one that started after the call; see flushFor) and
+// no failed operation's record (stray) it may have made durable is left
+// unsuperseded. The stray is settled before the flush, so the flush does
+// not make it durable, and again after it: an operation whose record
+// failed between the first settle and the flush (a remove of the synced
+// file, racing the fsync) left a record that flush made durable, and the
+// ack, given after that operation failed, was undone by its replay
+// (TestFailedOpBetweenSettleAndFlushNeverUndoesTheAck). One that fails
+// after this returns failed after the ack: it may undo it only as an
+// operation in flight at a crash would. The caller holds no engine lock.
+func (e *Engine) flushAcked(ctx context.Context, t uint64) error {
+	if err := e.settleStray(); err != nil {
+		return err
+	}
+	if testHookAckFlush != nil {
+		testHookAckFlush(e)
+	}
+	if err := e.flushes.flushFor(ctx, e.dev, t); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	return e.settleStray()
+}
+
+// testHookAckFlush, if set (by tests only), runs in flushAcked between
+// its first settle and its flush.
+var testHookAckFlush func(*Engine)
 
 // settleStray runs before a device flush whose success is reported as
 // durability (an fsync, Engine.Sync, SyncNamespace, a create's flush):
