@@ -84,7 +84,13 @@
 //     own log instead, at the device's write pointer, if the log reads
 //     whole up to it (supersedeStrayInHalf: by the failed switch, a
 //     settle, or Close). A settle is a half switch: it keeps to the
-//     switches' backoff and counts as a failed one.
+//     switches' backoff and counts as a failed one. If the log reads
+//     whole only up to where the first failed record begins (it landed
+//     unreadable), recovery never replays it: the stray is cleared with
+//     no checkpoint, and the half's log has ended (metaLog.strayFrom).
+//     A failed record that reads whole behind an unreadable end stays
+//     unsuperseded until the other half takes its reset, and every
+//     ack fails with ErrMetaLog meanwhile.
 //   - A number on the device is never handed out again: recovery counts
 //     every record header it finds, a torn record's too. Lost writes
 //     stay lost because the device reads what it never wrote (past a
