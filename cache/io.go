@@ -440,7 +440,11 @@ func (c *Cache) reclaim(ctx context.Context, order int, res *reserve) error {
 		if c.allocBelow(order+1, res) {
 			return nil
 		}
-		freed, _, busy := c.evict(1)
+		// The whole LRU, not one pass of evictScan: a folio made clean
+		// before the Wait above (its signal missed) or one a hit had
+		// referenced may lie past the first evictScan, and nothing
+		// may ever signal again (TestReclaimFindsCleanFolioPastTheFirstScan).
+		freed, busy := c.evictSweep()
 		if freed > 0 {
 			evicted, scanned = 0, 0
 			continue
@@ -462,6 +466,21 @@ func (c *Cache) reclaim(ctx context.Context, order int, res *reserve) error {
 		}
 		evicted, scanned = 0, 0
 	}
+}
+
+// evictSweep runs eviction passes over the LRU until one frees a folio,
+// finds a clean folio's file locked (busy), or has looked at every folio
+// twice: once to clear a hit's reference, once more to find it
+// unreferenced. It is reclaim's last look before it sleeps.
+func (c *Cache) evictSweep() (freed int, busy bool) {
+	for scanned := 0; scanned < 2*c.lruLength(); {
+		freed, seen, busy := c.evict(1)
+		if freed > 0 || busy || seen == 0 {
+			return freed, busy
+		}
+		scanned += seen
+	}
+	return 0, false
 }
 
 // allocBelow takes the largest free block of an order below order.

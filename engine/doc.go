@@ -74,12 +74,23 @@
 //     create's flush, any logged operation) until a checkpoint in the
 //     other half supersedes it (metaLog.stray, settleStray), so a
 //     failed operation may come back after a crash only if nothing was
-//     acknowledged after it. When the other half refuses its reset (a
+//     acknowledged after it. An acknowledging flush settles before it
+//     flushes and again after (flushAcked): an operation that failed in
+//     between left a record the flush made durable. GC's flushes (its
+//     relocation's, its logged resets') may make a stray record durable
+//     too; they acknowledge nothing, and every ack after them settles
+//     first. When the other half refuses its reset (a
 //     zone gone read-only), the checkpoint goes into the active half's
 //     own log instead, at the device's write pointer, if the log reads
 //     whole up to it (supersedeStrayInHalf: by the failed switch, a
 //     settle, or Close). A settle is a half switch: it keeps to the
-//     switches' backoff and counts as a failed one.
+//     switches' backoff and counts as a failed one. If the log reads
+//     whole only up to where the first failed record begins (it landed
+//     unreadable), recovery never replays it: the stray is cleared with
+//     no checkpoint, and the half's log has ended (metaLog.strayFrom).
+//     A failed record that reads whole behind an unreadable end stays
+//     unsuperseded until the other half takes its reset, and every
+//     ack fails with ErrMetaLog meanwhile.
 //   - A number on the device is never handed out again: recovery counts
 //     every record header it finds, a torn record's too. Lost writes
 //     stay lost because the device reads what it never wrote (past a

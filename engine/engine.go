@@ -1064,9 +1064,7 @@ func (e *Engine) Sync(ctx context.Context) error {
 	}
 	if err := e.wb.SyncAll(ctx); err != nil {
 		errs = append(errs, err)
-	} else if err := e.settleStray(); err != nil {
-		errs = append(errs, fmt.Errorf("engine: sync: %w", err))
-	} else if err := e.flushDevice(ctx); err != nil {
+	} else if err := e.flushAcked(ctx, 0); err != nil {
 		errs = append(errs, fmt.Errorf("engine: sync: %w", err))
 	}
 	return errors.Join(errs...)

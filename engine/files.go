@@ -161,11 +161,8 @@ func (e *Engine) awaitCreate(name string, f *file, durable bool) error {
 	if !durable || t == 0 {
 		return nil
 	}
-	if err := e.settleStray(); err != nil {
-		return fmt.Errorf("engine: create %q: %w", name, err)
-	}
-	if err := e.flushes.flushFor(context.Background(), e.dev, t); err != nil {
-		return fmt.Errorf("engine: create %q: log operation: flush: %w", name, err)
+	if err := e.flushAcked(context.Background(), t); err != nil {
+		return fmt.Errorf("engine: create %q: log operation: %w", name, err)
 	}
 	f.createFlush.CompareAndSwap(t, 0)
 	return nil
@@ -1289,11 +1286,8 @@ func (h *File) SyncContext(ctx context.Context) error {
 	if err := h.e.wb.FlushFileSeen(ctx, h.f.id, &h.errSeen); err != nil {
 		return fmt.Errorf("engine: sync %q: %w", h.f.name, err)
 	}
-	if err := h.e.settleStray(); err != nil {
+	if err := h.e.flushAcked(ctx, 0); err != nil {
 		return fmt.Errorf("engine: sync %q: %w", h.f.name, err)
-	}
-	if err := h.e.flushDevice(ctx); err != nil {
-		return fmt.Errorf("engine: sync %q: flush: %w", h.f.name, err)
 	}
 	return nil
 }

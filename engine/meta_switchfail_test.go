@@ -15,12 +15,13 @@ import (
 type metaFault int
 
 const (
-	metaWriteOK   metaFault = iota
-	metaWriteFail           // fails with EIO, nothing written (a zone that refuses it)
-	metaWriteLand           // written whole, then fails with EIO (the device lost the completion)
-	metaWritePart           // all but its last block written, then fails with EIO (a partial write: the write pointer moved)
-	metaWriteCut            // the power is cut before it: nothing of it, or after it, reaches the device
-	metaWriteTear           // the power is cut during it: all but its last block reach the device
+	metaWriteOK      metaFault = iota
+	metaWriteFail              // fails with EIO, nothing written (a zone that refuses it)
+	metaWriteLand              // written whole, then fails with EIO (the device lost the completion)
+	metaWritePart              // all but its last block written, then fails with EIO (a partial write: the write pointer moved)
+	metaWriteCut               // the power is cut before it: nothing of it, or after it, reaches the device
+	metaWriteTear              // the power is cut during it: all but its last block reach the device
+	metaWriteGarbage           // the write pointer moves over it, but what landed fails its checksum, then EIO (a media error)
 )
 
 // armMetaFaults makes the metadata writes from now on do what faults
@@ -52,6 +53,12 @@ func armMetaFaults(t *testing.T, faults ...metaFault) {
 			if err := e.writeZone(z, zoff, keep, e.meta.w); err != nil {
 				t.Errorf("the faulted write's bytes: %v", err)
 			}
+		case metaWriteGarbage:
+			bad := make([]byte, len(data))
+			for i := range bad {
+				bad[i] = data[i] ^ 0x5a
+			}
+			writeRaw(t, e, z, zoff, bad)
 		case metaWriteCut:
 			if err := e.dev.(interface{ PowerCut() error }).PowerCut(); err != nil {
 				t.Errorf("power cut: %v", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -48,6 +49,21 @@ type metaLog struct {
 	// the other refuses its reset (supersedeStrayInHalf); until one
 	// does, nothing is acknowledged as durable (settleStray).
 	stray atomic.Bool
+	// strayFrom is, while stray is set, where in the active half the
+	// first failed record since the log was last known whole begins:
+	// recovery reads nothing at or past the first record it cannot
+	// read, so a log that ends there holds no failed record recovery
+	// replays (supersedeStrayInHalf). Under mu.
+	strayFrom int64
+}
+
+// markStray records that the active half may hold a failed record at
+// m.wp, before m.wp is given up. m.mu is held.
+func (m *metaLog) markStray() {
+	if !m.stray.Load() {
+		m.strayFrom = m.wp
+	}
+	m.stray.Store(true)
 }
 
 // Backoff of metadata half switches after failed ones: a dead metadata
@@ -173,7 +189,7 @@ func (e *Engine) writeOp(op nsOp) (uint64, error) {
 		return e.opLanded(op, n), nil
 	}
 	// Until a checkpoint in the other half succeeds (and clears it).
-	m.stray.Store(true)
+	m.markStray()
 	werr := fmt.Errorf("engine: log operation in metadata half %d at %d: %w", m.active, m.wp, err)
 	if err := e.switchForOp(numbered, need, werr); err != nil {
 		return 0, err
@@ -183,8 +199,8 @@ func (e *Engine) writeOp(op nsOp) (uint64, error) {
 		// This half's log ends here too: the next operation switches
 		// back (and fails while the other half still refuses). The
 		// record may stand past the checkpoint just written.
+		m.markStray()
 		m.wp = e.sb.metaHalfCap()
-		m.stray.Store(true)
 		err = fmt.Errorf("%w: %w; again in metadata half %d after a checkpoint: %w", ErrMetaLog, werr, m.active, err)
 		e.switchFailed(err) // the switch landed, but the log takes no records
 		return 0, err
@@ -817,18 +833,48 @@ func (e *Engine) SyncNamespace() error {
 		return err
 	}
 	defer e.leave()
-	if err := e.settleStray(); err != nil {
-		return fmt.Errorf("engine: sync namespace: %w", err)
-	}
 	t := e.meta.needFlush.Load()
 	if t == 0 {
+		if err := e.settleStray(); err != nil {
+			return fmt.Errorf("engine: sync namespace: %w", err)
+		}
 		return nil
 	}
-	if err := e.flushes.flushFor(context.Background(), e.dev, t); err != nil {
-		return fmt.Errorf("engine: sync namespace: flush: %w", err)
+	if err := e.flushAcked(context.Background(), t); err != nil {
+		return fmt.Errorf("engine: sync namespace: %w", err)
 	}
 	return nil
 }
+
+// flushAcked flushes the device for a caller that reports the flush's
+// success as durability (an fsync, Engine.Sync, SyncNamespace, a
+// create's flush): it returns once a flush numbered t or later has
+// succeeded (t = 0: one that started after the call; see flushFor) and
+// no failed operation's record (stray) it may have made durable is left
+// unsuperseded. The stray is settled before the flush, so the flush does
+// not make it durable, and again after it: an operation whose record
+// failed between the first settle and the flush (a remove of the synced
+// file, racing the fsync) left a record that flush made durable, and the
+// ack, given after that operation failed, was undone by its replay
+// (TestFailedOpBetweenSettleAndFlushNeverUndoesTheAck). One that fails
+// after this returns failed after the ack: it may undo it only as an
+// operation in flight at a crash would. The caller holds no engine lock.
+func (e *Engine) flushAcked(ctx context.Context, t uint64) error {
+	if err := e.settleStray(); err != nil {
+		return err
+	}
+	if testHookAckFlush != nil {
+		testHookAckFlush(e)
+	}
+	if err := e.flushes.flushFor(ctx, e.dev, t); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	return e.settleStray()
+}
+
+// testHookAckFlush, if set (by tests only), runs in flushAcked between
+// its first settle and its flush.
+var testHookAckFlush func(*Engine)
 
 // settleStray runs before a device flush whose success is reported as
 // durability (an fsync, Engine.Sync, SyncNamespace, a create's flush):
@@ -918,6 +964,20 @@ func (e *Engine) supersedeStrayInHalf() error {
 	_, _, logEnd, err := e.scanMetaHalf(m.active, report, buf, m.w)
 	if err != nil {
 		return fmt.Errorf("engine: supersede a failed record: %w", err)
+	}
+	if logEnd != end && logEnd <= m.strayFrom {
+		// Recovery's read of the half ends before the first failed
+		// record: what landed of it (and of any after it) is never
+		// replayed, so nothing needs superseding. Nothing after it
+		// would be read either, so the half takes no more records
+		// (m.wp stays at its end): namespace operations fail until
+		// the other half takes its reset, but fsyncs, which failed
+		// on the stray for as long as it refused, go on
+		// (TestUnreadableFailedRecordDoesNotFailSyncsForever).
+		slog.Warn("engine: a failed operation's record in metadata half cannot be read, so it is never replayed; the half's log has ended",
+			"half", m.active, "log_end", logEnd, "write_pointer", end)
+		m.stray.Store(false)
+		return nil
 	}
 	if logEnd != end {
 		return fmt.Errorf("engine: supersede a failed record: metadata half %d's log ends at %d, its write pointer at %d (a torn record): no checkpoint after it would be read", m.active, logEnd, end)

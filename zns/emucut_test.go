@@ -43,6 +43,13 @@ type cutScenario struct {
 	// is durable any more).
 	reset []int
 	syncs int // what F2 must cost
+	// early, if set, runs before the data F1 claims, followed by a
+	// Flush (F0): what it writes predates F1's checksums.
+	early func(t *testing.T, e *Emu, c *conf)
+	// durable, if set, runs after F1 and before between; what it does
+	// is durable when it returns (zone resets: ResetZone flushes), so
+	// the cut's images start from the file as it leaves it.
+	durable func(t *testing.T, e *Emu, c *conf)
 }
 
 // cutImage builds the file a power cut during F2 may leave: the header
@@ -111,19 +118,42 @@ func TestEmuCutDuringOneSyncFlush(t *testing.T) {
 			return false
 		},
 	}, {
-		name: "reset-and-rewrite", params: cutTestGeo, syncs: 1, reset: []int{0, 3},
-		between: func(t *testing.T, e *Emu, c *conf) bool {
+		name: "reset-and-rewrite", params: cutTestGeo, syncs: 1,
+		durable: func(t *testing.T, e *Emu, c *conf) {
 			c.ok("ResetZone", e.ResetZone(0))
-			c.append(0, c.buf(3*c.bs, 21))
 			c.ok("ResetZone", e.ResetZone(3))
+		},
+		between: func(t *testing.T, e *Emu, c *conf) bool {
+			c.append(0, c.buf(3*c.bs, 21))
 			c.append(1, c.buf(c.bs, 22))
 			return false
 		},
 	}, {
-		name: "reset-to-the-same-wp", params: cutTestGeo, syncs: 1, reset: []int{0},
-		between: func(t *testing.T, e *Emu, c *conf) bool {
+		name: "reset-to-the-same-wp", params: cutTestGeo, syncs: 1,
+		durable: func(t *testing.T, e *Emu, c *conf) {
 			c.ok("ResetZone", e.ResetZone(0))
+		},
+		between: func(t *testing.T, e *Emu, c *conf) bool {
 			c.append(0, c.buf(2*c.bs, 31))
+			return false
+		},
+	}, {
+		// Zone 5's data predates F1: F1's slot holds no checksum of
+		// it. With a reset durable only at the next Flush, a cut
+		// before F2 reopened the zone at its old write pointer over
+		// some blocks of what was written since the reset and some
+		// old ones, and no checksum caught it (failed before
+		// ResetZone flushed: old-slot and torn-slot images, data
+		// even, odd, last-lost, torn).
+		name: "reset-of-data-older-than-F1", params: cutTestGeo, syncs: 1,
+		early: func(t *testing.T, e *Emu, c *conf) {
+			c.append(5, c.buf(4*c.bs, 71))
+		},
+		durable: func(t *testing.T, e *Emu, c *conf) {
+			c.ok("ResetZone", e.ResetZone(5))
+		},
+		between: func(t *testing.T, e *Emu, c *conf) bool {
+			c.append(5, c.buf(4*c.bs, 72))
 			return false
 		},
 	}, {
@@ -164,10 +194,17 @@ func TestEmuCutDuringOneSyncFlush(t *testing.T) {
 			dir := t.TempDir()
 			base := filepath.Join(dir, "base")
 			e, c := openEmuT(t, base, sc.params)
+			if sc.early != nil {
+				sc.early(t, e, c)
+				c.ok("F0", e.Flush())
+			}
 			c.append(0, c.buf(2*c.bs, 1))
 			c.append(2, c.buf(c.bs, 2))
 			c.append(3, c.buf(3*c.bs, 3))
 			c.ok("F1", e.Flush())
+			if sc.durable != nil {
+				sc.durable(t, e, c)
+			}
 			before := cutModels(c)
 			old := readFileT(t, base)
 			var failed []byte

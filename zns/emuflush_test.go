@@ -206,8 +206,14 @@ func TestEmuFlushSyncsOnlyWhatChanged(t *testing.T) {
 	step("after an append", 1, 1)
 	step("with nothing new", 0, 0)
 	step("again with nothing new", 0, 0)
+	// A reset is durable when ResetZone returns: it runs the Flush.
+	resetIO := e.flushIO
 	c.ok("ResetZone", e.ResetZone(0))
-	step("after a reset (no data)", 1, 1)
+	if got := e.flushIO; got.syncs-resetIO.syncs != 1 || got.tableWrites-resetIO.tableWrites != 1 {
+		t.Fatalf("a reset did %d syncs and %d table writes, want 1 and 1",
+			got.syncs-resetIO.syncs, got.tableWrites-resetIO.tableWrites)
+	}
+	step("after a reset (no data)", 0, 0)
 	c.ok("OpenZone", e.OpenZone(1))
 	step("after an explicit open (a condition)", 1, 1)
 	c.ok("CloseZone", e.CloseZone(1)) // a cut would close it: the table would change
@@ -250,10 +256,10 @@ func TestEmuOneSyncFlushCutBeforeData(t *testing.T) {
 	c.append(0, a)
 	c.append(2, d)
 	c.ok("Flush", e.Flush())
-	c.append(0, b) // lost below
-	c.append(1, d) // kept
-	c.ok("ResetZone", e.ResetZone(2))
-	c.append(2, r) // lost below: the reset stays
+	c.ok("ResetZone", e.ResetZone(2)) // durable at once (a Flush)
+	c.append(0, b)                    // lost below
+	c.append(1, d)                    // kept
+	c.append(2, r)                    // lost below: the reset stays
 	before := e.flushIO.syncs
 	c.ok("Flush", e.Flush())
 	if n := e.flushIO.syncs - before; n != 1 {
