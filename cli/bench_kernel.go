@@ -35,8 +35,11 @@ removed after. Neither side times block allocation, and no run overwrites
 blocks an earlier run wrote.
 
 --mode auto (the default) takes null for a tmpfs DIR and emu otherwise.
---scale multiplies every job's size (e.g. 8 for runs long enough to rise
-above a busy machine's noise). Needs fio and the engine (make fio-engine).`,
+--scale multiplies every job's size. It is 4 by default: at the seed files'
+own sizes (--scale 1) a run lasts 10-70 ms on a 2-core machine, where a
+scheduler hiccup or one Go collector cycle moves a run by a third (spreads
+of 1.3-1.5 on either side); 8 or more rises further above a busy
+machine's noise. Needs fio and the engine (make fio-engine).`,
 		Example: `  zonefold bench kernel /dev/shm            # null: vs tmpfs
   zonefold bench kernel /mnt/ext4 --mode emu  # emu on ext4 vs ext4`,
 		Args: cobra.ExactArgs(1),
@@ -65,7 +68,7 @@ above a busy machine's noise). Needs fio and the engine (make fio-engine).`,
 	f := cmd.Flags()
 	f.StringVar(&o.Mode, "mode", bench.KernelAuto, "zonefold's device: null, emu (a file in DIR) or auto (null on tmpfs, else emu)")
 	countVar(f, &o.Rounds, "rounds", 5, "alternating rounds of each side per job")
-	numberVar(f, &o.Scale, "scale", 1, "multiply every job's size by this")
+	numberVar(f, &o.Scale, "scale", 4, "multiply every job's size by this (1: the seed files' own sizes)")
 	f.StringVar(&o.JobsDir, "jobs", "testdata/fio", "directory of the seed job files")
 	f.StringSliceVar(&o.Jobs, "job", nil, "run only these jobs (file names without .fio; repeatable)")
 	sizeVar(f, &o.Config.CacheBytes, "cache", 512<<20, "the daemon's folio cache size")
