@@ -897,7 +897,7 @@ func (e *Engine) closeCheckpoint() error {
 			"half", half, "log_bytes", wp, "half_bytes", e.sb.metaHalfCap(), "err", err)
 		return nil
 	}
-	return fmt.Errorf("engine: close: all data is durable, but no closing checkpoint (metadata half %d, log at %d of %d bytes; the next open replays the log, and fails if it cannot checkpoint either): %w: %w",
+	return fmt.Errorf("engine: close: all data is durable, but no closing checkpoint (metadata half %d, log at %d of %d bytes; the next open replays the log): %w: %w",
 		half, wp, e.sb.metaHalfCap(), ErrMetaLog, err)
 }
 

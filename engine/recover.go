@@ -206,10 +206,13 @@ func (e *Engine) recover() error {
 			// bound it: nsRoomFor). Nothing recovery decided needs a
 			// checkpoint, so the file system opens on its log as it
 			// stands, without resetting the dead zones, and serves
-			// every byte; operations needing a switch get ENOSPC
-			// until removes shrink it. Refusing to open left the
-			// data unreachable on a device fsck called clean.
-			slog.Warn("engine: recover: the checkpoint does not fit a metadata half; opening on the log as it stands (remove files to shrink the namespace)", "half", ckptZone, "at", e.meta.wp, "err", err)
+			// every byte for reading; operations needing a switch
+			// get ENOSPC, and the log as it stands has room for few
+			// more records (often one), so removes cannot shrink it
+			// enough (review): the way out is to copy the files off
+			// and format. Refusing to open left the data unreachable
+			// on a device fsck called clean.
+			slog.Warn("engine: recover: the namespace's checkpoint does not fit a metadata half (a device an older zonefold filled with names); opening on the metadata log as it stands: every file reads, but creates, removes, renames and writes that need a metadata half switch fail with ENOSPC. Copy the files off (zonefold get) and format the device", "half", ckptZone, "at", e.meta.wp, "err", err)
 			return nil
 		}
 		if !errors.Is(err, errNextHalfReset) {
