@@ -1419,22 +1419,11 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTa
 	for {
 		// Reserve, then check with every reservation counted: two
 		// writers racing for the last room cannot both take it.
+		// keep (the reserve, SetReserved) must stay free beside it:
+		// room appends can take, not garbage GC may never reclaim.
 		e.admitted.Add(charge)
-		if e.roomFor(0) {
-			if e.keepsReserve(keep) {
-				return nil
-			}
-			e.admitted.Add(-charge)
-			if !flushed && e.cache.DirtyBytes() > 0 {
-				// Dirty overwrites count twice until written back.
-				flushed = true
-				if err := e.wb.SyncAll(ctx); err != nil {
-					return fmt.Errorf("engine: write of %d bytes: make room: %w", charge, err)
-				}
-				continue
-			}
-			return fmt.Errorf("engine: write needing %d bytes of the device: %d of the %d bytes outside GC's reserve are live, dirty or admitted, and %d are reserved for other files: %w",
-				charge, e.placer.validBytes()+e.cache.DirtyBytes()+e.admitted.Load(), e.usableBytes(), keep, ErrNoSpace)
+		if e.keepsReserve(keep) {
+			return nil
 		}
 		e.admitted.Add(-charge)
 		if err := ctx.Err(); err != nil {
@@ -1445,7 +1434,7 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTa
 			// waitTails) goes on, to put its file back.
 			return fmt.Errorf("engine: write of %d bytes: %w", charge, ErrClosed)
 		}
-		moved, unsettled, err := e.gc.reclaimFor(func() bool { return !e.roomFor(charge) }, minGain)
+		moved, unsettled, err := e.gc.reclaimFor(func() bool { return !e.roomFor(charge + keep) }, minGain)
 		if moved {
 			continue
 		}
@@ -1473,6 +1462,10 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTa
 		if gcErr != nil {
 			// Not full: failing. The client must see the cause.
 			return fmt.Errorf("engine: write needing %d bytes of the device: GC could not make room: %w", charge, gcErr)
+		}
+		if keep > 0 {
+			return fmt.Errorf("engine: write needing %d bytes of the device: %d more are reserved for other files, and no zone's reclaim frees %d bytes or more: %w",
+				charge, keep, minGain, ErrNoSpace)
 		}
 		return fmt.Errorf("engine: write needing %d bytes of the device: no zone's reclaim frees %d bytes or more: %w",
 			charge, minGain, ErrNoSpace)

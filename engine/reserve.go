@@ -4,8 +4,10 @@ package engine
 // take without GC, beyond GC's own reserve) for the files allowed to use
 // it (File.SetUseReserved), as ext4's reserved blocks are kept for root:
 // a write to any other file is admitted only if n bytes stay free after
-// it, counting garbage GC can reclaim as free (keepsReserve), and is
-// refused with ENOSPC when they would not. Writes of a file allowed the
+// it in the room appends can take (keepsReserve), GC running passes
+// (of admission's gain, admitGain) to make that room, and is refused
+// with ENOSPC when GC cannot. Garbage counts as free only once GC has
+// reclaimed it: headers, pads and garbage too thin to collect never are. Writes of a file allowed the
 // reserve are admitted as without one, and when admission would refuse
 // one for the cost of GC's passes (admitGain) they run passes of any
 // gain instead. n <= 0 keeps none, the default.
@@ -34,23 +36,21 @@ func (e *Engine) keepFor(f *file) int64 {
 	return e.reserved.Load()
 }
 
-// keepsReserve reports whether keep bytes stay for the files allowed
-// the reserve once the writes admitted so far (the caller's among them)
-// and the dirty data are on the device: free for appends now, or, as the
-// reserve is of space (ext4's of free blocks), once GC has reclaimed the
-// garbage: the live bytes leave keep of the capacity outside GC's
-// reserve. Counting free space alone (garbage as used), bench lsm's
-// small runs, whose garbage sits thinly in every zone, had every table
-// write refused with a tenth of the device live.
+// keepsReserve reports whether, with the writes admitted so far (the
+// caller's among them) and the dirty data on the device, keep bytes
+// (with their record headers and pads, as roomFor counts them) stay in
+// the space appends can take without GC. It counts only that room as
+// free, as ext4's reserve is of free blocks: when it is short, the
+// writer runs GC passes for charge+keep (admitTails), so garbage counts
+// once GC has reclaimed it. Counting every byte that is not live as free
+// once GC had run (validBytes) admitted other files into the room the
+// reserve stands for: record headers, pads and garbage under minGCGain
+// in a zone are never reclaimed, and the file allowed the reserve met
+// ENOSPC (TestReserveCountsOnlyReclaimableSpace). Counting free space
+// alone without running GC for it refused every table write in bench
+// lsm's small runs, whose garbage sits thinly in every zone.
 func (e *Engine) keepsReserve(keep int64) bool {
-	if keep <= 0 {
-		return true
-	}
-	need := e.cache.DirtyBytes() + e.admitted.Load()
-	if e.placer.space() >= need+keep {
-		return true
-	}
-	return e.placer.validBytes()+need+keep <= e.usableBytes()
+	return e.roomFor(max(keep, 0))
 }
 
 // usableBytes is the capacity outside GC's reserve.

@@ -24,6 +24,33 @@ func writeUntilFull(h *File) (int64, error) {
 	}
 }
 
+// fillReserve creates a file "table" and a file "log" allowed the
+// reserve, and writes each until refused with ENOSPC (the log once the
+// table is): it returns them and the bytes each took. The caller closes
+// them.
+func fillReserve(t *testing.T, e *Engine) (other, log *File, tables, logged int64) {
+	t.Helper()
+	other, err := e.Create("table")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err = e.Create("log")
+	if err != nil {
+		other.Close()
+		t.Fatal(err)
+	}
+	log.SetUseReserved(true)
+	tables, err = writeUntilFull(other)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("a file without the reserve, written until refused: %v, want ENOSPC", err)
+	}
+	logged, err = writeUntilFull(log)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("a file allowed the reserve, written until refused: %v, want ENOSPC", err)
+	}
+	return other, log, tables, logged
+}
+
 // SetReserved keeps its bytes from files not allowed them: such a file
 // is refused with ENOSPC while they are free, and a file allowed the
 // reserve (File.SetUseReserved) then writes about as much again and is
@@ -37,26 +64,9 @@ func TestReservedSpaceOnlyForFilesAllowedIt(t *testing.T) {
 	if got := e.Reserved(); got != reserve {
 		t.Fatalf("Reserved() = %d, want %d", got, reserve)
 	}
-	other, err := e.Create("table")
-	if err != nil {
-		t.Fatal(err)
-	}
+	other, log, tables, logged := fillReserve(t, e)
 	defer other.Close()
-	log, err := e.Create("log")
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer log.Close()
-	log.SetUseReserved(true)
-
-	tables, err := writeUntilFull(other)
-	if !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("a file without the reserve, written until refused: %v, want ENOSPC", err)
-	}
-	logged, err := writeUntilFull(log)
-	if !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("a file allowed the reserve, written until refused: %v, want ENOSPC", err)
-	}
 	t.Logf("capacity %d: refused the other file after %d bytes, the reserve's after %d more", e.Capacity(), tables, logged)
 	if logged < reserve*3/4 {
 		t.Fatalf("the file allowed the reserve wrote %d bytes once the other was refused, want most of the %d reserved", logged, reserve)
