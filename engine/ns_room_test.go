@@ -81,50 +81,7 @@ func TestNamespaceLeavesRoomForExtents(t *testing.T) {
 // as it stands and serves every byte. Before, Open failed and the daemon
 // refused to start on a device fsck called clean.
 func TestOpenWithCheckpointThatDoesNotFit(t *testing.T) {
-	devName := emuDevice(t, 16, "1M", "")
-	cfg := smallConfig()
-	e := formatOpen(t, devName, cfg)
-	e.nsMu.Lock()
-	e.nsBytes = -1 << 40 // as an older zonefold: no bound on the namespace
-	e.nsMu.Unlock()
-	pad := strings.Repeat("x", MaxNameLen-9)
-	var names []string
-	for i := 0; ; i++ {
-		name := fmt.Sprintf("%s%09d", pad, i)
-		f, err := e.OpenFile(name, OCreate|ODeferSync)
-		if err != nil {
-			break
-		}
-		f.Close()
-		names = append(names, name)
-	}
-	buf := make([]byte, BlockSize)
-	written := map[string]int{}
-	for _, name := range names {
-		f, err := e.Open(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for b := 0; b < 4; b++ {
-			buf[0] = byte(b + 1)
-			if _, err := f.WriteAt(buf, int64(2*b)*BlockSize); err != nil {
-				break
-			}
-			n++
-		}
-		if err := f.Sync(); err != nil {
-			n = 0
-		}
-		f.Close()
-		written[name] = n
-		if n < 4 {
-			break
-		}
-	}
-	if err := e.Close(); err == nil {
-		t.Skip("the namespace never outgrew a metadata half: nothing to test")
-	}
+	devName, cfg, written := oversizeNamespaceDevice(t)
 	e, err := Open(devName, cfg)
 	if err != nil {
 		t.Fatalf("open after a checkpoint stopped fitting: %v", err)
