@@ -15,7 +15,7 @@ import (
 // smallLSM is a bench lsm of one zonefold run on a tiny DB (1000 keys),
 // its emulated device in the temporary folder.
 func smallLSM(t *testing.T) LSMOptions {
-	return LSMOptions{Scale: 0.00001, ValueSize: 100, Util: 0.25, Passes: 0.1, Placements: []string{"mru"}, Rounds: 1,
+	return LSMOptions{Scale: 0.00001, ValueSize: 100, Util: 0.15, Passes: 0.1, Placements: []string{"mru"}, Rounds: 1,
 		BlockCache: 1 << 20, Out: t.TempDir(), Seed: 1, Sample: DefaultLSM.Sample}
 }
 

@@ -165,6 +165,12 @@ func TestDeviceFullIsENOSPCAndLosesNothing(t *testing.T) {
 	if !strings.Contains(full.Error(), "no space left on device") {
 		t.Fatalf("unclear error: %v", full)
 	}
+	// A user told the device is full must see where its space went.
+	for _, part := range []string{"valid on the device", "dirty in the cache", "appendable without GC"} {
+		if !strings.Contains(full.Error(), part) {
+			t.Errorf("ENOSPC does not say %q: %v", part, full)
+		}
+	}
 	if len(written) < 10 {
 		t.Fatalf("only %d files fit before ENOSPC", len(written))
 	}

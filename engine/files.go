@@ -1464,11 +1464,11 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTa
 			return fmt.Errorf("engine: write needing %d bytes of the device: GC could not make room: %w", charge, gcErr)
 		}
 		if keep > 0 {
-			return fmt.Errorf("engine: write needing %d bytes of the device: %d more are reserved for other files, and no zone's reclaim frees %d bytes or more: %w",
-				charge, keep, minGain, ErrNoSpace)
+			return fmt.Errorf("engine: write needing %d bytes of the device: %d more are reserved for other files, and no zone's reclaim frees %d bytes or more (%s): %w",
+				charge, keep, minGain, e.spaceReport(), ErrNoSpace)
 		}
-		return fmt.Errorf("engine: write needing %d bytes of the device: no zone's reclaim frees %d bytes or more: %w",
-			charge, minGain, ErrNoSpace)
+		return fmt.Errorf("engine: write needing %d bytes of the device: no zone's reclaim frees %d bytes or more (%s): %w",
+			charge, minGain, e.spaceReport(), ErrNoSpace)
 	}
 }
 
@@ -1558,6 +1558,14 @@ func (e *Engine) admitGain() int64 {
 // a header block for each file, and one for each further MaxRecordExtents
 // extents or record's worth of data, and for each zone the data splits
 // across; and each zone that may be open at once may end in a pad.
+// spaceReport says where the device's space is, for an ENOSPC: a user
+// told only that the device is full cannot tell live data from dirty
+// data waiting for room, or from garbage GC cannot reach.
+func (e *Engine) spaceReport() string {
+	return fmt.Sprintf("capacity %d: %d valid on the device, %d dirty in the cache, %d admitted, %d appendable without GC, %d free zones",
+		e.Capacity(), e.placer.validBytes(), e.cache.DirtyBytes(), e.admitted.Load(), e.placer.space(), e.placer.nfree.Load())
+}
+
 func (e *Engine) roomFor(n int64) bool {
 	need := e.cache.DirtyBytes() + e.admitted.Load() + n
 	perHeader := min(e.maxRecordData()/BlockSize, MaxRecordExtents)
