@@ -164,7 +164,11 @@ func TestDaemonRemovesTemporariesAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{server.TempPrefix + "dead", "kept", ".zonefold-other"} {
-		h, _, err := c.Open(ctx, name, server.OpenCreate)
+		flags := uint8(server.OpenCreate)
+		if strings.HasPrefix(name, server.TempPrefix) {
+			flags |= server.OpenTemp // what a put's temporary is created with
+		}
+		h, _, err := c.Open(ctx, name, flags)
 		if err != nil {
 			t.Fatal(err)
 		}

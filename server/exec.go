@@ -80,8 +80,12 @@ func (c *conn) exec(sl *slot) {
 	case OpRemove:
 		r.Status = c.status(e.Remove(c.name(q.Addr, q.Len)))
 	case OpRename:
-		old := c.name(q.Addr, q.Len)
-		r.Status = c.status(e.Rename(old, c.name(q.Addr+uint64(q.Len), q.Len2)))
+		old, to := c.name(q.Addr, q.Len), c.name(q.Addr+uint64(q.Len), q.Len2)
+		if isTemporary(to) {
+			r.Status = StatusReserved
+			return
+		}
+		r.Status = c.status(e.Rename(old, to))
 	case OpStat:
 		fi, err := e.Stat(c.name(q.Addr, q.Len))
 		r.Status = c.status(err)
@@ -151,6 +155,15 @@ func (c *conn) open(q *Request, r *Reply) {
 	if q.Flags&OpenDeferSync != 0 {
 		flags |= engine.ODeferSync
 	}
+	name := c.name(q.Addr, q.Len)
+	if q.Flags&OpenTemp != 0 && (q.Flags&OpenCreate == 0 || !isTemporary(name)) {
+		r.Status = StatusInvalid
+		return
+	}
+	if q.Flags&(OpenCreate|OpenTemp) == OpenCreate && isTemporary(name) {
+		r.Status = StatusReserved
+		return
+	}
 	// The handle number first: an open refused for want of one
 	// (EMFILE) must not have truncated or created the file, as open(2)
 	// does neither when it fails so.
@@ -159,7 +172,7 @@ func (c *conn) open(q *Request, r *Reply) {
 		r.Status = st
 		return
 	}
-	f, err := c.s.e.OpenFile(c.name(q.Addr, q.Len), flags)
+	f, err := c.s.e.OpenFile(name, flags)
 	if err != nil {
 		c.releaseHandle(id)
 		r.Status = c.status(err)

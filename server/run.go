@@ -96,14 +96,18 @@ func Run(ctx context.Context, cfg RunConfig) (err error) {
 // TempPrefix+random, fsyncs it and renames it over its target. Names with
 // this prefix are reserved: the daemon removes every such file when it
 // starts, as nothing can be writing them then (a put whose client died
-// leaves one).
+// leaves one). Only a create with OpenTemp takes one, and no rename does,
+// so no file a client meant to keep is among them.
 const TempPrefix = ".zonefold-tmp."
+
+// isTemporary reports whether name is in the temporaries' reserved space.
+func isTemporary(name string) bool { return strings.HasPrefix(name, TempPrefix) }
 
 // removeTemporaries removes what clients that died left in TempPrefix
 // files.
 func removeTemporaries(e *engine.Engine, log *slog.Logger) {
 	for _, fi := range e.List() {
-		if !strings.HasPrefix(fi.Name, TempPrefix) {
+		if !isTemporary(fi.Name) {
 			continue
 		}
 		if err := e.Remove(fi.Name); err != nil {
