@@ -164,11 +164,7 @@ func TestDaemonRemovesTemporariesAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{server.TempPrefix + "dead", "kept", ".zonefold-other"} {
-		flags := uint8(server.OpenCreate)
-		if strings.HasPrefix(name, server.TempPrefix) {
-			flags |= server.OpenTemp // what a put's temporary is created with
-		}
-		h, _, err := c.Open(ctx, name, flags)
+		h, _, err := c.Open(ctx, name, server.OpenCreate)
 		if err != nil {
 			t.Fatal(err)
 		}

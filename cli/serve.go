@@ -260,7 +260,7 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	h, _, err := s.Open(ctx, tmp, server.OpenCreate|server.OpenExcl|server.OpenTemp)
+	h, _, err := s.Open(ctx, tmp, server.OpenCreate|server.OpenExcl)
 	if err != nil {
 		return err
 	}

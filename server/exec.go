@@ -156,14 +156,6 @@ func (c *conn) open(q *Request, r *Reply) {
 		flags |= engine.ODeferSync
 	}
 	name := c.name(q.Addr, q.Len)
-	if q.Flags&OpenTemp != 0 && (q.Flags&OpenCreate == 0 || !isTemporary(name)) {
-		r.Status = StatusInvalid
-		return
-	}
-	if q.Flags&(OpenCreate|OpenTemp) == OpenCreate && isTemporary(name) {
-		r.Status = StatusReserved
-		return
-	}
 	// The handle number first: an open refused for want of one
 	// (EMFILE) must not have truncated or created the file, as open(2)
 	// does neither when it fails so.

@@ -94,14 +94,7 @@ const (
 	// log's flush (engine.ODeferSync); a crash before a flush loses the
 	// file. Daemons older than this flag answer EINVAL.
 	OpenDeferSync = 1 << 3
-	// OpenTemp, with OpenCreate: the file is a temporary, named
-	// TempPrefix+something, which the daemon removes when it next starts
-	// unless it was renamed away (zonefold put's). A create of such a name
-	// without it, and a rename onto one, are refused with EPERM: a file a
-	// client meant to keep there would be lost at the next start. Daemons
-	// older than this flag answer EINVAL.
-	OpenTemp  = 1 << 4
-	openFlags = OpenCreate | OpenTrunc | OpenExcl | OpenDeferSync | OpenTemp
+	openFlags     = OpenCreate | OpenTrunc | OpenExcl | OpenDeferSync
 )
 
 // Truncate flags.
@@ -138,7 +131,7 @@ const (
 	// Hello refusals for a daemon at its caps.
 	StatusTooManyClients Status = Status(syscall.EUSERS) // MaxConns clients connected
 	StatusNoMemory       Status = Status(syscall.ENOMEM) // the region does not fit the shared-memory budget
-	StatusReserved       Status = Status(syscall.EPERM)  // a name only temporaries take (TempPrefix, OpenTemp)
+	StatusReserved       Status = Status(syscall.EPERM)  // a rename onto a temporary's name (TempPrefix)
 )
 
 // Error is a non-zero Status as a Go error: the errno's text, without a

@@ -96,8 +96,9 @@ func Run(ctx context.Context, cfg RunConfig) (err error) {
 // TempPrefix+random, fsyncs it and renames it over its target. Names with
 // this prefix are reserved: the daemon removes every such file when it
 // starts, as nothing can be writing them then (a put whose client died
-// leaves one). Only a create with OpenTemp takes one, and no rename does,
-// so no file a client meant to keep is among them.
+// leaves one). A file created there is a temporary by this contract; a
+// rename onto such a name, which would turn a file a client keeps into
+// one, is refused (EPERM).
 const TempPrefix = ".zonefold-tmp."
 
 // isTemporary reports whether name is in the temporaries' reserved space.
