@@ -51,14 +51,7 @@ func TestOpenDeferSyncCreatesWithoutFlush(t *testing.T) {
 	if got := flushes(); got == before {
 		t.Fatal("fsync of a deferred create flushed nothing")
 	}
-	c.Close()
-	if err := d.stop(t); err != nil {
-		t.Fatal(err)
-	}
-
-	cfg.Format = false
-	d = startDaemon(t, cfg)
-	c = dial(t, d.socket)
+	_, c = d.restart(t, cfg, c)
 	fi, err := c.Stat(ctx, "deferred")
 	if err != nil {
 		t.Fatalf("the deferred create is gone after its fsync and a restart: %v", err)

@@ -68,6 +68,19 @@ func (d *daemon) stop(t testing.TB) error {
 	return <-d.done
 }
 
+// restart stops the daemon (closing c first), serves its device again
+// without formatting it, and dials the new one.
+func (d *daemon) restart(t testing.TB, cfg RunConfig, c *Client) (*daemon, *Client) {
+	t.Helper()
+	c.Close()
+	if err := d.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Format = false
+	d = startDaemon(t, cfg)
+	return d, dial(t, d.socket)
+}
+
 func newDaemon(t testing.TB) *daemon {
 	t.Helper()
 	return startDaemon(t, testConfig(emuDevice(t), filepath.Join(t.TempDir(), "zf.sock")))

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"syscall"
 	"testing"
 )
@@ -14,45 +15,34 @@ import (
 // the file stays where it was, through a restart. Renaming a temporary
 // to an ordinary name (what put does) works and keeps it.
 func TestRenameOntoATemporaryNameIsRefused(t *testing.T) {
-	ctx := context.Background()
-	cfg := testConfig(emuDevice(t), t.TempDir()+"/zf.sock")
+	cfg := testConfig(emuDevice(t), filepath.Join(t.TempDir(), "zf.sock"))
 	d := startDaemon(t, cfg)
 	c := dial(t, d.socket)
-	write := func(name, data string) {
-		t.Helper()
-		h, _, err := c.Open(ctx, name, OpenCreate|OpenExcl)
+	bg := context.Background()
+	for name, data := range map[string]string{"kept": "data", TempPrefix + "put": "new"} {
+		h, _, err := c.Open(bg, name, OpenCreate|OpenExcl)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.WriteAt(ctx, h, []byte(data), 0); err != nil {
+		if _, err := c.WriteAt(bg, h, []byte(data), 0); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Fsync(ctx, h); err != nil {
+		if err := c.Fsync(bg, h); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.CloseFile(ctx, h); err != nil {
+		if err := c.CloseFile(bg, h); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write("kept", "data")
-	if err := c.Rename(ctx, "kept", TempPrefix+"x"); !errors.Is(err, syscall.EPERM) {
+	if err := c.Rename(bg, "kept", TempPrefix+"x"); !errors.Is(err, syscall.EPERM) {
 		t.Fatalf("rename onto %sx: %v, want EPERM", TempPrefix, err)
 	}
-	write(TempPrefix+"put", "new")
-	if err := c.Rename(ctx, TempPrefix+"put", "target"); err != nil {
+	if err := c.Rename(bg, TempPrefix+"put", "target"); err != nil {
 		t.Fatalf("rename a temporary to its target: %v", err)
 	}
-	c.Close()
-	if err := d.stop(t); err != nil {
-		t.Fatal(err)
-	}
-
-	cfg.Format = false
-	d = startDaemon(t, cfg)
-	c = dial(t, d.socket)
+	_, c = d.restart(t, cfg, c)
 	for name, size := range map[string]int64{"kept": 4, "target": 3} {
-		fi, err := c.Stat(ctx, name)
-		if err != nil || fi.Size != size {
+		if fi, err := c.Stat(bg, name); err != nil || fi.Size != size {
 			t.Fatalf("after a restart, %s: size %d, %v; want %d bytes", name, fi.Size, err, size)
 		}
 	}
