@@ -52,6 +52,7 @@
 #define ZF_REQ_SIZE 48
 #define ZF_REP_SIZE 32
 #define ZF_MAX_RING 4096
+#define ZF_MAX_REGION (1ULL << 30) /* the hello's region, at most (server.MaxRegion) */
 
 /* Ring control words, from the start of the ring area. */
 #define ZF_SQ_HEAD 0
@@ -699,6 +700,15 @@ static int zf_init(struct thread_data *td)
 	td->io_ops_data = zd;
 	/* One extra for the end-of-job fsync fio queues outside iodepth. */
 	zd->done_cap = depth + 1;
+	if ((unsigned long long) data_bytes(td) + ZF_CTL_BYTES > ZF_MAX_REGION) {
+		/* The daemon would refuse the hello with a bare EINVAL. */
+		log_err("zonefold: the job's buffers (bs %llu x iodepth %u) need %llu MiB of "
+			"shared memory, above the protocol's limit of %llu MiB: lower bs or iodepth\n",
+			(unsigned long long) td_max_bs(td), depth,
+			((unsigned long long) data_bytes(td) + ZF_CTL_BYTES) >> 20, ZF_MAX_REGION >> 20);
+		td_verror(td, EINVAL, "zonefold region");
+		return 1;
+	}
 	if ((err = zf_connect(td, zd, data_bytes(td))) < 0) {
 		td_verror(td, -err, "zonefold connect");
 		return 1;

@@ -202,6 +202,28 @@ func TestFioRefusesIodepthAboveTheLimit(t *testing.T) {
 	d.stop()
 }
 
+// TestFioRefusesARegionAboveTheLimit: a job whose buffers (bs x iodepth)
+// need more shared memory than the protocol allows (MaxRegion) is
+// refused in the engine's init with a message that says so and what to
+// lower. Before, the daemon refused the hello and fio said only "zonefold
+// connect ... Invalid argument" (the reason was in the daemon's log).
+func TestFioRefusesARegionAboveTheLimit(t *testing.T) {
+	fioEnv(t)
+	d := newServe(t)
+	out, err := runFioWatched(t, d, fioArgs(t, d, "huge", "--iodepth=1024", "--bs=4m", "--size=64m")...)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() <= 0 {
+		t.Fatalf("fio with a 4 GiB region: %v, want a plain failure exit\n%s", err, out)
+	}
+	want := fmt.Sprintf("above the protocol's limit of %d MiB", server.MaxRegion>>20)
+	if !strings.Contains(out, want) || !strings.Contains(out, "iodepth") {
+		t.Fatalf("fio with a 4 GiB region does not say %q and what to lower:\n%s", want, out)
+	}
+	out, err = runFioWatched(t, d, fioArgs(t, d, "after", "--iodepth=32")...)
+	checkFio(t, "after", out, err, false)
+	d.stop()
+}
+
 // TestFioFileSizing: fio's file-sizing options mean through the engine
 // what they mean for fio's own engines on regular files (issue 13 item
 // 8). Before the fix a job with filesize= and no size= failed with "No
