@@ -1552,12 +1552,6 @@ func (e *Engine) admitGain() int64 {
 	return max(minGCGain, e.placer.zoneCap()/admitGainDiv)
 }
 
-// roomFor reports whether n more bytes of writes fit in the space appends
-// can still take, beside the dirty data and the writes admitted and not
-// yet in the cache. Writeback appends each dirty file's data in records:
-// a header block for each file, and one for each further MaxRecordExtents
-// extents or record's worth of data, and for each zone the data splits
-// across; and each zone that may be open at once may end in a pad.
 // spaceReport says where the device's space is, for an ENOSPC: a user
 // told only that the device is full cannot tell live data from dirty
 // data waiting for room, or from garbage GC cannot reach.
@@ -1566,6 +1560,12 @@ func (e *Engine) spaceReport() string {
 		e.Capacity(), e.placer.validBytes(), e.cache.DirtyBytes(), e.admitted.Load(), e.placer.space(), e.placer.nfree.Load())
 }
 
+// roomFor reports whether n more bytes of writes fit in the space appends
+// can still take, beside the dirty data and the writes admitted and not
+// yet in the cache. Writeback appends each dirty file's data in records:
+// a header block for each file, and one for each further MaxRecordExtents
+// extents or record's worth of data, and for each zone the data splits
+// across; and each zone that may be open at once may end in a pad.
 func (e *Engine) roomFor(n int64) bool {
 	need := e.cache.DirtyBytes() + e.admitted.Load() + n
 	perHeader := min(e.maxRecordData()/BlockSize, MaxRecordExtents)

@@ -155,7 +155,6 @@ func (c *conn) open(q *Request, r *Reply) {
 	if q.Flags&OpenDeferSync != 0 {
 		flags |= engine.ODeferSync
 	}
-	name := c.name(q.Addr, q.Len)
 	// The handle number first: an open refused for want of one
 	// (EMFILE) must not have truncated or created the file, as open(2)
 	// does neither when it fails so.
@@ -164,7 +163,7 @@ func (c *conn) open(q *Request, r *Reply) {
 		r.Status = st
 		return
 	}
-	f, err := c.s.e.OpenFile(name, flags)
+	f, err := c.s.e.OpenFile(c.name(q.Addr, q.Len), flags)
 	if err != nil {
 		c.releaseHandle(id)
 		r.Status = c.status(err)

@@ -118,6 +118,7 @@ const (
 	StatusBadHandle   Status = Status(syscall.EBADF)        // handle not open on this connection
 	StatusFault       Status = Status(syscall.EFAULT)       // region range outside the region
 	StatusExist       Status = Status(syscall.EEXIST)       // the file exists
+	StatusReserved    Status = Status(syscall.EPERM)        // a rename onto a temporary's name (TempPrefix)
 	StatusInvalid     Status = Status(syscall.EINVAL)       // malformed request
 	StatusTooMany     Status = Status(syscall.EMFILE)       // MaxHandles open
 	StatusFileTooBig  Status = Status(syscall.EFBIG)        // offset or size past engine.MaxFileSize
@@ -131,7 +132,6 @@ const (
 	// Hello refusals for a daemon at its caps.
 	StatusTooManyClients Status = Status(syscall.EUSERS) // MaxConns clients connected
 	StatusNoMemory       Status = Status(syscall.ENOMEM) // the region does not fit the shared-memory budget
-	StatusReserved       Status = Status(syscall.EPERM)  // a rename onto a temporary's name (TempPrefix)
 )
 
 // Error is a non-zero Status as a Go error: the errno's text, without a
