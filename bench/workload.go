@@ -56,6 +56,18 @@ type WorkloadResult struct {
 // MiBps is throughput in MiB/s (the unit of every rate zonefold prints).
 func (r WorkloadResult) MiBps() float64 { return mibPerS(r.Bytes, r.Elapsed) }
 
+// opsPerFile is the operations the workload does on each file: Ops, or
+// Size/BS for each of its Loops (at least one).
+func (w Workload) opsPerFile() int64 {
+	if w.Ops > 0 {
+		return w.Ops
+	}
+	return w.Size / int64(w.BS) * int64(max(w.Loops, 1))
+}
+
+// bytes is what the workload reads or writes in all.
+func (w Workload) bytes() int64 { return w.opsPerFile() * int64(w.BS) * int64(w.Files) }
+
 // IOPS is operations per second.
 func (r WorkloadResult) IOPS() float64 {
 	if r.Elapsed <= 0 {
@@ -119,11 +131,8 @@ func RunWorkload(ctx context.Context, e *engine.Engine, w Workload) (WorkloadRes
 		}
 	}
 	blocks := w.Size / int64(w.BS)
-	perFile := blocks * int64(w.Loops)
-	if w.Ops > 0 {
-		perFile = w.Ops
-	}
-	total := perFile * int64(w.BS) * int64(w.Files)
+	perFile := w.opsPerFile()
+	total := w.bytes()
 	var done atomic.Int64
 	hist := hdrhistogram.New(1, int64(10*time.Second), 3)
 	var histMu sync.Mutex
