@@ -84,7 +84,8 @@ import (
 type Backing interface {
 	// ReadBacking fills p with the file's bytes at off from storage.
 	// Never-written bytes, and bytes at or past a size the file was
-	// truncated to since they were last written, read as zeros. It is
+	// truncated to since they were last written, read as zeros; a file
+	// storage no longer has (removed) is an error, not zeros. It is
 	// called with the file's cache lock held, so it must not call the
 	// cache for the same file, nor wait for a lock that is held while
 	// the cache is called (the engine's lock order, engine/doc.go, keeps

@@ -341,11 +341,11 @@ func removeTemp(s *session, tmp string) error {
 // as it was and nothing else behind.
 func runGet(ctx context.Context, s *session, args []string) (err error) {
 	name, local := args[0], args[1]
+	// Open first: a missing NAME fails before anything local is made.
 	h, size, err := s.Open(ctx, name, 0)
 	if err != nil {
 		return err
 	}
-	defer s.CloseFile(ctx, h)
 	mode := fs.FileMode(0o644)
 	if st, err := os.Stat(local); err == nil && st.IsDir() {
 		local = filepath.Join(local, filepath.Base(name))
@@ -355,6 +355,7 @@ func runGet(ctx context.Context, s *session, args []string) (err error) {
 	}
 	dst, err := os.CreateTemp(filepath.Dir(local), "."+filepath.Base(local)+".zonefold-get-*")
 	if err != nil {
+		s.CloseFile(ctx, h)
 		return err
 	}
 	defer func() {
@@ -364,19 +365,29 @@ func runGet(ctx context.Context, s *session, args []string) (err error) {
 		}
 	}()
 	buf := make([]byte, copyChunk)
-	for off := int64(0); off < size; {
-		n, rerr := s.ReadAt(ctx, h, buf[:min(int64(len(buf)), size-off)], off)
-		if n > 0 {
-			if _, err := dst.Write(buf[:n]); err != nil {
-				return err
-			}
-			off += int64(n)
+	for try := 1; ; try++ {
+		replaced, err := copyOut(ctx, s, h, size, dst, buf)
+		s.CloseFile(ctx, h)
+		if err != nil {
+			return err
 		}
-		if rerr == io.EOF {
+		if !replaced {
 			break
 		}
-		if rerr != nil {
-			return rerr
+		// A put renamed a new file over NAME while this read the old
+		// one (whose reads then answer ENOENT): start over on the new
+		// one, so that the copy is one whole version.
+		if try == getTries {
+			return fmt.Errorf("get %s: replaced %d times while being read", name, try)
+		}
+		if h, size, err = s.Open(ctx, name, 0); err != nil {
+			return err
+		}
+		if err := dst.Truncate(0); err != nil {
+			return err
+		}
+		if _, err := dst.Seek(0, io.SeekStart); err != nil {
+			return err
 		}
 	}
 	if err := dst.Chmod(mode); err != nil {
@@ -386,6 +397,34 @@ func runGet(ctx context.Context, s *session, args []string) (err error) {
 		return err
 	}
 	return os.Rename(dst.Name(), local)
+}
+
+// getTries bounds how often get starts over on a NAME that puts keep
+// replacing while it reads.
+const getTries = 20
+
+// copyOut copies size bytes of the open file h to dst; replaced says the
+// file was replaced or removed while it read (a read answered ENOENT).
+func copyOut(ctx context.Context, s *session, h uint32, size int64, dst *os.File, buf []byte) (replaced bool, err error) {
+	for off := int64(0); off < size; {
+		n, rerr := s.ReadAt(ctx, h, buf[:min(int64(len(buf)), size-off)], off)
+		if n > 0 {
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return false, err
+			}
+			off += int64(n)
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if errors.Is(rerr, syscall.ENOENT) {
+			return true, nil
+		}
+		if rerr != nil {
+			return false, rerr
+		}
+	}
+	return false, nil
 }
 
 func runRm(ctx context.Context, s *session, args []string) error {

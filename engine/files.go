@@ -1579,7 +1579,7 @@ func (e *Engine) ReadBacking(fileID uint64, off int64, p []byte) error {
 	f := e.fileByID(fileID)
 	clear(p)
 	if f == nil {
-		return nil
+		return errRemovedWhileRead
 	}
 	// Whole blocks (the cache's are the engine's): each is checked
 	// against its checksum.
@@ -1593,6 +1593,12 @@ func (e *Engine) ReadBacking(fileID uint64, off int64, p []byte) error {
 		n := 0
 		next := int64(len(p))
 		f.mu.RLock()
+		if f.gone {
+			// Its extents are gone with it (dropFile): what a lookup
+			// found not would read as zeros, never written.
+			f.mu.RUnlock()
+			return errRemovedWhileRead
+		}
 		f.ext.lookup(off+done, int64(len(p))-done, func(x extent) {
 			if n == len(pieces) {
 				next = min(next, x.off-off)
@@ -1612,6 +1618,13 @@ func (e *Engine) ReadBacking(fileID uint64, off int64, p []byte) error {
 	}
 	return nil
 }
+
+// errRemovedWhileRead is ReadBacking's answer for a file removed (or
+// renamed over) before or while it read: its bytes are no longer the
+// file's, and zeros in their place, which a handle opened before the
+// removal got, are bytes nobody wrote (a get racing a put of the same
+// name copied a whole file with its second half zeros, exit 0).
+var errRemovedWhileRead = fmt.Errorf("engine: the file was removed while it was read: %w", fs.ErrNotExist)
 
 // readPieces reads mapped pieces into p (which starts at file offset
 // base) in one plugged batch, checks their blocks' sums (see verify.go),
