@@ -59,8 +59,72 @@ type KernelOptions struct {
 
 // kernelJob is one seed job file.
 type kernelJob struct {
-	name string
-	text string // the job file, sizes scaled
+	name  string
+	text  string // the job file, sizes scaled
+	bytes int64  // what it writes: every section's size= times its numjobs
+}
+
+// kernelCache is the daemon's cache when --cache is not given: twice the
+// largest job's bytes, at least 512 MiB, in whole 64 MiB. The kernel side
+// has the machine's memory as its page cache and, at Linux's default
+// dirty_ratio (20% of it), writes a seed job at --scale 16 (2 GiB at
+// most) without throttling; zonefold throttles writers above half its
+// cache, so a cache of twice the job's bytes compares the two on the same
+// terms. (A fixed 512 MiB, with the former --scale 4, throttled
+// 4x1m-end-fsync's 512 MiB and not the other jobs.)
+func kernelCache(jobs []kernelJob) int64 {
+	const least, unit = 512 << 20, 64 << 20
+	c := int64(least)
+	for _, j := range jobs {
+		c = max(c, (2*j.bytes+unit-1)/unit*unit)
+	}
+	return c
+}
+
+// jobBytes is what a job file writes: each job section's size= times its
+// numjobs=, a [global] section's values applying where a section has none.
+func jobBytes(text string) (int64, error) {
+	var total, gSize, size int64
+	gJobs, jobs := int64(1), int64(1)
+	section := ""
+	flush := func() {
+		if section != "" && section != "global" {
+			total += size * jobs
+		}
+	}
+	for _, l := range strings.Split(text, "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "[") && strings.HasSuffix(l, "]") {
+			flush()
+			section, size, jobs = l[1:len(l)-1], gSize, gJobs
+			continue
+		}
+		k, v, ok := strings.Cut(l, "=")
+		if !ok {
+			continue
+		}
+		switch strings.TrimSpace(k) {
+		case "size":
+			n, err := parseFioSize(strings.TrimSpace(v))
+			if err != nil {
+				return 0, err
+			}
+			size = n
+		case "numjobs":
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil || n < 1 {
+				return 0, fmt.Errorf("numjobs=%s: not a job count", strings.TrimSpace(v))
+			}
+			jobs = n
+		default:
+			continue
+		}
+		if section == "global" {
+			gSize, gJobs = size, jobs
+		}
+	}
+	flush()
+	return total, nil
 }
 
 // kernelSide is one side's results of one job over the rounds: MiB/s, or
@@ -178,7 +242,7 @@ func Kernel(ctx context.Context, out io.Writer, o KernelOptions) error {
 		defer os.Remove(dev.file)
 	}
 	if o.Config.CacheBytes <= 0 {
-		o.Config.CacheBytes = 512 << 20
+		o.Config.CacheBytes = kernelCache(jobs)
 	}
 	res := kernelJSON{Mode: mode, Device: dev.spec, Dir: dir, FSType: fsType, Rounds: o.Rounds, Scale: o.Scale,
 		Cache: o.Config.CacheBytes}
@@ -305,7 +369,11 @@ func loadKernelJobs(dir string, only []string, scale float64) ([]kernelJob, erro
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
-		jobs = append(jobs, kernelJob{name: name, text: text})
+		n, err := jobBytes(text)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		jobs = append(jobs, kernelJob{name: name, text: text, bytes: n})
 	}
 	for _, n := range only {
 		if !slices.ContainsFunc(jobs, func(j kernelJob) bool { return j.name == n }) {

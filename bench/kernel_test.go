@@ -106,6 +106,52 @@ func TestKernelJobText(t *testing.T) {
 	}
 }
 
+// jobBytes counts what a job file writes, the [global] section's values
+// applying where a job section has none; kernelCache sizes the daemon's
+// cache from the seed jobs at the default scale: twice the largest.
+func TestJobBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		want       int64
+	}{
+		{"one section", "[a]\nbs=1m\nsize=32m\n", 32 << 20},
+		{"numjobs in the section", "[global]\nbs=8k\n[a]\nnumjobs=16\nsize=4m\n", 64 << 20},
+		{"numjobs and size from global", "[global]\nnumjobs=4\nsize=2m\n[a]\n[b]\nnumjobs=2\n", 12 << 20},
+		{"section overrides global", "[global]\nsize=1g\n[a]\nsize=1m\n", 1 << 20},
+		{"global alone writes nothing", "[global]\nsize=1m\n", 0},
+		{"comments and spaces", "; size=1g\n[a]\n  size = 3m \n", 3 << 20},
+	} {
+		got, err := jobBytes(tc.text)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: jobBytes = %d, %v; want %d", tc.name, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"[a]\nnumjobs=0\nsize=1m\n", "[a]\nnumjobs=x\n", "[a]\nsize=lots\n"} {
+		if n, err := jobBytes(bad); err == nil {
+			t.Errorf("jobBytes(%q) = %d, no error", bad, n)
+		}
+	}
+	jobs, err := loadKernelJobs("../testdata/fio", nil, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"seq128k": 1 << 30, "4x1m-end-fsync": 2 << 30, "16x8k-randwrite": 1 << 30, "4k-qd128": 512 << 20}
+	for _, j := range jobs {
+		if w, ok := want[j.name]; ok && j.bytes != w {
+			t.Errorf("%s at scale 16: %d bytes, want %d", j.name, j.bytes, w)
+		}
+	}
+	if c := kernelCache(jobs); c != 4<<30 {
+		t.Errorf("cache for the seed jobs at scale 16: %d, want 4 GiB", c)
+	}
+	if c := kernelCache([]kernelJob{{bytes: 1 << 20}}); c != 512<<20 {
+		t.Errorf("cache for a 1 MiB job: %d, want the 512 MiB floor", c)
+	}
+	if c := kernelCache([]kernelJob{{bytes: 300<<20 + 1}}); c != 640<<20 {
+		t.Errorf("cache for 300 MiB + 1: %d, want 640 MiB (twice, in whole 64 MiB)", c)
+	}
+}
+
 // In emu mode every zonefold run starts on a new device file whose blocks
 // are all allocated, as fio lays out the kernel side's files (a fresh
 // directory each run, fallocate before it times): not on the last run's

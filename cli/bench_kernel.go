@@ -35,11 +35,16 @@ removed after. Neither side times block allocation, and no run overwrites
 blocks an earlier run wrote.
 
 --mode auto (the default) takes null for a tmpfs DIR and emu otherwise.
---scale multiplies every job's size. It is 4 by default: at the seed files'
-own sizes (--scale 1) a run lasts 10-70 ms on a 2-core machine, where a
-scheduler hiccup or one Go collector cycle moves a run by a third (spreads
-of 1.3-1.5 on either side); 8 or more rises further above a busy
-machine's noise. Needs fio and the engine (make fio-engine).`,
+--scale multiplies every job's size. It is 16 by default: at the seed
+files' own sizes (--scale 1) a run lasts 10-70 ms on a 2-core machine, and
+at 4 (the former default) 15-50 ms, where a scheduler hiccup, a Go
+collector cycle or the daemon's first moments move a run by a third to a
+half (zonefold spreads of 1.3-2.0); at 16 runs last 60-500 ms. --cache is
+by default twice the largest job's bytes (at least 512 MiB; 4 GiB at
+--scale 16), so that zonefold, which throttles writers above half its
+cache, writes a job as the kernel side does, without throttling (its
+dirty limit is a fifth of the machine's memory). Needs fio and the
+engine (make fio-engine).`,
 		Example: `  zonefold bench kernel /dev/shm            # null: vs tmpfs
   zonefold bench kernel /mnt/ext4 --mode emu  # emu on ext4 vs ext4`,
 		Args: cobra.ExactArgs(1),
@@ -55,7 +60,7 @@ machine's noise. Needs fio and the engine (make fio-engine).`,
 			if o.Scale <= 0 {
 				return usagef("--scale: must be more than 0")
 			}
-			if o.Config.CacheBytes < 1<<20 {
+			if o.Config.CacheBytes != 0 && o.Config.CacheBytes < 1<<20 {
 				return usagef("--cache: at least 1 MiB")
 			}
 			o.Dir = args[0]
@@ -68,10 +73,10 @@ machine's noise. Needs fio and the engine (make fio-engine).`,
 	f := cmd.Flags()
 	f.StringVar(&o.Mode, "mode", bench.KernelAuto, "zonefold's device: null, emu (a file in DIR) or auto (null on tmpfs, else emu)")
 	countVar(f, &o.Rounds, "rounds", 5, "alternating rounds of each side per job")
-	numberVar(f, &o.Scale, "scale", 4, "multiply every job's size by this (1: the seed files' own sizes)")
+	numberVar(f, &o.Scale, "scale", 16, "multiply every job's size by this (1: the seed files' own sizes)")
 	f.StringVar(&o.JobsDir, "jobs", "testdata/fio", "directory of the seed job files")
 	f.StringSliceVar(&o.Jobs, "job", nil, "run only these jobs (file names without .fio; repeatable)")
-	sizeVar(f, &o.Config.CacheBytes, "cache", 512<<20, "the daemon's folio cache size")
+	sizeVar(f, &o.Config.CacheBytes, "cache", 0, "the daemon's folio cache size (default twice the largest job's bytes, at least 512MiB)")
 	f.StringVar(&o.FioEngine, "fio-engine", "", "the engine .so (default $ZONEFOLD_FIO_ENGINE, else build/fio/zonefold-engine.so)")
 	f.BoolVar(&o.JSON, "json", false, "print the results as JSON")
 	return cmd

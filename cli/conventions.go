@@ -203,8 +203,8 @@ func parseSize(s string) (int64, error) { return zns.ParseSize(s) }
 type sizeValue struct{ p *int64 }
 
 func (v sizeValue) String() string {
-	if v.p == nil {
-		return "0"
+	if v.p == nil || *v.p == 0 {
+		return "0" // what pflag takes for a default not to print
 	}
 	return strings.ReplaceAll(output.Human(*v.p), " ", "")
 }
