@@ -16,6 +16,9 @@
  * sleeping on a futex in the region that the daemon wakes when it
  * publishes. New I/O may be queued while earlier I/O is unreaped.
  *
+ * ZONEFOLD_FIO_STATS=FILE: each job appends a line about its waits for
+ * replies to FILE at its end (zf_write_stats).
+ *
  * sync=1 (or dsync) means what O_SYNC means to fio's own engines: a
  * write is durable when fio sees it complete. The daemon acknowledges a
  * write once its cache holds it, so the engine follows each write with
@@ -30,6 +33,8 @@
  * source. Use: fio --ioengine=external:/abs/zonefold-engine.so --sock=PATH
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <stdint.h>
@@ -164,6 +169,9 @@ struct zf_data {
 	uint32_t cq_head;          /* consumed */
 	uint64_t gap_ns;           /* moving average of waits for completions */
 	int busy_waits;            /* spin and yield before sleeping (zf_busy_waits) */
+	int group_jobs, cpus;      /* what zf_busy_waits decided from */
+	/* How waits for replies ended (ZONEFOLD_FIO_STATS): in the spin, in the yield phase, asleep. */
+	unsigned long waits_spun, waits_yielded, waits_slept;
 
 	uint8_t *sbuf;             /* encoded requests not yet committed */
 	struct io_u **pending;     /* their io_us */
@@ -567,15 +575,19 @@ static int wait_replies(struct zf_data *zd, int timeout_ms, uint32_t want)
 	if (zd->gap_ns < ZF_SPIN_MAX_NS) {
 		limit = zd->gap_ns * 2 > ZF_SPIN_MAX_NS / 8 ? zd->gap_ns * 2 : ZF_SPIN_MAX_NS / 8;
 		while (now_ns() - start < limit) {
-			if (__atomic_load_n(zd->cq_tail_p, __ATOMIC_ACQUIRE) != zd->cq_head)
+			if (__atomic_load_n(zd->cq_tail_p, __ATOMIC_ACQUIRE) != zd->cq_head) {
+				zd->waits_spun++;
 				goto out;
+			}
 			cpu_relax();
 		}
 	}
 	if (zd->gap_ns < ZF_YIELD_GATE_NS) {
 		while (now_ns() - start < ZF_YIELD_NS) {
-			if (__atomic_load_n(zd->cq_tail_p, __ATOMIC_ACQUIRE) != zd->cq_head)
+			if (__atomic_load_n(zd->cq_tail_p, __ATOMIC_ACQUIRE) != zd->cq_head) {
+				zd->waits_yielded++;
 				goto out;
+			}
 			sched_yield();
 		}
 	}
@@ -612,6 +624,7 @@ sleep_now:
 		}
 	}
 	claim_flag(zd->cq_flags_p, flags);
+	zd->waits_slept++;
 out:
 	zd->gap_ns += ((int64_t) (now_ns() - start) - (int64_t) zd->gap_ns) / 8;
 	return ret;
@@ -690,21 +703,22 @@ static size_t data_bytes(struct thread_data *td)
  * to a stonewall) has fewer jobs than the CPUs td may run on, so that
  * one is left for the daemon. The count includes jobs of other engines.
  */
-static int zf_busy_waits(struct thread_data *td)
+static int zf_busy_waits(struct thread_data *td, struct zf_data *zd)
 {
 	struct thread_data *t;
 	cpu_set_t cpus;
-	int i, jobs = 0, ncpu;
+	int i;
 
 	if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0)
-		ncpu = CPU_COUNT(&cpus);
+		zd->cpus = CPU_COUNT(&cpus);
 	else
-		ncpu = (int) sysconf(_SC_NPROCESSORS_ONLN);
+		zd->cpus = (int) sysconf(_SC_NPROCESSORS_ONLN);
+	zd->group_jobs = 0;
 	for_each_td(t, i) {
 		if (t->groupid == td->groupid)
-			jobs++;
+			zd->group_jobs++;
 	}
-	return jobs < ncpu;
+	return zd->group_jobs < zd->cpus;
 }
 
 /*
@@ -762,7 +776,7 @@ static int zf_init(struct thread_data *td)
 	}
 	zd->sbuf = malloc((size_t) zd->done_cap * ZF_REQ_SIZE);
 	zd->sync_writes = td->o.sync_io != 0;
-	zd->busy_waits = zf_busy_waits(td);
+	zd->busy_waits = zf_busy_waits(td, zd);
 	zd->fsbuf = malloc((size_t) zd->done_cap * ZF_REQ_SIZE);
 	zd->pending = calloc(zd->done_cap, sizeof(*zd->pending));
 	zd->done = calloc(zd->done_cap, sizeof(*zd->done));
@@ -812,8 +826,38 @@ static void zf_iomem_free(struct thread_data *td)
 	/* The region is unmapped when the job's connection closes. */
 }
 
+/*
+ * zf_write_stats appends one line about the job's waits for replies to
+ * the file $ZONEFOLD_FIO_STATS names, if set: whether it waited busily
+ * and why (its group's jobs, the CPUs it may run on) and how its waits
+ * ended. One write(2) with O_APPEND per job, so jobs' lines do not mix.
+ */
+static void zf_write_stats(struct thread_data *td, struct zf_data *zd)
+{
+	const char *path = getenv("ZONEFOLD_FIO_STATS");
+	char line[256];
+	int fd, n;
+
+	if (!path || !*path)
+		return;
+	n = snprintf(line, sizeof(line),
+		     "job=%s busy_waits=%d group_jobs=%d cpus=%d spun=%lu yielded=%lu slept=%lu\n",
+		     td->o.name, zd->busy_waits, zd->group_jobs, zd->cpus, zd->waits_spun,
+		     zd->waits_yielded, zd->waits_slept);
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		log_err("zonefold: ZONEFOLD_FIO_STATS %s: %s\n", path, strerror(errno));
+		return;
+	}
+	if (n > 0 && write(fd, line, (size_t) n) != n)
+		log_err("zonefold: ZONEFOLD_FIO_STATS %s: short write\n", path);
+	close(fd);
+}
+
 static void zf_cleanup(struct thread_data *td)
 {
+	if (td->io_ops_data)
+		zf_write_stats(td, td->io_ops_data);
 	zf_free(td->io_ops_data);
 	td->io_ops_data = NULL;
 }
