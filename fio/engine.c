@@ -777,6 +777,10 @@ static int zf_init(struct thread_data *td)
 	zd->sbuf = malloc((size_t) zd->done_cap * ZF_REQ_SIZE);
 	zd->sync_writes = td->o.sync_io != 0;
 	zd->busy_waits = zf_busy_waits(td, zd);
+	if (td->o.odirect && td->subjob_number == 0)
+		log_info("zonefold: direct=1 has no effect: every write goes through the "
+			 "daemon's cache and completes once the cache holds it (durable at an "
+			 "fsync: fsync=N, end_fsync=1 or sync=1)\n");
 	zd->fsbuf = malloc((size_t) zd->done_cap * ZF_REQ_SIZE);
 	zd->pending = calloc(zd->done_cap, sizeof(*zd->pending));
 	zd->done = calloc(zd->done_cap, sizeof(*zd->done));
