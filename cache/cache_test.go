@@ -194,6 +194,45 @@ func TestWritebackExtents(t *testing.T) {
 	}
 }
 
+// BeginWriteback goes round a file: a call with a budget starts where the
+// last one ran out, so data dirtied again before that point waits its
+// turn behind the rest of the file instead of being taken first (and
+// each call does not pass again over everything the earlier ones took),
+// and the call that reaches the end wraps round to the start.
+func TestWritebackGoesRoundTheFile(t *testing.T) {
+	c := newTestCache(t, Config{Bytes: 16 << 20, MaxOrder: 9})
+	for i := range int64(3) { // three chunks: A at 0, B at 2M, C at 4M
+		mustWrite(t, c, 1, i<<21, fill(64<<10, byte(i+1)), nil)
+	}
+	take := func(want int64) []Extent {
+		t.Helper()
+		exts := c.BeginWriteback(1, 64<<10, nil)
+		if len(exts) != 1 || exts[0].Off != want {
+			var offs []int64
+			for _, e := range exts {
+				offs = append(offs, e.Off)
+			}
+			t.Fatalf("took extents at %v, want one at %d", offs, want)
+		}
+		return exts
+	}
+	a := take(0)
+	c.EndWriteback(a, nil)
+	mustWrite(t, c, 1, 0, fill(64<<10, 9), nil) // A dirty again
+	b := take(2 << 20)                          // B before A's new data
+	cc := take(4 << 20)
+	a = take(0) // then round to A
+	if more := c.BeginWriteback(1, 0, nil); len(more) != 0 {
+		t.Errorf("nothing left dirty, yet %d extents taken", len(more))
+	}
+	c.EndWriteback(b, nil)
+	c.EndWriteback(cc, nil)
+	c.EndWriteback(a, nil)
+	if c.DirtyBytes() != 0 {
+		t.Errorf("%d dirty bytes after every extent ended", c.DirtyBytes())
+	}
+}
+
 // waitUntil yields until cond holds: for states that a goroutine is sure to
 // reach, with no time limit of its own (the test's deadline is the limit).
 func waitUntil(cond func() bool) {

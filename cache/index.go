@@ -29,6 +29,11 @@ type fileState struct {
 	last *chunk
 	dead bool    // forgotten: callers look the file up again
 	keys []int64 // BeginWriteback's scratch
+	// wbNext is where BeginWriteback's next scan starts (a file offset;
+	// under mu held for writing): where the last one ran out of budget,
+	// as the kernel's writeback_index. Each call goes once round the file
+	// from there, so nothing dirty is missed.
+	wbNext int64
 
 	dirtyBytes atomic.Int64
 	wbBlocks   atomic.Int64 // blocks under writeback

@@ -16,7 +16,8 @@ type Extent struct {
 	folio    *folio
 }
 
-// BeginWriteback takes dirty data of one file, in offset order, as runs of
+// BeginWriteback takes dirty data of one file, in offset order from where
+// the file's last call ran out of budget round to it, as runs of
 // contiguous dirty blocks not already under writeback, at most maxBytes in
 // all (maxBytes <= 0: no limit), marks them under writeback and appends
 // them to dst. Each extent lies within one folio; file-contiguous extents
@@ -45,18 +46,41 @@ func (c *Cache) BeginWriteback(file uint64, maxBytes int64, dst []Extent) []Exte
 	}
 	slices.Sort(keys)
 	fs.keys = keys
+	if len(keys) == 0 {
+		return dst
+	}
+	// Start where the last call stopped and go once round: a scan from
+	// the file's start passed, at every chain, every folio the earlier
+	// chains had taken or found clean (random 4 KiB writes over a file
+	// larger than the cache: BeginWriteback was a fifth of writeback's
+	// CPU, the folio descriptors' cache misses most of it).
+	from, taken0 := fs.wbNext, len(dst)
+	start, _ := slices.BinarySearch(keys, from>>chunkShift)
 	budget := maxBytes >> c.blockShift
-	for _, k := range keys {
-		for _, f := range fs.chunks[k].folios {
+	for i := range len(keys) + 1 {
+		ck := fs.chunks[keys[(start+i)%len(keys)]]
+		for _, f := range ck.folios {
+			// The cursor's chunk is visited twice: folios that end past
+			// the cursor first, the others last.
+			if first, last := i == 0, i == len(keys); first && f.end() <= from || last && f.end() > from {
+				continue
+			}
 			if f.dirtyN.Load() == 0 {
 				continue
 			}
 			dst, budget = c.takeDirty(fs, f, budget, dst)
 			if budget == 0 {
+				// The next call starts after what this one took last
+				// (within f if f holds more).
+				if len(dst) > taken0 {
+					last := dst[len(dst)-1]
+					fs.wbNext = last.Off + int64(len(last.Data))
+				}
 				return dst
 			}
 		}
 	}
+	fs.wbNext = 0
 	return dst
 }
 
