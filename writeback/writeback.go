@@ -1,6 +1,7 @@
 // Package writeback decides when and what of the cache goes to the device:
 // thresholds, expiry, fsync, sync and memory pressure trigger flushes; a
-// flush takes one file's dirty data in offset order, caps it (the iomap
+// flush takes one file's dirty data in offset order (from where the file's
+// last flush stopped, round the file), caps it (the iomap
 // series' bounded ioend chains), and hands it to a Store, which decides
 // where it goes. Everything one flush round submits goes under one plug of
 // the ring: one kernel entry for many files' appends.
@@ -68,7 +69,8 @@ type Pending interface {
 
 // Store writes a file's dirty extents to the device. WriteExtents runs
 // under the ring's plug: it submits and returns without waiting for I/O.
-// The extents are in offset order and stable until p's last Done.
+// The extents are in offset order, but for one wrap round the file's end
+// (cache.BeginWriteback), and stable until p's last Done.
 type Store interface {
 	WriteExtents(file uint64, exts []cache.Extent, p Pending) error
 }
