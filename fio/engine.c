@@ -552,10 +552,11 @@ static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *t
  * one), for at most timeout_ms (-1: no limit): if the job may wait
  * busily (busy_waits), a short spin if the daemon has lately answered
  * within a few microseconds, then yields of the CPU if it has lately
- * answered within a millisecond (both end at the first reply); then sleep with ZF_CQ_WAITING and ZF_CQ_WANTS set on that
- * word's futex and cq_head + want in the cq_want word (the daemon clears
- * the flag and wakes it once it has published that far, or has answered
- * everything it took), in slices of ZF_SLICE_MS, checking between them that the
+ * answered within a millisecond (both end at the first reply); then
+ * sleep with ZF_CQ_WAITING and ZF_CQ_WANTS set on that word's futex and
+ * cq_head + want in the cq_want word (the daemon clears the flag and
+ * wakes it once it has published that far, or has answered everything
+ * it took), in slices of ZF_SLICE_MS, checking between them that the
  * daemon is still there (its end of the socket) and, as a safety net
  * against a lost wakeup (a bug), ringing the doorbell again if the daemon
  * sleeps with requests it has not taken. Returns 0 or -errno; 0 also
