@@ -747,6 +747,13 @@ static int zf_init(struct thread_data *td)
 		td_verror(td, EINVAL, "zonefold io_submit_mode");
 		return 1;
 	}
+	if (td_trim(td)) {
+		/* Otherwise every trim fails with a bare EOPNOTSUPP. */
+		log_err("zonefold: rw=%s is not supported: the daemon has no trim (use "
+			"read, write or a mix of them)\n", ddir_str(td->o.td_ddir));
+		td_verror(td, EINVAL, "zonefold rw trim");
+		return 1;
+	}
 	zd = calloc(1, sizeof(*zd));
 	if (!zd)
 		return 1;
@@ -765,6 +772,14 @@ static int zf_init(struct thread_data *td)
 	}
 	if ((err = zf_connect(td, zd, data_bytes(td))) < 0) {
 		td_verror(td, -err, "zonefold connect");
+		return 1;
+	}
+	if (td_max_bs(td) > zd->max_io) {
+		/* Otherwise the first such I/O fails with a bare E2BIG. */
+		log_err("zonefold: bs %llu (the job's largest block: bs, bsrange or bssplit) is "
+			"above the daemon's limit of %u MiB per read or write: lower bs\n",
+			(unsigned long long) td_max_bs(td), zd->max_io >> 20);
+		td_verror(td, EINVAL, "zonefold bs");
 		return 1;
 	}
 	if (zd->entries < zd->done_cap + 1) {
