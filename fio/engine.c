@@ -84,6 +84,7 @@ enum {
 };
 #define ZF_OPEN_CREATE 1
 #define ZF_OPEN_DEFER_SYNC 8 /* with create: durable from the next fsync, as open(2)'s O_CREAT */
+#define ZF_REMOVE_UNUSED 1   /* remove only a file no handle has open, else EBUSY */
 #define ZF_TRUNCATE_GROW 1
 
 /* The tail of the data part holds names; fio's buffers are before it. */
@@ -1031,7 +1032,20 @@ static int zf_unlink_file(struct thread_data *td, struct fio_file *f)
 		log_err("zonefold: unlink %s: not connected to the daemon\n", f->file_name);
 		return ENOTCONN;
 	}
-	if ((err = sync_call(zd, ZF_OP_REMOVE, 0, 0, 0, f->file_name)) < 0) {
+	/*
+	 * Only a file no handle has open: jobs sharing a file (numjobs with
+	 * one filename) each unlink it at their end, and a job still
+	 * writing would otherwise find its open file gone (ENOENT) where a
+	 * kernel file system keeps an unlinked file for its open
+	 * descriptors. The last job to close removes it; another job
+	 * removing it first is ENOENT, as before.
+	 */
+	err = sync_call(zd, ZF_OP_REMOVE, ZF_REMOVE_UNUSED, 0, 0, f->file_name);
+	if (err == -EINVAL) /* a daemon older than the flag */
+		err = sync_call(zd, ZF_OP_REMOVE, 0, 0, 0, f->file_name);
+	if (err == -EBUSY)
+		return 0;
+	if (err < 0) {
 		if (err != -ENOENT)
 			log_err("zonefold: unlink %s: %s\n", f->file_name, strerror(-err));
 		return -err;
