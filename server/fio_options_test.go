@@ -9,7 +9,8 @@ import (
 // starts, with a message naming the option, rather than failing its
 // first I/O with a bare errno that names nothing ("Argument list too
 // long" for a block above the protocol's MaxIO, "Operation not
-// supported" for a trim). The daemon then still serves the next job.
+// supported" for a trim or sync_file_range, fio's "failed to lseek
+// pre-read file: Bad file descriptor" for pre_read). The daemon then still serves the next job.
 func TestFioRefusesUnservableOptionsByName(t *testing.T) {
 	_, engine := fioEnv(t)
 	d := newServe(t)
@@ -24,6 +25,8 @@ func TestFioRefusesUnservableOptionsByName(t *testing.T) {
 		{"bssplit-above-maxio", []string{"--rw=randwrite", "--bssplit=4k/50:32m/50", "--size=64m"}, []string{"bs", "16 MiB"}},
 		{"trim", []string{"--rw=randtrim", "--bs=4k", "--size=1m"}, []string{"trim"}},
 		{"trimwrite", []string{"--rw=trimwrite", "--bs=4k", "--size=1m"}, []string{"trim"}},
+		{"sync-file-range", []string{"--rw=write", "--bs=4k", "--size=1m", "--sync_file_range=write:4"}, []string{"sync_file_range"}},
+		{"pre-read", []string{"--rw=read", "--bs=4k", "--size=1m", "--pre_read=1"}, []string{"pre_read"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
