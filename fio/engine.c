@@ -755,6 +755,20 @@ static int zf_init(struct thread_data *td)
 		td_verror(td, EINVAL, "zonefold rw trim");
 		return 1;
 	}
+	if (td->o.sync_file_range) {
+		/* Otherwise every range sync fails with a bare EOPNOTSUPP. */
+		log_err("zonefold: sync_file_range is not supported: the daemon syncs whole "
+			"files (use fsync=N or fdatasync=N)\n");
+		td_verror(td, EINVAL, "zonefold sync_file_range");
+		return 1;
+	}
+	if (td->o.pre_read) {
+		/* fio would lseek and read a local descriptor the job has not got. */
+		log_err("zonefold: pre_read=1 is not supported: the job's files are the "
+			"daemon's, with no local descriptor for fio to pre-read\n");
+		td_verror(td, EINVAL, "zonefold pre_read");
+		return 1;
+	}
 	zd = calloc(1, sizeof(*zd));
 	if (!zd)
 		return 1;
