@@ -196,7 +196,18 @@ func (e *Engine) openHandle(f *file, trunc bool) (*File, error) {
 
 // Remove deletes a file, durably when it returns; its data becomes
 // garbage for GC. Open handles to it fail from then on.
-func (e *Engine) Remove(name string) error { return e.remove(name, true) }
+func (e *Engine) Remove(name string) error { return e.remove(name, true, false) }
+
+// ErrInUse is RemoveUnused's answer for a file some handle has open.
+var ErrInUse = fmt.Errorf("engine: file is open: %w", syscall.EBUSY)
+
+// RemoveUnused is Remove, but a file some handle has open stays as it
+// is and the call fails with ErrInUse. A client whose peers share a file
+// and each remove it when they are done (fio's numjobs with unlink=1)
+// removes it this way, so the last one to close removes it and none
+// finds its open file gone under it, as an unlink on a kernel file
+// system would leave open descriptors working.
+func (e *Engine) RemoveUnused(name string) error { return e.remove(name, true, true) }
 
 // RemoveDeferred is Remove without the device flush: the removal is
 // durable from the device's next flush (a file's Sync, SyncNamespace, a
@@ -204,9 +215,9 @@ func (e *Engine) Remove(name string) error { return e.remove(name, true) }
 // the fsync of its directory. A crash before that brings the file back
 // whole. GC flushes before it resets a zone, so no data the file still
 // had can be lost meanwhile.
-func (e *Engine) RemoveDeferred(name string) error { return e.remove(name, false) }
+func (e *Engine) RemoveDeferred(name string) error { return e.remove(name, false, false) }
 
-func (e *Engine) remove(name string, durable bool) (err error) {
+func (e *Engine) remove(name string, durable, unused bool) (err error) {
 	if err := e.enter(); err != nil {
 		return err
 	}
@@ -220,6 +231,10 @@ func (e *Engine) remove(name string, durable bool) (err error) {
 	if f == nil {
 		e.nsMu.Unlock()
 		return fmt.Errorf("engine: remove %q: %w", name, fs.ErrNotExist)
+	}
+	if unused && f.handles.Load() > 0 {
+		e.nsMu.Unlock()
+		return fmt.Errorf("engine: remove %q: %w", name, ErrInUse)
 	}
 	if err := e.appendOp(nsOp{kind: opRemove, file: f.id}, durable); err != nil {
 		e.nsMu.Unlock()

@@ -84,6 +84,7 @@ enum {
 };
 #define ZF_OPEN_CREATE 1
 #define ZF_OPEN_DEFER_SYNC 8 /* with create: durable from the next fsync, as open(2)'s O_CREAT */
+#define ZF_REMOVE_UNUSED 1   /* remove only a file no handle has open, else EBUSY */
 #define ZF_TRUNCATE_GROW 1
 
 /* The tail of the data part holds names; fio's buffers are before it. */
@@ -747,6 +748,27 @@ static int zf_init(struct thread_data *td)
 		td_verror(td, EINVAL, "zonefold io_submit_mode");
 		return 1;
 	}
+	if (td_trim(td)) {
+		/* Otherwise every trim fails with a bare EOPNOTSUPP. */
+		log_err("zonefold: rw=%s is not supported: the daemon has no trim (use "
+			"read, write or a mix of them)\n", ddir_str(td->o.td_ddir));
+		td_verror(td, EINVAL, "zonefold rw trim");
+		return 1;
+	}
+	if (td->o.sync_file_range) {
+		/* Otherwise every range sync fails with a bare EOPNOTSUPP. */
+		log_err("zonefold: sync_file_range is not supported: the daemon syncs whole "
+			"files (use fsync=N or fdatasync=N)\n");
+		td_verror(td, EINVAL, "zonefold sync_file_range");
+		return 1;
+	}
+	if (td->o.pre_read) {
+		/* fio would lseek and read a local descriptor the job has not got. */
+		log_err("zonefold: pre_read=1 is not supported: the job's files are the "
+			"daemon's, with no local descriptor for fio to pre-read\n");
+		td_verror(td, EINVAL, "zonefold pre_read");
+		return 1;
+	}
 	zd = calloc(1, sizeof(*zd));
 	if (!zd)
 		return 1;
@@ -765,6 +787,14 @@ static int zf_init(struct thread_data *td)
 	}
 	if ((err = zf_connect(td, zd, data_bytes(td))) < 0) {
 		td_verror(td, -err, "zonefold connect");
+		return 1;
+	}
+	if (td_max_bs(td) > zd->max_io) {
+		/* Otherwise the first such I/O fails with a bare E2BIG. */
+		log_err("zonefold: bs %llu (the job's largest block: bs, bsrange or bssplit) is "
+			"above the daemon's limit of %u MiB per read or write: lower bs\n",
+			(unsigned long long) td_max_bs(td), zd->max_io >> 20);
+		td_verror(td, EINVAL, "zonefold bs");
 		return 1;
 	}
 	if (zd->entries < zd->done_cap + 1) {
@@ -1016,7 +1046,20 @@ static int zf_unlink_file(struct thread_data *td, struct fio_file *f)
 		log_err("zonefold: unlink %s: not connected to the daemon\n", f->file_name);
 		return ENOTCONN;
 	}
-	if ((err = sync_call(zd, ZF_OP_REMOVE, 0, 0, 0, f->file_name)) < 0) {
+	/*
+	 * Only a file no handle has open: jobs sharing a file (numjobs with
+	 * one filename) each unlink it at their end, and a job still
+	 * writing would otherwise find its open file gone (ENOENT) where a
+	 * kernel file system keeps an unlinked file for its open
+	 * descriptors. The last job to close removes it; another job
+	 * removing it first is ENOENT, as before.
+	 */
+	err = sync_call(zd, ZF_OP_REMOVE, ZF_REMOVE_UNUSED, 0, 0, f->file_name);
+	if (err == -EINVAL) /* a daemon older than the flag */
+		err = sync_call(zd, ZF_OP_REMOVE, 0, 0, 0, f->file_name);
+	if (err == -EBUSY)
+		return 0;
+	if (err < 0) {
 		if (err != -ENOENT)
 			log_err("zonefold: unlink %s: %s\n", f->file_name, strerror(-err));
 		return -err;

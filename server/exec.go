@@ -78,7 +78,11 @@ func (c *conn) exec(sl *slot) {
 	case OpClose:
 		r.Status = c.closeHandle(q.Handle)
 	case OpRemove:
-		r.Status = c.status(e.Remove(c.name(q.Addr, q.Len)))
+		remove := e.Remove
+		if q.Flags&RemoveUnused != 0 {
+			remove = e.RemoveUnused
+		}
+		r.Status = c.status(remove(c.name(q.Addr, q.Len)))
 	case OpRename:
 		old, to := c.name(q.Addr, q.Len), c.name(q.Addr+uint64(q.Len), q.Len2)
 		if isTemporary(to) {

@@ -54,3 +54,35 @@ func TestFioUnlinkRemovesTheDaemonsFile(t *testing.T) {
 	}
 	d.stop()
 }
+
+// TestFioUnlinkSharedFileKeepsOtherJobsWriting: jobs that share one
+// file with unlink=1 each remove it when they finish. On a kernel file
+// system the jobs still running keep writing to their open descriptors;
+// through the daemon, the first job to finish removed the file under
+// the others and their writes failed with ENOENT ("No such file or
+// directory"). The file is gone once the last job is done.
+func TestFioUnlinkSharedFileKeepsOtherJobsWriting(t *testing.T) {
+	fio, engine := fioEnv(t)
+	d := newServe(t)
+	common := []string{"--ioengine=external:" + engine, "--sock=" + d.socket, "--filename=shared",
+		"--unlink=1", "--verify=crc32c", "--bs=4k"}
+	args := append([]string{"--name=short", "--rw=write", "--size=64k"}, common...)
+	// The long jobs write their own ranges of the file, after the short
+	// one's, at queue depth 1: they are still writing when it unlinks.
+	args = append(append(args, "--name=long", "--rw=write", "--offset=1m", "--size=4m", "--offset_increment=4m",
+		"--numjobs=3"), common...)
+	cmd := exec.Command(fio, args...)
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	checkFio(t, "shared unlink", string(out), err, false)
+	ctx := context.Background()
+	c, err := server.Dial(ctx, d.socket, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if st, err := c.Stat(ctx, "shared"); err == nil {
+		t.Fatalf("the daemon still has shared (%d bytes) after every job unlinked it", st.Size)
+	}
+	d.stop()
+}

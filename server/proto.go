@@ -105,6 +105,14 @@ const (
 	TruncateGrow = 1 << 0
 )
 
+// Remove flags.
+const (
+	// RemoveUnused removes the file only if no handle has it open
+	// (any client's); otherwise the reply is EBUSY and the file stays.
+	// Daemons older than this flag answer EINVAL.
+	RemoveUnused = 1 << 0
+)
+
 // Status is a reply's result: 0 or a Linux errno value, so that a C
 // client can hand it to its caller as is.
 type Status uint32
@@ -113,6 +121,7 @@ type Status uint32
 const (
 	StatusOK          Status = 0
 	StatusNotExist    Status = Status(syscall.ENOENT)
+	StatusBusy        Status = Status(syscall.EBUSY) // remove with RemoveUnused of an open file
 	StatusIO          Status = Status(syscall.EIO)
 	StatusTooBig      Status = Status(syscall.E2BIG)        // length above MaxIO
 	StatusBadHandle   Status = Status(syscall.EBADF)        // handle not open on this connection
@@ -183,6 +192,8 @@ func statusOf(err error) Status {
 		return StatusIO
 	case errors.Is(err, fs.ErrNotExist):
 		return StatusNotExist
+	case errors.Is(err, engine.ErrInUse):
+		return StatusBusy
 	case errors.Is(err, fs.ErrExist):
 		return StatusExist
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, engine.ErrNoSpace):
@@ -405,8 +416,9 @@ func ParseRequest(b []byte, regionLen uint64) (Request, Status) {
 	if q.Op == 0 || q.Op >= opLimit {
 		return q, StatusNoOp
 	}
-	// Every operation but open and truncate takes no flags.
-	if q.Flags != 0 && !(q.Op == OpOpen && q.Flags&^openFlags == 0 || q.Op == OpTruncate && q.Flags&^TruncateGrow == 0) {
+	// Every operation but open, truncate and remove takes no flags.
+	if q.Flags != 0 && !(q.Op == OpOpen && q.Flags&^openFlags == 0 || q.Op == OpTruncate && q.Flags&^TruncateGrow == 0 ||
+		q.Op == OpRemove && q.Flags&^RemoveUnused == 0) {
 		return q, StatusInvalid
 	}
 	if q.Len2 != 0 && q.Op != OpRename {
