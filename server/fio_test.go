@@ -106,7 +106,13 @@ type daemonProc struct {
 
 func startServe(t *testing.T, device, socket string, env ...string) *daemonProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "serve", device, "--socket", socket, "--format", "--cache", "64M", "--log-info",
+	return startServeCache(t, device, socket, "64M", env...)
+}
+
+// startServeCache is startServe with a cache of the given size.
+func startServeCache(t *testing.T, device, socket, cache string, env ...string) *daemonProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "serve", device, "--socket", socket, "--format", "--cache", cache, "--log-info",
 		"--metrics", "127.0.0.1:0")
 	cmd.Env = append(append(os.Environ(), "ZONEFOLD_TEST_MAIN=zonefold"), env...)
 	d := &daemonProc{t: t, cmd: cmd, socket: socket, device: device, stderr: &syncbuf.Buffer{}, exited: make(chan error, 1)}

@@ -28,6 +28,26 @@ func (d *daemonProc) kill9() {
 	<-d.exited
 }
 
+// dialServe dials d with a 4 MiB region.
+func dialServe(t *testing.T, d *daemonProc) *server.Client {
+	t.Helper()
+	c, err := server.Dial(context.Background(), d.socket, 4<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// crashRestart kills d with SIGKILL, closes c, and starts a new daemon on
+// the device and dials it.
+func (d *daemonProc) crashRestart(c *server.Client) (*daemonProc, *server.Client) {
+	d.t.Helper()
+	d.kill9()
+	c.Close()
+	d = startServe(d.t, d.device, d.socket)
+	return d, dialServe(d.t, d)
+}
+
 // TestFioSyncWritesSurviveKill9 writes with sync=1 (O_SYNC: each write
 // is durable when it completes) and dsync=1, and nothing else — no fsync
 // requests, no end_fsync — kills the daemon with SIGKILL and verifies on
@@ -64,10 +84,7 @@ func TestFioSyncWritesSurviveKill9(t *testing.T) {
 func TestTruncateIsDurableWhenAnswered(t *testing.T) {
 	d := newServe(t)
 	ctx := context.Background()
-	c, err := server.Dial(ctx, d.socket, 4<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dialServe(t, d)
 	const size, cut = 1 << 20, 4096
 	old := bytes.Repeat([]byte{0xaa}, size)
 	files := []string{"shrink-grow", "shrink", "grow", "trunc-open"}
@@ -96,13 +113,7 @@ func TestTruncateIsDurableWhenAnswered(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d.kill9()
-	c.Close()
-	d = startServe(t, d.device, d.socket)
-	c, err = server.Dial(ctx, d.socket, 4<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, c = d.crashRestart(c)
 	defer c.Close()
 	want := map[string][]byte{
 		"shrink-grow": append(bytes.Clone(old[:cut]), make([]byte, size-cut)...),
