@@ -105,7 +105,12 @@ type conn struct {
 	badCount  int
 
 	handles handleTable
-	rbuf    []byte // a batch of requests
+	// temps are the temporaries (TempPrefix) this connection created,
+	// by name, with their files' IDs: removed when it ends (endTemps).
+	tempsMu sync.Mutex
+	temps   map[string]uint64
+
+	rbuf []byte // a batch of requests
 	// doorbellRead is recvDoorbell as a func value, made once (a method
 	// value made per call would allocate); rn and rerr are its result.
 	doorbellRead func(fd uintptr) bool
@@ -232,6 +237,7 @@ func (c *conn) serve() {
 	c.writerWG.Wait()
 	c.cancel()
 	c.closeHandles()
+	c.endTemps()
 	if c.badCount > c.badLogged {
 		c.log.Warn("server: malformed requests on this connection", "total", c.badCount, "logged", c.badLogged)
 	}

@@ -49,8 +49,8 @@
 // Lock order: Server.mu is taken alone. A connection's handleTable.mu is
 // taken before a handle's mu; a handle's mu is held (shared) across the
 // engine call that uses its file, so it comes before every engine lock.
-// rings.mu and replyQueue.mu are leaves: nothing is locked, and nothing
-// waits, while they are held. In the Go client, Client.mu is its only
+// rings.mu, replyQueue.mu and conn.tempsMu are leaves: nothing is
+// locked, and nothing waits, while they are held. In the Go client, Client.mu is its only
 // lock: a synchronous call holds it across its whole exchange with the
 // daemon (including the wait, within the call's context, for the late
 // replies of a call cut short before it claims the region, and for the

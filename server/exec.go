@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"sync/atomic"
 	"syscall"
 
@@ -167,11 +168,20 @@ func (c *conn) open(q *Request, r *Reply) {
 		r.Status = st
 		return
 	}
-	f, err := c.s.e.OpenFile(c.name(q.Addr, q.Len), flags)
+	name := c.name(q.Addr, q.Len)
+	f, err := c.s.e.OpenFile(name, flags)
 	if err != nil {
 		c.releaseHandle(id)
 		r.Status = c.status(err)
 		return
+	}
+	if flags&engine.OCreate != 0 && isTemporary(name) {
+		c.tempsMu.Lock()
+		if c.temps == nil {
+			c.temps = map[string]uint64{}
+		}
+		c.temps[name] = f.Stat().ID
+		c.tempsMu.Unlock()
 	}
 	c.setHandle(id, f)
 	r.Val, r.Val2 = uint64(id), uint64(f.Size())
@@ -288,6 +298,31 @@ func (c *conn) closeHandle(id uint32) Status {
 	t.free = append(t.free, id)
 	t.mu.Unlock()
 	return StatusOK
+}
+
+// endTemps removes the temporaries this connection created that still
+// hold its files (not renamed away, nor replaced by another client's
+// file at the name): their client is gone, nothing will rename them, and
+// the next start would remove them anyway; until then they held their
+// space (a killed put's copy). The removals are not flushed: a crash
+// before the next flush brings them back for the next start to remove.
+// No request is running.
+func (c *conn) endTemps() {
+	c.tempsMu.Lock()
+	temps := c.temps
+	c.temps = nil
+	c.tempsMu.Unlock()
+	for name, id := range temps {
+		fi, err := c.s.e.Stat(name)
+		if err != nil || fi.ID != id {
+			continue
+		}
+		if err := c.s.e.RemoveDeferred(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			c.log.Warn("server: remove a temporary file of a connection that ended", "name", name, "err", err)
+			continue
+		}
+		c.log.Info("server: removed a temporary file of a connection that ended", "name", name, "size", fi.Size)
+	}
 }
 
 // closeHandles closes every handle; no request is running.

@@ -94,9 +94,10 @@ func Run(ctx context.Context, cfg RunConfig) (err error) {
 
 // TempPrefix starts the names of temporary files: zonefold put writes to
 // TempPrefix+random, fsyncs it and renames it over its target. Names with
-// this prefix are reserved: the daemon removes every such file when it
-// starts, as nothing can be writing them then (a put whose client died
-// leaves one). A file created there is a temporary by this contract; a
+// this prefix are reserved: the daemon removes such a file when the
+// connection that created it ends (conn.endTemps: a put whose client died
+// leaves one) and every such file when it starts, as nothing can be
+// writing them then (a crash brings back an unflushed removal). A file created there is a temporary by this contract; a
 // rename onto such a name, which would turn a file a client keeps into
 // one, is refused (EPERM).
 const TempPrefix = ".zonefold-tmp."
