@@ -52,8 +52,8 @@
 // The writeback layer picks files with DirtyFiles (oldest first) or
 // DirtySince, takes each file's dirty data with BeginWriteback — extents in
 // offset order from where the file's last call stopped, round the file
-// (the kernel's writeback_index), each with its arena bytes and the registered buffer
-// (BufIndex into Regions) that holds them — merges file-contiguous extents
+// (the kernel's writeback_index), each with its arena bytes and the
+// registered buffer (BufIndex into Regions) that holds them — merges file-contiguous extents
 // into appends, and reports each batch with EndWriteback. OnPressure tells
 // it when to start; DirtyBytes and BackgroundBytes when to stop. The engine
 // calls Truncate and Forget as files shrink or go.

@@ -50,11 +50,11 @@
 // taken before a handle's mu; a handle's mu is held (shared) across the
 // engine call that uses its file, so it comes before every engine lock.
 // rings.mu, replyQueue.mu and conn.tempsMu are leaves: nothing is
-// locked, and nothing waits, while they are held. In the Go client, Client.mu is its only
-// lock: a synchronous call holds it across its whole exchange with the
-// daemon (including the wait, within the call's context, for the late
-// replies of a call cut short before it claims the region, and for the
-// Close it sends for a handle an Open cut short was given), so
-// Client.Close shuts the socket down before it takes mu, which ends
-// that wait.
+// locked, and nothing waits, while they are held. In the Go client,
+// Client.mu is its only lock: a synchronous call holds it across its
+// whole exchange with the daemon (including the wait, within the call's
+// context, for the late replies of a call cut short before it claims
+// the region, and for the Close it sends for a handle an Open cut short
+// was given), so Client.Close shuts the socket down before it takes mu,
+// which ends that wait.
 package server

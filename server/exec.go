@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io/fs"
 	"sync/atomic"
 	"syscall"
 
@@ -175,7 +174,10 @@ func (c *conn) open(q *Request, r *Reply) {
 		r.Status = c.status(err)
 		return
 	}
-	if flags&engine.OCreate != 0 && isTemporary(name) {
+	// Only an exclusive create is known to have made the file: a plain
+	// create may have opened another connection's temporary, which this
+	// one's end must not remove.
+	if flags&engine.OCreate != 0 && flags&engine.OExcl != 0 && isTemporary(name) {
 		c.tempsMu.Lock()
 		if c.temps == nil {
 			c.temps = map[string]uint64{}
@@ -300,7 +302,8 @@ func (c *conn) closeHandle(id uint32) Status {
 	return StatusOK
 }
 
-// endTemps removes the temporaries this connection created that still
+// endTemps removes the temporaries this connection created (with an
+// exclusive create, as zonefold put does) that still
 // hold its files (not renamed away, nor replaced by another client's
 // file at the name): their client is gone, nothing will rename them, and
 // the next start would remove them anyway; until then they held their
@@ -317,11 +320,7 @@ func (c *conn) endTemps() {
 		if err != nil || fi.ID != id {
 			continue
 		}
-		if err := c.s.e.RemoveDeferred(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			c.log.Warn("server: remove a temporary file of a connection that ended", "name", name, "err", err)
-			continue
-		}
-		c.log.Info("server: removed a temporary file of a connection that ended", "name", name, "size", fi.Size)
+		removeTemporary(c.log, c.s.e.RemoveDeferred, fi, "of a connection that ended")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -97,9 +98,10 @@ func Run(ctx context.Context, cfg RunConfig) (err error) {
 // this prefix are reserved: the daemon removes such a file when the
 // connection that created it ends (conn.endTemps: a put whose client died
 // leaves one) and every such file when it starts, as nothing can be
-// writing them then (a crash brings back an unflushed removal). A file created there is a temporary by this contract; a
-// rename onto such a name, which would turn a file a client keeps into
-// one, is refused (EPERM).
+// writing them then (a crash brings back an unflushed removal). A file
+// created there is a temporary by this contract; a rename onto such a
+// name, which would turn a file a client keeps into one, is refused
+// (EPERM).
 const TempPrefix = ".zonefold-tmp."
 
 // isTemporary reports whether name is in the temporaries' reserved space.
@@ -112,12 +114,20 @@ func removeTemporaries(e *engine.Engine, log *slog.Logger) {
 		if !isTemporary(fi.Name) {
 			continue
 		}
-		if err := e.Remove(fi.Name); err != nil {
-			log.Warn("server: remove a temporary file a client left", "name", fi.Name, "err", err)
-			continue
-		}
-		log.Info("server: removed a temporary file a client left", "name", fi.Name, "size", fi.Size)
+		removeTemporary(log, e.Remove, fi, "a client left")
 	}
+}
+
+// removeTemporary removes the temporary fi with remove and logs it, whose
+// it was saying why it goes; one already gone is no failure.
+func removeTemporary(log *slog.Logger, remove func(string) error, fi engine.FileInfo, whose string) {
+	if err := remove(fi.Name); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			log.Warn("server: remove a temporary file "+whose, "name", fi.Name, "err", err)
+		}
+		return
+	}
+	log.Info("server: removed a temporary file "+whose, "name", fi.Name, "size", fi.Size)
 }
 
 // openEngine opens the engine on cfg.Device, formatting it as asked.
