@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/zonefold/zonefold/engine"
 	"github.com/zonefold/zonefold/server"
 )
 
@@ -223,4 +224,30 @@ func deviceAndLocalFile(t *testing.T, content string) (device, sock, local strin
 		t.Fatal(err)
 	}
 	return device, sock, local
+}
+
+// TestPutRefusesAnInvalidNameBeforeCopying: put to an empty name, a name
+// over engine.MaxNameLen or one with a NUL copied the whole local file
+// into a temporary and then failed at the rename, with an error naming
+// the temporary ("rename .zonefold-tmp...: invalid argument"). It must
+// refuse the name up front, as a usage error that says what is wrong
+// with it, and write nothing.
+func TestPutRefusesAnInvalidNameBeforeCopying(t *testing.T) {
+	device, sock, local := deviceAndLocalFile(t, "precious")
+	stop := serveInProcess(t, device, sock)
+	defer stop()
+	for _, tc := range []struct{ what, name, says string }{
+		{"empty", "", "empty"},
+		{"too long", strings.Repeat("n", engine.MaxNameLen+1), "256 bytes"},
+		{"NUL", "a\x00b", "NUL"},
+	} {
+		var out, errb bytes.Buffer
+		code := Main([]string{"put", local, tc.name, "--socket", sock}, &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), tc.says) || strings.Contains(errb.String(), server.TempPrefix) {
+			t.Errorf("put to a name %s: exit %d, %q; want exit 2 saying %q, not naming a temporary", tc.what, code, errb.String(), tc.says)
+		}
+	}
+	if st := zonefold(t, "stat", "--json", "--socket", sock); !strings.Contains(st, `"host_written":0,`) && !strings.Contains(st, `"host_written": 0,`) {
+		t.Errorf("refused puts wrote data: %s", st)
+	}
 }
