@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/zonefold/zonefold/engine"
 	"github.com/zonefold/zonefold/server"
 )
 
@@ -242,6 +243,11 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 		// The daemon removes every such file when it starts (a dead
 		// put's leftover): a put there would say durable and be lost.
 		return usagef("put %s: names starting with %s are reserved for put's temporary files", name, server.TempPrefix)
+	}
+	// Refused only at the rename, a bad name cost a whole copy and
+	// an error about the temporary.
+	if err := engine.CheckName(name); err != nil {
+		return usagef("put: %w", err)
 	}
 	src, err := os.Open(local)
 	if err != nil {

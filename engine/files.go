@@ -41,11 +41,21 @@ type File struct {
 // MaxNameLen bounds file names.
 const MaxNameLen = 255
 
-func checkName(name string) error {
-	if name == "" || len(name) > MaxNameLen || strings.ContainsRune(name, 0) {
-		return fmt.Errorf("engine: invalid file name %q: %w", name, fs.ErrInvalid)
+// CheckName says whether name can name a file, and if not, why (wrapping
+// fs.ErrInvalid): a client can refuse a name before it writes a byte.
+func CheckName(name string) error {
+	var why string
+	switch {
+	case name == "":
+		why = "an empty name"
+	case len(name) > MaxNameLen:
+		why = fmt.Sprintf("a name of %d bytes, more than %d (%q...)", len(name), MaxNameLen, name[:32])
+	case strings.ContainsRune(name, 0):
+		why = fmt.Sprintf("a name with a NUL byte (%q)", name)
+	default:
+		return nil
 	}
-	return nil
+	return fmt.Errorf("engine: invalid file name: %s: %w", why, fs.ErrInvalid)
 }
 
 // OpenFlag modifies OpenFile, like os.O_CREATE, os.O_EXCL and os.O_TRUNC.
@@ -82,7 +92,7 @@ func (e *Engine) Open(name string) (*File, error) {
 // create returns the error and the file stays.
 func (e *Engine) OpenFile(name string, flags OpenFlag) (h *File, err error) {
 	create, trunc := flags&OCreate != 0, flags&OTrunc != 0
-	if err := checkName(name); err != nil {
+	if err := CheckName(name); err != nil {
 		return nil, err
 	}
 	if err := e.enter(); err != nil {
@@ -306,7 +316,7 @@ func (e *Engine) forgetCached(f *file) {
 
 // Rename renames a file, replacing newName if it exists.
 func (e *Engine) Rename(oldName, newName string) error {
-	if err := checkName(newName); err != nil {
+	if err := CheckName(newName); err != nil {
 		return err
 	}
 	if err := e.enter(); err != nil {

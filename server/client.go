@@ -811,6 +811,9 @@ func (c *Client) named(ctx context.Context, op Op, a, b string) error {
 		return err
 	}
 	if _, err := c.call(ctx, q); err != nil {
+		if op == OpRename {
+			return fmt.Errorf("zonefold: %s %q to %q: %w", op, a, b, err)
+		}
 		return fmt.Errorf("zonefold: %s %q: %w", op, a, err)
 	}
 	return nil
