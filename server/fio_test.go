@@ -39,6 +39,8 @@ func TestMain(m *testing.M) {
 		os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 	case "midbatch-client":
 		os.Exit(midBatchClient(os.Args[1]))
+	case "mixed-client":
+		os.Exit(mixedClient(os.Args[1], os.Args[2]))
 	}
 	os.Exit(m.Run())
 }
