@@ -50,12 +50,12 @@ func newServeCmd() *cobra.Command {
 		Long: `Runs the zonefold daemon: it owns DEVICE and serves its files over a Unix
 socket (docs/protocol.md) to the CLI (stat, ls, put, get, rm) and to fio
 through fio/engine.c. One daemon per device and per socket: a second one
-is refused. SIGTERM or SIGINT stops it cleanly: it stops accepting,
-finishes in-flight requests, flushes and checkpoints, and exits 0. A
-stdout or stderr whose reader has gone (a closed pipe) does not stop it:
-what it would print there is lost. If dirty data cannot be written back
-(the device fails appends), it exits 1 with one line saying how many
-files' unsynced data was lost; everything
+is refused. SIGTERM, SIGINT or SIGHUP (its terminal went away) stops it
+cleanly: it stops accepting, finishes in-flight requests, flushes and
+checkpoints, and exits 0. A stdout or stderr whose reader has gone (a
+closed pipe) does not stop it: what it would print there is lost. If
+dirty data cannot be written back (the device fails appends), it exits 1
+with one line saying how many files' unsynced data was lost; everything
 fsynced is on the device. A request stuck on a device that stopped
 answering is given up after its grace periods and a minute's wait: the
 daemon writes back and checkpoints without it (for at most 5 s more, as
