@@ -57,7 +57,6 @@ func TestServeOutlivesItsLogReader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
 	// A malformed request: the daemon logs it before it answers.
 	if err := c.Submit([]server.Request{{Tag: 1, Op: 200}}); err != nil {
 		t.Fatal(err)
@@ -66,15 +65,9 @@ func TestServeOutlivesItsLogReader(t *testing.T) {
 	if n, err := c.Recv(reps); err != nil || n != 1 || reps[0].Status != server.StatusNoOp {
 		t.Fatalf("malformed request: %d replies %v, %v; want ENOSYS", n, reps[:n], err)
 	}
-	h, _, err := c.Open(ctx, "kept", server.OpenCreate)
-	if err != nil {
-		t.Fatalf("the daemon after logging to a closed pipe: %v", err)
-	}
-	want := bytes.Repeat([]byte("written back at SIGTERM "), 1000)
-	if _, err := c.WriteAt(ctx, h, want, 0); err != nil {
-		t.Fatal(err)
-	}
 	c.Close()
+	want := bytes.Repeat([]byte("written back at SIGTERM "), 1000)
+	writeUnsynced(t, socket, "kept", want)
 	cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-exited:
@@ -85,18 +78,45 @@ func TestServeOutlivesItsLogReader(t *testing.T) {
 		t.Fatalf("serve after SIGTERM: %v, want exit 0", cmd.ProcessState)
 	}
 
-	d := startDaemon(t, device)
-	c, err = server.Dial(ctx, d.socket, 1<<20)
+	servedAfterRestart(t, device, "kept", want)
+}
+
+// writeUnsynced writes want to a new file name through the daemon on
+// socket, without an fsync.
+func writeUnsynced(t *testing.T, socket, name string, want []byte) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := server.Dial(ctx, socket, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	h, size, err := c.Open(ctx, "kept", 0)
+	h, _, err := c.Open(ctx, name, server.OpenCreate)
+	if err == nil {
+		_, err = c.WriteAt(ctx, h, want, 0)
+	}
+	if err != nil {
+		t.Fatalf("write %s: %v", name, err)
+	}
+}
+
+// servedAfterRestart starts a daemon on device again and requires that
+// it serves name holding want.
+func servedAfterRestart(t *testing.T, device, name string, want []byte) {
+	t.Helper()
+	d := startDaemon(t, device)
+	ctx := context.Background()
+	c, err := server.Dial(ctx, d.socket, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h, size, err := c.Open(ctx, name, 0)
 	if err != nil || size != int64(len(want)) {
-		t.Fatalf("after the restart: kept is %d bytes, %v; want %d", size, err, len(want))
+		t.Fatalf("after the restart: %s is %d bytes, %v; want %d", name, size, err, len(want))
 	}
 	got := make([]byte, len(want))
 	if _, err := c.ReadAt(ctx, h, got, 0); err != nil || !bytes.Equal(got, want) {
-		t.Fatalf("after the restart: kept differs from what was written (%v)", err)
+		t.Fatalf("after the restart: %s differs from what was written (%v)", name, err)
 	}
 }

@@ -1,12 +1,9 @@
 package server_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -90,21 +87,7 @@ func TestKilledClientsLeakNothing(t *testing.T) {
 	got := make([]byte, 64<<10)
 	for i := range 6 {
 		version := []string{"rings", "framing"}[i%2]
-		cmd := exec.Command(os.Args[0], d.socket, version)
-		cmd.Env = append(os.Environ(), "ZONEFOLD_TEST_MAIN=mixed-client")
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		line, _ := bufio.NewReader(out).ReadString('\n')
-		if line != "sent\n" {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("%s client: %q", version, line)
-		}
+		cmd := startSentClient(t, "mixed-client", d.socket, version)
 		// The other client works on the same file meanwhile.
 		off := int64(i) * int64(len(got))
 		if _, err := good.WriteAt(ctx, h, mine[off:off+int64(len(got))], off); err != nil {
