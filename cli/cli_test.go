@@ -385,7 +385,7 @@ func TestCLIClientCommands(t *testing.T) {
 // A signal stops any command: 130 after SIGINT, 143 after SIGTERM, even
 // one that never looks at its context (crash-writer writes until killed).
 func TestCLISignals(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(signalName(sig), func(t *testing.T) {
 			dev := "emu:" + filepath.Join(t.TempDir(), "dev") + "?zone_size=1M&zones=24"
 			cmd := exec.Command(zonefoldBinary(t), "debug", "crash-writer", dev)

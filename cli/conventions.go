@@ -23,12 +23,13 @@ import (
 //
 //   - Exit status: 0 success, 1 failure, 2 usage (an unknown command, a
 //     bad flag or argument), 128+N after signal N: 130 after SIGINT, 143
-//     after SIGTERM. serve, which a signal is meant to stop, exits 0 when
-//     it stopped cleanly.
-//   - A signal cancels the command's context. A command that does not
-//     watch its context (annotated below) stops at once; one that does
-//     gets to finish (serve flushes, put removes its temporary file) unless
-//     a second signal comes.
+//     after SIGTERM, 129 after SIGHUP. serve, which a signal is meant to
+//     stop, exits 0 when it stopped cleanly.
+//   - A signal (SIGINT, SIGTERM, or SIGHUP: the terminal went away)
+//     cancels the command's context. A command that does not watch its
+//     context (annotated below) stops at once; one that does gets to
+//     finish (serve flushes, put removes its temporary file) unless a
+//     second signal comes.
 //   - Errors are one line on stderr, "zonefold: ...", without repeated
 //     prefixes (errorLine), with the next step where there is one.
 //   - Sizes: every size flag takes what zns.ParseSize reads (4096, 64K,

@@ -28,7 +28,15 @@ import (
 // (see conventions.go).
 func Main(args []string, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	stops := []os.Signal{syscall.SIGINT, syscall.SIGTERM}
+	// SIGHUP too: a terminal that goes away (its window closed, an ssh
+	// session dropped) sends it, and its default ends the process at
+	// once, as a kill -9 would, serve with its unsynced writes. Unless
+	// it is ignored (nohup): Notify would undo that.
+	if !signal.Ignored(syscall.SIGHUP) {
+		stops = append(stops, syscall.SIGHUP)
+	}
+	signal.Notify(sigs, stops...)
 	defer signal.Stop(sigs)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -92,6 +100,8 @@ func signalName(sig syscall.Signal) string {
 		return "SIGINT"
 	case syscall.SIGTERM:
 		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
 	}
 	return sig.String()
 }

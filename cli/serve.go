@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -50,8 +51,10 @@ func newServeCmd() *cobra.Command {
 		Long: `Runs the zonefold daemon: it owns DEVICE and serves its files over a Unix
 socket (docs/protocol.md) to the CLI (stat, ls, put, get, rm) and to fio
 through fio/engine.c. One daemon per device and per socket: a second one
-is refused. SIGTERM or SIGINT stops it cleanly: it stops accepting,
-finishes in-flight requests, flushes and checkpoints, and exits 0. If
+is refused. SIGTERM, SIGINT or SIGHUP (its terminal went away) stops it
+cleanly: it stops accepting, finishes in-flight requests, flushes and
+checkpoints, and exits 0. A stdout or stderr whose reader has gone (a
+closed pipe) does not stop it: what it would print there is lost. If
 dirty data cannot be written back (the device fails appends), it exits 1
 with one line saying how many files' unsynced data was lost; everything
 fsynced is on the device. A request stuck on a device that stopped
@@ -79,6 +82,16 @@ device is served as it is, unless --force is given too, which erases it.`,
 			if maxClients < 1 {
 				return usagef("--max-clients %d: want at least 1", maxClients)
 			}
+			// Its stdout and stderr may be a pipe whose reader has
+			// gone (a script that waited for the "serving" line with
+			// `| head -1`, a log shipper that died): the Go runtime
+			// kills a program whose write to fd 1 or 2 finds such a
+			// pipe with SIGPIPE, unless it ignores the signal. A
+			// daemon that died so at its next log line never wrote
+			// back or checkpointed. Ignored, the write fails with
+			// EPIPE, that log line is lost, and the daemon goes on.
+			signal.Ignore(syscall.SIGPIPE)
+			defer signal.Reset(syscall.SIGPIPE)
 			log := slog.Default()
 			if logInf {
 				log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))

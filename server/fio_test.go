@@ -39,6 +39,8 @@ func TestMain(m *testing.M) {
 		os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 	case "midbatch-client":
 		os.Exit(midBatchClient(os.Args[1]))
+	case "mixed-client":
+		os.Exit(mixedClient(os.Args[1], os.Args[2]))
 	}
 	os.Exit(m.Run())
 }
@@ -375,8 +377,18 @@ func rawSend(t *testing.T, socket string, hello bool, msg []byte) {
 }
 
 func killMidBatch(t *testing.T, socket string) {
-	cmd := exec.Command(os.Args[0], socket)
-	cmd.Env = append(os.Environ(), "ZONEFOLD_TEST_MAIN=midbatch-client")
+	cmd := startSentClient(t, "midbatch-client", socket)
+	cmd.Process.Kill()
+	cmd.Wait()
+}
+
+// startSentClient starts this test binary as the client mode of TestMain
+// with args and returns once it says it has sent its requests; the
+// caller kills it.
+func startSentClient(t *testing.T, mode string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "ZONEFOLD_TEST_MAIN="+mode)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -384,12 +396,12 @@ func killMidBatch(t *testing.T, socket string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	line, _ := bufio.NewReader(out).ReadString('\n')
-	cmd.Process.Kill()
-	cmd.Wait()
-	if line != "sent\n" {
-		t.Fatalf("mid-batch client: %q", line)
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "sent\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("%s %v: %q", mode, args, line)
 	}
+	return cmd
 }
 
 // TestPutIsDurable kills the daemon (SIGKILL: no flush, no checkpoint)

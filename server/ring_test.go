@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"math/bits"
 	"os"
 	"path/filepath"
@@ -18,6 +19,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zonefold/zonefold/engine"
 )
 
 func TestRingEntries(t *testing.T) {
@@ -263,12 +266,16 @@ func FuzzRingSession(f *testing.F) {
 
 // FuzzRingSteps runs a program of ring operations that the fuzzer
 // writes against a live connection: publishing requests as a client
-// should, and storing arbitrary values into the indices and flags a
-// client controls, or into submission entries the daemon is reading,
-// with a doorbell after each step (the want word and CQWant included).
-// Whatever the program, the daemon either keeps answering that
-// connection (a nop published at the end gets its reply) or closes it,
-// and it keeps serving another client.
+// should (nops, or requests of any opcode whose handle, offset, region
+// range and flags sit at and around their limits: ranges that reach past
+// the region or wrap, handles never opened, opcodes out of range, on a
+// connection with a file open), and storing arbitrary values into the
+// indices and flags a client controls, or into submission entries the
+// daemon is reading, with a doorbell after each step (the want word and
+// CQWant included). Whatever the program, the daemon either keeps
+// answering that connection (a nop published at the end gets its reply)
+// or closes it, and it keeps serving another client, whose data stays as
+// it wrote it.
 // Every index the daemon acts on is its own, so nothing the program
 // does can make it read or write outside the ring.
 func FuzzRingSteps(f *testing.F) {
@@ -284,6 +291,27 @@ func FuzzRingSteps(f *testing.F) {
 	f.Add(cat(step(0, 5), step(4, 100), step(3, 0), step(5, 1), step(6, 1)))
 	f.Add(cat(step(0, 7), step(0, 7), step(0, 7), step(0, 7), step(0, 7), step(3, 0), step(0, 7)))
 	f.Add(cat(step(7, 1<<31), step(6, CQWaiting|CQWant), step(0, 3), step(7, 2), step(3, 0), step(0, 5)))
+	// Requests with fields at their limits (see ringStepRequest; bits
+	// 0-2 of the value pick the handle, 3-5 the address, 8-10 the
+	// length, 11-13 the offset, 14-15 a rename's second length): a
+	// write and a read that land, a read reaching past the region, a
+	// write reaching past it, a write whose range wraps, a write past
+	// the largest file, a rename whose new name reaches past the
+	// region, the file grown to the largest size and cut back, an
+	// unknown opcode and a handle never opened.
+	f.Add(cat(step(5<<3, 0xa00), step(4<<3, 0xa00), step(4<<3, 0x318), step(5<<3, 0x610), step(3, 0),
+		step(5<<3, 0x228), step(5<<3, 0x2200), step(9<<3, 0x4118), step(3, 0), step(0, 1)))
+	f.Add(cat(step(7<<3, 0x2000), step(4<<3, 0x2200), step(7<<3, 0), step(15<<3, 0), step(5<<3, 0xa04),
+		step(3, 0), step(1, 3)))
+	ctx := context.Background()
+	ph, _, err := probe.Open(ctx, "probe's", OpenCreate)
+	if err != nil {
+		f.Fatal(err)
+	}
+	probeData := []byte("the probe's own bytes")
+	if _, err := probe.WriteAt(ctx, ph, probeData, 0); err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, prog []byte) {
 		c, err := Dial(context.Background(), d.socket, 1<<20)
 		if err != nil {
@@ -292,18 +320,28 @@ func FuzzRingSteps(f *testing.F) {
 		defer c.Close()
 		r := c.ring
 		area := c.mapped[c.info.RingOff:]
-		publish := func(tag uint64, op Op) {
+		publish := func(q Request) {
 			j := r.tail & r.mask
-			(&Request{Tag: tag, Op: op}).Encode(r.sqes[j*RequestSize:])
+			q.Encode(r.sqes[j*RequestSize:])
 			r.tail++
 			atomic.StoreUint32(r.sqTail, r.tail)
 		}
+		// A file open on this connection, so that some requests find
+		// their handle.
+		if _, _, err := c.Open(context.Background(), "fuzzed", OpenCreate); err != nil {
+			t.Fatal(err)
+		}
+		region := uint64(len(c.region))
 		for ; len(prog) >= 5; prog = prog[5:] {
 			v := le.Uint32(prog[1:])
 			switch prog[0] % 8 {
-			case 0: // publish nops as a client should (if there is room)
+			case 0: // publish requests as a client should (if there is room)
+				if kind := prog[0] >> 3; kind != 0 {
+					publish(ringStepRequest(uint64(r.tail)+1, kind, v, region))
+					break
+				}
 				for range v%8 + 1 {
-					publish(uint64(r.tail)+1, OpNop)
+					publish(Request{Tag: uint64(r.tail) + 1, Op: OpNop})
 				}
 			case 1: // move the submission tail anywhere
 				r.tail = v
@@ -340,7 +378,7 @@ func FuzzRingSteps(f *testing.F) {
 		r.head = atomic.LoadUint32(r.cqTail)
 		atomic.StoreUint32(r.cqHead, r.head)
 		const marker = 1 << 62
-		publish(marker, OpNop)
+		publish(Request{Tag: marker, Op: OpNop})
 		c.doorbell()
 		seen := func() int64 {
 			if c.gone.Load() {
@@ -359,7 +397,46 @@ func FuzzRingSteps(f *testing.F) {
 		if _, err := probe.Stat(context.Background(), "nothing"); !strings.Contains(err.Error(), "no such file") {
 			t.Fatalf("the other client: %v", err)
 		}
+		got := make([]byte, len(probeData))
+		_, err = probe.ReadAt(ctx, ph, got, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			// The program removed it by a name a listing put in its
+			// region, as the protocol lets any client.
+			probe.CloseFile(ctx, ph)
+			if ph, _, err = probe.Open(ctx, "probe's", OpenCreate); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := probe.WriteAt(ctx, ph, probeData, 0); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		if err != nil || !bytes.Equal(got, probeData) {
+			t.Fatalf("the other client's file: %q, %v; want %q", got, err, probeData)
+		}
 	})
+}
+
+// ringStepRequest is the request FuzzRingSteps publishes for a step of
+// the given kind (1..31) and value: the opcode from the kind (0 and
+// past the last opcode included), and each field from a few bits of v
+// chosen among values at and around its limits in a region of region
+// bytes. Most requests fail the parser or find no file; some read and
+// write the connection's file (handle 1).
+func ringStepRequest(tag uint64, kind uint8, v uint32, region uint64) Request {
+	pick := func(shift uint, vs ...uint64) uint64 { return vs[(v>>shift)%uint32(len(vs))] }
+	q := Request{Tag: tag, Op: Op(kind % (uint8(opLimit) + 2))}
+	q.Handle = uint32(pick(0, 1, 1, 0, 2, MaxHandles, MaxHandles+1, ^uint64(0)>>32))
+	q.Addr = pick(3, 0, 4096, region-4096, region-1, region, ^uint64(0)-4095)
+	q.Len = uint32(pick(8, 0, 1, 4096, 2, 255, 256, 64<<10+1, MaxIO+1))
+	q.Off = pick(11, 0, 4096, 1<<20, engine.MaxFileSize-1, engine.MaxFileSize, ^uint64(0))
+	if q.Op == OpRename {
+		q.Len2 = uint32(pick(14, 1, 2, 4096, 0))
+	}
+	if v>>16&3 == 3 {
+		q.Flags = uint8(v >> 18)
+	}
+	return q
 }
 
 // FuzzCheckRingLayout: a hello reply that the client accepts describes

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -54,9 +55,15 @@ import (
 // and the checksums no longer reach back to the flushed table, a Flush
 // syncs the data first, then writes and syncs the slot (the disk here
 // has no FUA: ordering two writes costs two cache flushes, which is what
-// made a Flush twice the cost of the kernel's fdatasync). The checksums
-// also cover a write whose completion reported an I/O error: its zone
-// goes back at the next Open, as far as the checksum started. A zone
+// made a Flush twice the cost of the kernel's fdatasync). A write the
+// file did not take (the host's file system full, an I/O error: its
+// completion reports the error) still moved its zone's write pointer
+// and running checksum; a Flush sums such a zone from the file instead
+// (sumFailed), so that the appends around the failed one, which
+// completed, are as durable as any: with the running checksum, Open
+// took the zone back as far as the checksum started, appends an
+// acknowledged Flush had claimed among them. The failed range reads as
+// whatever the file holds there; its writer was told it failed. A zone
 // reset is durable when ResetZone returns (it runs a Flush): the writes
 // after it reach the file at once, and with a reset durable only at the
 // next Flush a power cut before it reopened the zone at its flushed write
@@ -78,6 +85,7 @@ import (
 //
 // Lock order: flushMu, then the zone table's mu, then whatever a
 // FlushCut's cut takes (the engine's flush group's mutex, a leaf).
+// soft.failedMu is a leaf too.
 // flushMu serialises Flush, PowerCut, TearLastWrite and Close, so a power
 // cut or a close that comes while a Flush syncs waits for it, as it would have to for the mutex the
 // Flush used to hold throughout.
@@ -530,17 +538,9 @@ func (e *Emu) verifySums(sums []byte) error {
 		if z.written != start+to {
 			return fmt.Errorf("data checksum for zone %d ends at +%d, its data at +%d", i, to, z.written-start)
 		}
-		got := uint32(0)
-		for off := from; off < to; {
-			n := min(to-off, 1<<20)
-			if int64(len(buf)) < n {
-				buf = make([]byte, n)
-			}
-			if _, err := e.f.ReadAt(buf[:n], e.dataOff+start+off); err != nil {
-				return fmt.Errorf("verify zone %d: %w", i, err)
-			}
-			got = crc32.Update(got, crc32c, buf[:n])
-			off += n
+		got, err := e.fileSum(start+from, start+to, &buf)
+		if err != nil {
+			return fmt.Errorf("verify zone %d: %w", i, err)
 		}
 		if got == sum {
 			continue
@@ -558,6 +558,69 @@ func (e *Emu) verifySums(sums []byte) error {
 	}
 	e.recount()
 	return nil
+}
+
+// fileSum is the CRC-32C of what the file holds for device offsets
+// [from, to), read in pieces of at most 1 MiB into *buf (grown as
+// needed).
+func (e *Emu) fileSum(from, to int64, buf *[]byte) (uint32, error) {
+	sum := uint32(0)
+	for off := from; off < to; {
+		n := min(to-off, 1<<20)
+		if int64(len(*buf)) < n {
+			*buf = make([]byte, n)
+		}
+		if _, err := e.f.ReadAt((*buf)[:n], e.dataOff+off); err != nil {
+			return 0, err
+		}
+		sum = crc32.Update(sum, crc32c, (*buf)[:n])
+		off += n
+	}
+	return sum, nil
+}
+
+// sumFailed sets, in zones (a Flush's copy of the zone table, copied at
+// gen upTo, the writes it claims landed), the data checksum of each zone
+// that a failed write the copy covers lies in (soft.failed) to what the
+// file holds over the range the checksum covers: the running checksum
+// includes data the file never took, and Open would find it wrong and
+// take back the zone's appends that completed (see Emu). A zone reset
+// since the copy keeps its running checksum: the file may hold its new
+// data there. Caller holds flushMu, not mu.
+func (e *Emu) sumFailed(zones []zoneState, upTo uint64) error {
+	e.failedMu.Lock()
+	var zs []int
+	for _, f := range e.failed {
+		z := &zones[f.zone]
+		if f.gen <= upTo && z.typ != TypeConventional && f.off < z.written && f.off+f.n > z.sumFrom && !slices.Contains(zs, f.zone) {
+			zs = append(zs, f.zone)
+		}
+	}
+	e.failedMu.Unlock()
+	var buf []byte
+	for _, i := range zs {
+		z := &zones[i]
+		sum, err := e.fileSum(z.sumFrom, z.written, &buf)
+		if err != nil {
+			return fmt.Errorf("sum zone %d after a failed write: %w", i, err)
+		}
+		e.mu.Lock()
+		reset := e.zones[i].sumFrom < z.written
+		e.mu.Unlock()
+		if !reset {
+			z.sum = sum
+		}
+	}
+	return nil
+}
+
+// pruneFailed forgets the failed writes a Flush whose copy was taken at
+// gen upTo made durable (as the file holds them), or that a power cut
+// took back (upTo ^0). Caller holds flushMu.
+func (e *Emu) pruneFailed(upTo uint64) {
+	e.failedMu.Lock()
+	e.failed = slices.DeleteFunc(e.failed, func(f failedWrite) bool { return f.gen <= upTo })
+	e.failedMu.Unlock()
 }
 
 // matches checks that what the device string gives agrees with the header.
@@ -719,12 +782,23 @@ func (e *Emu) FlushCut(cut func()) error {
 				return fmt.Errorf("zns: emu flush: %w", err)
 			}
 		}
-	} else if err := e.persist(e.snap, syncData, !e.twoSync); err != nil {
-		// The checksums this Flush started afresh (snapshot) no longer
-		// reach back to the flushed table: the next Flush syncs twice.
-		e.twoSync = true
-		return fmt.Errorf("zns: emu flush: %w", err)
+	} else {
+		var err error
+		if syncData && !e.twoSync {
+			err = e.sumFailed(e.snap, e.snapGen)
+		}
+		if err == nil {
+			err = e.persist(e.snap, syncData, !e.twoSync)
+		}
+		if err != nil {
+			// The checksums this Flush started afresh (snapshot) no
+			// longer reach back to the flushed table: the next Flush
+			// syncs twice.
+			e.twoSync = true
+			return fmt.Errorf("zns: emu flush: %w", err)
+		}
 	}
+	e.pruneFailed(e.snapGen)
 	e.flushedGen, e.stale, e.twoSync = e.snapGen, false, false
 	e.flushIO.flushes++
 	return nil
@@ -952,6 +1026,7 @@ func (e *Emu) PowerCut() error {
 	}
 	copy(e.zones, e.flushed)
 	restartSums(e.zones)
+	e.pruneFailed(math.MaxUint64)
 	e.powerCycle()
 	e.last = lastWrite{}
 	return nil
@@ -1000,6 +1075,7 @@ func (e *Emu) TearLastWrite(keep int64) error {
 	e.powerCycle()
 	e.last = lastWrite{}
 	restartSums(e.zones)
+	e.pruneFailed(math.MaxUint64) // the table below has no checksums
 	// Holding mu through the syncs keeps I/O out, as a power cut would.
 	if err := e.persist(e.zones, true, false); err != nil {
 		return fmt.Errorf("zns: tear: %w", err)

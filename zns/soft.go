@@ -52,6 +52,24 @@ type soft struct {
 	// operation takes: it goes to the ring as a kernel timer of that
 	// length instead of a NOP (see Null). Set at open, never changed.
 	delay *syscall.Timespec
+	// failed are the writes whose data the file did not take, or took
+	// only part of (the host refused or failed them: its file system
+	// full, an I/O error): the zone table moved the write pointer and
+	// the zone's running checksum (zoneState.sum) over them at
+	// submission, so that checksum no longer describes the file. An emu
+	// Flush sums such zones from the file instead (Emu.sumFailed).
+	// failedMu is a leaf: a completion takes it, under no other lock.
+	failedMu sync.Mutex
+	failed   []failedWrite
+}
+
+// failedWrite is a write the file did not take: zone, device offset and
+// length, and gen, the soft.gen it was accepted at (a Flush whose copy
+// was taken at gen g or later covers it).
+type failedWrite struct {
+	zone   int
+	off, n int64
+	gen    uint64
 }
 
 // nop submits an operation that stands for a data transfer on a device
@@ -177,6 +195,7 @@ type softReq struct {
 	n        int32 // bytes the caller asked for
 	want     int32 // bytes the ring operation transfers (0 for a NOP)
 	injected syscall.Errno
+	gen      uint64 // soft.gen when the write was accepted
 	// next links the writes queued behind a zone's write in flight
 	// (serialZones).
 	next *softReq
@@ -206,7 +225,7 @@ func (r *softReq) Complete(res uring.Result) {
 
 // complete ends one write.
 func (r *softReq) complete(res uring.Result) {
-	s, app, c, zone, off, n, want, inj, epoch := r.s, r.app, r.c, r.zone, r.off, r.n, r.want, r.injected, r.epoch
+	s, app, c, zone, off, n, want, inj, epoch, gen := r.s, r.app, r.c, r.zone, r.off, r.n, r.want, r.injected, r.epoch, r.gen
 	*r = softReq{}
 	s.reqs.put(r)
 	switch {
@@ -216,6 +235,13 @@ func (r *softReq) complete(res uring.Result) {
 		res.Res = -int32(syscall.EIO) // a short transfer on a file sized for every zone
 	case res.Res >= 0:
 		res.Res = n
+	}
+	if res.Res < 0 && want > 0 {
+		// Noted before the write counts as done, so that a Flush
+		// that waited for it finds it.
+		s.failedMu.Lock()
+		s.failed = append(s.failed, failedWrite{zone: zone, off: off, n: int64(n), gen: gen})
+		s.failedMu.Unlock()
 	}
 	s.writes[epoch].Done()
 	if app == nil {
@@ -322,7 +348,7 @@ func (s *soft) write(zone int, off int64, bufs [][]byte, sums []uint32, app Appe
 		want = 0
 	}
 	r := s.newReq(zone, at, n, want)
-	r.app, r.c = app, c
+	r.app, r.c, r.gen = app, c, s.gen
 	if !s.storage {
 		if s.serial != nil && z.typ != TypeConventional {
 			r.serial = true
