@@ -34,6 +34,12 @@
 //     uptodate reads that block from Backing first; nothing is ever zeroed
 //     and marked uptodate on the cache's own authority, so recycled arena
 //     memory (another file's data) can never be exposed.
+//   - A Read's miss reads Backing without the file's lock, so one file's
+//     misses reach the device together; what it read goes into the cache
+//     only if no write or truncate of the file came since it started
+//     (fileState.gen), else the blocks are read again under the lock: a
+//     block never becomes uptodate with bytes older than a change the
+//     cache has seen.
 //   - dirty ⊆ uptodate. Dirty blocks are never dropped except by Forget and
 //     Truncate: a failed writeback leaves them dirty.
 //   - Stable pages: the bytes of a block under writeback never change.
@@ -86,11 +92,14 @@ type Backing interface {
 	// ReadBacking fills p with the file's bytes at off from storage.
 	// Never-written bytes, and bytes at or past a size the file was
 	// truncated to since they were last written, read as zeros; a file
-	// storage no longer has (removed) is an error, not zeros. It is
-	// called with the file's cache lock held, so it must not call the
-	// cache for the same file, nor wait for a lock that is held while
-	// the cache is called (the engine's lock order, engine/doc.go, keeps
-	// its namespace lock out of ReadBacking for this reason).
+	// storage no longer has (removed) is an error, not zeros. A Read's
+	// miss calls it without cache locks (concurrently with other misses
+	// of the file, see preRead); a miss whose read raced a change of
+	// the file, and a partial write's fill, call it with the file's cache
+	// lock held, so it must not call the cache for the same file, nor
+	// wait for a lock that is held while the cache is called (the
+	// engine's lock order, engine/doc.go, keeps its namespace lock out of
+	// ReadBacking for this reason).
 	ReadBacking(file uint64, off int64, p []byte) error
 }
 

@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -135,6 +136,68 @@ func TestColdReadRacingAChangeKeepsTheChange(t *testing.T) {
 			}
 			if !bytes.Equal(got, tc.want) {
 				t.Fatalf("after the %s, the block reads %q...; want %q...", tc.name, got[:4], tc.want[:4])
+			}
+		})
+	}
+}
+
+// pickyBacking is memBacking that fails reads it is told to: any read
+// that overlaps [badOff, badEnd) while failures > 0 (counting down), or
+// always if failures < 0.
+type pickyBacking struct {
+	*memBacking
+	badOff, badEnd int64
+	failures       int
+	calls          int
+}
+
+var errPicky = errors.New("picky backing: read refused")
+
+func (b *pickyBacking) ReadBacking(file uint64, off int64, p []byte) error {
+	b.calls++
+	if off < b.badEnd && b.badOff < off+int64(len(p)) && b.failures != 0 {
+		b.failures--
+		return errPicky
+	}
+	return b.memBacking.ReadBacking(file, off, p)
+}
+
+// TestColdReadAsksBackingOnlyForWhatIsMissing: a miss read without the
+// lock must ask Backing only for blocks the cache does not have, and a
+// failure of that read is the read's (not hidden by a retry). Backing cannot give a block the cache holds
+// dirty (on a null device, or while its append is in flight, the
+// engine finds no valid record there), so asking for it failed reads
+// that the cache could serve.
+func TestColdReadAsksBackingOnlyForWhatIsMissing(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		badOff, badEnd int64 // the range Backing refuses
+		failures       int
+		wantErr        bool
+	}{
+		{"dirty block beside a miss", 4096, 8192, -1, false},
+		{"a miss that fails", 0, 4096, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestCache(t, Config{Bytes: 1 << 20, MaxOrder: 2, BlockSize: 4096})
+			b := &pickyBacking{memBacking: newMemBacking(), badOff: tc.badOff, badEnd: tc.badEnd, failures: tc.failures}
+			b.store(1, 0, bytes.Repeat([]byte{'o'}, 8192))
+			// Block 1 is dirty in the cache, block 0 is not there.
+			mustWrite(t, c, 1, 4096, bytes.Repeat([]byte{'n'}, 4096), b)
+			got := make([]byte, 8192)
+			_, err := c.Read(context.Background(), 1, 0, got, b)
+			if tc.wantErr {
+				if !errors.Is(err, errPicky) {
+					t.Fatalf("read: %v; want Backing's error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("read: %v (Backing asked %d times)", err, b.calls)
+			}
+			want := append(bytes.Repeat([]byte{'o'}, 4096), bytes.Repeat([]byte{'n'}, 4096)...)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("read %q...%q; want %q...%q", got[:4], got[4096:4100], want[:4], want[4096:4100])
 			}
 		})
 	}

@@ -34,6 +34,11 @@ type fileState struct {
 	// as the kernel's writeback_index. Each call goes once round the file
 	// from there, so nothing dirty is missed.
 	wbNext int64
+	// gen counts changes of the file's bytes in the cache (writes,
+	// truncates; under mu held for writing): a miss read through
+	// Backing without the lock (readAhead) goes into the cache only if
+	// gen did not move meanwhile.
+	gen uint64
 
 	dirtyBytes atomic.Int64
 	wbBlocks   atomic.Int64 // blocks under writeback

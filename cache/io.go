@@ -29,6 +29,9 @@ func (c *Cache) releaseReserve(r *reserve) {
 type stall struct {
 	order int // >= 0: reclaim memory for a folio of this order
 	wait  <-chan struct{}
+	// miss: read bytes [a.pre.off, a.pre.end) of the file through
+	// Backing into a.p, without the lock (see preRead).
+	miss bool
 }
 
 var noStall = stall{order: -1}
@@ -157,7 +160,34 @@ type access struct {
 	b        Backing
 	write    bool
 	then     func() // WriteThen's, under the file lock once all is written
+	pre      preRead
 }
+
+// preRead is a Read's miss read through Backing without the file's lock.
+// Reading a miss under the lock held every other read of the file,
+// cached or not, for the device's latency: one miss of a file at a time.
+// A run of blocks [off, end) that are not uptodate is read into the
+// access's p, as of the file's gen; it goes into the cache only if gen
+// has not moved since (no write or truncate came in between, which could
+// have made it stale) and the run is still missing; otherwise the access
+// reads its misses under the lock, as before, from then on. Only missing
+// blocks are asked for: Backing cannot give a block the cache holds dirty
+// (a null device keeps nothing; an overwrite's old record may be gone).
+// An error is the read's: Backing maps only records that landed, so a
+// failure without the lock is not a glimpse of a change in progress.
+type preRead struct {
+	fs       *fileState // gen is this fileState's: a Forget starts a new one
+	off, end int64
+	gen      uint64
+	state    uint8 // preNone, preWant (read it), preHave (p holds it), preOff
+}
+
+const (
+	preNone uint8 = iota
+	preWant
+	preHave
+	preOff // read misses under the lock
+)
 
 // run does an access from pos on under the file lock, dropping the lock to
 // get memory or wait for writeback, and retrying where it stopped.
@@ -179,6 +209,7 @@ func (c *Cache) run(ctx context.Context, a *access, pos int64, progress func(n i
 		var kick bool
 		var err error
 		if a.write {
+			fs.gen++
 			pos, st, kick, err = c.writeLocked(fs, pos, a, &res)
 			if err == nil && pos >= a.end && a.then != nil {
 				a.then()
@@ -187,6 +218,14 @@ func (c *Cache) run(ctx context.Context, a *access, pos int64, progress func(n i
 			pos, st, err = c.readLocked(fs, pos, a, &res)
 		}
 		fs.mu.Unlock()
+		if st.miss {
+			pr := &a.pre
+			if err := a.b.ReadBacking(fs.id, pr.off, a.p[pr.off-a.off:pr.end-a.off]); err != nil {
+				return int(pos - a.off), fmt.Errorf("cache: read file %d at %d (%d bytes): %w", fs.id, pr.off, pr.end-pr.off, err)
+			}
+			pr.state = preHave
+			continue
+		}
 		if progress != nil && pos > reported {
 			reported = pos
 			progress(int(pos - a.off))
@@ -351,8 +390,26 @@ func (c *Cache) readLocked(fs *fileState, pos int64, a *access, res *reserve) (i
 			if ch := c.underWriteback(f, r0, r1); ch != nil {
 				return pos, stall{order: -1, wait: ch}, nil
 			}
-			if err := c.readBacking(fs, f, r0, r1, a.b); err != nil {
-				return pos, noStall, err
+			runOff, runEnd := f.off+int64(r0)<<c.blockShift, f.off+int64(r1)<<c.blockShift
+			pr := &a.pre
+			if pr.state == preHave && !(pr.fs == fs && pr.gen == fs.gen && pr.off == runOff && pr.end == runEnd) {
+				// The file changed (or the run did) while it was read:
+				// read under the lock from here on, so a file that
+				// keeps changing cannot starve this read.
+				pr.state = preOff
+			}
+			switch {
+			case pr.state == preHave:
+				copy(f.mem[r0<<c.blockShift:r1<<c.blockShift], a.p[runOff-a.off:runEnd-a.off])
+				pr.state = preNone
+			case pr.state == preNone && a.b != nil && pos <= runOff && runEnd <= a.end:
+				// Read the run without the lock; come back to put it in.
+				*pr = preRead{fs: fs, off: runOff, end: runEnd, gen: fs.gen, state: preWant}
+				return pos, stall{order: -1, miss: true}, nil
+			default:
+				if err := c.readBacking(fs, f, r0, r1, a.b); err != nil {
+					return pos, noStall, err
+				}
 			}
 			f.stateMu.Lock()
 			f.setUptodate(r0, r1)

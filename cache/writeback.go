@@ -213,6 +213,7 @@ func (c *Cache) Truncate(file uint64, size int64) {
 // truncateLocked returns a channel to wait on if the block that holds size
 // is in flight. Under fs.mu held for writing.
 func (c *Cache) truncateLocked(fs *fileState, size int64) <-chan struct{} {
+	fs.gen++
 	for key, ck := range fs.chunks {
 		if (key+1)<<chunkShift <= size {
 			continue

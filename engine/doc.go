@@ -314,8 +314,8 @@
 //     around its last checkpoint. It is never held while
 //     taking a cache lock: Remove and
 //     Rename drop a file's cached data (cache.Forget) after releasing it,
-//     because a cold read holds the cache's file lock while ReadBacking
-//     looks the file up.
+//     because a cold read may hold the cache's file lock while
+//     ReadBacking looks the file up.
 //  4. metaLog.mu: the metadata log; held across its writes (an
 //     operation's flush comes after it is released) and across a
 //     checkpoint, which takes quiesce exclusively and file.mu
@@ -333,9 +333,10 @@
 //     which wakes the waiters (Engine.idle) as a completion does.
 //  6. The cache's locks, in the order cache/cache.go gives (a file's lock,
 //     then the LRU, dirty-list and folio state locks, then the buddy
-//     allocator's). A cache file lock is held while the cache calls
-//     ReadBacking, which takes idMu and file.mu shared and waits for device
-//     reads, and while a failed truncate's WriteThen callback takes
+//     allocator's). A cache file lock may be held while the cache calls
+//     ReadBacking (a partial write's fill, a miss that raced a change;
+//     most misses call it unlocked), which takes idMu and file.mu shared
+//     and waits for device reads, and is held while a failed truncate's WriteThen callback takes
 //     file.mu to put the old size back (File.zeroTail). Never held together with collector.mu, nsMu, metaLog.mu or
 //     quiesce, in either order.
 //  7. file.mu (per file; leaf): size and a truncate's pending tail
