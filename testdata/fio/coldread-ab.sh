@@ -26,36 +26,20 @@ iodepth=4
 size=1g
 end_fsync=1
 J
-cat > $D/r.fio <<J
-[global]
-ioengine=external:$ENG
-sock=$SOCK
-[r]
-filename=big
-rw=randread
+# The same reads through the daemon (r) and the kernel (k).
+READ="rw=randread
 bs=4k
 iodepth=32
 size=1g
 time_based=1
 runtime=${RUNTIME:-10}
-norandommap=1
-J
+norandommap=1"
+printf '[global]\nioengine=external:%s\nsock=%s\n[r]\nfilename=big\n%s\n' "$ENG" "$SOCK" "$READ" > $D/r.fio
+printf '[k]\nioengine=io_uring\nfilename=%s\n%s\n' "$D/kfile" "$READ" > $D/k.fio
 # The socket is there at once; requests are answered once the cache's
 # arena is faulted in (seconds for 2G): wait for an answer.
 start() { "$1" serve "$IMG" --socket $SOCK --cache 2G $2 > $D/serve.log 2>&1 & PID=$!; for i in $(seq 100); do [ -S $SOCK ] && break; sleep 0.1; done; "$1" ls --socket $SOCK > /dev/null; }
 stop() { kill -TERM $PID; wait $PID || true; }
-cat > $D/k.fio <<J
-[k]
-ioengine=io_uring
-filename=$D/kfile
-rw=randread
-bs=4k
-iodepth=32
-size=1g
-time_based=1
-runtime=${RUNTIME:-10}
-norandommap=1
-J
 [ -f $D/kfile ] || fio --name=kw --ioengine=io_uring --filename=$D/kfile --rw=write --bs=1m --size=1g --end_fsync=1 > /dev/null
 rm -f $D/zf.img $SOCK
 start $A "--format --force"
