@@ -164,10 +164,9 @@ func (b *pickyBacking) ReadBacking(file uint64, off int64, p []byte) error {
 
 // TestColdReadAsksBackingOnlyForWhatIsMissing: a miss read without the
 // lock must ask Backing only for blocks the cache does not have, and a
-// failure of that read is the read's (not hidden by a retry). Backing cannot give a block the cache holds
-// dirty (on a null device, or while its append is in flight, the
-// engine finds no valid record there), so asking for it failed reads
-// that the cache could serve.
+// failure of that read is the read's (not hidden by a retry). Backing
+// cannot give a block the cache holds dirty (a null device keeps
+// nothing), so asking for it failed reads the cache could serve.
 func TestColdReadAsksBackingOnlyForWhatIsMissing(t *testing.T) {
 	for _, tc := range []struct {
 		name           string

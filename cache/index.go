@@ -36,7 +36,7 @@ type fileState struct {
 	wbNext int64
 	// gen counts changes of the file's bytes in the cache (writes,
 	// truncates; under mu held for writing): a miss read through
-	// Backing without the lock (readAhead) goes into the cache only if
+	// Backing without the lock (preRead) goes into the cache only if
 	// gen did not move meanwhile.
 	gen uint64
 

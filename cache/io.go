@@ -29,9 +29,6 @@ func (c *Cache) releaseReserve(r *reserve) {
 type stall struct {
 	order int // >= 0: reclaim memory for a folio of this order
 	wait  <-chan struct{}
-	// miss: read bytes [a.pre.off, a.pre.end) of the file through
-	// Backing into a.p, without the lock (see preRead).
-	miss bool
 }
 
 var noStall = stall{order: -1}
@@ -96,8 +93,13 @@ func (c *Cache) readBacking(fs *fileState, f *folio, b0, b1 int, b Backing) erro
 		clear(p)
 		return nil
 	}
-	if err := b.ReadBacking(fs.id, off, p); err != nil {
-		return fmt.Errorf("cache: read file %d at %d (%d bytes): %w", fs.id, off, len(p), err)
+	return readBackingAt(b, fs.id, off, p)
+}
+
+// readBackingAt reads p from b at off, saying where a failure was.
+func readBackingAt(b Backing, file uint64, off int64, p []byte) error {
+	if err := b.ReadBacking(file, off, p); err != nil {
+		return fmt.Errorf("cache: read file %d at %d (%d bytes): %w", file, off, len(p), err)
 	}
 	return nil
 }
@@ -218,10 +220,10 @@ func (c *Cache) run(ctx context.Context, a *access, pos int64, progress func(n i
 			pos, st, err = c.readLocked(fs, pos, a, &res)
 		}
 		fs.mu.Unlock()
-		if st.miss {
-			pr := &a.pre
-			if err := a.b.ReadBacking(fs.id, pr.off, a.p[pr.off-a.off:pr.end-a.off]); err != nil {
-				return int(pos - a.off), fmt.Errorf("cache: read file %d at %d (%d bytes): %w", fs.id, pr.off, pr.end-pr.off, err)
+		if pr := &a.pre; pr.state == preWant {
+			// readLocked stopped at a miss to read it without the lock.
+			if err := readBackingAt(a.b, fs.id, pr.off, a.p[pr.off-a.off:pr.end-a.off]); err != nil {
+				return int(pos - a.off), err
 			}
 			pr.state = preHave
 			continue
@@ -405,7 +407,7 @@ func (c *Cache) readLocked(fs *fileState, pos int64, a *access, res *reserve) (i
 			case pr.state == preNone && a.b != nil && pos <= runOff && runEnd <= a.end:
 				// Read the run without the lock; come back to put it in.
 				*pr = preRead{fs: fs, off: runOff, end: runEnd, gen: fs.gen, state: preWant}
-				return pos, stall{order: -1, miss: true}, nil
+				return pos, noStall, nil
 			default:
 				if err := c.readBacking(fs, f, r0, r1, a.b); err != nil {
 					return pos, noStall, err
