@@ -90,6 +90,8 @@ import (
 // Backing is the stored data of files, as the engine sees it.
 type Backing interface {
 	// ReadBacking fills p with the file's bytes at off from storage.
+	// off, len(p) and p's address are multiples of the block size (a
+	// device opened O_DIRECT needs all three).
 	// Never-written bytes, and bytes at or past a size the file was
 	// truncated to since they were last written, read as zeros; a file
 	// storage no longer has (removed) is an error, not zeros. A Read's

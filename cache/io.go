@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"unsafe"
 )
 
 // reserve is a block of memory that reclaim obtained for an access while
@@ -190,6 +191,15 @@ const (
 	preHave
 	preOff // read misses under the lock
 )
+
+// aligned says whether p starts on a block boundary in memory. Backing
+// reads into the cache's folios, which do; the unlocked miss reads into
+// the caller's memory, and a block device opened O_DIRECT refuses memory
+// that does not (Pebble reads into Go heap slices), so a miss into
+// unaligned memory is read under the lock into the folio instead.
+func (c *Cache) aligned(p []byte) bool {
+	return uintptr(unsafe.Pointer(unsafe.SliceData(p)))&(1<<c.blockShift-1) == 0
+}
 
 // run does an access from pos on under the file lock, dropping the lock to
 // get memory or wait for writeback, and retrying where it stopped.
@@ -404,7 +414,8 @@ func (c *Cache) readLocked(fs *fileState, pos int64, a *access, res *reserve) (i
 			case pr.state == preHave:
 				copy(f.mem[r0<<c.blockShift:r1<<c.blockShift], a.p[runOff-a.off:runEnd-a.off])
 				pr.state = preNone
-			case pr.state == preNone && a.b != nil && pos <= runOff && runEnd <= a.end:
+			case pr.state == preNone && a.b != nil && pos <= runOff && runEnd <= a.end &&
+				c.aligned(a.p[runOff-a.off:]):
 				// Read the run without the lock; come back to put it in.
 				*pr = preRead{fs: fs, off: runOff, end: runEnd, gen: fs.gen, state: preWant}
 				return pos, noStall, nil
