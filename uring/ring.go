@@ -36,14 +36,24 @@
 //     if the reaper dies too (their memory stays reachable from the ring
 //     in case the kernel still writes it), and every later submission
 //     fails with ErrDead.
-//   - zonefold never cancels an operation, so a completion with ECANCELED
-//     from the kernel is not the operation's outcome: io-wq cancels work
-//     it never started when it cannot get a worker thread for it. Such a
-//     read, write, fsync or NOP is submitted again, still in its slot, up
-//     to maxKernelCancelRetries times (by a goroutine of the ring's own:
-//     the reaper must not take the mutex); only then does its ECANCELED
-//     reach the caller. A URING_CMD is submitted twice only if it is
-//     idempotent (IdempotentCmd): never a write or a Zone Append.
+//   - A completion with ECANCELED from the kernel is not the
+//     operation's outcome: io-wq cancels work it never started when it
+//     cannot get a worker thread for it, and the ring's watchdog cancels
+//     work the kernel sat on (below). Such a read, write, fsync or NOP is
+//     submitted again, still in its slot, up to maxKernelCancelRetries
+//     times (by a goroutine of the ring's own: the reaper must not take
+//     the mutex); only then does its ECANCELED reach the caller. A
+//     URING_CMD is submitted twice only if it is idempotent
+//     (IdempotentCmd): never a write or a Zone Append.
+//   - The watchdog: an operation that may be submitted again and has been
+//     in the kernel longer than Options.StuckAfter is asked to be
+//     canceled (ASYNC_CANCEL by its user data, which carries the slot's
+//     generation, so a slot reused meanwhile is never hit). Work the
+//     kernel has not started completes with ECANCELED and goes in again;
+//     work in progress is left alone. On 6.18 a buffered read of an emu
+//     device's file, punted to io-wq, now and then never completed (no
+//     CQE, no io-wq worker busy; recovery hung in TestPowerCutLoop).
+//     Wait and WaitGroup still wait for the one completion.
 package uring
 
 import (
@@ -54,6 +64,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/pawelgaczynski/giouring"
@@ -117,11 +128,23 @@ type Options struct {
 	// grows its slot's array once, on the submitter, and the slot keeps
 	// it. They are made at New, one array for all slots.
 	Iovecs int
+	// StuckAfter is how long an operation that may be submitted again
+	// stays in the kernel before the watchdog asks the kernel to cancel
+	// it (see the package doc). Default defaultStuckAfter.
+	StuckAfter time.Duration
 }
+
+// defaultStuckAfter is far above any latency of a working device (an
+// emu read takes microseconds, a loaded disk's hundreds of milliseconds):
+// a cancel of work in progress does nothing, but a false alarm costs an
+// ASYNC_CANCEL and a log line.
+const defaultStuckAfter = 5 * time.Second
 
 // Stats are cumulative counters of a ring.
 type Stats struct {
 	SQEs         uint64 `json:"sqes"`          // operations submitted to the kernel
+	StuckCancels uint64 `json:"stuck_cancels"` // cancels the watchdog asked for
+	StuckFound   uint64 `json:"stuck_found"`   // of them, work the kernel had not started (submitted again)
 	SubmitEnters uint64 `json:"submit_enters"` // io_uring_enter calls that submitted SQEs
 	WaitEnters   uint64 `json:"wait_enters"`   // io_uring_enter calls that only waited for completions
 	Completions  uint64 `json:"completions"`   // completions delivered
@@ -157,6 +180,9 @@ func (s Stats) Sub(earlier Stats) Stats {
 // submission (a dead ring cannot submit).
 const wakeUserData = ^uint64(0)
 
+// cancelUserData marks the completion of a watchdog's ASYNC_CANCEL.
+const cancelUserData = ^uint64(0) - 1
+
 // maxKernelCancelRetries bounds how often an operation the kernel canceled
 // on its own is submitted again before its ECANCELED is reported.
 const maxKernelCancelRetries = 8
@@ -186,6 +212,16 @@ type slot struct {
 	// fake marks an operation that fakeCancels turned into a NOP whose
 	// completion reads as the kernel's ECANCELED (tests only).
 	fake bool
+	// gen numbers the slot's operations; the SQE's user data is the
+	// slot index and gen, so that a watchdog's cancel names one
+	// operation, not whichever holds the slot by then. Submitter's.
+	gen uint32
+	// watchUD is the user data of an operation the watchdog may cancel
+	// (0: none), armedAt when it went to the kernel (Ring.clock), and
+	// cancelAsked says the watchdog asked already.
+	watchUD     atomic.Uint64
+	armedAt     atomic.Int64
+	cancelAsked atomic.Bool
 	// armed is 1 while the operation is in flight. It publishes the
 	// fields above to the reaper (the kernel orders the submitter's
 	// writes before the completion, but the race detector cannot see
@@ -218,6 +254,13 @@ type Ring struct {
 	retry chan uint32
 
 	sqes, submitEnters, waitEnters, completions, kernelCancels atomic.Uint64
+	stuckCancels, stuckFound                                   atomic.Uint64
+
+	// The watchdog (see the package doc).
+	born       time.Time
+	stuckAfter time.Duration
+	watchStop  chan struct{}
+	watchDone  chan struct{}
 
 	// dead is the error that killed the ring; set once.
 	dead atomic.Pointer[error]
@@ -269,9 +312,17 @@ func New(opts Options) (*Ring, error) {
 		sq <<= 1
 	}
 	nslots := 2 * sq
+	stuckAfter := opts.StuckAfter
+	if stuckAfter <= 0 {
+		stuckAfter = defaultStuckAfter
+	}
 	r := &Ring{
 		ring:       gr,
 		big:        opts.Big,
+		born:       time.Now(),
+		stuckAfter: stuckAfter,
+		watchStop:  make(chan struct{}),
+		watchDone:  make(chan struct{}),
 		slots:      make([]slot, nslots),
 		free:       make(chan uint32, nslots),
 		retry:      make(chan uint32, nslots),
@@ -309,6 +360,7 @@ func New(opts Options) (*Ring, error) {
 	}
 	go r.reap()
 	go r.resubmitter()
+	go r.watchdog()
 	return r, nil
 }
 
@@ -327,6 +379,8 @@ func (r *Ring) Stats() Stats {
 		Completions:  r.completions.Load(),
 
 		KernelCancels: r.kernelCancels.Load(),
+		StuckCancels:  r.stuckCancels.Load(),
+		StuckFound:    r.stuckFound.Load(),
 	}
 }
 
@@ -491,10 +545,18 @@ func (r *Ring) submit(c Completion, o *op) error {
 		sqe = r.ring.GetSQE()
 	}
 	r.fill(sqe, s, o)
-	sqe.UserData = uint64(idx)
+	s.gen++
+	sqe.UserData = uint64(idx) | uint64(s.gen)<<32
 	copy(s.sqe[:], r.sqeBytes(sqe))
 	s.tries, s.again = 0, o.again || resubmittable(o.code)
 	r.maybeFakeCancel(sqe, s)
+	if s.again {
+		s.watchUD.Store(sqe.UserData)
+	} else {
+		s.watchUD.Store(0)
+	}
+	s.armedAt.Store(r.clock())
+	s.cancelAsked.Store(false)
 	s.armed.Store(1)
 	r.inflight.Add(1)
 	r.pending++
@@ -569,7 +631,7 @@ func (r *Ring) resubmitter() {
 // few retries) or when the task's io-wq is exiting.
 func (r *Ring) resubmit(idx uint32) {
 	s := &r.slots[idx]
-	slog.Warn("uring: the kernel canceled an operation zonefold did not cancel; submitting it again",
+	slog.Warn("uring: an operation was canceled before it ran (by io-wq, or by the watchdog); submitting it again",
 		"opcode", s.sqe[0], "attempt", s.tries)
 	r.sqMu.Lock()
 	sqe := r.ring.GetSQE()
@@ -584,6 +646,8 @@ func (r *Ring) resubmit(idx uint32) {
 	}
 	copy(r.sqeBytes(sqe), s.sqe[:])
 	r.maybeFakeCancel(sqe, s)
+	s.armedAt.Store(r.clock())
+	s.cancelAsked.Store(false)
 	s.armed.Store(1)
 	r.pending++
 	r.queued = append(r.queued, idx)
@@ -667,6 +731,12 @@ func (r *Ring) dispatchCQE(cqe *giouring.CompletionQueueEvent) {
 		}
 		return
 	}
+	if cqe.UserData == cancelUserData {
+		if cqe.Res == 0 {
+			r.stuckFound.Add(1)
+		}
+		return
+	}
 	res := Result{Res: cqe.Res, Flags: cqe.Flags}
 	if r.big {
 		big := (*[2]uint64)(unsafe.Add(unsafe.Pointer(cqe), 16))
@@ -685,10 +755,10 @@ func (r *Ring) dispatchCQE(cqe *giouring.CompletionQueueEvent) {
 		res.Res = 0 // the timer expired: what Timeout asked for
 	}
 	if res.Res == -int32(syscall.ECANCELED) && s.tries < maxKernelCancelRetries && s.again {
-		// zonefold never cancels an operation (no ASYNC_CANCEL, no
+		// zonefold cancels only what its watchdog finds stuck (no
 		// links, no linked timeouts; a dying ring fails its operations
-		// without a CQE): the kernel canceled this one, and io-wq does
-		// that only to work it never started. See resubmit.
+		// without a CQE): the kernel or the watchdog canceled this one,
+		// and only work never started is canceled. See resubmit.
 		s.tries++
 		r.kernelCancels.Add(1)
 		r.retry <- idx
@@ -711,6 +781,8 @@ func (r *Ring) Close() error {
 	r.sqMu.Unlock()
 	r.inflight.Wait()
 	close(r.retry) // nothing in flight: nothing left to resubmit
+	close(r.watchStop)
+	<-r.watchDone
 
 	r.closing.Store(true)
 	var err error
@@ -777,4 +849,70 @@ func unmapSQE128Tail(gr *giouring.Ring) {
 	if _, _, e := unix.Syscall(unix.SYS_MUNMAP, uintptr(unsafe.Add(sqes.UnsafePointer(), n)), n, 0); e != 0 {
 		slog.Warn("uring: unmap the second half of a big ring's SQEs", "err", e)
 	}
+}
+
+// clock is the time since the ring was made, for the watchdog.
+func (r *Ring) clock() int64 { return int64(time.Since(r.born)) }
+
+// maxStuckCancelsPerTick bounds the watchdog's cancels per look: each
+// takes a CQE beyond the slots' (the kernel keeps overflowing CQEs).
+const maxStuckCancelsPerTick = 8
+
+// watchdog looks at the operations in flight four times per stuckAfter
+// and asks the kernel to cancel those that may be submitted again and
+// have been in it longer than stuckAfter, once per submission. It ends
+// when Close has seen every operation complete.
+func (r *Ring) watchdog() {
+	defer close(r.watchDone)
+	t := time.NewTicker(r.stuckAfter / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.watchStop:
+			return
+		case <-t.C:
+		}
+		now, asked := r.clock(), 0
+		for i := range r.slots {
+			s := &r.slots[i]
+			if asked == maxStuckCancelsPerTick {
+				break
+			}
+			ud := s.watchUD.Load()
+			if ud == 0 || s.armed.Load() != 1 || now-s.armedAt.Load() < int64(r.stuckAfter) || s.cancelAsked.Load() {
+				continue
+			}
+			s.cancelAsked.Store(true)
+			asked++
+			slog.Warn("uring: an operation has been in the kernel too long; asking the kernel to cancel it, to submit it again if it never started",
+				"slot", i, "after", time.Duration(now-s.armedAt.Load()))
+			r.cancel(ud)
+		}
+	}
+}
+
+// cancel submits an ASYNC_CANCEL of the operation with user data ud. A
+// user data no longer in flight cancels nothing (ENOENT).
+func (r *Ring) cancel(ud uint64) {
+	r.sqMu.Lock()
+	defer r.sqMu.Unlock()
+	if r.dead.Load() != nil {
+		return
+	}
+	sqe := r.ring.GetSQE()
+	if sqe == nil {
+		if r.enterLocked() != nil {
+			return
+		}
+		if sqe = r.ring.GetSQE(); sqe == nil {
+			return
+		}
+	}
+	clear(r.sqeBytes(sqe))
+	sqe.PrepareCancel64(ud, 0)
+	sqe.UserData = cancelUserData
+	r.stuckCancels.Add(1)
+	r.pending++
+	r.queued = append(r.queued, noSlot)
+	_ = r.enterLocked()
 }
