@@ -109,6 +109,17 @@ type Engine struct {
 	// can stop them and see a still zone table.
 	inflight atomic.Int64
 	quiesce  sync.RWMutex
+	// failedAppend is set when an append fails and cleared by the next
+	// checkpoint. A failed append may have left its header on the
+	// device (the host took the header block and refused the data), and
+	// any device flush can make it durable; recovery replays a record
+	// whose data fails its checksum (bit rot of acknowledged data must
+	// read EIO, not older bytes), so the failed record would turn the
+	// bytes it overwrote, fsynced before, into EIO. A checkpoint taken
+	// after the failure supersedes the record (its number is below the
+	// checkpoint's): settleStray writes one before an acknowledged
+	// flush, and Close before its own.
+	failedAppend atomic.Bool
 	// admitted is the device bytes reserved by writes admitted and not
 	// yet in the cache (see admit).
 	admitted atomic.Int64
@@ -851,7 +862,18 @@ func (e *Engine) settleForClose(abandoned bool) (errs []error, stuck bool) {
 	if err := e.gc.settleAll(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := e.dev.Flush(); err != nil {
+	// A failed append's record (Engine.failedAppend) is superseded
+	// before the flush that would make it durable: the closing
+	// checkpoint, which would do it too, is skipped when writeback
+	// failed. If it cannot be, no flush: unsynced data lost beats
+	// fsynced data turned to EIO.
+	var settleErr error
+	if e.failedAppend.Load() {
+		settleErr = e.settleStray()
+	}
+	if settleErr != nil {
+		errs = append(errs, fmt.Errorf("engine: close: no device flush: %w", settleErr))
+	} else if err := e.dev.Flush(); err != nil {
 		errs = append(errs, fmt.Errorf("engine: close: flush device: data written since the last fsync may not be durable: %w", err))
 	}
 	if len(errs) == 0 {

@@ -410,11 +410,18 @@ func (e *Engine) checkpointInHalf() error {
 
 // writeCheckpoint is checkpointLocked, or with inHalf checkpointInHalf's
 // checkpoint (metaLog.mu held).
-func (e *Engine) writeCheckpoint(inHalf bool) error {
+func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 	m := e.meta
 	e.quiesce.Lock()
 	defer e.quiesce.Unlock()
 	e.waitUntil(func() bool { return e.inflight.Load() == 0 })
+	defer func() {
+		// Still quiesced: no append failed since the wait, and every
+		// one that failed before it is numbered below this checkpoint.
+		if err == nil {
+			e.failedAppend.Store(false)
+		}
+	}()
 	// What the checkpoint maps is durable before the checkpoint can be:
 	// a device persists writes to different zones in any order until a
 	// flush, and a checkpoint that outlived the data it points at would
@@ -885,11 +892,13 @@ var testHookAckFlush func(*Engine)
 // since). So the switch the log owes comes first: a checkpoint in the
 // other half, of the namespace as it is, which recovery takes over
 // anything in the half the record is in. If it fails, so does the
-// caller, with ErrMetaLog. The caller holds no engine lock; this takes
+// caller, with ErrMetaLog. A failed append's record is settled the same
+// way (Engine.failedAppend): the checkpoint supersedes the data records
+// numbered below it too. The caller holds no engine lock; this takes
 // nsMu shared and metaLog.mu, as a logged operation does.
 func (e *Engine) settleStray() error {
 	m := e.meta
-	if !m.stray.Load() {
+	if !m.stray.Load() && !e.failedAppend.Load() {
 		return nil
 	}
 	e.nsMu.RLock()
@@ -906,10 +915,13 @@ func (e *Engine) settleStray() error {
 // checkpoint goes into the active half's own log (supersedeStrayInHalf).
 func (e *Engine) settleStrayLocked() error {
 	m := e.meta
-	if !m.stray.Load() {
+	if !m.stray.Load() && !e.failedAppend.Load() {
 		return nil
 	}
 	fail := func(err error) error {
+		if !m.stray.Load() {
+			return fmt.Errorf("%w: a failed append's record may be on the device, and the checkpoint that supersedes it failed: %w", ErrMetaLog, err)
+		}
 		return fmt.Errorf("%w: a failed operation's record may be in metadata half %d, and the checkpoint that supersedes it failed: %w", ErrMetaLog, m.active, err)
 	}
 	if now := time.Now(); now.Before(m.switchRetryAt) {
@@ -921,7 +933,14 @@ func (e *Engine) settleStrayLocked() error {
 		return nil
 	}
 	if errors.Is(err, errNextHalfReset) {
-		serr := e.supersedeStrayInHalf()
+		var serr error
+		if m.stray.Load() {
+			serr = e.supersedeStrayInHalf()
+		} else {
+			// Only a failed append to supersede: the active half's
+			// log is whole, and takes the checkpoint.
+			serr = e.writeCheckpoint(true)
+		}
 		if serr == nil {
 			return nil
 		}

@@ -334,6 +334,9 @@ func (e *Engine) finishAppend(op *recordOp) {
 	off, err := op.off, op.err
 	if err != nil {
 		e.stats.appendErrs.Add(1)
+		// Before inflight drops: a checkpoint that waits for no append
+		// in flight sees it (Engine.failedAppend).
+		e.failedAppend.Store(true)
 		e.zoneFailed(op.z, err)
 	} else {
 		e.stats.appends.Add(1)
