@@ -7,8 +7,7 @@ import (
 )
 
 // TestTruncateLeavesWritebackErrorToFsync: a write of the file fails at
-// background writeback (or a failed truncate's owed commit fails at
-// Engine.Sync's writeback), which leaves the error for the file's fsync
+// background writeback, which leaves the error for the file's fsync
 // (as Linux's errseq does: doc.go, crash consistency). A truncate of the
 // file then writes its dirty data back: to settle a failed truncate's
 // owed undo commit first (settleUndo), or to zero the tail of the block
@@ -23,25 +22,27 @@ func TestTruncateLeavesWritebackErrorToFsync(t *testing.T) {
 			r := newTruncGCRig(t)
 			owed := how[0] == 'o'
 			if owed {
-				// The commit's record fails at writeback in
-				// Engine.Sync (syncfs), which leaves the error for
-				// the file's fsync.
+				// A failed truncate owes its commit. (Engine.Sync
+				// with the commit's record failing no longer leaves
+				// it owed: the checkpoint that supersedes the failed
+				// append before Sync's flush commits the undo.)
 				failUndoFlush(t, r)
-				emuOf(t, r.e).FailWrite(1)
-				if err := r.e.Sync(t.Context()); err == nil {
-					t.Fatal("Engine.Sync settled the commit with a write failing")
-				}
-				if !r.f.f.undoOwed() {
-					t.Fatal("no commit owed")
-				}
-			} else {
-				if _, err := r.f.WriteAt(owedPattern(4, 300000), 16384); err != nil {
-					t.Fatal(err)
-				}
-				emuOf(t, r.e).FailWrite(1)
-				if err := r.e.wb.SyncAll(t.Context()); err == nil { // background writeback
-					t.Fatal("the writeback did not fail")
-				}
+			}
+			// A write of the file (past the owed commit: a write
+			// would write it first) fails at background writeback,
+			// which leaves the error for the file's fsync.
+			testWriteLeavesOwed = true
+			_, err := r.f.WriteAt(owedPattern(4, 3000), 2048)
+			testWriteLeavesOwed = false
+			if err != nil {
+				t.Fatal(err)
+			}
+			emuOf(t, r.e).FailWrite(1)
+			if err := r.e.wb.SyncAll(t.Context()); err == nil { // background writeback
+				t.Fatal("the writeback did not fail")
+			}
+			if owed && !r.f.f.undoOwed() {
+				t.Fatal("no commit owed")
 			}
 			size := r.f.Size()
 			if !owed {
