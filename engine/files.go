@@ -827,7 +827,10 @@ func (h *File) zeroTail(size, old int64) error {
 		// record is written: a device with a volatile cache may persist
 		// the later write and lose the earlier one, and the file would
 		// come back cut over its old tail.
-		if err = e.flushDevice(ctx); err == nil {
+		if err = e.settleStray(); err == nil {
+			err = e.flushDevice(ctx)
+		}
+		if err == nil {
 			// The zeros' record's completion ended the pending tail
 			// already; this only makes sure it never outlives the
 			// truncate.
@@ -963,7 +966,13 @@ func (h *File) undoCut(ctx context.Context, take bool) (err error) {
 		}
 		f.mu.Lock()
 		u.commit = true
+		ended := f.undo != u
 		f.mu.Unlock()
+		if ended {
+			// A checkpoint committed it (flushUndo's settleStray, or
+			// one that ran meanwhile), or the file was removed.
+			return nil
+		}
 	}
 	if u.old > u.size {
 		if buf == nil {
@@ -1250,6 +1259,9 @@ func (h *File) flushUndo(ctx context.Context, take bool) error {
 	}
 	if err := flush(ctx, h.f.id); err != nil {
 		return fmt.Errorf("write back: %w", err)
+	}
+	if err := h.e.settleStray(); err != nil {
+		return err
 	}
 	if err := h.e.flushDevice(ctx); err != nil {
 		return fmt.Errorf("flush: %w", err)

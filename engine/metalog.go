@@ -120,6 +120,16 @@ func (e *Engine) appendOp(op nsOp, flush bool) error {
 	if err != nil || !flush {
 		return err
 	}
+	if e.failedAppend.Load() {
+		// The flush would make a failed append's record durable
+		// (settleStray); the caller holds nsMu.
+		e.meta.mu.Lock()
+		err := e.settleStrayLocked()
+		e.meta.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("engine: log operation: %w", err)
+		}
+	}
 	if err := e.flushes.flushFor(context.Background(), e.dev, t); err != nil {
 		return fmt.Errorf("engine: log operation: flush: %w", err)
 	}
@@ -884,7 +894,9 @@ func (e *Engine) flushAcked(ctx context.Context, t uint64) error {
 var testHookAckFlush func(*Engine)
 
 // settleStray runs before a device flush whose success is reported as
-// durability (an fsync, Engine.Sync, SyncNamespace, a create's flush):
+// durability (an fsync, Engine.Sync, SyncNamespace, a create's flush),
+// and before the flushes nobody is told of (GC's, a truncate's), which
+// make a record just as durable:
 // while the metadata log may hold a failed operation's record (stray),
 // that flush could make the record durable, and recovery would replay
 // the operation over what the flush acknowledged (a remove that failed
@@ -894,8 +906,9 @@ var testHookAckFlush func(*Engine)
 // anything in the half the record is in. If it fails, so does the
 // caller, with ErrMetaLog. A failed append's record is settled the same
 // way (Engine.failedAppend): the checkpoint supersedes the data records
-// numbered below it too. The caller holds no engine lock; this takes
-// nsMu shared and metaLog.mu, as a logged operation does.
+// numbered below it too. The caller holds no engine lock but wmu or
+// collector.mu; this takes nsMu shared and metaLog.mu, as a logged
+// operation does.
 func (e *Engine) settleStray() error {
 	m := e.meta
 	if !m.stray.Load() && !e.failedAppend.Load() {

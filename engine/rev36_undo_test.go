@@ -33,47 +33,78 @@ func TestRev36UndoCommitFailsThenFsync(t *testing.T) {
 // sizeless records land and are flushed; before the commit record, GC
 // resets a zone the undo emptied (the old copy of the cut range). A crash
 // then drops the held records and maps the old extents into the reset zone.
+//
+// The failed write marks the engine as owing a checkpoint over a failed
+// append's record (Engine.failedAppend), and the undo's flush writes it
+// first: that checkpoint commits the undo, and no commit record follows.
+// The emu device refused the zeros before they reached it, so nothing
+// there needs superseding: "commit record" clears the mark to reach the
+// window between the undo's records and its commit record, "checkpoint"
+// keeps it and checks the checkpoint's commit survives a crash.
 func TestRev36UndoHeldThenEmptyZoneReset(t *testing.T) {
-	r := newTruncGCRig(t)
-	armed, ran := false, false
-	t.Cleanup(func() { testHookTruncateTail, testHookNumbered = nil, nil })
-	testHookTruncateTail = func(e *Engine) {
-		if !armed {
-			armed = true
-			emuOf(t, e).FailWrite(1) // the tail's zeros
+	for _, commitRecord := range []bool{true, false} {
+		name := "checkpoint"
+		if commitRecord {
+			name = "commit record"
 		}
+		t.Run(name, func(t *testing.T) {
+			r := newTruncGCRig(t)
+			armed, ran := false, false
+			t.Cleanup(func() { testHookTruncateTail, testHookNumbered, testHookTruncateUndo = nil, nil, nil })
+			testHookTruncateTail = func(e *Engine) {
+				if !armed {
+					armed = true
+					emuOf(t, e).FailWrite(1) // the tail's zeros
+				}
+			}
+			testHookTruncateUndo = func(e *Engine, back bool) {
+				if back && commitRecord {
+					e.failedAppend.Store(false)
+				}
+			}
+			testHookNumbered = func(e *Engine, ff *file) {
+				ff.mu.RLock()
+				commit := ff.tailSeq == tailUndoing && ff.undo != nil && ff.undo.commit
+				ff.mu.RUnlock()
+				if ran || ff != r.f.f || !commit {
+					return
+				}
+				ran = true
+				e.gc.mu.Lock()
+				ok, err := e.gc.resetEmpty()
+				e.gc.mu.Unlock()
+				t.Logf("resetEmpty: %v %v", ok, err)
+				if err := e.flushDevice(t.Context()); err != nil { // e.g. another file's fsync
+					t.Error(err)
+				}
+				r.copyImage(t)
+			}
+			if err := r.f.Truncate(5000); !errors.Is(err, syscall.EIO) {
+				t.Fatalf("truncate: %v, want EIO", err)
+			}
+			if ran != commitRecord {
+				t.Fatalf("the undo's commit record numbered with its undo held: %v, want %v", ran, commitRecord)
+			}
+			if !commitRecord {
+				if r.f.f.undoOwed() || r.e.failedAppend.Load() {
+					t.Fatalf("after the undo's checkpoint: commit owed %v, failed append unsettled %v", r.f.f.undoOwed(), r.e.failedAppend.Load())
+				}
+				r.e.gc.mu.Lock()
+				ok, err := r.e.gc.resetEmpty()
+				r.e.gc.mu.Unlock()
+				t.Logf("resetEmpty: %v %v", ok, err)
+				r.copyImage(t)
+			}
+			sameBytes(t, "after the failed truncate", readAll(t, r.e, "a"), r.before)
+			{
+				e2 := reopen(t, r.copyName, r.cfg)
+				t.Logf("recovered len %d", len(readAll(t, e2, "a")))
+				e2.Close()
+			}
+			checkFsck(t, r.copyName)
+			r.checkCopy(t, "empty zone reset before the undo's commit, then a crash")
+		})
 	}
-	testHookNumbered = func(e *Engine, ff *file) {
-		ff.mu.RLock()
-		commit := ff.tailSeq == tailUndoing && ff.undo != nil && ff.undo.commit
-		ff.mu.RUnlock()
-		if ran || ff != r.f.f || !commit {
-			return
-		}
-		ran = true
-		e.gc.mu.Lock()
-		ok, err := e.gc.resetEmpty()
-		e.gc.mu.Unlock()
-		t.Logf("resetEmpty: %v %v", ok, err)
-		if err := e.flushDevice(t.Context()); err != nil { // e.g. another file's fsync
-			t.Error(err)
-		}
-		r.copyImage(t)
-	}
-	if err := r.f.Truncate(5000); !errors.Is(err, syscall.EIO) {
-		t.Fatalf("truncate: %v, want EIO", err)
-	}
-	if !ran {
-		t.Fatal("hook never ran")
-	}
-	sameBytes(t, "after the failed truncate", readAll(t, r.e, "a"), r.before)
-	{
-		e2 := reopen(t, r.copyName, r.cfg)
-		t.Logf("recovered len %d", len(readAll(t, e2, "a")))
-		e2.Close()
-	}
-	checkFsck(t, r.copyName)
-	r.checkCopy(t, "empty zone reset before the undo's commit, then a crash")
 }
 
 // TestTruncateUndoOwedThenEngineSync: as TestRev36UndoCommitFailsThenFsync,
