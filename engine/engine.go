@@ -579,8 +579,13 @@ func (e *Engine) checkDevice() error {
 
 func nslots(r *uring.Ring) int { return r.Slots() }
 
-// readScratches is how many checked cache fills run at once.
-const readScratches = 16
+// readScratches is how many checked cache fills run at once. Since a
+// file's misses no longer wait for each other (cache.preRead), a client
+// at iodepth 32 keeps that many in flight: 16 left half of fio's cold 4k
+// random reads waiting for a scratch (block profile: 85 s of waits in a
+// 10 s run). Each is 128 KiB of address space, touched only by header
+// reads.
+const readScratches = 128
 
 // setupZones reads the zone report and builds the placer: the metadata
 // zones are set aside, every other sequential zone holds data.

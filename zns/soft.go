@@ -269,11 +269,16 @@ func directAligned(bufs [][]byte, off int64) bool {
 		return false
 	}
 	for _, b := range bufs {
-		if len(b)%directAlign != 0 || (len(b) > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%directAlign != 0) {
+		if !directBuf(b) {
 			return false
 		}
 	}
 	return true
+}
+
+// directBuf reports whether b's length and address suit O_DIRECT.
+func directBuf(b []byte) bool {
+	return len(b)%directAlign == 0 && (len(b) == 0 || uintptr(unsafe.Pointer(unsafe.SliceData(b)))%directAlign == 0)
 }
 
 func totalLen(bufs [][]byte) int64 {
@@ -405,7 +410,17 @@ func (s *soft) Read(off int64, buf []byte, c uring.Completion) error {
 	if inject {
 		injected = syscall.EIO
 	}
-	if err := submitRead(s.ring, s.reads, s.file, buf, s.dataOff+off, valid, injected, s.delay, c); err != nil {
+	// A page-aligned read goes through O_DIRECT too: through the page
+	// cache, each miss cost the submitting io_uring_enter a page cache
+	// insertion and readahead bookkeeping, under the ring's lock, and
+	// the host cached the bytes a second time beside zonefold's cache.
+	// The kernel writes back cached pages of the range (a buffered
+	// append's) before a direct read of it, so the two stay coherent.
+	fd := s.file
+	if s.hasDirect && (s.dataOff+off)%directAlign == 0 && directBuf(buf[:valid]) {
+		fd = s.direct
+	}
+	if err := submitRead(s.ring, s.reads, fd, buf, s.dataOff+off, valid, injected, s.delay, c); err != nil {
 		return fmt.Errorf("zns: read at %d: %w", off, err)
 	}
 	return nil
