@@ -1,0 +1,112 @@
+package server
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/zns"
+)
+
+// TestH15DeadClientsSessionEndsWhileItsSmallWritesAreThrottled: docs/protocol.md
+// says a client that closes its socket or dies ends its session: its
+// requests still running are canceled, the daemon waits for them, closes
+// its handles and unmaps its region. A client (fio's 4k writes at
+// iodepth 128) writes to a device that fails every append until its
+// writes stop being answered (throttled behind dirty data no writeback
+// can clean), then closes its socket. Its session must end within
+// seconds, as it does when the writes are 256 KiB (run by workers, whose
+// throttle wait the connection's end cancels). On main small writes are
+// copied by the connection's reader, which is what would see the end of
+// stream: blocked in the throttle, it never reads the socket, the
+// session is never canceled, and the dead client keeps its region, its
+// handles and its connection slot for as long as the device fails.
+func TestH15DeadClientsSessionEndsWhileItsSmallWritesAreThrottled(t *testing.T) {
+	cfg := testConfig(emuDevice(t), filepath.Join(t.TempDir(), "zf.sock"))
+	dev, err := zns.Open(cfg.Device, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	emu := dev.(*zns.Emu)
+	if _, err := engine.Format(dev, engine.FormatOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.OpenDevice(dev, cfg.Engine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Listen(cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(e, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Grace: time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, l.UnixListener) }()
+	defer func() {
+		emu.FailWrites(false)
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("Serve did not return 30 s after cancel")
+		}
+		l.Close()
+		e.Close()
+	}()
+	c, err := Dial(context.Background(), cfg.Socket, 4<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _, err := c.Open(context.Background(), "a", OpenCreate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emu.FailWrites(true)
+	// 4 KiB writes, 128 at a time, never reaped, up to 32 MiB
+	bs := uint64(4096)
+	reqs := make([]Request, 128)
+	for i := range reqs {
+		reqs[i] = Request{Tag: uint64(i), Op: OpWrite, Handle: h, Off: uint64(i) * bs, Addr: uint64(i) * bs, Len: uint32(bs)}
+	}
+	reps := make([]Reply, 256)
+	off := uint64(0)
+	got := 0
+	for round := 0; round < 64; round++ {
+		for i := range reqs {
+			reqs[i].Off = off
+			off += bs
+		}
+		if err := c.Submit(reqs); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		deadline := time.Now().Add(5 * time.Second)
+		for n < len(reqs) && time.Now().Before(deadline) {
+			c.uc.SetReadDeadline(deadline)
+			k, err := c.Recv(reps)
+			if err != nil {
+				break
+			}
+			n += k
+		}
+		got += n
+		if n < len(reqs) {
+			t.Logf("round %d: %d of %d replies after 5 s (total %d, %d MiB written)", round, n, len(reqs), got, off>>20)
+			break
+		}
+	}
+	t.Logf("connections before close: %d", srv.Connections())
+	c.Close()
+	for i := 0; i < 20 && srv.Connections() > 0; i++ {
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Logf("connections 5 s after the client closed: %d", srv.Connections())
+	if srv.Connections() > 0 {
+		t.Errorf("the session of a client that closed its socket 5 s ago is still open (%d connections): its small writes, throttled in the connection's reader, were never canceled", srv.Connections())
+	}
+}
