@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"unsafe"
 )
 
 // reserve is a block of memory that reclaim obtained for an access while
@@ -169,8 +168,11 @@ type access struct {
 // preRead is a Read's miss read through Backing without the file's lock.
 // Reading a miss under the lock held every other read of the file,
 // cached or not, for the device's latency: one miss of a file at a time.
-// A run of blocks [off, end) that are not uptodate is read into the
-// access's p, as of the file's gen; it goes into the cache only if gen
+// A run of blocks [off, end) that are not uptodate is read into scratch
+// memory taken from the arena, as of the file's gen — never into the
+// caller's p, which for the daemon is memory the client shares and can
+// change while the read runs (what is read goes into the cache for every
+// reader of the file, and the Backing checks its checksums there); it goes into the cache only if gen
 // has not moved since (no write or truncate came in between, which could
 // have made it stale) and the run is still missing; otherwise the access
 // reads its misses under the lock, as before, from then on. Only missing
@@ -182,7 +184,26 @@ type preRead struct {
 	fs       *fileState // gen is this fileState's: a Forget starts a new one
 	off, end int64
 	gen      uint64
-	state    uint8 // preNone, preWant (read it), preHave (p holds it), preOff
+	state    uint8 // preNone, preWant (read it), preHave (scratch holds it), preOff
+	// scratch is the arena block the run is read into while state is
+	// preWant or preHave; scratchOrder < 0 when none is held.
+	scratch      int32
+	scratchOrder int8
+}
+
+// scratchMem is the held scratch block's memory for the run.
+func (c *Cache) scratchMem(pr *preRead) []byte {
+	start := int64(pr.scratch) * pageSize
+	return c.arena[start : start+(pr.end-pr.off)]
+}
+
+// dropScratch gives the held scratch block back, if any.
+func (c *Cache) dropScratch(pr *preRead) {
+	if pr.state == preWant || pr.state == preHave {
+		c.buddy.free(pr.scratch, int(pr.scratchOrder))
+		c.events.Signal()
+		pr.state = preNone
+	}
 }
 
 const (
@@ -192,15 +213,6 @@ const (
 	preOff // read misses under the lock
 )
 
-// aligned says whether p starts on a block boundary in memory. Backing
-// reads into the cache's folios, which do; the unlocked miss reads into
-// the caller's memory, and a block device opened O_DIRECT refuses memory
-// that does not (Pebble reads into Go heap slices), so a miss into
-// unaligned memory is read under the lock into the folio instead.
-func (c *Cache) aligned(p []byte) bool {
-	return uintptr(unsafe.Pointer(unsafe.SliceData(p)))&(1<<c.blockShift-1) == 0
-}
-
 // run does an access from pos on under the file lock, dropping the lock to
 // get memory or wait for writeback, and retrying where it stopped.
 // progress, if set, is WriteProgress's: a parameter, not a field of a,
@@ -209,6 +221,7 @@ func (c *Cache) aligned(p []byte) bool {
 func (c *Cache) run(ctx context.Context, a *access, pos int64, progress func(n int)) (int, error) {
 	res := noReserve()
 	defer c.releaseReserve(&res)
+	defer c.dropScratch(&a.pre)
 	reported := pos // what progress was told is in
 	for pos < a.end {
 		fs := c.fileOrNew(a.file)
@@ -232,7 +245,7 @@ func (c *Cache) run(ctx context.Context, a *access, pos int64, progress func(n i
 		fs.mu.Unlock()
 		if pr := &a.pre; pr.state == preWant {
 			// readLocked stopped at a miss to read it without the lock.
-			if err := readBackingAt(a.b, fs.id, pr.off, a.p[pr.off-a.off:pr.end-a.off]); err != nil {
+			if err := readBackingAt(a.b, fs.id, pr.off, c.scratchMem(pr)); err != nil {
 				return int(pos - a.off), err
 			}
 			pr.state = preHave
@@ -408,21 +421,21 @@ func (c *Cache) readLocked(fs *fileState, pos int64, a *access, res *reserve) (i
 				// The file changed (or the run did) while it was read:
 				// read under the lock from here on, so a file that
 				// keeps changing cannot starve this read.
+				c.dropScratch(pr)
 				pr.state = preOff
 			}
-			switch {
-			case pr.state == preHave:
-				copy(f.mem[r0<<c.blockShift:r1<<c.blockShift], a.p[runOff-a.off:runEnd-a.off])
-				pr.state = preNone
-			case pr.state == preNone && a.b != nil && pos <= runOff && runEnd <= a.end &&
-				c.aligned(a.p[runOff-a.off:]):
-				// Read the run without the lock; come back to put it in.
-				*pr = preRead{fs: fs, off: runOff, end: runEnd, gen: fs.gen, state: preWant}
-				return pos, noStall, nil
-			default:
+			if pr.state == preHave {
+				copy(f.mem[r0<<c.blockShift:r1<<c.blockShift], c.scratchMem(pr))
+				c.dropScratch(pr)
+			} else if pr.state != preNone || a.b == nil || !c.takeScratch(pr, fs, runOff, runEnd) {
+				// No scratch to spare (memory is short): read into the
+				// folio under the lock.
 				if err := c.readBacking(fs, f, r0, r1, a.b); err != nil {
 					return pos, noStall, err
 				}
+			} else {
+				// Read the run without the lock; come back to put it in.
+				return pos, noStall, nil
 			}
 			f.stateMu.Lock()
 			f.setUptodate(r0, r1)
@@ -641,4 +654,20 @@ func (c *Cache) EvictClean(bytes int64) int64 {
 		}
 	}
 	return total
+}
+
+// takeScratch takes an arena block for reading the run [off, end) of fs
+// without the lock, as of fs's gen, if memory can spare one without
+// reclaim; it reports whether it did.
+func (c *Cache) takeScratch(pr *preRead, fs *fileState, off, end int64) bool {
+	order := 0
+	for int64(pageSize)<<order < end-off {
+		order++
+	}
+	p, ok := c.buddy.alloc(order)
+	if !ok {
+		return false
+	}
+	*pr = preRead{fs: fs, off: off, end: end, gen: fs.gen, state: preWant, scratch: p, scratchOrder: int8(order)}
+	return true
 }
