@@ -726,6 +726,21 @@ func (h *File) truncate(size int64, grow bool) error {
 	// logged, and a crash in between would bring them back from the last
 	// checkpoint pointing at someone else's records. With the collector
 	// held, no pass runs between the cut and the durable log record.
+	err := e.cutAndLog(f, size)
+	// A read that took the size before it changed may have filled the
+	// cache past the new end from the extent map before the cut, after
+	// the first Truncate dropped those blocks: drop them again, now that
+	// no fill can find the cut bytes, or a grow (which needs wmu, held
+	// until here) would show them (TestH15ShrinkRacingColdReadNeverResurrectsCutBytes).
+	// Not under the collector's lock: the cache's locks are never held
+	// with it.
+	e.cache.Truncate(f.id, size)
+	return err
+}
+
+// cutAndLog cuts the file's extent map at size and logs the size, with
+// the collector held.
+func (e *Engine) cutAndLog(f *file, size int64) error {
 	e.gc.mu.Lock()
 	defer e.gc.mu.Unlock()
 	f.mu.Lock()

@@ -17,7 +17,7 @@ import (
 // readable, and a write into such a block makes them durable.
 //
 // A regression of b55523f (a miss reads Backing without the file's
-// lock, per run): at b55523f~1 this test passes for its 40 s; on main
+// lock, per run): at b55523f~1 this test passes for its 10 s; before the fix
 // it fails within a few dozen iterations (under a second).
 func TestH15ShrinkRacingColdReadNeverResurrectsCutBytes(t *testing.T) {
 	devName := emuDevice(t, 32, "4M", "")
@@ -26,7 +26,7 @@ func TestH15ShrinkRacingColdReadNeverResurrectsCutBytes(t *testing.T) {
 	const size, cut = 4 << 20, 4096
 	old := bytes.Repeat([]byte{0xaa}, size)
 	buf := make([]byte, size)
-	deadline := time.Now().Add(40 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for iter := 0; time.Now().Before(deadline); iter++ {
 		f := mustCreate(t, e, fmt.Sprintf("f%d", iter))
 		if _, err := f.WriteAt(old, 0); err != nil {

@@ -61,7 +61,7 @@ func TestH15ClientShrinkRacingAnotherClientsColdRead(t *testing.T) {
 			}
 		})
 	}
-	for iter := 0; iter < 150; iter++ {
+	for iter := 0; iter < 60; iter++ {
 		name := fmt.Sprintf("f%d", iter)
 		w, err := Dial(ctx, d.socket, 8<<20)
 		if err != nil {
