@@ -850,17 +850,19 @@ func (e *Engine) SyncNamespace() error {
 		return err
 	}
 	defer e.leave()
-	t := e.meta.needFlush.Load()
-	if t == 0 {
-		if err := e.settleStray(); err != nil {
-			return fmt.Errorf("engine: sync namespace: %w", err)
-		}
-		return nil
-	}
-	if err := e.flushAcked(context.Background(), t); err != nil {
+	if err := e.syncNamespace(); err != nil {
 		return fmt.Errorf("engine: sync namespace: %w", err)
 	}
 	return nil
+}
+
+// syncNamespace is SyncNamespace for a caller already admitted (enter).
+func (e *Engine) syncNamespace() error {
+	t := e.meta.needFlush.Load()
+	if t == 0 {
+		return e.settleStray()
+	}
+	return e.flushAcked(context.Background(), t)
 }
 
 // flushAcked flushes the device for a caller that reports the flush's
