@@ -47,8 +47,9 @@
 //     EndWriteback.
 //   - Only clean folios with nothing under writeback are evicted, in LRU
 //     order with a second chance for folios used since they were queued.
-//   - Writers block (never fail, unless their context ends) while dirty
-//     bytes are above Config.DirtyLimit, and while no memory can be had;
+//   - Writers block (never fail, unless their context ends or writeback
+//     keeps failing, see stuckFailures) while dirty bytes are above
+//     Config.DirtyLimit, and while no memory can be had;
 //     Config.OnPressure asks the writeback layer for help, always called
 //     without any cache lock held.
 //   - Nothing on the write or read path allocates once a file's folios
@@ -172,6 +173,48 @@ type Cache struct {
 	shutErr  error
 	counters counters
 	poison   bool // tests: fill freed folios so stale bytes show
+	// wbFailing is how many EndWritebacks in a row failed (reset by one
+	// that succeeds), wbFailSince when the first of them did (unix ns),
+	// and wbLastErr the latest failure: see stuck.
+	wbFailing   atomic.Int64
+	wbFailSince atomic.Int64
+	wbLastErr   atomic.Pointer[error]
+}
+
+// Writeback that keeps failing ends the waits that only it could end.
+// Failed writeback leaves data dirty (it is never dropped), so a device
+// that fails every write (or has no room left) never brings dirty bytes
+// down or makes a folio clean: a throttled writer, or a writer or reader
+// waiting for memory with nothing clean to evict, would wait for as long
+// as the device fails. Once writeback has failed stuckFailures times in a
+// row, over at least stuckAfter, with no success between, those waits
+// fail with the latest writeback error instead. Both bounds, because
+// one failed append (a zone lost to a write error) fails every flush in
+// flight to it at once and the retries succeed.
+const (
+	stuckFailures = 16
+	stuckAfter    = time.Second
+)
+
+// stuck returns the writeback error that ends a wait for writeback to
+// clean data (see stuckFailures), or nil.
+func (c *Cache) stuck() error {
+	if c.wbFailing.Load() < stuckFailures || time.Since(time.Unix(0, c.wbFailSince.Load())) < stuckAfter {
+		return nil
+	}
+	if p := c.wbLastErr.Load(); p != nil {
+		return fmt.Errorf("writeback keeps failing: %w", *p)
+	}
+	return nil
+}
+
+// noteWritebackFailure counts a failed EndWriteback. Its own function so
+// that only a failure moves err to the heap.
+func (c *Cache) noteWritebackFailure(err error) {
+	c.wbLastErr.Store(&err)
+	if c.wbFailing.Add(1) == 1 {
+		c.wbFailSince.Store(time.Now().UnixNano())
+	}
 }
 
 // New maps the arena and returns an empty cache.
@@ -260,6 +303,10 @@ func (c *Cache) BlockSize() int { return c.cfg.BlockSize }
 // DirtyBytes is the number of dirty bytes (blocks × block size), those
 // under writeback included.
 func (c *Cache) DirtyBytes() int64 { return c.dirty.Load() }
+
+// Throttling says whether a write that starts now waits for dirty bytes
+// to fall (or fails, if writeback keeps failing).
+func (c *Cache) Throttling() bool { return c.dirty.Load() > c.limit }
 
 // DirtyFileCount is the number of files with dirty data: the engine
 // counts a record header for each when it admits writes.

@@ -109,7 +109,8 @@ func readBackingAt(b Backing, file uint64, off int64, p []byte) error {
 // write of a block that is not uptodate first reads that block through b
 // (nil: the file has no stored data). It blocks while dirty bytes are over
 // the limit, while memory is short and while a block it writes is under
-// writeback; it fails only if ctx ends, b fails or off is negative, and
+// writeback; it fails only if ctx ends, b fails, off is negative or
+// writeback keeps failing while it waits for it (stuckFailures), and
 // then returns how many bytes it wrote. The dirty limit is checked as a
 // write starts, so one large write can pass it by its own size.
 func (c *Cache) Write(ctx context.Context, file uint64, off int64, p []byte, b Backing) (int, error) {
@@ -453,7 +454,8 @@ func (c *Cache) readLocked(fs *fileState, pos int64, a *access, res *reserve) (i
 	return pos, noStall, nil
 }
 
-// throttle blocks while dirty bytes are over the limit.
+// throttle blocks while dirty bytes are over the limit, unless writeback
+// keeps failing (stuck).
 func (c *Cache) throttle(ctx context.Context) error {
 	if c.dirty.Load() <= c.limit {
 		return nil
@@ -461,6 +463,9 @@ func (c *Cache) throttle(ctx context.Context) error {
 	c.counters.throttles.Add(1)
 	for {
 		if err := c.shutDown(); err != nil {
+			return fmt.Errorf("cache: write throttled at %d dirty bytes: %w", c.dirty.Load(), err)
+		}
+		if err := c.stuck(); err != nil {
 			return fmt.Errorf("cache: write throttled at %d dirty bytes: %w", c.dirty.Load(), err)
 		}
 		ch := c.events.Wait()
@@ -541,6 +546,9 @@ func (c *Cache) reclaim(ctx context.Context, order int, res *reserve) error {
 				return fmt.Errorf("cache: wait for memory: %w", err)
 			}
 			continue
+		}
+		if err := c.stuck(); err != nil {
+			return fmt.Errorf("cache: wait for memory: %w", err)
 		}
 		c.counters.allocWaits.Add(1)
 		c.kick()

@@ -161,6 +161,12 @@ func (c *Cache) EndWriteback(exts []Extent, err error) {
 			c.freeFolio(f)
 		}
 	}
+	switch {
+	case err != nil:
+		c.noteWritebackFailure(err)
+	case len(exts) > 0 && c.wbFailing.Load() != 0:
+		c.wbFailing.Store(0)
+	}
 	c.events.Signal()
 }
 
