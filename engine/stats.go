@@ -173,6 +173,10 @@ type ZoneValid struct {
 	State string
 }
 
+// WritesThrottled says whether a write that starts now waits in the
+// cache's dirty throttle (or fails there, if writeback keeps failing).
+func (e *Engine) WritesThrottled() bool { return e.cache.Throttling() }
+
 // Stats returns a snapshot.
 func (e *Engine) Stats() Stats {
 	c := &e.stats

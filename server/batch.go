@@ -13,7 +13,10 @@ const inlineMax = 64 << 10
 // handing each to a worker would cost two goroutine switches, more than
 // the copy (measured: 2.5x the IOPS at 4k QD128). The price: a write that
 // waits (dirty throttling, a block under writeback) holds up the requests
-// of its chunk, on this connection only. Reads may wait for the device,
+// of its chunk, on this connection only; and while the reader waits it
+// reads no more of the socket, so it would not see the client go. A
+// small write that starts while writes are throttled therefore goes to a
+// worker, whose wait the session's end cancels. Reads may wait for the device,
 // and fsync and namespace operations for the metadata log, so they run on
 // workers.
 func inline(q *Request) bool {
@@ -85,7 +88,7 @@ func (c *conn) take(sl *slot, raw []byte) {
 	case st != StatusOK:
 		c.badRequest(&sl.req, st)
 		c.answered = append(c.answered, sl)
-	case inline(&req):
+	case inline(&req) && !(req.Op == OpWrite && c.s.e.WritesThrottled()):
 		c.inline = append(c.inline, sl)
 	default:
 		c.dispatch(sl)
@@ -126,7 +129,22 @@ func (c *conn) runInline() {
 		c.dispatch(part[0])
 		rest = rest[len(part):]
 	}
-	for _, sl := range q[:size] {
+	mine := q[:size]
+	for i, sl := range mine {
+		if sl.req.Op == OpWrite && c.s.e.WritesThrottled() {
+			// The rest would wait in the reader (see inline): a
+			// worker runs it as one more piece.
+			rest := mine[i:]
+			for j := range len(rest) - 1 {
+				rest[j].next = rest[j+1]
+			}
+			rest[0].piece = true
+			if c.ring != nil {
+				c.pieces.Add(1)
+			}
+			c.dispatch(rest[0])
+			break
+		}
 		c.exec(sl)
 		c.answered = append(c.answered, sl)
 		if len(c.answered) >= postEvery {
