@@ -309,9 +309,9 @@
 //     flush takes it shared, holding no other lock, only while the log
 //     holds a failed operation's record, or an append failed, and owes
 //     the checkpoint that supersedes it (settleStray); so do the other
-//     device flushes, which would make that record as durable: a GC
-//     pass's (holding collector.mu) and a truncate's or its undo's
-//     (holding wmu). A durable remove, rename or truncate, holding it
+//     device flushes, which would make that record as durable
+//     (settledFlush): a GC pass's (holding collector.mu) and a
+//     truncate's or its undo's (holding wmu). A durable remove, rename or truncate, holding it
 //     already, settles under it before its record's flush (appendOp).
 //     Opening an existing file takes it shared. Close takes it only
 //     once it has stopped waiting for running operations, exclusive,

@@ -848,9 +848,7 @@ func (h *File) zeroTail(size, old int64) error {
 		// record is written: a device with a volatile cache may persist
 		// the later write and lose the earlier one, and the file would
 		// come back cut over its old tail.
-		if err = e.settleStray(); err == nil {
-			err = e.flushDevice(ctx)
-		}
+		err = e.settledFlush(ctx)
 		if err == nil {
 			// The zeros' record's completion ended the pending tail
 			// already; this only makes sure it never outlives the
@@ -1281,13 +1279,7 @@ func (h *File) flushUndo(ctx context.Context, take bool) error {
 	if err := flush(ctx, h.f.id); err != nil {
 		return fmt.Errorf("write back: %w", err)
 	}
-	if err := h.e.settleStray(); err != nil {
-		return err
-	}
-	if err := h.e.flushDevice(ctx); err != nil {
-		return fmt.Errorf("flush: %w", err)
-	}
-	return nil
+	return h.e.settledFlush(ctx)
 }
 
 // rewritePiece makes the file's bytes at pos (len(p), within one write

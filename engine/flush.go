@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -165,4 +166,19 @@ var testHookFlushWait func()
 // completed before the call is durable.
 func (e *Engine) flushDevice(ctx context.Context) error {
 	return e.flushes.flush(ctx, e.dev)
+}
+
+// settledFlush is flushDevice for a caller outside metaLog.mu: a failed
+// append's or operation's record is superseded first (settleStray), so
+// that the flush does not make it durable. Every device flush but the
+// checkpoint's own (which runs under metaLog.mu, after the checkpoint
+// has superseded such records) goes through here or flushAcked.
+func (e *Engine) settledFlush(ctx context.Context) error {
+	if err := e.settleStray(); err != nil {
+		return err
+	}
+	if err := e.flushDevice(ctx); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	return nil
 }

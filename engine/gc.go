@@ -1292,11 +1292,8 @@ func (c *collector) rewrite(victim *zone, pieces []live) error {
 	// append's record durable too (TestFailedOverwriteKeepsFsyncedBytes
 	// "gc"): it is superseded first. The victim keeps its data until a
 	// later pass gets this far.
-	if err := e.settleStray(); err != nil {
+	if err := e.settledFlush(context.Background()); err != nil {
 		return fmt.Errorf("engine: gc: relocate zone %d: %w", victim.idx, err)
-	}
-	if err := e.flushDevice(context.Background()); err != nil {
-		return fmt.Errorf("engine: gc: flush: %w", err)
 	}
 	e.stats.gcCopied.Add(1)
 	return nil
