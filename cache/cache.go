@@ -188,18 +188,25 @@ type Cache struct {
 // waiting for memory with nothing clean to evict, would wait for as long
 // as the device fails. Once writeback has failed stuckFailures times in a
 // row, over at least stuckAfter, with no success between, those waits
-// fail with the latest writeback error instead. Both bounds, because
-// one failed append (a zone lost to a write error) fails every flush in
-// flight to it at once and the retries succeed.
+// fail with the latest writeback error instead — but only once the
+// writeback their kick asked for has failed too (stuckSince): a writer
+// that gave up without asking would leave a device that works again
+// unnoticed until the flusher's next tick, and would be refused on the
+// strength of old failures. Both bounds, because one failed append (a
+// zone lost to a write error) fails every flush in flight to it at once
+// and the retries succeed.
 const (
 	stuckFailures = 16
 	stuckAfter    = time.Second
 )
 
-// stuck returns the writeback error that ends a wait for writeback to
-// clean data (see stuckFailures), or nil.
-func (c *Cache) stuck() error {
-	if c.wbFailing.Load() < stuckFailures || time.Since(time.Unix(0, c.wbFailSince.Load())) < stuckAfter {
+// stuckSince returns the writeback error that ends a wait for writeback
+// to clean data (see stuckFailures), or nil: writeback has failed since
+// the wait began, when the run of failures was failing long, and
+// that run is now long enough.
+func (c *Cache) stuckSince(failing int64) error {
+	n := c.wbFailing.Load()
+	if n <= failing || n < stuckFailures || time.Since(time.Unix(0, c.wbFailSince.Load())) < stuckAfter {
 		return nil
 	}
 	if p := c.wbLastErr.Load(); p != nil {

@@ -465,15 +465,16 @@ func (c *Cache) throttle(ctx context.Context) error {
 		if err := c.shutDown(); err != nil {
 			return fmt.Errorf("cache: write throttled at %d dirty bytes: %w", c.dirty.Load(), err)
 		}
-		if err := c.stuck(); err != nil {
-			return fmt.Errorf("cache: write throttled at %d dirty bytes: %w", c.dirty.Load(), err)
-		}
 		ch := c.events.Wait()
 		if c.dirty.Load() <= c.limit {
 			return nil
 		}
+		failing := c.wbFailing.Load()
 		c.kick()
 		if err := c.waitFor(ctx, ch, &c.counters.throttledNs); err != nil {
+			return fmt.Errorf("cache: write throttled at %d dirty bytes: %w", c.dirty.Load(), err)
+		}
+		if err := c.stuckSince(failing); err != nil {
 			return fmt.Errorf("cache: write throttled at %d dirty bytes: %w", c.dirty.Load(), err)
 		}
 	}
@@ -547,12 +548,13 @@ func (c *Cache) reclaim(ctx context.Context, order int, res *reserve) error {
 			}
 			continue
 		}
-		if err := c.stuck(); err != nil {
-			return fmt.Errorf("cache: wait for memory: %w", err)
-		}
 		c.counters.allocWaits.Add(1)
+		failing := c.wbFailing.Load()
 		c.kick()
 		if err := c.waitFor(ctx, ch, &c.counters.allocWaitNs); err != nil {
+			return fmt.Errorf("cache: wait for memory: %w", err)
+		}
+		if err := c.stuckSince(failing); err != nil {
 			return fmt.Errorf("cache: wait for memory: %w", err)
 		}
 		evicted, scanned = 0, 0

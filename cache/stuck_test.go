@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"syscall"
 	"testing"
 )
@@ -12,7 +13,8 @@ import (
 // that refuses every append) gets the writeback error instead of waiting
 // for as long as the device fails, and the dirty data stays (failed
 // writeback never drops it). Writeback that fails now and then but also
-// succeeds lets the writer go on, with no error.
+// succeeds lets the writer go on, with no error; so does writeback that
+// succeeds again after failing for long.
 func TestThrottledWriteFailsWhenWritebackKeepsFailing(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -33,6 +35,7 @@ func TestThrottledWriteFailsWhenWritebackKeepsFailing(t *testing.T) {
 				}})
 			first := fill(128<<10, 1)
 			mustWrite(t, c, 1, 0, first, nil)
+			var healed atomic.Bool
 			stop := make(chan struct{})
 			flusherDone := make(chan struct{})
 			go func() { // the writeback layer: one flush per kick
@@ -44,7 +47,7 @@ func TestThrottledWriteFailsWhenWritebackKeepsFailing(t *testing.T) {
 						return
 					}
 					var err error
-					if tc.failEvery == 0 || i%tc.failEvery != tc.failEvery-1 {
+					if !healed.Load() && (tc.failEvery == 0 || i%tc.failEvery != tc.failEvery-1) {
 						err = syscall.EIO
 					}
 					for _, file := range c.DirtyFiles(nil) {
@@ -67,6 +70,10 @@ func TestThrottledWriteFailsWhenWritebackKeepsFailing(t *testing.T) {
 					t.Errorf("dirty bytes after failed writebacks: %d, want %d (nothing dropped)", d, len(first))
 				}
 				checkBytes(t, "file 1 after failed writebacks", mustRead(t, c, 1, 0, len(first), nil), first)
+				healed.Store(true)
+				if _, err := c.Write(context.Background(), 2, 0, fill(4096, 3), nil); err != nil {
+					t.Fatalf("throttled write once writeback succeeds again: %v", err)
+				}
 			}
 		})
 	}
