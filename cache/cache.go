@@ -69,7 +69,8 @@
 // data share it; writers, read-fills, BeginWriteback, Truncate, Forget and
 // eviction hold it exclusively), then the LRU lock, the dirty-list lock and
 // a folio's state lock, then the buddy allocator's lock. EndWriteback takes
-// only state locks, like the kernel's I/O completion, which is why the
+// only state locks (and wbMu, a leaf, for the run of writeback
+// failures), like the kernel's I/O completion, which is why the
 // bitmaps need a lock of their own. Eviction runs LRU-first and so only
 // try-locks files. WriteThen's callback runs under the file's lock and
 // takes no cache lock (the engine's file lock only).
@@ -173,12 +174,15 @@ type Cache struct {
 	shutErr  error
 	counters counters
 	poison   bool // tests: fill freed folios so stale bytes show
-	// wbFailing is how many EndWritebacks in a row failed (reset by one
-	// that succeeds), wbFailSince when the first of them did (unix ns),
-	// and wbLastErr the latest failure: see stuck.
+	// The run of writeback failures (see stuckSince), under wbMu (a
+	// leaf): wbFailing is how many EndWritebacks in a row failed (read
+	// without the lock too), wbFailSince when the first of them did and
+	// wbLastFail the latest (unix ns), wbLastErr the latest error.
+	wbMu        sync.Mutex
 	wbFailing   atomic.Int64
-	wbFailSince atomic.Int64
-	wbLastErr   atomic.Pointer[error]
+	wbFailSince int64
+	wbLastFail  int64
+	wbLastErr   error
 }
 
 // Writeback that keeps failing ends the waits that only it could end.
@@ -187,7 +191,9 @@ type Cache struct {
 // down or makes a folio clean: a throttled writer, or a writer or reader
 // waiting for memory with nothing clean to evict, would wait for as long
 // as the device fails. Once writeback has failed stuckFailures times in a
-// row, over at least stuckAfter, with no success between, those waits
+// row, over at least stuckAfter, with no success between, none more
+// than stuckAfter after the one before, and no dirty data dropped since
+// (Forget, Truncate: the data that failed may be gone), those waits
 // fail with the latest writeback error instead — but only once the
 // writeback their kick asked for has failed too (stuckSince): a writer
 // that gave up without asking would leave a device that works again
@@ -205,23 +211,43 @@ const (
 // the wait began, when the run of failures was failing long, and
 // that run is now long enough.
 func (c *Cache) stuckSince(failing int64) error {
-	n := c.wbFailing.Load()
-	if n <= failing || n < stuckFailures || time.Since(time.Unix(0, c.wbFailSince.Load())) < stuckAfter {
+	if c.wbFailing.Load() <= failing {
 		return nil
 	}
-	if p := c.wbLastErr.Load(); p != nil {
-		return fmt.Errorf("writeback keeps failing: %w", *p)
+	c.wbMu.Lock()
+	defer c.wbMu.Unlock()
+	n := c.wbFailing.Load()
+	if n <= failing || n < stuckFailures || time.Duration(c.wbLastFail-c.wbFailSince) < stuckAfter {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("writeback keeps failing: %w", c.wbLastErr)
 }
 
-// noteWritebackFailure counts a failed EndWriteback. Its own function so
-// that only a failure moves err to the heap.
+// noteWritebackFailure counts a failed EndWriteback in the run of
+// failures. One that comes more than stuckAfter after the run's last
+// failure starts a new run: nothing was failing in between.
 func (c *Cache) noteWritebackFailure(err error) {
-	c.wbLastErr.Store(&err)
-	if c.wbFailing.Add(1) == 1 {
-		c.wbFailSince.Store(time.Now().UnixNano())
+	now := time.Now().UnixNano()
+	c.wbMu.Lock()
+	if c.wbFailing.Load() == 0 || time.Duration(now-c.wbLastFail) > stuckAfter {
+		c.wbFailing.Store(0)
+		c.wbFailSince = now
 	}
+	c.wbFailing.Add(1)
+	c.wbLastFail, c.wbLastErr = now, err
+	c.wbMu.Unlock()
+}
+
+// endWritebackRun ends the run of writeback failures: writeback
+// succeeded, or dirty data was dropped (Forget, Truncate), perhaps the
+// data that failed, which nothing will retry.
+func (c *Cache) endWritebackRun() {
+	if c.wbFailing.Load() == 0 {
+		return
+	}
+	c.wbMu.Lock()
+	c.wbFailing.Store(0)
+	c.wbMu.Unlock()
 }
 
 // New maps the arena and returns an empty cache.

@@ -188,6 +188,9 @@ func (c *Cache) drop(fs *fileState, f *folio) {
 	orphan := f.orphan
 	f.stateMu.Unlock()
 	c.subDirty(fs, cleared)
+	if cleared > 0 {
+		c.endWritebackRun()
+	}
 	if !orphan {
 		c.freeFolio(f)
 	}

@@ -164,8 +164,8 @@ func (c *Cache) EndWriteback(exts []Extent, err error) {
 	switch {
 	case err != nil:
 		c.noteWritebackFailure(err)
-	case len(exts) > 0 && c.wbFailing.Load() != 0:
-		c.wbFailing.Store(0)
+	case len(exts) > 0:
+		c.endWritebackRun()
 	}
 	c.events.Signal()
 }
@@ -265,6 +265,9 @@ func (c *Cache) truncateFolio(fs *fileState, f *folio, rel int) <-chan struct{} 
 	inFlight := zero && bitSet(f.state, 2*n+rel>>c.blockShift)
 	f.stateMu.Unlock()
 	c.subDirty(fs, cleared)
+	if cleared > 0 {
+		c.endWritebackRun()
+	}
 	if inFlight {
 		c.counters.stableWaits.Add(1)
 		return ch
