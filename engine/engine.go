@@ -188,9 +188,13 @@ type file struct {
 	// exclusively, from the size change until the data is in the cache
 	// (or the truncate is logged), so that a truncate never interleaves
 	// with a write and a failed write can put the size back exactly.
-	wmu  sync.RWMutex
-	mu   sync.RWMutex
-	size int64
+	wmu sync.RWMutex
+	// shrinking is odd while a shrink runs (it adds one as it starts
+	// and as it ends): a read that saw it move or odd may have read
+	// bytes the shrink cut, and reads again (File.ReadAtContext).
+	shrinking atomic.Uint64
+	mu        sync.RWMutex
+	size      int64
 	// tailPending: a truncate has set size, but the record of its tail's
 	// zeros has not completed yet; until it does, a checkpoint of the
 	// file carries tailFrom, the size before the truncate (see
