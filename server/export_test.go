@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/zonefold/zonefold/engine"
 	"github.com/zonefold/zonefold/zns"
@@ -39,6 +40,16 @@ func RewriteReplyTags(t *testing.T, op Op, f func(tag uint64) uint64) {
 // can inject faults into.
 func NewTestDaemonEmu(t *testing.T) (socket string, emu *zns.Emu) {
 	t.Helper()
+	socket, emu, _ = newTestServerEmu(t, Options{})
+	return socket, emu
+}
+
+// newTestServerEmu is NewTestDaemonEmu with the server's options (Log
+// defaults to discarding) and the server, for its counters. Its cleanup
+// stops serving within 30 s or fails the test, and takes the device's
+// faults away before the engine closes.
+func newTestServerEmu(t *testing.T, opts Options) (socket string, emu *zns.Emu, srv *Server) {
+	t.Helper()
 	cfg := testConfig(emuDevice(t), filepath.Join(t.TempDir(), "zf.sock"))
 	dev, err := zns.Open(cfg.Device, zns.Options{})
 	if err != nil {
@@ -56,16 +67,24 @@ func NewTestDaemonEmu(t *testing.T) (socket string, emu *zns.Emu) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(e, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	srv = New(e, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, l.UnixListener) }()
 	t.Cleanup(func() {
+		emu.FailWrites(false)
 		cancel()
-		<-done
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("Serve did not return 30 s after cancel")
+		}
 		l.Close()
 		emu.FailFlush(0)
 		e.Close() // may report the injected faults: not what is tested
 	})
-	return cfg.Socket, emu
+	return cfg.Socket, emu, srv
 }

@@ -2,14 +2,8 @@ package server
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/zonefold/zonefold/engine"
-	"github.com/zonefold/zonefold/zns"
 )
 
 // TestH15DeadClientsSessionEndsWhileItsSmallWritesAreThrottled: docs/protocol.md
@@ -26,39 +20,8 @@ import (
 // session is never canceled, and the dead client keeps its region, its
 // handles and its connection slot for as long as the device fails.
 func TestH15DeadClientsSessionEndsWhileItsSmallWritesAreThrottled(t *testing.T) {
-	cfg := testConfig(emuDevice(t), filepath.Join(t.TempDir(), "zf.sock"))
-	dev, err := zns.Open(cfg.Device, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	emu := dev.(*zns.Emu)
-	if _, err := engine.Format(dev, engine.FormatOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.OpenDevice(dev, cfg.Engine)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := Listen(cfg.Socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := New(e, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Grace: time.Second})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, l.UnixListener) }()
-	defer func() {
-		emu.FailWrites(false)
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Errorf("Serve did not return 30 s after cancel")
-		}
-		l.Close()
-		e.Close()
-	}()
-	c, err := Dial(context.Background(), cfg.Socket, 4<<20)
+	socket, emu, srv := newTestServerEmu(t, Options{Grace: time.Second})
+	c, err := Dial(context.Background(), socket, 4<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
