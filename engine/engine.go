@@ -193,8 +193,10 @@ type file struct {
 	// and as it ends): a read that saw it move or odd may have read
 	// bytes the shrink cut, and reads again (File.ReadAtContext).
 	shrinking atomic.Uint64
-	mu        sync.RWMutex
-	size      int64
+	// changes counts writes and truncates that have ended (File.Changes).
+	changes atomic.Uint64
+	mu      sync.RWMutex
+	size    int64
 	// tailPending: a truncate has set size, but the record of its tail's
 	// zeros has not completed yet; until it does, a checkpoint of the
 	// file carries tailFrom, the size before the truncate (see

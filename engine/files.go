@@ -541,6 +541,7 @@ func (h *File) WriteAtContext(ctx context.Context, p []byte, off int64) (n int, 
 		return 0, err
 	}
 	defer func() {
+		h.f.changes.Add(1)
 		if h.e.leaveAcked("write", &err) {
 			n = 0
 		}
@@ -702,6 +703,12 @@ const MaxFileSize = 1 << 50
 // the file grows again. Durable when Truncate returns.
 func (h *File) Truncate(size int64) error { return h.seenWith(h.truncate(size, false)) }
 
+// Changes counts the writes and truncates of the file that have ended,
+// through any handle: a copy of its bytes read after Changes returned n
+// is current as long as Changes still returns n (a handle's own
+// readahead, say).
+func (h *File) Changes() uint64 { return h.f.changes.Load() }
+
 // Grow is Truncate that never shrinks: a file already at least size
 // bytes long is left as it is. Grow waits for running writes, so unlike a
 // stat followed by a truncate it never cuts one that extended the file in
@@ -741,6 +748,7 @@ func (h *File) truncate(size int64, grow bool) error {
 		f.shrinking.Add(1)
 		defer f.shrinking.Add(1)
 	}
+	defer f.changes.Add(1)
 	if tail := size % BlockSize; tail != 0 {
 		if err := h.zeroTail(size, old); err != nil {
 			return err

@@ -40,25 +40,30 @@ const readaheadSize = 512 << 10
 // the handle reads windows of readaheadSize into a buffer of its own
 // (the engine batches a window's device reads under one plug).
 type readahead struct {
-	mu  sync.Mutex
-	buf []byte // the window; cap readaheadSize
-	off int64  // file offset of buf[0]
+	mu      sync.Mutex
+	buf     []byte // the window; cap readaheadSize
+	off     int64  // file offset of buf[0]
+	changes uint64 // the file's engine.File.Changes before the window was read
 }
 
 var readaheadBufs = sync.Pool{New: func() any { b := make([]byte, readaheadSize); return &b }}
 
 // readAt serves p from the window, refilling it at off when p is not in
-// it. Reads as large as the window bypass it.
+// it or the file changed since it was read (a write or truncate through
+// any handle: the kernel's readahead lives in the page cache, which
+// writes update). Reads as large as the window bypass it.
 func (ra *readahead) readAt(h *engine.File, p []byte, off int64) (int, error) {
 	if len(p) >= readaheadSize {
 		return h.ReadAt(p, off)
 	}
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
-	if off < ra.off || off+int64(len(p)) > ra.off+int64(len(ra.buf)) {
+	changes := h.Changes()
+	if off < ra.off || off+int64(len(p)) > ra.off+int64(len(ra.buf)) || changes != ra.changes {
 		if ra.buf == nil {
 			ra.buf = (*readaheadBufs.Get().(*[]byte))[:0]
 		}
+		ra.changes = changes
 		n, err := h.ReadAt(ra.buf[:readaheadSize], off)
 		if err != nil && err != io.EOF {
 			ra.buf = ra.buf[:0]
