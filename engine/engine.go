@@ -562,9 +562,17 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
-	e.bg.Go(func() { e.wb.Run(ctx) })
-	e.bg.Go(func() { e.retirer(ctx) })
-	e.bg.Go(func() { e.gc.run(ctx) })
+	// The retirer outlives the flusher and the collector: a GC pass that
+	// runs on after the cancel (Close waits for it) and has an append
+	// fail waits for that zone to drain, which only the retirer ends.
+	// Stopped with them, it left such a pass waiting until Close gave
+	// up on it, skipping the device flush and the closing checkpoint.
+	var others sync.WaitGroup
+	others.Go(func() { e.wb.Run(ctx) })
+	others.Go(func() { e.gc.run(ctx) })
+	othersDone := make(chan struct{})
+	e.bg.Go(func() { others.Wait(); close(othersDone) })
+	e.bg.Go(func() { e.retirer(othersDone) })
 	return e, nil
 }
 

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"github.com/zonefold/zonefold/zns"
@@ -552,11 +551,12 @@ func (e *Engine) kickRetirer() {
 }
 
 // retirer finishes the zones zoneFailed retired, each once its appends
-// have landed (it does device I/O, so it cannot run on the completer).
-func (e *Engine) retirer(ctx context.Context) {
+// have landed (it does device I/O, so it cannot run on the completer),
+// until stop: once the flusher and the collector have ended.
+func (e *Engine) retirer(stop <-chan struct{}) {
 	for {
 		select {
-		case <-ctx.Done():
+		case <-stop:
 			return
 		case <-e.retireKick:
 		}
