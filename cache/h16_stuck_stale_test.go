@@ -19,14 +19,7 @@ import (
 // anything but a successful EndWriteback, and its start time is the
 // hiccup's, so the single new failure makes it "16 over a second".
 func TestH16OneFailureAfterAnOldRunOfFailuresDoesNotFailWriters(t *testing.T) {
-	kick := make(chan struct{}, 1)
-	c := newTestCache(t, Config{Bytes: 4 << 20, MaxOrder: 9, DirtyLimit: 64 << 10,
-		OnPressure: func() {
-			select {
-			case kick <- struct{}{}:
-			default:
-			}
-		}})
+	c, kick := newKickCache(t)
 	// The hiccup: file 1's writeback fails 16 times over more than 1 s.
 	mustWrite(t, c, 1, 0, fill(128<<10, 1), nil)
 	for i := range stuckFailures {

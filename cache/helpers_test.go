@@ -137,3 +137,18 @@ func blockState(c *Cache, file uint64, off int64) (uptodate, dirty bool) {
 	defer f.stateMu.Unlock()
 	return bitSet(f.state, b), bitSet(f.state, f.nblocks+b)
 }
+
+// newKickCache is newTestCache with a 64 KiB dirty limit over a 4 MiB
+// arena whose OnPressure signals on the returned channel (one pending
+// signal at most): for tests that play the writeback layer themselves.
+func newKickCache(t testing.TB) (*Cache, chan struct{}) {
+	kick := make(chan struct{}, 1)
+	c := newTestCache(t, Config{Bytes: 4 << 20, MaxOrder: 9, DirtyLimit: 64 << 10,
+		OnPressure: func() {
+			select {
+			case kick <- struct{}{}:
+			default:
+			}
+		}})
+	return c, kick
+}

@@ -25,14 +25,7 @@ func TestThrottledWriteFailsWhenWritebackKeepsFailing(t *testing.T) {
 		{"some writebacks succeed", 3, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			kick := make(chan struct{}, 1)
-			c := newTestCache(t, Config{Bytes: 4 << 20, MaxOrder: 9, DirtyLimit: 64 << 10,
-				OnPressure: func() {
-					select {
-					case kick <- struct{}{}:
-					default:
-					}
-				}})
+			c, kick := newKickCache(t)
 			first := fill(128<<10, 1)
 			mustWrite(t, c, 1, 0, first, nil)
 			var healed atomic.Bool
