@@ -173,7 +173,8 @@ type access struct {
 // memory taken from the arena, as of the file's gen — never into the
 // caller's p, which for the daemon is memory the client shares and can
 // change while the read runs (what is read goes into the cache for every
-// reader of the file, and the Backing checks its checksums there); it goes into the cache only if gen
+// reader of the file, and the Backing checks its checksums there); it
+// goes into the cache only if gen
 // has not moved since (no write or truncate came in between, which could
 // have made it stale) and the run is still missing; otherwise the access
 // reads its misses under the lock, as before, from then on. Only missing
@@ -186,8 +187,8 @@ type preRead struct {
 	off, end int64
 	gen      uint64
 	state    uint8 // preNone, preWant (read it), preHave (scratch holds it), preOff
-	// scratch is the arena block the run is read into while state is
-	// preWant or preHave; scratchOrder < 0 when none is held.
+	// scratch is the arena block (of scratchOrder) the run is read
+	// into; it is held exactly while state is preWant or preHave.
 	scratch      int32
 	scratchOrder int8
 }
