@@ -116,19 +116,26 @@ func (e *Engine) logOp(op nsOp) error { return e.appendOp(op, true) }
 // caller waits for it (a caller that holds nsMu still orders its
 // operation's durability before anyone sees it).
 func (e *Engine) appendOp(op nsOp, flush bool) error {
-	t, err := e.writeOp(op)
-	if err != nil || !flush {
-		return err
-	}
-	if e.failedAppend.Load() {
-		// The flush would make a failed append's record durable
-		// (settleStray); the caller holds nsMu.
+	if flush && e.failedAppend.Load() {
+		// The flush would make a failed append's record durable: the
+		// checkpoint that supersedes it comes first (settleStray; the
+		// caller holds nsMu). Before the operation's record, not after
+		// it: the caller applies the operation to memory only once
+		// this returns, so a checkpoint between the two would be
+		// numbered above the record without the operation in its
+		// snapshot, and recovery, which takes the checkpoint and skips
+		// what it numbers below, would undo an acknowledged remove or
+		// rename (TestH17bDurableOpAfterFailedAppendSurvivesPowerCut).
 		e.meta.mu.Lock()
 		err := e.settleStrayLocked()
 		e.meta.mu.Unlock()
 		if err != nil {
 			return fmt.Errorf("engine: log operation: %w", err)
 		}
+	}
+	t, err := e.writeOp(op)
+	if err != nil || !flush {
+		return err
 	}
 	if err := e.flushes.flushFor(context.Background(), e.dev, t); err != nil {
 		return fmt.Errorf("engine: log operation: flush: %w", err)
