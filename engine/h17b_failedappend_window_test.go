@@ -1,0 +1,79 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestH17bFailedAppendMadeDurableByCheckpointFlush: an overwrite's append
+// fails part-way (the emu's host file refuses its second half: the zone's
+// write pointer moved over the whole record, its tail reads as zeros).
+// The namespace sync that follows owes the checkpoint that supersedes the
+// failed record (failedAppend); the checkpoint first flushes the device,
+// which makes the failed, torn record durable, and then its own write
+// fails (or the power goes). Recovery from the previous checkpoint then
+// replays the failed record (numbered above it, its header whole, every
+// block below the write pointer) over the file's fsynced bytes: blocks
+// that never held the write fail their checksums, and the fsynced range
+// reads as EIO, though the write that would have replaced it failed and
+// nothing was acknowledged after it.
+func TestH17bFailedAppendMadeDurableByCheckpointFlush(t *testing.T) {
+	devName := emuDevice(t, 16, "1M", "")
+	cfg := smallConfig()
+	e := formatOpen(t, devName, cfg)
+	synced := bytes.Repeat([]byte{0xaa}, 64<<10)
+	a := createSynced(t, e, "a", synced)
+	z := a.f.mru.Load()
+	used := z.alloc.Load()
+	if _, err := a.WriteAt(bytes.Repeat([]byte{0xcc}, 64<<10), 0); err != nil {
+		t.Fatal(err)
+	}
+	emu := emuOf(t, e)
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	limit := unix.Rlimit{Cur: uint64(emu.FileOffset(z.start + used + BlockSize + 32<<10)), Max: old.Max}
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &limit); err != nil {
+		t.Fatal(err)
+	}
+	werr := e.wb.FlushFile(context.Background(), a.f.id)
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if werr == nil || !e.failedAppend.Load() {
+		t.Fatalf("writeback the host refused half of: %v (failedAppend %v)", werr, e.failedAppend.Load())
+	}
+	// The checkpoint that settles it: its data flush runs, its write
+	// fails (as if the power went between them).
+	emu.FailWrite(1)
+	serr := e.SyncNamespace()
+	t.Logf("writeback: %v; namespace sync: %v", werr, serr)
+	if serr == nil {
+		t.Skip("the checkpoint's write did not fail")
+	}
+	e.crashForTest()
+	emu.Close()
+
+	e = reopen(t, devName, cfg)
+	defer e.Close()
+	f, err := e.Open("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 64<<10)
+	n, err := f.ReadAt(got, 0)
+	if err != nil && err != io.EOF {
+		t.Fatalf("a, fsynced, after its failed overwrite came back torn: read %d bytes: %v", n, err)
+	}
+	for b := 0; b < len(got); b += BlockSize {
+		blk := got[b : b+BlockSize]
+		if !bytes.Equal(blk, synced[:BlockSize]) && !bytes.Equal(blk, bytes.Repeat([]byte{0xcc}, BlockSize)) {
+			t.Fatalf("a block %d is neither the fsynced bytes nor the failed overwrite's", b/BlockSize)
+		}
+	}
+}
