@@ -134,6 +134,7 @@ func (e *Engine) recover() error {
 	}
 
 	// 3. Newer data records in every data zone.
+	var torns []*zone // zones a torn record ends, finished after the checkpoint
 	for _, z := range e.zones {
 		if z == nil {
 			continue
@@ -155,7 +156,9 @@ func (e *Engine) recover() error {
 				events = append(events, r)
 			}
 		}
-		e.settleZone(z, rz, end, torn)
+		if e.settleZone(z, rz, end, torn) {
+			torns = append(torns, z)
+		}
 	}
 
 	// 4. Replay in sequence order. What is held at the end was never
@@ -213,6 +216,7 @@ func (e *Engine) recover() error {
 			// and format. Refusing to open left the data unreachable
 			// on a device fsck called clean.
 			slog.Warn("engine: recover: the namespace's checkpoint does not fit a metadata half (a device an older zonefold filled with names); opening on the metadata log as it stands: every file reads, but creates, removes, renames and writes that need a metadata half switch fail with ENOSPC. Copy the files off (zonefold get) and format the device", "half", ckptZone, "at", e.meta.wp, "err", err)
+			e.settleTornZones(torns, false)
 			return nil
 		}
 		if !errors.Is(err, errNextHalfReset) {
@@ -240,11 +244,35 @@ func (e *Engine) recover() error {
 			// opens without resetting the dead zones (no checkpoint
 			// forgets them; GC collects them later).
 			slog.Warn("engine: recover: no room for a checkpoint in this metadata half either; the log goes on", "half", ckptZone, "at", e.meta.wp, "err", cerr)
+			e.settleTornZones(torns, false)
 			return nil
 		}
 	}
+	e.settleTornZones(torns, true)
 	e.resetDeadZones(dead)
 	return nil
+}
+
+// settleTornZones finishes the zones a torn record ends once recovery's
+// checkpoint is durable (checkpointed), which numbers every record on the
+// device below it. Finished before, a crash ahead of the checkpoint left
+// the zone's write pointer at its capacity, and the next recovery, from
+// the old checkpoint, found the torn record's header below the write
+// pointer with its missing blocks reading as zeros, and replayed it over
+// fsynced data as if those blocks had rotted (EIO where the acknowledged
+// bytes were: TestH17bTornRecordAfterInterruptedRecovery). Without a
+// checkpoint the zones stay as they are (unfinished: they keep their
+// places in the device's limits), so that the next recovery finds the
+// record torn again.
+func (e *Engine) settleTornZones(torns []*zone, checkpointed bool) {
+	for _, z := range torns {
+		if checkpointed {
+			e.finishAtRecovery(z)
+		} else if !z.unfinished {
+			z.unfinished = true
+			e.placer.unfinished++
+		}
+	}
 }
 
 // startFresh sets up the metadata log of a device Format just wrote: its
@@ -388,10 +416,13 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 }
 
 // settleZone sets a data zone's state after its scan. A zone whose log is
-// torn is finished: nothing may follow untrusted bytes. A cleanly written,
-// partly full zone stays open for appends if the budget allows. A zone
-// the device will not finish counts as unfinished, as retire's do.
-func (e *Engine) settleZone(z *zone, rz zns.Zone, end int64, torn bool) {
+// torn is full: nothing may follow untrusted bytes; settleZone reports it
+// (finishLater) for the caller to finish once its checkpoint is durable
+// (settleTornZones). A cleanly written, partly full zone stays open for
+// appends if the budget allows; one that does not fit the budget is
+// finished. A zone the device will not finish counts as unfinished, as
+// retire's do.
+func (e *Engine) settleZone(z *zone, rz zns.Zone, end int64, torn bool) (finishLater bool) {
 	wp := rz.WP - rz.Start
 	switch {
 	case rz.Cond == zns.CondReadOnly || rz.Cond == zns.CondOffline:
@@ -414,22 +445,32 @@ func (e *Engine) settleZone(z *zone, rz zns.Zone, end int64, torn bool) {
 		if torn {
 			slog.Warn("engine: recover: torn record ends zone", "zone", z.idx, "at", end, "wp", wp)
 		}
-		if !e.readOnly { // fsck changes nothing
-			if err := e.dev.FinishZone(z.idx); err != nil {
-				e.stats.finishErrs.Add(1)
-				// retire's rule: a zone the device will not finish
-				// keeps its place in the device's limits, so it counts
-				// against placement's budget until it is finished or
-				// reset (TestTornZoneFinishRefusedAtRecoveryCountsUnfinished).
-				if e.zoneMayBeActive(z) && !z.unfinished {
-					z.unfinished = true
-					e.placer.unfinished++
-				}
-				slog.Warn("engine: recover: finish zone", "zone", z.idx, "err", err, "still_active", z.unfinished)
-			}
-		}
 		z.alloc.Store(z.cap)
 		z.state.Store(zoneFull)
+		switch {
+		case e.readOnly: // fsck changes nothing
+		case torn:
+			return true
+		default:
+			e.finishAtRecovery(z)
+		}
+	}
+	return false
+}
+
+// finishAtRecovery finishes a zone recovery leaves full.
+func (e *Engine) finishAtRecovery(z *zone) {
+	if err := e.dev.FinishZone(z.idx); err != nil {
+		e.stats.finishErrs.Add(1)
+		// retire's rule: a zone the device will not finish keeps its
+		// place in the device's limits, so it counts against
+		// placement's budget until it is finished or reset
+		// (TestTornZoneFinishRefusedAtRecoveryCountsUnfinished).
+		if e.zoneMayBeActive(z) && !z.unfinished {
+			z.unfinished = true
+			e.placer.unfinished++
+		}
+		slog.Warn("engine: recover: finish zone", "zone", z.idx, "err", err, "still_active", z.unfinished)
 	}
 }
 

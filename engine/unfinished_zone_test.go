@@ -42,7 +42,10 @@ func TestTornZoneFinishRefusedAtRecoveryCountsUnfinished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev.(*zns.Emu).FailFinish(1) // recovery's finish of the torn zone
+	// Recovery finishes the torn zone once its checkpoint is durable
+	// (settleTornZones); the checkpoint finishes the metadata zone it
+	// leaves first.
+	dev.(*zns.Emu).FailFinish(2) // recovery's finish of the torn zone
 	e, err = OpenDevice(dev, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +54,9 @@ func TestTornZoneFinishRefusedAtRecoveryCountsUnfinished(t *testing.T) {
 	st := e.Stats()
 	act := deviceActiveDataZones(t, e)
 	t.Logf("after reopen: unfinished %d, open %d, budget %d, device active data zones %d", st.ZonesUnfinished, st.OpenZones, e.placer.budget, act)
+	if st.ZonesUnfinished != 1 {
+		t.Fatalf("set-up: %d zones unfinished after recovery; want the torn one, whose finish the device refused", st.ZonesUnfinished)
+	}
 	if act > st.OpenZones+st.ZonesUnfinished {
 		t.Errorf("after recovery the device counts %d data zones active, the engine %d open + %d unfinished",
 			act, st.OpenZones, st.ZonesUnfinished)
@@ -156,6 +162,9 @@ func TestFailedZoneReusedAfterReopenKeepsBudgetAndData(t *testing.T) {
 	st = e.Stats()
 	act := deviceActiveDataZones(t, e)
 	t.Logf("after reopen: unfinished %d, open %d, budget %d, device active data zones %d", st.ZonesUnfinished, st.OpenZones, e.placer.budget, act)
+	if st.ZonesUnfinished != 1 {
+		t.Fatalf("set-up: %d zones unfinished after recovery; want the torn one, whose finish the device refused", st.ZonesUnfinished)
+	}
 	if act > st.OpenZones+st.ZonesUnfinished {
 		t.Errorf("after reopen the device counts %d data zones active, the engine %d open + %d unfinished: placement may open past the device's active limit",
 			act, st.OpenZones, st.ZonesUnfinished)
