@@ -162,9 +162,6 @@ func TestFailedZoneReusedAfterReopenKeepsBudgetAndData(t *testing.T) {
 	st = e.Stats()
 	act := deviceActiveDataZones(t, e)
 	t.Logf("after reopen: unfinished %d, open %d, budget %d, device active data zones %d", st.ZonesUnfinished, st.OpenZones, e.placer.budget, act)
-	if st.ZonesUnfinished != 1 {
-		t.Fatalf("set-up: %d zones unfinished after recovery; want the torn one, whose finish the device refused", st.ZonesUnfinished)
-	}
 	if act > st.OpenZones+st.ZonesUnfinished {
 		t.Errorf("after reopen the device counts %d data zones active, the engine %d open + %d unfinished: placement may open past the device's active limit",
 			act, st.OpenZones, st.ZonesUnfinished)
