@@ -312,7 +312,7 @@
 //     device flushes, which would make that record as durable
 //     (settledFlush): a GC pass's (holding collector.mu) and a
 //     truncate's or its undo's (holding wmu). A durable remove, rename or truncate, holding it
-//     already, settles under it before its record's flush (appendOp).
+//     already, settles under it before it logs its record (appendOp).
 //     Opening an existing file takes it shared. Close takes it only
 //     once it has stopped waiting for running operations, exclusive,
 //     around its last checkpoint. It is never held while
@@ -358,6 +358,9 @@
 //     it is released).
 //  10. flushGroup.mu (leaf): the group flush's counters; the device flush
 //     itself runs without it, and its waiters wait without it.
+//  11. Engine.failedMu (leaf): the numbers of the records whose appends
+//     failed since the last checkpoint; the completer adds to them, a
+//     checkpoint (under metaLog.mu) reads and clears them.
 //
 // Below all of these: writeback's error map lock and internal/wake's lock
 // (leaves), the ring's submission lock, and the device backends' locks (a

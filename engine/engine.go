@@ -120,6 +120,12 @@ type Engine struct {
 	// checkpoint's): settleStray writes one before an acknowledged
 	// flush, and Close before its own.
 	failedAppend atomic.Bool
+	// failedMu (leaf) guards failedSeqs: the numbers of the records whose
+	// appends failed since the last checkpoint (the completer adds them),
+	// and how many of them voidFailedLocked has logged void (voided).
+	failedMu   sync.Mutex
+	failedSeqs []uint64
+	voided     int
 	// admitted is the device bytes reserved by writes admitted and not
 	// yet in the cache (see admit).
 	admitted atomic.Int64
@@ -1262,7 +1268,7 @@ type counters struct {
 	// ckptWritten is the part of metaWritten that checkpoints wrote;
 	// metaOps the bytes of the log's operation records, by kind.
 	ckptWritten          atomic.Int64
-	metaOps              [opZoneReset + 1]atomic.Int64
+	metaOps              [opVoid + 1]atomic.Int64
 	gcHeaders, split     atomic.Int64
 	writeNanos, writeOps atomic.Int64
 	throttleNanos        atomic.Int64

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -50,11 +52,19 @@ func TestH17bFailedAppendMadeDurableByCheckpointFlush(t *testing.T) {
 	}
 	// The checkpoint that settles it: its data flush runs, its write
 	// fails (as if the power went between them).
-	emu.FailWrite(1)
+	var armed atomic.Bool
+	armed.Store(true)
+	testHookMetaWrite = func(_ *Engine, _ int, _ int64, data []byte) error {
+		if holdsCheckpoint(data) && armed.CompareAndSwap(true, false) {
+			return syscall.EIO
+		}
+		return nil
+	}
+	defer func() { testHookMetaWrite = nil }()
 	serr := e.SyncNamespace()
 	t.Logf("writeback: %v; namespace sync: %v", werr, serr)
 	if serr == nil {
-		t.Skip("the checkpoint's write did not fail")
+		t.Fatal("set-up: the checkpoint's write did not fail")
 	}
 	e.crashForTest()
 	emu.Close()
@@ -76,4 +86,15 @@ func TestH17bFailedAppendMadeDurableByCheckpointFlush(t *testing.T) {
 			t.Fatalf("a block %d is neither the fsynced bytes nor the failed overwrite's", b/BlockSize)
 		}
 	}
+}
+
+// holdsCheckpoint reports whether a metadata write carries a checkpoint
+// record (at its start, or after the superblock a half begins with).
+func holdsCheckpoint(data []byte) bool {
+	for off := 0; off+BlockSize <= len(data) && off <= BlockSize; off += BlockSize {
+		if h, err := decodeMetaHeader(data[off : off+BlockSize]); err == nil && h.kind == metaCheckpoint {
+			return true
+		}
+	}
+	return false
 }

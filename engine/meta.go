@@ -39,6 +39,9 @@ const (
 	opRename    uint8 = 3
 	opTruncate  uint8 = 4
 	opZoneReset uint8 = 5 // GC reset a data zone: scan it from its start
+	// opVoid: the data record numbered as this operation is never
+	// replayed: its append failed (Engine.voidFailedLocked).
+	opVoid uint8 = 6
 )
 
 // nsOp is one logged namespace operation.
@@ -204,7 +207,7 @@ func decodeOp(seq uint64, p []byte) (nsOp, error) {
 	if d.err != nil {
 		return op, d.err
 	}
-	if op.kind < opCreate || op.kind > opZoneReset || op.size < 0 {
+	if op.kind < opCreate || op.kind > opVoid || op.size < 0 {
 		return op, fmt.Errorf("%w: operation %d", errCorruptMeta, op.kind)
 	}
 	return op, nil

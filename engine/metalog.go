@@ -425,6 +425,42 @@ func (e *Engine) checkpointInHalf() error {
 	return e.writeCheckpoint(true)
 }
 
+// voidFailedLocked logs, in the active half, an opVoid record for each
+// append that failed since the last checkpoint and has none yet (see
+// Engine.failedAppend). A checkpoint calls it, quiesced, before the data
+// flush that makes the failed records durable along with everything
+// else: the void records, landed before it, are as durable, and a
+// recovery from the previous checkpoint (the new one lost to a crash
+// after the flush) skips the records they name. Numbered as the record
+// it voids, an opVoid claims no other. With no room in the half or a
+// failed write it logs a warning and gives up (the checkpoint then
+// switches halves as usual): a crash between the flush and the
+// checkpoint may then replay the record, as before. metaLog.mu held.
+func (e *Engine) voidFailedLocked() {
+	m := e.meta
+	e.failedMu.Lock()
+	seqs := append([]uint64(nil), e.failedSeqs[e.voided:]...)
+	e.failedMu.Unlock()
+	for _, seq := range seqs {
+		op := nsOp{kind: opVoid, seq: seq}
+		payload := encodeOp(op)
+		n := metaRecordLen(len(payload))
+		if m.wp+n > e.sb.metaHalfCap() {
+			slog.Warn("engine: no room in the metadata log to void a failed append's record before the checkpoint's flush", "seq", seq, "half", m.active)
+			return
+		}
+		if err := e.writeOpRecord(op, payload, n); err != nil {
+			m.wp = e.sb.metaHalfCap() // where the log ends is not known
+			slog.Warn("engine: voiding a failed append's record failed", "seq", seq, "half", m.active, "err", err)
+			return
+		}
+		e.opLanded(op, n)
+		e.failedMu.Lock()
+		e.voided++
+		e.failedMu.Unlock()
+	}
+}
+
 // writeCheckpoint is checkpointLocked, or with inHalf checkpointInHalf's
 // checkpoint (metaLog.mu held).
 func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
@@ -437,8 +473,16 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 		// one that failed before it is numbered below this checkpoint.
 		if err == nil {
 			e.failedAppend.Store(false)
+			e.failedMu.Lock()
+			e.failedSeqs, e.voided = e.failedSeqs[:0], 0
+			e.failedMu.Unlock()
 		}
 	}()
+	// The flush below makes a failed append's record durable, and the
+	// checkpoint that supersedes it comes after: the log says first that
+	// the record is void, so that a crash between the two does not
+	// replay it.
+	e.voidFailedLocked()
 	// What the checkpoint maps is durable before the checkpoint can be:
 	// a device persists writes to different zones in any order until a
 	// flush, and a checkpoint that outlived the data it points at would

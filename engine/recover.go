@@ -123,8 +123,14 @@ func (e *Engine) recover() error {
 	// 2. Newer operations and the zones they tell recovery to rescan.
 	var events []event
 	fromStart := map[int]bool{}
+	void := map[uint64]bool{} // records whose appends failed (opVoid)
 	for i := range ops {
 		if ops[i].seq <= ckpt.seq {
+			continue
+		}
+		if ops[i].kind == opVoid {
+			void[ops[i].seq] = true
+			bumpMax(&e.seq, ops[i].seq) // handed out: never again
 			continue
 		}
 		events = append(events, event{seq: ops[i].seq, op: &ops[i]})
@@ -152,6 +158,10 @@ func (e *Engine) recover() error {
 			return err
 		}
 		for _, r := range recs {
+			if r.seq > ckpt.seq && void[r.seq] {
+				slog.Warn("engine: recover: a record whose append failed is not replayed", "zone", z.idx, "seq", r.seq, "file", r.rec.File)
+				continue
+			}
 			if r.seq > ckpt.seq {
 				events = append(events, r)
 			}

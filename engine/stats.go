@@ -185,7 +185,7 @@ func (e *Engine) Stats() Stats {
 		DevData: c.devData.Load(), DevHeaders: c.devHeaders.Load(), DevPad: c.devPad.Load(),
 		DevMeta: c.metaWritten.Load(), DevRead: c.devRead.Load(),
 		DevCheckpoint: c.ckptWritten.Load(), DevMetaCreates: c.metaOps[opCreate].Load(), DevMetaRemoves: c.metaOps[opRemove].Load(),
-		DevMetaResets: c.metaOps[opZoneReset].Load(), DevMetaOther: c.metaOps[opRename].Load() + c.metaOps[opTruncate].Load(),
+		DevMetaResets: c.metaOps[opZoneReset].Load(), DevMetaOther: c.metaOps[opRename].Load() + c.metaOps[opTruncate].Load() + c.metaOps[opVoid].Load(),
 		GCHeaders: c.gcHeaders.Load(), RecordsSplit: c.split.Load(),
 		Appends: c.appends.Load(), ZonesOpened: e.placer.opened.Load(), ZonesFilled: e.placer.filled.Load(), ZonesShared: e.placer.sharedMRU.Load(), ZonesSharedBusy: e.placer.sharedBusy.Load(), ZonesTailFinished: e.placer.tailsFinished.Load(), AppendErrs: c.appendErrs.Load(), ZoneFinishErrs: c.finishErrs.Load(), ReadErrs: c.readErrs.Load(),
 		ChecksumErrs: c.csumErrs.Load(), SumReads: c.sumReads.Load(),

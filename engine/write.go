@@ -335,6 +335,9 @@ func (e *Engine) finishAppend(op *recordOp) {
 		e.stats.appendErrs.Add(1)
 		// Before inflight drops: a checkpoint that waits for no append
 		// in flight sees it (Engine.failedAppend).
+		e.failedMu.Lock()
+		e.failedSeqs = append(e.failedSeqs, op.hdr.Seq)
+		e.failedMu.Unlock()
 		e.failedAppend.Store(true)
 		e.zoneFailed(op.z, err)
 	} else {
