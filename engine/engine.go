@@ -54,7 +54,7 @@ type Config struct {
 	// SumCacheBytes is the memory that keeps the block checksums of
 	// records read lately, so that reads of them need not read their
 	// headers again (88 bytes per 64 KiB of data). Default: 1/64 of
-	// CacheBytes, at least 64 KiB.
+	// CacheBytes, at least 64 KiB and at most maxDefaultSumCache.
 	SumCacheBytes int64
 }
 
@@ -72,10 +72,16 @@ func (c *Config) fill() {
 		c.DirtyLimit = c.CacheBytes / 2
 	}
 	if c.SumCacheBytes <= 0 {
-		c.SumCacheBytes = max(64<<10, c.CacheBytes/64)
+		c.SumCacheBytes = min(max(64<<10, c.CacheBytes/64), maxDefaultSumCache)
 	}
 	c.GC.fill()
 }
+
+// maxDefaultSumCache bounds the default checksum cache: it is Go memory,
+// and a slice the runtime cannot reserve ends the process instead of
+// failing (serve --cache 8T, a typo for 8G, crashed the daemon with a
+// goroutine dump). 1 GiB covers the sums of 730 GiB of data.
+const maxDefaultSumCache = 1 << 30
 
 // Engine serves files from one zoned device.
 type Engine struct {
@@ -519,7 +525,6 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 	e.completerDone = make(chan struct{})
 	go e.completer()
 	e.zeroBlk = e.hdrs.zero
-	e.sums = newSumCache(cfg.SumCacheBytes)
 	if e.scratch, err = newScratchPool(readScratches); err != nil {
 		e.hdrs.close()
 		return nil, err
@@ -551,6 +556,9 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 		e.scratch.close()
 		return nil, fmt.Errorf("engine: cache: %w", err)
 	}
+	// After the cache's arena, whose size the cache checks and maps
+	// (an error, not a crash, when the machine cannot give it).
+	e.sums = newSumCache(cfg.SumCacheBytes)
 	e.wb = writeback.New(cfg.Writeback, e.cache, e, e.ring)
 	if fresh != nil {
 		err = e.startFresh()
