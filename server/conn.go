@@ -251,6 +251,59 @@ var errShuttingDown = errors.New("daemon shutting down")
 // errEvicted ends a connection evicted before its hello was taken in.
 var errEvicted = errors.New("evicted for a newer connection before its hello")
 
+// evictedHelloWait is how long an evicted connection's hello may still
+// take to arrive and be answered with EUSERS: clients that connect in a
+// burst (fio's jobs) evict each other from the greeting set though each
+// says hello at once.
+const evictedHelloWait = 100 * time.Millisecond
+
+// refuseEvicted ends a connection evicted from the greeting set (see
+// Server.start) before its hello was read: if the hello comes within
+// evictedHelloWait, the client is told the daemon is at its cap (EUSERS),
+// as a client over the cap is (Server.refuse), rather than finding its
+// socket reset; a silent squatter is closed after that wait.
+func (c *conn) refuseEvicted() error {
+	c.uc.SetReadDeadline(time.Now().Add(evictedHelloWait))
+	if n, err := c.uc.Read(c.rbuf); err == nil {
+		c.answerEvicted(c.rbuf[:n])
+	}
+	return errEvicted
+}
+
+// answerEvicted answers the hello b of an evicted connection: EUSERS, in
+// the reply format its version reads.
+func (c *conn) answerEvicted(b []byte) {
+	c.s.stats.refused.Add(1)
+	h, st, err := ParseHello(b)
+	if err != nil {
+		c.answerHello(h, HelloReply{Magic: Magic}, st)
+		return
+	}
+	c.answerHello(h, HelloReply{Magic: Magic}, StatusTooManyClients)
+}
+
+// answerHello writes rep with status st, a refusal of hello h, in the
+// reply format h's version reads.
+func (c *conn) answerHello(h Hello, rep HelloReply, st Status) {
+	rep.Status = st
+	n := HelloReplySize
+	switch {
+	case st == StatusVersion:
+		// A version this daemon does not speak gets the version 1
+		// reply, which every client reads, naming the newest version
+		// it does speak.
+		rep.Version = Version
+	case h.Version == VersionRings:
+		rep.Version = h.Version
+		n = HelloReplyV2Size
+	default:
+		rep.Version = VersionFraming
+	}
+	var buf [HelloReplyV2Size]byte
+	rep.Encode(buf[:n])
+	c.uc.Write(buf[:n])
+}
+
 // helloHook, set by tests, runs in hello once the hello is read and the
 // connection has left the greeting set, before the read deadline goes.
 // helloStartHook runs as hello begins; helloReadHook once the hello is
@@ -275,10 +328,13 @@ func (c *conn) hello() error {
 		return errShuttingDown
 	}
 	if c.evicted.Load() {
-		return errEvicted
+		return c.refuseEvicted()
 	}
 	n, err := c.uc.Read(c.rbuf)
 	if err != nil {
+		if c.evicted.Load() {
+			return c.refuseEvicted()
+		}
 		return fmt.Errorf("read hello: %w", err)
 	}
 	if hook := helloReadHook.Load(); hook != nil {
@@ -289,6 +345,7 @@ func (c *conn) hello() error {
 	// c leaves first and no eviction can pick it (it is served, counted
 	// nowhere as evicted).
 	if !c.s.leaveGreeting(c) {
+		c.answerEvicted(c.rbuf[:n])
 		return errEvicted
 	}
 	if hook := helloHook.Load(); hook != nil {
@@ -300,23 +357,8 @@ func (c *conn) hello() error {
 	}
 	h, st, perr := ParseHello(c.rbuf[:n])
 	rep := HelloReply{Magic: Magic, Version: h.Version, Status: st, MaxBatch: MaxBatch, MaxInflight: MaxInflight, MaxIO: MaxIO}
-	var buf [HelloReplyV2Size]byte
 	refuse := func(st Status, err error) error {
-		rep.Status = st
-		n := HelloReplySize
-		switch {
-		case st == StatusVersion:
-			// A version this daemon does not speak gets the version 1
-			// reply, which every client reads, naming the newest
-			// version it does speak.
-			rep.Version = Version
-		case h.Version == VersionRings:
-			n = HelloReplyV2Size
-		default:
-			rep.Version = VersionFraming
-		}
-		rep.Encode(buf[:n])
-		c.uc.Write(buf[:n])
+		c.answerHello(h, rep, st)
 		return err
 	}
 	if perr != nil {
@@ -365,6 +407,7 @@ func (c *conn) hello() error {
 		c.doorbellRead = func(fd uintptr) bool { return c.recvDoorbell(fd) }
 	}
 	rep.Region = size
+	var buf [HelloReplyV2Size]byte
 	rep.Encode(buf[:])
 	if _, _, err := c.uc.WriteMsgUnix(buf[:rep.size()], unix.UnixRights(fd), nil); err != nil {
 		return fmt.Errorf("send hello reply: %w", err)

@@ -125,15 +125,23 @@ func TestEvictionAfterHelloIsReadServesAndDoesNotCount(t *testing.T) {
 
 // TestEvictionBeforeHelloIsTakenInClosesUnserved: the newcomer evicts the
 // first connection after its hello was read but before it left the
-// greeting set. The eviction wins: the connection is closed without a
-// reply and counted once, and is never served.
+// greeting set. The eviction wins: the connection is told the daemon is
+// at its cap (EUSERS, as docs/protocol.md's Caps promise a client that
+// said hello), closed and counted once, and is never served.
 func TestEvictionBeforeHelloIsTakenInClosesUnserved(t *testing.T) {
 	s, _, apeer, _ := evictAt(t, &helloReadHook, true)
 	apeer.SetReadDeadline(time.Now().Add(5 * time.Second))
 	var rb [HelloReplyV2Size]byte
 	n, err := apeer.Read(rb[:])
+	if err != nil {
+		t.Fatalf("evicted connection: %v; want a hello reply saying EUSERS", err)
+	}
+	if rep, err := ParseHelloReply(rb[:n]); err != nil || rep.Status != StatusTooManyClients {
+		t.Fatalf("evicted connection's hello reply %+v, %v; want status EUSERS", rep, err)
+	}
+	_, err = apeer.Read(rb[:])
 	if err == nil {
-		t.Fatalf("evicted connection got a %d-byte reply", n)
+		t.Fatal("evicted connection got a second reply")
 	}
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		t.Fatal("evicted connection still open 5 s after its eviction")
