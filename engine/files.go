@@ -1546,6 +1546,12 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTa
 		if e.keepsNoData {
 			return fmt.Errorf("engine: write needing %d bytes of the device: %w: %w", charge, ErrNoSpace, errNoDataKept)
 		}
+		if gcErr == nil {
+			// The pass found nothing to collect, but zones it left
+			// out because the device failed them lately would free
+			// room: the device is failing, not full.
+			gcErr = e.gc.failingFor(minGain)
+		}
 		if gcErr != nil {
 			// Not full: failing. The client must see the cause.
 			return fmt.Errorf("engine: write needing %d bytes of the device: GC could not make room: %w", charge, gcErr)

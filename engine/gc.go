@@ -977,7 +977,7 @@ func (c *collector) settle(force bool) (bool, error) {
 			resetErr = errors.Join(resetErr, err)
 			continue
 		}
-		victim.failWarned, victim.failWait = false, 0
+		victim.failWarned, victim.failWait, victim.failErr = false, 0, nil
 		e.stats.gcResets.Add(1)
 		e.placer.freeZone(victim)
 		reset = true
@@ -1018,6 +1018,7 @@ func (z *zone) failedLately(now time.Time) bool {
 func (c *collector) victimFailed(z *zone, err error) {
 	z.failWait = min(max(2*z.failWait, victimRetryWait), victimRetryMax)
 	z.retryAt = time.Now().Add(z.failWait)
+	z.failErr = err
 	c.victimFails++
 	c.e.stats.gcVictimsFailed.Add(1)
 	if !z.failWarned {
@@ -1027,6 +1028,25 @@ func (c *collector) victimFailed(z *zone, err error) {
 		return
 	}
 	slog.Debug("engine: gc: a victim zone failed again", "zone", z.idx, "err", err)
+}
+
+// failingFor returns, if a zone whose collection would free minGain
+// bytes or more is left out of pick because the device failed it lately
+// (victimFailed), an error that says so and wraps that failure: a writer
+// whose pass found nothing else to collect was kept out by the failing
+// device, not by a full one, and reports the device's error (EIO) as the
+// pass that failed the victim did, not ENOSPC. nil if there is none.
+func (c *collector) failingFor(minGain int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	for _, z := range c.e.placer.zones {
+		if z.state.Load() == zoneFull && z.failedLately(now) && z.failErr != nil && z.cap-z.valid.Load() >= minGain {
+			return fmt.Errorf("engine: gc: zone %d, whose collection would free %d bytes, failed; retried in %v: %w",
+				z.idx, z.cap-z.valid.Load(), z.retryAt.Sub(now).Round(time.Millisecond), z.failErr)
+		}
+	}
+	return nil
 }
 
 // failedVictim records a failure err (one skipped returns, so not a

@@ -142,11 +142,13 @@ type zone struct {
 	// zone until then (failedLately). failWarned: that failure was
 	// logged at WARN; later ones of the zone log at debug level until it
 	// is reset. failWait: the wait the last failure set, doubled by
-	// the next one (victimFailed) until the zone is reset. Guarded by
-	// collector.mu.
+	// the next one (victimFailed) until the zone is reset. failErr: that
+	// failure's error, which a writer kept out by the zone reports
+	// (failingFor). Guarded by collector.mu.
 	retryAt    time.Time
 	failWarned bool
 	failWait   time.Duration
+	failErr    error
 	// triedIn: the collector.passSeq of the last pass that took the
 	// zone as a victim (each pass takes a zone once). Guarded by
 	// collector.mu.
