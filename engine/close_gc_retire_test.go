@@ -39,20 +39,13 @@ func (d *heldAppend) Append(zone int, bufs [][]byte, c zns.AppendCompletion) err
 // flush and the checkpoint and returned an error on a device that works.
 func TestCloseEndsAGCPassWhoseAppendFailsAfterTheCancel(t *testing.T) {
 	devName := emuDevice(t, 32, "256K", "&max_open=5&max_active=5")
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Format(dev, FormatOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	held := &heldAppend{Device: dev, emu: dev.(*zns.Emu), held: make(chan struct{}), release: make(chan struct{})}
+	held := &heldAppend{held: make(chan struct{}), release: make(chan struct{})}
 	cfg := smallConfig()
 	cfg.GC.Low, cfg.GC.High = 32, 32 // the collector runs whenever it has a victim
-	e, err := OpenDevice(held, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := formatOpenThrough(t, devName, cfg, func(emu *zns.Emu) zns.Device {
+		held.Device, held.emu = emu, emu
+		return held
+	})
 	// No pass until the set-up is done (the writes need none).
 	e.gc.mu.Lock()
 	// Two files written in turn share no zone, and an overwrite of every

@@ -37,19 +37,11 @@ func (d *lostAppends) Append(zone int, bufs [][]byte, c zns.AppendCompletion) er
 // Close() bounds its drain with closeDrainWait (a minute); the test
 // gives CloseContext a short context to stay inside within's 30 s.
 func TestCloseReturnsWithWritebackStuckInTheDevice(t *testing.T) {
-	devName := emuDevice(t, 16, "1M", "")
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Format(dev, FormatOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	lost := &lostAppends{Device: dev}
-	e, err := OpenDevice(lost, smallConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	lost := &lostAppends{}
+	e := formatOpenThrough(t, emuDevice(t, 16, "1M", ""), smallConfig(), func(emu *zns.Emu) zns.Device {
+		lost.Device = emu
+		return lost
+	})
 	f := mustCreate(t, e, "a")
 	lost.armed.Store(true)
 	if _, err := f.WriteAt(bytes.Repeat([]byte{1}, 64<<10), 0); err != nil {
@@ -59,7 +51,7 @@ func TestCloseReturnsWithWritebackStuckInTheDevice(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
 	go func() { closed <- e.CloseContext(ctx) }()
-	err = within(t, closed, "Close with a writeback append the device never completes")
+	err := within(t, closed, "Close with a writeback append the device never completes")
 	if lost.taken.Load() == 0 {
 		t.Fatal("set-up: no append was taken and lost")
 	}

@@ -18,6 +18,24 @@ func emuDevice(t testing.TB, zones int, zoneSize string, extra string) string {
 	return fmt.Sprintf("emu:%s?zone_size=%s&zones=%d%s", filepath.Join(t.TempDir(), "dev"), zoneSize, zones, extra)
 }
 
+// formatOpenThrough formats devName and opens an engine on it through the
+// device wrap returns (a test's fault-injecting wrapper of the emu).
+func formatOpenThrough(t testing.TB, devName string, cfg Config, wrap func(*zns.Emu) zns.Device) *Engine {
+	t.Helper()
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatalf("open device: %v", err)
+	}
+	if _, err := Format(dev, FormatOptions{}); err != nil {
+		t.Fatalf("format: %v", err)
+	}
+	e, err := OpenDevice(wrap(dev.(*zns.Emu)), cfg)
+	if err != nil {
+		t.Fatalf("open engine: %v", err)
+	}
+	return e
+}
+
 // formatOpen formats dev and opens an engine on it.
 func formatOpen(t testing.TB, devName string, cfg Config) *Engine {
 	t.Helper()

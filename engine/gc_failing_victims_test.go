@@ -40,18 +40,11 @@ func openBadZones(t *testing.T, cfg Config) (*Engine, *badZones) {
 // openBadZonesN is openBadZones on a device of zones zones.
 func openBadZonesN(t *testing.T, cfg Config, zones int) (*Engine, *badZones) {
 	t.Helper()
-	dev, err := zns.Open(emuDevice(t, zones, "256K", ""), zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Format(dev, FormatOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	bz := &badZones{Device: dev, bad: map[int]bool{}}
-	e, err := OpenDevice(bz, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bz := &badZones{bad: map[int]bool{}}
+	e := formatOpenThrough(t, emuDevice(t, zones, "256K", ""), cfg, func(emu *zns.Emu) zns.Device {
+		bz.Device = emu
+		return bz
+	})
 	return e, bz
 }
 

@@ -52,15 +52,7 @@ func TestH17bFailedAppendMadeDurableByCheckpointFlush(t *testing.T) {
 	}
 	// The checkpoint that settles it: its data flush runs, its write
 	// fails (as if the power went between them).
-	var armed atomic.Bool
-	armed.Store(true)
-	testHookMetaWrite = func(_ *Engine, _ int, _ int64, data []byte) error {
-		if holdsCheckpoint(data) && armed.CompareAndSwap(true, false) {
-			return syscall.EIO
-		}
-		return nil
-	}
-	defer func() { testHookMetaWrite = nil }()
+	failNextCheckpointWrite(t)
 	serr := e.SyncNamespace()
 	t.Logf("writeback: %v; namespace sync: %v", werr, serr)
 	if serr == nil {
@@ -86,6 +78,21 @@ func TestH17bFailedAppendMadeDurableByCheckpointFlush(t *testing.T) {
 			t.Fatalf("a block %d is neither the fsynced bytes nor the failed overwrite's", b/BlockSize)
 		}
 	}
+}
+
+// failNextCheckpointWrite makes the next metadata write that carries a
+// checkpoint fail with EIO, as a power cut between a checkpoint's data
+// flush and its write would lose it, until the test ends.
+func failNextCheckpointWrite(t *testing.T) {
+	var armed atomic.Bool
+	armed.Store(true)
+	testHookMetaWrite = func(_ *Engine, _ int, _ int64, data []byte) error {
+		if holdsCheckpoint(data) && armed.CompareAndSwap(true, false) {
+			return syscall.EIO
+		}
+		return nil
+	}
+	t.Cleanup(func() { testHookMetaWrite = nil })
 }
 
 // holdsCheckpoint reports whether a metadata write carries a checkpoint

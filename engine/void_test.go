@@ -3,8 +3,6 @@ package engine
 import (
 	"bytes"
 	"context"
-	"sync/atomic"
-	"syscall"
 	"testing"
 )
 
@@ -33,15 +31,7 @@ func TestVoidedRecordNumberIsNeverHandedOutAgain(t *testing.T) {
 	if len(failed) != 1 {
 		t.Fatalf("set-up: %d failed records, want 1", len(failed))
 	}
-	var armed atomic.Bool
-	armed.Store(true)
-	testHookMetaWrite = func(_ *Engine, _ int, _ int64, data []byte) error {
-		if holdsCheckpoint(data) && armed.CompareAndSwap(true, false) {
-			return syscall.EIO
-		}
-		return nil
-	}
-	defer func() { testHookMetaWrite = nil }()
+	failNextCheckpointWrite(t)
 	if err := e.SyncNamespace(); err == nil {
 		t.Fatal("set-up: the settling checkpoint's write did not fail")
 	}
