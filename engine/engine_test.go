@@ -18,27 +18,22 @@ func emuDevice(t testing.TB, zones int, zoneSize string, extra string) string {
 	return fmt.Sprintf("emu:%s?zone_size=%s&zones=%d%s", filepath.Join(t.TempDir(), "dev"), zoneSize, zones, extra)
 }
 
-// formatOpenThrough formats devName and opens an engine on it through the
-// device wrap returns (a test's fault-injecting wrapper of the emu).
+// formatOpenThrough formats devName, an emu device, and opens an engine
+// on it through the device wrap returns (a test's fault-injecting
+// wrapper of the emu).
 func formatOpenThrough(t testing.TB, devName string, cfg Config, wrap func(*zns.Emu) zns.Device) *Engine {
 	t.Helper()
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatalf("open device: %v", err)
-	}
-	if _, err := Format(dev, FormatOptions{}); err != nil {
-		t.Fatalf("format: %v", err)
-	}
-	e, err := OpenDevice(wrap(dev.(*zns.Emu)), cfg)
-	if err != nil {
-		t.Fatalf("open engine: %v", err)
-	}
-	return e
+	return formatOpenWith(t, devName, cfg, func(dev zns.Device) zns.Device { return wrap(dev.(*zns.Emu)) })
 }
 
 // formatOpen formats dev and opens an engine on it.
 func formatOpen(t testing.TB, devName string, cfg Config) *Engine {
 	t.Helper()
+	return formatOpenWith(t, devName, cfg, func(dev zns.Device) zns.Device { return dev })
+}
+
+func formatOpenWith(t testing.TB, devName string, cfg Config, wrap func(zns.Device) zns.Device) *Engine {
+	t.Helper()
 	dev, err := zns.Open(devName, zns.Options{})
 	if err != nil {
 		t.Fatalf("open device: %v", err)
@@ -46,7 +41,7 @@ func formatOpen(t testing.TB, devName string, cfg Config) *Engine {
 	if _, err := Format(dev, FormatOptions{}); err != nil {
 		t.Fatalf("format: %v", err)
 	}
-	e, err := OpenDevice(dev, cfg)
+	e, err := OpenDevice(wrap(dev), cfg)
 	if err != nil {
 		t.Fatalf("open engine: %v", err)
 	}
