@@ -1,0 +1,119 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestH17cFailedAppendVoidedWhenHalfIsFull: 207f05c logs an opVoid for a
+// failed append before the settling checkpoint's data flush, so that a
+// crash between that flush and the checkpoint does not replay the failed
+// record. With no room left in the active half it warns and goes on: the
+// flush makes the failed record durable, unvoided. A half with no room is
+// no corner: a log filled by removes (which leave no room behind them)
+// ends exactly at the half's capacity, and the switch that follows is
+// exactly the settling checkpoint. Here: the half is full, an
+// overwrite's append fails part-way, the namespace sync's checkpoint
+// flushes and its write fails (a power cut there is the same); recovery
+// from the previous checkpoint replays the torn record over a's fsynced
+// bytes: EIO.
+func TestH17cFailedAppendVoidedWhenHalfIsFull(t *testing.T) {
+	devName := emuDevice(t, 16, "1M", "")
+	cfg := smallConfig()
+	e := formatOpen(t, devName, cfg)
+	synced := bytes.Repeat([]byte{0xaa}, 64<<10)
+	a := createSynced(t, e, "a", synced)
+	// Fill the active half: creates while they fit with their shrink
+	// room, then removes to its last byte.
+	m := e.meta
+	half := e.sb.metaHalfCap()
+	rec := metaRecordLen(len(encodeOp(nsOp{kind: opRemove, file: 1})))
+	start := m.active
+	var names []string
+	for i := 0; half-m.wp >= 3*metaShrinkRoom; i++ {
+		name := fmt.Sprintf("f%04d", i)
+		h, err := e.OpenFile(name, OCreate|ODeferSync)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Close()
+		names = append(names, name)
+	}
+	for half-m.wp >= rec {
+		if len(names) == 0 {
+			t.Fatal("set-up: out of files to remove")
+		}
+		if err := e.RemoveDeferred(names[0]); err != nil {
+			t.Fatal(err)
+		}
+		names = names[1:]
+	}
+	if m.active != start || m.wp > half || half-m.wp >= rec {
+		t.Fatalf("set-up: half %d (was %d), %d of %d bytes used", m.active, start, m.wp, half)
+	}
+	if err := e.SyncNamespace(); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := a.WriteAt(bytes.Repeat([]byte{0xcc}, 64<<10), 0); err != nil {
+		t.Fatal(err)
+	}
+	z := a.f.mru.Load()
+	used := z.alloc.Load()
+	emu := emuOf(t, e)
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	limit := unix.Rlimit{Cur: uint64(emu.FileOffset(z.start + used + BlockSize + 32<<10)), Max: old.Max}
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &limit); err != nil {
+		t.Fatal(err)
+	}
+	werr := e.wb.FlushFile(context.Background(), a.f.id)
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if werr == nil || !e.failedAppend.Load() {
+		t.Fatalf("set-up: writeback the host refused half of: %v (failedAppend %v)", werr, e.failedAppend.Load())
+	}
+	var armed atomic.Bool
+	armed.Store(true)
+	testHookMetaWrite = func(_ *Engine, _ int, _ int64, data []byte) error {
+		if holdsCheckpoint(data) && armed.CompareAndSwap(true, false) {
+			return syscall.EIO
+		}
+		return nil
+	}
+	defer func() { testHookMetaWrite = nil }()
+	if err := e.SyncNamespace(); err == nil {
+		t.Fatal("set-up: the settling checkpoint's write did not fail")
+	}
+	testHookMetaWrite = nil
+	e.crashForTest()
+	emu.Close()
+
+	e = reopen(t, devName, cfg)
+	defer e.Close()
+	f, err := e.Open("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 64<<10)
+	n, err := f.ReadAt(got, 0)
+	if err != nil && err != io.EOF {
+		t.Fatalf("a, fsynced, after its failed overwrite (no room to void it) came back torn: read %d bytes: %v", n, err)
+	}
+	for b := 0; b < len(got); b += BlockSize {
+		blk := got[b : b+BlockSize]
+		if !bytes.Equal(blk, synced[:BlockSize]) && !bytes.Equal(blk, bytes.Repeat([]byte{0xcc}, BlockSize)) {
+			t.Fatalf("a block %d is neither the fsynced bytes nor the failed overwrite's", b/BlockSize)
+		}
+	}
+}
