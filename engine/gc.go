@@ -231,8 +231,34 @@ func (c *collector) retryFinish() bool {
 	if len(c.unfinished) == 0 || e.readOnly {
 		return false
 	}
+	held := false
+	for _, z := range c.unfinished {
+		held = held || z.tornHeld.Load()
+	}
+	if held {
+		// A torn zone recovery left active for want of a checkpoint
+		// is finished only once one numbers its torn record below
+		// itself (zone.tornHeld): finished first, a crash left the
+		// record below a full zone's write pointer for the next
+		// recovery to replay (TestH17cTornZoneNotFinishedByGCBeforeCheckpoint).
+		e.nsMu.RLock()
+		err := e.checkpoint()
+		e.nsMu.RUnlock()
+		if err != nil {
+			e.log.Debug("engine: checkpoint before finishing torn zones", "err", err)
+		} else {
+			for _, z := range c.unfinished {
+				z.tornHeld.Store(false)
+			}
+		}
+	}
 	freed := false
 	for _, z := range c.unfinished {
+		if z.tornHeld.Load() {
+			z.finishBackoff = min(max(2*z.finishBackoff, 1), maxFinishBackoff)
+			z.finishRetry = c.passes + z.finishBackoff
+			continue
+		}
 		// Only GC resets a zone, under c.mu: z stays full and
 		// unfinished while it is asked.
 		if err := e.dev.FinishZone(z.idx); err != nil && e.zoneMayBeActive(z) {

@@ -99,6 +99,13 @@ type zone struct {
 	// placer.mu). A reset clears it, and so does a later finish the
 	// device accepts (collector.retryFinish).
 	unfinished bool
+	// tornHeld: a torn record ends the zone's log and no checkpoint has
+	// numbered it below itself since recovery found it; the zone, still
+	// active, counts unfinished and is finished only after one
+	// (settleTornZones, retryFinish), or the next recovery, from the old
+	// checkpoint, would find the torn record below a full zone's write
+	// pointer and replay it.
+	tornHeld atomic.Bool
 	// finishRetry is the collector pass at which GC next tries to finish
 	// an unfinished zone, finishBackoff the passes it waits after a
 	// refusal (doubling to maxFinishBackoff); under collector.mu.
@@ -827,6 +834,7 @@ func (p *placer) freeZone(z *zone) {
 		z.unfinished = false
 		p.unfinished--
 	}
+	z.tornHeld.Store(false) // and took the torn record with it
 	z.state.Store(zoneFree)
 	p.free = append(p.free, z)
 	p.nfree.Add(1)

@@ -140,7 +140,13 @@ func (e *Engine) recover() error {
 	}
 
 	// 3. Newer data records in every data zone.
-	var torns []*zone // zones a torn record ends, finished after the checkpoint
+	type scanned struct {
+		z         *zone
+		rz        zns.Zone
+		end       int64
+		torn      bool
+	}
+	var scans []scanned
 	for _, z := range e.zones {
 		if z == nil {
 			continue
@@ -166,9 +172,24 @@ func (e *Engine) recover() error {
 				events = append(events, r)
 			}
 		}
-		if e.settleZone(z, rz, end, torn) {
-			torns = append(torns, z)
+		scans = append(scans, scanned{z, rz, end, torn})
+	}
+	// A zone a torn record ends stays active until recovery's checkpoint
+	// is durable (settleTornZones): it counts against the budget before
+	// settleZone decides which cleanly written zones stay open, or those
+	// fill the budget beside it and the device's active zones pass its
+	// limit (TestH17cTornZonesCountedWhenRecoveryKeepsZonesOpen).
+	var torns []*zone
+	for _, s := range scans {
+		if !e.readOnly && heldTorn(s.z, s.rz, s.torn) {
+			s.z.tornHeld.Store(true)
+			s.z.unfinished = true
+			e.placer.unfinished++
+			torns = append(torns, s.z)
 		}
+	}
+	for _, s := range scans {
+		e.settleZone(s.z, s.rz, s.end, s.torn)
 	}
 
 	// 4. Replay in sequence order. What is held at the end was never
@@ -263,26 +284,41 @@ func (e *Engine) recover() error {
 	return nil
 }
 
-// settleTornZones finishes the zones a torn record ends once recovery's
-// checkpoint is durable (checkpointed), which numbers every record on the
-// device below it. Finished before, a crash ahead of the checkpoint left
-// the zone's write pointer at its capacity, and the next recovery, from
-// the old checkpoint, found the torn record's header below the write
-// pointer with its missing blocks reading as zeros, and replayed it over
-// fsynced data as if those blocks had rotted (EIO where the acknowledged
-// bytes were: TestH17bTornRecordAfterInterruptedRecovery). Without a
-// checkpoint the zones stay as they are (unfinished: they keep their
-// places in the device's limits), so that the next recovery finds the
-// record torn again.
+// settleTornZones finishes the zones a torn record ends (zone.tornHeld,
+// counted unfinished since the scan) once recovery's checkpoint is
+// durable (checkpointed), which numbers every record on the device below
+// it. Finished before, a crash ahead of the checkpoint left the zone's
+// write pointer at its capacity, and the next recovery, from the old
+// checkpoint, found the torn record's header below the write pointer with
+// its missing blocks reading as zeros, and replayed it over fsynced data
+// as if those blocks had rotted (EIO where the acknowledged bytes were:
+// TestH17bTornRecordAfterInterruptedRecovery). Without a checkpoint the
+// zones stay as they are, unfinished (they keep their places in the
+// device's limits) and held: GC finishes them (retryFinish) only after a
+// checkpoint, so that until then a recovery finds the record torn again.
 func (e *Engine) settleTornZones(torns []*zone, checkpointed bool) {
-	for _, z := range torns {
-		if checkpointed {
-			e.finishAtRecovery(z)
-		} else if !z.unfinished {
-			z.unfinished = true
-			e.placer.unfinished++
-		}
+	if !checkpointed {
+		return
 	}
+	for _, z := range torns {
+		z.tornHeld.Store(false)
+		if err := e.dev.FinishZone(z.idx); err != nil {
+			e.stats.finishErrs.Add(1)
+			slog.Warn("engine: recover: finish zone", "zone", z.idx, "err", err, "still_active", e.zoneMayBeActive(z))
+			continue // still unfinished: GC tries again (retryFinish)
+		}
+		z.unfinished = false
+		e.placer.unfinished--
+	}
+}
+
+// heldTorn reports whether a zone whose scan ended torn is still active
+// on the device (not full, finished, read-only or offline), and so must
+// wait for recovery's checkpoint to be finished (settleTornZones).
+func heldTorn(z *zone, rz zns.Zone, torn bool) bool {
+	wp := rz.WP - rz.Start
+	return torn && rz.Cond != zns.CondReadOnly && rz.Cond != zns.CondOffline && rz.Cond != zns.CondFull &&
+		wp != 0 && wp < z.cap
 }
 
 // startFresh sets up the metadata log of a device Format just wrote: its
@@ -426,13 +462,13 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 }
 
 // settleZone sets a data zone's state after its scan. A zone whose log is
-// torn is full: nothing may follow untrusted bytes; settleZone reports it
-// (finishLater) for the caller to finish once its checkpoint is durable
-// (settleTornZones). A cleanly written, partly full zone stays open for
+// torn is full: nothing may follow untrusted bytes; one still active is
+// finished once recovery's checkpoint is durable (zone.tornHeld,
+// settleTornZones). A cleanly written, partly full zone stays open for
 // appends if the budget allows; one that does not fit the budget is
 // finished. A zone the device will not finish counts as unfinished, as
 // retire's do.
-func (e *Engine) settleZone(z *zone, rz zns.Zone, end int64, torn bool) (finishLater bool) {
+func (e *Engine) settleZone(z *zone, rz zns.Zone, end int64, torn bool) {
 	wp := rz.WP - rz.Start
 	switch {
 	case rz.Cond == zns.CondReadOnly || rz.Cond == zns.CondOffline:
@@ -457,15 +493,10 @@ func (e *Engine) settleZone(z *zone, rz zns.Zone, end int64, torn bool) (finishL
 		}
 		z.alloc.Store(z.cap)
 		z.state.Store(zoneFull)
-		switch {
-		case e.readOnly: // fsck changes nothing
-		case torn:
-			return true
-		default:
+		if !e.readOnly && !z.tornHeld.Load() { // fsck changes nothing
 			e.finishAtRecovery(z)
 		}
 	}
-	return false
 }
 
 // finishAtRecovery finishes a zone recovery leaves full.
