@@ -67,6 +67,9 @@ type Server struct {
 	spinners atomic.Int32 // ring readers spinning for requests (see idle)
 	shm      atomic.Int64 // bytes of shared memory the regions take
 	refusing atomic.Int64 // connections over the cap being answered
+	// evictWaiting counts evicted connections waiting for their hello
+	// (conn.refuseEvicted), at most maxConns.
+	evictWaiting atomic.Int64
 
 	sessions atomic.Int64 // connections past hello holding one of maxConns
 
