@@ -181,6 +181,9 @@ type Engine struct {
 	// what it found for the report.
 	readOnly  bool
 	recovered []event
+	// recoveredVoid: the records an opVoid names, which recovery skipped
+	// (their appends failed).
+	recoveredVoid map[uint64]bool
 	// held is, during recovery's replay only, the extents of records
 	// without a size that no record of their file has committed yet
 	// (replayRecord).

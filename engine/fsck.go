@@ -107,6 +107,17 @@ func Fsck(dev zns.Device) (*FsckReport, error) {
 	}
 	sort.Slice(good, func(i, j int) bool { return good[i].dev < good[j].dev })
 	sort.Slice(bad, func(i, j int) bool { return bad[i].start < bad[j].start })
+	// Records an opVoid names failed their appends and were never
+	// acknowledged: recovery skips them, and loses nothing by it.
+	kept := recs[:0]
+	for _, r := range recs {
+		if r.seq > e.ckptSeq && e.recoveredVoid[r.seq] {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("zone %d at offset %d: the record of sequence %d (file id %d) failed its append and is void; recovery skips it", r.zone, r.at, r.seq, r.file))
+			continue
+		}
+		kept = append(kept, r)
+	}
+	recs = kept
 
 	// 1. Every mapped extent lies in a record whose checksum holds and
 	// that carries the same file, offset and version.

@@ -39,10 +39,14 @@ const (
 	opRename    uint8 = 3
 	opTruncate  uint8 = 4
 	opZoneReset uint8 = 5 // GC reset a data zone: scan it from its start
-	// opVoid: the data record numbered as this operation is never
-	// replayed: its append failed (Engine.voidFailedLocked).
+	// opVoid: the data records numbered in voids are never replayed:
+	// their appends failed (Engine.voidFailedLocked).
 	opVoid uint8 = 6
 )
+
+// maxVoids is the most record numbers one opVoid carries: its record
+// fits one block, the room every half keeps for one (metaVoidRoom).
+const maxVoids = 500
 
 // nsOp is one logged namespace operation.
 type nsOp struct {
@@ -52,6 +56,8 @@ type nsOp struct {
 	size int64
 	zone int
 	name string
+	// voids: opVoid's record numbers.
+	voids []uint64
 }
 
 var errCorruptMeta = errors.New("engine: corrupt metadata record")
@@ -198,12 +204,27 @@ func encodeOp(op nsOp) []byte {
 	e.u64(uint64(op.size))
 	e.u32(uint32(op.zone))
 	e.str(op.name)
+	if op.kind == opVoid {
+		e.u32(uint32(len(op.voids)))
+		for _, s := range op.voids {
+			e.u64(s)
+		}
+	}
 	return e.b
 }
 
 func decodeOp(seq uint64, p []byte) (nsOp, error) {
 	d := dec{b: p}
 	op := nsOp{seq: seq, kind: d.u8(), file: d.u64(), size: int64(d.u64()), zone: int(d.u32()), name: d.str()}
+	if op.kind == opVoid {
+		n := int(d.u32())
+		if n > maxVoids {
+			return op, fmt.Errorf("%w: %d voided records", errCorruptMeta, n)
+		}
+		for range n {
+			op.voids = append(op.voids, d.u64())
+		}
+	}
 	if d.err != nil {
 		return op, d.err
 	}

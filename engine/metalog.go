@@ -137,6 +137,17 @@ func (e *Engine) appendOp(op nsOp, flush bool) error {
 	if err != nil || !flush {
 		return err
 	}
+	if e.failedAppend.Load() {
+		// An append failed since the settle (writeback runs beside
+		// namespace operations): the flush would make its record
+		// durable with no checkpoint after it. Not a checkpoint here
+		// (it would lack the operation, which the caller applies
+		// once this returns): its record is voided instead
+		// (TestH17cAppendFailingDuringDurableOpRecordIsSettled).
+		e.meta.mu.Lock()
+		e.voidFailedLocked()
+		e.meta.mu.Unlock()
+	}
 	if err := e.flushes.flushFor(context.Background(), e.dev, t); err != nil {
 		return fmt.Errorf("engine: log operation: flush: %w", err)
 	}
@@ -193,6 +204,7 @@ func (e *Engine) writeOp(op nsOp) (uint64, error) {
 		need += metaShrinkRoom
 	}
 	numbered := op.seq != 0
+	need += metaVoidRoom
 	if m.wp+need > e.sb.metaHalfCap() {
 		if err := e.switchForOp(numbered, need, nil); err != nil {
 			return 0, err
@@ -425,41 +437,52 @@ func (e *Engine) checkpointInHalf() error {
 	return e.writeCheckpoint(true)
 }
 
-// voidFailedLocked logs, in the active half, an opVoid record for each
-// append that failed since the last checkpoint and has none yet (see
-// Engine.failedAppend). A checkpoint calls it, quiesced, before the data
-// flush that makes the failed records durable along with everything
-// else: the void records, landed before it, are as durable, and a
-// recovery from the previous checkpoint (the new one lost to a crash
-// after the flush) skips the records they name. Numbered as the record
-// it voids, an opVoid claims no other. With no room in the half or a
-// failed write it logs a warning and gives up (the checkpoint then
-// switches halves as usual): a crash between the flush and the
-// checkpoint may then replay the record, as before. metaLog.mu held.
+// voidFailedLocked logs, in the active half, one opVoid naming the
+// appends that failed since the last checkpoint and have none yet (see
+// Engine.failedAppend), before a device flush makes their records
+// durable along with everything else: landed before that flush, it is as
+// durable, and a recovery from the last checkpoint skips the records it
+// names. A checkpoint calls it, quiesced, before its data flush (the
+// checkpoint supersedes the records, but is written only after that
+// flush); so does a durable operation before its flush, for an append
+// that failed after it settled (appendOp). Every half keeps room for one
+// (metaVoidRoom: a log other records filled to the end is no exception).
+// A failed write ends the half's log where it is not known (stray, as an
+// operation's failed record does: settleStray's checkpoint supersedes
+// whatever landed). With no room or a failed write it logs a warning:
+// a crash before the next checkpoint may then replay the records, as
+// before voids existed. metaLog.mu held.
 func (e *Engine) voidFailedLocked() {
 	m := e.meta
 	e.failedMu.Lock()
-	seqs := append([]uint64(nil), e.failedSeqs[e.voided:]...)
+	voids := append([]uint64(nil), e.failedSeqs[e.voided:]...)
 	e.failedMu.Unlock()
-	for _, seq := range seqs {
-		op := nsOp{kind: opVoid, seq: seq}
+	for len(voids) > 0 {
+		op := nsOp{kind: opVoid, voids: voids[:min(len(voids), maxVoids)]}
 		payload := encodeOp(op)
 		n := metaRecordLen(len(payload))
 		if m.wp+n > e.sb.metaHalfCap() {
-			slog.Warn("engine: no room in the metadata log to void a failed append's record before the checkpoint's flush", "seq", seq, "half", m.active)
+			slog.Warn("engine: no room in the metadata log to void failed appends' records before a device flush", "records", len(voids), "half", m.active)
 			return
 		}
+		op.seq = e.seq.Add(1)
 		if err := e.writeOpRecord(op, payload, n); err != nil {
-			m.wp = e.sb.metaHalfCap() // where the log ends is not known
-			slog.Warn("engine: voiding a failed append's record failed", "seq", seq, "half", m.active, "err", err)
+			m.markStray()
+			m.wp = e.sb.metaHalfCap()
+			slog.Warn("engine: voiding failed appends' records failed", "records", len(voids), "half", m.active, "err", err)
 			return
 		}
 		e.opLanded(op, n)
 		e.failedMu.Lock()
-		e.voided++
+		e.voided += len(op.voids)
 		e.failedMu.Unlock()
+		voids = voids[len(op.voids):]
 	}
 }
+
+// metaVoidRoom is the log every half keeps free after the operations
+// for one opVoid of up to maxVoids numbers (voidFailedLocked).
+var metaVoidRoom = metaRecordLen(len(encodeOp(nsOp{kind: opVoid, voids: make([]uint64, maxVoids)})))
 
 // writeCheckpoint is checkpointLocked, or with inHalf checkpointInHalf's
 // checkpoint (metaLog.mu held).

@@ -129,8 +129,11 @@ func (e *Engine) recover() error {
 			continue
 		}
 		if ops[i].kind == opVoid {
-			void[ops[i].seq] = true
-			bumpMax(&e.seq, ops[i].seq) // handed out: never again
+			bumpMax(&e.seq, ops[i].seq)
+			for _, s := range ops[i].voids {
+				void[s] = true
+				bumpMax(&e.seq, s) // handed out: never again
+			}
 			continue
 		}
 		events = append(events, event{seq: ops[i].seq, op: &ops[i]})
@@ -141,10 +144,10 @@ func (e *Engine) recover() error {
 
 	// 3. Newer data records in every data zone.
 	type scanned struct {
-		z         *zone
-		rz        zns.Zone
-		end       int64
-		torn      bool
+		z    *zone
+		rz   zns.Zone
+		end  int64
+		torn bool
 	}
 	var scans []scanned
 	for _, z := range e.zones {
@@ -223,7 +226,7 @@ func (e *Engine) recover() error {
 	}
 	e.recountValid()
 	if e.readOnly {
-		e.recovered = events
+		e.recovered, e.recoveredVoid = events, void
 		return nil
 	}
 	dead := e.deadZones()

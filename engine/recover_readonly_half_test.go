@@ -149,10 +149,10 @@ func TestRecoveryRefusesOpenIfItsDroppedRecordsCannotBeCheckpointed(t *testing.T
 	// The log's half filled with long-named files up to the room
 	// creates leave behind them, and extents of another file: more
 	// checkpoint than that room.
-	for i := 0; e.meta.wp+2*BlockSize+metaShrinkRoom <= e.sb.metaHalfCap(); i++ {
+	for i := 0; e.meta.wp+2*BlockSize+metaShrinkRoom+metaVoidRoom <= e.sb.metaHalfCap(); i++ {
 		mustCreate(t, e, fmt.Sprintf("%04d-%s", i, strings.Repeat("n", 240))).Close()
 	}
-	everyOtherBlock(t, mustCreate(t, e, "b"), 500)
+	everyOtherBlock(t, mustCreate(t, e, "b"), 700) // more than the shrink and void rooms
 	crashMidUndoOtherHalfReadOnly(t, r)
 	e2, err := Open(r.copyName, r.cfg)
 	if err == nil {
