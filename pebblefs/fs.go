@@ -549,7 +549,12 @@ const reserveShare = 16
 // usesReserve reports whether the file at name (cleaned), created in
 // category c, may use what ReserveFor keeps: Pebble's WAL and MANIFEST,
 // known by their category, and its OPTIONS file, by name (Pebble writes
-// it as "unspecified").
+// it as "unspecified"): Pebble writes OPTIONS as temporary.NNNNNN.dbtmp
+// and renames it (its only temporary file), so that name counts too, or
+// a cleanly closed DB did not open writable on a full device
+// (TestH17DWritableOpenOnFullDeviceWritesOptions).
 func usesReserve(name string, c vfs.DiskWriteCategory) bool {
-	return c == "pebble-wal" || c == "pebble-manifest" || strings.HasPrefix(path.Base(name), "OPTIONS-")
+	base := path.Base(name)
+	return c == "pebble-wal" || c == "pebble-manifest" || strings.HasPrefix(base, "OPTIONS-") ||
+		strings.HasPrefix(base, "temporary.") && strings.HasSuffix(base, ".dbtmp")
 }
