@@ -57,3 +57,12 @@ func (e *Engine) keepsReserve(keep int64) bool {
 func (e *Engine) usableBytes() int64 {
 	return e.Capacity() - int64(e.placer.gcReserve)*e.placer.zoneCap()
 }
+
+// Available is about how many more bytes of file data the device takes
+// from a writer without the reserve (SetReserved): the capacity outside
+// GC's reserve, less the valid bytes, the dirty data and the writes
+// admitted, and the reserve. GC may need to run to give it (garbage
+// counts as available), and record headers and pads take a little of it.
+func (e *Engine) Available() int64 {
+	return max(0, e.usableBytes()-e.placer.validBytes()-e.cache.DirtyBytes()-e.admitted.Load()-e.reserved.Load())
+}
