@@ -44,7 +44,12 @@
 //
 // Not supported: hard links (Link fails so that Pebble falls back to
 // copying, as its LinkOrCopy does on file systems without them) and
-// renaming a directory (Pebble renames files only).
+// renaming a directory (Pebble renames files only). Unlike a kernel file
+// system or vfs.NewMem, a path is at most engine.MaxNameLen (255) bytes
+// as a whole, not per component (a longer one fails Create and MkdirAll
+// with the engine's invalid-name error), and a handle of a file that is
+// removed or renamed over fails its reads and writes from then on
+// (Pebble deletes a file only once nothing reads it).
 //
 // Write-life hints: files are created with the engine's write-life hint
 // their Pebble category implies (the WAL short, flushed tables medium,
