@@ -351,10 +351,14 @@ func TestGCMeasuresTheWindowsOwnWrites(t *testing.T) {
 	for _, r := range sum.Configs {
 		for _, x := range r.Runs {
 			data := x.DevBytes - x.HeaderBytes - x.PadBytes - x.MetaBytes - x.GCBytes
-			// At most the host bytes; less by no more than the writes
-			// in flight as the part began (counted on the device then,
-			// or not yet counted as host bytes).
-			if data > x.HostBytes || data < x.HostBytes-int64(o.Files)*lifetimeBS {
+			// The host bytes, give or take the writes in flight as the
+			// part began: less by those counted on the device then, or
+			// not yet counted as host bytes; more by a writeback in
+			// flight then (no longer dirty, not yet on the device: it
+			// lands in the part though written before it; 256 KiB over
+			// once in a loaded CI run). Counting the cache's dirty bytes
+			// at the start in, as before, is a megabyte.
+			if slack := int64(o.Files) * lifetimeBS; data > x.HostBytes+slack || data < x.HostBytes-slack {
 				t.Errorf("%s round %d: %d bytes of data on the device for %d host bytes (%.4f)", r.name(), x.Round, data, x.HostBytes, x.part(data))
 			}
 		}
