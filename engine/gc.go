@@ -233,7 +233,9 @@ func (c *collector) retryFinish() bool {
 	}
 	held := false
 	for _, z := range c.unfinished {
-		held = held || z.tornHeld.Load()
+		// Due by its own backoff even when starved: a checkpoint that
+		// keeps failing is not tried on every pass.
+		held = held || z.tornHeld.Load() && c.passes >= z.finishRetry
 	}
 	if held {
 		// A torn zone recovery left active for want of a checkpoint
