@@ -246,16 +246,18 @@ func (e *Engine) remove(name string, durable, unused bool) (err error) {
 		e.nsMu.Unlock()
 		return fmt.Errorf("engine: remove %q: %w", name, ErrInUse)
 	}
-	if err := e.appendOp(nsOp{kind: opRemove, file: f.id}, durable); err != nil {
-		e.nsMu.Unlock()
-		return err
-	}
-	delete(e.byName, name)
-	e.nsBytes -= nsEntryLen(name)
-	e.dropFile(f)
+	applied := false
+	err = e.appendOp(nsOp{kind: opRemove, file: f.id}, durable, func() {
+		delete(e.byName, name)
+		e.nsBytes -= nsEntryLen(name)
+		e.dropFile(f)
+		applied = true
+	})
 	e.nsMu.Unlock()
-	e.forgetCached(f)
-	return nil
+	if applied {
+		e.forgetCached(f)
+	}
+	return err
 }
 
 // nsEntryLen is what a file named name takes in a checkpoint besides
@@ -350,24 +352,24 @@ func (e *Engine) Rename(oldName, newName string) error {
 			return fmt.Errorf("engine: rename %q: %w", oldName, err)
 		}
 	}
-	if err := e.logOp(nsOp{kind: opRename, file: f.id, name: newName}); err != nil {
-		e.nsMu.Unlock()
-		return err
-	}
-	delete(e.byName, oldName)
-	e.byName[newName] = f
-	e.nsBytes += grow
-	f.mu.Lock()
-	f.name = newName
-	f.mu.Unlock()
-	if victim != nil {
-		e.dropFile(victim)
-	}
+	applied := false
+	err := e.appendOp(nsOp{kind: opRename, file: f.id, name: newName}, true, func() {
+		delete(e.byName, oldName)
+		e.byName[newName] = f
+		e.nsBytes += grow
+		f.mu.Lock()
+		f.name = newName
+		f.mu.Unlock()
+		if victim != nil {
+			e.dropFile(victim)
+		}
+		applied = true
+	})
 	e.nsMu.Unlock()
-	if victim != nil {
+	if applied && victim != nil {
 		e.forgetCached(victim)
 	}
-	return nil
+	return err
 }
 
 // List returns every file, by name.

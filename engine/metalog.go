@@ -101,7 +101,7 @@ func (m *metaLog) close() { _ = unix.Munmap(m.block) }
 // logOp makes op durable in the metadata log before it returns. op.seq,
 // if zero, is assigned here, after any zone switch, so that a checkpoint
 // never claims an operation it does not contain.
-func (e *Engine) logOp(op nsOp) error { return e.appendOp(op, true) }
+func (e *Engine) logOp(op nsOp) error { return e.appendOp(op, true, nil) }
 
 // appendOp writes op's record to the metadata log and, if flush, flushes
 // the device. Without flush the record has landed when appendOp returns
@@ -115,7 +115,14 @@ func (e *Engine) logOp(op nsOp) error { return e.appendOp(op, true) }
 // checkpoint taken meanwhile flushes before it is written, so only the
 // caller waits for it (a caller that holds nsMu still orders its
 // operation's durability before anyone sees it).
-func (e *Engine) appendOp(op nsOp, flush bool) error {
+//
+// apply, if set, applies the operation to memory once its record is
+// written and before it is made durable (the caller holds nsMu, so no
+// one sees it before): a checkpoint that settles a failed append after
+// the record then holds the operation. If making it durable fails, the
+// operation stays applied, as a kernel file system's unlink or rename
+// stays when its directory's fsync fails, and the error says so.
+func (e *Engine) appendOp(op nsOp, flush bool, apply func()) error {
 	if flush && e.failedAppend.Load() {
 		// The flush would make a failed append's record durable: the
 		// checkpoint that supersedes it comes first (settleStray; the
@@ -134,19 +141,29 @@ func (e *Engine) appendOp(op nsOp, flush bool) error {
 		}
 	}
 	t, err := e.writeOp(op)
-	if err != nil || !flush {
+	if err != nil {
 		return err
 	}
-	if e.failedAppend.Load() {
+	if apply != nil {
+		apply()
+	}
+	if !flush {
+		return nil
+	}
+	if e.failedAppend.Load() || e.meta.stray.Load() {
 		// An append failed since the settle (writeback runs beside
 		// namespace operations): the flush would make its record
-		// durable with no checkpoint after it. Not a checkpoint here
-		// (it would lack the operation, which the caller applies
-		// once this returns): its record is voided instead
-		// (TestH17cAppendFailingDuringDurableOpRecordIsSettled).
+		// durable with no checkpoint after it
+		// (TestH17cAppendFailingDuringDurableOpRecordIsSettled). The
+		// operation is applied now, so the checkpoint holds it, and
+		// its flush (quiesced, after it voids the failed records)
+		// makes the operation's record durable too.
 		e.meta.mu.Lock()
-		e.voidFailedLocked()
+		err := e.settleStrayLocked()
 		e.meta.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("engine: log operation (applied, not durable): %w", err)
+		}
 	}
 	if err := e.flushes.flushFor(context.Background(), e.dev, t); err != nil {
 		return fmt.Errorf("engine: log operation: flush: %w", err)
@@ -444,9 +461,9 @@ func (e *Engine) checkpointInHalf() error {
 // durable, and a recovery from the last checkpoint skips the records it
 // names. A checkpoint calls it, quiesced, before its data flush (the
 // checkpoint supersedes the records, but is written only after that
-// flush); so does a durable operation before its flush, for an append
-// that failed after it settled (appendOp). Every half keeps room for one
-// (metaVoidRoom: a log other records filled to the end is no exception).
+// flush). Every half keeps room for one
+// (metaVoidRoom: a log other records filled to the end is no exception;
+// only checkpoints write voids, one at a time).
 // A failed write ends the half's log where it is not known (stray, as an
 // operation's failed record does: settleStray's checkpoint supersedes
 // whatever landed). With no room or a failed write it logs a warning:
