@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/zonefold/zonefold/zns"
+	"golang.org/x/sys/unix"
 )
 
 func emuOf(t *testing.T, e *Engine) *zns.Emu {
@@ -456,4 +457,27 @@ func TestGCRelocatesRecordsPastATornOne(t *testing.T) {
 	if got := readAll(t, e, "a"); !bytes.Equal(got, want) {
 		t.Fatal("content differs after relocation and a reopen")
 	}
+}
+
+// failAppendOf runs f's writeback with the host refusing the second half
+// of its next record (RLIMIT_FSIZE past the record's header and 32 KiB
+// of data in f's MRU zone): the append fails part-way, a torn record.
+func failAppendOf(t *testing.T, e *Engine, f *File) error {
+	t.Helper()
+	emu := emuOf(t, e)
+	z := f.f.mru.Load()
+	used := z.alloc.Load()
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	limit := unix.Rlimit{Cur: uint64(emu.FileOffset(z.start + used + BlockSize + 32<<10)), Max: old.Max}
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &limit); err != nil {
+		t.Fatal(err)
+	}
+	werr := e.wb.FlushFile(context.Background(), f.f.id)
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	return werr
 }

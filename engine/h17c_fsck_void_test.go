@@ -2,12 +2,9 @@ package engine
 
 import (
 	"bytes"
-	"context"
 	"sync/atomic"
 	"syscall"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/zonefold/zonefold/zns"
 )
@@ -27,24 +24,11 @@ func TestH17cFsckKnowsVoidedRecords(t *testing.T) {
 	e := formatOpen(t, devName, cfg)
 	synced := bytes.Repeat([]byte{0xaa}, 64<<10)
 	a := createSynced(t, e, "a", synced)
-	z := a.f.mru.Load()
-	used := z.alloc.Load()
 	if _, err := a.WriteAt(bytes.Repeat([]byte{0xcc}, 64<<10), 0); err != nil {
 		t.Fatal(err)
 	}
 	emu := emuOf(t, e)
-	var old unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
-		t.Fatal(err)
-	}
-	limit := unix.Rlimit{Cur: uint64(emu.FileOffset(z.start + used + BlockSize + 32<<10)), Max: old.Max}
-	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &limit); err != nil {
-		t.Fatal(err)
-	}
-	werr := e.wb.FlushFile(context.Background(), a.f.id)
-	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
-		t.Fatal(err)
-	}
+	werr := failAppendOf(t, e, a)
 	if werr == nil || !e.failedAppend.Load() {
 		t.Fatalf("set-up: writeback the host refused half of: %v (failedAppend %v)", werr, e.failedAppend.Load())
 	}

@@ -2,12 +2,9 @@ package engine
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"sync/atomic"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 // TestH17cAppendFailingDuringDurableOpRecordIsSettled: appendOp now
@@ -40,22 +37,7 @@ func TestH17cAppendFailingDuringDurableOpRecordIsSettled(t *testing.T) {
 		}
 		// The remove's record is about to be written: a's writeback,
 		// the host refusing the second half of its record.
-		z := a.f.mru.Load()
-		used := z.alloc.Load()
-		var old unix.Rlimit
-		if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
-			t.Error(err)
-			return nil
-		}
-		limit := unix.Rlimit{Cur: uint64(emu.FileOffset(z.start + used + BlockSize + 32<<10)), Max: old.Max}
-		if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &limit); err != nil {
-			t.Error(err)
-			return nil
-		}
-		werr = e.wb.FlushFile(context.Background(), a.f.id)
-		if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
-			t.Error(err)
-		}
+		werr = failAppendOf(t, e, a)
 		return nil
 	}
 	defer func() { testHookMetaWrite = nil }()

@@ -2,13 +2,10 @@ package engine
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"sync/atomic"
 	"syscall"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 // TestH17eFailedVoidWriteStillAcksDurableOp: appendOp voids, before a
@@ -72,27 +69,4 @@ func TestH17eFailedVoidWriteStillAcksDurableOp(t *testing.T) {
 	if err != nil && err != io.EOF {
 		t.Fatalf("a, fsynced, after a failed overwrite whose void failed and an acknowledged remove: read %d bytes: %v", n, err)
 	}
-}
-
-// failAppendOf runs f's writeback with the host refusing the second half
-// of its next record (RLIMIT_FSIZE past the record's header and 32 KiB
-// of data in f's MRU zone): the append fails part-way, a torn record.
-func failAppendOf(t *testing.T, e *Engine, f *File) error {
-	t.Helper()
-	emu := emuOf(t, e)
-	z := f.f.mru.Load()
-	used := z.alloc.Load()
-	var old unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
-		t.Fatal(err)
-	}
-	limit := unix.Rlimit{Cur: uint64(emu.FileOffset(z.start + used + BlockSize + 32<<10)), Max: old.Max}
-	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &limit); err != nil {
-		t.Fatal(err)
-	}
-	werr := e.wb.FlushFile(context.Background(), f.f.id)
-	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
-		t.Fatal(err)
-	}
-	return werr
 }
