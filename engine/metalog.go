@@ -126,13 +126,13 @@ func (e *Engine) appendOp(op nsOp, flush bool, apply func()) error {
 	if flush && e.failedAppend.Load() {
 		// The flush would make a failed append's record durable: the
 		// checkpoint that supersedes it comes first (settleStray; the
-		// caller holds nsMu). Before the operation's record, not after
-		// it: the caller applies the operation to memory only once
-		// this returns, so a checkpoint between the two would be
-		// numbered above the record without the operation in its
-		// snapshot, and recovery, which takes the checkpoint and skips
-		// what it numbers below, would undo an acknowledged remove or
-		// rename (TestH17bDurableOpAfterFailedAppendSurvivesPowerCut).
+		// caller holds nsMu), so that the operation's record follows
+		// it. A checkpoint after the record must hold the operation,
+		// applied by then (below): one numbered above the record
+		// without it in its snapshot made recovery, which takes the
+		// checkpoint and skips what it numbers below, undo an
+		// acknowledged remove or rename
+		// (TestH17bDurableOpAfterFailedAppendSurvivesPowerCut).
 		e.meta.mu.Lock()
 		err := e.settleStrayLocked()
 		e.meta.mu.Unlock()
