@@ -481,3 +481,18 @@ func failAppendOf(t *testing.T, e *Engine, f *File) error {
 	}
 	return werr
 }
+
+// overwriteFailingAppend overwrites a's first 64 KiB with 0xcc and writes
+// it back with the host refusing half of its record (failAppendOf); it
+// fails the test unless the append failed, and returns writeback's error.
+func overwriteFailingAppend(t *testing.T, e *Engine, a *File) error {
+	t.Helper()
+	if _, err := a.WriteAt(bytes.Repeat([]byte{0xcc}, 64<<10), 0); err != nil {
+		t.Fatal(err)
+	}
+	werr := failAppendOf(t, e, a)
+	if werr == nil || !e.failedAppend.Load() {
+		t.Fatalf("set-up: writeback the host refused half of: %v (failedAppend %v)", werr, e.failedAppend.Load())
+	}
+	return werr
+}

@@ -2,8 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"sync/atomic"
-	"syscall"
 	"testing"
 
 	"github.com/zonefold/zonefold/zns"
@@ -24,27 +22,12 @@ func TestH17cFsckKnowsVoidedRecords(t *testing.T) {
 	e := formatOpen(t, devName, cfg)
 	synced := bytes.Repeat([]byte{0xaa}, 64<<10)
 	a := createSynced(t, e, "a", synced)
-	if _, err := a.WriteAt(bytes.Repeat([]byte{0xcc}, 64<<10), 0); err != nil {
-		t.Fatal(err)
-	}
 	emu := emuOf(t, e)
-	werr := failAppendOf(t, e, a)
-	if werr == nil || !e.failedAppend.Load() {
-		t.Fatalf("set-up: writeback the host refused half of: %v (failedAppend %v)", werr, e.failedAppend.Load())
-	}
-	var armed atomic.Bool
-	armed.Store(true)
-	testHookMetaWrite = func(_ *Engine, _ int, _ int64, data []byte) error {
-		if holdsCheckpoint(data) && armed.CompareAndSwap(true, false) {
-			return syscall.EIO
-		}
-		return nil
-	}
-	defer func() { testHookMetaWrite = nil }()
+	overwriteFailingAppend(t, e, a)
+	failNextCheckpointWrite(t)
 	if err := e.SyncNamespace(); err == nil {
 		t.Fatal("set-up: the settling checkpoint's write did not fail")
 	}
-	testHookMetaWrite = nil
 	e.crashForTest()
 	emu.Close()
 
