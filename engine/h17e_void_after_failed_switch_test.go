@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"bytes"
+	"io"
+	"sync/atomic"
+	"syscall"
+	"testing"
+)
+
+// TestH17eVoidAfterFailedSwitchHasNoRoom: 8f509ca says every half keeps
+// metaVoidRoom for the opVoid before a flush, "a log other records filled
+// to the end is no exception". But a half switch whose checkpoint write
+// fails (once, here) has finished the active half first (finishMetaHalf)
+// and set its log full (m.wp = cap), while the half stays active: the
+// room is gone with it. An append that fails after that is voided by the
+// next settling checkpoint's voidFailedLocked, which finds no room,
+// warns, and the checkpoint's data flush makes the torn record durable
+// unvoided. A power cut before that checkpoint lands (its write fails
+// here) has recovery, from the old half's checkpoint, replay the torn
+// record over a's fsynced bytes: EIO.
+func TestH17eVoidAfterFailedSwitchHasNoRoom(t *testing.T) {
+	devName := emuDevice(t, 16, "1M", "")
+	cfg := smallConfig()
+	e := formatOpen(t, devName, cfg)
+	synced := bytes.Repeat([]byte{0xaa}, 64<<10)
+	a := createSynced(t, e, "a", synced)
+
+	// A switch whose checkpoint write fails once.
+	var ck atomic.Bool
+	ck.Store(true)
+	testHookMetaWrite = func(_ *Engine, _ int, _ int64, data []byte) error {
+		if holdsCheckpoint(data) && ck.CompareAndSwap(true, false) {
+			return syscall.EIO
+		}
+		return nil
+	}
+	defer func() { testHookMetaWrite = nil }()
+	e.nsMu.RLock()
+	cerr := e.checkpoint()
+	e.nsMu.RUnlock()
+	testHookMetaWrite = nil
+	if cerr == nil {
+		t.Fatal("set-up: the switch's checkpoint write did not fail")
+	}
+	t.Logf("failed switch: %v (half %d at %d of %d)", cerr, e.meta.active, e.meta.wp, e.sb.metaHalfCap())
+
+	// a's overwrite fails part-way.
+	if _, err := a.WriteAt(bytes.Repeat([]byte{0xcc}, 64<<10), 0); err != nil {
+		t.Fatal(err)
+	}
+	if werr := failAppendOf(t, e, a); werr == nil || !e.failedAppend.Load() {
+		t.Fatalf("set-up: a's writeback %v (failedAppend %v)", werr, e.failedAppend.Load())
+	}
+	// The settling checkpoint: its data flush, then a power cut before
+	// it lands.
+	ck.Store(true)
+	testHookMetaWrite = func(_ *Engine, _ int, _ int64, data []byte) error {
+		if holdsCheckpoint(data) && ck.CompareAndSwap(true, false) {
+			return syscall.EIO
+		}
+		return nil
+	}
+	if err := e.SyncNamespace(); err == nil {
+		t.Fatal("set-up: the settling checkpoint's write did not fail")
+	}
+	testHookMetaWrite = nil
+	emu := emuOf(t, e)
+	e.crashForTest()
+	emu.Close()
+
+	e = reopen(t, devName, cfg)
+	defer e.Close()
+	f, err := e.Open("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 64<<10)
+	n, err := f.ReadAt(got, 0)
+	if err != nil && err != io.EOF {
+		t.Fatalf("a, fsynced, after its failed overwrite (the half a failed switch finished had no room to void it) came back torn: read %d bytes: %v", n, err)
+	}
+}
