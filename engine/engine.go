@@ -128,7 +128,8 @@ type Engine struct {
 	failedAppend atomic.Bool
 	// failedMu (leaf) guards failedSeqs: the numbers of the records whose
 	// appends failed since the last checkpoint (the completer adds them),
-	// and how many of them voidFailedLocked has logged void (voided).
+	// and how many of them voidFailedLocked has logged void in the active
+	// half (voided; a switch names them all again in the next half).
 	failedMu   sync.Mutex
 	failedSeqs []uint64
 	voided     int

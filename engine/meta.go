@@ -45,7 +45,8 @@ const (
 )
 
 // maxVoids is the most record numbers one opVoid carries: its record
-// fits one block, the room every half keeps for one (metaVoidRoom).
+// fits one block, the room every half keeps for one (metaVoidRoom). A
+// switch writes as many as it needs in the next half.
 const maxVoids = 500
 
 // nsOp is one logged namespace operation.

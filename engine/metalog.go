@@ -454,40 +454,36 @@ func (e *Engine) checkpointInHalf() error {
 	return e.writeCheckpoint(true)
 }
 
-// voidFailedLocked logs, in the active half, one opVoid naming the
-// appends that failed since the last checkpoint and have none yet (see
+// voidFailedLocked logs, in the active half, opVoids naming the appends
+// that failed since the last checkpoint and have none yet (see
 // Engine.failedAppend), before a device flush makes their records
-// durable along with everything else: landed before that flush, it is as
-// durable, and a recovery from the last checkpoint skips the records it
-// names. A checkpoint calls it, quiesced, before its data flush (the
+// durable along with everything else: landed before that flush, they are
+// as durable, and a recovery from the last checkpoint skips the records
+// they name. A checkpoint calls it, quiesced, before its data flush (the
 // checkpoint supersedes the records, but is written only after that
-// flush). Every half keeps room for one
-// (metaVoidRoom: a log other records filled to the end is no exception;
-// only checkpoints write voids, one at a time).
-// A failed write ends the half's log where it is not known (stray, as an
-// operation's failed record does: settleStray's checkpoint supersedes
-// whatever landed). With no room or a failed write it logs a warning:
-// a crash before the next checkpoint may then replay the records, as
-// before voids existed. metaLog.mu held.
-func (e *Engine) voidFailedLocked() {
+// flush). Every half keeps room for one (metaVoidRoom: a log other
+// records filled to the end is no exception). It returns false if some
+// are left: no room (a half a failed switch finished, a burst of more
+// than maxVoids failures), or a failed write, which ends the half's log
+// where it is not known (stray, as an operation's failed record does:
+// settleStray's checkpoint supersedes whatever landed). A switch then
+// voids them all in the next half (writeCheckpoint). metaLog.mu held.
+func (e *Engine) voidFailedLocked() bool {
 	m := e.meta
-	e.failedMu.Lock()
-	voids := append([]uint64(nil), e.failedSeqs[e.voided:]...)
-	e.failedMu.Unlock()
+	voids := e.failedSince(e.voided)
 	for len(voids) > 0 {
 		op := nsOp{kind: opVoid, voids: voids[:min(len(voids), maxVoids)]}
 		payload := encodeOp(op)
 		n := metaRecordLen(len(payload))
 		if m.wp+n > e.sb.metaHalfCap() {
-			slog.Warn("engine: no room in the metadata log to void failed appends' records before a device flush", "records", len(voids), "half", m.active)
-			return
+			return false
 		}
 		op.seq = e.seq.Add(1)
 		if err := e.writeOpRecord(op, payload, n); err != nil {
 			m.markStray()
 			m.wp = e.sb.metaHalfCap()
 			slog.Warn("engine: voiding failed appends' records failed", "records", len(voids), "half", m.active, "err", err)
-			return
+			return false
 		}
 		e.opLanded(op, n)
 		e.failedMu.Lock()
@@ -495,10 +491,35 @@ func (e *Engine) voidFailedLocked() {
 		e.failedMu.Unlock()
 		voids = voids[len(op.voids):]
 	}
+	return true
+}
+
+// failedSince returns the numbers of the appends that failed since the
+// last checkpoint, from the from'th on.
+func (e *Engine) failedSince(from int) []uint64 {
+	e.failedMu.Lock()
+	defer e.failedMu.Unlock()
+	return append([]uint64(nil), e.failedSeqs[from:]...)
+}
+
+// voidOps numbers and encodes the opVoid records that name seqs, up to
+// maxVoids each. It allocates, but only after appends failed.
+func (e *Engine) voidOps(seqs []uint64) [][]byte {
+	var recs [][]byte
+	for len(seqs) > 0 {
+		op := nsOp{kind: opVoid, voids: seqs[:min(len(seqs), maxVoids)], seq: e.seq.Add(1)}
+		payload := encodeOp(op)
+		rec := make([]byte, metaRecordLen(len(payload)))
+		encodeMeta(rec, e.sb.FS(), metaOp, op.seq, payload)
+		recs = append(recs, rec)
+		seqs = seqs[len(op.voids):]
+	}
+	return recs
 }
 
 // metaVoidRoom is the log every half keeps free after the operations
-// for one opVoid of up to maxVoids numbers (voidFailedLocked).
+// for one opVoid of up to maxVoids numbers (voidFailedLocked, for an
+// in-half checkpoint: a switch voids in the next half).
 var metaVoidRoom = metaRecordLen(len(encodeOp(nsOp{kind: opVoid, voids: make([]uint64, maxVoids)})))
 
 // writeCheckpoint is checkpointLocked, or with inHalf checkpointInHalf's
@@ -518,19 +539,41 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 			e.failedMu.Unlock()
 		}
 	}()
-	// The flush below makes a failed append's record durable, and the
-	// checkpoint that supersedes it comes after: the log says first that
-	// the record is void, so that a crash between the two does not
-	// replay it.
-	e.voidFailedLocked()
-	// What the checkpoint maps is durable before the checkpoint can be:
-	// a device persists writes to different zones in any order until a
-	// flush, and a checkpoint that outlived the data it points at would
-	// replace acknowledged mappings with lost bytes (f2fs flushes before
-	// it writes a checkpoint pack, for the same reason).
-	if err := e.flushDevice(context.Background()); err != nil {
-		return fmt.Errorf("engine: checkpoint: flush data: %w", err)
+	if inHalf {
+		return e.writeCheckpointInHalf()
 	}
+	// The data flush, before the checkpoint is written, makes a failed
+	// append's record durable: the log says first that the record is
+	// void, so that a crash between the two does not replay it. The
+	// voids go in the active half's log, which keeps room for one
+	// (metaVoidRoom), and the data flush comes first, as the checkpoint
+	// is written only after it. Where the active half has no room for
+	// them (a switch whose checkpoint failed left it finished, or a
+	// burst of failures passed one block's worth), they go at the start
+	// of the next half, reset first, and the data flush after them:
+	// every failure since the last checkpoint is named there again, as a
+	// failed switch's voids went with the reset that retries it.
+	// Recovery takes voids from either half (recover). A device whose
+	// reset flushes (the emu device) makes the records durable at the
+	// reset, ahead of these voids: on it, a crash in between replays
+	// them.
+	var voids [][]byte
+	if !e.voidFailedLocked() {
+		voids = e.voidOps(e.failedSince(0))
+	}
+	if len(voids) == 0 {
+		// What the checkpoint maps is durable before the checkpoint
+		// can be: a device persists writes to different zones in any
+		// order until a flush, and a checkpoint that outlived the data
+		// it points at would replace acknowledged mappings with lost
+		// bytes (f2fs flushes before it writes a checkpoint pack, for
+		// the same reason).
+		if err := e.flushDevice(context.Background()); err != nil {
+			return fmt.Errorf("engine: checkpoint: flush data: %w", err)
+		}
+	}
+	// Quiesced, with nsMu held by the caller: nothing the snapshot maps
+	// changes until the data flush, where that comes after it.
 	c := e.snapshot()
 	payload := encodeCheckpoint(c)
 	n := metaRecordLen(len(payload))
@@ -538,16 +581,26 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 		return fmt.Errorf("engine: checkpoint of %d bytes does not fit a %d-byte metadata half (%d zones): %w",
 			n, e.sb.metaHalfCap(), e.sb.MetaGroup, ErrNoSpace)
 	}
-	buf, err := unix.Mmap(-1, 0, int(BlockSize+n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	var vlen int64
+	for i, v := range voids {
+		if BlockSize+vlen+int64(len(v))+n > e.sb.metaHalfCap() {
+			slog.Warn("engine: no room in the metadata half beside its checkpoint to void failed appends' records before a device flush", "voided", i, "of", len(voids), "half", 1-m.active)
+			voids = voids[:i]
+			break
+		}
+		vlen += int64(len(v))
+	}
+	buf, err := unix.Mmap(-1, 0, int(BlockSize+vlen+n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil {
 		return fmt.Errorf("engine: checkpoint buffer: %w", err)
 	}
 	defer unix.Munmap(buf)
 	e.sb.encode(buf[:BlockSize])
-	encodeMeta(buf[BlockSize:], e.sb.FS(), metaCheckpoint, c.seq, payload)
-	if inHalf {
-		return e.appendCheckpoint(c, buf[BlockSize:])
+	off := int64(BlockSize)
+	for _, v := range voids {
+		off += int64(copy(buf[off:], v))
 	}
+	encodeMeta(buf[off:], e.sb.FS(), metaCheckpoint, c.seq, payload)
 	next := 1 - m.active
 	// The next half is reset first: a reset opens no zone, and a half
 	// that refuses it (a zone gone read-only) leaves the active half as
@@ -569,19 +622,54 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 	if err := e.finishMetaHalf(m.active); err != nil {
 		return fmt.Errorf("engine: checkpoint: %w", err)
 	}
-	if err := e.writeMeta(next, 0, buf, m.w); err != nil {
+	from := int64(0)
+	if len(voids) > 0 {
+		if err := e.writeMeta(next, 0, buf[:off], m.w); err != nil {
+			return fmt.Errorf("engine: checkpoint: void failed appends' records: %w", err)
+		}
+		e.stats.metaWritten.Add(vlen)
+		e.stats.metaOps[opVoid].Add(vlen)
+		if err := e.flushDevice(context.Background()); err != nil {
+			return fmt.Errorf("engine: checkpoint: flush data: %w", err)
+		}
+		from = off
+	}
+	if err := e.writeMeta(next, from, buf[from:], m.w); err != nil {
 		return fmt.Errorf("engine: checkpoint: %w", err)
 	}
 	if err := e.flushDevice(context.Background()); err != nil {
 		return fmt.Errorf("engine: checkpoint: flush: %w", err)
 	}
-	m.active, m.wp = next, BlockSize+n
+	m.active, m.wp = next, BlockSize+vlen+n
 	m.stray.Store(false) // what the old half holds is never replayed
 	e.stats.metaWritten.Add(BlockSize + n)
 	e.stats.ckptWritten.Add(BlockSize + n)
 	e.stats.checkpoints.Add(1)
 	e.endOwed(c.owed)
 	return nil
+}
+
+// writeCheckpointInHalf is checkpointInHalf's checkpoint: the failed
+// appends are voided in the active half's own log (the room it keeps,
+// metaVoidRoom), then the data flush, then the checkpoint after them.
+// metaLog.mu and quiesce held.
+func (e *Engine) writeCheckpointInHalf() error {
+	if !e.voidFailedLocked() {
+		slog.Warn("engine: no room in the metadata log to void failed appends' records before a device flush", "half", e.meta.active)
+	}
+	if err := e.flushDevice(context.Background()); err != nil {
+		return fmt.Errorf("engine: checkpoint: flush data: %w", err)
+	}
+	c := e.snapshot()
+	payload := encodeCheckpoint(c)
+	n := metaRecordLen(len(payload))
+	buf, err := unix.Mmap(-1, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return fmt.Errorf("engine: checkpoint buffer: %w", err)
+	}
+	defer unix.Munmap(buf)
+	encodeMeta(buf, e.sb.FS(), metaCheckpoint, c.seq, payload)
+	return e.appendCheckpoint(c, buf)
 }
 
 // appendCheckpoint writes c's encoded record rec at the active half's

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -102,7 +103,16 @@ func (e *Engine) recover() error {
 	// acknowledged (bytes of a write lost to a power cut, which a device
 	// that shows what lies past a write pointer could expose).
 	ops := zoneOps[ckptZone]
+	var otherVoids []nsOp
 	for _, op := range zoneOps[1-ckptZone] {
+		if op.kind == opVoid && op.seq > ckpt.seq {
+			// A switch voids failed appends at the start of the
+			// half it resets, before the data flush that precedes
+			// its checkpoint (writeCheckpoint): if that checkpoint
+			// did not land, they are still what failed.
+			otherVoids = append(otherVoids, op)
+			continue
+		}
 		if op.seq > ckpt.seq {
 			slog.Warn("engine: recover: operation in the older metadata zone is newer than the checkpoint; ignored",
 				"seq", op.seq, "checkpoint_seq", ckpt.seq, "zone", e.sb.MetaZones[1-ckptZone])
@@ -124,16 +134,15 @@ func (e *Engine) recover() error {
 	var events []event
 	fromStart := map[int]bool{}
 	void := map[uint64]bool{} // records whose appends failed (opVoid)
+	for _, op := range otherVoids {
+		takeVoids(&e.seq, void, op)
+	}
 	for i := range ops {
 		if ops[i].seq <= ckpt.seq {
 			continue
 		}
 		if ops[i].kind == opVoid {
-			bumpMax(&e.seq, ops[i].seq)
-			for _, s := range ops[i].voids {
-				void[s] = true
-				bumpMax(&e.seq, s) // handed out: never again
-			}
+			takeVoids(&e.seq, void, ops[i])
 			continue
 		}
 		events = append(events, event{seq: ops[i].seq, op: &ops[i]})
@@ -191,8 +200,14 @@ func (e *Engine) recover() error {
 			torns = append(torns, s.z)
 		}
 	}
+	// A clean, partly written zone that would fit the budget but for the
+	// torn ones waits for recovery's checkpoint: if it lands, they are
+	// finished and give their places back (settleHeld).
+	var waiting []*zone
 	for _, s := range scans {
-		e.settleZone(s.z, s.rz, s.end, s.torn)
+		if e.settleZone(s.z, s.rz, s.end, s.torn, len(torns)-len(waiting)) {
+			waiting = append(waiting, s.z)
+		}
 	}
 
 	// 4. Replay in sequence order. What is held at the end was never
@@ -250,7 +265,7 @@ func (e *Engine) recover() error {
 			// and format. Refusing to open left the data unreachable
 			// on a device fsck called clean.
 			slog.Warn("engine: recover: the namespace's checkpoint does not fit a metadata half (a device an older zonefold filled with names); opening on the metadata log as it stands: every file reads, but creates, removes, renames and writes that need a metadata half switch fail with ENOSPC. Copy the files off (zonefold get) and format the device", "half", ckptZone, "at", e.meta.wp, "err", err)
-			e.settleTornZones(torns, false)
+			e.settleHeld(torns, waiting, false)
 			return nil
 		}
 		if !errors.Is(err, errNextHalfReset) {
@@ -278,13 +293,41 @@ func (e *Engine) recover() error {
 			// opens without resetting the dead zones (no checkpoint
 			// forgets them; GC collects them later).
 			slog.Warn("engine: recover: no room for a checkpoint in this metadata half either; the log goes on", "half", ckptZone, "at", e.meta.wp, "err", cerr)
-			e.settleTornZones(torns, false)
+			e.settleHeld(torns, waiting, false)
 			return nil
 		}
 	}
-	e.settleTornZones(torns, true)
+	e.settleHeld(torns, waiting, true)
 	e.resetDeadZones(dead)
 	return nil
+}
+
+// takeVoids adds the records an opVoid names to void; its number and
+// theirs were handed out, and never are again.
+func takeVoids(seq *atomic.Uint64, void map[uint64]bool, op nsOp) {
+	bumpMax(seq, op.seq)
+	for _, s := range op.voids {
+		void[s] = true
+		bumpMax(seq, s)
+	}
+}
+
+// settleHeld settles what recovery held until its checkpoint: the torn
+// zones (settleTornZones), then the cleanly written zones waiting for
+// their places (settleZone), open where the budget now has room and
+// finished where not or where it holds nothing valid (deadZones: reset
+// next, as any full zone without data).
+func (e *Engine) settleHeld(torns, waiting []*zone, checkpointed bool) {
+	e.settleTornZones(torns, checkpointed)
+	for _, z := range waiting {
+		if !z.resetPending.Load() && len(e.placer.open) < e.placer.budget-e.placer.unfinished {
+			z.state.Store(zoneOpen)
+			e.placer.open = append(e.placer.open, z)
+			continue
+		}
+		z.alloc.Store(z.cap)
+		e.finishAtRecovery(z)
+	}
 }
 
 // settleTornZones finishes the zones a torn record ends (zone.tornHeld,
@@ -469,9 +512,12 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 // finished once recovery's checkpoint is durable (zone.tornHeld,
 // settleTornZones). A cleanly written, partly full zone stays open for
 // appends if the budget allows; one that does not fit the budget is
-// finished. A zone the device will not finish counts as unfinished, as
-// retire's do.
-func (e *Engine) settleZone(z *zone, rz zns.Zone, end int64, torn bool) {
+// finished, unless one of the spare places torn zones counted unfinished
+// hold may come free: then it stays as it is, full to placement, and
+// settleZone returns true (settleHeld decides once recovery's checkpoint
+// has or has not finished them). A zone the device will not finish
+// counts as unfinished, as retire's do.
+func (e *Engine) settleZone(z *zone, rz zns.Zone, end int64, torn bool, spare int) (waiting bool) {
 	wp := rz.WP - rz.Start
 	switch {
 	case rz.Cond == zns.CondReadOnly || rz.Cond == zns.CondOffline:
@@ -490,6 +536,12 @@ func (e *Engine) settleZone(z *zone, rz zns.Zone, end int64, torn bool) {
 		z.alloc.Store(wp)
 		z.state.Store(zoneOpen)
 		e.placer.open = append(e.placer.open, z)
+	case !torn && spare > 0 && z.cap-wp >= minRecord:
+		// Its write pointer stays where it is (the checkpoint records
+		// it), and placement sees it full until settleHeld.
+		z.alloc.Store(wp)
+		z.state.Store(zoneFull)
+		return true
 	default:
 		if torn {
 			slog.Warn("engine: recover: torn record ends zone", "zone", z.idx, "at", end, "wp", wp)
@@ -500,6 +552,7 @@ func (e *Engine) settleZone(z *zone, rz zns.Zone, end int64, torn bool) {
 			e.finishAtRecovery(z)
 		}
 	}
+	return false
 }
 
 // finishAtRecovery finishes a zone recovery leaves full.
