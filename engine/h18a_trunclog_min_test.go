@@ -1,0 +1,92 @@
+package engine
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/zonefold/zonefold/zns"
+)
+
+// TestH18aTruncateFailedOnFullLogThenFsyncLosesCut is the reduced form of
+// TestH18aFailedTruncateThenFsyncLosesCut. The active metadata half fills
+// up (plain truncates); the next operation's half switch fails (the
+// device refuses writes for a moment): the switch backs off, the half
+// stays full, and no failed record is in the log (no stray). The device
+// heals. Within the backoff, f (fsynced at 12 blocks) is truncated to 6
+// blocks: logSize fails with ErrMetaLog, but File.truncate has already
+// set the size, truncated the cache and (cutAndLog) cut the extent map,
+// and puts none of them back. f reads as 6 blocks. Its fsync succeeds:
+// f has no dirty data, the log owes no checkpoint (no stray), so the
+// flush acknowledges a size nothing on the device carries. After a
+// power cut f is back at 12 blocks, its cut bytes readable again: the
+// size its fsync acknowledged is lost.
+func TestH18aTruncateFailedOnFullLogThenFsyncLosesCut(t *testing.T) {
+	devName := memDevice(t, 20, "256K")
+	cfg := Config{CacheBytes: 1 << 20, DirtyLimit: 512 << 10, MaxOrder: 4}
+	e := formatOpen(t, devName, cfg)
+	emu := e.dev.(*zns.Emu)
+	h := mustCreate(t, e, "f")
+	if _, err := h.WriteAt(bytes.Repeat([]byte{7}, 12*BlockSize), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	g := mustCreate(t, e, "g")
+	m := e.meta
+	wp := func() (int, int64) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.active, m.wp
+	}
+	capacity := e.sb.metaHalfCap()
+	half, last := wp()
+	var step int64
+	for i := 0; ; i++ {
+		if err := g.Truncate(int64(i%2+1) * BlockSize); err != nil {
+			t.Fatal(err)
+		}
+		a, w := wp()
+		if a != half {
+			t.Fatalf("the half switched before the test filled it (step %d)", step)
+		}
+		step, last = w-last, w
+		if last+step+metaVoidRoom > capacity {
+			break
+		}
+	}
+	// Fill it: with writes refused, the switch an operation needs fails.
+	emu.FailWrites(true)
+	var gerr error
+	fails := 0
+	for i := 0; i < 6 && fails < 2; i++ {
+		if err := g.Truncate(int64(i%2+1) * BlockSize); err != nil {
+			gerr = err
+			fails++ // two failed switches in a row: a backoff of tens of ms
+		}
+	}
+	emu.FailWrites(false)
+	if gerr == nil {
+		t.Fatal("no truncate of g failed")
+	}
+	t.Logf("g: %v (stray %v)", gerr, m.stray.Load())
+
+	terr := h.Truncate(6 * BlockSize)
+	t.Logf("truncate f: %v; f reads as %d bytes", terr, h.Size())
+	if err := h.Sync(); err != nil {
+		t.Skipf("fsync failed: %v", err)
+	}
+	acked := h.Size()
+	t.Logf("fsync of f acknowledged %d bytes", acked)
+	e.crashForTest()
+	if err := emu.PowerCut(); err != nil {
+		t.Fatal(err)
+	}
+	emu.Close()
+	e = reopen(t, devName, cfg)
+	defer e.Close()
+	got := readAll(t, e, "f")
+	if int64(len(got)) != acked {
+		t.Fatalf("after the power cut f is %d bytes; its successful fsync acknowledged %d (the failed truncate's cut stayed in memory, never became durable)", len(got), acked)
+	}
+}
