@@ -126,6 +126,15 @@ type Engine struct {
 	// checkpoint's): settleStray writes one before an acknowledged
 	// flush, and Close before its own.
 	failedAppend atomic.Bool
+	// unlogged is set when a change applied in memory was not logged: a
+	// truncate cuts the file (size, cache, extent map) before its
+	// record is written, and a record that fails leaves the cut in
+	// memory with nothing on the device carrying it. An fsync that then
+	// found nothing dirty acknowledged a size a crash took back
+	// (TestH18aTruncateFailedOnFullLogThenFsyncLosesCut). Until a
+	// checkpoint (which snapshots memory) clears it, every flush
+	// settles with one first (settleStray), as for a failed append.
+	unlogged atomic.Bool
 	// failedMu (leaf) guards failedSeqs: the numbers of the records whose
 	// appends failed since the last checkpoint (the completer adds them),
 	// and how many of them voidFailedLocked has logged void in the active

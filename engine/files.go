@@ -691,11 +691,16 @@ func (h *File) keepSize(old, pos int64, n int, err error) error {
 	return err
 }
 
-// logSize makes the file's size durable as a truncate to size.
+// logSize makes the file's size, set in memory, durable as a truncate to
+// size. If it fails, the next flush checkpoints first (Engine.unlogged).
 func (e *Engine) logSize(f *file, size int64) error {
 	e.nsMu.RLock()
 	defer e.nsMu.RUnlock()
-	return e.logOp(nsOp{kind: opTruncate, file: f.id, size: size})
+	err := e.logOp(nsOp{kind: opTruncate, file: f.id, size: size})
+	if err != nil {
+		e.unlogged.Store(true)
+	}
+	return err
 }
 
 // MaxFileSize bounds file sizes (and so offsets).

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/zonefold/zonefold/zns"
 )
@@ -73,8 +74,17 @@ func TestH18aTruncateFailedOnFullLogThenFsyncLosesCut(t *testing.T) {
 
 	terr := h.Truncate(6 * BlockSize)
 	t.Logf("truncate f: %v; f reads as %d bytes", terr, h.Size())
-	if err := h.Sync(); err != nil {
-		t.Skipf("fsync failed: %v", err)
+	// Within the switch's backoff the fsync must fail (it cannot make the
+	// cut durable); once the backoff ends its checkpoint does.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		err := h.Sync()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fsync still fails after the backoff: %v", err)
+		}
+		t.Logf("fsync: %v", err)
 	}
 	acked := h.Size()
 	t.Logf("fsync of f acknowledged %d bytes", acked)

@@ -150,7 +150,7 @@ func (e *Engine) appendOp(op nsOp, flush bool, apply func()) error {
 	if !flush {
 		return nil
 	}
-	if e.failedAppend.Load() || e.meta.stray.Load() {
+	if e.owesCheckpoint() {
 		// An append failed since the settle (writeback runs beside
 		// namespace operations): the flush would make its record
 		// durable with no checkpoint after it
@@ -529,7 +529,13 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 	e.quiesce.Lock()
 	defer e.quiesce.Unlock()
 	e.waitUntil(func() bool { return e.inflight.Load() == 0 })
+	// The snapshot holds every change applied before it, logged or not;
+	// one whose log fails from here on sets it again.
+	unlogged := e.unlogged.Swap(false)
 	defer func() {
+		if err != nil && unlogged {
+			e.unlogged.Store(true)
+		}
 		// Still quiesced: no append failed since the wait, and every
 		// one that failed before it is numbered below this checkpoint.
 		if err == nil {
@@ -1074,6 +1080,14 @@ func (e *Engine) flushAcked(ctx context.Context, t uint64) error {
 // its first settle and its flush.
 var testHookAckFlush func(*Engine)
 
+// owesCheckpoint reports whether a flush must be preceded by a
+// checkpoint: the log may hold a failed operation's record (stray), an
+// append failed (failedAppend), or memory holds a change no record
+// carries (unlogged).
+func (e *Engine) owesCheckpoint() bool {
+	return e.meta.stray.Load() || e.failedAppend.Load() || e.unlogged.Load()
+}
+
 // settleStray runs before a device flush whose success is reported as
 // durability (an fsync, Engine.Sync, SyncNamespace, a create's flush),
 // and before the flushes nobody is told of (GC's, a truncate's), which
@@ -1087,12 +1101,14 @@ var testHookAckFlush func(*Engine)
 // anything in the half the record is in. If it fails, so does the
 // caller, with ErrMetaLog. A failed append's record is settled the same
 // way (Engine.failedAppend): the checkpoint supersedes the data records
-// numbered below it too. The caller holds no engine lock but wmu or
+// numbered below it too, and so is a change applied in memory whose
+// record failed (Engine.unlogged): the checkpoint holds it. The caller
+// holds no engine lock but wmu or
 // collector.mu; this takes nsMu shared and metaLog.mu, as a logged
 // operation does.
 func (e *Engine) settleStray() error {
 	m := e.meta
-	if !m.stray.Load() && !e.failedAppend.Load() {
+	if !e.owesCheckpoint() {
 		return nil
 	}
 	e.nsMu.RLock()
@@ -1109,10 +1125,13 @@ func (e *Engine) settleStray() error {
 // checkpoint goes into the active half's own log (supersedeStrayInHalf).
 func (e *Engine) settleStrayLocked() error {
 	m := e.meta
-	if !m.stray.Load() && !e.failedAppend.Load() {
+	if !e.owesCheckpoint() {
 		return nil
 	}
 	fail := func(err error) error {
+		if !m.stray.Load() && !e.failedAppend.Load() {
+			return fmt.Errorf("%w: a truncate's size is in memory only (its record failed), and the checkpoint that makes it durable failed: %w", ErrMetaLog, err)
+		}
 		if !m.stray.Load() {
 			return fmt.Errorf("%w: a failed append's record may be on the device, and the checkpoint that supersedes it failed: %w", ErrMetaLog, err)
 		}
