@@ -22,6 +22,33 @@ import (
 // power cut f is back at 12 blocks, its cut bytes readable again: the
 // size its fsync acknowledged is lost.
 func TestH18aTruncateFailedOnFullLogThenFsyncLosesCut(t *testing.T) {
+	h18aFailedOpOnFullLog(t, func(h *File) error { return h.Truncate(6 * BlockSize) })
+}
+
+// TestH18aGrowFailedOnFullLogThenFsyncLosesSize is the same with a Grow
+// (a sparse extension to 20 blocks): it fails, f reads as 20 blocks, its
+// fsync succeeds, and after a power cut f is 12 blocks again.
+func TestH18aGrowFailedOnFullLogThenFsyncLosesSize(t *testing.T) {
+	h18aFailedOpOnFullLog(t, func(h *File) error { return h.Grow(20 * BlockSize) })
+}
+
+// TestH18aTruncateFailedOnFullLogThenWriteFsyncResurrectsCutBytes: the
+// failed truncate to 6 blocks, then a write of block 10 (blocks 6-9 read
+// as zeros: a hole), then a successful fsync. The write's record carries
+// the 11-block size, so the size survives the power cut; but blocks 6-9,
+// fsynced as zeros, come back holding the old bytes the failed truncate
+// cut in memory.
+func TestH18aTruncateFailedOnFullLogThenWriteFsyncResurrectsCutBytes(t *testing.T) {
+	h18aFailedOpOnFullLog(t, func(h *File) error {
+		err := h.Truncate(6 * BlockSize)
+		if _, werr := h.WriteAt(bytes.Repeat([]byte{9}, BlockSize), 10*BlockSize); werr != nil {
+			t.Fatal(werr)
+		}
+		return err
+	})
+}
+
+func h18aFailedOpOnFullLog(t *testing.T, op func(h *File) error) {
 	devName := memDevice(t, 20, "256K")
 	cfg := Config{CacheBytes: 1 << 20, DirtyLimit: 512 << 10, MaxOrder: 4}
 	e := formatOpen(t, devName, cfg)
@@ -72,10 +99,13 @@ func TestH18aTruncateFailedOnFullLogThenFsyncLosesCut(t *testing.T) {
 	}
 	t.Logf("g: %v (stray %v)", gerr, m.stray.Load())
 
-	terr := h.Truncate(6 * BlockSize)
-	t.Logf("truncate f: %v; f reads as %d bytes", terr, h.Size())
+	terr := op(h)
+	t.Logf("truncate/grow f: %v; f reads as %d bytes", terr, h.Size())
+	if terr == nil {
+		t.Fatal("set-up: the operation did not fail")
+	}
 	// Within the switch's backoff the fsync must fail (it cannot make the
-	// cut durable); once the backoff ends its checkpoint does.
+	// change durable); once the backoff ends its checkpoint does.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		err := h.Sync()
 		if err == nil {
@@ -87,6 +117,10 @@ func TestH18aTruncateFailedOnFullLogThenFsyncLosesCut(t *testing.T) {
 		t.Logf("fsync: %v", err)
 	}
 	acked := h.Size()
+	want := make([]byte, acked)
+	if _, err := h.ReadAt(want, 0); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("fsync of f acknowledged %d bytes", acked)
 	e.crashForTest()
 	if err := emu.PowerCut(); err != nil {
@@ -98,5 +132,8 @@ func TestH18aTruncateFailedOnFullLogThenFsyncLosesCut(t *testing.T) {
 	got := readAll(t, e, "f")
 	if int64(len(got)) != acked {
 		t.Fatalf("after the power cut f is %d bytes; its successful fsync acknowledged %d (the failed truncate's cut stayed in memory, never became durable)", len(got), acked)
+	}
+	if i := firstDiff(got, want); i >= 0 {
+		t.Fatalf("after the power cut f's byte %d (block %d) is %d; its successful fsync acknowledged %d (the failed truncate's cut bytes are back)", i, i/BlockSize, got[i], want[i])
 	}
 }
