@@ -849,8 +849,22 @@ func (c *Client) List(ctx context.Context) ([]ListEntry, error) {
 	}
 	off, ctl := c.ctl()
 	var out []ListEntry
+	byName := true // ListAfter: a daemon older than it answers EINVAL
 	for {
-		r, err := c.call(ctx, Request{Op: OpList, Off: uint64(len(out)), Addr: off, Len: uint32(len(ctl))})
+		q := Request{Op: OpList, Off: uint64(len(out)), Addr: off, Len: uint32(len(ctl))}
+		if byName {
+			// The cursor is the last name listed: a page starts after
+			// it, wherever others' creates and removes moved it.
+			q.Flags, q.Off = ListAfter, 0
+			if len(out) > 0 {
+				q.Off = uint64(copy(ctl, out[len(out)-1].Name))
+			}
+		}
+		r, err := c.call(ctx, q)
+		if byName && len(out) == 0 && errors.Is(err, unix.EINVAL) {
+			byName = false
+			continue
+		}
 		if err != nil {
 			return out, fmt.Errorf("zonefold: list: %w", err)
 		}
@@ -862,7 +876,7 @@ func (c *Client) List(ctx context.Context) ([]ListEntry, error) {
 			return out, err
 		}
 		out = append(out, part...)
-		if uint64(len(out)) >= r.Val2 {
+		if !byName && uint64(len(out)) >= r.Val2 {
 			return out, nil
 		}
 	}

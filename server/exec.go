@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sort"
 	"sync/atomic"
 	"syscall"
 
@@ -190,14 +191,22 @@ func (c *conn) open(q *Request, r *Reply) {
 }
 
 func (c *conn) list(q *Request, r *Reply) {
+	var after string
+	if q.Flags&ListAfter != 0 {
+		after = c.name(q.Addr, uint32(q.Off)) // read before the entries overwrite it
+	}
 	all := c.s.e.List()
 	r.Val2 = uint64(len(all))
-	if q.Off >= uint64(len(all)) {
+	from := q.Off
+	if q.Flags&ListAfter != 0 {
+		from = uint64(sort.Search(len(all), func(i int) bool { return all[i].Name > after }))
+	}
+	if from >= uint64(len(all)) {
 		return
 	}
 	out := c.region[q.Addr : q.Addr : q.Addr+uint64(q.Len)]
 	n := 0
-	for _, fi := range all[q.Off:] {
+	for _, fi := range all[from:] {
 		var ok bool
 		if out, ok = appendListEntry(out, int(q.Len), fi.Size, fi.Name); !ok {
 			break
@@ -206,7 +215,7 @@ func (c *conn) list(q *Request, r *Reply) {
 	}
 	if n == 0 {
 		r.Status = StatusOverflow
-		r.Val = uint64(listEntryHeader + len(all[q.Off].Name))
+		r.Val = uint64(listEntryHeader + len(all[from].Name))
 		return
 	}
 	r.Val = uint64(n)

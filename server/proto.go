@@ -105,6 +105,19 @@ const (
 	TruncateGrow = 1 << 0
 )
 
+// List flags.
+const (
+	// ListAfter pages by name, not by index: the request's range starts
+	// with a cursor name of off bytes (0 to engine.MaxNameLen; none: the
+	// first page), and the daemon writes over the range the entries
+	// whose names sort after it. A client that passes the last name it
+	// got sees every file that exists, unchanged, for the whole listing,
+	// once, whatever others create or remove meanwhile (by index, a
+	// remove before the position made the next page skip a name).
+	// Daemons older than the flag answer EINVAL.
+	ListAfter = 1 << 0
+)
+
 // Remove flags.
 const (
 	// RemoveUnused removes the file only if no handle has it open
@@ -371,7 +384,7 @@ type Request struct {
 	Op     Op
 	Flags  uint8
 	Handle uint32
-	Off    uint64 // file offset; new size for OpTruncate; first index for OpList
+	Off    uint64 // file offset; new size for OpTruncate; first index for OpList (cursor length with ListAfter)
 	Addr   uint64 // region offset of data, name(s) or output
 	Len    uint32 // bytes at Addr
 	Len2   uint32 // OpRename: bytes of the new name, right after the old one
@@ -416,9 +429,9 @@ func ParseRequest(b []byte, regionLen uint64) (Request, Status) {
 	if q.Op == 0 || q.Op >= opLimit {
 		return q, StatusNoOp
 	}
-	// Every operation but open, truncate and remove takes no flags.
+	// Every operation but open, truncate, remove and list takes no flags.
 	if q.Flags != 0 && !(q.Op == OpOpen && q.Flags&^openFlags == 0 || q.Op == OpTruncate && q.Flags&^TruncateGrow == 0 ||
-		q.Op == OpRemove && q.Flags&^RemoveUnused == 0) {
+		q.Op == OpRemove && q.Flags&^RemoveUnused == 0 || q.Op == OpList && q.Flags&^ListAfter == 0) {
 		return q, StatusInvalid
 	}
 	if q.Len2 != 0 && q.Op != OpRename {
@@ -439,6 +452,10 @@ func ParseRequest(b []byte, regionLen uint64) (Request, Status) {
 	case OpOpen, OpRemove, OpStat:
 		if st := checkNameLen(q.Len); st != StatusOK {
 			return q, st
+		}
+	case OpList:
+		if q.Flags&ListAfter != 0 && (q.Off > engine.MaxNameLen || q.Off > uint64(q.Len)) {
+			return q, StatusInvalid
 		}
 	case OpRename:
 		if st := checkNameLen(q.Len); st != StatusOK {

@@ -24,6 +24,7 @@ func TestRequestRoundTrip(t *testing.T) {
 		{Tag: 3, Op: OpOpen, Flags: OpenCreate | OpenTrunc, Addr: 10, Len: engine.MaxNameLen},
 		{Tag: 4, Op: OpRename, Addr: 0, Len: 3, Len2: 5},
 		{Tag: 5, Op: OpTruncate, Handle: 1, Off: engine.MaxFileSize},
+		{Tag: 6, Op: OpList, Flags: ListAfter, Off: engine.MaxNameLen, Addr: 8, Len: 64 << 10},
 	}
 	for _, want := range tests {
 		b := make([]byte, RequestSize)
@@ -31,6 +32,28 @@ func TestRequestRoundTrip(t *testing.T) {
 		got, st := ParseRequest(b, 1<<30)
 		if st != StatusOK || got != want {
 			t.Errorf("round trip of %+v: %+v, %v", want, got, st)
+		}
+	}
+}
+
+// TestListCursorBounds: a list cursor longer than a name or than the
+// range that holds it is refused.
+func TestListCursorBounds(t *testing.T) {
+	for _, tc := range []struct {
+		off  uint64
+		len  uint32
+		want Status
+	}{
+		{0, 4096, StatusOK},
+		{engine.MaxNameLen, engine.MaxNameLen, StatusOK},
+		{engine.MaxNameLen + 1, 4096, StatusInvalid},
+		{10, 9, StatusInvalid},
+	} {
+		b := make([]byte, RequestSize)
+		q := Request{Tag: 1, Op: OpList, Flags: ListAfter, Off: tc.off, Len: tc.len}
+		q.Encode(b)
+		if _, st := ParseRequest(b, 1<<20); st != tc.want {
+			t.Errorf("list cursor of %d bytes in %d: %v, want %v", tc.off, tc.len, st, tc.want)
 		}
 	}
 }
@@ -73,6 +96,7 @@ func FuzzParseRequest(f *testing.F) {
 		{Tag: 1, Op: OpRead, Handle: 1, Off: 4096, Addr: 0, Len: 4096},
 		{Tag: 2, Op: OpRename, Addr: 100, Len: 3, Len2: 4},
 		{Tag: 3, Op: OpOpen, Flags: OpenCreate, Len: 1},
+		{Tag: 4, Op: OpList, Flags: ListAfter, Off: 3, Addr: 0, Len: 4096},
 	} {
 		b := make([]byte, RequestSize)
 		q.Encode(b)
@@ -93,6 +117,9 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		if q.Op == 0 || q.Op >= opLimit {
 			t.Fatalf("accepted opcode %d", q.Op)
+		}
+		if q.Op == OpList && q.Flags&ListAfter != 0 && (q.Off > engine.MaxNameLen || q.Off > uint64(q.Len)) {
+			t.Fatalf("accepted a list cursor outside its range or above the name limit: %+v", q)
 		}
 		out := make([]byte, RequestSize)
 		q.Encode(out)
