@@ -44,7 +44,13 @@
 //
 // Not supported: hard links (Link fails so that Pebble falls back to
 // copying, as its LinkOrCopy does on file systems without them) and
-// renaming a directory (Pebble renames files only). Unlike a kernel file
+// renaming a directory (Pebble renames files only). A copy takes device
+// space where a link takes none: an ingest or checkpoint on a full
+// device fails with ENOSPC where a kernel file system's link succeeds,
+// and the table copy it failed to fill stays in the DB's directory,
+// holding what it wrote, until the DB is opened again (vfs.Copy does not
+// remove it, nor does Pebble's ingest, which deletes only the tables it
+// linked before; Pebble's open deletes unreferenced tables). Unlike a kernel file
 // system or vfs.NewMem, a path is at most engine.MaxNameLen (255) bytes
 // as a whole, not per component (a longer one fails Create and MkdirAll
 // with the engine's invalid-name error), and a handle of a file that is
