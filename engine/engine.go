@@ -260,6 +260,10 @@ type file struct {
 	// handles counts open handles: a file none has open is not being
 	// written, and placement may give the rest of its MRU zone to another.
 	handles atomic.Int32
+	// unlinkAtClose: RemoveUnused found the file open; the close that
+	// leaves it without handles removes it, unless it was opened again
+	// since (openHandle clears it: the file is the new opener's).
+	unlinkAtClose atomic.Bool
 	// written is the bytes clients wrote to the file since born, the
 	// engine's host byte count when it was created (or the engine
 	// opened): GC sorts its copies by the file's temperature from them.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -194,6 +195,7 @@ func (e *Engine) openExisting(name string, trunc bool) (*File, error) {
 // openHandle returns a new handle to f, truncated if trunc.
 func (e *Engine) openHandle(f *file, trunc bool) (*File, error) {
 	f.handles.Add(1)
+	f.unlinkAtClose.Store(false)
 	h := &File{e: e, f: f, errSeen: e.wb.ErrCursor(f.id)}
 	if trunc {
 		if err := h.Truncate(0); err != nil {
@@ -211,12 +213,16 @@ func (e *Engine) Remove(name string) error { return e.remove(name, true, false) 
 // ErrInUse is RemoveUnused's answer for a file some handle has open.
 var ErrInUse = fmt.Errorf("engine: file is open: %w", syscall.EBUSY)
 
-// RemoveUnused is Remove, but a file some handle has open stays as it
-// is and the call fails with ErrInUse. A client whose peers share a file
-// and each remove it when they are done (fio's numjobs with unlink=1)
-// removes it this way, so the last one to close removes it and none
-// finds its open file gone under it, as an unlink on a kernel file
-// system would leave open descriptors working.
+// RemoveUnused is Remove, but a file some handle has open stays until
+// its last handle closes, which removes it (as RemoveDeferred), and the
+// call fails with ErrInUse to say so; opening the file again before
+// that keeps it. A client whose peers share a file and each remove it
+// when they are done (fio's numjobs with unlink=1) removes it this way,
+// so that none finds its open file gone under it and the file goes with
+// the last close, as an unlink on a kernel file system leaves open
+// descriptors working and frees the file at the last close. The removal
+// waiting for a close is in memory only: a restart before it keeps the
+// file.
 func (e *Engine) RemoveUnused(name string) error { return e.remove(name, true, true) }
 
 // RemoveDeferred is Remove without the device flush: the removal is
@@ -243,11 +249,21 @@ func (e *Engine) remove(name string, durable, unused bool) (err error) {
 		return fmt.Errorf("engine: remove %q: %w", name, fs.ErrNotExist)
 	}
 	if unused && f.handles.Load() > 0 {
-		e.nsMu.Unlock()
-		return fmt.Errorf("engine: remove %q: %w", name, ErrInUse)
+		// The close that takes the last handle removes it (File.Close);
+		// one that took it before the flag was set left that to here.
+		f.unlinkAtClose.Store(true)
+		if f.handles.Load() > 0 {
+			e.nsMu.Unlock()
+			return fmt.Errorf("engine: remove %q: %w", name, ErrInUse)
+		}
 	}
+	return e.removeLocked(name, f, durable)
+}
+
+// removeLocked removes f, named name, with nsMu held, which it releases.
+func (e *Engine) removeLocked(name string, f *file, durable bool) error {
 	applied := false
-	err = e.appendOp(nsOp{kind: opRemove, file: f.id}, durable, func() {
+	err := e.appendOp(nsOp{kind: opRemove, file: f.id}, durable, func() {
 		delete(e.byName, name)
 		e.nsBytes -= nsEntryLen(name)
 		e.dropFile(f)
@@ -258,6 +274,26 @@ func (e *Engine) remove(name string, durable, unused bool) (err error) {
 		e.forgetCached(f)
 	}
 	return err
+}
+
+// removeAtClose removes f, whose last handle just closed, if RemoveUnused
+// asked for that and it is still in the namespace with no handle open.
+// The removal is deferred, as RemoveDeferred's: durable from the next
+// flush. A failure is logged: the close itself succeeded.
+func (e *Engine) removeAtClose(f *file) {
+	if err := e.enter(); err != nil {
+		return // closing: the file stays, as after a restart
+	}
+	defer e.leave()
+	e.nsMu.Lock()
+	name := f.name
+	if !f.unlinkAtClose.Load() || f.handles.Load() > 0 || e.byName[name] != f {
+		e.nsMu.Unlock()
+		return
+	}
+	if err := e.removeLocked(name, f, false); err != nil {
+		slog.Warn("engine: remove a file at its last close, as asked while it was open", "file", name, "err", err)
+	}
 }
 
 // nsEntryLen is what a file named name takes in a checkpoint besides
@@ -1408,6 +1444,9 @@ func (h *File) Close() error {
 		return fmt.Errorf("engine: file %q: %w", h.Name(), fs.ErrClosed)
 	}
 	if h.f.handles.Add(-1) == 0 {
+		if h.f.unlinkAtClose.Load() {
+			h.e.removeAtClose(h.f)
+		}
 		h.e.finishTail(h.f)
 	}
 	return nil

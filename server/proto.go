@@ -120,9 +120,10 @@ const (
 
 // Remove flags.
 const (
-	// RemoveUnused removes the file only if no handle has it open
-	// (any client's); otherwise the reply is EBUSY and the file stays.
-	// Daemons older than this flag answer EINVAL.
+	// RemoveUnused removes the file at once only if no handle has it
+	// open (any client's); otherwise the reply is EBUSY and the close
+	// of its last handle removes it, unless it is opened again first
+	// (engine.RemoveUnused). Daemons older than this flag answer EINVAL.
 	RemoveUnused = 1 << 0
 )
 
