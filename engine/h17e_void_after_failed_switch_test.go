@@ -3,8 +3,6 @@ package engine
 import (
 	"bytes"
 	"io"
-	"sync/atomic"
-	"syscall"
 	"testing"
 )
 
@@ -27,15 +25,7 @@ func TestH17eVoidAfterFailedSwitchHasNoRoom(t *testing.T) {
 	a := createSynced(t, e, "a", synced)
 
 	// A switch whose checkpoint write fails once.
-	var ck atomic.Bool
-	ck.Store(true)
-	testHookMetaWrite = func(_ *Engine, _ int, _ int64, data []byte) error {
-		if holdsCheckpoint(data) && ck.CompareAndSwap(true, false) {
-			return syscall.EIO
-		}
-		return nil
-	}
-	defer func() { testHookMetaWrite = nil }()
+	failNextCheckpointWrite(t)
 	e.nsMu.RLock()
 	cerr := e.checkpoint()
 	e.nsMu.RUnlock()
@@ -54,13 +44,7 @@ func TestH17eVoidAfterFailedSwitchHasNoRoom(t *testing.T) {
 	}
 	// The settling checkpoint: its data flush, then a power cut before
 	// it lands.
-	ck.Store(true)
-	testHookMetaWrite = func(_ *Engine, _ int, _ int64, data []byte) error {
-		if holdsCheckpoint(data) && ck.CompareAndSwap(true, false) {
-			return syscall.EIO
-		}
-		return nil
-	}
+	failNextCheckpointWrite(t)
 	if err := e.SyncNamespace(); err == nil {
 		t.Fatal("set-up: the settling checkpoint's write did not fail")
 	}

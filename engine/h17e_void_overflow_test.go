@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"sync/atomic"
-	"syscall"
 	"testing"
 )
 
@@ -66,15 +64,7 @@ func TestH17eMoreThanMaxVoidsOverflowTheRoom(t *testing.T) {
 	if werr := failAppendOf(t, e, a); werr == nil {
 		t.Fatal("set-up: a's writeback did not fail")
 	}
-	var ck atomic.Bool
-	ck.Store(true)
-	testHookMetaWrite = func(_ *Engine, _ int, _ int64, data []byte) error {
-		if holdsCheckpoint(data) && ck.CompareAndSwap(true, false) {
-			return syscall.EIO
-		}
-		return nil
-	}
-	defer func() { testHookMetaWrite = nil }()
+	failNextCheckpointWrite(t)
 	if err := e.SyncNamespace(); err == nil {
 		t.Fatal("set-up: the settling checkpoint's write did not fail")
 	}

@@ -122,12 +122,7 @@ func h18aFailedOpOnFullLog(t *testing.T, op func(h *File) error) {
 		t.Fatal(err)
 	}
 	t.Logf("fsync of f acknowledged %d bytes", acked)
-	e.crashForTest()
-	if err := emu.PowerCut(); err != nil {
-		t.Fatal(err)
-	}
-	emu.Close()
-	e = reopen(t, devName, cfg)
+	e = powerCutReopen(t, e, devName, cfg)
 	defer e.Close()
 	got := readAll(t, e, "f")
 	if int64(len(got)) != acked {
