@@ -734,6 +734,9 @@ static int zf_busy_waits(struct thread_data *td, struct zf_data *zd)
  * job's connection; the daemon rejected their offsets (EFAULT, "Bad
  * address"). Workers init with the job's options copied, so they are
  * refused too, but the job's own init comes first.
+ *
+ * mem=/iomem= is refused: fio calls iomem_alloc only when neither is
+ * set, and otherwise runs the job with no buffers at all (a crash).
  */
 static int zf_init(struct thread_data *td)
 {
@@ -760,6 +763,17 @@ static int zf_init(struct thread_data *td)
 		log_err("zonefold: sync_file_range is not supported: the daemon syncs whole "
 			"files (use fsync=N or fdatasync=N)\n");
 		td_verror(td, EINVAL, "zonefold sync_file_range");
+		return 1;
+	}
+	if (fio_option_is_set(&td->o, mem_type)) {
+		/*
+		 * fio then skips iomem_alloc ("option 'mem/iomem' conflicts")
+		 * yet runs the job with no buffers: it dies with SIGSEGV.
+		 */
+		log_err("zonefold: mem=/iomem= is not supported: the job's buffers must live "
+			"in the daemon's shared region, which the engine allocates (leave "
+			"mem/iomem unset)\n");
+		td_verror(td, EINVAL, "zonefold mem");
 		return 1;
 	}
 	if (td->o.pre_read) {
