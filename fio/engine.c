@@ -975,6 +975,12 @@ static int zf_setup(struct thread_data *td)
  * open_file opens (creating) the file. A job that reads gets the file
  * laid out up to the end of its range first, as fio lays out a regular
  * file that is too short: reads past the end would return nothing.
+ *
+ * fio --readonly (fio's global read_only) changes no file, as with fio's
+ * own engines: the file is opened without creating it (a missing file
+ * fails the job with ENOENT), and a reading job whose range passes the
+ * file's end is refused ("refusing extend ... due to read-only") rather
+ * than laid out.
  */
 static int zf_open_file(struct thread_data *td, struct fio_file *f)
 {
@@ -992,10 +998,12 @@ static int zf_open_file(struct thread_data *td, struct fio_file *f)
 	 * flag answers EINVAL: open as it knows how.
 	 */
 	err = -EINVAL;
-	if (!zd->durable_creates &&
-	    (err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE | ZF_OPEN_DEFER_SYNC, 0, 0, f->file_name)) == -EINVAL)
+	if (read_only)
+		err = sync_call(zd, ZF_OP_OPEN, 0, 0, 0, f->file_name);
+	else if (!zd->durable_creates &&
+		 (err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE | ZF_OPEN_DEFER_SYNC, 0, 0, f->file_name)) == -EINVAL)
 		zd->durable_creates = 1;
-	if (err == -EINVAL)
+	if (err == -EINVAL && !read_only)
 		err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE, 0, 0, f->file_name);
 	if (err < 0) {
 		log_err("zonefold: open %s: %s\n", f->file_name, strerror(-err));
@@ -1018,6 +1026,15 @@ static int zf_open_file(struct thread_data *td, struct fio_file *f)
 		goto fail;
 	}
 	if (td_read(td) && f->io_size != -1ULL && zd->sync_val2 < end) {
+		if (read_only) {
+			/* As fio's own engines: reads past the end would come back short. */
+			log_err("zonefold: refusing extend of %s from %llu to %llu bytes due to "
+				"read-only (--readonly)\n", f->file_name,
+				(unsigned long long) zd->sync_val2, (unsigned long long) end);
+			err = -EROFS;
+			td_verror(td, EROFS, "zonefold read-only");
+			goto fail;
+		}
 		/* Grow only: another job may have written past end since open. */
 		if ((err = sync_call(zd, ZF_OP_TRUNCATE, ZF_TRUNCATE_GROW, h, end, NULL)) < 0) {
 			log_err("zonefold: lay out %s to %llu bytes: %s\n", f->file_name,
