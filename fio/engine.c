@@ -24,7 +24,8 @@
  * write once its cache holds it, so the engine follows each write with
  * an fsync of its file and completes the write only when that returns.
  *
- * fio's filename is the zonefold file name (created if missing). File
+ * fio's filename is the zonefold file name (created if missing, unless
+ * fio --readonly or allow_file_create=0, zf_open_file). File
  * sizes follow fio's options as for regular files (zf_setup): size=,
  * nrfiles=, filesize= (a size or a range), or the daemon's size of an
  * existing file when none is given.
@@ -980,12 +981,15 @@ static int zf_setup(struct thread_data *td)
  * own engines: the file is opened without creating it (a missing file
  * fails the job with ENOENT), and a reading job whose range passes the
  * file's end is refused ("refusing extend ... due to read-only") rather
- * than laid out.
+ * than laid out. allow_file_create=0 opens without creating too: a
+ * missing file fails the job ("file creation disallowed"), as fio fails
+ * such a job on a kernel file system.
  */
 static int zf_open_file(struct thread_data *td, struct fio_file *f)
 {
 	struct zf_data *zd = td->io_ops_data;
 	uint64_t end = f->file_offset + f->io_size;
+	int create = td->o.allow_create && !read_only;
 	uint32_t h;
 	int err;
 
@@ -998,15 +1002,19 @@ static int zf_open_file(struct thread_data *td, struct fio_file *f)
 	 * flag answers EINVAL: open as it knows how.
 	 */
 	err = -EINVAL;
-	if (read_only)
+	if (!create)
 		err = sync_call(zd, ZF_OP_OPEN, 0, 0, 0, f->file_name);
 	else if (!zd->durable_creates &&
 		 (err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE | ZF_OPEN_DEFER_SYNC, 0, 0, f->file_name)) == -EINVAL)
 		zd->durable_creates = 1;
-	if (err == -EINVAL && !read_only)
+	if (err == -EINVAL && create)
 		err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE, 0, 0, f->file_name);
 	if (err < 0) {
-		log_err("zonefold: open %s: %s\n", f->file_name, strerror(-err));
+		if (err == -ENOENT && !td->o.allow_create && !read_only)
+			log_err("zonefold: open %s: file creation disallowed by allow_file_create=0\n",
+				f->file_name);
+		else
+			log_err("zonefold: open %s: %s\n", f->file_name, strerror(-err));
 		td_verror(td, -err, "zonefold open");
 		return 1;
 	}
