@@ -28,7 +28,9 @@
  * fio --readonly or allow_file_create=0, zf_open_file). File
  * sizes follow fio's options as for regular files (zf_setup): size=,
  * nrfiles=, filesize= (a size or a range), or the daemon's size of an
- * existing file when none is given.
+ * existing file when none is given. create_only=1 lays each file out
+ * (created, grown to the job's range, fsynced) and runs nothing else, as
+ * with fio's own engines (zf_prepopulate_file).
  *
  * Build: make fio-engine (fio/build.sh), against the installed fio's
  * source. Use: fio --ioengine=external:/abs/zonefold-engine.so --sock=PATH
@@ -913,6 +915,87 @@ static void zf_cleanup(struct thread_data *td)
 }
 
 /*
+ * prepopulate_file lays a file out as fio lays out a regular file that
+ * is shorter than the job's range [file_offset, file_offset + io_size)
+ * (fio's extend_file): create it, grow it to the range's end, fsync it
+ * (create_fsync=1, fio's default). fio calls it from setup_files once
+ * the files are sized, before the job starts: in fio's parent (unless
+ * create_serialize=0), so with a connection of its own. zf_setup
+ * installs it only for the jobs that need a layout there (otherwise fio
+ * would print "Prepopulating IO file" for every job); a job that shares
+ * the ops and needs none is left alone:
+ *
+ *  - create_only=1: fio runs nothing after setup; the file is what the
+ *    job leaves, to be read by a later job, as on a kernel file system.
+ *
+ * Like fio's extend_file, it refuses with --readonly (and changes
+ * nothing: the job then fails at open or at its first read past the
+ * end) and creates nothing with allow_file_create=0.
+ */
+static int zf_prepopulate_file(struct thread_data *td, struct fio_file *f)
+{
+	struct zf_data *zd;
+	uint64_t end = f->file_offset + f->io_size;
+	int create = td->o.allow_create && !read_only;
+	uint32_t h;
+	int err;
+
+	if (!td->o.create_only)
+		return 0;
+	if (f->io_size == -1ULL || (f->real_file_size != -1ULL && f->real_file_size >= end))
+		return 0;
+	zd = calloc(1, sizeof(*zd));
+	if (!zd) {
+		td_verror(td, ENOMEM, "zonefold lay out");
+		return 1;
+	}
+	zd->fd = -1;
+	if ((err = zf_connect(td, zd, 0)) < 0) {
+		td_verror(td, -err, "zonefold connect");
+		goto out;
+	}
+	err = -EINVAL;
+	if (create && (err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE | ZF_OPEN_DEFER_SYNC, 0, 0,
+				       f->file_name)) == -EINVAL)
+		err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE, 0, 0, f->file_name);
+	else if (!create)
+		err = sync_call(zd, ZF_OP_OPEN, 0, 0, 0, f->file_name);
+	if (err == -ENOENT && read_only) {
+		log_err("zonefold: refusing to create %s due to read-only (--readonly)\n", f->file_name);
+		err = 0;
+		goto out;
+	}
+	if (err < 0) {
+		if (err == -ENOENT)
+			log_err("zonefold: %s: file creation disallowed by allow_file_create=0\n",
+				f->file_name);
+		else
+			log_err("zonefold: open %s: %s\n", f->file_name, strerror(-err));
+		td_verror(td, -err, "zonefold open");
+		goto out;
+	}
+	h = (uint32_t) zd->sync_val;
+	if (zd->sync_val2 < end && read_only) {
+		log_err("zonefold: refusing extend of %s from %llu to %llu bytes due to read-only "
+			"(--readonly)\n", f->file_name, (unsigned long long) zd->sync_val2,
+			(unsigned long long) end);
+	} else if (zd->sync_val2 < end &&
+		   (err = sync_call(zd, ZF_OP_TRUNCATE, ZF_TRUNCATE_GROW, h, end, NULL)) < 0) {
+		log_err("zonefold: lay out %s to %llu bytes: %s\n", f->file_name,
+			(unsigned long long) end, strerror(-err));
+		td_verror(td, -err, "zonefold lay out");
+	} else if (!read_only && td->o.create_fsync &&
+		   (err = sync_call(zd, ZF_OP_FSYNC, 0, h, 0, NULL)) < 0) {
+		log_err("zonefold: fsync %s after laying it out: %s\n", f->file_name, strerror(-err));
+		td_verror(td, -err, "zonefold fsync");
+	}
+	sync_call(zd, ZF_OP_CLOSE, 0, h, 0, NULL);
+out:
+	zf_free(zd);
+	return err < 0;
+}
+
+/*
  * setup runs before the jobs start (in fio's parent, unless
  * create_serialize=0) and sets each file's size as fio's own engines see
  * it, so that fio's sizing options mean what they mean there:
@@ -925,6 +1008,8 @@ static void zf_cleanup(struct thread_data *td)
  *    for a job that reads. A filesize= range keeps an existing file whose
  *    size is inside it, as fio does with a regular file.
  *  - neither given: the file must exist; its size is the daemon's.
+ *
+ * With create_only=1 it installs prepopulate_file.
  */
 static int zf_setup(struct thread_data *td)
 {
@@ -935,6 +1020,13 @@ static int zf_setup(struct thread_data *td)
 	int sized = td->o.size || td->o.file_size_low;
 	int range = td->o.file_size_low && td->o.file_size_low != td->o.file_size_high;
 
+	/*
+	 * The ops are shared by every job and never cleared: a job that
+	 * needs no layout returns at once from the hook. This job's own
+	 * setup_files calls it after this returns.
+	 */
+	if (td->o.create_only)
+		td->io_ops->prepopulate_file = zf_prepopulate_file;
 	for_each_file(td, f, i) {
 		if (f->real_file_size != -1ULL)
 			continue;
