@@ -30,7 +30,9 @@
  * nrfiles=, filesize= (a size or a range), or the daemon's size of an
  * existing file when none is given. create_only=1 lays each file out
  * (created, grown to the job's range, fsynced) and runs nothing else, as
- * with fio's own engines (zf_prepopulate_file).
+ * with fio's own engines (zf_prepopulate_file). A percentage offset=
+ * or offset_increment= takes its share of the file's size as on a
+ * regular file (zf_setup).
  *
  * Build: make fio-engine (fio/build.sh), against the installed fio's
  * source. Use: fio --ioengine=external:/abs/zonefold-engine.so --sock=PATH
@@ -914,6 +916,12 @@ static void zf_cleanup(struct thread_data *td)
 	td->io_ops_data = NULL;
 }
 
+/* offset= or offset_increment= is a percentage: a share of the file's size. */
+static int zf_percent_offset(struct thread_data *td)
+{
+	return td->o.start_offset_percent || td->o.offset_increment_percent;
+}
+
 /*
  * prepopulate_file lays a file out as fio lays out a regular file that
  * is shorter than the job's range [file_offset, file_offset + io_size)
@@ -927,6 +935,10 @@ static void zf_cleanup(struct thread_data *td)
  *
  *  - create_only=1: fio runs nothing after setup; the file is what the
  *    job leaves, to be read by a later job, as on a kernel file system.
+ *  - a percentage offset: the file's size is known to fio (zf_setup),
+ *    and a file shorter than the range is grown to it and its known
+ *    size set, as fio does, so that fio's I/O past the old end is valid
+ *    and a later job (offset_increment's next subjob) sees the new size.
  *
  * Like fio's extend_file, it refuses with --readonly (and changes
  * nothing: the job then fails at open or at its first read past the
@@ -940,7 +952,7 @@ static int zf_prepopulate_file(struct thread_data *td, struct fio_file *f)
 	uint32_t h;
 	int err;
 
-	if (!td->o.create_only)
+	if (!td->o.create_only && !zf_percent_offset(td))
 		return 0;
 	if (f->io_size == -1ULL || (f->real_file_size != -1ULL && f->real_file_size >= end))
 		return 0;
@@ -988,6 +1000,8 @@ static int zf_prepopulate_file(struct thread_data *td, struct fio_file *f)
 		   (err = sync_call(zd, ZF_OP_FSYNC, 0, h, 0, NULL)) < 0) {
 		log_err("zonefold: fsync %s after laying it out: %s\n", f->file_name, strerror(-err));
 		td_verror(td, -err, "zonefold fsync");
+	} else if (!read_only && f->real_file_size != -1ULL) {
+		f->real_file_size = end;
 	}
 	sync_call(zd, ZF_OP_CLOSE, 0, h, 0, NULL);
 out:
@@ -1008,8 +1022,14 @@ out:
  *    for a job that reads. A filesize= range keeps an existing file whose
  *    size is inside it, as fio does with a regular file.
  *  - neither given: the file must exist; its size is the daemon's.
+ *  - but a percentage offset (offset=50%, offset_increment=25%) is a
+ *    share of the file's size, which fio takes before it sizes the job
+ *    (get_start_offset): of -1 it is past any file. So such a job's
+ *    files have a known size, as a regular file's: the daemon's, or 0
+ *    for a missing file (with size= or filesize=), and prepopulate_file
+ *    lays each out to its range as fio lays out a regular file.
  *
- * With create_only=1 it installs prepopulate_file.
+ * With create_only=1 or a percentage offset it installs prepopulate_file.
  */
 static int zf_setup(struct thread_data *td)
 {
@@ -1019,18 +1039,19 @@ static int zf_setup(struct thread_data *td)
 	int err, ret = 0;
 	int sized = td->o.size || td->o.file_size_low;
 	int range = td->o.file_size_low && td->o.file_size_low != td->o.file_size_high;
+	int pct = zf_percent_offset(td);
 
 	/*
 	 * The ops are shared by every job and never cleared: a job that
 	 * needs no layout returns at once from the hook. This job's own
 	 * setup_files calls it after this returns.
 	 */
-	if (td->o.create_only)
+	if (td->o.create_only || pct)
 		td->io_ops->prepopulate_file = zf_prepopulate_file;
 	for_each_file(td, f, i) {
 		if (f->real_file_size != -1ULL)
 			continue;
-		if (sized && !range)
+		if (sized && !range && !pct)
 			continue;
 		if (!zd) {
 			zd = calloc(1, sizeof(*zd));
@@ -1043,6 +1064,11 @@ static int zf_setup(struct thread_data *td)
 			}
 		}
 		err = sync_call(zd, ZF_OP_STAT, 0, 0, 0, f->file_name);
+		if (err == -ENOENT && sized && pct) {
+			f->real_file_size = 0;
+			fio_file_set_size_known(f);
+			continue;
+		}
 		if (err == -ENOENT && sized)
 			continue;
 		if (err < 0) {
@@ -1054,7 +1080,8 @@ static int zf_setup(struct thread_data *td)
 			ret = 1;
 			break;
 		}
-		if (range && (zd->sync_val < td->o.file_size_low || zd->sync_val > td->o.file_size_high))
+		if (range && !pct &&
+		    (zd->sync_val < td->o.file_size_low || zd->sync_val > td->o.file_size_high))
 			continue;
 		f->real_file_size = zd->sync_val;
 		fio_file_set_size_known(f);
