@@ -1209,7 +1209,8 @@ static int zf_unlink_file(struct thread_data *td, struct fio_file *f)
 	 * one filename) each unlink it at their end, and a job still
 	 * writing would otherwise find its open file gone (ENOENT) where a
 	 * kernel file system keeps an unlinked file for its open
-	 * descriptors. The last job to close removes it; another job
+	 * descriptors. EBUSY says another handle (any client's) has it
+	 * open: the daemon removes it when the last one closes; another job
 	 * removing it first is ENOENT, as before.
 	 */
 	err = sync_call(zd, ZF_OP_REMOVE, ZF_REMOVE_UNUSED, 0, 0, f->file_name);
