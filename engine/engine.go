@@ -261,8 +261,9 @@ type file struct {
 	// written, and placement may give the rest of its MRU zone to another.
 	handles atomic.Int32
 	// unlinkAtClose: RemoveUnused found the file open; the close that
-	// leaves it without handles removes it, unless it was opened again
-	// since (openHandle clears it: the file is the new opener's).
+	// leaves it without handles removes it, unless it was opened or
+	// renamed since (openHandle and Rename clear it: the file is the
+	// opener's or the renamer's).
 	unlinkAtClose atomic.Bool
 	// written is the bytes clients wrote to the file since born, the
 	// engine's host byte count when it was created (or the engine

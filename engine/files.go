@@ -220,7 +220,8 @@ var ErrInUse = fmt.Errorf("engine: file is open: %w", syscall.EBUSY)
 // when they are done (fio's numjobs with unlink=1) removes it this way,
 // so that none finds its open file gone under it and the file goes with
 // the last close, as an unlink on a kernel file system leaves open
-// descriptors working and frees the file at the last close. The removal
+// descriptors working and frees the file at the last close (a rename
+// before that keeps it too). The removal
 // waiting for a close is in memory only: a restart before it keeps the
 // file.
 func (e *Engine) RemoveUnused(name string) error { return e.remove(name, true, true) }
@@ -396,6 +397,7 @@ func (e *Engine) Rename(oldName, newName string) error {
 		f.mu.Lock()
 		f.name = newName
 		f.mu.Unlock()
+		f.unlinkAtClose.Store(false) // the renamer's now, as an open's
 		if victim != nil {
 			e.dropFile(victim)
 		}
