@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -262,7 +263,7 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 	if err := engine.CheckName(name); err != nil {
 		return usagef("put: %w", err)
 	}
-	src, err := os.Open(local)
+	src, err := openInterruptible(ctx, local)
 	if err != nil {
 		return err
 	}
@@ -365,14 +366,23 @@ func runGet(ctx context.Context, s *session, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	mode := fs.FileMode(0o644)
 	if st, err := os.Stat(local); err == nil && st.IsDir() {
 		local = filepath.Join(local, filepath.Base(name))
 	}
-	if st, err := os.Stat(local); err == nil && st.Mode().IsRegular() {
+	// A symbolic link is written through, to its target, as cp does:
+	// replaced, it would no longer point where its owner meant.
+	local = throughLinks(local)
+	mode := 0o666 &^ umask() // a new file, as the shell's > makes one
+	if st, err := os.Stat(local); err == nil {
+		if !st.Mode().IsRegular() {
+			// A FIFO, a device, /dev/stdout: written to, never
+			// replaced (as root, a rename over /dev/null replaced it
+			// for the whole system).
+			return getInto(ctx, s, name, h, size, local)
+		}
 		mode = st.Mode().Perm() // replacing a file keeps its permissions
 	}
-	dst, err := os.CreateTemp(filepath.Dir(local), "."+filepath.Base(local)+".zonefold-get-*")
+	dst, err := os.CreateTemp(filepath.Dir(local), "."+shortBase(local)+".zonefold-get-*")
 	if err != nil {
 		s.CloseFile(ctx, h)
 		return err
@@ -383,31 +393,15 @@ func runGet(ctx context.Context, s *session, args []string) (err error) {
 			os.Remove(dst.Name())
 		}
 	}()
-	buf := make([]byte, copyChunk)
-	for try := 1; ; try++ {
-		replaced, err := copyOut(ctx, s, h, size, dst, buf)
-		s.CloseFile(ctx, h)
-		if err != nil {
-			return err
-		}
-		if !replaced {
-			break
-		}
-		// A put renamed a new file over NAME while this read the old
-		// one (whose reads then answer ENOENT): start over on the new
-		// one, so that the copy is one whole version.
-		if try == getTries {
-			return fmt.Errorf("get %s: replaced %d times while being read", name, try)
-		}
-		if h, size, err = s.Open(ctx, name, 0); err != nil {
-			return err
-		}
+	rewind := func() error {
 		if err := dst.Truncate(0); err != nil {
 			return err
 		}
-		if _, err := dst.Seek(0, io.SeekStart); err != nil {
-			return err
-		}
+		_, err := dst.Seek(0, io.SeekStart)
+		return err
+	}
+	if err := copyWhole(ctx, s, name, h, size, dst, rewind); err != nil {
+		return err
 	}
 	if err := dst.Chmod(mode); err != nil {
 		return err
@@ -416,6 +410,126 @@ func runGet(ctx context.Context, s *session, args []string) (err error) {
 		return err
 	}
 	return os.Rename(dst.Name(), local)
+}
+
+// getInto is get to a LOCAL that is not a regular file (a FIFO, a
+// character device): the copy is written to it as it is. A NAME
+// replaced while being read fails the get, since what the stream took
+// cannot be taken back.
+func getInto(ctx context.Context, s *session, name string, h uint32, size int64, local string) error {
+	dst, err := os.OpenFile(local, os.O_WRONLY, 0)
+	if err != nil {
+		s.CloseFile(ctx, h)
+		return err
+	}
+	// A FIFO nobody reads may block a write for ever: an interrupt ends it.
+	stop := context.AfterFunc(ctx, func() { _ = dst.SetWriteDeadline(time.Now()) })
+	defer stop()
+	err = copyWhole(ctx, s, name, h, size, dst, nil)
+	return errors.Join(err, dst.Close())
+}
+
+// copyWhole copies NAME, open as h with size bytes, to dst, one whole
+// version: a put renamed a new file over NAME while this read the old
+// one (whose reads then answer ENOENT) starts it over on the new one
+// after rewind, or fails it if rewind is nil. h is closed.
+func copyWhole(ctx context.Context, s *session, name string, h uint32, size int64, dst *os.File, rewind func() error) error {
+	buf := make([]byte, copyChunk)
+	for try := 1; ; try++ {
+		replaced, err := copyOut(ctx, s, h, size, dst, buf)
+		s.CloseFile(ctx, h)
+		if err != nil {
+			return err
+		}
+		if !replaced {
+			return nil
+		}
+		if rewind == nil {
+			return fmt.Errorf("get %s: replaced while being read, after part of it was written", name)
+		}
+		if try == getTries {
+			return fmt.Errorf("get %s: replaced %d times while being read", name, try)
+		}
+		if h, size, err = s.Open(ctx, name, 0); err != nil {
+			return err
+		}
+		if err := rewind(); err != nil {
+			return err
+		}
+	}
+}
+
+// throughLinks follows local through symbolic links to the path they
+// name, existing or not (a dangling link's target is made, as cp does).
+func throughLinks(local string) string {
+	for range 40 { // ELOOP's bound
+		st, err := os.Lstat(local)
+		if err != nil || st.Mode()&fs.ModeSymlink == 0 {
+			return local
+		}
+		t, err := os.Readlink(local)
+		if err != nil {
+			return local
+		}
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(filepath.Dir(local), t)
+		}
+		local = t
+	}
+	return local
+}
+
+// shortBase is local's base name, cut so that get's temporary name
+// beside it (dot, base, suffix, random digits) stays within NAME_MAX.
+func shortBase(local string) string {
+	b := filepath.Base(local)
+	return b[:min(len(b), 200)]
+}
+
+// umask is the process's file mode creation mask, from
+// /proc/self/status (umask(2) reads it only by setting it, which a file
+// created meanwhile by another goroutine would see); read each time, as
+// the process may change it.
+func umask() fs.FileMode {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+				if m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
+					return fs.FileMode(m)
+				}
+			}
+		}
+	}
+	m := syscall.Umask(0) // a kernel older than 4.7
+	syscall.Umask(m)
+	return fs.FileMode(m)
+}
+
+// openInterruptible opens local for reading. open(2) of a FIFO waits for
+// a writer, and a signal does not end the wait: an interrupt returns at
+// once (the open left behind ends with the process, and closes what it
+// opens if it returns first).
+func openInterruptible(ctx context.Context, local string) (*os.File, error) {
+	type opened struct {
+		f   *os.File
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		f, err := os.Open(local)
+		ch <- opened{f, err}
+	}()
+	select {
+	case o := <-ch:
+		return o.f, o.err
+	case <-ctx.Done():
+		go func() {
+			if o := <-ch; o.f != nil {
+				o.f.Close()
+			}
+		}()
+		return nil, fmt.Errorf("open %s: %w", local, context.Cause(ctx))
+	}
 }
 
 // getTries bounds how often get starts over on a NAME that puts keep
