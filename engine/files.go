@@ -107,7 +107,7 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (h *File, err error) {
 	} else {
 		defer func() {
 			if e.leaveAcked("deferred create", &err) {
-				h.f.handles.Add(-1) // no handle is returned
+				e.dropHandle(h.f) // no handle is returned
 				h = nil
 			}
 		}()
@@ -143,7 +143,7 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (h *File, err error) {
 		// without nsMu, so concurrent creates share one (group commit)
 		// instead of each waiting under nsMu for the one before it.
 		if err := e.awaitCreate(name, f, durable); err != nil {
-			f.handles.Add(-1) // no handle was returned
+			e.dropHandle(f) // no handle was returned
 			return nil, err
 		}
 		return &File{e: e, f: f, errSeen: e.wb.ErrCursor(f.id)}, nil
@@ -195,15 +195,26 @@ func (e *Engine) openExisting(name string, trunc bool) (*File, error) {
 // openHandle returns a new handle to f, truncated if trunc.
 func (e *Engine) openHandle(f *file, trunc bool) (*File, error) {
 	f.handles.Add(1)
-	f.unlinkAtClose.Store(false)
 	h := &File{e: e, f: f, errSeen: e.wb.ErrCursor(f.id)}
 	if trunc {
 		if err := h.Truncate(0); err != nil {
-			f.handles.Add(-1) // no handle was returned
+			e.dropHandle(f) // no handle was returned
 			return nil, err
 		}
 	}
+	// A handle returned takes the file over from a RemoveUnused waiting
+	// for its last close; an open that fails does not.
+	f.unlinkAtClose.Store(false)
 	return h, nil
+}
+
+// dropHandle gives back a handle count taken for a handle that is not
+// returned: if it was the last, a RemoveUnused waiting for it removes
+// the file, as File.Close would.
+func (e *Engine) dropHandle(f *file) {
+	if f.handles.Add(-1) == 0 && f.unlinkAtClose.Load() {
+		e.removeAtClose(f)
+	}
 }
 
 // Remove deletes a file, durably when it returns; its data becomes
@@ -371,7 +382,9 @@ func (e *Engine) Rename(oldName, newName string) error {
 	if oldName == newName {
 		// Nothing to log, but a rename is durable when it returns: the
 		// name must be, though its create may have deferred its flush
-		// (TestH15RenameOntoItselfIsDurableWhenAnswered).
+		// (TestH15RenameOntoItselfIsDurableWhenAnswered). It keeps a
+		// file RemoveUnused marked, as any rename does.
+		f.unlinkAtClose.Store(false)
 		e.nsMu.Unlock()
 		if err := e.syncNamespace(); err != nil {
 			return fmt.Errorf("engine: rename %q: %w", oldName, err)

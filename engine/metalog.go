@@ -661,7 +661,12 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 // metaLog.mu and quiesce held.
 func (e *Engine) writeCheckpointInHalf() error {
 	if !e.voidFailedLocked() {
-		slog.Warn("engine: no room in the metadata log to void failed appends' records before a device flush", "half", e.meta.active)
+		// The data flush would make failed appends' records durable with
+		// nothing to void them, and with the half this full the
+		// checkpoint that supersedes them would not fit either
+		// (TestH18eInHalfCheckpointFlushesUnvoidedRecords): no flush,
+		// and nothing acknowledged until a switch works again.
+		return fmt.Errorf("engine: checkpoint in metadata half %d: no room to void failed appends' records before its data flush: %w", e.meta.active, ErrNoSpace)
 	}
 	if err := e.flushDevice(context.Background()); err != nil {
 		return fmt.Errorf("engine: checkpoint: flush data: %w", err)

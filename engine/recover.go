@@ -136,6 +136,13 @@ func (e *Engine) recover() error {
 	void := map[uint64]bool{} // records whose appends failed (opVoid)
 	for _, op := range otherVoids {
 		takeVoids(&e.seq, void, op)
+		// Recovery's checkpoint resets the half they are in: they are
+		// failed appends still, to be voided again before its flush
+		// (TestH18eRecoveryCheckpointResetsTheHalfHoldingVoids).
+		e.failedSeqs = append(e.failedSeqs, op.voids...)
+	}
+	if len(otherVoids) > 0 {
+		e.failedAppend.Store(true)
 	}
 	for i := range ops {
 		if ops[i].seq <= ckpt.seq {
