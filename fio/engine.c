@@ -24,8 +24,9 @@
  * write once its cache holds it, so the engine follows each write with
  * an fsync of its file and completes the write only when that returns.
  *
- * fio's filename is the zonefold file name (created if missing, unless
- * fio --readonly or allow_file_create=0, zf_open_file). File
+ * fio's filename is the zonefold file name, cleaned like a path
+ * (zf_clean_name: "d//f" and "./d/f" are "d/f"), created if missing,
+ * unless fio --readonly or allow_file_create=0 (zf_open_file). File
  * sizes follow fio's options as for regular files (zf_setup): size=,
  * nrfiles=, filesize= (a size or a range), or the daemon's size of an
  * existing file when none is given. create_only=1 lays each file out
@@ -638,8 +639,71 @@ out:
 }
 
 /*
+ * zf_clean_name writes name to dst (cap bytes, not NUL-terminated) as a
+ * kernel file system resolves it, and returns its length or
+ * -ENAMETOOLONG. The daemon's names are raw strings with no directories,
+ * while fio builds names as paths (directory= + "/" + filename, so
+ * directory=DIR/ gives "DIR//f"): without this, "DIR//f", "DIR/f" and
+ * "./DIR/f" would be three files where fio's own engines see one.
+ * Repeated slashes collapse and "." components and a trailing slash go
+ * ("a//b/" and "./a/./b" are "a/b"). A leading "/" stays: the daemon's
+ * "/x" and "x" are different files, and users' files have such names.
+ * ".." stays too: the daemon has no directories to go up from, and a
+ * user may mean it literally. A name of nothing but "." (".", "./") is
+ * ".", which names no file on a kernel file system either; an empty
+ * name stays empty.
+ */
+static int zf_clean_name(char *dst, const char *name, size_t cap)
+{
+	const char *p = name, *c;
+	size_t len = 0, n;
+
+	if (*p == '/') {
+		if (cap < 1)
+			return -ENAMETOOLONG;
+		dst[len++] = '/';
+	}
+	for (;;) {
+		while (*p == '/')
+			p++;
+		if (!*p)
+			break;
+		for (c = p; *c && *c != '/'; c++)
+			;
+		n = c - p;
+		if (!(n == 1 && *p == '.')) {
+			if (len && dst[len - 1] != '/') {
+				if (len >= cap)
+					return -ENAMETOOLONG;
+				dst[len++] = '/';
+			}
+			if (n > cap - len)
+				return -ENAMETOOLONG;
+			memcpy(dst + len, p, n);
+			len += n;
+		}
+		p = c;
+	}
+	if (!len && *name) {
+		if (cap < 1)
+			return -ENAMETOOLONG;
+		dst[len++] = '.';
+	}
+	return (int) len;
+}
+
+/*
  * sync_call runs one request and waits for its reply, reaping I/O
- * replies that arrive meanwhile. name, if set, goes to the control area.
+ * replies that arrive meanwhile. name, if set, goes to the control area,
+ * cleaned (zf_clean_name): every name the engine sends to the daemon
+ * (open, stat, remove) comes through here, so none escapes the cleaning.
+ * It cleans into the control area rather than f->file_name in place:
+ * the string is fio's, which keys its file hash with it (filehash.c: a
+ * name changed in place would sit in the wrong bucket), seeds random
+ * offsets from it and prints it, and it may be shared between jobs.
+ * The copy into the control area is needed anyway, names go only with
+ * opens, stats and removes (never with I/O), so cleaning as it copies
+ * costs nothing that matters.
  * Returns the reply's status as -errno.
  */
 static int sync_call(struct zf_data *zd, uint8_t op, uint8_t flags, uint32_t handle, uint64_t off,
@@ -651,10 +715,9 @@ static int sync_call(struct zf_data *zd, uint8_t op, uint8_t flags, uint32_t han
 	int err;
 
 	if (name) {
-		len = strlen(name);
-		if (len >= ZF_CTL_BYTES)
-			return -ENAMETOOLONG;
-		memcpy(zd->region + ctl, name, len);
+		if ((err = zf_clean_name((char *) zd->region + ctl, name, ZF_CTL_BYTES - 1)) < 0)
+			return err;
+		len = err;
 	}
 	if (zd->inflight + 1 > zd->entries)
 		return -EBUSY; /* cannot happen: init asked for done_cap + 1 entries */
