@@ -25,14 +25,7 @@ func TestH17eVoidAfterFailedSwitchHasNoRoom(t *testing.T) {
 	a := createSynced(t, e, "a", synced)
 
 	// A switch whose checkpoint write fails once.
-	failNextCheckpointWrite(t)
-	e.nsMu.RLock()
-	cerr := e.checkpoint()
-	e.nsMu.RUnlock()
-	testHookMetaWrite = nil
-	if cerr == nil {
-		t.Fatal("set-up: the switch's checkpoint write did not fail")
-	}
+	cerr := failSwitch(t, e)
 	t.Logf("failed switch: %v (half %d at %d of %d)", cerr, e.meta.active, e.meta.wp, e.sb.metaHalfCap())
 
 	// a's overwrite fails part-way.
@@ -64,4 +57,20 @@ func TestH17eVoidAfterFailedSwitchHasNoRoom(t *testing.T) {
 	if err != nil && err != io.EOF {
 		t.Fatalf("a, fsynced, after its failed overwrite (the half a failed switch finished had no room to void it) came back torn: read %d bytes: %v", n, err)
 	}
+}
+
+// failSwitch has a metadata half switch fail at its checkpoint's write:
+// the active half is left finished, with no room, and stays active. It
+// returns the switch's error.
+func failSwitch(t *testing.T, e *Engine) error {
+	t.Helper()
+	failNextCheckpointWrite(t)
+	e.nsMu.RLock()
+	err := e.checkpoint()
+	e.nsMu.RUnlock()
+	testHookMetaWrite = nil
+	if err == nil {
+		t.Fatal("set-up: the switch's checkpoint write did not fail")
+	}
+	return err
 }

@@ -27,14 +27,7 @@ func TestH18eInHalfCheckpointFlushesUnvoidedRecords(t *testing.T) {
 
 	// A switch whose checkpoint write fails once: the active half is
 	// finished, with no room left in it.
-	failNextCheckpointWrite(t)
-	e.nsMu.RLock()
-	cerr := e.checkpoint()
-	e.nsMu.RUnlock()
-	testHookMetaWrite = nil
-	if cerr == nil {
-		t.Fatal("set-up: the switch's checkpoint write did not fail")
-	}
+	failSwitch(t, e)
 	emu := emuOf(t, e)
 	// The other half's zone goes read-only: it refuses its reset.
 	if err := emu.ZoneReadOnly(e.sb.MetaZones[1-e.meta.active]); err != nil {

@@ -25,14 +25,7 @@ func TestH18eRecoveryCheckpointResetsTheHalfHoldingVoids(t *testing.T) {
 
 	// TestH17eVoidAfterFailedSwitchHasNoRoom's set-up: the voids go to
 	// the next half, the checkpoint after them fails, a power cut.
-	failNextCheckpointWrite(t)
-	e.nsMu.RLock()
-	cerr := e.checkpoint()
-	e.nsMu.RUnlock()
-	testHookMetaWrite = nil
-	if cerr == nil {
-		t.Fatal("set-up: the switch's checkpoint write did not fail")
-	}
+	failSwitch(t, e)
 	if _, err := a.WriteAt(bytes.Repeat([]byte{0xcc}, 64<<10), 0); err != nil {
 		t.Fatal(err)
 	}
