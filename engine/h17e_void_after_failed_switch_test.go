@@ -29,12 +29,7 @@ func TestH17eVoidAfterFailedSwitchHasNoRoom(t *testing.T) {
 	t.Logf("failed switch: %v (half %d at %d of %d)", cerr, e.meta.active, e.meta.wp, e.sb.metaHalfCap())
 
 	// a's overwrite fails part-way.
-	if _, err := a.WriteAt(bytes.Repeat([]byte{0xcc}, 64<<10), 0); err != nil {
-		t.Fatal(err)
-	}
-	if werr := failAppendOf(t, e, a); werr == nil || !e.failedAppend.Load() {
-		t.Fatalf("set-up: a's writeback %v (failedAppend %v)", werr, e.failedAppend.Load())
-	}
+	overwriteFailingAppend(t, e, a)
 	// The settling checkpoint: its data flush, then a power cut before
 	// it lands.
 	failNextCheckpointWrite(t)

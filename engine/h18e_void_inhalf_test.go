@@ -35,12 +35,7 @@ func TestH18eInHalfCheckpointFlushesUnvoidedRecords(t *testing.T) {
 	}
 
 	// a's overwrite fails part-way.
-	if _, err := a.WriteAt(bytes.Repeat([]byte{0xcc}, 64<<10), 0); err != nil {
-		t.Fatal(err)
-	}
-	if werr := failAppendOf(t, e, a); werr == nil || !e.failedAppend.Load() {
-		t.Fatalf("set-up: a's writeback %v (failedAppend %v)", werr, e.failedAppend.Load())
-	}
+	overwriteFailingAppend(t, e, a)
 	// The settle: the switch's reset is refused, the in-half checkpoint
 	// has no room.
 	if err := e.SyncNamespace(); err == nil {

@@ -26,12 +26,7 @@ func TestH18eRecoveryCheckpointResetsTheHalfHoldingVoids(t *testing.T) {
 	// TestH17eVoidAfterFailedSwitchHasNoRoom's set-up: the voids go to
 	// the next half, the checkpoint after them fails, a power cut.
 	failSwitch(t, e)
-	if _, err := a.WriteAt(bytes.Repeat([]byte{0xcc}, 64<<10), 0); err != nil {
-		t.Fatal(err)
-	}
-	if werr := failAppendOf(t, e, a); werr == nil || !e.failedAppend.Load() {
-		t.Fatalf("set-up: a's writeback %v (failedAppend %v)", werr, e.failedAppend.Load())
-	}
+	overwriteFailingAppend(t, e, a)
 	failNextCheckpointWrite(t)
 	if err := e.SyncNamespace(); err == nil {
 		t.Fatal("set-up: the settling checkpoint's write did not fail")
