@@ -83,3 +83,33 @@ func holdsCheckpoint(data []byte) bool {
 	}
 	return false
 }
+
+// failSettleThenCrash has the checkpoint that settles a failed append
+// fail at its write (after its data flush), then crashes the engine.
+func failSettleThenCrash(t *testing.T, e *Engine) {
+	t.Helper()
+	failNextCheckpointWrite(t)
+	if err := e.SyncNamespace(); err == nil {
+		t.Fatal("set-up: the settling checkpoint's write did not fail")
+	}
+	testHookMetaWrite = nil
+	emu := emuOf(t, e)
+	e.crashForTest()
+	emu.Close()
+}
+
+// readsUntorn fails the test if the first n bytes of name, fsynced
+// before a failed overwrite, do not read back without an error (what
+// says what came before).
+func readsUntorn(t *testing.T, e *Engine, name string, n int, what string) {
+	t.Helper()
+	f, err := e.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, n)
+	r, err := f.ReadAt(got, 0)
+	if err != nil && err != io.EOF {
+		t.Fatalf("%s: read %d bytes: %v", what, r, err)
+	}
+}

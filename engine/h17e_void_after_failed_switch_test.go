@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"io"
 	"testing"
 )
 
@@ -32,26 +31,11 @@ func TestH17eVoidAfterFailedSwitchHasNoRoom(t *testing.T) {
 	overwriteFailingAppend(t, e, a)
 	// The settling checkpoint: its data flush, then a power cut before
 	// it lands.
-	failNextCheckpointWrite(t)
-	if err := e.SyncNamespace(); err == nil {
-		t.Fatal("set-up: the settling checkpoint's write did not fail")
-	}
-	testHookMetaWrite = nil
-	emu := emuOf(t, e)
-	e.crashForTest()
-	emu.Close()
+	failSettleThenCrash(t, e)
 
 	e = reopen(t, devName, cfg)
 	defer e.Close()
-	f, err := e.Open("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make([]byte, 64<<10)
-	n, err := f.ReadAt(got, 0)
-	if err != nil && err != io.EOF {
-		t.Fatalf("a, fsynced, after its failed overwrite (the half a failed switch finished had no room to void it) came back torn: read %d bytes: %v", n, err)
-	}
+	readsUntorn(t, e, "a", 64<<10, "a, fsynced, after its failed overwrite (the half a failed switch finished had no room to void it) came back torn")
 }
 
 // failSwitch has a metadata half switch fail at its checkpoint's write:

@@ -3,7 +3,6 @@ package engine
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"testing"
 )
 
@@ -64,24 +63,9 @@ func TestH17eMoreThanMaxVoidsOverflowTheRoom(t *testing.T) {
 	if werr := failAppendOf(t, e, a); werr == nil {
 		t.Fatal("set-up: a's writeback did not fail")
 	}
-	failNextCheckpointWrite(t)
-	if err := e.SyncNamespace(); err == nil {
-		t.Fatal("set-up: the settling checkpoint's write did not fail")
-	}
-	testHookMetaWrite = nil
-	emu := emuOf(t, e)
-	e.crashForTest()
-	emu.Close()
+	failSettleThenCrash(t, e)
 
 	e = reopen(t, devName, cfg)
 	defer e.Close()
-	f, err := e.Open("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make([]byte, 64<<10)
-	n, err := f.ReadAt(got, 0)
-	if err != nil && err != io.EOF {
-		t.Fatalf("a, fsynced, after its failed overwrite (the %dth failed append of a burst, past one opVoid) came back torn: read %d bytes: %v", maxVoids+1, n, err)
-	}
+	readsUntorn(t, e, "a", 64<<10, fmt.Sprintf("a, fsynced, after its failed overwrite (the %dth failed append of a burst, past one opVoid) came back torn", maxVoids+1))
 }

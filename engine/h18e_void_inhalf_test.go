@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"io"
 	"testing"
 )
 
@@ -48,13 +47,5 @@ func TestH18eInHalfCheckpointFlushesUnvoidedRecords(t *testing.T) {
 
 	e = reopen(t, devName, cfg)
 	defer e.Close()
-	f, err := e.Open("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make([]byte, 64<<10)
-	n, err := f.ReadAt(got, 0)
-	if err != nil && err != io.EOF {
-		t.Fatalf("a, fsynced, after its failed overwrite (the settle fell back to an in-half checkpoint with no room) came back torn: read %d bytes: %v", n, err)
-	}
+	readsUntorn(t, e, "a", 64<<10, "a, fsynced, after its failed overwrite (the settle fell back to an in-half checkpoint with no room) came back torn")
 }

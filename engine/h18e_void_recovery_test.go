@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"io"
 	"testing"
 )
 
@@ -27,14 +26,7 @@ func TestH18eRecoveryCheckpointResetsTheHalfHoldingVoids(t *testing.T) {
 	// the next half, the checkpoint after them fails, a power cut.
 	failSwitch(t, e)
 	overwriteFailingAppend(t, e, a)
-	failNextCheckpointWrite(t)
-	if err := e.SyncNamespace(); err == nil {
-		t.Fatal("set-up: the settling checkpoint's write did not fail")
-	}
-	testHookMetaWrite = nil
-	emu := emuOf(t, e)
-	e.crashForTest()
-	emu.Close()
+	failSettleThenCrash(t, e)
 
 	// The first recovery takes the voids from the other half (this much
 	// d596923 fixed); its own checkpoint's write fails.
@@ -52,13 +44,5 @@ func TestH18eRecoveryCheckpointResetsTheHalfHoldingVoids(t *testing.T) {
 
 	e = reopen(t, devName, cfg)
 	defer e.Close()
-	f, err := e.Open("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make([]byte, 64<<10)
-	n, err := f.ReadAt(got, 0)
-	if err != nil && err != io.EOF {
-		t.Fatalf("a, fsynced, after its failed overwrite, and a recovery whose checkpoint did not land: read %d bytes: %v", n, err)
-	}
+	readsUntorn(t, e, "a", 64<<10, "a, fsynced, after its failed overwrite, and a recovery whose checkpoint did not land")
 }
