@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"bytes"
+	"syscall"
+	"testing"
+)
+
+// A switch that voids failed appends in the next half (the active one
+// has no room) writes the voids there, flushes the data — the failed
+// records are durable from then on — and only then writes its
+// checkpoint. When that checkpoint write fails, the voids in the next
+// half are the only durable ones. These tests have whatever resets that
+// half next fail its first metadata write (after the reset, that was
+// the void write), then crash:
+// the records must still read as void.
+
+// voidedInNextHalf sets up that state: a, fsynced; a switch that failed
+// (the active half finished, no room); a's overwrite failing part-way;
+// and a settling switch that voided it in the next half and flushed,
+// with its checkpoint write failing. b, fsynced too, is left for a test
+// to fail another append with. It returns the engine and b.
+func voidedInNextHalf(t *testing.T, devName string, cfg Config) (*Engine, *File) {
+	t.Helper()
+	e := formatOpen(t, devName, cfg)
+	a := createSynced(t, e, "a", bytes.Repeat([]byte{0xaa}, 64<<10))
+	b := createSynced(t, e, "b", bytes.Repeat([]byte{0xbb}, 64<<10))
+	failSwitch(t, e)
+	overwriteFailingAppend(t, e, a)
+	failNextCheckpointWrite(t)
+	if err := e.SyncNamespace(); err == nil {
+		t.Fatal("set-up: the settling switch's checkpoint write did not fail")
+	}
+	testHookMetaWrite = nil
+	return e, b
+}
+
+// failMetaWrites makes every metadata write fail with EIO until the
+// test ends (or sets testHookMetaWrite to nil).
+func failMetaWrites(t *testing.T) {
+	testHookMetaWrite = func(*Engine, int, int64, []byte) error { return syscall.EIO }
+	t.Cleanup(func() { testHookMetaWrite = nil })
+}
+
+// TestVoidRetryKeepsDurableVoids: the switch's retry must not erase the
+// voids an earlier attempt made durable before it has written them
+// again (it reset the next half first, and a crash, or a failed void
+// write, in between had recovery replay a's torn record: EIO).
+func TestVoidRetryKeepsDurableVoids(t *testing.T) {
+	devName := emuDevice(t, 16, "1M", "")
+	cfg := smallConfig()
+	e, _ := voidedInNextHalf(t, devName, cfg)
+
+	failMetaWrites(t)
+	err := e.SyncNamespace()
+	testHookMetaWrite = nil
+	t.Logf("the retried switch: %v", err)
+	emu := emuOf(t, e)
+	e.crashForTest()
+	emu.Close()
+
+	e = reopen(t, devName, cfg)
+	defer e.Close()
+	readsUntorn(t, e, "a", 64<<10, "a, fsynced, after its failed overwrite was voided in the next half and the switch retried")
+}
+
+// TestRecoveryCheckpointKeepsDurableVoids: recovery takes the voids from
+// the half the failed switch wrote them in; its own checkpoint must not
+// erase them before they are durable again.
+func TestRecoveryCheckpointKeepsDurableVoids(t *testing.T) {
+	devName := emuDevice(t, 16, "1M", "")
+	cfg := smallConfig()
+	e, _ := voidedInNextHalf(t, devName, cfg)
+	emu := emuOf(t, e)
+	e.crashForTest()
+	emu.Close()
+
+	failMetaWrites(t)
+	if e, err := Open(devName, cfg); err == nil {
+		t.Log("recovery opened with its metadata writes failing")
+		emu := emuOf(t, e)
+		e.crashForTest()
+		emu.Close()
+	} else {
+		t.Logf("recovery with its metadata writes failing: %v", err)
+	}
+	testHookMetaWrite = nil
+
+	e = reopen(t, devName, cfg)
+	defer e.Close()
+	readsUntorn(t, e, "a", 64<<10, "a, fsynced, after its failed overwrite was voided in the next half and a recovery's checkpoint failed")
+}
+
