@@ -55,6 +55,18 @@ type metaLog struct {
 	// read, so a log that ends there holds no failed record recovery
 	// replays (supersedeStrayInHalf). Under mu.
 	strayFrom int64
+	// nextVoidsEnd, when not zero, is where the log of the half that is
+	// not active ends after the opVoids a switch that failed wrote
+	// there (writeCheckpoint, or recovery found them): from that
+	// switch's data flush on, they are the only durable voids of the
+	// records they name, and resetting the half erased them until they
+	// were written again (TestVoidRetryKeepsDurableVoids). The next
+	// switch appends after them instead, where the device's write
+	// pointer is there too (nothing of the failed checkpoint landed).
+	// nextVoided is how many of Engine.failedSeqs they name. Under mu;
+	// a checkpoint that lands clears both.
+	nextVoidsEnd int64
+	nextVoided   int
 }
 
 // markStray records that the active half may hold a failed record at
@@ -517,6 +529,40 @@ func (e *Engine) voidOps(seqs []uint64) [][]byte {
 	return recs
 }
 
+// voidsLen is the bytes voidOps's records take.
+func voidsLen(recs [][]byte) (n int64) {
+	for _, r := range recs {
+		n += int64(len(r))
+	}
+	return n
+}
+
+// nextHalfVoidsEnd is where a switch to half h appends, after the voids
+// a failed one left there (metaLog.nextVoidsEnd), or 0 if it resets the
+// half: there are none, or the device's write pointer is not where they
+// end (some of the failed checkpoint landed, and recovery would read
+// nothing after it). metaLog.mu held.
+func (e *Engine) nextHalfVoidsEnd(h int) int64 {
+	m := e.meta
+	if m.nextVoidsEnd == 0 {
+		return 0
+	}
+	rz := make([]zns.Zone, e.sb.MetaGroup)
+	got, err := e.dev.Report(e.sb.MetaZones[h], rz)
+	end := int64(-1)
+	if err == nil && got == len(rz) {
+		end = e.halfEnd(rz)
+	}
+	if end != m.nextVoidsEnd {
+		// The window this closes opens again: from the reset until
+		// the voids are written again, a crash replays the records.
+		slog.Warn("engine: the other metadata half holds the only durable voids of failed appends, but no checkpoint can follow them there; it is reset and they are written again",
+			"half", h, "voids_end", m.nextVoidsEnd, "write_pointer", end, "err", err)
+		return 0
+	}
+	return m.nextVoidsEnd
+}
+
 // metaVoidRoom is the log every half keeps free after the operations
 // for one opVoid of up to maxVoids numbers (voidFailedLocked, for an
 // in-half checkpoint: a switch voids in the next half).
@@ -539,6 +585,7 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 		// Still quiesced: no append failed since the wait, and every
 		// one that failed before it is numbered below this checkpoint.
 		if err == nil {
+			m.nextVoidsEnd, m.nextVoided = 0, 0
 			e.failedAppend.Store(false)
 			e.failedMu.Lock()
 			e.failedSeqs, e.voided = e.failedSeqs[:0], 0
@@ -562,11 +609,23 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 	// Recovery takes voids from either half (recover). A device whose
 	// reset flushes (the emu device) makes the records durable at the
 	// reset, ahead of these voids: on it, a crash in between replays
-	// them.
-	var voids [][]byte
+	// them. A half a failed switch (or one before a crash) left its
+	// voids in is appended to, not reset, so that they stay durable;
+	// those it names need not be named again (metaLog.nextVoidsEnd).
+	// Where some of that switch's checkpoint landed, no record after it
+	// would be read: the half is reset, and until the voids are written
+	// again a crash replays the records they name.
+	next := 1 - m.active
+	at := e.nextHalfVoidsEnd(next)
+	var failed, pending []uint64
 	if !e.voidFailedLocked() {
-		voids = e.voidOps(e.failedSince(0))
+		failed = e.failedSince(0)
+		pending = failed
+		if at > 0 {
+			pending = failed[min(m.nextVoided, len(failed)):]
+		}
 	}
+	voids := e.voidOps(pending)
 	if len(voids) == 0 {
 		// What the checkpoint maps is durable before the checkpoint
 		// can be: a device persists writes to different zones in any
@@ -587,34 +646,51 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 		return fmt.Errorf("engine: checkpoint of %d bytes does not fit a %d-byte metadata half (%d zones): %w",
 			n, e.sb.metaHalfCap(), e.sb.MetaGroup, ErrNoSpace)
 	}
+	if at > 0 && at+voidsLen(voids)+n > e.sb.metaHalfCap() {
+		// No room after them: the half is reset after all, and every
+		// failure named again (numbered above the snapshot, which
+		// recovery, taking the checkpoint, never replays anyway).
+		slog.Warn("engine: no room for a checkpoint after the voids a failed switch left in the other metadata half; it is reset, and the failed appends' records are voided again after it", "half", next, "at", at)
+		at, pending = 0, failed
+		voids = e.voidOps(pending)
+	}
+	// In a half that is reset, the superblock comes first.
+	start, head := at, int64(0)
+	if at == 0 {
+		head = BlockSize
+	}
 	var vlen int64
 	for i, v := range voids {
-		if BlockSize+vlen+int64(len(v))+n > e.sb.metaHalfCap() {
-			slog.Warn("engine: no room in the metadata half beside its checkpoint to void failed appends' records before a device flush", "voided", i, "of", len(voids), "half", 1-m.active)
+		if start+head+vlen+int64(len(v))+n > e.sb.metaHalfCap() {
+			slog.Warn("engine: no room in the metadata half beside its checkpoint to void failed appends' records before a device flush", "voided", i, "of", len(voids), "half", next)
 			voids = voids[:i]
 			break
 		}
 		vlen += int64(len(v))
 	}
-	buf, err := unix.Mmap(-1, 0, int(BlockSize+vlen+n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	buf, err := unix.Mmap(-1, 0, int(head+vlen+n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil {
 		return fmt.Errorf("engine: checkpoint buffer: %w", err)
 	}
 	defer unix.Munmap(buf)
-	e.sb.encode(buf[:BlockSize])
-	off := int64(BlockSize)
+	if head > 0 {
+		e.sb.encode(buf[:BlockSize])
+	}
+	off := head
 	for _, v := range voids {
 		off += int64(copy(buf[off:], v))
 	}
 	encodeMeta(buf[off:], e.sb.FS(), metaCheckpoint, c.seq, payload)
-	next := 1 - m.active
 	// The next half is reset first: a reset opens no zone, and a half
 	// that refuses it (a zone gone read-only) leaves the active half as
 	// it was, its log still open for operations (the switch fails; Open
 	// writes its checkpoint into the active half's log, see recover).
-	for z := e.sb.MetaZones[next]; z < e.sb.MetaZones[next]+e.sb.MetaGroup; z++ {
-		if err := e.dev.ResetZone(z); err != nil {
-			return fmt.Errorf("engine: checkpoint: reset metadata zone %d: %w: %w", z, errNextHalfReset, err)
+	if at == 0 {
+		m.nextVoidsEnd, m.nextVoided = 0, 0
+		for z := e.sb.MetaZones[next]; z < e.sb.MetaZones[next]+e.sb.MetaGroup; z++ {
+			if err := e.dev.ResetZone(z); err != nil {
+				return fmt.Errorf("engine: checkpoint: reset metadata zone %d: %w: %w", z, errNextHalfReset, err)
+			}
 		}
 	}
 	// The old half keeps the previous checkpoint, but it must stop
@@ -630,9 +706,13 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 	}
 	from := int64(0)
 	if len(voids) > 0 {
-		if err := e.writeMeta(next, 0, buf[:off], m.w); err != nil {
+		if err := e.writeMeta(next, start, buf[:off], m.w); err != nil {
 			return fmt.Errorf("engine: checkpoint: void failed appends' records: %w", err)
 		}
+		// Landed: a retry appends after them (and flushes before its
+		// checkpoint), should this switch fail from here on.
+		m.nextVoidsEnd = start + off
+		m.nextVoided = len(failed) - len(pending) + min(len(voids)*maxVoids, len(pending))
 		e.stats.metaWritten.Add(vlen)
 		e.stats.metaOps[opVoid].Add(vlen)
 		if err := e.flushDevice(context.Background()); err != nil {
@@ -640,16 +720,16 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 		}
 		from = off
 	}
-	if err := e.writeMeta(next, from, buf[from:], m.w); err != nil {
+	if err := e.writeMeta(next, start+from, buf[from:], m.w); err != nil {
 		return fmt.Errorf("engine: checkpoint: %w", err)
 	}
 	if err := e.flushDevice(context.Background()); err != nil {
 		return fmt.Errorf("engine: checkpoint: flush: %w", err)
 	}
-	m.active, m.wp = next, BlockSize+vlen+n
+	m.active, m.wp = next, start+head+vlen+n
 	m.stray.Store(false) // what the old half holds is never replayed
-	e.stats.metaWritten.Add(BlockSize + n)
-	e.stats.ckptWritten.Add(BlockSize + n)
+	e.stats.metaWritten.Add(head + n)
+	e.stats.ckptWritten.Add(head + n)
 	e.stats.checkpoints.Add(1)
 	e.endOwed(c.owed)
 	return nil

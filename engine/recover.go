@@ -143,6 +143,10 @@ func (e *Engine) recover() error {
 	}
 	if len(otherVoids) > 0 {
 		e.failedAppend.Store(true)
+		// They are the only durable voids of those records: the
+		// checkpoint below appends after them rather than reset
+		// their half (TestRecoveryCheckpointKeepsDurableVoids).
+		e.meta.nextVoidsEnd, e.meta.nextVoided = logEnd[1-ckptZone], len(e.failedSeqs)
 	}
 	for i := range ops {
 		if ops[i].seq <= ckpt.seq {
@@ -395,9 +399,13 @@ const formatSeq = 1
 // zones fill in order, so past the first one not written to capacity
 // there is nothing of it.
 func (e *Engine) metaHalfEnd(h int, report []zns.Zone) int64 {
+	return e.halfEnd(report[e.sb.MetaZones[h] : e.sb.MetaZones[h]+e.sb.MetaGroup])
+}
+
+// halfEnd is metaHalfEnd of a half whose zones' report is zones.
+func (e *Engine) halfEnd(zones []zns.Zone) int64 {
 	var end int64
-	for i := range e.sb.MetaGroup {
-		rz := report[e.sb.MetaZones[h]+i]
+	for _, rz := range zones {
 		w := min(max(rz.WP-rz.Start, 0), e.sb.ZoneCap)
 		end += w
 		if w < e.sb.ZoneCap {

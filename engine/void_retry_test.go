@@ -91,3 +91,44 @@ func TestRecoveryCheckpointKeepsDurableVoids(t *testing.T) {
 	readsUntorn(t, e, "a", 64<<10, "a, fsynced, after its failed overwrite was voided in the next half and a recovery's checkpoint failed")
 }
 
+// TestVoidRetryAppendsNewVoids: a failure between the failed switch and
+// its retry is voided after the earlier voids, the retry's checkpoint
+// lands after both, and the half so written is one recovery reads and
+// the log goes on in: after a power cut, both files read as fsynced, and
+// later switches work.
+func TestVoidRetryAppendsNewVoids(t *testing.T) {
+	devName := emuDevice(t, 16, "1M", "")
+	cfg := smallConfig()
+	e, b := voidedInNextHalf(t, devName, cfg)
+	overwriteFailingAppend(t, e, b)
+	at := e.meta.nextVoidsEnd
+	if at == 0 {
+		t.Fatal("set-up: the failed switch left no voids in the next half")
+	}
+	if err := e.SyncNamespace(); err != nil {
+		t.Fatalf("the retried switch: %v", err)
+	}
+	if e.meta.wp <= at {
+		t.Fatalf("the retried switch's checkpoint ends at %d, not after the voids it kept (%d)", e.meta.wp, at)
+	}
+	e = powerCutReopen(t, e, devName, cfg)
+	readsUntorn(t, e, "a", 64<<10, "a, after the retried switch and a power cut")
+	readsUntorn(t, e, "b", 64<<10, "b, after the retried switch and a power cut")
+	for i := range 3 {
+		if err := e.checkpoint(); err != nil {
+			t.Fatalf("switch %d after the retried one: %v", i, err)
+		}
+	}
+	e = powerCutReopen(t, e, devName, cfg)
+	defer e.Close()
+	for _, name := range []string{"a", "b"} {
+		f, err := e.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 64<<10)
+		if _, err := f.ReadAt(got, 0); err != nil {
+			t.Fatalf("%s after more switches and a power cut: %v", name, err)
+		}
+	}
+}
