@@ -855,7 +855,11 @@ func (c *collector) resetEmpty() (bool, error) {
 		if len(victims) == maxEmptyResets {
 			break
 		}
-		if z.state.Load() != zoneFull || z.valid.Load() != 0 || z.writers.Load() > 0 || z.failedLately(now) {
+		// A zone whose data GC failed to read or copy lately is taken
+		// once it is empty (TestH19aEmptiedFailedVictimIsResetAtOnce):
+		// its reset reads nothing, and writers on a device of empty
+		// full zones got that old failure or ENOSPC for 10 s and more.
+		if z.state.Load() != zoneFull || z.valid.Load() != 0 || z.writers.Load() > 0 || (z.failedLately(now) && z.failedReset) {
 			continue
 		}
 		// Marked first, then the writers looked at again (as in
@@ -1001,11 +1005,11 @@ func (c *collector) settle(force bool) (bool, error) {
 		if err := e.dev.ResetZone(victim.idx); err != nil {
 			victim.state.Store(zoneFull)
 			err = fmt.Errorf("engine: gc: reset zone %d: %w", victim.idx, err)
-			c.victimFailed(victim, err)
+			c.resetFailed(victim, err)
 			resetErr = errors.Join(resetErr, err)
 			continue
 		}
-		victim.failWarned, victim.failWait, victim.failErr = false, 0, nil
+		victim.failWarned, victim.failWait, victim.failErr, victim.failedReset = false, 0, nil, false
 		e.stats.gcResets.Add(1)
 		e.placer.freeZone(victim)
 		reset = true
@@ -1031,6 +1035,13 @@ const victimRetryWait = 10 * time.Second
 // victimRetryWait for as long as free zones stayed below GC.Low.
 const victimRetryMax = 5 * time.Minute
 
+// resetFailed is victimFailed for a failure of z's reset: resetEmpty
+// leaves it too until its wait is over. Caller holds collector.mu.
+func (c *collector) resetFailed(z *zone, err error) {
+	c.victimFailed(z, err)
+	z.failedReset = true
+}
+
 // failedLately reports whether GC's last collection of z failed less
 // than victimRetryWait before now. Caller holds collector.mu.
 func (z *zone) failedLately(now time.Time) bool {
@@ -1044,6 +1055,7 @@ func (z *zone) failedLately(now time.Time) bool {
 // another victim: the first failure of a zone warns, later ones (until
 // it is reset) log at debug level. Caller holds collector.mu.
 func (c *collector) victimFailed(z *zone, err error) {
+	z.failedReset = false
 	z.failWait = min(max(2*z.failWait, victimRetryWait), victimRetryMax)
 	z.retryAt = time.Now().Add(z.failWait)
 	z.failErr = err

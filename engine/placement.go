@@ -151,11 +151,14 @@ type zone struct {
 	// is reset. failWait: the wait the last failure set, doubled by
 	// the next one (victimFailed) until the zone is reset. failErr: that
 	// failure's error, which a writer kept out by the zone reports
-	// (failingFor). Guarded by collector.mu.
-	retryAt    time.Time
-	failWarned bool
-	failWait   time.Duration
-	failErr    error
+	// (failingFor). failedReset: that failure was of the zone's reset,
+	// not of its data: an empty zone (resetEmpty) needs no read, so only
+	// a failed reset keeps it out. Guarded by collector.mu.
+	retryAt     time.Time
+	failWarned  bool
+	failWait    time.Duration
+	failErr     error
+	failedReset bool
 	// triedIn: the collector.passSeq of the last pass that took the
 	// zone as a victim (each pass takes a zone once). Guarded by
 	// collector.mu.

@@ -736,7 +736,7 @@ func (e *Engine) resetDeadZones(dead []*zone) {
 	for _, z := range dead {
 		if err := e.dev.ResetZone(z.idx); err != nil {
 			e.gc.mu.Lock()
-			e.gc.victimFailed(z, fmt.Errorf("engine: recover: reset zone %d: %w", z.idx, err))
+			e.gc.resetFailed(z, fmt.Errorf("engine: recover: reset zone %d: %w", z.idx, err))
 			e.gc.mu.Unlock()
 			continue
 		}
