@@ -86,26 +86,30 @@ func TestH19aEmptiedZonesComeBackAfterAFailedGCPass(t *testing.T) {
 // whose data zones are all empty.
 func TestH19aEmptiedFailedVictimIsResetAtOnce(t *testing.T) {
 	cfg := Config{CacheBytes: 2 << 20, DirtyLimit: 1 << 20}
-	cfg.GC.Disabled = true
 	e, bz := openBadZones(t, cfg)
 	defer e.Close()
 	const size = 100000
 	names := fillWithFiles(t, e, size)
 	removeOneFromZones(t, e, names, 8)
-	// Every full zone fails its reads: the write's GC passes fail them all.
-	bz.mu.Lock()
-	for _, z := range e.placer.zones {
-		if z.state.Load() == zoneFull {
-			bz.bad[z.idx] = true
+	// Every full zone fails its reads: the writes' GC passes fail them
+	// all (with background GC on, more zones fill meanwhile: they go
+	// bad too, until a write fails).
+	var err error
+	for i := 0; err == nil && i < 50; i++ {
+		bz.mu.Lock()
+		for _, z := range e.placer.zones {
+			if z.state.Load() == zoneFull {
+				bz.bad[z.idx] = true
+			}
 		}
+		bz.mu.Unlock()
+		f := mustCreate(t, e, fmt.Sprint("late", i))
+		_, err = f.WriteAt(make([]byte, size), 0)
+		if err == nil {
+			err = f.Sync()
+		}
+		f.Close()
 	}
-	bz.mu.Unlock()
-	f := mustCreate(t, e, "late")
-	_, err := f.WriteAt(make([]byte, size), 0)
-	if err == nil {
-		err = f.Sync()
-	}
-	f.Close()
 	failed := e.Stats().GCVictimsFailed
 	if err == nil || failed == 0 {
 		t.Fatalf("set-up: the write with every victim failing: %v, %d victims failed", err, failed)
@@ -118,7 +122,7 @@ func TestH19aEmptiedFailedVictimIsResetAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f = mustCreate(t, e, "after")
+	f := mustCreate(t, e, "after")
 	defer f.Close()
 	t.Logf("%d victims failed; %d free zones after removing every file", failed, e.Stats().FreeZones)
 	want := make([]byte, e.Capacity()*7/10)
