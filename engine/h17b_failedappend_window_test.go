@@ -93,9 +93,7 @@ func failSettleThenCrash(t *testing.T, e *Engine) {
 		t.Fatal("set-up: the settling checkpoint's write did not fail")
 	}
 	testHookMetaWrite = nil
-	emu := emuOf(t, e)
-	e.crashForTest()
-	emu.Close()
+	crashEmu(t, e)
 }
 
 // readsUntorn fails the test if the first n bytes of name, fsynced

@@ -37,9 +37,7 @@ func TestH18eRecoveryCheckpointResetsTheHalfHoldingVoids(t *testing.T) {
 		t.Logf("first recovery: %v", err)
 	} else {
 		t.Log("first recovery opened")
-		emu2 := emuOf(t, e2)
-		e2.crashForTest()
-		emu2.Close()
+		crashEmu(t, e2)
 	}
 
 	e = reopen(t, devName, cfg)

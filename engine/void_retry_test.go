@@ -35,6 +35,15 @@ func voidedInNextHalf(t *testing.T, devName string, cfg Config) (*Engine, *File)
 	return e, b
 }
 
+// crashEmu crashes e (nothing more reaches its emu device) and closes
+// the device as it stands: what was written stays, flushed or not.
+func crashEmu(t *testing.T, e *Engine) {
+	t.Helper()
+	emu := emuOf(t, e)
+	e.crashForTest()
+	emu.Close()
+}
+
 // failMetaWrites makes every metadata write fail with EIO until the
 // test ends (or sets testHookMetaWrite to nil).
 func failMetaWrites(t *testing.T) {
@@ -55,9 +64,7 @@ func TestVoidRetryKeepsDurableVoids(t *testing.T) {
 	err := e.SyncNamespace()
 	testHookMetaWrite = nil
 	t.Logf("the retried switch: %v", err)
-	emu := emuOf(t, e)
-	e.crashForTest()
-	emu.Close()
+	crashEmu(t, e)
 
 	e = reopen(t, devName, cfg)
 	defer e.Close()
@@ -71,16 +78,12 @@ func TestRecoveryCheckpointKeepsDurableVoids(t *testing.T) {
 	devName := emuDevice(t, 16, "1M", "")
 	cfg := smallConfig()
 	e, _ := voidedInNextHalf(t, devName, cfg)
-	emu := emuOf(t, e)
-	e.crashForTest()
-	emu.Close()
+	crashEmu(t, e)
 
 	failMetaWrites(t)
 	if e, err := Open(devName, cfg); err == nil {
 		t.Log("recovery opened with its metadata writes failing")
-		emu := emuOf(t, e)
-		e.crashForTest()
-		emu.Close()
+		crashEmu(t, e)
 	} else {
 		t.Logf("recovery with its metadata writes failing: %v", err)
 	}
