@@ -56,13 +56,14 @@ type metaLog struct {
 	// replays (supersedeStrayInHalf). Under mu.
 	strayFrom int64
 	// nextVoidsEnd, when not zero, is where the log of the half that is
-	// not active ends after the opVoids a switch that failed wrote
-	// there (writeCheckpoint, or recovery found them): from that
-	// switch's data flush on, they are the only durable voids of the
-	// records they name, and resetting the half erased them until they
-	// were written again (TestVoidRetryKeepsDurableVoids). The next
+	// not active ends after what a switch that failed wrote there: the
+	// opVoids (writeCheckpoint, or recovery found them), and its
+	// checkpoint if that landed whole (its flush failed). From that
+	// switch's data flush on, the voids are the only durable ones of
+	// the records they name, and resetting the half erased them until
+	// they were written again (TestVoidRetryKeepsDurableVoids). The next
 	// switch appends after them instead, where the device's write
-	// pointer is there too (nothing of the failed checkpoint landed).
+	// pointer is there too (nothing of a failed write landed).
 	// nextVoided is how many of Engine.failedSeqs they name. Under mu;
 	// a checkpoint that lands clears both.
 	nextVoidsEnd int64
@@ -541,16 +542,24 @@ func voidsLen(recs [][]byte) (n int64) {
 // a failed one left there (metaLog.nextVoidsEnd), or 0 if it resets the
 // half: there are none, or the device's write pointer is not where they
 // end (some of the failed checkpoint landed, and recovery would read
-// nothing after it). metaLog.mu held.
-func (e *Engine) nextHalfVoidsEnd(h int) int64 {
+// nothing after it). A half with a zone gone read-only or offline takes
+// neither: that is an error, as its reset's would be (errNextHalfReset:
+// the active half is left as it was; TestH19eRecoveryOpensWhenTheVoidsHalfWentReadOnly).
+// metaLog.mu held.
+func (e *Engine) nextHalfVoidsEnd(h int) (int64, error) {
 	m := e.meta
 	if m.nextVoidsEnd == 0 {
-		return 0
+		return 0, nil
 	}
 	rz := make([]zns.Zone, e.sb.MetaGroup)
 	got, err := e.dev.Report(e.sb.MetaZones[h], rz)
 	end := int64(-1)
 	if err == nil && got == len(rz) {
+		for i, z := range rz {
+			if z.Cond == zns.CondReadOnly || z.Cond == zns.CondOffline {
+				return 0, fmt.Errorf("metadata zone %d is %v", e.sb.MetaZones[h]+i, z.Cond)
+			}
+		}
 		end = e.halfEnd(rz)
 	}
 	if end != m.nextVoidsEnd {
@@ -558,9 +567,9 @@ func (e *Engine) nextHalfVoidsEnd(h int) int64 {
 		// the voids are written again, a crash replays the records.
 		slog.Warn("engine: the other metadata half holds the only durable voids of failed appends, but no checkpoint can follow them there; it is reset and they are written again",
 			"half", h, "voids_end", m.nextVoidsEnd, "write_pointer", end, "err", err)
-		return 0
+		return 0, nil
 	}
-	return m.nextVoidsEnd
+	return m.nextVoidsEnd, nil
 }
 
 // metaVoidRoom is the log every half keeps free after the operations
@@ -616,7 +625,10 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 	// would be read: the half is reset, and until the voids are written
 	// again a crash replays the records they name.
 	next := 1 - m.active
-	at := e.nextHalfVoidsEnd(next)
+	at, err := e.nextHalfVoidsEnd(next)
+	if err != nil {
+		return fmt.Errorf("engine: checkpoint: %w: %w", errNextHalfReset, err)
+	}
 	var failed, pending []uint64
 	if !e.voidFailedLocked() {
 		failed = e.failedSince(0)
@@ -626,7 +638,8 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 		}
 	}
 	voids := e.voidOps(pending)
-	if len(voids) == 0 {
+	dataFlushed := len(voids) == 0
+	if dataFlushed {
 		// What the checkpoint maps is durable before the checkpoint
 		// can be: a device persists writes to different zones in any
 		// order until a flush, and a checkpoint that outlived the data
@@ -705,6 +718,13 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 		return fmt.Errorf("engine: checkpoint: %w", err)
 	}
 	from := int64(0)
+	if len(voids) == 0 && !dataFlushed {
+		// No room for a single void beside the checkpoint: the data
+		// flush comes before it all the same.
+		if err := e.flushDevice(context.Background()); err != nil {
+			return fmt.Errorf("engine: checkpoint: flush data: %w", err)
+		}
+	}
 	if len(voids) > 0 {
 		if err := e.writeMeta(next, start, buf[:off], m.w); err != nil {
 			return fmt.Errorf("engine: checkpoint: void failed appends' records: %w", err)
@@ -723,6 +743,10 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 	if err := e.writeMeta(next, start+from, buf[from:], m.w); err != nil {
 		return fmt.Errorf("engine: checkpoint: %w", err)
 	}
+	// The half's log is whole to here: should the flush fail, a retry
+	// appends after the checkpoint rather than erase the voids before
+	// it (TestH19eVoidRetryKeepsVoidsWhenTheWholeCheckpointLanded).
+	m.nextVoidsEnd = start + off + n
 	if err := e.flushDevice(context.Background()); err != nil {
 		return fmt.Errorf("engine: checkpoint: flush: %w", err)
 	}
