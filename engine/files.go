@@ -489,6 +489,16 @@ func (h *File) Name() string {
 // Stat describes the file.
 func (h *File) Stat() FileInfo { return h.f.info() }
 
+// Fstat is Stat for a client's handle: like every other operation on
+// it, it fails with fs.ErrNotExist once the file was removed or renamed
+// over, and with fs.ErrClosed once the handle is closed.
+func (h *File) Fstat() (FileInfo, error) {
+	if err := h.check(); err != nil {
+		return FileInfo{}, err
+	}
+	return h.f.info(), nil
+}
+
 // Size is the file's size.
 func (h *File) Size() int64 {
 	h.f.mu.RLock()

@@ -69,8 +69,10 @@ func (c *conn) exec(sl *slot) {
 				err = h.f.Truncate(int64(q.Off))
 			}
 		default:
-			fi := h.f.Stat()
-			r.Val, r.Val2 = uint64(fi.Size), fi.ID
+			var fi engine.FileInfo
+			if fi, err = h.f.Fstat(); err == nil {
+				r.Val, r.Val2 = uint64(fi.Size), fi.ID
+			}
 		}
 		h.mu.RUnlock()
 		r.Status = c.status(err)
