@@ -111,6 +111,14 @@ func decodeSuperblock(buf []byte) (Superblock, error) {
 	if s.UsedZones <= 0 || s.UsedZones > s.Zones {
 		return s, fmt.Errorf("engine: superblock uses %d of %d zones", s.UsedZones, s.Zones)
 	}
+	// Checksummed, but a damaged or crafted one must not send Open
+	// indexing past the device (FuzzDecodeSuperblock).
+	if s.ZoneSize <= 0 || s.ZoneCap <= 0 || s.ZoneCap > s.ZoneSize {
+		return s, fmt.Errorf("engine: superblock has zones of %d bytes with a capacity of %d", s.ZoneSize, s.ZoneCap)
+	}
+	if lo, hi := min(s.MetaZones[0], s.MetaZones[1]), max(s.MetaZones[0], s.MetaZones[1]); lo+s.MetaGroup > hi || hi+s.MetaGroup > s.UsedZones {
+		return s, fmt.Errorf("engine: superblock metadata halves at zones %v, %d zones each, do not fit apart in the %d zones it uses", s.MetaZones, s.MetaGroup, s.UsedZones)
+	}
 	return s, nil
 }
 
