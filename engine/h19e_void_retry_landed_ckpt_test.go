@@ -15,9 +15,10 @@ import (
 // resets the half: the voids and that checkpoint are gone (the emu's
 // reset is durable at once) until the voids are written again, and a
 // failed void write then a crash replays a's torn overwrite over its
-// fsynced bytes: EIO. A log that reads whole to the write pointer could
-// take the retry's checkpoint after it, as supersedeStrayInHalf appends
-// after a whole log; nothing needed the reset.
+// fsynced bytes: EIO. The log reads whole to the write pointer, so the
+// retry now appends after that checkpoint (metaLog.nextVoidsEnd moves
+// past it once it is written), as supersedeStrayInHalf appends after a
+// whole log.
 func TestH19eVoidRetryKeepsVoidsWhenTheWholeCheckpointLanded(t *testing.T) {
 	devName := emuDevice(t, 16, "1M", "")
 	cfg := smallConfig()
@@ -48,11 +49,7 @@ func TestH19eVoidRetryKeepsVoidsWhenTheWholeCheckpointLanded(t *testing.T) {
 	t.Logf("settling switch: %v (voids end at %d in half %d)", err, e.meta.nextVoidsEnd, next)
 
 	// The retry; its first metadata write fails, then a crash.
-	failMetaWrites(t)
-	err = e.SyncNamespace()
-	testHookMetaWrite = nil
-	t.Logf("the retried switch: %v", err)
-	crashEmu(t, e)
+	retryFailingThenCrash(t, e)
 
 	e = reopen(t, devName, cfg)
 	defer e.Close()

@@ -44,6 +44,17 @@ func crashEmu(t *testing.T, e *Engine) {
 	emu.Close()
 }
 
+// retryFailingThenCrash retries the failed switch with every metadata
+// write failing (after a reset, the first is the voids'), then crashes.
+func retryFailingThenCrash(t *testing.T, e *Engine) {
+	t.Helper()
+	failMetaWrites(t)
+	err := e.SyncNamespace()
+	testHookMetaWrite = nil
+	t.Logf("the retried switch: %v", err)
+	crashEmu(t, e)
+}
+
 // failMetaWrites makes every metadata write fail with EIO until the
 // test ends (or sets testHookMetaWrite to nil).
 func failMetaWrites(t *testing.T) {
@@ -60,11 +71,7 @@ func TestVoidRetryKeepsDurableVoids(t *testing.T) {
 	cfg := smallConfig()
 	e, _ := voidedInNextHalf(t, devName, cfg)
 
-	failMetaWrites(t)
-	err := e.SyncNamespace()
-	testHookMetaWrite = nil
-	t.Logf("the retried switch: %v", err)
-	crashEmu(t, e)
+	retryFailingThenCrash(t, e)
 
 	e = reopen(t, devName, cfg)
 	defer e.Close()
