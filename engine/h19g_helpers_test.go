@@ -129,4 +129,3 @@ func h19gBase(t *testing.T) (string, *Engine, []byte) {
 	h.Close()
 	return devName, e, data
 }
-
