@@ -200,6 +200,10 @@ type Engine struct {
 	held    map[uint64][]extent
 	ckptSeq uint64 // the checkpoint recovery started from
 	ckptTie bool   // both metadata zones hold a checkpoint of that number
+	// damage is what recovery found inconsistent and left out (a create
+	// reusing a live file's id, a file twice in the checkpoint); fsck
+	// reports it.
+	damage  []string
 	bg      sync.WaitGroup
 	zeroBlk []byte
 }

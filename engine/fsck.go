@@ -76,6 +76,9 @@ func Fsck(dev zns.Device) (*FsckReport, error) {
 	}
 	defer e.meta.close()
 	rep.Replayed = len(e.recovered)
+	for _, d := range e.damage {
+		rep.problem("recovery: %s", d)
+	}
 	if e.ckptTie {
 		rep.problem("both metadata zones hold a checkpoint with sequence number %d: recovery cannot tell which is newer", e.ckptSeq)
 	}

@@ -63,6 +63,13 @@ type nsOp struct {
 
 var errCorruptMeta = errors.New("engine: corrupt metadata record")
 
+// maxSeq bounds record numbers and file ids on the device: no device
+// lives to hand out 2^62, so one at or above it is damage, and taking it
+// would wrap the counter (a crafted record of number 2^64-1 made the
+// next one 0, and a file created and fsynced after it was gone after a
+// crash: TestH19gRecordSeqMaxWrapsAndLosesFsyncedFile).
+const maxSeq = 1 << 62
+
 // metaRecordLen is the on-device length of a record with n payload bytes.
 func metaRecordLen(n int) int64 {
 	return (int64(metaHdrLen+n) + BlockSize - 1) / BlockSize * BlockSize
@@ -112,6 +119,9 @@ func decodeMetaHeader(buf []byte) (metaHeader, error) {
 	h.fs = uint64(le.Uint32(buf[20:])) | uint64(le.Uint32(buf[28:]))<<32
 	if h.kind != metaCheckpoint && h.kind != metaOp {
 		return h, fmt.Errorf("%w: kind %d", errCorruptMeta, h.kind)
+	}
+	if h.seq >= maxSeq {
+		return h, fmt.Errorf("%w: number %d", errCorruptMeta, h.seq)
 	}
 	return h, nil
 }
@@ -229,8 +239,17 @@ func decodeOp(seq uint64, p []byte) (nsOp, error) {
 	if d.err != nil {
 		return op, d.err
 	}
-	if op.kind < opCreate || op.kind > opVoid || op.size < 0 {
+	// A size past MaxFileSize would reach a checkpoint that
+	// decodeCheckpoint refuses: after one Open and Close, neither half
+	// held a checkpoint recovery takes
+	// (TestH19gTruncateOpPastMaxFileSizeBricksDevice).
+	if op.kind < opCreate || op.kind > opVoid || op.size < 0 || op.size > MaxFileSize || op.file >= maxSeq {
 		return op, fmt.Errorf("%w: operation %d", errCorruptMeta, op.kind)
+	}
+	for _, v := range op.voids {
+		if v >= maxSeq {
+			return op, fmt.Errorf("%w: voided record %d", errCorruptMeta, v)
+		}
 	}
 	return op, nil
 }
@@ -300,6 +319,9 @@ func encodeCheckpoint(c *checkpointState) []byte {
 func decodeCheckpoint(p []byte) (*checkpointState, error) {
 	d := dec{b: p}
 	c := &checkpointState{seq: d.u64(), nextID: d.u64(), zoneWP: map[int]int64{}}
+	if c.seq >= maxSeq || c.nextID >= maxSeq {
+		d.err = fmt.Errorf("%w: checkpoint number %d, next file id %d", errCorruptMeta, c.seq, c.nextID)
+	}
 	nf := d.u32()
 	for i := uint32(0); i < nf && d.err == nil; i++ {
 		f := ckptFile{id: d.u64(), name: d.str(), size: int64(d.u64())}

@@ -172,6 +172,15 @@ func DecodeHeader(buf []byte, h *RecordHeader) error {
 	h.Seq = le.Uint64(buf[8:])
 	h.File = le.Uint64(buf[16:])
 	h.Size = le.Uint64(buf[24:])
+	// Numbers and sizes the engine never writes (see maxSeq, and
+	// TestH19gRecordSizePastMaxFileSizeBricksDevice: a size past
+	// MaxFileSize reached a checkpoint its decoder refuses).
+	if h.Seq >= maxSeq || h.File >= maxSeq {
+		return fmt.Errorf("%w: record %d of file %d", ErrCorruptRecord, h.Seq, h.File)
+	}
+	if h.Size != SizeUnknown && h.Size > MaxFileSize {
+		return fmt.Errorf("%w: file size %d", ErrCorruptRecord, h.Size)
+	}
 	n := le.Uint32(buf[32:])
 	h.DataLen = le.Uint32(buf[36:])
 	if (n == 0) != (h.Kind == KindPad) || n > MaxRecordExtents {
@@ -185,7 +194,7 @@ func DecodeHeader(buf []byte, h *RecordHeader) error {
 	for i := range int(n) {
 		p := buf[recHdrFixed+i*recExtSize:]
 		e := RecordExtent{FileOff: int64(le.Uint64(p[0:])), Version: le.Uint64(p[8:]), Len: le.Uint32(p[16:])}
-		if e.FileOff < 0 || e.Len == 0 || e.FileOff%BlockSize != 0 || e.Len%BlockSize != 0 {
+		if e.FileOff < 0 || e.Len == 0 || e.FileOff%BlockSize != 0 || e.Len%BlockSize != 0 || e.Version >= maxSeq {
 			return fmt.Errorf("%w: extent %d at %d+%d", ErrCorruptRecord, i, e.FileOff, e.Len)
 		}
 		total += uint64(e.Len)

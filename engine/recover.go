@@ -591,6 +591,14 @@ func (e *Engine) loadCheckpoint(c *checkpointState) {
 	e.seq.Store(c.seq)
 	e.nextID = max(c.nextID, 1)
 	for _, cf := range c.files {
+		if o := e.byID[cf.id]; o != nil || e.byName[cf.name] != nil {
+			// Damage: every file has an id and a name of its own.
+			// The first keeps them; a second would leave a name or an
+			// id on a file the next checkpoint drops.
+			e.damage = append(e.damage, fmt.Sprintf("the checkpoint holds file %q (id %d) twice, by id or by name; the second is left out", cf.name, cf.id))
+			slog.Warn("engine: recover: the checkpoint holds a file id or name twice; the second is left out", "name", cf.name, "id", cf.id)
+			continue
+		}
 		f := &file{id: cf.id, name: cf.name, size: cf.size, ext: newExtentMap()}
 		for _, x := range cf.ext {
 			f.ext.t.ReplaceOrInsert(x)
@@ -610,6 +618,16 @@ func (e *Engine) replayOp(op nsOp) {
 		// An id is never handed out twice, even one whose file was
 		// removed since: GC and fsck match records to files by id.
 		e.nextID = max(e.nextID, op.file+1)
+		if f := e.byID[op.file]; f != nil && f.name != op.name {
+			// The id is a live file's under another name: damage (an
+			// id is never handed out twice). Taking it left the old
+			// name on a file the next checkpoint, which walks ids,
+			// dropped with its data
+			// (TestH19gCreateReusingLiveIDDropsFileSilently).
+			e.damage = append(e.damage, fmt.Sprintf("operation %d creates %q with the id of %q, a live file; not replayed", op.seq, op.name, f.name))
+			slog.Warn("engine: recover: a create reuses a live file's id; not replayed", "seq", op.seq, "name", op.name, "id", op.file, "file", f.name)
+			return
+		}
 		if old := e.byName[op.name]; old != nil {
 			delete(e.byID, old.id)
 		}
