@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"os"
 	"runtime"
 	"sort"
@@ -92,9 +93,21 @@ func h19gCraftRecord(t *testing.T, e *Engine, h *RecordHeader, data []byte) {
 	t.Helper()
 	h.FS = e.sb.FS()
 	rec := make([]byte, BlockSize+len(data))
-	if err := EncodeHeader(h, rec); err != nil {
+	// EncodeHeader refuses numbers and sizes zonefold never writes: it
+	// encodes sane ones, and the crafted ones go in after, with the
+	// checksum made again.
+	crafted := *h
+	h.Seq, h.File, h.Size = 1, 1, 0
+	err := EncodeHeader(h, rec)
+	h.Seq, h.File, h.Size = crafted.Seq, crafted.File, crafted.Size
+	if err != nil {
 		t.Fatal(err)
 	}
+	le := binary.LittleEndian
+	le.PutUint64(rec[8:], h.Seq)
+	le.PutUint64(rec[16:], h.File)
+	le.PutUint64(rec[24:], h.Size)
+	le.PutUint32(rec[BlockSize-4:], Checksum(rec[:BlockSize-4]))
 	copy(rec[BlockSize:], data)
 	writeRaw(t, e, h19gFreeZone(t, e), 0, rec)
 	if err := emuOf(t, e).Flush(); err != nil {

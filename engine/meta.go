@@ -332,7 +332,7 @@ func decodeCheckpoint(p []byte) (*checkpointState, error) {
 		f.ext = make([]extent, ne)
 		for j := range f.ext {
 			f.ext[j] = extent{off: int64(d.u64()), len: int64(d.u64()), dev: int64(d.u64()), ver: d.u64(), hdr: int64(d.u64())}
-			if x := f.ext[j]; x.off < 0 || x.len <= 0 || x.hdr < 0 || x.dev < x.hdr+BlockSize || (x.dev-x.hdr)%BlockSize != 0 ||
+			if x := f.ext[j]; x.off < 0 || x.len <= 0 || x.hdr < 0 || x.ver >= maxSeq || x.dev < x.hdr+BlockSize || (x.dev-x.hdr)%BlockSize != 0 ||
 				x.firstBlock()+int((x.len+BlockSize-1)/BlockSize) > MaxRecordBlocks {
 				d.err = fmt.Errorf("%w: extent %+v", errCorruptMeta, x)
 			}

@@ -110,6 +110,19 @@ func EncodeHeader(h *RecordHeader, buf []byte) error {
 	if h.DataLen%BlockSize != 0 {
 		return fmt.Errorf("engine: record of %d data bytes: not whole blocks", h.DataLen)
 	}
+	// Nothing DecodeHeader refuses is written: recovery would take the
+	// header for a torn one and end its zone's scan there, losing the
+	// records behind it. GC copies what a checkpoint maps, and a damaged
+	// or crafted one could map anything
+	// (TestH19hGCRecordOfCraftedExtentHidesIntactFile).
+	if h.Seq >= maxSeq || h.File >= maxSeq || (h.Size != SizeUnknown && h.Size > MaxFileSize) {
+		return fmt.Errorf("engine: record %d of file %d, size %d: out of range", h.Seq, h.File, h.Size)
+	}
+	for i, e := range h.Extents {
+		if e.FileOff < 0 || e.Len == 0 || e.FileOff%BlockSize != 0 || e.Len%BlockSize != 0 || e.Version >= maxSeq {
+			return fmt.Errorf("engine: record extent %d at %d+%d of version %d: not whole blocks, or out of range", i, e.FileOff, e.Len, e.Version)
+		}
+	}
 	if h.Kind != KindPad && (len(h.Sums) != int(h.DataLen/BlockSize) || len(h.Sums) > MaxRecordBlocks) {
 		return fmt.Errorf("engine: record of %d data bytes with %d block checksums (at most %d blocks)", h.DataLen, len(h.Sums), MaxRecordBlocks)
 	}
