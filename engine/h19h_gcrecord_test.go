@@ -48,9 +48,9 @@ func TestH19hGCRecordOfCraftedExtentHidesIntactFile(t *testing.T) {
 					}
 				}
 			})
-			if e.zones[3].state.Load() != zoneFree {
-				t.Skip("GC did not collect b's zone")
-			}
+			// GC may refuse the zone (its record of a's extent would
+			// not decode): b must read whole either way.
+			t.Logf("b's zone after GC: state %d", e.zones[3].state.Load())
 			h19hCheckB(t, e, d.b, "after GC")
 			e.crashForTest()
 			rep, err := h19gFsck(t, d.devName)
