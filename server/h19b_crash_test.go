@@ -48,10 +48,7 @@ func (p *h19bProc) kill() {
 }
 
 func TestH19bDifferentialCrashSweep(t *testing.T) {
-	if os.Getenv("H19B_SWEEP") == "" {
-		t.Skip("set H19B_SWEEP=1 for the randomized sweep")
-	}
-	for seed := int64(200); seed < 206; seed++ {
+	for seed := int64(200); seed < 200+h19bSeeds(6); seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			dir := t.TempDir()
 			device := fmt.Sprintf("emu:%s?zone_size=4M&zones=64", filepath.Join(dir, "dev"))

@@ -445,11 +445,17 @@ func (d *h19bDiff) step() {
 	}
 }
 
-func TestH19bDifferentialSweep(t *testing.T) {
+// h19bSeeds is how many seeds a sweep runs: one by default, all of full
+// with H19B_SWEEP=1 (minutes).
+func h19bSeeds(full int64) int64 {
 	if os.Getenv("H19B_SWEEP") == "" {
-		t.Skip("set H19B_SWEEP=1 for the randomized sweep")
+		return 1
 	}
-	for seed := int64(1); seed <= 40; seed++ {
+	return full
+}
+
+func TestH19bDifferentialSweep(t *testing.T) {
+	for seed := int64(1); seed <= h19bSeeds(40); seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			dm := newDaemon(t)
 			d := newH19bDiff(t, dm.socket, 3, seed)
@@ -559,10 +565,7 @@ func (d *h19bDiff) restartClean(dm *daemon, cfg RunConfig) *daemon {
 }
 
 func TestH19bDifferentialRestartSweep(t *testing.T) {
-	if os.Getenv("H19B_SWEEP") == "" {
-		t.Skip("set H19B_SWEEP=1 for the randomized sweep")
-	}
-	for seed := int64(100); seed < 115; seed++ {
+	for seed := int64(100); seed < 100+h19bSeeds(15); seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			cfg := testConfig(emuDevice(t), filepath.Join(t.TempDir(), "zf.sock"))
 			dm := startDaemon(t, cfg)
