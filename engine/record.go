@@ -99,6 +99,20 @@ var (
 	ErrCorruptRecord = errors.New("engine: corrupt record header")
 )
 
+// inRange reports whether h's numbers and size are ones the engine
+// writes (see maxSeq; a size past MaxFileSize reached a checkpoint its
+// decoder refuses: TestH19gRecordSizePastMaxFileSizeBricksDevice).
+// EncodeHeader and DecodeHeader hold headers to it alike.
+func (h *RecordHeader) inRange() bool {
+	return h.Seq < maxSeq && h.File < maxSeq && (h.Size == SizeUnknown || h.Size <= MaxFileSize)
+}
+
+// valid reports whether e covers whole blocks at a file offset, with a
+// version the engine hands out.
+func (e RecordExtent) valid() bool {
+	return e.FileOff >= 0 && e.Len != 0 && e.FileOff%BlockSize == 0 && e.Len%BlockSize == 0 && e.Version < maxSeq
+}
+
 // EncodeHeader writes h into the BlockSize bytes of buf.
 func EncodeHeader(h *RecordHeader, buf []byte) error {
 	if len(buf) < BlockSize {
@@ -115,11 +129,11 @@ func EncodeHeader(h *RecordHeader, buf []byte) error {
 	// records behind it. GC copies what a checkpoint maps, and a damaged
 	// or crafted one could map anything
 	// (TestH19hGCRecordOfCraftedExtentHidesIntactFile).
-	if h.Seq >= maxSeq || h.File >= maxSeq || (h.Size != SizeUnknown && h.Size > MaxFileSize) {
+	if !h.inRange() {
 		return fmt.Errorf("engine: record %d of file %d, size %d: out of range", h.Seq, h.File, h.Size)
 	}
 	for i, e := range h.Extents {
-		if e.FileOff < 0 || e.Len == 0 || e.FileOff%BlockSize != 0 || e.Len%BlockSize != 0 || e.Version >= maxSeq {
+		if !e.valid() {
 			return fmt.Errorf("engine: record extent %d at %d+%d of version %d: not whole blocks, or out of range", i, e.FileOff, e.Len, e.Version)
 		}
 	}
@@ -185,14 +199,8 @@ func DecodeHeader(buf []byte, h *RecordHeader) error {
 	h.Seq = le.Uint64(buf[8:])
 	h.File = le.Uint64(buf[16:])
 	h.Size = le.Uint64(buf[24:])
-	// Numbers and sizes the engine never writes (see maxSeq, and
-	// TestH19gRecordSizePastMaxFileSizeBricksDevice: a size past
-	// MaxFileSize reached a checkpoint its decoder refuses).
-	if h.Seq >= maxSeq || h.File >= maxSeq {
-		return fmt.Errorf("%w: record %d of file %d", ErrCorruptRecord, h.Seq, h.File)
-	}
-	if h.Size != SizeUnknown && h.Size > MaxFileSize {
-		return fmt.Errorf("%w: file size %d", ErrCorruptRecord, h.Size)
+	if !h.inRange() {
+		return fmt.Errorf("%w: record %d of file %d, size %d", ErrCorruptRecord, h.Seq, h.File, h.Size)
 	}
 	n := le.Uint32(buf[32:])
 	h.DataLen = le.Uint32(buf[36:])
@@ -207,7 +215,7 @@ func DecodeHeader(buf []byte, h *RecordHeader) error {
 	for i := range int(n) {
 		p := buf[recHdrFixed+i*recExtSize:]
 		e := RecordExtent{FileOff: int64(le.Uint64(p[0:])), Version: le.Uint64(p[8:]), Len: le.Uint32(p[16:])}
-		if e.FileOff < 0 || e.Len == 0 || e.FileOff%BlockSize != 0 || e.Len%BlockSize != 0 || e.Version >= maxSeq {
+		if !e.valid() {
 			return fmt.Errorf("%w: extent %d at %d+%d", ErrCorruptRecord, i, e.FileOff, e.Len)
 		}
 		total += uint64(e.Len)
