@@ -40,6 +40,12 @@
 //     (fileState.gen), else the blocks are read again under the lock: a
 //     block never becomes uptodate with bytes older than a change the
 //     cache has seen.
+//   - One read of a run of blocks through Backing at a time: a miss of
+//     blocks another access is reading without the lock (fileState.fills)
+//     waits for that read and looks again, unless it holds such a read of
+//     its own (so no cycle of waits forms); Prefetch skips them.
+//   - Prefetch (readahead) never waits: not for memory that only
+//     writeback can free, not for writeback, not for another's read.
 //   - dirty ⊆ uptodate. Dirty blocks are never dropped except by Forget and
 //     Truncate: a failed writeback leaves them dirty.
 //   - Stable pages: the bytes of a block under writeback never change.
@@ -55,7 +61,9 @@
 //   - Nothing on the write or read path allocates once a file's folios
 //     exist.
 //
-// Use. Clients' data goes through Write and Read with the engine's Backing.
+// Use. Clients' data goes through Write and Read with the engine's
+// Backing; the engine's readahead brings what a sequential reader will
+// want next in with Prefetch.
 // The writeback layer picks files with DirtyFiles (oldest first) or
 // DirtySince, takes each file's dirty data with BeginWriteback — extents in
 // offset order from where the file's last call stopped, round the file
@@ -68,7 +76,8 @@
 // Locks, outermost first: a file's lock (an RWMutex: readers of cached
 // data share it; writers, read-fills, BeginWriteback, Truncate, Forget and
 // eviction hold it exclusively), then the LRU lock, the dirty-list lock and
-// a folio's state lock, then the buddy allocator's lock. EndWriteback takes
+// a folio's state lock, then the buddy allocator's lock; a file's fillMu is a
+// leaf. EndWriteback takes
 // only state locks (and wbMu, a leaf, for the run of writeback
 // failures), like the kernel's I/O completion, which is why the
 // bitmaps need a lock of their own. Eviction runs LRU-first and so only
@@ -377,6 +386,10 @@ type Stats struct {
 	WritebackBytes   uint64        `json:"writeback_bytes"`
 	WritebackErrors  uint64        `json:"writeback_errors"` // extents ended with an error
 	Pressure         uint64        `json:"pressure"`         // OnPressure calls
+	// FillWaits counts misses that waited for another access's read of
+	// their blocks; PrefetchedBytes what Prefetch read in.
+	FillWaits       uint64 `json:"fill_waits"`
+	PrefetchedBytes uint64 `json:"prefetched_bytes"`
 }
 
 type counters struct {
@@ -388,6 +401,7 @@ type counters struct {
 	throttledNs, allocWaitNs           atomic.Int64
 	wbExtents, wbBytes, wbErrors       atomic.Uint64
 	pressure                           atomic.Uint64
+	fillWaits, prefetched              atomic.Uint64
 }
 
 // Stats returns a snapshot of the counters.
@@ -410,6 +424,8 @@ func (c *Cache) Stats() Stats {
 		WritebackBytes:   k.wbBytes.Load(),
 		WritebackErrors:  k.wbErrors.Load(),
 		Pressure:         k.pressure.Load(),
+		FillWaits:        k.fillWaits.Load(),
+		PrefetchedBytes:  k.prefetched.Load(),
 	}
 	s.CachedBytes = s.ArenaBytes - c.buddy.free64()*pageSize
 	for i := range s.Folios {

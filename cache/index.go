@@ -40,6 +40,13 @@ type fileState struct {
 	// gen did not move meanwhile.
 	gen uint64
 
+	// fillMu guards fills: the runs of blocks misses are reading through
+	// Backing without mu (preRead). A miss of blocks in one of them
+	// waits for it rather than read them from the device again, as the
+	// kernel's readers wait on a folio locked for read. A leaf lock.
+	fillMu sync.Mutex
+	fills  []fillRun
+
 	dirtyBytes atomic.Int64
 	wbBlocks   atomic.Int64 // blocks under writeback
 
@@ -277,4 +284,39 @@ func (c *Cache) DirtySince(file uint64) (time.Time, bool) {
 	c.dirtyMu.Lock()
 	defer c.dirtyMu.Unlock()
 	return fs.dirtySince, fs.inDirty
+}
+
+// fillRun is a file range [off, end) being read through Backing.
+type fillRun struct{ off, end int64 }
+
+func (fs *fileState) addFill(off, end int64) {
+	fs.fillMu.Lock()
+	fs.fills = append(fs.fills, fillRun{off, end})
+	fs.fillMu.Unlock()
+}
+
+func (fs *fileState) removeFill(off, end int64) {
+	fs.fillMu.Lock()
+	for i, r := range fs.fills {
+		if r.off == off && r.end == end {
+			last := len(fs.fills) - 1
+			fs.fills[i] = fs.fills[last]
+			fs.fills = fs.fills[:last]
+			break
+		}
+	}
+	fs.fillMu.Unlock()
+}
+
+// filling reports whether some of [off, end) is being read through
+// Backing.
+func (fs *fileState) filling(off, end int64) bool {
+	fs.fillMu.Lock()
+	defer fs.fillMu.Unlock()
+	for _, r := range fs.fills {
+		if r.off < end && off < r.end {
+			return true
+		}
+	}
+	return false
 }

@@ -164,6 +164,9 @@ type access struct {
 	write    bool
 	then     func() // WriteThen's, under the file lock once all is written
 	pre      preRead
+	// prefetch: a Prefetch, which copies nothing out and never waits
+	// (see Prefetch).
+	prefetch bool
 }
 
 // preRead is a Read's miss read through Backing without the file's lock.
@@ -199,9 +202,11 @@ func (c *Cache) scratchMem(pr *preRead) []byte {
 	return c.arena[start : start+(pr.end-pr.off)]
 }
 
-// dropScratch gives the held scratch block back, if any.
+// dropScratch gives the held scratch block back, if any, and ends the
+// run's fill: misses waiting for it look again.
 func (c *Cache) dropScratch(pr *preRead) {
 	if pr.state == preWant || pr.state == preHave {
+		pr.fs.removeFill(pr.off, pr.end)
 		c.buddy.free(pr.scratch, int(pr.scratchOrder))
 		c.events.Signal()
 		pr.state = preNone
@@ -259,6 +264,12 @@ func (c *Cache) run(ctx context.Context, a *access, pos int64, progress func(n i
 		}
 		if kick {
 			c.kick()
+		}
+		if a.prefetch && err == nil && (st.wait != nil || st.order >= 0) {
+			if st.wait != nil || !c.reclaimNow(st.order, &res) {
+				return int(pos - a.off), nil
+			}
+			continue
 		}
 		if err == nil {
 			err = c.unstall(ctx, st, &res)
@@ -426,6 +437,21 @@ func (c *Cache) readLocked(fs *fileState, pos int64, a *access, res *reserve) (i
 				c.dropScratch(pr)
 				pr.state = preOff
 			}
+			if pr.state != preHave && a.b != nil {
+				// Holding no fill of its own (so no cycle of waits), a
+				// miss of blocks another access is reading waits for
+				// that read; readahead leaves them to it. The wake-up
+				// channel first: the fill ends (removeFill, then Signal)
+				// after the check saw it.
+				ch := c.events.Wait()
+				if fs.filling(runOff, runEnd) {
+					if a.prefetch {
+						break
+					}
+					c.counters.fillWaits.Add(1)
+					return pos, stall{order: -1, wait: ch}, nil
+				}
+			}
 			if pr.state == preHave {
 				copy(f.mem[r0<<c.blockShift:r1<<c.blockShift], c.scratchMem(pr))
 				c.dropScratch(pr)
@@ -442,7 +468,14 @@ func (c *Cache) readLocked(fs *fileState, pos int64, a *access, res *reserve) (i
 			f.stateMu.Lock()
 			f.setUptodate(r0, r1)
 			f.stateMu.Unlock()
+			if a.prefetch {
+				c.counters.prefetched.Add(uint64(runEnd - runOff))
+			}
 			missed = true
+		}
+		if a.prefetch {
+			pos = stepEnd
+			continue
 		}
 		if missed {
 			c.counters.misses.Add(1)
@@ -453,6 +486,41 @@ func (c *Cache) readLocked(fs *fileState, pos int64, a *access, res *reserve) (i
 		pos = stepEnd
 	}
 	return pos, noStall, nil
+}
+
+// Prefetch brings the file's bytes in [off, off+n) that the cache does
+// not hold into it through b, as Read would, and copies them nowhere:
+// readahead. A guess must cost its caller nothing but the reads, so it
+// never waits: it stops where Read would wait for memory (nothing free or
+// clean to evict) or for writeback, and skips the runs another access is
+// reading. It fails only with b's error. The caller clamps at EOF.
+func (c *Cache) Prefetch(ctx context.Context, file uint64, off, n int64, b Backing) error {
+	if off < 0 || n < 0 || off+n < off {
+		return fmt.Errorf("%w: prefetch at %d, length %d", ErrRange, off, n)
+	}
+	if n == 0 {
+		return nil
+	}
+	a := access{file: file, off: off, end: off + n, b: b, prefetch: true}
+	_, err := c.run(ctx, &a, off, nil)
+	return err
+}
+
+// reclaimNow is reclaim for Prefetch, which never waits: a block of
+// order, or a smaller one, from free memory or from clean folios one
+// eviction pass frees. It reports whether res holds one.
+func (c *Cache) reclaimNow(order int, res *reserve) bool {
+	c.releaseReserve(res)
+	if p, ok := c.buddy.alloc(order); ok {
+		*res = reserve{page: p, order: order}
+		return true
+	}
+	c.evict(max(1<<order, c.evictBatch))
+	if p, ok := c.buddy.alloc(order); ok {
+		*res = reserve{page: p, order: order}
+		return true
+	}
+	return c.allocBelow(order, res)
 }
 
 // throttle blocks while dirty bytes are over the limit, unless writeback
@@ -669,7 +737,7 @@ func (c *Cache) EvictClean(bytes int64) int64 {
 
 // takeScratch takes an arena block for reading the run [off, end) of fs
 // without the lock, as of fs's gen, if memory can spare one without
-// reclaim; it reports whether it did.
+// reclaim, and registers the run as a fill; it reports whether it did.
 func (c *Cache) takeScratch(pr *preRead, fs *fileState, off, end int64) bool {
 	order := 0
 	for int64(pageSize)<<order < end-off {
@@ -680,5 +748,6 @@ func (c *Cache) takeScratch(pr *preRead, fs *fileState, off, end int64) bool {
 		return false
 	}
 	*pr = preRead{fs: fs, off: off, end: end, gen: fs.gen, state: preWant, scratch: p, scratchOrder: int8(order)}
+	fs.addFill(off, end)
 	return true
 }
