@@ -28,6 +28,7 @@ type engineFlags struct {
 	openZones int
 	gcLow     int
 	gcHigh    int
+	readahead int64
 }
 
 func (f *engineFlags) register(fs *pflag.FlagSet) {
@@ -38,6 +39,7 @@ func (f *engineFlags) register(fs *pflag.FlagSet) {
 	countVar(fs, &f.openZones, "open-zones", 0, "data zones open at once (0: from the device's limits)")
 	countVar(fs, &f.gcLow, "gc-low", 0, "start GC below this many free zones (0: default)")
 	countVar(fs, &f.gcHigh, "gc-high", 0, "stop GC at this many free zones (0: default)")
+	sizeVar(fs, &f.readahead, "readahead", 8<<20, "largest window a sequential reader's handle reads ahead (0: none; at most a thirty-second of --cache)")
 }
 
 func (f *engineFlags) config() (engine.Config, error) {
@@ -47,6 +49,10 @@ func (f *engineFlags) config() (engine.Config, error) {
 		return cfg, usagef("--cache: %w", err)
 	}
 	cfg.CacheBytes = n
+	cfg.ReadaheadMax = f.readahead
+	if f.readahead == 0 {
+		cfg.ReadaheadMax = -1 // none
+	}
 	if f.maxOrder < 0 || f.maxOrder > 9 {
 		return cfg, usagef("--max-order %d: want 0..9", f.maxOrder)
 	}

@@ -56,6 +56,11 @@ type Config struct {
 	// headers again (88 bytes per 64 KiB of data). Default: 1/64 of
 	// CacheBytes, at least 64 KiB and at most maxDefaultSumCache.
 	SumCacheBytes int64
+	// ReadaheadMax is the largest window a sequential reader's handle
+	// reads ahead (see readahead.go), at most a thirty-second of
+	// CacheBytes, so that a few streams cannot flush the cache. 0: 8 MiB;
+	// negative: no readahead.
+	ReadaheadMax int64
 }
 
 func (c *Config) fill() {
@@ -73,6 +78,12 @@ func (c *Config) fill() {
 	}
 	if c.SumCacheBytes <= 0 {
 		c.SumCacheBytes = min(max(64<<10, c.CacheBytes/64), maxDefaultSumCache)
+	}
+	if c.ReadaheadMax == 0 {
+		c.ReadaheadMax = defaultReadaheadMax
+	}
+	if c.ReadaheadMax > 0 {
+		c.ReadaheadMax = min(c.ReadaheadMax, max(readaheadMin, c.CacheBytes/32))
 	}
 	c.GC.fill()
 }
@@ -174,8 +185,12 @@ type Engine struct {
 	// those running, with closingBit set once Close has begun and
 	// abandonBit once it stopped waiting for them, and closingCh is
 	// closed when Close begins too, to wake waits that have no context.
-	active     atomic.Int64
-	closingCh  chan struct{}
+	active    atomic.Int64
+	closingCh chan struct{}
+	// raMax is Config.ReadaheadMax; raQueue the windows waiting for a
+	// readahead worker (readahead.go).
+	raMax      int64
+	raQueue    chan raJob
 	closeOnce  sync.Once
 	closeErr   error // the first Close's
 	meta       *metaLog
@@ -514,7 +529,7 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 	sumDev, _ := dev.(zns.SumAppender)
 	e := &Engine{cfg: cfg, dev: dev, sumDev: sumDev, geo: dev.Geometry(), ring: dev.Ring(), log: slog.Default(),
 		byName: map[string]*file{}, byID: map[uint64]*file{}, nextID: 1, retireKick: make(chan struct{}, 1),
-		closingCh: make(chan struct{})}
+		closingCh: make(chan struct{}), raMax: cfg.ReadaheadMax, raQueue: make(chan raJob, readaheadQueue)}
 	e.readGroups.New = func() any { return new(uring.Group) }
 	if f, ok := dev.(zns.Forgetful); ok && f.KeepsNoData() {
 		e.keepsNoData = true
@@ -609,6 +624,11 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 	othersDone := make(chan struct{})
 	e.bg.Go(func() { others.Wait(); close(othersDone) })
 	e.bg.Go(func() { e.retirer(othersDone) })
+	if e.raMax > 0 {
+		for range readaheadWorkers {
+			e.bg.Go(func() { e.readaheadWorker(ctx) })
+		}
+	}
 	return e, nil
 }
 

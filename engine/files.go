@@ -32,6 +32,7 @@ type File struct {
 	e      *Engine
 	f      *file
 	closed atomic.Bool
+	ra     readahead
 	// errSeen is the handle's cursor in its file's writeback failures
 	// (writeback.ErrCursor, guarded by the writeback's lock): its fsync
 	// reports each failure after it once, so every handle open when a
@@ -532,6 +533,9 @@ func (h *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 		want := p
 		if int64(len(p)) > size-off {
 			want = p[:size-off]
+		}
+		if try == 0 {
+			h.readAhead(off, int64(len(want)), size)
 		}
 		n, err = h.e.cache.Read(ctx, h.f.id, off, want, h.e)
 		// A shrink that ran meanwhile drops what the cache holds past
@@ -1738,10 +1742,11 @@ func (e *Engine) roomFor(n int64) bool {
 }
 
 // ReadBacking implements cache.Backing: it fills p with the file's bytes
-// at off from the device, zeros where nothing is mapped.
+// at off from the device, zeros where nothing is mapped. Only the gaps
+// are zeroed: clearing all of p first was a tenth of a cold sequential
+// read's CPU, for bytes the device read then overwrote.
 func (e *Engine) ReadBacking(fileID uint64, off int64, p []byte) error {
 	f := e.fileByID(fileID)
-	clear(p)
 	if f == nil {
 		return errRemovedWhileRead
 	}
@@ -1756,6 +1761,7 @@ func (e *Engine) ReadBacking(fileID uint64, off int64, p []byte) error {
 		// zones against GC reset, then read them in one batch.
 		n := 0
 		next := int64(len(p))
+		zeroFrom := done // p[zeroFrom:] up to the next piece is a gap
 		f.mu.RLock()
 		if f.gone {
 			// Its extents are gone with it (dropFile): what a lookup
@@ -1768,6 +1774,8 @@ func (e *Engine) ReadBacking(fileID uint64, off int64, p []byte) error {
 				next = min(next, x.off-off)
 				return
 			}
+			clear(p[zeroFrom : x.off-off])
+			zeroFrom = x.end() - off
 			pieces[n] = x
 			n++
 			if z := e.zoneAt(x.dev); z != nil {
@@ -1775,6 +1783,7 @@ func (e *Engine) ReadBacking(fileID uint64, off int64, p []byte) error {
 			}
 		})
 		f.mu.RUnlock()
+		clear(p[zeroFrom:next])
 		if err := e.readPieces(fileID, pieces[:n], p, off); err != nil {
 			return err
 		}
