@@ -50,6 +50,16 @@
 //     most the data blocks) hold the last two checkpoints; the valid one with the higher
 //     number is the file system as of that number, so no two checkpoints
 //     ever tie (a tie, from an older zonefold, is reported by fsck).
+//     A record whose checksum holds was written whole: if it does not
+//     decode, that is damage, never a torn write. A checkpoint numbered
+//     above the one recovery would start from is never passed over for
+//     it (the operations logged after it are in its half, and recovery's
+//     checkpoint would reset that half): Open fails, and fsck says why
+//     (checkUndecoded). An extent in it that no record can hold (every
+//     one the engine maps lies in one record in one data zone, at a
+//     block-aligned offset) is left out, and the rest stands; an
+//     operation that does not decode ends its half's log. Both are
+//     damage fsck reports (Engine.damage).
 //   - A checkpoint is written only after a device flush makes durable
 //     every record it maps: a device persists writes to different zones
 //     in any order until a flush, and a checkpoint that outlived the data

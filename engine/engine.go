@@ -216,8 +216,9 @@ type Engine struct {
 	ckptSeq uint64 // the checkpoint recovery started from
 	ckptTie bool   // both metadata zones hold a checkpoint of that number
 	// damage is what recovery found inconsistent and left out (a create
-	// reusing a live file's id, a file twice in the checkpoint); fsck
-	// reports it.
+	// reusing a live file's id, a file twice in the checkpoint, a
+	// checkpoint extent no record can hold, an operation that does not
+	// decode); fsck reports it.
 	damage  []string
 	bg      sync.WaitGroup
 	zeroBlk []byte

@@ -123,6 +123,13 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (h *File, err error) {
 			e.nsMu.Unlock()
 			return nil, fmt.Errorf("engine: create %q: %w", name, err)
 		}
+		if e.nextID >= maxSeq {
+			// Ids are below maxSeq (decodeOp); as Linux does out of
+			// inodes, ENOSPC. Only a damaged or crafted create of
+			// id maxSeq-1 gets here.
+			e.nsMu.Unlock()
+			return nil, fmt.Errorf("engine: create %q: no file id left (next %d): %w", name, e.nextID, ErrNoSpace)
+		}
 		f = &file{id: e.nextID, name: name, ext: newExtentMap(), born: e.stats.hostWritten.Load()}
 		t, err := e.writeOp(nsOp{kind: opCreate, file: f.id, name: name})
 		if err != nil {

@@ -31,6 +31,9 @@ func (r *FsckReport) problem(format string, args ...any) {
 // (Problems) exactly:
 //   - a superblock copy, checkpoint tie or geometry that recovery cannot
 //     trust;
+//   - what recovery refused (a checksum-valid newer checkpoint that does
+//     not decode) or left out (Engine.damage: a checkpoint extent no
+//     record can hold, an operation that does not decode, ids twice);
 //   - a mapped extent that does not lie in a record whose header holds
 //     and that carries the same file, offset and version, or that covers
 //     a block whose checksum fails;

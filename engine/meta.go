@@ -319,7 +319,9 @@ func encodeCheckpoint(c *checkpointState) []byte {
 func decodeCheckpoint(p []byte) (*checkpointState, error) {
 	d := dec{b: p}
 	c := &checkpointState{seq: d.u64(), nextID: d.u64(), zoneWP: map[int]int64{}}
-	if c.seq >= maxSeq || c.nextID >= maxSeq {
+	// nextID is at most maxSeq: a file of id maxSeq-1 leaves no id to
+	// hand out (Create refuses), and its checkpoint must still decode.
+	if c.seq >= maxSeq || c.nextID > maxSeq {
 		d.err = fmt.Errorf("%w: checkpoint number %d, next file id %d", errCorruptMeta, c.seq, c.nextID)
 	}
 	nf := d.u32()
@@ -329,16 +331,15 @@ func decodeCheckpoint(p []byte) (*checkpointState, error) {
 		if !d.need(int(ne) * ckptExtSize) {
 			break
 		}
+		// Extents are decoded as they stand: one that no record can
+		// hold is damage recovery leaves out (loadCheckpoint,
+		// Engine.extentFault), not a reason to refuse the rest.
 		f.ext = make([]extent, ne)
 		for j := range f.ext {
 			f.ext[j] = extent{off: int64(d.u64()), len: int64(d.u64()), dev: int64(d.u64()), ver: d.u64(), hdr: int64(d.u64())}
-			if x := f.ext[j]; x.off < 0 || x.len <= 0 || x.hdr < 0 || x.ver >= maxSeq || x.dev < x.hdr+BlockSize || (x.dev-x.hdr)%BlockSize != 0 ||
-				x.firstBlock()+int((x.len+BlockSize-1)/BlockSize) > MaxRecordBlocks {
-				d.err = fmt.Errorf("%w: extent %+v", errCorruptMeta, x)
-			}
 		}
-		if f.size < 0 || f.size > MaxFileSize {
-			d.err = fmt.Errorf("%w: file size %d", errCorruptMeta, f.size)
+		if f.size < 0 || f.size > MaxFileSize || f.id >= maxSeq {
+			d.err = fmt.Errorf("%w: file id %d, size %d", errCorruptMeta, f.id, f.size)
 		}
 		c.files = append(c.files, f)
 	}

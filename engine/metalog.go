@@ -1302,7 +1302,7 @@ func (e *Engine) supersedeStrayInHalf() error {
 	}
 	defer buf.close()
 	end := e.metaHalfEnd(m.active, report)
-	_, _, logEnd, err := e.scanMetaHalf(m.active, report, buf, m.w)
+	_, _, logEnd, _, err := e.scanMetaHalf(m.active, report, buf, m.w)
 	if err != nil {
 		return fmt.Errorf("engine: supersede a failed record: %w", err)
 	}

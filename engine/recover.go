@@ -79,11 +79,13 @@ func (e *Engine) recover() error {
 	var ckptZone int
 	var zoneOps [2][]nsOp
 	var logEnd [2]int64
+	var undecoded [2][]metaUndecoded
 	for i := range e.sb.MetaZones {
-		c, ops, end, err := e.scanMetaHalf(i, report, buf, w)
+		c, ops, end, bad, err := e.scanMetaHalf(i, report, buf, w)
 		if err != nil {
 			return err
 		}
+		undecoded[i] = bad
 		if c != nil && ckpt != nil && c.seq == ckpt.seq {
 			// Every checkpoint takes its own number: a tie is a device
 			// an older zonefold wrote, or damage. fsck says so.
@@ -97,6 +99,9 @@ func (e *Engine) recover() error {
 	}
 	if ckpt == nil {
 		return fmt.Errorf("engine: recover: no valid checkpoint in metadata zones %v", e.sb.MetaZones)
+	}
+	if err := e.checkUndecoded(undecoded, ckpt.seq, ckptZone); err != nil {
+		return err
 	}
 	// Every operation logged after a checkpoint went to the zone that
 	// holds it: one in the other zone numbered above it was never
@@ -415,17 +420,53 @@ func (e *Engine) halfEnd(zones []zns.Zone) int64 {
 	return end
 }
 
+// metaUndecoded is a metadata record whose checksum holds (it was
+// written whole) and that does not decode: damage, or a writer's bug,
+// never a torn write.
+type metaUndecoded struct {
+	kind uint16
+	seq  uint64 // its header's
+	err  error
+}
+
+// checkUndecoded decides what the undecodable records of each metadata
+// half (scanMetaHalf) mean for recovery from checkpoint ckptSeq in half
+// ckptHalf. A checkpoint numbered above it is refused: recovery would
+// quietly lose every operation logged after that checkpoint (they are
+// in its half, which recovery then ignores), and its own checkpoint
+// would reset that half, leaving no trace. An operation above it in
+// ckptHalf ends the log, and everything logged after it is lost:
+// damage fsck reports. Older ones were superseded and cost nothing.
+func (e *Engine) checkUndecoded(undecoded [2][]metaUndecoded, ckptSeq uint64, ckptHalf int) error {
+	for half, bad := range undecoded {
+		for _, u := range bad {
+			switch {
+			case u.seq <= ckptSeq:
+			case u.kind == metaCheckpoint:
+				return fmt.Errorf("engine: recover: metadata half %d holds checkpoint %d, checksum valid, that does not decode (%w); recovering from the older checkpoint %d would lose what was logged after it: refusing to open (fsck reads the device without writing)",
+					half, u.seq, u.err, ckptSeq)
+			case half == ckptHalf:
+				e.damage = append(e.damage, fmt.Sprintf("operation %d in metadata half %d, checksum valid, does not decode (%v): the log is read up to it, and what was logged after it is not replayed", u.seq, half, u.err))
+			}
+		}
+	}
+	return nil
+}
+
 // scanMetaHalf reads one metadata half's records.
-// It returns them and where its valid log ends.
-func (e *Engine) scanMetaHalf(half int, report []zns.Zone, buf *scanBuf, w *uring.Waiter) (*checkpointState, []nsOp, int64, error) {
+// It returns them, where its valid log ends, and the records whose
+// checksum holds but that do not decode (a checkpoint is skipped, an
+// operation ends the log).
+func (e *Engine) scanMetaHalf(half int, report []zns.Zone, buf *scanBuf, w *uring.Waiter) (*checkpointState, []nsOp, int64, []metaUndecoded, error) {
 	var best *checkpointState
 	var ops []nsOp
+	var bad []metaUndecoded
 	end := e.metaHalfEnd(half, report)
 	off := int64(BlockSize)
 	for off+BlockSize <= end {
 		hb := buf.mem[:BlockSize]
 		if err := e.readMeta(half, off, hb, w); err != nil {
-			return nil, nil, 0, fmt.Errorf("engine: recover: read metadata half %d at %d: %w", half, off, err)
+			return nil, nil, 0, nil, fmt.Errorf("engine: recover: read metadata half %d at %d: %w", half, off, err)
 		}
 		h, err := decodeMetaHeader(hb)
 		if err != nil || h.fs != e.sb.FS() {
@@ -436,11 +477,11 @@ func (e *Engine) scanMetaHalf(half int, report []zns.Zone, buf *scanBuf, w *urin
 			break // torn
 		}
 		if err := buf.grow(int(n)); err != nil {
-			return nil, nil, 0, err
+			return nil, nil, 0, nil, err
 		}
 		rec := buf.mem[:n]
 		if err := e.readMeta(half, off+BlockSize, rec[BlockSize:], w); err != nil {
-			return nil, nil, 0, fmt.Errorf("engine: recover: read metadata half %d at %d: %w", half, off, err)
+			return nil, nil, 0, nil, fmt.Errorf("engine: recover: read metadata half %d at %d: %w", half, off, err)
 		}
 		payload, err := verifyMeta(rec, h)
 		if err != nil {
@@ -451,6 +492,7 @@ func (e *Engine) scanMetaHalf(half int, report []zns.Zone, buf *scanBuf, w *urin
 			c, err := decodeCheckpoint(payload)
 			if err != nil {
 				slog.Warn("engine: recover: corrupt checkpoint skipped", "seq", h.seq, "err", err)
+				bad = append(bad, metaUndecoded{kind: h.kind, seq: h.seq, err: err})
 				break
 			}
 			if best == nil || c.seq > best.seq {
@@ -460,13 +502,13 @@ func (e *Engine) scanMetaHalf(half int, report []zns.Zone, buf *scanBuf, w *urin
 			op, err := decodeOp(h.seq, payload)
 			if err != nil {
 				slog.Warn("engine: recover: corrupt operation ends the log", "seq", h.seq, "err", err)
-				return best, ops, off, nil
+				return best, ops, off, append(bad, metaUndecoded{kind: h.kind, seq: h.seq, err: err}), nil
 			}
 			ops = append(ops, op)
 		}
 		off += n
 	}
-	return best, ops, off, nil
+	return best, ops, off, bad, nil
 }
 
 // scanDataZone reads the records of a data zone from offset from (in the
@@ -601,6 +643,15 @@ func (e *Engine) loadCheckpoint(c *checkpointState) {
 		}
 		f := &file{id: cf.id, name: cf.name, size: cf.size, ext: newExtentMap()}
 		for _, x := range cf.ext {
+			if why := e.extentFault(x); why != "" {
+				// The rest of the checkpoint stands: refusing all of
+				// it for one extent lost every operation logged after
+				// it (TestH20bRefusedNewestCheckpointLosesFsyncedCreate).
+				e.damage = append(e.damage, fmt.Sprintf("the checkpoint maps bytes %d..%d of file %q (id %d, version %d) to device offset %d, where no record can hold them (%s); left out",
+					x.off, x.off+x.len, cf.name, cf.id, x.ver, x.dev, why))
+				slog.Warn("engine: recover: a checkpoint extent no record can hold is left out", "file", cf.name, "extent", fmt.Sprintf("%+v", x), "why", why)
+				continue
+			}
 			f.ext.t.ReplaceOrInsert(x)
 		}
 		// As in replayRecord: bytes past the size are a truncate's, in
@@ -609,6 +660,27 @@ func (e *Engine) loadCheckpoint(c *checkpointState) {
 		e.byID[f.id] = f
 		e.byName[f.name] = f
 	}
+}
+
+// extentFault says why no record could hold checkpoint extent x, if so:
+// every extent the engine maps is a clipped piece of one record's
+// extents (whole blocks at block-aligned file offsets, below maxSeq),
+// and a record lies in one data zone, its header first, with at most
+// MaxRecordBlocks data blocks. GC copies what is mapped into records of
+// its own, and reads trust the header x names for checksums.
+func (e *Engine) extentFault(x extent) string {
+	if x.off < 0 || x.len <= 0 || x.off%BlockSize != 0 || x.len%BlockSize != 0 || x.ver >= maxSeq {
+		return "not whole blocks of a write"
+	}
+	if x.hdr < 0 || x.dev < x.hdr+BlockSize || (x.dev-x.hdr)%BlockSize != 0 ||
+		int64(x.firstBlock())+x.len/BlockSize > MaxRecordBlocks {
+		return "not in one record"
+	}
+	z := e.zoneAt(x.hdr)
+	if z == nil || e.zoneAt(x.dev) != z || x.dev+x.len > int64(z.idx)*e.geo.ZoneSize+z.cap {
+		return "not in one data zone"
+	}
+	return ""
 }
 
 // replayOp applies one logged namespace operation.
