@@ -191,23 +191,7 @@ func TestH20bRefusedNewestCheckpointLosesFsyncedCreate(t *testing.T) {
 		}
 		return extent{off: 0, len: a.len, dev: a.hdr + 251*BlockSize, ver: a.ver, hdr: a.hdr}
 	})
-	rep, err := h19gFsck(t, devName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Problems) == 0 {
-		t.Errorf("fsck calls the device clean, but its newest checkpoint does not decode (notes %q)", rep.Notes)
-	}
-	e, err := h19gOpen(t, devName)
-	if err != nil {
-		t.Logf("Open refused: %v", err)
-		return
-	}
-	defer e.Close()
-	if _, err := e.Stat("c"); err != nil {
-		t.Errorf("c, created and fsynced after the newest checkpoint, is lost: %v", err)
-	}
-	h20bCheckSnapshot(t, e, "after Open")
+	h20bCheckReportedAndKept(t, devName, "its newest checkpoint does not decode")
 }
 
 // An extent of "a" at an offset that is not block-aligned (no record
@@ -224,12 +208,20 @@ func TestH20bUnalignedCheckpointExtentIsDamage(t *testing.T) {
 		a.off += 100
 		return a
 	})
+	h20bCheckReportedAndKept(t, devName, "the checkpoint maps an unaligned extent of a")
+}
+
+// h20bCheckReportedAndKept: fsck reports the damage (what), and an Open
+// that does not refuse the device keeps "c", created and fsynced after
+// the newest checkpoint, and maps only extents a record can hold.
+func h20bCheckReportedAndKept(t *testing.T, devName, what string) {
+	t.Helper()
 	rep, err := h19gFsck(t, devName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rep.Problems) == 0 {
-		t.Errorf("fsck calls the device clean, but the checkpoint maps an unaligned extent of a")
+		t.Errorf("fsck calls the device clean, but %s (notes %q)", what, rep.Notes)
 	}
 	e, err := h19gOpen(t, devName)
 	if err != nil {
@@ -238,7 +230,7 @@ func TestH20bUnalignedCheckpointExtentIsDamage(t *testing.T) {
 	}
 	defer e.Close()
 	if _, err := e.Stat("c"); err != nil {
-		t.Errorf("c lost: %v", err)
+		t.Errorf("c, created and fsynced after the newest checkpoint, is lost: %v", err)
 	}
 	h20bCheckSnapshot(t, e, "after Open")
 }
