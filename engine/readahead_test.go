@@ -235,3 +235,54 @@ func TestReadaheadAgainstRemoveAndClose(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestReadaheadRacingShrinkAndGrow: windows read ahead while the file is
+// cut to nothing and grown back must never bring the cut bytes back:
+// after the shrink and grow, every byte reads as zero.
+func TestReadaheadRacingShrinkAndGrow(t *testing.T) {
+	const K, size = 1 << 10, 4 << 20
+	cfg := smallConfig()
+	cfg.CacheBytes = 64 << 20
+	e, f, _ := coldFile(t, cfg, size)
+	zeros := make([]byte, size)
+	got := make([]byte, size)
+	for round := range 20 {
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			p := make([]byte, 128*K)
+			for off := int64(0); off < size; off += 128 * K {
+				if _, err := f.ReadAt(p, off); err != nil && !errors.Is(err, io.EOF) {
+					t.Error(err)
+					return
+				}
+			}
+		})
+		if err := f.Truncate(0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(size); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		raIdle(t, f)
+		if _, err := f.ReadAt(got, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, zeros) {
+			i := 0
+			for got[i] == 0 {
+				i++
+			}
+			t.Fatalf("round %d: byte %d reads %#x after a cut to 0 and a grow", round, i, got[i])
+		}
+		// Bytes to cut again, on the device and out of the cache.
+		data := bytes.Repeat([]byte{byte(round + 1)}, size)
+		if _, err := f.WriteAt(data, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		e.cache.EvictClean(1 << 30)
+	}
+}
