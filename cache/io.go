@@ -440,16 +440,18 @@ func (c *Cache) readLocked(fs *fileState, pos int64, a *access, res *reserve) (i
 			if pr.state != preHave && a.b != nil {
 				// Holding no fill of its own (so no cycle of waits), a
 				// miss of blocks another access is reading waits for
-				// that read; readahead leaves them to it. The wake-up
-				// channel first: the fill ends (removeFill, then Signal)
-				// after the check saw it.
-				ch := c.events.Wait()
+				// that read; readahead leaves them to it. Only then the
+				// wake-up channel (arming it costs a channel at the next
+				// Signal), and a second look: a fill it still sees ends
+				// (removeFill, then Signal) after the channel was taken.
 				if fs.filling(runOff, runEnd) {
 					if a.prefetch {
 						break
 					}
-					c.counters.fillWaits.Add(1)
-					return pos, stall{order: -1, wait: ch}, nil
+					if ch := c.events.Wait(); fs.filling(runOff, runEnd) {
+						c.counters.fillWaits.Add(1)
+						return pos, stall{order: -1, wait: ch}, nil
+					}
 				}
 			}
 			if pr.state == preHave {

@@ -64,7 +64,8 @@ func (r *readahead) advance(off, n, size, maxWindow int64) (start, end int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	readEnd := off + n
-	inStream := r.window > 0 && off >= r.next-max(r.window, 16*n) && off <= r.next+max(r.window, 16*n)
+	slack := max(r.window, 16*n) // how far out of order a stream's reads arrive
+	inStream := r.window > 0 && off >= r.next-slack && off <= r.next+slack
 	if !inStream && off != r.next && off != 0 {
 		r.window, r.next, r.ahead = 0, readEnd, 0
 		return 0, 0
