@@ -371,6 +371,9 @@
 //  11. Engine.failedMu (leaf): the numbers of the records whose appends
 //     failed since the last checkpoint; the completer adds to them, a
 //     checkpoint (under metaLog.mu) reads and clears them.
+//  12. readahead.mu (per handle; leaf): a handle's sequential-stream
+//     state (readahead.go). A read takes it before the cache and never
+//     waits under it: a full readahead queue drops the window.
 //
 // Below all of these: writeback's error map lock and internal/wake's lock
 // (leaves), the ring's submission lock, and the device backends' locks (a
