@@ -1,0 +1,119 @@
+package engine
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zonefold/zonefold/uring"
+	"github.com/zonefold/zonefold/zns"
+)
+
+// h20cGate is a device whose next read, once armed, blocks until the
+// test releases it (the reader is then in ReadBacking, without the
+// cache's file lock: a preRead). Only that one read blocks.
+type h20cGate struct {
+	zns.Device
+	mu      sync.Mutex
+	armed   bool
+	match   func(off int64, n int) bool // nil: any read
+	entered chan struct{}
+	release chan struct{}
+}
+
+func newH20cGate() *h20cGate {
+	return &h20cGate{entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *h20cGate) arm(match func(off int64, n int) bool) {
+	g.mu.Lock()
+	g.armed, g.match = true, match
+	g.mu.Unlock()
+}
+
+func (g *h20cGate) Read(off int64, buf []byte, c uring.Completion) error {
+	g.mu.Lock()
+	hit := g.armed && (g.match == nil || g.match(off, len(buf)))
+	if hit {
+		g.armed = false
+	}
+	g.mu.Unlock()
+	if hit {
+		close(g.entered)
+		<-g.release
+	}
+	return g.Device.Read(off, buf, c)
+}
+
+// h20cWait waits for ch, failing (not hanging) after a generous deadline.
+func h20cWait(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: not after 30 s", what)
+	}
+}
+
+// h20cWarmFile writes size bytes to "a" through a gated device, syncs
+// them and evicts them, so that nothing of the file is cached.
+func h20cWarmFile(t *testing.T, cfg Config, size int) (*Engine, *File, []byte, *h20cGate) {
+	t.Helper()
+	g := newH20cGate()
+	e := formatOpenWith(t, emuDevice(t, 16, "4M", ""), cfg, func(dev zns.Device) zns.Device {
+		g.Device = dev
+		return g
+	})
+	t.Cleanup(func() { e.Close() })
+	f := mustCreate(t, e, "a")
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i*7+i>>12) | 1
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	e.cache.EvictClean(1 << 40)
+	if st := e.Stats().Cache; st.CachedBytes != 0 {
+		t.Fatalf("setup: %d bytes still cached after evicting", st.CachedBytes)
+	}
+	return e, f, data, g
+}
+
+// TestH20cPrefetchAcrossRemoveLeavesRemovedFileCached: a readahead
+// window whose device read is in flight when its file is removed comes
+// back to the cache after Remove's cache.Forget, and its run loop makes
+// the removed file's cache state anew (fileOrNew) with a folio in it,
+// before ReadBacking says the file is gone. Nothing ever Forgets that
+// state again: the file id's fileState stays in the index for the life
+// of the cache and its folio holds arena memory for a file that no
+// longer exists (cache memory leaked until eviction, index state
+// forever). After the remove and the window's end, the cache should
+// hold nothing.
+func TestH20cPrefetchAcrossRemoveLeavesRemovedFileCached(t *testing.T) {
+	const K = 1 << 10
+	cfg := smallConfig()
+	cfg.CacheBytes = 64 << 20
+	e, f, _, g := h20cWarmFile(t, cfg, 2<<20)
+	g.arm(nil)
+	// The reader's first read at 0 asks for the window past it; the
+	// worker's Prefetch blocks in its device read.
+	f.readAhead(0, 128*K, 2<<20)
+	h20cWait(t, g.entered, "the readahead window's device read")
+	if err := e.Remove("a"); err != nil {
+		t.Fatal(err)
+	}
+	close(g.release)
+	raIdle(t, f)
+	st := e.Stats().Cache
+	var folios int64
+	for _, n := range st.Folios {
+		folios += n
+	}
+	if st.CachedBytes != 0 || folios != 0 {
+		t.Fatalf("after the only file was removed and its readahead window ended, the cache holds %d bytes in %d folios (the removed file's state made anew by the window)", st.CachedBytes, folios)
+	}
+}
