@@ -89,6 +89,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	iofs "io/fs"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,6 +144,11 @@ type Config struct {
 
 // ErrRange is returned for a negative offset or an offset+length overflow.
 var ErrRange = errors.New("cache: offset out of range")
+
+// ErrForgotten ends an access whose file was forgotten (Forget: the file
+// was removed) while the access ran: going on would make the removed
+// file's state anew, holding memory that no Forget would ever free.
+var ErrForgotten = fmt.Errorf("cache: the file was removed during the access: %w", iofs.ErrNotExist)
 
 // Cache is the write-back cache. All methods are safe for concurrent use.
 type Cache struct {

@@ -27,7 +27,7 @@ type fileState struct {
 	// last is the chunk a writer used last: sequential writers skip the
 	// map. Set only with mu held for writing.
 	last *chunk
-	dead bool    // forgotten: callers look the file up again
+	dead bool    // forgotten: an access holding it ends (ErrForgotten)
 	keys []int64 // BeginWriteback's scratch
 	// wbNext is where BeginWriteback's next scan starts (a file offset;
 	// under mu held for writing): where the last one ran out of budget,

@@ -230,12 +230,19 @@ func (c *Cache) run(ctx context.Context, a *access, pos int64, progress func(n i
 	defer c.releaseReserve(&res)
 	defer c.dropScratch(&a.pre)
 	reported := pos // what progress was told is in
+	// fs is looked up once: a state forgotten meanwhile (the file was
+	// removed) ends the access rather than being made again, which no
+	// Forget would ever free. An access that begins after Forget makes a
+	// new one; its caller, which knows the file is gone, forgets it.
+	var fs *fileState
 	for pos < a.end {
-		fs := c.fileOrNew(a.file)
+		if fs == nil {
+			fs = c.fileOrNew(a.file)
+		}
 		fs.mu.Lock()
 		if fs.dead {
 			fs.mu.Unlock()
-			continue
+			return int(pos - a.off), ErrForgotten
 		}
 		var st stall
 		var kick bool

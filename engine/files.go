@@ -372,6 +372,23 @@ func (e *Engine) forgetCached(f *file) {
 	e.wb.Forget(f.id)
 }
 
+// forgetIfRemoved forgets the cached state an access made for f after f
+// was dropped, and reports whether it was: an access that began after
+// Remove's Forget makes the file's cache state anew (one already running
+// when Forget came stops, cache.ErrForgotten), and nothing else would
+// ever free it — nor write back a write's dirty blocks of it, but to
+// zones GC must then clean. No nsMu (see forgetCached); wmu may be held,
+// as for any cache access.
+func (e *Engine) forgetIfRemoved(f *file) bool {
+	f.mu.RLock()
+	gone := f.gone
+	f.mu.RUnlock()
+	if gone {
+		e.forgetCached(f)
+	}
+	return gone
+}
+
 // Rename renames a file, replacing newName if it exists.
 func (e *Engine) Rename(oldName, newName string) error {
 	if err := CheckName(newName); err != nil {
@@ -568,6 +585,9 @@ func (h *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 	}
 	h.e.stats.hostRead.Add(int64(n))
 	if err != nil {
+		// A read of a removed file fails (ReadBacking, or the cache's
+		// ErrForgotten) whenever it made cache state for it.
+		h.e.forgetIfRemoved(h.f)
 		return n, fmt.Errorf("engine: read %q at %d: %w", h.f.name, off, err)
 	}
 	if n < len(p) {
@@ -693,6 +713,9 @@ func (h *File) writePieces(ctx context.Context, p []byte, off int64, extend bool
 		e.stats.hostWritten.Add(int64(n))
 		f.written.Add(int64(n))
 		done += n
+		if e.forgetIfRemoved(f) && err == nil {
+			err = fmt.Errorf("file was removed: %w", fs.ErrNotExist)
+		}
 		if err != nil {
 			err = fmt.Errorf("engine: write %q at %d: %w", h.Name(), pos, err)
 			if old >= 0 {

@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"bytes"
+	"errors"
+	"io/fs"
 	"sync"
 	"testing"
 	"time"
@@ -115,5 +118,39 @@ func TestH20cPrefetchAcrossRemoveLeavesRemovedFileCached(t *testing.T) {
 	}
 	if st.CachedBytes != 0 || folios != 0 {
 		t.Fatalf("after the only file was removed and its readahead window ended, the cache holds %d bytes in %d folios (the removed file's state made anew by the window)", st.CachedBytes, folios)
+	}
+}
+
+// TestWriteAcrossRemoveLeavesNothingCached: a write whose piece enters
+// the cache after its file's Remove (and cache.Forget) made the removed
+// file's cache state anew with dirty blocks in it: writeback then wrote
+// them to a zone for nobody, and the state stayed in the cache's index
+// for good. The write now fails with fs.ErrNotExist (the file was
+// removed, as its handle's next operation would say) and the cache holds
+// nothing of the file.
+func TestWriteAcrossRemoveLeavesNothingCached(t *testing.T) {
+	e := formatOpen(t, emuDevice(t, 16, "4M", ""), smallConfig())
+	t.Cleanup(func() { e.Close() })
+	f := mustCreate(t, e, "a")
+	var once sync.Once
+	removed := make(chan error, 1)
+	// The hook runs once the piece is admitted, before its bytes enter
+	// the cache: the remove comes between the handle's check and the
+	// cache's write.
+	testHookWritePiece = func(e *Engine) {
+		once.Do(func() { removed <- e.Remove("a") })
+	}
+	t.Cleanup(func() { testHookWritePiece = nil })
+	data := bytes.Repeat([]byte("after rm"), 8192)
+	_, err := f.WriteAt(data, 0)
+	if rerr := <-removed; rerr != nil {
+		t.Fatalf("remove: %v", rerr)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("write across the file's remove: %v, want fs.ErrNotExist", err)
+	}
+	st := e.Stats().Cache
+	if st.CachedBytes != 0 || st.DirtyBytes != 0 {
+		t.Fatalf("after the only file was removed during a write, the cache holds %d bytes, %d dirty (the removed file's state made anew)", st.CachedBytes, st.DirtyBytes)
 	}
 }

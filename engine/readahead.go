@@ -157,4 +157,7 @@ func (e *Engine) readWindow(j raJob) {
 	// An error is the reader's to find (its own read of those blocks);
 	// Prefetch never waits, so it needs no cancellation.
 	_ = e.cache.Prefetch(context.Background(), f.id, j.off, j.end-j.off, e)
+	// A remove that came after the check above finds the window's state
+	// made anew (or made before memory ran out, with no read to fail).
+	e.forgetIfRemoved(f)
 }
