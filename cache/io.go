@@ -348,7 +348,9 @@ func (c *Cache) unstall(ctx context.Context, st stall, res *reserve) error {
 		case <-st.wait:
 			return nil
 		case <-ctx.Done():
-			return fmt.Errorf("cache: wait for writeback: %w", ctx.Err())
+			// Writeback of the blocks, or another access's read of
+			// them (a fill).
+			return fmt.Errorf("cache: wait for writeback or a read of the same blocks: %w", ctx.Err())
 		}
 	}
 	if st.order >= 0 {

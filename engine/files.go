@@ -1869,8 +1869,10 @@ func (e *Engine) readBatch(n int, at func(i int) (dev int64, dst []byte)) (int64
 	defer e.readGroups.Put(g)
 	e.ring.Plug()
 	var subErr error
+	var want int64
 	for i := range n {
 		dev, dst := at(i)
+		want += int64(len(dst))
 		g.Add(1)
 		if err := e.dev.Read(dev, dst, g); err != nil {
 			g.Complete(uring.Result{})
@@ -1884,6 +1886,10 @@ func (e *Engine) readBatch(n int, at func(i int) (dev int64, dst []byte)) (int64
 		err = subErr
 	case uerr != nil:
 		err = uerr
+	case err == nil && got != want:
+		// The rest of dst is whatever the memory held (arena bytes
+		// of another file); the checksums would call it corruption.
+		err = fmt.Errorf("short device read: %d of %d bytes: %w", got, want, io.ErrUnexpectedEOF)
 	}
 	return got, err
 }

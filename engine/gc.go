@@ -1295,12 +1295,9 @@ func (c *collector) gather(victim *zone, room, minGain int64) (pieces []live, ga
 		off += pieces[i-1].x.len
 		offs[i] = off
 	}
-	got, err := e.readBatch(len(pieces), func(i int) (int64, []byte) {
+	_, err = e.readBatch(len(pieces), func(i int) (int64, []byte) {
 		return pieces[i].x.dev, c.buf.mem[offs[i] : offs[i]+pieces[i].x.len]
 	})
-	if err == nil && got != total {
-		err = fmt.Errorf("short read: %d of %d bytes", got, total)
-	}
 	if err != nil {
 		return nil, false, fmt.Errorf("engine: gc: read zone %d: %w", victim.idx, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,5 +153,60 @@ func TestWriteAcrossRemoveLeavesNothingCached(t *testing.T) {
 	st := e.Stats().Cache
 	if st.CachedBytes != 0 || st.DirtyBytes != 0 {
 		t.Fatalf("after the only file was removed during a write, the cache holds %d bytes, %d dirty (the removed file's state made anew)", st.CachedBytes, st.DirtyBytes)
+	}
+}
+
+// shortReadDevice, once armed, reads only the first half of each read
+// (whole blocks; nothing of a one-block read) and reports that, with no
+// error: a short transfer.
+type shortReadDevice struct {
+	zns.Device
+	armed atomic.Bool
+}
+
+func (d *shortReadDevice) Read(off int64, buf []byte, c uring.Completion) error {
+	if d.armed.Load() {
+		half := len(buf) / 2 &^ (BlockSize - 1)
+		if half == 0 {
+			c.Complete(uring.Result{})
+			return nil
+		}
+		buf = buf[:half]
+	}
+	return d.Device.Read(off, buf, c)
+}
+
+// TestShortDeviceReadIsAnError: a device read that transfers less than
+// asked without an error left the rest of the buffer as it was (arena
+// memory: an earlier file's bytes), which, with verification off, a
+// client read as the file's (with it on, the checksums caught it as
+// corruption). A short read is a device error either way.
+func TestShortDeviceReadIsAnError(t *testing.T) {
+	for _, verify := range []bool{true, false} {
+		t.Run(map[bool]string{true: "verify", false: "no-verify"}[verify], func(t *testing.T) {
+			cfg := smallConfig()
+			cfg.NoReadVerify = !verify
+			d := &shortReadDevice{}
+			e := formatOpenWith(t, emuDevice(t, 16, "4M", ""), cfg, func(dev zns.Device) zns.Device {
+				d.Device = dev
+				return d
+			})
+			t.Cleanup(func() { e.Close() })
+			f := mustCreate(t, e, "a")
+			if _, err := f.WriteAt(bytes.Repeat([]byte("zonefold"), 8192), 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			e.cache.EvictClean(1 << 40)
+			d.armed.Store(true)
+			p := make([]byte, 64<<10)
+			n, err := f.ReadAt(p, 0)
+			d.armed.Store(false)
+			if err == nil || errors.Is(err, ErrChecksum) {
+				t.Fatalf("read of %d bytes over short device reads: %v, want a device read error", n, err)
+			}
+		})
 	}
 }
