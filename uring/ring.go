@@ -238,6 +238,12 @@ type Ring struct {
 	sqMu      sync.Mutex
 	plugDepth int
 	pending   uint32 // SQEs prepared but not yet entered
+	// entering is set, under sqMu, while a goroutine is in the kernel
+	// entering SQEs without sqMu held (enterLocked); it enters whatever
+	// was prepared meanwhile before it clears entering and broadcasts
+	// entered (a Cond on sqMu).
+	entering bool
+	entered  sync.Cond
 	// queued are the slots of those SQEs, in order: the kernel takes
 	// SQEs in order, so after a failed entry they are the ones it never
 	// saw. Under sqMu.
@@ -345,6 +351,7 @@ func New(opts Options) (*Ring, error) {
 		return nil, fmt.Errorf("uring: eventfd: %w", err)
 	}
 	r.wakeFd = efd
+	r.entered.L = &r.sqMu
 	r.sqMu.Lock()
 	sqe := gr.GetSQE()
 	r.fill(sqe, nil, &op{code: giouring.OpRead, file: FD(efd), addr: bufAddr(r.wakeBuf[:]), length: 8})
@@ -416,31 +423,56 @@ func (r *Ring) Flush() error {
 	return r.enterLocked()
 }
 
-// enterLocked enters every prepared SQE into the kernel. Interrupted or
+// enterLocked sees every prepared SQE into the kernel. Interrupted or
 // momentarily refused entries are retried: the reaper keeps draining
 // completions meanwhile. Any other failure kills the ring, which fails the
 // operations the kernel did not take.
+//
+// The entry itself runs without sqMu: the SQEs are published under it,
+// and a direct read's io_uring_enter dispatches to the device inline (on
+// a virtio disk, a notification that exits to the host: 20-50 µs a
+// call), so holding the mutex across it held every other submitter for
+// that long — fio's cold 4k reads through the daemon at iodepth 32 spent
+// as long waiting in Plug for sqMu as reading (block profile), one entry
+// per read. While one goroutine is in the kernel the others prepare
+// their SQEs and return (their enterLocked finds entering set): the one
+// in the kernel enters all of them together when it returns, before it
+// lets go (flat combining). So what a caller prepared is in the kernel
+// or on its way in when this returns, and a failure reaches its
+// operations through their completions either way.
 func (r *Ring) enterLocked() error {
-	if p := r.dead.Load(); p != nil {
-		r.failQueuedLocked() // prepared after the ring died
-		return *p
-	}
-	if r.pending == 0 {
-		return nil
+	if r.entering {
+		return nil // the entry in progress takes what was prepared
 	}
 	for {
-		n, err := r.ring.Submit()
+		if p := r.dead.Load(); p != nil {
+			r.failQueuedLocked() // prepared after the ring died
+			return *p
+		}
+		if r.pending == 0 {
+			return nil
+		}
+		r.entering = true
+		ready := flushSQ(r.ring)
+		r.sqMu.Unlock()
+		if h := enterHook.Load(); h != nil {
+			(*h)(r)
+		}
+		n, err := submitSQ(r.ring, ready, 0, false)
+		r.sqMu.Lock()
+		r.entering = false
+		r.entered.Broadcast()
 		if err == nil {
 			r.submitEnters.Add(1)
 			r.sqes.Add(uint64(n))
 			if uint32(n) >= r.pending {
 				r.pending = 0
 				r.queued = r.queued[:0]
-				return nil
+			} else {
+				r.pending -= uint32(n)
+				r.queued = r.queued[:copy(r.queued, r.queued[n:])]
 			}
-			r.pending -= uint32(n)
-			r.queued = r.queued[:copy(r.queued, r.queued[n:])]
-			continue
+			continue // enter what others prepared meanwhile
 		}
 		if errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EBUSY) {
 			continue
@@ -450,6 +482,34 @@ func (r *Ring) enterLocked() error {
 		return *r.dead.Load()
 	}
 }
+
+// enterWaitLocked is enterLocked for a caller that needs room in the
+// submission queue afterwards: it first waits for an entry in progress
+// to end, which leaves nothing prepared, then enters what is left.
+func (r *Ring) enterWaitLocked() error {
+	for r.entering {
+		r.entered.Wait()
+	}
+	return r.enterLocked()
+}
+
+// enterHook, if set (tests only), runs in enterLocked's entry, without
+// sqMu held, just before the kernel is entered.
+var enterHook atomic.Pointer[func(*Ring)]
+
+// flushSQ publishes the prepared SQEs to the kernel (the SQ tail) and
+// returns how many it has not taken yet: liburing's __io_uring_flush_sq,
+// which giouring does not export. Under sqMu.
+//
+//go:linkname flushSQ github.com/pawelgaczynski/giouring.(*Ring).internalFlushSQ
+func flushSQ(*giouring.Ring) uint32
+
+// submitSQ enters submitted published SQEs (liburing's __io_uring_submit
+// after the flush: it adds GETEVENTS where the CQ overflowed). It touches
+// no SQ state of the Ring's own, so it runs without sqMu.
+//
+//go:linkname submitSQ github.com/pawelgaczynski/giouring.(*Ring).internalSubmit
+func submitSQ(ring *giouring.Ring, submitted, waitNr uint32, getEvents bool) (uint, error)
 
 // failQueuedLocked fails the operations of the SQEs the kernel never took,
 // on a dead ring. Their completions are delivered by a goroutine of their
@@ -537,7 +597,7 @@ func (r *Ring) submit(c Completion, o *op) error {
 	sqe := r.ring.GetSQE()
 	if sqe == nil {
 		// The SQ is full of plugged SQEs: submit them and retry.
-		if err := r.enterLocked(); err != nil {
+		if err := r.enterWaitLocked(); err != nil {
 			r.sqMu.Unlock()
 			r.release(idx)
 			return err
@@ -636,7 +696,7 @@ func (r *Ring) resubmit(idx uint32) {
 	r.sqMu.Lock()
 	sqe := r.ring.GetSQE()
 	if sqe == nil && r.dead.Load() == nil {
-		_ = r.enterLocked()
+		_ = r.enterWaitLocked()
 		sqe = r.ring.GetSQE()
 	}
 	if sqe == nil || r.dead.Load() != nil {
@@ -798,6 +858,13 @@ func (r *Ring) Close() error {
 		return fmt.Errorf("uring: close: stop the reaper: %w", err)
 	}
 	<-r.reaperDone
+	// An entry may still be on its way out of the kernel (all it
+	// entered has completed): it touches the SQ once more.
+	r.sqMu.Lock()
+	for r.entering {
+		r.entered.Wait()
+	}
+	r.sqMu.Unlock()
 	r.unmap()
 	unix.Close(r.wakeFd)
 	return r.Err()
@@ -807,6 +874,9 @@ func (r *Ring) Close() error {
 func (r *Ring) stopWithNop() error {
 	r.sqMu.Lock()
 	defer r.sqMu.Unlock()
+	for r.entering {
+		r.entered.Wait()
+	}
 	sqe := r.ring.GetSQE()
 	if sqe == nil {
 		return errors.New("no free SQE")
@@ -901,7 +971,7 @@ func (r *Ring) cancel(ud uint64) {
 	}
 	sqe := r.ring.GetSQE()
 	if sqe == nil {
-		if r.enterLocked() != nil {
+		if r.enterWaitLocked() != nil {
 			return
 		}
 		if sqe = r.ring.GetSQE(); sqe == nil {
