@@ -23,10 +23,47 @@
 //     A goroutine that submits and does not wait itself (a dispatcher)
 //     must Flush after its Unplug: someone else's plug may be holding its
 //     SQEs while that someone waits for them.
-//   - The submission queue is guarded by one mutex; the completion queue is
-//     read only by the reaper. Nothing on the submit or complete path
-//     allocates. The reaper never takes the mutex: a submitter may spin
-//     under it until the reaper makes room.
+//   - Lock order: sqMu, the ring's one mutex, is a leaf. It guards the
+//     user side of the submission queue (GetSQE, the published tail) and
+//     its bookkeeping (pending, want, queued, plugDepth, closed,
+//     entering). Holding it, the ring takes no other lock, blocks on
+//     nothing but the entered Cond (whose Wait drops it), and never calls
+//     Completion.Complete (a dying ring completes from a goroutine of its
+//     own), so callers may hold locks of their own while they submit. The
+//     completion queue is read only by the reaper, which never takes
+//     sqMu: an entry the kernel refuses for a full completion queue is
+//     retried until the reaper makes room. Nothing on the submit or
+//     complete path allocates.
+//   - The entering role: one goroutine at a time (entering, set under
+//     sqMu) enters SQEs into the kernel, and it does so without sqMu: it
+//     publishes the SQ tail under sqMu, drops sqMu for io_uring_enter
+//     (which on a virtio disk dispatches inline, 20-50 µs), and takes it
+//     back to account for what the kernel took. Meanwhile other
+//     goroutines prepare SQEs behind the published tail and return at
+//     once, leaving their SQEs to the entry in progress (flat
+//     combining); nobody else enters, and nobody unmaps the ring.
+//   - Only wanted SQEs enter. want counts the oldest prepared SQEs that
+//     someone asked to have entered: an unplugged submit, the last
+//     Unplug, Flush (so Wait and WaitGroup), a full queue, a
+//     resubmission, a watchdog's cancel, Close. The kernel is told to take
+//     that many (to_submit), so an entry in progress never takes in SQEs
+//     prepared under a plug that nobody released, flushed or filled.
+//   - The role is bounded: its holder enters what was wanted when it took
+//     the role, then at most maxEntriesForOthers more times for what
+//     others wanted meanwhile; if more is wanted still, it hands that to
+//     the ring's enterer goroutine and returns. So once enterLocked
+//     returns, every SQE wanted so far is in the kernel, or an entry in
+//     progress or the enterer goroutine will enter it without anybody's
+//     further help; a failure reaches its operations through their
+//     completions.
+//   - sqMu is dropped inside enterLocked and while waiting for an entry in
+//     progress to end; what was checked before is checked again after.
+//     submit checks closed and dead in the same hold of sqMu in which it
+//     takes its SQE and counts the operation in inflight, and Close sets
+//     closed under sqMu before it waits for inflight: Close waits for
+//     every operation it let in, and lets none in after. Close unmaps
+//     the ring only once the reaper and the enterer goroutine have
+//     stopped and no entry is in progress.
 //   - An operation is never abandoned: every submitted operation gets
 //     exactly one completion, and Wait and WaitGroup return only once it
 //     arrived, whatever else fails. A ring whose kernel entry fails for a
@@ -238,12 +275,22 @@ type Ring struct {
 	sqMu      sync.Mutex
 	plugDepth int
 	pending   uint32 // SQEs prepared but not yet entered
-	// entering is set, under sqMu, while a goroutine is in the kernel
-	// entering SQEs without sqMu held (enterLocked); it enters whatever
-	// was prepared meanwhile before it clears entering and broadcasts
-	// entered (a Cond on sqMu).
+	// want is how many of the pending SQEs, oldest first, someone asked
+	// to have entered (enterLocked); only those enter the kernel, so a
+	// plugged batch nobody released stays out. want <= pending.
+	want uint32
+	// entering is set, under sqMu, while a goroutine holds the entering
+	// role: it is in the kernel entering SQEs without sqMu held
+	// (enterRoleLocked). It clears entering and broadcasts entered (a
+	// Cond on sqMu) after each entry.
 	entering bool
 	entered  sync.Cond
+	// handoff wakes the enterer goroutine (enterer), to which a role
+	// holder that reached its bound hands what is still wanted; it stops
+	// at Close (entererStop, entererDone).
+	handoff     chan struct{}
+	entererStop chan struct{}
+	entererDone chan struct{}
 	// queued are the slots of those SQEs, in order: the kernel takes
 	// SQEs in order, so after a failed entry they are the ones it never
 	// saw. Under sqMu.
@@ -334,6 +381,10 @@ func New(opts Options) (*Ring, error) {
 		retry:      make(chan uint32, nslots),
 		queued:     make([]uint32, 0, sq),
 		reaperDone: make(chan struct{}),
+
+		handoff:     make(chan struct{}, 1),
+		entererStop: make(chan struct{}),
+		entererDone: make(chan struct{}),
 	}
 	iovecs := opts.Iovecs
 	if iovecs <= 0 {
@@ -368,6 +419,7 @@ func New(opts Options) (*Ring, error) {
 	go r.reap()
 	go r.resubmitter()
 	go r.watchdog()
+	go r.enterer()
 	return r, nil
 }
 
@@ -423,74 +475,139 @@ func (r *Ring) Flush() error {
 	return r.enterLocked()
 }
 
-// enterLocked sees every prepared SQE into the kernel. Interrupted or
-// momentarily refused entries are retried: the reaper keeps draining
-// completions meanwhile. Any other failure kills the ring, which fails the
-// operations the kernel did not take.
+// maxEntriesForOthers bounds the entering role: after the entry (or
+// entries) of what was wanted when it took the role, its holder enters at
+// most this many more times for what others wanted meanwhile, then hands
+// the rest to the enterer goroutine. Its own operations are in the kernel
+// already; each further entry only delays its return by an
+// io_uring_enter. One more batches what arrived during its own entry
+// (the common case under load) without a hand-off.
+const maxEntriesForOthers = 1
+
+// enterLocked has every prepared SQE entered into the kernel (they are
+// all wanted now): it takes the entering role and enters them, or, if an
+// entry is in progress, leaves them to it and returns at once. See the
+// package doc for the protocol. Interrupted or momentarily refused
+// entries are retried: the reaper keeps draining completions meanwhile.
+// Any other failure kills the ring, which fails the operations the
+// kernel did not take. sqMu is dropped and taken again inside.
 //
-// The entry itself runs without sqMu: the SQEs are published under it,
-// and a direct read's io_uring_enter dispatches to the device inline (on
-// a virtio disk, a notification that exits to the host: 20-50 µs a
-// call), so holding the mutex across it held every other submitter for
-// that long — fio's cold 4k reads through the daemon at iodepth 32 spent
-// as long waiting in Plug for sqMu as reading (block profile), one entry
-// per read. While one goroutine is in the kernel the others prepare
-// their SQEs and return (their enterLocked finds entering set): the one
-// in the kernel enters all of them together when it returns, before it
-// lets go (flat combining). So what a caller prepared is in the kernel
-// or on its way in when this returns, and a failure reaches its
-// operations through their completions either way.
+// The entry runs without sqMu because a direct read's io_uring_enter
+// dispatches to the device inline (on a virtio disk, a notification that
+// exits to the host: 20-50 µs a call): holding the mutex across it held
+// every other submitter for that long — fio's cold 4k reads through the
+// daemon at iodepth 32 spent as long waiting in Plug for sqMu as reading
+// (block profile), one entry per read.
 func (r *Ring) enterLocked() error {
+	r.want = r.pending
 	if r.entering {
-		return nil // the entry in progress takes what was prepared
+		return nil // the entry in progress takes them, or hands them on
 	}
+	return r.enterRoleLocked(maxEntriesForOthers)
+}
+
+// enterRoleLocked holds the entering role until nothing is wanted: it
+// enters what is wanted when it starts, then up to others more times for
+// what is wanted meanwhile (others < 0: no bound, the enterer goroutine),
+// then hands the rest to the enterer goroutine. Called with sqMu held and
+// entering clear; returns the same way.
+func (r *Ring) enterRoleLocked(others int) error {
+	mine := r.want
 	for {
 		if p := r.dead.Load(); p != nil {
 			r.failQueuedLocked() // prepared after the ring died
 			return *p
 		}
-		if r.pending == 0 {
+		if r.want == 0 {
 			return nil
 		}
+		if mine == 0 {
+			if others == 0 {
+				select {
+				case r.handoff <- struct{}{}:
+				default: // a hand-off is pending already: the enterer will see this one too
+				}
+				return nil
+			}
+			if others > 0 {
+				others--
+			}
+		}
 		r.entering = true
-		ready := flushSQ(r.ring)
+		// Publish everything prepared (the kernel reads nothing past
+		// to_submit, and nothing more is written to these SQEs), but
+		// have the kernel take only what is wanted.
+		n := min(flushSQ(r.ring), r.want)
 		r.sqMu.Unlock()
 		if h := enterHook.Load(); h != nil {
 			(*h)(r)
 		}
-		n, err := submitSQ(r.ring, ready, 0, false)
+		got, err := submitSQ(r.ring, n, 0, false)
 		r.sqMu.Lock()
 		r.entering = false
 		r.entered.Broadcast()
 		if err == nil {
 			r.submitEnters.Add(1)
-			r.sqes.Add(uint64(n))
-			if uint32(n) >= r.pending {
-				r.pending = 0
-				r.queued = r.queued[:0]
-			} else {
-				r.pending -= uint32(n)
-				r.queued = r.queued[:copy(r.queued, r.queued[n:])]
-			}
-			continue // enter what others prepared meanwhile
+			r.sqes.Add(uint64(got))
+			took := min(uint32(got), r.pending)
+			r.pending -= took
+			r.want -= min(took, r.want)
+			r.queued = r.queued[:copy(r.queued, r.queued[took:])]
+			mine -= min(took, mine)
+			continue // enter what others wanted meanwhile
 		}
 		if errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EBUSY) {
 			continue
 		}
-		r.markDead(fmt.Errorf("uring: submit %d SQEs: %w", r.pending, err))
+		r.markDead(fmt.Errorf("uring: submit %d SQEs: %w", n, err))
 		r.failQueuedLocked()
 		return *r.dead.Load()
 	}
 }
 
-// enterWaitLocked is enterLocked for a caller that needs room in the
-// submission queue afterwards: it first waits for an entry in progress
-// to end, which leaves nothing prepared, then enters what is left.
-func (r *Ring) enterWaitLocked() error {
-	for r.entering {
-		r.entered.Wait()
+// enterer takes over the entering role when a holder that reached its
+// bound hands it on, until Close stops it. It enters for as long as
+// anything is wanted: it is nobody's submission that waits meanwhile.
+func (r *Ring) enterer() {
+	defer close(r.entererDone)
+	for {
+		select {
+		case <-r.entererStop:
+			return
+		case <-r.handoff:
+		}
+		r.sqMu.Lock()
+		if !r.entering { // else the entry in progress takes it
+			_ = r.enterRoleLocked(-1)
+		}
+		r.sqMu.Unlock()
 	}
-	return r.enterLocked()
+}
+
+// sqeLocked returns a free SQE. If the queue is full, it has everything
+// prepared entered (a plugged batch included: the queue filled) and takes
+// the room that frees, waiting for an entry in progress if there is one.
+// As sqMu may be dropped meanwhile, it checks the ring's state every time
+// before it takes an SQE: it fails with ErrClosed on a closed ring if
+// refuseClosed, and with the ring's error on a dead one. Under sqMu.
+func (r *Ring) sqeLocked(refuseClosed bool) (*giouring.SubmissionQueueEntry, error) {
+	for {
+		if refuseClosed && r.closed {
+			return nil, ErrClosed
+		}
+		if p := r.dead.Load(); p != nil {
+			return nil, *p
+		}
+		if sqe := r.ring.GetSQE(); sqe != nil {
+			return sqe, nil
+		}
+		if r.entering {
+			r.want = r.pending
+			r.entered.Wait()
+		} else if err := r.enterLocked(); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // enterHook, if set (tests only), runs in enterLocked's entry, without
@@ -518,7 +635,7 @@ func submitSQ(ring *giouring.Ring, submitted, waitNr uint32, getEvents bool) (ui
 func (r *Ring) failQueuedLocked() {
 	failed := r.disarm(r.queued, nil)
 	r.queued = r.queued[:0]
-	r.pending = 0
+	r.pending, r.want = 0, 0
 	if len(failed) > 0 {
 		go r.fail(failed)
 	}
@@ -584,25 +701,13 @@ func (r *Ring) submit(c Completion, o *op) error {
 	s.c, s.keep, s.bufs = c, o.keep, o.bufs
 
 	r.sqMu.Lock()
-	if r.closed {
+	// closed and dead are checked, and the operation counted in
+	// inflight, in one hold of sqMu (see the package doc).
+	sqe, err := r.sqeLocked(true)
+	if err != nil {
 		r.sqMu.Unlock()
 		r.release(idx)
-		return ErrClosed
-	}
-	if p := r.dead.Load(); p != nil {
-		r.sqMu.Unlock()
-		r.release(idx)
-		return *p
-	}
-	sqe := r.ring.GetSQE()
-	if sqe == nil {
-		// The SQ is full of plugged SQEs: submit them and retry.
-		if err := r.enterWaitLocked(); err != nil {
-			r.sqMu.Unlock()
-			r.release(idx)
-			return err
-		}
-		sqe = r.ring.GetSQE()
+		return err
 	}
 	r.fill(sqe, s, o)
 	s.gen++
@@ -694,12 +799,9 @@ func (r *Ring) resubmit(idx uint32) {
 	slog.Warn("uring: an operation was canceled before it ran (by io-wq, or by the watchdog); submitting it again",
 		"opcode", s.sqe[0], "attempt", s.tries)
 	r.sqMu.Lock()
-	sqe := r.ring.GetSQE()
-	if sqe == nil && r.dead.Load() == nil {
-		_ = r.enterWaitLocked()
-		sqe = r.ring.GetSQE()
-	}
-	if sqe == nil || r.dead.Load() != nil {
+	// Closed or not: Close waits for this operation.
+	sqe, err := r.sqeLocked(false)
+	if err != nil {
 		r.sqMu.Unlock()
 		r.fail([]uint32{idx})
 		return
@@ -858,12 +960,18 @@ func (r *Ring) Close() error {
 		return fmt.Errorf("uring: close: stop the reaper: %w", err)
 	}
 	<-r.reaperDone
+	close(r.entererStop)
+	<-r.entererDone
 	// An entry may still be on its way out of the kernel (all it
-	// entered has completed): it touches the SQ once more.
+	// entered has completed): it touches the SQ once more. What is left
+	// prepared has no slot (a watchdog's cancel of what completed since)
+	// and stays out: nothing may enter the ring once it is unmapped.
 	r.sqMu.Lock()
 	for r.entering {
 		r.entered.Wait()
 	}
+	r.pending, r.want = 0, 0
+	r.queued = r.queued[:0]
 	r.sqMu.Unlock()
 	r.unmap()
 	unix.Close(r.wakeFd)
@@ -874,12 +982,9 @@ func (r *Ring) Close() error {
 func (r *Ring) stopWithNop() error {
 	r.sqMu.Lock()
 	defer r.sqMu.Unlock()
-	for r.entering {
-		r.entered.Wait()
-	}
-	sqe := r.ring.GetSQE()
-	if sqe == nil {
-		return errors.New("no free SQE")
+	sqe, err := r.sqeLocked(false)
+	if err != nil {
+		return err
 	}
 	clear(r.sqeBytes(sqe))
 	sqe.OpCode = giouring.OpNop
@@ -966,17 +1071,9 @@ func (r *Ring) watchdog() {
 func (r *Ring) cancel(ud uint64) {
 	r.sqMu.Lock()
 	defer r.sqMu.Unlock()
-	if r.dead.Load() != nil {
+	sqe, err := r.sqeLocked(false)
+	if err != nil {
 		return
-	}
-	sqe := r.ring.GetSQE()
-	if sqe == nil {
-		if r.enterWaitLocked() != nil {
-			return
-		}
-		if sqe = r.ring.GetSQE(); sqe == nil {
-			return
-		}
 	}
 	clear(r.sqeBytes(sqe))
 	sqe.PrepareCancel64(ud, 0)
