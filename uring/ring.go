@@ -41,7 +41,11 @@
 //     back to account for what the kernel took. Meanwhile other
 //     goroutines prepare SQEs behind the published tail and return at
 //     once, leaving their SQEs to the entry in progress (flat
-//     combining); nobody else enters, and nobody unmaps the ring.
+//     combining); nobody else enters, and nobody unmaps the ring. Before
+//     its first entry the holder yields the CPU once (runtime.Gosched),
+//     still holding the role, so that goroutines already runnable (a
+//     batch of requests woken together) prepare theirs first and one
+//     entry carries them all.
 //   - Only wanted SQEs enter. want counts the oldest prepared SQEs that
 //     someone asked to have entered: an unplugged submit, the last
 //     Unplug, Flush (so Wait and WaitGroup), a full queue, a
@@ -98,6 +102,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -513,6 +518,7 @@ func (r *Ring) enterLocked() error {
 // entering clear; returns the same way.
 func (r *Ring) enterRoleLocked(others int) error {
 	mine := r.want
+	yielded := false
 	for {
 		if p := r.dead.Load(); p != nil {
 			r.failQueuedLocked() // prepared after the ring died
@@ -534,6 +540,25 @@ func (r *Ring) enterRoleLocked(others int) error {
 			}
 		}
 		r.entering = true
+		if !yielded {
+			// Let the goroutines that are runnable now run before
+			// the first entry: woken together (a connection's batch
+			// of requests), they would otherwise each enter their own
+			// SQE in turn, a device notification per request; this
+			// way they leave their SQEs to this entry. With nothing
+			// else runnable it returns at once. Once per role, so a
+			// holder gives way to the others' work once, not for
+			// every entry it makes for them.
+			yielded = true
+			r.sqMu.Unlock()
+			runtime.Gosched()
+			r.sqMu.Lock()
+			if r.dead.Load() != nil {
+				r.entering = false
+				r.entered.Broadcast()
+				continue // fails what is queued, above
+			}
+		}
 		// Publish everything prepared (the kernel reads nothing past
 		// to_submit, and nothing more is written to these SQEs), but
 		// have the kernel take only what is wanted.
