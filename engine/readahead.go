@@ -20,7 +20,10 @@ import (
 // next one twice the last, up to Config.ReadaheadMax; a window is asked
 // for once less than half a window of read-ahead bytes is left before
 // the reader, starting where the last ended, and ends at the file's size
-// as the read saw it. One window per handle is queued or read at a time.
+// as the read saw it. One window per handle is queued or read at a time,
+// in up to readaheadWorkers parts that workers read side by side: read
+// by one worker, folio by folio, a window had one device read in flight,
+// where the kernel submits a whole window's reads at once.
 //
 // Readahead is a guess: it never holds a reader. The queue is bounded (a
 // window that does not fit is dropped), Prefetch never waits (for memory,
@@ -48,7 +51,7 @@ type readahead struct {
 	next   int64 // the end of the furthest read of the stream
 	ahead  int64 // the end of what readahead asked for
 	window int64 // the next window's size; 0: not in a stream
-	busy   bool  // a window is queued or being read
+	parts  int   // parts of the window in flight (queued or being read)
 }
 
 // raJob is one window for a worker: [off, end) of h's file.
@@ -75,7 +78,7 @@ func (r *readahead) advance(off, n, size, maxWindow int64) (start, end int64) {
 		r.window = min(max(4*n, readaheadMin), maxWindow)
 		r.ahead = r.next
 	}
-	if r.busy {
+	if r.parts > 0 {
 		return 0, 0
 	}
 	// A reader that overtook the windows reads for itself; the next
@@ -88,16 +91,29 @@ func (r *readahead) advance(off, n, size, maxWindow int64) (start, end int64) {
 	if start >= end {
 		return 0, 0
 	}
-	r.ahead, r.busy = end, true
+	r.ahead, r.parts = end, 1
 	r.window = min(2*r.window, maxWindow)
 	return start, end
 }
 
-// done ends the window in flight: dropped says it was not read, and the
-// next read asks again from start.
+// split cuts the window [start, end) that advance returned into parts
+// for the workers and records how many are in flight: at most
+// readaheadWorkers, none under readaheadMin, whole blocks between them.
+func (r *readahead) split(start, end int64) (part int64, parts int) {
+	part = max(readaheadMin, (end-start+readaheadWorkers-1)/readaheadWorkers)
+	part = (part + BlockSize - 1) &^ (BlockSize - 1)
+	parts = int((end - start + part - 1) / part)
+	r.mu.Lock()
+	r.parts = parts
+	r.mu.Unlock()
+	return part, parts
+}
+
+// done ends a part of the window in flight: dropped says it was not
+// read, and the next read asks again from start, its start.
 func (r *readahead) done(dropped bool, start int64) {
 	r.mu.Lock()
-	r.busy = false
+	r.parts--
 	if dropped {
 		r.ahead = min(r.ahead, start)
 	}
@@ -114,10 +130,20 @@ func (h *File) readAhead(off, n, size int64) {
 	if end <= start {
 		return
 	}
-	select {
-	case e.raQueue <- raJob{h: h, off: start, end: end}:
-	default:
-		h.ra.done(true, start)
+	part, parts := h.ra.split(start, end)
+	for i := range parts {
+		ps, pe := start, end
+		if i > 0 {
+			ps = (start + int64(i)*part) &^ (BlockSize - 1)
+		}
+		if i < parts-1 {
+			pe = (start + int64(i+1)*part) &^ (BlockSize - 1)
+		}
+		select {
+		case e.raQueue <- raJob{h: h, off: ps, end: pe}:
+		default:
+			h.ra.done(true, ps)
+		}
 	}
 }
 

@@ -72,6 +72,38 @@ func TestReadaheadWindows(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a window is read in parts, the next asked for after the last", func(t *testing.T) {
+		for _, c := range []struct {
+			start, end, part int64
+			parts            int
+		}{
+			{128 * K, 640 * K, 128 * K, 4}, // the least part
+			{1664 * K, 3712 * K, 512 * K, 4},
+			{128 * K, 300 * K, 128 * K, 2},
+			{5 * K, 5*K + 8*M + 1, 2*M + 4*K, 4}, // whole blocks
+		} {
+			var r readahead
+			part, parts := r.split(c.start, c.end)
+			if part != c.part || parts != c.parts {
+				t.Fatalf("[%d, %d): %d parts of %d, want %d of %d", c.start, c.end, parts, part, c.parts, c.part)
+			}
+			if int64(parts-1)*part >= c.end-c.start || int64(parts)*part < c.end-c.start {
+				t.Fatalf("[%d, %d): %d parts of %d do not cover it exactly", c.start, c.end, parts, part)
+			}
+		}
+		var r readahead
+		start, end := r.advance(0, 128*K, 64*M, 2*M)
+		_, parts := r.split(start, end)
+		for i := range parts {
+			if s, e := r.advance(128*K*int64(i+1), 128*K, 64*M, 2*M); e > s {
+				t.Fatalf("a window [%d, %d) asked for with %d of %d parts still in flight", s, e, parts-i, parts)
+			}
+			r.done(false, 0)
+		}
+		if s, e := r.advance(640*K, 128*K, 64*M, 2*M); e <= s {
+			t.Fatal("no window asked for once every part ended")
+		}
+	})
 	t.Run("a window dropped is asked for again", func(t *testing.T) {
 		var r readahead
 		start, end := r.advance(0, 128*K, 64*M, 2*M)
@@ -117,7 +149,7 @@ func raIdle(t *testing.T, h *File) {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
 		h.ra.mu.Lock()
-		busy := h.ra.busy
+		busy := h.ra.parts > 0
 		h.ra.mu.Unlock()
 		if !busy {
 			return
