@@ -15,18 +15,7 @@ import (
 // them together when it returns.
 func TestEntryInProgressTakesWhatOthersPrepare(t *testing.T) {
 	r := newRing(t, Options{Entries: 64})
-	in, release := make(chan struct{}), make(chan struct{})
-	held := false
-	hook := func(hr *Ring) {
-		if hr != r || held {
-			return
-		}
-		held = true // only the first entry, under the entering role
-		close(in)
-		<-release
-	}
-	enterHook.Store(&hook)
-	t.Cleanup(func() { enterHook.Store(nil) })
+	in, release := holdFirstEntry(t, r)
 
 	before := r.Stats()
 	first := NewWaiter()
@@ -39,17 +28,7 @@ func TestEntryInProgressTakesWhatOthersPrepare(t *testing.T) {
 
 	const n = 10
 	var g Group
-	g.Add(n)
-	done := make(chan error, 1)
-	go func() {
-		for range n {
-			if err := r.Nop(&g); err != nil {
-				done <- err
-				return
-			}
-		}
-		done <- r.Flush()
-	}()
+	done := nopsAside(r, &g, n, true)
 	select {
 	case err := <-done:
 		if err != nil {
@@ -80,18 +59,7 @@ func TestEntryInProgressTakesWhatOthersPrepare(t *testing.T) {
 // instead of failing or spinning.
 func TestFullQueueWaitsForEntryInProgress(t *testing.T) {
 	r := newRing(t, Options{Entries: 8})
-	in, release := make(chan struct{}), make(chan struct{})
-	held := false
-	hook := func(hr *Ring) {
-		if hr != r || held {
-			return
-		}
-		held = true
-		close(in)
-		<-release
-	}
-	enterHook.Store(&hook)
-	t.Cleanup(func() { enterHook.Store(nil) })
+	in, release := holdFirstEntry(t, r)
 
 	first := NewWaiter()
 	go func() { _ = r.Nop(first) }()
@@ -101,17 +69,7 @@ func TestFullQueueWaitsForEntryInProgress(t *testing.T) {
 	// held entry, not fail.
 	const n = 12
 	var g Group
-	g.Add(n)
-	done := make(chan error, 1)
-	go func() {
-		for range n {
-			if err := r.Nop(&g); err != nil {
-				done <- err
-				return
-			}
-		}
-		done <- nil
-	}()
+	done := nopsAside(r, &g, n, false)
 	time.Sleep(50 * time.Millisecond)
 	close(release)
 	if err := <-done; err != nil {
@@ -166,4 +124,25 @@ func TestRunnableSubmittersShareOneEntry(t *testing.T) {
 	if d.SQEs < n || d.SubmitEnters > n/4 {
 		t.Fatalf("%d runnable submitters: %d SQEs in %d entries, want at most %d entries", n, d.SQEs, d.SubmitEnters, n/4)
 	}
+}
+
+// nopsAside submits n Nops to g (counted in g first) on a goroutine of
+// its own, then Flushes if flush, and sends the first error (or nil).
+func nopsAside(r *Ring, g *Group, n int, flush bool) <-chan error {
+	g.Add(n)
+	done := make(chan error, 1)
+	go func() {
+		for range n {
+			if err := r.Nop(g); err != nil {
+				done <- err
+				return
+			}
+		}
+		if flush {
+			done <- r.Flush()
+			return
+		}
+		done <- nil
+	}()
+	return done
 }
