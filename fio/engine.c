@@ -200,6 +200,7 @@ struct zf_data {
 	int sync_writes;           /* sync=1: a write completes once its file is fsynced */
 	uint8_t *fsbuf;            /* those fsyncs, encoded while reaping */
 
+	int dead;                  /* the connection is gone: this errno fails every request */
 	int sync_waiting;          /* a synchronous request is outstanding */
 	uint32_t sync_status;
 	uint64_t sync_val, sync_val2;
@@ -482,6 +483,32 @@ static void complete(struct zf_data *zd, uint32_t slot, uint32_t status, uint64_
 }
 
 /*
+ * abandon fails every request in flight with err (an errno) once the
+ * connection is gone (the daemon closed it or broke the protocol), and
+ * every later one at once: no reply will come for them, and fio waits
+ * for every io_u it queued (io_u_quiesce loops on its in-flight count
+ * and ignores getevents' errors), so a rate-limited job whose daemon
+ * stopped waited for ever, logging the closed connection every slice.
+ * Requests encoded but not committed (pending) are not in flight.
+ */
+static void abandon(struct zf_data *zd, int err)
+{
+	uint32_t slot;
+	unsigned int i;
+
+	if (!zd->dead)
+		zd->dead = err;
+	for (slot = 0; slot < zd->done_cap && zd->inflight; slot++) {
+		if (zd->slot_state[slot] == ZF_SLOT_FREE)
+			continue;
+		for (i = 0; i < zd->npending && zd->pending[i] != zd->slots[slot]; i++)
+			;
+		if (i == zd->npending)
+			complete(zd, slot, err, 0);
+	}
+}
+
+/*
  * reap takes every reply the daemon has published. Returns replies
  * taken or -errno.
  */
@@ -714,6 +741,8 @@ static int sync_call(struct zf_data *zd, uint8_t op, uint8_t flags, uint32_t han
 	uint32_t len = 0;
 	int err;
 
+	if (zd->dead)
+		return -zd->dead;
 	if (name) {
 		if ((err = zf_clean_name((char *) zd->region + ctl, name, ZF_CTL_BYTES - 1)) < 0)
 			return err;
@@ -1324,6 +1353,10 @@ static enum fio_q_status zf_queue(struct thread_data *td, struct io_u *io_u)
 	uint32_t len = 0, slot;
 
 	fio_ro_check(td, io_u);
+	if (zd->dead) {
+		io_u->error = zd->dead;
+		return FIO_Q_COMPLETED;
+	}
 	if (zd->npending + zd->inflight + zd->done_count >= zd->done_cap)
 		return FIO_Q_BUSY;
 	switch (io_u->ddir) {
@@ -1370,15 +1403,18 @@ static int zf_commit(struct thread_data *td)
 
 	if (!zd->npending)
 		return 0;
-	if ((err = publish(zd, zd->sbuf, zd->npending)) < 0) {
-		td_verror(td, -err, "zonefold doorbell");
-		return err;
-	}
+	err = zd->dead ? -zd->dead : publish(zd, zd->sbuf, zd->npending);
 	io_u_mark_submit(td, zd->npending);
 	for (i = 0; i < zd->npending; i++)
 		io_u_queued(td, zd->pending[i]);
 	zd->inflight += zd->npending;
 	zd->npending = 0;
+	if (err < 0) {
+		/* Queued all the same: getevents hands them back, failed. */
+		td_verror(td, -err, "zonefold doorbell");
+		abandon(zd, -err);
+		return err;
+	}
 	return 0;
 }
 
@@ -1410,7 +1446,8 @@ static int zf_getevents(struct thread_data *td, unsigned int min, unsigned int m
 			break;
 		if ((err = reap(zd)) < 0) {
 			td_verror(td, -err, "zonefold reap");
-			return err;
+			abandon(zd, -err);
+			continue; /* hand back what failed */
 		}
 		if (err > 0)
 			continue;
@@ -1432,7 +1469,7 @@ static int zf_getevents(struct thread_data *td, unsigned int min, unsigned int m
 		 */
 		if ((err = wait_replies(zd, ms, min - n < zd->inflight ? min - n : zd->inflight)) < 0) {
 			td_verror(td, -err, "zonefold wait");
-			return err;
+			abandon(zd, -err);
 		}
 	}
 	return n;
