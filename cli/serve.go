@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -229,18 +231,30 @@ func newLsCmd() *cobra.Command {
 			}
 			if !long {
 				for _, e := range list {
-					fmt.Fprintln(s.out, e.Name)
+					fmt.Fprintln(s.out, listedName(e.Name))
 				}
 				return nil
 			}
 			tw := tabwriter.NewWriter(s.out, 0, 0, 2, ' ', 0)
 			for _, e := range list {
-				fmt.Fprintf(tw, "%s\t%s\n", human(e.Size), e.Name)
+				fmt.Fprintf(tw, "%s\t%s\n", human(e.Size), listedName(e.Name))
 			}
 			return tw.Flush()
 		})
 	cmd.Flags().BoolVarP(&long, "long", "l", false, "print each file's size (binary units)")
 	return cmd
+}
+
+// listedName is how ls prints a name: as it is, unless it holds a
+// control character (a newline would read as two files), is not UTF-8,
+// or starts with a double quote; then quoted as a Go string ("a\nb"),
+// so that every line is one name and a quoted one cannot be taken for
+// a name that is those characters. --json gives every name exactly.
+func listedName(name string) string {
+	if !utf8.ValidString(name) || strings.HasPrefix(name, `"`) || strings.ContainsFunc(name, unicode.IsControl) {
+		return strconv.Quote(name)
+	}
+	return name
 }
 
 // copyChunk is how much put and get move per call.
