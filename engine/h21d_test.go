@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"bytes"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestH21dTruncateAcrossRemoveLeavesNothingCached: 7073c0e made every
+// access that can begin after Remove's cache.Forget forget the state it
+// made for the removed file (forgetIfRemoved after readahead, failed reads
+// and each write piece), but a truncate's tail write (zeroTail) has the
+// same race and no such call. A truncate into a block whose file is
+// removed between the truncate's check and its tail's cache write makes
+// the removed file's cache state anew, with the zeros dirty: writeback
+// writes them to a zone for nobody, and the state (a folio) stays in the
+// cache's index for good — no Forget will ever come for that id.
+func TestH21dTruncateAcrossRemoveLeavesNothingCached(t *testing.T) {
+	e := formatOpen(t, emuDevice(t, 16, "4M", ""), smallConfig())
+	t.Cleanup(func() { e.Close() })
+	f := mustCreate(t, e, "a")
+	if _, err := f.WriteAt(bytes.Repeat([]byte("tail"), 4096), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	removed := make(chan error, 1)
+	// Runs once the new size is set, before the tail's zeros enter the
+	// cache: the remove (and its Forget) comes between the truncate's
+	// check and its cache write.
+	testHookTruncateTail = func(e *Engine) {
+		once.Do(func() { removed <- e.Remove("a") })
+	}
+	t.Cleanup(func() { testHookTruncateTail = nil })
+	done := make(chan error, 1)
+	go func() { done <- f.Truncate(100) }()
+	select {
+	case err := <-done:
+		t.Logf("truncate across the remove: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("truncate across its file's remove: not done after 60 s")
+	}
+	select {
+	case rerr := <-removed:
+		if rerr != nil {
+			t.Fatalf("remove: %v", rerr)
+		}
+	default:
+		t.Fatal("the truncate's tail hook never ran")
+	}
+	st := e.Stats().Cache
+	if st.CachedBytes != 0 || st.DirtyBytes != 0 {
+		t.Fatalf("after the only file was removed during a truncate, the cache holds %d bytes, %d dirty (the removed file's state made anew by the truncate's tail write)", st.CachedBytes, st.DirtyBytes)
+	}
+}
+
+// TestH21dTruncateAcrossRemoveOwesNoUndo: the same race as above; the
+// truncate's tail fails (the file is gone) and its undo path (putBack)
+// gives the removed file an undo state after Remove's dropFile ended it
+// (endUndo): a removed file then owes an undo commit that no remove will
+// ever end, and its background settler retries undoCut against a file
+// that is gone until Close.
+func TestH21dTruncateAcrossRemoveOwesNoUndo(t *testing.T) {
+	e := formatOpen(t, emuDevice(t, 16, "4M", ""), smallConfig())
+	t.Cleanup(func() { e.Close() })
+	f := mustCreate(t, e, "a")
+	if _, err := f.WriteAt(bytes.Repeat([]byte("tail"), 4096), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	testHookTruncateTail = func(e *Engine) { once.Do(func() { _ = e.Remove("a") }) }
+	t.Cleanup(func() { testHookTruncateTail = nil })
+	done := make(chan error, 1)
+	go func() { done <- f.Truncate(100) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("truncate across its file's remove: not done after 60 s")
+	}
+	if f.f.undoOwed() {
+		t.Fatal("a file removed during a failed truncate owes an undo commit: its settler retries against a removed file")
+	}
+}
