@@ -952,6 +952,7 @@ func (h *File) zeroTail(size, old int64) error {
 	// replace.
 	tail := make([]byte, end-size)
 	if _, err := e.cache.Read(ctx, f.id, size, tail, e); err != nil {
+		e.forgetIfRemoved(f) // see below
 		return fmt.Errorf("engine: truncate %q to %d: read the tail: %w", f.name, size, err)
 	}
 	if isZero(tail) {
@@ -979,6 +980,13 @@ func (h *File) zeroTail(size, old int64) error {
 		testHookTruncateTail(e)
 	}
 	_, err := e.cache.Write(ctx, f.id, size, e.zeroBlk[:end-size], e)
+	if e.forgetIfRemoved(f) {
+		// Removed meanwhile (dropFile ended the tail's pin and undo):
+		// the zeros' write made the removed file's cache state anew,
+		// now forgotten, and there is nothing to write back or put
+		// back.
+		return fmt.Errorf("engine: truncate %q to %d: the file was removed: %w", f.name, size, fs.ErrNotExist)
+	}
 	if err == nil {
 		err = e.wb.FlushFileLeaveError(ctx, f.id)
 	}
@@ -1027,12 +1035,18 @@ func (h *File) zeroTail(size, old int64) error {
 	back := false
 	putBack := func() {
 		f.mu.Lock()
+		back = true
+		if f.gone {
+			// Removed since (dropFile ended the undo): it owes
+			// nothing, and its settler must not retry against it.
+			f.mu.Unlock()
+			return
+		}
 		f.size = old
 		f.tailPending, f.tailSeq = false, tailUndoing
 		f.undo = e.newUndoState(size, end, old)
 		e.restoreTail(f, blk)
 		f.mu.Unlock()
-		back = true
 	}
 	if len(saved) > 0 {
 		// A failure here still leaves the bytes past end to put back:
@@ -1044,6 +1058,9 @@ func (h *File) zeroTail(size, old int64) error {
 	}
 	if !back {
 		putBack()
+	}
+	if e.forgetIfRemoved(f) {
+		return errors.Join(err, fmt.Errorf("engine: truncate %q: the file was removed: %w", f.name, fs.ErrNotExist))
 	}
 	if testHookTruncateUndo != nil {
 		testHookTruncateUndo(e, true)
