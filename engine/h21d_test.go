@@ -17,39 +17,10 @@ import (
 // writes them to a zone for nobody, and the state (a folio) stays in the
 // cache's index for good — no Forget will ever come for that id.
 func TestH21dTruncateAcrossRemoveLeavesNothingCached(t *testing.T) {
-	e := formatOpen(t, emuDevice(t, 16, "4M", ""), smallConfig())
-	t.Cleanup(func() { e.Close() })
-	f := mustCreate(t, e, "a")
-	if _, err := f.WriteAt(bytes.Repeat([]byte("tail"), 4096), 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	removed := make(chan error, 1)
-	// Runs once the new size is set, before the tail's zeros enter the
-	// cache: the remove (and its Forget) comes between the truncate's
-	// check and its cache write.
-	testHookTruncateTail = func(e *Engine) {
-		once.Do(func() { removed <- e.Remove("a") })
-	}
-	t.Cleanup(func() { testHookTruncateTail = nil })
-	done := make(chan error, 1)
-	go func() { done <- f.Truncate(100) }()
-	select {
-	case err := <-done:
-		t.Logf("truncate across the remove: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("truncate across its file's remove: not done after 60 s")
-	}
-	select {
-	case rerr := <-removed:
-		if rerr != nil {
-			t.Fatalf("remove: %v", rerr)
-		}
-	default:
-		t.Fatal("the truncate's tail hook never ran")
+	e, _, terr, rerr := h21dTruncateRacingRemove(t)
+	t.Logf("truncate across the remove: %v", terr)
+	if rerr != nil {
+		t.Fatalf("remove: %v", rerr)
 	}
 	st := e.Stats().Cache
 	if st.CachedBytes != 0 || st.DirtyBytes != 0 {
@@ -64,9 +35,21 @@ func TestH21dTruncateAcrossRemoveLeavesNothingCached(t *testing.T) {
 // ever end, and its background settler retries undoCut against a file
 // that is gone until Close.
 func TestH21dTruncateAcrossRemoveOwesNoUndo(t *testing.T) {
-	e := formatOpen(t, emuDevice(t, 16, "4M", ""), smallConfig())
+	_, f, _, _ := h21dTruncateRacingRemove(t)
+	if f.f.undoOwed() {
+		t.Fatal("a file removed during a failed truncate owes an undo commit: its settler retries against a removed file")
+	}
+}
+
+// h21dTruncateRacingRemove makes file "a" with synced bytes, removes it
+// from inside the truncate's tail hook (after the new size is set, before
+// the zeros enter the cache), truncates it into a block and returns the
+// truncate's error and the remove's.
+func h21dTruncateRacingRemove(t *testing.T) (e *Engine, f *File, terr, rerr error) {
+	t.Helper()
+	e = formatOpen(t, emuDevice(t, 16, "4M", ""), smallConfig())
 	t.Cleanup(func() { e.Close() })
-	f := mustCreate(t, e, "a")
+	f = mustCreate(t, e, "a")
 	if _, err := f.WriteAt(bytes.Repeat([]byte("tail"), 4096), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -74,16 +57,22 @@ func TestH21dTruncateAcrossRemoveOwesNoUndo(t *testing.T) {
 		t.Fatal(err)
 	}
 	var once sync.Once
-	testHookTruncateTail = func(e *Engine) { once.Do(func() { _ = e.Remove("a") }) }
+	removed := make(chan error, 1)
+	testHookTruncateTail = func(e *Engine) {
+		once.Do(func() { removed <- e.Remove("a") })
+	}
 	t.Cleanup(func() { testHookTruncateTail = nil })
 	done := make(chan error, 1)
 	go func() { done <- f.Truncate(100) }()
 	select {
-	case <-done:
+	case terr = <-done:
 	case <-time.After(60 * time.Second):
 		t.Fatal("truncate across its file's remove: not done after 60 s")
 	}
-	if f.f.undoOwed() {
-		t.Fatal("a file removed during a failed truncate owes an undo commit: its settler retries against a removed file")
+	select {
+	case rerr = <-removed:
+	default:
+		t.Fatal("the truncate's tail hook never ran")
 	}
+	return e, f, terr, rerr
 }
