@@ -1443,6 +1443,9 @@ func (h *File) flushUndo(ctx context.Context, take bool) error {
 func (h *File) rewritePiece(pos int64, p []byte) error {
 	e, f := h.e, h.f
 	ctx := context.Background()
+	if testHookRewritePiece != nil {
+		testHookRewritePiece(e)
+	}
 	if _, err := e.cache.Read(ctx, f.id, pos, p, e); err != nil {
 		return fmt.Errorf("read at %d: %w", pos, err)
 	}
@@ -1468,6 +1471,10 @@ var testHookTruncateTail func(*Engine)
 // tail's old bytes go back into the cache, with back true once they and
 // the old size are back, before undoCut writes anything.
 var testHookTruncateUndo func(e *Engine, back bool)
+
+// testHookRewritePiece, if set (by tests only), runs as undoCut begins
+// to make a piece of the cut range dirty again (rewritePiece).
+var testHookRewritePiece func(*Engine)
 
 // testHookTruncateCut, if set (by tests only), runs between a truncate's
 // cut of the extent map and its log record.
