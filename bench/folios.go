@@ -231,7 +231,7 @@ func benchStateLock(ctx context.Context, o FoliosOptions) (one, split foliosSide
 		chunk := make([]byte, 2<<20)
 		for off := int64(0); off < o.SmallFile; off += int64(len(chunk)) {
 			n := min(int64(len(chunk)), o.SmallFile-off)
-			if _, err := c.Write(ctx, 1, off, chunk[:n], nil); err != nil {
+			if _, err := c.Write(ctx, c.File(1), off, chunk[:n], nil); err != nil {
 				return one, split, err
 			}
 		}
@@ -249,7 +249,7 @@ func benchStateLock(ctx context.Context, o FoliosOptions) (one, split foliosSide
 			deadline := start.Add(per)
 			var n int64
 			for k := 0; k%64 != 0 || time.Now().Before(deadline); k++ {
-				if _, err := c.Write(ctx, 1, pos[i], buf, nil); err != nil {
+				if _, err := c.Write(ctx, c.File(1), pos[i], buf, nil); err != nil {
 					return one, split, err
 				}
 				n += int64(len(buf))

@@ -23,15 +23,15 @@ func TestHotPathDoesNotAllocate(t *testing.T) {
 		fn   func()
 	}{
 		{"1K overwrite", func() {
-			c.Write(ctx, 1, off, small, nil)
+			c.Write(ctx, c.File(1), off, small, nil)
 			off = (off + 1024) % (1 << 20)
 		}},
 		{"128K overwrite", func() {
-			c.Write(ctx, 1, off&^(128<<10-1), big, nil)
+			c.Write(ctx, c.File(1), off&^(128<<10-1), big, nil)
 			off = (off + 128<<10) % (1 << 20)
 		}},
 		{"read hit", func() {
-			c.Read(ctx, 1, off, big[:4000], nil)
+			c.Read(ctx, c.File(1), off, big[:4000], nil)
 			off = (off + 4000) % (1<<20 - 4000)
 		}},
 	}
@@ -47,7 +47,7 @@ func TestHotPathDoesNotAllocate(t *testing.T) {
 	exts := make([]Extent, 0, 64)
 	pos := int64(0)
 	stream := func() {
-		c.Write(ctx, 2, pos, big, nil)
+		c.Write(ctx, c.File(2), pos, big, nil)
 		pos += int64(len(big))
 		if c.DirtyBytes() >= 1<<20 {
 			exts = c.BeginWriteback(2, 0, exts[:0])

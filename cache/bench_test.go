@@ -23,7 +23,7 @@ func BenchmarkSeqWrite(b *testing.B) {
 			b.SetBytes(int64(len(buf)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := c.Write(context.Background(), 1, pos, buf, nil); err != nil {
+				if _, err := c.Write(context.Background(), c.File(1), pos, buf, nil); err != nil {
 					b.Fatal(err)
 				}
 				pos += int64(len(buf))
@@ -48,14 +48,14 @@ func BenchmarkOverwrite1K(b *testing.B) {
 			c.splitStateLock = split
 			defer c.Close()
 			ctx := context.Background()
-			if _, err := c.Write(ctx, 1, 0, make([]byte, 4<<20), nil); err != nil {
+			if _, err := c.Write(ctx, c.File(1), 0, make([]byte, 4<<20), nil); err != nil {
 				b.Fatal(err)
 			}
 			buf := make([]byte, 1024)
 			var pos int64
 			b.SetBytes(int64(len(buf)))
 			for b.Loop() {
-				c.Write(ctx, 1, pos, buf, nil)
+				c.Write(ctx, c.File(1), pos, buf, nil)
 				pos = (pos + 1024) % (4 << 20)
 			}
 		})

@@ -6,8 +6,11 @@
 // into folios of 4 KiB to 2 MiB and registered with io_uring as fixed
 // buffers), the index from (file, offset) to folio, the per-block state of
 // each folio, clean-folio eviction, and dirty accounting with throttling.
-// It knows files only by uint64 ids and nothing of their sizes: the engine
-// clamps at EOF and supplies the stored bytes through Backing. Writeback
+// It knows files by uint64 ids and nothing of their sizes: the engine
+// clamps at EOF and supplies the stored bytes through Backing. Reads,
+// writes and readahead go through a File, a file's state got once
+// (Cache.File): an access never looks its file up by id, so one that runs
+// after Forget cannot make a removed file's state anew. Writeback
 // (package writeback) decides when to flush and calls BeginWriteback and
 // EndWriteback; the engine decides where the bytes go.
 //
@@ -60,6 +63,10 @@
 //     without any cache lock held.
 //   - Nothing on the write or read path allocates once a file's folios
 //     exist.
+//   - Forget is final: the File it drops is dead, and every access through
+//     it ends (ErrForgotten) without making state. Only Cache.File makes
+//     a file's state, so state for a forgotten id exists only if its
+//     caller asked for it again after Forget.
 //
 // Use. Clients' data goes through Write and Read with the engine's
 // Backing; the engine's readahead brings what a sequential reader will
@@ -77,7 +84,7 @@
 // data share it; writers, read-fills, BeginWriteback, Truncate, Forget and
 // eviction hold it exclusively), then the LRU lock, the dirty-list lock and
 // a folio's state lock, then the buddy allocator's lock; a file's fillMu is a
-// leaf. EndWriteback takes
+// leaf, and so are the file table's shard locks (File, Forget). EndWriteback takes
 // only state locks (and wbMu, a leaf, for the run of writeback
 // failures), like the kernel's I/O completion, which is why the
 // bitmaps need a lock of their own. Eviction runs LRU-first and so only
@@ -145,9 +152,12 @@ type Config struct {
 // ErrRange is returned for a negative offset or an offset+length overflow.
 var ErrRange = errors.New("cache: offset out of range")
 
-// ErrForgotten ends an access whose file was forgotten (Forget: the file
-// was removed) while the access ran: going on would make the removed
-// file's state anew, holding memory that no Forget would ever free.
+// errNoFile is an access through the zero File.
+var errNoFile = errors.New("cache: an access through the zero File (not from Cache.File)")
+
+// ErrForgotten ends an access through a File that Forget dropped (the
+// file was removed), before it or while it ran: going on would cache the
+// removed file's bytes, holding memory that no Forget would ever free.
 var ErrForgotten = fmt.Errorf("cache: the file was removed during the access: %w", iofs.ErrNotExist)
 
 // Cache is the write-back cache. All methods are safe for concurrent use.

@@ -252,7 +252,7 @@ func TestStablePages(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Write(context.Background(), 1, 4000, fill(200, 3), nil)
+		_, err := c.Write(context.Background(), c.File(1), 4000, fill(200, 3), nil)
 		done <- err
 	}()
 	waitUntil(func() bool { return c.Stats().StableWaits > 0 })
@@ -278,7 +278,7 @@ func TestStablePages(t *testing.T) {
 	exts = c.BeginWriteback(1, 0, exts[:0])
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		_, err := c.Write(ctx, 1, 0, fill(10, 4), nil)
+		_, err := c.Write(ctx, c.File(1), 0, fill(10, 4), nil)
 		done <- err
 	}()
 	waitUntil(func() bool { return c.Stats().StableWaits > 1 })
@@ -301,7 +301,7 @@ func TestThrottle(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Write(context.Background(), 2, 0, fill(4096, 2), nil)
+		_, err := c.Write(context.Background(), c.File(2), 0, fill(4096, 2), nil)
 		done <- err
 	}()
 	<-pressure // the writer asks for writeback before it waits
@@ -319,7 +319,7 @@ func TestThrottle(t *testing.T) {
 	mustWrite(t, c, 1, 0, fill(128<<10, 3), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		n, err := c.Write(ctx, 2, 0, fill(4096, 4), nil)
+		n, err := c.Write(ctx, c.File(2), 0, fill(4096, 4), nil)
 		if n != 0 {
 			err = errors.New("a throttled write wrote bytes")
 		}
@@ -371,7 +371,7 @@ func TestAllocWaitsForWriteback(t *testing.T) {
 	mustWrite(t, c, 1, 0, fill(64<<10, 1), nil)
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Write(context.Background(), 2, 0, fill(8192, 2), nil)
+		_, err := c.Write(context.Background(), c.File(2), 0, fill(8192, 2), nil)
 		done <- err
 	}()
 	<-pressure
@@ -477,13 +477,13 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 	c := newTestCache(t, Config{Bytes: 1 << 20})
-	if _, err := c.Write(context.Background(), 1, -1, []byte{1}, nil); !errors.Is(err, ErrRange) {
+	if _, err := c.Write(context.Background(), c.File(1), -1, []byte{1}, nil); !errors.Is(err, ErrRange) {
 		t.Errorf("negative offset: %v", err)
 	}
-	if _, err := c.Read(context.Background(), 1, math.MaxInt64-10, make([]byte, 100), nil); !errors.Is(err, ErrRange) {
+	if _, err := c.Read(context.Background(), c.File(1), math.MaxInt64-10, make([]byte, 100), nil); !errors.Is(err, ErrRange) {
 		t.Errorf("offset+length overflow: %v", err)
 	}
-	if n, err := c.Read(context.Background(), 1, 0, nil, nil); n != 0 || err != nil {
+	if n, err := c.Read(context.Background(), c.File(1), 0, nil, nil); n != 0 || err != nil {
 		t.Errorf("empty read: %d, %v", n, err)
 	}
 }
@@ -493,10 +493,10 @@ func TestConfigErrors(t *testing.T) {
 func TestBackingErrors(t *testing.T) {
 	c := newTestCache(t, Config{Bytes: 1 << 20, MaxOrder: 9})
 	bad := failingBacking{}
-	if _, err := c.Write(context.Background(), 1, 10, []byte("x"), bad); !errors.Is(err, syscall.EIO) {
+	if _, err := c.Write(context.Background(), c.File(1), 10, []byte("x"), bad); !errors.Is(err, syscall.EIO) {
 		t.Errorf("write through failing backing: %v", err)
 	}
-	if _, err := c.Read(context.Background(), 1, 0, make([]byte, 100), bad); !errors.Is(err, syscall.EIO) {
+	if _, err := c.Read(context.Background(), c.File(1), 0, make([]byte, 100), bad); !errors.Is(err, syscall.EIO) {
 		t.Errorf("read through failing backing: %v", err)
 	}
 	if up, dirty := blockState(c, 1, 0); up || dirty {

@@ -62,7 +62,7 @@ func TestColdReadsOfOneFileReachBackingTogether(t *testing.T) {
 	for i := range 2 {
 		wg.Go(func() {
 			p := make([]byte, 4096)
-			if _, err := c.Read(context.Background(), 1, int64(i)*32<<10, p, g); err != nil {
+			if _, err := c.Read(context.Background(), c.File(1), int64(i)*32<<10, p, g); err != nil {
 				t.Error(err)
 			}
 		})
@@ -110,7 +110,7 @@ func TestColdReadRacingAChangeKeepsTheChange(t *testing.T) {
 			go func() {
 				defer close(done)
 				p := make([]byte, 4096)
-				if _, err := c.Read(context.Background(), 1, 0, p, g); err != nil {
+				if _, err := c.Read(context.Background(), c.File(1), 0, p, g); err != nil {
 					t.Error(err)
 				}
 			}()
@@ -134,7 +134,7 @@ func TestColdReadRacingAChangeKeepsTheChange(t *testing.T) {
 			}()
 			defer close(g.started)
 			got := make([]byte, 4096)
-			if _, err := c.Read(context.Background(), 1, 0, got, g); err != nil {
+			if _, err := c.Read(context.Background(), c.File(1), 0, got, g); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, tc.want) {
@@ -187,7 +187,7 @@ func TestColdReadAsksBackingOnlyForWhatIsMissing(t *testing.T) {
 			// Block 1 is dirty in the cache, block 0 is not there.
 			mustWrite(t, c, 1, 4096, bytes.Repeat([]byte{'n'}, 4096), b)
 			got := make([]byte, 8192)
-			_, err := c.Read(context.Background(), 1, 0, got, b)
+			_, err := c.Read(context.Background(), c.File(1), 0, got, b)
 			if tc.wantErr {
 				if !errors.Is(err, errPicky) {
 					t.Fatalf("read: %v; want Backing's error", err)
@@ -240,7 +240,7 @@ func TestColdReadIntoUnalignedMemory(t *testing.T) {
 			buf := make([]byte, tc.n+2*4096)
 			skip := (4096 - int(uintptr(unsafe.Pointer(&buf[0]))%4096)) % 4096
 			p := buf[skip+tc.memOff : skip+tc.memOff+int(tc.n)]
-			n, err := c.Read(context.Background(), 1, tc.off, p, b)
+			n, err := c.Read(context.Background(), c.File(1), tc.off, p, b)
 			if err != nil {
 				t.Fatalf("read %d bytes at %d into memory %d bytes past a block: %v", tc.n, tc.off, tc.memOff, err)
 			}

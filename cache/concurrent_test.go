@@ -106,14 +106,14 @@ func worker(c *Cache, b Backing, file uint64, base int64, n, ops int, seed uint6
 			for i := range p {
 				p[i] = byte(rng.Uint32()) | 1
 			}
-			if _, err := c.Write(ctx, file, base+int64(off), p, b); err != nil {
+			if _, err := c.Write(ctx, c.File(file), base+int64(off), p, b); err != nil {
 				return err
 			}
 			copy(model[off:], p)
 			continue
 		}
 		p := buf[:l]
-		if _, err := c.Read(ctx, file, base+int64(off), p, b); err != nil {
+		if _, err := c.Read(ctx, c.File(file), base+int64(off), p, b); err != nil {
 			return err
 		}
 		if !bytes.Equal(p, model[off:off+l]) {

@@ -61,7 +61,7 @@ func TestH16OneFailureAfterAnOldRunOfFailuresDoesNotFailWriters(t *testing.T) {
 	defer func() { close(stop); <-done }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := c.Write(ctx, 3, 0, fill(4096, 3), nil); err != nil {
+	if _, err := c.Write(ctx, c.File(3), 0, fill(4096, 3), nil); err != nil {
 		t.Fatalf("throttled write after one writeback failure on a device that works again: %v", err)
 	}
 }

@@ -39,7 +39,7 @@ func TestH20cPrefetchAfterForgetMakesTheFileAgain(t *testing.T) {
 	b := &goneBacking{heldBacking: newHeldBacking()}
 	b.store(1, 0, fill(128<<10, 3))
 	done := make(chan error, 1)
-	go func() { done <- c.Prefetch(context.Background(), 1, 0, 128<<10, b) }()
+	go func() { done <- c.Prefetch(context.Background(), c.File(1), 0, 128<<10, b) }()
 	<-b.started
 	b.gone.Store(true)
 	c.Forget(1)

@@ -76,7 +76,7 @@ func (m *memBacking) flush(c *Cache) {
 
 func mustWrite(t testing.TB, c *Cache, file uint64, off int64, p []byte, b Backing) {
 	t.Helper()
-	if n, err := c.Write(context.Background(), file, off, p, b); err != nil || n != len(p) {
+	if n, err := c.Write(context.Background(), c.File(file), off, p, b); err != nil || n != len(p) {
 		t.Fatalf("Write(file %d, off %d, %d bytes) = %d, %v", file, off, len(p), n, err)
 	}
 }
@@ -84,7 +84,7 @@ func mustWrite(t testing.TB, c *Cache, file uint64, off int64, p []byte, b Backi
 func mustRead(t testing.TB, c *Cache, file uint64, off int64, n int, b Backing) []byte {
 	t.Helper()
 	p := make([]byte, n)
-	if got, err := c.Read(context.Background(), file, off, p, b); err != nil || got != n {
+	if got, err := c.Read(context.Background(), c.File(file), off, p, b); err != nil || got != n {
 		t.Fatalf("Read(file %d, off %d, %d bytes) = %d, %v", file, off, n, got, err)
 	}
 	return p

@@ -187,6 +187,29 @@ func (c *Cache) file(id uint64) *fileState {
 	return fs
 }
 
+// File is a file's state in the cache, as the accesses of the file hold
+// it: Read, Write and Prefetch go through it and never look the file up by
+// id. Forget makes it dead for good: an access through it then ends with
+// ErrForgotten and leaves nothing cached, so an access racing the file's
+// removal cannot make the removed file's state anew. The zero File is no
+// file (its accesses fail).
+type File struct{ fs *fileState }
+
+// File returns the file's state in the cache, making it if need be. A
+// caller that Forgets files gets a file's File once, ordered with the
+// file's removal (under the lock that marks it removed), and keeps it: a
+// File got after the file's Forget is a new, live state for a removed
+// file, which only another Forget would free.
+func (c *Cache) File(id uint64) File { return File{c.fileOrNew(id)} }
+
+// ID is the file's id (0 for the zero File).
+func (f File) ID() uint64 {
+	if f.fs == nil {
+		return 0
+	}
+	return f.fs.id
+}
+
 // fileOrNew returns the file's state, making it if need be.
 func (c *Cache) fileOrNew(id uint64) *fileState {
 	if fs := c.file(id); fs != nil {

@@ -113,7 +113,7 @@ func readBackingAt(b Backing, file uint64, off int64, p []byte) error {
 // writeback keeps failing while it waits for it (stuckFailures), and
 // then returns how many bytes it wrote. The dirty limit is checked as a
 // write starts, so one large write can pass it by its own size.
-func (c *Cache) Write(ctx context.Context, file uint64, off int64, p []byte, b Backing) (int, error) {
+func (c *Cache) Write(ctx context.Context, file File, off int64, p []byte, b Backing) (int, error) {
 	return c.WriteThen(ctx, file, off, p, b, nil)
 }
 
@@ -124,14 +124,14 @@ func (c *Cache) Write(ctx context.Context, file uint64, off int64, p []byte, b B
 // write, so what writeback takes of the file either precedes both or
 // follows both. then must not call the cache and may take only locks
 // below the cache's (the engine's file lock).
-func (c *Cache) WriteThen(ctx context.Context, file uint64, off int64, p []byte, b Backing, then func()) (int, error) {
+func (c *Cache) WriteThen(ctx context.Context, file File, off int64, p []byte, b Backing, then func()) (int, error) {
 	if err := checkIO(off, len(p)); err != nil || len(p) == 0 {
 		return 0, err
 	}
 	if err := c.throttle(ctx); err != nil {
 		return 0, err
 	}
-	a := access{file: file, off: off, end: off + int64(len(p)), p: p, b: b, write: true, then: then}
+	a := access{fs: file.fs, off: off, end: off + int64(len(p)), p: p, b: b, write: true, then: then}
 	return c.run(ctx, &a, off, nil)
 }
 
@@ -144,20 +144,20 @@ func (c *Cache) WriteThen(ctx context.Context, file uint64, off int64, p []byte,
 // so that the part already in (and later written back) is not counted
 // twice while the rest waits for the cache; a write larger than the
 // cache can hold at once waits so. progress must not call the cache.
-func (c *Cache) WriteProgress(ctx context.Context, file uint64, off int64, p []byte, b Backing, progress func(n int)) (int, error) {
+func (c *Cache) WriteProgress(ctx context.Context, file File, off int64, p []byte, b Backing, progress func(n int)) (int, error) {
 	if err := checkIO(off, len(p)); err != nil || len(p) == 0 {
 		return 0, err
 	}
 	if err := c.throttle(ctx); err != nil {
 		return 0, err
 	}
-	a := access{file: file, off: off, end: off + int64(len(p)), p: p, b: b, write: true}
+	a := access{fs: file.fs, off: off, end: off + int64(len(p)), p: p, b: b, write: true}
 	return c.run(ctx, &a, off, progress)
 }
 
 // access is one Read or Write in progress.
 type access struct {
-	file     uint64
+	fs       *fileState
 	off, end int64 // p's range in the file
 	p        []byte
 	b        Backing
@@ -230,15 +230,11 @@ func (c *Cache) run(ctx context.Context, a *access, pos int64, progress func(n i
 	defer c.releaseReserve(&res)
 	defer c.dropScratch(&a.pre)
 	reported := pos // what progress was told is in
-	// fs is looked up once: a state forgotten meanwhile (the file was
-	// removed) ends the access rather than being made again, which no
-	// Forget would ever free. An access that begins after Forget makes a
-	// new one; its caller, which knows the file is gone, forgets it.
-	var fs *fileState
+	fs := a.fs
+	if fs == nil {
+		return 0, errNoFile
+	}
 	for pos < a.end {
-		if fs == nil {
-			fs = c.fileOrNew(a.file)
-		}
 		fs.mu.Lock()
 		if fs.dead {
 			fs.mu.Unlock()
@@ -362,13 +358,13 @@ func (c *Cache) unstall(ctx context.Context, st stall, res *reserve) error {
 // Read copies the file's bytes at off into p: from the cache where they are
 // uptodate, otherwise through b into the cache (new folios sized like
 // writes') and then out. The cache does not know EOF: the caller clamps.
-func (c *Cache) Read(ctx context.Context, file uint64, off int64, p []byte, b Backing) (int, error) {
+func (c *Cache) Read(ctx context.Context, file File, off int64, p []byte, b Backing) (int, error) {
 	if err := checkIO(off, len(p)); err != nil || len(p) == 0 {
 		return 0, err
 	}
-	a := access{file: file, off: off, end: off + int64(len(p)), p: p, b: b}
+	a := access{fs: file.fs, off: off, end: off + int64(len(p)), p: p, b: b}
 	pos := off
-	if fs := c.file(file); fs != nil {
+	if fs := file.fs; fs != nil {
 		fs.mu.RLock()
 		if !fs.dead {
 			pos = c.readCached(fs, pos, &a)
@@ -505,14 +501,14 @@ func (c *Cache) readLocked(fs *fileState, pos int64, a *access, res *reserve) (i
 // never waits: it stops where Read would wait for memory (nothing free or
 // clean to evict) or for writeback, and skips the runs another access is
 // reading. It fails only with b's error. The caller clamps at EOF.
-func (c *Cache) Prefetch(ctx context.Context, file uint64, off, n int64, b Backing) error {
+func (c *Cache) Prefetch(ctx context.Context, file File, off, n int64, b Backing) error {
 	if off < 0 || n < 0 || off+n < off {
 		return fmt.Errorf("%w: prefetch at %d, length %d", ErrRange, off, n)
 	}
 	if n == 0 {
 		return nil
 	}
-	a := access{file: file, off: off, end: off + n, b: b, prefetch: true}
+	a := access{fs: file.fs, off: off, end: off + n, b: b, prefetch: true}
 	_, err := c.run(ctx, &a, off, nil)
 	return err
 }

@@ -87,7 +87,7 @@ func TestPrefetchFillsTheCache(t *testing.T) {
 	data := fill(1<<20, 3)
 	b.store(1, 0, data)
 	mustRead(t, c, 1, 0, 4096, b) // one block already in
-	if err := c.Prefetch(context.Background(), 1, 0, 1<<20, b); err != nil {
+	if err := c.Prefetch(context.Background(), c.File(1), 0, 1<<20, b); err != nil {
 		t.Fatal(err)
 	}
 	reads := b.reads
@@ -116,7 +116,7 @@ func TestPrefetchNeverWaits(t *testing.T) {
 		b := newMemBacking()
 		b.store(2, 0, fill(256<<10, 1))
 		mustWrite(t, c, 1, 0, fill(1<<20, 2), nil)
-		if err := c.Prefetch(ctx, 2, 0, 256<<10, b); err != nil {
+		if err := c.Prefetch(ctx, c.File(2), 0, 256<<10, b); err != nil {
 			t.Fatalf("Prefetch with no memory to spare: %v (it waited)", err)
 		}
 		if b.reads != 0 {
@@ -132,7 +132,7 @@ func TestPrefetchNeverWaits(t *testing.T) {
 		// The folio stays, its blocks past 32 KiB under writeback and no
 		// longer uptodate: a read of them waits for the writeback.
 		c.Truncate(1, 32<<10)
-		if err := c.Prefetch(ctx, 1, 0, 64<<10, b); err != nil {
+		if err := c.Prefetch(ctx, c.File(1), 0, 64<<10, b); err != nil {
 			t.Fatalf("Prefetch over blocks under writeback: %v (it waited)", err)
 		}
 		if b.reads != 0 {
@@ -149,7 +149,7 @@ func TestPrefetchNeverWaits(t *testing.T) {
 		wg.Go(func() { first = mustRead(t, c, 1, 0, 128<<10, h) })
 		defer wg.Wait()
 		<-h.started
-		if err := c.Prefetch(ctx, 1, 0, 512<<10, h); err != nil {
+		if err := c.Prefetch(ctx, c.File(1), 0, 512<<10, h); err != nil {
 			t.Fatal(err)
 		}
 		select {

@@ -25,13 +25,13 @@ func TestReclaimFindsCleanFolioPastTheFirstScan(t *testing.T) {
 	defer cancel()
 	page := make([]byte, pageSize)
 	for i := range dirtyPages {
-		if _, err := c.Write(ctx, 1, int64(i)*pageSize, page, b); err != nil {
+		if _, err := c.Write(ctx, c.File(1), int64(i)*pageSize, page, b); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The last free page becomes a clean folio, referenced by a hit.
 	for range 2 {
-		if _, err := c.Read(ctx, 2, 0, page, b); err != nil {
+		if _, err := c.Read(ctx, c.File(2), 0, page, b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -40,7 +40,7 @@ func TestReclaimFindsCleanFolioPastTheFirstScan(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Read(ctx, 3, 0, make([]byte, pageSize), b)
+		_, err := c.Read(ctx, c.File(3), 0, make([]byte, pageSize), b)
 		done <- err
 	}()
 	for {

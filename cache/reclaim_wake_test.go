@@ -28,7 +28,7 @@ func TestReclaimWakesWhenAReservedPageBecomesAFolio(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Read(ctx, 2, 0, make([]byte, pageSize), b)
+		_, err := c.Read(ctx, c.File(2), 0, make([]byte, pageSize), b)
 		done <- err
 	}()
 	// The reader is waiting for memory once it has counted its wait: it
@@ -46,7 +46,7 @@ func TestReclaimWakesWhenAReservedPageBecomesAFolio(t *testing.T) {
 	// other access's run loop would make it.
 	fs := c.fileOrNew(1)
 	fs.mu.Lock()
-	a := access{file: 1, off: 0, end: pageSize, p: make([]byte, pageSize), b: b}
+	a := access{fs: fs, off: 0, end: pageSize, p: make([]byte, pageSize), b: b}
 	if _, st, err := c.readLocked(fs, 0, &a, &res); err != nil || st.order >= 0 || st.wait != nil {
 		fs.mu.Unlock()
 		t.Fatalf("read into the reserved page: stall %+v, %v", st, err)

@@ -51,7 +51,7 @@ func TestThrottledWriteFailsWhenWritebackKeepsFailing(t *testing.T) {
 				}
 			}()
 			defer func() { close(stop); <-flusherDone }()
-			_, err := c.Write(context.Background(), 2, 0, fill(4096, 2), nil)
+			_, err := c.Write(context.Background(), c.File(2), 0, fill(4096, 2), nil)
 			switch {
 			case tc.wantErr && !errors.Is(err, syscall.EIO):
 				t.Fatalf("throttled write while every writeback fails: %v, want EIO", err)
@@ -64,7 +64,7 @@ func TestThrottledWriteFailsWhenWritebackKeepsFailing(t *testing.T) {
 				}
 				checkBytes(t, "file 1 after failed writebacks", mustRead(t, c, 1, 0, len(first), nil), first)
 				healed.Store(true)
-				if _, err := c.Write(context.Background(), 2, 0, fill(4096, 3), nil); err != nil {
+				if _, err := c.Write(context.Background(), c.File(2), 0, fill(4096, 3), nil); err != nil {
 					t.Fatalf("throttled write once writeback succeeds again: %v", err)
 				}
 			}

@@ -15,7 +15,7 @@ func TestWriteThen(t *testing.T) {
 	b := newMemBacking()
 	ctx := context.Background()
 	old := bytes.Repeat([]byte{1}, 4096)
-	if _, err := c.Write(ctx, 1, 0, old, b); err != nil {
+	if _, err := c.Write(ctx, c.File(1), 0, old, b); err != nil {
 		t.Fatal(err)
 	}
 	exts := c.BeginWriteback(1, 0, nil)
@@ -25,7 +25,7 @@ func TestWriteThen(t *testing.T) {
 	calls, locked := 0, false
 	done := make(chan error)
 	go func() {
-		_, err := c.WriteThen(ctx, 1, 100, []byte("new"), b, func() {
+		_, err := c.WriteThen(ctx, c.File(1), 100, []byte("new"), b, func() {
 			calls++
 			fs := c.file(1)
 			if locked = !fs.mu.TryLock(); !locked {
@@ -46,7 +46,7 @@ func TestWriteThen(t *testing.T) {
 		t.Fatalf("writeback after WriteThen did not take its bytes")
 	}
 	c.EndWriteback(exts, nil)
-	if _, err := c.WriteThen(ctx, 1, -1, []byte("x"), b, func() { calls++ }); err == nil || calls != 1 {
+	if _, err := c.WriteThen(ctx, c.File(1), -1, []byte("x"), b, func() { calls++ }); err == nil || calls != 1 {
 		t.Fatalf("a failed WriteThen: err %v, then ran %d times in all", err, calls)
 	}
 }

@@ -359,7 +359,10 @@
 //     gone. A
 //     data record, like a GC record, takes its sequence number under it;
 //     the completer clears the pending tail under it when the zeros'
-//     record completes.
+//     record completes. A leaf but for the cache's file table lock
+//     (itself a leaf), which the file's first access takes under it to
+//     make the file's cache state only while the file is not gone
+//     (Engine.cacheFile).
 //  8. placer.mu (leaf): the free, open and draining zone lists. Under
 //     it placement may kick the background collector (placer.lowFree): a
 //     send on a buffered channel that never waits.

@@ -277,6 +277,12 @@ type file struct {
 	// keeps.
 	useReserved atomic.Bool
 	gone        bool // removed: its data is garbage
+	// cached is the file's state in the cache (cache.File), made by its
+	// first access (Engine.cacheFile) under mu while not gone: every
+	// access of the file goes through it, and dropFile's Forget leaves
+	// it dead, so an access racing the remove cannot cache bytes of the
+	// removed file.
+	cached atomic.Pointer[cache.File]
 	// handles counts open handles: a file none has open is not being
 	// written, and placement may give the rest of its MRU zone to another.
 	handles atomic.Int32

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/zonefold/zonefold/cache"
 	"github.com/zonefold/zonefold/uring"
 )
 
@@ -372,21 +373,38 @@ func (e *Engine) forgetCached(f *file) {
 	e.wb.Forget(f.id)
 }
 
-// forgetIfRemoved forgets the cached state an access made for f after f
-// was dropped, and reports whether it was: an access that began after
-// Remove's Forget makes the file's cache state anew (one already running
-// when Forget came stops, cache.ErrForgotten), and nothing else would
-// ever free it — nor write back a write's dirty blocks of it, but to
-// zones GC must then clean. No nsMu (see forgetCached); wmu may be held,
-// as for any cache access.
-func (e *Engine) forgetIfRemoved(f *file) bool {
-	f.mu.RLock()
-	gone := f.gone
-	f.mu.RUnlock()
-	if gone {
-		e.forgetCached(f)
+// errRemoved fails an access that begins after its file was removed.
+var errRemoved = fmt.Errorf("engine: the file was removed: %w", fs.ErrNotExist)
+
+// cacheFile is f's state in the cache, which every access of f's bytes
+// goes through. It is made on f's first access, under f.mu and only while
+// f is not gone, so it exists before dropFile marks f gone (and
+// forgetCached then makes it dead) or never: an access that races f's
+// remove ends with cache.ErrForgotten or errRemoved, both fs.ErrNotExist,
+// and caches nothing of the removed file. Lock order: f.mu, then the
+// cache's file table (a leaf).
+func (e *Engine) cacheFile(f *file) (cache.File, error) {
+	if cf := f.cached.Load(); cf != nil {
+		return *cf, nil
 	}
-	return gone
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cf := f.cached.Load(); cf != nil {
+		return *cf, nil
+	}
+	if f.gone {
+		return cache.File{}, errRemoved
+	}
+	cf := e.cache.File(f.id)
+	f.cached.Store(&cf)
+	return cf, nil
+}
+
+// removed reports whether f was removed (or renamed over).
+func (f *file) removed() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.gone
 }
 
 // Rename renames a file, replacing newName if it exists.
@@ -548,6 +566,7 @@ func (h *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 	}
 	var n int
 	var err error
+	var cf cache.File
 	for try := 0; ; try++ {
 		seq := h.f.shrinking.Load()
 		size := h.Size()
@@ -559,9 +578,12 @@ func (h *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 			want = p[:size-off]
 		}
 		if try == 0 {
+			if cf, err = h.e.cacheFile(h.f); err != nil {
+				break
+			}
 			h.readAhead(off, int64(len(want)), size)
 		}
-		n, err = h.e.cache.Read(ctx, h.f.id, off, want, h.e)
+		n, err = h.e.cache.Read(ctx, cf, off, want, h.e)
 		// A shrink that ran meanwhile drops what the cache holds past
 		// the new end (an acknowledged overwrite, dirty) before it
 		// cuts the extent map: a miss in between reads the bytes they
@@ -585,9 +607,6 @@ func (h *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 	}
 	h.e.stats.hostRead.Add(int64(n))
 	if err != nil {
-		// A read of a removed file fails (ReadBacking, or the cache's
-		// ErrForgotten) whenever it made cache state for it.
-		h.e.forgetIfRemoved(h.f)
 		return n, fmt.Errorf("engine: read %q at %d: %w", h.f.name, off, err)
 	}
 	if n < len(p) {
@@ -713,9 +732,6 @@ func (h *File) writePieces(ctx context.Context, p []byte, off int64, extend bool
 		e.stats.hostWritten.Add(int64(n))
 		f.written.Add(int64(n))
 		done += n
-		if e.forgetIfRemoved(f) && err == nil {
-			err = fmt.Errorf("file was removed: %w", fs.ErrNotExist)
-		}
 		if err != nil {
 			err = fmt.Errorf("engine: write %q at %d: %w", h.Name(), pos, err)
 			if old >= 0 {
@@ -738,7 +754,12 @@ func (h *File) writePieces(ctx context.Context, p []byte, off int64, extend bool
 // allocation per write.
 func (e *Engine) copyPiece(ctx context.Context, f *file, pos int64, piece []byte, charge int64) (int, error) {
 	var released int64
-	n, err := e.cache.WriteProgress(ctx, f.id, pos, piece, e, func(n int) {
+	cf, err := e.cacheFile(f)
+	if err != nil {
+		e.admitted.Add(-charge)
+		return 0, err
+	}
+	n, err := e.cache.WriteProgress(ctx, cf, pos, piece, e, func(n int) {
 		r := ((pos+int64(n))/BlockSize - pos/BlockSize) * BlockSize
 		if r > released {
 			e.admitted.Add(released - r)
@@ -951,8 +972,11 @@ func (h *File) zeroTail(size, old int64) error {
 	// device's. saved is those the file holds now, which the zeros
 	// replace.
 	tail := make([]byte, end-size)
-	if _, err := e.cache.Read(ctx, f.id, size, tail, e); err != nil {
-		e.forgetIfRemoved(f) // see below
+	cf, err := e.cacheFile(f)
+	if err == nil {
+		_, err = e.cache.Read(ctx, cf, size, tail, e)
+	}
+	if err != nil {
 		return fmt.Errorf("engine: truncate %q to %d: read the tail: %w", f.name, size, err)
 	}
 	if isZero(tail) {
@@ -979,12 +1003,10 @@ func (h *File) zeroTail(size, old int64) error {
 	if testHookTruncateTail != nil {
 		testHookTruncateTail(e)
 	}
-	_, err := e.cache.Write(ctx, f.id, size, e.zeroBlk[:end-size], e)
-	if e.forgetIfRemoved(f) {
+	_, err = e.cache.Write(ctx, cf, size, e.zeroBlk[:end-size], e)
+	if f.removed() {
 		// Removed meanwhile (dropFile ended the tail's pin and undo):
-		// the zeros' write made the removed file's cache state anew,
-		// now forgotten, and there is nothing to write back or put
-		// back.
+		// there is nothing to write back or put back.
 		return fmt.Errorf("engine: truncate %q to %d: the file was removed: %w", f.name, size, fs.ErrNotExist)
 	}
 	if err == nil {
@@ -1052,14 +1074,14 @@ func (h *File) zeroTail(size, old int64) error {
 		// A failure here still leaves the bytes past end to put back:
 		// undoCut goes on, so that the zeros' record, if durable, is
 		// followed by as much of the old file as can be written.
-		if _, rerr := e.cache.WriteThen(ctx, f.id, size, saved, e, putBack); rerr != nil {
+		if _, rerr := e.cache.WriteThen(ctx, cf, size, saved, e, putBack); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("engine: truncate %q: put the tail back: %w", f.name, rerr))
 		}
 	}
 	if !back {
 		putBack()
 	}
-	if e.forgetIfRemoved(f) {
+	if f.removed() {
 		return errors.Join(err, fmt.Errorf("engine: truncate %q: the file was removed: %w", f.name, fs.ErrNotExist))
 	}
 	if testHookTruncateUndo != nil {
@@ -1446,7 +1468,11 @@ func (h *File) rewritePiece(pos int64, p []byte) error {
 	if testHookRewritePiece != nil {
 		testHookRewritePiece(e)
 	}
-	if _, err := e.cache.Read(ctx, f.id, pos, p, e); err != nil {
+	cf, err := e.cacheFile(f)
+	if err != nil {
+		return err
+	}
+	if _, err := e.cache.Read(ctx, cf, pos, p, e); err != nil {
 		return fmt.Errorf("read at %d: %w", pos, err)
 	}
 	charge := writeCharge(pos, int64(len(p)))
@@ -1456,7 +1482,7 @@ func (h *File) rewritePiece(pos int64, p []byte) error {
 		return fmt.Errorf("at %d: %w", pos, err)
 	}
 	defer e.admitted.Add(-charge)
-	if _, err := e.cache.Write(ctx, f.id, pos, p, e); err != nil {
+	if _, err := e.cache.Write(ctx, cf, pos, p, e); err != nil {
 		return fmt.Errorf("write at %d: %w", pos, err)
 	}
 	return nil

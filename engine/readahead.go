@@ -172,18 +172,12 @@ func (e *Engine) readWindow(j raJob) {
 		return
 	}
 	defer e.leave()
-	f := j.h.f
-	f.mu.RLock()
-	gone := f.gone
-	f.mu.RUnlock()
-	if gone || j.h.closed.Load() {
-		return
+	cf, err := e.cacheFile(j.h.f)
+	if err != nil || j.h.closed.Load() {
+		return // removed
 	}
 	read = true
 	// An error is the reader's to find (its own read of those blocks);
 	// Prefetch never waits, so it needs no cancellation.
-	_ = e.cache.Prefetch(context.Background(), f.id, j.off, j.end-j.off, e)
-	// A remove that came after the check above finds the window's state
-	// made anew (or made before memory ran out, with no read to fail).
-	e.forgetIfRemoved(f)
+	_ = e.cache.Prefetch(context.Background(), cf, j.off, j.end-j.off, e)
 }

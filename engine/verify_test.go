@@ -68,7 +68,10 @@ func readBlock(e *Engine, name string, off int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Forget is final for the file's cache state (the engine's remove);
+	// the live file's next access makes a new, empty one.
 	e.cache.Forget(h.f.id)
+	h.f.cached.Store(nil)
 	p := make([]byte, BlockSize)
 	_, err = h.ReadAt(p, off)
 	return p, err

@@ -33,7 +33,7 @@ func TestFlushRoundDoesNotAllocate(t *testing.T) {
 	round := func() {
 		for file := uint64(1); file <= files; file++ {
 			for off := int64(0); off < 1<<20; off += 16 << 10 { // every other 8 KiB
-				if _, err := c.Write(ctx, file, off, buf, nil); err != nil {
+				if _, err := c.Write(ctx, c.File(file), off, buf, nil); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -16,7 +16,7 @@ func TestFlushFileReportsAFailureItWaitedFor(t *testing.T) {
 	store := &holdStore{calls: make(chan struct{}, 64), fail: true}
 	w, c := newTestWriteback(t, store, Config{})
 	ctx := context.Background()
-	if _, err := c.Write(ctx, 1, 0, make([]byte, 64<<10), nil); err != nil {
+	if _, err := c.Write(ctx, c.File(1), 0, make([]byte, 64<<10), nil); err != nil {
 		t.Fatal(err)
 	}
 	// A background flush takes the data and holds it under writeback.
@@ -74,7 +74,7 @@ func TestFlushFileLeaveErrorLeavesItForFlushFile(t *testing.T) {
 	store := &holdStore{calls: make(chan struct{}, 64), fail: true}
 	w, c := newTestWriteback(t, store, Config{})
 	ctx := context.Background()
-	if _, err := c.Write(ctx, 1, 0, make([]byte, 64<<10), nil); err != nil {
+	if _, err := c.Write(ctx, c.File(1), 0, make([]byte, 64<<10), nil); err != nil {
 		t.Fatal(err)
 	}
 	bg := w.start(1) // background writeback, which fails

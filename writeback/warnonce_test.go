@@ -56,7 +56,7 @@ func TestRunWarnsOncePerFailureEpisode(t *testing.T) {
 
 	episode := func(file uint64) {
 		t.Helper()
-		if _, err := c.Write(ctx, file, 0, make([]byte, 4096), nil); err != nil {
+		if _, err := c.Write(ctx, c.File(file), 0, make([]byte, 4096), nil); err != nil {
 			t.Fatal(err)
 		}
 		// Let the flusher retry many times: each round retries once.
@@ -143,7 +143,7 @@ func TestSyncAllErrorSaysHowManyFilesFailed(t *testing.T) {
 	ctx := context.Background()
 	const files = 100
 	for f := uint64(1); f <= files; f++ {
-		if _, err := c.Write(ctx, f, 0, make([]byte, 4096), nil); err != nil {
+		if _, err := c.Write(ctx, c.File(f), 0, make([]byte, 4096), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -189,7 +189,7 @@ func TestRunEndsEpisodeWhenFsyncWritesDuringFailure(t *testing.T) {
 	// the failure.
 	failRound := func(file uint64, during func()) {
 		t.Helper()
-		if _, err := c.Write(ctx, file, 0, make([]byte, 4096), nil); err != nil {
+		if _, err := c.Write(ctx, c.File(file), 0, make([]byte, 4096), nil); err != nil {
 			t.Fatal(err)
 		}
 		w.Kick()

@@ -93,7 +93,7 @@ func TestFlushFilePipelines(t *testing.T) {
 	w, c := newTestWriteback(t, store, Config{MaxChain: chain, Window: 4 * chain})
 	ctx := context.Background()
 	buf := make([]byte, 8*chain)
-	if _, err := c.Write(ctx, 1, 0, buf, nil); err != nil {
+	if _, err := c.Write(ctx, c.File(1), 0, buf, nil); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
@@ -121,7 +121,7 @@ func TestFlushFileFailureStopsAndReports(t *testing.T) {
 	const chain = 256 << 10
 	w, c := newTestWriteback(t, store, Config{MaxChain: chain, Window: 2 * chain})
 	ctx := context.Background()
-	if _, err := c.Write(ctx, 1, 0, make([]byte, 8*chain), nil); err != nil {
+	if _, err := c.Write(ctx, c.File(1), 0, make([]byte, 8*chain), nil); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
@@ -146,7 +146,7 @@ func TestRunPipelines(t *testing.T) {
 	w, c := newTestWriteback(t, store, Config{MaxChain: chain, Window: 4 * chain, Background: 1})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if _, err := c.Write(ctx, 1, 0, make([]byte, 8*chain), nil); err != nil {
+	if _, err := c.Write(ctx, c.File(1), 0, make([]byte, 8*chain), nil); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
