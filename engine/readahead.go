@@ -61,9 +61,10 @@ type raJob struct {
 }
 
 // advance records a read of n bytes at off of a file of size bytes and
-// returns the window to read ahead, if any (end > start), which the
-// caller queues or gives back with dropped.
-func (r *readahead) advance(off, n, size, maxWindow int64) (start, end int64) {
+// returns the window to read ahead, if any (end > start), cut into parts
+// (splitWindow) that it counts in flight: the caller queues each or
+// gives it back with done.
+func (r *readahead) advance(off, n, size, maxWindow int64) (start, end, part int64, parts int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	readEnd := off + n
@@ -71,7 +72,7 @@ func (r *readahead) advance(off, n, size, maxWindow int64) (start, end int64) {
 	inStream := r.window > 0 && off >= r.next-slack && off <= r.next+slack
 	if !inStream && off != r.next && off != 0 {
 		r.window, r.next, r.ahead = 0, readEnd, 0
-		return 0, 0
+		return 0, 0, 0, 0
 	}
 	r.next = max(r.next, readEnd)
 	if r.window == 0 {
@@ -79,34 +80,31 @@ func (r *readahead) advance(off, n, size, maxWindow int64) (start, end int64) {
 		r.ahead = r.next
 	}
 	if r.parts > 0 {
-		return 0, 0
+		return 0, 0, 0, 0
 	}
 	// A reader that overtook the windows reads for itself; the next
 	// window starts past it.
 	r.ahead = max(r.ahead, r.next)
 	if r.ahead-r.next >= r.window/2 {
-		return 0, 0
+		return 0, 0, 0, 0
 	}
 	start, end = r.ahead, min(r.ahead+r.window, size)
 	if start >= end {
-		return 0, 0
+		return 0, 0, 0, 0
 	}
-	r.ahead, r.parts = end, 1
+	part, parts = splitWindow(start, end)
+	r.ahead, r.parts = end, parts
 	r.window = min(2*r.window, maxWindow)
-	return start, end
+	return start, end, part, parts
 }
 
-// split cuts the window [start, end) that advance returned into parts
-// for the workers and records how many are in flight: at most
-// readaheadWorkers, none under readaheadMin, whole blocks between them.
-func (r *readahead) split(start, end int64) (part int64, parts int) {
+// splitWindow cuts the window [start, end) into parts of part bytes for
+// the workers (the last one shorter): at most readaheadWorkers, none
+// under readaheadMin, whole blocks between them.
+func splitWindow(start, end int64) (part int64, parts int) {
 	part = max(readaheadMin, (end-start+readaheadWorkers-1)/readaheadWorkers)
 	part = (part + BlockSize - 1) &^ (BlockSize - 1)
-	parts = int((end - start + part - 1) / part)
-	r.mu.Lock()
-	r.parts = parts
-	r.mu.Unlock()
-	return part, parts
+	return part, int((end - start + part - 1) / part)
 }
 
 // done ends a part of the window in flight: dropped says it was not
@@ -126,11 +124,7 @@ func (h *File) readAhead(off, n, size int64) {
 	if e.raMax <= 0 {
 		return
 	}
-	start, end := h.ra.advance(off, n, size, e.raMax)
-	if end <= start {
-		return
-	}
-	part, parts := h.ra.split(start, end)
+	start, end, part, parts := h.ra.advance(off, n, size, e.raMax)
 	for i := range parts {
 		ps, pe := start, end
 		if i > 0 {

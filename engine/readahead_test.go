@@ -59,10 +59,12 @@ func TestReadaheadWindows(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var r readahead
 			for i, s := range tc.steps {
-				if s.done {
-					r.done(false, 0)
+				if s.done { // every part of the window in flight ends
+					for r.parts > 0 {
+						r.done(false, 0)
+					}
 				}
-				start, end := r.advance(s.off, s.n, tc.size, 2*M)
+				start, end, _, _ := r.advance(s.off, s.n, tc.size, 2*M)
 				if end <= start {
 					start, end = 0, 0
 				}
@@ -82,8 +84,7 @@ func TestReadaheadWindows(t *testing.T) {
 			{128 * K, 300 * K, 128 * K, 2},
 			{5 * K, 5*K + 8*M + 1, 2*M + 4*K, 4}, // whole blocks
 		} {
-			var r readahead
-			part, parts := r.split(c.start, c.end)
+			part, parts := splitWindow(c.start, c.end)
 			if part != c.part || parts != c.parts {
 				t.Fatalf("[%d, %d): %d parts of %d, want %d of %d", c.start, c.end, parts, part, c.parts, c.part)
 			}
@@ -92,23 +93,27 @@ func TestReadaheadWindows(t *testing.T) {
 			}
 		}
 		var r readahead
-		start, end := r.advance(0, 128*K, 64*M, 2*M)
-		_, parts := r.split(start, end)
+		_, _, _, parts := r.advance(0, 128*K, 64*M, 2*M)
+		if parts != 4 {
+			t.Fatalf("the first window (512 KiB) in %d parts, want 4", parts)
+		}
 		for i := range parts {
-			if s, e := r.advance(128*K*int64(i+1), 128*K, 64*M, 2*M); e > s {
+			if s, e, _, _ := r.advance(128*K*int64(i+1), 128*K, 64*M, 2*M); e > s {
 				t.Fatalf("a window [%d, %d) asked for with %d of %d parts still in flight", s, e, parts-i, parts)
 			}
 			r.done(false, 0)
 		}
-		if s, e := r.advance(640*K, 128*K, 64*M, 2*M); e <= s {
+		if s, e, _, _ := r.advance(640*K, 128*K, 64*M, 2*M); e <= s {
 			t.Fatal("no window asked for once every part ended")
 		}
 	})
 	t.Run("a window dropped is asked for again", func(t *testing.T) {
 		var r readahead
-		start, end := r.advance(0, 128*K, 64*M, 2*M)
-		r.done(true, start)
-		s2, e2 := r.advance(128*K, 128*K, 64*M, 2*M)
+		start, end, part, parts := r.advance(0, 128*K, 64*M, 2*M)
+		for i := range parts {
+			r.done(true, start+int64(i)*part)
+		}
+		s2, e2, _, _ := r.advance(128*K, 128*K, 64*M, 2*M)
 		if s2 != 256*K || e2 <= s2 {
 			t.Fatalf("after [%d, %d) was dropped the next read asked for [%d, %d), want from %d", start, end, s2, e2, 256*K)
 		}
