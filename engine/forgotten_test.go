@@ -18,18 +18,11 @@ import (
 // then wrote those bytes to a zone for nobody, and the state stayed in
 // the cache for good.
 func TestUndoAcrossRemoveLeavesNothingCached(t *testing.T) {
-	_, _, e, f := fileWithoutGC(t)
+	cfg := smallConfig()
+	cfg.GC.Disabled = true
+	e := formatOpen(t, memDevice(t, 16, "1M"), cfg)
 	t.Cleanup(func() { e.Close() })
-	want := make([]byte, 10000)
-	for i := range want {
-		want[i] = byte(i%251 + 1)
-	}
-	if _, err := f.WriteAt(want, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	f := createSynced(t, e, "a", pattern(10000, 1))
 	var once sync.Once
 	removed := make(chan error, 1)
 	testHookRewritePiece = func(e *Engine) {
