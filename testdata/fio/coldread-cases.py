@@ -19,7 +19,10 @@ build/fio/zonefold-engine.so), to compare engines under one daemon binary.
 a 32 MiB part of the file, 64 times over, so all but the first pass hit the
 daemon's cache (the kernel's on K): replies at CPU speed, not the device's.
 """
-import argparse, json, os, signal, statistics as st, subprocess, sys, time
+import argparse, json, os, statistics as st, subprocess, sys
+
+sys.dont_write_bytecode = True
+from fiocases import Daemon as Serve, fio_job, order, summary
 
 CASES = {
     "seq128k-qd4": "rw=read\nbs=128k\niodepth=4\nsize=1g\n",
@@ -69,7 +72,6 @@ for c in cases:
     if c not in CASES and c not in WARM:
         sys.exit("unknown case %s" % c)
 CASES.update(WARM)
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 def sh(cmd, **kw):
@@ -80,38 +82,12 @@ def drop():
     sh("sync; echo 3 > /proc/sys/vm/drop_caches")
 
 
-def cpu_of(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
-class Daemon:
-    def __init__(self, binary, extra=""):
-        if os.path.exists(SOCK):
-            os.unlink(SOCK)
-        self.log = open(os.path.join(D, "serve.log"), "a")
-        cmd = [binary, "serve", IMG, "--socket", SOCK, "--cache", args.cache] + extra.split()
-        self.p = subprocess.Popen(cmd, stdout=self.log, stderr=self.log)
-        for _ in range(200):
-            if os.path.exists(SOCK):
-                break
-            time.sleep(0.05)
-        # Answers once the arena is faulted in.
-        sh("%s ls --socket %s > /dev/null" % (binary, SOCK))
-
-    def cpu(self):
-        return cpu_of(self.p.pid)
-
-    def stop(self):
-        self.p.send_signal(signal.SIGTERM)
-        self.p.wait()
-        self.log.close()
+def Daemon(binary, extra=""):
+    return Serve(binary, IMG, SOCK, args.cache, os.path.join(D, "serve.log"), extra.split())
 
 
 def fio(job):
-    out = subprocess.run(["fio", job, "--output-format=json"], check=True, capture_output=True, text=True).stdout
-    j = json.loads(out[out.index("{"):])["jobs"][0]
+    j = fio_job(job)
     r = j["read"]
     secs = j["job_runtime"] / 1000.0
     fcpu = (j["usr_cpu"] + j["sys_cpu"]) / 100.0 * secs
@@ -144,9 +120,8 @@ d.stop()
 
 res = {c: {s: [] for s, _ in sides} for c in cases}
 for r in range(args.rounds):
-    order = sides if r % 2 == 0 else sides[::-1]
     for c in cases:
-        for name, binary in order:
+        for name, binary in order(sides, r):
             job = jobfile(name, c)
             dcpu = 0.0
             if binary:
@@ -167,16 +142,13 @@ base = sides[0][0]
 print("%-13s %-4s %8s %15s %6s %7s %6s %-12s %7s %6s %s" % ("case", "side", "MiB/s", "(min-max)", "spread", "cpu_s", "cspr", "ratio vs " + base, "fio_s", "fspr", "fio ratio"))
 out = {}
 for c in cases:
-    mb = st.median(x[0] for x in res[c][base])
     for s, _ in sides:
         v = res[c][s]
-        bws = [x[0] for x in v]
-        cps = [x[1] for x in v]
-        fps = [x[3] for x in v]
-        m = st.median(bws)
-        fb = st.median(x[3] for x in res[c][base])
-        print("%-13s %-4s %8.0f %15s %6.2f %7.2f %6.2f %-12.2f %7.2f %6.2f %.2f" % (c, s, m, "(%.0f-%.0f)" % (min(bws), max(bws)), max(bws) / min(bws), st.median(cps), max(cps) / max(min(cps), 1e-9), m / mb,
-                                                                   st.median(fps), max(fps) / max(min(fps), 1e-9), st.median(fps) / max(fb, 1e-9)))
+        bws, cps, fps = [x[0] for x in v], [x[1] for x in v], [x[3] for x in v]
+        m, rng, spread, ratio = summary(bws, [x[0] for x in res[c][base]])
+        _, _, cspread, _ = summary(cps, cps)
+        fm, _, fspread, fratio = summary(fps, [x[3] for x in res[c][base]])
+        print("%-13s %-4s %8.0f %15s %6.2f %7.2f %6.2f %-12.2f %7.2f %6.2f %.2f" % (c, s, m, rng, spread, st.median(cps), cspread, ratio, fm, fspread, fratio))
         out.setdefault(c, {})[s] = {"mib_s": bws, "cpu_s": cps, "fio_cpu_s": fps, "p99_ms": [x[2] for x in v]}
 if args.json:
     json.dump(out, open(args.json, "w"), indent=1)

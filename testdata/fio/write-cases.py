@@ -11,7 +11,10 @@ writes are in the timing. Prints per job and side the median MiB/s
 
 The fio engine is $ZONEFOLD_FIO_ENGINE or build/fio/zonefold-engine.so.
 """
-import argparse, json, os, signal, statistics as st, subprocess, sys, time
+import argparse, os, sys
+
+sys.dont_write_bytecode = True
+from fiocases import Daemon, fio_job, order, summary
 
 CASES = {
     "4x1m-fsync": "numjobs=4\nrw=write\nbs=1m\niodepth=1\nend_fsync=1\nsize=128m\ngroup_reporting=1\n",
@@ -41,32 +44,21 @@ def run(binary, case):
     for p in (IMG, SOCK):
         if os.path.exists(p):
             os.unlink(p)
-    log = open(os.path.join(D, "serve.log"), "a")
-    d = subprocess.Popen([binary, "serve", "emu:%s?zone_size=64M&zones=32" % IMG, "--socket", SOCK,
-                          "--cache", args.cache, "--format", "--force"], stdout=log, stderr=log)
+    d = Daemon(binary, "emu:%s?zone_size=64M&zones=32" % IMG, SOCK, args.cache, os.path.join(D, "serve.log"), ["--format", "--force"])
     try:
-        for _ in range(200):
-            if os.path.exists(SOCK):
-                break
-            time.sleep(0.05)
-        # Answers once the arena is faulted in.
-        subprocess.run([binary, "ls", "--socket", SOCK], check=True, capture_output=True)
         job = os.path.join(D, "job.fio")
         with open(job, "w") as f:
             f.write("[global]\nioengine=external:%s\nsock=%s\nfilename_format=f.$jobnum\n[w]\n%s" % (ENG, SOCK, CASES[case]))
-        out = subprocess.run(["fio", job, "--output-format=json"], check=True, capture_output=True, text=True).stdout
-        w = json.loads(out[out.index("{"):])["jobs"][0]["write"]
+        w = fio_job(job)["write"]
         return w["bw_bytes"] / 2**20, w["clat_ns"]["percentile"].get("99.000000", 0) / 1e6
     finally:
-        d.send_signal(signal.SIGTERM)
-        d.wait()
-        log.close()
+        d.stop()
 
 
 res = {c: {s: [] for s, _ in sides} for c in cases}
 for r in range(args.rounds):
     for c in cases:
-        for name, binary in (sides if r % 2 == 0 else sides[::-1]):
+        for name, binary in order(sides, r):
             bw, p99 = run(binary, c)
             res[c][name].append(bw)
             print("round %d %-15s %-4s %8.0f MiB/s p99 %.2fms" % (r, c, name, bw, p99), flush=True)
@@ -75,6 +67,5 @@ first = sides[0][0]
 print("%-15s %-4s %8s %15s %6s %s" % ("case", "side", "MiB/s", "(min-max)", "spread", "ratio vs " + first))
 for c in cases:
     for name, _ in sides:
-        v = res[c][name]
-        print("%-15s %-4s %8.0f %15s %6.2f %.2f" % (c, name, st.median(v), "(%.0f-%.0f)" % (min(v), max(v)),
-                                                  max(v) / min(v), st.median(v) / st.median(res[c][first])))
+        m, rng, spread, ratio = summary(res[c][name], res[c][first])
+        print("%-15s %-4s %8.0f %15s %6.2f %.2f" % (c, name, m, rng, spread, ratio))
