@@ -326,3 +326,158 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A write stuck on the device (a partial block of a cold file, whose
+// read-modify-write read does not complete) when the daemon is stopped,
+// and the device answers again while the engine's close waits for it
+// (past both grace periods, within the engine's minute). The stop is then
+// clean: shutdown waited for the write, so the write is answered, and if
+// it is answered OK the clean close wrote it back: the daemon promises
+// "finish in-flight requests, flush, checkpoint, exit 0". It could fail
+// if the write, ending after the cache was shut, were answered OK and
+// not written back (lost on a clean stop), if it were answered with
+// other bytes on the device than it wrote, if Serve or the close said
+// anything was left, or if they took near the engine's minute (the
+// close did not notice the operation ending). About 2 s.
+func TestH22dShutdownWithAWriteStuckInTheDeviceThatEndsDuringClose(t *testing.T) {
+	device := fmt.Sprintf("emu:%s?zone_size=4M&zones=32", filepath.Join(t.TempDir(), "dev"))
+	cfg := engine.Config{CacheBytes: 16 << 20, DirtyLimit: 8 << 20}
+	cold := h22dPattern(3, 64<<10)
+	{
+		dev, err := zns.Open(device, zns.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := engine.FormatAndOpen(dev, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := e.Create("cold")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(cold, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dev, err := zns.Open(device, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd := newStuckReadDevice(dev)
+	t.Cleanup(sd.release)
+	e, err := engine.OpenDevice(sd, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	socket := filepath.Join(t.TempDir(), "zf.sock")
+	l, err := Listen(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var logBuf syncBuffer
+	grace := 100 * time.Millisecond
+	srv := New(e, Options{Log: slog.New(slog.NewTextHandler(&logBuf, nil)), Grace: grace})
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, l.UnixListener) }()
+	bg := context.Background()
+	c := dial(t, socket)
+	h, _, err := c.Open(bg, "cold", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd.armed.Store(true)
+	patch := bytes.Repeat([]byte{0xee}, 100)
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := c.WriteAt(bg, h, patch, 1000)
+		wrote <- err
+	}()
+	select {
+	case <-sd.held:
+	case err := <-wrote:
+		t.Fatalf("the partial write returned (%v) without reading the device", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the partial write did not read the device within 10 s")
+	}
+	start := time.Now()
+	stop() // SIGTERM
+	// Past the grace period and the cancellation: the engine's close is
+	// waiting for the write.
+	time.Sleep(5 * grace)
+	if !strings.Contains(logBuf.String(), "closing the engine under them") {
+		t.Fatalf("the engine was not being closed %v after SIGTERM; log:\n%s", 5*grace, logBuf.String())
+	}
+	sd.release()
+	var serveErr error
+	select {
+	case serveErr = <-served:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Serve did not return within 30 s of the device answering; log:\n%s", logBuf.String())
+	}
+	took := time.Since(start)
+	var werr error
+	select {
+	case werr = <-wrote:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write was not answered within 10 s of Serve returning")
+	}
+	cerr := e.Close() // as Run does
+	t.Logf("Serve after %v: %v; write: %v; engine Close: %v", took, serveErr, werr, cerr)
+	if serveErr != nil {
+		t.Errorf("Serve: %v, want nil: the stuck write ended while the engine closed", serveErr)
+	}
+	if cerr != nil {
+		t.Errorf("engine Close: %v, want nil: nothing was left running", cerr)
+	}
+	if took > 20*time.Second {
+		t.Errorf("Serve took %v after SIGTERM with the device answering at %v", took, 5*grace)
+	}
+	c.Close()
+
+	dev2, err := zns.Open(device, zns.Options{})
+	if err != nil {
+		t.Fatalf("reopen the device: %v", err)
+	}
+	rep, err := engine.Fsck(dev2)
+	dev2.Close()
+	if err != nil {
+		t.Fatalf("fsck: %v", err)
+	}
+	if len(rep.Problems) > 0 {
+		t.Errorf("fsck after the shutdown: %q", rep.Problems)
+	}
+	e2, err := engine.Open(device, cfg)
+	if err != nil {
+		t.Fatalf("engine.Open after the shutdown: %v", err)
+	}
+	defer e2.Close()
+	f, err := e2.Open("cold")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got := make([]byte, len(cold))
+	if n, err := f.ReadAt(got, 0); n != len(cold) {
+		t.Fatalf("cold after restart: %d bytes (%v), want %d", n, err, len(cold))
+	}
+	want := bytes.Clone(cold)
+	if werr == nil {
+		copy(want[1000:], patch) // answered OK on a clean stop: written back
+	}
+	for b := 0; b < len(want); b += 4096 {
+		if !bytes.Equal(got[b:b+4096], want[b:b+4096]) {
+			t.Errorf("cold after restart: block at %d is not what was acknowledged (write answered %v)", b, werr)
+		}
+	}
+}
