@@ -58,15 +58,18 @@ const refuseTimeout = time.Second
 
 // Server serves one engine to many clients.
 type Server struct {
-	e        *engine.Engine
-	log      *slog.Logger
-	grace    time.Duration
-	maxConns int
-	maxShm   int64
-	procs    int          // GOMAXPROCS: how many pieces a batch is split into
-	spinners atomic.Int32 // ring readers spinning for requests (see idle)
-	shm      atomic.Int64 // bytes of shared memory the regions take
-	refusing atomic.Int64 // connections over the cap being answered
+	e     *engine.Engine
+	log   *slog.Logger
+	grace time.Duration
+	// engineDrain, if set (by tests only), bounds the engine's wait for
+	// requests stuck under it at shutdown in place of Close's minute.
+	engineDrain time.Duration
+	maxConns    int
+	maxShm      int64
+	procs       int          // GOMAXPROCS: how many pieces a batch is split into
+	spinners    atomic.Int32 // ring readers spinning for requests (see idle)
+	shm         atomic.Int64 // bytes of shared memory the regions take
+	refusing    atomic.Int64 // connections over the cap being answered
 	// evictWaiting counts evicted connections waiting for their hello
 	// (conn.refuseEvicted), at most maxConns.
 	evictWaiting atomic.Int64
@@ -365,7 +368,7 @@ func (s *Server) shutdown() error {
 	// writes back and checkpoints what it can. The caller's Close returns
 	// this one's result.
 	s.log.Warn("server: requests outlived their cancellation; closing the engine under them", "grace", s.grace)
-	if err := s.e.Close(); err != nil {
+	if err := s.closeEngine(); err != nil {
 		s.log.Warn("server: close engine", "err", err)
 	}
 	// Closing the engine ends what waited in it; a request stuck in
@@ -383,6 +386,17 @@ func (s *Server) shutdown() error {
 	s.mu.Unlock()
 	s.log.Error("server: connections outlived the engine's close; leaving them to the process's exit", "connections", left, "grace", s.grace)
 	return fmt.Errorf("server: shutdown: connections still open a grace period after the engine closed: %d (requests that ignore cancellation: a device that stopped answering?); not waiting for them", left)
+}
+
+// closeEngine closes the engine, bounding its wait for the requests
+// running under it with Close's minute or engineDrain.
+func (s *Server) closeEngine() error {
+	if s.engineDrain <= 0 {
+		return s.e.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.engineDrain)
+	defer cancel()
+	return s.e.CloseContext(ctx)
 }
 
 // Connections is how many clients are connected.
