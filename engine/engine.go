@@ -219,8 +219,16 @@ type Engine struct {
 	// reusing a live file's id, a file twice in the checkpoint, a
 	// checkpoint extent no record can hold, an operation that does not
 	// decode); fsck reports it.
-	damage  []string
+	damage []string
+	// bg is the background work Close's writeback waits for (writeback,
+	// retirer, collector): a pass of it may hold what the closing flush
+	// and checkpoint need. raWG is the readahead workers, which hold
+	// nothing of that: a window runs as an operation (Close's drain
+	// waits for it, and gives up on one stuck in device I/O like any
+	// other), and a worker stuck in a device read must not cost the
+	// closing flush and checkpoint, as it did when they were bg.
 	bg      sync.WaitGroup
+	raWG    sync.WaitGroup
 	zeroBlk []byte
 }
 
@@ -633,7 +641,7 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 	e.bg.Go(func() { e.retirer(othersDone) })
 	if e.raMax > 0 {
 		for range readaheadWorkers {
-			e.bg.Go(func() { e.readaheadWorker(ctx) })
+			e.raWG.Go(func() { e.readaheadWorker(ctx) })
 		}
 	}
 	return e, nil
@@ -914,6 +922,8 @@ func (e *Engine) close(ctx context.Context) error {
 		return fmt.Errorf("engine: close: writeback, device flush and checkpoint did not end %v after Close's context did (a device that stops answering): acknowledged data since the last fsync may not be durable (recovery replays the log); cache and device left open until the process exits: %w",
 			closeAbandonWait, ctx.Err())
 	}
+	// Every window ended with the drain; the workers stop at closingCh.
+	e.raWG.Wait()
 	e.cache.Close()
 	if err := e.dev.Close(); err != nil {
 		errs = append(errs, err)

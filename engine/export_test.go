@@ -8,6 +8,7 @@ func (e *Engine) crashForTest() {
 	e.active.Or(closingBit)
 	e.cancel()
 	e.bg.Wait()
+	e.raWG.Wait()
 	e.waitUntil(func() bool { return e.inflight.Load() == 0 })
 	e.stopCompleter()
 	e.cache.Close()

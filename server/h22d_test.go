@@ -21,13 +21,12 @@ package server
 // the read (Run's Close after Serve would hang or take long), if no log
 // line or error said what was left, or if acknowledged data were lost
 // or the device left unopenable (the reopen, fsck and block-by-block
-// compare below). It held on main at 930570f: Serve returned after 65 s
-// (3 grace periods of 100 ms, the engine's minute, 5 s), the engine's
-// error said 4 operations (the read and its readahead) were given up and
-// that acknowledged data since the last fsync may not be durable (the
-// readahead workers stuck in the same reads outlast the closing
-// writeback's 5 s, so no device flush and no checkpoint); after that
-// fsck was clean and every fsynced block came back.
+// compare below), or if the stuck read kept the closing writeback, flush
+// and checkpoint from making acknowledged, never-fsynced data durable:
+// on main at 930570f the readahead workers, stuck in the same reads,
+// were background work Close's writeback waited for, so it gave up the
+// flush and checkpoint after 5 s and a file written before the SIGTERM
+// came back empty.
 //
 // The engine's minute is shortened to 2 s (Server.engineDrain), so the
 // test takes about 7 s.
