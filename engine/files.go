@@ -1470,7 +1470,7 @@ func (h *File) rewritePiece(pos int64, p []byte) error {
 	}
 	cf, err := e.cacheFile(f)
 	if err != nil {
-		return err
+		return fmt.Errorf("at %d: %w", pos, err)
 	}
 	if _, err := e.cache.Read(ctx, cf, pos, p, e); err != nil {
 		return fmt.Errorf("read at %d: %w", pos, err)

@@ -15,7 +15,9 @@ import (
 // removed between the truncate's check and its tail's cache write makes
 // the removed file's cache state anew, with the zeros dirty: writeback
 // writes them to a zone for nobody, and the state (a folio) stays in the
-// cache's index for good — no Forget will ever come for that id.
+// cache's index for good — no Forget will ever come for that id. (Since
+// 64fa575 no call site forgets: every access goes through the file's
+// cache.File, which Forget leaves dead.)
 func TestH21dTruncateAcrossRemoveLeavesNothingCached(t *testing.T) {
 	e, _, terr, rerr := h21dTruncateRacingRemove(t)
 	t.Logf("truncate across the remove: %v", terr)
