@@ -96,60 +96,84 @@ func h22dPattern(seed byte, n int) []byte {
 	return p
 }
 
-func TestH22dShutdownWithAReadStuckInTheDevice(t *testing.T) {
-	device := fmt.Sprintf("emu:%s?zone_size=4M&zones=32", filepath.Join(t.TempDir(), "dev"))
-	cfg := engine.Config{CacheBytes: 16 << 20, DirtyLimit: 8 << 20}
-	// The file the stuck read reads, written and closed by an engine
-	// before the daemon starts, so that it is cold in the daemon's cache.
-	cold := h22dPattern(3, 512<<10)
-	{
-		dev, err := zns.Open(device, zns.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := engine.FormatAndOpen(dev, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := e.Create("cold")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.WriteAt(cold, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
-		if err := e.Close(); err != nil {
-			t.Fatal(err)
-		}
+// h22dServing is a daemon in this process (Serve, as Run drives it) on
+// an emu device whose reads can be held (stuckReadDevice), serving a
+// file "cold" written and closed before it started.
+type h22dServing struct {
+	device string
+	cfg    engine.Config
+	sd     *stuckReadDevice
+	e      *engine.Engine
+	srv    *Server
+	socket string
+	log    *syncBuffer
+	stop   context.CancelFunc // SIGTERM
+	served chan error         // Serve's result
+}
+
+// h22dServe formats an emu device, writes cold to "cold" with an engine
+// of its own (so nothing of it is in the daemon's cache) and serves the
+// device with the given grace period and engine drain bound (0: Close's
+// minute).
+func h22dServe(t *testing.T, cold []byte, grace, drain time.Duration) *h22dServing {
+	t.Helper()
+	d := &h22dServing{
+		device: fmt.Sprintf("emu:%s?zone_size=4M&zones=32", filepath.Join(t.TempDir(), "dev")),
+		cfg:    engine.Config{CacheBytes: 16 << 20, DirtyLimit: 8 << 20},
+		socket: filepath.Join(t.TempDir(), "zf.sock"),
+		log:    &syncBuffer{},
+		served: make(chan error, 1),
 	}
-	dev, err := zns.Open(device, zns.Options{})
+	dev, err := zns.Open(d.device, zns.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sd := newStuckReadDevice(dev)
-	t.Cleanup(sd.release)
-	e, err := engine.OpenDevice(sd, cfg)
+	e, err := engine.FormatAndOpen(dev, d.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	socket := filepath.Join(t.TempDir(), "zf.sock")
-	l, err := Listen(socket)
+	f, err := e.Create("cold")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	var logBuf syncBuffer
-	grace := 100 * time.Millisecond
-	srv := New(e, Options{Log: slog.New(slog.NewTextHandler(&logBuf, nil)), Grace: grace})
-	srv.engineDrain = 2 * time.Second // the engine's minute, shortened
+	if _, err := f.WriteAt(cold, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if dev, err = zns.Open(d.device, zns.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	d.sd = newStuckReadDevice(dev)
+	t.Cleanup(d.sd.release)
+	if d.e, err = engine.OpenDevice(d.sd, d.cfg); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Listen(d.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	d.srv = New(d.e, Options{Log: slog.New(slog.NewTextHandler(d.log, nil)), Grace: grace})
+	d.srv.engineDrain = drain
 	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, l.UnixListener) }()
+	d.stop = stop
+	t.Cleanup(stop)
+	go func() { d.served <- d.srv.Serve(ctx, l.UnixListener) }()
+	return d
+}
+
+func TestH22dShutdownWithAReadStuckInTheDevice(t *testing.T) {
+	// The file the stuck read reads, cold in the daemon's cache.
+	cold := h22dPattern(3, 512<<10)
+	grace := 100 * time.Millisecond
+	d := h22dServe(t, cold, grace, 2*time.Second) // the engine's minute, shortened
+	device, cfg, sd, e, srv, socket, logBuf, stop, served := d.device, d.cfg, d.sd, d.e, d.srv, d.socket, d.log, d.stop, d.served
 	bg := context.Background()
 
 	// Acknowledged through the daemon: written, fsynced, answered OK.
@@ -340,56 +364,10 @@ func (s *syncBuffer) String() string {
 // anything was left, or if they took near the engine's minute (the
 // close did not notice the operation ending). About 2 s.
 func TestH22dShutdownWithAWriteStuckInTheDeviceThatEndsDuringClose(t *testing.T) {
-	device := fmt.Sprintf("emu:%s?zone_size=4M&zones=32", filepath.Join(t.TempDir(), "dev"))
-	cfg := engine.Config{CacheBytes: 16 << 20, DirtyLimit: 8 << 20}
 	cold := h22dPattern(3, 64<<10)
-	{
-		dev, err := zns.Open(device, zns.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := engine.FormatAndOpen(dev, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := e.Create("cold")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.WriteAt(cold, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
-		if err := e.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dev, err := zns.Open(device, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sd := newStuckReadDevice(dev)
-	t.Cleanup(sd.release)
-	e, err := engine.OpenDevice(sd, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	socket := filepath.Join(t.TempDir(), "zf.sock")
-	l, err := Listen(socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	var logBuf syncBuffer
 	grace := 100 * time.Millisecond
-	srv := New(e, Options{Log: slog.New(slog.NewTextHandler(&logBuf, nil)), Grace: grace})
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, l.UnixListener) }()
+	d := h22dServe(t, cold, grace, 0)
+	device, cfg, sd, e, socket, logBuf, stop, served := d.device, d.cfg, d.sd, d.e, d.socket, d.log, d.stop, d.served
 	bg := context.Background()
 	c := dial(t, socket)
 	h, _, err := c.Open(bg, "cold", 0)
