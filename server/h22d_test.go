@@ -168,12 +168,36 @@ func h22dServe(t *testing.T, cold []byte, grace, drain time.Duration) *h22dServi
 	return d
 }
 
+// reopen is the next daemon's start on the device: fsck finds no damage
+// and an engine opens it (closed at the test's end).
+func (d *h22dServing) reopen(t *testing.T) *engine.Engine {
+	t.Helper()
+	dev, err := zns.Open(d.device, zns.Options{})
+	if err != nil {
+		t.Fatalf("reopen the device: %v", err)
+	}
+	rep, err := engine.Fsck(dev)
+	dev.Close()
+	if err != nil {
+		t.Fatalf("fsck: %v", err)
+	}
+	if len(rep.Problems) > 0 {
+		t.Errorf("fsck after the shutdown: %q", rep.Problems)
+	}
+	e, err := engine.Open(d.device, d.cfg)
+	if err != nil {
+		t.Fatalf("engine.Open after the shutdown: %v", err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
 func TestH22dShutdownWithAReadStuckInTheDevice(t *testing.T) {
 	// The file the stuck read reads, cold in the daemon's cache.
 	cold := h22dPattern(3, 512<<10)
 	grace := 100 * time.Millisecond
 	d := h22dServe(t, cold, grace, 2*time.Second) // the engine's minute, shortened
-	device, cfg, sd, e, srv, socket, logBuf, stop, served := d.device, d.cfg, d.sd, d.e, d.srv, d.socket, d.log, d.stop, d.served
+	sd, e, srv, socket, logBuf, stop, served := d.sd, d.e, d.srv, d.socket, d.log, d.stop, d.served
 	bg := context.Background()
 
 	// Acknowledged through the daemon: written, fsynced, answered OK.
@@ -287,23 +311,7 @@ func TestH22dShutdownWithAReadStuckInTheDevice(t *testing.T) {
 
 	// The next daemon: the device opens, fsck finds no damage, and every
 	// fsynced byte is there.
-	dev2, err := zns.Open(device, zns.Options{})
-	if err != nil {
-		t.Fatalf("reopen the device: %v", err)
-	}
-	rep, err := engine.Fsck(dev2)
-	dev2.Close()
-	if err != nil {
-		t.Fatalf("fsck: %v", err)
-	}
-	if len(rep.Problems) > 0 {
-		t.Errorf("fsck after the shutdown: %q", rep.Problems)
-	}
-	e2, err := engine.Open(device, cfg)
-	if err != nil {
-		t.Fatalf("engine.Open after the shutdown: %v", err)
-	}
-	defer e2.Close()
+	e2 := d.reopen(t)
 	for _, want := range []struct {
 		name string
 		data []byte
@@ -367,7 +375,7 @@ func TestH22dShutdownWithAWriteStuckInTheDeviceThatEndsDuringClose(t *testing.T)
 	cold := h22dPattern(3, 64<<10)
 	grace := 100 * time.Millisecond
 	d := h22dServe(t, cold, grace, 0)
-	device, cfg, sd, e, socket, logBuf, stop, served := d.device, d.cfg, d.sd, d.e, d.socket, d.log, d.stop, d.served
+	sd, e, socket, logBuf, stop, served := d.sd, d.e, d.socket, d.log, d.stop, d.served
 	bg := context.Background()
 	c := dial(t, socket)
 	h, _, err := c.Open(bg, "cold", 0)
@@ -423,23 +431,7 @@ func TestH22dShutdownWithAWriteStuckInTheDeviceThatEndsDuringClose(t *testing.T)
 	}
 	c.Close()
 
-	dev2, err := zns.Open(device, zns.Options{})
-	if err != nil {
-		t.Fatalf("reopen the device: %v", err)
-	}
-	rep, err := engine.Fsck(dev2)
-	dev2.Close()
-	if err != nil {
-		t.Fatalf("fsck: %v", err)
-	}
-	if len(rep.Problems) > 0 {
-		t.Errorf("fsck after the shutdown: %q", rep.Problems)
-	}
-	e2, err := engine.Open(device, cfg)
-	if err != nil {
-		t.Fatalf("engine.Open after the shutdown: %v", err)
-	}
-	defer e2.Close()
+	e2 := d.reopen(t)
 	f, err := e2.Open("cold")
 	if err != nil {
 		t.Fatal(err)
