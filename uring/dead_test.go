@@ -15,18 +15,21 @@ import (
 // breakRing makes every later io_uring_enter on r fail for good, as if its
 // descriptor had gone bad: the descriptor now names /dev/null (the kernel
 // answers EOPNOTSUPP). The ring itself lives on in its mappings, so the
-// kernel still completes what it holds. A reaper already waiting inside
-// the kernel keeps waiting there until a completion arrives; one that is
-// not dies at its next wait. breakRing first gives the reaper the chance
-// to be inside (tests accept either outcome, but the first is the one
-// that shows whether anything else stops it).
+// kernel still completes what it holds, and a reaper waiting on the
+// completions' eventfd goes on delivering them. A reaper waiting inside
+// the kernel (waitInKernel) keeps waiting there until a completion
+// arrives; one that is not dies at its next wait.
+// breakRing first gives the reaper the chance to be inside (tests accept
+// either outcome, but the first is the one that shows whether anything
+// else stops it).
 func breakRing(t *testing.T, r *Ring) {
 	t.Helper()
 	buf := make([]byte, 1<<20)
 	waiting := func() bool {
 		n := runtime.Stack(buf, true)
 		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
-			if strings.Contains(g, "uring.(*Ring).reap(") && !strings.HasPrefix(g[strings.Index(g, "[")+1:], "syscall") {
+			state := g[strings.Index(g, "[")+1:]
+			if strings.Contains(g, "uring.(*Ring).reap(") && !strings.HasPrefix(state, "syscall") && !strings.HasPrefix(state, "IO wait") {
 				return false
 			}
 		}
@@ -44,6 +47,16 @@ func breakRing(t *testing.T, r *Ring) {
 	if err := unix.Dup3(int(null.Fd()), r.ring.RingFd(), unix.O_CLOEXEC); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waits are the reaper's two ways to wait for completions; the tests of a
+// broken ring run under both.
+var waits = []struct {
+	name string
+	opts Options
+}{
+	{"eventfd", Options{Entries: 8}},
+	{"in-kernel", Options{Entries: 8, waitInKernel: true}},
 }
 
 // pipeRead submits a read of 5 bytes from a new pipe: it stays in the
@@ -90,7 +103,16 @@ func waitOrHang(t *testing.T, r *Ring, w *Waiter, what string) Result {
 // late completion in someone else's Wait). The operation the kernel never
 // took completes with an error, and later submissions fail.
 func TestWaitNeverAbandonsAnOperation(t *testing.T) {
-	r, err := New(Options{Entries: 8})
+	for _, w := range waits {
+		t.Run(w.name, func(t *testing.T) {
+			opts := w.opts
+			testWaitNeverAbandonsAnOperation(t, opts)
+		})
+	}
+}
+
+func testWaitNeverAbandonsAnOperation(t *testing.T, opts Options) {
+	r, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +166,16 @@ func TestWaitNeverAbandonsAnOperation(t *testing.T) {
 // closes: the reaper stops without a submission (Close needed to submit a
 // NOP to stop it, and returned with the reaper still running).
 func TestCloseStopsTheReaperOfADeadRing(t *testing.T) {
-	r, err := New(Options{Entries: 8})
+	for _, w := range waits {
+		t.Run(w.name, func(t *testing.T) {
+			opts := w.opts
+			testCloseStopsTheReaperOfADeadRing(t, opts)
+		})
+	}
+}
+
+func testCloseStopsTheReaperOfADeadRing(t *testing.T, opts Options) {
+	r, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +212,16 @@ func TestCloseStopsTheReaperOfADeadRing(t *testing.T) {
 // fails for good fails every operation in flight, including one the kernel
 // still holds, and the ring refuses new ones (its waiters hung forever).
 func TestDeadReaperFailsEveryOperation(t *testing.T) {
-	r, err := New(Options{Entries: 8})
+	for _, w := range waits {
+		t.Run(w.name, func(t *testing.T) {
+			opts := w.opts
+			testDeadReaperFailsEveryOperation(t, opts)
+		})
+	}
+}
+
+func testDeadReaperFailsEveryOperation(t *testing.T, opts Options) {
+	r, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,6 +232,11 @@ func TestDeadReaperFailsEveryOperation(t *testing.T) {
 	g.Add(1)
 	_, _ = pipeRead(t, r, &g)
 	breakRing(t, r)
+	if r.cqEvents != nil {
+		// A broken ring does not stop a reaper waiting on the
+		// eventfd: fail its wait itself.
+		r.cqEvents.Close()
+	}
 	write1() // the reaper delivers it (if alive), then its next wait fails
 	if res := waitOrHang(t, r, w1, "completed read"); res.Res != 5 && !errors.Is(res.Err("read"), syscall.ECANCELED) {
 		t.Fatalf("completed read: %d (%v), want 5 or ECANCELED", res.Res, res.Err("read"))

@@ -12,7 +12,17 @@ import (
 // entry is held in the doorway while the others combine and the ring's
 // descriptor is broken under it.
 func TestFailedEntryFailsWhatOthersLeftToIt(t *testing.T) {
-	r, err := New(Options{Entries: 64})
+	for _, w := range waits {
+		t.Run(w.name, func(t *testing.T) {
+			opts := w.opts
+			opts.Entries = 64
+			testFailedEntryFailsWhatOthersLeftToIt(t, opts)
+		})
+	}
+}
+
+func testFailedEntryFailsWhatOthersLeftToIt(t *testing.T, opts Options) {
+	r, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
