@@ -49,14 +49,12 @@ func breakRing(t *testing.T, r *Ring) {
 	}
 }
 
-// waits are the reaper's two ways to wait for completions; the tests of a
-// broken ring run under both.
-var waits = []struct {
-	name string
-	opts Options
-}{
-	{"eventfd", Options{Entries: 8}},
-	{"in-kernel", Options{Entries: 8, waitInKernel: true}},
+// underEachWait runs test on a ring of entries under each of the reaper's
+// two ways to wait for completions: the tests of a broken ring run under
+// both.
+func underEachWait(t *testing.T, entries uint32, test func(*testing.T, Options)) {
+	t.Run("eventfd", func(t *testing.T) { test(t, Options{Entries: entries}) })
+	t.Run("in-kernel", func(t *testing.T) { test(t, Options{Entries: entries, waitInKernel: true}) })
 }
 
 // pipeRead submits a read of 5 bytes from a new pipe: it stays in the
@@ -103,12 +101,7 @@ func waitOrHang(t *testing.T, r *Ring, w *Waiter, what string) Result {
 // late completion in someone else's Wait). The operation the kernel never
 // took completes with an error, and later submissions fail.
 func TestWaitNeverAbandonsAnOperation(t *testing.T) {
-	for _, w := range waits {
-		t.Run(w.name, func(t *testing.T) {
-			opts := w.opts
-			testWaitNeverAbandonsAnOperation(t, opts)
-		})
-	}
+	underEachWait(t, 8, testWaitNeverAbandonsAnOperation)
 }
 
 func testWaitNeverAbandonsAnOperation(t *testing.T, opts Options) {
@@ -166,12 +159,7 @@ func testWaitNeverAbandonsAnOperation(t *testing.T, opts Options) {
 // closes: the reaper stops without a submission (Close needed to submit a
 // NOP to stop it, and returned with the reaper still running).
 func TestCloseStopsTheReaperOfADeadRing(t *testing.T) {
-	for _, w := range waits {
-		t.Run(w.name, func(t *testing.T) {
-			opts := w.opts
-			testCloseStopsTheReaperOfADeadRing(t, opts)
-		})
-	}
+	underEachWait(t, 8, testCloseStopsTheReaperOfADeadRing)
 }
 
 func testCloseStopsTheReaperOfADeadRing(t *testing.T, opts Options) {
@@ -212,12 +200,7 @@ func testCloseStopsTheReaperOfADeadRing(t *testing.T, opts Options) {
 // fails for good fails every operation in flight, including one the kernel
 // still holds, and the ring refuses new ones (its waiters hung forever).
 func TestDeadReaperFailsEveryOperation(t *testing.T) {
-	for _, w := range waits {
-		t.Run(w.name, func(t *testing.T) {
-			opts := w.opts
-			testDeadReaperFailsEveryOperation(t, opts)
-		})
-	}
+	underEachWait(t, 8, testDeadReaperFailsEveryOperation)
 }
 
 func testDeadReaperFailsEveryOperation(t *testing.T, opts Options) {

@@ -12,13 +12,7 @@ import (
 // entry is held in the doorway while the others combine and the ring's
 // descriptor is broken under it.
 func TestFailedEntryFailsWhatOthersLeftToIt(t *testing.T) {
-	for _, w := range waits {
-		t.Run(w.name, func(t *testing.T) {
-			opts := w.opts
-			opts.Entries = 64
-			testFailedEntryFailsWhatOthersLeftToIt(t, opts)
-		})
-	}
+	underEachWait(t, 64, testFailedEntryFailsWhatOthersLeftToIt)
 }
 
 func testFailedEntryFailsWhatOthersLeftToIt(t *testing.T, opts Options) {
