@@ -51,14 +51,17 @@ import (
 )
 
 // stuckReadDevice is a device whose reads, once armed, complete only
-// when released: a device that stopped answering reads.
+// when released: a device that stopped answering reads. With flushArmed,
+// its flushes do not return until released either (one that stopped
+// answering flushes); held is closed at the first held read or flush.
 type stuckReadDevice struct {
 	zns.Device
-	armed    atomic.Bool
-	held     chan struct{} // closed at the first held read
-	heldOnce sync.Once
-	rel      chan struct{}
-	relOnce  sync.Once
+	armed      atomic.Bool
+	flushArmed atomic.Bool
+	held       chan struct{} // closed at the first held read
+	heldOnce   sync.Once
+	rel        chan struct{}
+	relOnce    sync.Once
 }
 
 func newStuckReadDevice(d zns.Device) *stuckReadDevice {
@@ -71,6 +74,14 @@ func (d *stuckReadDevice) Read(off int64, buf []byte, c uring.Completion) error 
 	}
 	d.heldOnce.Do(func() { close(d.held) })
 	return d.Device.Read(off, buf, heldCompletion{c, d.rel})
+}
+
+func (d *stuckReadDevice) Flush() error {
+	if d.flushArmed.Load() {
+		d.heldOnce.Do(func() { close(d.held) })
+		<-d.rel
+	}
+	return d.Device.Flush()
 }
 
 func (d *stuckReadDevice) release() { d.relOnce.Do(func() { close(d.rel) }) }
