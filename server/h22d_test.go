@@ -58,7 +58,7 @@ type stuckReadDevice struct {
 	zns.Device
 	armed      atomic.Bool
 	flushArmed atomic.Bool
-	held       chan struct{} // closed at the first held read
+	held       chan struct{} // see above
 	heldOnce   sync.Once
 	rel        chan struct{}
 	relOnce    sync.Once
