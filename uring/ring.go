@@ -18,8 +18,11 @@
 //     it posts completions, in Go's netpoller like a socket's reader; a
 //     completion posted between the reaper's look at the queue and its
 //     wait has signaled the eventfd already, so the wait returns at once
-//     (the eventfd counts, and a read resets it). Where the kernel takes
-//     no eventfd the reaper waits in io_uring_enter.
+//     (the eventfd counts, and a read resets it). Completions the kernel
+//     put in its overflow list (the queue was full) signal nothing: the
+//     reaper looks for the overflow flag before it parks and enters the
+//     kernel to flush them. Where the kernel takes no eventfd the reaper
+//     waits in io_uring_enter.
 //   - Plugging belongs to the ring, as the kernel's belongs to the task:
 //     while any plug is held, prepared SQEs stay in the submission queue
 //     and are entered into the kernel together when the last plug is
@@ -665,6 +668,10 @@ func (r *Ring) sqeLocked(refuseClosed bool) (*giouring.SubmissionQueueEntry, err
 // sqMu held, just before the kernel is entered.
 var enterHook atomic.Pointer[func(*Ring)]
 
+// reapHook, if set (tests only), runs in the reaper after a pass that
+// delivered completions, before it advances the completion queue's head.
+var reapHook atomic.Pointer[func(*Ring)]
+
 // flushSQ publishes the prepared SQEs to the kernel (the SQ tail) and
 // returns how many it has not taken yet: liburing's __io_uring_flush_sq,
 // which giouring does not export. Under sqMu.
@@ -899,6 +906,9 @@ func (r *Ring) reap() {
 		r.reaped = 0
 		r.ring.ForEachCQE(r.dispatch)
 		if r.reaped > 0 {
+			if h := reapHook.Load(); h != nil {
+				(*h)(r)
+			}
 			r.ring.CQAdvance(r.reaped)
 		}
 		if r.stop {
@@ -908,14 +918,25 @@ func (r *Ring) reap() {
 			continue
 		}
 		r.waitEnters.Add(1)
-		if r.cqEvents != nil {
+		if r.cqEvents != nil && !r.ring.CQHasOverflow() {
 			if _, err := r.cqEvents.Read(r.cqBuf[:]); err != nil {
 				r.die(fmt.Errorf("uring: wait for completions: %w", err))
 				return
 			}
 			continue
 		}
-		_, err := r.ring.Enter(0, 1, giouring.EnterGetEvents, nil)
+		// In the kernel: no eventfd, or completions in the kernel's
+		// overflow list (the queue was full when they came), which an
+		// entry moves into the queue. No eventfd signal tells of those,
+		// nor of any completion after them: until the list is flushed
+		// the kernel overflows every new one too. The queue is empty
+		// here, so it cannot fill (and overflow) again before the
+		// completions that fill it have signaled the eventfd.
+		minComplete := uint32(1)
+		if r.cqEvents != nil {
+			minComplete = 0
+		}
+		_, err := r.ring.Enter(0, minComplete, giouring.EnterGetEvents, nil)
 		if err != nil && !errors.Is(err, syscall.EINTR) && !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.EBUSY) {
 			r.die(fmt.Errorf("uring: wait for completions: %w", err))
 			return
@@ -1067,7 +1088,16 @@ func completionEvents(gr *giouring.Ring) *os.File {
 		unix.Close(efd)
 		return nil
 	}
-	return os.NewFile(uintptr(efd), "io_uring completions")
+	f := os.NewFile(uintptr(efd), "io_uring completions")
+	// A file the netpoller did not take (its epoll registration
+	// failed) has no deadlines, and its Read would return EAGAIN on an
+	// empty eventfd instead of parking: wait in the kernel then.
+	if err := f.SetReadDeadline(time.Time{}); err != nil {
+		gr.UnregisterEventFd(efd)
+		f.Close()
+		return nil
+	}
+	return f
 }
 
 // unmap releases the ring's memory and descriptor.
