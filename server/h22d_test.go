@@ -214,27 +214,9 @@ func TestH22dShutdownWithAReadStuckInTheDevice(t *testing.T) {
 	// Acknowledged through the daemon: written, fsynced, answered OK.
 	w := dial(t, socket)
 	acked := h22dPattern(9, 1<<20+4096)
-	ha, _, err := w.Open(bg, "acked", OpenCreate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for off := 0; off < len(acked); off += 256 << 10 {
-		end := min(off+256<<10, len(acked))
-		if _, err := w.WriteAt(bg, ha, acked[off:end], int64(off)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Fsync(bg, ha); err != nil {
-		t.Fatal(err)
-	}
+	h22dWrite(t, w, "acked", acked, true)
 	// Written, never fsynced: the closing writeback makes it durable.
-	hd, _, err := w.Open(bg, "dirty", OpenCreate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.WriteAt(bg, hd, h22dPattern(5, 64<<10), 0); err != nil {
-		t.Fatal(err)
-	}
+	h22dWrite(t, w, "dirty", h22dPattern(5, 64<<10), false)
 
 	r := dial(t, socket)
 	hc, _, err := r.Open(bg, "cold", 0)
@@ -323,33 +305,60 @@ func TestH22dShutdownWithAReadStuckInTheDevice(t *testing.T) {
 	// The next daemon: the device opens, fsck finds no damage, and every
 	// fsynced byte is there.
 	e2 := d.reopen(t)
-	for _, want := range []struct {
-		name string
-		data []byte
-	}{{"acked", acked}, {"cold", cold}, {"dirty", h22dPattern(5, 64<<10)}} {
-		f, err := e2.Open(want.name)
+	h22dCheckFiles(t, e2, map[string][]byte{"acked": acked, "cold": cold, "dirty": h22dPattern(5, 64<<10)})
+}
+
+// h22dCheckFiles checks that each named file of e holds exactly its
+// bytes, as acknowledged before the restart.
+func h22dCheckFiles(t *testing.T, e *engine.Engine, files map[string][]byte) {
+	t.Helper()
+	for name, data := range files {
+		f, err := e.Open(name)
 		if err != nil {
-			t.Errorf("%s after restart: %v", want.name, err)
+			t.Errorf("%s after restart: %v", name, err)
 			continue
 		}
-		got := make([]byte, len(want.data)+4096)
+		got := make([]byte, len(data)+4096)
 		n, err := f.ReadAt(got, 0)
 		if err != nil && !errors.Is(err, io.EOF) {
-			t.Errorf("%s after restart: read: %v", want.name, err)
+			t.Errorf("%s after restart: read: %v", name, err)
 		}
 		got = got[:n]
-		if n != len(want.data) {
-			t.Errorf("%s after restart: %d bytes, want the %d acknowledged", want.name, n, len(want.data))
+		if n != len(data) {
+			t.Errorf("%s after restart: %d bytes, want the %d acknowledged", name, n, len(data))
 		}
-		for b := 0; b < min(n, len(want.data)); b += 4096 {
-			end := min(b+4096, n, len(want.data))
-			if !bytes.Equal(got[b:end], want.data[b:end]) {
-				t.Errorf("%s after restart: block at %d differs from what was acknowledged", want.name, b)
+		for b := 0; b < min(n, len(data)); b += 4096 {
+			end := min(b+4096, n, len(data))
+			if !bytes.Equal(got[b:end], data[b:end]) {
+				t.Errorf("%s after restart: block at %d differs from what was acknowledged", name, b)
 				break
 			}
 		}
 		f.Close()
 	}
+}
+
+// h22dWrite opens (creating) name through c and writes data to it in
+// 256 KiB requests, then fsyncs it if sync; it returns the handle.
+func h22dWrite(t *testing.T, c *Client, name string, data []byte, sync bool) uint32 {
+	t.Helper()
+	bg := context.Background()
+	h, _, err := c.Open(bg, name, OpenCreate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := 0; off < len(data); off += 256 << 10 {
+		end := min(off+256<<10, len(data))
+		if _, err := c.WriteAt(bg, h, data[off:end], int64(off)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sync {
+		if err := c.Fsync(bg, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h
 }
 
 // syncBuffer is a bytes.Buffer safe for the logger's goroutines.

@@ -17,10 +17,7 @@ package server
 // be killed), and it is released only when the test ends. About 8 s.
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -36,24 +33,8 @@ func TestH23ShutdownWithAnFsyncStuckInTheDeviceFlush(t *testing.T) {
 	c := dial(t, d.socket)
 	defer c.Close()
 	acked := h22dPattern(9, 256<<10)
-	ha, _, err := c.Open(bg, "acked", OpenCreate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.WriteAt(bg, ha, acked, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Fsync(bg, ha); err != nil {
-		t.Fatal(err)
-	}
-
-	hp, _, err := c.Open(bg, "pending", OpenCreate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.WriteAt(bg, hp, h22dPattern(5, 64<<10), 0); err != nil {
-		t.Fatal(err)
-	}
+	h22dWrite(t, c, "acked", acked, true)
+	hp := h22dWrite(t, c, "pending", h22dPattern(5, 64<<10), false)
 	sd.flushArmed.Store(true)
 	synced := make(chan error, 1)
 	go func() { synced <- c.Fsync(bg, hp) }()
@@ -102,23 +83,5 @@ func TestH23ShutdownWithAnFsyncStuckInTheDeviceFlush(t *testing.T) {
 
 	// The next daemon, as after a power cut of the stalled one.
 	e2 := d.reopen(t)
-	for _, want := range []struct {
-		name string
-		data []byte
-	}{{"acked", acked}, {"cold", cold}} {
-		f, err := e2.Open(want.name)
-		if err != nil {
-			t.Errorf("%s after restart: %v", want.name, err)
-			continue
-		}
-		got := make([]byte, len(want.data)+4096)
-		n, err := f.ReadAt(got, 0)
-		if err != nil && !errors.Is(err, io.EOF) {
-			t.Errorf("%s after restart: read: %v", want.name, err)
-		}
-		if n != len(want.data) || !bytes.Equal(got[:n], want.data) {
-			t.Errorf("%s after restart: %d bytes, not the %d fsynced before the stall", want.name, n, len(want.data))
-		}
-		f.Close()
-	}
+	h22dCheckFiles(t, e2, map[string][]byte{"acked": acked, "cold": cold})
 }

@@ -14,9 +14,15 @@ import (
 // sqMu released) wait in the doorway: in is closed once it waits, and it
 // goes on when release is closed.
 func holdFirstEntry(t *testing.T, r *Ring) (in, release chan struct{}) {
+	return holdFirst(t, r, &enterHook)
+}
+
+// holdFirst sets hook (enterHook or reapHook) so that its first call for
+// r closes in and waits for release; the test's end unsets it.
+func holdFirst(t *testing.T, r *Ring, hook *atomic.Pointer[func(*Ring)]) (in, release chan struct{}) {
 	in, release = make(chan struct{}), make(chan struct{})
 	held := false
-	hook := func(hr *Ring) {
+	f := func(hr *Ring) {
 		if hr != r || held {
 			return
 		}
@@ -24,8 +30,8 @@ func holdFirstEntry(t *testing.T, r *Ring) (in, release chan struct{}) {
 		close(in)
 		<-release
 	}
-	enterHook.Store(&hook)
-	t.Cleanup(func() { enterHook.Store(nil) })
+	hook.Store(&f)
+	t.Cleanup(func() { hook.Store(nil) })
 	return in, release
 }
 

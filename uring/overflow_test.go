@@ -26,18 +26,7 @@ func testOverflowedCompletionIsDelivered(t *testing.T, opts Options) {
 	// No watchdog: its cancel's entry would flush the overflow 5 s on.
 	opts.StuckAfter = time.Hour
 	r := newRing(t, opts)
-	in, release := make(chan struct{}), make(chan struct{})
-	held := false
-	hook := func(hr *Ring) {
-		if hr != r || held {
-			return
-		}
-		held = true
-		close(in)
-		<-release
-	}
-	reapHook.Store(&hook)
-	defer reapHook.Store(nil)
+	in, release := holdFirst(t, r, &reapHook)
 
 	var g Group
 	n := r.Slots() // as many as the completion queue holds
