@@ -77,7 +77,7 @@ var engineMetrics = []metric{
 
 	counter("uring_sqes_total", "Operations submitted to io_uring.", func(s *engine.Stats) float64 { return float64(s.Ring.SQEs) }),
 	counter("uring_submit_enters_total", "io_uring_enter calls that submitted.", func(s *engine.Stats) float64 { return float64(s.Ring.SubmitEnters) }),
-	counter("uring_wait_enters_total", "io_uring_enter calls that only waited.", func(s *engine.Stats) float64 { return float64(s.Ring.WaitEnters) }),
+	counter("uring_wait_enters_total", "Times the ring's reaper waited for completions (on its eventfd in the netpoller, or in io_uring_enter).", func(s *engine.Stats) float64 { return float64(s.Ring.WaitEnters) }),
 	counter("uring_completions_total", "io_uring completions delivered.", func(s *engine.Stats) float64 { return float64(s.Ring.Completions) }),
 }
 
