@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/internal/syncbuf"
 	"github.com/zonefold/zonefold/uring"
 	"github.com/zonefold/zonefold/zns"
 )
@@ -117,7 +118,7 @@ type h22dServing struct {
 	e      *engine.Engine
 	srv    *Server
 	socket string
-	log    *syncBuffer
+	log    *syncbuf.Buffer
 	stop   context.CancelFunc // SIGTERM
 	served chan error         // Serve's result
 }
@@ -132,7 +133,7 @@ func h22dServe(t *testing.T, cold []byte, grace, drain time.Duration) *h22dServi
 		device: fmt.Sprintf("emu:%s?zone_size=4M&zones=32", filepath.Join(t.TempDir(), "dev")),
 		cfg:    engine.Config{CacheBytes: 16 << 20, DirtyLimit: 8 << 20},
 		socket: filepath.Join(t.TempDir(), "zf.sock"),
-		log:    &syncBuffer{},
+		log:    &syncbuf.Buffer{},
 		served: make(chan error, 1),
 	}
 	dev, err := zns.Open(d.device, zns.Options{})
@@ -359,24 +360,6 @@ func h22dWrite(t *testing.T, c *Client, name string, data []byte, sync bool) uin
 		}
 	}
 	return h
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // A write stuck on the device (a partial block of a cold file, whose
