@@ -447,6 +447,9 @@ func New(opts Options) (*Ring, error) {
 	r.sqMu.Unlock()
 	if err != nil {
 		unix.Close(efd)
+		if r.cqEvents != nil {
+			r.cqEvents.Close()
+		}
 		r.unmap()
 		return nil, fmt.Errorf("uring: arm the wake-up read: %w", err)
 	}
