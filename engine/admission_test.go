@@ -124,7 +124,7 @@ func TestAdmissionAfterRemovals(t *testing.T) {
 	removed := 0
 	for i, f := range first {
 		if i%2 == 0 {
-			if err := e.Remove(f.Name()); err != nil {
+			if err := closeAndRemove(e, f); err != nil {
 				t.Fatal(err)
 			}
 			removed++
@@ -231,7 +231,7 @@ func TestRemovedRoomComesBack(t *testing.T) {
 			removed := 0
 			for i, f := range first {
 				if shape == "every-other" && i%2 == 0 || shape == "open-zones" && inOpenZone(e, f) {
-					if err := e.Remove(f.Name()); err != nil {
+					if err := closeAndRemove(e, f); err != nil {
 						t.Fatal(err)
 					}
 					removed++
@@ -422,4 +422,14 @@ func TestAdmissionBigWriteCountedOnce(t *testing.T) {
 	if err := g.Sync(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// closeAndRemove closes f and removes it: a file removed while open keeps
+// its data until its last close, as an unlinked one does.
+func closeAndRemove(e *Engine, f *File) error {
+	name := f.Name()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return e.Remove(name)
 }

@@ -149,6 +149,7 @@ func TestGCWaitsForVictimReadersWithoutPolling(t *testing.T) {
 		if err := h.Sync(); err != nil {
 			t.Fatal(err)
 		}
+		h.Close() // a removed file's data stays while it is open
 	}
 	if err := e.Remove("a"); err != nil {
 		t.Fatal(err)

@@ -284,7 +284,7 @@ type file struct {
 	// useReserved: the file's writes may take the space SetReserved
 	// keeps.
 	useReserved atomic.Bool
-	gone        bool // removed: its data is garbage
+	gone        bool // dropped (removed with no handle open, or at its last close since): its data is garbage
 	// cached is the file's state in the cache (cache.File), made by its
 	// first access (Engine.cacheFile) under mu while not gone: every
 	// access of the file goes through it, and dropFile's Forget leaves
@@ -299,6 +299,12 @@ type file struct {
 	// renamed since (openHandle and Rename clear it: the file is the
 	// opener's or the renamer's).
 	unlinkAtClose atomic.Bool
+	// unnamed: removed or renamed over (durably: the namespace no longer
+	// has it, and recovery drops it) while handles had it open. As on a
+	// kernel file system, those handles keep working, its data stays
+	// live, and the close that leaves it without handles drops it
+	// (dropUnnamed). Set under nsMu; checkpoints leave it out.
+	unnamed atomic.Bool
 	// written is the bytes clients wrote to the file since born, the
 	// engine's host byte count when it was created (or the engine
 	// opened): GC sorts its copies by the file's temperature from them.

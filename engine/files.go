@@ -221,13 +221,65 @@ func (e *Engine) openHandle(f *file, trunc bool) (*File, error) {
 // returned: if it was the last, a RemoveUnused waiting for it removes
 // the file, as File.Close would.
 func (e *Engine) dropHandle(f *file) {
-	if f.handles.Add(-1) == 0 && f.unlinkAtClose.Load() {
+	if f.handles.Add(-1) == 0 {
+		e.lastClosed(f)
+	}
+}
+
+// lastClosed is what the close that leaves f without handles owes: the
+// drop of a file removed while open, or the removal RemoveUnused asked
+// for.
+func (e *Engine) lastClosed(f *file) {
+	if f.unnamed.Load() {
+		e.dropUnnamed(f)
+	} else if f.unlinkAtClose.Load() {
 		e.removeAtClose(f)
 	}
 }
 
-// Remove deletes a file, durably when it returns; its data becomes
-// garbage for GC. Open handles to it fail from then on.
+// unlink takes f, whose name the namespace has just lost (removed, or
+// renamed over), out of it: at once if no handle has it open (true: the
+// caller then calls forgetCached without nsMu), otherwise at its last
+// close. nsMu is held. f is marked unnamed before its handles are
+// counted, and a close counts its handle off before it looks at the
+// mark, so one of the two sees the other and drops f (dropUnnamed drops
+// it once).
+func (e *Engine) unlink(f *file) bool {
+	f.unnamed.Store(true)
+	if f.handles.Load() > 0 {
+		return false
+	}
+	e.dropFile(f)
+	return true
+}
+
+// dropUnnamed drops f, unnamed while open, once no handle has it open.
+// Nothing is logged: the remove or rename that unnamed it was, and
+// recovery drops the file by it (records of the file after it map
+// nothing).
+func (e *Engine) dropUnnamed(f *file) {
+	if err := e.enter(); err != nil {
+		return // closing: the restart drops it (its remove was logged)
+	}
+	defer e.leave()
+	e.nsMu.Lock()
+	f.mu.RLock()
+	gone := f.gone
+	f.mu.RUnlock()
+	if gone || f.handles.Load() > 0 {
+		e.nsMu.Unlock()
+		return
+	}
+	e.dropFile(f)
+	e.nsMu.Unlock()
+	e.forgetCached(f)
+}
+
+// Remove deletes a file's name, durably when it returns. As an unlink on
+// a kernel file system, handles that have it open keep working (reads,
+// writes, fsync, truncate) and its data stays until the last of them
+// closes; then (at once if none has it open) its data becomes garbage
+// for GC. A crash meanwhile loses the file, as it would an unlinked one.
 func (e *Engine) Remove(name string) error { return e.remove(name, true, false) }
 
 // ErrInUse is RemoveUnused's answer for a file some handle has open.
@@ -283,15 +335,14 @@ func (e *Engine) remove(name string, durable, unused bool) (err error) {
 
 // removeLocked removes f, named name, with nsMu held, which it releases.
 func (e *Engine) removeLocked(name string, f *file, durable bool) error {
-	applied := false
+	dropped := false
 	err := e.appendOp(nsOp{kind: opRemove, file: f.id}, durable, func() {
 		delete(e.byName, name)
 		e.nsBytes -= nsEntryLen(name)
-		e.dropFile(f)
-		applied = true
+		dropped = e.unlink(f)
 	})
 	e.nsMu.Unlock()
-	if applied {
+	if dropped {
 		e.forgetCached(f)
 	}
 	return err
@@ -400,14 +451,17 @@ func (e *Engine) cacheFile(f *file) (cache.File, error) {
 	return cf, nil
 }
 
-// removed reports whether f was removed (or renamed over).
+// removed reports whether f was dropped: removed (or renamed over) with
+// no handle open, or at its last close since.
 func (f *file) removed() bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.gone
 }
 
-// Rename renames a file, replacing newName if it exists.
+// Rename renames a file, replacing newName if it exists. A replaced file
+// goes as with Remove: handles that have it open keep it until they
+// close.
 func (e *Engine) Rename(oldName, newName string) error {
 	if err := CheckName(newName); err != nil {
 		return err
@@ -445,7 +499,7 @@ func (e *Engine) Rename(oldName, newName string) error {
 			return fmt.Errorf("engine: rename %q: %w", oldName, err)
 		}
 	}
-	applied := false
+	victimDropped := false
 	err := e.appendOp(nsOp{kind: opRename, file: f.id, name: newName}, true, func() {
 		delete(e.byName, oldName)
 		e.byName[newName] = f
@@ -455,12 +509,11 @@ func (e *Engine) Rename(oldName, newName string) error {
 		f.mu.Unlock()
 		f.unlinkAtClose.Store(false) // the renamer's now, as an open's
 		if victim != nil {
-			e.dropFile(victim)
+			victimDropped = e.unlink(victim)
 		}
-		applied = true
 	})
 	e.nsMu.Unlock()
-	if applied && victim != nil {
+	if victimDropped {
 		e.forgetCached(victim)
 	}
 	return err
@@ -533,8 +586,8 @@ func (h *File) Name() string {
 func (h *File) Stat() FileInfo { return h.f.info() }
 
 // Fstat is Stat for a client's handle: like every other operation on
-// it, it fails with fs.ErrNotExist once the file was removed or renamed
-// over, and with fs.ErrClosed once the handle is closed.
+// it, it fails with fs.ErrClosed once the handle is closed (a file
+// removed or renamed over meanwhile is still the handle's: see Remove).
 func (h *File) Fstat() (FileInfo, error) {
 	if err := h.check(); err != nil {
 		return FileInfo{}, err
@@ -1553,9 +1606,7 @@ func (h *File) Close() error {
 		return fmt.Errorf("engine: file %q: %w", h.Name(), fs.ErrClosed)
 	}
 	if h.f.handles.Add(-1) == 0 {
-		if h.f.unlinkAtClose.Load() {
-			h.e.removeAtClose(h.f)
-		}
+		h.e.lastClosed(h.f)
 		h.e.finishTail(h.f)
 	}
 	return nil

@@ -40,8 +40,10 @@ func TestAdmissionReportsGCDeviceErrorNotENOSPC(t *testing.T) {
 	const size = 100000
 	// Distinct files, fsynced, until the device refuses one: nothing
 	// is garbage yet, so GC can free nothing.
-	names := fillWithFilesKept(t, e, size, true)
-	// A file removed: GC could now make room by collecting its zone.
+	names, open := fillWithFilesKept(t, e, size, true)
+	// A file removed (and closed: its data stays while it is open): GC
+	// could now make room by collecting its zone.
+	open[0].Close()
 	if err := e.Remove(names[0]); err != nil {
 		t.Fatal(err)
 	}

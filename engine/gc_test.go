@@ -447,7 +447,7 @@ func TestGCCountsCopiedVictims(t *testing.T) {
 		return h
 	}
 	b := write("b", 600<<10)
-	write("a", 600<<10)
+	a := write("a", 600<<10)
 	// Half of b's first zone becomes garbage: the least valid full zone.
 	if _, err := b.WriteAt(bytes.Repeat([]byte("B"), 128<<10), 0); err != nil {
 		t.Fatal(err)
@@ -461,6 +461,7 @@ func TestGCCountsCopiedVictims(t *testing.T) {
 	if st := e.Stats(); st.GCResets != 1 || st.GCCopied != 1 || st.GCWritten == 0 {
 		t.Fatalf("after collecting a half-valid zone: %d resets, %d copied, %d bytes relocated; want 1, 1, some", st.GCResets, st.GCCopied, st.GCWritten)
 	}
+	a.Close() // a removed file's data stays while it is open
 	if err := e.Remove("a"); err != nil {
 		t.Fatal(err)
 	}

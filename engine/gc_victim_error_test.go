@@ -75,14 +75,15 @@ func removeOneFromZones(t *testing.T, e *Engine, names []string, most int) int {
 // until the device refuses one with ENOSPC (that one is removed), and
 // returns their names: nothing on the device is garbage.
 func fillWithFiles(t *testing.T, e *Engine, size int) []string {
-	return fillWithFilesKept(t, e, size, false)
+	names, _ := fillWithFilesKept(t, e, size, false)
+	return names
 }
 
 // fillWithFilesKept is fillWithFiles; with keepOpen it leaves each file's
-// handle open (a close finishes a short tail, which changes what GC sees).
-func fillWithFilesKept(t *testing.T, e *Engine, size int, keepOpen bool) []string {
+// handle open (a close finishes a short tail, which changes what GC sees)
+// and returns the handles too.
+func fillWithFilesKept(t *testing.T, e *Engine, size int, keepOpen bool) (names []string, open []*File) {
 	t.Helper()
-	var names []string
 	for i := 0; ; i++ {
 		if i == 200 {
 			t.Fatal("the device took 200 files without filling")
@@ -97,15 +98,18 @@ func fillWithFilesKept(t *testing.T, e *Engine, size int, keepOpen bool) []strin
 			if !errors.Is(err, ErrNoSpace) {
 				t.Fatalf("filling the device: %v, want ENOSPC", err)
 			}
+			f.Close() // a removed file's data stays while it is open
 			if err := e.Remove(name); err != nil {
 				t.Fatal(err)
 			}
 			break
 		}
-		if !keepOpen {
+		if keepOpen {
+			open = append(open, f)
+		} else {
 			f.Close()
 		}
 		names = append(names, name)
 	}
-	return names
+	return names, open
 }

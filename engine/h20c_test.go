@@ -107,7 +107,7 @@ func TestH20cPrefetchAcrossRemoveLeavesRemovedFileCached(t *testing.T) {
 	// worker's Prefetch blocks in its device read.
 	f.readAhead(0, 128*K, 2<<20)
 	h20cWait(t, g.entered, "the readahead window's device read")
-	if err := e.Remove("a"); err != nil {
+	if err := closeAndRemove(e, f); err != nil { // the last close drops it
 		t.Fatal(err)
 	}
 	close(g.release)
@@ -139,7 +139,7 @@ func TestWriteAcrossRemoveLeavesNothingCached(t *testing.T) {
 	// the cache: the remove comes between the handle's check and the
 	// cache's write.
 	testHookWritePiece = func(e *Engine) {
-		once.Do(func() { removed <- e.Remove("a") })
+		once.Do(func() { removed <- closeAndRemove(e, f) }) // the last close drops it
 	}
 	t.Cleanup(func() { testHookWritePiece = nil })
 	data := bytes.Repeat([]byte("after rm"), 8192)

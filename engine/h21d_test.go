@@ -61,7 +61,7 @@ func h21dTruncateRacingRemove(t *testing.T) (e *Engine, f *File, terr, rerr erro
 	var once sync.Once
 	removed := make(chan error, 1)
 	testHookTruncateTail = func(e *Engine) {
-		once.Do(func() { removed <- e.Remove("a") })
+		once.Do(func() { removed <- closeAndRemove(e, f) }) // the last close drops it
 	}
 	t.Cleanup(func() { testHookTruncateTail = nil })
 	done := make(chan error, 1)

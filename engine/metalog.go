@@ -860,6 +860,12 @@ func (e *Engine) finishMetaHalf(h int) error {
 func (e *Engine) snapshot() *checkpointState {
 	c := &checkpointState{seq: e.seq.Add(1), nextID: e.nextID, zoneWP: map[int]int64{}}
 	for _, f := range e.byID {
+		if f.unnamed.Load() {
+			// Removed while open: its remove, logged below this
+			// number, drops it at recovery; its data is the open
+			// handles' until they close.
+			continue
+		}
 		f.mu.RLock()
 		cf := ckptFile{id: f.id, name: f.name, size: f.carriedSize(), ext: make([]extent, 0, f.ext.count())}
 		f.ext.each(func(x extent) bool { cf.ext = append(cf.ext, x); return true })

@@ -53,9 +53,10 @@
 // linked before; Pebble's open deletes unreferenced tables). Unlike a kernel file
 // system or vfs.NewMem, a path is at most engine.MaxNameLen (255) bytes
 // as a whole, not per component (a longer one fails Create and MkdirAll
-// with the engine's invalid-name error), and a handle of a file that is
-// removed or renamed over fails its reads and writes from then on
-// (Pebble deletes a file only once nothing reads it).
+// with the engine's invalid-name error). A handle of a file that is
+// removed, renamed over or created over keeps that file, unnamed, until
+// it closes, as on a kernel file system (Create replaces the file, as
+// vfs.NewMem's does, rather than truncating it).
 //
 // Write-life hints: files are created with the engine's write-life hint
 // their Pebble category implies (the WAL short, flushed tables medium,
@@ -186,7 +187,7 @@ func (y *FS) underFile(name string) bool {
 }
 
 // Create implements vfs.FS: it makes a new, empty file, removing one of
-// that name first (open handles to it fail from then on).
+// that name first (open handles keep that one until they close).
 func (y *FS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	n := clean(name)
 	if err := y.checkPlace("create", n); err != nil {

@@ -71,7 +71,6 @@ func TestH19bDifferentialCrashSweep(t *testing.T) {
 					h.osf.Close()
 				}
 				d.hs = nil
-				d.removed = map[int]bool{}
 				p = startH19bProc(t, device, socket)
 				for i, c := range d.clients {
 					c.Close()

@@ -17,8 +17,8 @@ import (
 
 // h19b differential harness: the same operations through the daemon's
 // Go client and through the os package on a local directory, with the
-// differences docs/protocol.md documents modelled (a removed file's
-// handles fail with ENOENT).
+// differences docs/protocol.md documents modelled. A file removed or
+// renamed over while open stays its handles', as on the os side.
 
 type h19bHandle struct {
 	client int
@@ -29,23 +29,21 @@ type h19bHandle struct {
 }
 
 type h19bDiff struct {
-	t         testing.TB
-	ctx       context.Context
-	dir       string
-	clients   []*Client
-	hs        []*h19bHandle // open handles
-	nameIno   map[string]int
-	removed   map[int]bool // inodes removed by name (docs: handles get ENOENT)
-	nextIno   int
-	log       []string
-	rng       *rand.Rand
-	fstatGone []string
-	syncAll   bool // fsync after every change to a file's bytes or size
+	t       testing.TB
+	ctx     context.Context
+	dir     string
+	clients []*Client
+	hs      []*h19bHandle // open handles
+	nameIno map[string]int
+	nextIno int
+	log     []string
+	rng     *rand.Rand
+	syncAll bool // fsync after every change to a file's bytes or size
 }
 
 func newH19bDiff(t testing.TB, socket string, nclients int, seed int64) *h19bDiff {
 	d := &h19bDiff{t: t, ctx: context.Background(), dir: t.TempDir(),
-		nameIno: map[string]int{}, removed: map[int]bool{}, rng: rand.New(rand.NewSource(seed))}
+		nameIno: map[string]int{}, rng: rand.New(rand.NewSource(seed))}
 	for i := range nclients {
 		if i == 2 {
 			d.clients = append(d.clients, dialFraming(t, socket))
@@ -145,27 +143,15 @@ func (d *h19bDiff) open(ci int, name string, flags uint8) *h19bHandle {
 	return h
 }
 
-func (d *h19bDiff) wantGone(h *h19bHandle) int {
-	if d.removed[h.ino] {
-		return int(syscall.ENOENT)
-	}
-	return 0
-}
-
 func (d *h19bDiff) write(h *h19bHandle, off int64, p []byte) {
 	d.t.Helper()
 	d.note("c%d h%d(%.20q#%d) write off %d len %d", h.client, h.zh, h.name, h.ino, off, len(p))
 	zn, zerr := d.clients[h.client].WriteAt(d.ctx, h.zh, p, off)
-	var on int
-	var oerr error
-	want := d.wantGone(h)
-	if want == 0 {
-		on, oerr = h.osf.WriteAt(p, off)
-	}
-	if d.checkErr(fmt.Sprintf("write h%d off %d len %d", h.zh, off, len(p)), zerr, oerr, want) && zn != on {
+	on, oerr := h.osf.WriteAt(p, off)
+	if d.checkErr(fmt.Sprintf("write h%d off %d len %d", h.zh, off, len(p)), zerr, oerr, 0) && zn != on {
 		d.fail("write: zonefold wrote %d, os %d", zn, on)
 	}
-	if d.syncAll && want == 0 {
+	if d.syncAll {
 		d.fsync(h)
 	}
 }
@@ -175,16 +161,8 @@ func (d *h19bDiff) read(h *h19bHandle, off int64, n int) {
 	d.note("c%d h%d(%.20q#%d) read off %d len %d", h.client, h.zh, h.name, h.ino, off, n)
 	zb, ob := make([]byte, n), make([]byte, n)
 	zn, zerr := d.clients[h.client].ReadAt(d.ctx, h.zh, zb, off)
-	var on int
-	var oerr error
-	want := d.wantGone(h)
-	if want == 0 {
-		on, oerr = h.osf.ReadAt(ob, off)
-	}
-	if !d.checkErr(fmt.Sprintf("read h%d off %d len %d", h.zh, off, n), zerr, oerr, want) && want == 0 && errnoOf(zerr) != -1 {
-		return
-	}
-	if want != 0 {
+	on, oerr := h.osf.ReadAt(ob, off)
+	if !d.checkErr(fmt.Sprintf("read h%d off %d len %d", h.zh, off, n), zerr, oerr, 0) && errnoOf(zerr) != -1 {
 		return
 	}
 	if zn != on {
@@ -211,13 +189,9 @@ func (d *h19bDiff) truncate(h *h19bHandle, size int64) {
 	d.t.Helper()
 	d.note("c%d h%d(%.20q#%d) truncate %d", h.client, h.zh, h.name, h.ino, size)
 	zerr := d.clients[h.client].Truncate(d.ctx, h.zh, size)
-	var oerr error
-	want := d.wantGone(h)
-	if want == 0 {
-		oerr = h.osf.Truncate(size)
-	}
-	d.checkErr(fmt.Sprintf("truncate h%d %d", h.zh, size), zerr, oerr, want)
-	if d.syncAll && want == 0 {
+	oerr := h.osf.Truncate(size)
+	d.checkErr(fmt.Sprintf("truncate h%d %d", h.zh, size), zerr, oerr, 0)
+	if d.syncAll {
 		d.fsync(h)
 	}
 }
@@ -226,12 +200,8 @@ func (d *h19bDiff) fsync(h *h19bHandle) {
 	d.t.Helper()
 	d.note("c%d h%d(%.20q#%d) fsync", h.client, h.zh, h.name, h.ino)
 	zerr := d.clients[h.client].Fsync(d.ctx, h.zh)
-	var oerr error
-	want := d.wantGone(h)
-	if want == 0 {
-		oerr = h.osf.Sync()
-	}
-	d.checkErr(fmt.Sprintf("fsync h%d", h.zh), zerr, oerr, want)
+	oerr := h.osf.Sync()
+	d.checkErr(fmt.Sprintf("fsync h%d", h.zh), zerr, oerr, 0)
 }
 
 func (d *h19bDiff) fstat(h *h19bHandle) {
@@ -241,17 +211,8 @@ func (d *h19bDiff) fstat(h *h19bHandle) {
 	c.mu.Lock()
 	r, zerr := c.call(d.ctx, Request{Op: OpFstat, Handle: h.zh})
 	c.mu.Unlock()
-	if d.removed[h.ino] {
-		d.fstatGone = append(d.fstatGone, fmt.Sprintf("%v size %d", zerr, r.Val))
-		return
-	}
-	want := 0
-	var oerr error
-	var fi os.FileInfo
-	if want == 0 {
-		fi, oerr = h.osf.Stat()
-	}
-	if d.checkErr(fmt.Sprintf("fstat h%d", h.zh), zerr, oerr, want) && want == 0 && int64(r.Val) != fi.Size() {
+	fi, oerr := h.osf.Stat()
+	if d.checkErr(fmt.Sprintf("fstat h%d", h.zh), zerr, oerr, 0) && int64(r.Val) != fi.Size() {
 		d.fail("fstat h%d: zonefold size %d, os %d", h.zh, r.Val, fi.Size())
 	}
 }
@@ -272,16 +233,13 @@ func (d *h19bDiff) zeroLen(h *h19bHandle, op Op, off int64) {
 	d.t.Helper()
 	d.note("c%d h%d(%.20q#%d) %s len 0 off %d", h.client, h.zh, h.name, h.ino, op, off)
 	r, zerr := d.raw(h, op, off, 0)
-	want := d.wantGone(h)
 	var oerr error
-	if want == 0 {
-		if op == OpWrite {
-			_, oerr = h.osf.WriteAt(nil, off)
-		} else {
-			_, oerr = h.osf.ReadAt(nil, off)
-		}
+	if op == OpWrite {
+		_, oerr = h.osf.WriteAt(nil, off)
+	} else {
+		_, oerr = h.osf.ReadAt(nil, off)
 	}
-	if d.checkErr(fmt.Sprintf("%s len 0 h%d off %d", op, h.zh, off), zerr, oerr, want) && r.Val != 0 {
+	if d.checkErr(fmt.Sprintf("%s len 0 h%d off %d", op, h.zh, off), zerr, oerr, 0) && r.Val != 0 {
 		d.fail("%s len 0: val %d", op, r.Val)
 	}
 }
@@ -306,7 +264,6 @@ func (d *h19bDiff) remove(ci int, name string) {
 	zerr := d.clients[ci].Remove(d.ctx, name)
 	oerr := os.Remove(filepath.Join(d.dir, name))
 	if d.checkErr(fmt.Sprintf("remove %.20q", name), zerr, oerr, 0) {
-		d.removed[d.nameIno[name]] = true
 		delete(d.nameIno, name)
 	}
 }
@@ -321,12 +278,8 @@ func (d *h19bDiff) rename(ci int, a, b string) {
 		want = int(syscall.ENAMETOOLONG) // checked before the lookups: any order is fine
 	}
 	if d.checkErr(fmt.Sprintf("rename %.20q %.20q", a, b), zerr, oerr, want) && a != b {
-		// POSIX: the replaced file lives on for its open handles;
-		// zonefold treats it as removed (ENOENT), undocumented:
-		// TestH19bRenameOverOpenFileFailsItsHandles.
-		if old, ok := d.nameIno[b]; ok {
-			d.removed[old] = true
-		}
+		// The replaced file lives on for its open handles, on both
+		// sides (TestH19bRenameOverOpenFileKeepsItsHandles).
 		d.nameIno[b] = d.nameIno[a]
 		delete(d.nameIno, a)
 		for _, h := range d.hs {
@@ -462,9 +415,6 @@ func TestH19bDifferentialSweep(t *testing.T) {
 			for range 1000 {
 				d.step()
 			}
-			if len(d.fstatGone) > 0 {
-				t.Logf("fstat of removed: %v", d.fstatGone)
-			}
 		})
 	}
 }
@@ -551,7 +501,6 @@ func (d *h19bDiff) restartClean(dm *daemon, cfg RunConfig) *daemon {
 		h.osf.Close()
 	}
 	d.hs = nil
-	d.removed = map[int]bool{}
 	for i, c := range d.clients {
 		c.Close()
 		if i == 2 {

@@ -7,36 +7,50 @@ import (
 	"testing"
 )
 
-// TestH19bFstatOfRemovedFileAnswersENOENT: docs/protocol.md, op 8
-// (remove): "Open handles to the file fail with ENOENT from then on", and
-// ENOENT's row: "a handle's file was removed". Read, write, truncate and
-// fsync do; fstat (op 11) answers OK with the removed file's size and
-// id, so a client that checks a handle with fstat is told its file is
-// there. (POSIX fstat of an unlinked file succeeds too, with nlink 0: so
-// either the doc or fstat is off.) Cause: engine/files.go File.Stat
-// returns h.f.info() without File.check (which refuses a gone file for
-// ReadAt/WriteAt/Truncate/Sync); server/exec.go's OpFstat case uses it.
-// The size it reports is the removed file's, though dropFile already
-// dropped its extents. Found by TestH19bDifferentialSweep.
-func TestH19bFstatOfRemovedFileAnswersENOENT(t *testing.T) {
+// TestH19bRemovedFileStaysItsHandles: docs/protocol.md, op 8 (remove):
+// as an unlink on a kernel file system, a removed file's open handles
+// keep working until they close. The handle that wrote "hello" reads it
+// back after the remove, fstat answers with its size, a write through
+// it lands in it, and the name is gone for everyone else. (The handles
+// used to fail with ENOENT, and fstat, which did not, was found by
+// TestH19bDifferentialSweep.)
+func TestH19bRemovedFileStaysItsHandles(t *testing.T) {
 	ctx := context.Background()
 	dm := newDaemon(t)
-	c := dial(t, dm.socket)
+	c, other := dial(t, dm.socket), dial(t, dm.socket)
 	h, _, err := c.Open(ctx, "f", OpenCreate)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.WriteAt(ctx, h, []byte("hello"), 0)
-	if err := c.Remove(ctx, "f"); err != nil {
+	if _, err := c.WriteAt(ctx, h, []byte("hello"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.ReadAt(ctx, h, make([]byte, 5), 0); !errors.Is(err, syscall.ENOENT) {
-		t.Fatalf("read after remove: %v, want ENOENT as documented", err)
+	if err := other.Remove(ctx, "f"); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	if n, err := c.ReadAt(ctx, h, buf, 0); err != nil || string(buf[:n]) != "hello" {
+		t.Fatalf("read after another client's remove: %q, %v; want \"hello\"", buf[:n], err)
+	}
+	if _, err := c.WriteAt(ctx, h, []byte(", world"), 5); err != nil {
+		t.Fatalf("write after the remove: %v", err)
+	}
+	if err := c.Fsync(ctx, h); err != nil {
+		t.Fatalf("fsync after the remove: %v", err)
 	}
 	c.mu.Lock()
 	r, err := c.call(ctx, Request{Op: OpFstat, Handle: h})
 	c.mu.Unlock()
-	if !errors.Is(err, syscall.ENOENT) {
-		t.Errorf("fstat of a removed file's handle: %v (size %d, id %d), want ENOENT: the doc says a removed file's open handles fail with ENOENT", err, r.Val, r.Val2)
+	if err != nil || r.Val != 12 {
+		t.Errorf("fstat of the removed file's handle: size %d, %v; want 12", r.Val, err)
+	}
+	if _, err := other.Stat(ctx, "f"); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("stat of the removed name: %v, want ENOENT", err)
+	}
+	if err := c.CloseFile(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Stat(ctx, "f"); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("stat after the last close: %v, want ENOENT", err)
 	}
 }

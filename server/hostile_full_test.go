@@ -39,6 +39,8 @@ func hostileFiller(ctx context.Context, c *server.Client, name string, limit int
 	if err != nil {
 		return 0, err
 	}
+	// Closed when done: a removed file's data stays while a handle has it.
+	defer c.CloseFile(ctx, h)
 	const chunk = 64 << 10
 	synced, off := 0, 0
 	for off < limit {

@@ -46,7 +46,8 @@ func hostileCached(t *testing.T, c *server.Client, h uint32, n int) {
 
 // TestNamespaceOverCachedFilesAcrossKill9:
 //   - rename over a file another client has open and cached: that client's
-//     handle fails with ENOENT, the name serves the renamed file (its
+//     handle keeps reading the replaced file, never the renamed one's
+//     bytes; the name serves the renamed file (its
 //     dirty bytes too), and a write and fsync through the renamed file's
 //     old handle land in it;
 //   - remove a cached file and create the name again: the new file is
@@ -88,8 +89,9 @@ func TestNamespaceOverCachedFilesAcrossKill9(t *testing.T) {
 	if err := y.Rename(ctx, "src", "victim"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := x.ReadAt(ctx, hv, make([]byte, 4096), 0); !errors.Is(err, server.StatusNotExist) {
-		t.Errorf("read through a handle of the file a rename replaced: %v, want ENOENT", err)
+	replaced := make([]byte, 4096)
+	if _, err := x.ReadAt(ctx, hv, replaced, 0); err != nil || !bytes.Equal(replaced, hostileFill('V', 4096)) {
+		t.Errorf("read through a handle of the file a rename replaced: %v, first bytes %q; want the replaced file's", err, replaced[:8])
 	}
 	wantVictim := append(hostileFill('S', mb), hostileFill('D', 64<<10)...)
 	if got := readWhole(t, x, "victim"); !bytes.Equal(got, wantVictim) {

@@ -190,9 +190,12 @@ func testClientOperations(t *testing.T, c *Client) {
 	if err := c.Remove(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
-	// The handle to the removed file fails; the handle itself is valid.
-	if _, err := c.ReadAt(ctx, h, got[:10], 0); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("read of a removed file = %v", err)
+	// The handle keeps the removed file, as an unlinked one's descriptor.
+	if n, err := c.ReadAt(ctx, h, got[:10], 0); err != nil || n != 10 || !bytes.Equal(got[:10], make([]byte, 10)) {
+		t.Fatalf("read of a removed file through its open handle = %d, %v, %q", n, err, got[:n])
+	}
+	if _, err := c.Stat(ctx, "b"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Stat(removed) = %v, want ErrNotExist", err)
 	}
 	if err := c.CloseFile(ctx, h); err != nil {
 		t.Fatal(err)
