@@ -309,7 +309,9 @@
 //     unfinished zones due (retryFinish), listing them under placer.mu
 //     and finishing them with collector.mu alone.
 //  3. Engine.nsMu: the namespace. Held (exclusive for create, remove,
-//     rename; shared for truncate and GC's zone reset) across the
+//     rename, and the drop of a file unnamed while open at its last
+//     close, dropUnnamed, which File.Close takes holding nothing; shared
+//     for truncate and GC's zone reset) across the
 //     operation's log record, so across metaLog.mu, a checkpoint and
 //     device I/O; a durable remove, rename or truncate holds it across
 //     the record's flush too, a create and GC's reset only across the
