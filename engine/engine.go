@@ -950,6 +950,7 @@ func (e *Engine) close(ctx context.Context) error {
 // settling and the checkpoint would wait behind that pass) and the
 // cache and device must stay open.
 func (e *Engine) settleForClose(abandoned bool) (errs []error, stuck bool) {
+	e.forgetUnnamed()
 	if err := e.wb.SyncAll(context.Background()); err != nil {
 		errs = append(errs, newLostAtClose(err))
 	}
@@ -1188,6 +1189,27 @@ func (e *Engine) Sync(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("engine: sync: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// forgetUnnamed drops what the cache and writeback hold of the files
+// removed (or renamed over) while open, for Close: nothing of them
+// survives the restart (their removal was logged), so writing their
+// dirty data back would cost the device the bytes and, on a device that
+// refuses them, report acknowledged data lost for files nobody can name.
+// idMu is a leaf: the files are listed under it, then forgotten without
+// a lock (forgetCached must not hold nsMu).
+func (e *Engine) forgetUnnamed() {
+	var unnamed []*file
+	e.idMu.RLock()
+	for _, f := range e.byID {
+		if f.unnamed.Load() {
+			unnamed = append(unnamed, f)
+		}
+	}
+	e.idMu.RUnlock()
+	for _, f := range unnamed {
+		e.forgetCached(f)
+	}
 }
 
 // owedFiles lists the files whose failed truncate's undo owes its commit.

@@ -240,3 +240,34 @@ func mustOpenDev(t *testing.T, name string) zns.Device {
 	}
 	return dev
 }
+
+// TestCloseWritesNothingBackOfAnUnnamedFile: a file removed while open
+// is gone at the restart whatever Close does (its remove was logged), so
+// Close does not write back its dirty data: that would cost the device
+// the bytes, and on a device that refuses them report acknowledged data
+// lost for a file nobody can name.
+func TestCloseWritesNothingBackOfAnUnnamedFile(t *testing.T) {
+	devName := memDevice(t, 24, "1M")
+	e, err := FormatAndOpen(mustOpenDev(t, devName), Config{CacheBytes: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := e.Create("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.WriteAt(bytes.Repeat([]byte{7}, 2<<20), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Remove("f"); err != nil {
+		t.Fatal(err)
+	}
+	before := e.Stats().DevData
+	if err := e.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if wrote := e.Stats().DevData - before; wrote != 0 {
+		t.Errorf("close wrote back %d bytes of a file removed while open", wrote)
+	}
+	unnamedReopen(t, devName, "remove", nil)
+}
