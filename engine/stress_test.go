@@ -106,6 +106,15 @@ func (s *stressRun) worker(kind int, seed uint64, pace time.Duration, op func(rn
 
 func (s *stressRun) name(rng *rand.Rand) string { return s.names[rng.IntN(len(s.names))] }
 
+// closed closes the handle an open returned, if any, and returns the
+// open's error.
+func closed(f *File, err error) error {
+	if err == nil {
+		f.Close()
+	}
+	return err
+}
+
 // open opens a random existing file.
 func (s *stressRun) open(rng *rand.Rand) (*File, error) {
 	return s.e.Open(s.name(rng))
@@ -136,7 +145,11 @@ func TestStressNamespaceAgainstIO(t *testing.T) {
 		if _, err := f.WriteAt(make([]byte, 64<<10), 0); err != nil {
 			t.Fatal(err)
 		}
+		f.Close()
 	}
+	// Every operation closes the handles it opens: a file removed or
+	// renamed over while open stays until its last close, so leaked
+	// handles would keep every replaced file's data on the device.
 	const (
 		opNamespace = iota
 		opColdRead
@@ -151,11 +164,9 @@ func TestStressNamespaceAgainstIO(t *testing.T) {
 		s.worker(opNamespace, uint64(i), 0, func(rng *rand.Rand) error {
 			switch rng.IntN(6) {
 			case 0:
-				_, err := e.OpenFile(s.name(rng), OCreate|OTrunc)
-				return err
+				return closed(e.OpenFile(s.name(rng), OCreate|OTrunc))
 			case 1:
-				_, err := e.OpenFile(s.name(rng), OCreate|OExcl)
-				return err
+				return closed(e.OpenFile(s.name(rng), OCreate|OExcl))
 			case 2:
 				return e.Remove(s.name(rng))
 			case 3:
@@ -165,6 +176,7 @@ func TestStressNamespaceAgainstIO(t *testing.T) {
 				if err != nil {
 					return err
 				}
+				defer f.Close()
 				return f.Truncate(rng.Int64N(stressMaxSize))
 			}
 		})
@@ -174,6 +186,7 @@ func TestStressNamespaceAgainstIO(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		defer f.Close()
 		p := make([]byte, 1+rng.IntN(40<<10))
 		_, err = f.ReadAt(p, rng.Int64N(stressMaxSize))
 		return err
@@ -191,6 +204,7 @@ func TestStressNamespaceAgainstIO(t *testing.T) {
 			if err != nil {
 				return err
 			}
+			defer f.Close()
 			// Unaligned at both ends: the write reads its edge blocks
 			// through the backing store under the cache's file lock.
 			n := 1 + rng.IntN(32<<10)
@@ -207,6 +221,7 @@ func TestStressNamespaceAgainstIO(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		defer f.Close()
 		return f.Sync()
 	})
 	s.worker(opSync, 0, 5*time.Millisecond, func(rng *rand.Rand) error { return e.Sync(t.Context()) })
