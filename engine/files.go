@@ -290,10 +290,8 @@ var ErrInUse = fmt.Errorf("engine: file is open: %w", syscall.EBUSY)
 // call fails with ErrInUse to say so; opening the file again before
 // that keeps it. A client whose peers share a file and each remove it
 // when they are done (fio's numjobs with unlink=1) removes it this way,
-// so that none finds its open file gone under it and the file goes with
-// the last close, as an unlink on a kernel file system leaves open
-// descriptors working and frees the file at the last close (a rename
-// before that keeps it too). The removal
+// so that the name stays until the last of them closes and none of their
+// removes finds it gone (a rename before that keeps it). The removal
 // waiting for a close is in memory only: a restart before it keeps the
 // file.
 func (e *Engine) RemoveUnused(name string) error { return e.remove(name, true, true) }
