@@ -32,17 +32,10 @@ func TestUnnamedWhileOpenKeepsItsHandlesWorking(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			devName := memDevice(t, 24, "1M")
-			dev, err := zns.Open(devName, zns.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			e, err := FormatAndOpen(dev, Config{CacheBytes: 4 << 20, MaxOrder: 4})
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := formatOpen(t, devName, Config{CacheBytes: 4 << 20, MaxOrder: 4})
 			old := bytes.Repeat([]byte("unnamed while open "), 20000) // ~370 KiB
 			newer := bytes.Repeat([]byte{0x5a}, 100<<10)
-			h := unnamedWrite(t, e, "f", old)
+			h := createSynced(t, e, "f", old)
 			validWith := validBytes(e)
 
 			switch tc.how {
@@ -51,7 +44,7 @@ func TestUnnamedWhileOpenKeepsItsHandlesWorking(t *testing.T) {
 					t.Fatal(err)
 				}
 			case "rename over":
-				g := unnamedWrite(t, e, "g", newer)
+				g := createSynced(t, e, "g", newer)
 				if err := g.Close(); err != nil {
 					t.Fatal(err)
 				}
@@ -127,22 +120,6 @@ func TestUnnamedWhileOpenKeepsItsHandlesWorking(t *testing.T) {
 	}
 }
 
-// unnamedWrite creates name with data, durably, and returns its handle.
-func unnamedWrite(t *testing.T, e *Engine, name string, data []byte) *File {
-	t.Helper()
-	h, err := e.Create(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.WriteAt(data, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
-
 // unnamedReads checks that h reads want, whole.
 func unnamedReads(t *testing.T, h *File, want []byte, when string) {
 	t.Helper()
@@ -166,15 +143,7 @@ func validBytes(e *Engine) int64 {
 // renamed file's bytes after a rename over it; fsck clean.
 func unnamedReopen(t *testing.T, devName, how string, newer []byte) {
 	t.Helper()
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Fsck(dev)
-	dev.Close()
-	if err != nil || len(rep.Problems) > 0 {
-		t.Fatalf("fsck after the restart: %v %v", err, rep.Problems)
-	}
+	checkFsck(t, devName)
 	e, err := Open(devName, Config{CacheBytes: 4 << 20})
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
@@ -205,10 +174,7 @@ func unnamedReopen(t *testing.T, devName, how string, newer []byte) {
 // counts off before it looks at the mark). A file neither dropped would
 // keep its data valid, for GC to copy, until a restart.
 func TestUnnamedRemoveRacingLastCloseDropsTheFile(t *testing.T) {
-	e, err := FormatAndOpen(mustOpenDev(t, memDevice(t, 16, "1M")), Config{CacheBytes: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := formatOpen(t, memDevice(t, 16, "1M"), Config{CacheBytes: 4 << 20})
 	defer e.Close()
 	for i := range 500 {
 		h, err := e.Create("f")
@@ -232,15 +198,6 @@ func TestUnnamedRemoveRacingLastCloseDropsTheFile(t *testing.T) {
 	}
 }
 
-func mustOpenDev(t *testing.T, name string) zns.Device {
-	t.Helper()
-	dev, err := zns.Open(name, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dev
-}
-
 // TestCloseWritesNothingBackOfAnUnnamedFile: a file removed while open
 // is gone at the restart whatever Close does (its remove was logged), so
 // Close does not write back its dirty data: that would cost the device
@@ -248,10 +205,7 @@ func mustOpenDev(t *testing.T, name string) zns.Device {
 // lost for a file nobody can name.
 func TestCloseWritesNothingBackOfAnUnnamedFile(t *testing.T) {
 	devName := memDevice(t, 24, "1M")
-	e, err := FormatAndOpen(mustOpenDev(t, devName), Config{CacheBytes: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := formatOpen(t, devName, Config{CacheBytes: 8 << 20})
 	h, err := e.Create("f")
 	if err != nil {
 		t.Fatal(err)
