@@ -191,6 +191,10 @@ type Engine struct {
 	// readahead worker (readahead.go).
 	raMax      int64
 	raQueue    chan raJob
+	// raActive counts the readahead windows being read: each is an
+	// operation (enter) too, but not a client's, and Close's error
+	// counts them apart.
+	raActive atomic.Int64
 	closeOnce  sync.Once
 	closeErr   error // the first Close's
 	meta       *metaLog
@@ -1066,13 +1070,13 @@ const closeAbandonWait = 5 * time.Second
 func (e *Engine) closeAbandoned(ctx context.Context, running int64, cause error) error {
 	errs, ended := e.settleBounded(ctx, true)
 	if ended {
-		return errors.Join(append(errs, abandoned(running, len(errs) == 0, cause))...)
+		return errors.Join(append(errs, abandoned(e.operations(running), len(errs) == 0, cause))...)
 	}
 	if len(errs) > 0 { // a background pass stuck: errs says so
-		return errors.Join(append(errs, abandoned(running, false, cause))...)
+		return errors.Join(append(errs, abandoned(e.operations(running), false, cause))...)
 	}
 	return fmt.Errorf("engine: close: stopped waiting for %s still running, then for %v for the writeback and checkpoint, which wait behind them (a device that stops answering): acknowledged data since the last fsync may not be durable (recovery replays the log); cache and device left open until the process exits: %w",
-		operations(running), closeAbandonWait, cause)
+		e.operations(running), closeAbandonWait, cause)
 }
 
 // settleBounded runs settleForClose in a goroutine and waits for it
@@ -1289,8 +1293,7 @@ func (e *Engine) drain(ctx context.Context) (int64, error) {
 // operations (drain's error cause). durable says whether everything
 // acknowledged was written back, flushed and checkpointed all the same
 // (if not, the errors joined to this one say what was lost).
-func abandoned(running int64, durable bool, cause error) error {
-	ops := operations(running)
+func abandoned(ops string, durable bool, cause error) error {
 	state := "all acknowledged data is durable"
 	if !durable {
 		state = "see the other errors for data not made durable"
@@ -1299,12 +1302,29 @@ func abandoned(running int64, durable bool, cause error) error {
 		ops, state, cause)
 }
 
-// operations is "1 operation", "n operations".
-func operations(n int64) string {
-	if n == 1 {
-		return "1 operation"
+// operations says what the n operations Close stopped waiting for are:
+// "1 operation", "n operations", with the readahead windows among them
+// apart ("1 operation and 3 readahead windows"): a window is background
+// work for a reader, and counted as a request it made a daemon's exit
+// line report requests nobody sent.
+func (e *Engine) operations(n int64) string {
+	windows := min(max(e.raActive.Load(), 0), n)
+	ops := plural(n-windows, "operation")
+	switch {
+	case windows == 0:
+		return ops
+	case n == windows:
+		return plural(windows, "readahead window")
 	}
-	return fmt.Sprintf("%d operations", n)
+	return ops + " and " + plural(windows, "readahead window")
+}
+
+// plural is "1 thing", "n things".
+func plural(n int64, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // blockPool is a fixed set of BlockSize buffers in page-aligned memory

@@ -166,6 +166,8 @@ func (e *Engine) readWindow(j raJob) {
 		return
 	}
 	defer e.leave()
+	e.raActive.Add(1)
+	defer e.raActive.Add(-1)
 	cf, err := e.cacheFile(j.h.f)
 	if err != nil || j.h.closed.Load() {
 		return // removed
