@@ -189,12 +189,12 @@ type Engine struct {
 	closingCh chan struct{}
 	// raMax is Config.ReadaheadMax; raQueue the windows waiting for a
 	// readahead worker (readahead.go).
-	raMax      int64
-	raQueue    chan raJob
+	raMax   int64
+	raQueue chan raJob
 	// raActive counts the readahead windows being read: each is an
 	// operation (enter) too, but not a client's, and Close's error
 	// counts them apart.
-	raActive atomic.Int64
+	raActive   atomic.Int64
 	closeOnce  sync.Once
 	closeErr   error // the first Close's
 	meta       *metaLog
