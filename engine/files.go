@@ -157,14 +157,17 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (h *File, err error) {
 		}
 		return &File{e: e, f: f, errSeen: e.wb.ErrCursor(f.id)}, nil
 	}
-	e.nsMu.Unlock()
 	if flags&OExcl != 0 {
+		e.nsMu.Unlock()
 		return nil, fmt.Errorf("engine: create %q: %w", name, fs.ErrExist)
 	}
+	f.handles.Add(1) // see openHandle
+	e.nsMu.Unlock()
 	// Another create of name may still be waiting for its flush: this
 	// one, which also says the file exists, returns once it is durable
 	// too.
 	if err := e.awaitCreate(name, f, durable); err != nil {
+		e.dropHandle(f) // no handle was returned
 		return nil, err
 	}
 	return e.openHandle(f, trunc)
@@ -194,6 +197,9 @@ func (e *Engine) awaitCreate(name string, f *file, durable bool) error {
 func (e *Engine) openExisting(name string, trunc bool) (*File, error) {
 	e.nsMu.RLock()
 	f := e.byName[name]
+	if f != nil {
+		f.handles.Add(1) // see openHandle
+	}
 	e.nsMu.RUnlock()
 	if f == nil {
 		return nil, fmt.Errorf("engine: open %q: %w", name, fs.ErrNotExist)
@@ -201,9 +207,14 @@ func (e *Engine) openExisting(name string, trunc bool) (*File, error) {
 	return e.openHandle(f, trunc)
 }
 
-// openHandle returns a new handle to f, truncated if trunc.
+// openHandle returns a new handle to f, truncated if trunc. The caller
+// counted the handle in f.handles under nsMu, in the lookup that found
+// f by name: a remove of the name (which takes nsMu exclusive) then
+// either came first, and the open found no file, or finds the handle and
+// leaves the file to it (unlink). Counted after the lookup, a remove in
+// between dropped the file, and the open returned a handle whose every
+// operation failed with ENOENT.
 func (e *Engine) openHandle(f *file, trunc bool) (*File, error) {
-	f.handles.Add(1)
 	h := &File{e: e, f: f, errSeen: e.wb.ErrCursor(f.id)}
 	if trunc {
 		if err := h.Truncate(0); err != nil {

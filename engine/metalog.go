@@ -860,18 +860,22 @@ func (e *Engine) finishMetaHalf(h int) error {
 func (e *Engine) snapshot() *checkpointState {
 	c := &checkpointState{seq: e.seq.Add(1), nextID: e.nextID, zoneWP: map[int]int64{}}
 	for _, f := range e.byID {
+		f.mu.RLock()
+		if f.undo != nil {
+			// The checkpoint commits it: it holds the file as the
+			// undo left it, or, for a file removed while open, not
+			// at all.
+			c.owed = append(c.owed, owedUndo{f: f, u: f.undo})
+		}
 		if f.unnamed.Load() {
 			// Removed while open: its remove, logged below this
 			// number, drops it at recovery; its data is the open
 			// handles' until they close.
+			f.mu.RUnlock()
 			continue
 		}
-		f.mu.RLock()
 		cf := ckptFile{id: f.id, name: f.name, size: f.carriedSize(), ext: make([]extent, 0, f.ext.count())}
 		f.ext.each(func(x extent) bool { cf.ext = append(cf.ext, x); return true })
-		if f.undo != nil {
-			c.owed = append(c.owed, owedUndo{f: f, u: f.undo})
-		}
 		f.mu.RUnlock()
 		c.files = append(c.files, cf)
 	}
