@@ -199,6 +199,7 @@ func runStat(ctx context.Context, s *session, _ []string) error {
 	row("appends", st.Appends)
 	row("zones free/open/data", fmt.Sprintf("%d/%d/%d", st.FreeZones, st.OpenZones, st.DataZones))
 	row("dirty", human(st.DirtyBytes))
+	row("removed while open", fmt.Sprintf("%d files, %s", st.UnnamedFiles, human(st.UnnamedBytes)))
 	row("cache hits/misses", fmt.Sprintf("%d/%d", st.Cache.Hits, st.Cache.Misses))
 	row("GC runs/moved/resets", fmt.Sprintf("%d/%s/%d", st.GCRuns, human(st.GCWritten), st.GCResets))
 	row("checkpoints", st.Checkpoints)

@@ -65,7 +65,7 @@ func TestClientCommands(t *testing.T) {
 		t.Fatalf("ls -l: %q", out)
 	}
 	zonefold(t, "rm", "g", "--socket", sock)
-	if out := zonefold(t, "stat", "--socket", sock); !strings.Contains(out, "host written") {
+	if out := zonefold(t, "stat", "--socket", sock); !strings.Contains(out, "host written") || !strings.Contains(out, "removed while open") {
 		t.Fatalf("stat: %q", out)
 	}
 	stop()

@@ -54,6 +54,8 @@ var engineMetrics = []metric{
 	gauge("open_zones", "Data zones open for appends.", func(s *engine.Stats) float64 { return float64(s.OpenZones) }),
 	gauge("data_zones", "Zones that hold data.", func(s *engine.Stats) float64 { return float64(s.DataZones) }),
 	gauge("dirty_bytes", "Dirty bytes in the cache.", func(s *engine.Stats) float64 { return float64(s.DirtyBytes) }),
+	gauge("unnamed_files", "Files removed or renamed over while open, kept until their last handle closes.", func(s *engine.Stats) float64 { return float64(s.UnnamedFiles) }),
+	gauge("unnamed_bytes", "The sizes of the files removed or renamed over while open.", func(s *engine.Stats) float64 { return float64(s.UnnamedBytes) }),
 
 	gauge("cache_arena_bytes", "Size of the folio arena.", func(s *engine.Stats) float64 { return float64(s.Cache.ArenaBytes) }),
 	gauge("cache_cached_bytes", "Arena bytes held by folios.", func(s *engine.Stats) float64 { return float64(s.Cache.CachedBytes) }),

@@ -590,6 +590,11 @@ func TestMetrics(t *testing.T) {
 	if _, err := c.WriteAt(ctx, h, make([]byte, 8192), 0); err != nil {
 		t.Fatal(err)
 	}
+	// Removed while this client has it open, the file is unnamed, and
+	// the gauges show it and its size until the handle closes.
+	if err := c.Remove(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
 	resp, err := http.Get("http://" + d.metrics.String() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -608,6 +613,8 @@ func TestMetrics(t *testing.T) {
 		"zonefold_gc_failed_total 0",
 		"zonefold_checksum_errors_total 0",
 		`zonefold_cache_folios{order="1"}`,
+		"zonefold_unnamed_files 1\n",
+		"zonefold_unnamed_bytes 8192\n",
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q", want)
