@@ -114,6 +114,7 @@ func cloneModel(m model) model {
 func h25dOptions(y vfs.FS) *pebble.Options {
 	o := smallOptions(nil)
 	o.FS = y
+	o.WALDir = os.Getenv("H25D_WALDIR") // the child inherits it
 	o.EventListener = nil
 	o.MemTableSize = 64 << 10
 	o.MemTableStopWritesThreshold = 4
@@ -216,6 +217,7 @@ func TestH25DCrashLifecycleChild(t *testing.T) {
 		fmt.Fprintf(logf, "P %d %s %s\n", seq, kind, strings.Join(parts, ";"))
 	}
 	ckpts := 0
+	var mine []string // checkpoints completed in this life
 	for seq := 0; ; seq++ {
 		switch k := rng.IntN(100); {
 		case k < 70: // a batch
@@ -305,6 +307,15 @@ func TestH25DCrashLifecycleChild(t *testing.T) {
 				frozen("checkpoint "+name, err)
 			}
 			fmt.Fprintf(logf, "CKA %s\n", name)
+			mine = append(mine, name)
+			continue
+		case k < 91 && len(mine) > 2: // remove an older checkpoint of this life's
+			name := mine[0]
+			mine = mine[1:]
+			fmt.Fprintf(logf, "CKR %s\n", name)
+			if err := fsys.RemoveAll(name); err != nil {
+				frozen("remove checkpoint "+name, err)
+			}
 			continue
 		case k < 95:
 			if err := db.Flush(); err != nil {
@@ -331,6 +342,7 @@ type h25dLife struct {
 	pending  []h25dOp
 	reuses   int
 	opens    int
+	removed  int // checkpoints the child removed (or began to)
 	kinds    map[string]int // acknowledged operations by kind
 	end      string
 	inflight map[int][]h25dOp
@@ -373,6 +385,11 @@ func parseH25DLog(t *testing.T, path string) h25dLife {
 		case "CKA":
 			delete(begun, rest)
 			l.ckptAt[rest] = len(l.acked)
+		case "CKR":
+			// Removed, or cut midway: the parent removes what is left.
+			delete(l.ckptAt, rest)
+			l.ckptCut = append(l.ckptCut, rest)
+			l.removed++
 		case "REUSE":
 			l.reuses++
 		case "OPEN":
@@ -419,9 +436,23 @@ func TestH25DCrashLifecycle(t *testing.T) {
 	if os.Getenv(h25dEnv.dev) != "" {
 		t.Skip("in the child")
 	}
-	lives := 6 // about 2.5 s each; H25D_LIVES for more
+	h25dLifecycle(t, 6) // about 2.5 s a life; H25D_LIVES for more
+}
+
+// TestH25DCrashLifecycleWALDir is TestH25DCrashLifecycle with the WALs in
+// a directory of their own (Options.WALDir), which Pebble creates and
+// syncs apart from the DB's.
+func TestH25DCrashLifecycleWALDir(t *testing.T) {
+	if os.Getenv(h25dEnv.dev) != "" {
+		t.Skip("in the child")
+	}
+	t.Setenv("H25D_WALDIR", "wal")
+	h25dLifecycle(t, 3)
+}
+
+func h25dLifecycle(t *testing.T, lives int) {
 	if testing.Short() {
-		lives = 3
+		lives = (lives + 1) / 2
 	}
 	if s := os.Getenv("H25D_LIVES"); s != "" {
 		lives, _ = strconv.Atoi(s)
@@ -440,7 +471,7 @@ func TestH25DCrashLifecycle(t *testing.T) {
 		m    model
 	}
 	var ckpts []ckpt
-	var acked, applied, torn, reuses, opens, ckptsOK, ckptsCut int
+	var acked, applied, torn, reuses, opens, ckptsOK, ckptsCut, ckRemoved int
 	kinds := map[string]int{}
 	for life := range lives {
 		cut := fmt.Sprintf("%d kill 0", 1+rng.IntN(h25dMaxOps))
@@ -516,6 +547,17 @@ func TestH25DCrashLifecycle(t *testing.T) {
 			t.Fatalf("life %d: close Pebble: %v", life, err)
 		}
 
+		// Every engine name is in a directory that exists (a RemoveAll
+		// cut midway leaves none behind).
+		for _, fi := range e.List() {
+			n := strings.TrimSuffix(fi.Name, "/")
+			if dir := y.PathDir(n); dir != "." {
+				if di, err := y.Stat(dir); err != nil || !di.IsDir() {
+					t.Fatalf("life %d (cut %s, %s): engine file %q is in %q, which is no directory", life, cut, l.end, fi.Name, dir)
+				}
+			}
+		}
+		ckRemoved += l.removed
 		// A checkpoint cut midway is the caller's to remove.
 		for _, name := range l.ckptCut {
 			if err := y.RemoveAll(name); err != nil {
@@ -532,6 +574,9 @@ func TestH25DCrashLifecycle(t *testing.T) {
 		for _, c := range ckpts {
 			ro := h25dOptions(y)
 			ro.ReadOnly = true
+			// A checkpoint holds its WALs; its OPTIONS name the DB's
+			// WALDir, which Pebble would otherwise want recovered from.
+			ro.WALDir, ro.Unsafe.AllowMissingWALDirs = "", true
 			cdb, err := pebble.Open(c.name, ro)
 			if err != nil {
 				t.Fatalf("life %d: open checkpoint %s (taken in life %d): %v", life, c.name, c.life, err)
@@ -563,8 +608,8 @@ func TestH25DCrashLifecycle(t *testing.T) {
 			t.Fatalf("life %d: close engine: %v", life, err)
 		}
 	}
-	t.Logf("%d power cuts (%d tearing a write), %d acknowledged operations (%v) all recovered, %d in flight recovered whole; %d checkpoints checked, %d cut midway; %d WAL reuses, %d DB opens",
-		lives, torn, acked, kinds, applied, ckptsOK, ckptsCut, reuses, opens)
+	t.Logf("%d power cuts (%d tearing a write), %d acknowledged operations (%v) all recovered, %d in flight recovered whole; %d checkpoints checked, %d removed by the parent (cut midway, or removed by the child: %d); %d WAL reuses, %d DB opens",
+		lives, torn, acked, kinds, applied, ckptsOK, ckptsCut, ckRemoved, reuses, opens)
 	if acked == 0 || kinds["I"] == 0 || kinds["X"] == 0 || ckptsOK == 0 || reuses == 0 {
 		t.Fatalf("the cuts came too early to test each kind: %d acknowledged (%v), %d checkpoints, %d WAL reuses", acked, kinds, ckptsOK, reuses)
 	}
