@@ -342,7 +342,7 @@ type h25dLife struct {
 	pending  []h25dOp
 	reuses   int
 	opens    int
-	removed  int // checkpoints the child removed (or began to)
+	removed  int            // checkpoints the child removed (or began to)
 	kinds    map[string]int // acknowledged operations by kind
 	end      string
 	inflight map[int][]h25dOp
