@@ -286,8 +286,12 @@ func TestH25DCrashLifecycleChild(t *testing.T) {
 				frozen("close "+name, err)
 			}
 			logOp(seq, "I", ops)
-			if err := db.Ingest(context.Background(), []string{name}); err != nil {
+			st, err := db.IngestWithStats(context.Background(), []string{name})
+			if err != nil {
 				frozen("ingest "+name, err)
+			}
+			if st.MemtableOverlappingFiles > 0 { // a flushable ingest, logged in the WAL
+				fmt.Fprintf(logf, "FLUSHABLE-INGEST\n")
 			}
 		case k < 85: // an excise
 			op := rangeOp()
@@ -336,16 +340,17 @@ func TestH25DCrashLifecycleChild(t *testing.T) {
 
 // h25dLife is a lifecycle child's log, parsed.
 type h25dLife struct {
-	acked    [][]h25dOp
-	ckptAt   map[string]int // completed checkpoint → how many of acked precede it
-	ckptCut  []string       // checkpoints begun, not completed
-	pending  []h25dOp
-	reuses   int
-	opens    int
-	removed  int            // checkpoints the child removed (or began to)
-	kinds    map[string]int // acknowledged operations by kind
-	end      string
-	inflight map[int][]h25dOp
+	acked     [][]h25dOp
+	ckptAt    map[string]int // completed checkpoint → how many of acked precede it
+	ckptCut   []string       // checkpoints begun, not completed
+	pending   []h25dOp
+	reuses    int
+	opens     int
+	removed   int            // checkpoints the child removed (or began to)
+	flushable int            // ingests that went in as flushables
+	kinds     map[string]int // acknowledged operations by kind
+	end       string
+	inflight  map[int][]h25dOp
 }
 
 func parseH25DLog(t *testing.T, path string) h25dLife {
@@ -394,6 +399,8 @@ func parseH25DLog(t *testing.T, path string) h25dLife {
 			l.reuses++
 		case "OPEN":
 			l.opens++
+		case "FLUSHABLE-INGEST":
+			l.flushable++
 		case "CLOSED":
 		case "FATAL":
 			t.Fatalf("child failed before the power cut: %s", line)
@@ -471,7 +478,7 @@ func h25dLifecycle(t *testing.T, lives int) {
 		m    model
 	}
 	var ckpts []ckpt
-	var acked, applied, torn, reuses, opens, ckptsOK, ckptsCut, ckRemoved int
+	var acked, applied, torn, reuses, opens, ckptsOK, ckptsCut, ckRemoved, flushable int
 	kinds := map[string]int{}
 	for life := range lives {
 		cut := fmt.Sprintf("%d kill 0", 1+rng.IntN(h25dMaxOps))
@@ -558,6 +565,7 @@ func h25dLifecycle(t *testing.T, lives int) {
 			}
 		}
 		ckRemoved += l.removed
+		flushable += l.flushable
 		// A checkpoint cut midway is the caller's to remove.
 		for _, name := range l.ckptCut {
 			if err := y.RemoveAll(name); err != nil {
@@ -608,9 +616,9 @@ func h25dLifecycle(t *testing.T, lives int) {
 			t.Fatalf("life %d: close engine: %v", life, err)
 		}
 	}
-	t.Logf("%d power cuts (%d tearing a write), %d acknowledged operations (%v) all recovered, %d in flight recovered whole; %d checkpoints checked, %d removed by the parent (cut midway, or removed by the child: %d); %d WAL reuses, %d DB opens",
-		lives, torn, acked, kinds, applied, ckptsOK, ckptsCut, ckRemoved, reuses, opens)
-	if acked == 0 || kinds["I"] == 0 || kinds["X"] == 0 || ckptsOK == 0 || reuses == 0 {
+	t.Logf("%d power cuts (%d tearing a write), %d acknowledged operations (%v, %d ingests overlapping the memtable) all recovered, %d in flight recovered whole; %d checkpoints checked, %d removed by the parent (cut midway, or removed by the child: %d); %d WAL reuses, %d DB opens",
+		lives, torn, acked, kinds, flushable, applied, ckptsOK, ckptsCut, ckRemoved, reuses, opens)
+	if acked == 0 || kinds["I"] == 0 || kinds["X"] == 0 || ckptsOK == 0 || reuses == 0 || flushable == 0 {
 		t.Fatalf("the cuts came too early to test each kind: %d acknowledged (%v), %d checkpoints, %d WAL reuses", acked, kinds, ckptsOK, reuses)
 	}
 }
