@@ -2,6 +2,7 @@ package pebblefs
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -316,5 +317,59 @@ func TestH25DDirSync(t *testing.T) {
 	}
 	if fi, err := root.Stat(); err != nil || !fi.IsDir() {
 		t.Fatalf("root Stat: %v, %v", fi, err)
+	}
+}
+
+// TestH25DCheckpointIntoNewNestedDir: Checkpoint makes the destination's
+// missing parents, syncs them, and the checkpoint opens with the data;
+// a checkpoint onto an existing name fails and leaves it alone.
+func TestH25DCheckpointIntoNewNestedDir(t *testing.T) {
+	e := formatOpen(t, emuDevice(t, 32, "1M"), 0, testConfig())
+	defer e.Close()
+	y := New(e)
+	db, err := pebble.Open("db", smallOptions(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := range 500 {
+		if err := db.Set([]byte(fmt.Sprintf("k%04d", i)), bytes.Repeat([]byte{byte(i)}, 300), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Set([]byte("unflushed"), []byte("in the WAL"), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Checkpoint("backups/2026/ck1", pebble.WithFlushedWAL()); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Checkpoint("backups/2026/ck1"); err == nil {
+		t.Fatal("a checkpoint onto an existing directory succeeded")
+	}
+	if got := sortedList(t, y, "backups"); !slices.Equal(got, []string{"2026"}) {
+		t.Fatalf("List(backups) = %q", got)
+	}
+	ro := smallOptions(y)
+	ro.ReadOnly = true
+	cdb, err := pebble.Open("backups/2026/ck1", ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cdb.Close()
+	v, closer, err := cdb.Get([]byte("unflushed"))
+	if err != nil || string(v) != "in the WAL" {
+		t.Fatalf("the checkpoint's unflushed key: %q, %v", v, err)
+	}
+	closer.Close()
+	v, closer, err = cdb.Get([]byte("k0499"))
+	if err != nil || !bytes.Equal(v, bytes.Repeat([]byte{byte(499 % 256)}, 300)) {
+		t.Fatalf("the checkpoint's k0499: %d bytes, %v", len(v), err)
+	}
+	closer.Close()
+	if err := cdb.CheckLevels(nil); err != nil {
+		t.Fatal(err)
 	}
 }
