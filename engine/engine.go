@@ -254,6 +254,16 @@ type file struct {
 	changes atomic.Uint64
 	mu      sync.RWMutex
 	size    int64
+	// growing: an extending write's piece has set size, and its data is
+	// not all in the cache yet (File.writePieces, with wmu held
+	// exclusive). Meanwhile reads, Size and Stat see shown, the size
+	// before the piece (visibleSize): the bytes between read as zeros
+	// until the copy lands, and a reader racing an append read those
+	// zeros as the file's. Linux moves i_size past a write's bytes
+	// once they are in the page cache; Pebble's Checkpoint copies the
+	// WAL as it is appended to.
+	growing bool
+	shown   int64
 	// tailPending: a truncate has set size, but the record of its tail's
 	// zeros has not completed yet; until it does, a checkpoint of the
 	// file carries tailFrom, the size before the truncate (see

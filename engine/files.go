@@ -554,7 +554,16 @@ func (e *Engine) Stat(name string) (FileInfo, error) {
 func (f *file) info() FileInfo {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return FileInfo{Name: f.name, ID: f.id, Size: f.size, Extents: f.ext.count()}
+	return FileInfo{Name: f.name, ID: f.id, Size: f.visibleSize(), Extents: f.ext.count()}
+}
+
+// visibleSize is the size a client sees (f.mu held): the size, less the
+// piece an extending write is still copying into the cache (growing).
+func (f *file) visibleSize() int64 {
+	if f.growing {
+		return f.shown
+	}
+	return f.size
 }
 
 // check refuses operations on closed handles and removed files.
@@ -604,11 +613,12 @@ func (h *File) Fstat() (FileInfo, error) {
 	return h.f.info(), nil
 }
 
-// Size is the file's size.
+// Size is the file's size: the bytes a read can return, without the
+// piece an extending write is still copying (file.growing).
 func (h *File) Size() int64 {
 	h.f.mu.RLock()
 	defer h.f.mu.RUnlock()
-	return h.f.size
+	return h.f.visibleSize()
 }
 
 // ReadAt reads len(p) bytes at off; fewer at the end of the file, with
@@ -788,9 +798,15 @@ func (h *File) writePieces(ctx context.Context, p []byte, off int64, extend bool
 			f.mu.Lock()
 			old = f.size
 			f.size = max(old, pos+int64(len(piece)))
+			f.growing, f.shown = true, old // readers see old until the data is in
 			f.mu.Unlock()
 		}
 		n, err := e.copyPiece(ctx, f, pos, piece, charge)
+		if extend {
+			f.mu.Lock()
+			f.growing = false
+			f.mu.Unlock()
+		}
 		e.stats.hostWritten.Add(int64(n))
 		f.written.Add(int64(n))
 		done += n
