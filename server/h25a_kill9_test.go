@@ -91,21 +91,98 @@ type h25aModel struct {
 	victim byte            // acknowledged content of "victim"
 	vpend  byte            // a rename over victim in flight (0: none)
 	gone   map[string]bool // removes acknowledged
+	live   map[string]bool // creates (with fsynced data) acknowledged, not removed
+	busy   map[string]bool // a churn operation in flight
+}
+
+// TestH25aKill9Checkpoints is TestH25aKill9Cycles with two more clients
+// churning small files (create, write, fsync, remove), so that the
+// metadata log fills and checkpoints switch halves while the daemon is
+// killed.
+func TestH25aKill9Checkpoints(t *testing.T) {
+	for _, seed := range h25aSeeds(7) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { h25aRunChurn(t, seed, 4, 2) })
+	}
+}
+
+func h25aChurn(ctx context.Context, sock string, m *h25aModel, id, cycle int) {
+	bg := context.Background()
+	c, err := server.Dial(bg, sock, 4<<20)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	var mine []string
+	for n := 0; ctx.Err() == nil; n++ {
+		if len(mine) > 8 || (len(mine) > 0 && n%3 == 0) {
+			name := mine[0]
+			m.mu.Lock()
+			m.busy[name] = true
+			m.mu.Unlock()
+			if err := c.Remove(bg, name); err != nil {
+				return
+			}
+			m.mu.Lock()
+			delete(m.live, name)
+			delete(m.busy, name)
+			m.gone[name] = true
+			m.mu.Unlock()
+			mine = mine[1:]
+			continue
+		}
+		name := fmt.Sprintf("c%d-%d-%d", id, cycle, n)
+		m.mu.Lock()
+		m.busy[name] = true
+		m.mu.Unlock()
+		h, _, err := c.Open(bg, name, server.OpenCreate|server.OpenExcl)
+		if err != nil {
+			return
+		}
+		if _, err := c.WriteAt(bg, h, []byte(name), 0); err != nil {
+			return
+		}
+		if err := c.Fsync(bg, h); err != nil {
+			return
+		}
+		if err := c.CloseFile(bg, h); err != nil {
+			return
+		}
+		m.mu.Lock()
+		m.live[name] = true
+		delete(m.busy, name)
+		m.mu.Unlock()
+		mine = append(mine, name)
+	}
 }
 
 func TestH25aKill9Cycles(t *testing.T) {
-	for _, seed := range []uint64{1, 2} {
+	for _, seed := range h25aSeeds(1, 2) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { h25aRun(t, seed, 4) })
 	}
 }
 
-func h25aRun(t *testing.T, seed uint64, cycles int) {
+// h25aSeeds is def, or ZONEFOLD_H25A_SEEDS=FIRST-LAST for a longer hunt.
+func h25aSeeds(def ...uint64) []uint64 {
+	var a, b uint64
+	if _, err := fmt.Sscanf(os.Getenv("ZONEFOLD_H25A_SEEDS"), "%d-%d", &a, &b); err != nil {
+		return def
+	}
+	var seeds []uint64
+	for s := a; s <= b; s++ {
+		seeds = append(seeds, s)
+	}
+	return seeds
+}
+
+func h25aRun(t *testing.T, seed uint64, cycles int) { h25aRunChurn(t, seed, cycles, 0) }
+
+func h25aRunChurn(t *testing.T, seed uint64, cycles, churners int) {
 	rng := rand.New(rand.NewPCG(seed, 25))
 	dir := t.TempDir()
 	dev := fmt.Sprintf("emu:%s?zone_size=1M&zones=24", filepath.Join(dir, "dev"))
 	sock := filepath.Join(dir, "zf.sock")
 	ctx := context.Background()
-	m := &h25aModel{gone: map[string]bool{}}
+	m := &h25aModel{gone: map[string]bool{}, live: map[string]bool{}, busy: map[string]bool{}}
 	p := h25aStart(t, dev, sock)
 	p.ready(t, sock)
 	c, err := server.Dial(ctx, sock, 4<<20)
@@ -132,11 +209,18 @@ func h25aRun(t *testing.T, seed uint64, cycles int) {
 			wg.Go(func() { h25aWriter(cctx, sock, m, i, wseed) })
 		}
 		wg.Go(func() { h25aRenamer(cctx, sock, m, seed, cycle) })
-		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+		for id := range churners {
+			wg.Go(func() { h25aChurn(cctx, sock, m, id, cycle) })
+		}
+		run := 100 + rng.IntN(400)
+		if churners > 0 {
+			run = 300 + rng.IntN(1200) // long enough to fill the metadata log
+		}
+		time.Sleep(time.Duration(run) * time.Millisecond)
 		if sc, err := server.Dial(ctx, sock, 1<<20); err == nil {
 			if st, err := sc.Stats(ctx); err == nil {
-				t.Logf("cycle %d before kill: checkpoints %d, flushes %d, gc resets %d, gc written %d", cycle,
-					st.Checkpoints, st.Flushes, st.GCResets, st.GCWritten)
+				t.Logf("cycle %d before kill: checkpoints %d, flushes %d, gc resets %d, gc written %d, meta %d creates %d", cycle,
+					st.Checkpoints, st.Flushes, st.GCResets, st.GCWritten, st.DevMeta, st.DevMetaCreates)
 			}
 			sc.Close()
 		}
@@ -310,10 +394,26 @@ func h25aCheck(t *testing.T, sock string, m *h25aModel, cycle int) {
 	}
 	m.victim, m.vpend = v, 0
 	for name := range m.gone {
-		if _, err := c.Stat(ctx, name); err == nil {
+		if _, err := c.Stat(ctx, name); err == nil && !m.busy[name] {
 			t.Errorf("cycle %d: %s is back after its acknowledged remove", cycle, name)
 		}
 	}
+	for name := range m.live {
+		if m.busy[name] {
+			continue
+		}
+		if got := readWhole(t, c, name); string(got) != name {
+			t.Errorf("cycle %d: acknowledged %s holds %q", cycle, name, got)
+		}
+	}
+	for name := range m.busy {
+		// In flight at the kill: either outcome; remove what is left.
+		if err := c.Remove(ctx, name); err == nil {
+			m.gone[name] = true
+		}
+		delete(m.live, name)
+	}
+	clear(m.busy)
 	ls, err := c.List(ctx)
 	if err != nil {
 		t.Fatal(err)
