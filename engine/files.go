@@ -1651,9 +1651,29 @@ func (e *Engine) finishTail(f *file) {
 	if limit <= 0 || z == nil {
 		return
 	}
-	if e.placer.finishTail(z, f, limit) {
+	if e.placer.finishTail(z, f, limit, e.reserveTail) {
 		e.kickRetirer()
 	}
+}
+
+// reserveTail reports whether the rest of a zone, rem bytes, can leave
+// the free space without taking room admission promised (dirty data and
+// writes admitted: see roomFor). It reserves rem as admission reserves a
+// write, then checks with every reservation counted, so a write admitted
+// meanwhile and the finish cannot both take the last room; the caller
+// gives rem back (release) once the zone's rest has left the free space,
+// or at once if it did not. Finishing a tail the device needs was room
+// lost to accepted writes: one under minGCGain no GC pass reclaims, and
+// their fsync failed with ENOSPC (TestH25cTailFinishKeepsAdmittedRoom).
+// Atomics only: placer.finishTail calls it under placer.mu.
+func (e *Engine) reserveTail(rem int64) (ok bool, release func()) {
+	e.admitted.Add(rem)
+	release = func() { e.admitted.Add(-rem) }
+	if !e.roomFor(0) {
+		release()
+		return false, nil
+	}
+	return true, release
 }
 
 // writeCharge is what a write of n bytes at off may add to what

@@ -494,7 +494,10 @@ func (p *placer) giveUpLocked(z *zone, openOnly bool) bool {
 // last file it was taken from is known) and has less than limit left: all looked at under p.mu, where
 // forGC is written and a reset zone is reopened, so the zone finished is
 // the one f left.
-func (p *placer) finishTail(z *zone, f *file, limit int64) bool {
+//
+// reserve (nil: none) says whether the zone's rest may leave the free
+// space (Engine.reserveTail); the zone is finished only if it does.
+func (p *placer) finishTail(z *zone, f *file, limit int64, reserve func(rem int64) (bool, func())) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if z.forGC || z.owner.Load() != f || z.state.Load() != zoneOpen {
@@ -521,8 +524,16 @@ func (p *placer) finishTail(z *zone, f *file, limit int64) bool {
 		// to a new zone and give up its room.
 		return false
 	}
-	if rem := z.remaining(); rem <= 0 || rem >= limit {
+	rem := z.remaining()
+	if rem <= 0 || rem >= limit {
 		return false
+	}
+	if reserve != nil {
+		ok, release := reserve(rem)
+		if !ok {
+			return false // its room is promised to accepted writes
+		}
+		defer release()
 	}
 	if !p.giveUpLocked(z, true) {
 		return false
