@@ -1213,6 +1213,14 @@ func (e *Engine) Sync(ctx context.Context) error {
 // idMu is a leaf: the files are listed under it, then forgotten without
 // a lock (forgetCached must not hold nsMu).
 func (e *Engine) forgetUnnamed() {
+	for _, f := range e.unnamedList() {
+		e.forgetCached(f)
+	}
+}
+
+// unnamedList lists the files unnamed while open, under idMu (a leaf:
+// the caller looks at each without it).
+func (e *Engine) unnamedList() []*file {
 	var unnamed []*file
 	e.idMu.RLock()
 	for _, f := range e.byID {
@@ -1221,9 +1229,7 @@ func (e *Engine) forgetUnnamed() {
 		}
 	}
 	e.idMu.RUnlock()
-	for _, f := range unnamed {
-		e.forgetCached(f)
-	}
+	return unnamed
 }
 
 // owedFiles lists the files whose failed truncate's undo owes its commit.

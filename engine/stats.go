@@ -217,19 +217,11 @@ func (e *Engine) Stats() Stats {
 	return s
 }
 
-// unnamedFiles counts the files unnamed while open, and their sizes.
-// idMu is a leaf: they are listed under it, then sized each under its
-// file.mu alone (one dropped meanwhile is not counted).
+// unnamedFiles counts the files unnamed while open, and their sizes,
+// each sized under its file.mu alone (one dropped meanwhile is not
+// counted).
 func (e *Engine) unnamedFiles() (n int, size int64) {
-	var unnamed []*file
-	e.idMu.RLock()
-	for _, f := range e.byID {
-		if f.unnamed.Load() {
-			unnamed = append(unnamed, f)
-		}
-	}
-	e.idMu.RUnlock()
-	for _, f := range unnamed {
+	for _, f := range e.unnamedList() {
 		f.mu.RLock()
 		if !f.gone {
 			n++
