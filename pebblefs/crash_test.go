@@ -45,8 +45,82 @@ const (
 	crashMaxOps  = 1500 // cut within this many device operations
 )
 
-var crashEnv = struct{ dev, log, cut, seed string }{
+var crashEnv = cutEnv{
 	"PEBBLEFS_CRASH_DEV", "PEBBLEFS_CRASH_LOG", "PEBBLEFS_CRASH_CUT", "PEBBLEFS_CRASH_SEED",
+}
+
+// cutEnv names the environment variables through which a power-cut
+// test's parent tells its child the device, the log to write, where to
+// cut ("AT tear|kill KEEP") and which life this is.
+type cutEnv struct{ dev, log, cut, life string }
+
+// randomCut picks where a life's power cut lands: at one of the first
+// maxOps device changes, every third life tearing that write at a random
+// fraction, the others killing the process before it. (A tearing life
+// draws a kill first, so the seeds give the cuts they always gave.)
+func randomCut(rng *rand.Rand, life, maxOps int) string {
+	cut := fmt.Sprintf("%d kill 0", 1+rng.IntN(maxOps))
+	if life%3 == 2 {
+		cut = fmt.Sprintf("%d tear %.2f", 1+rng.IntN(maxOps), rng.Float64())
+	}
+	return cut
+}
+
+// runCutLife runs the child test named child (this test binary again) on
+// devName for one life with the given cut, and fails the test unless the
+// child died of the power cut (SIGKILL); it returns the child's log.
+func runCutLife(t *testing.T, env cutEnv, child, devName string, life int, cut string) string {
+	t.Helper()
+	logPath := fmt.Sprintf("%s/life%02d.log", t.TempDir(), life)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+child+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env.dev+"="+devName, env.log+"="+logPath,
+		env.cut+"="+cut, env.life+"="+strconv.Itoa(life))
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || !ee.Sys().(syscall.WaitStatus).Signaled() || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		l, _ := os.ReadFile(logPath)
+		t.Fatalf("life %d (cut %s): child ended with %v, not the power cut; errors it met:\n%s\noutput:\n%s\nlog tail:\n%s",
+			life, cut, err, ioErrors(l), out, tail(l, 2000))
+	}
+	return logPath
+}
+
+// startCutChild is a child's start: it opens the log the parent named and
+// the device wrapped to cut where the parent said. die logs a fatal error
+// for the parent and exits (not the power cut, so the parent fails). It
+// returns a nil device when the parent set no environment: the caller is
+// not a child and skips.
+func startCutChild(t *testing.T, env cutEnv) (cd *cutDevice, life int, die func(format string, args ...any)) {
+	devName := os.Getenv(env.dev)
+	if devName == "" {
+		return nil, 0, nil
+	}
+	logf, err := os.OpenFile(os.Getenv(env.log), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	die = func(format string, args ...any) {
+		fmt.Fprintf(logf, "FATAL "+format+"\n", args...)
+		os.Exit(3)
+	}
+	cut := strings.Fields(os.Getenv(env.cut))
+	if len(cut) != 3 {
+		die("cut %q: want AT tear|kill KEEP", os.Getenv(env.cut))
+	}
+	life, _ = strconv.Atoi(os.Getenv(env.life))
+	at, _ := strconv.ParseInt(cut[0], 10, 64)
+	keep, _ := strconv.ParseFloat(cut[2], 64)
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		die("open device: %v", err)
+	}
+	emu, ok := dev.(*zns.Emu)
+	if !ok {
+		die("device %s is not an emu device", devName)
+	}
+	return &cutDevice{Device: dev, emu: emu, cutAt: at, tear: cut[1] == "tear", keep: keep, log: logf}, life, die
 }
 
 // crashValue is the value of key at version ver: a deterministic pattern
@@ -194,27 +268,11 @@ func (l childLogger) Fatalf(format string, args ...any) {
 // TestCrashChild is the child's side; it runs only when the parent sets
 // its environment.
 func TestCrashChild(t *testing.T) {
-	devName := os.Getenv(crashEnv.dev)
-	if devName == "" {
+	cd, life, die := startCutChild(t, crashEnv)
+	if cd == nil {
 		t.Skip("the crash test's child process (run by TestCrash)")
 	}
-	logf, err := os.OpenFile(os.Getenv(crashEnv.log), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	die := func(format string, args ...any) {
-		fmt.Fprintf(logf, "FATAL "+format+"\n", args...)
-		os.Exit(3)
-	}
-	cut := strings.Fields(os.Getenv(crashEnv.cut)) // "AT tear|kill KEEP"
-	seed, _ := strconv.ParseUint(os.Getenv(crashEnv.seed), 10, 64)
-	at, _ := strconv.ParseInt(cut[0], 10, 64)
-	keep, _ := strconv.ParseFloat(cut[2], 64)
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		die("open device: %v", err)
-	}
-	cd := &cutDevice{Device: dev, emu: dev.(*zns.Emu), cutAt: at, tear: cut[1] == "tear", keep: keep, log: logf}
+	seed, at, logf := uint64(life), cd.cutAt, cd.log
 	e, err := engine.OpenDevice(cd, testConfig())
 	if err != nil {
 		die("open engine: %v", err)
@@ -444,23 +502,8 @@ func TestCrash(t *testing.T) {
 	m := model{}
 	var acked, applied, torn int
 	for life := range lives {
-		cut := fmt.Sprintf("%d kill 0", 1+rng.IntN(crashMaxOps))
-		if life%3 == 2 {
-			cut = fmt.Sprintf("%d tear %.2f", 1+rng.IntN(crashMaxOps), rng.Float64())
-		}
-		logPath := fmt.Sprintf("%s/life%02d.log", t.TempDir(), life)
-		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashEnv.dev+"="+devName, crashEnv.log+"="+logPath,
-			crashEnv.cut+"="+cut, crashEnv.seed+"="+strconv.Itoa(life))
-		out, err := cmd.CombinedOutput()
-		cancel()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || !ee.Sys().(syscall.WaitStatus).Signaled() || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			l, _ := os.ReadFile(logPath)
-			t.Fatalf("life %d (cut %s): child ended with %v, not the power cut; errors it met:\n%s\noutput:\n%s\nlog tail:\n%s",
-				life, cut, err, ioErrors(l), out, tail(l, 2000))
-		}
+		cut := randomCut(rng, life, crashMaxOps)
+		logPath := runCutLife(t, crashEnv, "TestCrashChild", devName, life, cut)
 		l := parseCrashLog(t, logPath)
 		if strings.HasPrefix(l.end, "TORN") {
 			torn++

@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,7 +20,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/zonefold/zonefold/engine"
-	"github.com/zonefold/zonefold/zns"
 )
 
 // TestH25DCrashLifecycle is TestCrash for what it does not do: one
@@ -40,7 +37,7 @@ import (
 // A second writer commits keys outside the model all along, so that the
 // WAL is appended to while checkpoints copy it.
 
-var h25dEnv = struct{ dev, log, cut, life string }{
+var h25dEnv = cutEnv{
 	"H25D_CRASH_DEV", "H25D_CRASH_LOG", "H25D_CRASH_CUT", "H25D_CRASH_LIFE",
 }
 
@@ -151,27 +148,11 @@ func h25dSeed() uint64 {
 func h25dKey(i int) string { return fmt.Sprintf("k%04d", i) }
 
 func TestH25DCrashLifecycleChild(t *testing.T) {
-	devName := os.Getenv(h25dEnv.dev)
-	if devName == "" {
+	cd, life, die := startCutChild(t, h25dEnv)
+	if cd == nil {
 		t.Skip("the lifecycle crash test's child process (run by TestH25DCrashLifecycle)")
 	}
-	logf, err := os.OpenFile(os.Getenv(h25dEnv.log), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	die := func(format string, args ...any) {
-		fmt.Fprintf(logf, "FATAL "+format+"\n", args...)
-		os.Exit(3)
-	}
-	cut := strings.Fields(os.Getenv(h25dEnv.cut)) // "AT tear|kill KEEP"
-	life, _ := strconv.Atoi(os.Getenv(h25dEnv.life))
-	at, _ := strconv.ParseInt(cut[0], 10, 64)
-	keep, _ := strconv.ParseFloat(cut[2], 64)
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		die("open device: %v", err)
-	}
-	cd := &cutDevice{Device: dev, emu: dev.(*zns.Emu), cutAt: at, tear: cut[1] == "tear", keep: keep, log: logf}
+	at, logf := cd.cutAt, cd.log
 	// Past the cut, a call that failed blocks until the process dies.
 	frozen := func(what string, err error) {
 		if cd.frozen.Load() {
@@ -511,23 +492,8 @@ func h25dLifecycle(t *testing.T, lives int) {
 	var acked, applied, torn, reuses, opens, ckptsOK, ckptsCut, ckRemoved, flushable int
 	kinds := map[string]int{}
 	for life := range lives {
-		cut := fmt.Sprintf("%d kill 0", 1+rng.IntN(h25dMaxOps))
-		if life%3 == 2 {
-			cut = fmt.Sprintf("%d tear %.2f", 1+rng.IntN(h25dMaxOps), rng.Float64())
-		}
-		logPath := fmt.Sprintf("%s/life%02d.log", t.TempDir(), life)
-		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestH25DCrashLifecycleChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), h25dEnv.dev+"="+devName, h25dEnv.log+"="+logPath,
-			h25dEnv.cut+"="+cut, h25dEnv.life+"="+strconv.Itoa(life))
-		out, err := cmd.CombinedOutput()
-		cancel()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || !ee.Sys().(syscall.WaitStatus).Signaled() || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			l, _ := os.ReadFile(logPath)
-			t.Fatalf("life %d (cut %s): child ended with %v, not the power cut; errors it met:\n%s\noutput:\n%s\nlog tail:\n%s",
-				life, cut, err, ioErrors(l), out, tail(l, 2000))
-		}
+		cut := randomCut(rng, life, h25dMaxOps)
+		logPath := runCutLife(t, h25dEnv, "TestH25DCrashLifecycleChild", devName, life, cut)
 		l := parseH25DLog(t, logPath)
 		if strings.HasPrefix(l.end, "TORN") {
 			torn++
