@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"syscall"
 	"testing"
 
@@ -23,37 +22,8 @@ func TestH17cTornZonesCountedWhenRecoveryKeepsZonesOpen(t *testing.T) {
 	cfg := smallConfig()
 	e := formatOpen(t, devName, cfg)
 	active, sb := e.meta.active, e.sb
-	zcap := e.Geometry().ZoneCap
 	budget := e.placer.budget
-	var files []*File
-	for i := range budget {
-		f, err := e.Create(fmt.Sprint("f", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := int64(8192)
-		if i == 0 {
-			n = zcap + 8192
-		}
-		if _, err := f.WriteAt(make([]byte, n), 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		if i == 0 {
-			if _, err := f.WriteAt(make([]byte, zcap/2), 0); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Sync(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		files = append(files, f)
-	}
-	if moved, err := e.gc.pass(gcBackground); err != nil || !moved {
-		t.Fatalf("gc pass: moved %v, %v", moved, err)
-	}
+	files := fillBudgetWithGCVictim(t, e)
 	if err := e.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}

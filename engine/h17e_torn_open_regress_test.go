@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"testing"
 )
 
@@ -22,39 +21,10 @@ func TestH17eTornZoneCostsNoCleanZoneWhenRecoveryCheckpoints(t *testing.T) {
 	devName := emuDevice(t, 32, "256K", "&max_open=6&max_active=6")
 	cfg := smallConfig()
 	e := formatOpen(t, devName, cfg)
-	zcap := e.Geometry().ZoneCap
 	budget := e.placer.budget
-	var files []*File
-	for i := range budget {
-		f, err := e.Create(fmt.Sprint("f", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := int64(8192)
-		if i == 0 {
-			n = zcap + 8192
-		}
-		if _, err := f.WriteAt(make([]byte, n), 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		if i == 0 {
-			if _, err := f.WriteAt(make([]byte, zcap/2), 0); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Sync(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		files = append(files, f)
-	}
-	// GC's zone takes f0's first zone's valid half: budget + 1 partly
-	// written zones (the files' and GC's).
-	if moved, err := e.gc.pass(gcBackground); err != nil || !moved {
-		t.Fatalf("gc pass: moved %v, %v", moved, err)
-	}
+	// GC takes f0's first zone's valid half: budget + 1 partly written
+	// zones (the files' and GC's).
+	files := fillBudgetWithGCVictim(t, e)
 	if err := e.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}

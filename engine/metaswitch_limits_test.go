@@ -14,9 +14,27 @@ import (
 func TestCheckpointSwitchFitsWithFullBudgetAndGCZone(t *testing.T) {
 	e := formatOpen(t, emuDevice(t, 32, "256K", "&max_open=6&max_active=6"), smallConfig())
 	defer e.Close()
+	for _, f := range fillBudgetWithGCVictim(t, e) {
+		defer f.Close()
+	}
+	if e.Stats().GCWritten == 0 {
+		t.Fatal("GC copied nothing: its zone is not active")
+	}
+	t.Logf("%d active zones before the checkpoint (data budget %d, device limit 6)", activeZones(t, e), e.placer.budget)
+	if err := e.checkpoint(); err != nil {
+		t.Fatalf("checkpoint with the data budget in use and GC's zone open: %v", err)
+	}
+}
+
+// fillBudgetWithGCVictim puts every data zone of e's open budget to use:
+// one file a zone, the first file's data filling a zone and going on
+// into a second, then half of that first zone overwritten (garbage), so
+// that a GC pass (run here) copies its valid half into a zone of GC's
+// own. It returns the files, open and synced.
+func fillBudgetWithGCVictim(t *testing.T, e *Engine) []*File {
+	t.Helper()
 	zcap := e.Geometry().ZoneCap
-	// f0 fills a zone and goes on into a second; the others take one
-	// zone each: every data zone of the budget is active.
+	var files []*File
 	for i := range e.placer.budget {
 		f, err := e.Create(fmt.Sprint("f", i))
 		if err != nil {
@@ -33,25 +51,17 @@ func TestCheckpointSwitchFitsWithFullBudgetAndGCZone(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i == 0 {
-			// Half of f0's first zone becomes garbage: a GC victim.
 			if _, err := f.WriteAt(make([]byte, zcap/2), 0); err != nil {
 				t.Fatal(err)
 			}
+			if err := f.Sync(); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if err := f.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
+		files = append(files, f)
 	}
-	// GC copies the victim's valid half into a zone of its own.
 	if moved, err := e.gc.pass(gcBackground); err != nil || !moved {
 		t.Fatalf("gc pass: moved %v, %v", moved, err)
 	}
-	if e.Stats().GCWritten == 0 {
-		t.Fatal("GC copied nothing: its zone is not active")
-	}
-	t.Logf("%d active zones before the checkpoint (data budget %d, device limit 6)", activeZones(t, e), e.placer.budget)
-	if err := e.checkpoint(); err != nil {
-		t.Fatalf("checkpoint with the data budget in use and GC's zone open: %v", err)
-	}
+	return files
 }
