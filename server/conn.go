@@ -168,13 +168,32 @@ func newConn(s *Server, uc *net.UnixConn) *conn {
 	}
 }
 
+// shutdownSendWait is how long, once shutdown began, the writer waits
+// for a client to make room for one message of replies before it gives
+// the client up (sendFailed) as one that is gone. Shutdown waits for
+// every session to end, and a session ends only when its replies are
+// sent: a client that sends requests and never reads a reply (socket
+// framing) otherwise kept its writer blocked, and shutdown with it, for
+// the whole grace period, which is for requests still running, not for
+// replies a client will not take (TestH26aShutdownBesidePipeliningClientsThatNeverRead).
+// A client that reads takes a message in microseconds; one that takes
+// none for this long is answered no more, as if it had gone, and its
+// requests still running are canceled: no reply it did not take
+// acknowledged anything.
+const shutdownSendWait = time.Second
+
 // stopReading makes the reader stop taking requests (server shutdown);
-// requests already read still finish and are answered.
+// requests already read still finish and are answered, to a client that
+// takes its replies (shutdownSendWait).
 func (c *conn) stopReading() {
 	c.stopOnce.Do(func() {
 		c.stopping.Store(true)
 		close(c.stopCh)
 		c.uc.SetReadDeadline(time.Now())
+		// A send blocked now (or about to begin) on a client that
+		// does not read ends within shutdownSendWait; the writer sets
+		// the deadline afresh before each later send.
+		c.uc.SetWriteDeadline(time.Now().Add(shutdownSendWait))
 	})
 }
 
@@ -589,6 +608,12 @@ func (c *conn) send(sls []*slot) {
 		stats.countStatus(sl.rep.Status)
 	}
 	if !c.sendFail.Load() {
+		if c.stopping.Load() && c.ctx.Err() == nil {
+			// Shutdown: each message gets shutdownSendWait (see
+			// stopReading). Not once aborted: abort's deadline of
+			// now stands.
+			c.uc.SetWriteDeadline(time.Now().Add(shutdownSendWait))
+		}
 		if _, err := c.uc.Write(buf); err != nil {
 			c.sendFailed(err)
 		} else {
