@@ -21,11 +21,12 @@ package engine
 // (the cut lands while Open writes it, then again inside the next
 // recovery's).
 //
-// Mutants tried (each fails at once): a checkpoint written before its
-// data flush (the flush after snapshot dropped: acknowledged data lost
-// under a durable checkpoint), the next half not reset (a stale
-// checkpoint read over), recovery preferring the lower-numbered
-// checkpoint.
+// Mutants tried (each fails at once, so no bug found here means the
+// test can see one): File.Sync a no-op (acknowledged bytes gone at the
+// first cut); recovery preferring the lower-numbered checkpoint
+// (acknowledged operations gone); readSuperblock reading only the first
+// metadata zone's copy (a cut right after half 0's reset, half 1 then
+// the only valid one: "not formatted").
 
 import (
 	"bytes"
