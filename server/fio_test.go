@@ -41,6 +41,8 @@ func TestMain(m *testing.M) {
 		os.Exit(midBatchClient(os.Args[1]))
 	case "mixed-client":
 		os.Exit(mixedClient(os.Args[1], os.Args[2]))
+	case "h26b-ckptkill":
+		os.Exit(h26bCkptKillDaemon(os.Args[1:]))
 	}
 	os.Exit(m.Run())
 }
