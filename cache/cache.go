@@ -69,7 +69,8 @@
 //     caller asked for it again after Forget.
 //
 // Use. Clients' data goes through Write and Read with the engine's
-// Backing; the engine's readahead brings what a sequential reader will
+// Backing (TryRead: a read of cached bytes that never waits, for a
+// caller that must not block); the engine's readahead brings what a sequential reader will
 // want next in with Prefetch.
 // The writeback layer picks files with DirtyFiles (oldest first) or
 // DirtySince, takes each file's dirty data with BeginWriteback — extents in

@@ -377,6 +377,59 @@ func (c *Cache) Read(ctx context.Context, file File, off int64, p []byte, b Back
 	return c.run(ctx, &a, pos, nil)
 }
 
+// TryRead copies the file's bytes at off into p only if the cache holds
+// every one of them uptodate and it gets every lock it needs at once: it
+// never waits (not for the file's lock, a folio's state lock, the device
+// or memory), and reports whether it read p whole. If not, it copied
+// nothing: the caller reads with Read. Like Read it does not know EOF.
+// For a caller that must not block, as a connection's reader taking
+// requests.
+func (c *Cache) TryRead(file File, off int64, p []byte) bool {
+	fs := file.fs
+	if fs == nil || len(p) == 0 || checkIO(off, len(p)) != nil {
+		return false
+	}
+	if !fs.mu.TryRLock() {
+		return false
+	}
+	defer fs.mu.RUnlock()
+	end := off + int64(len(p))
+	if fs.dead || !c.cachedWhole(fs, off, end) {
+		return false
+	}
+	a := access{fs: fs, off: off, end: end, p: p}
+	return c.readCached(fs, off, &a) == end
+}
+
+// cachedWhole reports whether [off, end) is uptodate in the cache,
+// without waiting for a folio's state lock. Under fs.mu held for reading.
+func (c *Cache) cachedWhole(fs *fileState, pos, end int64) bool {
+	for pos < end {
+		ck := fs.chunk(pos >> chunkShift)
+		if ck == nil {
+			return false
+		}
+		_, f := ck.find(pos)
+		if f == nil {
+			return false
+		}
+		stepEnd := min(end, f.end())
+		if !f.allUptodate.Load() {
+			if !f.stateMu.TryLock() {
+				return false
+			}
+			b0, b1 := c.blocks(int(pos-f.off), int(stepEnd-f.off))
+			whole := nextClear(f.state, b0, b1) == b1
+			f.stateMu.Unlock()
+			if !whole {
+				return false
+			}
+		}
+		pos = stepEnd
+	}
+	return true
+}
+
 // readCached copies out what the cache holds uptodate from pos on and
 // returns where it stopped. Under fs.mu held for reading.
 func (c *Cache) readCached(fs *fileState, pos int64, a *access) int64 {

@@ -687,6 +687,41 @@ func (h *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 	return n, nil
 }
 
+// ReadCached is ReadAt for a caller that must not wait (a connection's
+// reader taking requests): it reads p whole, within the file's size,
+// only if the cache holds every byte of it and no lock it needs is
+// held; it never waits for the device, for memory, or for a lock but the
+// leaves file.mu and readahead.mu. It reports whether it read; if not,
+// it read nothing and counted nothing (not even toward readahead), and
+// the caller reads with ReadAtContext, which may wait.
+func (h *File) ReadCached(p []byte, off int64) bool {
+	if off < 0 || len(p) == 0 {
+		return false
+	}
+	cf := h.f.cached.Load()
+	if cf == nil || h.e.enter() != nil {
+		return false
+	}
+	defer h.e.leave()
+	if h.check() != nil {
+		return false
+	}
+	seq := h.f.shrinking.Load()
+	size := h.Size()
+	if seq%2 != 0 || off+int64(len(p)) > size || off+int64(len(p)) < off {
+		return false
+	}
+	if !h.e.cache.TryRead(*cf, off, p) || h.f.shrinking.Load() != seq {
+		return false // a shrink raced it (see ReadAtContext): p is overwritten by the read that follows
+	}
+	// After the copy: a hit of a sequential stream moves its window on
+	// as ReadAtContext's would (the order does not matter to the stream,
+	// only that each read is counted once).
+	h.readAhead(off, int64(len(p)), size)
+	h.e.stats.hostRead.Add(int64(len(p)))
+	return true
+}
+
 // WriteAt writes p at off, extending the file if needed. The data is in
 // the cache when WriteAt returns; Sync makes it durable.
 func (h *File) WriteAt(p []byte, off int64) (int, error) {
