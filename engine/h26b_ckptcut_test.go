@@ -115,8 +115,14 @@ func (r *h26bCkpt) fsck(when string) {
 	rep, err := Fsck(d)
 	d.Close()
 	if err != nil || len(rep.Problems) > 0 {
-		r.t.Fatalf("fsck %s: %v %v\ncut: %v", when, err, rep, r.dev.events)
+		r.t.Fatalf("fsck %s: %v %v\ncut: %v", when, err, rep, r.events())
 	}
+}
+
+func (r *h26bCkpt) events() []string {
+	r.dev.mu.Lock()
+	defer r.dev.mu.Unlock()
+	return slices.Clone(r.dev.events)
 }
 
 func (r *h26bCkpt) data(n int) []byte {
@@ -243,7 +249,7 @@ func (r *h26bCkpt) verify(when string) {
 	}
 	if len(probs) > 0 {
 		slices.Sort(probs)
-		r.t.Fatalf("%s: %d problems:\n  %v\ncut: %v", when, len(probs), probs, r.dev.events)
+		r.t.Fatalf("%s: %d problems:\n  %v\ncut: %v", when, len(probs), probs, r.events())
 	}
 }
 
@@ -324,7 +330,7 @@ func h26bCase(t *testing.T, zoneSize string, seed uint64, fresh bool, earlier in
 		t.Fatalf("checkpoint failed without a cut: %v", err)
 	}
 	if cutIn {
-		where = r.dev.events[0]
+		where = r.events()[0]
 	}
 	torn = r.crash(keep)
 	when := fmt.Sprintf("cut at op %d of a checkpoint into half %d (torn %v, err %v)", at, 1-active, torn, err)
