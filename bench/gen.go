@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,13 +79,12 @@ type Spec struct {
 // ParseSkew reads --skew: "80/20" means 80% of the overwrites go to 20%
 // of the files.
 func ParseSkew(s string) (share, files float64, err error) {
+	// ParseFloat, not Sscanf: Sscanf stops at the first byte that is not
+	// part of a number, so "80/20/30" and "80x/20" read as 80/20.
 	a, b, ok := strings.Cut(s, "/")
-	var x, y float64
-	if ok {
-		_, err1 := fmt.Sscanf(a, "%g", &x)
-		_, err2 := fmt.Sscanf(b, "%g", &y)
-		ok = err1 == nil && err2 == nil
-	}
+	x, err1 := strconv.ParseFloat(a, 64)
+	y, err2 := strconv.ParseFloat(b, 64)
+	ok = ok && err1 == nil && err2 == nil
 	if !ok || !(x > 0 && x < 100) || !(y > 0 && y < 100) {
 		return 0, 0, fmt.Errorf("--skew %q: want OPS/FILES in percent, e.g. 80/20", s)
 	}

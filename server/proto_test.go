@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -161,6 +162,43 @@ func FuzzParseReply(f *testing.F) {
 		r.Encode(out)
 		if le.Uint32(b[12:]) == 0 && !bytes.Equal(out, b) {
 			t.Fatalf("round trip changed the reply:\n%x\n%x", b, out)
+		}
+	})
+}
+
+// FuzzParseHelloReply: the client's side of the handshake takes only a
+// reply of either size with the magic, and what it takes encodes back
+// to the same bytes (reserved fields aside).
+func FuzzParseHelloReply(f *testing.F) {
+	for _, r := range []HelloReply{
+		{Magic: Magic, Version: VersionFraming, MaxBatch: 64, Region: 1 << 20, MaxInflight: 256, MaxIO: 1 << 20},
+		{Magic: Magic, Version: VersionRings, Status: StatusOK, MaxBatch: 64, Region: 1 << 20, MaxInflight: 256,
+			MaxIO: 1 << 20, RingOff: 1 << 20, MapSize: 2 << 20, Entries: 64, SQOff: 64, CQOff: 4096},
+	} {
+		b := make([]byte, r.size())
+		r.Encode(b)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := ParseHelloReply(b)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("multi-line error %q", err)
+			}
+			return
+		}
+		if r.Magic != Magic || (len(b) != HelloReplySize && len(b) != HelloReplyV2Size) {
+			t.Fatalf("accepted %d bytes as %+v", len(b), r)
+		}
+		out := make([]byte, len(b))
+		r.Encode(out)
+		in := bytes.Clone(b)
+		clear(in[6:8])
+		if len(in) == HelloReplyV2Size {
+			clear(in[60:64])
+		}
+		if !bytes.Equal(out, in) {
+			t.Fatalf("round trip changed the hello reply:\n%x\n%x", in, out)
 		}
 	})
 }
