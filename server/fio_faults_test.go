@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -336,8 +335,7 @@ func TestFioFsyncEachWriteKill9MidRun(t *testing.T) {
 // test unless it finds the device clean.
 func fsckClean(t *testing.T, device, when string) {
 	t.Helper()
-	fsck := exec.Command(os.Args[0], "fsck", device)
-	fsck.Env = append(os.Environ(), "ZONEFOLD_TEST_MAIN=zonefold")
+	fsck := execTestMain("zonefold", "fsck", device)
 	if b, err := fsck.CombinedOutput(); err != nil {
 		t.Fatalf("fsck %s: %v\n%s", when, err, b)
 	}

@@ -7,9 +7,10 @@ package server_test
 // of the n-th metadata half switch after it starts serving (from the
 // reset of the other half's first zone: the resets, the old half's
 // finish, each write of the checkpoint record, the flush) and SIGKILLs
-// its own process just before the k-th. The clients of h25a (fsyncing
-// stamped writers, renames over an open file, removes of open files,
-// churn that fills the log) run meanwhile. After the kill: fsck clean;
+// its own process just before the k-th. The clients of h25a
+// (kill9_helpers_test.go: fsyncing stamped writers, renames over an
+// open file, removes of open files, churn that fills the log) run
+// meanwhile. After the kill: fsck clean;
 // the real daemon (zonefold serve) recovers every acknowledged byte,
 // name and remove; it then runs at least two more checkpoints (the
 // second switches halves back) under the same clients, is killed, and
@@ -24,22 +25,18 @@ package server_test
 // Mutant tried: fsync a no-op fails at once (acknowledged bytes gone).
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"sync"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/zonefold/zonefold/engine"
-	"github.com/zonefold/zonefold/internal/stampfile"
 	"github.com/zonefold/zonefold/server"
 	"github.com/zonefold/zonefold/uring"
 	"github.com/zonefold/zonefold/zns"
@@ -138,41 +135,16 @@ func h26bCkptKillDaemon(args []string) int {
 }
 
 func TestH26bKill9InsideCheckpoint(t *testing.T) {
-	dir := t.TempDir()
-	dev := fmt.Sprintf("emu:%s?zone_size=1M&zones=24", filepath.Join(dir, "dev"))
-	sock := filepath.Join(dir, "zf.sock")
+	dev, sock := kill9Device(t)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(26, 2))
-	m := &h25aModel{gone: map[string]bool{}, live: map[string]bool{}, busy: map[string]bool{}}
-	p := h25aStart(t, dev, sock)
-	p.ready(t, sock)
-	c, err := server.Dial(ctx, sock, 4<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range h25aWorkers {
-		f := stampfile.New(fmt.Sprintf("w%d", i), i, h25aBlocks, h25aBlock)
-		buf := make([]byte, h25aBlocks*h25aBlock)
-		f.Initial(buf)
-		writeFile(t, c, f.Name, 0, buf, true)
-		m.files[i] = f
-	}
-	m.victim = 1
-	writeFile(t, c, "victim", 0, bytes.Repeat([]byte{1}, h25aVictim), true)
-	c.Close()
+	m := newKill9Model()
+	p := serveKill9(t, dev, sock)
+	m.create(t, sock)
 	p.kill()
 	// run serves the clients until the daemon dies or stop is closed.
-	run := func(p *h25aProc, cycle int, stop <-chan struct{}) {
-		cctx, cancel := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		for i := range h25aWorkers {
-			wseed := rng.Uint64()
-			wg.Go(func() { h25aWriter(cctx, sock, m, i, wseed) })
-		}
-		wg.Go(func() { h25aRenamer(cctx, sock, m, 0, cycle) })
-		for id := range 2 {
-			wg.Go(func() { h25aChurn(cctx, sock, m, id, cycle) })
-		}
+	run := func(p *kill9Proc, cycle int, stop <-chan struct{}) {
+		cl := m.startClients(sock, rng, cycle, 2)
 		select {
 		case <-p.done:
 		case <-stop:
@@ -180,27 +152,25 @@ func TestH26bKill9InsideCheckpoint(t *testing.T) {
 			t.Errorf("cycle %d: the daemon was not killed in 30 s\n%s", cycle, p.out.String())
 		}
 		p.kill()
-		cancel()
-		wg.Wait()
+		cl.stop()
 	}
 	cycle := 0
 	for at := int64(1); at <= 5; at++ {
 		nth := int64(1 + rng.IntN(2))
-		q := h26bStartKill(t, dev, sock, nth, at)
+		q := startKill9Proc(t, execTestMain("h26b-ckptkill", dev, sock, strconv.FormatInt(nth, 10), strconv.FormatInt(at, 10)))
 		q.ready(t, sock)
 		run(q, cycle, nil)
 		if ws, ok := q.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
 			t.Fatalf("cycle %d: the daemon ended %v, not killed\n%s", cycle, q.cmd.ProcessState, q.out.String())
 		}
-		if i := bytes.Index(q.out.Bytes(), []byte("h26b: ")); i >= 0 {
-			t.Logf("%s", bytes.TrimSpace(q.out.Bytes()[i:]))
+		if out := q.out.String(); strings.Contains(out, "h26b: ") {
+			t.Logf("%s", strings.TrimSpace(out[strings.Index(out, "h26b: "):]))
 		}
-		h25aFsck(t, dev, fmt.Sprintf("after a kill at op %d of switch %d", at, nth))
+		fsckClean(t, dev, fmt.Sprintf("after a kill at op %d of switch %d", at, nth))
 		// The real daemon recovers, checks, checkpoints twice more,
 		// and is killed.
-		p := h25aStart(t, dev, sock)
-		p.ready(t, sock)
-		h25aCheck(t, sock, m, cycle)
+		p := serveKill9(t, dev, sock)
+		m.check(t, sock, cycle)
 		cycle++
 		stop := make(chan struct{})
 		go func() {
@@ -218,34 +188,13 @@ func TestH26bKill9InsideCheckpoint(t *testing.T) {
 			t.Errorf("no two checkpoints in 20 s")
 		}()
 		run(p, cycle, stop)
-		h25aFsck(t, dev, fmt.Sprintf("after the next daemon's checkpoints (kill at op %d of switch %d before)", at, nth))
-		p = h25aStart(t, dev, sock)
-		p.ready(t, sock)
-		h25aCheck(t, sock, m, cycle)
+		fsckClean(t, dev, fmt.Sprintf("after the next daemon's checkpoints (kill at op %d of switch %d before)", at, nth))
+		p = serveKill9(t, dev, sock)
+		m.check(t, sock, cycle)
 		p.kill()
 		cycle++
 		if t.Failed() {
 			return
 		}
 	}
-}
-
-func h26bStartKill(t *testing.T, dev, sock string, nth, at int64) *h25aProc {
-	cmd := execTestMain("h26b-ckptkill", dev, sock, strconv.FormatInt(nth, 10), strconv.FormatInt(at, 10))
-	p := &h25aProc{cmd: cmd, done: make(chan struct{})}
-	cmd.Stderr = &p.out
-	cmd.Stdout = &p.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { cmd.Wait(); close(p.done) }()
-	t.Cleanup(p.kill)
-	return p
-}
-
-// execTestMain runs the test binary in mode (see TestMain) with args.
-func execTestMain(mode string, args ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "ZONEFOLD_TEST_MAIN="+mode)
-	return cmd
 }
