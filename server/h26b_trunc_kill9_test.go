@@ -172,11 +172,7 @@ func h26bMatches(got []byte, states [][]byte) bool {
 
 func h26bTruncCheck(t *testing.T, sock string, m *h26bTruncModel, churn *kill9Model, cycle int) {
 	t.Helper()
-	ctx := context.Background()
-	c, err := server.Dial(ctx, sock, 4<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dialSocket(t, sock)
 	defer c.Close()
 	for i := range h26bWorkers {
 		got := readWhole(t, c, fmt.Sprintf("t%d", i))
@@ -219,10 +215,7 @@ func h26bTruncRun(t *testing.T, seed uint64, cycles int) {
 	m := &h26bTruncModel{}
 	churn := newKill9Model()
 	p := serveKill9(t, dev, sock)
-	c, err := server.Dial(ctx, sock, 4<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dialSocket(t, sock)
 	for i := range h26bWorkers {
 		m.acked[i] = bytes.Repeat([]byte{byte(0x10 + i)}, 40<<10+i*1000)
 		h := writeFile(t, c, fmt.Sprintf("t%d", i), 0, m.acked[i], true)

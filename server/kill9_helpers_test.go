@@ -193,10 +193,7 @@ func newKill9Model() *kill9Model {
 // sock, fsynced.
 func (m *kill9Model) create(t *testing.T, sock string) {
 	t.Helper()
-	c, err := server.Dial(context.Background(), sock, 4<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dialSocket(t, sock)
 	defer c.Close()
 	for i := range kill9Workers {
 		f := stampfile.New(fmt.Sprintf("w%d", i), i, kill9Blocks, kill9Block)
@@ -386,10 +383,7 @@ func (m *kill9Model) churn(ctx context.Context, c *server.Client, id, cycle int)
 func (m *kill9Model) check(t *testing.T, sock string, cycle int) {
 	t.Helper()
 	ctx := context.Background()
-	c, err := server.Dial(ctx, sock, 4<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dialSocket(t, sock)
 	defer c.Close()
 	for _, f := range m.files {
 		got := readWhole(t, c, f.Name)
