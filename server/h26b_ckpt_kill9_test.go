@@ -22,7 +22,9 @@ package server_test
 // after it (the reset flushes), with none of the record, or whole. The
 // engine's h26b_ckptcut_test cuts (and tears) at every write instead.
 //
-// Mutant tried: fsync a no-op fails at once (acknowledged bytes gone).
+// Mutants tried: fsync a no-op fails at once (acknowledged bytes gone);
+// so does recovery taking the older of the two checkpoints (the kill
+// at op 1: w0 gone).
 
 import (
 	"context"
