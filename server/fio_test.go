@@ -47,6 +47,13 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// execTestMain runs the test binary in mode (see TestMain) with args.
+func execTestMain(mode string, args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "ZONEFOLD_TEST_MAIN="+mode)
+	return cmd
+}
+
 // midBatchClient sends a full batch of writes, says so, and waits to be
 // killed with it in flight.
 func midBatchClient(socket string) int {
@@ -116,9 +123,9 @@ func startServe(t *testing.T, device, socket string, env ...string) *daemonProc 
 // startServeCache is startServe with a cache of the given size.
 func startServeCache(t *testing.T, device, socket, cache string, env ...string) *daemonProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "serve", device, "--socket", socket, "--format", "--cache", cache, "--log-info",
+	cmd := execTestMain("zonefold", "serve", device, "--socket", socket, "--format", "--cache", cache, "--log-info",
 		"--metrics", "127.0.0.1:0")
-	cmd.Env = append(append(os.Environ(), "ZONEFOLD_TEST_MAIN=zonefold"), env...)
+	cmd.Env = append(cmd.Env, env...)
 	d := &daemonProc{t: t, cmd: cmd, socket: socket, device: device, stderr: &syncbuf.Buffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = d.stderr
 	out, err := cmd.StdoutPipe()
@@ -389,8 +396,7 @@ func killMidBatch(t *testing.T, socket string) {
 // caller kills it.
 func startSentClient(t *testing.T, mode string, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "ZONEFOLD_TEST_MAIN="+mode)
+	cmd := execTestMain(mode, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -31,7 +31,13 @@ func (d *daemonProc) kill9() {
 // dialServe dials d with a 4 MiB region.
 func dialServe(t *testing.T, d *daemonProc) *server.Client {
 	t.Helper()
-	c, err := server.Dial(context.Background(), d.socket, 4<<20)
+	return dialSocket(t, d.socket)
+}
+
+// dialSocket dials the daemon on socket with a 4 MiB region.
+func dialSocket(t *testing.T, socket string) *server.Client {
+	t.Helper()
+	c, err := server.Dial(context.Background(), socket, 4<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

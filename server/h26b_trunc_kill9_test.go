@@ -20,8 +20,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -56,14 +54,9 @@ func h26bWritten(s []byte, p []byte, off int) []byte {
 }
 
 // h26bTruncWorker runs steps on its file, each ended by an fsync.
-func h26bTruncWorker(ctx context.Context, sock string, m *h26bTruncModel, i int, seed uint64) {
+func h26bTruncWorker(ctx context.Context, c *server.Client, m *h26bTruncModel, i int, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, uint64(i)))
 	bg := context.Background()
-	c, err := server.Dial(bg, sock, 4<<20)
-	if err != nil {
-		return
-	}
-	defer c.Close()
 	h, _, err := c.Open(bg, fmt.Sprintf("t%d", i), 0)
 	if err != nil {
 		return
@@ -177,13 +170,9 @@ func h26bMatches(got []byte, states [][]byte) bool {
 	return true
 }
 
-func h26bTruncCheck(t *testing.T, sock string, m *h26bTruncModel, churn *h25aModel, cycle int) {
+func h26bTruncCheck(t *testing.T, sock string, m *h26bTruncModel, churn *kill9Model, cycle int) {
 	t.Helper()
-	ctx := context.Background()
-	c, err := server.Dial(ctx, sock, 4<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dialSocket(t, sock)
 	defer c.Close()
 	for i := range h26bWorkers {
 		got := readWhole(t, c, fmt.Sprintf("t%d", i))
@@ -208,26 +197,7 @@ func h26bTruncCheck(t *testing.T, sock string, m *h26bTruncModel, churn *h25aMod
 		}
 		m.acked[i], m.cands[i] = got, nil
 	}
-	for name := range churn.gone {
-		if _, err := c.Stat(ctx, name); err == nil && !churn.busy[name] {
-			t.Errorf("cycle %d: %s is back after its acknowledged remove", cycle, name)
-		}
-	}
-	for name := range churn.live {
-		if churn.busy[name] {
-			continue
-		}
-		if got := readWhole(t, c, name); string(got) != name {
-			t.Errorf("cycle %d: acknowledged %s holds %q", cycle, name, got)
-		}
-	}
-	for name := range churn.busy {
-		if err := c.Remove(ctx, name); err == nil {
-			churn.gone[name] = true
-		}
-		delete(churn.live, name)
-	}
-	clear(churn.busy)
+	churn.checkNames(t, c, cycle)
 }
 
 // TestH26bTruncateKill9 runs the truncating clients (and a churning
@@ -240,18 +210,12 @@ func TestH26bTruncateKill9(t *testing.T) {
 
 func h26bTruncRun(t *testing.T, seed uint64, cycles int) {
 	rng := rand.New(rand.NewPCG(seed, 26))
-	dir := t.TempDir()
-	dev := fmt.Sprintf("emu:%s?zone_size=1M&zones=24", filepath.Join(dir, "dev"))
-	sock := filepath.Join(dir, "zf.sock")
+	dev, sock := kill9Device(t)
 	ctx := context.Background()
 	m := &h26bTruncModel{}
-	churn := &h25aModel{gone: map[string]bool{}, live: map[string]bool{}, busy: map[string]bool{}}
-	p := h25aStart(t, dev, sock)
-	p.ready(t, sock)
-	c, err := server.Dial(ctx, sock, 4<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
+	churn := newKill9Model()
+	p := serveKill9(t, dev, sock)
+	c := dialSocket(t, sock)
 	for i := range h26bWorkers {
 		m.acked[i] = bytes.Repeat([]byte{byte(0x10 + i)}, 40<<10+i*1000)
 		h := writeFile(t, c, fmt.Sprintf("t%d", i), 0, m.acked[i], true)
@@ -260,38 +224,27 @@ func h26bTruncRun(t *testing.T, seed uint64, cycles int) {
 	c.Close()
 	var ckpts int64
 	for cycle := range cycles {
-		cctx, cancel := context.WithCancel(ctx)
-		var wg sync.WaitGroup
+		cl := newKill9Clients()
 		for i := range h26bWorkers {
 			wseed := rng.Uint64()
-			wg.Go(func() { h26bTruncWorker(cctx, sock, m, i, wseed) })
+			cl.Go(sock, func(ctx context.Context, c *server.Client) { h26bTruncWorker(ctx, c, m, i, wseed) })
 		}
-		wg.Go(func() { h25aChurn(cctx, sock, churn, 0, cycle) })
+		cl.Go(sock, func(ctx context.Context, c *server.Client) { churn.churn(ctx, c, 0, cycle) })
 		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond)
-		if sc, err := server.Dial(ctx, sock, 1<<20); err == nil {
-			if st, err := sc.Stats(ctx); err == nil {
-				ckpts += st.Checkpoints
-			}
-			sc.Close()
+		if st, ok := kill9Stats(sock); ok {
+			ckpts += st.Checkpoints
 		}
 		p.kill()
-		cancel()
-		wg.Wait()
-		for range rng.IntN(3) {
-			q := h25aStart(t, dev, sock)
-			time.Sleep(time.Duration(rng.IntN(25)) * time.Millisecond)
-			q.kill()
-		}
-		h25aFsck(t, dev, fmt.Sprintf("after cycle %d", cycle))
-		p = h25aStart(t, dev, sock)
-		p.ready(t, sock)
+		cl.stop()
+		killDuringRecovery(t, dev, sock, rng, rng.IntN(3))
+		fsckClean(t, dev, fmt.Sprintf("after cycle %d", cycle))
+		p = serveKill9(t, dev, sock)
 		h26bTruncCheck(t, sock, m, churn, cycle)
 		if t.Failed() {
 			return
 		}
 	}
 	t.Logf("seed %d: %d steps acknowledged, %d checkpoints in the killed daemons' lives", seed, m.steps, ckpts)
-	p.cmd.Process.Signal(os.Interrupt)
-	<-p.done
-	h25aFsck(t, dev, "after a clean stop")
+	p.interrupt()
+	fsckClean(t, dev, "after a clean stop")
 }
