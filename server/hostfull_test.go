@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -119,9 +118,5 @@ func TestEmuOnAFullHostFileSystem(t *testing.T) {
 		t.Errorf("after: %d bytes after kill -9, %d fsynced", len(got), after)
 	}
 	d.stop()
-	fsck := exec.Command(os.Args[0], "fsck", dev)
-	fsck.Env = append(os.Environ(), "ZONEFOLD_TEST_MAIN=zonefold")
-	if out, err := fsck.CombinedOutput(); err != nil {
-		t.Fatalf("fsck after the host's file system filled: %v\n%s", err, out)
-	}
+	fsckClean(t, dev, "after the host's file system filled")
 }
