@@ -249,8 +249,13 @@ func TestH27aShutdownBesideSlowSteadyReader(t *testing.T) {
 			if int64(s.recvd) != out {
 				t.Errorf("the daemon counts %d replies sent to the client; it received %d (then %v)", out, s.recvd, s.recvErr)
 			}
-			if !v.dropped && int64(s.recvd) != in {
-				t.Errorf("the daemon took %d requests of a client that reads its replies; it received %d replies (then %v)",
+			// A client that reads gets a reply to every request the
+			// daemon received but one: the reader may have read a
+			// message (of one request) as shutdown began while it
+			// waited for a free slot, and that one is not served
+			// (readLoop).
+			if miss := in - int64(s.recvd); !v.dropped && (miss < 0 || miss > 1) {
+				t.Errorf("the daemon received %d requests of a client that reads its replies; it received %d replies (then %v)",
 					in, s.recvd, s.recvErr)
 			}
 			if !errors.Is(s.recvErr, io.ErrUnexpectedEOF) {
