@@ -97,12 +97,15 @@ type conn struct {
 	writerWG sync.WaitGroup
 	writerQ  chan struct{} // closed when every reply is sent: the writer ends
 
-	stopCh    chan struct{} // closed when the server stops reading us
-	stopOnce  sync.Once
-	stopping  atomic.Bool
-	sendFail  atomic.Bool
-	badLogged int
-	badCount  int
+	stopCh   chan struct{} // closed when the server stops reading us
+	stopOnce sync.Once
+	stopping atomic.Bool
+	sendFail atomic.Bool
+	// stopUnread is unread() as shutdown began (stopReading): what a
+	// send blocked since before then measures the client's progress by.
+	stopUnread atomic.Int64
+	badLogged  int
+	badCount   int
 
 	handles handleTable
 	// temps are the temporaries (TempPrefix) this connection created,
@@ -193,6 +196,10 @@ const shutdownSendWait = time.Second
 // takes its replies (shutdownSendWait).
 func (c *conn) stopReading() {
 	c.stopOnce.Do(func() {
+		c.stopUnread.Store(-1)
+		if rc, err := c.uc.SyscallConn(); err == nil {
+			c.stopUnread.Store(int64(unread(rc)))
+		}
 		c.stopping.Store(true)
 		close(c.stopCh)
 		c.uc.SetReadDeadline(time.Now())
@@ -651,7 +658,7 @@ func (c *conn) send(sls []*slot) {
 		// deadline of now stands.
 		queued, waiting := 0, c.stopping.Load() && c.ctx.Err() == nil
 		if waiting {
-			queued = c.unread()
+			queued = unread(c.raw)
 			c.uc.SetWriteDeadline(time.Now().Add(shutdownSendWait))
 		}
 		_, err := c.uc.Write(buf)
@@ -662,13 +669,14 @@ func (c *conn) send(sls []*slot) {
 		}
 		// A message not sent is not sent at all (SOCK_SEQPACKET):
 		// after a wait in which the client took replies, try again. A
-		// send that began before shutdown did (stopReading's
-		// deadline ended it) waits again, measured.
+		// send that began before shutdown did was ended by
+		// stopReading's deadline: the client's progress is measured
+		// from then.
 		if errors.Is(err, os.ErrDeadlineExceeded) && c.stopping.Load() && c.ctx.Err() == nil {
 			if !waiting {
-				continue
+				queued = int(c.stopUnread.Load())
 			}
-			if now := c.unread(); now >= 0 && now < queued {
+			if now := unread(c.raw); now >= 0 && now < queued {
 				continue
 			}
 		}
@@ -680,12 +688,12 @@ func (c *conn) send(sls []*slot) {
 	}
 }
 
-// unread is how many bytes of the replies sent the client has yet to
-// read (SIOCOUTQ), or -1. It only falls while the writer waits, and
+// unread is how many bytes of the replies sent on rc the client has yet
+// to read (SIOCOUTQ), or -1. It only falls while the writer waits, and
 // only as the client reads.
-func (c *conn) unread() int {
+func unread(rc syscall.RawConn) int {
 	n := -1
-	c.raw.Control(func(fd uintptr) {
+	rc.Control(func(fd uintptr) {
 		if v, err := unix.IoctlGetInt(int(fd), unix.SIOCOUTQ); err == nil {
 			n = v
 		}
