@@ -28,6 +28,19 @@ package engine
 //   - readonly-other: the other half's zones went read-only: the
 //     checkpoint goes into the active half's own log (checkpointInHalf),
 //     the void before it.
+//
+// Found: next-start's window, which writeCheckpoint's comment admits (a
+// device whose reset flushes makes the torn record durable before the
+// voids after the reset are): a cut at the voids' write, or at the data
+// flush after it, has recovery replay the torn record, and a block of
+// the file fsynced before the failed overwrite reads EIO (fsck: its
+// checksum fails). Not fixed (closing it needs the voids durable before
+// the reset, with no room left in the active half: a format change);
+// the test logs it as KNOWN and fails on anything else.
+//
+// Mutants tried: voids never logged (voidFailedLocked does nothing,
+// voidOps names nothing): every case fails; recovery ignoring the other
+// half's voids: next-start and after-left-voids fail.
 
 import (
 	"bytes"
@@ -216,11 +229,13 @@ func h27aVoidCase(t *testing.T, zoneSize, kind string, at int64, keep int) (cutI
 	}
 	torn = r.crash(keep)
 	when := fmt.Sprintf("%s: cut at op %d of a checkpoint from half %d (%s; torn %v, err %v)", kind, at, active, where, torn, err)
-	if kind == "next-start" && cutIn && (at == 2 || at == 3) {
+	if kind == "next-start" && cutIn && err != nil &&
+		(strings.Contains(err.Error(), "void failed appends' records") || strings.Contains(err.Error(), "flush data")) {
 		// The window writeCheckpoint documents: the voids go at the
 		// start of the next half, which is reset first, and the emu's
 		// reset flushes, making the torn record durable before the
-		// voids are (op 2 writes them, op 3 flushes them). A cut there
+		// voids are (the cut at their write, or at the data flush after
+		// it, before which they may be lost). A cut there
 		// has recovery replay it: fsck finds its blocks failing their
 		// checksums, and the fsynced bytes it overlays read EIO. Known,
 		// not fixed here (see the h27a report); the cut must show
