@@ -464,7 +464,13 @@ func TestGCRelocatesRecordsPastATornOne(t *testing.T) {
 // of data in f's MRU zone): the append fails part-way, a torn record.
 func failAppendOf(t *testing.T, e *Engine, f *File) error {
 	t.Helper()
-	emu := emuOf(t, e)
+	return failAppendOn(t, e, emuOf(t, e), f)
+}
+
+// failAppendOn is failAppendOf for an engine whose device wraps emu (a
+// test's fault-injecting wrapper).
+func failAppendOn(t *testing.T, e *Engine, emu *zns.Emu, f *File) error {
+	t.Helper()
 	z := f.f.mru.Load()
 	used := z.alloc.Load()
 	var old unix.Rlimit

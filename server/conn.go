@@ -97,12 +97,15 @@ type conn struct {
 	writerWG sync.WaitGroup
 	writerQ  chan struct{} // closed when every reply is sent: the writer ends
 
-	stopCh    chan struct{} // closed when the server stops reading us
-	stopOnce  sync.Once
-	stopping  atomic.Bool
-	sendFail  atomic.Bool
-	badLogged int
-	badCount  int
+	stopCh   chan struct{} // closed when the server stops reading us
+	stopOnce sync.Once
+	stopping atomic.Bool
+	sendFail atomic.Bool
+	// stopUnread is unread() as shutdown began (stopReading): what a
+	// send blocked since before then measures the client's progress by.
+	stopUnread atomic.Int64
+	badLogged  int
+	badCount   int
 
 	handles handleTable
 	// temps are the temporaries (TempPrefix) this connection created,
@@ -169,17 +172,23 @@ func newConn(s *Server, uc *net.UnixConn) *conn {
 }
 
 // shutdownSendWait is how long, once shutdown began, the writer waits
-// for a client to make room for one message of replies before it gives
+// for a client to take any of the replies queued for it before it gives
 // the client up (sendFailed) as one that is gone. Shutdown waits for
 // every session to end, and a session ends only when its replies are
 // sent: a client that sends requests and never reads a reply (socket
 // framing) otherwise kept its writer blocked, and shutdown with it, for
 // the whole grace period, which is for requests still running, not for
 // replies a client will not take (TestH26aShutdownBesidePipeliningClientsThatNeverRead).
-// A client that reads takes a message in microseconds; one that takes
-// none for this long is answered no more, as if it had gone, and its
-// requests still running are canceled: no reply it did not take
-// acknowledged anything.
+// One that takes none for this long is answered no more, as if it had
+// gone, and its requests still running are canceled: no reply it did
+// not take acknowledged anything.
+//
+// The wait is for the client's progress, not for a message to go: a
+// sender blocked on a full socket is woken only once the client has read
+// most of what is queued for it (until a quarter of the send buffer is
+// left), which a client reading steadily but slowly can take longer than
+// this to do. Such a client is waited for, within the grace period
+// (TestH27aShutdownBesideSlowSteadyReader).
 const shutdownSendWait = time.Second
 
 // stopReading makes the reader stop taking requests (server shutdown);
@@ -187,6 +196,10 @@ const shutdownSendWait = time.Second
 // takes its replies (shutdownSendWait).
 func (c *conn) stopReading() {
 	c.stopOnce.Do(func() {
+		c.stopUnread.Store(-1)
+		if rc, err := c.uc.SyscallConn(); err == nil {
+			c.stopUnread.Store(int64(unread(rc)))
+		}
 		c.stopping.Store(true)
 		close(c.stopCh)
 		c.uc.SetReadDeadline(time.Now())
@@ -257,6 +270,7 @@ func (c *conn) serve() {
 	c.cancel()
 	c.closeHandles()
 	c.endTemps()
+	c.discardUnread()
 	if c.badCount > c.badLogged {
 		c.log.Warn("server: malformed requests on this connection", "total", c.badCount, "logged", c.badLogged)
 	}
@@ -449,13 +463,13 @@ func (c *conn) hello() error {
 	defer unix.Close(fd)
 	c.mapped, c.region = mem, mem[:size]
 	prefaultRegion(mem, int(size))
+	rc, err := c.uc.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("socket descriptor: %w", err)
+	}
+	c.raw = rc
 	if h.Version == VersionRings {
 		c.ring = newRings(mem[size:], rep.Entries)
-		rc, err := c.uc.SyscallConn()
-		if err != nil {
-			return fmt.Errorf("socket descriptor: %w", err)
-		}
-		c.raw = rc
 		c.doorbellRead = func(fd uintptr) bool { return c.recvDoorbell(fd) }
 	}
 	rep.Region = size
@@ -560,6 +574,37 @@ func (c *conn) readLoop() string {
 	}
 }
 
+// discardUnread shuts the socket for reading and discards what the
+// client sent that was not read (requests sent as or after shutdown
+// began, doorbells), so that the close that follows ends the client's
+// stream with end-of-file after the replies queued for it. Closing a
+// SOCK_SEQPACKET socket with messages unread resets the peer
+// (ECONNRESET), and a reset is reported before the messages the peer
+// has yet to read: a client that pipelines (socket framing) lost the
+// replies queued for it, fsyncs' included, though the daemon counted
+// them sent (TestH27aShutdownBesideSlowSteadyReader). Once shut for
+// reading, the socket takes nothing more from the client (its sends
+// fail with EPIPE), so the drain ends.
+func (c *conn) discardUnread() {
+	fd := -1
+	c.raw.Control(func(d uintptr) { fd = int(d) })
+	if fd < 0 {
+		return
+	}
+	unix.Shutdown(fd, unix.SHUT_RD)
+	n := 0
+	for {
+		m, _, err := unix.Recvfrom(fd, c.rbuf, unix.MSG_DONTWAIT)
+		if m <= 0 || err != nil {
+			break
+		}
+		n++
+	}
+	if n > 0 {
+		c.log.Debug("server: discarded messages the client sent that were not read", "messages", n)
+	}
+}
+
 // readEnd is why a session ended, from the error that ended its read.
 func readEnd(err error) string {
 	if errors.Is(err, io.EOF) {
@@ -607,24 +652,53 @@ func (c *conn) send(sls []*slot) {
 		sl.rep.Encode(buf[i*ReplySize:])
 		stats.countStatus(sl.rep.Status)
 	}
-	if !c.sendFail.Load() {
-		if c.stopping.Load() && c.ctx.Err() == nil {
-			// Shutdown: each message gets shutdownSendWait (see
-			// stopReading). Not once aborted: abort's deadline of
-			// now stands.
+	for !c.sendFail.Load() {
+		// Shutdown: the client gets shutdownSendWait to take some of
+		// its replies (see stopReading). Not once aborted: abort's
+		// deadline of now stands.
+		queued, waiting := 0, c.stopping.Load() && c.ctx.Err() == nil
+		if waiting {
+			queued = unread(c.raw)
 			c.uc.SetWriteDeadline(time.Now().Add(shutdownSendWait))
 		}
-		if _, err := c.uc.Write(buf); err != nil {
-			c.sendFailed(err)
-		} else {
+		_, err := c.uc.Write(buf)
+		if err == nil {
 			stats.msgsOut.Add(1)
 			stats.repliesOut.Add(int64(len(sls)))
+			break
 		}
+		// A message not sent is not sent at all (SOCK_SEQPACKET):
+		// after a wait in which the client took replies, try again. A
+		// send that began before shutdown did was ended by
+		// stopReading's deadline: the client's progress is measured
+		// from then.
+		if errors.Is(err, os.ErrDeadlineExceeded) && c.stopping.Load() && c.ctx.Err() == nil {
+			if !waiting {
+				queued = int(c.stopUnread.Load())
+			}
+			if now := unread(c.raw); now >= 0 && now < queued {
+				continue
+			}
+		}
+		c.sendFailed(err)
 	}
 	for _, sl := range sls {
 		c.free <- sl
 		c.inflight.Done()
 	}
+}
+
+// unread is how many bytes of the replies sent on rc the client has yet
+// to read (SIOCOUTQ), or -1. It only falls while the writer waits, and
+// only as the client reads.
+func unread(rc syscall.RawConn) int {
+	n := -1
+	rc.Control(func(fd uintptr) {
+		if v, err := unix.IoctlGetInt(int(fd), unix.SIOCOUTQ); err == nil {
+			n = v
+		}
+	})
+	return n
 }
 
 // sendFailed ends a session whose client is gone or stuck: its remaining
