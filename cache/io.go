@@ -465,14 +465,32 @@ func (c *Cache) readCached(fs *fileState, pos int64, a *access) int64 {
 // out. Under fs.mu held for writing.
 func (c *Cache) readLocked(fs *fileState, pos int64, a *access, res *reserve) (int64, stall, error) {
 	for pos < a.end {
-		f, order := c.folioAt(fs, pos, a.end, res)
+		f, missed := (*folio)(nil), false
+		if a.b != nil && (a.pre.state == preNone || a.pre.state == preHave) {
+			var next int64
+			var st stall
+			var act gapAct
+			f, next, st, act = c.gapMiss(fs, pos, a)
+			switch act {
+			case gapRead, gapWait:
+				return pos, st, nil
+			case gapSkip:
+				pos = next
+				continue
+			case gapAdopted:
+				missed = true
+			}
+		}
 		if f == nil {
-			return pos, stall{order: order}, nil
+			var order int
+			f, order = c.folioAt(fs, pos, a.end, res)
+			if f == nil {
+				return pos, stall{order: order}, nil
+			}
 		}
 		stepEnd := min(a.end, f.end())
 		lo, hi := int(pos-f.off), int(stepEnd-f.off)
 		b0, b1 := c.blocks(lo, hi)
-		missed := false
 		for !f.allUptodate.Load() {
 			// Runs of blocks that are not uptodate; the file lock keeps
 			// them so while Backing fills them.
@@ -546,6 +564,90 @@ func (c *Cache) readLocked(fs *fileState, pos int64, a *access, res *reserve) (i
 		pos = stepEnd
 	}
 	return pos, noStall, nil
+}
+
+// gapAct is what gapMiss did.
+type gapAct uint8
+
+const (
+	gapNone    gapAct = iota // no whole-folio gap at pos: the usual way
+	gapAdopted               // the folio returned was made of the read's block
+	gapRead                  // read the run without the lock, then come back
+	gapWait                  // wait (st) for another access's read of the run
+	gapSkip                  // Prefetch: another access reads the run; go on at next
+)
+
+// gapMiss handles a read at pos where no folio is yet and the folio that
+// folioAt would make there is one run of missing blocks the access
+// covers whole: the common cold read (the kernel's readahead adds a
+// folio to the page cache and reads into it; here the folio is made
+// once the read is in, since an indexed folio that is not uptodate
+// would have to be locked against every other access meanwhile). The
+// run is read without the file's lock into an arena block of the
+// folio's order (takeScratch), and that block becomes the folio when the
+// access comes back with it and nothing changed meanwhile (gen, and the
+// gap still the folio's): no folio is made before the read and no
+// 2^order pages are copied after it. Anything else — a folio at pos, a
+// run the access covers only in part, no free block, a change since the
+// read began — takes the usual way (gapNone), where a scratch block held
+// is dropped (preOff) if it does not fit. Under fs.mu held for writing,
+// with a.b set and a.pre not preWant or preOff.
+func (c *Cache) gapMiss(fs *fileState, pos int64, a *access) (*folio, int64, stall, gapAct) {
+	key := pos >> chunkShift
+	ck := fs.chunk(key)
+	limit := (key + 1) << chunkShift
+	i := 0
+	if ck != nil {
+		var f *folio
+		if i, f = ck.find(pos); f != nil {
+			return nil, 0, noStall, gapNone
+		}
+		limit = ck.nextStart(i)
+	}
+	start := pos &^ (pageSize - 1)
+	order := orderFor(start, min(pageUp(a.end), limit), c.maxOrder)
+	end := start + int64(pageSize)<<order
+	if b0, b1 := c.blocks(int(pos-start), int(min(a.end, end)-start)); b0 != 0 || b1 != c.bpp<<order {
+		return nil, 0, noStall, gapNone
+	}
+	pr := &a.pre
+	if pr.state == preHave {
+		if pr.fs != fs || pr.gen != fs.gen || pr.off != start || pr.end != end {
+			c.dropScratch(pr)
+			pr.state = preOff
+			return nil, 0, noStall, gapNone
+		}
+		// The block holds the run as of now: it becomes the folio.
+		fs.removeFill(pr.off, pr.end)
+		pr.state = preNone
+		if ck == nil {
+			ck = fs.chunkFor(key)
+		}
+		f := c.newFolio(fs, pr.scratch, order, start)
+		ck.insert(i, f)
+		f.stateMu.Lock()
+		f.setUptodate(0, f.nblocks)
+		f.stateMu.Unlock()
+		if a.prefetch {
+			c.counters.prefetched.Add(uint64(end - start))
+		}
+		return f, 0, noStall, gapAdopted
+	}
+	// As readLocked: wait for another access's read of the run (or, for
+	// readahead, leave it to it), arming the channel only then.
+	if fs.filling(start, end) {
+		if a.prefetch {
+			return nil, min(end, a.end), noStall, gapSkip
+		}
+		if ch := c.events.Wait(); fs.filling(start, end) {
+			c.counters.fillWaits.Add(1)
+			return nil, 0, stall{order: -1, wait: ch}, gapWait
+		}
+	}
+	if !c.takeScratch(pr, fs, start, end) {
+		return nil, 0, noStall, gapNone
+	}
+	return nil, 0, noStall, gapRead
 }
 
 // Prefetch brings the file's bytes in [off, off+n) that the cache does
