@@ -27,6 +27,7 @@ import (
 // h27dOp is an operation as rapid draws it, before the model's names and
 // sizes are known: resolve turns it into an h23cOp.
 type h27dOp struct {
+	last  bool // the segment's last operation
 	kind  h23cKind
 	pick  int // the file: index into the model's sorted names, modulo their number
 	fresh int // create, rename: the name f<fresh>, or -1 for an existing one (pick2)
@@ -39,14 +40,22 @@ var h27dKindNames = [...]string{"create", "write", "truncate", "remove", "rename
 
 // GoString: rapid logs its draws with %#v.
 func (o h27dOp) GoString() string {
-	return fmt.Sprintf("{%s pick=%d fresh=%d pick2=%d mode=%d a=%d n=%d}",
-		h27dKindNames[o.kind], o.pick, o.fresh, o.pick2, o.mode, o.a, o.n)
+	last := ""
+	if o.last {
+		last = ", last"
+	}
+	return fmt.Sprintf("{%s pick=%d fresh=%d pick2=%d mode=%d a=%d n=%d%s}",
+		h27dKindNames[o.kind], o.pick, o.fresh, o.pick2, o.mode, o.a, o.n, last)
 }
 
-// h27dOpGen draws operations in h23c's mix (h23cKindOf); every number
-// shrinks towards 0: a create, of f0, at offset 0, of 1 byte.
+// h27dOpGen draws operations in h23c's mix (h23cKindOf), one in 64 the
+// segment's last; every number shrinks towards 0: the last operation, a
+// create, of f0, at offset 0, of 1 byte. The end of the sequence is in
+// each operation's draw, not a count drawn ahead, so that rapid's
+// shrinker can drop any operation (a draw) and make any one the last.
 var h27dOpGen = rapid.Custom(func(t *rapid.T) h27dOp {
-	o := h27dOp{kind: h23cKindOf(rapid.IntRange(0, 99).Draw(t, "kind")), fresh: -1}
+	last := rapidcheck.Uniform(t, 64) == 0
+	o := h27dOp{last: last, kind: h23cKindOf(rapidcheck.Uniform(t, 100)), fresh: -1}
 	switch o.kind {
 	case h23cCreate:
 		o.fresh = rapid.IntRange(-1, 9).Draw(t, "fresh")
@@ -152,7 +161,8 @@ const h27dMaxSegments, h27dMaxOps = 4, 150
 
 // TestH27dPowerCutProperty: the power-cut model of TestH23cPowerCutModel
 // (see h23c_cutmodel_test.go for what it checks after each cut), each
-// test case 1-4 segments of up to 150 operations on a fresh device.
+// test case 1-4 segments of about 64 operations (at most 150) on a fresh
+// device.
 // It does not replace TestH23cPowerCutModel: rapid's cases are short
 // histories on a fresh device, where GC seldom relocates anything; h23c's
 // seeds run 20 cuts each on one aging device, and GC relocates megabytes.
@@ -187,20 +197,18 @@ func TestH27dPowerCutProperty(t *testing.T) {
 		for s := range segments {
 			at := rapid.IntRange(1, h23cCutRange).Draw(rt, "cut")
 			tear := rapid.IntRange(0, 4).Draw(rt, "tear") - 1 // -1: no tear
-			// The length is drawn apart, uniformly, rather than left to
-			// SliceOfN (whose lengths average 6): long sequences are what
-			// fill the device and make GC relocate; rapid's shrinker
-			// lowers the length and removes an operation in one step.
-			n := rapid.IntRange(1, h27dMaxOps).Draw(rt, "n")
-			ops := rapid.SliceOfN(h27dOpGen, n, n).Draw(rt, "ops")
+			// The operations are drawn as they run (none after the cut),
+			// until one is the last or there are h27dMaxOps.
 			segs++
-			nops += int64(len(ops))
 			r.logf("== segment %d: cut at device op %d, tear %d ==", s, at, tear)
-			i := 0
+			drawn, done := 0, false
 			step := func() (before, after h23cModel, err error, more bool) {
-				for i < len(ops) {
-					o, ok := ops[i].resolve(r, &seq)
-					i++
+				for !done && drawn < h27dMaxOps {
+					op := h27dOpGen.Draw(rt, "op")
+					drawn++
+					nops++
+					done = op.last
+					o, ok := op.resolve(r, &seq)
 					if ok {
 						before, after, err = r.apply(o)
 						return before, after, err, true
@@ -217,7 +225,7 @@ func TestH27dPowerCutProperty(t *testing.T) {
 		}
 		gcWritten += r.gcWritten
 	})
-	t.Logf("%d cases, %d segments, %d operations drawn: %d cuts inside an operation, GC relocated %d KiB",
+	t.Logf("%d cases, %d segments, %d operations: %d cuts inside an operation, GC relocated %d KiB",
 		cases, segs, nops, cutsInside, gcWritten>>10)
 	if cutsInside == 0 {
 		t.Errorf("no cut landed inside an operation: the test checked only clean shutdowns' worth of cuts")

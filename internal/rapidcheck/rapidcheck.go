@@ -1,9 +1,11 @@
 // Package rapidcheck holds what the property tests built on
-// pgregory.net/rapid share: the number of test cases a test runs.
+// pgregory.net/rapid share: the number of test cases a test runs, and an
+// unbiased draw for weighted choices.
 package rapidcheck
 
 import (
 	"flag"
+	"math/bits"
 	"os"
 	"strconv"
 	"testing"
@@ -32,4 +34,24 @@ func Checks(t testing.TB, n int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Value.Set(old) })
+}
+
+// Uniform draws an int in [0, n), n <= 1<<16, about uniformly, from
+// unbiased bits; it shrinks towards 0. rapid's own integer draws lean
+// towards small values and the ends of the range, which suits offsets
+// and lengths but skews a mix of operations chosen by weight (a draw in
+// [0, 100) against thresholds) towards its first entries.
+func Uniform(t *rapid.T, n int) int {
+	if n < 1 || n > 1<<16 {
+		panic("rapidcheck.Uniform: n out of range")
+	}
+	b := bits.Len(uint(n-1)) + 4 // 16 or more draws per value: no value is twice as likely as another
+	v := 0
+	for range b {
+		v <<= 1
+		if rapid.Bool().Draw(t, "bit") {
+			v |= 1
+		}
+	}
+	return v * n >> b
 }
