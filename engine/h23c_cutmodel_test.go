@@ -253,6 +253,9 @@ type h23cRun struct {
 	// which prints the shrunk failing sequence in full); failf then
 	// leaves the trace out.
 	echo func(string)
+	// cutEvents: the segment's cut, kept past the reopen (which brings
+	// a new cutDev) for failf.
+	cutEvents []string
 	// statistics: cuts inside an operation, by operation; GC bytes relocated
 	cutIn              map[string]int
 	gcWritten, gcReset int64
@@ -300,9 +303,12 @@ func (r *h23cRun) failf(format string, args ...any) {
 	if r.echo != nil {
 		tr = []string{"(logged above)"}
 	}
-	r.dev.mu.Lock()
-	ev := slices.Clone(r.dev.events)
-	r.dev.mu.Unlock()
+	ev := r.cutEvents
+	if ev == nil {
+		r.dev.mu.Lock()
+		ev = slices.Clone(r.dev.events)
+		r.dev.mu.Unlock()
+	}
 	r.t.Errorf("%s\ncut: %v\nlast operations:\n  %s", fmt.Sprintf(format, args...), ev, joinLines(tr))
 }
 
@@ -600,6 +606,7 @@ func (r *h23cRun) adopt() {
 func (r *h23cRun) segment(at int64, tear int, step func() (before, after h23cModel, err error, more bool)) bool {
 	r.dev.n.Store(0)
 	r.dev.at.Store(at)
+	r.cutEvents = nil
 	var before, after h23cModel
 	var err error
 	for !r.dev.cut.Load() {
@@ -634,9 +641,16 @@ func (r *h23cRun) segment(at int64, tear int, step func() (before, after h23cMod
 	r.gcReset += st.GCResets
 	if !r.dev.cut.Load() {
 		r.dev.tick("end of segment")
-		r.dev.cut.Store(true)
+		if r.dev.cut.CompareAndSwap(false, true) {
+			r.dev.mu.Lock()
+			r.dev.events = append(r.dev.events, fmt.Sprintf("cut after the segment's last operation, at #%d", r.dev.n.Load()))
+			r.dev.mu.Unlock()
+		}
 		before = after
 	}
+	r.dev.mu.Lock()
+	r.cutEvents = slices.Clone(r.dev.events)
+	r.dev.mu.Unlock()
 	emu := r.dev.Emu
 	r.e.crashForTest()
 	torn := false

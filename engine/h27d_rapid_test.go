@@ -166,7 +166,7 @@ const h27dMaxSegments, h27dMaxOps = 4, 150
 // It does not replace TestH23cPowerCutModel: rapid's cases are short
 // histories on a fresh device, where GC seldom relocates anything; h23c's
 // seeds run 20 cuts each on one aging device, and GC relocates megabytes.
-// -rapid.checks=N runs N cases (default 40, ~3 s; 8 under the race detector,
+// -rapid.checks=N runs N cases (default 40, ~3 s; 16 under the race detector,
 // which slows each several times), -rapid.seed=S replays one.
 func TestH27dPowerCutProperty(t *testing.T) {
 	old := slog.Default()
@@ -174,7 +174,7 @@ func TestH27dPowerCutProperty(t *testing.T) {
 	t.Cleanup(func() { slog.SetDefault(old) })
 	checks := 40
 	if raceEnabled {
-		checks = 8
+		checks = 16
 	}
 	rapidcheck.Checks(t, checks)
 	dir := filepath.Dir(memDevice(t, 1, "256K")[len("emu:"):])
