@@ -16,6 +16,7 @@ require (
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.44.0
 	gonum.org/v1/plot v0.17.0
+	pgregory.net/rapid v1.3.0
 )
 
 require (

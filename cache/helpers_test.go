@@ -5,12 +5,21 @@ import (
 	"context"
 	"sync"
 	"testing"
+
+	"pgregory.net/rapid"
 )
+
+// testTB is what the helpers need of a test: a *testing.T or *testing.B,
+// or the *rapid.T of a property test.
+type testTB interface {
+	rapid.TB
+	Cleanup(func())
+}
 
 // newTestCache makes a cache whose arena, and every folio it frees, is
 // filled with 0xA5: a read that ever returns memory that was neither
 // written nor read through Backing shows it.
-func newTestCache(t testing.TB, cfg Config) *Cache {
+func newTestCache(t testTB, cfg Config) *Cache {
 	t.Helper()
 	c, err := New(cfg)
 	if err != nil {
@@ -74,14 +83,14 @@ func (m *memBacking) flush(c *Cache) {
 	}
 }
 
-func mustWrite(t testing.TB, c *Cache, file uint64, off int64, p []byte, b Backing) {
+func mustWrite(t testTB, c *Cache, file uint64, off int64, p []byte, b Backing) {
 	t.Helper()
 	if n, err := c.Write(context.Background(), c.File(file), off, p, b); err != nil || n != len(p) {
 		t.Fatalf("Write(file %d, off %d, %d bytes) = %d, %v", file, off, len(p), n, err)
 	}
 }
 
-func mustRead(t testing.TB, c *Cache, file uint64, off int64, n int, b Backing) []byte {
+func mustRead(t testTB, c *Cache, file uint64, off int64, n int, b Backing) []byte {
 	t.Helper()
 	p := make([]byte, n)
 	if got, err := c.Read(context.Background(), c.File(file), off, p, b); err != nil || got != n {
@@ -98,7 +107,7 @@ func fill(n int, seed byte) []byte {
 	return p
 }
 
-func checkBytes(t testing.TB, what string, got, want []byte) {
+func checkBytes(t testTB, what string, got, want []byte) {
 	t.Helper()
 	if !bytes.Equal(got, want) {
 		i := 0

@@ -24,7 +24,7 @@ import (
 // modelEngine plays the engine: it owns the real files, writes extents
 // into them when a writeback ends, and truncates them.
 type modelEngine struct {
-	t   *testing.T
+	t   testTB
 	dir string
 	c   *Cache
 
@@ -179,32 +179,113 @@ func TestModel(t *testing.T) {
 	}
 }
 
-func runModel(t *testing.T, seed uint64, steps int) {
-	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	const span = 3 << 20 // bytes of each file the test touches
-	const nfiles = 3
-	blockSizes := []int{512, 1024, 4096}
-	e := &modelEngine{t: t, dir: t.TempDir(), files: map[uint64]*os.File{}}
+// modelKind is an operation of the model test.
+type modelKind int
+
+const (
+	modelWrite modelKind = iota
+	modelRead
+	modelBegin    // begin a writeback, to be ended later
+	modelEnd      // end the file's writebacks, some failing
+	modelEvict    // evict clean bytes
+	modelTruncate // down or up
+	modelForget   // the file is removed
+	modelFlushAll // write everything back
+)
+
+// modelKindOf maps v in [0, 100) to a kind: the model's mix of operations.
+func modelKindOf(v int) modelKind {
+	switch {
+	case v < 35:
+		return modelWrite
+	case v < 60:
+		return modelRead
+	case v < 70:
+		return modelBegin
+	case v < 80:
+		return modelEnd
+	case v < 85:
+		return modelEvict
+	case v < 93:
+		return modelTruncate
+	case v < 96:
+		return modelForget
+	default:
+		return modelFlushAll
+	}
+}
+
+// modelOp is one operation of the model test.
+type modelOp struct {
+	kind  modelKind
+	file  uint64
+	off   int64  // write, read
+	n     int    // read: length
+	data  []byte // write: never a zero byte (unwritten bytes are)
+	bytes int64  // begin: maxBytes; evict: how many
+	size  int64  // truncate
+}
+
+const (
+	modelSpan  = 3 << 20 // bytes of each file the test touches
+	modelFiles = 3
+)
+
+var modelBlockSizes = []int{512, 1024, 4096}
+
+// modelConfig is a test case's cache: arena bytes (1..4 MiB, so that
+// evictions are routine), largest folio order, block size, and a dirty
+// limit of half the arena or more than all of it (then writers wait for
+// memory rather than for the dirty limit); split sets splitStateLock.
+func modelConfig(e *modelEngine, arenaPages, maxOrder, blockSize int, bigLimit bool) Config {
+	arena := int64(arenaPages) << 12
+	limit := arena / 2
+	if bigLimit {
+		limit *= 4
+	}
+	return Config{
+		Bytes:      arena,
+		MaxOrder:   maxOrder,
+		BlockSize:  blockSize,
+		DirtyLimit: limit,
+		OnPressure: func() { e.onPressure() },
+	}
+}
+
+// modelRun is one run of the model test: the cache, the engine playing
+// storage, and the model, a byte slice per file.
+type modelRun struct {
+	t     testTB
+	c     *Cache
+	e     *modelEngine
+	model map[uint64][]byte
+	// ok says whether the next writeback to end succeeds.
+	ok func() bool
+}
+
+func newModelRun(t testTB, dir string, cfg func(*modelEngine) Config, split bool, ok func() bool) *modelRun {
+	e := &modelEngine{t: t, dir: dir, files: map[uint64]*os.File{}}
 	t.Cleanup(func() {
 		for _, f := range e.files {
 			f.Close()
 		}
 	})
-	arena := int64(256+rng.IntN(768)) << 12 // 1..4 MiB: evictions are routine
-	cfg := Config{
-		Bytes:     arena,
-		MaxOrder:  rng.IntN(MaxOrder + 1),
-		BlockSize: blockSizes[rng.IntN(len(blockSizes))],
-		// Half the arena, or more than all of it: then writers wait
-		// for memory rather than for the dirty limit.
-		DirtyLimit: arena / 2 * int64(1+3*rng.IntN(2)),
-		OnPressure: func() { e.onPressure() },
-	}
-	split := rng.IntN(2) == 0
-	c := newTestCache(t, cfg)
+	c := newTestCache(t, cfg(e))
 	c.splitStateLock = split
 	e.c = c
-	model := make(map[uint64][]byte)
+	return &modelRun{t: t, c: c, e: e, model: map[uint64][]byte{}, ok: ok}
+}
+
+func runModel(t *testing.T, seed uint64, steps int) {
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	arenaPages := 256 + rng.IntN(768)
+	maxOrder := rng.IntN(MaxOrder + 1)
+	blockSize := modelBlockSizes[rng.IntN(len(modelBlockSizes))]
+	bigLimit := rng.IntN(2) != 0
+	split := rng.IntN(2) == 0
+	r := newModelRun(t, t.TempDir(), func(e *modelEngine) Config {
+		return modelConfig(e, arenaPages, maxOrder, blockSize, bigLimit)
+	}, split, func() bool { return rng.IntN(5) != 0 })
 
 	length := func() int {
 		switch r := rng.IntN(10); {
@@ -217,112 +298,141 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		}
 	}
 	offset := func(n int) int64 {
-		off := rng.Int64N(int64(span - n + 1))
+		off := rng.Int64N(int64(modelSpan - n + 1))
 		if rng.IntN(2) == 0 {
 			off &^= pageSize - 1
 		}
 		return off
 	}
-	// run does op on file: inline, or — if the file has writebacks in
-	// flight, which op may have to wait for — on its own goroutine, and
-	// ends those writebacks once op is done or has started to wait.
-	run := func(file uint64, op func()) {
-		batches := e.takePending(file)
-		if len(batches) == 0 {
-			op()
-			return
-		}
-		waits := func() uint64 { s := c.Stats(); return s.StableWaits + s.AllocWaits + s.Throttles }
-		before := waits()
-		done := make(chan struct{})
-		go func() { defer close(done); op() }()
-		waitUntil(func() bool {
-			select {
-			case <-done:
-				return true
-			default:
-				return waits() != before
-			}
-		})
-		for _, b := range batches {
-			e.end(b, rng.IntN(5) != 0)
-		}
-		<-done
-	}
-
 	for step := range steps {
-		file := uint64(1 + rng.IntN(nfiles))
-		switch r := rng.IntN(100); {
-		case r < 35: // write
+		o := modelOp{file: uint64(1 + rng.IntN(modelFiles)), kind: modelKindOf(rng.IntN(100))}
+		switch o.kind {
+		case modelWrite:
 			n := length()
-			off := offset(n)
-			p := make([]byte, n)
-			for i := range p {
-				p[i] = byte(rng.Uint32()) | 1 // never zero: unwritten bytes are
+			o.off = offset(n)
+			o.data = make([]byte, n)
+			for i := range o.data {
+				o.data[i] = byte(rng.Uint32()) | 1
 			}
-			run(file, func() { mustWrite(t, c, file, off, p, e) })
-			m := model[file]
-			if end := off + int64(n); end > int64(len(m)) {
-				m = append(m, make([]byte, end-int64(len(m)))...)
-			}
-			copy(m[off:], p)
-			model[file] = m
-		case r < 60: // read
-			n := length()
-			off := offset(n)
-			var got []byte
-			run(file, func() { got = mustRead(t, c, file, off, n, e) })
-			want := make([]byte, n)
-			if m := model[file]; off < int64(len(m)) {
-				copy(want, m[off:])
-			}
-			if !bytes.Equal(got, want) {
-				i := 0
-				for got[i] == want[i] {
-					i++
-				}
-				t.Fatalf("step %d: read file %d [%d, +%d): byte %d (file offset %d) = %#x, want %#x",
-					step, file, off, n, i, off+int64(i), got[i], want[i])
-			}
-		case r < 70: // begin a writeback, to be ended later
-			e.begin(file, int64(rng.IntN(4))*int64(rng.IntN(64<<10)))
-		case r < 80: // end a writeback, one in five failing
-			if b := e.takePending(file); len(b) > 0 {
-				for _, x := range b {
-					e.end(x, rng.IntN(5) != 0)
-				}
-			}
-		case r < 85:
-			c.EvictClean(int64(rng.IntN(512 << 10)))
-		case r < 93: // truncate, down or up
-			size := rng.Int64N(span)
-			e.truncate(file, size)
-			run(file, func() { c.Truncate(file, size) })
-			m := model[file]
-			if size < int64(len(m)) {
-				m = m[:size]
-			} else {
-				m = append(m, make([]byte, size-int64(len(m)))...)
-			}
-			model[file] = m
-		case r < 96: // the file is removed
-			e.truncate(file, 0)
-			c.Forget(file)
-			delete(model, file)
+		case modelRead:
+			o.n = length()
+			o.off = offset(o.n)
+		case modelBegin:
+			o.bytes = int64(rng.IntN(4)) * int64(rng.IntN(64<<10))
+		case modelEvict:
+			o.bytes = int64(rng.IntN(512 << 10))
+		case modelTruncate:
+			o.size = rng.Int64N(modelSpan)
+		}
+		r.apply(step, o)
+	}
+	r.finish()
+}
+
+// run does op on file: inline, or — if the file has writebacks in
+// flight, which op may have to wait for — on its own goroutine, and ends
+// those writebacks once op is done or has started to wait.
+func (r *modelRun) run(file uint64, op func()) {
+	c, e := r.c, r.e
+	batches := e.takePending(file)
+	if len(batches) == 0 {
+		op()
+		return
+	}
+	waits := func() uint64 { s := c.Stats(); return s.StableWaits + s.AllocWaits + s.Throttles }
+	before := waits()
+	done := make(chan struct{})
+	go func() { defer close(done); op() }()
+	waitUntil(func() bool {
+		select {
+		case <-done:
+			return true
 		default:
-			e.flushAll()
-			if d := c.DirtyBytes(); d != 0 {
-				t.Fatalf("step %d: %d dirty bytes after writing everything back", step, d)
+			return waits() != before
+		}
+	})
+	for _, b := range batches {
+		e.end(b, r.ok())
+	}
+	<-done
+}
+
+// apply runs o, the step-th operation, on the cache and the model, and
+// checks reads and the accounting.
+func (r *modelRun) apply(step int, o modelOp) {
+	t, c, e, file := r.t, r.c, r.e, o.file
+	switch o.kind {
+	case modelWrite:
+		r.run(file, func() { mustWrite(t, c, file, o.off, o.data, e) })
+		m := r.model[file]
+		if end := o.off + int64(len(o.data)); end > int64(len(m)) {
+			m = append(m, make([]byte, end-int64(len(m)))...)
+		}
+		copy(m[o.off:], o.data)
+		r.model[file] = m
+	case modelRead:
+		var got []byte
+		r.run(file, func() { got = mustRead(t, c, file, o.off, o.n, e) })
+		want := make([]byte, o.n)
+		if m := r.model[file]; o.off < int64(len(m)) {
+			copy(want, m[o.off:])
+		}
+		if !bytes.Equal(got, want) {
+			i := 0
+			for got[i] == want[i] {
+				i++
+			}
+			t.Fatalf("step %d: read file %d [%d, +%d): byte %d (file offset %d) = %#x, want %#x",
+				step, file, o.off, o.n, i, o.off+int64(i), got[i], want[i])
+		}
+	case modelBegin:
+		e.begin(file, o.bytes)
+	case modelEnd:
+		if b := e.takePending(file); len(b) > 0 {
+			for _, x := range b {
+				e.end(x, r.ok())
 			}
 		}
-		checkAccounting(t, c)
+	case modelEvict:
+		c.EvictClean(o.bytes)
+	case modelTruncate:
+		e.truncate(file, o.size)
+		r.run(file, func() { c.Truncate(file, o.size) })
+		m := r.model[file]
+		if o.size < int64(len(m)) {
+			m = m[:o.size]
+		} else {
+			m = append(m, make([]byte, o.size-int64(len(m)))...)
+		}
+		r.model[file] = m
+	case modelForget:
+		e.truncate(file, 0)
+		c.Forget(file)
+		delete(r.model, file)
+	default:
+		e.flushAll()
+		if d := c.DirtyBytes(); d != 0 {
+			t.Fatalf("step %d: %d dirty bytes after writing everything back", step, d)
+		}
 	}
+	checkAccounting(t, c)
+}
 
+// finish checks the end of a run: the run evicted and read through, and,
+// everything written back, the real files hold the model, and an empty
+// cache reads it back from them.
+func (r *modelRun) finish() {
+	t, c := r.t, r.c
 	if s := c.Stats(); s.Evictions == 0 || s.ReadThroughs == 0 {
 		t.Errorf("the run never evicted (%d) or read through (%d): it tested less than it should", s.Evictions, s.ReadThroughs)
 	}
-	// Everything written back, the real files hold the model, and an
-	// empty cache reads it back from them.
+	r.drain()
+}
+
+// drain writes everything back, empties the cache and checks that it
+// reads the model back from storage.
+func (r *modelRun) drain() {
+	t, c, e := r.t, r.c, r.e
 	e.flushAll()
 	if d, files := c.DirtyBytes(), c.DirtyFiles(nil); d != 0 || len(files) != 0 {
 		t.Fatalf("at the end: %d dirty bytes, dirty files %v", d, files)
@@ -331,16 +441,16 @@ func runModel(t *testing.T, seed uint64, steps int) {
 	if s := c.Stats(); s.CachedBytes != 0 {
 		t.Fatalf("at the end: %d bytes still cached with nothing dirty or in flight", s.CachedBytes)
 	}
-	for file := uint64(1); file <= nfiles; file++ {
-		want := make([]byte, span)
-		copy(want, model[file])
-		checkBytes(t, fmt.Sprintf("file %d from storage", file), mustRead(t, c, file, 0, span, e), want)
+	for file := uint64(1); file <= modelFiles; file++ {
+		want := make([]byte, modelSpan)
+		copy(want, r.model[file])
+		checkBytes(t, fmt.Sprintf("file %d from storage", file), mustRead(t, c, file, 0, modelSpan, e), want)
 	}
 }
 
 // checkAccounting: folio counts add up to the memory in use, and dirty
 // bytes are whole blocks.
-func checkAccounting(t *testing.T, c *Cache) {
+func checkAccounting(t testTB, c *Cache) {
 	t.Helper()
 	s := c.Stats()
 	var pages int64

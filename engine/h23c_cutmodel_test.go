@@ -40,6 +40,8 @@ import (
 	"testing"
 	"time"
 
+	"pgregory.net/rapid"
+
 	"github.com/zonefold/zonefold/uring"
 	"github.com/zonefold/zonefold/zns"
 )
@@ -237,7 +239,7 @@ func (mm h23cModel) clone() h23cModel {
 }
 
 type h23cRun struct {
-	t       testing.TB
+	t       rapid.TB // a *testing.T, or the *rapid.T of TestH27dPowerCutProperty
 	rng     *rand.Rand
 	devName string
 	cfg     Config
@@ -247,14 +249,30 @@ type h23cRun struct {
 	trace   []string
 	nameSeq int
 	lastOp  string
+	// echo, if set, gets every operation as it is logged (rapid's Logf,
+	// which prints the shrunk failing sequence in full); failf then
+	// leaves the trace out.
+	echo func(string)
+	// cutEvents: the segment's cut, kept past the reopen (which brings
+	// a new cutDev) for failf.
+	cutEvents []string
 	// statistics: cuts inside an operation, by operation; GC bytes relocated
 	cutIn              map[string]int
 	gcWritten, gcReset int64
 }
 
+func newH23cRun(t rapid.TB, devName string) *h23cRun {
+	return &h23cRun{t: t, devName: devName,
+		cfg: Config{CacheBytes: 2 << 20, DirtyLimit: 512 << 10, MaxOrder: 4},
+		m:   h23cModel{}, cutIn: map[string]int{}}
+}
+
 func (r *h23cRun) logf(format string, args ...any) {
 	r.lastOp = fmt.Sprintf(format, args...)
 	r.trace = append(r.trace, r.lastOp)
+	if r.echo != nil {
+		r.echo(r.lastOp)
+	}
 }
 
 func (r *h23cRun) open(fresh bool) {
@@ -282,9 +300,15 @@ func (r *h23cRun) failf(format string, args ...any) {
 	if len(tr) > 60 {
 		tr = tr[len(tr)-60:]
 	}
-	r.dev.mu.Lock()
-	ev := slices.Clone(r.dev.events)
-	r.dev.mu.Unlock()
+	if r.echo != nil {
+		tr = []string{"(logged above)"}
+	}
+	ev := r.cutEvents
+	if ev == nil {
+		r.dev.mu.Lock()
+		ev = slices.Clone(r.dev.events)
+		r.dev.mu.Unlock()
+	}
 	r.t.Errorf("%s\ncut: %v\nlast operations:\n  %s", fmt.Sprintf(format, args...), ev, joinLines(tr))
 }
 
@@ -305,22 +329,130 @@ func (r *h23cRun) pick() string {
 	return ns[r.rng.IntN(len(ns))]
 }
 
+// h23cKind is an operation of the model.
+type h23cKind int
+
+const (
+	h23cCreate h23cKind = iota
+	h23cWrite
+	h23cTruncate
+	h23cRemove
+	h23cRename
+	h23cFsync
+	h23cSyncAll
+	h23cGC
+	h23cCheckpoint
+)
+
+// h23cKindOf maps v in [0, 100) to a kind: the model's mix of operations.
+func h23cKindOf(v int) h23cKind {
+	switch {
+	case v < 6:
+		return h23cCreate
+	case v < 50:
+		return h23cWrite
+	case v < 60:
+		return h23cTruncate
+	case v < 65:
+		return h23cRemove
+	case v < 72:
+		return h23cRename
+	case v < 84:
+		return h23cFsync
+	case v < 88:
+		return h23cSyncAll
+	case v < 94:
+		return h23cGC
+	default:
+		return h23cCheckpoint
+	}
+}
+
+// h23cOp is one operation, its names and numbers resolved against the
+// model: name exists unless kind is h23cCreate.
+type h23cOp struct {
+	kind     h23cKind
+	name, to string // to: the rename's target
+	off      int    // write: offset
+	size     int    // truncate: new size
+	data     []byte // write
+}
+
+// randomOp draws the next operation from r.rng; false if it is a no-op
+// (a rename onto itself).
+func (r *h23cRun) randomOp() (h23cOp, bool) {
+	v := r.rng.IntN(100)
+	name := r.pick()
+	if name == "" || len(r.m) < 3 {
+		v = 0
+	}
+	o := h23cOp{kind: h23cKindOf(v), name: name}
+	switch o.kind {
+	case h23cCreate:
+		if name == "" || len(r.m) < 8 && r.rng.IntN(2) == 0 {
+			r.nameSeq++
+			o.name = fmt.Sprintf("f%d", r.nameSeq%10)
+		}
+	case h23cWrite:
+		var n int
+		switch r.rng.IntN(4) {
+		case 0:
+			o.off = r.rng.IntN(200 << 10)
+			n = 1 + r.rng.IntN(3*BlockSize+100)
+		case 1:
+			o.off = r.rng.IntN(48) * BlockSize
+			n = (1 + r.rng.IntN(16)) * BlockSize
+		case 2: // append
+			o.off = r.m[name].size
+			n = 1 + r.rng.IntN(8*BlockSize)
+		default: // overwrite inside
+			if s := r.m[name].size; s > 0 {
+				o.off = r.rng.IntN(s)
+			}
+			n = 1 + r.rng.IntN(6*BlockSize)
+		}
+		o.data = make([]byte, n)
+		for i := range o.data {
+			o.data[i] = byte(r.rng.Uint32())
+		}
+	case h23cTruncate:
+		m := r.m[name]
+		if r.rng.IntN(2) == 0 {
+			o.size = r.rng.IntN(m.size + 1)
+		} else {
+			o.size = m.size + r.rng.IntN(6*BlockSize)
+		}
+	case h23cRename:
+		o.to = r.pick()
+		if o.to == name || r.rng.IntN(3) == 0 {
+			r.nameSeq++
+			o.to = fmt.Sprintf("f%d", r.nameSeq%10)
+		}
+		if o.to == name {
+			return o, false
+		}
+	}
+	return o, true
+}
+
 // step runs one random operation. It returns the model without the
 // operation's effect, the model with it, and the operation's error.
 func (r *h23cRun) step() (before, after h23cModel, err error) {
+	o, ok := r.randomOp()
+	if !ok {
+		return r.m.clone(), r.m.clone(), nil
+	}
+	return r.apply(o)
+}
+
+// apply runs o on the engine and the model. It returns the model without
+// the operation's effect, the model with it, and the operation's error.
+func (r *h23cRun) apply(o h23cOp) (before, after h23cModel, err error) {
 	before = r.m.clone()
 	e := r.e
-	op := r.rng.IntN(100)
-	name := r.pick()
-	if name == "" || len(r.m) < 3 {
-		op = 0
-	}
-	switch {
-	case op < 6:
-		if name == "" || len(r.m) < 8 && r.rng.IntN(2) == 0 {
-			r.nameSeq++
-			name = fmt.Sprintf("f%d", r.nameSeq%10)
-		}
+	name := o.name
+	switch o.kind {
+	case h23cCreate:
 		r.logf("create %s", name)
 		var h *File
 		h, err = e.Create(name)
@@ -328,68 +460,33 @@ func (r *h23cRun) step() (before, after h23cModel, err error) {
 			h.Close()
 		}
 		r.m[name] = newH23cFile()
-	case op < 50:
-		var off, n int
-		switch r.rng.IntN(4) {
-		case 0:
-			off = r.rng.IntN(200 << 10)
-			n = 1 + r.rng.IntN(3*BlockSize+100)
-		case 1:
-			off = r.rng.IntN(48) * BlockSize
-			n = (1 + r.rng.IntN(16)) * BlockSize
-		case 2: // append
-			off = r.m[name].size
-			n = 1 + r.rng.IntN(8*BlockSize)
-		default: // overwrite inside
-			if s := r.m[name].size; s > 0 {
-				off = r.rng.IntN(s)
-			}
-			n = 1 + r.rng.IntN(6*BlockSize)
-		}
-		p := make([]byte, n)
-		for i := range p {
-			p[i] = byte(r.rng.Uint32())
-		}
-		r.logf("write %s at %d, %d bytes", name, off, n)
+	case h23cWrite:
+		r.logf("write %s at %d, %d bytes", name, o.off, len(o.data))
 		var h *File
 		if h, err = e.Open(name); err == nil {
-			_, err = h.WriteAt(p, int64(off))
+			_, err = h.WriteAt(o.data, int64(o.off))
 			h.Close()
 		}
-		r.m[name].write(p, off)
-	case op < 60:
+		r.m[name].write(o.data, o.off)
+	case h23cTruncate:
 		m := r.m[name]
-		var s int
-		if r.rng.IntN(2) == 0 {
-			s = r.rng.IntN(m.size + 1)
-		} else {
-			s = m.size + r.rng.IntN(6*BlockSize)
-		}
-		r.logf("truncate %s %d -> %d", name, m.size, s)
+		r.logf("truncate %s %d -> %d", name, m.size, o.size)
 		var h *File
 		if h, err = e.Open(name); err == nil {
-			err = h.Truncate(int64(s))
+			err = h.Truncate(int64(o.size))
 			h.Close()
 		}
-		m.truncate(s)
-	case op < 65:
+		m.truncate(o.size)
+	case h23cRemove:
 		r.logf("remove %s", name)
 		err = e.Remove(name)
 		delete(r.m, name)
-	case op < 72:
-		to := r.pick()
-		if to == name || r.rng.IntN(3) == 0 {
-			r.nameSeq++
-			to = fmt.Sprintf("f%d", r.nameSeq%10)
-		}
-		if to == name {
-			return before, r.m.clone(), nil
-		}
-		r.logf("rename %s -> %s (exists %v)", name, to, r.m[to] != nil)
-		err = e.Rename(name, to)
-		r.m[to] = r.m[name]
+	case h23cRename:
+		r.logf("rename %s -> %s (exists %v)", name, o.to, r.m[o.to] != nil)
+		err = e.Rename(name, o.to)
+		r.m[o.to] = r.m[name]
 		delete(r.m, name)
-	case op < 84:
+	case h23cFsync:
 		r.logf("fsync %s", name)
 		var h *File
 		if h, err = e.Open(name); err == nil {
@@ -399,7 +496,7 @@ func (r *h23cRun) step() (before, after h23cModel, err error) {
 		if err == nil {
 			r.m[name].durable()
 		}
-	case op < 88:
+	case h23cSyncAll:
 		r.logf("sync all")
 		err = e.Sync(context.Background())
 		if err == nil {
@@ -407,7 +504,7 @@ func (r *h23cRun) step() (before, after h23cModel, err error) {
 				m.durable()
 			}
 		}
-	case op < 94:
+	case h23cGC:
 		r.logf("gc pass")
 		_, err = e.gc.pass(gcUrgent)
 		if err != nil && !r.dev.cut.Load() {
@@ -502,16 +599,22 @@ func (r *h23cRun) adopt() {
 	r.m = m
 }
 
-// segment runs operations until the cut at the at-th device operation
-// (or maxOps), then crashes, recovers and checks. It reports false if a
-// check failed.
-func (r *h23cRun) segment(at int64, maxOps int, tear int) bool {
+// segment runs operations (step's, until it reports no more) until the
+// cut at the at-th device operation, then crashes (tearing the last
+// write to tear blocks if tear >= 0), recovers and checks. It reports
+// false if a check failed.
+func (r *h23cRun) segment(at int64, tear int, step func() (before, after h23cModel, err error, more bool)) bool {
 	r.dev.n.Store(0)
 	r.dev.at.Store(at)
+	r.cutEvents = nil
 	var before, after h23cModel
 	var err error
-	for i := 0; i < maxOps && !r.dev.cut.Load(); i++ {
-		before, after, err = r.step()
+	for !r.dev.cut.Load() {
+		b, a, e, more := step()
+		if !more {
+			break
+		}
+		before, after, err = b, a, e
 		if err != nil && !r.dev.cut.Load() {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
@@ -538,9 +641,16 @@ func (r *h23cRun) segment(at int64, maxOps int, tear int) bool {
 	r.gcReset += st.GCResets
 	if !r.dev.cut.Load() {
 		r.dev.tick("end of segment")
-		r.dev.cut.Store(true)
+		if r.dev.cut.CompareAndSwap(false, true) {
+			r.dev.mu.Lock()
+			r.dev.events = append(r.dev.events, fmt.Sprintf("cut after the segment's last operation, at #%d", r.dev.n.Load()))
+			r.dev.mu.Unlock()
+		}
 		before = after
 	}
+	r.dev.mu.Lock()
+	r.cutEvents = slices.Clone(r.dev.events)
+	r.dev.mu.Unlock()
 	emu := r.dev.Emu
 	r.e.crashForTest()
 	torn := false
@@ -584,11 +694,9 @@ func (r *h23cRun) segment(at int64, maxOps int, tear int) bool {
 	return ok
 }
 
-func runH23c(t testing.TB, seed uint64, segments int) {
-	r := &h23cRun{t: t, rng: rand.New(rand.NewPCG(seed, 23)),
-		devName: memDevice(t.(*testing.T), 24, "256K"),
-		cfg:     Config{CacheBytes: 2 << 20, DirtyLimit: 512 << 10, MaxOrder: 4},
-		m:       h23cModel{}, cutIn: map[string]int{}}
+func runH23c(t *testing.T, seed uint64, segments int) {
+	r := newH23cRun(t, memDevice(t, 24, "256K"))
+	r.rng = rand.New(rand.NewPCG(seed, 23))
 	r.open(true)
 	for s := 0; s < segments; s++ {
 		at := int64(1 + r.rng.IntN(h23cCutRange))
@@ -597,7 +705,15 @@ func runH23c(t testing.TB, seed uint64, segments int) {
 			tear = r.rng.IntN(4)
 		}
 		r.logf("== segment %d: cut at device op %d, tear %d ==", s, at, tear)
-		if !r.segment(at, 300, tear) {
+		ops := 0
+		step := func() (before, after h23cModel, err error, more bool) {
+			if ops++; ops > 300 {
+				return nil, nil, nil, false
+			}
+			before, after, err = r.step()
+			return before, after, err, true
+		}
+		if !r.segment(at, tear, step) {
 			t.Logf("seed %d failed at segment %d", seed, s)
 			break
 		}
