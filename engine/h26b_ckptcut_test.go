@@ -292,6 +292,25 @@ func h26bDevice(t *testing.T, zoneSize string) string {
 	return memDevice(t, zones, zoneSize) + "&max_append=8K"
 }
 
+// cutCheckpoint runs ckpt with the power cut at its at-th device
+// operation, then crashes the engine (the write before the cut torn to
+// keep blocks, keep >= 0): whether the cut came inside it, the first
+// operation refused, whether a write was torn, and ckpt's error. A
+// checkpoint that fails without a cut fails the test.
+func (r *h26bCkpt) cutCheckpoint(ckpt func() error, at int64, keep int) (cutIn bool, where string, torn bool, err error) {
+	r.dev.n.Store(0)
+	r.dev.at.Store(at)
+	err = ckpt()
+	cutIn = r.dev.cut.Load()
+	if !cutIn && err != nil {
+		r.t.Fatalf("checkpoint failed without a cut: %v", err)
+	}
+	if cutIn {
+		where = r.events()[0]
+	}
+	return cutIn, where, r.crash(keep), err
+}
+
 // h26bCase runs one cut: setup brings the engine to the checkpoint
 // whose K-th device operation the power fails at.
 func h26bCase(t *testing.T, zoneSize string, seed uint64, fresh bool, earlier int, at int64, keep int) (cutIn, torn bool, where string) {
@@ -322,17 +341,7 @@ func h26bCase(t *testing.T, zoneSize string, seed uint64, fresh bool, earlier in
 		r.names(60)
 	}
 	active := r.e.meta.active
-	r.dev.n.Store(0)
-	r.dev.at.Store(at)
-	err := r.ckpt()
-	cutIn = r.dev.cut.Load()
-	if !cutIn && err != nil {
-		t.Fatalf("checkpoint failed without a cut: %v", err)
-	}
-	if cutIn {
-		where = r.events()[0]
-	}
-	torn = r.crash(keep)
+	cutIn, where, torn, err := r.cutCheckpoint(r.ckpt, at, keep)
 	when := fmt.Sprintf("cut at op %d of a checkpoint into half %d (torn %v, err %v)", at, 1-active, torn, err)
 	r.fsck(when)
 	r.must(r.open(false, 0), when+": reopen")

@@ -217,17 +217,7 @@ func h27aVoidCase(t *testing.T, zoneSize, kind string, at int64, keep int) (cutI
 	}
 
 	active := r.e.meta.active
-	r.dev.n.Store(0)
-	r.dev.at.Store(at)
-	err := ckpt()
-	cutIn = r.dev.cut.Load()
-	if !cutIn && err != nil {
-		t.Fatalf("checkpoint failed without a cut: %v", err)
-	}
-	if cutIn {
-		where = r.events()[0]
-	}
-	torn = r.crash(keep)
+	cutIn, where, torn, err := r.cutCheckpoint(ckpt, at, keep)
 	when := fmt.Sprintf("%s: cut at op %d of a checkpoint from half %d (%s; torn %v, err %v)", kind, at, active, where, torn, err)
 	if kind == "next-start" && cutIn && err != nil &&
 		(strings.Contains(err.Error(), "void failed appends' records") || strings.Contains(err.Error(), "flush data")) {

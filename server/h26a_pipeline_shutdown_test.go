@@ -114,16 +114,7 @@ func TestH26aShutdownBesidePipeliningClientsThatNeverRead(t *testing.T) {
 				last = now
 			}
 			// Every one of them ran: all that waits is their replies.
-			awaitProgress(t, "the pipelined writes' run", 1, func() int64 {
-				d.srv.mu.Lock()
-				defer d.srv.mu.Unlock()
-				for c := range d.srv.conns {
-					if c.busy.Load() != 0 || c.pieces.Load() != 0 {
-						return 0
-					}
-				}
-				return 1
-			})
+			awaitProgress(t, "the pipelined writes' run", 1, d.srv.requestsRan)
 
 			start := time.Now()
 			awaitShutdown(t, d)
@@ -142,4 +133,18 @@ func TestH26aShutdownBesidePipeliningClientsThatNeverRead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// requestsRan is 1 once no connection of s has a request running (busy)
+// or pieces of one left: what a client was answered, or will be, has
+// all run. For awaitProgress.
+func (s *Server) requestsRan() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.busy.Load() != 0 || c.pieces.Load() != 0 {
+			return 0
+		}
+	}
+	return 1
 }
