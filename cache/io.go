@@ -480,6 +480,8 @@ func (c *Cache) readLocked(fs *fileState, pos int64, a *access, res *reserve) (i
 			case gapAdopted:
 				missed = true
 			}
+			// gapFound: f is the folio at pos, found (and touched) as
+			// folioAt would, which need not look again.
 		}
 		if f == nil {
 			var order int
@@ -571,6 +573,7 @@ type gapAct uint8
 
 const (
 	gapNone    gapAct = iota // no whole-folio gap at pos: the usual way
+	gapFound                 // a folio is at pos (returned, touched): the usual way with it
 	gapAdopted               // the folio returned was made of the read's block
 	gapRead                  // read the run without the lock, then come back
 	gapWait                  // wait (st) for another access's read of the run
@@ -587,10 +590,11 @@ const (
 // folio's order (takeScratch), and that block becomes the folio when the
 // access comes back with it and nothing changed meanwhile (gen, and the
 // gap still the folio's): no folio is made before the read and no
-// 2^order pages are copied after it. Anything else — a folio at pos, a
-// run the access covers only in part, no free block, a change since the
-// read began — takes the usual way (gapNone), where a scratch block held
-// is dropped (preOff) if it does not fit. Under fs.mu held for writing,
+// 2^order pages are copied after it. A folio at pos is returned, touched
+// (gapFound), so that the usual way need not look it up again; anything
+// else — a run the access covers only in part, no free block, a change
+// since the read began — takes the usual way (gapNone), where a scratch
+// block held is dropped (preOff) if it does not fit. Under fs.mu held for writing,
 // with a.b set and a.pre not preWant or preOff.
 func (c *Cache) gapMiss(fs *fileState, pos int64, a *access) (*folio, int64, stall, gapAct) {
 	key := pos >> chunkShift
@@ -600,7 +604,8 @@ func (c *Cache) gapMiss(fs *fileState, pos int64, a *access) (*folio, int64, sta
 	if ck != nil {
 		var f *folio
 		if i, f = ck.find(pos); f != nil {
-			return nil, 0, noStall, gapNone
+			f.touch()
+			return f, 0, noStall, gapFound
 		}
 		limit = ck.nextStart(i)
 	}
