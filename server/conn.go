@@ -650,7 +650,6 @@ func (c *conn) send(sls []*slot) {
 	buf := c.wbuf[:len(sls)*ReplySize]
 	for i, sl := range sls {
 		sl.rep.Encode(buf[i*ReplySize:])
-		stats.countStatus(sl.rep.Status)
 	}
 	for !c.sendFail.Load() {
 		// Shutdown: the client gets shutdownSendWait to take some of
@@ -663,6 +662,11 @@ func (c *conn) send(sls []*slot) {
 		}
 		_, err := c.uc.Write(buf)
 		if err == nil {
+			// Error replies are counted as sent, as replies are: one
+			// dropped (sendFailed) reached no client.
+			for _, sl := range sls {
+				stats.countStatus(sl.rep.Status)
+			}
 			stats.msgsOut.Add(1)
 			stats.repliesOut.Add(int64(len(sls)))
 			break
