@@ -655,9 +655,18 @@ sleep_now:
 		if (__atomic_load_n(zd->sq_head_p, __ATOMIC_ACQUIRE) != zd->sq_tail &&
 		    (ret = wake_daemon(zd)) < 0)
 			break;
-		/* The daemon sends nothing on the socket: readable is its end. */
+		/*
+		 * The daemon sends nothing on the socket: readable is its end.
+		 * Replies it published before it went (it stores the tail
+		 * before its socket closes) are results, an fsync's success
+		 * among them: the caller takes them first, and the next wait
+		 * finds the end again (a reset is reported once, then the end
+		 * of stream).
+		 */
 		n = recv(zd->fd, b, sizeof(b), MSG_DONTWAIT);
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+			if (__atomic_load_n(zd->cq_tail_p, __ATOMIC_ACQUIRE) != zd->cq_head)
+				break;
 			log_err("zonefold: the daemon closed the connection\n");
 			ret = -ECONNRESET;
 			break;
@@ -1400,6 +1409,20 @@ static enum fio_q_status zf_queue(struct thread_data *td, struct io_u *io_u)
 	return FIO_Q_QUEUED;
 }
 
+/*
+ * gone fails what is in flight once a doorbell found the daemon gone,
+ * after taking the replies it published before it went: those requests
+ * ran, and a write's or an fsync's success must reach fio as such, not
+ * as the connection's end. A failure to take them (a sync=1 write's
+ * fsync that cannot be sent) leaves them to abandon too.
+ */
+static void gone(struct zf_data *zd, int err)
+{
+	if (!zd->dead)
+		reap(zd);
+	abandon(zd, err);
+}
+
 static int zf_commit(struct thread_data *td)
 {
 	struct zf_data *zd = td->io_ops_data;
@@ -1417,7 +1440,7 @@ static int zf_commit(struct thread_data *td)
 	if (err < 0) {
 		/* Queued all the same: getevents hands them back, failed. */
 		td_verror(td, -err, "zonefold doorbell");
-		abandon(zd, -err);
+		gone(zd, -err);
 		return err;
 	}
 	return 0;

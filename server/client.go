@@ -427,6 +427,15 @@ func (c *Client) Recv(reps []Reply) (int, error) {
 		return c.recvRing(r, reps)
 	}
 	n, err := c.uc.Read(c.rbuf)
+	if err != nil && errors.Is(err, unix.ECONNRESET) && !c.closed.Load() {
+		// The daemon's socket was closed with requests of ours unread
+		// (it died, or dropped us): the kernel reports that reset
+		// before the replies already queued for us, which are still
+		// there, then the end. Those replies are results the daemon
+		// sent (fsyncs' acknowledgements among them): read on. The
+		// reset is reported once, so a second one is not waited for.
+		n, err = c.uc.Read(c.rbuf)
+	}
 	if err != nil {
 		if c.closed.Load() {
 			return 0, fmt.Errorf("zonefold: receive: %w", os.ErrClosed)
@@ -453,8 +462,9 @@ func (c *Client) Recv(reps []Reply) (int, error) {
 }
 
 // closedByPeer says whether a read error means the daemon closed the
-// connection: end of stream, or a reset when it closed with doorbells of
-// ours unread.
+// connection: end of stream, or a reset when it closed with requests or
+// doorbells of ours unread (Recv reads past the first, to the replies
+// queued behind it).
 func closedByPeer(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, unix.ECONNRESET)
 }

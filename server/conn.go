@@ -564,12 +564,42 @@ func (c *conn) readLoop() string {
 			sl, reason := c.freeSlot()
 			if sl == nil {
 				// Shutdown meanwhile: the rest of this batch is not
-				// served.
+				// run, but answered.
+				c.refuseUnslotted(c.rbuf[off:n])
 				return reason
 			}
 			c.take(sl, c.rbuf[off:off+RequestSize])
 		}
 		c.runInline()
+		c.postAnswered(postAlone)
+	}
+}
+
+// refuseUnslotted answers ESHUTDOWN, without running them, the
+// requests raw of a batch read as shutdown began that found no slot free
+// (the client had MaxInflight unanswered, or its reply freed a slot just
+// as shutdown began): they were read and counted received, and
+// unanswered their calls ended only with the connection, with no status
+// saying they never ran. Each waits for a slot, which the writer frees
+// as it sends the replies before it; a session given up (sendFailed) or
+// aborted at the end of the grace period sends nothing more, and the
+// rest go unanswered as before.
+func (c *conn) refuseUnslotted(raw []byte) {
+	if !c.stopping.Load() {
+		return
+	}
+	for off := 0; off+RequestSize <= len(raw) && c.ctx.Err() == nil; off += RequestSize {
+		var sl *slot
+		select {
+		case sl = <-c.free:
+		case <-c.ctx.Done():
+			return
+		}
+		c.inflight.Add(1)
+		sl.req = Request{}
+		sl.rep = Reply{Tag: le.Uint64(raw[off:]), Status: StatusShutdown}
+		sl.next, sl.piece = nil, false
+		c.answered = append(c.answered, sl)
 		c.postAnswered(postAlone)
 	}
 }
@@ -650,7 +680,6 @@ func (c *conn) send(sls []*slot) {
 	buf := c.wbuf[:len(sls)*ReplySize]
 	for i, sl := range sls {
 		sl.rep.Encode(buf[i*ReplySize:])
-		stats.countStatus(sl.rep.Status)
 	}
 	for !c.sendFail.Load() {
 		// Shutdown: the client gets shutdownSendWait to take some of
@@ -663,6 +692,11 @@ func (c *conn) send(sls []*slot) {
 		}
 		_, err := c.uc.Write(buf)
 		if err == nil {
+			// Error replies are counted as sent, as replies are: one
+			// dropped (sendFailed) reached no client.
+			for _, sl := range sls {
+				stats.countStatus(sl.rep.Status)
+			}
 			stats.msgsOut.Add(1)
 			stats.repliesOut.Add(int64(len(sls)))
 			break

@@ -41,6 +41,13 @@
 //     only its own requests.
 //   - Requests run concurrently, per connection and across connections:
 //     a slow fsync holds one worker, not the connection or the daemon.
+//   - A reply sent or published is a result the client gets: at shutdown a
+//     socket-framing connection is drained before it closes (so it ends
+//     in end-of-file, not a reset ahead of the replies queued), a request
+//     read then with no slot free is answered ESHUTDOWN, and the Go client
+//     reads past the reset a dead daemon's socket leaves to the replies
+//     queued behind it, and takes published ring replies before it looks
+//     at the daemon's end.
 //   - Clients are capped: connections past hello (Options.MaxConns; as
 //     many again may wait to say hello, the oldest closed for a newer
 //     one) and the shared memory of all regions together

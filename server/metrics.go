@@ -86,7 +86,7 @@ var engineMetrics = []metric{
 var (
 	foliosDesc = prometheus.NewDesc("zonefold_cache_folios", "Live folios by order.", []string{"order"}, nil)
 	opsDesc    = prometheus.NewDesc("zonefold_server_requests_total", "Requests served, by operation.", []string{"op"}, nil)
-	errsDesc   = prometheus.NewDesc("zonefold_server_errors_total", "Error replies, by status.", []string{"status"}, nil)
+	errsDesc   = prometheus.NewDesc("zonefold_server_errors_total", "Error replies sent (posted on the ring, or written to the socket), by status; a reply dropped with its client (gone, or given up at shutdown) is not counted.", []string{"status"}, nil)
 	shmDesc    = prometheus.NewDesc("zonefold_server_shared_memory_bytes", "Shared memory the clients' regions take.", nil, nil)
 	srvDescs   = []struct {
 		desc  *prometheus.Desc
