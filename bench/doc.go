@@ -22,5 +22,13 @@
 //   - Run and fio (bench run, bench fio): an fio-like workload in process,
 //     and the same through fio and the daemon.
 //
+// Locks: every mutex here guards one structure of one run (a histogram
+// merge, the lsm run's list of temporary folders, a sampler's phase, the
+// lifetimes workload's death queue) and is a leaf, with one exception:
+// the lifetimes workload holds its queue's lock across the backend's
+// Remove, so that the live bytes it counts never run ahead of the files
+// it removed. It therefore comes before every lock of the engine (or of
+// the kernel backend), and nothing the backend calls back takes it.
+//
 // Nothing here is used by the product; nothing in the product imports it.
 package bench
