@@ -615,10 +615,13 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 	// of the next half, reset first, and the data flush after them:
 	// every failure since the last checkpoint is named there again, as a
 	// failed switch's voids went with the reset that retries it.
-	// Recovery takes voids from either half (recover). A device whose
-	// reset flushes (the emu device) makes the records durable at the
-	// reset, ahead of these voids: on it, a crash in between replays
-	// them. A half a failed switch (or one before a crash) left its
+	// Recovery takes voids from either half (recover). The reset makes
+	// only itself durable, not the records (a zoned drive's reset does
+	// not write back its cache's writes to other zones, nor does the
+	// emu's): they become durable with the voids, at the data flush after
+	// them (TestH27aCutInsideCheckpointWithPendingVoids/next-start; the
+	// emu's reset used to flush, and a crash between it and the voids'
+	// flush replayed them). A half a failed switch (or one before a crash) left its
 	// voids in is appended to, not reset, so that they stay durable;
 	// those it names need not be named again (metaLog.nextVoidsEnd).
 	// Where some of that switch's checkpoint landed, no record after it

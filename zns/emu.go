@@ -64,11 +64,11 @@ import (
 // took the zone back as far as the checksum started, appends an
 // acknowledged Flush had claimed among them. The failed range reads as
 // whatever the file holds there; its writer was told it failed. A zone
-// reset is durable when ResetZone returns (it runs a Flush): the writes
-// after it reach the file at once, and with a reset durable only at the
-// next Flush a power cut before it reopened the zone at its flushed write
-// pointer over whatever of the new data reached the media, which the
-// newest slot's checksums caught only for the data its Flush added.
+// reset is durable when ResetZone returns, and makes nothing else
+// durable: it writes the flushed table with the zone emptied to the next
+// slot and syncs it (see ResetZone). "The flushed table" is thus the
+// last Flush's, with the zones reset since then empty: what Open, a
+// PowerCut and TearLastWrite restore.
 //
 // A Flush does only what changed since the last one needs: no data sync if no write came in between (what the
 // table claims was synced by an earlier Flush), no table write and sync
@@ -86,7 +86,7 @@ import (
 // Lock order: flushMu, then the zone table's mu, then whatever a
 // FlushCut's cut takes (the engine's flush group's mutex, a leaf).
 // soft.failedMu is a leaf too.
-// flushMu serialises Flush, PowerCut, TearLastWrite and Close, so a power
+// flushMu serialises Flush, ResetZone, PowerCut, TearLastWrite and Close, so a power
 // cut or a close that comes while a Flush syncs waits for it, as it would have to for the mutex the
 // Flush used to hold throughout.
 //
@@ -104,7 +104,8 @@ import (
 //   - FailRead(n): the n-th Read from now fails with EIO.
 //   - FailFlush(n): the n-th Flush from now fails with EIO, persisting
 //     nothing.
-//   - PowerCut(): everything not flushed is lost, at once.
+//   - PowerCut(): everything not flushed is lost, at once (a zone reset
+//     is durable when ResetZone returns, and flushes nothing else).
 //   - TearLastWrite(keep): a power cut during the last write, of which only
 //     the first keep bytes reached the media.
 type Emu struct {
@@ -113,8 +114,10 @@ type Emu struct {
 	slotLen int64
 	// flushMu guards what follows (see the lock order above).
 	flushMu sync.Mutex
-	seq     uint64      // sequence number of the newest valid header slot
-	flushed []zoneState // the zone table as of the last Flush
+	seq     uint64 // sequence number of the newest valid header slot
+	// flushed is the durable zone table: as of the last Flush, with
+	// the zones reset since emptied (ResetZone).
+	flushed []zoneState
 	snap    []zoneState // the table a Flush persists, copied at its start
 	// flushedGen is soft.gen as of the last Flush's copy, snapGen as of
 	// the running one's: equal, no write came in between.
@@ -987,23 +990,49 @@ func (e *Emu) FinishZone(zone int) error {
 	return e.soft.FinishZone(zone)
 }
 
-// ResetZone implements Device: the zone table's reset, made durable by
-// a Flush before it returns. A reset durable only with the next Flush let
-// a power cut before it reopen the zone at its flushed write pointer over
-// whatever of the data written since the reset reached the media, some
-// blocks new and some old: the newest slot's checksums cover only the
-// data its Flush added, so nothing caught a zone whose old data predated
-// it (TestEmuCutDuringOneSyncFlush/reset-of-data-older-than-F1), and a
-// record header that landed without its data made recovery map the
+// ResetZone implements Device: the zone table's reset, durable when it
+// returns, and nothing else with it. A reset durable only with the next
+// Flush let a power cut before it reopen the zone at its flushed write
+// pointer over whatever of the data written since the reset reached the
+// media, some blocks new and some old: the newest slot's checksums cover
+// only the data its Flush added, so nothing caught a zone whose old data
+// predated it (TestEmuCutDuringOneSyncFlush/reset-of-data-older-than-F1),
+// and a record header that landed without its data made recovery map the
 // file's range to blocks that fail their checksums. A zoned drive's
 // write pointer never stands above data that did not reach the media.
-// A Flush that fails leaves the zone reset in the table, and the error
-// says its reset may not survive a power cut.
+//
+// But a drive with a volatile write cache makes its reset durable
+// without flushing what the cache holds for other zones, so neither
+// does this: it writes the flushed table (the last Flush's, with the
+// zones reset since emptied) with this zone emptied to the next slot
+// and syncs it, and every other zone's entry stays where the last Flush
+// left it, its writes since as undurable as before (a power cut drops
+// them, TearLastWrite can tear the last). It used to run a Flush, which
+// made them all durable: that hid any ordering a caller owed a real
+// drive (data it must make durable before a reset) and made a failed
+// append durable ahead of what was to void it (docs/engine.md). The slot
+// carries no data checksums: all it claims beyond the reset the last
+// Flush synced; the sync that makes it durable makes file data durable
+// too, which no table claims until a Flush does (and verifies). A zone
+// the flushed table already has empty costs no I/O.
+//
+// A reset that fails to persist leaves the zone reset in the table, and
+// the error says its reset may not survive a power cut.
 func (e *Emu) ResetZone(zone int) error {
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
 	if err := e.soft.ResetZone(zone); err != nil {
 		return err
 	}
-	if err := e.Flush(); err != nil {
+	z := e.flushed[zone]
+	if z.wp == e.start(zone) && z.written == z.wp && z.cond == CondEmpty {
+		return nil
+	}
+	// snap is the Flush's scratch copy, free under flushMu.
+	copy(e.snap, e.flushed)
+	r := &e.snap[zone]
+	r.wp, r.written, r.cond = e.start(zone), e.start(zone), CondEmpty
+	if err := e.persist(e.snap, false, false); err != nil {
 		return fmt.Errorf("zns: emu reset zone %d: make it durable: %w", zone, err)
 	}
 	return nil
@@ -1012,7 +1041,8 @@ func (e *Emu) ResetZone(zone int) error {
 // PowerCut simulates losing power: it waits for a Flush in progress and
 // for the writes in flight to complete (their completions report success; callers cannot tell them
 // from writes that were lost), then puts the zone table back to the last
-// Flush with every open zone closed, as the device would come back. The
+// Flush (the zones reset since then empty) with every open zone closed,
+// as the device would come back. The
 // device stays usable, as after a reboot; reads at or past a write pointer
 // return zeros, so unflushed appends are gone. Close and reopen gives the
 // same state.

@@ -47,8 +47,9 @@ type cutScenario struct {
 	// Flush (F0): what it writes predates F1's checksums.
 	early func(t *testing.T, e *Emu, c *conf)
 	// durable, if set, runs after F1 and before between; what it does
-	// is durable when it returns (zone resets: ResetZone flushes), so
-	// the cut's images start from the file as it leaves it.
+	// is durable when it returns (zone resets: ResetZone writes and
+	// syncs the table with the zone emptied), so the cut's images start
+	// from the file as it leaves it.
 	durable func(t *testing.T, e *Emu, c *conf)
 }
 
