@@ -279,7 +279,7 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 	if err := engine.CheckName(name); err != nil {
 		return usagef("put: %w", err)
 	}
-	src, err := openInterruptible(ctx, local)
+	src, err := openInterruptible(ctx, local, os.O_RDONLY)
 	if err != nil {
 		return err
 	}
@@ -407,7 +407,7 @@ func runGet(ctx context.Context, s *session, args []string) (err error) {
 		if st.Mode().IsRegular() {
 			flag |= os.O_TRUNC
 		}
-		dst, err := os.OpenFile(local, flag, 0)
+		dst, err := openInterruptible(ctx, local, flag)
 		if err != nil {
 			s.CloseFile(ctx, h)
 			return err
@@ -583,18 +583,19 @@ func umask() fs.FileMode {
 	return fs.FileMode(m)
 }
 
-// openInterruptible opens local for reading. open(2) of a FIFO waits for
-// a writer, and a signal does not end the wait: an interrupt returns at
+// openInterruptible opens local with flag (os.OpenFile's). open(2) of a
+// FIFO waits for the other end (put's LOCAL for a writer, get's for a
+// reader), and a signal does not end the wait: an interrupt returns at
 // once (the open left behind ends with the process, and closes what it
 // opens if it returns first).
-func openInterruptible(ctx context.Context, local string) (*os.File, error) {
+func openInterruptible(ctx context.Context, local string, flag int) (*os.File, error) {
 	type opened struct {
 		f   *os.File
 		err error
 	}
 	ch := make(chan opened, 1)
 	go func() {
-		f, err := os.Open(local)
+		f, err := os.OpenFile(local, flag, 0)
 		ch <- opened{f, err}
 	}()
 	select {
