@@ -145,15 +145,7 @@ func TestH28aGetToAFIFONoReaderStopsAtSIGTERM(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(zonefoldBinary(t), "get", "f", fifo, "--socket", d.socket)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
+	cmd, stderr, done := startZonefold(t, "get", "f", fifo, "--socket", d.socket)
 	// The signal must find get in open(2) of the FIFO, waiting for a
 	// reader: the test waits until /proc shows that wait.
 	waitOpenFIFO(t, cmd.Process.Pid, done)
@@ -214,15 +206,7 @@ func TestH28aSIGINTWhileStoppingStopsAtOnce(t *testing.T) {
 	if _, err := w.Write(bytes.Repeat([]byte("p"), 4096)); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(zonefoldBinary(t), "put", fifo, "f", "--socket", d.socket)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
+	cmd, stderr, done := startZonefold(t, "put", fifo, "f", "--socket", d.socket)
 	// put is copying once its temporary is there.
 	c, err := server.Dial(context.Background(), d.socket, 1<<20)
 	if err != nil {
@@ -289,4 +273,24 @@ func sockets(pid int) map[string]bool {
 		}
 	}
 	return out
+}
+
+// startZonefold starts the binary with args, keeping its stderr (to be
+// read once done is closed, or for a failure's message); done closes
+// when it has exited. The test's end kills it.
+func startZonefold(t *testing.T, args ...string) (cmd *exec.Cmd, stderr *bytes.Buffer, done chan struct{}) {
+	t.Helper()
+	cmd = exec.Command(zonefoldBinary(t), args...)
+	stderr = &bytes.Buffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done = make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+	})
+	return cmd, stderr, done
 }
