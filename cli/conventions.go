@@ -29,7 +29,10 @@ import (
 //     cancels the command's context. A command that does not watch its
 //     context (annotated below) stops at once; one that does gets to
 //     finish (serve flushes, put removes its temporary file) unless a
-//     second signal comes.
+//     SIGINT follows (Ctrl-C again). A SIGTERM or SIGHUP that follows
+//     asks for the same clean stop again and changes nothing: GNU
+//     timeout sends its SIGTERM to the command and then to its process
+//     group, and supervisors that are done waiting send SIGKILL.
 //   - Errors are one line on stderr, "zonefold: ...", without repeated
 //     prefixes (errorLine), with the next step where there is one.
 //   - Sizes: every size flag takes what zns.ParseSize reads (4096, 64K,

@@ -52,9 +52,18 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			return exitStatus(stderr, err, got, running.Load())
 		case s := <-sigs:
 			sig := s.(syscall.Signal)
+			if got != 0 && sig != syscall.SIGINT {
+				// The clean stop asked for again, as timeout(1) and
+				// a kill of the process and then of its group ask for
+				// it twice at once: taken for a second signal, it cut
+				// the stop short (serve's unsynced writes never
+				// written back, its socket left behind).
+				fmt.Fprintf(stderr, "zonefold: %s while stopping cleanly changes nothing (SIGINT or SIGKILL stops at once)\n", signalName(sig))
+				continue
+			}
 			if got != 0 || !annotated(running.Load(), annWatchesContext) {
-				// A second signal, or a command that would not notice
-				// the first: stop now.
+				// Ctrl-C while stopping, or a command that would not
+				// notice the first signal: stop now.
 				fmt.Fprintf(stderr, "zonefold: interrupted by %s\n", signalName(sig))
 				return exitSignal(sig)
 			}

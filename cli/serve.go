@@ -23,6 +23,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/zonefold/zonefold/engine"
 	"github.com/zonefold/zonefold/server"
@@ -278,7 +279,7 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 	if err := engine.CheckName(name); err != nil {
 		return usagef("put: %w", err)
 	}
-	src, err := openInterruptible(ctx, local)
+	src, err := openInterruptible(ctx, local, os.O_RDONLY)
 	if err != nil {
 		return err
 	}
@@ -387,14 +388,39 @@ func runGet(ctx context.Context, s *session, args []string) (err error) {
 	// A symbolic link is written through, to its target, as cp does:
 	// replaced, it would no longer point where its owner meant.
 	local = throughLinks(local)
+	if dst := ownDescriptor(local, args[1]); dst != nil {
+		// /dev/stdout, /dev/fd/N: this process's own open file (a
+		// pipe, a socket, a file the shell opened with > or >>),
+		// written where it stands, as cat NAME > /dev/stdout writes.
+		return getInto(ctx, s, name, h, size, dst)
+	}
 	mode := 0o666 &^ umask() // a new file, as the shell's > makes one
-	if st, err := os.Stat(local); err == nil {
-		if !st.Mode().IsRegular() {
-			// A FIFO, a device, /dev/stdout: written to, never
-			// replaced (as root, a rename over /dev/null replaced it
-			// for the whole system).
-			return getInto(ctx, s, name, h, size, local)
+	st, serr := os.Stat(local)
+	proc := onProcFS(filepath.Dir(local))
+	if serr == nil && (!st.Mode().IsRegular() || proc) {
+		// A FIFO, a device, an open file reached through procfs:
+		// written to, never replaced (as root, a rename over /dev/null
+		// replaced it for the whole system; a procfs link's text
+		// may name another file, or none). A regular file is
+		// truncated first, as cp does.
+		flag := os.O_WRONLY
+		if st.Mode().IsRegular() {
+			flag |= os.O_TRUNC
 		}
+		dst, err := openInterruptible(ctx, local, flag)
+		if err != nil {
+			s.CloseFile(ctx, h)
+			return err
+		}
+		return getInto(ctx, s, name, h, size, dst)
+	}
+	if proc {
+		// /dev/fd/9 with no descriptor 9: procfs takes no new file,
+		// and an error naming the temporary would hide what was wrong.
+		s.CloseFile(ctx, h)
+		return serr
+	}
+	if serr == nil {
 		mode = st.Mode().Perm() // replacing a file keeps its permissions
 	}
 	dst, err := os.CreateTemp(filepath.Dir(local), "."+shortBase(local)+".zonefold-get-*")
@@ -427,20 +453,18 @@ func runGet(ctx context.Context, s *session, args []string) (err error) {
 	return os.Rename(dst.Name(), local)
 }
 
-// getInto is get to a LOCAL that is not a regular file (a FIFO, a
-// character device): the copy is written to it as it is. A NAME
-// replaced while being read fails the get, since what the stream took
-// cannot be taken back.
-func getInto(ctx context.Context, s *session, name string, h uint32, size int64, local string) error {
-	dst, err := os.OpenFile(local, os.O_WRONLY, 0)
-	if err != nil {
-		s.CloseFile(ctx, h)
-		return err
-	}
-	// A FIFO nobody reads may block a write for ever: an interrupt ends it.
+// getInto is get to a LOCAL that is not replaced by a new file (a FIFO,
+// a character device, an open file reached through procfs): the copy is
+// written into dst, which it closes. A NAME replaced while being read
+// fails the get, since what the stream took cannot be taken back.
+func getInto(ctx context.Context, s *session, name string, h uint32, size int64, dst *os.File) error {
+	// A FIFO nobody reads may block a write for ever: an interrupt ends
+	// it (where dst is pollable: a descriptor inherited in blocking mode
+	// is left so, as its other holders expect, and waits for a second
+	// signal).
 	stop := context.AfterFunc(ctx, func() { _ = dst.SetWriteDeadline(time.Now()) })
 	defer stop()
-	err = copyWhole(ctx, s, name, h, size, dst, nil)
+	err := copyWhole(ctx, s, name, h, size, dst, nil)
 	return errors.Join(err, dst.Close())
 }
 
@@ -476,10 +500,14 @@ func copyWhole(ctx context.Context, s *session, name string, h uint32, size int6
 
 // throughLinks follows local through symbolic links to the path they
 // name, existing or not (a dangling link's target is made, as cp does).
+// It stops at a link on procfs (/proc/self/fd/1, which /dev/stdout
+// leads to): the kernel's handle on an open file, whose text
+// ("pipe:[825635]", "/tmp/log (deleted)", or a name the file has since
+// lost) is no path to follow.
 func throughLinks(local string) string {
 	for range 40 { // ELOOP's bound
 		st, err := os.Lstat(local)
-		if err != nil || st.Mode()&fs.ModeSymlink == 0 {
+		if err != nil || st.Mode()&fs.ModeSymlink == 0 || onProcFS(filepath.Dir(local)) {
 			return local
 		}
 		t, err := os.Readlink(local)
@@ -492,6 +520,41 @@ func throughLinks(local string) string {
 		local = t
 	}
 	return local
+}
+
+// onProcFS says whether dir is on procfs.
+func onProcFS(dir string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(dir, &st) == nil && st.Type == unix.PROC_SUPER_MAGIC
+}
+
+// ownDescriptor is a new descriptor (close-on-exec), called as in its
+// errors, of the open file local names if local is one of this process's
+// own on procfs (/proc/self/fd/N, /dev/fd/N, /proc/<its pid>/fd/N), else
+// nil. Its open file description is the one the process was given: a
+// socket, which open(2) of the link refuses (ENXIO), and a file the
+// shell opened for appending (>>), which open(2) would start at offset
+// 0, are written as they are.
+func ownDescriptor(local, as string) *os.File {
+	n, err := strconv.Atoi(filepath.Base(local))
+	if err != nil || n < 0 || !onProcFS(filepath.Dir(local)) {
+		return nil
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(local))
+	if err != nil {
+		return nil
+	}
+	own := "/proc/" + strconv.Itoa(os.Getpid())
+	// /proc/thread-self/fd is /proc/<pid>/task/<tid>/fd: the threads
+	// share the process's descriptors.
+	if dir != own+"/fd" && (!strings.HasPrefix(dir, own+"/task/") || filepath.Base(dir) != "fd") {
+		return nil
+	}
+	fd, err := unix.FcntlInt(uintptr(n), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	return os.NewFile(uintptr(fd), as)
 }
 
 // shortBase is local's base name, cut so that get's temporary name
@@ -520,18 +583,19 @@ func umask() fs.FileMode {
 	return fs.FileMode(m)
 }
 
-// openInterruptible opens local for reading. open(2) of a FIFO waits for
-// a writer, and a signal does not end the wait: an interrupt returns at
+// openInterruptible opens local with flag (os.OpenFile's). open(2) of a
+// FIFO waits for the other end (put's LOCAL for a writer, get's for a
+// reader), and a signal does not end the wait: an interrupt returns at
 // once (the open left behind ends with the process, and closes what it
 // opens if it returns first).
-func openInterruptible(ctx context.Context, local string) (*os.File, error) {
+func openInterruptible(ctx context.Context, local string, flag int) (*os.File, error) {
 	type opened struct {
 		f   *os.File
 		err error
 	}
 	ch := make(chan opened, 1)
 	go func() {
-		f, err := os.Open(local)
+		f, err := os.OpenFile(local, flag, 0)
 		ch <- opened{f, err}
 	}()
 	select {

@@ -902,11 +902,16 @@ static int zf_init(struct thread_data *td)
 	/* One extra for the end-of-job fsync fio queues outside iodepth. */
 	zd->done_cap = depth + 1;
 	if ((unsigned long long) data_bytes(td) + ZF_CTL_BYTES > ZF_MAX_REGION) {
-		/* The daemon would refuse the hello with a bare EINVAL. */
+		/*
+		 * The daemon would refuse the hello with a bare EINVAL. The need
+		 * is rounded up: rounded down, a job just past the limit was told
+		 * it needed as much as the limit.
+		 */
 		log_err("zonefold: the job's buffers (bs %llu x iodepth %u) need %llu MiB of "
 			"shared memory, above the protocol's limit of %llu MiB: lower bs or iodepth\n",
 			(unsigned long long) td_max_bs(td), depth,
-			((unsigned long long) data_bytes(td) + ZF_CTL_BYTES) >> 20, ZF_MAX_REGION >> 20);
+			((unsigned long long) data_bytes(td) + ZF_CTL_BYTES + (1 << 20) - 1) >> 20,
+			ZF_MAX_REGION >> 20);
 		td_verror(td, EINVAL, "zonefold region");
 		return 1;
 	}

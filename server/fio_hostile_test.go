@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -207,19 +208,37 @@ func TestFioRefusesIodepthAboveTheLimit(t *testing.T) {
 // refused in the engine's init with a message that says so and what to
 // lower. Before, the daemon refused the hello and fio said only "zonefold
 // connect ... Invalid argument" (the reason was in the daemon's log).
+//
+// The need it states is rounded up: a job just past the limit (4 MiB x
+// 256, exactly the limit in buffers, plus the engine's pages for names
+// and rings) was told it needed "1024 MiB of shared memory, above the
+// protocol's limit of 1024 MiB" (h28a).
 func TestFioRefusesARegionAboveTheLimit(t *testing.T) {
 	fioEnv(t)
 	d := newServe(t)
-	out, err := runFioWatched(t, d, fioArgs(t, d, "huge", "--iodepth=1024", "--bs=4m", "--size=64m")...)
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() <= 0 {
-		t.Fatalf("fio with a 4 GiB region: %v, want a plain failure exit\n%s", err, out)
+	need := regexp.MustCompile(`need (\d+) MiB of shared memory, above the protocol's limit of (\d+) MiB`)
+	for _, tc := range []struct{ name, iodepth string }{
+		{"4-GiB", "--iodepth=1024"},
+		{"just-past", "--iodepth=256"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := runFioWatched(t, d, fioArgs(t, d, "huge", tc.iodepth, "--bs=4m", "--size=64m")...)
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() <= 0 {
+				t.Fatalf("fio with bs=4m %s: %v, want a plain failure exit\n%s", tc.iodepth, err, out)
+			}
+			m := need.FindStringSubmatch(out)
+			if m == nil || !strings.Contains(out, "iodepth") {
+				t.Fatalf("fio with bs=4m %s does not say what it needs, the limit and what to lower:\n%s", tc.iodepth, out)
+			}
+			got, _ := strconv.ParseInt(m[1], 10, 64)
+			if limit, _ := strconv.ParseInt(m[2], 10, 64); limit != server.MaxRegion>>20 || got <= limit {
+				t.Fatalf("fio with bs=4m %s is told it needs %s MiB, above a limit of %s MiB; want a need above the limit, %d MiB:\n%s",
+					tc.iodepth, m[1], m[2], server.MaxRegion>>20, out)
+			}
+		})
 	}
-	want := fmt.Sprintf("above the protocol's limit of %d MiB", server.MaxRegion>>20)
-	if !strings.Contains(out, want) || !strings.Contains(out, "iodepth") {
-		t.Fatalf("fio with a 4 GiB region does not say %q and what to lower:\n%s", want, out)
-	}
-	out, err = runFioWatched(t, d, fioArgs(t, d, "after", "--iodepth=32")...)
+	out, err := runFioWatched(t, d, fioArgs(t, d, "after", "--iodepth=32")...)
 	checkFio(t, "after", out, err, false)
 	d.stop()
 }

@@ -39,8 +39,8 @@ type RunConfig struct {
 	Ready func(srv *Server, metrics net.Addr)
 }
 
-// Run is the daemon: it claims the socket and the device, opens the
-// engine and serves until ctx is done; then it shuts the server down,
+// Run is the daemon: it claims the socket, the metrics address and the
+// device, opens the engine and serves until ctx is done; then it shuts the server down,
 // closes the engine (flush and checkpoint) and returns nil if all of
 // that went well.
 func Run(ctx context.Context, cfg RunConfig) (err error) {
@@ -53,6 +53,17 @@ func Run(ctx context.Context, cfg RunConfig) (err error) {
 		return err
 	}
 	defer l.Close()
+	// The metrics address is claimed before the device: a serve that
+	// fails on it must leave the device as it was (not formatted, nor
+	// erased by Force, nor an emu file made). A scrape meanwhile waits
+	// in the listen backlog until the engine is open.
+	var ml net.Listener
+	if cfg.Metrics != "" {
+		if ml, err = net.Listen("tcp", cfg.Metrics); err != nil {
+			return fmt.Errorf("server: metrics: %w", err)
+		}
+		defer ml.Close()
+	}
 	devLock, err := LockDevice(cfg.Device)
 	if err != nil {
 		return err
@@ -73,11 +84,7 @@ func Run(ctx context.Context, cfg RunConfig) (err error) {
 	}()
 	srv := New(e, Options{Log: log, Grace: cfg.Grace, MaxConns: cfg.MaxConns, MaxSharedMemory: cfg.MaxSharedMemory})
 	var maddr net.Addr
-	if cfg.Metrics != "" {
-		ml, err := net.Listen("tcp", cfg.Metrics)
-		if err != nil {
-			return fmt.Errorf("server: metrics: %w", err)
-		}
+	if ml != nil {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(srv.Collector(), collectors.NewGoCollector())
 		hs := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}

@@ -1,0 +1,83 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zonefold/zonefold/server"
+)
+
+// TestH28aServeMetricsFailureTouchesNoDevice: serve claimed the socket,
+// then the device, then opened the engine (formatting with --format,
+// erasing with --force), and only then listened on --metrics. A metrics
+// address in use or malformed failed serve after the device was made:
+// `serve emu:NEW --format --metrics :9100` with the port taken exited 1
+// and left the formatted emu file behind (the conventions promise a
+// failed command leaves no emu file it created), and
+// `serve DEV --format --force --metrics :9100` erased DEV, every file on
+// it, and then exited 1 without serving. A serve that fails on its
+// arguments must leave the device as it was.
+func TestH28aServeMetricsFailureTouchesNoDevice(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, metrics := range []struct{ name, addr, stderr string }{
+		{"in-use", busy.Addr().String(), "address already in use"},
+		{"malformed", "nohost", "missing port in address"},
+	} {
+		t.Run(metrics.name+"/new-emu", func(t *testing.T) {
+			dir := t.TempDir()
+			sock := filepath.Join(dir, "zf.sock")
+			r := runBinary(t, "serve", "emu:"+filepath.Join(dir, "dev")+"?zone_size=1M&zones=8", "--format",
+				"--socket", sock, "--metrics", metrics.addr)
+			if r.status != 1 || !strings.Contains(r.stderr, metrics.stderr) {
+				t.Fatalf("serve --metrics %s: exit %d, stderr %q; want 1 and %q", metrics.addr, r.status, r.stderr, metrics.stderr)
+			}
+			checkErrorLine(t, []string{"serve"}, r.stderr)
+			for _, left := range []string{"dev", "zf.sock", "zf.sock.lock"} {
+				if exists(filepath.Join(dir, left)) {
+					t.Errorf("serve --format --metrics %s failed and left %s behind", metrics.addr, left)
+				}
+			}
+		})
+		t.Run(metrics.name+"/force", func(t *testing.T) {
+			dir := t.TempDir()
+			device := fmt.Sprintf("emu:%s?zone_size=4M&zones=32", filepath.Join(dir, "dev"))
+			sock := filepath.Join(dir, "zf.sock")
+			local := filepath.Join(dir, "local")
+			want := []byte("on the device before a serve that failed\n")
+			if err := os.WriteFile(local, want, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			stop := serveInProcess(t, device, sock)
+			zonefold(t, "put", local, "kept", "--socket", sock)
+			stop()
+			r := runBinary(t, "serve", device, "--format", "--force", "--socket", sock, "--metrics", metrics.addr)
+			if r.status != 1 || !strings.Contains(r.stderr, metrics.stderr) {
+				t.Fatalf("serve --format --force --metrics %s: exit %d, stderr %q; want 1 and %q",
+					metrics.addr, r.status, r.stderr, metrics.stderr)
+			}
+			t.Cleanup(serveInProcess(t, device, sock))
+			c, err := server.Dial(context.Background(), sock, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := c.Stat(context.Background(), "kept"); err != nil {
+				t.Fatalf("serve --format --force --metrics %s failed, and the device lost its file: %v", metrics.addr, err)
+			}
+			if got := content(t, c, "kept"); !bytes.Equal(got, want) {
+				t.Fatalf("serve --format --force --metrics %s failed, and the device's file holds %q, want %q",
+					metrics.addr, got, want)
+			}
+		})
+	}
+}
