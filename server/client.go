@@ -129,6 +129,9 @@ func dialVersion(ctx context.Context, socket string, regionBytes int, version ui
 	if regionBytes < 2*ctlBytes {
 		return nil, fmt.Errorf("zonefold: region of %d bytes is too small (at least %d)", regionBytes, 2*ctlBytes)
 	}
+	if err := checkSocketPath(socket); err != nil {
+		return nil, fmt.Errorf("zonefold: connect to daemon: %w", err)
+	}
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "unixpacket", socket)
 	if err != nil {

@@ -244,6 +244,24 @@ func (l *DeviceLock) release(abandon bool) {
 	l.f = nil
 }
 
+// MaxSocketPath is the longest socket path the daemon listens on and the
+// client dials, in bytes: a sockaddr_un's sun_path holds 108 bytes, and
+// a C client (fio's engine) needs one of them for the path's NUL.
+const MaxSocketPath = 107
+
+// checkSocketPath refuses a path no Unix socket can have, before anything
+// is made for it: past sun_path the kernel's answer is a bare EINVAL
+// ("bind: invalid argument"), which names neither the path nor the cause.
+func checkSocketPath(path string) error {
+	switch {
+	case path == "":
+		return errors.New("empty socket path")
+	case len(path) > MaxSocketPath:
+		return fmt.Errorf("socket path %s is %d bytes long; a Unix socket's path holds at most %d: choose a shorter one (a relative path counts from the working directory)", path, len(path), MaxSocketPath)
+	}
+	return nil
+}
+
 // Listener is the daemon's Unix socket (SOCK_SEQPACKET) and its lock.
 type Listener struct {
 	*net.UnixListener
@@ -253,8 +271,8 @@ type Listener struct {
 // Listen claims path for this daemon and listens on it. A socket file a
 // dead daemon left is replaced; any other file at path is refused.
 func Listen(path string) (*Listener, error) {
-	if path == "" {
-		return nil, errors.New("server: empty socket path")
+	if err := checkSocketPath(path); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
 	}
 	lockPath := path + ".lock"
 	lock, err := lockSocketFile(lockPath, "socket "+path)
