@@ -424,13 +424,12 @@ func readEmuSlot(f *os.File, off, slotLen int64) *emuHeader {
 	return &h
 }
 
+// decodeEmuHeader decodes a slot. b may be anything (it comes from a
+// file): the fixed part is checked to be there before any field is read.
 func decodeEmuHeader(b []byte) (emuHeader, bool) {
 	le := binary.LittleEndian
-	if le.Uint32(b[8:]) != emuVersion {
-		return emuHeader{}, false
-	}
 	zones, ok := emuHeaderZones(b)
-	if !ok || emuSlotLen(zones) != int64(len(b)) {
+	if !ok || le.Uint32(b[8:]) != emuVersion || emuSlotLen(zones) != int64(len(b)) {
 		return emuHeader{}, false
 	}
 	end := emuHdrFixed + emuEntryLen*zones
