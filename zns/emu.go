@@ -656,7 +656,11 @@ func (e *Emu) loadZones(slot []byte) error {
 		if z.typ == TypeConventional {
 			continue
 		}
-		if rel < 0 || rel > e.geo.ZoneCap || !validSeqCond(cond) || unwritten > rel || (unwritten > 0 && !finishedCond(cond)) {
+		// Every write and finish moves a write pointer by whole blocks:
+		// one between blocks is corruption, and a device that took it
+		// would refuse every write to the zone (misaligned at the WP).
+		bs := int64(e.geo.BlockSize)
+		if rel < 0 || rel > e.geo.ZoneCap || rel%bs != 0 || unwritten%bs != 0 || !validSeqCond(cond) || unwritten > rel || (unwritten > 0 && !finishedCond(cond)) {
 			return fmt.Errorf("corrupt entry for zone %d (wp +%d, %d unwritten, %s)", i, rel, unwritten, cond)
 		}
 		z.wp, z.cond = e.start(i)+rel, cond

@@ -237,9 +237,13 @@ func FuzzDecodeEmuHeader(f *testing.F) {
 		zones := int64(binary.LittleEndian.Uint32(img.file[24:]))
 		sl := fuzzSlotLen(zones)
 		f.Add(img.file[:sl], byte(1))
-		f.Add(img.file[sl:2*sl], byte(3))
+		f.Add(fuzzTrim(img.file[:sl]), byte(1|4))
+		f.Add(fuzzTrim(img.file[sl:2*sl]), byte(3|4))
 	}
 	f.Fuzz(func(t *testing.T, b []byte, fix byte) {
+		if fix&4 != 0 {
+			b = fuzzPad(b)
+		}
 		fuzzFixCRCs(b, fix)
 		h, ok := decodeEmuHeader(b)
 		if !ok {
@@ -300,9 +304,33 @@ func FuzzDecodeEmuHeader(f *testing.F) {
 	})
 }
 
-// FuzzOpenEmuImage writes hdr over the start of a real image (pick
-// chooses which; with fix&4, hdr is the whole file: empty, truncated, or
-// anything else) and opens it as a user would, with no parameters. Open
+// fuzzTrim is a slot without its trailing zeros, which fuzzPad puts
+// back: a slot is mostly zeros, and the fuzzer mutates and minimizes a
+// short input much faster.
+func fuzzTrim(b []byte) []byte {
+	n := len(b)
+	for n > 0 && b[n-1] == 0 {
+		n--
+	}
+	return bytes.Clone(b[:n])
+}
+
+// fuzzPad pads b with zeros to the slot length its zone count gives.
+func fuzzPad(b []byte) []byte {
+	if len(b) < 64 {
+		return b
+	}
+	zones := int64(binary.LittleEndian.Uint32(b[24:]))
+	if zones == 0 || zones > MaxSoftZones || fuzzSlotLen(zones) <= int64(len(b)) {
+		return b
+	}
+	return append(b, make([]byte, fuzzSlotLen(zones)-int64(len(b)))...)
+}
+
+// FuzzOpenEmuImage writes s0 and s1 over the starts of the two header
+// slots of a real image (pick chooses which image; with fix&4, s0 is the
+// whole file: empty, truncated, or anything else) and opens it as a user
+// would, with no parameters. Open
 // fails with one line naming the file and leaves it as it was, or gives
 // a device that obeys the zone rules and reads what the file holds below
 // each write pointer and zeros past it (without writing the file); one
@@ -311,12 +339,13 @@ func FuzzDecodeEmuHeader(f *testing.F) {
 func FuzzOpenEmuImage(f *testing.F) {
 	imgs := makeFuzzImages(f)
 	for i, img := range imgs {
-		zones := int64(binary.LittleEndian.Uint32(img.file[24:]))
-		f.Add(img.file[:2*fuzzSlotLen(zones)], byte(i), byte(0))
+		sl := fuzzSlotLen(int64(binary.LittleEndian.Uint32(img.file[24:])))
+		f.Add(fuzzTrim(img.file[:sl]), fuzzTrim(img.file[sl:2*sl]), byte(i), byte(0))
+		f.Add(fuzzTrim(img.file[:sl]), fuzzTrim(img.file[sl:2*sl]), byte(i), byte(1))
 	}
-	f.Add([]byte{}, byte(0), byte(4))
-	f.Add(imgs[0].file[:4096], byte(0), byte(4))
-	f.Add([]byte("root:x:0:0:root:/root:/bin/bash\n"), byte(0), byte(4))
+	f.Add([]byte{}, []byte{}, byte(0), byte(4))
+	f.Add(imgs[0].file[:4096], []byte{}, byte(0), byte(4))
+	f.Add([]byte("root:x:0:0:root:/root:/bin/bash\n"), []byte{}, byte(0), byte(4))
 	// Damaged slots are warned about; thousands of warnings a second
 	// would bury the fuzzer's own output.
 	logger := slog.Default()
@@ -330,14 +359,16 @@ func FuzzOpenEmuImage(f *testing.F) {
 			f.Cleanup(func() { os.RemoveAll(d) })
 		}
 	}
-	f.Fuzz(func(t *testing.T, hdr []byte, pick, fix byte) {
+	f.Fuzz(func(t *testing.T, s0, s1 []byte, pick, fix byte) {
 		img := imgs[int(pick)%len(imgs)]
 		var file []byte
 		if fix&4 != 0 {
-			file = bytes.Clone(hdr)
+			file = bytes.Clone(s0)
 		} else {
 			file = bytes.Clone(img.file)
-			copy(file[:min(len(file), 1<<20)], hdr)
+			sl := int(fuzzSlotLen(int64(binary.LittleEndian.Uint32(img.file[24:]))))
+			copy(file[:sl], s0)
+			copy(file[sl:2*sl], s1)
 		}
 		fuzzFixCRCs(file, fix)
 		path := filepath.Join(dir, "dev")
