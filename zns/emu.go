@@ -258,6 +258,11 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 		g = hdr.geo
 		sp.conv = hdr.conv
 	} else if g, err = softGeometry(sp); err != nil {
+		if !found && !sp.format && sp.zoneSize == 0 {
+			// A blank file (empty, or zeros) is formatted when the
+			// geometry is given; say so rather than name a parameter.
+			return nil, fmt.Errorf("zns: emu %s is blank (no device yet): give zone_size and zones to create one: %w", sp.path, err)
+		}
 		return nil, fmt.Errorf("zns: emu %s: %w", sp.path, err)
 	}
 	dataOff := emuDataOff(g.Zones)
@@ -295,6 +300,12 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 			return nil, fmt.Errorf("zns: emu %s: %w", sp.path, err)
 		}
 		restartSums(e.zones)
+		if hdr.otherDamaged {
+			// Only now that the slot is known good and the file holds its
+			// geometry: a truncated file is one error, not a warning too.
+			slog.Warn("zns: emu header slot is damaged; opened from the other one, which the next flush copies over it",
+				"path", sp.path, "damaged_slot", 1-hdr.slot, "opened_slot", hdr.slot, "seq", hdr.seq)
+		}
 	}
 	e.sums = true
 	e.flushed = make([]zoneState, g.Zones)
@@ -359,10 +370,10 @@ func readEmuHeader(f *os.File, size int64, sp spec) (emuHeader, bool, error) {
 	slotLen := int64(0)
 	if zones, ok := emuHeaderZones(first); ok {
 		slotLen = emuSlotLen(zones)
-		slots[0] = readEmuSlot(f, 0, slotLen)
+		slots[0] = readEmuSlot(f, size, 0, slotLen)
 	}
 	if slots[0] != nil {
-		slots[1] = readEmuSlot(f, slotLen, slotLen)
+		slots[1] = readEmuSlot(f, size, slotLen, slotLen)
 	} else {
 		// Slot 0 is damaged: look for slot 1 where each zone count
 		// would put it (it starts with the magic and names that count).
@@ -372,7 +383,7 @@ func readEmuHeader(f *os.File, size int64, sp spec) (emuHeader, bool, error) {
 				break
 			}
 			if zones, ok := emuHeaderZones(fixed[:]); ok && emuSlotLen(zones) == off {
-				slots[1] = readEmuSlot(f, off, off)
+				slots[1] = readEmuSlot(f, size, off, off)
 			}
 		}
 	}
@@ -384,14 +395,13 @@ func readEmuHeader(f *os.File, size int64, sp spec) (emuHeader, bool, error) {
 	}
 	switch {
 	case best != nil:
-		if other := 1 - best.slot; slots[other] == nil {
-			slog.Warn("zns: emu header slot is damaged; opened from the other one, which the next flush copies over it",
-				"path", sp.path, "damaged_slot", other, "opened_slot", best.slot, "seq", best.seq)
-			best.otherDamaged = true
-		}
+		// newEmu warns of the damaged one once the device opens.
+		best.otherDamaged = slots[1-best.slot] == nil
 		return *best, true, nil
 	case bytes.Count(first, []byte{0}) == len(first):
 		return emuHeader{}, false, nil
+	case bytes.HasPrefix(first, []byte(emuMagic)) && size < 2*slotLen:
+		return emuHeader{}, false, fmt.Errorf("zns: emu %s: the file has %d bytes, too few for its header: it was truncated (restore it; format=1 erases it and starts over)", sp.path, size)
 	case bytes.HasPrefix(first, []byte(emuMagic)):
 		return emuHeader{}, false, fmt.Errorf("zns: emu %s: both header slots are damaged, so its zone table is lost (format=1 erases the device and starts over)", sp.path)
 	}
@@ -408,9 +418,14 @@ func emuHeaderZones(b []byte) (int, bool) {
 	return zones, zones > 0 && zones <= MaxSoftZones
 }
 
-// readEmuSlot reads and decodes the slot of slotLen bytes at off; nil if
-// it is not valid.
-func readEmuSlot(f *os.File, off, slotLen int64) *emuHeader {
+// readEmuSlot reads and decodes the slot of slotLen bytes at off in a
+// file of size bytes; nil if it is not valid. A slot the file cannot
+// hold is not read: its length comes from the file (up to 16 MiB), and
+// nothing is allocated for bytes that are not there.
+func readEmuSlot(f *os.File, size, off, slotLen int64) *emuHeader {
+	if off+slotLen > size {
+		return nil
+	}
 	b := make([]byte, slotLen)
 	if _, err := f.ReadAt(b, off); err != nil {
 		return nil
