@@ -151,6 +151,12 @@ const (
 	// followed, past its CRC, by the checksums of the data it claims.
 	emuFlagSums = 2
 	emuSumLen   = 24 // zone u32, CRC u32, from u64, to u64 (relative)
+	// emuMaxSeq bounds a slot's sequence number. A Flush writes seq+1:
+	// past 2^64-1 it wraps to 0, a slot no Open takes, and the table that
+	// Flush made durable is lost to the older slot. No device flushes
+	// 2^62 times (a Flush a nanosecond for 146 years): a larger number is
+	// corruption.
+	emuMaxSeq = 1 << 62
 )
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
@@ -466,7 +472,7 @@ func decodeEmuHeader(b []byte) (emuHeader, bool) {
 	g, err := softGeometry(spec{zones: zones, zoneSize: h.geo.ZoneSize, zoneCap: h.geo.ZoneCap,
 		blockSize: h.geo.BlockSize, maxOpen: h.geo.MaxOpen, maxActive: h.geo.MaxActive,
 		maxAppend: h.geo.MaxAppend, conv: h.conv})
-	if err != nil || g != h.geo || h.seq == 0 {
+	if err != nil || g != h.geo || h.seq == 0 || h.seq >= emuMaxSeq {
 		return emuHeader{}, false
 	}
 	if le.Uint32(b[60:])&emuFlagSums != 0 {
