@@ -551,7 +551,10 @@ func (e *Emu) verifySums(sums []byte) error {
 	for r := 0; r+emuSumLen <= len(sums); r += emuSumLen {
 		i, sum := int(le.Uint32(sums[r:])), le.Uint32(sums[r+4:])
 		from, to := int64(le.Uint64(sums[r+8:])), int64(le.Uint64(sums[r+16:]))
-		if i >= len(e.zones) || e.zones[i].typ == TypeConventional || from < 0 || from > to || to > e.geo.ZoneCap {
+		// from becomes the zone's write pointer if the data does not
+		// match: it must be one (block aligned, as to, the written end).
+		bs := int64(e.geo.BlockSize)
+		if i >= len(e.zones) || e.zones[i].typ == TypeConventional || from < 0 || from > to || to > e.geo.ZoneCap || from%bs != 0 || to%bs != 0 {
 			return fmt.Errorf("corrupt data checksum for zone %d [+%d,+%d)", i, from, to)
 		}
 		z, start := &e.zones[i], e.start(i)
@@ -681,14 +684,42 @@ func (e *Emu) loadZones(slot []byte) error {
 		// one between blocks is corruption, and a device that took it
 		// would refuse every write to the zone (misaligned at the WP).
 		bs := int64(e.geo.BlockSize)
-		if rel < 0 || rel > e.geo.ZoneCap || rel%bs != 0 || unwritten%bs != 0 || !validSeqCond(cond) || unwritten > rel || (unwritten > 0 && !finishedCond(cond)) {
+		if rel < 0 || rel > e.geo.ZoneCap || rel%bs != 0 || unwritten%bs != 0 || !validSeqCond(cond) || !condAt(cond, rel, e.geo.ZoneCap) ||
+			unwritten > rel || (unwritten > 0 && !finishedCond(cond)) {
 			return fmt.Errorf("corrupt entry for zone %d (wp +%d, %d unwritten, %s)", i, rel, unwritten, cond)
 		}
 		z.wp, z.cond = e.start(i)+rel, cond
 		z.written = z.wp - unwritten
 	}
 	e.recount()
+	// The table never opens more zones than the limits allow (it closes
+	// an implicitly open one, or refuses): more is corruption, and the
+	// counts would stay over the limits, which nothing expects.
+	if g := e.geo; (g.MaxOpen > 0 && e.nOpen > g.MaxOpen) || (g.MaxActive > 0 && e.nAct > g.MaxActive) {
+		return fmt.Errorf("corrupt zone table: %d open and %d active zones, the limits are %d and %d", e.nOpen, e.nAct, g.MaxOpen, g.MaxActive)
+	}
 	return nil
+}
+
+// condAt reports whether a sequential zone of capacity zcap can be in
+// condition c with its write pointer rel bytes in, as the zone rules
+// leave zones: an empty one at its start, an implicitly open or a
+// closed one past its start (closing an unwritten zone empties it) and
+// short of its capacity (a write up to it fills the zone), an
+// explicitly open one short of its capacity, a full one at it. A
+// read-only or offline zone failed wherever its write pointer was.
+func condAt(c Cond, rel, zcap int64) bool {
+	switch c {
+	case CondEmpty:
+		return rel == 0
+	case CondImpOpen, CondClosed:
+		return rel > 0 && rel < zcap
+	case CondExpOpen:
+		return rel < zcap
+	case CondFull:
+		return rel == zcap
+	}
+	return true
 }
 
 // finishedCond reports whether a zone of condition c can have been

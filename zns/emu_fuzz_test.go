@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,7 +165,7 @@ func fuzzCheckGeometry(t *testing.T, g Geometry, conv int, size int64) {
 		t.Fatalf("geometry %+v: bad open/active limits", g)
 	case conv < 0 || conv >= g.Zones:
 		t.Fatalf("geometry %+v: %d conventional zones leave no sequential one", g, conv)
-	case g.ZoneSize > (1<<62)/int64(g.Zones):
+	case g.ZoneSize > math.MaxInt64/int64(g.Zones):
 		t.Fatalf("geometry %+v: overflows an offset", g)
 	}
 	if size >= 0 {
