@@ -342,7 +342,7 @@ func FuzzOpenEmuImage(f *testing.F) {
 	for i, img := range imgs {
 		sl := fuzzSlotLen(int64(binary.LittleEndian.Uint32(img.file[24:])))
 		f.Add(fuzzTrim(img.file[:sl]), fuzzTrim(img.file[sl:2*sl]), byte(i), byte(0))
-		f.Add(fuzzTrim(img.file[:sl]), fuzzTrim(img.file[sl:2*sl]), byte(i), byte(1))
+		f.Add(fuzzTrim(img.file[:sl]), fuzzTrim(img.file[sl:2*sl]), byte(i), byte(3))
 	}
 	f.Add([]byte{}, []byte{}, byte(0), byte(4))
 	f.Add(imgs[0].file[:4096], []byte{}, byte(0), byte(4))
