@@ -154,6 +154,12 @@ const (
 	// followed, past its CRC, by the checksums of the data it claims.
 	emuFlagSums = 2
 	emuSumLen   = 24 // zone u32, CRC u32, from u64, to u64 (relative)
+	// emuMaxSeq bounds a slot's sequence number. A Flush writes seq+1:
+	// past 2^64-1 it wraps to 0, a slot no Open takes, and the table that
+	// Flush made durable is lost to the older slot. No device flushes
+	// 2^62 times (a Flush a nanosecond for 146 years): a larger number is
+	// corruption.
+	emuMaxSeq = 1 << 62
 )
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
@@ -261,6 +267,11 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 		g = hdr.geo
 		sp.conv = hdr.conv
 	} else if g, err = softGeometry(sp); err != nil {
+		if !found && !sp.format && sp.zoneSize == 0 {
+			// A blank file (empty, or zeros) is formatted when the
+			// geometry is given; say so rather than name a parameter.
+			return nil, fmt.Errorf("zns: emu %s is blank (no device yet): give zone_size and zones to create one: %w", sp.path, err)
+		}
 		return nil, fmt.Errorf("zns: emu %s: %w", sp.path, err)
 	}
 	dataOff := emuDataOff(g.Zones)
@@ -298,6 +309,12 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 			return nil, fmt.Errorf("zns: emu %s: %w", sp.path, err)
 		}
 		restartSums(e.zones)
+		if hdr.otherDamaged {
+			// Only now that the slot is known good and the file holds its
+			// geometry: a truncated file is one error, not a warning too.
+			slog.Warn("zns: emu header slot is damaged; opened from the other one, which the next flush copies over it",
+				"path", sp.path, "damaged_slot", 1-hdr.slot, "opened_slot", hdr.slot, "seq", hdr.seq)
+		}
 	}
 	e.sums = true
 	e.flushed = make([]zoneState, g.Zones)
@@ -362,10 +379,10 @@ func readEmuHeader(f *os.File, size int64, sp spec) (emuHeader, bool, error) {
 	slotLen := int64(0)
 	if zones, ok := emuHeaderZones(first); ok {
 		slotLen = emuSlotLen(zones)
-		slots[0] = readEmuSlot(f, 0, slotLen)
+		slots[0] = readEmuSlot(f, size, 0, slotLen)
 	}
 	if slots[0] != nil {
-		slots[1] = readEmuSlot(f, slotLen, slotLen)
+		slots[1] = readEmuSlot(f, size, slotLen, slotLen)
 	} else {
 		// Slot 0 is damaged: look for slot 1 where each zone count
 		// would put it (it starts with the magic and names that count).
@@ -375,7 +392,7 @@ func readEmuHeader(f *os.File, size int64, sp spec) (emuHeader, bool, error) {
 				break
 			}
 			if zones, ok := emuHeaderZones(fixed[:]); ok && emuSlotLen(zones) == off {
-				slots[1] = readEmuSlot(f, off, off)
+				slots[1] = readEmuSlot(f, size, off, off)
 			}
 		}
 	}
@@ -387,14 +404,13 @@ func readEmuHeader(f *os.File, size int64, sp spec) (emuHeader, bool, error) {
 	}
 	switch {
 	case best != nil:
-		if other := 1 - best.slot; slots[other] == nil {
-			slog.Warn("zns: emu header slot is damaged; opened from the other one, which the next flush copies over it",
-				"path", sp.path, "damaged_slot", other, "opened_slot", best.slot, "seq", best.seq)
-			best.otherDamaged = true
-		}
+		// newEmu warns of the damaged one once the device opens.
+		best.otherDamaged = slots[1-best.slot] == nil
 		return *best, true, nil
 	case bytes.Count(first, []byte{0}) == len(first):
 		return emuHeader{}, false, nil
+	case bytes.HasPrefix(first, []byte(emuMagic)) && size < 2*slotLen:
+		return emuHeader{}, false, fmt.Errorf("zns: emu %s: the file has %d bytes, too few for its header: it was truncated (restore it; format=1 erases it and starts over)", sp.path, size)
 	case bytes.HasPrefix(first, []byte(emuMagic)):
 		return emuHeader{}, false, fmt.Errorf("zns: emu %s: both header slots are damaged, so its zone table is lost (format=1 erases the device and starts over)", sp.path)
 	}
@@ -411,9 +427,14 @@ func emuHeaderZones(b []byte) (int, bool) {
 	return zones, zones > 0 && zones <= MaxSoftZones
 }
 
-// readEmuSlot reads and decodes the slot of slotLen bytes at off; nil if
-// it is not valid.
-func readEmuSlot(f *os.File, off, slotLen int64) *emuHeader {
+// readEmuSlot reads and decodes the slot of slotLen bytes at off in a
+// file of size bytes; nil if it is not valid. A slot the file cannot
+// hold is not read: its length comes from the file (up to 16 MiB), and
+// nothing is allocated for bytes that are not there.
+func readEmuSlot(f *os.File, size, off, slotLen int64) *emuHeader {
+	if off+slotLen > size {
+		return nil
+	}
 	b := make([]byte, slotLen)
 	if _, err := f.ReadAt(b, off); err != nil {
 		return nil
@@ -427,13 +448,12 @@ func readEmuSlot(f *os.File, off, slotLen int64) *emuHeader {
 	return &h
 }
 
+// decodeEmuHeader decodes a slot. b may be anything (it comes from a
+// file): the fixed part is checked to be there before any field is read.
 func decodeEmuHeader(b []byte) (emuHeader, bool) {
 	le := binary.LittleEndian
-	if le.Uint32(b[8:]) != emuVersion {
-		return emuHeader{}, false
-	}
 	zones, ok := emuHeaderZones(b)
-	if !ok || emuSlotLen(zones) != int64(len(b)) {
+	if !ok || le.Uint32(b[8:]) != emuVersion || emuSlotLen(zones) != int64(len(b)) {
 		return emuHeader{}, false
 	}
 	end := emuHdrFixed + emuEntryLen*zones
@@ -455,7 +475,7 @@ func decodeEmuHeader(b []byte) (emuHeader, bool) {
 	g, err := softGeometry(spec{zones: zones, zoneSize: h.geo.ZoneSize, zoneCap: h.geo.ZoneCap,
 		blockSize: h.geo.BlockSize, maxOpen: h.geo.MaxOpen, maxActive: h.geo.MaxActive,
 		maxAppend: h.geo.MaxAppend, conv: h.conv})
-	if err != nil || g != h.geo || h.seq == 0 {
+	if err != nil || g != h.geo || h.seq == 0 || h.seq >= emuMaxSeq {
 		return emuHeader{}, false
 	}
 	if le.Uint32(b[60:])&emuFlagSums != 0 {
@@ -534,7 +554,10 @@ func (e *Emu) verifySums(sums []byte) error {
 	for r := 0; r+emuSumLen <= len(sums); r += emuSumLen {
 		i, sum := int(le.Uint32(sums[r:])), le.Uint32(sums[r+4:])
 		from, to := int64(le.Uint64(sums[r+8:])), int64(le.Uint64(sums[r+16:]))
-		if i >= len(e.zones) || e.zones[i].typ == TypeConventional || from < 0 || from > to || to > e.geo.ZoneCap {
+		// from becomes the zone's write pointer if the data does not
+		// match: it must be one (block aligned, as to, the written end).
+		bs := int64(e.geo.BlockSize)
+		if i >= len(e.zones) || e.zones[i].typ == TypeConventional || from < 0 || from > to || to > e.geo.ZoneCap || from%bs != 0 || to%bs != 0 {
 			return fmt.Errorf("corrupt data checksum for zone %d [+%d,+%d)", i, from, to)
 		}
 		z, start := &e.zones[i], e.start(i)
@@ -660,14 +683,46 @@ func (e *Emu) loadZones(slot []byte) error {
 		if z.typ == TypeConventional {
 			continue
 		}
-		if rel < 0 || rel > e.geo.ZoneCap || !validSeqCond(cond) || unwritten > rel || (unwritten > 0 && !finishedCond(cond)) {
+		// Every write and finish moves a write pointer by whole blocks:
+		// one between blocks is corruption, and a device that took it
+		// would refuse every write to the zone (misaligned at the WP).
+		bs := int64(e.geo.BlockSize)
+		if rel < 0 || rel > e.geo.ZoneCap || rel%bs != 0 || unwritten%bs != 0 || !validSeqCond(cond) || !condAt(cond, rel, e.geo.ZoneCap) ||
+			unwritten > rel || (unwritten > 0 && !finishedCond(cond)) {
 			return fmt.Errorf("corrupt entry for zone %d (wp +%d, %d unwritten, %s)", i, rel, unwritten, cond)
 		}
 		z.wp, z.cond = e.start(i)+rel, cond
 		z.written = z.wp - unwritten
 	}
 	e.recount()
+	// The table never opens more zones than the limits allow (it closes
+	// an implicitly open one, or refuses): more is corruption, and the
+	// counts would stay over the limits, which nothing expects.
+	if g := e.geo; (g.MaxOpen > 0 && e.nOpen > g.MaxOpen) || (g.MaxActive > 0 && e.nAct > g.MaxActive) {
+		return fmt.Errorf("corrupt zone table: %d open and %d active zones, the limits are %d and %d", e.nOpen, e.nAct, g.MaxOpen, g.MaxActive)
+	}
 	return nil
+}
+
+// condAt reports whether a sequential zone of capacity zcap can be in
+// condition c with its write pointer rel bytes in, as the zone rules
+// leave zones: an empty one at its start, an implicitly open or a
+// closed one past its start (closing an unwritten zone empties it) and
+// short of its capacity (a write up to it fills the zone), an
+// explicitly open one short of its capacity, a full one at it. A
+// read-only or offline zone failed wherever its write pointer was.
+func condAt(c Cond, rel, zcap int64) bool {
+	switch c {
+	case CondEmpty:
+		return rel == 0
+	case CondImpOpen, CondClosed:
+		return rel > 0 && rel < zcap
+	case CondExpOpen:
+		return rel < zcap
+	case CondFull:
+		return rel == zcap
+	}
+	return true
 }
 
 // finishedCond reports whether a zone of condition c can have been
