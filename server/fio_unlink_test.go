@@ -64,8 +64,20 @@ func TestFioUnlinkRemovesTheDaemonsFile(t *testing.T) {
 func TestFioUnlinkSharedFileKeepsOtherJobsWriting(t *testing.T) {
 	fio, engine := fioEnv(t)
 	d := newServe(t)
+	// No verify: fio closes a job's files after its writes and reopens
+	// them by name to verify. A reopen after every handle had closed
+	// (the jobs between their phases at once, or the last one after
+	// the others were done, their unlinks pending) makes a new, empty
+	// file, whose reads of nothing then verified the buffer's last write
+	// ("bad header offset 5238784, wanted 1048576"): about one run in
+	// ten. This job with verify fails on ext4 with psync every time
+	// (3 of 3: fio's reopen finds the name gone), so it asked more than
+	// a kernel file system gives. RemoveUnused's own contract (EBUSY,
+	// the removal at the last close, an open that takes the file over)
+	// is the engine's tests'. What this one is for, writes that go on
+	// after another job's unlink, fails fio's exit status.
 	common := []string{"--ioengine=external:" + engine, "--sock=" + d.socket, "--filename=shared",
-		"--unlink=1", "--verify=crc32c", "--bs=4k"}
+		"--unlink=1", "--bs=4k"}
 	args := append([]string{"--name=short", "--rw=write", "--size=64k"}, common...)
 	// The long jobs write their own ranges of the file, after the short
 	// one's, at queue depth 1: they are still writing when it unlinks.
