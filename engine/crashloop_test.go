@@ -96,20 +96,32 @@ func (r *cutRun) logf(format string, args ...any) {
 // ZONEFOLD_POWERCUT_SEEDS=FIRST-LAST runs those seeds instead, and
 // ZONEFOLD_POWERCUT_KEEP=DIR keeps the device image and the operation
 // trace of a failing point there.
+// envSeeds is the seeds FIRST to LAST that the environment variable
+// name gives as FIRST-LAST, or nil if it is unset: the crash tests'
+// opt-in soaks with seeds CI does not run.
+func envSeeds(t *testing.T, name string) []uint64 {
+	v := os.Getenv(name)
+	if v == "" {
+		return nil
+	}
+	var a, b uint64
+	if _, err := fmt.Sscanf(v, "%d-%d", &a, &b); err != nil || a > b {
+		t.Fatalf("%s=%q: want FIRST-LAST", name, v)
+	}
+	var seeds []uint64
+	for s := a; s <= b; s++ {
+		seeds = append(seeds, s)
+	}
+	return seeds
+}
+
 func TestPowerCutLoop(t *testing.T) {
 	seeds, points := []uint64{1, 2, 3, 4}, 55
 	if testing.Short() || raceEnabled {
 		seeds, points = []uint64{1}, 30
 	}
-	if v := os.Getenv("ZONEFOLD_POWERCUT_SEEDS"); v != "" {
-		var a, b uint64
-		if _, err := fmt.Sscanf(v, "%d-%d", &a, &b); err != nil {
-			t.Fatalf("ZONEFOLD_POWERCUT_SEEDS=%q: want FIRST-LAST", v)
-		}
-		seeds, points = nil, 55
-		for s := a; s <= b; s++ {
-			seeds = append(seeds, s)
-		}
+	if s := envSeeds(t, "ZONEFOLD_POWERCUT_SEEDS"); s != nil {
+		seeds, points = s, 55
 	}
 	// A dead device makes every background pass fail loudly: keep the
 	// test's output to what it checks.

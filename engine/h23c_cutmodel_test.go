@@ -729,16 +729,9 @@ func TestH23cPowerCutModel(t *testing.T) {
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	t.Cleanup(func() { slog.SetDefault(old) })
-	var seeds []uint64
 	budget := 4 * time.Second
-	if v := os.Getenv("ZONEFOLD_H23C_SEEDS"); v != "" {
-		var a, b uint64
-		if _, err := fmt.Sscanf(v, "%d-%d", &a, &b); err != nil {
-			t.Fatalf("ZONEFOLD_H23C_SEEDS=%q: want FIRST-LAST", v)
-		}
-		for s := a; s <= b; s++ {
-			seeds = append(seeds, s)
-		}
+	seeds := envSeeds(t, "ZONEFOLD_H23C_SEEDS")
+	if seeds != nil {
 		budget = 0
 	} else {
 		for s := uint64(1); s <= 1000; s++ {

@@ -366,9 +366,29 @@ func h26bQuiet(t *testing.T) {
 
 // TestH26bCutInsideCheckpoint cuts at every device operation of a
 // checkpoint: the first of a fresh device, and switches into either
-// half after earlier ones.
+// half after earlier ones. ZONEFOLD_H26B_SEEDS=FIRST-LAST runs the
+// workloads of those seeds instead of seed 1 (h26bSeeds).
 func TestH26bCutInsideCheckpoint(t *testing.T) {
 	h26bQuiet(t)
+	h26bSeeds(t, func(t *testing.T, seed uint64) { h26bCutInsideCheckpoint(t, seed) })
+}
+
+// h26bSeeds runs f with the workload seed 1, or with each seed of
+// ZONEFOLD_H26B_SEEDS=FIRST-LAST (a subtest each), for soaks: the seeds
+// change the workload and so the checkpoint's records and what the cut
+// lands on.
+func h26bSeeds(t *testing.T, f func(t *testing.T, seed uint64)) {
+	seeds := envSeeds(t, "ZONEFOLD_H26B_SEEDS")
+	if seeds == nil {
+		f(t, 1)
+		return
+	}
+	for _, s := range seeds {
+		t.Run(fmt.Sprintf("seed%d", s), func(t *testing.T) { f(t, s) })
+	}
+}
+
+func h26bCutInsideCheckpoint(t *testing.T, seed uint64) {
 	for _, g := range h26bGeometries {
 		for _, c := range []struct {
 			name    string
@@ -385,7 +405,7 @@ func TestH26bCutInsideCheckpoint(t *testing.T) {
 						keeps = append(keeps, 0, 1)
 					}
 					for _, keep := range keeps {
-						cut, torn, where := h26bCase(t, g.zoneSize, 1, c.fresh, c.earlier, at, keep)
+						cut, torn, where := h26bCase(t, g.zoneSize, seed, c.fresh, c.earlier, at, keep)
 						if !cut {
 							t.Logf("%d device operations in the checkpoint, %d cuts tore the write before", at-1, tears)
 							return
@@ -407,13 +427,17 @@ func TestH26bCutInsideCheckpoint(t *testing.T) {
 // TestH26bCutInsideRecoveryCheckpoint cuts the power inside the
 // checkpoint recovery writes (at every device operation of Open after a
 // crash that left the log to replay), then once more inside the next
-// recovery's.
+// recovery's. ZONEFOLD_H26B_SEEDS as for TestH26bCutInsideCheckpoint.
 func TestH26bCutInsideRecoveryCheckpoint(t *testing.T) {
 	h26bQuiet(t)
+	h26bSeeds(t, func(t *testing.T, seed uint64) { h26bCutInsideRecoveryCheckpoint(t, seed) })
+}
+
+func h26bCutInsideRecoveryCheckpoint(t *testing.T, seed uint64) {
 	for _, g := range h26bGeometries {
 		t.Run(g.name, func(t *testing.T) {
 			for at := int64(1); ; at++ {
-				r := &h26bCkpt{t: t, devName: h26bDevice(t, g.zoneSize), rng: rand.New(rand.NewPCG(1, 27)),
+				r := &h26bCkpt{t: t, devName: h26bDevice(t, g.zoneSize), rng: rand.New(rand.NewPCG(seed, 27)),
 					cfg: Config{CacheBytes: 2 << 20, DirtyLimit: 512 << 10, MaxOrder: 4}, m: map[string][]byte{}}
 				r.must(r.open(true, 0), "open")
 				r.workload(8)
