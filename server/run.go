@@ -40,9 +40,9 @@ type RunConfig struct {
 }
 
 // Run is the daemon: it claims the socket, the metrics address and the
-// device, opens the engine and serves until ctx is done; then it shuts the server down,
-// closes the engine (flush and checkpoint) and returns nil if all of
-// that went well.
+// device, opens the engine and serves until ctx is done; then it shuts
+// the server down, closes the engine (flush and checkpoint) and returns
+// nil if all of that went well.
 func Run(ctx context.Context, cfg RunConfig) (err error) {
 	log := cfg.Log
 	if log == nil {
