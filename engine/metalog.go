@@ -621,8 +621,9 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 	// emu's): they become durable with the voids, at the data flush after
 	// them (TestH27aCutInsideCheckpointWithPendingVoids/next-start; the
 	// emu's reset used to flush, and a crash between it and the voids'
-	// flush replayed them). A half a failed switch (or one before a crash) left its
-	// voids in is appended to, not reset, so that they stay durable;
+	// flush replayed them). A half a failed switch (or one before a
+	// crash) left its voids in is appended to, not reset, so that they
+	// stay durable;
 	// those it names need not be named again (metaLog.nextVoidsEnd).
 	// Where some of that switch's checkpoint landed, no record after it
 	// would be read: the half is reset, and until the voids are written
