@@ -31,8 +31,11 @@ import (
 //     finish (serve flushes, put removes its temporary file) unless a
 //     SIGINT follows (Ctrl-C again). A SIGTERM or SIGHUP that follows
 //     asks for the same clean stop again and changes nothing: GNU
-//     timeout sends its SIGTERM to the command and then to its process
-//     group, and supervisors that are done waiting send SIGKILL.
+//     timeout sends its signal to the command and then to its process
+//     group, and supervisors that are done waiting send SIGKILL. For the
+//     same reason a SIGINT within sameRequestWindow (200 ms) of a first
+//     SIGINT changes nothing (`timeout -s INT`); Ctrl-C pressed again
+//     comes later.
 //   - Errors are one line on stderr, "zonefold: ...", without repeated
 //     prefixes (errorLine), with the next step where there is one.
 //   - Sizes: every size flag takes what zns.ParseSize reads (4096, 64K,

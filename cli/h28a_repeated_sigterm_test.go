@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonefold/zonefold/internal/syncbuf"
 	"github.com/zonefold/zonefold/server"
 )
 
@@ -55,6 +56,20 @@ func TestH28aRepeatedSIGTERMStopsServeCleanly(t *testing.T) {
 		}, func(cmd *exec.Cmd) {
 			cmd.Process.Signal(syscall.SIGTERM)
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		}, 0},
+		// timeout -s INT: the same two signals, both SIGINT. Only
+		// microseconds apart they are one request, not Ctrl-C pressed
+		// again (TestSIGINTAgainLaterStopsServeAtOnce keeps that).
+		{"timeout-s-INT", func(args []string) *exec.Cmd {
+			return exec.Command(timeoutBin, append([]string{"-s", "INT", "--preserve-status", "1h", zonefoldBinary(t)}, args...)...)
+		}, func(cmd *exec.Cmd) {
+			cmd.Process.Signal(syscall.SIGALRM)
+		}, 0},
+		{"pid-then-group-INT", func(args []string) *exec.Cmd {
+			return exec.Command(zonefoldBinary(t), args...)
+		}, func(cmd *exec.Cmd) {
+			cmd.Process.Signal(syscall.SIGINT)
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
 		}, 0},
 		{"hangup-then-term", func(args []string) *exec.Cmd {
 			return exec.Command(zonefoldBinary(t), args...)
@@ -184,12 +199,35 @@ func waitOpenFIFO(t *testing.T, pid int, done <-chan struct{}) {
 }
 
 // TestH28aSIGINTWhileStoppingStopsAtOnce: the escalation that stays. put,
-// told to stop by SIGTERM, removes its temporary file through the daemon
-// before it exits; the daemon here is frozen (SIGSTOP), so that clean
-// stop waits (up to put's 10 s bound). A SIGINT then (Ctrl-C again) must
-// end put at once, 130, whatever it waits for; it is not one more
-// request for the same clean stop, as a repeated SIGTERM is.
+// told to stop by a signal, removes its temporary file through the
+// daemon before it exits; the daemon here is frozen (SIGSTOP), so that
+// clean stop waits (up to put's 10 s bound). A SIGINT then (Ctrl-C
+// again) must end put at once, 130, whatever it waits for; it is not one
+// more request for the same clean stop, as a repeated SIGTERM is. After
+// a first SIGINT the second must come later than sameRequestWindow to
+// be Ctrl-C pressed again: sooner, it is the one request sent twice, as
+// `timeout -s INT` sends its signal to the command and then to its
+// process group (TestSIGINTTwiceAtOnceIsOneRequest).
 func TestH28aSIGINTWhileStoppingStopsAtOnce(t *testing.T) {
+	for _, first := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(signalName(first), func(t *testing.T) { testSIGINTWhileStopping(t, first, true) })
+	}
+}
+
+// TestSIGINTTwiceAtOnceIsOneRequest: two SIGINTs within
+// sameRequestWindow ask for one clean stop. They used to stop put (and
+// serve, with its unsynced writes) at once: `timeout -s INT 1h zonefold
+// serve ...` lost acknowledged writes whenever its two signals reached
+// serve one after the other rather than merged into one.
+func TestSIGINTTwiceAtOnceIsOneRequest(t *testing.T) {
+	testSIGINTWhileStopping(t, syscall.SIGINT, false)
+}
+
+// testSIGINTWhileStopping stops a put whose daemon is frozen with first,
+// then sends SIGINT: after sameRequestWindow if later (put must end at
+// once, 130), else at once (put must go on with its clean stop, and end
+// it once the daemon runs again).
+func testSIGINTWhileStopping(t *testing.T, first syscall.Signal, later bool) {
 	dir := t.TempDir()
 	d := startDaemon(t, "emu:"+filepath.Join(dir, "dev")+"?zone_size=4M&zones=16")
 	fifo := filepath.Join(dir, "fifo")
@@ -237,7 +275,7 @@ func TestH28aSIGINTWhileStoppingStopsAtOnce(t *testing.T) {
 	// first): the sign is that put closed its connection, to remove its
 	// temporary through a new one.
 	before := sockets(cmd.Process.Pid)
-	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Process.Signal(first)
 	for stopping := false; !stopping; {
 		now := sockets(cmd.Process.Pid)
 		for s := range before {
@@ -245,21 +283,64 @@ func TestH28aSIGINTWhileStoppingStopsAtOnce(t *testing.T) {
 		}
 		select {
 		case <-done:
-			t.Fatalf("put ended at SIGTERM before the SIGINT (exit %d): its clean stop did not wait for the frozen daemon; stderr %q",
-				cmd.ProcessState.ExitCode(), stderr.String())
+			t.Fatalf("put ended at %s before the SIGINT (exit %d): its clean stop did not wait for the frozen daemon; stderr %q",
+				signalName(first), cmd.ProcessState.ExitCode(), stderr.String())
 		case <-giveUp:
-			t.Fatalf("put did not start stopping within a minute of SIGTERM; stderr %q", stderr.String())
-		case <-time.After(10 * time.Millisecond):
+			t.Fatalf("put did not start stopping within a minute of %s; stderr %q", signalName(first), stderr.String())
+		case <-time.After(time.Millisecond):
 		}
 	}
+	if first == syscall.SIGINT && later {
+		// Ctrl-C pressed again, not the same request sent twice.
+		time.Sleep(2 * sameRequestWindow)
+	}
 	cmd.Process.Signal(syscall.SIGINT)
+	if !later {
+		// The same request: put says so and goes on waiting for the
+		// frozen daemon, then ends its clean stop once it runs.
+		for !strings.Contains(stderr.String(), "same request") {
+			select {
+			case <-done:
+				t.Fatalf("put stopped at once (exit %d) by a second SIGINT sent with the first; want it taken for the same request and the clean stop kept; stderr %q",
+					cmd.ProcessState.ExitCode(), stderr.String())
+			case <-giveUp:
+				t.Fatalf("put said nothing of the second SIGINT within a minute; stderr %q", stderr.String())
+			case <-time.After(time.Millisecond):
+			}
+		}
+		d.cmd.Process.Signal(syscall.SIGCONT)
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Fatalf("put still runs a minute after its daemon ran again; stderr %q", stderr.String())
+		}
+		if st := cmd.ProcessState.ExitCode(); st != 130 {
+			t.Fatalf("put stopped cleanly by SIGINT: exit %d, want 130; stderr %q", st, stderr.String())
+		}
+		// Its clean stop removed its temporary file.
+		c, err := server.Dial(context.Background(), d.socket, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		list, err := c.List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range list {
+			if strings.HasPrefix(e.Name, server.TempPrefix) {
+				t.Fatalf("put stopped by SIGINT left its temporary %s: not a clean stop; stderr %q", e.Name, stderr.String())
+			}
+		}
+		return
+	}
 	select {
 	case <-done:
 	case <-time.After(time.Minute):
-		t.Fatalf("put still runs a minute after SIGTERM then SIGINT; stderr %q", stderr.String())
+		t.Fatalf("put still runs a minute after %s then SIGINT; stderr %q", signalName(first), stderr.String())
 	}
 	if st := cmd.ProcessState.ExitCode(); st != 130 {
-		t.Fatalf("put stopped by SIGTERM then SIGINT, its daemon frozen: exit %d, stderr %q; want 130 (SIGINT stops at once)", st, stderr.String())
+		t.Fatalf("put stopped by %s then SIGINT, its daemon frozen: exit %d, stderr %q; want 130 (SIGINT stops at once)", signalName(first), st, stderr.String())
 	}
 }
 
@@ -275,13 +356,12 @@ func sockets(pid int) map[string]bool {
 	return out
 }
 
-// startZonefold starts the binary with args, keeping its stderr (to be
-// read once done is closed, or for a failure's message); done closes
+// startZonefold starts the binary with args, keeping its stderr; done closes
 // when it has exited. The test's end kills it.
-func startZonefold(t *testing.T, args ...string) (cmd *exec.Cmd, stderr *bytes.Buffer, done chan struct{}) {
+func startZonefold(t *testing.T, args ...string) (cmd *exec.Cmd, stderr *syncbuf.Buffer, done chan struct{}) {
 	t.Helper()
 	cmd = exec.Command(zonefoldBinary(t), args...)
-	stderr = &bytes.Buffer{}
+	stderr = &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -46,6 +46,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
 	var got syscall.Signal
+	var gotAt time.Time
 	for {
 		select {
 		case err := <-done:
@@ -61,13 +62,21 @@ func Main(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "zonefold: %s while stopping cleanly changes nothing (SIGINT or SIGKILL stops at once)\n", signalName(sig))
 				continue
 			}
+			if got == syscall.SIGINT && sig == syscall.SIGINT && time.Since(gotAt) < sameRequestWindow {
+				// timeout -s INT, or a kill of the process and then
+				// of its group: one request that reached us twice
+				// (unless the two merged into one pending signal).
+				// Ctrl-C pressed again comes later.
+				fmt.Fprintf(stderr, "zonefold: a second SIGINT within %v is taken for the same request; still stopping cleanly (Ctrl-C again stops at once)\n", sameRequestWindow)
+				continue
+			}
 			if got != 0 || !annotated(running.Load(), annWatchesContext) {
 				// Ctrl-C while stopping, or a command that would not
 				// notice the first signal: stop now.
 				fmt.Fprintf(stderr, "zonefold: interrupted by %s\n", signalName(sig))
 				return exitSignal(sig)
 			}
-			got = sig
+			got, gotAt = sig, time.Now()
 			cancel()
 		}
 	}
@@ -235,3 +244,7 @@ func writeProfile(flag, name, file string) error {
 	}
 	return nil
 }
+
+// sameRequestWindow: a SIGINT this soon after a first SIGINT is the
+// same request sent twice, not Ctrl-C pressed again.
+const sameRequestWindow = 200 * time.Millisecond
