@@ -2,11 +2,17 @@ package cache
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zonefold/zonefold/internal/report"
 )
 
 const (
@@ -23,6 +29,87 @@ const (
 	// crosses two regions.
 	regionBytes = 1 << 30
 )
+
+// MaxBytes is the largest cache: the buddy allocator numbers pages in 31
+// bits.
+const MaxBytes = (1<<31 - 1) * pageSize
+
+// CheckSize says whether a cache of n bytes can be made here, in a line
+// a person reads: at least a page, at most MaxBytes, and no more than
+// the memory the machine (or this process's cgroup) has available now. The arena is
+// faulted in when the cache is made, so a cache above what is available
+// fails to map, or maps and has the kernel's OOM killer end the process
+// (or another one) while it is faulted in. Checking first lets a caller
+// refuse the size before it changes anything (serve --format --force
+// erased the device before --cache 8T, a typo for 8G, failed).
+func CheckSize(n int64) error {
+	if n < pageSize {
+		return fmt.Errorf("cache: size %d B: want 4 KiB to 8 TiB", n)
+	}
+	if n&^(pageSize-1) > MaxBytes {
+		return fmt.Errorf("cache: size %s: want 4 KiB to 8 TiB", report.Human(n))
+	}
+	avail, total, ok := memAvailable()
+	if ok && n > avail {
+		return fmt.Errorf("cache: size %s is more than the memory available (%s of %s): the cache is held in memory from the start",
+			report.Human(n), report.Human(avail), report.Human(total))
+	}
+	return nil
+}
+
+// memAvailable reads MemAvailable and MemTotal from /proc/meminfo, and
+// the limit of this process's cgroup where it is lower; ok is false
+// where they cannot be read (nothing is refused then).
+func memAvailable() (avail, total int64, ok bool) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, 0, false
+	}
+	var haveAvail, haveTotal bool
+	for _, line := range strings.Split(string(b), "\n") {
+		var kib int64
+		if _, err := fmt.Sscanf(line, "MemAvailable: %d kB", &kib); err == nil {
+			avail, haveAvail = kib<<10, true
+		} else if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kib); err == nil {
+			total, haveTotal = kib<<10, true
+		}
+	}
+	if !haveAvail || !haveTotal {
+		return 0, 0, false
+	}
+	if limit, used, ok := cgroupMemory(); ok && limit-used < avail {
+		avail, total = max(limit-used, 0), min(limit, total)
+	}
+	return avail, total, true
+}
+
+// cgroupMemory reads this process's cgroup v2 memory.max and
+// memory.current; ok is false where there is no limit or no cgroup v2.
+func cgroupMemory() (limit, used int64, ok bool) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return 0, 0, false
+	}
+	path, found := strings.CutPrefix(strings.TrimSpace(string(b)), "0::")
+	if !found || strings.Contains(path, "\n") {
+		return 0, 0, false
+	}
+	dir := filepath.Join("/sys/fs/cgroup", path)
+	read := func(name string) (int64, bool) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		return n, err == nil
+	}
+	limit, ok = read("memory.max") // "max" where there is no limit: not a number
+	if !ok {
+		return 0, 0, false
+	}
+	used, ok = read("memory.current")
+	return limit, used, ok
+}
 
 // mapArena maps the cache's memory: anonymous, private, asking for huge
 // pages where the kernel has them (the page cache's folios live in the

@@ -296,10 +296,10 @@ func New(cfg Config) (*Cache, error) {
 	if cfg.MaxOrder < 0 || cfg.MaxOrder > MaxOrder {
 		return nil, fmt.Errorf("cache: max order %d: want 0..%d", cfg.MaxOrder, MaxOrder)
 	}
-	bytes := cfg.Bytes &^ (pageSize - 1)
-	if bytes < pageSize || bytes/pageSize > 1<<31-1 {
-		return nil, fmt.Errorf("cache: arena of %d bytes: want 4 KiB to 8 TiB", cfg.Bytes)
+	if err := CheckSize(cfg.Bytes); err != nil {
+		return nil, err
 	}
+	bytes := cfg.Bytes &^ (pageSize - 1)
 	if cfg.DirtyLimit <= 0 {
 		cfg.DirtyLimit = bytes / 2
 	}

@@ -3,8 +3,8 @@ package cli
 // `zonefold serve --cache SIZE` with a size the machine cannot give (a
 // typo: 8T for 8G) or above the cache's own limit (8 TiB) must be refused
 // with one line saying why, as --cache 30G on a 23 GiB machine is
-// ("cache: map ...-byte arena: cannot allocate memory") and --cache 1 is
-// ("cache: arena of 1 bytes: want 4 KiB to 8 TiB"). It crashed the
+// ("cache: size 30 GiB is more than the memory available ...") and --cache 1 is
+// ("cache: size 1 B: want 4 KiB to 8 TiB"). It crashed the
 // daemon instead: the engine makes its checksum cache (1/64 of --cache,
 // a Go slice) before the folio cache checks its size or maps its arena,
 // and a slice of 128 GiB or more ends the process with the Go runtime's

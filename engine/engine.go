@@ -537,6 +537,53 @@ func OpenDevice(dev zns.Device, cfg Config) (*Engine, error) {
 	return openDevice(dev, cfg, nil)
 }
 
+// CheckConfig refuses what opening dev with cfg would refuse of cfg and
+// of dev's geometry, writing nothing: a geometry zonefold cannot use, more
+// open zones than the device allows beside what zonefold keeps, a cache
+// above the memory the machine has (cache.CheckSize). With format, dev is
+// taken as Format would leave it; without, as formatted already (an
+// unformatted one is ErrNotFormatted). A caller about to change the
+// device before it opens the engine checks first: serve --format --force
+// erased the device, then failed on a --cache or --open-zones typo.
+func CheckConfig(dev zns.Device, cfg Config, format *FormatOptions) error {
+	cfg.fill()
+	geo := dev.Geometry()
+	if err := checkGeometry(geo); err != nil {
+		return err
+	}
+	var sb Superblock
+	var err error
+	if format != nil {
+		sb, err = planFormat(dev, *format)
+	} else {
+		sb, err = readSuperblock(dev)
+	}
+	if err != nil {
+		return err
+	}
+	if err := sb.checkGeometry(geo); err != nil {
+		return err
+	}
+	report := make([]zns.Zone, geo.Zones)
+	n, err := dev.Report(0, report)
+	if err != nil {
+		return fmt.Errorf("engine: report zones: %w", err)
+	}
+	data := 0
+	for i, z := range report[:n] {
+		if sb.holdsData(i, z) {
+			data++
+		}
+	}
+	if _, _, err := planOpenZones(&cfg, geo, data); err != nil {
+		return err
+	}
+	if err := cache.CheckSize(cfg.CacheBytes); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	return nil
+}
+
 // KeepsNoData says whether the engine runs on a device that keeps no
 // data (null:): GC cannot read back the record headers of the zones it
 // would reclaim, so the device's capacity is one fill, and overwrites
@@ -668,8 +715,10 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 }
 
 // checkDevice refuses geometries the engine cannot use.
-func (e *Engine) checkDevice() error {
-	g := e.geo
+func (e *Engine) checkDevice() error { return checkGeometry(e.geo) }
+
+// checkGeometry refuses a device whose geometry zonefold cannot use.
+func checkGeometry(g zns.Geometry) error {
 	if g.BlockSize > BlockSize || BlockSize%g.BlockSize != 0 {
 		return fmt.Errorf("engine: device block size %d: zonefold needs one that divides %d", g.BlockSize, BlockSize)
 	}
@@ -704,7 +753,7 @@ func (e *Engine) setupZones() error {
 	e.zones = make([]*zone, e.geo.Zones)
 	var data []*zone
 	for i, rz := range report {
-		if i >= e.sb.UsedZones || rz.Type == zns.TypeConventional || e.sb.isMeta(i) {
+		if !e.sb.holdsData(i, rz) {
 			continue
 		}
 		z := &zone{idx: i, start: rz.Start, cap: rz.Cap}
@@ -725,35 +774,9 @@ func (e *Engine) setupZones() error {
 		e.zones[i] = z
 		data = append(data, z)
 	}
-	if len(data) < 2+e.cfg.GC.Reserve {
-		return fmt.Errorf("engine: %d data zones; zonefold needs at least %d", len(data), 2+e.cfg.GC.Reserve)
-	}
-	budget := e.cfg.OpenZones
-	limit := deviceOpenLimit(e.geo)
-	streams := gcStreams(e.cfg.GC.Streams, budget, limit)
-	if streams > 1 && (len(data) < 2+e.cfg.GC.Reserve+streams-1 ||
-		e.cfg.GC.Streams == 0 && len(data) < minZonesForGCStreams) {
-		// Too few zones for a second stream's reserve, or (where the
-		// streams were left to the engine) so few that the zone it adds
-		// to the reserve is a large share of the device.
-		streams = 1
-	}
-	e.cfg.GC.forStreams(streams)
-	// Besides data zones, a zone per GC stream and one metadata zone may
-	// be open: a checkpoint finishes the old metadata zone before it
-	// writes the next (checkpointLocked), so two are never active at once.
-	kept := metaZonesKept + streams
-	if limit > 0 && limit-kept < 1 {
-		return fmt.Errorf("engine: device allows %d open zones; zonefold needs at least %d", limit, kept+1)
-	}
-	if budget <= 0 {
-		budget = 16
-		if limit > 0 {
-			budget = min(budget, limit-kept)
-		}
-	}
-	if limit > 0 && budget > limit-kept {
-		return fmt.Errorf("engine: %d open zones asked for; the device allows %d, and zonefold keeps %d for GC's %d stream(s) and metadata", budget, limit, kept, streams)
+	budget, streams, err := planOpenZones(&e.cfg, e.geo, len(data))
+	if err != nil {
+		return err
 	}
 	e.placer = placer{policy: e.cfg.Policy, zones: data, budget: budget, gcStreams: streams, gcReserve: e.cfg.GC.Reserve,
 		flush: func() { _ = e.ring.Flush() }, idle: &e.idle, lowWater: e.cfg.GC.Low, lowFree: e.kickGC}
@@ -763,6 +786,45 @@ func (e *Engine) setupZones() error {
 		}
 	}
 	return nil
+}
+
+// planOpenZones works out, from cfg, the device's limits and its number
+// of data zones, how many data zones may be open at once (the placer's
+// budget) and how many streams GC writes, and sets cfg.GC for them. It
+// refuses a device or a cfg.OpenZones that leaves no room. No I/O: it
+// also checks a configuration before anything is written (CheckConfig).
+func planOpenZones(cfg *Config, geo zns.Geometry, dataZones int) (budget, streams int, err error) {
+	if dataZones < 2+cfg.GC.Reserve {
+		return 0, 0, fmt.Errorf("engine: %d data zones; zonefold needs at least %d", dataZones, 2+cfg.GC.Reserve)
+	}
+	budget = cfg.OpenZones
+	limit := deviceOpenLimit(geo)
+	streams = gcStreams(cfg.GC.Streams, budget, limit)
+	if streams > 1 && (dataZones < 2+cfg.GC.Reserve+streams-1 ||
+		cfg.GC.Streams == 0 && dataZones < minZonesForGCStreams) {
+		// Too few zones for a second stream's reserve, or (where the
+		// streams were left to the engine) so few that the zone it adds
+		// to the reserve is a large share of the device.
+		streams = 1
+	}
+	cfg.GC.forStreams(streams)
+	// Besides data zones, a zone per GC stream and one metadata zone may
+	// be open: a checkpoint finishes the old metadata zone before it
+	// writes the next (checkpointLocked), so two are never active at once.
+	kept := metaZonesKept + streams
+	if limit > 0 && limit-kept < 1 {
+		return 0, 0, fmt.Errorf("engine: device allows %d open zones; zonefold needs at least %d", limit, kept+1)
+	}
+	if budget <= 0 {
+		budget = 16
+		if limit > 0 {
+			budget = min(budget, limit-kept)
+		}
+	}
+	if limit > 0 && budget > limit-kept {
+		return 0, 0, fmt.Errorf("engine: %d open zones asked for; the device allows %d, and zonefold keeps %d for GC's %d stream(s) and metadata", budget, limit, kept, streams)
+	}
+	return budget, streams, nil
 }
 
 // deviceOpenLimit is the tighter of the open and active limits, 0 if none.

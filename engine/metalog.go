@@ -1052,10 +1052,9 @@ func CheckEmpty(dev zns.Device, zones int) error {
 	return nil
 }
 
-// Format writes a fresh, empty zonefold file system to dev: every zone
-// reset, a superblock at the start of both metadata zones and an empty
-// checkpoint. Without Force it refuses a device that is not empty.
-func Format(dev zns.Device, opts FormatOptions) (Superblock, error) {
+// planFormat is the superblock Format would write to dev, after
+// Format's checks of dev and opts, writing nothing.
+func planFormat(dev zns.Device, opts FormatOptions) (Superblock, error) {
 	g := dev.Geometry()
 	if !opts.Force {
 		if err := CheckEmpty(dev, opts.Zones); err != nil {
@@ -1090,7 +1089,18 @@ func Format(dev zns.Device, opts FormatOptions) (Superblock, error) {
 	if err != nil {
 		return Superblock{}, err
 	}
-	sb := Superblock{UUID: uuid, ZoneSize: g.ZoneSize, ZoneCap: g.ZoneCap, Zones: g.Zones, BlockSize: BlockSize, MetaZones: mz, MetaGroup: k, UsedZones: used}
+	return Superblock{UUID: uuid, ZoneSize: g.ZoneSize, ZoneCap: g.ZoneCap, Zones: g.Zones, BlockSize: BlockSize, MetaZones: mz, MetaGroup: k, UsedZones: used}, nil
+}
+
+// Format writes a fresh, empty zonefold file system to dev: every zone
+// reset, a superblock at the start of both metadata zones and an empty
+// checkpoint. Without Force it refuses a device that is not empty.
+func Format(dev zns.Device, opts FormatOptions) (Superblock, error) {
+	sb, err := planFormat(dev, opts)
+	if err != nil {
+		return Superblock{}, err
+	}
+	g, used, mz := dev.Geometry(), sb.UsedZones, sb.MetaZones
 	if err := resetZones(dev, used); err != nil {
 		return sb, fmt.Errorf("engine: format: %w", err)
 	}

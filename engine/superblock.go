@@ -133,6 +133,12 @@ func (s *Superblock) checkGeometry(g zns.Geometry) error {
 }
 
 // isMeta reports whether zone i belongs to a metadata half.
+// holdsData says whether zone i, as reported, is one of the file
+// system's data zones: within its zones, sequential, not metadata.
+func (s *Superblock) holdsData(i int, z zns.Zone) bool {
+	return i < s.UsedZones && z.Type != zns.TypeConventional && !s.isMeta(i)
+}
+
 func (s *Superblock) isMeta(i int) bool {
 	for _, z := range s.MetaZones {
 		if i >= z && i < z+s.MetaGroup {

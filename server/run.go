@@ -154,6 +154,11 @@ func openEngine(cfg RunConfig, log *slog.Logger) (*engine.Engine, error) {
 		return e, err
 	}
 	if cfg.Format && cfg.Force {
+		// Nothing is erased for settings the engine would then refuse.
+		if err := engine.CheckConfig(dev, cfg.Engine, &engine.FormatOptions{Force: true}); err != nil {
+			dev.Close()
+			return nil, err
+		}
 		if _, err := engine.Format(dev, engine.FormatOptions{Force: true}); err != nil {
 			dev.Close()
 			return nil, err

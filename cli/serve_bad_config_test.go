@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/zonefold/zonefold/server"
+)
+
+// TestServeBadEngineConfigTouchesNoDevice: `serve DEV --format --force`
+// with an engine setting the device or the machine cannot take (a cache
+// above the cache's limit or above the machine's memory, more open zones
+// than the device allows) erased DEV and then failed: the format ran
+// before the engine looked at its settings, so a typo (--cache 8T for
+// 8G) cost the device's files. Every such setting is refused before the
+// device is touched, in sizes a person reads (not "arena of
+// 109951162777600 bytes").
+func TestServeBadEngineConfigTouchesNoDevice(t *testing.T) {
+	twiceMemory := fmt.Sprintf("%dG", 2*memTotalGiB(t)+1)
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		// stderr must match this.
+		stderr string
+	}{
+		{"cache-above-limit", []string{"--cache", "100T"}, `100 TiB.*8 TiB`},
+		{"cache-above-memory", []string{"--cache", twiceMemory}, `memory`},
+		{"open-zones-above-device", []string{"--open-zones", "99"}, `99 open zones`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			device := fmt.Sprintf("emu:%s?zone_size=4M&zones=32&max_open=8", filepath.Join(dir, "dev"))
+			sock := filepath.Join(dir, "zf.sock")
+			local := filepath.Join(dir, "local")
+			want := []byte("on the device before a serve that failed\n")
+			if err := os.WriteFile(local, want, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			stop := serveInProcess(t, device, sock)
+			zonefold(t, "put", local, "kept", "--socket", sock)
+			stop()
+			args := append([]string{"serve", device, "--format", "--force", "--socket", sock}, tc.flags...)
+			r := runBinary(t, args...)
+			if r.status != 1 || !regexp.MustCompile(tc.stderr).MatchString(r.stderr) {
+				t.Fatalf("%s: exit %d, stderr %q; want 1 and %q", strings.Join(args, " "), r.status, r.stderr, tc.stderr)
+			}
+			if regexp.MustCompile(`\d{10}`).MatchString(strings.ReplaceAll(r.stderr, device, "DEVICE")) {
+				t.Errorf("%s: stderr %q gives a size in raw bytes", strings.Join(args, " "), r.stderr)
+			}
+			checkErrorLine(t, []string{"serve"}, r.stderr)
+			t.Cleanup(serveInProcess(t, device, sock))
+			c, err := server.Dial(context.Background(), sock, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := c.Stat(context.Background(), "kept"); err != nil {
+				t.Fatalf("%s failed, and the device lost its file: %v", strings.Join(args, " "), err)
+			}
+			if got := content(t, c, "kept"); !bytes.Equal(got, want) {
+				t.Fatalf("%s failed, and the device's file holds %q, want %q", strings.Join(args, " "), got, want)
+			}
+		})
+	}
+}
+
+// memTotalGiB is the machine's memory in GiB, rounded up.
+func memTotalGiB(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Skipf("no /proc/meminfo: %v", err)
+	}
+	var kib int64
+	for _, line := range strings.Split(string(b), "\n") {
+		if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kib); err == nil {
+			return (kib + 1<<20 - 1) >> 20
+		}
+	}
+	t.Skip("no MemTotal in /proc/meminfo")
+	return 0
+}
