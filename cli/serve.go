@@ -180,6 +180,7 @@ func addClientCmds(root *cobra.Command) {
 		clientCmd("put LOCAL NAME", "Copy a local file into zonefold atomically; returns once it is durable", cobra.ExactArgs(2), true, runPut),
 		clientCmd("get NAME LOCAL", "Copy a zonefold file to a local file", cobra.ExactArgs(2), false, runGet),
 		clientCmd("rm NAME...", "Remove files", cobra.MinimumNArgs(1), false, runRm),
+		clientCmd("mv OLD NEW", "Rename a file, replacing NEW; returns once it is durable", cobra.ExactArgs(2), false, runMv),
 	)
 }
 
@@ -269,15 +270,10 @@ const copyChunk = 4 << 20
 // process died leaves it to the daemon's next start.
 func runPut(ctx context.Context, s *session, args []string) (err error) {
 	local, name := args[0], args[1]
-	if strings.HasPrefix(name, server.TempPrefix) {
-		// The daemon removes every such file when it starts (a dead
-		// put's leftover): a put there would say durable and be lost.
-		return usagef("put %s: names starting with %s are reserved for put's temporary files", name, server.TempPrefix)
-	}
 	// Refused only at the rename, a bad name cost a whole copy and
 	// an error about the temporary.
-	if err := engine.CheckName(name); err != nil {
-		return usagef("put: %w", err)
+	if err := checkTarget("put", name); err != nil {
+		return err
 	}
 	src, err := openInterruptible(ctx, local, os.O_RDONLY)
 	if err != nil {
@@ -637,6 +633,30 @@ func copyOut(ctx context.Context, s *session, h uint32, size int64, dst *os.File
 		}
 	}
 	return false, nil
+}
+
+// runMv renames through the daemon, which makes the rename durable
+// before it answers (engine.Rename), and refuses a NEW in put's reserved
+// names (a file kept there would be removed as a temporary).
+func runMv(ctx context.Context, s *session, args []string) error {
+	if err := checkTarget("mv", args[1]); err != nil {
+		return err
+	}
+	return s.Rename(ctx, args[0], args[1])
+}
+
+// checkTarget refuses a name that put or mv (cmd) cannot leave a file
+// under: not a valid name, or one of put's temporaries' reserved names,
+// whose files the daemon removes when it starts (a dead put's leftover),
+// so that a file put or moved there would be said durable and be lost.
+func checkTarget(cmd, name string) error {
+	if strings.HasPrefix(name, server.TempPrefix) {
+		return usagef("%s %s: names starting with %s are reserved for put's temporary files", cmd, name, server.TempPrefix)
+	}
+	if err := engine.CheckName(name); err != nil {
+		return usagef("%s: %w", cmd, err)
+	}
+	return nil
 }
 
 func runRm(ctx context.Context, s *session, args []string) error {
