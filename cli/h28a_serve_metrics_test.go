@@ -1,16 +1,11 @@
 package cli
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/zonefold/zonefold/server"
 )
 
 // TestH28aServeMetricsFailureTouchesNoDevice: serve claimed the socket,
@@ -52,32 +47,13 @@ func TestH28aServeMetricsFailureTouchesNoDevice(t *testing.T) {
 			dir := t.TempDir()
 			device := fmt.Sprintf("emu:%s?zone_size=4M&zones=32", filepath.Join(dir, "dev"))
 			sock := filepath.Join(dir, "zf.sock")
-			local := filepath.Join(dir, "local")
-			want := []byte("on the device before a serve that failed\n")
-			if err := os.WriteFile(local, want, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			stop := serveInProcess(t, device, sock)
-			zonefold(t, "put", local, "kept", "--socket", sock)
-			stop()
+			want := deviceWithAFile(t, device, sock)
 			r := runBinary(t, "serve", device, "--format", "--force", "--socket", sock, "--metrics", metrics.addr)
 			if r.status != 1 || !strings.Contains(r.stderr, metrics.stderr) {
 				t.Fatalf("serve --format --force --metrics %s: exit %d, stderr %q; want 1 and %q",
 					metrics.addr, r.status, r.stderr, metrics.stderr)
 			}
-			t.Cleanup(serveInProcess(t, device, sock))
-			c, err := server.Dial(context.Background(), sock, 1<<20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			if _, err := c.Stat(context.Background(), "kept"); err != nil {
-				t.Fatalf("serve --format --force --metrics %s failed, and the device lost its file: %v", metrics.addr, err)
-			}
-			if got := content(t, c, "kept"); !bytes.Equal(got, want) {
-				t.Fatalf("serve --format --force --metrics %s failed, and the device's file holds %q, want %q",
-					metrics.addr, got, want)
-			}
+			checkDeviceKeptFile(t, device, sock, want, "serve --format --force --metrics "+metrics.addr)
 		})
 	}
 }

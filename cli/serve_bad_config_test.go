@@ -37,14 +37,7 @@ func TestServeBadEngineConfigTouchesNoDevice(t *testing.T) {
 			dir := t.TempDir()
 			device := fmt.Sprintf("emu:%s?zone_size=4M&zones=32&max_open=8", filepath.Join(dir, "dev"))
 			sock := filepath.Join(dir, "zf.sock")
-			local := filepath.Join(dir, "local")
-			want := []byte("on the device before a serve that failed\n")
-			if err := os.WriteFile(local, want, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			stop := serveInProcess(t, device, sock)
-			zonefold(t, "put", local, "kept", "--socket", sock)
-			stop()
+			want := deviceWithAFile(t, device, sock)
 			args := append([]string{"serve", device, "--format", "--force", "--socket", sock}, tc.flags...)
 			r := runBinary(t, args...)
 			if r.status != 1 || !regexp.MustCompile(tc.stderr).MatchString(r.stderr) {
@@ -54,19 +47,41 @@ func TestServeBadEngineConfigTouchesNoDevice(t *testing.T) {
 				t.Errorf("%s: stderr %q gives a size in raw bytes", strings.Join(args, " "), r.stderr)
 			}
 			checkErrorLine(t, []string{"serve"}, r.stderr)
-			t.Cleanup(serveInProcess(t, device, sock))
-			c, err := server.Dial(context.Background(), sock, 1<<20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			if _, err := c.Stat(context.Background(), "kept"); err != nil {
-				t.Fatalf("%s failed, and the device lost its file: %v", strings.Join(args, " "), err)
-			}
-			if got := content(t, c, "kept"); !bytes.Equal(got, want) {
-				t.Fatalf("%s failed, and the device's file holds %q, want %q", strings.Join(args, " "), got, want)
-			}
+			checkDeviceKeptFile(t, device, sock, want, strings.Join(args, " "))
 		})
+	}
+}
+
+// deviceWithAFile puts a file named "kept" on device, served on sock
+// for the while, and returns its content.
+func deviceWithAFile(t *testing.T, device, sock string) []byte {
+	t.Helper()
+	local := filepath.Join(t.TempDir(), "local")
+	want := []byte("on the device before a serve that failed\n")
+	if err := os.WriteFile(local, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stop := serveInProcess(t, device, sock)
+	zonefold(t, "put", local, "kept", "--socket", sock)
+	stop()
+	return want
+}
+
+// checkDeviceKeptFile serves device on sock and fails the test unless
+// its file "kept" holds want: what failed (a command line) left it.
+func checkDeviceKeptFile(t *testing.T, device, sock string, want []byte, what string) {
+	t.Helper()
+	t.Cleanup(serveInProcess(t, device, sock))
+	c, err := server.Dial(context.Background(), sock, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Stat(context.Background(), "kept"); err != nil {
+		t.Fatalf("%s failed, and the device lost its file: %v", what, err)
+	}
+	if got := content(t, c, "kept"); !bytes.Equal(got, want) {
+		t.Fatalf("%s failed, and the device's file holds %q, want %q", what, got, want)
 	}
 }
 
