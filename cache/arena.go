@@ -5,11 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 
 	"github.com/zonefold/zonefold/internal/report"
@@ -58,43 +60,47 @@ func CheckSize(n int64) error {
 }
 
 // memAvailable reads MemAvailable and MemTotal from /proc/meminfo, and
-// the limit of this process's cgroup where it is lower; ok is false
-// where they cannot be read (nothing is refused then).
+// the limit of this process's cgroup (v2) where it is lower; ok is false
+// where they cannot be read (nothing is refused then). prometheus/procfs
+// parses both files.
 func memAvailable() (avail, total int64, ok bool) {
-	b, err := os.ReadFile("/proc/meminfo")
+	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		return 0, 0, false
 	}
-	var haveAvail, haveTotal bool
-	for _, line := range strings.Split(string(b), "\n") {
-		var kib int64
-		if _, err := fmt.Sscanf(line, "MemAvailable: %d kB", &kib); err == nil {
-			avail, haveAvail = kib<<10, true
-		} else if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kib); err == nil {
-			total, haveTotal = kib<<10, true
-		}
-	}
-	if !haveAvail || !haveTotal {
+	mi, err := fs.Meminfo()
+	if err != nil || mi.MemAvailableBytes == nil || mi.MemTotalBytes == nil {
 		return 0, 0, false
 	}
-	if limit, used, ok := cgroupMemory(); ok && limit-used < avail {
+	avail, total = int64(*mi.MemAvailableBytes), int64(*mi.MemTotalBytes)
+	if limit, used, ok := cgroupMemory(fs); ok && limit-used < avail {
 		avail, total = max(limit-used, 0), min(limit, total)
 	}
 	return avail, total, true
 }
 
-// cgroupMemory reads this process's cgroup v2 memory.max and
-// memory.current; ok is false where there is no limit or no cgroup v2.
-func cgroupMemory() (limit, used int64, ok bool) {
-	b, err := os.ReadFile("/proc/self/cgroup")
+// cgroupMemory reads the memory limit and use of this process's cgroup:
+// v1's memory controller (memory.limit_in_bytes, memory.usage_in_bytes)
+// where it has one, else v2's memory.max and memory.current. ok is false
+// where there is no limit ("max") or nothing to read.
+func cgroupMemory(fs procfs.FS) (limit, used int64, ok bool) {
+	self, err := fs.Self()
 	if err != nil {
 		return 0, 0, false
 	}
-	path, found := strings.CutPrefix(strings.TrimSpace(string(b)), "0::")
-	if !found || strings.Contains(path, "\n") {
+	groups, err := self.Cgroups()
+	if err != nil {
 		return 0, 0, false
 	}
-	dir := filepath.Join("/sys/fs/cgroup", path)
+	dir, limitFile, usedFile := "", "", ""
+	for _, g := range groups {
+		switch {
+		case slices.Contains(g.Controllers, "memory"):
+			dir, limitFile, usedFile = filepath.Join("/sys/fs/cgroup/memory", g.Path), "memory.limit_in_bytes", "memory.usage_in_bytes"
+		case g.HierarchyID == 0 && dir == "":
+			dir, limitFile, usedFile = filepath.Join("/sys/fs/cgroup", g.Path), "memory.max", "memory.current"
+		}
+	}
 	read := func(name string) (int64, bool) {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
@@ -103,11 +109,13 @@ func cgroupMemory() (limit, used int64, ok bool) {
 		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 		return n, err == nil
 	}
-	limit, ok = read("memory.max") // "max" where there is no limit: not a number
-	if !ok {
+	if dir == "" {
 		return 0, 0, false
 	}
-	used, ok = read("memory.current")
+	if limit, ok = read(limitFile); !ok {
+		return 0, 0, false
+	}
+	used, ok = read(usedFile)
 	return limit, used, ok
 }
 
