@@ -79,9 +79,11 @@ func memAvailable() (avail, total int64, ok bool) {
 	return avail, total, true
 }
 
-// cgroupMemory reads the memory limit and use of this process's cgroup:
-// v1's memory controller (memory.limit_in_bytes, memory.usage_in_bytes)
-// where it has one, else v2's memory.max and memory.current. ok is false
+// cgroupMemory reads the memory limit of this process's cgroup and the
+// anonymous memory charged to it (the page cache it is charged for is
+// reclaimed for the arena, as MemAvailable counts it): v1's memory
+// controller (memory.limit_in_bytes, total_rss in memory.stat) where it
+// has one, else v2's memory.max and anon in memory.stat. ok is false
 // where there is no limit ("max") or nothing to read.
 func cgroupMemory(fs procfs.FS) (limit, used int64, ok bool) {
 	self, err := fs.Self()
@@ -92,31 +94,35 @@ func cgroupMemory(fs procfs.FS) (limit, used int64, ok bool) {
 	if err != nil {
 		return 0, 0, false
 	}
-	dir, limitFile, usedFile := "", "", ""
+	dir, limitFile, anonKey := "", "", ""
 	for _, g := range groups {
 		switch {
 		case slices.Contains(g.Controllers, "memory"):
-			dir, limitFile, usedFile = filepath.Join("/sys/fs/cgroup/memory", g.Path), "memory.limit_in_bytes", "memory.usage_in_bytes"
+			dir, limitFile, anonKey = filepath.Join("/sys/fs/cgroup/memory", g.Path), "memory.limit_in_bytes", "total_rss"
 		case g.HierarchyID == 0 && dir == "":
-			dir, limitFile, usedFile = filepath.Join("/sys/fs/cgroup", g.Path), "memory.max", "memory.current"
+			dir, limitFile, anonKey = filepath.Join("/sys/fs/cgroup", g.Path), "memory.max", "anon"
 		}
-	}
-	read := func(name string) (int64, bool) {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			return 0, false
-		}
-		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		return n, err == nil
 	}
 	if dir == "" {
 		return 0, 0, false
 	}
-	if limit, ok = read(limitFile); !ok {
+	b, err := os.ReadFile(filepath.Join(dir, limitFile))
+	if err != nil {
 		return 0, 0, false
 	}
-	used, ok = read(usedFile)
-	return limit, used, ok
+	if limit, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err != nil {
+		return 0, 0, false
+	}
+	if b, err = os.ReadFile(filepath.Join(dir, "memory.stat")); err != nil {
+		return 0, 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, found := strings.CutPrefix(line, anonKey+" "); found {
+			used, err = strconv.ParseInt(v, 10, 64)
+			return limit, used, err == nil
+		}
+	}
+	return 0, 0, false
 }
 
 // mapArena maps the cache's memory: anonymous, private, asking for huge
