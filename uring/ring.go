@@ -358,6 +358,11 @@ type Ring struct {
 	// daemon's samples, and the futex wakes of handing Ps around).
 	cqEvents *os.File
 	cqBuf    [8]byte
+	// cqRaw is cqEvents' descriptor for the reaper's raw reads, and
+	// cqRead that read as a func value, made once (see waitEvents).
+	cqRaw  syscall.RawConn
+	cqRead func(fd uintptr) bool
+	cqErr  error
 
 	// fakeCancels is a test-only fault injector: while positive, each
 	// submission consumes one and goes to the kernel as a NOP whose
@@ -435,6 +440,13 @@ func New(opts Options) (*Ring, error) {
 	r.wakeFd = efd
 	if !opts.waitInKernel {
 		r.cqEvents = completionEvents(gr)
+	}
+	if r.cqEvents != nil {
+		if r.cqRaw, err = r.cqEvents.SyscallConn(); err != nil {
+			r.cqEvents.Close()
+			r.cqEvents = nil
+		}
+		r.cqRead = r.readEvents
 	}
 	r.entered.L = &r.sqMu
 	r.sqMu.Lock()
@@ -599,7 +611,7 @@ func (r *Ring) enterRoleLocked(others int) error {
 		if h := enterHook.Load(); h != nil {
 			(*h)(r)
 		}
-		got, err := submitSQ(r.ring, n, 0, false)
+		got, err := enterSQ(r.ring, n)
 		r.sqMu.Lock()
 		r.entering = false
 		r.entered.Broadcast()
@@ -682,12 +694,34 @@ var reapHook atomic.Pointer[func(*Ring)]
 //go:linkname flushSQ github.com/pawelgaczynski/giouring.(*Ring).internalFlushSQ
 func flushSQ(*giouring.Ring) uint32
 
-// submitSQ enters submitted published SQEs (liburing's __io_uring_submit
-// after the flush: it adds GETEVENTS where the CQ overflowed). It touches
-// no SQ state of the Ring's own, so it runs without sqMu.
-//
-//go:linkname submitSQ github.com/pawelgaczynski/giouring.(*Ring).internalSubmit
-func submitSQ(ring *giouring.Ring, submitted, waitNr uint32, getEvents bool) (uint, error)
+// enterSQ enters n published SQEs, as giouring's internalSubmit(n, 0,
+// false) would (liburing's __io_uring_submit after the flush: GETEVENTS
+// only where the CQ overflowed, to flush the kernel's overflow list, so
+// it never waits for completions), but as a raw system call. An entry
+// announced to the scheduler (giouring's Enter, syscall.Syscall6) costs
+// the daemon twice on this VM: entered while every P is idle, it wakes
+// sysmon from its deep sleep and resets it to polling every 20 µs for
+// the next millisecond and more ("it resets idle and delay as a bet",
+// runtime.sysmon), and an entry that dispatches to a virtio disk (20-50
+// µs) outlasts sysmon's tick, so sysmon takes its P away and wakes
+// another thread for it, which the entering thread must win back. Raw,
+// the thread keeps its P, as the server's futex wake and doorbell
+// receive do for theirs. It runs without sqMu (it touches no SQ state
+// of the Ring's own). The ring has no SQPOLL, IOPOLL or registered ring
+// descriptor, so this is all internalSubmit does for it.
+func enterSQ(ring *giouring.Ring, n uint32) (uint, error) {
+	var flags uintptr
+	if ring.CQHasOverflow() {
+		flags |= uintptr(giouring.EnterGetEvents)
+	} else if n == 0 {
+		return 0, nil
+	}
+	got, _, errno := unix.RawSyscall6(unix.SYS_IO_URING_ENTER, uintptr(ring.RingFd()), uintptr(n), 0, flags, 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return uint(got), nil
+}
 
 // failQueuedLocked fails the operations of the SQEs the kernel never took,
 // on a dead ring. Their completions are delivered by a goroutine of their
@@ -922,7 +956,7 @@ func (r *Ring) reap() {
 		}
 		r.waitEnters.Add(1)
 		if r.cqEvents != nil && !r.ring.CQHasOverflow() {
-			if _, err := r.cqEvents.Read(r.cqBuf[:]); err != nil {
+			if err := r.waitEvents(); err != nil {
 				r.die(fmt.Errorf("uring: wait for completions: %w", err))
 				return
 			}
@@ -944,6 +978,39 @@ func (r *Ring) reap() {
 			r.die(fmt.Errorf("uring: wait for completions: %w", err))
 			return
 		}
+	}
+}
+
+// waitEvents parks the reaper in Go's netpoller until the completion
+// eventfd has been signaled, and resets it. The read is a raw system
+// call, as the enter's is (enterSQ): os.File's Read tells the scheduler
+// it enters the kernel, and any goroutine that does so while every P is
+// idle wakes sysmon from its deep sleep, which then polls every 20 µs
+// for a millisecond and more (see enterSQ). The eventfd is non-blocking:
+// the read never waits in the kernel.
+func (r *Ring) waitEvents() error {
+	r.cqErr = nil
+	if err := r.cqRaw.Read(r.cqRead); err != nil {
+		return err
+	}
+	return r.cqErr
+}
+
+// readEvents is waitEvents' read: false (park in the poller) while the
+// eventfd is zero.
+func (r *Ring) readEvents(fd uintptr) bool {
+	for {
+		_, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&r.cqBuf[0])), uintptr(len(r.cqBuf)))
+		switch errno {
+		case 0:
+			return true
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		}
+		r.cqErr = errno
+		return true
 	}
 }
 
