@@ -51,6 +51,7 @@ func FuzzOpenDamagedImage(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		img, changed := g.damage(in)
+		cut := g.changedIn(img, dmgTail)
 		if err := os.WriteFile(g.path, img, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +65,7 @@ func FuzzOpenDamagedImage(f *testing.F) {
 			}
 			t.Logf("open refused: %v", err)
 		} else {
-			g.check(t, e, "first open", !changed)
+			g.check(t, e, "first open", !changed, cut)
 			h19gBounded(t, "Close", time.Minute, func() {
 				if err := e.Close(); err != nil {
 					t.Logf("close: %v", err)
@@ -86,7 +87,7 @@ func FuzzOpenDamagedImage(f *testing.F) {
 		if err != nil {
 			t.Fatalf("second open, after the first recovered the damaged image: %v", err)
 		}
-		g.check(t, e2, "second open", !changed)
+		g.check(t, e2, "second open", !changed, cut)
 		h19gBounded(t, "Close", time.Minute, func() {
 			if err := e2.Close(); err != nil {
 				t.Logf("second close: %v", err)
@@ -113,9 +114,12 @@ const (
 
 // dmgGolden is the undamaged image and what it holds.
 type dmgGolden struct {
-	img     []byte
-	path    string                // where each input's damaged copy goes
-	files   map[string][]byte     // name: acknowledged bytes
+	img   []byte
+	path  string            // where each input's damaged copy goes
+	files map[string][]byte // name: acknowledged bytes
+	// older: every name a file had since the newest checkpoint, with
+	// the acknowledged bytes of each file that had it (see check).
+	older   map[string][][]byte
 	regions [dmgRegions][]dmgSpan // file ranges, by region
 }
 
@@ -170,7 +174,7 @@ func dmgBuild() (g *dmgGolden, err error) {
 		dev.Close()
 		return nil, err
 	}
-	g = &dmgGolden{path: path, files: map[string][]byte{}}
+	g = &dmgGolden{path: path, files: map[string][]byte{}, older: map[string][][]byte{}}
 	defer func() {
 		if err != nil {
 			e.crashForTest()
@@ -182,6 +186,15 @@ func dmgBuild() (g *dmgGolden, err error) {
 	tags := map[string]string{}
 	ntags := 0
 	sizes := map[string]int{}
+	tagSize := map[string]int{}
+	// names since the newest checkpoint: name, tag pairs.
+	var since [][2]string
+	mark := func() {
+		since = since[:0]
+		for name, tag := range tags {
+			since = append(since, [2]string{name, tag})
+		}
+	}
 	write := func(name string, size int) error {
 		tag, ok := tags[name]
 		if !ok {
@@ -201,7 +214,8 @@ func dmgBuild() (g *dmgGolden, err error) {
 		if err := h.Sync(); err != nil {
 			return err
 		}
-		sizes[name] = size
+		sizes[name], tagSize[tag] = size, size
+		since = append(since, [2]string{name, tag})
 		return nil
 	}
 	rename := func(from, to string) error {
@@ -209,6 +223,7 @@ func dmgBuild() (g *dmgGolden, err error) {
 			return err
 		}
 		tags[to], sizes[to] = tags[from], sizes[from]
+		since = append(since, [2]string{to, tags[to]})
 		delete(tags, from)
 		delete(sizes, from)
 		return nil
@@ -239,6 +254,7 @@ func dmgBuild() (g *dmgGolden, err error) {
 			return nil
 		},
 		e.checkpoint,
+		func() error { mark(); return nil },
 		// After it: what recovery replays.
 		func() error { return write("a", 300<<10) },
 		func() error { return write("f", 150<<10) },
@@ -252,8 +268,19 @@ func dmgBuild() (g *dmgGolden, err error) {
 			return nil, fmt.Errorf("step %d: %w", i, err)
 		}
 	}
+	final := map[string][]byte{}
 	for name, tag := range tags {
 		g.files[name] = dmgBytes(tag, 0, sizes[name])
+		final[tag] = g.files[name]
+	}
+	for _, nt := range since {
+		// A file removed since is in none of the final names: its
+		// bytes are what it was written (every write was fsynced).
+		b, ok := final[nt[1]]
+		if !ok {
+			b = dmgBytes(nt[1], 0, tagSize[nt[1]])
+		}
+		g.older[nt[0]] = append(g.older[nt[0]], b)
 	}
 	// A crash: no checkpoint at close, so the log after the last one
 	// stays to be replayed; everything the model holds was fsynced.
@@ -351,6 +378,16 @@ func (g *dmgGolden) layout(sb Superblock, ckptSeq uint64, report []zns.Zone, bas
 	}
 }
 
+// changedIn says whether img differs from the golden image in region r.
+func (g *dmgGolden) changedIn(img []byte, r int) bool {
+	for _, sp := range g.regions[r] {
+		if !bytes.Equal(img[sp.lo:sp.hi], g.img[sp.lo:sp.hi]) {
+			return true
+		}
+	}
+	return false
+}
+
 // at is the file offset of offset off into region r, modulo its length.
 func (g *dmgGolden) at(r int, off uint32) int64 {
 	var total int64
@@ -413,20 +450,34 @@ func (g *dmgGolden) damage(in []byte) ([]byte, bool) {
 // check holds e to what was acknowledged: no name never made, and every
 // byte read the acknowledged one (a read may fail, a file may be shorter
 // or gone: damage loses data). whole: nothing was damaged, so nothing
-// may be lost either.
-func (g *dmgGolden) check(t *testing.T, e *Engine, when string, whole bool) {
+// may be lost either. cut: the damage is in the log after the newest
+// checkpoint, so the namespace may be as of any point since it (older).
+//
+// That is a design limit, not a bug: the walk of the half recovery
+// starts from ends at a record whose checksum fails, and what follows
+// it is not replayed. Whole records after an unreadable one there can be
+// failed appends that were never acknowledged (metaLog.strayFrom: every
+// ack fails until a checkpoint supersedes them), which no byte tells
+// from acknowledged operations after a damaged one; replaying them
+// would bring back what was never acknowledged. So damage there loses
+// the operations logged after it: a file removed since comes back, a
+// renamed one under its old name, one created since is gone.
+func (g *dmgGolden) check(t *testing.T, e *Engine, when string, whole, cut bool) {
 	t.Helper()
 	h19gBounded(t, when+": reads", time.Minute, func() {
 		seen := map[string]bool{}
 		for _, fi := range e.List() {
 			seen[fi.Name] = true
-			want, ok := g.files[fi.Name]
-			if !ok {
+			var cands [][]byte
+			if want, ok := g.files[fi.Name]; ok {
+				cands = append(cands, want)
+			}
+			if cut {
+				cands = append(cands, g.older[fi.Name]...)
+			}
+			if len(cands) == 0 {
 				t.Errorf("%s: file %q (id %d, %d bytes) was never made (files: %v)", when, fi.Name, fi.ID, fi.Size, g.names())
 				continue
-			}
-			if fi.Size > int64(len(want)) {
-				t.Errorf("%s: %q has %d bytes; %d were written", when, fi.Name, fi.Size, len(want))
 			}
 			h, err := e.Open(fi.Name)
 			if err != nil {
@@ -435,7 +486,15 @@ func (g *dmgGolden) check(t *testing.T, e *Engine, when string, whole bool) {
 				}
 				continue
 			}
-			g.checkReads(t, when, h, want, whole)
+			var why string
+			for _, want := range cands {
+				if why = g.checkReads(when, h, want, whole); why == "" {
+					break
+				}
+			}
+			if why != "" {
+				t.Error(why)
+			}
 			h.Close()
 		}
 		if whole {
@@ -448,12 +507,12 @@ func (g *dmgGolden) check(t *testing.T, e *Engine, when string, whole bool) {
 	})
 }
 
-// checkReads reads h in 64 KiB pieces and compares every byte returned.
-func (g *dmgGolden) checkReads(t *testing.T, when string, h *File, want []byte, whole bool) {
-	t.Helper()
+// checkReads reads h in 64 KiB pieces and compares every byte returned
+// with want; it says what differs ("": nothing).
+func (g *dmgGolden) checkReads(when string, h *File, want []byte, whole bool) string {
 	size := h.Size()
-	if whole && size != int64(len(want)) {
-		t.Errorf("%s: %q has %d bytes, not %d", when, h.Name(), size, len(want))
+	if size > int64(len(want)) || whole && size != int64(len(want)) {
+		return fmt.Sprintf("%s: %q has %d bytes; %d were written", when, h.Name(), size, len(want))
 	}
 	buf := make([]byte, 64<<10)
 	for off := int64(0); off < size; off += int64(len(buf)) {
@@ -463,8 +522,7 @@ func (g *dmgGolden) checkReads(t *testing.T, when string, h *File, want []byte, 
 			if at >= int64(len(want)) || buf[i] != want[at] {
 				end := min(n, i+16)
 				wantEnd := min(int64(len(want)), off+int64(end))
-				t.Errorf("%s: %q at %d reads %q, written %q", when, h.Name(), at, buf[i:end], want[min(at, wantEnd):wantEnd])
-				return
+				return fmt.Sprintf("%s: %q at %d reads %q, written %q", when, h.Name(), at, buf[i:end], want[min(at, wantEnd):wantEnd])
 			}
 		}
 		switch {
@@ -472,10 +530,10 @@ func (g *dmgGolden) checkReads(t *testing.T, when string, h *File, want []byte, 
 		case errors.Is(err, syscall.EIO) && !whole:
 			// Damage found: the bytes are lost, not wrong.
 		default:
-			t.Errorf("%s: read %q at %d: %d bytes, %v", when, h.Name(), off, n, err)
-			return
+			return fmt.Sprintf("%s: read %q at %d: %d bytes, %v", when, h.Name(), off, n, err)
 		}
 	}
+	return ""
 }
 
 func (g *dmgGolden) names() []string {
