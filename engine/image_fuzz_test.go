@@ -57,6 +57,7 @@ func FuzzOpenDamagedImage(f *testing.F) {
 		}
 		devName := "emu:" + g.path
 		e, err := h19gOpen(t, devName)
+		synced := false
 		if err != nil {
 			// Refusing a damaged device is allowed: one error, no
 			// panic. An undamaged one must open.
@@ -65,10 +66,16 @@ func FuzzOpenDamagedImage(f *testing.F) {
 			}
 			t.Logf("open refused: %v", err)
 		} else {
-			g.check(t, e, "first open", !changed, cut)
+			g.check(t, e, "first open", !changed, cut, nil)
+			// Writes on the recovered file system go where
+			// recovery said there is room: they must not land on
+			// what it still maps, nor it on them.
+			h19gBounded(t, "write", time.Minute, func() { synced = g.writeNew(t, e) })
+			g.check(t, e, "after a write", !changed, cut, g.extra)
 			h19gBounded(t, "Close", time.Minute, func() {
 				if err := e.Close(); err != nil {
 					t.Logf("close: %v", err)
+					synced = false
 				}
 			})
 		}
@@ -87,7 +94,21 @@ func FuzzOpenDamagedImage(f *testing.F) {
 		if err != nil {
 			t.Fatalf("second open, after the first recovered the damaged image: %v", err)
 		}
-		g.check(t, e2, "second open", !changed, cut)
+		g.check(t, e2, "second open", !changed, cut, g.extra)
+		if synced {
+			// fsynced, and closed cleanly: all of it is there.
+			h19gBounded(t, "read", time.Minute, func() {
+				h, err := e2.Open(dmgNew)
+				if err != nil {
+					t.Errorf("second open: %q, fsynced, is gone: %v", dmgNew, err)
+					return
+				}
+				defer h.Close()
+				if why := g.checkReads("second open", h, g.extra[dmgNew], true); why != "" {
+					t.Error(why)
+				}
+			})
+		}
 		h19gBounded(t, "Close", time.Minute, func() {
 			if err := e2.Close(); err != nil {
 				t.Logf("second close: %v", err)
@@ -119,7 +140,9 @@ type dmgGolden struct {
 	files map[string][]byte // name: acknowledged bytes
 	// older: every name a file had since the newest checkpoint, with
 	// the acknowledged bytes of each file that had it (see check).
-	older   map[string][][]byte
+	older map[string][][]byte
+	// extra: the file each input writes after Open (dmgNew).
+	extra   map[string][]byte
 	regions [dmgRegions][]dmgSpan // file ranges, by region
 }
 
@@ -174,7 +197,8 @@ func dmgBuild() (g *dmgGolden, err error) {
 		dev.Close()
 		return nil, err
 	}
-	g = &dmgGolden{path: path, files: map[string][]byte{}, older: map[string][][]byte{}}
+	g = &dmgGolden{path: path, files: map[string][]byte{}, older: map[string][][]byte{},
+		extra: map[string][]byte{dmgNew: dmgBytes("nw.", 0, 320<<10)}}
 	defer func() {
 		if err != nil {
 			e.crashForTest()
@@ -462,7 +486,7 @@ func (g *dmgGolden) damage(in []byte) ([]byte, bool) {
 // would bring back what was never acknowledged. So damage there loses
 // the operations logged after it: a file removed since comes back, a
 // renamed one under its old name, one created since is gone.
-func (g *dmgGolden) check(t *testing.T, e *Engine, when string, whole, cut bool) {
+func (g *dmgGolden) check(t *testing.T, e *Engine, when string, whole, cut bool, extra map[string][]byte) {
 	t.Helper()
 	h19gBounded(t, when+": reads", time.Minute, func() {
 		seen := map[string]bool{}
@@ -474,6 +498,9 @@ func (g *dmgGolden) check(t *testing.T, e *Engine, when string, whole, cut bool)
 			}
 			if cut {
 				cands = append(cands, g.older[fi.Name]...)
+			}
+			if want, ok := extra[fi.Name]; ok {
+				cands = append(cands, want)
 			}
 			if len(cands) == 0 {
 				t.Errorf("%s: file %q (id %d, %d bytes) was never made (files: %v)", when, fi.Name, fi.ID, fi.Size, g.names())
@@ -505,6 +532,32 @@ func (g *dmgGolden) check(t *testing.T, e *Engine, when string, whole, cut bool)
 			}
 		}
 	})
+}
+
+// dmgNew is the file each input writes once the damaged image is open.
+const dmgNew = "new"
+
+// writeNew writes dmgNew, 320 KiB in two writes, and fsyncs it; it
+// reports whether every step succeeded (a damaged device may refuse).
+func (g *dmgGolden) writeNew(t *testing.T, e *Engine) bool {
+	h, err := e.Create(dmgNew)
+	if err != nil {
+		t.Logf("create %q: %v", dmgNew, err)
+		return false
+	}
+	defer h.Close()
+	want := g.extra[dmgNew]
+	for _, r := range [][2]int{{0, 128 << 10}, {128 << 10, len(want)}} {
+		if _, err := h.WriteAt(want[r[0]:r[1]], int64(r[0])); err != nil {
+			t.Logf("write %q: %v", dmgNew, err)
+			return false
+		}
+	}
+	if err := h.Sync(); err != nil {
+		t.Logf("fsync %q: %v", dmgNew, err)
+		return false
+	}
+	return true
 }
 
 // checkReads reads h in 64 KiB pieces and compares every byte returned
