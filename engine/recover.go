@@ -480,7 +480,7 @@ func (e *Engine) checkHiddenLog(h int, off int64, report []zns.Zone, ckptSeq uin
 	if off+BlockSize > end {
 		return nil
 	}
-	top, at, err := e.laterMeta(h, off, end, end >= e.sb.metaHalfCap(), buf, w)
+	top, at, err := e.laterMeta(h, off, end, ckptSeq, end >= e.sb.metaHalfCap(), buf, w)
 	if err != nil {
 		return err
 	}
@@ -493,11 +493,11 @@ func (e *Engine) checkHiddenLog(h int, off int64, report []zns.Zone, ckptSeq uin
 
 // laterMeta finds the whole records of this file system in metadata half
 // h from off to end, block by block (a damaged header gives no length
-// to skip by), and returns the highest number among them and where that
-// record is (0: none). With zeroEnd, an all-zero block at off is the
+// to skip by), and returns the highest number among them above floor and
+// where that record is (0: none). With zeroEnd, an all-zero block at off is the
 // log's clean end and nothing is read past it.
-func (e *Engine) laterMeta(h int, off, end int64, zeroEnd bool, buf *scanBuf, w *uring.Waiter) (uint64, int64, error) {
-	var top uint64
+func (e *Engine) laterMeta(h int, off, end int64, floor uint64, zeroEnd bool, buf *scanBuf, w *uring.Waiter) (uint64, int64, error) {
+	top := floor
 	var topAt int64
 	var rec *scanBuf
 	defer func() {
@@ -548,6 +548,9 @@ func (e *Engine) laterMeta(h int, off, end int64, zeroEnd bool, buf *scanBuf, w 
 			}
 		}
 		from += n
+	}
+	if top == floor {
+		return 0, 0, nil
 	}
 	return top, topAt, nil
 }
