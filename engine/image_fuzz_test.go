@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -146,19 +145,18 @@ type dmgGolden struct {
 	regions [dmgRegions][]dmgSpan // file ranges, by region
 }
 
-var (
-	dmgOnce sync.Once
-	dmgG    *dmgGolden
-	dmgErr  error
-)
-
-// dmgGoldenImage builds the golden image once per process.
+// dmgGoldenImage builds the golden image, once per run of the target
+// in a process (a fuzz worker runs it once, for all its inputs); its
+// directory goes when the target ends.
 func dmgGoldenImage(tb testing.TB) *dmgGolden {
-	dmgOnce.Do(func() { dmgG, dmgErr = dmgBuild() })
-	if dmgErr != nil {
-		tb.Fatalf("golden image: %v", dmgErr)
+	g, err := dmgBuild()
+	if g != nil {
+		tb.Cleanup(func() { os.RemoveAll(filepath.Dir(g.path)) })
 	}
-	return dmgG
+	if err != nil {
+		tb.Fatalf("golden image: %v", err)
+	}
+	return g
 }
 
 // dmgBytes is file tag's content from offset off, n bytes: every 8-byte
@@ -179,9 +177,13 @@ func dmgBuild() (g *dmgGolden, err error) {
 			return nil, err
 		}
 	}
-	// The directory outlives every test of the process (the fuzz
-	// worker's inputs each write the image there); a process's exit
-	// leaves it in /dev/shm, small, as other tests' kept images are.
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+	// The directory outlives every input's test (each writes its
+	// damaged copy there); dmgGoldenImage removes it.
 	path := filepath.Join(dir, "dev")
 	devName := fmt.Sprintf("emu:%s?zone_size=1M&zones=16", path)
 	dev, err := zns.Open(devName, zns.Options{})
