@@ -55,7 +55,16 @@
 //     above the one recovery would start from is never passed over for
 //     it (the operations logged after it are in its half, and recovery's
 //     checkpoint would reset that half): Open fails, and fsck says why
-//     (checkUndecoded). An extent in it that no record can hold (every
+//     (checkUndecoded). Nor is one whose checksum fails when whole
+//     records numbered above the one recovery would start from follow
+//     it in its half: nothing is logged after a torn record, so that is
+//     damage too (checkHiddenLog). In the half recovery starts from, the
+//     walk ends at a record whose checksum fails, and what follows is
+//     not replayed: whole records there can be failed appends never
+//     acknowledged (metaLog.strayFrom), which no byte tells from
+//     operations after a damaged one, so damage there loses what was
+//     logged after it (a design limit; FuzzOpenDamagedImage allows it).
+//     An extent in it that no record can hold (every
 //     one the engine maps lies in one record in one data zone, at a
 //     block-aligned offset) is left out, and the rest stands; an
 //     operation that does not decode ends its half's log. Both are

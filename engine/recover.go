@@ -103,6 +103,9 @@ func (e *Engine) recover() error {
 	if err := e.checkUndecoded(undecoded, ckpt.seq, ckptZone); err != nil {
 		return err
 	}
+	if err := e.checkHiddenLog(1-ckptZone, logEnd[1-ckptZone], report, ckpt.seq, buf, w); err != nil {
+		return err
+	}
 	// Every operation logged after a checkpoint went to the zone that
 	// holds it: one in the other zone numbered above it was never
 	// acknowledged (bytes of a write lost to a power cut, which a device
@@ -451,6 +454,105 @@ func (e *Engine) checkUndecoded(undecoded [2][]metaUndecoded, ckptSeq uint64, ck
 		}
 	}
 	return nil
+}
+
+// checkHiddenLog looks past where the walk of metadata half h, the one
+// recovery does not start from, stopped (at off): a record there whose
+// checksum fails, followed by whole records numbered above the
+// checkpoint recovery starts from (ckptSeq), is damage, never a torn
+// write (nothing is logged after a torn record, and a half's log is
+// written in order: the followers prove it was written whole). That half
+// was the active one, and what failed is its newest checkpoint or the
+// log before the operations after it; recovering from the older
+// checkpoint would quietly lose every operation logged after it, and
+// replay data records against zones it does not know were reset since
+// (GC's resets logged after it, recovery's unlogged ones). So Open
+// refuses, as it does a newer checkpoint that does not decode
+// (checkUndecoded), and fsck says why. A stop that is the log's end (a
+// torn last record, the zeros after a finished half's log) finds no
+// followers. A zeroed block in a half filled to capacity is not looked
+// past: the search would read the whole half at every Open. In the half
+// recovery starts from, records after an unreadable one can be failed
+// appends that were never acknowledged (metaLog.strayFrom), so its walk
+// ends there as before.
+func (e *Engine) checkHiddenLog(h int, off int64, report []zns.Zone, ckptSeq uint64, buf *scanBuf, w *uring.Waiter) error {
+	end := e.metaHalfEnd(h, report)
+	if off+BlockSize > end {
+		return nil
+	}
+	top, at, err := e.laterMeta(h, off, end, ckptSeq, end >= e.sb.metaHalfCap(), buf, w)
+	if err != nil {
+		return err
+	}
+	if top <= ckptSeq {
+		return nil
+	}
+	return fmt.Errorf("engine: recover: metadata half %d's log stops at %d on a record that fails its checksum, and a whole record numbered %d (at %d) follows it, above the checkpoint %d recovery would start from: the half's newest checkpoint or log is damaged, and recovering from the older checkpoint would lose what was logged after it: refusing to open (fsck reads the device without writing)",
+		h, off, top, at, ckptSeq)
+}
+
+// laterMeta finds the whole records of this file system in metadata half
+// h from off to end, block by block (a damaged header gives no length
+// to skip by), and returns the highest number among them above floor and
+// where that record is (0: none). With zeroEnd, an all-zero block at off is the
+// log's clean end and nothing is read past it.
+func (e *Engine) laterMeta(h int, off, end int64, floor uint64, zeroEnd bool, buf *scanBuf, w *uring.Waiter) (uint64, int64, error) {
+	top := floor
+	var topAt int64
+	var rec *scanBuf
+	defer func() {
+		if rec != nil {
+			rec.close()
+		}
+	}()
+	for from := off; from < end; {
+		n := min(end-from, int64(len(buf.mem))) / BlockSize * BlockSize
+		if n == 0 {
+			break
+		}
+		chunk := buf.mem[:n]
+		if err := e.readMeta(h, from, chunk, w); err != nil {
+			return 0, 0, fmt.Errorf("engine: recover: read metadata half %d at %d: %w", h, from, err)
+		}
+		if from == off && zeroEnd && isZero(chunk[:BlockSize]) {
+			return 0, 0, nil
+		}
+		for b := int64(0); b < n; b += BlockSize {
+			at := from + b
+			if at == off {
+				continue // the record the walk stopped on
+			}
+			mh, err := decodeMetaHeader(chunk[b : b+BlockSize])
+			if err != nil || mh.fs != e.sb.FS() || mh.seq <= top {
+				continue
+			}
+			l := metaRecordLen(mh.length)
+			if at+l > end {
+				continue
+			}
+			if rec == nil || int64(len(rec.mem)) < l {
+				if rec != nil {
+					rec.close()
+					rec = nil
+				}
+				if rec, err = newScanBuf(int(l)); err != nil {
+					return 0, 0, err
+				}
+			}
+			whole := rec.mem[:l]
+			if err := e.readMeta(h, at, whole, w); err != nil {
+				return 0, 0, fmt.Errorf("engine: recover: read metadata half %d at %d: %w", h, at, err)
+			}
+			if _, err := verifyMeta(whole, mh); err == nil {
+				top, topAt = mh.seq, at
+			}
+		}
+		from += n
+	}
+	if top == floor {
+		return 0, 0, nil
+	}
+	return top, topAt, nil
 }
 
 // scanMetaHalf reads one metadata half's records.
