@@ -306,9 +306,11 @@
 //     file's wmu; a truncate's undo admits its rewrites without waiting,
 //     since the window may be its own.
 //     collector.mu also guards each zone's barren mark (zone.barrenValid,
-//     barrenAlloc, barrenGen), which passes set and pick reads: a zone a
-//     pass found not worth collecting is skipped until it loses valid
-//     data, takes appends or is reset. A writer's pass that finds no full
+//     barrenAlloc, barrenGen) and short mark (shortValid, shortAlloc,
+//     shortGen, shortGain), which passes set and pick reads: a zone a
+//     pass found not worth collecting (or worth less than it asked) is
+//     skipped (by passes asking as much) until it loses valid data,
+//     takes appends or is reset. A writer's pass that finds no full
 //     victim may seal an idle open zone (sealIdle): placer.mu briefly to
 //     take it out of the open set (a zone with a reservation announced is
 //     skipped, never waited for), then, with collector.mu alone, the

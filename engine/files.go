@@ -1748,6 +1748,10 @@ func (e *Engine) admit(ctx context.Context, charge int64, own *file) error {
 	return err
 }
 
+// maxAdmitFlushes bounds the write-backs of the whole cache one
+// admission runs to turn dirty overwrites into garbage GC can reclaim.
+const maxAdmitFlushes = 256
+
 // maxTailWaits bounds the truncate windows one admission waits for.
 const maxTailWaits = 4
 
@@ -1786,7 +1790,8 @@ const tailSettleWait = 10 * time.Second
 // keep is the space the write must leave free (SetReserved): 0 for a
 // truncate's and an undo's, which put back or cut bytes.
 func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTails bool, minGain, keep int64) error {
-	flushed := false
+	flushes := 0
+	resetsAtFlush := int64(0) // GC's resets when this admission last flushed
 	waits := 0
 	var gcErr error // the last pass's, if the device failed it
 	for {
@@ -1819,11 +1824,20 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTa
 			}
 			continue
 		}
-		if !flushed && e.cache.DirtyBytes() > 0 {
+		if e.cache.DirtyBytes() > 0 && (flushes == 0 ||
+			flushes < maxAdmitFlushes && e.stats.gcResets.Load() != resetsAtFlush) {
 			// Dirty data counts as needing space, but much of it may
 			// overwrite data on the device: written back, it turns
-			// those old copies into garbage GC can reclaim.
-			flushed = true
+			// those old copies into garbage GC can reclaim. Other
+			// writers dirty the cache again meanwhile: one flush let
+			// writers at a depth of 16 and more overwriting files of
+			// 59% of the device find their room taken again by the
+			// next ones' dirty data, and refused them ENOSPC
+			// (TestH29bConcurrentOverwritesNoENOSPC). So the writer
+			// flushes again as long as GC reset a zone since its last
+			// flush: space is coming back, only others took it first.
+			flushes++
+			resetsAtFlush = e.stats.gcResets.Load()
 			if err := e.wb.SyncAll(ctx); err != nil {
 				return fmt.Errorf("engine: write of %d bytes: make room: %w", charge, err)
 			}

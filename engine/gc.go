@@ -678,7 +678,7 @@ func (c *collector) sealIdle(minGain int64) (bool, error) {
 		if tried == passCandidates {
 			break
 		}
-		if valid := z.valid.Load(); z.barren(valid) || z.alloc.Load()-valid < minGain || z.failedLately(wall) {
+		if valid := z.valid.Load(); z.barren(valid) || z.short(valid, minGain) || z.alloc.Load()-valid < minGain || z.failedLately(wall) {
 			continue
 		}
 		tried++
@@ -730,6 +730,8 @@ func (c *collector) collectSealedSoon(z *zone, minGain int64) (bool, error) {
 			p.unseal(z)
 			if err == nil {
 				z.markBarren(valid, gen)
+			} else if errors.Is(err, errGainShort) {
+				z.markShort(valid, gen, minGain)
 			}
 			return false, c.failedVictim(z, err)
 		}
@@ -784,7 +786,8 @@ var errTailUnsettled = errors.New("a file in it is being truncated")
 // errGainShort: relocating the victim would gain space, but less than
 // the pass asked for (a writer being admitted: see admitGain). The
 // victim is left, not marked barren: a pass that asks less (writeback's)
-// may still take it.
+// may still take it. It is marked short (zone.markShort): a pass that
+// asks as much skips it until it changes.
 var errGainShort = errors.New("reclaiming it frees less than asked")
 
 // collectSoon relocates victim's valid data and resets it, or only logs
@@ -798,6 +801,9 @@ func (c *collector) collectSoon(victim *zone, minGain int64) (bool, error) {
 		gen := victim.gen.Load()
 		gain, err := c.relocate(victim, minGain)
 		if err != nil {
+			if errors.Is(err, errGainShort) {
+				victim.markShort(valid, gen, minGain)
+			}
 			victim.state.Store(zoneFull)
 			return false, c.failedVictim(victim, err)
 		}
@@ -1125,7 +1131,7 @@ func (c *collector) pick(gainDiv, minGain int64) []*zone {
 			continue
 		}
 		valid := z.valid.Load()
-		if z.cap-valid < minGain || z.barren(valid) {
+		if z.cap-valid < minGain || z.barren(valid) || z.short(valid, minGain) {
 			continue // nothing to gain
 		}
 		if gainDiv > 0 && z.cap-valid < z.cap/gainDiv {

@@ -144,6 +144,19 @@ type zone struct {
 	barrenValid int64
 	barrenAlloc int64
 	barrenGen   uint32
+	// shortValid, shortAlloc, shortGen: as barrenValid..., for a pass
+	// that found collecting the zone gains space, but less than
+	// shortGain, the least it asked for (errGainShort): a pass asking
+	// as much or more skips it while it is as it was. Through the daemon
+	// on a device so full, each of thousands of queued writes ran a
+	// pass that walked the same victims' headers again, one writer at a
+	// time under the collector, and none was answered for minutes
+	// (TestH29bRefusedWritesDoNotRereadShortVictims). Guarded by
+	// collector.mu.
+	shortValid int64
+	shortAlloc int64
+	shortGen   uint32
+	shortGain  int64
 	// retryAt: the device failed GC's last collection of the zone (a
 	// read or copy of its data, its finish or its reset); GC leaves the
 	// zone until then (failedLately). failWarned: that failure was
@@ -175,6 +188,18 @@ func (z *zone) barren(valid int64) bool {
 // (collector.mu held).
 func (z *zone) markBarren(valid int64, gen uint32) {
 	z.barrenValid, z.barrenAlloc, z.barrenGen = valid+1, z.alloc.Load(), gen
+}
+
+// short reports whether a GC pass asking at least minGain found z, in
+// its present state, gaining less (collector.mu held).
+func (z *zone) short(valid, minGain int64) bool {
+	return z.shortValid == valid+1 && z.shortAlloc == z.alloc.Load() && z.shortGen == z.gen.Load() && minGain >= z.shortGain
+}
+
+// markShort remembers that collecting z as it is gains less than
+// minGain (collector.mu held).
+func (z *zone) markShort(valid int64, gen uint32, minGain int64) {
+	z.shortValid, z.shortAlloc, z.shortGen, z.shortGain = valid+1, z.alloc.Load(), gen, minGain
 }
 
 // orphan reports whether no file is writing to z as its MRU zone: the
