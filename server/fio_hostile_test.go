@@ -56,6 +56,12 @@ func (d *daemonProc) progress() int64 {
 // and the daemon's goroutines (it sends the daemon SIGQUIT).
 func runFioWatched(t *testing.T, d *daemonProc, args ...string) (string, error) {
 	t.Helper()
+	return runFioWatchedFor(t, d, noProgress, args...)
+}
+
+// runFioWatchedFor is runFioWatched with stall for noProgress.
+func runFioWatchedFor(t *testing.T, d *daemonProc, stall time.Duration, args ...string) (string, error) {
+	t.Helper()
 	fio, _ := fioEnv(t)
 	cmd := exec.Command(fio, args...)
 	cmd.Dir = t.TempDir()
@@ -79,7 +85,7 @@ func runFioWatched(t *testing.T, d *daemonProc, args ...string) (string, error) 
 			last, since = p, time.Now()
 			continue
 		}
-		if time.Since(since) < noProgress {
+		if time.Since(since) < stall {
 			continue
 		}
 		stacks := processStacks(cmd.Process.Pid)
@@ -88,15 +94,17 @@ func runFioWatched(t *testing.T, d *daemonProc, args ...string) (string, error) 
 		for _, pid := range descendants(cmd.Process.Pid) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
-		cmd.Process.Kill()
-		<-done
-		d.cmd.Process.Signal(syscall.SIGQUIT) // Go dumps every goroutine
+		// Go dumps every goroutine, before fio goes: the daemon's
+		// goroutines as they hang.
+		d.cmd.Process.Signal(syscall.SIGQUIT)
 		select {
 		case <-d.exited:
 		case <-time.After(10 * time.Second):
 		}
+		cmd.Process.Kill()
+		<-done
 		t.Fatalf("hung: the daemon made no progress for %v with fio %s running\nfio output:\n%s\nfio's kernel stacks:\n%s\ndaemon:\n%s",
-			noProgress, strings.Join(args, " "), out.String(), stacks, d.stderr)
+			stall, strings.Join(args, " "), out.String(), stacks, d.stderr)
 	}
 }
 

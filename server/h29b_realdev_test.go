@@ -24,7 +24,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -480,44 +479,5 @@ const h29bStall = 90 * time.Second
 // h29bFioWatched is runFioWatched with h29bStall for noProgress.
 func h29bFioWatched(t *testing.T, d *daemonProc, args ...string) (string, error) {
 	t.Helper()
-	fio, _ := fioEnv(t)
-	cmd := exec.Command(fio, args...)
-	cmd.Dir = t.TempDir()
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	last, since := d.progress(), time.Now()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-done:
-			return out.String(), err
-		case <-tick.C:
-		}
-		if p := d.progress(); p != last {
-			last, since = p, time.Now()
-			continue
-		}
-		if time.Since(since) < h29bStall {
-			continue
-		}
-		stacks := processStacks(cmd.Process.Pid)
-		for _, pid := range descendants(cmd.Process.Pid) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-		d.cmd.Process.Signal(syscall.SIGQUIT) // before fio goes: the daemon's goroutines as they hang
-		select {
-		case <-d.exited:
-		case <-time.After(10 * time.Second):
-		}
-		cmd.Process.Kill()
-		<-done
-		t.Fatalf("hung: the daemon made no progress for %v with fio %s running\nfio output:\n%s\nfio's kernel stacks:\n%s\ndaemon:\n%s",
-			h29bStall, strings.Join(args, " "), out.String(), stacks, d.stderr)
-	}
+	return runFioWatchedFor(t, d, h29bStall, args...)
 }
