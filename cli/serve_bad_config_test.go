@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/procfs"
+
 	"github.com/zonefold/zonefold/server"
 )
 
@@ -85,19 +87,17 @@ func checkDeviceKeptFile(t *testing.T, device, sock string, want []byte, what st
 	}
 }
 
-// memTotalGiB is the machine's memory in GiB, rounded up.
+// memTotalGiB is the machine's memory in GiB, rounded up (procfs parses
+// /proc/meminfo, as cache.CheckSize's own reading does).
 func memTotalGiB(t *testing.T) int64 {
 	t.Helper()
-	b, err := os.ReadFile("/proc/meminfo")
+	fs, err := procfs.NewDefaultFS()
 	if err != nil {
-		t.Skipf("no /proc/meminfo: %v", err)
+		t.Skipf("no /proc: %v", err)
 	}
-	var kib int64
-	for _, line := range strings.Split(string(b), "\n") {
-		if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kib); err == nil {
-			return (kib + 1<<20 - 1) >> 20
-		}
+	mi, err := fs.Meminfo()
+	if err != nil || mi.MemTotalBytes == nil {
+		t.Skipf("no MemTotal in /proc/meminfo: %v", err)
 	}
-	t.Skip("no MemTotal in /proc/meminfo")
-	return 0
+	return int64((*mi.MemTotalBytes + 1<<30 - 1) >> 30)
 }
