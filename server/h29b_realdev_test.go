@@ -306,10 +306,13 @@ func h29bFioDeep(t *testing.T, dev string) {
 		{256, 8, "randwrite", "4k-64k", true},
 	}
 	for i, cs := range cases {
-		size := free / int64(cs.jobs) / (4 << 20) * (4 << 20)
-		if size < 4<<20 {
-			size = 4 << 20
-		}
+		// Each job's file is its share of half the free space, in
+		// whole MiB, and at least its largest block: a floor of 4 MiB
+		// gave 16 jobs 64 MiB, more than the 36 MiB a device of zones
+		// with 6 MiB of capacity holds beside GC's reserve, and fio's
+		// random writes then got ENOSPC as soon as they had touched
+		// enough blocks, a full device, not the daemon's fault.
+		size := max(free/int64(cs.jobs)>>20<<20, 1<<20, maxBlock(cs.bs))
 		args := []string{"--name=deep", "--ioengine=external:" + engine, "--sock=" + d.socket,
 			fmt.Sprintf("--iodepth=%d", cs.depth), fmt.Sprintf("--numjobs=%d", cs.jobs), "--rw=" + cs.rw,
 			"--bsrange=" + cs.bs, fmt.Sprintf("--size=%d", size), "--thread", "--group_reporting"}
@@ -338,6 +341,22 @@ func h29bFioDeep(t *testing.T, dev string) {
 	h29bDaemonLog(t, d.stderr.String())
 	d.stop()
 	fsckClean(t, dev, "after deep fio")
+}
+
+// maxBlock is the largest block size of a fio --bsrange (4k-256k).
+func maxBlock(bsrange string) int64 {
+	_, hi, _ := strings.Cut(bsrange, "-")
+	n, err := strconv.ParseInt(strings.TrimRight(hi, "km"), 10, 64)
+	if err != nil {
+		return 0
+	}
+	switch hi[len(hi)-1] {
+	case 'k':
+		n <<= 10
+	case 'm':
+		n <<= 20
+	}
+	return n
 }
 
 // h29bFull: fio fills the device to ENOSPC (never EIO), then files are
