@@ -73,7 +73,10 @@
 //
 // Use. Clients' data goes through Write and Read with the engine's
 // Backing (TryRead: a read of cached bytes that never waits, for a
-// caller that must not block); the engine's readahead brings what a sequential reader will
+// caller that must not block; BeginMiss and FinishMiss: Read's miss of a
+// whole folio split in two, for a caller that submits the device read
+// itself and finishes it as the read completes, never waiting for the
+// file's lock unless asked to); the engine's readahead brings what a sequential reader will
 // want next in with Prefetch.
 // The writeback layer picks files with DirtyFiles (oldest first) or
 // DirtySince, takes each file's dirty data with BeginWriteback — extents in
@@ -92,7 +95,9 @@
 // only state locks (and wbMu, a leaf, for the run of writeback
 // failures), like the kernel's I/O completion, which is why the
 // bitmaps need a lock of their own. Eviction runs LRU-first and so only
-// try-locks files. WriteThen's callback runs under the file's lock and
+// try-locks files; so do TryRead, BeginMiss and FinishMiss without wait
+// (callers that must not block: a connection's reader, the ring's
+// reaper), and FinishMiss with wait takes the file's lock holding none. WriteThen's callback runs under the file's lock and
 // takes no cache lock (the engine's file lock only).
 package cache
 
