@@ -35,20 +35,28 @@ func startReads(e *Engine, h *File, bufs [][]byte, offs []int64, d readDone) int
 	return began
 }
 
+// coldReads reads the block of bs bytes at n*bs of h, which makes the
+// file's cache state, and returns n buffers of bs bytes and the offsets
+// of the first n such blocks, not in order (nothing sequential).
+func coldReads(t *testing.T, h *File, n, bs int) ([][]byte, []int64) {
+	t.Helper()
+	if _, err := h.ReadAt(make([]byte, bs), int64(n*bs)); err != nil {
+		t.Fatal(err)
+	}
+	bufs, offs := make([][]byte, n), make([]int64, n)
+	for i := range bufs {
+		bufs[i], offs[i] = make([]byte, bs), int64((i*3+1)%n*bs)
+	}
+	return bufs, offs
+}
+
 // TestStartReadReadsColdFolios: reads begun with StartRead of a file the
 // cache does not hold each end once, with the file's bytes, and end up
 // in the cache (read again, they are hits: ReadCached serves them).
 func TestStartReadReadsColdFolios(t *testing.T) {
 	const bs, n = 64 << 10, 8
 	e, h, data := coldFile(t, smallConfig(), (n+1)*bs)
-	// The file's cache state is made by its first read.
-	if _, err := h.ReadAt(make([]byte, bs), n*bs); err != nil {
-		t.Fatal(err)
-	}
-	bufs, offs := make([][]byte, n), make([]int64, n)
-	for i := range bufs {
-		bufs[i], offs[i] = make([]byte, bs), int64((i*3+1)%n)*bs
-	}
+	bufs, offs := coldReads(t, h, n, bs)
 	d := readDone{make(chan readEnd, n)}
 	if began := startReads(e, h, bufs, offs, d); began != n {
 		t.Fatalf("%d of %d cold 64k reads began", began, n)
@@ -170,5 +178,38 @@ func TestStartReadRacingRemoveTruncateOverwrite(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStartReadDoesNotAllocate: a cold read begun with StartRead and
+// ended on the reaper allocates nothing (its state lives in the read
+// scratch it holds), as the cached read path does not.
+func TestStartReadDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	const bs, n = 64 << 10, 8
+	cfg := smallConfig()
+	cfg.ReadaheadMax = -1
+	e, h, _ := coldFile(t, cfg, (n+1)*bs)
+	bufs, offs := coldReads(t, h, n, bs)
+	d := readDone{make(chan readEnd, n)}
+	run := func() {
+		e.cache.EvictClean(1 << 30)
+		began := startReads(e, h, bufs, offs, d)
+		for range began {
+			if r := <-d.ch; r.n != bs || r.err != nil || r.again {
+				t.Fatalf("a read ended with %+v", r)
+			}
+		}
+		if began != n {
+			t.Fatalf("%d of %d cold reads began", began, n)
+		}
+	}
+	for range 5 {
+		run()
+	}
+	if a := testing.AllocsPerRun(50, run); a >= 1 {
+		t.Fatalf("%.1f allocations per batch of %d cold reads, want none", a, n)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zonefold/zonefold/cache"
 )
 
 // ErrChecksum is a data block that does not match the checksum it was
@@ -161,7 +163,10 @@ func newScratchPool(n int) (*scratchPool, error) {
 	}
 	p := &scratchPool{mem: mem, free: make(chan *readScratch, n)}
 	for i := range n {
-		p.free <- &readScratch{mem: mem[i*maxReadPieces*BlockSize : (i+1)*maxReadPieces*BlockSize]}
+		// want is sized for a fill of the largest folio, so that no
+		// read grows it (StartRead's allocate nothing).
+		p.free <- &readScratch{mem: mem[i*maxReadPieces*BlockSize : (i+1)*maxReadPieces*BlockSize],
+			want: make([]uint32, 0, (4096<<cache.MaxOrder)/BlockSize)}
 	}
 	return p, nil
 }
