@@ -46,6 +46,9 @@
 //     that would be made there, is read into an arena block of that
 //     folio's order, and that block becomes the folio (gapMiss): the
 //     folio is indexed only once uptodate, and its bytes are not copied.
+//     BeginMiss and FinishMiss are that same whole-folio miss for a
+//     caller that does the Backing read itself, under the same rules
+//     (gen, fills, the block adopted only if nothing changed).
 //   - One read of a run of blocks through Backing at a time: a miss of
 //     blocks another access is reading without the lock (fileState.fills)
 //     waits for that read and looks again, unless it holds such a read of
