@@ -46,6 +46,9 @@
 //     that would be made there, is read into an arena block of that
 //     folio's order, and that block becomes the folio (gapMiss): the
 //     folio is indexed only once uptodate, and its bytes are not copied.
+//     BeginMiss and FinishMiss are that same whole-folio miss for a
+//     caller that does the Backing read itself, under the same rules
+//     (gen, fills, the block adopted only if nothing changed).
 //   - One read of a run of blocks through Backing at a time: a miss of
 //     blocks another access is reading without the lock (fileState.fills)
 //     waits for that read and looks again, unless it holds such a read of
@@ -73,7 +76,10 @@
 //
 // Use. Clients' data goes through Write and Read with the engine's
 // Backing (TryRead: a read of cached bytes that never waits, for a
-// caller that must not block); the engine's readahead brings what a sequential reader will
+// caller that must not block; BeginMiss and FinishMiss: Read's miss of a
+// whole folio split in two, for a caller that submits the device read
+// itself and finishes it as the read completes, never waiting for the
+// file's lock unless asked to); the engine's readahead brings what a sequential reader will
 // want next in with Prefetch.
 // The writeback layer picks files with DirtyFiles (oldest first) or
 // DirtySince, takes each file's dirty data with BeginWriteback — extents in
@@ -92,7 +98,9 @@
 // only state locks (and wbMu, a leaf, for the run of writeback
 // failures), like the kernel's I/O completion, which is why the
 // bitmaps need a lock of their own. Eviction runs LRU-first and so only
-// try-locks files. WriteThen's callback runs under the file's lock and
+// try-locks files; so do TryRead, BeginMiss and FinishMiss without wait
+// (callers that must not block: a connection's reader, the ring's
+// reaper), and FinishMiss with wait takes the file's lock holding none. WriteThen's callback runs under the file's lock and
 // takes no cache lock (the engine's file lock only).
 package cache
 

@@ -918,3 +918,90 @@ func (c *Cache) takeScratch(pr *preRead, fs *fileState, off, end int64) bool {
 	fs.addFill(off, end)
 	return true
 }
+
+// Miss is a cold read begun with BeginMiss: a whole folio's worth of
+// missing blocks, read without the file's lock into an arena block of
+// that folio's order, which FinishMiss makes the folio. It is Read's
+// gapMiss split in two, for a caller that submits the device read itself
+// and finishes it when the read completes (the engine's File.StartRead)
+// rather than waiting for it. Keep it in memory that lives as long as
+// the read (it holds the block until FinishMiss or AbortMiss).
+type Miss struct {
+	a access
+}
+
+// Range is the folio's range of the file, which the read must fill:
+// Mem's bytes are the file's bytes at Range's start.
+func (m *Miss) Range() (off, end int64) { return m.a.pre.off, m.a.pre.end }
+
+// BeginMiss begins a read of the file's bytes [off, off+n) if they are
+// one whole missing folio's worth, that is, if no folio is at off, the
+// folio a read there would make ends where the read does (in blocks),
+// no other access is reading those blocks, and an arena block can be
+// had without reclaim; it never waits (the file's lock is only tried).
+// It reports whether it began, and returns the block's memory, which
+// the caller fills with the file's bytes of m.Range (through its
+// Backing, without any cache lock held), then calls FinishMiss, or
+// AbortMiss if the read failed. Until then the range counts as being
+// read (fileState.fills): another miss of it waits for this one, and
+// readahead skips it.
+func (c *Cache) BeginMiss(file File, off int64, n int, m *Miss) ([]byte, bool) {
+	fs := file.fs
+	if fs == nil || n <= 0 || checkIO(off, n) != nil || !fs.mu.TryLock() {
+		return nil, false
+	}
+	defer fs.mu.Unlock()
+	if fs.dead {
+		return nil, false
+	}
+	// As readahead's (prefetch), so that a run another access reads is
+	// skipped, not waited for: gapMiss then arms no wake-up channel.
+	m.a = access{fs: fs, off: off, end: off + int64(n), prefetch: true}
+	_, _, _, act := c.gapMiss(fs, off, &m.a)
+	m.a.prefetch = false
+	if act != gapRead {
+		return nil, false
+	}
+	if m.a.pre.end < m.a.end {
+		// The folio ends before the read does: Read's way.
+		c.dropScratch(&m.a.pre)
+		return nil, false
+	}
+	return c.scratchMem(&m.a.pre), true
+}
+
+// FinishMiss ends a miss whose block the caller filled: if nothing
+// changed the file's range since BeginMiss (no write or truncate, no
+// Forget, no folio made there), the block becomes the folio, uptodate,
+// and the read's bytes are copied into p (len(p) is BeginMiss's n); it
+// reports whether it did. If not, the block is given back and p is
+// untouched: the caller reads with Read. With wait false the file's lock
+// is only tried, and a lock held reports false with the miss still
+// held (busy true): the caller finishes it later with wait true, which
+// waits for the lock (never for anything else). The miss is ended
+// whenever busy is false.
+func (c *Cache) FinishMiss(m *Miss, p []byte, wait bool) (done, busy bool) {
+	a := &m.a
+	fs := a.fs
+	if wait {
+		fs.mu.Lock()
+	} else if !fs.mu.TryLock() {
+		return false, true
+	}
+	defer c.dropScratch(&a.pre)
+	defer fs.mu.Unlock()
+	if fs.dead {
+		return false, false
+	}
+	a.pre.state = preHave
+	f, _, _, act := c.gapMiss(fs, a.pre.off, a)
+	if act != gapAdopted {
+		return false, false
+	}
+	c.counters.misses.Add(1)
+	copy(p, f.mem[a.off-f.off:a.end-f.off])
+	return true, false
+}
+
+// AbortMiss ends a miss whose read failed: the block is given back.
+func (c *Cache) AbortMiss(m *Miss) { c.dropScratch(&m.a.pre) }

@@ -412,6 +412,24 @@
 // device's Flush waits for writes under its table lock, which their
 // completions do not take).
 //
+// Cold reads begun without waiting (File.StartRead, the daemon's reader
+// for a whole missing folio): the reader submits the device reads (its
+// own and its batch's under one plug, PlugReads) and returns; the last
+// completion finishes the read on the reaper, which unpins the zones,
+// checks the blocks (the sum cache's set locks, leaves), tries the
+// cache's file lock to make the folio (cache.FinishMiss, which takes
+// only the cache's locks below it) and hands the result to the caller's
+// ReadDone, which must not block either. The reaper only tries that
+// lock: one held (by an access that may itself wait for device reads)
+// sends the read to the cold-read finisher goroutine over a channel with
+// room for every cold read (each holds one of the readScratches), and
+// the finisher waits for the lock; no holder of a cache file lock waits
+// for a fill (cache: such waits are made without it), so it gets it. A
+// read whose range changed meanwhile (a write, a truncate, a removal,
+// a racing shrink) tells ReadDone to read again the waiting way; the
+// read holds an operation (enter) from start to end, so Close waits
+// for it like any other.
+//
 // Waits. Besides locks, goroutines wait for appends and reads to complete
 // (in-flight counts, a zone's writers and readers, free ops and header
 // blocks), which needs only the above, and for writeback to end (cache

@@ -203,6 +203,10 @@ type Engine struct {
 	stats      counters
 	cancel     context.CancelFunc
 	readGroups sync.Pool // *uring.Group for batched device reads
+	// coldFinish hands the cold-read finisher (coldFinisher) the reads
+	// File.StartRead began whose cache file lock the reaper found held:
+	// room for one per read scratch, which each holds.
+	coldFinish chan *coldRead
 	sums       *sumCache
 	scratch    *scratchPool
 
@@ -613,6 +617,7 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 		byName: map[string]*file{}, byID: map[uint64]*file{}, nextID: 1, retireKick: make(chan struct{}, 1),
 		closingCh: make(chan struct{}), raMax: cfg.ReadaheadMax, raQueue: make(chan raJob, readaheadQueue)}
 	e.readGroups.New = func() any { return new(uring.Group) }
+	e.coldFinish = make(chan *coldRead, readScratches)
 	if f, ok := dev.(zns.Forgetful); ok && f.KeepsNoData() {
 		e.keepsNoData = true
 	}
@@ -706,6 +711,7 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 	othersDone := make(chan struct{})
 	e.bg.Go(func() { others.Wait(); close(othersDone) })
 	e.bg.Go(func() { e.retirer(othersDone) })
+	e.bg.Go(func() { e.coldFinisher(ctx) })
 	if e.raMax > 0 {
 		for range readaheadWorkers {
 			e.raWG.Go(func() { e.readaheadWorker(ctx) })
@@ -1447,17 +1453,18 @@ func (p *blockPool) close() { _ = unix.Munmap(p.mem) }
 
 // counters are the engine's cumulative stats.
 type counters struct {
-	hostWritten, hostRead         atomic.Int64
-	devData, devHeaders, devPad   atomic.Int64
-	devRead                       atomic.Int64
-	appends, appendErrs, readErrs atomic.Int64
-	csumErrs, sumReads            atomic.Int64
-	gcRead, gcWritten, gcResets   atomic.Int64
-	gcSealed, gcCopied, gcFailed  atomic.Int64
-	gcVictimsFailed               atomic.Int64
-	finishErrs                    atomic.Int64
-	gcNanos, gcRuns, gcActive     atomic.Int64
-	metaWritten, checkpoints      atomic.Int64
+	hostWritten, hostRead          atomic.Int64
+	devData, devHeaders, devPad    atomic.Int64
+	devRead                        atomic.Int64
+	appends, appendErrs, readErrs  atomic.Int64
+	csumErrs, sumReads             atomic.Int64
+	coldReads, coldLate, coldAgain atomic.Int64
+	gcRead, gcWritten, gcResets    atomic.Int64
+	gcSealed, gcCopied, gcFailed   atomic.Int64
+	gcVictimsFailed                atomic.Int64
+	finishErrs                     atomic.Int64
+	gcNanos, gcRuns, gcActive      atomic.Int64
+	metaWritten, checkpoints       atomic.Int64
 	// ckptWritten is the part of metaWritten that checkpoints wrote;
 	// metaOps the bytes of the log's operation records, by kind.
 	ckptWritten          atomic.Int64

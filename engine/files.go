@@ -1984,37 +1984,50 @@ func (e *Engine) ReadBacking(fileID uint64, off int64, p []byte) error {
 	for done := int64(0); done < int64(len(p)); {
 		// Gather up to 32 pieces under the file lock, pinning their
 		// zones against GC reset, then read them in one batch.
-		n := 0
-		next := int64(len(p))
-		zeroFrom := done // p[zeroFrom:] up to the next piece is a gap
-		f.mu.RLock()
-		if f.gone {
-			// Its extents are gone with it (dropFile): what a lookup
-			// found not would read as zeros, never written.
-			f.mu.RUnlock()
-			return errRemovedWhileRead
+		n, next, err := e.gatherPieces(f, off, done, p, &pieces)
+		if err != nil {
+			return err
 		}
-		f.ext.lookup(off+done, int64(len(p))-done, func(x extent) {
-			if n == len(pieces) {
-				next = min(next, x.off-off)
-				return
-			}
-			clear(p[zeroFrom : x.off-off])
-			zeroFrom = x.end() - off
-			pieces[n] = x
-			n++
-			if z := e.zoneAt(x.dev); z != nil {
-				z.readers.Add(1)
-			}
-		})
-		f.mu.RUnlock()
-		clear(p[zeroFrom:next])
 		if err := e.readPieces(fileID, pieces[:n], p, off); err != nil {
 			return err
 		}
 		done = next
 	}
 	return nil
+}
+
+// gatherPieces finds the mapped pieces of p (the file's bytes at off)
+// from p[done:] on, at most len(pieces) of them, zeroes the gaps between
+// them, and pins their zones against GC reset (readPieces, or
+// unpinPieces, unpins them). It returns how many it found and where in p
+// the next call must start (len(p) when they reach its end).
+func (e *Engine) gatherPieces(f *file, off, done int64, p []byte, pieces *[maxReadPieces]extent) (int, int64, error) {
+	n := 0
+	next := int64(len(p))
+	zeroFrom := done // p[zeroFrom:] up to the next piece is a gap
+	f.mu.RLock()
+	if f.gone {
+		// Its extents are gone with it (dropFile): what a lookup
+		// found not would read as zeros, never written.
+		f.mu.RUnlock()
+		return 0, 0, errRemovedWhileRead
+	}
+	f.ext.lookup(off+done, int64(len(p))-done, func(x extent) {
+		if n == len(pieces) {
+			next = min(next, x.off-off)
+			return
+		}
+		clear(p[zeroFrom : x.off-off])
+		zeroFrom = x.end() - off
+		pieces[n] = x
+		n++
+		if z := e.zoneAt(x.dev); z != nil {
+			z.readers.Add(1)
+		}
+	})
+	f.mu.RUnlock()
+	clear(p[zeroFrom:next])
+	return n, next, nil
 }
 
 // errRemovedWhileRead is ReadBacking's answer for a file removed (or
@@ -2040,10 +2053,8 @@ func (e *Engine) readPieces(fileID uint64, pieces []extent, p []byte, base int64
 	} else {
 		err = e.readChecked(fileID, pieces, p, base)
 	}
+	e.unpinPieces(pieces)
 	for _, x := range pieces {
-		if z := e.zoneAt(x.dev); z != nil && z.readers.Add(-1) == 0 {
-			e.idle.Signal() // GC may wait to reset the zone
-		}
 		e.stats.devRead.Add(x.len)
 	}
 	switch {
@@ -2054,6 +2065,15 @@ func (e *Engine) readPieces(fileID uint64, pieces []extent, p []byte, base int64
 		return fmt.Errorf("engine: device read: %w", err)
 	}
 	return nil
+}
+
+// unpinPieces unpins the zones gatherPieces pinned for pieces.
+func (e *Engine) unpinPieces(pieces []extent) {
+	for _, x := range pieces {
+		if z := e.zoneAt(x.dev); z != nil && z.readers.Add(-1) == 0 {
+			e.idle.Signal() // GC may wait to reset the zone
+		}
+	}
 }
 
 // readBatch reads n device ranges, each no longer than the device's max

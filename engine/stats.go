@@ -61,8 +61,16 @@ type Stats struct {
 	ChecksumErrs int64 `json:"checksum_errors"`
 	// SumReads counts record headers read for their block checksums
 	// (reads the checksum cache did not cover).
-	SumReads    int64 `json:"sum_reads"`
-	Checkpoints int64 `json:"checkpoints"`
+	SumReads int64 `json:"sum_reads"`
+	// ColdReads counts reads begun without waiting (File.StartRead, the
+	// daemon's cold misses of a whole folio); ColdReadsLate those of them
+	// the ring's reaper found the cache's file lock held for, finished by
+	// the cold-read finisher; ColdReadsAgain those whose file changed
+	// while they were read, read again the waiting way.
+	ColdReads      int64 `json:"cold_reads"`
+	ColdReadsLate  int64 `json:"cold_reads_late"`
+	ColdReadsAgain int64 `json:"cold_reads_again"`
+	Checkpoints    int64 `json:"checkpoints"`
 	// Flushes counts device flushes (syncs, durable namespace
 	// operations, GC, checkpoints); FlushesJoined the callers that a
 	// flush another caller ran served instead (group commit).
@@ -155,6 +163,9 @@ func (s Stats) Sub(o Stats) Stats {
 	d.ReadErrs -= o.ReadErrs
 	d.ChecksumErrs -= o.ChecksumErrs
 	d.SumReads -= o.SumReads
+	d.ColdReads -= o.ColdReads
+	d.ColdReadsLate -= o.ColdReadsLate
+	d.ColdReadsAgain -= o.ColdReadsAgain
 	d.Checkpoints -= o.Checkpoints
 	d.Flushes -= o.Flushes
 	d.FlushesJoined -= o.FlushesJoined
@@ -195,6 +206,7 @@ func (e *Engine) Stats() Stats {
 		GCHeaders: c.gcHeaders.Load(), RecordsSplit: c.split.Load(),
 		Appends: c.appends.Load(), ZonesOpened: e.placer.opened.Load(), ZonesFilled: e.placer.filled.Load(), ZonesShared: e.placer.sharedMRU.Load(), ZonesSharedBusy: e.placer.sharedBusy.Load(), ZonesTailFinished: e.placer.tailsFinished.Load(), AppendErrs: c.appendErrs.Load(), ZoneFinishErrs: c.finishErrs.Load(), ReadErrs: c.readErrs.Load(),
 		ChecksumErrs: c.csumErrs.Load(), SumReads: c.sumReads.Load(),
+		ColdReads: c.coldReads.Load(), ColdReadsLate: c.coldLate.Load(), ColdReadsAgain: c.coldAgain.Load(),
 		Checkpoints: c.checkpoints.Load(), Flushes: e.flushes.flushes.Load(), FlushesJoined: e.flushes.joined.Load(),
 		GCRead: c.gcRead.Load(), GCWritten: c.gcWritten.Load(), GCResets: c.gcResets.Load(), GCCopied: c.gcCopied.Load(), GCSealed: c.gcSealed.Load(), GCFailed: c.gcFailed.Load(), GCVictimsFailed: c.gcVictimsFailed.Load(),
 		GCRuns: c.gcRuns.Load(), GCNanos: c.gcNanos.Load(), GCActive: c.gcActive.Load(),

@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zonefold/zonefold/cache"
 )
 
 // ErrChecksum is a data block that does not match the checksum it was
@@ -145,6 +147,7 @@ type readScratch struct {
 	start [maxReadPieces]int
 	from  [maxReadPieces]int // header read that gives piece i's sums; -1: from the cache
 	hdrAt [maxReadPieces]int64
+	cold  coldRead // File.StartRead's read, which holds the scratch
 }
 
 // scratchPool is the fixed set of read scratch.
@@ -160,7 +163,10 @@ func newScratchPool(n int) (*scratchPool, error) {
 	}
 	p := &scratchPool{mem: mem, free: make(chan *readScratch, n)}
 	for i := range n {
-		p.free <- &readScratch{mem: mem[i*maxReadPieces*BlockSize : (i+1)*maxReadPieces*BlockSize]}
+		// want is sized for a fill of the largest folio, so that no
+		// read grows it (StartRead's allocate nothing).
+		p.free <- &readScratch{mem: mem[i*maxReadPieces*BlockSize : (i+1)*maxReadPieces*BlockSize],
+			want: make([]uint32, 0, (4096<<cache.MaxOrder)/BlockSize)}
 	}
 	return p, nil
 }
@@ -173,6 +179,27 @@ func (p *scratchPool) close() { _ = unix.Munmap(p.mem) }
 func (e *Engine) readChecked(fileID uint64, pieces []extent, p []byte, base int64) error {
 	s := <-e.scratch.free
 	defer func() { e.scratch.free <- s }()
+	nh := e.planSums(s, pieces)
+	_, err := e.readBatch(len(pieces)+nh, func(i int) (int64, []byte) {
+		if i < len(pieces) {
+			x := pieces[i]
+			return x.dev, p[x.off-base : x.off-base+x.len]
+		}
+		j := i - len(pieces)
+		return s.hdrAt[j], s.mem[j*BlockSize : (j+1)*BlockSize]
+	})
+	e.stats.devRead.Add(int64(nh) * BlockSize)
+	e.stats.sumReads.Add(int64(nh))
+	if err != nil {
+		return err
+	}
+	return e.checkSums(s, nh, fileID, pieces, p, base)
+}
+
+// planSums sets s up for a checked read of pieces: the sums the cache
+// holds go into s.want, and it returns how many headers must be read
+// (into s.mem, from s.hdrAt) for the rest.
+func (e *Engine) planSums(s *readScratch, pieces []extent) int {
 	s.want = s.want[:0]
 	nh := 0
 	for i, x := range pieces {
@@ -193,19 +220,13 @@ func (e *Engine) readChecked(fileID uint64, pieces []extent, p []byte, base int6
 			nh++
 		}
 	}
-	_, err := e.readBatch(len(pieces)+nh, func(i int) (int64, []byte) {
-		if i < len(pieces) {
-			x := pieces[i]
-			return x.dev, p[x.off-base : x.off-base+x.len]
-		}
-		j := i - len(pieces)
-		return s.hdrAt[j], s.mem[j*BlockSize : (j+1)*BlockSize]
-	})
-	e.stats.devRead.Add(int64(nh) * BlockSize)
-	e.stats.sumReads.Add(int64(nh))
-	if err != nil {
-		return err
-	}
+	return nh
+}
+
+// checkSums checks the blocks of pieces, read into p (which starts at
+// file offset base), against their sums: planSums' from the cache, and
+// those of the nh headers read into s.mem, which it keeps in the cache.
+func (e *Engine) checkSums(s *readScratch, nh int, fileID uint64, pieces []extent, p []byte, base int64) error {
 	for j := range nh {
 		at := s.hdrAt[j]
 		err := DecodeHeader(s.mem[j*BlockSize:(j+1)*BlockSize], &s.hdr)

@@ -31,6 +31,12 @@ type slot struct {
 	rep   Reply
 	next  *slot // the next request of a piece of inline work
 	piece bool  // the first request of a piece of inline work
+	// A read the reader began (startRead): its connection, the handle
+	// it holds read-locked until the read ends, and the slot itself as
+	// a one-request batch to answer.
+	c   *conn
+	h   *handle
+	one [1]*slot
 }
 
 // handle is one open file of a connection. mu is held shared while a
@@ -57,7 +63,10 @@ type handleTable struct {
 //
 // Its goroutines: the reader takes requests (off the socket, or off the
 // submission ring) and runs the ones that only touch memory itself
-// (inline); workers run the rest. With socket framing the writer sends
+// (inline), and begins the cold reads the engine can begin without
+// waiting (startRead), which the engine's ring reaper answers as their
+// device reads complete; workers run the rest, and a cold read that must
+// be read again the waiting way gets a goroutine of its own (readAgain). With socket framing the writer sends
 // every reply; only it ever sends, so a client that does not read its
 // replies blocks the writer, never request intake: the reader keeps
 // taking requests until the client has MaxInflight of them unanswered
@@ -120,6 +129,7 @@ type conn struct {
 	rn           int
 	rerr         error
 	inline       []*slot // the batch's requests the reader runs (or chunks out)
+	readsPlugged bool    // the reader holds PlugReads for the batch's reads (startRead)
 	answered     []*slot // the reader's answered requests of this batch
 	wbuf         []byte  // the writer's batch of replies
 	wslots       []*slot // the writer's answered requests being sent
@@ -244,7 +254,9 @@ func (c *conn) serve() {
 	c.free = make(chan *slot, depth)
 	c.work = make(chan *slot, depth)
 	for i := range c.slots {
-		c.free <- &c.slots[i]
+		sl := &c.slots[i]
+		sl.c, sl.one[0] = c, sl
+		c.free <- sl
 	}
 	c.answered = make([]*slot, 0, depth)
 	c.inline = make([]*slot, 0, depth)
@@ -570,6 +582,7 @@ func (c *conn) readLoop() string {
 			}
 			c.take(sl, c.rbuf[off:off+RequestSize])
 		}
+		c.unplugReads()
 		c.runInline()
 		c.postAnswered(postAlone)
 	}

@@ -32,7 +32,8 @@
 //     framing only a connection's writer sends, so a client that does not
 //     read its replies stalls that writer, never the reader; the reader
 //     stops only when the client has MaxInflight requests unanswered.
-//   - The read and write path allocates nothing: requests live in slots
+//   - The read and write path allocates nothing (but for a cold read
+//     that raced a change of its file and is read again, readAgain): requests live in slots
 //     preallocated per connection, replies are encoded into the completion
 //     ring or a preallocated buffer, and data moves between the region and
 //     the engine's cache without an intermediate copy.
@@ -56,6 +57,10 @@
 // Lock order: Server.mu is taken alone. A connection's handleTable.mu is
 // taken before a handle's mu; a handle's mu is held (shared) across the
 // engine call that uses its file, so it comes before every engine lock.
+// A cold read the reader begins (startRead, engine.File.StartRead) holds
+// it shared until the read ends, and the goroutine that ends it (the
+// engine's ring reaper, or its cold-read finisher) releases it, in
+// slot.ReadDone, taking then only the leaves below.
 // rings.mu, replyQueue.mu and conn.tempsMu are leaves: nothing is
 // locked, and nothing waits, while they are held. In the Go client,
 // Client.mu is its only lock: a synchronous call holds it across its

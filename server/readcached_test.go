@@ -42,22 +42,7 @@ func TestCachedReadsServedByTheReader(t *testing.T) {
 		// Workers live as long as their connection: the goroutines
 		// that the reads' workers would be.
 		before := runtime.NumGoroutine()
-		if err := c.Submit(reqs); err != nil {
-			t.Fatal(err)
-		}
-		reps := make([]Reply, MaxBatch)
-		for got := 0; got < depth; {
-			n, err := c.Recv(reps)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range reps[:n] {
-				if r.Status != StatusOK || r.Val != bs {
-					t.Fatalf("read: %+v", r)
-				}
-			}
-			got += n
-		}
+		submitReads(t, c, reqs)
 		if !bytes.Equal(c.region[depth*bs:2*depth*bs], want) {
 			t.Fatal("the reads' bytes differ from what was written")
 		}
@@ -65,4 +50,26 @@ func TestCachedReadsServedByTheReader(t *testing.T) {
 			t.Fatalf("%d goroutines more for a batch of %d cached reads (workers?)", n, depth)
 		}
 	})
+}
+
+// submitReads submits reqs, reads, in one batch and waits for their
+// replies, each of which must be a whole read.
+func submitReads(t *testing.T, c *Client, reqs []Request) {
+	t.Helper()
+	if err := c.Submit(reqs); err != nil {
+		t.Fatal(err)
+	}
+	reps := make([]Reply, MaxBatch)
+	for got := 0; got < len(reqs); {
+		n, err := c.Recv(reps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range reps[:n] {
+			if r.Status != StatusOK || r.Val != uint64(reqs[r.Tag-1].Len) {
+				t.Fatalf("read: %+v", r)
+			}
+		}
+		got += n
+	}
 }

@@ -288,6 +288,7 @@ func (c *conn) ringLoop() string {
 		}
 		r.head += n
 		atomic.StoreUint32(r.sqHead, r.head)
+		c.unplugReads()
 		c.runInline()
 		c.postAnswered(postAlone)
 	}
