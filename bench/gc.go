@@ -240,6 +240,13 @@ type gcRun struct {
 	// uniform model's T stands for (see uniformCirculation).
 	CircZones float64 `json:"circulation_zones"`
 	FreeZones float64 `json:"free_zones"`
+	// FileWritesCV is the coefficient of variation of the files' host
+	// writes in the measured part (uniform): about 0.02 when the
+	// engine serves the writers in turn. It read 0.5-1.2, one file
+	// written 25 to 250 times as often as another, while the cache's
+	// throttle let a writer that came back from its last write go
+	// ahead of those waiting (see cache.throttle).
+	FileWritesCV float64 `json:"file_writes_cv,omitempty"`
 
 	samples []sample
 	zones   []engine.ZoneValid
@@ -302,8 +309,14 @@ type gcWorkloadSummary struct {
 	Shape    string  `json:"shape"`
 	RefWAF   float64 `json:"reference_waf,omitempty"` // the chart's reference line
 	RefNote  string  `json:"reference_note,omitempty"`
+	// RefNone is uniform's line under none (uniformLines); 0 elsewhere.
+	RefNone  float64 `json:"reference_waf_none,omitempty"`
 	Rows     []*gcRow
 	geometry engine.GCConfig
+	// uniform is what uniform's greedy line is drawn from (nil for
+	// the other workloads): summarizeGC draws it again with the data
+	// share the runs measured (uniformLine).
+	uniform *uniformRef
 }
 
 // gcSummary is summary.json and the --json output.
@@ -553,7 +566,7 @@ func runGCOnce(ctx context.Context, dev, w string, s gcSetup, o GCOptions, ws *g
 	}
 	if ws.Capacity == 0 {
 		ws.Capacity, ws.Shape = capacity, spec.describe(capacity)
-		ws.RefWAF, ws.RefNote = referenceWAF(spec, e)
+		ws.RefWAF, ws.RefNote, ws.uniform = referenceWAF(spec, e)
 	} else if ws.Capacity != capacity {
 		e.Close()
 		return nil, fmt.Errorf("capacity %d differs from the first run's %d: the device changed", capacity, ws.Capacity)
@@ -573,6 +586,9 @@ func runGCOnce(ctx context.Context, dev, w string, s gcSetup, o GCOptions, ws *g
 	}
 	r := &gcRun{Steady: ph.steady, Warmup: ph.warm, Why: ph.why, samples: ph.samples, Shared: whole.Shared, Whole: whole,
 		P50us: micros(res.P50), P99us: micros(res.P99), CircZones: circZones, FreeZones: freeZones}
+	if w == WorkUniform {
+		r.FileWritesCV = g.fileWritesCV()
+	}
 	from, end, final := ph.from, ph.end, ph.final
 	// The device bytes of the measured part are those of the host bytes
 	// written in it: the final writeback brings in what it left in the
@@ -732,6 +748,9 @@ func summarizeGC(sum *gcSummary) {
 				r.Baseline, r.MiBpsRatio, r.WAFRatio = base.name(), &mbps, &waf
 			}
 			sum.Configs = append(sum.Configs, r)
+		}
+		if ws.uniform != nil {
+			ws.RefWAF, ws.RefNone, ws.RefNote = uniformLines(ws.uniform, findRow(ws.Rows, "mru/greedy").dataShare(), findRow(ws.Rows, "none/greedy").dataShare())
 		}
 		sum.Verdict = append(sum.Verdict, verdicts(ws)...)
 	}

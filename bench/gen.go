@@ -161,12 +161,15 @@ type gen struct {
 	b         Backend
 	host      atomic.Int64
 	measuring atomic.Bool
-	hist      *hdrhistogram.Histogram
-	histMu    sync.Mutex
+	// fileWrites counts each file's writes once measuring is set
+	// (uniform, hotcold, seed).
+	fileWrites []atomic.Int64
+	hist       *hdrhistogram.Histogram
+	histMu     sync.Mutex
 }
 
 func newGen(s Spec, b Backend) *gen {
-	return &gen{s: s, b: b, hist: newHist()}
+	return &gen{s: s, b: b, hist: newHist(), fileWrites: make([]atomic.Int64, max(s.Files, 1))}
 }
 
 func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, int64(10*time.Second), 3) }
@@ -253,6 +256,23 @@ func (g *gen) write(ctx context.Context, f BackendFile, buf []byte, off int64, h
 	return nil
 }
 
+// fileWritesCV is the coefficient of variation (standard deviation over
+// mean) of the files' writes while measuring; 0 without any.
+func (g *gen) fileWritesCV() float64 {
+	var sum, sq float64
+	for i := range g.fileWrites {
+		n := float64(g.fileWrites[i].Load())
+		sum += n
+		sq += n * n
+	}
+	k := float64(len(g.fileWrites))
+	if sum == 0 {
+		return 0
+	}
+	mean := sum / k
+	return math.Sqrt(max(sq/k-mean*mean, 0)) / mean
+}
+
 func (g *gen) merge(h *hdrhistogram.Histogram) {
 	g.histMu.Lock()
 	g.hist.Merge(h)
@@ -314,6 +334,9 @@ func (g *gen) overwrite(ctx context.Context, files []BackendFile, stop Stop) err
 			}
 			if err := g.write(ctx, files[fi], buf, rng.Int64N(blocks)*s.BS, hist); err != nil {
 				return err
+			}
+			if g.measuring.Load() {
+				g.fileWrites[fi].Add(1)
 			}
 		}
 		return ctx.Err()

@@ -26,7 +26,12 @@ type zoneSim struct {
 	// reserve free zones only GC takes; background GC starts below low
 	// and stops at high free zones.
 	reserve, low, high int
-	host, copied       int64
+	// hdrEvery: a stream (the writers' or GC's) appends a unit that
+	// holds nothing (a record header) after every hdrEvery units of
+	// data appended, host writes and GC's copies counted together (0:
+	// none).
+	hdrEvery           int
+	host, copied, dead int64
 	written            int // units in zones, valid or not
 }
 
@@ -61,12 +66,17 @@ func (s *zoneSim) kill(unit int) {
 	}
 }
 
-// place appends a unit to zone z.
+// place appends a unit to zone z; unit -1 is one that holds nothing
+// (a record header).
 func (s *zoneSim) place(z, unit int) {
 	slot := s.fill[z]
 	s.fill[z]++
 	s.written++
 	s.owner[z][slot] = int32(unit)
+	if unit < 0 {
+		s.dead++
+		return
+	}
 	s.valid[z]++
 	s.loc[unit] = int32(z*s.cap + slot)
 }
@@ -102,11 +112,20 @@ func (s *zoneSim) appendTo(streams []int, st, unit int, forGC bool) {
 	s.place(z, unit)
 }
 
+// headerDue says whether the data unit just appended ends a record: a
+// header unit follows every hdrEvery of them.
+func (s *zoneSim) headerDue() bool {
+	return s.hdrEvery > 0 && (s.host+s.copied)%int64(s.hdrEvery) == 0
+}
+
 // write appends a host write of unit to write stream st.
 func (s *zoneSim) write(st, unit int) {
 	s.kill(unit)
 	s.host++
 	s.appendTo(s.streams, st, unit, false)
+	if s.headerDue() {
+		s.appendTo(s.streams, st, -1, false)
+	}
 	if len(s.free) < s.low {
 		for len(s.free) < s.high && s.collect(16) {
 		}
@@ -144,6 +163,9 @@ func (s *zoneSim) collect(gainDiv int) bool {
 		s.kill(unit)
 		s.appendTo(s.gc, st, unit, true)
 		s.copied++
+		if s.headerDue() {
+			s.appendTo(s.gc, st, -1, true)
+		}
 	}
 	s.written -= s.fill[best]
 	s.fill[best], s.valid[best], s.open[best] = 0, 0, false
@@ -158,8 +180,9 @@ func (s *zoneSim) collect(gainDiv int) bool {
 // the WAF over measure capacities; it also returns the mean space in
 // circulation (zones written, valid or not) at the writes measured, in
 // units.
-func uniformSim(zones, capUnits, live, writeStreams, gcStreams, reserve, low, high int, warm, measure float64, seed uint64) (waf, meanUsed float64) {
+func uniformSim(zones, capUnits, live, writeStreams, gcStreams, reserve, low, high, hdrEvery int, warm, measure float64, seed uint64) (waf, meanUsed, share float64) {
 	s := newZoneSim(zones, capUnits, live, writeStreams, gcStreams, reserve, low, high)
+	s.hdrEvery = hdrEvery
 	rng := rand.New(rand.NewPCG(seed, 1))
 	if gcStreams > 1 {
 		// Under uniform overwrites no file is hotter than another: the
@@ -175,7 +198,7 @@ func uniformSim(zones, capUnits, live, writeStreams, gcStreams, reserve, low, hi
 		u := rng.IntN(live)
 		s.write(stream(u), u)
 	}
-	h0, c0 := s.host, s.copied
+	h0, c0, d0 := s.host, s.copied, s.dead
 	var sum float64
 	n := int(measure * float64(total))
 	for range n {
@@ -183,7 +206,8 @@ func uniformSim(zones, capUnits, live, writeStreams, gcStreams, reserve, low, hi
 		s.write(stream(u), u)
 		sum += float64(s.written)
 	}
-	return float64(s.host-h0+s.copied-c0) / float64(s.host-h0), sum / float64(n)
+	data := float64(s.host - h0 + s.copied - c0)
+	return data / float64(s.host-h0), sum / float64(n), data / (data + float64(s.dead-d0))
 }
 
 // TestGreedyModelMatchesZoneSim checks the uniform workload's reference
@@ -197,21 +221,36 @@ func uniformSim(zones, capUnits, live, writeStreams, gcStreams, reserve, low, hi
 // zones, 2.963) was 8% below the simulated mru WAF (3.23) and 16% below
 // the same simulation with GC holding the free zones between the
 // watermarks (3.45).
+//
+// With a record header's worth of zone space that holds nothing after
+// every 31 units of data, in the writers' zones and GC's alike (the
+// engine's record headers under uniform overwrites once its writers are
+// served in turn: 0.124 header bytes per host byte against 3.86 of data
+// and GC's copies, a data share of 96.9%), the simulated WAF rises by a
+// sixth, and the line must follow it by counting the data's share of the
+// zone bytes (uniformLine): left at the whole circulation it fell 13%
+// below the simulation, as bench gc's uniform verdict read 22-24% above
+// it.
 func TestGreedyModelMatchesZoneSim(t *testing.T) {
 	const zones, capUnits, files, perFile = 248, 128, 16, 1587
 	const reserve, gcStreams = 3, 2
 	live := files * perFile
 	for _, c := range []struct {
-		name string
-		open int
-	}{{"mru", files}, {"none", 1}} {
-		waf, used := uniformSim(zones, capUnits, live, c.open, gcStreams, reserve, 0, 0, 2, 4, 1)
+		name           string
+		open, hdrEvery int
+	}{{"mru", files, 0}, {"none", 1, 0}, {"mru, headers", files, 31}, {"none, headers", 1, 31}} {
+		waf, used, share := uniformSim(zones, capUnits, live, c.open, gcStreams, reserve, 0, 0, c.hdrEvery, 2, 4, 1)
 		circ := uniformCirculation(zones*capUnits, capUnits, reserve, c.open+gcStreams)
-		model := greedyWAF(float64(live) / float64(circ))
-		t.Logf("%s: simulated WAF %.3f, model %.3f (%+.1f%%); written %.1f zones, model's T %.1f",
-			c.name, waf, model, 100*(model/waf-1), used/capUnits, float64(circ)/capUnits)
+		ref := &uniformRef{Live: int64(live), CircMRU: circ, CircNone: circ, ZoneCap: capUnits, Capacity: zones * capUnits}
+		model, _ := uniformLine(ref, share, share)
+		whole := greedyWAF(float64(live) / float64(circ))
+		t.Logf("%s: simulated WAF %.3f, model %.3f (%+.1f%%) at a data share of %.3f, %.3f (%+.1f%%) at the whole circulation; written %.1f zones, model's T %.1f",
+			c.name, waf, model, 100*(model/waf-1), share, whole, 100*(whole/waf-1), used/capUnits, float64(circ)/capUnits)
 		if math.Abs(model/waf-1) > 0.05 {
 			t.Errorf("%s: model %.3f is %+.1f%% from the simulated greedy WAF %.3f (want within 5%%)", c.name, model, 100*(model/waf-1), waf)
+		}
+		if c.hdrEvery > 0 && math.Abs(whole/waf-1) <= 0.05 {
+			t.Errorf("%s: the line at the whole circulation, %.3f, is within 5%% of the simulated WAF %.3f: the headers should matter here", c.name, whole, waf)
 		}
 		if math.Abs(used-float64(circ)) > capUnits {
 			t.Errorf("%s: the simulation kept %.1f zones written; the model's T is %.1f", c.name, used/capUnits, float64(circ)/capUnits)

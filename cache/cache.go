@@ -204,6 +204,12 @@ type Cache struct {
 	dirty                atomic.Int64 // dirty bytes
 	dirtyFiles           atomic.Int64 // files on the dirty list
 	events               wake.Wake    // memory freed, a folio made (evictable), writeback ended
+	// throttled queues the writers waiting in throttle, first come
+	// first served (see throttle); throttledN is its length, read
+	// without thrMu by throttle's fast path. thrMu is a leaf.
+	thrMu      sync.Mutex
+	throttled  []*throttleWaiter
+	throttledN atomic.Int64
 	// shut is closed by Shut, with shutErr set first: waits for memory
 	// and for dirty data to drain return shutErr from then on.
 	shut     chan struct{}
@@ -383,7 +389,7 @@ func (c *Cache) DirtyBytes() int64 { return c.dirty.Load() }
 
 // Throttling says whether a write that starts now waits for dirty bytes
 // to fall (or fails, if writeback keeps failing).
-func (c *Cache) Throttling() bool { return c.dirty.Load() > c.limit }
+func (c *Cache) Throttling() bool { return c.dirty.Load() > c.limit || c.throttledN.Load() > 0 }
 
 // DirtyFileCount is the number of files with dirty data: the engine
 // counts a record header for each when it admits writes.
