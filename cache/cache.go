@@ -94,7 +94,8 @@
 // data share it; writers, read-fills, BeginWriteback, Truncate, Forget and
 // eviction hold it exclusively), then the LRU lock, the dirty-list lock and
 // a folio's state lock, then the buddy allocator's lock; a file's fillMu is a
-// leaf, and so are the file table's shard locks (File, Forget). EndWriteback takes
+// leaf, and so are the file table's shard locks (File, Forget) and
+// thrMu (the throttled writers' queue, taken with no other cache lock held). EndWriteback takes
 // only state locks (and wbMu, a leaf, for the run of writeback
 // failures), like the kernel's I/O completion, which is why the
 // bitmaps need a lock of their own. Eviction runs LRU-first and so only
