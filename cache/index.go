@@ -309,6 +309,17 @@ func (c *Cache) DirtySince(file uint64) (time.Time, bool) {
 	return fs.dirtySince, fs.inDirty
 }
 
+// DirtyIdle returns the file's dirty bytes not under writeback: what a
+// BeginWriteback of it would take, without a budget. Two counters read
+// apart: a hint (writeback's fill), not exact while writeback ends.
+func (c *Cache) DirtyIdle(file uint64) int64 {
+	fs := c.file(file)
+	if fs == nil {
+		return 0
+	}
+	return fs.dirtyBytes.Load() - fs.wbBlocks.Load()<<c.blockShift
+}
+
 // fillRun is a file range [off, end) being read through Backing.
 type fillRun struct{ off, end int64 }
 
