@@ -26,16 +26,7 @@ func TestColdReadsOfABatchEnterTogether(t *testing.T) {
 		want[i] = byte(i*13 + i/bs)
 	}
 	c := dial(t, d.socket)
-	h, _, err := c.Open(ctx, "cold", OpenCreate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.WriteAt(ctx, h, want, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Fsync(ctx, h); err != nil {
-		t.Fatal(err)
-	}
+	h22dWrite(t, c, "cold", want, true)
 	for _, v := range []string{"rings", "socket framing"} {
 		t.Run(v, func(t *testing.T) {
 			// A new daemon: nothing of the file is cached.
