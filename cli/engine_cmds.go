@@ -67,6 +67,12 @@ func (f *engineFlags) config() (engine.Config, error) {
 		return cfg, usagef("--gc-policy: %w", err)
 	}
 	cfg.OpenZones = f.openZones
+	// The engine moves a high watermark that is not above the low one
+	// to two above it: given both, crossed ones are the user's mistake,
+	// not a setting to change behind their back.
+	if f.gcLow > 0 && f.gcHigh > 0 && f.gcHigh <= f.gcLow {
+		return cfg, usagef("--gc-high %d must be above --gc-low %d (GC starts below --gc-low free zones and stops at --gc-high)", f.gcHigh, f.gcLow)
+	}
 	cfg.GC.Low, cfg.GC.High = f.gcLow, f.gcHigh
 	return cfg, nil
 }
