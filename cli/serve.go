@@ -97,8 +97,15 @@ device is served as it is, unless --force is given too, which erases it.`,
 			signal.Ignore(syscall.SIGPIPE)
 			defer signal.Reset(syscall.SIGPIPE)
 			log := slog.Default()
-			if logInf {
+			if logInf && !log.Enabled(cmd.Context(), slog.LevelInfo) {
+				// The engine logs through the default logger (its
+				// "engine: recovered" after an unclean stop among
+				// them): --log-info raises that one too, else its
+				// lifecycle events showed only under -v.
 				log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+				prev := slog.Default()
+				slog.SetDefault(log)
+				defer slog.SetDefault(prev)
 			}
 			return server.Run(cmd.Context(), server.RunConfig{
 				Device: args[0], Socket: socket, Metrics: metrics, Engine: cfg,
