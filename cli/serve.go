@@ -478,7 +478,7 @@ func getInto(ctx context.Context, s *session, name string, h uint32, size int64,
 func copyWhole(ctx context.Context, s *session, name string, h uint32, size int64, dst *os.File, rewind func() error) error {
 	buf := make([]byte, copyChunk)
 	for try := 1; ; try++ {
-		replaced, err := copyOut(ctx, s, h, size, dst, buf)
+		replaced, err := copyOut(ctx, s, name, h, size, dst, buf)
 		s.CloseFile(ctx, h)
 		if err != nil {
 			return err
@@ -618,11 +618,15 @@ func openInterruptible(ctx context.Context, local string, flag int) (*os.File, e
 // replacing while it reads.
 const getTries = 20
 
-// copyOut copies size bytes of the open file h to dst; replaced says the
-// file was replaced or removed while it read (a read answered ENOENT).
-func copyOut(ctx context.Context, s *session, h uint32, size int64, dst *os.File, buf []byte) (replaced bool, err error) {
+// copyOut copies size bytes of the open file h (name) to dst; replaced
+// says the file was replaced or removed while it read (a read answered
+// ENOENT). A failed read is named by the file and the bytes it asked
+// for: "read: input/output error" alone left a user with nothing to go
+// on.
+func copyOut(ctx context.Context, s *session, name string, h uint32, size int64, dst *os.File, buf []byte) (replaced bool, err error) {
 	for off := int64(0); off < size; {
-		n, rerr := s.ReadAt(ctx, h, buf[:min(int64(len(buf)), size-off)], off)
+		want := min(int64(len(buf)), size-off)
+		n, rerr := s.ReadAt(ctx, h, buf[:want], off)
 		if n > 0 {
 			if _, err := dst.Write(buf[:n]); err != nil {
 				return false, err
@@ -636,10 +640,24 @@ func copyOut(ctx context.Context, s *session, h uint32, size int64, dst *os.File
 			return true, nil
 		}
 		if rerr != nil {
-			return false, rerr
+			return false, readError(ctx, name, off, want, rerr)
 		}
 	}
 	return false, nil
+}
+
+// readError is a failed read of name's bytes [off, off+n) as get reports
+// it: which file and where, and for EIO (a block that fails its checksum
+// or a device read that failed) where to look next. An interrupt or a
+// daemon that went away is reported as it is.
+func readError(ctx context.Context, name string, off, n int64, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	if errors.Is(err, syscall.EIO) {
+		return fmt.Errorf("get %q: bytes %d-%d: %w (the daemon's log names the block; 'zonefold fsck DEVICE', with the daemon stopped, lists every damaged one)", name, off, off+n-1, err)
+	}
+	return fmt.Errorf("get %q: bytes %d-%d: %w", name, off, off+n-1, err)
 }
 
 // runMv renames through the daemon, which makes the rename durable
