@@ -288,6 +288,10 @@ func Listen(path string) (*Listener, error) {
 			unlock()
 			return nil, fmt.Errorf("server: %s exists and is not a socket; refusing to replace it", path)
 		}
+		if listening(path) {
+			unlock()
+			return nil, fmt.Errorf("server: socket %s is in use: another program listens on it; refusing to replace it (choose another --socket)", path)
+		}
 		if err := os.Remove(path); err != nil {
 			unlock()
 			return nil, fmt.Errorf("server: remove stale socket: %w", err)
@@ -300,6 +304,22 @@ func Listen(path string) (*Listener, error) {
 	}
 	ul.SetUnlinkOnClose(true)
 	return &Listener{UnixListener: ul, unlock: unlock}, nil
+}
+
+// listening says whether anything is bound to the socket file at path.
+// Only a socket nothing holds (a dead daemon's) refuses a connect with
+// ECONNREFUSED. The probe is a datagram socket's connect, which a
+// stream or seqpacket listener answers with EPROTOTYPE and a datagram
+// one takes without anything reaching its owner: no connection is made
+// that the other program would have to accept.
+func listening(path string) bool {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	err = unix.Connect(fd, &unix.SockaddrUnix{Name: path})
+	return !errors.Is(err, unix.ECONNREFUSED) && !errors.Is(err, unix.ENOENT)
 }
 
 // Close stops listening, removes the socket file, then the lock file, and
