@@ -287,7 +287,8 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 		return err
 	}
 	defer src.Close()
-	if st, err := src.Stat(); err != nil {
+	st, err := src.Stat()
+	if err != nil {
 		return err
 	} else if st.IsDir() {
 		return fmt.Errorf("%s is a directory; put copies one file", local)
@@ -314,7 +315,7 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 		n, rerr := io.ReadFull(src, buf)
 		if n > 0 {
 			if _, err := s.WriteAt(ctx, h, buf[:n], off); err != nil {
-				return err
+				return putError(ctx, name, off, st, err)
 			}
 			off += int64(n)
 		}
@@ -328,7 +329,7 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 	// put promises durability: a crash after it returns loses nothing.
 	// The rename is logged durably by the daemon before it answers.
 	if err := s.Fsync(ctx, h); err != nil {
-		return err
+		return putError(ctx, name, off, st, err)
 	}
 	if err := s.CloseFile(ctx, h); err != nil {
 		return err
@@ -345,6 +346,25 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 	}
 	fmt.Fprintf(s.out, "%s: %s, durable\n", name, human(off))
 	return nil
+}
+
+// putError is a put of name that failed after off bytes were copied
+// from local (st): which file and, for a full device, how far it got and
+// what to do. "write: no space left on device" said neither. An
+// interrupt or a daemon that went away is reported as it is.
+func putError(ctx context.Context, name string, off int64, st os.FileInfo, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	if !errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("put %q: %w", name, err)
+	}
+	of := ""
+	if st.Mode().IsRegular() {
+		of = " of " + human(st.Size())
+	}
+	return fmt.Errorf("put %q: %w, %s%s copied (the device is full: remove files with 'zonefold rm' to make room; %q is as it was and nothing of the copy is kept)",
+		name, err, human(off), of, name)
 }
 
 // tempName is a fresh name in the daemon's reserved temporary space.
