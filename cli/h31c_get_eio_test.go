@@ -18,6 +18,28 @@ import (
 // the daemon's log and fsck.
 func TestGetOfADamagedBlockSaysWhatAndWhere(t *testing.T) {
 	dir := t.TempDir()
+	dev := damagedDevice(t, dir)
+	d := startDaemon(t, dev)
+	args := []string{"get", "victim", filepath.Join(dir, "copy"), "--socket", d.socket}
+	r := runBinary(t, args...)
+	if r.status != 1 {
+		t.Fatalf("get of a damaged file: %+v", r)
+	}
+	checkErrorLine(t, args, r.stderr)
+	for _, want := range []string{`"victim"`, "bytes 0-", "input/output error", "fsck"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("get's error %q does not say %q", r.stderr, want)
+		}
+	}
+	if exists(filepath.Join(dir, "copy")) {
+		t.Error("a failed get left its copy")
+	}
+}
+
+// damagedDevice is an emu device in dir holding one file, "victim",
+// with one data block that fails its checksum.
+func damagedDevice(t *testing.T, dir string) string {
+	t.Helper()
 	path := filepath.Join(dir, "dev")
 	dev := "emu:" + path + "?zone_size=4M&zones=16"
 	d := startDaemon(t, dev)
@@ -50,20 +72,5 @@ func TestGetOfADamagedBlockSaysWhatAndWhere(t *testing.T) {
 	if r := runBinary(t, "fsck", dev); r.status != 1 || !strings.Contains(r.stdout, `DAMAGE: file "victim"`) {
 		t.Fatalf("fsck does not see the damage: %+v", r)
 	}
-
-	d = startDaemon(t, dev)
-	args := []string{"get", "victim", filepath.Join(dir, "copy"), "--socket", d.socket}
-	r := runBinary(t, args...)
-	if r.status != 1 {
-		t.Fatalf("get of a damaged file: %+v", r)
-	}
-	checkErrorLine(t, args, r.stderr)
-	for _, want := range []string{`"victim"`, "bytes 0-", "input/output error", "fsck"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("get's error %q does not say %q", r.stderr, want)
-		}
-	}
-	if exists(filepath.Join(dir, "copy")) {
-		t.Error("a failed get left its copy")
-	}
+	return dev
 }

@@ -41,7 +41,7 @@ func TestZonesReportWithFormat1RefusesAServedDevice(t *testing.T) {
 	}
 	d.cmd.Process.Kill()
 	<-d.done
-	if r := runBinary(t, "fsck", "emu:"+path); r.status != 0 || !strings.Contains(r.stdout, "1 files") {
+	if r := runBinary(t, "fsck", "emu:"+path); r.status != 0 || !strings.Contains(r.stdout, "1 file,") {
 		t.Fatalf("fsck after the report and a kill -9: %+v", r)
 	}
 	// Unclaimed, format=1 still starts a device over, as it says.
