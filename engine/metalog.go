@@ -1089,7 +1089,12 @@ func planFormat(dev zns.Device, opts FormatOptions) (Superblock, error) {
 		return Superblock{}, fmt.Errorf("engine: format: %d zones asked for; the device has %d and zonefold needs at least %d", opts.Zones, g.Zones, least)
 	}
 	if used < least {
-		return Superblock{}, fmt.Errorf("engine: format: the device has %d zones; zonefold needs at least %d (%d data zones after the %d metadata zones)", used, least, data, 2*k)
+		conv := ""
+		if mz[0] > 0 {
+			// The metadata halves start at the first sequential zone.
+			conv = fmt.Sprintf(", %d of them conventional (zonefold uses sequential zones only)", mz[0])
+		}
+		return Superblock{}, fmt.Errorf("engine: format: the device has %d zones%s; zonefold needs at least %d (%d data zones after the %d metadata zones)", used, conv, least, data, 2*k)
 	}
 	// Nor does a device whose open or active limit leaves no data zone
 	// beside metadata and GC: formatted, serve refused it.
