@@ -53,7 +53,7 @@ func newServeCmd() *cobra.Command {
 		Use:   "serve DEVICE",
 		Short: "Serve the files on DEVICE to clients over a Unix socket",
 		Long: `Runs the zonefold daemon: it owns DEVICE and serves its files over a Unix
-socket (docs/protocol.md) to the CLI (stat, ls, put, get, rm) and to fio
+socket (docs/protocol.md) to the CLI (stat, ls, put, get, mv, rm) and to fio
 through fio/engine.c. One daemon per device and per socket: a second one
 is refused. SIGTERM, SIGINT or SIGHUP (its terminal went away) stops it
 cleanly: it stops accepting, finishes in-flight requests, flushes and
