@@ -35,7 +35,7 @@ job with the workload's iodepth. Needs fio and the engine (make fio-engine).`,
 		},
 	}
 	f := cmd.Flags()
-	o.register(f, "write or randwrite")
+	o.register(f, "write", "randwrite")
 	f.StringVar(&o.fioEngine, "fio-engine", "", "the engine .so (default $ZONEFOLD_FIO_ENGINE, else build/fio/zonefold-engine.so)")
 	countVar(f, &o.rounds, "rounds", 3, "alternating rounds of each configuration")
 	return cmd

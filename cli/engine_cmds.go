@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -151,6 +152,8 @@ type runOpts struct {
 	loops    int
 	json     bool
 	force    bool
+	// rws are the --rw values the command takes (register).
+	rws []string
 }
 
 var presets = map[string]func(o *runOpts){
@@ -177,19 +180,20 @@ workloads: seq128k (bs=128k, iodepth 16), 4x1m (4 files, bs=1M, end_fsync),
 			return runBenchRun(cmd, args[0], o)
 		},
 	}
-	o.register(cmd.Flags(), "write, randwrite, read or randread")
+	o.register(cmd.Flags(), "write", "randwrite", "read", "randread")
 	return cmd
 }
 
-// register adds the engine and workload flags; rws says which --rw
-// values the command takes.
-func (o *runOpts) register(f *pflag.FlagSet, rws string) {
+// register adds the engine and workload flags; rws are the --rw values
+// the command takes.
+func (o *runOpts) register(f *pflag.FlagSet, rws ...string) {
+	o.rws = rws
 	o.engineFlags.register(f)
 	countVar(f, &o.files, "files", 1, "files written in parallel")
 	f.StringVar(&o.bs, "bs", "128K", "bytes per operation (e.g. 4K, 1M)")
 	countVar(f, &o.iodepth, "iodepth", 1, "operations in flight per file")
 	f.StringVar(&o.size, "size", "64M", "bytes per file (e.g. 64M, 1G)")
-	f.StringVar(&o.rw, "rw", "write", rws)
+	f.StringVar(&o.rw, "rw", "write", orList(rws))
 	f.BoolVar(&o.endFsync, "end-fsync", false, "fsync every file at the end (timed)")
 	f.StringVar(&o.preset, "preset", "", "seq128k, 4x1m, 16x8k or 4k-qd128 (flags given explicitly still win)")
 	numberVar(f, &o.scale, "scale", 1, "multiply the per-file size by this")
@@ -261,6 +265,21 @@ func (o runOpts) resolve(cmd *cobra.Command) (runOpts, bench.Workload, engine.Co
 		return o, w, cfg, usagef("--scale %v: want > 0", o.scale)
 	}
 	size = int64(float64(size)*o.scale) / bs * bs
+	// The workload's own checks (bench.Workload) named no flag, exited
+	// 1, and came after the device was opened, and formatted under
+	// --force: a typo erased it first.
+	switch {
+	case o.files < 1:
+		return o, w, cfg, usagef("--files %d: want at least 1", o.files)
+	case o.iodepth < 1 || o.iodepth > maxBenchIODepth:
+		return o, w, cfg, usagef("--iodepth %d: want 1 to %d", o.iodepth, maxBenchIODepth)
+	case bs > maxBenchBS:
+		return o, w, cfg, usagef("--bs %s: want at most %s", o.bs, human(maxBenchBS))
+	case size < bs:
+		return o, w, cfg, usagef("--size %s (times --scale %v) is less than --bs %s: want at least one block per file", o.size, o.scale, o.bs)
+	case !slices.Contains(o.rws, o.rw):
+		return o, w, cfg, usagef("--rw %q: want %s", o.rw, orList(o.rws))
+	}
 	w = bench.Workload{Files: o.files, BS: int(bs), IODepth: o.iodepth, Size: size, RW: o.rw, EndFsync: o.endFsync, Seed: 1, Loops: o.loops}
 	return o, w, cfg, nil
 }
@@ -285,4 +304,18 @@ func zoneRange(first, n int) string {
 		return strconv.Itoa(first)
 	}
 	return fmt.Sprintf("%d-%d", first, first+n-1)
+}
+
+// The workload's bounds (bench.Workload's check), as flags.
+const (
+	maxBenchIODepth = 1024
+	maxBenchBS      = 64 << 20
+)
+
+// orList is "a", "a or b", "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
