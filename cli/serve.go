@@ -16,7 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
+
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -199,7 +199,7 @@ func runStat(ctx context.Context, s *session, _ []string) error {
 	if s.json {
 		return writeJSON(s.out, st)
 	}
-	tw := tabwriter.NewWriter(s.out, 0, 0, 2, ' ', 0)
+	tw := newLeftTable(s.out)
 	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
 	row("host written", human(st.HostWritten))
 	row("host read", human(st.HostRead))
@@ -245,7 +245,7 @@ func newLsCmd() *cobra.Command {
 				}
 				return nil
 			}
-			tw := tabwriter.NewWriter(s.out, 0, 0, 2, ' ', 0)
+			tw := newLeftTable(s.out)
 			for _, e := range list {
 				fmt.Fprintf(tw, "%s\t%s\n", human(e.Size), listedName(e.Name))
 			}
