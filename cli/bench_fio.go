@@ -30,6 +30,9 @@ job with the workload's iodepth. Needs fio and the engine (make fio-engine).`,
 			if err != nil {
 				return err
 			}
+			if err := refuseStartOver(args[0], ro.force, "give --force too, or drop format=1"); err != nil {
+				return err
+			}
 			return bench.Fio(cmd.Context(), cmd.OutOrStdout(), args[0],
 				bench.FioOptions{Workload: w, Config: cfg, FioEngine: o.fioEngine, Rounds: o.rounds, JSON: ro.json, Force: ro.force})
 		},

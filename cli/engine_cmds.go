@@ -89,6 +89,9 @@ first two sequential zones. A device that holds data is refused unless
 --force is given.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			if err := refuseStartOver(args[0], force, "give --force too, or drop format=1"); err != nil {
+				return err
+			}
 			dev, release, err := openClaimed(args[0])
 			if err != nil {
 				return err
@@ -113,6 +116,18 @@ first two sequential zones. A device that holds data is refused unless
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	countVar(cmd.Flags(), &zones, "zones", 0, "use only the first N zones (0: all)")
 	return cmd
+}
+
+// refuseStartOver refuses an emu device string with format=1, which
+// erases the device as it opens, unless the command was told to erase
+// (erase); how says what would tell it. fsck took such a string and
+// erased the device it was to check without changing; format, serve
+// and the benches erased a device holding data without --force.
+func refuseStartOver(device string, erase bool, how string) error {
+	if erase || !zns.StartsOver(device) {
+		return nil
+	}
+	return usagef("%s: format=1 in the device string erases the device; %s", device, how)
 }
 
 // openClaimed claims device as the daemon does (so that nothing here
@@ -211,6 +226,9 @@ func benchForceVar(f *pflag.FlagSet, force *bool) {
 func runBenchRun(cmd *cobra.Command, device string, o runOpts) error {
 	o, w, cfg, err := o.resolve(cmd)
 	if err != nil {
+		return err
+	}
+	if err := refuseStartOver(device, o.force, "give --force too, or drop format=1"); err != nil {
 		return err
 	}
 	ro := bench.RunOptions{Workload: w, Config: cfg, JSON: o.json, Force: o.force}

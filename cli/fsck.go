@@ -21,6 +21,9 @@ zone (header and data checksums) and checks that every file's extents point
 at records that carry them. Prints a report; exits non-zero on damage.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			if err := refuseStartOver(args[0], false, "fsck never writes: drop format=1"); err != nil {
+				return err
+			}
 			// A daemon writing meanwhile would make the report
 			// meaningless: claim the device as the daemon does.
 			dev, release, err := openClaimed(args[0])

@@ -80,6 +80,9 @@ device is served as it is, unless --force is given too, which erases it.`,
 			if force && !format {
 				return usagef("--force only goes with --format")
 			}
+			if err := refuseStartOver(args[0], format && force, "give --format --force too, or drop format=1"); err != nil {
+				return err
+			}
 			if maxShm <= 0 {
 				return usagef("--max-shared-memory must be more than 0")
 			}
