@@ -2,7 +2,6 @@ package server
 
 import (
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,9 +63,4 @@ func TestListenRefusesASocketAnotherProgramListensOn(t *testing.T) {
 		}
 		l.Close()
 	})
-}
-
-func exists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
 }
