@@ -49,6 +49,11 @@ func (f *engineFlags) config() (engine.Config, error) {
 	if err != nil {
 		return cfg, usagef("--cache: %w", err)
 	}
+	if n == 0 {
+		// The engine reads 0 as "the default": 256 MiB held for a
+		// user who asked for none.
+		return cfg, usagef("--cache 0: every read and write goes through the cache; want 4 KiB to 8 TiB")
+	}
 	cfg.CacheBytes = n
 	cfg.ReadaheadMax = f.readahead
 	if f.readahead == 0 {
