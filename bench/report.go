@@ -109,6 +109,10 @@ func CheckErasable(device string, force bool) error {
 	if force || device == "" || strings.HasPrefix(device, "null:") {
 		return nil
 	}
+	if zns.StartsOver(device) {
+		// The open below would erase it before anything is checked.
+		return fmt.Errorf("%s: format=1 in the device string erases the device; give --force too, or drop format=1", device)
+	}
 	dev, lock, err := claimDevice(device)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/internal/report"
 )
 
 // RunOptions configure bench run.
@@ -33,6 +34,13 @@ func Run(ctx context.Context, out io.Writer, device string, o RunOptions) error 
 		return err
 	}
 	defer release() // after Close, which the function does itself
+	// Files that cannot fit the data zones failed only at the end of
+	// the device, with the engine's admission internals: say it first.
+	if need, capacity := int64(w.Files)*w.Size, e.Capacity(); need > capacity {
+		e.Close()
+		return fmt.Errorf("bench run: %d files x %s (%s) need more than the device's %s of data zones: lower --size, --files or --scale",
+			w.Files, report.Human(w.Size), report.Human(need), report.Human(capacity))
+	}
 	if o.Progress != nil {
 		bar := newProgress(o.Progress, int64(w.Files)*w.Size, "bench run")
 		w.Progress = func(done, _ int64) { _ = bar.Set64(done) }

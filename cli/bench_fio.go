@@ -30,12 +30,15 @@ job with the workload's iodepth. Needs fio and the engine (make fio-engine).`,
 			if err != nil {
 				return err
 			}
+			if err := refuseStartOver(args[0], ro.force, "give --force too, or drop format=1"); err != nil {
+				return err
+			}
 			return bench.Fio(cmd.Context(), cmd.OutOrStdout(), args[0],
 				bench.FioOptions{Workload: w, Config: cfg, FioEngine: o.fioEngine, Rounds: o.rounds, JSON: ro.json, Force: ro.force})
 		},
 	}
 	f := cmd.Flags()
-	o.register(f, "write or randwrite")
+	o.register(f, "write", "randwrite")
 	f.StringVar(&o.fioEngine, "fio-engine", "", "the engine .so (default $ZONEFOLD_FIO_ENGINE, else build/fio/zonefold-engine.so)")
 	countVar(f, &o.rounds, "rounds", 3, "alternating rounds of each configuration")
 	return cmd

@@ -495,10 +495,13 @@ func TestCLIPutOutOfSpace(t *testing.T) {
 	if err := os.WriteFile(big, bytes.Repeat([]byte("incompressible enough "), 16<<20/22), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// It names the file and says what is left of it and what to do:
+	// "zonefold: write: no space left on device" did neither.
 	r := runBinary(t, "put", big, "big", "--socket", d.socket)
-	if r.status != 1 || r.stderr != "zonefold: write: no space left on device\n" {
+	if r.status != 1 || !regexp.MustCompile(`^zonefold: put "big": write: no space left on device, [0-9.]+ (B|KiB|MiB) of [0-9.]+ MiB copied \(the device is full: remove files with 'zonefold rm' to make room; "big" is as it was and nothing of the copy is kept\)\n$`).MatchString(r.stderr) {
 		t.Fatalf("put past the capacity: %+v", r)
 	}
+	checkErrorLine(t, []string{"put"}, r.stderr)
 	if r = runBinary(t, "ls", "--socket", d.socket); r.stdout != "" {
 		t.Fatalf("a put that ran out of space left %q", r.stdout)
 	}

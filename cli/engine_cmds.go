@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,6 +49,11 @@ func (f *engineFlags) config() (engine.Config, error) {
 	if err != nil {
 		return cfg, usagef("--cache: %w", err)
 	}
+	if n == 0 {
+		// The engine reads 0 as "the default": 256 MiB held for a
+		// user who asked for none.
+		return cfg, usagef("--cache 0: every read and write goes through the cache; want 4 KiB to 8 TiB")
+	}
 	cfg.CacheBytes = n
 	cfg.ReadaheadMax = f.readahead
 	if f.readahead == 0 {
@@ -67,6 +73,12 @@ func (f *engineFlags) config() (engine.Config, error) {
 		return cfg, usagef("--gc-policy: %w", err)
 	}
 	cfg.OpenZones = f.openZones
+	// The engine moves a high watermark that is not above the low one
+	// to two above it: given both, crossed ones are the user's mistake,
+	// not a setting to change behind their back.
+	if f.gcLow > 0 && f.gcHigh > 0 && f.gcHigh <= f.gcLow {
+		return cfg, usagef("--gc-high %d must be above --gc-low %d (GC starts below --gc-low free zones and stops at --gc-high)", f.gcHigh, f.gcLow)
+	}
 	cfg.GC.Low, cfg.GC.High = f.gcLow, f.gcHigh
 	return cfg, nil
 }
@@ -82,6 +94,9 @@ first two sequential zones. A device that holds data is refused unless
 --force is given.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			if err := refuseStartOver(args[0], force, "give --force too, or drop format=1"); err != nil {
+				return err
+			}
 			dev, release, err := openClaimed(args[0])
 			if err != nil {
 				return err
@@ -106,6 +121,18 @@ first two sequential zones. A device that holds data is refused unless
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	countVar(cmd.Flags(), &zones, "zones", 0, "use only the first N zones (0: all)")
 	return cmd
+}
+
+// refuseStartOver refuses an emu device string with format=1, which
+// erases the device as it opens, unless the command was told to erase
+// (erase); how says what would tell it. fsck took such a string and
+// erased the device it was to check without changing; format, serve
+// and the benches erased a device holding data without --force.
+func refuseStartOver(device string, erase bool, how string) error {
+	if erase || !zns.StartsOver(device) {
+		return nil
+	}
+	return usagef("%s: format=1 in the device string erases the device; %s", device, how)
 }
 
 // openClaimed claims device as the daemon does (so that nothing here
@@ -145,6 +172,8 @@ type runOpts struct {
 	loops    int
 	json     bool
 	force    bool
+	// rws are the --rw values the command takes (register).
+	rws []string
 }
 
 var presets = map[string]func(o *runOpts){
@@ -171,19 +200,20 @@ workloads: seq128k (bs=128k, iodepth 16), 4x1m (4 files, bs=1M, end_fsync),
 			return runBenchRun(cmd, args[0], o)
 		},
 	}
-	o.register(cmd.Flags(), "write, randwrite, read or randread")
+	o.register(cmd.Flags(), "write", "randwrite", "read", "randread")
 	return cmd
 }
 
-// register adds the engine and workload flags; rws says which --rw
-// values the command takes.
-func (o *runOpts) register(f *pflag.FlagSet, rws string) {
+// register adds the engine and workload flags; rws are the --rw values
+// the command takes.
+func (o *runOpts) register(f *pflag.FlagSet, rws ...string) {
+	o.rws = rws
 	o.engineFlags.register(f)
 	countVar(f, &o.files, "files", 1, "files written in parallel")
 	f.StringVar(&o.bs, "bs", "128K", "bytes per operation (e.g. 4K, 1M)")
 	countVar(f, &o.iodepth, "iodepth", 1, "operations in flight per file")
 	f.StringVar(&o.size, "size", "64M", "bytes per file (e.g. 64M, 1G)")
-	f.StringVar(&o.rw, "rw", "write", rws)
+	f.StringVar(&o.rw, "rw", "write", orList(rws))
 	f.BoolVar(&o.endFsync, "end-fsync", false, "fsync every file at the end (timed)")
 	f.StringVar(&o.preset, "preset", "", "seq128k, 4x1m, 16x8k or 4k-qd128 (flags given explicitly still win)")
 	numberVar(f, &o.scale, "scale", 1, "multiply the per-file size by this")
@@ -201,6 +231,9 @@ func benchForceVar(f *pflag.FlagSet, force *bool) {
 func runBenchRun(cmd *cobra.Command, device string, o runOpts) error {
 	o, w, cfg, err := o.resolve(cmd)
 	if err != nil {
+		return err
+	}
+	if err := refuseStartOver(device, o.force, "give --force too, or drop format=1"); err != nil {
 		return err
 	}
 	ro := bench.RunOptions{Workload: w, Config: cfg, JSON: o.json, Force: o.force}
@@ -255,6 +288,21 @@ func (o runOpts) resolve(cmd *cobra.Command) (runOpts, bench.Workload, engine.Co
 		return o, w, cfg, usagef("--scale %v: want > 0", o.scale)
 	}
 	size = int64(float64(size)*o.scale) / bs * bs
+	// The workload's own checks (bench.Workload) named no flag, exited
+	// 1, and came after the device was opened, and formatted under
+	// --force: a typo erased it first.
+	switch {
+	case o.files < 1:
+		return o, w, cfg, usagef("--files %d: want at least 1", o.files)
+	case o.iodepth < 1 || o.iodepth > maxBenchIODepth:
+		return o, w, cfg, usagef("--iodepth %d: want 1 to %d", o.iodepth, maxBenchIODepth)
+	case bs > maxBenchBS:
+		return o, w, cfg, usagef("--bs %s: want at most %s", o.bs, human(maxBenchBS))
+	case size < bs:
+		return o, w, cfg, usagef("--size %s (times --scale %v) is less than --bs %s: want at least one block per file", o.size, o.scale, o.bs)
+	case !slices.Contains(o.rws, o.rw):
+		return o, w, cfg, usagef("--rw %q: want %s", o.rw, orList(o.rws))
+	}
 	w = bench.Workload{Files: o.files, BS: int(bs), IODepth: o.iodepth, Size: size, RW: o.rw, EndFsync: o.endFsync, Seed: 1, Loops: o.loops}
 	return o, w, cfg, nil
 }
@@ -279,4 +327,18 @@ func zoneRange(first, n int) string {
 		return strconv.Itoa(first)
 	}
 	return fmt.Sprintf("%d-%d", first, first+n-1)
+}
+
+// The workload's bounds (bench.Workload's check), as flags.
+const (
+	maxBenchIODepth = 1024
+	maxBenchBS      = 64 << 20
+)
+
+// orList is "a", "a or b", "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }

@@ -21,6 +21,9 @@ zone (header and data checksums) and checks that every file's extents point
 at records that carry them. Prints a report; exits non-zero on damage.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			if err := refuseStartOver(args[0], false, "fsck never writes: drop format=1"); err != nil {
+				return err
+			}
 			// A daemon writing meanwhile would make the report
 			// meaningless: claim the device as the daemon does.
 			dev, release, err := openClaimed(args[0])
@@ -39,8 +42,8 @@ at records that carry them. Prints a report; exits non-zero on damage.`,
 				}
 			} else {
 				fmt.Fprintf(out, "%s: uuid %s, %d of %d zones used\n", args[0], rep.Superblock.ID(), rep.Superblock.UsedZones, rep.Superblock.Zones)
-				fmt.Fprintf(out, "%d files, %d extents, %s live; %d records; %d replayed past the checkpoint\n",
-					rep.Files, rep.Extents, human(rep.LiveBytes), rep.Records, rep.Replayed)
+				fmt.Fprintf(out, "%s, %s, %s live; %s; %d replayed past the checkpoint\n",
+					counted(rep.Files, "file"), counted(rep.Extents, "extent"), human(rep.LiveBytes), counted(rep.Records, "record"), rep.Replayed)
 				for _, n := range rep.Notes {
 					fmt.Fprintln(out, "note:", n)
 				}
@@ -52,11 +55,19 @@ at records that carry them. Prints a report; exits non-zero on damage.`,
 				}
 			}
 			if len(rep.Problems) > 0 {
-				return fmt.Errorf("%s: %w (%d problems)", args[0], errDamaged, len(rep.Problems))
+				return fmt.Errorf("%s: %w (%s)", args[0], errDamaged, counted(len(rep.Problems), "problem"))
 			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	return cmd
+}
+
+// counted is n things: "1 file", "2 files".
+func counted[N int | int64](n N, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }

@@ -34,7 +34,7 @@ func TestFormatWriteFsck(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out := run("fsck", devName)
-	if code != 0 || !strings.Contains(out, "1 files") || !strings.Contains(out, "clean") {
+	if code != 0 || !strings.Contains(out, "1 file,") || !strings.Contains(out, "clean") {
 		t.Fatalf("fsck of a clean device: exit %d\n%s", code, out)
 	}
 	if code, out := run("format", devName); code == 0 {

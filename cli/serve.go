@@ -16,7 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
+
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -53,7 +53,7 @@ func newServeCmd() *cobra.Command {
 		Use:   "serve DEVICE",
 		Short: "Serve the files on DEVICE to clients over a Unix socket",
 		Long: `Runs the zonefold daemon: it owns DEVICE and serves its files over a Unix
-socket (docs/protocol.md) to the CLI (stat, ls, put, get, rm) and to fio
+socket (docs/protocol.md) to the CLI (stat, ls, put, get, mv, rm) and to fio
 through fio/engine.c. One daemon per device and per socket: a second one
 is refused. SIGTERM, SIGINT or SIGHUP (its terminal went away) stops it
 cleanly: it stops accepting, finishes in-flight requests, flushes and
@@ -80,6 +80,9 @@ device is served as it is, unless --force is given too, which erases it.`,
 			if force && !format {
 				return usagef("--force only goes with --format")
 			}
+			if err := refuseStartOver(args[0], format && force, "give --format --force too, or drop format=1"); err != nil {
+				return err
+			}
 			if maxShm <= 0 {
 				return usagef("--max-shared-memory must be more than 0")
 			}
@@ -97,8 +100,15 @@ device is served as it is, unless --force is given too, which erases it.`,
 			signal.Ignore(syscall.SIGPIPE)
 			defer signal.Reset(syscall.SIGPIPE)
 			log := slog.Default()
-			if logInf {
+			if logInf && !log.Enabled(cmd.Context(), slog.LevelInfo) {
+				// The engine logs through the default logger (its
+				// "engine: recovered" after an unclean stop among
+				// them): --log-info raises that one too, else its
+				// lifecycle events showed only under -v.
 				log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+				prev := slog.Default()
+				slog.SetDefault(log)
+				defer slog.SetDefault(prev)
 			}
 			return server.Run(cmd.Context(), server.RunConfig{
 				Device: args[0], Socket: socket, Metrics: metrics, Engine: cfg,
@@ -192,7 +202,7 @@ func runStat(ctx context.Context, s *session, _ []string) error {
 	if s.json {
 		return writeJSON(s.out, st)
 	}
-	tw := tabwriter.NewWriter(s.out, 0, 0, 2, ' ', 0)
+	tw := newLeftTable(s.out)
 	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
 	row("host written", human(st.HostWritten))
 	row("host read", human(st.HostRead))
@@ -238,7 +248,7 @@ func newLsCmd() *cobra.Command {
 				}
 				return nil
 			}
-			tw := tabwriter.NewWriter(s.out, 0, 0, 2, ' ', 0)
+			tw := newLeftTable(s.out)
 			for _, e := range list {
 				fmt.Fprintf(tw, "%s\t%s\n", human(e.Size), listedName(e.Name))
 			}
@@ -280,7 +290,8 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 		return err
 	}
 	defer src.Close()
-	if st, err := src.Stat(); err != nil {
+	st, err := src.Stat()
+	if err != nil {
 		return err
 	} else if st.IsDir() {
 		return fmt.Errorf("%s is a directory; put copies one file", local)
@@ -307,7 +318,7 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 		n, rerr := io.ReadFull(src, buf)
 		if n > 0 {
 			if _, err := s.WriteAt(ctx, h, buf[:n], off); err != nil {
-				return err
+				return putError(ctx, name, off, st, err)
 			}
 			off += int64(n)
 		}
@@ -321,7 +332,7 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 	// put promises durability: a crash after it returns loses nothing.
 	// The rename is logged durably by the daemon before it answers.
 	if err := s.Fsync(ctx, h); err != nil {
-		return err
+		return putError(ctx, name, off, st, err)
 	}
 	if err := s.CloseFile(ctx, h); err != nil {
 		return err
@@ -338,6 +349,25 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 	}
 	fmt.Fprintf(s.out, "%s: %s, durable\n", name, human(off))
 	return nil
+}
+
+// putError is a put of name that failed after off bytes were copied
+// from local (st): which file and, for a full device, how far it got and
+// what to do. "write: no space left on device" said neither. An
+// interrupt or a daemon that went away is reported as it is.
+func putError(ctx context.Context, name string, off int64, st os.FileInfo, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	if !errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("put %q: %w", name, err)
+	}
+	of := ""
+	if st.Mode().IsRegular() {
+		of = " of " + human(st.Size())
+	}
+	return fmt.Errorf("put %q: %w, %s%s copied (the device is full: remove files with 'zonefold rm' to make room; %q is as it was and nothing of the copy is kept)",
+		name, err, human(off), of, name)
 }
 
 // tempName is a fresh name in the daemon's reserved temporary space.
@@ -471,7 +501,7 @@ func getInto(ctx context.Context, s *session, name string, h uint32, size int64,
 func copyWhole(ctx context.Context, s *session, name string, h uint32, size int64, dst *os.File, rewind func() error) error {
 	buf := make([]byte, copyChunk)
 	for try := 1; ; try++ {
-		replaced, err := copyOut(ctx, s, h, size, dst, buf)
+		replaced, err := copyOut(ctx, s, name, h, size, dst, buf)
 		s.CloseFile(ctx, h)
 		if err != nil {
 			return err
@@ -611,11 +641,15 @@ func openInterruptible(ctx context.Context, local string, flag int) (*os.File, e
 // replacing while it reads.
 const getTries = 20
 
-// copyOut copies size bytes of the open file h to dst; replaced says the
-// file was replaced or removed while it read (a read answered ENOENT).
-func copyOut(ctx context.Context, s *session, h uint32, size int64, dst *os.File, buf []byte) (replaced bool, err error) {
+// copyOut copies size bytes of the open file h (name) to dst; replaced
+// says the file was replaced or removed while it read (a read answered
+// ENOENT). A failed read is named by the file and the bytes it asked
+// for: "read: input/output error" alone left a user with nothing to go
+// on.
+func copyOut(ctx context.Context, s *session, name string, h uint32, size int64, dst *os.File, buf []byte) (replaced bool, err error) {
 	for off := int64(0); off < size; {
-		n, rerr := s.ReadAt(ctx, h, buf[:min(int64(len(buf)), size-off)], off)
+		want := min(int64(len(buf)), size-off)
+		n, rerr := s.ReadAt(ctx, h, buf[:want], off)
 		if n > 0 {
 			if _, err := dst.Write(buf[:n]); err != nil {
 				return false, err
@@ -629,10 +663,24 @@ func copyOut(ctx context.Context, s *session, h uint32, size int64, dst *os.File
 			return true, nil
 		}
 		if rerr != nil {
-			return false, rerr
+			return false, readError(ctx, name, off, want, rerr)
 		}
 	}
 	return false, nil
+}
+
+// readError is a failed read of name's bytes [off, off+n) as get reports
+// it: which file and where, and for EIO (a block that fails its checksum
+// or a device read that failed) where to look next. An interrupt or a
+// daemon that went away is reported as it is.
+func readError(ctx context.Context, name string, off, n int64, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	if errors.Is(err, syscall.EIO) {
+		return fmt.Errorf("get %q: bytes %d-%d: %w (the daemon's log names the block; 'zonefold fsck DEVICE', with the daemon stopped, lists every damaged one)", name, off, off+n-1, err)
+	}
+	return fmt.Errorf("get %q: bytes %d-%d: %w", name, off, off+n-1, err)
 }
 
 // runMv renames through the daemon, which makes the rename durable

@@ -62,7 +62,18 @@ func withDevice(device string, fn func(d zns.Device) error) error {
 	return err
 }
 
-func runZonesReport(w io.Writer, device string, asJSON bool) error {
+func runZonesReport(w io.Writer, device string, asJSON bool) (err error) {
+	if zns.StartsOver(device) {
+		// format=1 erases the device as it opens: claimed as format
+		// claims it, or a report reset a served device's zones under
+		// its daemon.
+		d, release, cerr := openClaimed(device)
+		if cerr != nil {
+			return cerr
+		}
+		defer func() { release(err == nil) }()
+		return printReport(w, device, d, asJSON)
+	}
 	return withDevice(device, func(d zns.Device) error { return printReport(w, device, d, asJSON) })
 }
 

@@ -1056,6 +1056,12 @@ func CheckEmpty(dev zns.Device, zones int) error {
 // Format's checks of dev and opts, writing nothing.
 func planFormat(dev zns.Device, opts FormatOptions) (Superblock, error) {
 	g := dev.Geometry()
+	// A device the engine cannot open gets no file system: a block size
+	// above BlockSize used to fail only at the first metadata write,
+	// after every zone was reset.
+	if err := checkGeometry(g); err != nil {
+		return Superblock{}, err
+	}
 	if !opts.Force {
 		if err := CheckEmpty(dev, opts.Zones); err != nil {
 			return Superblock{}, err
@@ -1083,7 +1089,18 @@ func planFormat(dev zns.Device, opts FormatOptions) (Superblock, error) {
 		return Superblock{}, fmt.Errorf("engine: format: %d zones asked for; the device has %d and zonefold needs at least %d", opts.Zones, g.Zones, least)
 	}
 	if used < least {
-		return Superblock{}, fmt.Errorf("engine: format: the device has %d zones; zonefold needs at least %d (%d data zones after the %d metadata zones)", used, least, data, 2*k)
+		conv := ""
+		if mz[0] > 0 {
+			// The metadata halves start at the first sequential zone.
+			conv = fmt.Sprintf(", %d of them conventional (zonefold uses sequential zones only)", mz[0])
+		}
+		return Superblock{}, fmt.Errorf("engine: format: the device has %d zones%s; zonefold needs at least %d (%d data zones after the %d metadata zones)", used, conv, least, data, 2*k)
+	}
+	// Nor does a device whose open or active limit leaves no data zone
+	// beside metadata and GC: formatted, serve refused it.
+	cfg := Config{GC: gc}
+	if _, _, err := planOpenZones(&cfg, g, used-mz[1]-k); err != nil {
+		return Superblock{}, err
 	}
 	uuid, err := newUUID()
 	if err != nil {

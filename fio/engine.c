@@ -370,6 +370,15 @@ static int zf_connect(struct thread_data *td, struct zf_data *zd, size_t data_by
 			log_err("zonefold: the daemon speaks protocol version %u, this engine %u: "
 				"rebuild the engine (make fio-engine) from the daemon's source\n",
 				(unsigned) rep[4] | (unsigned) rep[5] << 8, ZF_VERSION);
+		else if (err == -ENOMEM)
+			log_err("zonefold: daemon refused the connection: %s (the daemon's "
+				"--max-shared-memory has no room for this job's region: lower iodepth "
+				"or bs, or restart the daemon with a larger --max-shared-memory)\n",
+				strerror(-err));
+		else if (err == -EUSERS)
+			log_err("zonefold: daemon refused the connection: %s (the daemon serves "
+				"--max-clients clients already: run fewer jobs at once, or restart "
+				"it with a larger --max-clients)\n", strerror(-err));
 		else
 			log_err("zonefold: daemon refused the connection: %s\n", strerror(-err));
 		goto fail;

@@ -206,7 +206,7 @@ func (c *Client) hello(ctx context.Context, size uint64, version uint16) error {
 		if rep.Status == StatusVersion {
 			return fmt.Errorf("zonefold: daemon refused the connection: %w", &versionError{speaks: rep.Version, asked: version})
 		}
-		return fmt.Errorf("zonefold: daemon refused the connection: %w", rep.Status)
+		return fmt.Errorf("zonefold: daemon refused the connection: %w%s", rep.Status, refusedWhy(rep.Status))
 	}
 	if fd < 0 {
 		return errors.New("zonefold: hello reply without the region")
@@ -983,4 +983,17 @@ func (c *Client) transfer(ctx context.Context, op Op, h uint32, p []byte, off in
 		}
 	}
 	return done, nil
+}
+
+// refusedWhy says which of the daemon's caps a refused hello met: the
+// bare errno ("cannot allocate memory", "too many users") read as the
+// machine's state, not the daemon's setting.
+func refusedWhy(st Status) string {
+	switch st {
+	case StatusNoMemory:
+		return " (the daemon's --max-shared-memory has no room for this client's region: retry once other clients have gone, or restart the daemon with a larger --max-shared-memory)"
+	case StatusTooManyClients:
+		return " (the daemon serves --max-clients clients already: retry once some have gone, or restart it with a larger --max-clients)"
+	}
+	return ""
 }

@@ -6,8 +6,10 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -116,7 +118,8 @@ func devicePath(device string) string {
 // a command that must not run beside one (format, fsck, zone management).
 type DeviceLock struct {
 	f       *os.File
-	created string // an emu file this lock created
+	anchor  *os.File // a device node's device, locked whatever node names it (lockAnchor)
+	created string   // an emu file this lock created
 }
 
 // LockDevice claims device for this process; a second claim, from this
@@ -131,9 +134,9 @@ func LockDevice(device string) (*DeviceLock, error) {
 		return &DeviceLock{}, nil
 	}
 	emu := strings.HasPrefix(device, "emu:")
-	f, err := lockDeviceFile(path, emu)
+	f, anchor, err := lockDeviceFile(path, emu)
 	if err == nil {
-		return &DeviceLock{f: f}, nil
+		return &DeviceLock{f: f, anchor: anchor}, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) || !emu {
 		return nil, err
@@ -142,10 +145,10 @@ func LockDevice(device string) (*DeviceLock, error) {
 	if cerr != nil {
 		if errors.Is(cerr, fs.ErrExist) {
 			// Someone created it meanwhile: lock it as it is.
-			if f, err = lockDeviceFile(path, emu); err != nil {
+			if f, anchor, err = lockDeviceFile(path, emu); err != nil {
 				return nil, err
 			}
-			return &DeviceLock{f: f}, nil
+			return &DeviceLock{f: f, anchor: anchor}, nil
 		}
 		return nil, fmt.Errorf("server: create %s: %w", path, cerr)
 	}
@@ -165,30 +168,86 @@ func inUse(path string) error {
 }
 
 // lockDeviceFile opens path without reading from it and locks it; emu
-// says whether it is to hold an emulated device.
-func lockDeviceFile(path string, emu bool) (*os.File, error) {
+// says whether it is to hold an emulated device. A device node's device
+// is locked too (anchor, nil for a regular file): the node's own lock
+// is its inode's, and a second node of the same device (mknod, a
+// container's /dev) locked another inode, so a second daemon served the
+// device and format erased it under the first.
+func lockDeviceFile(path string, emu bool) (f, anchor *os.File, err error) {
 	// O_NONBLOCK: opening a FIFO for reading would wait for a writer.
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	f, err = os.OpenFile(path, os.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, fmt.Errorf("server: lock device %s: %w", path, err)
+		return nil, nil, fmt.Errorf("server: lock device %s: %w", path, err)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("server: lock device %s: %w", path, err)
+		return nil, nil, fmt.Errorf("server: lock device %s: %w", path, err)
 	}
 	if err := checkDeviceMode(path, st.Mode(), emu); err != nil {
 		f.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	if err := flockNB(f); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, inUse(path)
+			return nil, nil, inUse(path)
+		}
+		return nil, nil, fmt.Errorf("server: lock device %s: %w", path, err)
+	}
+	if anchor, err = lockAnchor(path, st); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, anchor, nil
+}
+
+// lockAnchor locks the device behind the device node at path (st): its
+// directory in sysfs, one inode however many nodes name the device. An
+// NVMe generic node (/dev/ngXnY) is locked as its namespace's block
+// device (nvmeXnY, beside it in sysfs) where there is one, so that
+// /dev/ng0n1 and /dev/nvme0n1 are one claim. Nil for a regular file,
+// and for a device sysfs does not show (then the node's lock is all).
+func lockAnchor(path string, st fs.FileInfo) (*os.File, error) {
+	m := st.Mode()
+	if m&fs.ModeDevice == 0 {
+		return nil, nil
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil, nil
+	}
+	kind := "block"
+	if m&fs.ModeCharDevice != 0 {
+		kind = "char"
+	}
+	dir, err := filepath.EvalSymlinks(fmt.Sprintf("/sys/dev/%s/%d:%d", kind, unix.Major(sys.Rdev), unix.Minor(sys.Rdev)))
+	if err != nil {
+		return nil, nil
+	}
+	if base := filepath.Base(dir); kind == "char" && strings.HasPrefix(base, "ng") {
+		if ns := filepath.Join(filepath.Dir(dir), "nvme"+strings.TrimPrefix(base, "ng")); exists(filepath.Join(ns, "dev")) {
+			dir = ns
+		}
+	}
+	a, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil
+	}
+	if err := flockNB(a); err != nil {
+		a.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("server: device %s is in use: another zonefold daemon or command (format, fsck, zones, bench) holds it through another device node (%s is locked)", path, dir)
 		}
 		return nil, fmt.Errorf("server: lock device %s: %w", path, err)
 	}
-	return f, nil
+	return a, nil
+}
+
+// exists says whether path exists.
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // checkDeviceMode refuses what cannot hold a zoned device: an emulated
@@ -242,6 +301,10 @@ func (l *DeviceLock) release(abandon bool) {
 	}
 	l.f.Close()
 	l.f = nil
+	if l.anchor != nil {
+		l.anchor.Close()
+		l.anchor = nil
+	}
 }
 
 // MaxSocketPath is the longest socket path the daemon listens on and the
@@ -288,6 +351,10 @@ func Listen(path string) (*Listener, error) {
 			unlock()
 			return nil, fmt.Errorf("server: %s exists and is not a socket; refusing to replace it", path)
 		}
+		if listening(path) {
+			unlock()
+			return nil, fmt.Errorf("server: socket %s is in use: another program listens on it; refusing to replace it (choose another --socket)", path)
+		}
 		if err := os.Remove(path); err != nil {
 			unlock()
 			return nil, fmt.Errorf("server: remove stale socket: %w", err)
@@ -300,6 +367,22 @@ func Listen(path string) (*Listener, error) {
 	}
 	ul.SetUnlinkOnClose(true)
 	return &Listener{UnixListener: ul, unlock: unlock}, nil
+}
+
+// listening says whether anything is bound to the socket file at path.
+// Only a socket nothing holds (a dead daemon's) refuses a connect with
+// ECONNREFUSED. The probe is a datagram socket's connect, which a
+// stream or seqpacket listener answers with EPROTOTYPE and a datagram
+// one takes without anything reaching its owner: no connection is made
+// that the other program would have to accept.
+func listening(path string) bool {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	err = unix.Connect(fd, &unix.SockaddrUnix{Name: path})
+	return !errors.Is(err, unix.ECONNREFUSED) && !errors.Is(err, unix.ENOENT)
 }
 
 // Close stops listening, removes the socket file, then the lock file, and

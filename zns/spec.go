@@ -111,6 +111,15 @@ func parseSpec(s string) (spec, error) {
 	return sp, nil
 }
 
+// StartsOver says whether opening device erases what it holds: an emu
+// device string with format=1, which makes a blank device of the file
+// whatever is on it. A command that otherwise only reads a device (zones
+// report) claims it first when this is true, as format does.
+func StartsOver(device string) bool {
+	sp, err := parseSpec(device)
+	return err == nil && sp.kind == kindEmu && sp.format
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
