@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,5 +43,35 @@ func TestFormat1InTheDeviceStringNeedsForce(t *testing.T) {
 	// Told to erase, format=1 does what it says.
 	if r := runBinary(t, "format", erase, "--force"); r.status != 0 {
 		t.Fatalf("format --force with format=1: %+v", r)
+	}
+}
+
+// TestFormat1OnANewFileNeedsNoForce: format=1 on a file that holds
+// nothing (absent, or empty) erases nothing, so a command that creates
+// a device with it is not asked for --force: `format 'emu:NEW?..&format=1'`
+// and `serve 'emu:NEW?..&format=1' --format` start a device as they did
+// before format=1 needed --force on a device holding data.
+func TestFormat1OnANewFileNeedsNoForce(t *testing.T) {
+	dir := t.TempDir()
+	geo := "?zone_size=1M&zones=16&format=1"
+	absent := filepath.Join(dir, "absent")
+	if r := runBinary(t, "format", "emu:"+absent+geo); r.status != 0 {
+		t.Fatalf("format of an absent file with format=1: %+v", r)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := runBinary(t, "format", "emu:"+empty+geo); r.status != 0 {
+		t.Fatalf("format of an empty file with format=1: %+v", r)
+	}
+	for _, p := range []string{absent, empty} {
+		if r := runBinary(t, "fsck", "emu:"+p); r.status != 0 {
+			t.Fatalf("fsck of %s after format: %+v", p, r)
+		}
+	}
+	// Now they hold a file system: format=1 needs --force again.
+	if r := runBinary(t, "format", "emu:"+absent+geo); r.status != 2 {
+		t.Fatalf("format=1 on a formatted device without --force: %+v", r)
 	}
 }

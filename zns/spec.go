@@ -3,8 +3,10 @@ package zns
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"math/big"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -113,11 +115,22 @@ func parseSpec(s string) (spec, error) {
 
 // StartsOver says whether opening device erases what it holds: an emu
 // device string with format=1, which makes a blank device of the file
-// whatever is on it. A command that otherwise only reads a device (zones
-// report) claims it first when this is true, as format does.
+// whatever is on it, naming a file that holds something. An absent or
+// empty regular file holds nothing to erase (format=1 there only creates
+// a device); anything else that is not a regular file (a block device's
+// node, whose size stat does not give) is taken to hold data. A command
+// that otherwise only reads a device (zones report) claims it first when
+// this is true, as format does.
 func StartsOver(device string) bool {
 	sp, err := parseSpec(device)
-	return err == nil && sp.kind == kindEmu && sp.format
+	if err != nil || sp.kind != kindEmu || !sp.format {
+		return false
+	}
+	fi, err := os.Stat(sp.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	return err != nil || !fi.Mode().IsRegular() || fi.Size() > 0
 }
 
 func contains(list []string, s string) bool {
