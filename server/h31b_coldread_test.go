@@ -38,6 +38,21 @@ type h31bHoldDevice struct {
 	gate   chan struct{} // nil: reads complete as they come
 	heldN  atomic.Int64  // reads held since hold
 	failIO atomic.Bool   // held reads complete with EIO
+	writes h31bWriteHold // holds writes and appends (h31b_throttle_test.go)
+}
+
+func (d *h31bHoldDevice) Append(zone int, bufs [][]byte, c zns.AppendCompletion) error {
+	if g := d.writes.get(); g != nil {
+		return d.Device.Append(zone, bufs, h31bHeldAppend{c, g})
+	}
+	return d.Device.Append(zone, bufs, c)
+}
+
+func (d *h31bHoldDevice) Write(zone int, off int64, bufs [][]byte, c uring.Completion) error {
+	if g := d.writes.get(); g != nil {
+		return d.Device.Write(zone, off, bufs, h31bHeldWrite{c, g})
+	}
+	return d.Device.Write(zone, off, bufs, c)
 }
 
 func (d *h31bHoldDevice) Read(off int64, buf []byte, c uring.Completion) error {
