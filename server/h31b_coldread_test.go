@@ -653,3 +653,46 @@ func TestH31bRepliesToAGoneRingClient(t *testing.T) {
 		})
 	}
 }
+
+// TestH31bManyColdReadersWithReadahead: with readahead on, clients
+// reading in order (which readahead follows, taking read scratches of
+// its own) and clients reading at random, more reads in flight at once
+// than there are read scratches, with the device holding reads for a
+// while: every read ends with the file's bytes, and the handles close.
+func TestH31bManyColdReadersWithReadahead(t *testing.T) {
+	const bs, blocks = 64 << 10, 384
+	cold := h22dPattern(13, blocks*bs)
+	cfg := h31bConfig()
+	cfg.ReadaheadMax = 0 // the default
+	d := h31bServe(t, cold, cfg)
+	const clients, per = 6, 64
+	cs := make([]*Client, clients)
+	reqs := make([][]Request, clients)
+	span := (blocks - 1) / clients
+	for i := range cs {
+		cs[i] = h31bDial(t, d.socket, i%2 == 1, per*bs+1<<20)
+		h := h31bOpenCold(t, cs[i], len(cold))
+		stride := 1 // in order: readahead follows
+		if i >= clients/2 {
+			stride = 37 // at random, over the whole file
+		}
+		reqs[i] = h31bReads(h, per, i*span, stride, blocks-1)
+	}
+	st := d.e.Stats()
+	d.dev.hold()
+	for i, c := range cs {
+		// In order in batches of 16, as a sequential reader would.
+		for j := 0; j < per; j += 16 {
+			if err := c.Submit(reqs[i][j : j+16]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h31bEventually(t, "reads held in the device", func() bool { return d.dev.heldN.Load() >= 64 })
+	d.dev.release()
+	for i, c := range cs {
+		h31bCheckReads(t, c, reqs[i], cold)
+	}
+	after := d.e.Stats()
+	t.Logf("%d cold reads began in the readers of %d", after.ColdReads-st.ColdReads, clients*per)
+}
