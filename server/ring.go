@@ -412,9 +412,6 @@ func (c *conn) post(sls []*slot, kind postKind) {
 	r.tail.Store(t)
 	atomic.StoreUint32(r.cqTail, t)
 	r.mu.Unlock()
-	for range sls {
-		c.inflight.Done()
-	}
 	stats.msgsOut.Add(1)
 	stats.repliesOut.Add(int64(len(sls)))
 	// The piece that ends last wakes the client (its count falls after
@@ -430,6 +427,15 @@ func (c *conn) post(sls []*slot, kind postKind) {
 		// woken once they are there, not when the piece ends: it
 		// refills its queue while the rest of the piece runs.
 		c.wake(r.wantMet())
+	}
+	// Counted last, once done with the region: the session's teardown
+	// unmaps it as soon as every reply is counted, and a post from a
+	// goroutine it does not wait for (the engine's ring reaper or its
+	// cold-read finisher answering a read startRead began, readAgain)
+	// that counted its replies before the wake above faulted on the
+	// flags word (TestH31bRepliesToAGoneRingClient).
+	for range sls {
+		c.inflight.Done()
 	}
 }
 
