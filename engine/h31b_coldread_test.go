@@ -3,8 +3,6 @@ package engine
 import (
 	"bytes"
 	"errors"
-	"os"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -14,21 +12,7 @@ import (
 // offset dev, under the open engine (the emu reads the file as it is).
 func h31bFlip(t *testing.T, e *Engine, devName string, dev int64) {
 	t.Helper()
-	at := emuOf(t, e).FileOffset(dev)
-	path := strings.TrimPrefix(devName[:strings.IndexByte(devName, '?')], "emu:")
-	fh, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fh.Close()
-	b := []byte{0}
-	if _, err := fh.ReadAt(b, at); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 0x10
-	if _, err := fh.WriteAt(b, at); err != nil {
-		t.Fatal(err)
-	}
+	flipFileByte(t, devName, emuOf(t, e).FileOffset(dev))
 }
 
 // h31bStartOne begins one read with StartRead and waits for its end.

@@ -22,6 +22,13 @@ func flipByte(t *testing.T, devName string, dev int64) {
 	}
 	at := d.(*zns.Emu).FileOffset(dev)
 	d.Close()
+	flipFileByte(t, devName, at)
+}
+
+// flipFileByte changes the byte at offset at of the emu device devName's
+// backing file.
+func flipFileByte(t *testing.T, devName string, at int64) {
+	t.Helper()
 	path := strings.TrimPrefix(devName[:strings.IndexByte(devName, '?')], "emu:")
 	fh, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {

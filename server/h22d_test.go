@@ -123,24 +123,16 @@ type h22dServing struct {
 	served chan error         // Serve's result
 }
 
-// h22dServe formats an emu device, writes cold to "cold" with an engine
-// of its own (so nothing of it is in the daemon's cache) and serves the
-// device with the given grace period and engine drain bound (0: Close's
-// minute).
-func h22dServe(t *testing.T, cold []byte, grace, drain time.Duration) *h22dServing {
+// coldDevice formats device, writes cold to "cold" with an engine of its
+// own (so nothing of it is in a daemon's cache) and returns the device
+// opened again.
+func coldDevice(t *testing.T, device string, cfg engine.Config, cold []byte) zns.Device {
 	t.Helper()
-	d := &h22dServing{
-		device: fmt.Sprintf("emu:%s?zone_size=4M&zones=32", filepath.Join(t.TempDir(), "dev")),
-		cfg:    engine.Config{CacheBytes: 16 << 20, DirtyLimit: 8 << 20},
-		socket: filepath.Join(t.TempDir(), "zf.sock"),
-		log:    &syncbuf.Buffer{},
-		served: make(chan error, 1),
-	}
-	dev, err := zns.Open(d.device, zns.Options{})
+	dev, err := zns.Open(device, zns.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.FormatAndOpen(dev, d.cfg)
+	e, err := engine.FormatAndOpen(dev, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,11 +150,29 @@ func h22dServe(t *testing.T, cold []byte, grace, drain time.Duration) *h22dServi
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if dev, err = zns.Open(d.device, zns.Options{}); err != nil {
+	if dev, err = zns.Open(device, zns.Options{}); err != nil {
 		t.Fatal(err)
 	}
+	return dev
+}
+
+// h22dServe formats an emu device, writes cold to "cold" with an engine
+// of its own (so nothing of it is in the daemon's cache) and serves the
+// device with the given grace period and engine drain bound (0: Close's
+// minute).
+func h22dServe(t *testing.T, cold []byte, grace, drain time.Duration) *h22dServing {
+	t.Helper()
+	d := &h22dServing{
+		device: fmt.Sprintf("emu:%s?zone_size=4M&zones=32", filepath.Join(t.TempDir(), "dev")),
+		cfg:    engine.Config{CacheBytes: 16 << 20, DirtyLimit: 8 << 20},
+		socket: filepath.Join(t.TempDir(), "zf.sock"),
+		log:    &syncbuf.Buffer{},
+		served: make(chan error, 1),
+	}
+	dev := coldDevice(t, d.device, d.cfg, cold)
 	d.sd = newStuckReadDevice(dev)
 	t.Cleanup(d.sd.release)
+	var err error
 	if d.e, err = engine.OpenDevice(d.sd, d.cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -115,33 +115,10 @@ type h31bDaemon struct {
 func h31bServe(t *testing.T, cold []byte, cfg engine.Config) *h31bDaemon {
 	t.Helper()
 	device := fmt.Sprintf("emu:%s?zone_size=4M&zones=32", filepath.Join(t.TempDir(), "dev"))
-	dev, err := zns.Open(device, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.FormatAndOpen(dev, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := e.Create("cold")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(cold, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if dev, err = zns.Open(device, zns.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	dev := coldDevice(t, device, cfg, cold)
 	d := &h31bDaemon{dev: &h31bHoldDevice{Device: dev, emu: dev.(*zns.Emu)},
 		socket: filepath.Join(t.TempDir(), "zf.sock"), served: make(chan error, 1)}
+	var err error
 	if d.e, err = engine.OpenDevice(d.dev, cfg); err != nil {
 		t.Fatal(err)
 	}
