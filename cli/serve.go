@@ -129,7 +129,7 @@ device is served as it is, unless --force is given too, which erases it.`,
 	f := cmd.Flags()
 	ef.register(f)
 	socketFlag(f, &socket)
-	f.StringVar(&metrics, "metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9100)")
+	f.StringVar(&metrics, "metrics", "", "serve Prometheus metrics at /metrics on this address, nothing else (e.g. 127.0.0.1:9100)")
 	f.BoolVar(&format, "format", false, "format DEVICE first if it is not formatted")
 	f.BoolVar(&force, "force", false, "with --format: erase DEVICE even if it holds a file system")
 	f.BoolVar(&logInf, "log-info", false, "log connections and lifecycle events, not just warnings")
