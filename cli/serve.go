@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zonefold/zonefold/engine"
+	output "github.com/zonefold/zonefold/internal/report"
 	"github.com/zonefold/zonefold/server"
 )
 
@@ -85,6 +86,10 @@ device is served as it is, unless --force is given too, which erases it.`,
 			}
 			if maxShm <= 0 {
 				return usagef("--max-shared-memory must be more than 0")
+			}
+			if least := server.MinSharedMemory(); maxShm < least {
+				return usagef("--max-shared-memory %s is below the smallest client region (%s): no client could connect; give at least %s",
+					output.Human(maxShm), output.Human(least), output.Human(least))
 			}
 			if maxClients < 1 {
 				return usagef("--max-clients %d: want at least 1", maxClients)
