@@ -21,8 +21,8 @@ import (
 // The command line's conventions, in one place so that every command
 // follows them (the output half, shared with bench, is internal/report):
 //
-//   - Exit status: 0 success, 1 failure, 2 usage (an unknown command, a
-//     bad flag or argument), 128+N after signal N: 130 after SIGINT, 143
+//   - Exit status: 0 success, 1 failure, 2 usage (an unknown command or
+//     help topic, a bad flag or argument), 128+N after signal N: 130 after SIGINT, 143
 //     after SIGTERM, 129 after SIGHUP. serve, which a signal is meant to
 //     stop, exits 0 when it stopped cleanly.
 //   - A signal (SIGINT, SIGTERM, or SIGHUP: the terminal went away)
