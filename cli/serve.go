@@ -192,8 +192,8 @@ func addClientCmds(root *cobra.Command) {
 	root.AddCommand(
 		clientCmd("stat", "Show the daemon's live engine stats", cobra.NoArgs, true, runStat),
 		newLsCmd(),
-		clientCmd("put LOCAL NAME", "Copy a local file into zonefold atomically; returns once it is durable", cobra.ExactArgs(2), true, runPut),
-		clientCmd("get NAME LOCAL", "Copy a zonefold file to a local file", cobra.ExactArgs(2), false, runGet),
+		clientCmd("put LOCAL NAME", "Copy a local file (-: stdin) into zonefold atomically; returns once it is durable", cobra.ExactArgs(2), true, runPut),
+		clientCmd("get NAME LOCAL", "Copy a zonefold file to a local file (-: stdout)", cobra.ExactArgs(2), false, runGet),
 		clientCmd("rm NAME...", "Remove files", cobra.MinimumNArgs(1), false, runRm),
 		clientCmd("mv OLD NEW", "Rename a file, replacing NEW; returns once it is durable", cobra.ExactArgs(2), false, runMv),
 	)
@@ -290,7 +290,13 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 	if err := checkTarget("put", name); err != nil {
 		return err
 	}
-	src, err := openInterruptible(ctx, local, os.O_RDONLY)
+	var src *os.File
+	if local == "-" {
+		// stdin, as Unix tools take "-" (a file named - is ./-).
+		src, err = stdio(0, "stdin")
+	} else {
+		src, err = openInterruptible(ctx, local, os.O_RDONLY)
+	}
 	if err != nil {
 		return err
 	}
@@ -412,6 +418,16 @@ func runGet(ctx context.Context, s *session, args []string) (err error) {
 	h, size, err := s.Open(ctx, name, 0)
 	if err != nil {
 		return err
+	}
+	if local == "-" {
+		// stdout, as Unix tools take "-" (a file named - is ./-),
+		// written where it stands, as cat NAME does.
+		dst, err := stdio(1, "stdout")
+		if err != nil {
+			s.CloseFile(ctx, h)
+			return err
+		}
+		return getInto(ctx, s, name, h, size, dst)
 	}
 	if st, err := os.Stat(local); err == nil && st.IsDir() {
 		local = filepath.Join(local, filepath.Base(name))
@@ -586,6 +602,17 @@ func ownDescriptor(local, as string) *os.File {
 		return nil
 	}
 	return os.NewFile(uintptr(fd), as)
+}
+
+// stdio is a descriptor of its own on this process's fd (0: stdin, 1:
+// stdout), named as, for put and get to read or write "-" and close
+// when done without closing the process's own.
+func stdio(fd int, as string) (*os.File, error) {
+	n, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", as, err)
+	}
+	return os.NewFile(uintptr(n), as), nil
 }
 
 // shortBase is local's base name, cut so that get's temporary name
