@@ -21,10 +21,13 @@ import (
 // The command line's conventions, in one place so that every command
 // follows them (the output half, shared with bench, is internal/report):
 //
-//   - Exit status: 0 success, 1 failure, 2 usage (an unknown command, a
-//     bad flag or argument), 128+N after signal N: 130 after SIGINT, 143
-//     after SIGTERM, 129 after SIGHUP. serve, which a signal is meant to
-//     stop, exits 0 when it stopped cleanly.
+//   - Exit status: 0 success, 1 failure, 2 usage (an unknown command or
+//     help topic, a bad flag or argument), 128+N after signal N: 130 after
+//     SIGINT, 143 after SIGTERM, 129 after SIGHUP. serve, which a signal
+//     is meant to stop, exits 0 when it stopped cleanly. A well-formed
+//     path that cannot be opened or created (put's LOCAL, a device,
+//     --cpuprofile FILE in a missing directory) is a failure, 1, as the
+//     shell's own failed redirection is, not a usage error.
 //   - A signal (SIGINT, SIGTERM, or SIGHUP: the terminal went away)
 //     cancels the command's context. A command that does not watch its
 //     context (annotated below) stops at once; one that does gets to

@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -182,8 +183,46 @@ func newRoot(stdout, stderr io.Writer, running *atomic.Pointer[cobra.Command]) *
 	root.AddCommand(newDebugCmd())
 	root.AddCommand(newServeCmd())
 	addClientCmds(root)
+	root.SetHelpCommand(newHelpCmd())
 	markUsage(root)
 	return root
+}
+
+// newHelpCmd is `zonefold help [command]`: cobra's own printed the
+// nearest command's help and exited 0 for a topic it did not know
+// (`help nosuch`), where an unknown command is a usage error.
+func newHelpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		Long:  "Help provides help for any command in the application.\nSimply type zonefold help [path to command] for full details.",
+		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			cmd, _, err := c.Root().Find(args)
+			if err != nil || cmd == nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var names []string
+			for _, sub := range cmd.Commands() {
+				if sub.IsAvailableCommand() && strings.HasPrefix(sub.Name(), toComplete) {
+					names = append(names, sub.Name())
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err == nil && cmd != nil && len(rest) == 0 {
+				cmd.InitDefaultHelpFlag()
+				cmd.InitDefaultVersionFlag()
+				return cmd.Help()
+			}
+			topic, parent := args[0], c.Root()
+			if err == nil && cmd != nil {
+				topic, parent = rest[0], cmd
+			}
+			return &usageError{err: fmt.Errorf("unknown help topic %q for %q", topic, parent.CommandPath()), cmd: c.CommandPath()}
+		},
+	}
 }
 
 func newBenchCmd() *cobra.Command {

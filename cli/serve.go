@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zonefold/zonefold/engine"
+	output "github.com/zonefold/zonefold/internal/report"
 	"github.com/zonefold/zonefold/server"
 )
 
@@ -86,6 +87,10 @@ device is served as it is, unless --force is given too, which erases it.`,
 			if maxShm <= 0 {
 				return usagef("--max-shared-memory must be more than 0")
 			}
+			if least := server.MinSharedMemory(); maxShm < least {
+				return usagef("--max-shared-memory %s is below the smallest client region (%s): no client could connect; give at least %s",
+					output.Human(maxShm), output.Human(least), output.Human(least))
+			}
 			if maxClients < 1 {
 				return usagef("--max-clients %d: want at least 1", maxClients)
 			}
@@ -129,7 +134,7 @@ device is served as it is, unless --force is given too, which erases it.`,
 	f := cmd.Flags()
 	ef.register(f)
 	socketFlag(f, &socket)
-	f.StringVar(&metrics, "metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9100)")
+	f.StringVar(&metrics, "metrics", "", "serve Prometheus metrics at /metrics on this address, nothing else (e.g. 127.0.0.1:9100)")
 	f.BoolVar(&format, "format", false, "format DEVICE first if it is not formatted")
 	f.BoolVar(&force, "force", false, "with --format: erase DEVICE even if it holds a file system")
 	f.BoolVar(&logInf, "log-info", false, "log connections and lifecycle events, not just warnings")
@@ -187,8 +192,8 @@ func addClientCmds(root *cobra.Command) {
 	root.AddCommand(
 		clientCmd("stat", "Show the daemon's live engine stats", cobra.NoArgs, true, runStat),
 		newLsCmd(),
-		clientCmd("put LOCAL NAME", "Copy a local file into zonefold atomically; returns once it is durable", cobra.ExactArgs(2), true, runPut),
-		clientCmd("get NAME LOCAL", "Copy a zonefold file to a local file", cobra.ExactArgs(2), false, runGet),
+		clientCmd("put LOCAL NAME", "Copy a local file (-: stdin) into zonefold atomically; returns once it is durable", cobra.ExactArgs(2), true, runPut),
+		clientCmd("get NAME LOCAL", "Copy a zonefold file to a local file (-: stdout)", cobra.ExactArgs(2), false, runGet),
 		clientCmd("rm NAME...", "Remove files", cobra.MinimumNArgs(1), false, runRm),
 		clientCmd("mv OLD NEW", "Rename a file, replacing NEW; returns once it is durable", cobra.ExactArgs(2), false, runMv),
 	)
@@ -285,7 +290,13 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 	if err := checkTarget("put", name); err != nil {
 		return err
 	}
-	src, err := openInterruptible(ctx, local, os.O_RDONLY)
+	var src *os.File
+	if local == "-" {
+		// stdin, as Unix tools take "-" (a file named - is ./-).
+		src, err = stdio(0, "stdin")
+	} else {
+		src, err = openInterruptible(ctx, local, os.O_RDONLY)
+	}
 	if err != nil {
 		return err
 	}
@@ -407,6 +418,16 @@ func runGet(ctx context.Context, s *session, args []string) (err error) {
 	h, size, err := s.Open(ctx, name, 0)
 	if err != nil {
 		return err
+	}
+	if local == "-" {
+		// stdout, as Unix tools take "-" (a file named - is ./-),
+		// written where it stands, as cat NAME does.
+		dst, err := stdio(1, "stdout")
+		if err != nil {
+			s.CloseFile(ctx, h)
+			return err
+		}
+		return getInto(ctx, s, name, h, size, dst)
 	}
 	if st, err := os.Stat(local); err == nil && st.IsDir() {
 		local = filepath.Join(local, filepath.Base(name))
@@ -581,6 +602,17 @@ func ownDescriptor(local, as string) *os.File {
 		return nil
 	}
 	return os.NewFile(uintptr(fd), as)
+}
+
+// stdio is a descriptor of its own on this process's fd (0: stdin, 1:
+// stdout), named as, for put and get to read or write "-" and close
+// when done without closing the process's own.
+func stdio(fd int, as string) (*os.File, error) {
+	n, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", as, err)
+	}
+	return os.NewFile(uintptr(n), as), nil
 }
 
 // shortBase is local's base name, cut so that get's temporary name

@@ -135,7 +135,7 @@ var zoneActions = []zoneAction{
 
 func newZoneActionCmd(a zoneAction) *cobra.Command {
 	var zone int
-	var all bool
+	var all, force bool
 	cmd := &cobra.Command{
 		Use:   a.verb + " DEVICE (--zone N | --all)",
 		Short: a.short,
@@ -144,11 +144,15 @@ func newZoneActionCmd(a zoneAction) *cobra.Command {
 			if cmd.Flags().Changed("zone") == all {
 				return usagef("zones %s: give exactly one of --zone N and --all", a.verb)
 			}
+			if err := refuseStartOver(args[0], force, "give --force too, or drop format=1"); err != nil {
+				return err
+			}
 			return runZoneAction(cmd.OutOrStdout(), args[0], a, zone, all)
 		},
 	}
 	countVar(cmd.Flags(), &zone, "zone", 0, "the zone number")
 	cmd.Flags().BoolVar(&all, "all", false, "every sequential zone")
+	cmd.Flags().BoolVar(&force, "force", false, "let format=1 in an emu device string erase a device that holds data")
 	return cmd
 }
 

@@ -23,7 +23,9 @@ import (
 type RunConfig struct {
 	Device string // device string (zns.Open)
 	Socket string // Unix socket path
-	// Metrics, if set, is the TCP address /metrics is served on.
+	// Metrics, if set, is the TCP address /metrics is served on. The
+	// listener serves /metrics and nothing else (404): no profiling
+	// endpoints, as it is often bound to every interface for a scraper.
 	Metrics string
 	Engine  engine.Config
 	// Format formats a device that is not formatted yet; a formatted one
@@ -87,7 +89,9 @@ func Run(ctx context.Context, cfg RunConfig) (err error) {
 	if ml != nil {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(srv.Collector(), collectors.NewGoCollector())
-		hs := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go hs.Serve(ml)
 		defer hs.Close()
 		maddr = ml.Addr()

@@ -48,6 +48,11 @@ func DefaultSharedMemory() int64 {
 	return max(min(quarter, most), MaxRegion)
 }
 
+// MinSharedMemory is the smallest --max-shared-memory a client can ever
+// fit in: one page, the smallest region (a hello asking for 1 byte gets
+// one page). Below it every client is refused with StatusNoMemory.
+func MinSharedMemory() int64 { return int64(unix.Getpagesize()) }
+
 // maxRefusing bounds the connections over the cap that are being told
 // so at once; past it, more are closed without a reply.
 const maxRefusing = 64
