@@ -14,8 +14,10 @@ import (
 // over: `zones report 'emu:DEV?zone_size=..&zones=..&format=1'` beside a
 // daemon serving DEV reset its zone table under it, and after a kill -9
 // of the daemon the device was "not formatted by zonefold", every
-// fsynced file gone. A report that would rewrite the device claims it
-// as format does, and is refused while the daemon holds it.
+// fsynced file gone. A report that would rewrite the device needs
+// --force, as every command does for format=1 on a device holding data,
+// and claims it as format does, so it is refused while the daemon holds
+// it.
 func TestZonesReportWithFormat1RefusesAServedDevice(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "dev")
@@ -28,7 +30,7 @@ func TestZonesReportWithFormat1RefusesAServedDevice(t *testing.T) {
 	if r := runBinary(t, "put", local, "kept", "--socket", d.socket); r.status != 0 {
 		t.Fatalf("put: %+v", r)
 	}
-	args := []string{"zones", "report", dev + "&format=1"}
+	args := []string{"zones", "report", dev + "&format=1", "--force"}
 	r := runBinary(t, args...)
 	if r.status != 1 || !strings.Contains(r.stderr, "in use") {
 		t.Errorf("%v beside the daemon: %+v; want status 1, the device in use", args, r)
@@ -44,7 +46,14 @@ func TestZonesReportWithFormat1RefusesAServedDevice(t *testing.T) {
 	if r := runBinary(t, "fsck", "emu:"+path); r.status != 0 || !strings.Contains(r.stdout, "1 file,") {
 		t.Fatalf("fsck after the report and a kill -9: %+v", r)
 	}
-	// Unclaimed, format=1 still starts a device over, as it says.
+	// Unclaimed, format=1 on a device holding data needs --force, as
+	// for every other command, and then starts the device over.
+	if r := runBinary(t, args[:3]...); r.status != 2 || !strings.Contains(r.stderr, "format=1") {
+		t.Fatalf("%v without --force: %+v; want status 2, format=1 named", args[:3], r)
+	}
+	if r := runBinary(t, "fsck", "emu:"+path); r.status != 0 {
+		t.Fatalf("fsck after a refused report: %+v", r)
+	}
 	if r := runBinary(t, args...); r.status != 0 {
 		t.Fatalf("%v with no daemon: %+v", args, r)
 	}

@@ -36,16 +36,20 @@ type zoneJSON struct {
 }
 
 func newZonesReportCmd() *cobra.Command {
-	var asJSON bool
+	var asJSON, force bool
 	cmd := &cobra.Command{
 		Use:   "report DEVICE",
 		Short: "List every zone: number, start, length, capacity, write pointer, type, condition",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := refuseStartOver(args[0], force, "give --force too, or drop format=1"); err != nil {
+				return err
+			}
 			return runZonesReport(cmd.OutOrStdout(), args[0], asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	cmd.Flags().BoolVar(&force, "force", false, "let format=1 in an emu device string erase a device that holds data")
 	return cmd
 }
 
