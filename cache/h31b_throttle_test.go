@@ -84,22 +84,7 @@ func TestH31bThrottledWritersThatGiveUp(t *testing.T) {
 	}
 	// Writeback cleans everything, as it is asked (the first writer's
 	// kick, still pending, or the next one's).
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-kick:
-			case <-stop:
-				return
-			}
-			for _, file := range c.DirtyFiles(nil) {
-				c.EndWriteback(c.BeginWriteback(file, 0, nil), nil)
-			}
-		}
-	}()
-	defer func() { close(stop); <-done }()
+	defer h31bFlushOnKick(c, kick, 0, nil)()
 	for _, i := range []int{1, 3, 4} {
 		if err := h31bResult(t, "a queued writer once writeback cleaned the data", res[i]); err != nil {
 			t.Fatalf("writer %d: %v", i, err)
@@ -119,22 +104,7 @@ func TestH31bThrottledWritersThatGiveUp(t *testing.T) {
 func TestH31bQueuedWritersAllFailWhenWritebackKeepsFailing(t *testing.T) {
 	c, kick := newKickCache(t)
 	mustWrite(t, c, 1, 0, fill(128<<10, 1), nil)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() { // one failed flush per kick
-		defer close(done)
-		for {
-			select {
-			case <-kick:
-			case <-stop:
-				return
-			}
-			for _, file := range c.DirtyFiles(nil) {
-				c.EndWriteback(c.BeginWriteback(file, 4096, nil), syscall.EIO)
-			}
-		}
-	}()
-	defer func() { close(stop); <-done }()
+	defer h31bFlushOnKick(c, kick, 4096, syscall.EIO)() // one failed flush per kick
 	const n = 16
 	res, _ := h31bQueue(t, c, 2, n)
 	if err := h31bResult(t, "the first queued writer", res[0]); !errors.Is(err, syscall.EIO) {
@@ -157,4 +127,26 @@ func TestH31bQueuedWritersAllFailWhenWritebackKeepsFailing(t *testing.T) {
 	if d := c.DirtyBytes(); d != 128<<10 {
 		t.Errorf("dirty bytes after failed writebacks: %d, want %d (nothing dropped)", d, 128<<10)
 	}
+}
+
+// h31bFlushOnKick writes back every dirty file, up to limit bytes each
+// (0: all), ending each run with err, whenever writeback is kicked,
+// until the returned stop is called.
+func h31bFlushOnKick(c *Cache, kick <-chan struct{}, limit int64, err error) (stop func()) {
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-kick:
+			case <-quit:
+				return
+			}
+			for _, file := range c.DirtyFiles(nil) {
+				c.EndWriteback(c.BeginWriteback(file, limit, nil), err)
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
 }
