@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-
 	"time"
 	"unicode"
 	"unicode/utf8"
