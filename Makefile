@@ -48,12 +48,17 @@ lint: vet
 # (the model with reopens, and GC under overwrites) and Pebble on
 # pebblefs (its model workload, close and reopen) against real zoned
 # devices (null_blk zoned, QEMU ZNS NVMe as a block device and through
-# passthrough) in a QEMU VM, without and with zone limits. It installs QEMU
-# and a Debian kernel on first use (root, apt) and caches them in build/vm.
+# passthrough) in a QEMU VM, without and with zone limits, and two of the
+# daemon's trust probes (kill -9 under load, GC and recovery; rm against
+# cold reads) on null_blk with zone limits (about 2.5 minutes; all of
+# testdata/vm/h29b.sh, every probe on every device, takes 25). It installs
+# QEMU and a Debian kernel on first use (root, apt) and caches them in
+# build/vm.
 vmtest:
 	testdata/vm/vmtest.sh
 	VMTEST_PKG=./engine VMTEST_RUN='^TestRealDevices$$' testdata/vm/vmtest.sh
 	VMTEST_PKG=./pebblefs VMTEST_RUN='^TestPebbleRealDevices$$' testdata/vm/vmtest.sh
+	ZONEFOLD_H29B_PROBES=kill9,rmread H29B_DEVICES=/dev/nullb0 testdata/vm/h29b.sh limits
 
 # vmtest-peers runs bench peers' device tests (the kernel file systems
 # made, mounted, written and measured; the device checks) in the VM harness

@@ -50,20 +50,25 @@ func Batching(out io.Writer, o BatchingOptions) error {
 	return printBatching(out, o, direct, nopPair, filePair)
 }
 
+func (o BatchingOptions) validate() error {
+	switch {
+	case o.QD < 1 || o.QD > 4096:
+		return fmt.Errorf("--qd %d: want 1..4096", o.QD)
+	case o.BS < 512 || o.BS%512 != 0:
+		return fmt.Errorf("--bs %d: want a multiple of 512", o.BS)
+	case o.Rounds < 1 || o.Duration <= 0:
+		return errors.New("--rounds and --time must be positive")
+	case o.FileSize < int64(o.BS):
+		return fmt.Errorf("--file-size %d is smaller than --bs %d", o.FileSize, o.BS)
+	}
+	return nil
+}
+
 // measureBatching runs both targets, plugged and unplugged; direct says
 // whether the file target had O_DIRECT.
 func measureBatching(o BatchingOptions) (nopPair, filePair batchingPair, direct bool, err error) {
-	if o.QD < 1 || o.QD > 4096 {
-		return nopPair, filePair, false, fmt.Errorf("--qd %d: want 1..4096", o.QD)
-	}
-	if o.BS < 512 || o.BS%512 != 0 {
-		return nopPair, filePair, false, fmt.Errorf("--bs %d: want a multiple of 512", o.BS)
-	}
-	if o.Rounds < 1 || o.Duration <= 0 {
-		return nopPair, filePair, false, errors.New("--rounds and --time must be positive")
-	}
-	if o.FileSize < int64(o.BS) {
-		return nopPair, filePair, false, fmt.Errorf("--file-size %d is smaller than --bs %d", o.FileSize, o.BS)
+	if err := o.validate(); err != nil {
+		return nopPair, filePair, false, badOption(err)
 	}
 	ring, err := uring.New(uring.Options{Entries: uint32(max(o.QD, 8))})
 	if err != nil {

@@ -89,7 +89,7 @@ func findFioEngine(flag string) (string, error) {
 		return "", err
 	}
 	if _, err := os.Stat(abs); err != nil {
-		return "", fmt.Errorf("fio engine %s: %w (build it with make fio-engine)", abs, err)
+		return "", fmt.Errorf("fio engine %s: %w (build it with make fio-engine in the repository, or point --fio-engine or $ZONEFOLD_FIO_ENGINE at it)", abs, err)
 	}
 	return abs, nil
 }

@@ -453,14 +453,14 @@ func (d *gcDevices) fresh(workload string) (string, error) {
 func measureGC(ctx context.Context, device string, o GCOptions) (gcSummary, error) {
 	sum := gcSummary{Repeat: o.Repeat, Seed: o.Seed, Steady: o.Steady}
 	if err := o.validate(); err != nil {
-		return sum, err
+		return sum, badOption(err)
 	}
 	if err := CheckErasable(device, o.Force); err != nil {
 		return sum, err
 	}
 	workloads, err := ParseWorkloads(o.Workloads)
 	if err != nil {
-		return sum, err
+		return sum, badOption(err)
 	}
 	setups := map[string][]gcSetup{}
 	runs := 0
@@ -470,7 +470,7 @@ func measureGC(ctx context.Context, device string, o GCOptions) (gcSummary, erro
 			names = DefaultGCConfigs[w]
 		}
 		if setups[w], err = parseGCSetups(names); err != nil {
-			return sum, err
+			return sum, badOption(err)
 		}
 		runs += o.Repeat * len(setups[w])
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math"
 	"net"
@@ -206,8 +207,10 @@ func Kernel(ctx context.Context, out io.Writer, o KernelOptions) error {
 	if err != nil {
 		return err
 	}
-	if st, err := os.Stat(dir); err != nil {
-		return err
+	if st, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s does not exist: bench kernel runs the kernel side in DIR (and, in emu mode, zonefold's device file); create it on the file system to compare with (mkdir -p %s)", o.Dir, o.Dir)
+	} else if err != nil {
+		return fmt.Errorf("DIR: %w", err)
 	} else if !st.IsDir() {
 		return fmt.Errorf("%s is not a directory", o.Dir)
 	}
@@ -378,7 +381,7 @@ func loadKernelJobs(dir string, only []string, scale float64) ([]kernelJob, erro
 	}
 	for _, n := range only {
 		if !slices.ContainsFunc(jobs, func(j kernelJob) bool { return j.name == n }) {
-			return nil, fmt.Errorf("--job %s: no %s.fio in %s", n, n, dir)
+			return nil, fmt.Errorf("--job %s: no %s.fio in %s: run from the repository's root or point --jobs at the job files", n, n, dir)
 		}
 	}
 	if len(jobs) == 0 {

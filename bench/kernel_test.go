@@ -232,3 +232,39 @@ func TestKernelCollectsBeforeFio(t *testing.T) {
 		t.Errorf("%d zonefold runs checked; want 3", runs)
 	}
 }
+
+// TestKernelMissingDir: DIR that does not exist is refused before
+// anything runs, saying what DIR is for and how to make it. The README's
+// `bench kernel build/kdir --mode emu` on a fresh checkout printed
+// "stat build/kdir: no such file or directory" and nothing else.
+func TestKernelMissingDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "kdir")
+	err := Kernel(t.Context(), &bytes.Buffer{}, KernelOptions{Dir: dir, Rounds: 1, Scale: 1})
+	if err == nil {
+		t.Fatal("bench kernel ran with a DIR that does not exist")
+	}
+	for _, want := range []string{dir, "does not exist", "mkdir -p " + dir} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q; want it to say %q", err, want)
+		}
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("DIR %s after the refusal: %v; want it still absent", dir, err)
+	}
+}
+
+// TestJobAndEngineNotFoundSayWhereToLook: run outside the repository's
+// root, bench kernel --job X said only "no X.fio in testdata/fio", and
+// bench fio|kernel's missing engine only "build it with make
+// fio-engine", though the engine may be built elsewhere: both now name
+// the flag that points at them.
+func TestJobAndEngineNotFoundSayWhereToLook(t *testing.T) {
+	if _, err := loadKernelJobs(t.TempDir(), []string{"4k-qd128"}, 1); err == nil || !strings.Contains(err.Error(), "--jobs") {
+		t.Errorf("--job of a missing file: %v; want it to name --jobs", err)
+	}
+	t.Setenv("ZONEFOLD_FIO_ENGINE", "")
+	t.Chdir(t.TempDir())
+	if _, err := findFioEngine(""); err == nil || !strings.Contains(err.Error(), "--fio-engine") || !strings.Contains(err.Error(), "ZONEFOLD_FIO_ENGINE") {
+		t.Errorf("missing engine: %v; want it to name --fio-engine and $ZONEFOLD_FIO_ENGINE", err)
+	}
+}

@@ -524,7 +524,7 @@ func (t *tempDirs) removeAll() {
 func measureLSM(ctx context.Context, device string, o LSMOptions) (lsmSummary, []*lsmRun, error) {
 	var sum lsmSummary
 	if err := o.validate(); err != nil {
-		return sum, nil, err
+		return sum, nil, badOption(err)
 	}
 	if strings.HasPrefix(device, "null:") {
 		return sum, nil, errors.New("bench lsm needs a device that keeps data (Pebble reads its tables back); null: does not: use emu: or a zoned device")

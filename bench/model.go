@@ -274,7 +274,7 @@ func verdicts(ws *gcWorkloadSummary) []string {
 			// every mru round beat every none round.
 			apart := mru.MiBpsMin > none.MiBpsMax
 			note := ""
-			if !apart {
+			if roundsOverlap(mru, none) {
 				note = fmt.Sprintf("; the rounds overlap (mru %.1f-%.1f, none %.1f-%.1f): no difference shown",
 					mru.MiBpsMin, mru.MiBpsMax, none.MiBpsMin, none.MiBpsMax)
 			}
@@ -284,4 +284,11 @@ func verdicts(ws *gcWorkloadSummary) []string {
 		}
 	}
 	return out
+}
+
+// roundsOverlap says whether a's and b's throughput over the rounds
+// (min-max) meet. Rounds wholly below the other's are apart as well:
+// a difference, against a.
+func roundsOverlap(a, b *gcRow) bool {
+	return a.MiBpsMin <= b.MiBpsMax && b.MiBpsMin <= a.MiBpsMax
 }

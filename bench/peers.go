@@ -274,7 +274,7 @@ var errPeerHung = errors.New("its writers are blocked in the kernel")
 
 func measurePeers(ctx context.Context, device string, o PeersOptions) (*PeersSummary, error) {
 	if err := o.validate(); err != nil {
-		return nil, err
+		return nil, badOption(err)
 	}
 	workloads, _ := ParseWorkloads(o.Workloads)
 	d, err := openPeerDevice(device, o.Force)

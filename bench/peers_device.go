@@ -37,15 +37,22 @@ type peerDevice struct {
 // system or data (a zonefold superblock, a known file system's signature,
 // or any sequential zone written).
 func openPeerDevice(path string, force bool) (*peerDevice, error) {
+	// emu: and null: devices, which every other command takes, are no
+	// block devices for the kernel's file systems to be made on: said
+	// before root is asked for, since root would not help.
+	const needBlock = "bench peers needs a zoned block device, as the kernel's file systems do (e.g. /dev/nullb0, /dev/nvme0n1); without one, make bench-peers runs it in a VM on null_blk"
+	if strings.HasPrefix(path, "emu:") || strings.HasPrefix(path, "null:") {
+		return nil, fmt.Errorf("%s: %s", path, needBlock)
+	}
 	if os.Geteuid() != 0 {
 		return nil, errors.New("bench peers makes and mounts file systems: run it as root")
 	}
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("DEVICE: %w", err)
 	}
 	if st.Mode()&os.ModeDevice == 0 || st.Mode()&os.ModeCharDevice != 0 {
-		return nil, fmt.Errorf("%s is not a block device: the kernel's file systems need one (e.g. /dev/nullb0, /dev/nvme0n1)", path)
+		return nil, fmt.Errorf("%s is not a block device: %s", path, needBlock)
 	}
 	d := &peerDevice{path: path, name: blockName(path)}
 	if d.sys, err = blockdevice.NewFS("/proc", "/sys"); err != nil {

@@ -206,3 +206,26 @@ func TestPeersNotRun(t *testing.T) {
 		t.Errorf("the hung row is not 'not run': %q", r.Skipped)
 	}
 }
+
+// TestPeersRefusesDeviceStrings: bench peers takes a zoned block device
+// only. An emu: or null: string, which every other command takes, was
+// refused with "stat emu:/tmp/d?zone_size=1M&zones=16: no such file or
+// directory"; the refusal now says what DEVICE must be and what to run
+// without one, and creates nothing.
+func TestPeersRefusesDeviceStrings(t *testing.T) {
+	emu := filepath.Join(t.TempDir(), "d")
+	for _, dev := range []string{"emu:" + emu + "?zone_size=1M&zones=16", "null:?size=1G&zone_size=64M"} {
+		_, err := openPeerDevice(dev, false)
+		if err == nil {
+			t.Fatalf("%s: accepted", dev)
+		}
+		for _, want := range []string{"zoned block device", "make bench-peers"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: error %q; want it to say %q", dev, err, want)
+			}
+		}
+	}
+	if _, err := os.Stat(emu); !os.IsNotExist(err) {
+		t.Errorf("emu file after the refusal: %v; want none", err)
+	}
+}

@@ -43,6 +43,38 @@ func TestSeedsQuickJSON(t *testing.T) {
 			t.Errorf("row %d (%s): measured %v, meets %v", i, r.Idea, r.Measured, r.Meets)
 		}
 	}
+	// --quick runs the affinity row on a small emu device, not the
+	// null: device of a full run: the row says so (it said "null:").
+	if w := got.Seeds[3].Workload; !strings.Contains(w, "emu") || strings.Contains(w, "null:") {
+		t.Errorf("affinity row's workload %q; want it to name the emu device --quick runs on", w)
+	}
+}
+
+// The affinity row calls rounds overlapping only where mru's and none's
+// ranges meet: every mru round below every none round is a difference
+// (against mru), and the row said "rounds overlap (1468-1468 vs
+// 2174-2174)" for one.
+func TestSeedAffinityRowOverlap(t *testing.T) {
+	row := func(mbps, lo, hi float64) *gcRow {
+		return &gcRow{HostMiBps: mbps, MiBpsMin: lo, MiBpsMax: hi}
+	}
+	for _, tc := range []struct {
+		mru, none *gcRow
+		overlap   bool
+		meets     bool
+	}{
+		{row(1468, 1468, 1468), row(2174, 2174, 2174), false, false},
+		{row(120, 90, 150), row(100, 80, 130), true, false},
+		{row(200, 190, 210), row(100, 90, 110), false, true},
+	} {
+		ratio := tc.mru.HostMiBps / tc.none.HostMiBps
+		tc.mru.MiBpsRatio = &ratio
+		r := seedAffinityRow(16, "null:", 3, tc.mru, tc.none)
+		if says := strings.Contains(r.Detail, "overlap"); says != tc.overlap || r.Meets != tc.meets {
+			t.Errorf("mru %.0f-%.0f none %.0f-%.0f: %q: says overlap %v, meets %v; want %v, %v",
+				tc.mru.MiBpsMin, tc.mru.MiBpsMax, tc.none.MiBpsMin, tc.none.MiBpsMax, r.Detail, says, r.Meets, tc.overlap, tc.meets)
+		}
+	}
 }
 
 // The table: its columns and rows (the measurements are

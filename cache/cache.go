@@ -23,11 +23,13 @@
 // covers and creates new folios, no larger than the gaps, for the rest, so
 // every byte has exactly one home.
 //
-// Per-block state. Each folio keeps three bitmaps with one bit per block of
-// Config.BlockSize bytes — uptodate, dirty, writeback — in one run of words
-// guarded by the folio's state lock (as the kernel's iomap_folio_state
-// does). A write sets uptodate and dirty for its blocks in one critical
-// section (the iomap "block size < folio size" series).
+// Per-block state. Each folio keeps four bitmaps with one bit per block of
+// Config.BlockSize bytes — uptodate, dirty, writeback, and again (Redirty
+// asked a block under writeback to go out once more: its writeback's end
+// leaves it dirty) — in one run of words guarded by the folio's state
+// lock (as the kernel's iomap_folio_state does). A write sets uptodate
+// and dirty for its blocks in one critical section (the iomap "block
+// size < folio size" series).
 //
 // Invariants:
 //
@@ -53,6 +55,13 @@
 //     blocks another access is reading without the lock (fileState.fills)
 //     waits for that read and looks again, unless it holds such a read of
 //     its own (so no cycle of waits forms); Prefetch skips them.
+//   - Accesses short of memory reclaim in turn, first come first served
+//     (reclaim): only the first evicts and waits for memory, the others
+//     wait for their turn holding no lock and no memory (a reserve is
+//     given back before any other wait). A miss reads the device into the
+//     block it waited for, without the file's lock, as it would into
+//     free memory: a miss waiting for memory holds up no hit or other
+//     miss of its file.
 //   - Prefetch (readahead) never waits: not for memory that only
 //     writeback can free, not for writeback, not for another's read.
 //   - dirty ⊆ uptodate. Dirty blocks are never dropped except by Forget and
@@ -95,11 +104,14 @@
 // eviction hold it exclusively), then the LRU lock, the dirty-list lock and
 // a folio's state lock, then the buddy allocator's lock; a file's fillMu is a
 // leaf, and so are the file table's shard locks (File, Forget) and
-// thrMu (the throttled writers' queue, taken with no other cache lock held). EndWriteback takes
+// thrMu (the throttled writers' queue, taken with no other cache lock held)
+// and memMu (reclaim's queue of accesses short of memory, likewise). EndWriteback takes
 // only state locks (and wbMu, a leaf, for the run of writeback
 // failures), like the kernel's I/O completion, which is why the
 // bitmaps need a lock of their own. Eviction runs LRU-first and so only
-// try-locks files; so do TryRead, BeginMiss and FinishMiss without wait
+// try-locks files (but the one whose lock its caller holds for writing:
+// reclaim's evictHeld, a whole-folio miss short of a block, gapMiss);
+// so do TryRead, BeginMiss and FinishMiss without wait
 // (callers that must not block: a connection's reader, the ring's
 // reaper), and FinishMiss with wait takes the file's lock holding none. WriteThen's callback runs under the file's lock and
 // takes no cache lock (the engine's file lock only).
@@ -180,13 +192,16 @@ type Cache struct {
 	// instead of one: the baseline of the state-lock benchmark, set only
 	// through internal/cachehook.
 	splitStateLock bool
-	maxOrder       int
-	evictBatch     int   // pages reclaim frees at least
-	limit          int64 // DirtyLimit
-	background     int64 // BackgroundDirty
-	blockShift     uint
-	blockMask      int
-	bpp            int // blocks per page
+	// memWaitHook, if set, is called as an access is about to wait for
+	// memory, with no cache lock held (internal/cachehook, for tests).
+	memWaitHook func()
+	maxOrder    int
+	evictBatch  int   // pages reclaim frees at least
+	limit       int64 // DirtyLimit
+	background  int64 // BackgroundDirty
+	blockShift  uint
+	blockMask   int
+	bpp         int // blocks per page
 
 	arena   []byte
 	regions [][]byte
@@ -211,6 +226,12 @@ type Cache struct {
 	thrMu      sync.Mutex
 	throttled  []*throttleWaiter
 	throttledN atomic.Int64
+	// memQ queues the accesses waiting in reclaim, first come first
+	// served (see reclaim); memWaitN is its length, read without memMu
+	// by reclaim's fast path. memMu is a leaf.
+	memMu    sync.Mutex
+	memQ     []*memWaiter
+	memWaitN atomic.Int64
 	// shut is closed by Shut, with shutErr set first: waits for memory
 	// and for dirty data to drain return shutErr from then on.
 	shut     chan struct{}

@@ -17,16 +17,19 @@ type folio struct {
 	mem      []byte // the folio's arena memory
 	bufIndex uint16 // registered buffer that holds mem
 
-	// stateMu guards state, uptodateN and orphan, and every change of
-	// dirtyN and wbN.
+	// stateMu guards state, uptodateN, againN and orphan, and every
+	// change of dirtyN and wbN.
 	stateMu sync.Mutex
-	// state holds the uptodate bits [0, n), dirty bits [n, 2n) and
-	// writeback bits [2n, 3n) for n = nblocks, packed as the kernel
-	// packs them: so one folio's dirty and uptodate bits share words,
-	// and reading either needs the lock while EndWriteback may clear the
-	// other.
+	// state holds the uptodate bits [0, n), dirty bits [n, 2n),
+	// writeback bits [2n, 3n) and again bits [3n, 4n) for n = nblocks,
+	// packed as the kernel packs them: so one folio's dirty and uptodate
+	// bits share words, and reading either needs the lock while
+	// EndWriteback may clear the other. An again bit marks a block under
+	// writeback that Redirty asked to be written once more: the
+	// writeback's end leaves it dirty instead of clean.
 	state     []uint64
 	uptodateN int
+	againN    int // again bits set
 	// orphan: dropped by Truncate or Forget while under writeback; the
 	// last EndWriteback frees it.
 	orphan bool
@@ -68,11 +71,12 @@ func (c *Cache) newFolio(fs *fileState, p int32, order int, off int64) *folio {
 	f.off = off
 	f.mem = c.arena[start : start+size : start+size]
 	f.bufIndex = uint16(start / regionBytes)
-	// One state word per page; the three bitmaps of a folio need at most
-	// 3*bpp <= 24 bits per page, so they fit in the words of its pages.
-	f.state = c.words[p : int(p)+(3*f.nblocks+63)/64]
+	// One state word per page; the four bitmaps of a folio need at most
+	// 4*bpp <= 32 bits per page, so they fit in the words of its pages.
+	f.state = c.words[p : int(p)+(4*f.nblocks+63)/64]
 	clear(f.state)
 	f.uptodateN = 0
+	f.againN = 0
 	f.orphan = false
 	f.dirtyN.Store(0)
 	f.wbN.Store(0)
@@ -133,6 +137,38 @@ func (f *folio) setDirty(b0, b1 int) int {
 	return b1 - b0 - have
 }
 
+// dropAgain clears the again bits of blocks [b0, b1) (their writeback
+// failed, or they are cut). Under f.stateMu.
+func (f *folio) dropAgain(b0, b1 int) {
+	if f.againN == 0 {
+		return
+	}
+	n := f.nblocks
+	f.againN -= countBits(f.state, 3*n+b0, 3*n+b1)
+	clearBits(f.state, 3*n+b0, 3*n+b1)
+}
+
+// writeAgain makes the blocks of [b0, b1) whose again bit is set
+// (Redirty, while they were under writeback) dirty again and clears
+// those bits, for EndWriteback, which has just cleared the range's dirty
+// bits. It returns how many it made dirty. Under f.stateMu.
+func (f *folio) writeAgain(b0, b1 int) int {
+	if f.againN == 0 {
+		return 0
+	}
+	n := f.nblocks
+	made := 0
+	for b := nextSet(f.state, 3*n+b0, 3*n+b1); b < 3*n+b1; {
+		e := nextClear(f.state, b, 3*n+b1)
+		setBits(f.state, b-2*n, e-2*n)
+		clearBits(f.state, b, e)
+		made += e - b
+		b = nextSet(f.state, e, 3*n+b1)
+	}
+	f.againN -= made
+	return made
+}
+
 // markWritten records a client write of blocks [b0, b1): uptodate and
 // dirty together in one critical section, or — the benchmark baseline —
 // in two. It returns how many blocks became dirty.
@@ -181,6 +217,8 @@ func (c *Cache) drop(fs *fileState, f *folio) {
 	f.stateMu.Lock()
 	cleared := int(f.dirtyN.Load())
 	clearBits(f.state, 0, 2*n)
+	clearBits(f.state, 3*n, 4*n)
+	f.againN = 0
 	f.dirtyN.Store(0)
 	f.uptodateN = 0
 	f.allUptodate.Store(false)

@@ -43,10 +43,12 @@ func TestReclaimWakesWhenAReservedPageBecomesAFolio(t *testing.T) {
 		}
 	}
 	// The reserve becomes a folio of file 1, read and left clean, as the
-	// other access's run loop would make it.
+	// other access's run loop would make it. (Without a Backing: with
+	// one, the reserve is the block the miss reads into without the
+	// lock, and becomes the folio only on the run loop's next turn.)
 	fs := c.fileOrNew(1)
 	fs.mu.Lock()
-	a := access{fs: fs, off: 0, end: pageSize, p: make([]byte, pageSize), b: b}
+	a := access{fs: fs, off: 0, end: pageSize, p: make([]byte, pageSize)}
 	if _, st, err := c.readLocked(fs, 0, &a, &res); err != nil || st.order >= 0 || st.wait != nil {
 		fs.mu.Unlock()
 		t.Fatalf("read into the reserved page: stall %+v, %v", st, err)

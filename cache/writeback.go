@@ -148,7 +148,13 @@ func (c *Cache) EndWriteback(exts []Extent, err error) {
 		if err == nil {
 			cleaned = countBits(f.state, n+b0, n+b1)
 			clearBits(f.state, n+b0, n+b1)
+			// Blocks Redirty marked while they were in flight stay
+			// dirty: the copy this writeback made may be the one lost.
+			cleaned -= f.writeAgain(b0, b1)
 			f.dirtyN.Add(-int32(cleaned))
+		} else {
+			// Dirty still: they go out again anyway.
+			f.dropAgain(b0, b1)
 		}
 		free := f.orphan && f.wbN.Load() == 0
 		f.stateMu.Unlock()
@@ -255,6 +261,7 @@ func (c *Cache) truncateFolio(fs *fileState, f *folio, rel int) <-chan struct{} 
 	cleared := countBits(f.state, n+past, 2*n)
 	clearBits(f.state, n+past, 2*n)
 	f.dirtyN.Add(-int32(cleared))
+	f.dropAgain(past, n)
 	if up := countBits(f.state, past, n); up > 0 {
 		clearBits(f.state, past, n)
 		f.uptodateN -= up
@@ -301,4 +308,64 @@ func (c *Cache) Forget(file uint64) {
 	}
 	fs.last = nil
 	fs.mu.Unlock()
+}
+
+// Redirty marks dirty again the blocks of file in [off, end) that the
+// cache holds uptodate and clean, so that writeback writes them again:
+// the engine's copy of them on the device is gone (a zone gone offline)
+// while the cache still holds the file's bytes. Blocks not cached, or
+// dirty already and not under writeback, are left as they are. The
+// bytes do not change, so no writeback in flight is waited for: a block
+// under writeback is marked to go out again after it (its again bit:
+// the writeback's end leaves it dirty), since the copy that writeback
+// made may be the one lost — the engine maps an append before its
+// flush ends the writeback. It returns the bytes it made dirty or
+// marked so.
+func (c *Cache) Redirty(file uint64, off, end int64) int64 {
+	fs := c.file(file)
+	if fs == nil || off >= end {
+		return 0
+	}
+	n, kick := 0, false
+	fs.mu.Lock()
+	if !fs.dead {
+		for key := off >> chunkShift; key<<chunkShift < end; key++ {
+			ck := fs.chunk(key)
+			if ck == nil {
+				continue
+			}
+			for _, f := range ck.folios {
+				lo, hi := max(off, f.off), min(end, f.end())
+				if lo >= hi {
+					continue
+				}
+				b0, b1 := c.blocks(int(lo-f.off), int(hi-f.off))
+				made, again := 0, 0
+				f.stateMu.Lock()
+				for b := b0; b < b1; b++ {
+					switch nb := f.nblocks; {
+					case !bitSet(f.state, b):
+					case bitSet(f.state, 2*nb+b) && bitSet(f.state, nb+b):
+						if !bitSet(f.state, 3*nb+b) {
+							setBits(f.state, 3*nb+b, 3*nb+b+1)
+							f.againN++
+							again++
+						}
+					default:
+						made += f.setDirty(b, b+1)
+					}
+				}
+				f.stateMu.Unlock()
+				if made > 0 && c.addDirty(fs, made) {
+					kick = true
+				}
+				n += made + again
+			}
+		}
+	}
+	fs.mu.Unlock()
+	if kick {
+		c.kick()
+	}
+	return int64(n) << c.blockShift
 }

@@ -34,7 +34,7 @@ series reported, the ratio zonefold measured here, and whether it meets it.
   aio batching                bench batching's file target: 4 KiB O_DIRECT
                               writes at QD128, plugged vs unplugged (bar 2x)
 
-The default run takes about a minute; --quick runs each comparison for a
+The default run takes about 30 seconds; --quick runs each comparison for a
 moment (for tests: its ratios are noise).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

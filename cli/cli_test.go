@@ -153,7 +153,12 @@ func TestCLIStatusesAndErrors(t *testing.T) {
 	}{
 		{args: []string{"bogus"}, status: 2, stderr: `unknown command "bogus" for "zonefold" (see 'zonefold --help')`},
 		{args: []string{"zones", "repot", "x"}, status: 2, stderr: `unknown command "repot" for "zonefold zones" (did you mean "report"?)`},
-		{args: []string{"zones", "report"}, status: 2, stderr: "accepts 1 arg(s), received 0 (see 'zonefold zones report --help')"},
+		// A wrong count of arguments says which ones the command takes
+		// (it said "accepts 2 arg(s), received 1").
+		{args: []string{"zones", "report"}, status: 2, stderr: "zones report takes DEVICE, got 0 arguments (see 'zonefold zones report --help')"},
+		{args: []string{"put", "/etc/hostname"}, status: 2, stderr: "put takes LOCAL NAME, got 1 argument (see 'zonefold put --help')"},
+		{args: []string{"rm"}, status: 2, stderr: "rm takes NAME..., got 0 arguments"},
+		{args: []string{"bench", "gc", "a", "b"}, status: 2, stderr: "bench gc takes [DEVICE], got 2 arguments"},
 		{args: []string{"zones", "reset", "x"}, status: 2, stderr: "give exactly one of --zone N and --all"},
 		{args: []string{"zones", "reset", "x", "--zone", "-1"}, status: 2, stderr: `bad count "-1"`},
 		{args: []string{"serve", "x", "--force"}, status: 2, stderr: "--force only goes with --format"},
@@ -170,6 +175,14 @@ func TestCLIStatusesAndErrors(t *testing.T) {
 		{args: []string{"bench", "gc", "--util", "nan"}, status: 2, stderr: `bad number "nan"`},
 		{args: []string{"bench", "gc", "--files", "-1"}, status: 2, stderr: `bad count "-1"`},
 		{args: []string{"bench", "gc", "--bs", "-8K"}, status: 2, stderr: `bad size "-8K"`},
+		// A value the benchmark itself refuses is as much a bad flag as
+		// one the flag parser refuses: exit 2 (these exited 1).
+		{args: []string{"bench", "gc", "--configs", "mru/bogus"}, status: 2, stderr: `unknown GC policy "bogus"`},
+		{args: []string{"bench", "gc", "--workload", "bogus"}, status: 2, stderr: `workload "bogus": want uniform`},
+		{args: []string{"bench", "gc", "--util", "2"}, status: 2, stderr: "--util 2: want more than 0 and at most 0.95"},
+		{args: []string{"bench", "lsm", "--rounds", "0"}, status: 2, stderr: "--rounds 0: want 1..100"},
+		{args: []string{"bench", "peers", "/dev/nullb9", "--util", "2"}, status: 2, stderr: "--util 2: want more than 0"},
+		{args: []string{"bench", "batching", "--qd", "0"}, status: 2, stderr: "--qd 0: want 1..4096"},
 		{args: []string{"bench", "seeds", "--check", "extra"}, status: 2, stderr: `unknown command "extra" for "zonefold bench seeds"`},
 		{args: []string{"bench", "kernel", "x", "--mode", "bogus"}, status: 2, stderr: `--mode "bogus": want auto, null or emu`},
 		{args: []string{"bench", "kernel", "x", "--rounds", "0"}, status: 2, stderr: "--rounds: must be more than 0"},
@@ -184,7 +197,7 @@ func TestCLIStatusesAndErrors(t *testing.T) {
 		{args: []string{"format", emu("d", "zone_size=4194304T&zones=4")}, status: 1, stderr: "overflow a 64-bit byte offset", gone: []string{"d"}},
 		{args: []string{"fsck", emu("e", "zone_size=1M&zones=8")}, status: 1, stderr: "device is not formatted by zonefold (run `zonefold format DEVICE`)", gone: []string{"e"}},
 		{args: []string{"serve", emu("f", "zone_size=1M&zones=8"), "--socket", filepath.Join(dir, "f.sock")}, status: 1,
-			stderr: "not formatted", gone: []string{"f", "f.sock", "f.sock.lock"}},
+			stderr: "not formatted by zonefold: serve it with --format (or run `zonefold format DEVICE` first)", gone: []string{"f", "f.sock", "f.sock.lock"}},
 		{args: []string{"zones", "reset", "null:?zone_size=1M&zones=4&conv=1", "--zone", "0"}, status: 1,
 			stderr: "zonefold: zns: reset zone 0: operation not valid on a conventional zone\n"},
 	} {

@@ -136,11 +136,30 @@ func groupCmd(cmd *cobra.Command) *cobra.Command {
 func markUsage(cmd *cobra.Command) {
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return asUsage(c, err) })
 	if args := cmd.Args; args != nil {
-		cmd.Args = func(c *cobra.Command, a []string) error { return asUsage(c, args(c, a)) }
+		cmd.Args = func(c *cobra.Command, a []string) error { return asUsage(c, argCount(c, a, args(c, a))) }
 	}
 	for _, sub := range cmd.Commands() {
 		markUsage(sub)
 	}
+}
+
+// argCount says cobra's "accepts 2 arg(s), received 1" as which
+// arguments the command takes: "put takes LOCAL NAME, got 1 argument".
+// Other errors pass as they are.
+func argCount(c *cobra.Command, a []string, err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	_, want, _ := strings.Cut(c.Use, " ")
+	if want == "" || !strings.HasPrefix(msg, "accepts ") && !strings.HasPrefix(msg, "requires at least ") {
+		return err
+	}
+	noun := "arguments"
+	if len(a) == 1 {
+		noun = "argument"
+	}
+	return fmt.Errorf("%s takes %s, got %d %s", strings.TrimPrefix(c.CommandPath(), "zonefold "), want, len(a), noun)
 }
 
 // errorLine is err as the user sees it: one line, "zonefold: " once,

@@ -191,10 +191,11 @@ func newBenchRunCmd() *cobra.Command {
 		Use:   "run DEVICE",
 		Short: "Run an fio-like workload in process against a freshly formatted DEVICE (erases it)",
 		Long: `Formats DEVICE (erasing it), then runs N files of writes or reads through
-the engine's File API with a progress bar, and prints MB/s, IOPS, latency
+the engine's File API with a progress bar, and prints MiB/s, IOPS, latency
 percentiles and write amplification. Presets reproduce the kernel series'
 workloads: seq128k (bs=128k, iodepth 16), 4x1m (4 files, bs=1M, end_fsync),
-16x8k (16 files, 8k random writes, iodepth 4, 1G each; --scale shrinks it).`,
+16x8k (16 files, 8k random writes, iodepth 4, 1G each), 4k-qd128 (4k random
+writes, iodepth 128); --scale shrinks them.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBenchRun(cmd, args[0], o)

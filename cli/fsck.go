@@ -8,17 +8,27 @@ import (
 	"github.com/zonefold/zonefold/engine"
 )
 
+// acceptOfflineFlag is the flag of serve and fsck that opens past a data
+// zone gone offline with data newer than the last checkpoint
+// (engine.Config.AcceptOfflineZones); the engine's refusal names it.
+const acceptOfflineFlag = "accept-offline-zones"
+
 // errDamaged makes fsck exit non-zero after it printed its report.
 var errDamaged = fmt.Errorf("file system is damaged")
 
 func newFsckCmd() *cobra.Command {
-	var asJSON bool
+	var asJSON, acceptOffline bool
 	cmd := &cobra.Command{
 		Use:   "fsck DEVICE",
 		Short: "Check a zonefold file system without changing it",
 		Long: `Reads both superblock copies, the metadata log, every record in every data
 zone (header and data checksums) and checks that every file's extents point
-at records that carry them. Prints a report; exits non-zero on damage.`,
+at records that carry them. Prints a report; exits non-zero on damage.
+
+--accept-offline-zones checks the file system as zonefold serve
+--accept-offline-zones would open it when a data zone went offline
+holding data newer than the last checkpoint (without it, that is
+recovery's one problem): the report names the files that map data there.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if err := refuseStartOver(args[0], false, "fsck never writes: drop format=1"); err != nil {
@@ -31,7 +41,7 @@ at records that carry them. Prints a report; exits non-zero on damage.`,
 				return err
 			}
 			defer func() { release(err == nil) }()
-			rep, err := engine.Fsck(dev)
+			rep, err := engine.FsckWith(dev, engine.FsckOptions{AcceptOfflineZones: acceptOffline})
 			if err != nil {
 				return err
 			}
@@ -41,7 +51,7 @@ at records that carry them. Prints a report; exits non-zero on damage.`,
 					return err
 				}
 			} else {
-				fmt.Fprintf(out, "%s: uuid %s, %d of %d zones used\n", args[0], rep.Superblock.ID(), rep.Superblock.UsedZones, rep.Superblock.Zones)
+				fmt.Fprintf(out, "%s: uuid %s, formatted on %d of %d zones\n", args[0], rep.Superblock.ID(), rep.Superblock.UsedZones, rep.Superblock.Zones)
 				fmt.Fprintf(out, "%s, %s, %s live; %s; %d replayed past the checkpoint\n",
 					counted(rep.Files, "file"), counted(rep.Extents, "extent"), human(rep.LiveBytes), counted(rep.Records, "record"), rep.Replayed)
 				for _, n := range rep.Notes {
@@ -61,6 +71,7 @@ at records that carry them. Prints a report; exits non-zero on damage.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object")
+	cmd.Flags().BoolVar(&acceptOffline, acceptOfflineFlag, false, "recover past a data zone gone offline holding data newer than the last checkpoint, as serve --accept-offline-zones does, and name the files that map data there")
 	return cmd
 }
 

@@ -108,3 +108,22 @@ func TestFormatRefusesTooFewZones(t *testing.T) {
 		}
 	}
 }
+
+// TestFsckSaysZonesFormattedNotUsed: fsck's first line gives the zones
+// the file system was formatted on (format --zones), which are not zones
+// holding data: on an empty file system it said "8 of 8 zones used".
+func TestFsckSaysZonesFormattedNotUsed(t *testing.T) {
+	devName := fmt.Sprintf("emu:%s?zone_size=1M&zones=8", filepath.Join(t.TempDir(), "dev"))
+	var out, errOut bytes.Buffer
+	if code := Main([]string{"format", devName, "--zones", "6"}, &out, &errOut); code != 0 {
+		t.Fatalf("format: exit %d, %s", code, errOut.String())
+	}
+	out.Reset()
+	if code := Main([]string{"fsck", devName}, &out, &errOut); code != 0 {
+		t.Fatalf("fsck: exit %d, %s", code, errOut.String())
+	}
+	first, _, _ := strings.Cut(out.String(), "\n")
+	if want := "formatted on 6 of 8 zones"; !strings.Contains(first, want) || strings.Contains(first, "used") {
+		t.Errorf("fsck's first line %q; want it to say %q", first, want)
+	}
+}

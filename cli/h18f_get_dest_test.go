@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -96,4 +97,22 @@ func TestH18fGetWritesThroughSymlinkAndFIFO(t *testing.T) {
 				null, code, errb.String(), null, fi.Mode(), null)
 		}
 	})
+}
+
+// TestGetNamesLocalWhenItCannotBeCreated: a LOCAL that cannot be made
+// (its folder is missing, or not writable) is named in get's error as
+// the user typed it. It named get's temporary beside it instead
+// ("open /nonexistent/dir/.f.zonefold-get-3592658222: no such file or
+// directory"), a file the user never asked for.
+func TestGetNamesLocalWhenItCannotBeCreated(t *testing.T) {
+	device, sock, local := deviceAndLocalFile(t, "abc")
+	stop := serveInProcess(t, device, sock)
+	defer stop()
+	zonefold(t, "put", local, "f", "--socket", sock)
+	dst := filepath.Join(t.TempDir(), "missing", "f")
+	var out, errb bytes.Buffer
+	code := Main([]string{"get", "f", dst, "--socket", sock}, &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), dst+":") || strings.Contains(errb.String(), "zonefold-get-") {
+		t.Fatalf("get into a missing folder: exit %d, %q; want exit 1 naming %s, not a temporary", code, errb.String(), dst)
+	}
 }

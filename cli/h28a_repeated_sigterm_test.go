@@ -219,15 +219,30 @@ func TestH28aSIGINTWhileStoppingStopsAtOnce(t *testing.T) {
 // serve, with its unsynced writes) at once: `timeout -s INT 1h zonefold
 // serve ...` lost acknowledged writes whenever its two signals reached
 // serve one after the other rather than merged into one.
+//
+// The window is wall time between Main's loop taking the two signals,
+// and the test can send the second only once put shows it took the
+// first (it closed its connection): on a loaded machine (CI105 ran the
+// race-instrumented engine tests beside it) that can take longer than
+// the window, and put then rightly stops at once. Such a round is
+// tried again; the test fails if every one of five stopped at once.
 func TestSIGINTTwiceAtOnceIsOneRequest(t *testing.T) {
-	testSIGINTWhileStopping(t, syscall.SIGINT, false)
+	for round := range 5 {
+		missed := testSIGINTWhileStopping(t, syscall.SIGINT, false)
+		if missed == "" {
+			return
+		}
+		t.Logf("round %d: put stopped at once, the two SIGINTs taken more than %v apart (%s)", round, sameRequestWindow, missed)
+	}
+	t.Fatal("put stopped at once in each of 5 rounds when a second SIGINT came with the first; want it taken for the same request and the clean stop kept")
 }
 
 // testSIGINTWhileStopping stops a put whose daemon is frozen with first,
 // then sends SIGINT: after sameRequestWindow if later (put must end at
 // once, 130), else at once (put must go on with its clean stop, and end
-// it once the daemon runs again).
-func testSIGINTWhileStopping(t *testing.T, first syscall.Signal, later bool) {
+// it once the daemon runs again). If not later and put stopped at once,
+// it returns how (the caller decides), else "".
+func testSIGINTWhileStopping(t *testing.T, first syscall.Signal, later bool) string {
 	dir := t.TempDir()
 	d := startDaemon(t, "emu:"+filepath.Join(dir, "dev")+"?zone_size=4M&zones=16")
 	fifo := filepath.Join(dir, "fifo")
@@ -275,6 +290,7 @@ func testSIGINTWhileStopping(t *testing.T, first syscall.Signal, later bool) {
 	// first): the sign is that put closed its connection, to remove its
 	// temporary through a new one.
 	before := sockets(cmd.Process.Pid)
+	sentFirst := time.Now()
 	cmd.Process.Signal(first)
 	for stopping := false; !stopping; {
 		now := sockets(cmd.Process.Pid)
@@ -294,6 +310,7 @@ func testSIGINTWhileStopping(t *testing.T, first syscall.Signal, later bool) {
 		// Ctrl-C pressed again, not the same request sent twice.
 		time.Sleep(2 * sameRequestWindow)
 	}
+	gap := time.Since(sentFirst)
 	cmd.Process.Signal(syscall.SIGINT)
 	if !later {
 		// The same request: put says so and goes on waiting for the
@@ -301,8 +318,8 @@ func testSIGINTWhileStopping(t *testing.T, first syscall.Signal, later bool) {
 		for !strings.Contains(stderr.String(), "same request") {
 			select {
 			case <-done:
-				t.Fatalf("put stopped at once (exit %d) by a second SIGINT sent with the first; want it taken for the same request and the clean stop kept; stderr %q",
-					cmd.ProcessState.ExitCode(), stderr.String())
+				return fmt.Sprintf("exit %d, the second SIGINT sent %v after the first; stderr %q",
+					cmd.ProcessState.ExitCode(), gap.Round(time.Millisecond), stderr.String())
 			case <-giveUp:
 				t.Fatalf("put said nothing of the second SIGINT within a minute; stderr %q", stderr.String())
 			case <-time.After(time.Millisecond):
@@ -332,7 +349,7 @@ func testSIGINTWhileStopping(t *testing.T, first syscall.Signal, later bool) {
 				t.Fatalf("put stopped by SIGINT left its temporary %s: not a clean stop; stderr %q", e.Name, stderr.String())
 			}
 		}
-		return
+		return ""
 	}
 	select {
 	case <-done:
@@ -342,6 +359,7 @@ func testSIGINTWhileStopping(t *testing.T, first syscall.Signal, later bool) {
 	if st := cmd.ProcessState.ExitCode(); st != 130 {
 		t.Fatalf("put stopped by %s then SIGINT, its daemon frozen: exit %d, stderr %q; want 130 (SIGINT stops at once)", signalName(first), st, stderr.String())
 	}
+	return ""
 }
 
 // sockets is the set of sockets process pid has open ("socket:[inode]").

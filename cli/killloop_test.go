@@ -80,6 +80,9 @@ func TestKill9Loop(t *testing.T) {
 				dev:    fmt.Sprintf("emu:%s?zone_size=1M&zones=24", filepath.Join(dir, "dev")),
 				socket: filepath.Join(dir, "zf.sock"), dir: dir, fio: fio, fioEngine: fioEngine,
 				puts: map[string][]byte{}}
+			if os.Getenv("ZONEFOLD_KILL_RECOVERY") != "" {
+				r.recRng = rand.New(rand.NewPCG(seed, 33))
+			}
 			r.run(points)
 		})
 	}
@@ -133,9 +136,16 @@ type killRun struct {
 	putSeq, fioSeq int
 	stragglers     atomic.Int64 // client processes that outlived their leader
 	gcPoints       int
-	pointNo        int // the kill point running
-	lossPoints     []int
-	fsckPoints     []int
+	// recRng, when ZONEFOLD_KILL_RECOVERY is set, draws a second kill
+	// after each first, that long into the restart (up to lastStart, how
+	// long the last restart took to serve): a kill -9 during recovery.
+	// A draw of its own, so that a seed's kill points stay as they were.
+	recRng     *rand.Rand
+	lastStart  time.Duration
+	recKills   [2]int // second kills before and after the daemon served
+	pointNo    int    // the kill point running
+	lossPoints []int
+	fsckPoints []int
 }
 
 func (r *killRun) run(points int) {
@@ -159,6 +169,9 @@ func (r *killRun) run(points int) {
 	t.Logf("seed %d: %d kill points, %d during GC; acknowledged data lost at %d %v; fsck not clean at %d %v; %d client processes outlived their leader",
 		r.seed, points, r.gcPoints, len(r.lossPoints), r.lossPoints, len(r.fsckPoints), r.fsckPoints, r.stragglers.Load())
 	t.Logf("seed %d: namespace clients acknowledged %v", r.seed, r.ns.acked)
+	if r.recRng != nil {
+		t.Logf("seed %d: second kills during the restart: %d before it served, %d after", r.seed, r.recKills[0], r.recKills[1])
+	}
 	if len(r.lossPoints) > 0 || len(r.fsckPoints) > 0 {
 		t.Errorf("seed %d: acknowledged data lost at %d of %d kill points, fsck not clean at %d", r.seed, len(r.lossPoints), points, len(r.fsckPoints))
 	}
@@ -240,7 +253,12 @@ func (r *killRun) setupRaw() {
 func (r *killRun) point(p int) {
 	t := r.t
 	r.pointNo = p
-	wantGC := r.rng.IntN(2) == 0
+	// Every other point aims at a GC pass. A draw per point decided
+	// that once, and a seed could draw few (seed 1001: 1 of 16, below
+	// the third run checks for); it is still drawn, so the draws after
+	// it, and a seed's other choices, stay as they were.
+	_ = r.rng.IntN(2)
+	wantGC := p%2 == 1
 	warm := time.Duration(100+r.rng.IntN(600)) * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -307,8 +325,14 @@ func (r *killRun) point(p int) {
 			os.WriteFile(saved, b, 0o644)
 		}
 	}
+	if r.recRng != nil {
+		// A second kill while the daemon opens after the first.
+		r.killInRecovery(p)
+		fscked = time.Now()
+	}
 	r.serve(false)
 	served := time.Now()
+	r.lastStart = served.Sub(fscked)
 	lost := r.check(p)
 	if lost > 0 {
 		r.lossPoints = append(r.lossPoints, p)
@@ -317,6 +341,36 @@ func (r *killRun) point(p int) {
 	}
 	t.Logf("point %d: killed after %v+%v, during GC %v; %d checks failed (clients %v, fsck %v, restart %v, check %v)",
 		p, warm, waited.Round(time.Millisecond), inGC, lost, waited2.Round(time.Millisecond), fscked.Sub(killed).Round(time.Millisecond), served.Sub(fscked).Round(time.Millisecond), time.Since(served).Round(time.Millisecond))
+}
+
+// killInRecovery starts the daemon on the device the kill left and kills
+// it again at a drawn moment of its start (recovery: the log's replay,
+// its checkpoint, the resets of dead zones); fsck must then say clean,
+// and the restart after it must find every acknowledged byte (point's
+// check).
+func (r *killRun) killInRecovery(p int) {
+	t := r.t
+	delay := time.Duration(r.recRng.Int64N(int64(max(r.lastStart, 20*time.Millisecond))))
+	cmd := exec.Command(r.bin, "serve", r.dev, "--socket", r.socket, "--cache", "8M")
+	out := &syncbuf.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(delay)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	served := strings.Contains(out.String(), "serving ")
+	if served {
+		r.recKills[1]++
+	} else {
+		r.recKills[0]++
+	}
+	fsck, err := exec.Command(r.bin, "fsck", r.dev).CombinedOutput()
+	if err != nil || !strings.Contains(string(fsck), "clean") {
+		r.fsckPoints = append(r.fsckPoints, p)
+		t.Errorf("point %d: fsck after a kill -9 %v into the restart (served: %v): %v\n%s\ndaemon:\n%s", p, delay, served, err, fsck, out)
+	}
 }
 
 // rawWriter overwrites random runs of one raw file's blocks, fsyncing

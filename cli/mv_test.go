@@ -43,7 +43,7 @@ func TestMv(t *testing.T) {
 		{[]string{"mv", "missing", "x"}, 1, "no such file"},
 		{[]string{"mv", "g", server.TempPrefix + "x"}, 2, "reserved"},
 		{[]string{"mv", "g", ""}, 2, "mv: "},
-		{[]string{"mv", "g"}, 2, "accepts 2 arg"},
+		{[]string{"mv", "g"}, 2, "mv takes OLD NEW, got 1 argument"},
 	} {
 		r := runBinary(t, append(tc.args, "--socket", d.socket)...)
 		if r.status != tc.status || !strings.Contains(r.stderr, tc.stderr) {

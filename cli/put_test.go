@@ -251,3 +251,21 @@ func TestPutRefusesAnInvalidNameBeforeCopying(t *testing.T) {
 		t.Errorf("refused puts wrote data: %s", st)
 	}
 }
+
+// TestPutSaysANameAsLsDoes: put's line names the file as ls lists it. A
+// name with a newline printed "a" and "b: 3 B, durable" on two lines,
+// which ls prints quoted, "a\nb", as one.
+func TestPutSaysANameAsLsDoes(t *testing.T) {
+	device, sock, local := deviceAndLocalFile(t, "abc")
+	stop := serveInProcess(t, device, sock)
+	defer stop()
+	for _, name := range []string{"a\nb", `"q`, "plain"} {
+		var out, errb bytes.Buffer
+		if code := Main([]string{"put", local, name, "--socket", sock}, &out, &errb); code != 0 {
+			t.Fatalf("put %q: exit %d, %q", name, code, errb.String())
+		}
+		if want := listedName(name) + ": 3 B, durable\n"; out.String() != want {
+			t.Errorf("put %q printed %q; want %q", name, out.String(), want)
+		}
+	}
+}

@@ -23,11 +23,29 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/zonefold/zonefold/bench"
 )
 
 // Main runs the command line args and returns the process exit status
-// (see conventions.go).
+// (see conventions.go). It is for callers that go on after it (tests):
+// it stops catching signals when it returns, so a signal that lands
+// between its return and the caller's exit takes its default action.
+// A process that exits with the status calls Exit instead.
 func Main(args []string, stdout, stderr io.Writer) int {
+	return runCommand(args, stdout, stderr, true)
+}
+
+// Exit runs the command line args and exits the process with their
+// status. Signals stay caught until the process is gone: a SIGINT that
+// follows the one that decided the status (Ctrl-C held down, a
+// supervisor repeating it) must not kill the process on its way out and
+// replace 130 with death by signal.
+func Exit(args []string) {
+	os.Exit(runCommand(args, os.Stdout, os.Stderr, false))
+}
+
+func runCommand(args []string, stdout, stderr io.Writer, stopSignals bool) int {
 	sigs := make(chan os.Signal, 2)
 	stops := []os.Signal{syscall.SIGINT, syscall.SIGTERM}
 	// SIGHUP too: a terminal that goes away (its window closed, an ssh
@@ -37,9 +55,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if !signal.Ignored(syscall.SIGHUP) {
 		stops = append(stops, syscall.SIGHUP)
 	}
-	signal.Notify(sigs, stops...)
-	defer signal.Stop(sigs)
-	ctx, cancel := context.WithCancel(context.Background())
+	barrier := newSignalBarrier()
+	signal.Notify(sigs, append(stops, barrierSignal)...)
+	if stopSignals {
+		defer signal.Stop(sigs)
+	}
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), barrierKey{}, barrier))
 	defer cancel()
 	var running atomic.Pointer[cobra.Command]
 	root := newRoot(stdout, stderr, &running)
@@ -54,6 +75,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			return exitStatus(stderr, err, got, running.Load())
 		case s := <-sigs:
 			sig := s.(syscall.Signal)
+			if sig == barrierSignal {
+				barrier.seen()
+				continue
+			}
 			if got != 0 && sig != syscall.SIGINT {
 				// The clean stop asked for again, as timeout(1) and
 				// a kill of the process and then of its group ask for
@@ -98,7 +123,12 @@ func exitStatus(stderr io.Writer, err error, sig syscall.Signal, cmd *cobra.Comm
 		return exitSignal(sig)
 	}
 	var u *usageError
-	if errors.As(err, &u) {
+	var bad *bench.OptionError
+	if !errors.As(err, &u) && errors.As(err, &bad) {
+		// A value the benchmark refuses is a bad flag all the same.
+		u = &usageError{err: err}
+	}
+	if u != nil {
 		path := u.cmd
 		if path == "" && cmd != nil {
 			path = cmd.CommandPath()

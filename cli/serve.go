@@ -46,6 +46,7 @@ func newServeCmd() *cobra.Command {
 		ef                    engineFlags
 		socket, metrics       string
 		format, force, logInf bool
+		acceptOffline         bool
 		maxClients            int
 		maxShm                int64
 	)
@@ -70,13 +71,23 @@ holds to the process's exit; a write among them is answered ESHUTDOWN,
 never OK.
 
 --format formats DEVICE first if it is not formatted yet; a formatted
-device is served as it is, unless --force is given too, which erases it.`,
+device is served as it is, unless --force is given too, which erases it.
+
+--accept-offline-zones opens a device the daemon otherwise refuses
+because a data zone went offline (the drive lost it) while it may hold
+data written since the last checkpoint: what that zone held is lost.
+Reads of what files map there fail (zonefold fsck --accept-offline-zones
+names the files), data written there since the checkpoint is absent
+(such a range reads as it was then, a file it grew is shorter), and
+every other file is served. The first start records the zone offline:
+later starts need no flag.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := ef.config()
 			if err != nil {
 				return err
 			}
+			cfg.AcceptOfflineZones = acceptOffline
 			if force && !format {
 				return usagef("--force only goes with --format")
 			}
@@ -137,6 +148,7 @@ device is served as it is, unless --force is given too, which erases it.`,
 	f.BoolVar(&format, "format", false, "format DEVICE first if it is not formatted")
 	f.BoolVar(&force, "force", false, "with --format: erase DEVICE even if it holds a file system")
 	f.BoolVar(&logInf, "log-info", false, "log connections and lifecycle events, not just warnings")
+	f.BoolVar(&acceptOffline, acceptOfflineFlag, false, "open even if a data zone went offline holding data newer than the last checkpoint: what it held is lost, every other file is served")
 	countVar(f, &maxClients, "max-clients", server.DefaultMaxConns, "most clients connected at once; more are refused (EUSERS)")
 	sizeVar(f, &maxShm, "max-shared-memory", server.DefaultSharedMemory(),
 		"most shared memory all clients' regions take together; a client that does not fit is refused (ENOMEM)")
@@ -191,11 +203,25 @@ func addClientCmds(root *cobra.Command) {
 	root.AddCommand(
 		clientCmd("stat", "Show the daemon's live engine stats", cobra.NoArgs, true, runStat),
 		newLsCmd(),
-		clientCmd("put LOCAL NAME", "Copy a local file (-: stdin) into zonefold atomically; returns once it is durable", cobra.ExactArgs(2), true, runPut),
+		newPutCmd(),
 		clientCmd("get NAME LOCAL", "Copy a zonefold file to a local file (-: stdout)", cobra.ExactArgs(2), false, runGet),
 		clientCmd("rm NAME...", "Remove files", cobra.MinimumNArgs(1), false, runRm),
 		clientCmd("mv OLD NEW", "Rename a file, replacing NEW; returns once it is durable", cobra.ExactArgs(2), false, runMv),
 	)
+}
+
+func newPutCmd() *cobra.Command {
+	cmd := clientCmd("put LOCAL NAME", "Copy a local file (-: stdin) into zonefold atomically; returns once it is durable", cobra.ExactArgs(2), true, runPut)
+	cmd.Long = `Copy a local file (-: stdin) into zonefold atomically; put returns once
+the copy is durable (fsynced).
+
+put writes a temporary file, fsyncs it and renames it over NAME, so NAME
+is either as it was or the whole new content, never part of it. A put
+that fails or is interrupted (one Ctrl-C or SIGTERM stops it, also while
+it waits for more of a pipe or terminal on stdin) leaves NAME as it was
+(absent if it did not exist) and removes its temporary file: what it had
+read of LOCAL is discarded, and nothing of a partial copy is kept.`
+	return cmd
 }
 
 func runStat(ctx context.Context, s *session, _ []string) error {
@@ -213,7 +239,7 @@ func runStat(ctx context.Context, s *session, _ []string) error {
 	row("device written", human(st.DevWritten()))
 	row("write amplification", fmt.Sprintf("%.3f", st.WAF()))
 	row("appends", st.Appends)
-	row("zones free/open/data", fmt.Sprintf("%d/%d/%d", st.FreeZones, st.OpenZones, st.DataZones))
+	row("data zones free/open/all", fmt.Sprintf("%d/%d/%d", st.FreeZones, st.OpenZones, st.DataZones))
 	row("dirty", human(st.DirtyBytes))
 	row("removed while open", fmt.Sprintf("%d files, %s", st.UnnamedFiles, human(st.UnnamedBytes)))
 	row("cache hits/misses", fmt.Sprintf("%d/%d", st.Cache.Hits, st.Cache.Misses))
@@ -325,7 +351,7 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 	buf := make([]byte, copyChunk)
 	var off int64
 	for {
-		n, rerr := io.ReadFull(src, buf)
+		n, rerr := interruptible(ctx, func() (int, error) { return io.ReadFull(src, buf) })
 		if n > 0 {
 			if _, err := s.WriteAt(ctx, h, buf[:n], off); err != nil {
 				return putError(ctx, name, off, st, err)
@@ -337,6 +363,14 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 		}
 		if rerr != nil {
 			return rerr
+		}
+	}
+	if !st.Mode().IsRegular() {
+		// The end of a pipe may be its producer killed by the
+		// Ctrl-C that is on its way to us: that is no whole input.
+		settleSignals(ctx)
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
 		}
 	}
 	// put promises durability: a crash after it returns loses nothing.
@@ -357,7 +391,7 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 			Size  int64  `json:"size"`
 		}{local, name, off})
 	}
-	fmt.Fprintf(s.out, "%s: %s, durable\n", name, human(off))
+	fmt.Fprintf(s.out, "%s: %s, durable\n", listedName(name), human(off))
 	return nil
 }
 
@@ -472,6 +506,10 @@ func runGet(ctx context.Context, s *session, args []string) (err error) {
 	dst, err := os.CreateTemp(filepath.Dir(local), "."+shortBase(local)+".zonefold-get-*")
 	if err != nil {
 		s.CloseFile(ctx, h)
+		// Name LOCAL, as typed: the temporary is get's own business.
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			return &fs.PathError{Op: "create", Path: local, Err: pe.Err}
+		}
 		return err
 	}
 	defer func() {
@@ -505,9 +543,9 @@ func runGet(ctx context.Context, s *session, args []string) (err error) {
 // fails the get, since what the stream took cannot be taken back.
 func getInto(ctx context.Context, s *session, name string, h uint32, size int64, dst *os.File) error {
 	// A FIFO nobody reads may block a write for ever: an interrupt ends
-	// it (where dst is pollable: a descriptor inherited in blocking mode
-	// is left so, as its other holders expect, and waits for a second
-	// signal).
+	// it (the deadline where dst is pollable; a descriptor inherited in
+	// blocking mode is left so, as its other holders expect, and
+	// interruptible leaves its write behind).
 	stop := context.AfterFunc(ctx, func() { _ = dst.SetWriteDeadline(time.Now()) })
 	defer stop()
 	err := copyWhole(ctx, s, name, h, size, dst, nil)
@@ -668,6 +706,38 @@ func openInterruptible(ctx context.Context, local string, flag int) (*os.File, e
 	}
 }
 
+// interruptible runs op, a read or write of a local file (put's LOCAL,
+// get's), and returns its result, or ctx's cause at once once ctx ends.
+// The deadline put and get set on their file when ctx ends ends only an
+// op on a pollable file: a pipe or terminal inherited in blocking mode
+// (stdin or stdout, as a shell makes them: `producer | zonefold put -
+// NAME` whose producer writes nothing more, `zonefold get NAME - |
+// consumer` whose consumer stops reading) takes none, os.NewFile leaving
+// such a descriptor out of the poller, and making it non-blocking would
+// change it for every process that shares it (the shell's terminal).
+// Such an op waited through the first SIGINT, and only a second one
+// stopped the command. An op cut short goes on in its goroutine until
+// it returns (at the process's exit at the latest): the caller must not
+// touch its buffer after. Closing its file meanwhile does not wait for
+// it (a blocking descriptor's close is deferred until the op is done).
+func interruptible(ctx context.Context, op func() (int, error)) (int, error) {
+	type result struct {
+		n   int
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		n, err := op()
+		ch <- result{n, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.n, r.err
+	case <-ctx.Done():
+		return 0, context.Cause(ctx)
+	}
+}
+
 // getTries bounds how often get starts over on a NAME that puts keep
 // replacing while it reads.
 const getTries = 20
@@ -682,7 +752,7 @@ func copyOut(ctx context.Context, s *session, name string, h uint32, size int64,
 		want := min(int64(len(buf)), size-off)
 		n, rerr := s.ReadAt(ctx, h, buf[:want], off)
 		if n > 0 {
-			if _, err := dst.Write(buf[:n]); err != nil {
+			if _, err := interruptible(ctx, func() (int, error) { return dst.Write(buf[:n]) }); err != nil {
 				return false, err
 			}
 			off += int64(n)

@@ -140,7 +140,7 @@ func TestZonesIllegalRequestsChangeNothing(t *testing.T) {
 		{[]string{"open", dev, "--all"}, "the device allows 2"}, // 3 open > 2
 		{[]string{"report", "emu:" + t.TempDir() + "/none"}, "does not exist"},
 		{[]string{"report", "bogus:x"}, "unknown backend"},
-		{[]string{"report"}, "accepts 1 arg"},
+		{[]string{"report"}, "zones report takes DEVICE, got 0 arguments"},
 	} {
 		_, errOut, st := run(t, append([]string{"zones"}, tc.args...)...)
 		if st == 0 {

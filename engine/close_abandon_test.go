@@ -14,6 +14,7 @@ import (
 // operations left open (the cache, the device), once the test has seen
 // those operations end: as close does after a drain that completed.
 func (e *Engine) releaseAbandoned() {
+	e.stopColdFinisher()
 	e.cache.Close()
 	e.dev.Close()
 	e.stopCompleter()

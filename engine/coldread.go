@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -89,7 +88,7 @@ func (h *File) StartRead(p []byte, off int64, done ReadDone) bool {
 	}
 	var s *readScratch
 	select {
-	case s = <-e.scratch.free:
+	case s = <-e.coldScratch.free:
 	default:
 		e.leave()
 		return false
@@ -112,7 +111,7 @@ func (h *File) StartRead(p []byte, off int64, done ReadDone) bool {
 	}
 	if !ok {
 		*r = coldRead{}
-		e.scratch.free <- s
+		e.coldScratch.free <- s
 		e.leave()
 		return false
 	}
@@ -178,13 +177,14 @@ func (r *coldRead) check() {
 	}
 	if err != nil {
 		e.stats.readErrs.Add(1)
+		e.kickOffline() // the zone may have gone offline
 		err = fmt.Errorf("engine: device read: %w", err)
 	} else if !e.cfg.NoReadVerify {
 		err = e.checkSums(r.s, r.nh, r.h.f.id, r.pieces[:r.n], r.mem, r.base)
 	}
 	if err != nil {
 		e.cache.AbortMiss(&r.miss)
-		r.end(0, fmt.Errorf("engine: read %q at %d: %w", r.h.f.name, r.base, err), false)
+		r.end(0, fmt.Errorf("engine: read %q at %d: %w", r.h.f.name(), r.base, err), false)
 		return
 	}
 	r.adopt(false)
@@ -215,23 +215,37 @@ func (r *coldRead) adopt(wait bool) {
 func (r *coldRead) end(n int, err error, again bool) {
 	e, done, s := r.e, r.done, r.s
 	*r = coldRead{}
-	e.scratch.free <- s
+	e.coldScratch.free <- s
 	e.leave()
 	done.ReadDone(n, err, again)
 }
 
 // coldFinisher finishes the cold reads whose cache file lock the reaper
-// found held, until ctx (the background work's) ends; Close has waited
-// for every read by then.
-func (e *Engine) coldFinisher(ctx context.Context) {
+// found held, until stop is closed: by a Close that waited for every
+// operation (stopColdFinisher), so no read can come to it after. A Close
+// that stopped waiting for running operations (a device slow to answer)
+// leaves it running, as it leaves the cache and the device open: a cold
+// read still in the device then may complete later and come here, and
+// was left in the queue for ever when the finisher stopped with the
+// background work Close cancels, its ReadDone never told (the daemon's
+// client never answered, its connection never ended:
+// TestH32bColdReadLateAfterAbandonedCloseEnds).
+func (e *Engine) coldFinisher(stop <-chan struct{}) {
 	for {
 		select {
-		case <-ctx.Done():
+		case <-stop:
 			return
 		case r := <-e.coldFinish:
 			r.adopt(true)
 		}
 	}
+}
+
+// stopColdFinisher stops the cold-read finisher and waits for it to end;
+// only once no cold read is running or can begin.
+func (e *Engine) stopColdFinisher() {
+	close(e.coldStop)
+	<-e.coldDone
 }
 
 // PlugReads and UnplugReads bracket a batch of StartRead calls so that

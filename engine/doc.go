@@ -135,12 +135,62 @@
 //     only records older than itself there. A device write pointer below
 //     the checkpoint's also means a reset since, and the zone is scanned
 //     from its start.
+//   - A data zone the device reports offline (its data no longer reads,
+//     nor its write pointer) is not scanned. That is sound only where
+//     nothing newer than the checkpoint can lie in it: the checkpoint
+//     had it allocated to its capacity (full, or given up after a
+//     failed append) and no reset of it is logged since
+//     (offlineZoneNews); otherwise Open fails (ErrZoneOffline) rather
+//     than serve older bytes where acknowledged ones were, unless the
+//     user opts in to exactly that (Config.AcceptOfflineZones,
+//     --accept-offline-zones, which the refusal names): the zone is
+//     then taken as offline and its records newer than the checkpoint
+//     as never written. Namespace operations are the metadata log's
+//     and replay; what those records wrote is absent (a range reads as
+//     the checkpoint has it, a file is shorter), which the user chose
+//     over losing every file. A GC copy lost there leaves its file
+//     mapped, per the checkpoint, into a victim reset since: reads of
+//     it fail the header check (the block's record is not the file's,
+//     or reads past the write pointer), and fsck reports the extent, as
+//     it does what the checkpoint maps into the offline zone itself.
+//     The lost records' numbers may be handed out again:
+//     harmless, as nothing reads an offline zone again (a zone does
+//     not come back from offline), and recovery's checkpoint records
+//     it at its capacity, so no later recovery scans it. Reads of
+//     what files map there fail. Every checkpoint records a zone the
+//     device reports offline at its capacity (it takes no record
+//     again, Engine.offlineZones): one checkpoint taken after a zone
+//     went offline, a clean Close's or a recovery's, lets every later
+//     Open skip it. So the engine owes one from the moment it finds a
+//     zone offline (a failed read or finish kicks the offline watcher,
+//     which asks the device, at most once per offlineReportEvery: kicks
+//     meanwhile are owed one report): the watcher takes it at once, and every
+//     acknowledging flush settles it first (Engine.offlineOwed), so a
+//     crash after the engine knew does not refuse the next Open. What
+//     the cache still holds of what files map there is made dirty again
+//     first (cache.Redirty) and written elsewhere by writeback: the
+//     cache holds the file's bytes, and a later fsync that succeeds
+//     covers them; reads of the rest fail, as fsck says. That includes
+//     blocks still under the writeback that put them there (Redirty
+//     marks them to go out again) and records the completer maps there
+//     only after the watcher listed the zone (it asks for another pass,
+//     Engine.offlineLate). A zone goes
+//     offline without the engine knowing until it reads, writes or
+//     finishes there: a crash before then still refuses. A zone
+//     found offline leaves placement (placer.takeOffline: off the free
+//     list, or an open one given up), so no append goes there. GC never
+//     takes an offline zone (zone.offline): nothing in it reads for a
+//     copy, and the device refuses its reset; it stays full for good,
+//     and what files map there is lost (Stats.LostBytes), neither
+//     valid data nor garbage GC owes.
 //   - A torn record (one that runs past the write pointer, or whose
 //     header fails its checksum) ends its zone's log; recovery finishes
 //     the zone. Its unwritten tail is not damage. A data block that fails
 //     its checksum below the write pointer was written whole and changed
 //     since: recovery replays its record all the same and goes on, so the
-//     records behind it are not lost and reads of it fail.
+//     records behind it are not lost and reads of it fail. So does a
+//     record whose data fails to read (EIO) while its header reads; fsck
+//     reports a mapped block of either kind.
 //   - fsync (File.Sync) returns after the file's records are appended and
 //     the device flushed: they, their data and the file's size survive a
 //     crash. Concurrent flushes are merged (flush.go, group commit): a
@@ -396,7 +446,14 @@
 // zone's lock, the emulated device's table lock), which are taken under
 // any engine lock and take no engine lock. The retirer, which finishes
 // zones whose appends failed, and the completer hold no engine lock but
-// file.mu and placer.mu, briefly.
+// file.mu and placer.mu, briefly (the completer kicks the offline
+// watcher, a send that never waits, when it maps a record into a zone
+// already found offline). The offline watcher (offline.go) takes
+// placer.mu alone (placer.takeOffline), lists files under idMu, then
+// each file's extents under its file.mu,
+// releasing each before it takes the cache's lock of the file
+// (cache.Redirty); its checkpoint is settleStray's, holding nothing
+// else, as an fsync's.
 //
 // Completions. The ring's reaper delivers a completion to the device
 // backend, which updates its zone under the zone's lock and calls the
@@ -424,11 +481,15 @@
 // sends the read to the cold-read finisher goroutine over a channel with
 // room for every cold read (each holds one of the readScratches), and
 // the finisher waits for the lock; no holder of a cache file lock waits
-// for a fill (cache: such waits are made without it), so it gets it. A
+// for a fill (cache: such waits are made without it), and one that fills
+// under it (the cache's memory short) waits only for a scratch of the
+// waiting reads' pool, which cold reads never hold, so it gets it. A
 // read whose range changed meanwhile (a write, a truncate, a removal,
 // a racing shrink) tells ReadDone to read again the waiting way; the
 // read holds an operation (enter) from start to end, so Close waits
-// for it like any other.
+// for it like any other; a Close that stops waiting (its context done)
+// leaves the finisher running, so that a read the device answers later
+// still ends (its ReadDone told).
 //
 // Waits. Besides locks, goroutines wait for appends and reads to complete
 // (in-flight counts, a zone's writers and readers, free ops and header

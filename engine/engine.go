@@ -51,6 +51,16 @@ type Config struct {
 	// NoReadVerify makes cache fills skip checking data blocks against
 	// their checksums: only to measure what the check costs.
 	NoReadVerify bool
+	// AcceptOfflineZones opens a device where recovery finds a data
+	// zone offline that may hold records newer than the checkpoint it
+	// starts from, which Open otherwise refuses (ErrZoneOffline): what
+	// the zone held is lost. Reads of what the checkpoint maps there
+	// fail (fsck names the files), and whatever the records newer than
+	// it that lay there wrote is absent: such a range reads as it was
+	// at the checkpoint, a file they grew is shorter (creates, removes
+	// and renames are the metadata log's and are kept). Recovery's checkpoint records the zone offline, so later
+	// Opens need no option. `zonefold serve --accept-offline-zones`.
+	AcceptOfflineZones bool
 	// SumCacheBytes is the memory that keeps the block checksums of
 	// records read lately, so that reads of them need not read their
 	// headers again (88 bytes per 64 KiB of data). Default: 1/64 of
@@ -146,6 +156,23 @@ type Engine struct {
 	// checkpoint (which snapshots memory) clears it, every flush
 	// settles with one first (settleStray), as for a failed append.
 	unlogged atomic.Bool
+	// offlineOwed is set when the engine finds a data zone the device
+	// reports offline (offlineWatcher) and cleared by the next
+	// checkpoint, which records the zone full: until one does, a
+	// recovery from an older checkpoint cannot rule out records newer
+	// than it in the zone and refuses to open (offlineZoneNews). Every
+	// acknowledging flush settles with one first (settleStray), as for
+	// a failed append, and the watcher takes one at once.
+	offlineOwed atomic.Bool
+	// offlineLate is set by the completer when it maps a record into a
+	// zone the watcher had found offline already (the append landed
+	// before the zone went offline, its record after the watcher's list
+	// of what files map there): the watcher makes what the found zones
+	// hold dirty again once more, that record's data with it.
+	offlineLate atomic.Bool
+	// offlineKick wakes the offline watcher: a device read or a zone's
+	// finish failed, and a zone may have gone offline.
+	offlineKick chan struct{}
 	// failedMu (leaf) guards failedSeqs: the numbers of the records whose
 	// appends failed since the last checkpoint (the completer adds them),
 	// and how many of them voidFailedLocked has logged void in the active
@@ -187,6 +214,10 @@ type Engine struct {
 	// closed when Close begins too, to wake waits that have no context.
 	active    atomic.Int64
 	closingCh chan struct{}
+	// settlers counts the background settlers' goroutines
+	// (settleLater): a simulated crash (crashForTest) waits for them
+	// before it closes the cache under a try.
+	settlers sync.WaitGroup
 	// raMax is Config.ReadaheadMax; raQueue the windows waiting for a
 	// readahead worker (readahead.go).
 	raMax   int64
@@ -205,10 +236,23 @@ type Engine struct {
 	readGroups sync.Pool // *uring.Group for batched device reads
 	// coldFinish hands the cold-read finisher (coldFinisher) the reads
 	// File.StartRead began whose cache file lock the reaper found held:
-	// room for one per read scratch, which each holds.
+	// room for one per read scratch, which each holds. coldStop ends
+	// the finisher, coldDone says it ended: only a Close that waited for
+	// every operation stops it (stopColdFinisher), since a read Close
+	// stopped waiting for may still come to it.
 	coldFinish chan *coldRead
+	coldStop   chan struct{}
+	coldDone   chan struct{}
 	sums       *sumCache
-	scratch    *scratchPool
+	// scratch is the waiting reads' (readChecked), coldScratch the cold
+	// reads' (StartRead): one pool for both let cold reads waiting in
+	// the finisher for a cache file lock hold every scratch while the
+	// holder of that lock, filling under it because memory was short,
+	// waited for one (TestWaitingReadGetsAScratchWhileColdReadsHoldAll).
+	// A waiting read's scratch is held only across device reads, so
+	// one always comes back.
+	scratch     *scratchPool
+	coldScratch *scratchPool
 
 	// readOnly recovery (fsck) changes nothing on the device and keeps
 	// what it found for the report.
@@ -228,6 +272,10 @@ type Engine struct {
 	// checkpoint extent no record can hold, an operation that does not
 	// decode); fsck reports it.
 	damage []string
+	// offlineAccepted is the offline data zones recovery opened past
+	// though records newer than its checkpoint may lie there
+	// (Config.AcceptOfflineZones): fsck notes them.
+	offlineAccepted []int
 	// bg is the background work Close's writeback waits for (writeback,
 	// retirer, collector): a pass of it may hold what the closing flush
 	// and checkpoint need. raWG is the readahead workers, which hold
@@ -242,8 +290,11 @@ type Engine struct {
 
 // file is one file's state; mu guards size and the extent map.
 type file struct {
-	id   uint64
-	name string
+	id uint64
+	// nm is the file's name: changed by a rename under f.mu, read
+	// anywhere (error messages on the ring's reaper, which takes no
+	// engine lock), so it is swapped whole, never torn.
+	nm atomic.Pointer[string]
 	// wmu orders changes of the file's bytes and size: writes within the
 	// size share it; a write that extends the file and Truncate hold it
 	// exclusively, from the size change until the data is in the cache
@@ -614,7 +665,7 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 	cfg.fill()
 	sumDev, _ := dev.(zns.SumAppender)
 	e := &Engine{cfg: cfg, dev: dev, sumDev: sumDev, geo: dev.Geometry(), ring: dev.Ring(), log: slog.Default(),
-		byName: map[string]*file{}, byID: map[uint64]*file{}, nextID: 1, retireKick: make(chan struct{}, 1),
+		byName: map[string]*file{}, byID: map[uint64]*file{}, nextID: 1, retireKick: make(chan struct{}, 1), offlineKick: make(chan struct{}, 1),
 		closingCh: make(chan struct{}), raMax: cfg.ReadaheadMax, raQueue: make(chan raJob, readaheadQueue)}
 	e.readGroups.New = func() any { return new(uring.Group) }
 	e.coldFinish = make(chan *coldRead, readScratches)
@@ -653,6 +704,11 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 		e.hdrs.close()
 		return nil, err
 	}
+	if e.coldScratch, err = newScratchPool(readScratches); err != nil {
+		e.scratch.close()
+		e.hdrs.close()
+		return nil, err
+	}
 	// The collector exists before placement does: placement kicks it
 	// (placer.lowFree), recovery's placement too; it runs from below.
 	e.gc = newCollector(e)
@@ -660,6 +716,7 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 		e.stopCompleter()
 		e.hdrs.close()
 		e.scratch.close()
+		e.coldScratch.close()
 		return nil, err
 	}
 	e.cache, err = cache.New(cache.Config{
@@ -678,6 +735,7 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 		e.stopCompleter()
 		e.hdrs.close()
 		e.scratch.close()
+		e.coldScratch.close()
 		return nil, fmt.Errorf("engine: cache: %w", err)
 	}
 	// After the cache's arena, whose size the cache checks and maps
@@ -696,6 +754,7 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 		e.cache.Close()
 		e.hdrs.close()
 		e.scratch.close()
+		e.coldScratch.close()
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -708,10 +767,15 @@ func openDevice(dev zns.Device, cfg Config, fresh *Superblock) (*Engine, error) 
 	var others sync.WaitGroup
 	others.Go(func() { e.wb.Run(ctx) })
 	others.Go(func() { e.gc.run(ctx) })
+	others.Go(func() { e.offlineWatcher(ctx) })
 	othersDone := make(chan struct{})
 	e.bg.Go(func() { others.Wait(); close(othersDone) })
 	e.bg.Go(func() { e.retirer(othersDone) })
-	e.bg.Go(func() { e.coldFinisher(ctx) })
+	e.coldStop, e.coldDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(e.coldDone)
+		e.coldFinisher(e.coldStop)
+	}()
 	if e.raMax > 0 {
 		for range readaheadWorkers {
 			e.raWG.Go(func() { e.readaheadWorker(ctx) })
@@ -1012,6 +1076,8 @@ func (e *Engine) close(ctx context.Context) error {
 	}
 	// Every window ended with the drain; the workers stop at closingCh.
 	e.raWG.Wait()
+	// Every cold read ended with the drain too.
+	e.stopColdFinisher()
 	e.cache.Close()
 	if err := e.dev.Close(); err != nil {
 		errs = append(errs, err)
@@ -1020,6 +1086,7 @@ func (e *Engine) close(ctx context.Context) error {
 	e.stopCompleter()
 	e.hdrs.close()
 	e.scratch.close()
+	e.coldScratch.close()
 	return errors.Join(errs...)
 }
 
@@ -1262,7 +1329,7 @@ func (e *Engine) Sync(ctx context.Context) error {
 		// Leaving each file's writeback error for its fsync, as
 		// SyncAll does.
 		if err := (&File{e: e, f: f}).settleOwed(ctx, false); err != nil {
-			errs = append(errs, fmt.Errorf("engine: sync %q: %w", f.nameLocked(), err))
+			errs = append(errs, fmt.Errorf("engine: sync %q: %w", f.name(), err))
 		}
 	}
 	if err := e.wb.SyncAll(ctx); err != nil {
@@ -1319,12 +1386,11 @@ func (e *Engine) owedFiles() []*file {
 	return owed
 }
 
-// nameLocked is f's name, read under f.mu.
-func (f *file) nameLocked() string {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.name
-}
+// name is f's name as of the last rename.
+func (f *file) name() string { return *f.nm.Load() }
+
+// setName changes f's name; a rename holds f.mu as it does.
+func (f *file) setName(name string) { f.nm.Store(&name) }
 
 // Geometry is the device's geometry.
 func (e *Engine) Geometry() zns.Geometry { return e.geo }

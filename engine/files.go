@@ -131,7 +131,8 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (h *File, err error) {
 			e.nsMu.Unlock()
 			return nil, fmt.Errorf("engine: create %q: no file id left (next %d): %w", name, e.nextID, ErrNoSpace)
 		}
-		f = &file{id: e.nextID, name: name, ext: newExtentMap(), born: e.stats.hostWritten.Load()}
+		f = &file{id: e.nextID, ext: newExtentMap(), born: e.stats.hostWritten.Load()}
+		f.setName(name)
 		t, err := e.writeOp(nsOp{kind: opCreate, file: f.id, name: name})
 		if err != nil {
 			e.nsMu.Unlock()
@@ -367,7 +368,7 @@ func (e *Engine) removeAtClose(f *file) {
 	}
 	defer e.leave()
 	e.nsMu.Lock()
-	name := f.name
+	name := f.name()
 	if !f.unlinkAtClose.Load() || f.handles.Load() > 0 || e.byName[name] != f {
 		e.nsMu.Unlock()
 		return
@@ -514,7 +515,7 @@ func (e *Engine) Rename(oldName, newName string) error {
 		e.byName[newName] = f
 		e.nsBytes += grow
 		f.mu.Lock()
-		f.name = newName
+		f.setName(newName)
 		f.mu.Unlock()
 		f.unlinkAtClose.Store(false) // the renamer's now, as an open's
 		if victim != nil {
@@ -554,7 +555,7 @@ func (e *Engine) Stat(name string) (FileInfo, error) {
 func (f *file) info() FileInfo {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return FileInfo{Name: f.name, ID: f.id, Size: f.visibleSize(), Extents: f.ext.count()}
+	return FileInfo{Name: f.name(), ID: f.id, Size: f.visibleSize(), Extents: f.ext.count()}
 }
 
 // visibleSize is the size a client sees (f.mu held): the size, less the
@@ -575,7 +576,7 @@ func (h *File) check() error {
 	gone := h.f.gone
 	h.f.mu.RUnlock()
 	if gone {
-		return fmt.Errorf("engine: file %q was removed: %w", h.f.name, fs.ErrNotExist)
+		return fmt.Errorf("engine: file %q was removed: %w", h.f.name(), fs.ErrNotExist)
 	}
 	return nil
 }
@@ -594,11 +595,7 @@ func (h *File) enter() error {
 }
 
 // Name is the file's name.
-func (h *File) Name() string {
-	h.f.mu.RLock()
-	defer h.f.mu.RUnlock()
-	return h.f.name
-}
+func (h *File) Name() string { return h.f.name() }
 
 // Stat describes the file.
 func (h *File) Stat() FileInfo { return h.f.info() }
@@ -679,7 +676,7 @@ func (h *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 	}
 	h.e.stats.hostRead.Add(int64(n))
 	if err != nil {
-		return n, fmt.Errorf("engine: read %q at %d: %w", h.f.name, off, err)
+		return n, fmt.Errorf("engine: read %q at %d: %w", h.f.name(), off, err)
 	}
 	if n < len(p) {
 		return n, io.EOF
@@ -972,7 +969,7 @@ func (h *File) truncate(size int64, grow bool) error {
 	// truncate's (TestTruncateLeavesWritebackErrorToFsync): here and in
 	// zeroTail the truncate reports only what fails during it.
 	if err := h.settleUndo(ctx, false); err != nil {
-		return fmt.Errorf("engine: truncate %q to %d: %w", f.name, size, err)
+		return fmt.Errorf("engine: truncate %q to %d: %w", f.name(), size, err)
 	}
 	f.mu.Lock()
 	old := f.size
@@ -1077,7 +1074,7 @@ func (h *File) zeroTail(size, old int64) error {
 	e, f := h.e, h.f
 	ctx := context.Background()
 	if err := e.wb.FlushFileLeaveError(ctx, f.id); err != nil {
-		return fmt.Errorf("engine: truncate %q to %d: write back: %w", f.name, size, err)
+		return fmt.Errorf("engine: truncate %q to %d: write back: %w", f.name(), size, err)
 	}
 	end := (size/BlockSize + 1) * BlockSize
 	// The block's bytes past size, as the device holds them: with the
@@ -1090,7 +1087,7 @@ func (h *File) zeroTail(size, old int64) error {
 		_, err = e.cache.Read(ctx, cf, size, tail, e)
 	}
 	if err != nil {
-		return fmt.Errorf("engine: truncate %q to %d: read the tail: %w", f.name, size, err)
+		return fmt.Errorf("engine: truncate %q to %d: read the tail: %w", f.name(), size, err)
 	}
 	if isZero(tail) {
 		return nil
@@ -1101,7 +1098,7 @@ func (h *File) zeroTail(size, old int64) error {
 	}
 	charge := writeCharge(size, end-size)
 	if err := e.admitTails(ctx, charge, f, true, minGCGain, 0); err != nil {
-		return fmt.Errorf("engine: truncate %q to %d: %w", f.name, size, err)
+		return fmt.Errorf("engine: truncate %q to %d: %w", f.name(), size, err)
 	}
 	defer e.admitted.Add(-charge)
 	// The zeros' record carries the new size; nothing numbered before
@@ -1120,7 +1117,7 @@ func (h *File) zeroTail(size, old int64) error {
 	if f.removed() {
 		// Removed meanwhile (dropFile ended the tail's pin and undo):
 		// there is nothing to write back or put back.
-		return fmt.Errorf("engine: truncate %q to %d: the file was removed: %w", f.name, size, fs.ErrNotExist)
+		return fmt.Errorf("engine: truncate %q to %d: the file was removed: %w", f.name(), size, fs.ErrNotExist)
 	}
 	if err == nil {
 		err = e.wb.FlushFileLeaveError(ctx, f.id)
@@ -1143,7 +1140,7 @@ func (h *File) zeroTail(size, old int64) error {
 			return nil
 		}
 	}
-	err = fmt.Errorf("engine: truncate %q to %d: zero the tail: %w", f.name, size, err)
+	err = fmt.Errorf("engine: truncate %q to %d: zero the tail: %w", f.name(), size, err)
 	// The zeros may be numbered, even on the device: GC leaves the file
 	// alone until undoCut's records are durable, else a GC record with
 	// the old size, numbered after the zeros' and flushed with them,
@@ -1188,20 +1185,20 @@ func (h *File) zeroTail(size, old int64) error {
 		// undoCut goes on, so that the zeros' record, if durable, is
 		// followed by as much of the old file as can be written.
 		if _, rerr := e.cache.WriteThen(ctx, cf, size, saved, e, putBack); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("engine: truncate %q: put the tail back: %w", f.name, rerr))
+			err = errors.Join(err, fmt.Errorf("engine: truncate %q: put the tail back: %w", f.name(), rerr))
 		}
 	}
 	if !back {
 		putBack()
 	}
 	if f.removed() {
-		return errors.Join(err, fmt.Errorf("engine: truncate %q: the file was removed: %w", f.name, fs.ErrNotExist))
+		return errors.Join(err, fmt.Errorf("engine: truncate %q: the file was removed: %w", f.name(), fs.ErrNotExist))
 	}
 	if testHookTruncateUndo != nil {
 		testHookTruncateUndo(e, true)
 	}
 	if rerr := h.undoCut(ctx, false); rerr != nil {
-		err = errors.Join(err, fmt.Errorf("engine: truncate %q: put the cut bytes back: %w", f.name, rerr))
+		err = errors.Join(err, fmt.Errorf("engine: truncate %q: put the cut bytes back: %w", f.name(), rerr))
 	}
 	return err
 }
@@ -1478,7 +1475,11 @@ func (e *Engine) settleLater(f *file) {
 	}
 	f.mu.Unlock()
 	if start {
-		go e.settleInBackground(f, u)
+		e.settlers.Add(1)
+		go func() {
+			defer e.settlers.Done()
+			e.settleInBackground(f, u)
+		}()
 	}
 }
 
@@ -1633,13 +1634,13 @@ func (h *File) SyncContext(ctx context.Context) error {
 	// cursor (take false): the flush below reports them, or, if the
 	// settle fails, they go with its error.
 	if err := h.settleOwed(ctx, false); err != nil {
-		return fmt.Errorf("engine: sync %q: %w", h.f.name, h.seenWith(err))
+		return fmt.Errorf("engine: sync %q: %w", h.f.name(), h.seenWith(err))
 	}
 	if err := h.e.wb.FlushFileSeen(ctx, h.f.id, &h.errSeen); err != nil {
-		return fmt.Errorf("engine: sync %q: %w", h.f.name, err)
+		return fmt.Errorf("engine: sync %q: %w", h.f.name(), err)
 	}
 	if err := h.e.flushAcked(ctx, 0); err != nil {
-		return fmt.Errorf("engine: sync %q: %w", h.f.name, err)
+		return fmt.Errorf("engine: sync %q: %w", h.f.name(), err)
 	}
 	return nil
 }
@@ -2105,6 +2106,9 @@ func (e *Engine) readBatch(n int, at func(i int) (dev int64, dst []byte)) (int64
 		// The rest of dst is whatever the memory held (arena bytes
 		// of another file); the checksums would call it corruption.
 		err = fmt.Errorf("short device read: %d of %d bytes: %w", got, want, io.ErrUnexpectedEOF)
+	}
+	if err != nil {
+		e.kickOffline() // a zone may have gone offline
 	}
 	return got, err
 }

@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
+	"syscall"
 
 	"github.com/zonefold/zonefold/uring"
 	"github.com/zonefold/zonefold/zns"
@@ -41,11 +44,28 @@ func (r *FsckReport) problem(format string, args ...any) {
 //     from its start, whose bytes recovery does not map (nor a later
 //     version of them), although its file was not removed or truncated
 //     below them since: acknowledged data that would be lost;
-//   - more valid bytes in a zone than its write pointer allows.
+//   - more valid bytes in a zone than its write pointer allows;
+//   - data files map in a zone the device reports offline (lost: it is
+//     not walked, and one problem per zone names the files).
 //
-// A torn last record and the unwritten tail of a zone that recovery
-// finished are notes, not damage: nothing mapped lives there.
+// A torn last record, the unwritten tail of a zone that recovery
+// finished and an offline zone no file maps data in are notes, not
+// damage: nothing mapped lives there.
 func Fsck(dev zns.Device) (*FsckReport, error) {
+	return FsckWith(dev, FsckOptions{})
+}
+
+// FsckOptions changes what Fsck's recovery accepts.
+type FsckOptions struct {
+	// AcceptOfflineZones is Config.AcceptOfflineZones: recovery goes on
+	// past a data zone offline that may hold records newer than the
+	// checkpoint (else reported as recovery's problem, ErrZoneOffline),
+	// and the report names the files that map data there.
+	AcceptOfflineZones bool
+}
+
+// FsckWith is Fsck with opts.
+func FsckWith(dev zns.Device, opts FsckOptions) (*FsckReport, error) {
 	rep := &FsckReport{}
 	g := dev.Geometry()
 	sb, err := readSuperblock(dev)
@@ -60,6 +80,7 @@ func Fsck(dev zns.Device) (*FsckReport, error) {
 	e := &Engine{dev: dev, geo: g, ring: dev.Ring(), sb: sb, byName: map[string]*file{}, byID: map[uint64]*file{},
 		nextID: 1, readOnly: true}
 	e.cfg.fill()
+	e.cfg.AcceptOfflineZones = opts.AcceptOfflineZones
 	e.readGroups.New = func() any { return new(uring.Group) }
 	if err := e.checkDevice(); err != nil {
 		rep.problem("%v", err)
@@ -82,6 +103,9 @@ func Fsck(dev zns.Device) (*FsckReport, error) {
 	for _, d := range e.damage {
 		rep.problem("recovery: %s", d)
 	}
+	for _, z := range e.offlineAccepted {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("zone %d is offline and may have held records newer than checkpoint %d (accepted): what they wrote is absent, their ranges read as the checkpoint has them", z, e.ckptSeq))
+	}
 	if e.ckptTie {
 		rep.problem("both metadata zones hold a checkpoint with sequence number %d: recovery cannot tell which is newer", e.ckptSeq)
 	}
@@ -101,8 +125,15 @@ func Fsck(dev zns.Device) (*FsckReport, error) {
 	var good []fsckPiece
 	var bad []fsckBad
 	var recs []fsckRecord
+	// Offline zones no longer read: they are not walked, and what files
+	// map there is reported once per zone, below.
+	offline := map[int]*fsckOffline{}
 	for _, z := range e.zones {
 		if z == nil || z.idx >= n {
+			continue
+		}
+		if report[z.idx].Cond == zns.CondOffline {
+			offline[z.idx] = &fsckOffline{files: map[string]bool{}}
 			continue
 		}
 		fw := fsckWalk{e: e, rep: rep, buf: buf, w: w}
@@ -133,6 +164,13 @@ func Fsck(dev zns.Device) (*FsckReport, error) {
 		f.ext.each(func(x extent) bool {
 			rep.Extents++
 			rep.LiveBytes += x.len
+			if z := e.zoneAt(x.dev); z != nil && offline[z.idx] != nil {
+				off := offline[z.idx]
+				off.bytes += x.len
+				off.files[f.name()] = true
+				valid[z.idx] += x.len
+				return true
+			}
 			i := sort.Search(len(good), func(i int) bool { return good[i].dev+good[i].len > x.dev })
 			ok := i < len(good) && good[i].dev <= x.dev && x.dev+x.len <= good[i].dev+good[i].len &&
 				good[i].file == f.id && good[i].ver == x.ver && good[i].fileOff+(x.dev-good[i].dev) == x.off &&
@@ -140,27 +178,36 @@ func Fsck(dev zns.Device) (*FsckReport, error) {
 			switch {
 			case ok:
 				if at, found := firstBad(bad, x.dev, x.dev+x.len); found {
-					rep.problem("file %q (id %d): the block at offset %d (device offset %d, version %d) is not what was written (its checksum fails): reads of it fail",
-						f.name, f.id, x.off+(at-x.dev), at, x.ver)
+					rep.problem("file %q (id %d): the block at offset %d (device offset %d, version %d) is not what was written (its checksum fails, or it fails to read): reads of it fail",
+						f.name(), f.id, x.off+(at-x.dev), at, x.ver)
 				}
 			default:
 				rep.problem("file %q (id %d): extent at offset %d (%d bytes, version %d) points at device offset %d, where no record carries it",
-					f.name, f.id, x.off, x.len, x.ver, x.dev)
+					f.name(), f.id, x.off, x.len, x.ver, x.dev)
 			}
 			if z := e.zoneAt(x.dev); z != nil {
 				valid[z.idx] += x.len
 			} else {
-				rep.problem("file %q: extent at offset %d points outside the data zones (device offset %d)", f.name, x.off, x.dev)
+				rep.problem("file %q: extent at offset %d points outside the data zones (device offset %d)", f.name(), x.off, x.dev)
 			}
 			return true
 		})
 		if f.size < 0 {
-			rep.problem("file %q: negative size %d", f.name, f.size)
+			rep.problem("file %q: negative size %d", f.name(), f.size)
 		}
 	}
 	for _, z := range e.zones {
 		if z == nil || z.idx >= n {
 			continue
+		}
+		if off := offline[z.idx]; off != nil {
+			if off.bytes > 0 {
+				rep.problem("zone %d is offline (the device reports that its data no longer reads): %d bytes that files map there are lost, and reads of them fail (files %s)",
+					z.idx, off.bytes, off.names())
+			} else {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("zone %d is offline (the device reports that its data no longer reads); no file maps data there", z.idx))
+			}
+			continue // its write pointer is not valid
 		}
 		wp := report[z.idx].WP - report[z.idx].Start
 		if v := valid[z.idx]; v > wp {
@@ -215,7 +262,7 @@ func Fsck(dev zns.Device) (*FsckReport, error) {
 			if f.size < want {
 				if lost++; lost <= 20 {
 					rep.problem("file %q (id %d): the record of sequence %d in zone %d at offset %d gives it %d bytes, newer than the checkpoint, but recovery gives it %d: acknowledged data would be lost",
-						f.name, f.id, r.seq, r.zone, r.at, want, f.size)
+						f.name(), f.id, r.seq, r.zone, r.at, want, f.size)
 				}
 			}
 		}
@@ -243,7 +290,7 @@ func Fsck(dev zns.Device) (*FsckReport, error) {
 			if covered < end {
 				if lost++; lost <= 20 {
 					rep.problem("file %q (id %d): bytes %d..%d of version %d (record of sequence %d in zone %d at offset %d) are on the device and newer than the checkpoint, but recovery does not map them: acknowledged data would be lost",
-						f.name, f.id, covered, end, x.Version, r.seq, r.zone, r.at)
+						f.name(), f.id, covered, end, x.Version, r.seq, r.zone, r.at)
 				}
 			}
 		}
@@ -274,6 +321,51 @@ type fsckPiece struct {
 	dev     int64
 	len     int64
 	hdr     int64 // the record's header
+}
+
+// readData reads the data of the record at offset off of zone z, whose
+// header is h, at device offset dev into data. Blocks that fail to read
+// (EIO: media damage) are bad blocks, as those that fail their checksums
+// are, and it returns them (by device offset); other errors end fsck.
+func (fw *fsckWalk) readData(z *zone, off int64, h *RecordHeader, dev int64, data []byte) (map[int64]bool, error) {
+	e := fw.e
+	err := e.readDev(dev, data, fw.w)
+	if err == nil {
+		return nil, nil
+	}
+	if !errors.Is(err, syscall.EIO) {
+		return nil, fmt.Errorf("engine: fsck: read zone %d at %d: %w", z.idx, off, err)
+	}
+	unreadable := map[int64]bool{}
+	for b := int64(0); b < int64(len(data)); b += BlockSize {
+		err := e.readDev(dev+b, data[b:b+BlockSize], fw.w)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, syscall.EIO) {
+			return nil, fmt.Errorf("engine: fsck: read zone %d at %d: %w", z.idx, off, err)
+		}
+		unreadable[dev+b] = true
+		fw.bad = append(fw.bad, fsckBad{start: dev + b, end: dev + b + BlockSize})
+		fw.rep.Notes = append(fw.rep.Notes, fmt.Sprintf("zone %d: the record at offset %d (sequence %d, file %d) has a block at device offset %d that fails to read: %v", z.idx, off, h.Seq, h.File, dev+b, err))
+	}
+	return unreadable, nil
+}
+
+// fsckOffline is what files map in one offline zone.
+type fsckOffline struct {
+	bytes int64
+	files map[string]bool
+}
+
+// names lists the files, sorted, at most a few of them.
+func (o *fsckOffline) names() string {
+	names := slices.Sorted(maps.Keys(o.files))
+	const most = 8
+	if len(names) > most {
+		return fmt.Sprintf("%q and %d more", names[:most], len(names)-most)
+	}
+	return fmt.Sprintf("%q", names)
 }
 
 // fsckBad is a data block that fails its checksum.
@@ -338,8 +430,9 @@ func (fw *fsckWalk) zone(z *zone, rz zns.Zone) error {
 		dev := hdr + BlockSize
 		if h.Kind != KindPad && h.DataLen > 0 {
 			data := fw.buf.mem[:h.DataLen]
-			if err := e.readDev(dev, data, fw.w); err != nil {
-				return fmt.Errorf("engine: fsck: read zone %d at %d: %w", z.idx, off, err)
+			unreadable, err := fw.readData(z, off, &h, dev, data)
+			if err != nil {
+				return err
 			}
 			for rest, at := data, dev; len(rest) > 0; {
 				b := badBlock(rest, h.Sums[(at-dev)/BlockSize:])
@@ -347,8 +440,10 @@ func (fw *fsckWalk) zone(z *zone, rz zns.Zone) error {
 					break
 				}
 				bad := at + int64(b)*BlockSize
-				fw.bad = append(fw.bad, fsckBad{start: bad, end: bad + BlockSize})
-				fw.rep.Notes = append(fw.rep.Notes, fmt.Sprintf("zone %d: the record at offset %d (sequence %d, file %d) has a block at device offset %d that fails its checksum", z.idx, off, h.Seq, h.File, bad))
+				if !unreadable[bad] {
+					fw.bad = append(fw.bad, fsckBad{start: bad, end: bad + BlockSize})
+					fw.rep.Notes = append(fw.rep.Notes, fmt.Sprintf("zone %d: the record at offset %d (sequence %d, file %d) has a block at device offset %d that fails its checksum", z.idx, off, h.Seq, h.File, bad))
+				}
 				rest, at = rest[(b+1)*BlockSize:], bad+BlockSize
 			}
 		}

@@ -865,7 +865,7 @@ func (c *collector) resetEmpty() (bool, error) {
 		// once it is empty (TestH19aEmptiedFailedVictimIsResetAtOnce):
 		// its reset reads nothing, and writers on a device of empty
 		// full zones got that old failure or ENOSPC for 10 s and more.
-		if z.state.Load() != zoneFull || z.valid.Load() != 0 || z.writers.Load() > 0 || (z.failedLately(now) && z.failedReset) {
+		if z.state.Load() != zoneFull || z.valid.Load() != 0 || z.writers.Load() > 0 || (z.failedLately(now) && z.failedReset) || z.offline.Load() {
 			continue
 		}
 		// Marked first, then the writers looked at again (as in
@@ -1087,7 +1087,7 @@ func (c *collector) failingFor(minGain int64) error {
 	defer c.mu.Unlock()
 	now := time.Now()
 	for _, z := range c.e.placer.zones {
-		if z.state.Load() == zoneFull && z.failedLately(now) && z.failErr != nil && z.cap-z.valid.Load() >= minGain {
+		if z.state.Load() == zoneFull && z.failedLately(now) && z.failErr != nil && z.cap-z.valid.Load() >= minGain && !z.offline.Load() {
 			return fmt.Errorf("engine: gc: zone %d, whose collection would free %d bytes, failed; retried in %v: %w",
 				z.idx, z.cap-z.valid.Load(), z.retryAt.Sub(now).Round(time.Millisecond), z.failErr)
 		}
@@ -1127,8 +1127,8 @@ func (c *collector) pick(gainDiv, minGain int64) []*zone {
 	var cands []cand
 	wall := time.Now()
 	for _, z := range e.placer.zones {
-		if z.state.Load() != zoneFull || z.writers.Load() > 0 || z.failedLately(wall) || c.triedThisPass(z) {
-			continue
+		if z.state.Load() != zoneFull || z.writers.Load() > 0 || z.failedLately(wall) || c.triedThisPass(z) || z.offline.Load() {
+			continue // an offline zone: see zone.offline
 		}
 		valid := z.valid.Load()
 		if z.cap-valid < minGain || z.barren(valid) || z.short(valid, minGain) {

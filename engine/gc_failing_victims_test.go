@@ -11,21 +11,25 @@ import (
 	"github.com/zonefold/zonefold/zns"
 )
 
-// badZones is a device whose reads of some zones fail (media damage
-// that stays).
+// badZones is a device whose reads of some zones, or of some ranges of
+// device offsets, fail (media damage that stays).
 type badZones struct {
 	zns.Device
-	mu  sync.Mutex
-	bad map[int]bool
+	mu     sync.Mutex
+	bad    map[int]bool
+	ranges [][2]int64 // [from, to) device offsets
 }
 
 func (d *badZones) Read(off int64, buf []byte, c uring.Completion) error {
 	z := int(off / d.Geometry().ZoneSize)
 	d.mu.Lock()
 	b := d.bad[z]
+	for _, r := range d.ranges {
+		b = b || off < r[1] && r[0] < off+int64(len(buf))
+	}
 	d.mu.Unlock()
 	if b {
-		return fmt.Errorf("badZones: read zone %d: %w", z, syscall.EIO)
+		return fmt.Errorf("badZones: read zone %d at %d: %w", z, off, syscall.EIO)
 	}
 	return d.Device.Read(off, buf, c)
 }

@@ -244,13 +244,13 @@ func TestH20bUndecodableNewestCheckpointIsNotSkipped(t *testing.T) {
 	devName, e, _ := h19gBase(t)
 	f := e.byName["a"]
 	f.mu.Lock()
-	f.name = strings.Repeat("n", MaxNameLen+1) // what the checkpoint encodes
+	f.setName(strings.Repeat("n", MaxNameLen+1)) // what the checkpoint encodes
 	f.mu.Unlock()
 	if err := e.checkpoint(); err != nil {
 		t.Fatal(err)
 	}
 	f.mu.Lock()
-	f.name = "a"
+	f.setName("a")
 	f.mu.Unlock()
 	h := createSynced(t, e, "c", []byte("c, fsynced"))
 	h.Close()

@@ -82,6 +82,17 @@ func (d *cutDev) Append(zone int, bufs [][]byte, c zns.AppendCompletion) error {
 	return d.Emu.Append(zone, bufs, c)
 }
 
+// AppendSums is the client records' append (the emulator checksums
+// them itself, zns.SumAppender): cut like Append. Promoted from the Emu
+// uncut, client appends went on landing after the cut (lost all the same
+// at the power cut, but no cut ever came at one).
+func (d *cutDev) AppendSums(zone int, bufs [][]byte, sums []uint32, c zns.AppendCompletion) error {
+	if d.tick("append z" + strconv.Itoa(zone)) {
+		return errH23cCut
+	}
+	return d.Emu.AppendSums(zone, bufs, sums, c)
+}
+
 func (d *cutDev) Write(zone int, off int64, bufs [][]byte, c uring.Completion) error {
 	if d.tick("write z" + strconv.Itoa(zone)) {
 		return errH23cCut

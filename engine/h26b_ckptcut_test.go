@@ -61,6 +61,21 @@ func (r *h26bCkpt) openDev() *zns.Emu {
 	return d.(*zns.Emu)
 }
 
+// h26bOpenFormatted formats devName and opens the engine on it (the
+// set-up's config), for a run drawing from rng.
+func h26bOpenFormatted(t *testing.T, devName string, rng *rand.Rand) *h26bCkpt {
+	t.Helper()
+	r := &h26bCkpt{t: t, devName: devName, rng: rng,
+		cfg: Config{CacheBytes: 2 << 20, DirtyLimit: 512 << 10, MaxOrder: 4}, m: map[string][]byte{}}
+	d := r.openDev()
+	if _, err := Format(d, FormatOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	r.must(r.open(false, 0), "open")
+	return r
+}
+
 // open opens the engine on the device behind a cutDev that cuts at its
 // at-th operation (0: never).
 func (r *h26bCkpt) open(fresh bool, at int64) error {

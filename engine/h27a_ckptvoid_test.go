@@ -174,14 +174,7 @@ func h27aVoidCase(t *testing.T, zoneSize, kind string, at int64, keep int) (cutI
 	// middle of its data, as a device tears an append. (With a record
 	// a block, the limit fell between records: none was torn, nothing
 	// was left to void, and a mutant that never logs a void passed.)
-	r := &h27aVoidRun{h26bCkpt: &h26bCkpt{t: t, devName: memDevice(t, 24, zoneSize), rng: rand.New(rand.NewPCG(1, 27)),
-		cfg: Config{CacheBytes: 2 << 20, DirtyLimit: 512 << 10, MaxOrder: 4}, m: map[string][]byte{}}, alt: map[string][]byte{}}
-	d := r.openDev()
-	if _, err := Format(d, FormatOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	d.Close()
-	r.must(r.open(false, 0), "open")
+	r := &h27aVoidRun{h26bCkpt: h26bOpenFormatted(t, memDevice(t, 24, zoneSize), rand.New(rand.NewPCG(1, 27))), alt: map[string][]byte{}}
 	r.workload(20)
 	r.names(30)
 

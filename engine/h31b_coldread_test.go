@@ -98,6 +98,9 @@ func TestH31bStartReadOfABadBlock(t *testing.T) {
 	if r := h31bStartOne(t, e, h, p, 5*bs); r.err != nil || r.n != bs || !bytes.Equal(p, data[5*bs:6*bs]) {
 		t.Fatalf("StartRead once the device reads again: %+v", r)
 	}
+	if free := len(e.coldScratch.free); free != readScratches {
+		t.Errorf("%d of %d cold read scratches free after the reads ended", free, readScratches)
+	}
 	if free := len(e.scratch.free); free != readScratches {
 		t.Errorf("%d of %d read scratches free after the reads ended", free, readScratches)
 	}

@@ -425,11 +425,12 @@ func (e *Engine) readDev(off int64, buf []byte, w *uring.Waiter) error {
 	chunk := e.geo.MaxAppend / BlockSize * BlockSize
 	for done := 0; done < len(buf); {
 		n := min(chunk, len(buf)-done)
-		if err := e.dev.Read(off+int64(done), buf[done:done+n], w); err != nil {
-			return err
+		err := e.dev.Read(off+int64(done), buf[done:done+n], w)
+		if err == nil {
+			err = e.ring.Wait(w).Err("read")
 		}
-		res := e.ring.Wait(w)
-		if err := res.Err("read"); err != nil {
+		if err != nil {
+			e.kickOffline() // a zone may have gone offline
 			return err
 		}
 		done += n
@@ -587,9 +588,15 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 	// The snapshot holds every change applied before it, logged or not;
 	// one whose log fails from here on sets it again.
 	unlogged := e.unlogged.Swap(false)
+	// The snapshot reports the zones after this: it records every one
+	// found offline before it full.
+	offline := e.offlineOwed.Swap(false)
 	defer func() {
 		if err != nil && unlogged {
 			e.unlogged.Store(true)
+		}
+		if err != nil && offline {
+			e.offlineOwed.Store(true)
 		}
 		// Still quiesced: no append failed since the wait, and every
 		// one that failed before it is numbered below this checkpoint.
@@ -878,13 +885,24 @@ func (e *Engine) snapshot() *checkpointState {
 			f.mu.RUnlock()
 			continue
 		}
-		cf := ckptFile{id: f.id, name: f.name, size: f.carriedSize(), ext: make([]extent, 0, f.ext.count())}
+		cf := ckptFile{id: f.id, name: f.name(), size: f.carriedSize(), ext: make([]extent, 0, f.ext.count())}
 		f.ext.each(func(x extent) bool { cf.ext = append(cf.ext, x); return true })
 		f.mu.RUnlock()
 		c.files = append(c.files, cf)
 	}
+	offline := e.offlineZones()
 	for _, z := range e.zones {
 		if z == nil {
+			continue
+		}
+		if z.idx < len(offline) && offline[z.idx] {
+			// It takes no record again, and its data no longer
+			// reads: recorded full, recovery skips it, as it may
+			// only if nothing newer than a checkpoint can lie there
+			// (offlineZoneNews). With what placement had allocated
+			// there, the next open, even after a clean Close,
+			// refused the whole file system.
+			c.zoneWP[z.idx] = z.cap
 			continue
 		}
 		if z.resetPending.Load() {
@@ -897,6 +915,29 @@ func (e *Engine) snapshot() *checkpointState {
 		c.zoneWP[z.idx] = z.alloc.Load()
 	}
 	return c
+}
+
+// offlineZones says which zones the device reports offline, indexed by
+// zone (nil if the report fails: the snapshot records every zone as
+// usual, and a recovery that finds one offline refuses to open unless
+// an earlier checkpoint recorded it full).
+func (e *Engine) offlineZones() []bool {
+	report := make([]zns.Zone, e.geo.Zones)
+	n, err := e.dev.Report(0, report)
+	if err != nil {
+		e.log.Warn("engine: checkpoint: report zones (to record offline zones full)", "err", err)
+		return nil
+	}
+	var offline []bool
+	for i, rz := range report[:n] {
+		if rz.Cond == zns.CondOffline {
+			if offline == nil {
+				offline = make([]bool, len(report))
+			}
+			offline[i] = true
+		}
+	}
+	return offline
 }
 
 // metaZones are the first zones of the two metadata halves of k zones
@@ -946,13 +987,17 @@ func readSuperblock(dev zns.Device) (Superblock, error) {
 	w := uring.NewWaiter()
 	var firstErr error
 	for z := first[0]; z < min(g.Zones, first[0]+maxMetaGroup+1); z++ {
-		if err := dev.Read(int64(z)*g.ZoneSize, buf, w); err != nil {
-			return Superblock{}, err
+		// A copy that fails to read, whether the device refuses the
+		// read at once (a zone gone offline) or fails it, leaves the
+		// other copy: returning at a refusal made one bad metadata
+		// zone fail Open and fsck with the bare device error.
+		err := dev.Read(int64(z)*g.ZoneSize, buf, w)
+		if err == nil {
+			err = dev.Ring().Wait(w).Err("read superblock")
 		}
-		res := dev.Ring().Wait(w)
-		if err := res.Err("read superblock"); err != nil {
+		if err != nil {
 			if firstErr == nil {
-				firstErr = err
+				firstErr = fmt.Errorf("engine: read the superblock copy in zone %d: %w", z, err)
 			}
 			continue
 		}
@@ -1233,9 +1278,10 @@ var testHookAckFlush func(*Engine)
 // owesCheckpoint reports whether a flush must be preceded by a
 // checkpoint: the log may hold a failed operation's record (stray), an
 // append failed (failedAppend), or memory holds a change no record
-// carries (unlogged).
+// carries (unlogged), or a data zone was found offline since the last
+// checkpoint (offlineOwed).
 func (e *Engine) owesCheckpoint() bool {
-	return e.meta.stray.Load() || e.failedAppend.Load() || e.unlogged.Load()
+	return e.meta.stray.Load() || e.failedAppend.Load() || e.unlogged.Load() || e.offlineOwed.Load()
 }
 
 // settleStray runs before a device flush whose success is reported as
@@ -1279,6 +1325,9 @@ func (e *Engine) settleStrayLocked() error {
 		return nil
 	}
 	fail := func(err error) error {
+		if !m.stray.Load() && !e.failedAppend.Load() && !e.unlogged.Load() {
+			return fmt.Errorf("%w: a data zone went offline, and the checkpoint that records it failed (a crash before one makes the next open refuse): %w", ErrMetaLog, err)
+		}
 		if !m.stray.Load() && !e.failedAppend.Load() {
 			return fmt.Errorf("%w: a truncate's size is in memory only (its record failed), and the checkpoint that makes it durable failed: %w", ErrMetaLog, err)
 		}

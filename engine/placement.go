@@ -106,6 +106,14 @@ type zone struct {
 	// checkpoint, would find the torn record below a full zone's write
 	// pointer and replay it.
 	tornHeld atomic.Bool
+	// offline: the engine found the device reports the zone offline
+	// (offlineWatcher, or recovery); its data no longer reads. GC never
+	// takes it (pick, resetEmpty, sealIdle; recovery's deadZones): its
+	// data does not read for a copy, and the device refuses its reset,
+	// so each try failed, logged a reset record and flushed for nothing.
+	// It stays full for good; what files map there is lost
+	// (placer.offlineBytes), and its room counts nowhere.
+	offline atomic.Bool
 	// finishRetry is the collector pass at which GC next tries to finish
 	// an unfinished zone, finishBackoff the passes it waits after a
 	// refusal (doubling to maxFinishBackoff); under collector.mu.
@@ -769,6 +777,27 @@ func (p *placer) retire(z *zone) {
 	}
 }
 
+// takeOffline takes z, found offline, out of placement: a free zone
+// leaves the free list and its room the free space; an open one is
+// given up (giveUp: it reports true, for the retirer). Left there, the
+// next append to it failed, and the fsync with it
+// (TestAZoneFoundOfflineLeavesPlacement). It stays full for good (see
+// zone.offline).
+func (p *placer) takeOffline(z *zone) (retire bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if z.state.Load() != zoneFree {
+		return p.giveUpLocked(z, true)
+	}
+	if i := slices.Index(p.free, z); i >= 0 {
+		p.free = slices.Delete(p.free, i, i+1)
+		p.nfree.Add(-1)
+		p.unalloc.Add(-max(0, z.cap-z.alloc.Swap(z.cap)))
+		z.state.Store(zoneFull)
+	}
+	return false
+}
+
 // idleOpen is the open zones GC may seal (see collector.sealIdle): no
 // append in flight, and at least minGCGain of what they hold garbage.
 func (p *placer) idleOpen() []*zone {
@@ -776,7 +805,7 @@ func (p *placer) idleOpen() []*zone {
 	defer p.mu.Unlock()
 	var out []*zone
 	for _, z := range p.open {
-		if z.state.Load() != zoneOpen || z.writers.Load() > 0 {
+		if z.state.Load() != zoneOpen || z.writers.Load() > 0 || z.offline.Load() {
 			continue
 		}
 		if valid := z.valid.Load(); z.alloc.Load()-valid >= minGCGain {
@@ -923,13 +952,29 @@ func (p *placer) lacksFreeZone() bool {
 	return len(p.free) <= p.gcReserve
 }
 
-// validBytes is the bytes files map in the data zones.
+// validBytes is the bytes files map in the data zones, but for those
+// gone offline (offlineBytes): lost, they take no room.
 func (p *placer) validBytes() int64 {
 	var n int64
 	for _, z := range p.zones {
-		n += z.valid.Load()
+		if !z.offline.Load() {
+			n += z.valid.Load()
+		}
 	}
 	return n
+}
+
+// offlineBytes counts the data zones found offline, their capacity and
+// the bytes files map in them (lost).
+func (p *placer) offlineBytes() (zones int, capacity, lost int64) {
+	for _, z := range p.zones {
+		if z.offline.Load() {
+			zones++
+			capacity += z.cap
+			lost += z.valid.Load()
+		}
+	}
+	return zones, capacity, lost
 }
 
 // freeCount is the number of empty zones.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -189,6 +190,28 @@ func (e *Engine) recover() error {
 			// checkpoint's can mean nothing else): everything in it
 			// is newer.
 			from = 0
+		}
+		if rz.Cond == zns.CondOffline {
+			// Nothing in it reads any more (its write pointer is not
+			// valid either). If the checkpoint had it allocated to
+			// its capacity, and no reset is logged since, nothing
+			// newer lies there: what files map there fails to read,
+			// and the rest of the file system opens. Else a record
+			// newer than the checkpoint may lie there, which would
+			// leave older bytes mapped where acknowledged ones were.
+			// With AcceptOfflineZones the user has chosen to lose
+			// whatever it held, newer records too: the rest opens.
+			if err := offlineZoneNews(z, ckpt, fromStart[z.idx]); err != nil && !e.cfg.AcceptOfflineZones {
+				return err
+			} else if err != nil {
+				e.offlineAccepted = append(e.offlineAccepted, z.idx)
+				slog.Error("engine: recover: opening with an offline data zone that may hold records newer than the checkpoint (accept offline zones): what it held is lost; ranges those records wrote read as at the checkpoint, files they grew are shorter, reads of what the checkpoint maps there fail (fsck names the files)",
+					"zone", z.idx, "checkpoint_seq", ckpt.seq, "err", err)
+			}
+			slog.Warn("engine: recover: data zone is offline: reads of what files map there fail", "zone", z.idx)
+			z.offline.Store(true) // recovery's checkpoint records it
+			scans = append(scans, scanned{z, rz, z.cap, false})
+			continue
 		}
 		recs, end, torn, err := e.scanDataZone(z, rz, from, buf, w)
 		if err != nil {
@@ -645,9 +668,17 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 				return out, off, true, nil
 			}
 			if err := e.readDev(rz.Start+off+BlockSize, data, w); err != nil {
-				return nil, 0, false, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, err)
-			}
-			if b := badBlock(data, h.Sums); b >= 0 {
+				if !errors.Is(err, syscall.EIO) {
+					return nil, 0, false, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, err)
+				}
+				// Media damage in the data, its header whole: as a
+				// block that fails its checksum (below), the record
+				// is replayed all the same and reads of what fails
+				// fail. Failing Open on it left every file of the
+				// device unreachable.
+				slog.Warn("engine: recover: a record's data fails to read; it is replayed, and reads of its bad blocks fail",
+					"zone", z.idx, "record_at", off, "seq", h.Seq, "file", h.File, "err", err)
+			} else if b := badBlock(data, h.Sums); b >= 0 {
 				// Below the write pointer every block was written (a
 				// torn write ends at it, and is caught above): this
 				// one changed since. The record is replayed all the
@@ -743,7 +774,8 @@ func (e *Engine) loadCheckpoint(c *checkpointState) {
 			slog.Warn("engine: recover: the checkpoint holds a file id or name twice; the second is left out", "name", cf.name, "id", cf.id)
 			continue
 		}
-		f := &file{id: cf.id, name: cf.name, size: cf.size, ext: newExtentMap()}
+		f := &file{id: cf.id, size: cf.size, ext: newExtentMap()}
+		f.setName(cf.name)
 		for _, x := range cf.ext {
 			if why := e.extentFault(x); why != "" {
 				// The rest of the checkpoint stands: refusing all of
@@ -760,7 +792,7 @@ func (e *Engine) loadCheckpoint(c *checkpointState) {
 		// flight when the checkpoint was taken.
 		f.ext.truncate(f.size, nil)
 		e.byID[f.id] = f
-		e.byName[f.name] = f
+		e.byName[f.name()] = f
 	}
 }
 
@@ -792,36 +824,37 @@ func (e *Engine) replayOp(op nsOp) {
 		// An id is never handed out twice, even one whose file was
 		// removed since: GC and fsck match records to files by id.
 		e.nextID = max(e.nextID, op.file+1)
-		if f := e.byID[op.file]; f != nil && f.name != op.name {
+		if f := e.byID[op.file]; f != nil && f.name() != op.name {
 			// The id is a live file's under another name: damage (an
 			// id is never handed out twice). Taking it left the old
 			// name on a file the next checkpoint, which walks ids,
 			// dropped with its data
 			// (TestH19gCreateReusingLiveIDDropsFileSilently).
-			e.damage = append(e.damage, fmt.Sprintf("operation %d creates %q with the id of %q, a live file; not replayed", op.seq, op.name, f.name))
-			slog.Warn("engine: recover: a create reuses a live file's id; not replayed", "seq", op.seq, "name", op.name, "id", op.file, "file", f.name)
+			e.damage = append(e.damage, fmt.Sprintf("operation %d creates %q with the id of %q, a live file; not replayed", op.seq, op.name, f.name()))
+			slog.Warn("engine: recover: a create reuses a live file's id; not replayed", "seq", op.seq, "name", op.name, "id", op.file, "file", f.name())
 			return
 		}
 		if old := e.byName[op.name]; old != nil {
 			delete(e.byID, old.id)
 		}
-		f := &file{id: op.file, name: op.name, ext: newExtentMap()}
+		f := &file{id: op.file, ext: newExtentMap()}
+		f.setName(op.name)
 		e.byID[f.id] = f
-		e.byName[f.name] = f
+		e.byName[f.name()] = f
 	case opRemove:
 		if f := e.byID[op.file]; f != nil {
 			delete(e.held, f.id)
 			delete(e.byID, f.id)
-			delete(e.byName, f.name)
+			delete(e.byName, f.name())
 		}
 	case opRename:
 		if f := e.byID[op.file]; f != nil {
 			if victim := e.byName[op.name]; victim != nil && victim != f {
 				delete(e.byID, victim.id)
 			}
-			delete(e.byName, f.name)
-			f.name = op.name
-			e.byName[f.name] = f
+			delete(e.byName, f.name())
+			f.setName(op.name)
+			e.byName[f.name()] = f
 		}
 	case opTruncate:
 		if f := e.byID[op.file]; f != nil {
@@ -908,8 +941,8 @@ func (e *Engine) recountValid() {
 func (e *Engine) deadZones() []*zone {
 	var dead []*zone
 	for _, z := range e.zones {
-		if z == nil || z.state.Load() != zoneFull || z.valid.Load() != 0 {
-			continue
+		if z == nil || z.state.Load() != zoneFull || z.valid.Load() != 0 || z.offline.Load() {
+			continue // an offline zone takes no reset
 		}
 		z.resetPending.Store(true)
 		dead = append(dead, z)
@@ -934,4 +967,24 @@ func (e *Engine) resetDeadZones(dead []*zone) {
 		}
 		e.placer.freeZone(z)
 	}
+}
+
+// ErrZoneOffline is why recovery refuses a device where a data zone went
+// offline (its data no longer reads) while it may hold records newer than
+// the checkpoint recovery starts from.
+var ErrZoneOffline = errors.New("a data zone is offline")
+
+// offlineZoneNews says whether an offline data zone may hold records
+// newer than checkpoint ckpt (nil: it cannot): only if the checkpoint did
+// not have it allocated to its capacity (a zone is allocated to its
+// capacity when it fills or is given up after a failed append, and takes
+// no record after that until a reset), or a reset of it was logged after
+// the checkpoint (reset since).
+func offlineZoneNews(z *zone, ckpt *checkpointState, reset bool) error {
+	alloc, ok := ckpt.zoneWP[z.idx]
+	if ok && !reset && alloc >= z.cap {
+		return nil
+	}
+	return fmt.Errorf("engine: recover: data zone %d is offline, and records newer than the checkpoint %d recovery starts from may lie in it (the checkpoint had %d of its %d bytes allocated; reset since: %v): opening would serve older bytes where acknowledged ones were: refusing to open (fsck reads the device without writing; `zonefold fsck --accept-offline-zones` names the files that map data there). To open anyway, losing what the zone held, give --accept-offline-zones to zonefold serve (Config.AcceptOfflineZones): %w",
+		z.idx, ckpt.seq, alloc, z.cap, reset, ErrZoneOffline)
 }

@@ -53,9 +53,12 @@ func (e *Engine) keepsReserve(keep int64) bool {
 	return e.roomFor(max(keep, 0))
 }
 
-// usableBytes is the capacity outside GC's reserve.
+// usableBytes is the capacity outside GC's reserve and the zones gone
+// offline, which take nothing again (and what files map there is not
+// in validBytes).
 func (e *Engine) usableBytes() int64 {
-	return e.Capacity() - int64(e.placer.gcReserve)*e.placer.zoneCap()
+	_, offline, _ := e.placer.offlineBytes()
+	return e.Capacity() - offline - int64(e.placer.gcReserve)*e.placer.zoneCap()
 }
 
 // Available is about how many more bytes of file data the device takes

@@ -102,6 +102,14 @@ type Stats struct {
 	// (a gauge: 0 or 1), so that a crash test can kill the daemon mid-GC.
 	GCActive int64 `json:"gc_active"`
 
+	// OfflineZones is the data zones the engine knows the device
+	// reports offline (a gauge): their data no longer reads, and they
+	// take no write or reset again. LostBytes is what files map there
+	// (reads of it fail; fsck names the files): lost, not garbage GC
+	// could reclaim.
+	OfflineZones int   `json:"offline_zones"`
+	LostBytes    int64 `json:"lost_bytes"`
+
 	FreeZones int `json:"free_zones"`
 	OpenZones int `json:"open_zones"`
 	// Unwritten is the data zones' bytes not yet written (nor reserved
@@ -212,6 +220,7 @@ func (e *Engine) Stats() Stats {
 		GCRuns: c.gcRuns.Load(), GCNanos: c.gcNanos.Load(), GCActive: c.gcActive.Load(),
 		DataZones: len(e.placer.zones),
 	}
+	s.OfflineZones, _, s.LostBytes = e.placer.offlineBytes()
 	e.placer.mu.Lock()
 	s.FreeZones, s.OpenZones = len(e.placer.free), len(e.placer.open)
 	s.ZonesUnfinished = e.placer.unfinished

@@ -70,6 +70,10 @@ var testHookWriteExtents func(e *Engine, fileID uint64)
 // data record of f has taken its number, before it is submitted.
 var testHookNumbered func(e *Engine, f *file)
 
+// testHookMapRecord, if set, is called on the completer before (mapped
+// false) and after (true) a completed record's extents are mapped.
+var testHookMapRecord func(e *Engine, op *recordOp, mapped bool)
+
 // maxRecordData is the most data one record carries on this device.
 func (e *Engine) maxRecordData() int64 {
 	return min(int64(e.geo.MaxAppend)/BlockSize*BlockSize-BlockSize, MaxRecordBlocks*BlockSize)
@@ -354,7 +358,13 @@ func (e *Engine) finishAppend(op *recordOp) {
 		}
 		bumpMax(&op.z.lastSeq, op.hdr.Seq)
 		if op.f != nil {
+			if testHookMapRecord != nil {
+				testHookMapRecord(e, op, false)
+			}
 			e.mapRecord(op, off)
+			if testHookMapRecord != nil {
+				testHookMapRecord(e, op, true)
+			}
 		}
 	}
 	z := op.z
@@ -407,6 +417,13 @@ func (e *Engine) mapRecord(op *recordOp, off int64) {
 			op.z.valid.Add(f.ext.insert(ext, e.unmapped))
 		}
 		dev += int64(x.Len)
+	}
+	if op.z.offline.Load() {
+		// Under f.mu: the watcher lists f's extents under it after it
+		// marks the zone found, so either that list holds this record
+		// or this load sees the mark.
+		e.offlineLate.Store(true)
+		e.kickOffline()
 	}
 }
 
@@ -603,8 +620,17 @@ func (e *Engine) retire(z *zone) {
 	unfinished := false
 	if err := e.dev.FinishZone(z.idx); err != nil {
 		e.stats.finishErrs.Add(1)
-		unfinished = e.zoneMayBeActive(z)
-		e.log.Warn("engine: finish a retired zone", "zone", z.idx, "err", err, "still_active", unfinished)
+		cond, known := e.zoneCond(z)
+		unfinished = !known || cond.Active()
+		if known && cond == zns.CondOffline {
+			// Not a zone whose data stays readable, as zoneFailed
+			// said: the device lost it.
+			e.log.Error("engine: a retired zone is offline: the data files map there no longer reads (reads of it fail with an error; fsck names the files)",
+				"zone", z.idx, "mapped_bytes", z.valid.Load())
+			e.kickOffline() // its cached data written again, a checkpoint
+		} else {
+			e.log.Warn("engine: finish a retired zone", "zone", z.idx, "err", err, "still_active", unfinished)
+		}
 	}
 	p := &e.placer
 	p.mu.Lock()
@@ -620,11 +646,18 @@ func (e *Engine) retire(z *zone) {
 // zoneMayBeActive reports whether the device may count z as open or
 // active: it says so, or its report fails.
 func (e *Engine) zoneMayBeActive(z *zone) bool {
+	cond, known := e.zoneCond(z)
+	return !known || cond.Active()
+}
+
+// zoneCond is z's condition as the device reports it (known false if the
+// report fails).
+func (e *Engine) zoneCond(z *zone) (zns.Cond, bool) {
 	var rz [1]zns.Zone
 	if n, err := e.dev.Report(z.idx, rz[:]); err != nil || n != 1 {
-		return true
+		return 0, false
 	}
-	return rz[0].Cond.Active()
+	return rz[0].Cond, true
 }
 
 func bumpMax(a interface {

@@ -29,11 +29,18 @@
  * unless fio --readonly or allow_file_create=0 (zf_open_file). File
  * sizes follow fio's options as for regular files (zf_setup): size=,
  * nrfiles=, filesize= (a size or a range), or the daemon's size of an
- * existing file when none is given. create_only=1 lays each file out
- * (created, grown to the job's range, fsynced) and runs nothing else, as
- * with fio's own engines (zf_prepopulate_file). A percentage offset=
- * or offset_increment= takes its share of the file's size as on a
- * regular file (zf_setup).
+ * existing file when none is given. Before a job runs, a file shorter
+ * than its range is laid out as fio lays out a regular file
+ * (zf_prepopulate_file): with data for a job that reads or writes with
+ * overwrite=1, emptied (as fio unlinks it) and grown as fallocate= says
+ * for other jobs that write; a Ctrl-C meanwhile removes it. With
+ * create_on_open=1 nothing is laid out, and a read at a file's end
+ * fails with EIO, as fio's psync fails it (complete). pre_read=1 reads
+ * each file's range through the daemon before the timed run
+ * (zf_pre_read). create_only=1 lays each file out and runs nothing
+ * else, as with fio's own engines. A percentage offset= or
+ * offset_increment= takes its share of the file's size as on a regular
+ * file (zf_setup).
  *
  * Build: make fio-engine (fio/build.sh), against the installed fio's
  * source. Use: fio --ioengine=external:/abs/zonefold-engine.so --sock=PATH
@@ -206,6 +213,8 @@ struct zf_data {
 	uint8_t *fsbuf;            /* those fsyncs, encoded while reaping */
 
 	int dead;                  /* the connection is gone: this errno fails every request */
+	unsigned int eof_logged;   /* reads that found the file's end (complete) */
+	unsigned int pre_read_next; /* pre_read=1: td->files index fio pre-reads next (zf_pre_read) */
 	int sync_waiting;          /* a synchronous request is outstanding */
 	uint32_t sync_status;
 	uint64_t sync_val, sync_val2;
@@ -375,12 +384,24 @@ static int zf_connect(struct thread_data *td, struct zf_data *zd, size_t data_by
 				"--max-shared-memory has no room for this job's region: lower iodepth "
 				"or bs, or restart the daemon with a larger --max-shared-memory)\n",
 				strerror(-err));
+		else if (err == -EMFILE)
+			log_err("zonefold: daemon refused the connection: %s (the daemon is out "
+				"of file descriptors: run fewer jobs at once, or raise its limit on "
+				"open files: ulimit -n, systemd's LimitNOFILE=)\n", strerror(-err));
 		else if (err == -EUSERS)
 			log_err("zonefold: daemon refused the connection: %s (the daemon serves "
 				"--max-clients clients already: run fewer jobs at once, or restart "
 				"it with a larger --max-clients)\n", strerror(-err));
 		else
 			log_err("zonefold: daemon refused the connection: %s\n", strerror(-err));
+		goto fail;
+	}
+	if (memfd < 0 && (mh.msg_flags & MSG_CTRUNC)) {
+		/* The kernel had no descriptor to give this process for the
+		 * region's memfd, and dropped it. */
+		log_err("zonefold: the daemon's region did not arrive: this process is out of "
+			"file descriptors (ulimit -n; jobs run as threads share one limit)\n");
+		err = -EMFILE;
 		goto fail;
 	}
 	region = get64(rep + 16);
@@ -489,7 +510,19 @@ static void complete(struct zf_data *zd, uint32_t slot, uint32_t status, uint64_
 	zd->free_slots[zd->nfree++] = slot;
 	if (status)
 		io_u->error = status;
-	else if (ddir_rw(io_u->ddir) && val < io_u->xfer_buflen)
+	else if (io_u->ddir == DDIR_READ && !val && io_u->xfer_buflen) {
+		/*
+		 * A read at or past the file's end: fio's sync engines (psync,
+		 * its default) fail it with EIO ("full resid"); fio takes it
+		 * from an async engine as a read of nothing and goes on, the
+		 * job reading nothing, exit 0. Fail it as psync does.
+		 */
+		if (!zd->eof_logged++)
+			log_err("zonefold: read of %s at %llu found the file's end: it is shorter "
+				"than the job's range\n", io_u->file->file_name,
+				(unsigned long long) io_u->offset);
+		io_u->error = EIO;
+	} else if (ddir_rw(io_u->ddir) && val < io_u->xfer_buflen)
 		io_u->resid = io_u->xfer_buflen - val;
 	zd->done[(zd->done_head + zd->done_count) % zd->done_cap] = io_u;
 	zd->done_count++;
@@ -756,24 +789,39 @@ static int zf_clean_name(char *dst, const char *name, size_t cap)
  * costs nothing that matters.
  * Returns the reply's status as -errno.
  */
+static int sync_req(struct zf_data *zd, uint8_t op, uint8_t flags, uint32_t handle, uint64_t off,
+		    uint64_t addr, uint32_t len);
+
 static int sync_call(struct zf_data *zd, uint8_t op, uint8_t flags, uint32_t handle, uint64_t off,
 		     const char *name)
 {
-	uint8_t req[ZF_REQ_SIZE];
 	uint64_t ctl = zd->region_len - ZF_CTL_BYTES;
-	uint32_t len = 0;
 	int err;
 
 	if (zd->dead)
 		return -zd->dead;
-	if (name) {
-		if ((err = zf_clean_name((char *) zd->region + ctl, name, ZF_CTL_BYTES - 1)) < 0)
-			return err;
-		len = err;
-	}
+	if (!name)
+		return sync_req(zd, op, flags, handle, off, 0, 0);
+	if ((err = zf_clean_name((char *) zd->region + ctl, name, ZF_CTL_BYTES - 1)) < 0)
+		return err;
+	return sync_req(zd, op, flags, handle, off, ctl, (uint32_t) err);
+}
+
+/*
+ * sync_req runs one request on [addr, addr + len) of the region (a name
+ * in the control area, or data) and waits for its reply, as sync_call.
+ */
+static int sync_req(struct zf_data *zd, uint8_t op, uint8_t flags, uint32_t handle, uint64_t off,
+		    uint64_t addr, uint32_t len)
+{
+	uint8_t req[ZF_REQ_SIZE];
+	int err;
+
+	if (zd->dead)
+		return -zd->dead;
 	if (zd->inflight + 1 > zd->entries)
 		return -EBUSY; /* cannot happen: init asked for done_cap + 1 entries */
-	encode_req(req, ZF_SYNC_TAG, op, flags, handle, off, name ? ctl : 0, len);
+	encode_req(req, ZF_SYNC_TAG, op, flags, handle, off, addr, len);
 	zd->sync_waiting = 1;
 	if ((err = publish(zd, req, 1)) < 0)
 		return err;
@@ -878,6 +926,16 @@ static int zf_init(struct thread_data *td)
 		td_verror(td, EINVAL, "zonefold rw trim");
 		return 1;
 	}
+	if (td->o.trim_percentage) {
+		/*
+		 * verify's trims are io_us of a job that does not trim: fio
+		 * asserted in fio_ro_check from queue and died of SIGABRT.
+		 */
+		log_err("zonefold: trim_percentage is not supported: the daemon has no trim "
+			"(leave trim_percentage unset)\n");
+		td_verror(td, EINVAL, "zonefold trim_percentage");
+		return 1;
+	}
 	if (td->o.sync_file_range) {
 		/* Otherwise every range sync fails with a bare EOPNOTSUPP. */
 		log_err("zonefold: sync_file_range is not supported: the daemon syncs whole "
@@ -894,13 +952,6 @@ static int zf_init(struct thread_data *td)
 			"in the daemon's shared region, which the engine allocates (leave "
 			"mem/iomem unset)\n");
 		td_verror(td, EINVAL, "zonefold mem");
-		return 1;
-	}
-	if (td->o.pre_read) {
-		/* fio would lseek and read a local descriptor the job has not got. */
-		log_err("zonefold: pre_read=1 is not supported: the job's files are the "
-			"daemon's, with no local descriptor for fio to pre-read\n");
-		td_verror(td, EINVAL, "zonefold pre_read");
 		return 1;
 	}
 	zd = calloc(1, sizeof(*zd));
@@ -1036,10 +1087,157 @@ static void zf_cleanup(struct thread_data *td)
 	td->io_ops_data = NULL;
 }
 
-/* offset= or offset_increment= is a percentage: a share of the file's size. */
-static int zf_percent_offset(struct thread_data *td)
+/*
+ * zf_sized_by_file says whether fio needs the size of td's files before
+ * it sizes the job, as it has a regular file's: a percentage offset= or
+ * offset_increment= is a share of it, zonemode=zbd emulates zones over
+ * it (init_zone_info), and zonemode=strided wraps to the start at its
+ * end (setup_strided_zone_mode), and file_append=1 starts the job's
+ * range at it (get_start_offset). Of an unknown size (-1) fio took a
+ * share past any file; counted zero zones (its round-up overflows), so
+ * that a job with size= wrote every block at the first zone's start,
+ * leaving 64 KiB of a 16 MiB sequential write, and verified that; and
+ * never wrapped: a 16 MiB strided job left a 61 MiB file.
+ */
+static int zf_sized_by_file(struct thread_data *td)
 {
-	return td->o.start_offset_percent || td->o.offset_increment_percent;
+	return td->o.start_offset_percent || td->o.offset_increment_percent || td->o.file_append ||
+	       td->o.zone_mode == ZONE_MODE_ZBD || td->o.zone_mode == ZONE_MODE_STRIDED;
+}
+
+/*
+ * zf_data_layout says whether td's files, where shorter than the job's
+ * range, are laid out with data before it runs, as fio lays out a
+ * regular file (setup_files and extend_file in fio's filesetup.c): not
+ * with create_on_open=1 (fio then lays out nothing), else for any job
+ * that reads (rw=read, randread, rw, randrw...), so that it reads
+ * written blocks, and for a job that writes with overwrite=1 (not
+ * file_append), so that its writes overwrite written blocks.
+ */
+static int zf_data_layout(struct thread_data *td)
+{
+	if (td->o.create_on_open)
+		return 0;
+	return td_read(td) || (td_write(td) && td->o.overwrite && !td->o.file_append);
+}
+
+/*
+ * zf_fallocate_layout says whether td's files, where shorter than the
+ * job's range, are grown to its end before a job that writes without a
+ * data layout, as fio's extend_file allocates a regular file then
+ * (fallocate_file): fallocate=native (fio's default on Linux), posix and
+ * truncate set the file's size; keep and none leave it; fill_device and
+ * create_on_open=1 skip it. A later job of the run sees that size (a
+ * file_append=1 job appends after it: fio sets every job's files up
+ * before the first job runs).
+ */
+static int zf_fallocate_layout(struct thread_data *td)
+{
+	if (!td_write(td) || td->o.create_on_open || td->o.fill_device || zf_data_layout(td))
+		return 0;
+	return td->o.fallocate_mode == FIO_FALLOCATE_NATIVE ||
+	       td->o.fallocate_mode == FIO_FALLOCATE_POSIX ||
+	       td->o.fallocate_mode == FIO_FALLOCATE_TRUNCATE;
+}
+
+/*
+ * zf_layout_unlinks says whether td's files, where shorter than the
+ * job's range, are laid out anew from an empty file, as fio's
+ * extend_file unlinks a regular file before it lays it out ("layout
+ * unlink"): for a job that writes without overwrite=1 or file_append=1
+ * (not fill_device, whose layout is its own; create_on_open=1 lays
+ * nothing out). On ext4 a 1 MiB file and --rw=write --offset=2m
+ * --size=2m leave 4 MiB whose first MiB is zeros, whatever fallocate=
+ * says. The daemon's file is truncated to 0 rather than removed: its
+ * handles (fio's own jobs') keep its name.
+ */
+static int zf_layout_unlinks(struct thread_data *td)
+{
+	return td_write(td) && !td->o.overwrite && !td->o.file_append && !td->o.fill_device &&
+	       !td->o.create_on_open;
+}
+
+/* zf_layout_block is the block a layout to end writes in: fio's. */
+static size_t zf_layout_block(struct thread_data *td, uint64_t end)
+{
+	uint64_t bs = td->o.max_bs[DDIR_WRITE];
+
+	if (!bs)
+		bs = td_max_bs(td);
+	return (size_t) (bs && bs < end ? bs : end);
+}
+
+/*
+ * A layout sends fio's blocks in writes of whole blocks up to
+ * ZF_LAYOUT_CHUNK bytes, not a round trip per block: fio --rw=randread
+ * --size=64m laid its file out in 3 s in 4 KiB writes, one at a time.
+ */
+#define ZF_LAYOUT_CHUNK (1U << 20)
+
+/* zf_layout_chunk is the most a layout to end writes at once. */
+static size_t zf_layout_chunk(struct thread_data *td, uint64_t end)
+{
+	size_t bs = zf_layout_block(td, end);
+	size_t chunk = bs >= ZF_LAYOUT_CHUNK ? bs : ZF_LAYOUT_CHUNK / bs * bs;
+
+	return chunk < end ? chunk : (size_t) end;
+}
+
+/*
+ * zf_write_layout writes [0, end) of the file open as h with fio's
+ * buffer contents, as fio's extend_file writes a regular file (it
+ * truncates it first: every byte below end is written here): each block
+ * of zf_layout_block bytes filled as fio fills it, several in one write.
+ * zd's region holds zf_layout_chunk bytes of data. With fill_device=1 it
+ * stops at the first ENOSPC, as fio's does, the file then laid out to
+ * *done bytes. Returns -errno, or 1 if fio was told to stop meanwhile
+ * (td->terminate: Ctrl-C).
+ */
+static int zf_write_layout(struct thread_data *td, struct zf_data *zd, struct fio_file *f,
+			   uint32_t h, uint64_t end, uint64_t *done)
+{
+	uint64_t off = 0, bs = zf_layout_block(td, end), chunk = zf_layout_chunk(td, end), i;
+	int err;
+
+	while (off < end && !td->terminate) {
+		uint64_t n = end - off < chunk ? end - off : chunk;
+
+		*done = off;
+		for (i = 0; i < n; i += bs)
+			fill_io_buffer(td, zd->region + i, n - i < bs ? n - i : bs, n - i < bs ? n - i : bs);
+		if ((err = sync_req(zd, ZF_OP_WRITE, 0, h, off, 0, (uint32_t) n)) == -ENOSPC &&
+		    td->o.fill_device)
+			return 0;
+		if (err < 0) {
+			log_err("zonefold: lay out %s with data at %llu: %s\n", f->file_name,
+				(unsigned long long) off, strerror(-err));
+			return err;
+		}
+		if (zd->sync_val != n) {
+			log_err("zonefold: lay out %s with data at %llu: %llu of %llu bytes written\n",
+				f->file_name, (unsigned long long) off,
+				(unsigned long long) zd->sync_val, (unsigned long long) n);
+			return -EIO;
+		}
+		off += n;
+	}
+	*done = off;
+	return td->terminate ? 1 : 0;
+}
+
+/*
+ * zf_remove removes the daemon's file name, once no handle has it open
+ * (ZF_REMOVE_UNUSED): EBUSY says another handle (any client's) has it
+ * open, and the daemon removes it when the last one closes. Returns 0 or
+ * -errno (-ENOENT: no such file).
+ */
+static int zf_remove(struct zf_data *zd, const char *name)
+{
+	int err = sync_call(zd, ZF_OP_REMOVE, ZF_REMOVE_UNUSED, 0, 0, name);
+
+	if (err == -EINVAL) /* a daemon older than the flag */
+		err = sync_call(zd, ZF_OP_REMOVE, 0, 0, 0, name);
+	return err == -EBUSY ? 0 : err;
 }
 
 /*
@@ -1055,10 +1253,25 @@ static int zf_percent_offset(struct thread_data *td)
  *
  *  - create_only=1: fio runs nothing after setup; the file is what the
  *    job leaves, to be read by a later job, as on a kernel file system.
- *  - a percentage offset: the file's size is known to fio (zf_setup),
+ *  - a percentage offset, zonemode=zbd or zonemode=strided
+ *    (zf_sized_by_file): the file's size is known to fio (zf_setup),
  *    and a file shorter than the range is grown to it and its known
  *    size set, as fio does, so that fio's I/O past the old end is valid
  *    and a later job (offset_increment's next subjob) sees the new size.
+ *  - a job that reads, or writes with overwrite=1 (zf_data_layout):
+ *    fio lays out a regular file shorter than the range with data, from
+ *    its start to the range's end ("Laying out IO file"), so that the
+ *    job reads written blocks, or its writes overwrite written blocks;
+ *    this writes the same (fio's buffer contents, in blocks of the job's
+ *    largest write size) through the daemon. A grow alone would leave
+ *    holes: reads of zeros the daemon never reads from its device.
+ *  - any other job that writes, as fallocate= says (zf_fallocate_layout):
+ *    the file is grown to the range's end, not fsynced, as fio's
+ *    fallocate_file sizes a regular file.
+ *  - a job that writes without overwrite=1 or file_append=1 (and
+ *    fill_device=1 in a job that reads): a shorter file is first cut to
+ *    nothing, as fio unlinks it (zf_layout_unlinks), whatever fallocate=
+ *    says.
  *
  * Like fio's extend_file, it refuses with --readonly (and changes
  * nothing: the job then fails at open or at its first read past the
@@ -1067,14 +1280,30 @@ static int zf_percent_offset(struct thread_data *td)
 static int zf_prepopulate_file(struct thread_data *td, struct fio_file *f)
 {
 	struct zf_data *zd;
-	uint64_t end = f->file_offset + f->io_size;
+	uint64_t end = f->file_offset + f->io_size, size;
 	int create = td->o.allow_create && !read_only;
+	int layout = zf_data_layout(td);
+	/*
+	 * fill_device=1 in a job that reads: fio lays the file out until the
+	 * device is full (without size=, the job's size is -1: no end), then
+	 * sizes the job to the file.
+	 */
+	int fill = layout && td->o.fill_device && !td_write(td);
+	int laid = td->o.create_only || zf_sized_by_file(td) || layout;
+	/* The file grows to the range's end (a data layout writes it). */
+	int grows = laid || zf_fallocate_layout(td);
+	int anew = fill || zf_layout_unlinks(td);
+	uint64_t done = 0;
+	/* fio's extend_file fsyncs a layout, not an allocation alone. */
+	int sync = td->o.create_fsync && laid;
 	uint32_t h;
 	int err;
 
-	if (!td->o.create_only && !zf_percent_offset(td))
+	if (!grows && !anew)
 		return 0;
-	if (f->io_size == -1ULL || (f->real_file_size != -1ULL && f->real_file_size >= end))
+	if (fill && f->io_size == -1ULL)
+		end = UINT64_MAX;
+	else if (f->io_size == -1ULL || (f->real_file_size != -1ULL && f->real_file_size >= end))
 		return 0;
 	zd = calloc(1, sizeof(*zd));
 	if (!zd) {
@@ -1082,8 +1311,19 @@ static int zf_prepopulate_file(struct thread_data *td, struct fio_file *f)
 		return 1;
 	}
 	zd->fd = -1;
-	if ((err = zf_connect(td, zd, 0)) < 0) {
+	if ((err = zf_connect(td, zd, layout ? zf_layout_chunk(td, end) : 0)) < 0) {
 		td_verror(td, -err, "zonefold connect");
+		goto out;
+	}
+	/*
+	 * Only emptied, not grown (fallocate=keep or none): a file that is
+	 * missing, as long as the range or longer needs nothing, and one the
+	 * daemon cannot stat is left to the job's open to report, at the
+	 * job's first file open rather than in fio's setup of every file.
+	 */
+	if (!grows && ((err = sync_call(zd, ZF_OP_STAT, 0, 0, 0, f->file_name)) < 0 ||
+		       !zd->sync_val || zd->sync_val >= end)) {
+		err = 0;
 		goto out;
 	}
 	err = -EINVAL;
@@ -1107,20 +1347,47 @@ static int zf_prepopulate_file(struct thread_data *td, struct fio_file *f)
 		goto out;
 	}
 	h = (uint32_t) zd->sync_val;
-	if (zd->sync_val2 < end && read_only) {
+	size = zd->sync_val2;
+	if (size < end && read_only) {
 		log_err("zonefold: refusing extend of %s from %llu to %llu bytes due to read-only "
-			"(--readonly)\n", f->file_name, (unsigned long long) zd->sync_val2,
+			"(--readonly)\n", f->file_name, (unsigned long long) size,
 			(unsigned long long) end);
-	} else if (zd->sync_val2 < end &&
+	} else if (size < end && anew && size &&
+		   (err = sync_call(zd, ZF_OP_TRUNCATE, 0, h, 0, NULL)) < 0) {
+		/*
+		 * fio lays the file out anew (unlink, O_TRUNC for fill_device;
+		 * zf_layout_unlinks): on a full device, overwriting its blocks
+		 * in place would find no room.
+		 */
+		log_err("zonefold: truncate %s to lay it out: %s\n", f->file_name, strerror(-err));
+		td_verror(td, -err, "zonefold lay out");
+	} else if (size < end && layout && (err = zf_write_layout(td, zd, f, h, end, &done)) < 0) {
+		td_verror(td, -err, "zonefold lay out");
+	} else if (size < end && layout && err > 0) {
+		/*
+		 * Stopped (Ctrl-C): fio removes the file it was laying out
+		 * and goes on, the job about to end ("terminate unlink").
+		 */
+		sync_call(zd, ZF_OP_CLOSE, 0, h, 0, NULL);
+		if ((err = zf_remove(zd, f->file_name)) < 0 && err != -ENOENT)
+			log_err("zonefold: remove %s, its layout stopped: %s\n", f->file_name,
+				strerror(-err));
+		err = 0;
+		goto out;
+	} else if (size < end && !layout && grows &&
 		   (err = sync_call(zd, ZF_OP_TRUNCATE, ZF_TRUNCATE_GROW, h, end, NULL)) < 0) {
 		log_err("zonefold: lay out %s to %llu bytes: %s\n", f->file_name,
 			(unsigned long long) end, strerror(-err));
 		td_verror(td, -err, "zonefold lay out");
-	} else if (!read_only && td->o.create_fsync &&
-		   (err = sync_call(zd, ZF_OP_FSYNC, 0, h, 0, NULL)) < 0) {
+	} else if (!read_only && sync && (err = sync_call(zd, ZF_OP_FSYNC, 0, h, 0, NULL)) < 0) {
 		log_err("zonefold: fsync %s after laying it out: %s\n", f->file_name, strerror(-err));
 		td_verror(td, -err, "zonefold fsync");
-	} else if (!read_only && f->real_file_size != -1ULL) {
+	} else if (fill && size < end) {
+		f->real_file_size = done;
+		fio_file_set_size_known(f);
+		if (f->io_size > (done > f->file_offset ? done - f->file_offset : 0))
+			f->io_size = done > f->file_offset ? done - f->file_offset : 0;
+	} else if (!read_only && grows && f->real_file_size != -1ULL) {
 		f->real_file_size = end;
 	}
 	sync_call(zd, ZF_OP_CLOSE, 0, h, 0, NULL);
@@ -1138,18 +1405,22 @@ out:
  *    among nrfiles, filesize= a size or a range per file), as for a file
  *    it is about to lay out. The size is left unknown (-1, as fio's nfs
  *    engine does): fio then does I/O over [offset, offset + io_size) and
- *    the daemon grows the file as fio writes; open_file lays a file out
+ *    the daemon grows the file as fio writes; prepopulate_file lays a file out
  *    for a job that reads. A filesize= range keeps an existing file whose
  *    size is inside it, as fio does with a regular file.
  *  - neither given: the file must exist; its size is the daemon's.
  *  - but a percentage offset (offset=50%, offset_increment=25%) is a
  *    share of the file's size, which fio takes before it sizes the job
- *    (get_start_offset): of -1 it is past any file. So such a job's
+ *    (get_start_offset): of -1 it is past any file; and zonemode=zbd
+ *    counts zones over it, zonemode=strided wraps at its end
+ *    (zf_sized_by_file). So such a job's
  *    files have a known size, as a regular file's: the daemon's, or 0
- *    for a missing file (with size= or filesize=), and prepopulate_file
- *    lays each out to its range as fio lays out a regular file.
+ *    for a missing file (with size= or filesize=: fio's zbd then
+ *    refuses it as smaller than a zone, as it does a missing regular
+ *    file), and prepopulate_file lays each out to its range as fio lays
+ *    out a regular file.
  *
- * With create_only=1 or a percentage offset it installs prepopulate_file.
+ * With create_only=1 or zf_sized_by_file it installs prepopulate_file.
  */
 static int zf_setup(struct thread_data *td)
 {
@@ -1159,19 +1430,20 @@ static int zf_setup(struct thread_data *td)
 	int err, ret = 0;
 	int sized = td->o.size || td->o.file_size_low;
 	int range = td->o.file_size_low && td->o.file_size_low != td->o.file_size_high;
-	int pct = zf_percent_offset(td);
+	int by_file = zf_sized_by_file(td);
 
 	/*
 	 * The ops are shared by every job and never cleared: a job that
 	 * needs no layout returns at once from the hook. This job's own
 	 * setup_files calls it after this returns.
 	 */
-	if (td->o.create_only || pct)
+	if (td->o.create_only || by_file || zf_data_layout(td) || zf_fallocate_layout(td) ||
+	    zf_layout_unlinks(td))
 		td->io_ops->prepopulate_file = zf_prepopulate_file;
 	for_each_file(td, f, i) {
 		if (f->real_file_size != -1ULL)
 			continue;
-		if (sized && !range && !pct)
+		if (sized && !range && !by_file)
 			continue;
 		if (!zd) {
 			zd = calloc(1, sizeof(*zd));
@@ -1184,7 +1456,7 @@ static int zf_setup(struct thread_data *td)
 			}
 		}
 		err = sync_call(zd, ZF_OP_STAT, 0, 0, 0, f->file_name);
-		if (err == -ENOENT && sized && pct) {
+		if (err == -ENOENT && sized && by_file) {
 			f->real_file_size = 0;
 			fio_file_set_size_known(f);
 			continue;
@@ -1192,7 +1464,11 @@ static int zf_setup(struct thread_data *td)
 		if (err == -ENOENT && sized)
 			continue;
 		if (err < 0) {
-			if (err == -ENOENT)
+			if (err == -ENOENT && td->o.size_percent)
+				log_err("zonefold: %s does not exist, and size=%u%% is a share of an "
+					"existing file's size (give size= in bytes to create it)\n",
+					f->file_name, td->o.size_percent);
+			else if (err == -ENOENT)
 				log_err("zonefold: %s does not exist, and the job gives neither size= nor filesize=\n",
 					f->file_name);
 			else
@@ -1200,7 +1476,7 @@ static int zf_setup(struct thread_data *td)
 			ret = 1;
 			break;
 		}
-		if (range && !pct &&
+		if (range && !by_file &&
 		    (zd->sync_val < td->o.file_size_low || zd->sync_val > td->o.file_size_high))
 			continue;
 		f->real_file_size = zd->sync_val;
@@ -1212,9 +1488,100 @@ static int zf_setup(struct thread_data *td)
 }
 
 /*
- * open_file opens (creating) the file. A job that reads gets the file
- * laid out up to the end of its range first, as fio lays out a regular
- * file that is too short: reads past the end would return nothing.
+ * zf_is_pre_read says whether fio opens f to pre-read it (pre_read=1):
+ * fio's pre_read_files opens each of the job's files in turn, in their
+ * order, through the engine's open_file, before the job's first I/O
+ * and its first open of a file for I/O.
+ */
+static int zf_is_pre_read(struct thread_data *td, struct zf_data *zd, struct fio_file *f)
+{
+	if (!td->o.pre_read || zd->pre_read_next >= td->files_index ||
+	    td->files[zd->pre_read_next] != f)
+		return 0;
+	zd->pre_read_next++;
+	return 1;
+}
+
+/*
+ * zf_pre_read does what fio's pre_read=1 does for a regular file before
+ * the job's timed run: it reads the job's range of f,
+ * [file_offset, file_offset + io_size), so that the job's reads find it
+ * cached, here in the daemon's cache. fio's pre_read_file then lseeks
+ * and reads f->fd itself, which an engine with no local file has not
+ * got ("failed to lseek pre-read file: Bad file descriptor"): having
+ * read the file through the daemon, this gives fio /dev/zero to read
+ * (closed at close_file), so fio's own loop reads as much and finds no
+ * error. The reads take a connection of their own, as a layout does:
+ * the job's region holds fio's buffers, whose contents fio fills once
+ * for some jobs (buffer_pattern=, zero_buffers) and must keep. A read
+ * that comes back short fails the job with EIO, as fio's pre-read
+ * fails it on a kernel file system. Returns 0 or -errno.
+ */
+static int zf_pre_read(struct thread_data *td, struct fio_file *f)
+{
+	uint64_t off = f->file_offset, end = f->file_offset + f->io_size;
+	size_t chunk = ZF_LAYOUT_CHUNK;
+	struct zf_data *zd;
+	uint32_t h;
+	int err, fd;
+
+	zd = calloc(1, sizeof(*zd));
+	if (!zd)
+		return -ENOMEM;
+	zd->fd = -1;
+	if ((err = zf_connect(td, zd, chunk)) < 0)
+		goto out;
+	/* Handles are a connection's: open f on this one. */
+	if ((err = sync_call(zd, ZF_OP_OPEN, 0, 0, 0, f->file_name)) < 0) {
+		log_err("zonefold: pre_read: open %s: %s\n", f->file_name, strerror(-err));
+		goto out;
+	}
+	h = (uint32_t) zd->sync_val;
+	while (off < end && !td->terminate) {
+		uint32_t n = end - off < chunk ? (uint32_t) (end - off) : (uint32_t) chunk;
+
+		if ((err = sync_req(zd, ZF_OP_READ, 0, h, off, 0, n)) < 0) {
+			log_err("zonefold: pre_read %s at %llu: %s\n", f->file_name,
+				(unsigned long long) off, strerror(-err));
+			break;
+		}
+		if (zd->sync_val != n) {
+			log_err("zonefold: pre_read %s at %llu: %llu of %u bytes: the file is "
+				"shorter than the job's range\n", f->file_name, (unsigned long long) off,
+				(unsigned long long) zd->sync_val, n);
+			err = -EIO;
+			break;
+		}
+		off += n;
+	}
+	sync_call(zd, ZF_OP_CLOSE, 0, h, 0, NULL);
+	if (err < 0)
+		goto out;
+	if (f->fd >= 0)
+		close(f->fd); /* fsync_on_close's memfd: fio's pre-read closes f again */
+	if ((fd = open("/dev/zero", O_RDONLY | O_CLOEXEC)) < 0) {
+		err = -errno;
+		f->fd = -1;
+		log_err("zonefold: pre_read: open /dev/zero for fio to read: %s\n", strerror(-err));
+		goto out;
+	}
+	f->fd = fd;
+out:
+	zf_free(zd);
+	return err;
+}
+
+/*
+ * open_file opens the file, creating it if missing for a job that
+ * writes or with create_on_open=1, as fio's own open does (a job that
+ * only reads finds it created by its layout, or fails with ENOENT if it
+ * has gone since: unlink_each_loop=1). A job that reads finds it laid
+ * out with data to the end of its range (prepopulate_file), unless
+ * another client cut it meanwhile: then it is grown here (grow only),
+ * since reads past the end would return nothing. With create_on_open=1
+ * fio lays nothing out and neither does this: the job reads the file as
+ * it is, and a read past its end fails with EIO (complete), as fio's
+ * psync fails it on a kernel file system.
  *
  * fio --readonly (fio's global read_only) changes no file, as with fio's
  * own engines: the file is opened without creating it (a missing file
@@ -1228,7 +1595,8 @@ static int zf_open_file(struct thread_data *td, struct fio_file *f)
 {
 	struct zf_data *zd = td->io_ops_data;
 	uint64_t end = f->file_offset + f->io_size;
-	int create = td->o.allow_create && !read_only;
+	/* fio's open(2) flags: O_CREAT for a job that writes, or with create_on_open=1. */
+	int create = td->o.allow_create && !read_only && (td_write(td) || td->o.create_on_open);
 	uint32_t h;
 	int err;
 
@@ -1272,7 +1640,11 @@ static int zf_open_file(struct thread_data *td, struct fio_file *f)
 		td_verror(td, -err, "zonefold memfd");
 		goto fail;
 	}
-	if (td_read(td) && f->io_size != -1ULL && zd->sync_val2 < end) {
+	/*
+	 * create_on_open=1: fio lays nothing out, and a kernel file system's
+	 * file stays as short as it is; reads past its end fail (complete).
+	 */
+	if (td_read(td) && !td->o.create_on_open && f->io_size != -1ULL && zd->sync_val2 < end) {
 		if (read_only) {
 			/* As fio's own engines: reads past the end would come back short. */
 			log_err("zonefold: refusing extend of %s from %llu to %llu bytes due to "
@@ -1292,6 +1664,10 @@ static int zf_open_file(struct thread_data *td, struct fio_file *f)
 			td_verror(td, -err, "zonefold lay out");
 			goto fail;
 		}
+	}
+	if (zf_is_pre_read(td, zd, f) && (err = zf_pre_read(td, f)) < 0) {
+		td_verror(td, -err, "zonefold pre_read");
+		goto fail;
 	}
 	return 0;
 fail:
@@ -1333,12 +1709,7 @@ static int zf_unlink_file(struct thread_data *td, struct fio_file *f)
 	 * open: the daemon removes it when the last one closes; another job
 	 * removing it first is ENOENT, as before.
 	 */
-	err = sync_call(zd, ZF_OP_REMOVE, ZF_REMOVE_UNUSED, 0, 0, f->file_name);
-	if (err == -EINVAL) /* a daemon older than the flag */
-		err = sync_call(zd, ZF_OP_REMOVE, 0, 0, 0, f->file_name);
-	if (err == -EBUSY)
-		return 0;
-	if (err < 0) {
+	if ((err = zf_remove(zd, f->file_name)) < 0) {
 		if (err != -ENOENT)
 			log_err("zonefold: unlink %s: %s\n", f->file_name, strerror(-err));
 		return -err;
@@ -1527,7 +1898,12 @@ static struct io_u *zf_event(struct thread_data *td, int event)
 struct ioengine_ops ioengine = {
 	.name = "zonefold",
 	.version = FIO_IOOPS_VERSION,
-	.flags = FIO_DISKLESSIO | FIO_NOEXTEND | FIO_NODISKUTIL,
+	/*
+	 * Not FIO_NOEXTEND: the daemon extends files, and fio uses the flag
+	 * only to refuse file_append=1 (and in extend_file, which it never
+	 * calls for FIO_DISKLESSIO).
+	 */
+	.flags = FIO_DISKLESSIO | FIO_NODISKUTIL,
 	.setup = zf_setup,
 	.init = zf_init,
 	.cleanup = zf_cleanup,

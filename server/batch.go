@@ -1,5 +1,7 @@
 package server
 
+import "time"
+
 // How a connection runs a batch of requests, whichever way they came
 // (socket message or submission ring).
 
@@ -204,20 +206,67 @@ func (c *conn) runInline() {
 // dispatch hands a request, or a piece of inline work linked by next, to
 // a worker.
 func (c *conn) dispatch(sl *slot) {
-	if c.busy.Add(1) > int64(c.workers) {
+	if c.busy.Add(1) > c.workers.Load() {
 		// Every worker is busy: one more, so that requests run in
-		// parallel up to the client's queue depth. Workers live as long
-		// as the connection.
-		c.workers++
+		// parallel up to the client's queue depth. Workers idle for
+		// workerIdle retire (retire).
+		c.workers.Add(1)
 		c.workerWG.Go(c.worker)
 	}
 	c.work <- sl
 }
 
+// retire ends an idle worker's life if the requests handed to workers
+// and not finished leave it nothing to do, and says whether it did.
+// Either dispatch sees the count of workers fall (and starts one) or
+// this sees its busy count rise (and the worker stays): a request
+// handed over always has a worker.
+func (c *conn) retire() bool {
+	w := c.workers.Add(-1)
+	if c.busy.Load() > w {
+		c.workers.Add(1)
+		return false
+	}
+	return true
+}
+
+// next is the worker's next piece of work, or nil once the connection
+// ends or the worker retires, idle for workerIdle (a burst of requests
+// at once left as many workers as requests, for as long as the
+// connection lived: TestH33bIdleWorkersRetire). idle is the worker's
+// timer; work already queued is taken without it.
+func (c *conn) next(idle *time.Timer) *slot {
+	select {
+	case sl := <-c.work:
+		return sl
+	default:
+	}
+	for {
+		idle.Reset(workerIdle)
+		select {
+		case sl := <-c.work:
+			return sl
+		case <-idle.C:
+			if c.retire() {
+				return nil
+			}
+		}
+	}
+}
+
+// workerIdle is how long a worker waits for work before it retires.
+var workerIdle = 10 * time.Second
+
 // worker runs what dispatch hands it and answers it.
 func (c *conn) worker() {
 	var done [postEvery]*slot
-	for sl := range c.work {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		sl := c.next(idle)
+		if sl == nil {
+			return
+		}
 		if !sl.piece {
 			c.exec(sl)
 			c.busy.Add(-1)

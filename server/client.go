@@ -185,7 +185,7 @@ func (c *Client) hello(ctx context.Context, size uint64, version uint16) error {
 	}
 	var rb [HelloReplyV2Size + 1]byte
 	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := c.uc.ReadMsgUnix(rb[:], oob)
+	n, oobn, flags, _, err := c.uc.ReadMsgUnix(rb[:], oob)
 	if err != nil {
 		return fmt.Errorf("zonefold: read hello reply: %w", err)
 	}
@@ -207,6 +207,11 @@ func (c *Client) hello(ctx context.Context, size uint64, version uint16) error {
 			return fmt.Errorf("zonefold: daemon refused the connection: %w", &versionError{speaks: rep.Version, asked: version})
 		}
 		return fmt.Errorf("zonefold: daemon refused the connection: %w%s", rep.Status, refusedWhy(rep.Status))
+	}
+	if fd < 0 && flags&unix.MSG_CTRUNC != 0 {
+		// The kernel had no descriptor to give this process for the
+		// region's memfd, and dropped it.
+		return fmt.Errorf("zonefold: the daemon's region did not arrive: this process is out of file descriptors (ulimit -n): %w", unix.EMFILE)
 	}
 	if fd < 0 {
 		return errors.New("zonefold: hello reply without the region")
@@ -985,13 +990,15 @@ func (c *Client) transfer(ctx context.Context, op Op, h uint32, p []byte, off in
 	return done, nil
 }
 
-// refusedWhy says which of the daemon's caps a refused hello met: the
+// refusedWhy says which of the daemon's caps or limits a refused hello met: the
 // bare errno ("cannot allocate memory", "too many users") read as the
 // machine's state, not the daemon's setting.
 func refusedWhy(st Status) string {
 	switch st {
 	case StatusNoMemory:
 		return " (the daemon's --max-shared-memory has no room for this client's region: retry once other clients have gone, or restart the daemon with a larger --max-shared-memory)"
+	case StatusTooMany:
+		return " (the daemon is out of file descriptors: retry once other clients have gone, or raise its limit on open files: ulimit -n, systemd's LimitNOFILE=)"
 	case StatusTooManyClients:
 		return " (the daemon serves --max-clients clients already: retry once some have gone, or restart it with a larger --max-clients)"
 	}

@@ -99,7 +99,7 @@ type conn struct {
 	replies replyQueue // answered requests for the writer
 
 	inflight sync.WaitGroup // requests read whose replies are not sent yet
-	workers  int            // started; only the reader changes it
+	workers  atomic.Int64   // running: the reader starts them (dispatch), they retire (retire)
 	busy     atomic.Int64   // requests handed to workers and not finished
 	pieces   atomic.Int64   // pieces of inline work running (runInline)
 	workerWG sync.WaitGroup
@@ -109,6 +109,7 @@ type conn struct {
 	stopCh   chan struct{} // closed when the server stops reading us
 	stopOnce sync.Once
 	stopping atomic.Bool
+	aborted  atomic.Bool // shutdown canceled its requests (abort)
 	sendFail atomic.Bool
 	// stopUnread is unread() as shutdown began (stopReading): what a
 	// send blocked since before then measures the client's progress by.
@@ -221,11 +222,31 @@ func (c *conn) stopReading() {
 }
 
 // abort cancels in-flight requests and unblocks a writer stuck on a
-// client that does not read its replies.
+// client that does not read its replies. The replies of the requests
+// it cancels still go to a client whose socket has room for them
+// (sendNow): a throttled write canceled here was answered ESHUTDOWN on
+// rings but, with socket framing, its client saw only the end of the
+// connection, its write's fate unknown though it had read every reply
+// (TestH32bShutdownAnswersThrottledWrites).
 func (c *conn) abort() {
 	c.stopReading()
+	c.aborted.Store(true)
 	c.cancel()
 	c.uc.SetWriteDeadline(time.Now())
+}
+
+// sendNow sends buf, one message, if the socket has room for it now,
+// without waiting (abort's deadline of now refuses every write through
+// uc, and the raw conn's Write checks that deadline too).
+func (c *conn) sendNow(buf []byte) error {
+	err := errors.New("no socket descriptor")
+	c.raw.Control(func(fd uintptr) {
+		err = unix.Sendto(int(fd), buf, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, nil)
+	})
+	if err != nil {
+		return fmt.Errorf("send replies after the requests were canceled: %w", err)
+	}
+	return nil
 }
 
 // serve runs the session to its end and releases everything it holds.
@@ -240,6 +261,15 @@ func (c *conn) serve() {
 	if err := c.hello(); err != nil {
 		if c.evicted.Load() {
 			c.log.Debug("server: closing a connection that said no hello, for a newer one", "err", err)
+			return
+		}
+		var rf refusal
+		if errors.As(err, &rf) {
+			c.s.warnRefused(c.log, "server: refusing a client", "status", rf.st.Error(), "err", rf.err)
+			return
+		}
+		if errors.Is(err, errLeftBeforeHello) || errors.Is(err, errShuttingDown) {
+			c.log.Debug("server: connection closed before its session began", "err", err)
 			return
 		}
 		c.s.stats.protocolErrors.Add(1)
@@ -289,8 +319,46 @@ func (c *conn) serve() {
 	c.log.Debug("server: connection closed", "reason", reason)
 }
 
-// errShuttingDown ends a session whose hello came as the daemon began to
-// shut down.
+// refusal is a hello refused for want of room in the daemon (its caps,
+// or descriptors or memory for the region), not for anything wrong with
+// it: the client was told st and may try again later; it broke no
+// protocol.
+type refusal struct {
+	st  Status
+	err error
+}
+
+func (r refusal) Error() string { return r.err.Error() }
+func (r refusal) Unwrap() error { return r.err }
+
+// regionRefusal is the status a client is refused with when its region
+// cannot be made: EMFILE if the daemon is out of descriptors (a memfd is
+// one), ENOMEM for the rest. The shared-memory budget's ENOMEM told the
+// client to raise --max-shared-memory, which does not give the daemon a
+// descriptor (TestH33bOutOfDescriptorsForARegionSaysSo).
+func regionRefusal(err error) Status {
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		return StatusTooMany
+	}
+	return StatusNoMemory
+}
+
+// errLeftBeforeHello ends a connection whose peer closed it before its
+// hello was read or answered: it broke no protocol (a process killed as
+// it dialed, a probe of the socket), and one that does so in a loop must
+// not make the daemon write a warning per connection
+// (TestH33bClientsThatLeaveBeforeHelloAreNoProtocolErrors).
+var errLeftBeforeHello = errors.New("the peer left before its session began")
+
+// peerLeft says whether err, from a read or a send on a connection,
+// is its peer's end: end of file, or a reset or broken pipe.
+func peerLeft(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// errShuttingDown ends a connection whose hello had not come, or came
+// as the daemon began to shut down: the daemon ended it, so it is no
+// protocol error (TestH33bShutdownBesideSilentConnectionsWarnsNothing).
 var errShuttingDown = errors.New("daemon shutting down")
 
 // errEvicted ends a connection evicted before its hello was taken in.
@@ -413,6 +481,12 @@ func (c *conn) hello() error {
 		if c.evicted.Load() {
 			return c.refuseEvicted()
 		}
+		if c.stopping.Load() {
+			return errShuttingDown // stopReading's deadline
+		}
+		if peerLeft(err) {
+			return fmt.Errorf("%w: read hello: %w", errLeftBeforeHello, err)
+		}
 		return fmt.Errorf("read hello: %w", err)
 	}
 	if hook := helloReadHook.Load(); hook != nil {
@@ -439,12 +513,17 @@ func (c *conn) hello() error {
 		c.answerHello(h, rep, st)
 		return err
 	}
+	// A hello refused for want of room in the daemon, not for what it
+	// says.
+	noRoom := func(st Status, err error) error {
+		c.s.stats.refused.Add(1)
+		return refuse(st, refusal{st, err})
+	}
 	if perr != nil {
 		return refuse(st, perr)
 	}
 	if !c.s.claimSession() {
-		c.s.stats.refused.Add(1)
-		return refuse(StatusTooManyClients, fmt.Errorf("%d clients connected, the cap", c.s.maxConns))
+		return noRoom(StatusTooManyClients, fmt.Errorf("%d clients connected, the cap", c.s.maxConns))
 	}
 	c.session = true
 	page := uint64(os.Getpagesize())
@@ -463,14 +542,13 @@ func (c *conn) hello() error {
 		rep.MapSize = total
 	}
 	if !c.s.reserveShm(int64(total)) {
-		c.s.stats.refused.Add(1)
-		return refuse(StatusNoMemory, fmt.Errorf("region of %d bytes asked for, %d of the daemon's %d bytes of shared memory are taken",
+		return noRoom(StatusNoMemory, fmt.Errorf("region of %d bytes asked for, %d of the daemon's %d bytes of shared memory are taken",
 			total, c.s.shm.Load(), c.s.maxShm))
 	}
 	c.charge = total
 	fd, mem, err := newRegion(int(total))
 	if err != nil {
-		return refuse(StatusNoMemory, err)
+		return noRoom(regionRefusal(err), err)
 	}
 	defer unix.Close(fd)
 	c.mapped, c.region = mem, mem[:size]
@@ -488,6 +566,9 @@ func (c *conn) hello() error {
 	var buf [HelloReplyV2Size]byte
 	rep.Encode(buf[:])
 	if _, _, err := c.uc.WriteMsgUnix(buf[:rep.size()], unix.UnixRights(fd), nil); err != nil {
+		if peerLeft(err) {
+			return fmt.Errorf("%w: send hello reply: %w", errLeftBeforeHello, err)
+		}
 		return fmt.Errorf("send hello reply: %w", err)
 	}
 	c.log.Debug("server: client connected", "version", h.Version, "region", size, "entries", rep.Entries)
@@ -704,6 +785,9 @@ func (c *conn) send(sls []*slot) {
 			c.uc.SetWriteDeadline(time.Now().Add(shutdownSendWait))
 		}
 		_, err := c.uc.Write(buf)
+		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && c.aborted.Load() {
+			err = c.sendNow(buf)
+		}
 		if err == nil {
 			// Error replies are counted as sent, as replies are: one
 			// dropped (sendFailed) reached no client.

@@ -44,8 +44,10 @@
 //     a slow fsync holds one worker, not the connection or the daemon.
 //   - A reply sent or published is a result the client gets: at shutdown a
 //     socket-framing connection is drained before it closes (so it ends
-//     in end-of-file, not a reset ahead of the replies queued), a request
-//     read then with no slot free is answered ESHUTDOWN, and the Go client
+//     in end-of-file, not a reset ahead of the replies queued), the
+//     replies of requests canceled at the end of the grace period (abort)
+//     still go out as far as the socket has room for them (sendNow), a
+//     request read then with no slot free is answered ESHUTDOWN, and the Go client
 //     reads past the reset a dead daemon's socket leaves to the replies
 //     queued behind it, and takes published ring replies before it looks
 //     at the daemon's end.

@@ -3,7 +3,6 @@ package server_test
 import (
 	"bufio"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -14,7 +13,7 @@ import (
 // metricValue is the value of the daemon's unlabelled metric name.
 func (d *daemonProc) metricValue(t *testing.T, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(d.metrics)
+	resp, err := metricsClient.Get(d.metrics)
 	if err != nil {
 		t.Fatal(err)
 	}

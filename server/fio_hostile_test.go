@@ -29,10 +29,17 @@ import (
 // a second.
 const noProgress = 10 * time.Second
 
+// metricsClient asks a test daemon for its metrics. Its timeout, under
+// noProgress, covers the whole exchange: a wedged daemon that accepts
+// the connection and never answers makes a query fail (progress -1,
+// which runFioWatched counts as no progress) instead of hanging the
+// test that watches it.
+var metricsClient = &http.Client{Timeout: noProgress / 2}
+
 // progress is how many requests the daemon has taken in plus how many
 // replies it has sent, from its metrics; -1 if it cannot tell.
 func (d *daemonProc) progress() int64 {
-	resp, err := http.Get(d.metrics)
+	resp, err := metricsClient.Get(d.metrics)
 	if err != nil {
 		return -1
 	}

@@ -9,8 +9,9 @@ import (
 // starts, with a message naming the option, rather than failing its
 // first I/O with a bare errno that names nothing ("Argument list too
 // long" for a block above the protocol's MaxIO, "Operation not
-// supported" for a trim or sync_file_range, fio's "failed to lseek
-// pre-read file: Bad file descriptor" for pre_read). The daemon then still serves the next job.
+// supported" for a trim or sync_file_range, an assertion and SIGABRT
+// for trim_percentage). pre_read=1 was refused here too until the
+// engine pre-read through the daemon (TestH34dFioPreRead). The daemon then still serves the next job.
 func TestFioRefusesUnservableOptionsByName(t *testing.T) {
 	_, engine := fioEnv(t)
 	d := newServe(t)
@@ -26,7 +27,10 @@ func TestFioRefusesUnservableOptionsByName(t *testing.T) {
 		{"trim", []string{"--rw=randtrim", "--bs=4k", "--size=1m"}, []string{"trim"}},
 		{"trimwrite", []string{"--rw=trimwrite", "--bs=4k", "--size=1m"}, []string{"trim"}},
 		{"sync-file-range", []string{"--rw=write", "--bs=4k", "--size=1m", "--sync_file_range=write:4"}, []string{"sync_file_range"}},
-		{"pre-read", []string{"--rw=read", "--bs=4k", "--size=1m", "--pre_read=1"}, []string{"pre_read"}},
+		// Verify's trims: fio asserted in fio_ro_check from the engine's
+		// queue and died of SIGABRT (as it does with its own engines).
+		{"trim-percentage", []string{"--rw=randwrite", "--bs=4k", "--size=1m", "--verify=md5",
+			"--verify_state_save=0", "--trim_percentage=50", "--trim_backlog=8"}, []string{"trim_percentage"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -36,13 +36,15 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
+		cli.Exit(os.Args[1:])
 	case "midbatch-client":
 		os.Exit(midBatchClient(os.Args[1]))
 	case "mixed-client":
 		os.Exit(mixedClient(os.Args[1], os.Args[2]))
 	case "h26b-ckptkill":
 		os.Exit(h26bCkptKillDaemon(os.Args[1:]))
+	case "emfile-client":
+		os.Exit(emfileClient(os.Args[1]))
 	}
 	os.Exit(m.Run())
 }

@@ -8,7 +8,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -155,8 +157,11 @@ func TestFioFsyncOnCloseIsDurable(t *testing.T) {
 		return append(fioArgs(t, d, "on-close", "--filename="+files, "--filesize=1m", "--rw=write", "--bs=64k",
 			"--iodepth=4", "--verify=crc32c"), extra...)
 	}
+	// fallocate=none: with fio's default the job's setup sizes both
+	// files first, and fails there at the second, as fio's setup does on
+	// a kernel file system, before the job writes anything.
 	out, _ := runFioWatched(t, d, job("on-close:"+strings.Repeat("x", 300), "--openfiles=1",
-		"--file_service_type=sequential", "--fsync_on_close=1", "--do_verify=0")...)
+		"--file_service_type=sequential", "--fsync_on_close=1", "--do_verify=0", "--fallocate=none")...)
 	if !strings.Contains(out, "File name too long") || strings.Contains(out, "Bad file descriptor") {
 		t.Fatalf("want the job to fail only at the second file's open:\n%s", out)
 	}
@@ -312,35 +317,39 @@ func TestRenameOverAFileAcrossKill9(t *testing.T) {
 	d.stop()
 }
 
-// TestFioLayoutNeverShrinksAFile: a fio job that reads lays its file out
-// to the end of its range when the file is shorter (zf_open_file). If
-// another client extends the file between the job's open and the
-// layout, the layout must not cut it back. Deterministic: the daemon
-// holds every truncate until another client has written 2 MiB; before
-// the fix the engine laid out with a truncate, which then cut the file
-// to the job's 1 MiB (found by 16 fio jobs on one file with
-// offset_increment, randrw and verify: verify read zeros).
+// TestFioLayoutNeverShrinksAFile: a fio job that reads grows its file
+// to the end of its range at open when the file is shorter
+// (zf_open_file): here the file is 1 MiB, the job's range, when fio sets
+// the job up (no layout), and the job's exec_prerun puts a 4 KiB file
+// in its place before the job opens it. If another client extends the
+// file between the job's open and the grow, the grow must not cut it
+// back. Deterministic: the daemon holds every truncate until another
+// client has written 2 MiB; before the fix the engine laid out with a
+// truncate, which then cut the file to the job's 1 MiB (found by 16 fio
+// jobs on one file with offset_increment, randrw and verify: verify read
+// zeros). The test reached the grow with create_on_open=1 before fio's
+// create_on_open=1 stopped growing a file (h34d).
 func TestFioLayoutNeverShrinksAFile(t *testing.T) {
 	fio, engine := fioEnv(t)
 	socket := server.NewTestDaemon(t)
-	held, release := server.HoldOps(t, server.OpTruncate)
-	cmd := exec.Command(fio, "--name=layout", "--ioengine=external:"+engine, "--sock="+socket,
-		"--filename=shared", "--rw=read", "--bs=64k", "--size=1m")
-	cmd.Dir = t.TempDir()
-	out := &syncbuf.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	ctx0 := context.Background()
+	c0, err := server.Dial(ctx0, socket, 4<<20)
+	if err != nil {
 		t.Fatal(err)
 	}
-	fioDone := make(chan error, 1)
-	go func() { fioDone <- cmd.Wait() }()
-	select {
-	case <-held: // the job's layout truncate, held
-	case err := <-fioDone:
-		t.Fatalf("fio finished without laying the file out (no truncate reached the daemon): %v\n%s", err, out)
-	case <-time.After(time.Minute):
-		t.Fatalf("fio neither laid the file out nor finished in a minute:\n%s", out)
+	if err := c0.CloseFile(ctx0, writeFile(t, c0, "shared", 0, make([]byte, 1<<20), false)); err != nil {
+		t.Fatal(err)
 	}
+	c0.Close()
+	short := filepath.Join(t.TempDir(), "short")
+	if err := os.WriteFile(short, make([]byte, 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	held, release := server.HoldOps(t, server.OpTruncate)
+	_, out, fioDone := startFioHeld(t, held, "the job's layout truncate", fio, "--name=layout",
+		"--ioengine=external:"+engine, "--sock="+socket,
+		"--filename=shared", "--rw=read", "--bs=64k", "--size=1m",
+		"--exec_prerun=env ZONEFOLD_TEST_MAIN=zonefold "+os.Args[0]+" put --socket "+socket+" "+short+" shared")
 	ctx := context.Background()
 	c, err := server.Dial(ctx, socket, 4<<20)
 	if err != nil {
@@ -370,6 +379,31 @@ func TestFioLayoutNeverShrinksAFile(t *testing.T) {
 	if st.Size != int64(len(want)) || !bytes.Equal(got, want) {
 		t.Fatalf("after a fio job laid the file out: %d bytes, want the other client's %d intact", st.Size, len(want))
 	}
+}
+
+// startFioHeld starts fio with args and returns once the daemon holds
+// one of its requests (held, from server.HoldOps: what names it), with
+// fio's output and its exit; it fails the test if fio ends first or
+// nothing is held within a minute.
+func startFioHeld(t *testing.T, held <-chan struct{}, what, fio string, args ...string) (*exec.Cmd, *syncbuf.Buffer, <-chan error) {
+	t.Helper()
+	cmd := exec.Command(fio, args...)
+	cmd.Dir = t.TempDir()
+	out := &syncbuf.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-held:
+	case err := <-done:
+		t.Fatalf("fio ended before the daemon held %s: %v\n%s", what, err, out)
+	case <-time.After(time.Minute):
+		t.Fatalf("the daemon held no %s of fio's within a minute:\n%s", what, out)
+	}
+	return cmd, out, done
 }
 
 // readWhole reads all of a file through c.

@@ -110,14 +110,21 @@ type h31bDaemon struct {
 	socket string
 	stop   context.CancelFunc
 	served chan error
+	device string // the emu's address, to open it again after the engine closed
 }
 
 func h31bServe(t *testing.T, cold []byte, cfg engine.Config) *h31bDaemon {
 	t.Helper()
+	return h31bServeGrace(t, cold, cfg, 5*time.Second)
+}
+
+// h31bServeGrace is h31bServe with the shutdown's grace period given.
+func h31bServeGrace(t *testing.T, cold []byte, cfg engine.Config, grace time.Duration) *h31bDaemon {
+	t.Helper()
 	device := fmt.Sprintf("emu:%s?zone_size=4M&zones=32", filepath.Join(t.TempDir(), "dev"))
 	dev := coldDevice(t, device, cfg, cold)
 	d := &h31bDaemon{dev: &h31bHoldDevice{Device: dev, emu: dev.(*zns.Emu)},
-		socket: filepath.Join(t.TempDir(), "zf.sock"), served: make(chan error, 1)}
+		socket: filepath.Join(t.TempDir(), "zf.sock"), served: make(chan error, 1), device: device}
 	var err error
 	if d.e, err = engine.OpenDevice(d.dev, cfg); err != nil {
 		t.Fatal(err)
@@ -127,7 +134,7 @@ func h31bServe(t *testing.T, cold []byte, cfg engine.Config) *h31bDaemon {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	d.srv = New(d.e, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Grace: 5 * time.Second})
+	d.srv = New(d.e, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Grace: grace})
 	ctx, stop := context.WithCancel(context.Background())
 	d.stop = stop
 	go func() { d.served <- d.srv.Serve(ctx, l.UnixListener) }()

@@ -83,9 +83,9 @@ func TestAcceptEMFILEDoesNotStopTheDaemon(t *testing.T) {
 	flood = nil
 	// Until the daemon has accepted and ended the flood's connections
 	// still queued, it may lack a descriptor for a new client's region:
-	// that is a refusal that says to try again (ENOMEM), not a hang.
+	// that is a refusal that says to try again (EMFILE), not a hang.
 	after, err := server.Dial(ctx, d.socket, 1<<20)
-	for errors.Is(err, server.StatusNoMemory) && ctx.Err() == nil {
+	for errors.Is(err, server.StatusTooMany) && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 		after, err = server.Dial(ctx, d.socket, 1<<20)
 	}

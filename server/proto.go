@@ -143,7 +143,7 @@ const (
 	StatusExist       Status = Status(syscall.EEXIST)       // the file exists
 	StatusReserved    Status = Status(syscall.EPERM)        // a rename onto a temporary's name (TempPrefix)
 	StatusInvalid     Status = Status(syscall.EINVAL)       // malformed request
-	StatusTooMany     Status = Status(syscall.EMFILE)       // MaxHandles open
+	StatusTooMany     Status = Status(syscall.EMFILE)       // MaxHandles open; hello: the daemon is out of descriptors
 	StatusFileTooBig  Status = Status(syscall.EFBIG)        // offset or size past engine.MaxFileSize
 	StatusNoSpace     Status = Status(syscall.ENOSPC)       // device full
 	StatusNameTooLong Status = Status(syscall.ENAMETOOLONG) // name above engine.MaxNameLen

@@ -10,7 +10,7 @@ import (
 // TestCachedReadsServedByTheReader: a batch of reads the cache holds is
 // answered by the connection's reader (readCached), not handed to a
 // worker each: 32 of them at once would start up to 32 workers, which
-// live as long as the connection.
+// live until they are idle for workerIdle (10 s).
 // Their bytes are the cache's.
 func TestCachedReadsServedByTheReader(t *testing.T) {
 	d := newDaemon(t)
@@ -39,7 +39,7 @@ func TestCachedReadsServedByTheReader(t *testing.T) {
 			reqs[i] = Request{Tag: uint64(i + 1), Op: OpRead, Handle: h, Off: uint64(i * bs), Addr: uint64((depth + i) * bs), Len: bs}
 		}
 		clear(c.region[depth*bs : 2*depth*bs])
-		// Workers live as long as their connection: the goroutines
+		// Workers live until idle for workerIdle: the goroutines
 		// that the reads' workers would be.
 		before := runtime.NumGoroutine()
 		submitReads(t, c, reqs)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -91,8 +92,9 @@ func Run(ctx context.Context, cfg RunConfig) (err error) {
 		reg.MustRegister(srv.Collector(), collectors.NewGoCollector())
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go hs.Serve(ml)
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: metricsHeaderTimeout,
+			WriteTimeout: metricsWriteTimeout, IdleTimeout: metricsIdleTimeout}
+		go hs.Serve(&cappedListener{Listener: ml, slots: make(chan struct{}, maxMetricsConns)})
 		defer hs.Close()
 		maddr = ml.Addr()
 		log.Info("server: metrics", "addr", maddr.String())
@@ -102,6 +104,57 @@ func Run(ctx context.Context, cfg RunConfig) (err error) {
 		cfg.Ready(srv, maddr)
 	}
 	return srv.Serve(ctx, l.UnixListener)
+}
+
+// Limits of the metrics listener, which may face a network and takes
+// its connections' descriptors from those the daemon's clients need:
+// without them, connections kept alive after a scrape, or opened and
+// never used, held a descriptor each for ever, and enough of them kept
+// every new client out (TestH33bMetricsConnectionsAreBounded). A request
+// must come within metricsHeaderTimeout, its response be taken within
+// metricsWriteTimeout, and a kept-alive connection see its next request
+// within metricsIdleTimeout (Prometheus scrapes every minute by
+// default); past maxMetricsConns, a connection is closed as it comes.
+var (
+	metricsHeaderTimeout = 10 * time.Second
+	metricsWriteTimeout  = 30 * time.Second
+	metricsIdleTimeout   = 2 * time.Minute
+)
+
+const maxMetricsConns = 32
+
+// cappedListener closes a connection it accepts while len(slots) others
+// are open.
+type cappedListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func (l *cappedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &cappedConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
+		default:
+			c.Close()
+		}
+	}
+}
+
+// cappedConn gives its slot back when it is closed.
+type cappedConn struct {
+	net.Conn
+	release func()
+}
+
+func (c *cappedConn) Close() error {
+	err := c.Conn.Close()
+	c.release()
+	return err
 }
 
 // TempPrefix starts the names of temporary files: zonefold put writes to
@@ -176,9 +229,22 @@ func openEngine(cfg RunConfig, log *slog.Logger) (*engine.Engine, error) {
 			e, err = engine.OpenDevice(dev, cfg.Engine)
 		}
 	}
+	if errors.Is(err, engine.ErrNotFormatted) && !cfg.Format {
+		err = notFormattedError{cfg.Device}
+	}
 	if err != nil {
 		dev.Close()
 		return nil, err
 	}
 	return e, nil
 }
+
+// notFormattedError is engine.ErrNotFormatted as serve says it: with
+// serve's own way out, --format, first.
+type notFormattedError struct{ device string }
+
+func (e notFormattedError) Error() string {
+	return fmt.Sprintf("%s is not formatted by zonefold: serve it with --format (or run `zonefold format DEVICE` first)", e.device)
+}
+
+func (notFormattedError) Unwrap() error { return engine.ErrNotFormatted }

@@ -94,6 +94,27 @@ type Server struct {
 	// fullWarned: the first ENOSPC on a device that keeps no data was
 	// logged with its reason (clients see only the errno).
 	fullWarned atomic.Bool
+	// refusedLogged is when a refusal was last logged (unix nanoseconds),
+	// refusedQuiet how many were not logged since (warnRefused).
+	refusedLogged, refusedQuiet atomic.Int64
+}
+
+// warnRefused logs a refused client on log, unless one was logged less
+// than a second ago: a process connecting over and over to a daemon at
+// its cap made it write a warning per connection, as fast as it could
+// connect (TestH33bRefusalFloodLogsLittle). Each refusal is counted
+// (refused_connections_total); the line says how many went unlogged.
+func (s *Server) warnRefused(log *slog.Logger, msg string, args ...any) {
+	now := time.Now().UnixNano()
+	last := s.refusedLogged.Load()
+	if now-last < int64(time.Second) || !s.refusedLogged.CompareAndSwap(last, now) {
+		s.refusedQuiet.Add(1)
+		return
+	}
+	if q := s.refusedQuiet.Swap(0); q > 0 {
+		args = append(args, "refusals_not_logged", q)
+	}
+	log.Warn(msg, args...)
 }
 
 // serverCounters are the daemon's own counters, exported as metrics.
@@ -165,7 +186,7 @@ func (s *Server) refuse(uc *net.UnixConn) {
 		uc.Close()
 		return
 	}
-	s.log.Warn("server: refusing a client: too many connections", "max", s.maxConns)
+	s.warnRefused(s.log, "server: refusing a client: too many connections", "max", s.maxConns)
 	go func() {
 		defer s.refusing.Add(-1)
 		defer uc.Close()

@@ -1174,7 +1174,17 @@ func (e *Emu) TearLastWrite(keep int64) error {
 // it takes no write, reset, finish or open again (ErrReadOnly). For tests
 // of what a file system does with a zone it can no longer reset.
 func (e *Emu) ZoneReadOnly(zone int) error {
-	return e.zoneTable.readOnly(zone)
+	return e.zoneTable.failZone(zone, CondReadOnly)
+}
+
+// ZoneOffline moves sequential zone zone to the Offline condition, as a
+// ZNS device does when a zone fails whole: its data no longer reads, and
+// it takes no write, reset, finish or open again (ErrReadOnly). Like
+// ZoneReadOnly's, the change is in the zone table the next Flush makes
+// durable. For tests of what a file system does with data it can no
+// longer read.
+func (e *Emu) ZoneOffline(zone int) error {
+	return e.zoneTable.failZone(zone, CondOffline)
 }
 
 // FileOffset is where device offset off is stored in the backing file:

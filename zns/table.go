@@ -329,17 +329,17 @@ func (t *zoneTable) ResetZone(zone int) error {
 	return nil
 }
 
-// readOnly moves a sequential zone to the Read Only condition (media
+// failZone moves a sequential zone to cond, Read Only or Offline (media
 // failure), giving up its open and active resources.
-func (t *zoneTable) readOnly(zone int) error {
+func (t *zoneTable) failZone(zone int, cond Cond) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	z, err := t.seqZone(zone, "make read-only")
+	z, err := t.seqZone(zone, "make "+cond.String())
 	if err != nil {
 		return err
 	}
 	t.release(z)
-	z.cond = CondReadOnly
+	z.cond = cond
 	return nil
 }
 

@@ -9,3 +9,9 @@ package cachehook
 // iomap one-lock comparison). Call it right after cache.New, before the
 // cache is used.
 var SetSplitStateLock func(c any, split bool)
+
+// SetMemoryWaitHook makes a *cache.Cache call hook (nil: nothing) each
+// time an access is about to wait for memory, holding no cache lock:
+// for tests that hold a waiter there, or need to know it waits, without
+// any timing.
+var SetMemoryWaitHook func(c any, hook func())
