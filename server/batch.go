@@ -135,6 +135,7 @@ func (c *conn) readCached(sl *slot) bool {
 	if ok {
 		stats := &c.s.stats
 		stats.requests[OpRead].Add(1)
+		stats.readsCached.Add(1)
 		stats.bytesRead.Add(int64(q.Len))
 		r.Val = uint64(q.Len)
 		r.Status = StatusOK

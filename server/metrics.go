@@ -154,6 +154,8 @@ var (
 			func(c *serverCounters) float64 { return float64(c.doorbellsOut.Load()) }},
 		{prometheus.NewDesc("zonefold_server_sleeps_total", "Rings: times a connection's reader slept for requests.", nil, nil), prometheus.CounterValue,
 			func(c *serverCounters) float64 { return float64(c.sleeps.Load()) }},
+		{prometheus.NewDesc("zonefold_server_reads_cached_total", "Reads a connection's reader answered from the cache itself, without a worker.", nil, nil), prometheus.CounterValue,
+			func(c *serverCounters) float64 { return float64(c.readsCached.Load()) }},
 		{prometheus.NewDesc("zonefold_server_read_bytes_total", "Bytes read by clients through the daemon.", nil, nil), prometheus.CounterValue,
 			func(c *serverCounters) float64 { return float64(c.bytesRead.Load()) }},
 		{prometheus.NewDesc("zonefold_server_written_bytes_total", "Bytes written by clients through the daemon.", nil, nil), prometheus.CounterValue,

@@ -131,6 +131,7 @@ type serverCounters struct {
 	evicted                     atomic.Int64 // silent connections closed for a new one
 	doorbellsIn, doorbellsOut   atomic.Int64 // rings: wakeups received and sent
 	sleeps                      atomic.Int64 // rings: times a reader slept for requests
+	readsCached                 atomic.Int64 // reads the reader answered from the cache (readCached)
 }
 
 func (sc *serverCounters) countStatus(st Status) {
