@@ -276,6 +276,11 @@ type Engine struct {
 	// though records newer than its checkpoint may lie there
 	// (Config.AcceptOfflineZones): fsck notes them.
 	offlineAccepted []int
+	// lostRoom is where recovery maps extents whose newer copies were
+	// in accepted offline zones (replayOp, opZoneReset): the room each
+	// such zone had past its checkpoint, which those copies took.
+	// Recovery only.
+	lostRoom []lostRoom
 	// bg is the background work Close's writeback waits for (writeback,
 	// retirer, collector): a pass of it may hold what the closing flush
 	// and checkpoint need. raWG is the readahead workers, which hold

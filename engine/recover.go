@@ -205,6 +205,11 @@ func (e *Engine) recover() error {
 				return err
 			} else if err != nil {
 				e.offlineAccepted = append(e.offlineAccepted, z.idx)
+				at := z.start // reset since: all of it
+				if w, ok := ckpt.zoneWP[z.idx]; ok && !fromStart[z.idx] {
+					at += w
+				}
+				e.lostRoom = append(e.lostRoom, lostRoom{z: z, at: at})
 				slog.Error("engine: recover: opening with an offline data zone that may hold records newer than the checkpoint (accept offline zones): what it held is lost; ranges those records wrote read as at the checkpoint, files they grew are shorter, reads of what the checkpoint maps there fail (fsck names the files)",
 					"zone", z.idx, "checkpoint_seq", ckpt.seq, "err", err)
 			}
@@ -864,6 +869,59 @@ func (e *Engine) replayOp(op nsOp) {
 		}
 	case opZoneReset:
 		// Everything in the zone before this point was relocated first.
+		if len(e.lostRoom) > 0 {
+			e.loseRelocated(op.zone)
+		}
+	}
+}
+
+// lostRoom is an accepted offline zone's room past its checkpoint (at,
+// a device offset, up to the zone's capacity): records newer than the
+// checkpoint lay there, recovery drops them.
+type lostRoom struct {
+	z  *zone
+	at int64
+}
+
+// loseRelocated maps every extent still in zone idx, whose reset is
+// being replayed, into an accepted offline zone. GC relocated such an
+// extent before it logged the reset, and its copy's record is not
+// replayed, so the copy lay in a zone recovery drops newer records of
+// (AcceptOfflineZones): the data is lost there. Left in the zone reset
+// since, it counted as valid data the zone no longer held (GC failed to
+// read it back, and retried with backoff for as long as the daemon ran)
+// and fsck called it an extent no record carries; mapped into the
+// offline zone, it reads as lost (reads fail), counts in LostBytes, and
+// fsck names its file there. Which offline zone held the copy is not
+// known (its record is gone): each takes the room past its checkpoint,
+// where such copies were appended, a block for a header before each
+// extent, as a record's; should that run out (it cannot, but for damage)
+// the rest goes to the first zone's start, as unreadable.
+func (e *Engine) loseRelocated(idx int) {
+	for _, f := range e.byID {
+		var stale []extent
+		f.ext.each(func(x extent) bool {
+			if z := e.zoneAt(x.dev); z != nil && z.idx == idx {
+				stale = append(stale, x)
+			}
+			return true
+		})
+		for _, x := range stale {
+			room := &e.lostRoom[0]
+			for i := range e.lostRoom {
+				if r := &e.lostRoom[i]; r.at+BlockSize+x.len <= r.z.start+r.z.cap {
+					room = r
+					break
+				}
+			}
+			hdr := room.at
+			if hdr+BlockSize+x.len > room.z.start+room.z.cap {
+				hdr = room.z.start
+			}
+			x.hdr, x.dev = hdr, hdr+BlockSize
+			room.at = x.dev + x.len
+			f.ext.insert(x, nil)
+		}
 	}
 }
 
