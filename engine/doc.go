@@ -148,11 +148,12 @@
 //     as never written. Namespace operations are the metadata log's
 //     and replay; what those records wrote is absent (a range reads as
 //     the checkpoint has it, a file is shorter), which the user chose
-//     over losing every file. A GC copy lost there leaves its file
-//     mapped, per the checkpoint, into a victim reset since: reads of
-//     it fail the header check (the block's record is not the file's,
-//     or reads past the write pointer), and fsck reports the extent, as
-//     it does what the checkpoint maps into the offline zone itself.
+//     over losing every file. A GC copy lost there would leave its
+//     file mapped into the victim, whose reset is logged: replaying
+//     the reset maps what is still there into the accepted zones'
+//     room past their checkpoint instead (loseRelocated), so it is lost
+//     as the zone's own data is (reads fail, LostBytes counts it, fsck
+//     names the file there), not counted live in a zone reset since.
 //     The lost records' numbers may be handed out again:
 //     harmless, as nothing reads an offline zone again (a zone does
 //     not come back from offline), and recovery's checkpoint records
