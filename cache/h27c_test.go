@@ -110,7 +110,7 @@ func TestWholeFolioMissRacingChanges(t *testing.T) {
 			var want []byte
 			select {
 			case want = <-changed:
-			case <-time.After(2 * time.Second):
+			case <-time.After(20 * time.Second): // the read is held until released: a change that waits for it never returns
 				t.Fatal("the change waited for the outstanding read")
 			}
 			// Reads under the lock from here on (and the Backing reads

@@ -96,11 +96,11 @@ func TestH19fSubmitRacingCloseThroughFullQueue(t *testing.T) {
 			select {
 			case res := <-w.ch:
 				t.Logf("racing Nop completed: %d", res.Res)
-			case <-time.After(2 * time.Second):
+			case <-time.After(20 * time.Second):
 				t.Errorf("Close returned, ring unmapped, the accepted Nop never completed: its waiter hangs")
 			}
 		}
-	case <-time.After(3 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Errorf("Close hung: an SQE was prepared after Close's last flush and the plug holds it")
 		_ = r.Unplug() // let Close finish (the ring is still mapped: Close is in inflight.Wait)
 		if err := <-closeErr; err != nil {
