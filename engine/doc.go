@@ -361,10 +361,13 @@
 //     pass found not worth collecting (or worth less than it asked) is
 //     skipped (by passes asking as much) until it loses valid data,
 //     takes appends or is reset. A writer's pass that finds no full
-//     victim may seal an idle open zone (sealIdle): placer.mu briefly to
-//     take it out of the open set (a zone with a reservation announced is
-//     skipped, never waited for), then, with collector.mu alone, the
-//     header walk, the zone's finish on the device and the collection.
+//     victim may seal an idle open zone (sealIdle): with collector.mu
+//     alone it walks the zone's headers while the zone stays open (and
+//     in the free space), then takes placer.mu briefly to take it out
+//     of the open set, only if collecting it gains space and it took no
+//     append since (a zone with a reservation announced is skipped,
+//     never waited for), then, with collector.mu alone again, the
+//     zone's finish on the device and the collection.
 //     It also guards each zone's finish backoff (zone.finishRetry,
 //     finishBackoff): a pass asks the device again to finish the
 //     unfinished zones due (retryFinish), listing them under placer.mu
