@@ -286,8 +286,10 @@
 //     none can gain a thirty-second of a zone (admitGain: near full, a
 //     pass that freed a few blocks of a zone copied the rest of it for
 //     each write). Writeback of data already admitted runs such a pass
-//     too, then takes room in a zone GC opened (which admission counts),
-//     and only then a pass of any gain: had it run those first, their
+//     too, then takes room in a zone GC opened (which admission counts
+//     while GC's reserve is whole: the room of a zone GC took from its
+//     reserve is the reserve's until GC's resets refill it,
+//     placer.space), and only then a pass of any gain: had it run those first, their
 //     gain, left in GC's zone, was room admission counted again, and
 //     no write was ever refused. If the device failed the writer's
 //     last pass (EIO), the writer, or the fsync of data writeback could

@@ -904,14 +904,23 @@ func (p *placer) freeZone(z *zone) {
 }
 
 // space is the bytes appends can still take without GC: open zones'
-// remaining room and the free zones outside the GC reserve. It takes no
-// lock: every client write asks.
+// remaining room and the free zones, less GC's reserve, free or not. It
+// takes no lock: every client write asks.
+//
+// The reserve is held back whole while GC has taken zones of it (fewer
+// than gcReserve free): the room left in a zone GC opened from it is
+// the reserve's, not the clients'. GC's next copies fill it, and its
+// resets refill the reserve before they add to this; counted here (only
+// the free reserve zones were), it was promised to admitted writes, and
+// GC's passes then took it back: a writer's fsync, with nothing else
+// writing, found too little room for data admission had accepted
+// (TestH35aBorrowedReserveIsNotPromised). Writeback of admitted data
+// may still take that room as its last resort (shareGC).
 func (p *placer) space() int64 {
 	if len(p.zones) == 0 {
 		return 0
 	}
-	reserved := min(p.nfree.Load(), int64(p.gcReserve)) * p.zones[0].cap
-	return p.unalloc.Load() - reserved
+	return p.unalloc.Load() - int64(p.gcReserve)*p.zones[0].cap
 }
 
 // pads is how many zones may end in a pad block while open: the data
