@@ -287,8 +287,10 @@
 //     none can gain a thirty-second of a zone (admitGain: near full, a
 //     pass that freed a few blocks of a zone copied the rest of it for
 //     each write). Writeback of data already admitted runs such a pass
-//     too, then takes room in a zone GC opened (which admission counts),
-//     and only then a pass of any gain: had it run those first, their
+//     too, then takes room in a zone GC opened (which admission counts
+//     while GC's reserve is whole: the room of a zone GC took from its
+//     reserve is the reserve's until GC's resets refill it,
+//     placer.space), and only then a pass of any gain: had it run those first, their
 //     gain, left in GC's zone, was room admission counted again, and
 //     no write was ever refused. If the device failed the writer's
 //     last pass (EIO), the writer, or the fsync of data writeback could
@@ -362,10 +364,13 @@
 //     pass found not worth collecting (or worth less than it asked) is
 //     skipped (by passes asking as much) until it loses valid data,
 //     takes appends or is reset. A writer's pass that finds no full
-//     victim may seal an idle open zone (sealIdle): placer.mu briefly to
-//     take it out of the open set (a zone with a reservation announced is
-//     skipped, never waited for), then, with collector.mu alone, the
-//     header walk, the zone's finish on the device and the collection.
+//     victim may seal an idle open zone (sealIdle): with collector.mu
+//     alone it walks the zone's headers while the zone stays open (and
+//     in the free space), then takes placer.mu briefly to take it out
+//     of the open set, only if collecting it gains space and it took no
+//     append since (a zone with a reservation announced is skipped,
+//     never waited for), then, with collector.mu alone again, the
+//     zone's finish on the device and the collection.
 //     It also guards each zone's finish backoff (zone.finishRetry,
 //     finishBackoff): a pass asks the device again to finish the
 //     unfinished zones due (retryFinish), listing them under placer.mu

@@ -711,30 +711,50 @@ func (c *collector) sealIdle(minGain int64) (bool, error) {
 // valid data and resets it, or only logs its reset (as collectSoon). It
 // reports false, leaving the zone open, if
 // the zone took an append meanwhile or relocating would not gain space.
+//
+// It looks before it seals: the zone's records up to alloc, all landed
+// (no writers after alloc was read), are walked while the zone stays
+// open, and it is sealed only if collecting it gains space and it took
+// no append since (seal checks alloc). A zone sealed first and given
+// back after the walk was out of placement, its room out of the free
+// space, for the whole walk: on a full device, writeback of admitted
+// data that looked for room then found none, after its own passes had
+// found nothing to collect, and failed with ENOSPC (the walks of other
+// writers' passes sealed the last open zone with room over and over:
+// TestH35aSealLookKeepsRoomPlaceable).
 func (c *collector) collectSealedSoon(z *zone, minGain int64) (bool, error) {
 	e := c.e
 	p := &e.placer
-	if !p.seal(z) {
-		return false, nil
+	end := z.alloc.Load()
+	if z.state.Load() != zoneOpen || z.writers.Load() > 0 {
+		return false, nil // an append in flight: left, as by seal
 	}
 	defer c.running()()
-	// Every append below alloc has landed: seal saw no writers after
-	// the last reservation, and none can reserve any more.
+	// Every append below end has landed and is mapped: each announced
+	// itself (writers) before it claimed room, and is done.
 	var pieces []live
 	if valid := z.valid.Load(); valid > 0 {
 		gen := z.gen.Load()
 		var gain bool
 		var err error
-		pieces, gain, err = c.gather(z, z.alloc.Load(), minGain)
+		pieces, gain, err = c.gather(z, end, minGain)
+		if (err != nil || !gain) && z.alloc.Load() != end {
+			// It took an append during the look (which may have met
+			// the new record's mapping, not its header): the zone is
+			// not as looked at, and nothing is held against it.
+			return false, nil
+		}
 		if err != nil || !gain {
-			p.unseal(z)
 			if err == nil {
-				z.markBarren(valid, gen)
+				z.markBarren(valid, end, gen)
 			} else if errors.Is(err, errGainShort) {
-				z.markShort(valid, gen, minGain)
+				z.markShort(valid, end, gen, minGain)
 			}
 			return false, c.failedVictim(z, err)
 		}
+	}
+	if !p.seal(z, end) {
+		return false, nil // it took an append: what was gathered is not all
 	}
 	if err := e.dev.FinishZone(z.idx); err != nil {
 		p.unseal(z)
@@ -802,7 +822,7 @@ func (c *collector) collectSoon(victim *zone, minGain int64) (bool, error) {
 		gain, err := c.relocate(victim, minGain)
 		if err != nil {
 			if errors.Is(err, errGainShort) {
-				victim.markShort(valid, gen, minGain)
+				victim.markShort(valid, victim.alloc.Load(), gen, minGain)
 			}
 			victim.state.Store(zoneFull)
 			return false, c.failedVictim(victim, err)
@@ -811,7 +831,7 @@ func (c *collector) collectSoon(victim *zone, minGain int64) (bool, error) {
 			// Remember it: until the zone loses valid data (or is
 			// reset), collecting it gains nothing either (see
 			// zone.barrenValid).
-			victim.markBarren(valid, gen)
+			victim.markBarren(valid, victim.alloc.Load(), gen)
 			victim.state.Store(zoneFull)
 			return false, nil
 		}
@@ -1235,7 +1255,9 @@ func (c *collector) gather(victim *zone, room, minGain int64) (pieces []live, ga
 			return nil, false, err
 		}
 	}
-	pieces, err = c.validPieces(victim)
+	// Only the records below room for a zone still open (collectSealedSoon
+	// looks before it seals): past it, appends may be in flight.
+	pieces, err = c.validPieces(victim, min(room, victim.alloc.Load()))
 	if err != nil {
 		return nil, false, err
 	}
@@ -1567,15 +1589,21 @@ func (c *collector) headerSums(victim *zone, pieces []live) error {
 	return nil
 }
 
-// validPieces walks the victim's record headers and keeps the extents the
-// mapping still points at this zone with the same version.
-func (c *collector) validPieces(victim *zone) ([]live, error) {
+// testHookGCWalk, if set (by tests only), runs as GC starts to walk a
+// zone's record headers (validPieces), with the collector held.
+var testHookGCWalk func(e *Engine, z *zone)
+
+// validPieces walks the victim's record headers below end and keeps the
+// extents the mapping still points at this zone with the same version.
+func (c *collector) validPieces(victim *zone, end int64) ([]live, error) {
 	e := c.e
+	if testHookGCWalk != nil {
+		testHookGCWalk(e, victim)
+	}
 	var out []live
 	var h RecordHeader
 	c.sums = c.sums[:0]
 	hb := c.buf.mem[:BlockSize]
-	end := victim.alloc.Load()
 	for off := int64(0); off+BlockSize <= end; {
 		if err := e.readDev(victim.start+off, hb, c.w); err != nil {
 			return nil, fmt.Errorf("engine: gc: read zone %d header at %d: %w", victim.idx, off, err)

@@ -192,10 +192,10 @@ func (z *zone) barren(valid int64) bool {
 	return z.barrenValid == valid+1 && z.barrenAlloc == z.alloc.Load() && z.barrenGen == z.gen.Load()
 }
 
-// markBarren remembers that collecting z as it is gains nothing
-// (collector.mu held).
-func (z *zone) markBarren(valid int64, gen uint32) {
-	z.barrenValid, z.barrenAlloc, z.barrenGen = valid+1, z.alloc.Load(), gen
+// markBarren remembers that collecting z as it was (valid and alloc
+// bytes, generation gen) gains nothing (collector.mu held).
+func (z *zone) markBarren(valid, alloc int64, gen uint32) {
+	z.barrenValid, z.barrenAlloc, z.barrenGen = valid+1, alloc, gen
 }
 
 // short reports whether a GC pass asking at least minGain found z, in
@@ -204,10 +204,10 @@ func (z *zone) short(valid, minGain int64) bool {
 	return z.shortValid == valid+1 && z.shortAlloc == z.alloc.Load() && z.shortGen == z.gen.Load() && minGain >= z.shortGain
 }
 
-// markShort remembers that collecting z as it is gains less than
-// minGain (collector.mu held).
-func (z *zone) markShort(valid int64, gen uint32, minGain int64) {
-	z.shortValid, z.shortAlloc, z.shortGen, z.shortGain = valid+1, z.alloc.Load(), gen, minGain
+// markShort remembers that collecting z as it was (as markBarren) gains
+// less than minGain (collector.mu held).
+func (z *zone) markShort(valid, alloc int64, gen uint32, minGain int64) {
+	z.shortValid, z.shortAlloc, z.shortGen, z.shortGain = valid+1, alloc, gen, minGain
 }
 
 // orphan reports whether no file is writing to z as its MRU zone: the
@@ -817,7 +817,10 @@ func (p *placer) idleOpen() []*zone {
 
 // seal takes an open zone that no append is in flight to out of the
 // open set, for GC to collect. It reports false, changing nothing, if
-// the zone is not open or a reservation has announced itself there.
+// the zone is not open, a reservation has announced itself there, or
+// its reservations no longer end at alloc, where GC looked at it
+// (collector.collectSealedSoon: it looks first, and seals only a zone
+// worth collecting as it looked).
 // Placement announces a reservation (writers) before it checks the
 // state, and seal changes the state before it checks writers, so either
 // seal sees the reservation and backs off, or the reservation sees the
@@ -828,14 +831,16 @@ func (p *placer) idleOpen() []*zone {
 // draining zones, as zoneRetiring (drained reports false), and its
 // unreserved room leaves the free space at once, so that admission does
 // not count on it. unseal undoes it; finishSealed completes it.
-func (p *placer) seal(z *zone) bool {
+func (p *placer) seal(z *zone, alloc int64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if z.state.Load() != zoneOpen || z.writers.Load() > 0 {
 		return false
 	}
 	z.state.Store(zoneRetiring)
-	if z.writers.Load() > 0 {
+	// No reservation can claim room past here: one that looked at the
+	// state before the store announced itself first.
+	if z.writers.Load() > 0 || z.alloc.Load() != alloc {
 		z.state.Store(zoneOpen)
 		return false
 	}
@@ -899,14 +904,23 @@ func (p *placer) freeZone(z *zone) {
 }
 
 // space is the bytes appends can still take without GC: open zones'
-// remaining room and the free zones outside the GC reserve. It takes no
-// lock: every client write asks.
+// remaining room and the free zones, less GC's reserve, free or not. It
+// takes no lock: every client write asks.
+//
+// The reserve is held back whole while GC has taken zones of it (fewer
+// than gcReserve free): the room left in a zone GC opened from it is
+// the reserve's, not the clients'. GC's next copies fill it, and its
+// resets refill the reserve before they add to this; counted here (only
+// the free reserve zones were), it was promised to admitted writes, and
+// GC's passes then took it back: a writer's fsync, with nothing else
+// writing, found too little room for data admission had accepted
+// (TestH35aBorrowedReserveIsNotPromised). Writeback of admitted data
+// may still take that room as its last resort (shareGC).
 func (p *placer) space() int64 {
 	if len(p.zones) == 0 {
 		return 0
 	}
-	reserved := min(p.nfree.Load(), int64(p.gcReserve)) * p.zones[0].cap
-	return p.unalloc.Load() - reserved
+	return p.unalloc.Load() - int64(p.gcReserve)*p.zones[0].cap
 }
 
 // pads is how many zones may end in a pad block while open: the data

@@ -29,7 +29,7 @@ func TestUnsealWakesDrainWaiter(t *testing.T) {
 	// a and b each have a zone of their own: the budget is spent, and
 	// sealing a's takes it out of the open set but not off the budget.
 	z := a.f.mru.Load()
-	if z == nil || !e.placer.seal(z) {
+	if z == nil || !e.placer.seal(z, z.alloc.Load()) {
 		t.Fatal("could not seal a's zone")
 	}
 	var once sync.Once
