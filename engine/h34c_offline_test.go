@@ -262,15 +262,7 @@ func TestAcceptOfflineZonesOpensAnyway(t *testing.T) {
 	}
 	t.Logf("open: %v", err)
 
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := FsckWith(dev, FsckOptions{AcceptOfflineZones: true})
-	dev.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := fsckAcceptingOffline(t, devName)
 	if len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0], fmt.Sprintf("zone %d is offline", z.idx)) || !strings.Contains(rep.Problems[0], `"a"`) {
 		t.Fatalf("fsck accepting offline zones: problems %q, want one naming zone %d and file a", rep.Problems, z.idx)
 	}

@@ -117,15 +117,7 @@ func TestAcceptedOfflineZoneLosesGCCopiesNotTheVictim(t *testing.T) {
 	e.crashForTest()
 	emu.Close()
 
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := FsckWith(dev, FsckOptions{AcceptOfflineZones: true})
-	dev.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := fsckAcceptingOffline(t, devName)
 	t.Logf("fsck: problems %q", rep.Problems)
 	var offlineProblems string
 	for _, p := range rep.Problems {
@@ -186,4 +178,20 @@ func TestAcceptedOfflineZoneLosesGCCopiesNotTheVictim(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// fsckAcceptingOffline is fsck of the device devName names, accepting
+// offline zones (zonefold fsck --accept-offline-zones).
+func fsckAcceptingOffline(t *testing.T, devName string) *FsckReport {
+	t.Helper()
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	rep, err := FsckWith(dev, FsckOptions{AcceptOfflineZones: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
