@@ -88,6 +88,10 @@ func (b EngineBackend) Counters() Counters {
 		Headers: s.DevHeaders, Pad: s.DevPad, Meta: s.DevMeta, Unwritten: s.DirtyBytes}
 }
 
+// Unwritten is Counters().Unwritten on its own (unwrittenReader): the
+// engine's dirty bytes, read before the device counters.
+func (b EngineBackend) Unwritten() int64 { return b.E.Stats().DirtyBytes }
+
 // ZoneValidity lists the engine's zones' valid bytes.
 func (b EngineBackend) ZoneValidity() []engine.ZoneValid { return b.E.ZoneValidity() }
 

@@ -275,3 +275,67 @@ func TestSeedVerdictOverlapNote(t *testing.T) {
 		}
 	}
 }
+
+// skewDevice is a Backend whose Counters call lets the workload go on
+// between its reads, as a sampler stalled under load does inside
+// Engine.Stats: the device bytes are read first, then mid runs, then the
+// dirty bytes are read, then late runs (before the caller reads on).
+type skewDevice struct {
+	*memBackend
+	dev, dirty int64
+	mid, late  func()
+}
+
+func (f *skewDevice) Counters() Counters {
+	dev := f.dev
+	if f.mid != nil {
+		f.mid()
+	}
+	dirty := f.dirty
+	if f.late != nil {
+		f.late()
+	}
+	f.mid, f.late = nil, nil
+	return Counters{DevWritten: dev, Unwritten: dirty}
+}
+
+// Unwritten is the dirty bytes alone (unwrittenReader), as EngineBackend has.
+func (f *skewDevice) Unwritten() int64 { return f.dirty }
+
+// A window's data (its device bytes less what was dirty at its start)
+// never exceeds its host bytes, however the workload moves while the
+// start's sample is taken: writeback ending between the device and the
+// dirty reads, or a write landing after the counters and before the host
+// bytes are read. Read in that order, each counted in the window's data
+// and not its host bytes (bench gc under load: a data part of 1.237, past
+// the host bytes and the whole cache).
+func TestSampleNeverCountsDataPastHostBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		skew func(f *skewDevice, g *gen)
+	}{
+		{"writeback ends while sampled", func(f *skewDevice, g *gen) {
+			f.mid = func() { f.dev, f.dirty = f.dev+100, f.dirty-100 }
+		}},
+		{"a write lands while sampled", func(f *skewDevice, g *gen) {
+			f.late = func() { g.host.Add(50); f.dirty += 50 }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &skewDevice{memBackend: newMemBackend(1000)}
+			g := newGen(Spec{Kind: WorkUniform}, f)
+			c := &control{rule: Steady{Window: 0.1, Tol: 0.05, Cap: 10, Span: 0.5}, capacity: 1000, g: g, b: f}
+			c.begin()
+			g.host.Add(100) // written, dirty in the cache
+			f.dirty += 100
+			tc.skew(f, g)
+			from := c.take()
+			f.dev, f.dirty = f.dev+f.dirty, 0 // the final writeback
+			final := c.take()
+			host, data := final.Host-from.Host, final.Dev-from.Dev-from.Unwritten
+			if data > host {
+				t.Errorf("window: %d data bytes for %d host bytes (from %+v, final %+v)", data, host, from, final)
+			}
+		})
+	}
+}

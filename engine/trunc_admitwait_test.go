@@ -43,9 +43,21 @@ func testAdmissionTruncateWindow(t *testing.T, cancel bool) {
 	}
 	// "f" takes the free space, leaving room for the truncate's tail
 	// (its zeros' block and header) but not for a 64 KiB write.
+	//
+	// Each write is written back, and out of the dirty count, before
+	// the next looks for room: a record in flight counts twice in
+	// roomFor (its room is taken at placement, its blocks stay dirty
+	// until its writeback ends), so a fill that let background
+	// writeback run beside it found less room in admission than its own
+	// check had, and under load either ran GC for it, collecting the
+	// victim before the truncate (the writer then found no victim to
+	// wait for: it wrote everything back, which waits for the truncate's
+	// own writeback, and got ENOSPC), or stopped short, leaving the
+	// 64 KiB write room.
 	ff := mustCreate(t, e, "f")
 	off := int64(0)
 	const keep = 4 * BlockSize
+	before := e.Stats()
 	for _, bs := range []int64{64 << 10, BlockSize} {
 		chunk := bytes.Repeat([]byte{byte(bs)}, int(bs))
 		for e.roomFor(writeCharge(off, bs) + keep) {
@@ -53,10 +65,19 @@ func testAdmissionTruncateWindow(t *testing.T, cancel bool) {
 				t.Fatalf("fill at %d: %v", off, err)
 			}
 			off += bs
+			if err := ff.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			waitNoDirty(t, e)
 		}
-		if err := ff.Sync(); err != nil {
-			t.Fatal(err)
-		}
+	}
+	// The set-up's premises, checked: the fill ran no GC, and t's first
+	// zone is still the full victim it was.
+	if st := e.Stats(); st.GCRuns != before.GCRuns || st.GCResets != before.GCResets {
+		t.Fatalf("the fill ran GC (runs %d, resets %d; before %d, %d): the test wants t's first zone the only victim", st.GCRuns, st.GCResets, before.GCRuns, before.GCResets)
+	}
+	if victim.state.Load() != zoneFull || victim.cap-victim.valid.Load() < e.admitGain() {
+		t.Fatalf("after the fill, t's first zone: state %d, %d valid of %d: want it full and worth collecting", victim.state.Load(), victim.valid.Load(), victim.cap)
 	}
 	w := bytes.Repeat([]byte("writer!!"), (64<<10)/8)
 	if e.roomFor(writeCharge(off, int64(len(w)))) {
@@ -134,5 +155,17 @@ func testAdmissionTruncateWindow(t *testing.T, cancel bool) {
 	back := make([]byte, len(w))
 	if _, err := ff.ReadAt(back, off); err != nil || !bytes.Equal(back, w) {
 		t.Fatalf("the write does not read back: %v", err)
+	}
+}
+
+// waitNoDirty waits (a minute at most) until the cache counts no dirty
+// data: a Sync returns once its file's writeback has ended, which may be
+// just before the cache takes the blocks out of its dirty count.
+func waitNoDirty(t *testing.T, e *Engine) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); e.cache.DirtyBytes() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes still dirty a minute after a sync", e.cache.DirtyBytes())
+		}
 	}
 }
