@@ -122,6 +122,11 @@ func (c *Cache) takeDirty(fs *fileState, f *folio, budget int64, dst []Extent) (
 	return dst, budget
 }
 
+// testHookEndWritebackCounts, if set (by tests only), runs in
+// EndWriteback between its updates of the dirty count and of the file's
+// blocks in flight.
+var testHookEndWritebackCounts func(*fileState)
+
 // EndWriteback ends the writeback of extents from BeginWriteback. With a
 // nil err their blocks become clean; with an error they stay dirty, to be
 // written again later — never dropped. It takes no file lock, so writers
@@ -158,8 +163,16 @@ func (c *Cache) EndWriteback(exts []Extent, err error) {
 		}
 		free := f.orphan && f.wbN.Load() == 0
 		f.stateMu.Unlock()
-		fs.wbBlocks.Add(-int64(inFlight))
+		// The dirty count first: once the file has no blocks in flight
+		// its writeback has ended (WaitWriteback, an fsync), and what it
+		// cleaned must be out of the dirty count by then, or admission
+		// counts those bytes twice, placed and dirty
+		// (TestWritebackEndsAfterItsBlocksAreClean).
 		c.subDirty(fs, cleaned)
+		if testHookEndWritebackCounts != nil {
+			testHookEndWritebackCounts(fs)
+		}
+		fs.wbBlocks.Add(-int64(inFlight))
 		if err != nil {
 			c.counters.wbErrors.Add(1)
 		}
