@@ -289,8 +289,12 @@
 //     each write). Writeback of data already admitted runs such a pass
 //     too, then takes room in a zone GC opened (which admission counts
 //     while GC's reserve is whole: the room of a zone GC took from its
-//     reserve is the reserve's until GC's resets refill it,
-//     placer.space), and only then a pass of any gain: had it run those first, their
+//     reserve is the reserve's until GC's resets refill it, even while
+//     GC has nothing to collect, since a remove may give it a victim
+//     later; so is the part of the reserve GC has filled, which a pass
+//     sealing a client zone takes back: placer.space; a write refused
+//     meanwhile says how much room GC's zones hold, reserveTaken),
+//     and only then a pass of any gain: had it run those first, their
 //     gain, left in GC's zone, was room admission counted again, and
 //     no write was ever refused. If the device failed the writer's
 //     last pass (EIO), the writer, or the fsync of data writeback could

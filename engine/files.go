@@ -1935,7 +1935,8 @@ var testHookTailWait func(*Engine)
 // file system. A write larger than that gain takes several passes, each
 // freeing at least as much. Writeback of data already admitted runs a
 // pass at this gain too, then takes the room of a zone GC opened (which
-// roomFor counts while GC's reserve is whole, placer.space), and only then any victim that gains minGCGain
+// roomFor counts while GC's reserve is whole, placer.space), and only
+// then any victim that gains minGCGain
 // (WriteExtents): a write once accepted is never refused for the cost of
 // its room, but passes of any gain are not how room is made for writes
 // admission goes on to accept.
@@ -1949,9 +1950,23 @@ func (e *Engine) admitGain() int64 {
 // spaceReport says where the device's space is, for an ENOSPC: a user
 // told only that the device is full cannot tell live data from dirty
 // data waiting for room, or from garbage GC cannot reach.
+//
+// While GC holds zones it took from its reserve, the room left in them
+// is not counted (placer.space) and the report says how much: the user
+// would otherwise see an open zone with room and a refused write. That
+// room stays GC's until its resets refill the reserve, even when GC has
+// nothing to collect as the write asks: garbage made later without
+// taking room (a remove) gives GC a victim, its copies fill that room
+// and the victim's reset refills the reserve, not the clients' room
+// (TestH36bBorrowedRoomIsGCsEvenWithNoVictim).
 func (e *Engine) spaceReport() string {
-	return fmt.Sprintf("capacity %d: %d valid on the device, %d dirty in the cache, %d admitted, %d appendable without GC, %d free zones",
+	r := fmt.Sprintf("capacity %d: %d valid on the device, %d dirty in the cache, %d admitted, %d appendable without GC, %d free zones",
 		e.Capacity(), e.placer.validBytes(), e.cache.DirtyBytes(), e.admitted.Load(), e.placer.space(), e.placer.nfree.Load())
+	if taken, room := e.placer.reserveTaken(); taken > 0 {
+		r += fmt.Sprintf("; GC has taken %d of its %d reserve zones, and the %d bytes left in its zones are held for its copies until its resets refill the reserve",
+			taken, e.placer.gcReserve, room)
+	}
+	return r
 }
 
 // roomFor reports whether n more bytes of writes fit in the space appends

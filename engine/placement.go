@@ -916,11 +916,47 @@ func (p *placer) freeZone(z *zone) {
 // writing, found too little room for data admission had accepted
 // (TestH35aBorrowedReserveIsNotPromised). Writeback of admitted data
 // may still take that room as its last resort (shareGC).
+//
+// Held back so, space never falls but by what appends of client data
+// take: a GC pass changes unalloc by what its resets free less what it
+// copies, pads and seals, which is a gain wherever the copies go (its
+// own zones, a client zone it shares, an idle client zone it sealed),
+// so what admission promised stays. This is why it is no finer. The
+// room left in GC's zones is GC's even while GC has no victim as a
+// write asks: a remove, which takes no room, gives it one later, its
+// copies fill that room and the reset refills the reserve
+// (TestH36bBorrowedRoomIsGCsEvenWithNoVictim). Nor is the part of the
+// reserve GC has already filled (the rest of what is held back) room
+// the clients may keep in their own open zones: a writer's pass may
+// seal an idle client zone with garbage (sealIdle), whose room then
+// leaves the free space and whose reset, too, only refills the
+// reserve; and GC with no zone of its own to open shares a client
+// zone (lruLocked). Until the reserve is
+// whole again GC may so take back nearly all of it, (gcReserve - free
+// zones) zones less the slivers each victim must gain, so counting any
+// of it would promise room GC may take. The refused writer's ENOSPC
+// says how much room GC's zones hold (reserveTaken).
 func (p *placer) space() int64 {
 	if len(p.zones) == 0 {
 		return 0
 	}
 	return p.unalloc.Load() - int64(p.gcReserve)*p.zones[0].cap
+}
+
+// reserveTaken is how many zones of GC's reserve GC holds (gcReserve
+// less the free zones, 0 when the reserve is whole) and the room left in
+// the open zones GC took for its copies: room space does not count while
+// taken > 0, for ENOSPC reports.
+func (p *placer) reserveTaken() (taken int, room int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	taken = max(p.gcReserve-len(p.free), 0)
+	for _, z := range p.open {
+		if z.forGC && z.state.Load() == zoneOpen {
+			room += max(0, z.remaining())
+		}
+	}
+	return taken, room
 }
 
 // pads is how many zones may end in a pad block while open: the data
