@@ -59,9 +59,22 @@ func TestH35aBorrowedReserveIsNotPromised(t *testing.T) {
 	if err := fill.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// GC takes a zone of its reserve for its stream, as a pass's copies
-	// do (the reservation it makes there is filled with a pad).
 	before := e.placer.space()
+	gz := gcTakesReserveZone(t, e)
+	t.Logf("fill %d bytes; GC's zone %d has %d left; free zones %d; space %d before, %d after", off, gz.idx, gz.remaining(), e.placer.freeCount(), before, e.placer.space())
+	// "b": unsynced 4 KiB writes until admission would refuse one.
+	b, boff := fillBUntilRefused(t, e)
+	// A pass collects the zone of garbage into GC's zone; its reset
+	// goes back to the reserve.
+	collectThenSyncB(t, e, gz, b, boff, "fill's first zone")
+}
+
+// gcTakesReserveZone has GC take a zone of its reserve for its stream,
+// as a pass's copies do (the reservation it makes there is filled with a
+// pad), and returns that zone once nothing writes to it; it fails the
+// test unless the reserve is then short of whole.
+func gcTakesReserveZone(t *testing.T, e *Engine) *zone {
+	t.Helper()
 	e.gc.mu.Lock()
 	e.quiesce.RLock()
 	g, err := e.placer.reserve(&e.gc.streams[coldStream], minRecord, true)
@@ -79,22 +92,18 @@ func TestH35aBorrowedReserveIsNotPromised(t *testing.T) {
 	if n := e.placer.freeCount(); n >= e.cfg.GC.Reserve {
 		t.Fatalf("%d zones free after GC took one (reserve %d): the test wants the reserve taken", n, e.cfg.GC.Reserve)
 	}
-	t.Logf("fill %d bytes; GC's zone %d has %d left; free zones %d; space %d before, %d after", off, gz.idx, gz.remaining(), e.placer.freeCount(), before, e.placer.space())
-	// "b": unsynced 4 KiB writes until admission would refuse one.
-	b := mustCreate(t, e, "b")
-	block := bytes.Repeat([]byte{'b'}, BlockSize)
-	var boff int64
-	for e.roomFor(writeCharge(boff, BlockSize)) {
-		if _, err := b.WriteAt(block, boff); err != nil {
-			t.Fatalf("b at %d: %v", boff, err)
-		}
-		boff += BlockSize
-	}
-	// A pass collects the zone of garbage into GC's zone; its reset
-	// goes back to the reserve.
+	return gz
+}
+
+// collectThenSyncB runs a GC pass, which must collect victim (what the
+// test made garbage), then checks that b's boff bytes of 'b', which
+// admission accepted while GC held zone gz of its reserve, sync and
+// read back whole.
+func collectThenSyncB(t *testing.T, e *Engine, gz *zone, b *File, boff int64, victim string) {
+	t.Helper()
 	moved, err := e.gc.pass(gcBackground)
 	if err != nil || !moved {
-		t.Fatalf("GC pass: moved %v, %v: the test wants fill's first zone collected", moved, err)
+		t.Fatalf("GC pass: moved %v, %v: the test wants %s collected", moved, err, victim)
 	}
 	st := e.Stats()
 	t.Logf("b wrote %d bytes; after GC (resets %d): free zones %d, GC's zone %d left, space %d, dirty %d", boff, st.GCResets, st.FreeZones, gz.remaining(), e.placer.space(), e.cache.DirtyBytes())
@@ -105,4 +114,21 @@ func TestH35aBorrowedReserveIsNotPromised(t *testing.T) {
 	if got := readAll(t, e, "b"); !bytes.Equal(got, bytes.Repeat([]byte{'b'}, int(boff))) {
 		t.Fatalf("b reads back %d bytes, want %d of b", len(got), boff)
 	}
+}
+
+// fillBUntilRefused creates "b" and writes it, unsynced, a 4 KiB block
+// of 'b' at a time, until admission would refuse the next; it returns
+// the file and the bytes written.
+func fillBUntilRefused(t *testing.T, e *Engine) (*File, int64) {
+	t.Helper()
+	b := mustCreate(t, e, "b")
+	block := bytes.Repeat([]byte{'b'}, BlockSize)
+	var boff int64
+	for e.roomFor(writeCharge(boff, BlockSize)) {
+		if _, err := b.WriteAt(block, boff); err != nil {
+			t.Fatalf("b at %d: %v", boff, err)
+		}
+		boff += BlockSize
+	}
+	return b, boff
 }

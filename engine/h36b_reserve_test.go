@@ -48,23 +48,7 @@ func h36bBorrowedReserve(t *testing.T, e *Engine) *zone {
 		t.Fatalf("GC pass before any garbage: moved %v, %v: the test wants nothing to collect", moved, err)
 	}
 	before := e.placer.space()
-	e.gc.mu.Lock()
-	e.quiesce.RLock()
-	g, err := e.placer.reserve(&e.gc.streams[coldStream], minRecord, true)
-	if err == nil {
-		e.appendFiller(g.z, g.n, nil)
-	}
-	e.quiesce.RUnlock()
-	_ = e.ring.Flush()
-	e.gc.mu.Unlock()
-	if err != nil {
-		t.Fatalf("GC's reservation in its reserve: %v", err)
-	}
-	gz := g.z
-	e.waitUntil(func() bool { return gz.writers.Load() == 0 })
-	if n := e.placer.freeCount(); n >= e.cfg.GC.Reserve {
-		t.Fatalf("%d zones free after GC took one (reserve %d): the test wants the reserve taken", n, e.cfg.GC.Reserve)
-	}
+	gz := gcTakesReserveZone(t, e)
 	t.Logf("GC's zone %d has %d left; free zones %d; space %d before, %d after", gz.idx, gz.remaining(), e.placer.freeCount(), before, e.placer.space())
 	return gz
 }
@@ -91,34 +75,14 @@ func TestH36bBorrowedRoomIsGCsEvenWithNoVictim(t *testing.T) {
 	e := formatOpen(t, emuDevice(t, 12, "256K", ""), cfg)
 	defer e.Close()
 	gz := h36bBorrowedReserve(t, e)
-	b := mustCreate(t, e, "b")
-	block := bytes.Repeat([]byte{'b'}, BlockSize)
-	var boff int64
-	for e.roomFor(writeCharge(boff, BlockSize)) {
-		if _, err := b.WriteAt(block, boff); err != nil {
-			t.Fatalf("b at %d: %v", boff, err)
-		}
-		boff += BlockSize
-	}
+	b, boff := fillBUntilRefused(t, e)
 	if boff == 0 {
 		t.Fatalf("admission took nothing of b (space %d): the test wants b's data dirty", e.placer.space())
 	}
 	if err := e.Remove("gone"); err != nil {
 		t.Fatal(err)
 	}
-	moved, err := e.gc.pass(gcBackground)
-	if err != nil || !moved {
-		t.Fatalf("GC pass: moved %v, %v: the test wants the half-garbage zone collected", moved, err)
-	}
-	st := e.Stats()
-	t.Logf("b wrote %d bytes; after GC (resets %d): free zones %d, GC's zone %d left, space %d, dirty %d", boff, st.GCResets, st.FreeZones, gz.remaining(), e.placer.space(), e.cache.DirtyBytes())
-	if err := b.Sync(); err != nil {
-		st := e.Stats()
-		t.Fatalf("fsync of b's %d bytes admission accepted: %v; free zones %d, dirty %d, gc resets %d", boff, err, st.FreeZones, st.DirtyBytes, st.GCResets)
-	}
-	if got := readAll(t, e, "b"); !bytes.Equal(got, bytes.Repeat([]byte{'b'}, int(boff))) {
-		t.Fatalf("b reads back %d bytes, want %d of b", len(got), boff)
-	}
+	collectThenSyncB(t, e, gz, b, boff, "the half-garbage zone")
 }
 
 // TestH36bReserveHeldSaysSo: a write refused while GC holds zones of
