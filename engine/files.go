@@ -1936,10 +1936,9 @@ var testHookTailWait func(*Engine)
 // freeing at least as much. Writeback of data already admitted runs a
 // pass at this gain too, then takes the room of a zone GC opened (which
 // roomFor counts while GC's reserve is whole, placer.space), and only
-// then any victim that gains minGCGain
-// (WriteExtents): a write once accepted is never refused for the cost of
-// its room, but passes of any gain are not how room is made for writes
-// admission goes on to accept.
+// then any victim that gains minGCGain (WriteExtents): a write once
+// accepted is never refused for the cost of its room, but passes of any
+// gain are not how room is made for writes admission goes on to accept.
 const admitGainDiv = 32
 
 // admitGain is the least net space a pass run for admission must free.

@@ -904,38 +904,29 @@ func (p *placer) freeZone(z *zone) {
 }
 
 // space is the bytes appends can still take without GC: open zones'
-// remaining room and the free zones, less GC's reserve, free or not. It
-// takes no lock: every client write asks.
+// remaining room and the free zones, less GC's whole reserve, free or
+// not. It takes no lock: every client write asks.
 //
-// The reserve is held back whole while GC has taken zones of it (fewer
-// than gcReserve free): the room left in a zone GC opened from it is
-// the reserve's, not the clients'. GC's next copies fill it, and its
-// resets refill the reserve before they add to this; counted here (only
-// the free reserve zones were), it was promised to admitted writes, and
-// GC's passes then took it back: a writer's fsync, with nothing else
-// writing, found too little room for data admission had accepted
-// (TestH35aBorrowedReserveIsNotPromised). Writeback of admitted data
-// may still take that room as its last resort (shareGC).
+// Held back whole, space never falls but by what client appends take: a
+// GC pass changes unalloc by what its resets free less what it copies,
+// pads and seals, a gain wherever the copies go (its own zones, a client
+// zone it shares, an idle client zone it sealed), so what admission
+// promised stays. Any finer count promises room GC may take back before
+// the reserve is whole again:
+//   - the room left in a zone GC took from its reserve: GC's next copies
+//     fill it and their victims' resets refill the reserve first; counted
+//     (only the free reserve zones were), an fsync met ENOSPC for data
+//     admission had accepted (TestH35aBorrowedReserveIsNotPromised), and
+//     so even while GC has no victim as the write asks, since a remove
+//     gives it one later (TestH36bBorrowedRoomIsGCsEvenWithNoVictim);
+//   - the part of the reserve GC has filled: a writer's pass may seal an
+//     idle client zone with garbage (sealIdle) and GC with no zone of its
+//     own shares a client zone (lruLocked), and those resets too only
+//     refill the reserve.
 //
-// Held back so, space never falls but by what appends of client data
-// take: a GC pass changes unalloc by what its resets free less what it
-// copies, pads and seals, which is a gain wherever the copies go (its
-// own zones, a client zone it shares, an idle client zone it sealed),
-// so what admission promised stays. This is why it is no finer. The
-// room left in GC's zones is GC's even while GC has no victim as a
-// write asks: a remove, which takes no room, gives it one later, its
-// copies fill that room and the reset refills the reserve
-// (TestH36bBorrowedRoomIsGCsEvenWithNoVictim). Nor is the part of the
-// reserve GC has already filled (the rest of what is held back) room
-// the clients may keep in their own open zones: a writer's pass may
-// seal an idle client zone with garbage (sealIdle), whose room then
-// leaves the free space and whose reset, too, only refills the
-// reserve; and GC with no zone of its own to open shares a client
-// zone (lruLocked). Until the reserve is
-// whole again GC may so take back nearly all of it, (gcReserve - free
-// zones) zones less the slivers each victim must gain, so counting any
-// of it would promise room GC may take. The refused writer's ENOSPC
-// says how much room GC's zones hold (reserveTaken).
+// Writeback of admitted data may still take that room as its last
+// resort (shareGC); a refused writer's ENOSPC says how much room GC's
+// zones hold (reserveTaken).
 func (p *placer) space() int64 {
 	if len(p.zones) == 0 {
 		return 0
