@@ -1948,7 +1948,9 @@ func (e *Engine) admitGain() int64 {
 
 // spaceReport says where the device's space is, for an ENOSPC: a user
 // told only that the device is full cannot tell live data from dirty
-// data waiting for room, or from garbage GC cannot reach.
+// data waiting for room, or from garbage GC cannot reach. The capacity
+// is the data zones' whole, offline ones too, so the report names what
+// is offline (TestNoSpaceReportSaysWhatIsOffline).
 //
 // While GC holds zones it took from its reserve, the room left in them
 // is not counted (placer.space) and the report says how much: the user
@@ -1961,6 +1963,9 @@ func (e *Engine) admitGain() int64 {
 func (e *Engine) spaceReport() string {
 	r := fmt.Sprintf("capacity %d: %d valid on the device, %d dirty in the cache, %d admitted, %d appendable without GC, %d free zones",
 		e.Capacity(), e.placer.validBytes(), e.cache.DirtyBytes(), e.admitted.Load(), e.placer.space(), e.placer.nfree.Load())
+	if zones, capacity, lost := e.placer.offlineBytes(); zones > 0 {
+		r += fmt.Sprintf("; offline zones %d (%d bytes of the capacity, %d bytes of files lost there)", zones, capacity, lost)
+	}
 	if taken, room := e.placer.reserveTaken(); taken > 0 {
 		r += fmt.Sprintf("; GC has taken %d of its %d reserve zones, and the %d bytes left in its zones are held for its copies until its resets refill the reserve",
 			taken, e.placer.gcReserve, room)
