@@ -383,7 +383,12 @@ func (e *Engine) removeAtClose(f *file) {
 // its extents (encodeCheckpoint: id, name, size, extent count).
 func nsEntryLen(name string) int64 { return 8 + 4 + int64(len(name)) + 8 + 4 }
 
-// nsRoomFor refuses (ErrNoSpace) a namespace that grows by add bytes of
+// ErrNamespaceFull is the ENOSPC of a create or a rename to a longer
+// name that the files' names leave no room for (nsRoomFor), whatever
+// room the data zones have: removes make room.
+var ErrNamespaceFull = fmt.Errorf("engine: no room in the metadata for more file names: %w", ErrNoSpace)
+
+// nsRoomFor refuses (ErrNamespaceFull) a namespace that grows by add bytes of
 // checkpoint entries past what leaves room, in a metadata half, for a
 // checkpoint with as many extents as the data zones have blocks (every
 // extent covers a block no other covers: see ckptMax) and a create
@@ -406,7 +411,7 @@ func (e *Engine) nsRoomFor(add int64) error {
 	}
 	if need(e.nsBytes+add) > e.sb.metaHalfCap() {
 		return fmt.Errorf("engine: the namespace (%d files, %d bytes of checkpoint entries) would leave a %d-byte metadata half no room for the extents of %d data blocks: %w",
-			len(e.byName), e.nsBytes, e.sb.metaHalfCap(), extents, ErrNoSpace)
+			len(e.byName), e.nsBytes, e.sb.metaHalfCap(), extents, ErrNamespaceFull)
 	}
 	return nil
 }

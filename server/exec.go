@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/zonefold/zonefold/engine"
 )
@@ -137,6 +138,14 @@ func (c *conn) status(err error) Status {
 		// Clients see a bare ENOSPC on a device far from full of
 		// live data: the log says why, once.
 		c.log.Warn("server: device full: writes get ENOSPC from now on", "err", err)
+	}
+	if errors.Is(err, engine.ErrNamespaceFull) {
+		// A bare ENOSPC at a create, with the data zones nearly
+		// free: the log says why, at most once a minute.
+		now := time.Now().UnixNano()
+		if last := c.s.namesFullLogged.Load(); now-last >= int64(time.Minute) && c.s.namesFullLogged.CompareAndSwap(last, now) {
+			c.log.Warn("server: the files' names fill the metadata: creates and renames to longer names get ENOSPC until files are removed", "err", err)
+		}
 	}
 	return st
 }

@@ -98,6 +98,9 @@ type Server struct {
 	// fullWarned: the first ENOSPC on a device that keeps no data was
 	// logged with its reason (clients see only the errno).
 	fullWarned atomic.Bool
+	// namesFullLogged is when an ENOSPC for a namespace full of names
+	// (engine.ErrNamespaceFull) was last logged (unix nanoseconds).
+	namesFullLogged atomic.Int64
 	// refusedLogged is when a refusal was last logged (unix nanoseconds),
 	// refusedQuiet how many were not logged since (warnRefused).
 	refusedLogged, refusedQuiet atomic.Int64
