@@ -341,7 +341,7 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 	}
 	h, _, err := s.Open(ctx, tmp, server.OpenCreate|server.OpenExcl)
 	if err != nil {
-		return err
+		return namesFullError("put", name, err)
 	}
 	defer func() {
 		if err != nil {
@@ -382,7 +382,7 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 		return err
 	}
 	if err := s.Rename(ctx, tmp, name); err != nil {
-		return err
+		return namesFullError("put", name, err)
 	}
 	if s.json {
 		return writeJSON(s.out, struct {
@@ -791,7 +791,21 @@ func runMv(ctx context.Context, s *session, args []string) error {
 	if err := checkTarget("mv", args[1]); err != nil {
 		return err
 	}
-	return s.Rename(ctx, args[0], args[1])
+	return namesFullError("mv", args[1], s.Rename(ctx, args[0], args[1]))
+}
+
+// namesFullError explains an ENOSPC from a create or a rename, which
+// take no data room: the metadata has no room for another name of that
+// length (engine.nsRoomFor keeps what the checkpoint of a full device's
+// extents needs), however many data zones are free. The bare errno
+// named put's temporary file and read as a full device that
+// `zonefold stat` showed nearly empty.
+func namesFullError(cmd, name string, err error) error {
+	if err == nil || !errors.Is(err, syscall.ENOSPC) {
+		return err
+	}
+	return fmt.Errorf("%s %q: %w: the device's metadata has no room for more file names (the names of its files, many or long, fill what it keeps for them, whatever room the data has); remove files with 'zonefold rm' to make room, or use a shorter name",
+		cmd, name, err)
 }
 
 // checkTarget refuses a name that put or mv (cmd) cannot leave a file

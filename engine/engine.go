@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/btree"
 	"golang.org/x/sys/unix"
 
 	"github.com/zonefold/zonefold/cache"
@@ -201,6 +202,12 @@ type Engine struct {
 	// operation (see the lock order in doc.go).
 	nsMu   sync.RWMutex
 	byName map[string]*file
+	// names holds byName's names in order, under nsMu: a listing pages
+	// from a name on (ListAfter) in log n plus the page, where sorting
+	// every name for each page made paging through n names cost n²
+	// (52k files with 255-byte names took 12.5 s to list). setName and
+	// delName change both; nil until the first name.
+	names *btree.BTreeG[string]
 	// nsBytes is what byName's entries take in a checkpoint (nsEntryLen
 	// each), under nsMu: creates and renames keep it within the room
 	// the worst case of extents leaves in a metadata half (nsRoomFor).

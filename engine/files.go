@@ -7,12 +7,13 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/google/btree"
 
 	"github.com/zonefold/zonefold/cache"
 	"github.com/zonefold/zonefold/uring"
@@ -142,7 +143,7 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (h *File, err error) {
 		// of the name meanwhile waits for it (awaitCreate).
 		f.createFlush.Store(t)
 		e.nextID++
-		e.byName[name] = f
+		e.setName(name, f)
 		e.nsBytes += nsEntryLen(name)
 		e.idMu.Lock()
 		e.byID[f.id] = f
@@ -347,7 +348,7 @@ func (e *Engine) remove(name string, durable, unused bool) (err error) {
 func (e *Engine) removeLocked(name string, f *file, durable bool) error {
 	dropped := false
 	err := e.appendOp(nsOp{kind: opRemove, file: f.id}, durable, func() {
-		delete(e.byName, name)
+		e.delName(name)
 		e.nsBytes -= nsEntryLen(name)
 		dropped = e.unlink(f)
 	})
@@ -382,7 +383,12 @@ func (e *Engine) removeAtClose(f *file) {
 // its extents (encodeCheckpoint: id, name, size, extent count).
 func nsEntryLen(name string) int64 { return 8 + 4 + int64(len(name)) + 8 + 4 }
 
-// nsRoomFor refuses (ErrNoSpace) a namespace that grows by add bytes of
+// ErrNamespaceFull is the ENOSPC of a create or a rename to a longer
+// name that the files' names leave no room for (nsRoomFor), whatever
+// room the data zones have: removes make room.
+var ErrNamespaceFull = fmt.Errorf("engine: no room in the metadata for more file names: %w", ErrNoSpace)
+
+// nsRoomFor refuses (ErrNamespaceFull) a namespace that grows by add bytes of
 // checkpoint entries past what leaves room, in a metadata half, for a
 // checkpoint with as many extents as the data zones have blocks (every
 // extent covers a block no other covers: see ckptMax) and a create
@@ -405,7 +411,7 @@ func (e *Engine) nsRoomFor(add int64) error {
 	}
 	if need(e.nsBytes+add) > e.sb.metaHalfCap() {
 		return fmt.Errorf("engine: the namespace (%d files, %d bytes of checkpoint entries) would leave a %d-byte metadata half no room for the extents of %d data blocks: %w",
-			len(e.byName), e.nsBytes, e.sb.metaHalfCap(), extents, ErrNoSpace)
+			len(e.byName), e.nsBytes, e.sb.metaHalfCap(), extents, ErrNamespaceFull)
 	}
 	return nil
 }
@@ -511,8 +517,8 @@ func (e *Engine) Rename(oldName, newName string) error {
 	}
 	victimDropped := false
 	err := e.appendOp(nsOp{kind: opRename, file: f.id, name: newName}, true, func() {
-		delete(e.byName, oldName)
-		e.byName[newName] = f
+		e.delName(oldName)
+		e.setName(newName, f)
 		e.nsBytes += grow
 		f.mu.Lock()
 		f.setName(newName)
@@ -533,12 +539,49 @@ func (e *Engine) Rename(oldName, newName string) error {
 func (e *Engine) List() []FileInfo {
 	e.nsMu.RLock()
 	out := make([]FileInfo, 0, len(e.byName))
-	for _, f := range e.byName {
-		out = append(out, f.info())
-	}
 	e.nsMu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	e.ListAfter("", func(fi FileInfo) bool { out = append(out, fi); return true })
 	return out
+}
+
+// ListAfter calls fn with each file whose name sorts after after, in
+// name order, until fn returns false, and returns how many files there
+// are. It costs the files fn saw plus a lookup, not the namespace: a
+// client pages through n files by the last name it got. fn runs under
+// the namespace lock (shared): it must not call the engine.
+func (e *Engine) ListAfter(after string, fn func(FileInfo) bool) (total int) {
+	e.nsMu.RLock()
+	defer e.nsMu.RUnlock()
+	if e.names != nil {
+		e.names.AscendGreaterOrEqual(after, func(name string) bool {
+			if name == after {
+				return true
+			}
+			return fn(e.byName[name].info())
+		})
+	}
+	return len(e.byName)
+}
+
+// setName names f name in the namespace, replacing whatever had it.
+// nsMu is held (or recovery runs alone).
+func (e *Engine) setName(name string, f *file) {
+	if e.names == nil {
+		e.names = btree.NewG(32, func(a, b string) bool { return a < b })
+	}
+	if _, ok := e.byName[name]; !ok {
+		e.names.ReplaceOrInsert(name)
+	}
+	e.byName[name] = f
+}
+
+// delName takes name out of the namespace. nsMu is held (or recovery
+// runs alone).
+func (e *Engine) delName(name string) {
+	if _, ok := e.byName[name]; ok {
+		delete(e.byName, name)
+		e.names.Delete(name)
+	}
 }
 
 // Stat describes one file.

@@ -797,7 +797,7 @@ func (e *Engine) loadCheckpoint(c *checkpointState) {
 		// flight when the checkpoint was taken.
 		f.ext.truncate(f.size, nil)
 		e.byID[f.id] = f
-		e.byName[f.name()] = f
+		e.setName(f.name(), f)
 	}
 }
 
@@ -845,21 +845,21 @@ func (e *Engine) replayOp(op nsOp) {
 		f := &file{id: op.file, ext: newExtentMap()}
 		f.setName(op.name)
 		e.byID[f.id] = f
-		e.byName[f.name()] = f
+		e.setName(f.name(), f)
 	case opRemove:
 		if f := e.byID[op.file]; f != nil {
 			delete(e.held, f.id)
 			delete(e.byID, f.id)
-			delete(e.byName, f.name())
+			e.delName(f.name())
 		}
 	case opRename:
 		if f := e.byID[op.file]; f != nil {
 			if victim := e.byName[op.name]; victim != nil && victim != f {
 				delete(e.byID, victim.id)
 			}
-			delete(e.byName, f.name())
+			e.delName(f.name())
 			f.setName(op.name)
-			e.byName[f.name()] = f
+			e.setName(f.name(), f)
 		}
 	case opTruncate:
 		if f := e.byID[op.file]; f != nil {

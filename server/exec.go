@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sort"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/zonefold/zonefold/engine"
 )
@@ -139,6 +139,14 @@ func (c *conn) status(err error) Status {
 		// live data: the log says why, once.
 		c.log.Warn("server: device full: writes get ENOSPC from now on", "err", err)
 	}
+	if errors.Is(err, engine.ErrNamespaceFull) {
+		// A bare ENOSPC at a create, with the data zones nearly
+		// free: the log says why, at most once a minute.
+		now := time.Now().UnixNano()
+		if last := c.s.namesFullLogged.Load(); now-last >= int64(time.Minute) && c.s.namesFullLogged.CompareAndSwap(last, now) {
+			c.log.Warn("server: the files' names fill the metadata: creates and renames to longer names get ENOSPC until files are removed", "err", err)
+		}
+	}
 	return st
 }
 
@@ -193,31 +201,42 @@ func (c *conn) open(q *Request, r *Reply) {
 }
 
 func (c *conn) list(q *Request, r *Reply) {
-	var after string
-	if q.Flags&ListAfter != 0 {
-		after = c.name(q.Addr, uint32(q.Off)) // read before the entries overwrite it
-	}
-	all := c.s.e.List()
-	r.Val2 = uint64(len(all))
-	from := q.Off
-	if q.Flags&ListAfter != 0 {
-		from = uint64(sort.Search(len(all), func(i int) bool { return all[i].Name > after }))
-	}
-	if from >= uint64(len(all)) {
-		return
-	}
 	out := c.region[q.Addr : q.Addr : q.Addr+uint64(q.Len)]
-	n := 0
-	for _, fi := range all[from:] {
+	n, need := 0, 0
+	add := func(fi engine.FileInfo) bool {
 		var ok bool
 		if out, ok = appendListEntry(out, int(q.Len), fi.Size, fi.Name); !ok {
-			break
+			if n == 0 {
+				need = listEntryHeader + len(fi.Name)
+			}
+			return false
 		}
 		n++
+		return true
 	}
-	if n == 0 {
+	if q.Flags&ListAfter != 0 {
+		// From the cursor on, in name order: a page costs its entries,
+		// not the whole namespace (engine.ListAfter).
+		after := c.name(q.Addr, uint32(q.Off)) // read before the entries overwrite it
+		r.Val2 = uint64(c.s.e.ListAfter(after, func(fi engine.FileInfo) bool {
+			c.s.listScanned.Add(1)
+			return add(fi)
+		}))
+	} else {
+		all := c.s.e.List()
+		c.s.listScanned.Add(int64(len(all)))
+		r.Val2 = uint64(len(all))
+		if q.Off < uint64(len(all)) {
+			for _, fi := range all[q.Off:] {
+				if !add(fi) {
+					break
+				}
+			}
+		}
+	}
+	if n == 0 && need > 0 {
 		r.Status = StatusOverflow
-		r.Val = uint64(listEntryHeader + len(all[from].Name))
+		r.Val = uint64(need)
 		return
 	}
 	r.Val = uint64(n)

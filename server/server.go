@@ -91,9 +91,16 @@ type Server struct {
 	connWG   sync.WaitGroup
 	nextID   atomic.Uint64
 	stats    serverCounters
+	// listScanned counts the files list requests took from the engine:
+	// what a listing costs the daemon (tests check that paging through n
+	// files costs about n, not n per page).
+	listScanned atomic.Int64
 	// fullWarned: the first ENOSPC on a device that keeps no data was
 	// logged with its reason (clients see only the errno).
 	fullWarned atomic.Bool
+	// namesFullLogged is when an ENOSPC for a namespace full of names
+	// (engine.ErrNamespaceFull) was last logged (unix nanoseconds).
+	namesFullLogged atomic.Int64
 	// refusedLogged is when a refusal was last logged (unix nanoseconds),
 	// refusedQuiet how many were not logged since (warnRefused).
 	refusedLogged, refusedQuiet atomic.Int64
