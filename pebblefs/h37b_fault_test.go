@@ -24,13 +24,18 @@ import (
 
 // TestH37BFaults is TestCrash with a device fault before each power cut:
 // the child arms one of the emulated device's faults (a write-back write
-// or append that fails with EIO, a flush that fails with EIO and makes
-// nothing durable, a read that fails with EIO) at a random device
-// operation, and the power is cut some operations later. Pebble may fail
-// commits (a writer stops at its first error, its commit in flight) or
-// end the process (a Fatalf: the child dies there, as a process that
+// or append that fails with EIO, every write failing from then on, a
+// flush that fails with EIO and makes nothing durable, a read that fails
+// with EIO) at a random device operation, and the power is cut some
+// operations later. Pebble may fail commits (a writer stops at its first
+// error, its commit in flight), Gets and background jobs, or end the
+// process (a Fatalf or a panic: the child dies there, as a process that
 // exits on the error would); it must never acknowledge a write it loses,
 // and the DB must reopen with every acknowledged write after the cut.
+// A fifth kind, persist, arms no fault and makes every write that
+// completed durable at the cut (emu.Flush, then SIGKILL): the process
+// dies but the device keeps what it took, the states a power cut
+// (exactly the last Flush) never gives. H37B_KIND=kind runs one kind.
 func TestH37BFaults(t *testing.T) {
 	if os.Getenv(h37bEnv.dev) != "" {
 		t.Skip("in the child")
@@ -57,7 +62,7 @@ func TestH37BFaults(t *testing.T) {
 	kinds := map[string]int{}
 	var acked, applied, fatal, stopped, panics, reported int
 	for life := range lives {
-		kind := []string{"write", "flush", "read", "writes"}[rng.IntN(4)]
+		kind := []string{"write", "flush", "read", "writes", "persist"}[rng.IntN(5)]
 		if k := os.Getenv("H37B_KIND"); k != "" {
 			kind = k // one kind of fault only
 		}
@@ -88,7 +93,7 @@ func TestH37BFaults(t *testing.T) {
 			}
 			saw = true
 		}
-		if saw || panicked || bytes.Contains(b, []byte("\nIOERR ")) {
+		if saw || panicked || bytes.Contains(b, []byte("\nIOERR ")) || kind == "persist" {
 			reported++
 		}
 		t.Logf("life %d (%s): ended %.200q", life, cut, l.end)
@@ -117,7 +122,7 @@ func TestH37BFaults(t *testing.T) {
 			t.Fatalf("life %d: close engine: %v", life, err)
 		}
 	}
-	t.Logf("%d lives (faults %v; %d reported an error to Pebble; %d ended by Pebble's Fatalf, %d by a Pebble panic, %d with both writers failed), %d acknowledged operations all recovered, %d in flight recovered whole, %d keys",
+	t.Logf("%d lives (faults %v; %d showed their fault (an error to Pebble, or a persisting cut); %d ended by Pebble's Fatalf, %d by a Pebble panic, %d with both writers failed), %d acknowledged operations all recovered, %d in flight recovered whole, %d keys",
 		lives, kinds, reported, fatal, panics, stopped, acked, applied, len(m))
 	if reported == 0 || acked == 0 {
 		t.Fatal("no fault reached Pebble, or nothing was acknowledged: the test tested nothing")
@@ -165,6 +170,21 @@ type faultDevice struct {
 }
 
 func (d *faultDevice) count() {
+	if d.kind == "persist" {
+		// No fault; at the cut, every write that completed is made
+		// durable first: a process that dies on a device that keeps
+		// what it took (kill -9, not a power cut), or a drive whose
+		// cache happened to reach the media.
+		if d.cutDevice.n.Load()+1 >= d.cutAt {
+			d.once.Do(func() {
+				err := d.emu.Flush()
+				fmt.Fprintf(d.log, "PERSISTCUT %d %v\n", d.cutAt, err)
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			})
+			select {} // dying
+		}
+		return
+	}
 	if d.cutDevice.n.Load()+1 < d.faultAt {
 		return // (concurrent changes may pass faultAt together: >=, once)
 	}
