@@ -59,7 +59,11 @@ type cutEnv struct{ dev, log, cut, life string }
 // fraction, the others killing the process before it. (A tearing life
 // draws a kill first, so the seeds give the cuts they always gave.)
 func randomCut(rng *rand.Rand, life, maxOps int) string {
-	cut := fmt.Sprintf("%d kill 0", 1+rng.IntN(maxOps))
+	kill := "kill"
+	if os.Getenv("PEBBLEFS_CUT_PERSIST") != "" {
+		kill = "persist" // (a soak's knob: see cutDevice.persist)
+	}
+	cut := fmt.Sprintf("%d %s 0", 1+rng.IntN(maxOps), kill)
 	if life%3 == 2 {
 		cut = fmt.Sprintf("%d tear %.2f", 1+rng.IntN(maxOps), rng.Float64())
 	}
@@ -120,7 +124,7 @@ func startCutChild(t *testing.T, env cutEnv) (cd *cutDevice, life int, die func(
 	if !ok {
 		die("device %s is not an emu device", devName)
 	}
-	return &cutDevice{Device: dev, emu: emu, cutAt: at, tear: cut[1] == "tear", keep: keep, log: logf}, life, die
+	return &cutDevice{Device: dev, emu: emu, cutAt: at, tear: cut[1] == "tear", persist: cut[1] == "persist", keep: keep, log: logf}, life, die
 }
 
 // crashValue is the value of key at version ver: a deterministic pattern
@@ -180,13 +184,19 @@ func apply(m model, ops []crashOp) {
 // nothing more reaches the medium before the process dies.
 type cutDevice struct {
 	zns.Device
-	emu    *zns.Emu
-	cutAt  int64
-	tear   bool
-	keep   float64 // fraction of the torn write that lands
-	log    *os.File
-	n      atomic.Int64
-	frozen atomic.Bool
+	emu   *zns.Emu
+	cutAt int64
+	tear  bool
+	keep  float64 // fraction of the torn write that lands
+	// persist: the process dies but the device keeps every write that
+	// completed (the emu is flushed first), as after kill -9 on a
+	// device, or a power cut once a drive's cache drained; a plain kill
+	// keeps exactly the last Flush. PEBBLEFS_CUT_PERSIST=1 makes every
+	// killing life persist.
+	persist bool
+	log     *os.File
+	n       atomic.Int64
+	frozen  atomic.Bool
 }
 
 var errFrozen = fmt.Errorf("crash test: device frozen for the power cut: %w", syscall.EIO)
@@ -201,6 +211,11 @@ func (d *cutDevice) change(bytes int64, do func() error) error {
 		return do()
 	}
 	if !d.tear {
+		if d.persist {
+			if err := d.emu.Flush(); err != nil {
+				fmt.Fprintf(d.log, "PERSIST-FAILED %v\n", err)
+			}
+		}
 		fmt.Fprintf(d.log, "CUT %d\n", d.cutAt)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // dying

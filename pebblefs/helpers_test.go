@@ -14,9 +14,13 @@ import (
 )
 
 // emuDevice names an emulated device in a test's temporary directory.
+// PEBBLEFS_EMU_PARAMS is appended to its parameters, for soaks on other
+// geometries: "&max_open=3&max_active=4&zone_cap=768K" runs the tests
+// under zone limits, with zones not full to their size (children of the
+// crash tests inherit it with the device's name).
 func emuDevice(t testing.TB, zones int, zoneSize string) string {
 	t.Helper()
-	return fmt.Sprintf("emu:%s?zone_size=%s&zones=%d", filepath.Join(t.TempDir(), "dev"), zoneSize, zones)
+	return fmt.Sprintf("emu:%s?zone_size=%s&zones=%d", filepath.Join(t.TempDir(), "dev"), zoneSize, zones) + os.Getenv("PEBBLEFS_EMU_PARAMS")
 }
 
 func testConfig() engine.Config {
