@@ -5,7 +5,8 @@ package engine
 // and a namespace churner, with the power cut at a random operation
 // count: most cuts close the device at once, mid-flight (what was not
 // flushed is lost, whatever the engine is doing, GC included), the rest
-// stop the engine and cut with PowerCut or TearLastWrite. After each cut
+// stop the engine and cut with PowerCut, TearLastWrite or
+// PowerCutKeeping (each zone keeps a prefix of its unflushed writes). After each cut
 // fsck must find no damage and every acknowledged byte and namespace
 // operation must be there.
 
@@ -202,7 +203,11 @@ func (r *cutRun) point() {
 	r.stops = nil
 	r.mu.Unlock()
 	cutAt := int64(20 + r.rng.IntN(250))
-	mode := r.rng.IntN(8) // 0: TearLastWrite, 1: PowerCut, else the device closes mid-flight
+	// 0: TearLastWrite, 1: PowerCut, 2: PowerCutKeeping (each zone keeps
+	// a prefix of what was written to it since the last flush, as a
+	// drive's volatile cache may have written back some zones and not
+	// others), else the device closes mid-flight.
+	mode := r.rng.IntN(8)
 	ctx, cancel := context.WithCancel(context.Background())
 	var ops atomic.Int64
 	reached := make(chan struct{})
@@ -248,7 +253,7 @@ func (r *cutRun) point() {
 	}
 	emu := r.e.dev.(*zns.Emu)
 	inGC := r.e.stats.gcActive.Load() > 0
-	if mode >= 2 {
+	if mode >= 3 {
 		// Power fails now: nothing that was not flushed survives,
 		// whatever the engine was in the middle of.
 		r.midFlight++
@@ -264,8 +269,14 @@ func (r *cutRun) point() {
 		r.waitWorkers(&wg)
 		r.e.crashForTest()
 		torn := false
-		if mode == 0 {
+		switch mode {
+		case 0:
 			torn = emu.TearLastWrite(int64(r.rng.IntN(4))*BlockSize) == nil
+		case 2:
+			if err := emu.PowerCutKeeping(r.keepSome); err != nil {
+				t.Fatal(err)
+			}
+			torn = true
 		}
 		if !torn {
 			if err := emu.PowerCut(); err != nil {
@@ -306,6 +317,21 @@ func (r *cutRun) point() {
 		r.mu.Unlock()
 		t.Logf("kept %s.img and %s.trace (device %s)", name, name, r.devName)
 	}
+}
+
+// keepSome is how much of the n bytes written to zone since the last
+// flush a PowerCutKeeping cut keeps: none, all, or a random number of
+// blocks, a third of the zones each.
+func (r *cutRun) keepSome(zone int, n int64) int64 {
+	var k int64
+	switch r.rng.IntN(3) {
+	case 1:
+		k = n
+	case 2:
+		k = r.rng.Int64N(n/BlockSize+1) * BlockSize
+	}
+	r.logf("cut keeps %d of %d bytes in zone %d", k, n, zone)
+	return k
 }
 
 // saveImage copies the device's backing file into dir.

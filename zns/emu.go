@@ -1117,6 +1117,65 @@ func (e *Emu) PowerCut() error {
 	return nil
 }
 
+// PowerCutKeeping simulates losing power on a drive whose volatile
+// write cache had written some of what it held to the media, zone by
+// zone: each sequential zone keeps what the last Flush made durable and
+// then the first keep(zone, n) bytes of the n written to it since (a
+// block multiple, at most n; 0 keeps nothing, as PowerCut), in order, as
+// a zone's write pointer only moves over data on the media. Zones keep
+// different amounts: what was written to one zone after another is kept
+// where the other's is lost. A finish since the last Flush is lost (the
+// zone comes back closed at what it kept, or full if that is all of
+// it), so are a zone's read-only or offline condition since, and every
+// open zone is closed, as after PowerCut. The new state is made durable
+// at once: a reopen sees it too. PowerCut and TearLastWrite are the
+// special cases that keep nothing, or part of one zone's last write;
+// this is the state a cut leaves that neither shows.
+func (e *Emu) PowerCutKeeping(keep func(zone int, n int64) int64) error {
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.drain(); err != nil {
+		return err
+	}
+	now := slices.Clone(e.zones)
+	copy(e.zones, e.flushed)
+	bs := int64(e.geo.BlockSize)
+	for i := range e.zones {
+		z, c := &e.zones[i], now[i]
+		if z.typ == TypeConventional || z.cond == CondFull || z.cond == CondReadOnly || z.cond == CondOffline ||
+			c.cond == CondReadOnly || c.cond == CondOffline || c.written <= z.wp {
+			continue
+		}
+		n := c.written - z.wp
+		k := keep(i, n)
+		if k < 0 || k > n || k%bs != 0 {
+			copy(e.zones, now)
+			return fmt.Errorf("zns: power cut: keep %d of the %d bytes written to zone %d since the last flush: want a block multiple within them", k, n, i)
+		}
+		if k == 0 {
+			continue
+		}
+		z.wp += k
+		z.written = z.wp
+		z.cond = CondClosed
+		if z.wp == e.start(i)+e.geo.ZoneCap {
+			z.cond = CondFull
+		}
+	}
+	e.powerCycle()
+	e.last = lastWrite{}
+	restartSums(e.zones)
+	e.pruneFailed(math.MaxUint64) // the table below has no checksums
+	// Holding mu through the syncs keeps I/O out, as a power cut would.
+	if err := e.persist(e.zones, true, false); err != nil {
+		return fmt.Errorf("zns: power cut: %w", err)
+	}
+	e.flushedGen = e.gen
+	return nil
+}
+
 // TearLastWrite simulates a power cut in the middle of the most recent
 // Write or Append to a sequential zone: only its first keep bytes (a block
 // multiple, less than the write's length) reached the media. Afterwards

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -498,4 +499,51 @@ func TestEmuAlignedReadsBypassThePageCache(t *testing.T) {
 	if cached != 0 {
 		t.Fatalf("%d of %d pages of the read range are in the page cache after an aligned read", cached, len(vec))
 	}
+}
+
+// TestEmuPowerCutKeeping: each zone keeps the prefix asked of what was
+// written to it since the last Flush, whatever the order the zones were
+// written in; a finish since is lost; a reopen sees the same.
+func TestEmuPowerCutKeeping(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev")
+	e, c := openEmuT(t, path, emuTestGeo)
+	a, b := c.buf(c.bs, 1), c.buf(3*c.bs, 2)
+	c.append(1, a)
+	c.ok("Flush", e.Flush())
+	c.append(1, b) // zone 1 keeps 2 of these 3 blocks
+	c.append(2, b) // zone 2, written after, keeps all 3
+	c.append(3, a) // zone 3 keeps nothing
+	c.append(4, a)
+	c.ok("FinishZone", e.FinishZone(4)) // zone 4 keeps its block, not the finish
+	asked := map[int]int64{}
+	keep := map[int]int64{1: 2 * c.bs, 2: 3 * c.bs, 3: 0, 4: c.bs}
+	if err := e.PowerCutKeeping(func(zone int, n int64) int64 { return c.bs / 2 }); err == nil {
+		t.Fatal("a cut keeping half a block succeeded")
+	}
+	c.ok("PowerCutKeeping", e.PowerCutKeeping(func(zone int, n int64) int64 {
+		asked[zone] = n
+		return keep[zone]
+	}))
+	if want := map[int]int64{1: 3 * c.bs, 2: 3 * c.bs, 3: c.bs, 4: c.bs}; !maps.Equal(asked, want) {
+		t.Fatalf("asked about %v, want %v (the bytes written to each zone since the flush)", asked, want)
+	}
+	check := func(c *conf) {
+		t.Helper()
+		c.expectZone(1, CondClosed, 3*c.bs)
+		c.expectZone(2, CondClosed, 3*c.bs)
+		c.expectZone(3, CondEmpty, 0)
+		c.expectZone(4, CondClosed, c.bs)
+		z1 := c.read(c.zone(1).Start, 4*c.bs)
+		if !bytes.Equal(z1[:c.bs], a) || !bytes.Equal(z1[c.bs:3*c.bs], b[:2*c.bs]) || !bytes.Equal(z1[3*c.bs:], make([]byte, c.bs)) {
+			t.Fatal("zone 1 does not hold its flushed block and the 2 blocks kept")
+		}
+		if !bytes.Equal(c.read(c.zone(2).Start, 3*c.bs), b) {
+			t.Fatal("zone 2 does not hold the 3 blocks kept")
+		}
+		c.expectZeros(c.zone(3).Start, c.bs)
+	}
+	check(c)
+	c.ok("Close", e.Close())
+	_, c2 := openEmuT(t, path, "")
+	check(c2)
 }
