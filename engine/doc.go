@@ -350,8 +350,11 @@
 //     and WriteExtents, which drops quiesce first), possibly under wmu;
 //     so does a writer of a file that wants a zone of its own while none
 //     is free (WriteExtents' freeZone, quiesce dropped too). Such a pass
-//     first asks, under collector.mu, whether it is still needed: that
-//     takes placer.mu or reads atomics only. A pass never waits for a
+//     first asks, under collector.mu, whether it is still needed, and
+//     a writer being admitted reserves its room there, before its pass
+//     and after its pass if it reclaimed a zone (reclaimTake: the room
+//     a pass made is the writer's that ran it): that takes placer.mu or
+//     reads atomics only. A pass never waits for a
 //     truncate's tail: a victim holding data of a file whose zeros'
 //     record is numbered and not complete (or whose failed truncate is
 //     being undone) is skipped and left for a later pass, as a victim

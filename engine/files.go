@@ -1838,16 +1838,22 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTa
 	resetsAtFlush := int64(0) // GC's resets when this admission last flushed
 	waits := 0
 	var gcErr error // the last pass's, if the device failed it
-	for {
-		// Reserve, then check with every reservation counted: two
-		// writers racing for the last room cannot both take it.
-		// keep (the reserve, SetReserved) must stay free beside it:
-		// room appends can take, not garbage GC may never reclaim.
+	// Reserve, then check with every reservation counted: two
+	// writers racing for the last room cannot both take it.
+	// keep (the reserve, SetReserved) must stay free beside it:
+	// room appends can take, not garbage GC may never reclaim.
+	take := func() bool {
 		e.admitted.Add(charge)
 		if e.keepsReserve(keep) {
-			return nil
+			return true
 		}
 		e.admitted.Add(-charge)
+		return false
+	}
+	for {
+		if take() {
+			return nil
+		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -1856,7 +1862,15 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTa
 			// waitTails) goes on, to put its file back.
 			return fmt.Errorf("engine: write of %d bytes: %w", charge, ErrClosed)
 		}
-		moved, unsettled, err := e.gc.reclaimFor(func() bool { return !e.roomFor(charge + keep) }, minGain)
+		// The collector reserves the room for us when it has it, as
+		// soon as its pass made it (reclaimTake).
+		taken, moved, unsettled, err := e.gc.reclaimTake(take, minGain)
+		if testHookAdmitReclaimed != nil {
+			testHookAdmitReclaimed(e, charge, taken)
+		}
+		if taken {
+			return nil
+		}
 		if moved {
 			continue
 		}
@@ -1908,6 +1922,12 @@ func (e *Engine) admitTails(ctx context.Context, charge int64, own *file, waitTa
 			charge, minGain, e.spaceReport(), ErrNoSpace)
 	}
 }
+
+// testHookAdmitReclaimed, if set (by tests only), runs in admitTails
+// each time a writer short of room comes back from the collector, holding
+// nothing but its file's wmu: where another writer's admission may take
+// the room a pass made (taken: it holds its room).
+var testHookAdmitReclaimed func(e *Engine, charge int64, taken bool)
 
 // waitSettled waits until f's truncate window has ended (tailSeq is 0
 // again), ctx is done (its error) or tailSettleWait has passed (nil:
