@@ -95,7 +95,23 @@ func TestH36bReserveHeldSaysSo(t *testing.T) {
 	e := formatOpen(t, emuDevice(t, 12, "256K", ""), cfg)
 	defer e.Close()
 	h36bBorrowedReserve(t, e)
-	b := mustCreate(t, e, "b")
+	b, err := writeUntilNoSpace(t, e, "b")
+	for _, want := range []string{"GC has taken 1 of its 2 reserve zones", "held for its copies until its resets refill the reserve"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("ENOSPC %q does not say %q", err, want)
+		}
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatalf("fsync of what was admitted: %v", err)
+	}
+}
+
+// writeUntilNoSpace creates name and writes it block by block until a
+// write is refused, which must be ENOSPC (its error, to read what it
+// says), within the device's capacity.
+func writeUntilNoSpace(t *testing.T, e *Engine, name string) (*File, error) {
+	t.Helper()
+	b := mustCreate(t, e, name)
 	block := bytes.Repeat([]byte{'b'}, BlockSize)
 	var err error
 	for off := int64(0); err == nil; off += BlockSize {
@@ -107,12 +123,5 @@ func TestH36bReserveHeldSaysSo(t *testing.T) {
 	if !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("write refused with %v, want ENOSPC", err)
 	}
-	for _, want := range []string{"GC has taken 1 of its 2 reserve zones", "held for its copies until its resets refill the reserve"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("ENOSPC %q does not say %q", err, want)
-		}
-	}
-	if err := b.Sync(); err != nil {
-		t.Fatalf("fsync of what was admitted: %v", err)
-	}
+	return b, err
 }

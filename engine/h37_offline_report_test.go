@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -37,18 +36,7 @@ func TestNoSpaceReportSaysWhatIsOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	h34cWaitOffline(t, e, z)
-	b := mustCreate(t, e, "b")
-	block := pattern(BlockSize, 9)
-	var err error
-	for off := int64(0); err == nil; off += BlockSize {
-		if off > e.Capacity() {
-			t.Fatalf("%d bytes written, more than the capacity, and no ENOSPC", off)
-		}
-		_, err = b.WriteAt(block, off)
-	}
-	if !errors.Is(err, ErrNoSpace) {
-		t.Fatalf("write refused with %v, want ENOSPC", err)
-	}
+	b, err := writeUntilNoSpace(t, e, "b")
 	want := fmt.Sprintf("offline zones 1 (%d bytes of the capacity, %d bytes of files lost there)", z.cap, lost)
 	if !strings.Contains(err.Error(), want) {
 		t.Errorf("ENOSPC %q does not say %q", err, want)

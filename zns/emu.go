@@ -1164,16 +1164,7 @@ func (e *Emu) PowerCutKeeping(keep func(zone int, n int64) int64) error {
 			z.cond = CondFull
 		}
 	}
-	e.powerCycle()
-	e.last = lastWrite{}
-	restartSums(e.zones)
-	e.pruneFailed(math.MaxUint64) // the table below has no checksums
-	// Holding mu through the syncs keeps I/O out, as a power cut would.
-	if err := e.persist(e.zones, true, false); err != nil {
-		return fmt.Errorf("zns: power cut: %w", err)
-	}
-	e.flushedGen = e.gen
-	return nil
+	return e.cutDurable("power cut")
 }
 
 // TearLastWrite simulates a power cut in the middle of the most recent
@@ -1216,13 +1207,21 @@ func (e *Emu) TearLastWrite(keep int64) error {
 	if torn.wp == e.start(lw.zone) {
 		torn.cond = CondEmpty
 	}
+	return e.cutDurable("tear")
+}
+
+// cutDurable ends a cut that kept more than the last Flush (e.zones
+// holds what it kept): the open zones close, as in a power cycle, and
+// the table is made durable at once, so that a reopen sees it too.
+// Caller holds flushMu and mu: holding mu through the syncs keeps I/O
+// out, as a power cut would.
+func (e *Emu) cutDurable(what string) error {
 	e.powerCycle()
 	e.last = lastWrite{}
 	restartSums(e.zones)
 	e.pruneFailed(math.MaxUint64) // the table below has no checksums
-	// Holding mu through the syncs keeps I/O out, as a power cut would.
 	if err := e.persist(e.zones, true, false); err != nil {
-		return fmt.Errorf("zns: tear: %w", err)
+		return fmt.Errorf("zns: %s: %w", what, err)
 	}
 	e.flushedGen = e.gen
 	return nil
