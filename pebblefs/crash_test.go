@@ -533,25 +533,8 @@ func TestCrash(t *testing.T) {
 		if strings.HasPrefix(l.end, "TORN") {
 			torn++
 		}
-		for w := range crashWriters {
-			for _, ops := range l.acked[w] {
-				apply(m, ops)
-				acked++
-			}
-		}
-
-		e := reopenEngine(t, devName, cfg)
-		o := smallOptions(New(e))
-		db, err := pebble.Open("db", o)
-		if err != nil {
-			t.Fatalf("life %d (cut %s, %s): reopen Pebble: %v", life, cut, l.end, err)
-		}
-		var n int
-		m, n = checkRecovered(t, life, db, m, l.pending)
-		applied += n
-		if err := db.CheckLevels(nil); err != nil {
-			t.Fatalf("life %d: CheckLevels after recovery: %v", life, err)
-		}
+		e, db, m2 := reopenAfterCut(t, life, "cut "+cut, devName, cfg, m, l, &acked, &applied)
+		m = m2
 		// It writes on: a key of its own, durable, then a clean close.
 		if err := db.Set([]byte("parent"), []byte(strconv.Itoa(life)), pebble.Sync); err != nil {
 			t.Fatalf("life %d: write after recovery: %v", life, err)
@@ -571,6 +554,34 @@ func TestCrash(t *testing.T) {
 	if acked == 0 {
 		t.Fatal("no operation was acknowledged: the cuts came too early to test anything")
 	}
+}
+
+// reopenAfterCut adds what the life acknowledged (l) to the model m,
+// counting it in acked, reopens the engine and Pebble on devName, checks
+// every acknowledged operation is there and each in flight is whole or
+// absent (those found counted in applied), and that Pebble's levels
+// check: the start of every crash test's next life. It returns the
+// model of what the database now holds. how says how the life ended,
+// for the errors.
+func reopenAfterCut(t *testing.T, life int, how, devName string, cfg engine.Config, m model, l crashLife, acked, applied *int) (*engine.Engine, *pebble.DB, model) {
+	t.Helper()
+	for w := range crashWriters {
+		for _, ops := range l.acked[w] {
+			apply(m, ops)
+			*acked++
+		}
+	}
+	e := reopenEngine(t, devName, cfg)
+	db, err := pebble.Open("db", smallOptions(New(e)))
+	if err != nil {
+		t.Fatalf("life %d (%s, ended %q): reopen Pebble: %v", life, how, l.end, err)
+	}
+	m, n := checkRecovered(t, life, db, m, l.pending)
+	*applied += n
+	if err := db.CheckLevels(nil); err != nil {
+		t.Fatalf("life %d (%s): CheckLevels after recovery: %v", life, how, err)
+	}
+	return e, db, m
 }
 
 // ioErrors is the errors a child's log records (crashFS): an engine

@@ -97,24 +97,8 @@ func TestH37BFaults(t *testing.T) {
 			reported++
 		}
 		t.Logf("life %d (%s): ended %.200q", life, cut, l.end)
-		for w := range crashWriters {
-			for _, ops := range l.acked[w] {
-				apply(m, ops)
-				acked++
-			}
-		}
-		e := reopenEngine(t, devName, cfg)
-		o := smallOptions(New(e))
-		db, err := pebble.Open("db", o)
-		if err != nil {
-			t.Fatalf("life %d (%s, ended %q): reopen Pebble: %v", life, cut, l.end, err)
-		}
-		var n int
-		m, n = checkRecovered(t, life, db, m, l.pending)
-		applied += n
-		if err := db.CheckLevels(nil); err != nil {
-			t.Fatalf("life %d (%s): CheckLevels after recovery: %v", life, cut, err)
-		}
+		e, db, m2 := reopenAfterCut(t, life, cut, devName, cfg, m, l, &acked, &applied)
+		m = m2
 		if err := db.Close(); err != nil {
 			t.Fatalf("life %d: close Pebble: %v", life, err)
 		}
