@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -307,31 +308,7 @@ func TestCrashChild(t *testing.T) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, uint64(w)))
 			for seq := 0; ; seq++ {
-				ops := make([]crashOp, 1+rng.IntN(4)*rng.IntN(2))
-				for i := range ops {
-					kind := "SSSDM"[rng.IntN(5)]
-					ops[i] = crashOp{kind: kind, key: fmt.Sprintf("w%d-%04d", w, rng.IntN(crashKeys)), ver: rng.IntN(1 << 30), n: 1 + rng.IntN(2048)}
-					if kind == 'M' {
-						ops[i].n = 1 + rng.IntN(32)
-					}
-				}
-				parts := make([]string, len(ops))
-				for i, op := range ops {
-					parts[i] = op.String()
-				}
-				fmt.Fprintf(logf, "P %d %d %s\n", w, seq, strings.Join(parts, ";"))
-				b := db.NewBatch()
-				for _, op := range ops {
-					v := crashValue(op.key, op.ver, op.n)
-					switch op.kind {
-					case 'S':
-						_ = b.Set([]byte(op.key), v, nil)
-					case 'D':
-						_ = b.Delete([]byte(op.key), nil)
-					case 'M':
-						_ = b.Merge([]byte(op.key), v, nil)
-					}
-				}
+				b := crashBatch(rng, db, w, seq, logf)
 				if err := b.Commit(pebble.Sync); err != nil {
 					if cd.frozen.Load() {
 						select {} // power is being cut
@@ -347,6 +324,38 @@ func TestCrashChild(t *testing.T) {
 		die("no power cut after 2 minutes (%d device operations, cut at %d)", cd.n.Load(), at)
 	}()
 	wg.Wait()
+}
+
+// crashBatch is writer w's seq-th batch of random operations on its
+// own keys, logged to log ("P w seq ops") before it is committed: what
+// the parent's model applies if the log says it was acknowledged.
+func crashBatch(rng *rand.Rand, db *pebble.DB, w, seq int, log io.Writer) *pebble.Batch {
+	ops := make([]crashOp, 1+rng.IntN(4)*rng.IntN(2))
+	for i := range ops {
+		kind := "SSSDM"[rng.IntN(5)]
+		ops[i] = crashOp{kind: kind, key: fmt.Sprintf("w%d-%04d", w, rng.IntN(crashKeys)), ver: rng.IntN(1 << 30), n: 1 + rng.IntN(2048)}
+		if kind == 'M' {
+			ops[i].n = 1 + rng.IntN(32)
+		}
+	}
+	parts := make([]string, len(ops))
+	for i, op := range ops {
+		parts[i] = op.String()
+	}
+	fmt.Fprintf(log, "P %d %d %s\n", w, seq, strings.Join(parts, ";"))
+	b := db.NewBatch()
+	for _, op := range ops {
+		v := crashValue(op.key, op.ver, op.n)
+		switch op.kind {
+		case 'S':
+			_ = b.Set([]byte(op.key), v, nil)
+		case 'D':
+			_ = b.Delete([]byte(op.key), nil)
+		case 'M':
+			_ = b.Merge([]byte(op.key), v, nil)
+		}
+	}
+	return b
 }
 
 // crashLife is one child's log, parsed.

@@ -14,6 +14,50 @@ import (
 	"github.com/zonefold/zonefold/zns"
 )
 
+// openFrozen formats an emulated device of zones zones of zoneSize and
+// opens the engine on it with cfg through a frozenDevice, for tests that
+// cut its power: the device's name, the device, the wrapper to freeze
+// and the engine.
+func openFrozen(t *testing.T, zones int, zoneSize string, cfg engine.Config) (string, zns.Device, *frozenDevice, *engine.Engine) {
+	t.Helper()
+	name := emuDevice(t, zones, zoneSize)
+	dev, err := zns.Open(name, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.Format(dev, engine.FormatOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	fd := &frozenDevice{Device: dev}
+	e, err := engine.OpenDevice(fd, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name, dev, fd, e
+}
+
+// powerCutReopen cuts the power of dev, which the engine e uses through
+// fd (frozen first: the closing engine writes nothing more), closes e
+// and opens the device named name again with cfg, through a new
+// frozenDevice: the state a power cut leaves.
+func powerCutReopen(t *testing.T, name string, cfg engine.Config, dev zns.Device, fd *frozenDevice, e *engine.Engine) (zns.Device, *frozenDevice, *engine.Engine) {
+	t.Helper()
+	fd.frozen.Store(true)
+	if err := dev.(*zns.Emu).PowerCut(); err != nil {
+		t.Fatal(err)
+	}
+	_ = e.Close() // closes dev, which keeps the cut's state
+	dev, err := zns.Open(name, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd = &frozenDevice{Device: dev}
+	if e, err = engine.OpenDevice(fd, cfg); err != nil {
+		t.Fatalf("reopen after the cut: %v", err)
+	}
+	return dev, fd, e
+}
+
 // frozenDevice refuses every change once frozen: the power is off.
 type frozenDevice struct {
 	zns.Device
@@ -69,34 +113,11 @@ func (d *frozenDevice) FinishZone(zone int) error {
 // Sync, or any file's; a rename at once. Unsynced, either may be lost,
 // but a remove never leaves a file half there.
 func TestDeferredNamespaceDurability(t *testing.T) {
-	name := emuDevice(t, 16, "1M")
-	dev, err := zns.Open(name, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := engine.Format(dev, engine.FormatOptions{Force: true}); err != nil {
-		t.Fatal(err)
-	}
-	fd := &frozenDevice{Device: dev}
-	e, err := engine.OpenDevice(fd, testConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	name, dev, fd, e := openFrozen(t, 16, "1M", testConfig())
 	y := New(e)
 	cut := func() {
 		t.Helper()
-		fd.frozen.Store(true) // the closing engine writes nothing more
-		if err := dev.(*zns.Emu).PowerCut(); err != nil {
-			t.Fatal(err)
-		}
-		_ = e.Close() // closes dev, which keeps the cut's state
-		if dev, err = zns.Open(name, zns.Options{}); err != nil {
-			t.Fatal(err)
-		}
-		fd = &frozenDevice{Device: dev}
-		if e, err = engine.OpenDevice(fd, testConfig()); err != nil {
-			t.Fatalf("reopen after the cut: %v", err)
-		}
+		dev, fd, e = powerCutReopen(t, name, testConfig(), dev, fd, e)
 		y = New(e)
 	}
 	write := func(name, data string, sync bool) {

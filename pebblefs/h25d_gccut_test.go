@@ -23,20 +23,8 @@ import (
 // until the engine has to write back and collect; after the cut every
 // file there reads exactly as it was synced (H25D_SEED: another seed).
 func TestH25DRemovedFilesComeBackWholeAfterGC(t *testing.T) {
-	name := emuDevice(t, 16, "1M")
-	dev, err := zns.Open(name, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := engine.Format(dev, engine.FormatOptions{Force: true}); err != nil {
-		t.Fatal(err)
-	}
 	cfg := engine.Config{CacheBytes: 4 << 20, DirtyLimit: 1 << 20}
-	fd := &frozenDevice{Device: dev}
-	e, err := engine.OpenDevice(fd, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	name, dev, fd, e := openFrozen(t, 16, "1M", cfg)
 	defer func() { _ = e.Close() }()
 	y := New(e)
 	rng := rand.New(rand.NewPCG(h25dSeed(), 16))

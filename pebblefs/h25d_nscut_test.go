@@ -35,19 +35,7 @@ import (
 //
 // The next round starts from the recovered tree.
 func TestH25DNamespacePowerCuts(t *testing.T) {
-	name := emuDevice(t, 32, "1M")
-	dev, err := zns.Open(name, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := engine.Format(dev, engine.FormatOptions{Force: true}); err != nil {
-		t.Fatal(err)
-	}
-	fd := &frozenDevice{Device: dev}
-	e, err := engine.OpenDevice(fd, testConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	name, dev, fd, e := openFrozen(t, 32, "1M", testConfig())
 	defer func() { _ = e.Close() }()
 	y := New(e)
 	seed := uint64(25)

@@ -5,9 +5,6 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-
-	"github.com/zonefold/zonefold/engine"
-	"github.com/zonefold/zonefold/zns"
 )
 
 // TestH37BHandlesAcrossPowerCuts: across power cuts of the emulated
@@ -18,34 +15,11 @@ import (
 // file created over a synced one holds only its own synced data; and a
 // synced prefix survives an unsynced tail.
 func TestH37BHandlesAcrossPowerCuts(t *testing.T) {
-	name := emuDevice(t, 16, "1M")
-	dev, err := zns.Open(name, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := engine.Format(dev, engine.FormatOptions{Force: true}); err != nil {
-		t.Fatal(err)
-	}
-	fd := &frozenDevice{Device: dev}
-	e, err := engine.OpenDevice(fd, testConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	name, dev, fd, e := openFrozen(t, 16, "1M", testConfig())
 	y := New(e)
 	cut := func() {
 		t.Helper()
-		fd.frozen.Store(true)
-		if err := dev.(*zns.Emu).PowerCut(); err != nil {
-			t.Fatal(err)
-		}
-		_ = e.Close()
-		if dev, err = zns.Open(name, zns.Options{}); err != nil {
-			t.Fatal(err)
-		}
-		fd = &frozenDevice{Device: dev}
-		if e, err = engine.OpenDevice(fd, testConfig()); err != nil {
-			t.Fatalf("reopen after the cut: %v", err)
-		}
+		dev, fd, e = powerCutReopen(t, name, testConfig(), dev, fd, e)
 		y = New(e)
 	}
 	must := func(err error) {

@@ -282,31 +282,7 @@ func TestH37BFaultsChild(t *testing.T) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, uint64(w)))
 			for seq := 0; ; seq++ {
-				ops := make([]crashOp, 1+rng.IntN(4)*rng.IntN(2))
-				for i := range ops {
-					kind := "SSSDM"[rng.IntN(5)]
-					ops[i] = crashOp{kind: kind, key: fmt.Sprintf("w%d-%04d", w, rng.IntN(crashKeys)), ver: rng.IntN(1 << 30), n: 1 + rng.IntN(2048)}
-					if kind == 'M' {
-						ops[i].n = 1 + rng.IntN(32)
-					}
-				}
-				parts := make([]string, len(ops))
-				for i, op := range ops {
-					parts[i] = op.String()
-				}
-				fmt.Fprintf(cd.log, "P %d %d %s\n", w, seq, strings.Join(parts, ";"))
-				b := db.NewBatch()
-				for _, op := range ops {
-					v := crashValue(op.key, op.ver, op.n)
-					switch op.kind {
-					case 'S':
-						_ = b.Set([]byte(op.key), v, nil)
-					case 'D':
-						_ = b.Delete([]byte(op.key), nil)
-					case 'M':
-						_ = b.Merge([]byte(op.key), v, nil)
-					}
-				}
+				b := crashBatch(rng, db, w, seq, cd.log)
 				if err := b.Commit(pebble.Sync); err != nil {
 					if cd.frozen.Load() {
 						select {}
