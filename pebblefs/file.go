@@ -25,7 +25,7 @@ type file struct {
 	name        string // cleaned path
 	read, write bool
 
-	mu  sync.Mutex // guards pos
+	mu  sync.Mutex // guards pos; taken before ra.mu (Read)
 	pos int64
 	ra  *readahead // set on handles opened with vfs.SequentialReadsOption
 }
@@ -117,13 +117,23 @@ func (f *file) Close() error {
 	return f.h.Close()
 }
 
+// Read reads at the handle's offset; on a sequential handle, from its
+// readahead window as ReadAt does: vfs.Copy reads so (io.Copy's 32 KiB
+// chunks), and pebblefs, having no Link, copies every ingested and
+// checkpointed table with it.
 func (f *file) Read(p []byte) (int, error) {
 	if !f.read {
 		return 0, pathErr("read", f.name, fs.ErrPermission)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	n, err := f.h.ReadAt(p, f.pos)
+	var n int
+	var err error
+	if f.ra != nil {
+		n, err = f.ra.readAt(f.h, p, f.pos)
+	} else {
+		n, err = f.h.ReadAt(p, f.pos)
+	}
 	f.pos += int64(n)
 	if n > 0 && err == io.EOF {
 		err = nil // the next Read says EOF

@@ -69,7 +69,9 @@
 // already owns its device exclusively.
 //
 // Lock order: FS.mu (the job→level table) is a leaf; nothing is called
-// with it held.
+// with it held. Per handle, file.mu (Read's and Write's offset) comes
+// before readahead.mu (a sequential handle's window: Read reads through
+// it), and the engine's locks after both.
 package pebblefs
 
 import (
