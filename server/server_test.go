@@ -686,10 +686,18 @@ func testNoAllocs(t *testing.T, c *Client, depth, bs int) {
 	for range 10 {
 		run()
 	}
-	allocs := testing.AllocsPerRun(100, run)
 	// AllocsPerRun rounds down: 0 means fewer than 100 allocations in
 	// 100 runs of 2*rounds*depth requests, which leaves room for a rare
-	// allocation of the runtime's own and none per request.
+	// allocation of the runtime's own and none per request. It counts
+	// the whole process's: on a loaded machine the runtime's own (its
+	// goroutines' blocking records, a netpoll wake) came to 1-4 per run
+	// now and then (CI121, load 11, on code whose request path did not
+	// change). The least of three measures: an allocation per request
+	// shows in every one, the runtime's rarely twice more.
+	allocs := testing.AllocsPerRun(100, run)
+	for try := 1; try < 3 && allocs != 0; try++ {
+		allocs = min(allocs, testing.AllocsPerRun(100, run))
+	}
 	if allocs != 0 {
 		t.Fatalf("%.0f allocations per %d requests, want none per request", allocs, 2*rounds*depth)
 	}
