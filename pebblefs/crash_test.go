@@ -274,15 +274,7 @@ func (d *cutDevice) change(bytes int64, do func() error) error {
 	if d.keepCut {
 		d.frozen.Store(true)
 		err := do()
-		go func() {
-			kept, kerr := cutKeeping(d.emu, d.keepSeed)
-			if kerr != nil {
-				fmt.Fprintf(d.log, "KEEP-FAILED %v\n", kerr)
-			} else {
-				fmt.Fprintf(d.log, "KEPT %d (seed %d) %s\n", d.cutAt, d.keepSeed, kept)
-			}
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		}()
+		go d.cutKeepingAndDie()
 		return err
 	}
 	if !d.tear {
@@ -310,6 +302,20 @@ func (d *cutDevice) change(bytes int64, do func() error) error {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	}()
 	return err
+}
+
+// cutKeepingAndDie cuts the power keeping part of each zone's unflushed
+// writes (keepCut), logs what each zone kept, and kills the process.
+// Its caller has frozen d.
+func (d *cutDevice) cutKeepingAndDie() {
+	kept, err := cutKeeping(d.emu, d.keepSeed)
+	if err != nil {
+		fmt.Fprintf(d.log, "KEEP-FAILED %v\n", err)
+	} else {
+		fmt.Fprintf(d.log, "KEPT %d (seed %d) %s\n", d.cutAt, d.keepSeed, kept)
+	}
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // dying
 }
 
 func bufLen(bufs [][]byte) int64 {
@@ -618,6 +624,7 @@ func TestCrash(t *testing.T) {
 		}
 		if strings.HasPrefix(l.end, "KEPT") {
 			kept++
+			t.Logf("life %d: %.300s", life, l.end) // the zones' share, the seed
 		}
 		e, db, m2 := reopenAfterCut(t, life, "cut "+cut, devName, cfg, m, l, &acked, &applied)
 		m = m2

@@ -501,6 +501,7 @@ func h25dLifecycle(t *testing.T, lives int) {
 		}
 		if strings.HasPrefix(l.end, "KEPT") {
 			keeping++
+			t.Logf("life %d: %.300s", life, l.end) // the zones' share, the seed
 		}
 		reuses += l.reuses
 		opens += l.opens
