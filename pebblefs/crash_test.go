@@ -252,9 +252,12 @@ type cutDevice struct {
 	// keeping none, all or a prefix of what it took since the last
 	// flush (keepSome, seeded with keepSeed, which the cut's operation
 	// and the life give): a drive whose volatile cache wrote some zones
-	// back and not others. The operation at the cut is submitted first.
+	// back and not others. From the cut's operation on, flushes are
+	// held back (they never end) while other writes go on for a while
+	// (keepHold), so that the cut finds several zones' worth unflushed.
 	keepCut  bool
 	keepSeed uint64
+	holding  atomic.Bool // a keeping cut holds flushes back
 	log      *os.File
 	n        atomic.Int64
 	frozen   atomic.Bool
@@ -268,14 +271,25 @@ func (d *cutDevice) change(bytes int64, do func() error) error {
 	if d.frozen.Load() {
 		return errFrozen
 	}
-	if d.n.Add(1) != d.cutAt {
-		return do()
-	}
-	if d.keepCut {
-		d.frozen.Store(true)
+	n := d.n.Add(1)
+	if d.keepCut && n >= d.cutAt {
+		// From the cut's operation on, the drive takes writes into its
+		// cache but finishes no flush (Flush blocks): what is written
+		// meanwhile, in several zones, is what the cut keeps some of.
+		// The cut comes keepHold operations later, or keepHoldTime
+		// after the first if the writers all wait on a flush first.
+		if n == d.cutAt {
+			d.holding.Store(true)
+			time.AfterFunc(keepHoldTime, d.cutKeepingOnce)
+		}
 		err := do()
-		go d.cutKeepingAndDie()
+		if n >= d.cutAt+keepHold {
+			d.cutKeepingOnce()
+		}
 		return err
+	}
+	if n != d.cutAt {
+		return do()
 	}
 	if !d.tear {
 		if d.persist {
@@ -302,6 +316,21 @@ func (d *cutDevice) change(bytes int64, do func() error) error {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	}()
 	return err
+}
+
+// How long a keeping cut holds flushes back before it cuts: keepHold
+// more device changes, or keepHoldTime if fewer come.
+const (
+	keepHold     = 64
+	keepHoldTime = 100 * time.Millisecond
+)
+
+// cutKeepingOnce freezes d and cuts keeping (cutKeepingAndDie, in a
+// goroutine of its own), unless d is frozen already.
+func (d *cutDevice) cutKeepingOnce() {
+	if d.frozen.CompareAndSwap(false, true) {
+		go d.cutKeepingAndDie()
+	}
 }
 
 // cutKeepingAndDie cuts the power keeping part of each zone's unflushed
@@ -335,6 +364,9 @@ func (d *cutDevice) Write(zone int, off int64, bufs [][]byte, c uring.Completion
 }
 
 func (d *cutDevice) Flush() error {
+	if d.holding.Load() {
+		select {} // a keeping cut's drive: the power goes before the flush ends
+	}
 	return d.change(0, d.Device.Flush)
 }
 

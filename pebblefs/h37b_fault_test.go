@@ -324,8 +324,9 @@ func TestH37BFaultsChild(t *testing.T) {
 // part of each zone's unflushed writes in a keeping life (most fault
 // lives end here, before the cut's operation).
 func (d *faultDevice) die() {
-	if d.keepCut && d.frozen.CompareAndSwap(false, true) {
-		d.cutKeepingAndDie()
+	if d.keepCut {
+		d.cutKeepingOnce()
+		select {} // dying (or d is frozen for a cut already)
 	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {}
