@@ -269,6 +269,13 @@ func TestH37BFaultsChild(t *testing.T) {
 	cfg.CacheBytes, cfg.DirtyLimit = 4<<20, 2<<20 // so that reads reach the device
 	e, err := engine.OpenDevice(fd, cfg)
 	if err != nil {
+		if cd.frozen.Load() {
+			select {} // the cut landed in the open: power is being cut
+		}
+		if fd.isArmed() {
+			fmt.Fprintf(cd.log, "FAULTFATAL open engine: %v\n", err)
+			fd.die()
+		}
 		die("open engine: %v", err)
 	}
 	o := smallOptions(New(e))
