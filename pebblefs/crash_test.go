@@ -31,8 +31,11 @@ import (
 // at a random device operation: the child counts every operation that
 // changes the device and, at the chosen one, either dies at once (SIGKILL:
 // the emu keeps exactly what its last Flush made durable, as a device
-// that loses power does) or first freezes the device and tears the last
-// write (emu.TearLastWrite: a power cut in the middle of it). The child
+// that loses power does), or first freezes the device and tears the last
+// write (emu.TearLastWrite: a power cut in the middle of it), or, one
+// killing life in eight, freezes it and cuts with each zone keeping none,
+// all or a prefix of what it took since the last Flush
+// (emu.PowerCutKeeping: a drive cache that wrote some zones back). The child
 // logs each operation before committing it and acknowledges it after;
 // the parent then recovers the engine and Pebble from the device and
 // checks that every acknowledged operation is there and the one in
@@ -52,23 +55,72 @@ var crashEnv = cutEnv{
 
 // cutEnv names the environment variables through which a power-cut
 // test's parent tells its child the device, the log to write, where to
-// cut ("AT tear|kill KEEP") and which life this is.
+// cut ("AT tear|kill|persist|keep KEEP") and which life this is.
 type cutEnv struct{ dev, log, cut, life string }
 
 // randomCut picks where a life's power cut lands: at one of the first
 // maxOps device changes, every third life tearing that write at a random
-// fraction, the others killing the process before it. (A tearing life
-// draws a kill first, so the seeds give the cuts they always gave.)
+// fraction, one in eight of the others cutting with each zone keeping
+// part of what it took since the last flush (keep; see cutDevice.keepCut),
+// the others killing the process before it. (A tearing life draws a kill
+// first and a keeping life draws only that, so the seeds give the cuts
+// they always gave.) PEBBLEFS_CUT_KEEP=1 makes every life keep.
 func randomCut(rng *rand.Rand, life, maxOps int) string {
 	kill := "kill"
 	if os.Getenv("PEBBLEFS_CUT_PERSIST") != "" {
 		kill = "persist" // (a soak's knob: see cutDevice.persist)
 	}
+	if life%8 == 3 {
+		kill = "keep"
+	}
 	cut := fmt.Sprintf("%d %s 0", 1+rng.IntN(maxOps), kill)
 	if life%3 == 2 {
 		cut = fmt.Sprintf("%d tear %.2f", 1+rng.IntN(maxOps), rng.Float64())
 	}
+	if cutKeepAll() {
+		f := strings.Fields(cut)
+		cut = f[0] + " keep 0"
+	}
 	return cut
+}
+
+// cutKeepAll reports whether PEBBLEFS_CUT_KEEP is set: a soak's knob
+// that makes every power cut of the crash tests a keeping one
+// (emu.PowerCutKeeping with keepSome), in place of kills, tears,
+// persisting cuts and plain PowerCuts.
+func cutKeepAll() bool { return os.Getenv("PEBBLEFS_CUT_KEEP") != "" }
+
+// keepSome is a PowerCutKeeping keep function: each zone keeps none, all,
+// or a random block multiple of the n bytes written to it since the last
+// flush, a third of the zones each, drawn from rng (seeded by the caller,
+// so that a failing seed cuts the same way again, as far as the writes
+// before the cut repeat). note, if not nil, hears each zone's share.
+func keepSome(rng *rand.Rand, blockSize int64, note func(zone int, k, n int64)) func(zone int, n int64) int64 {
+	return func(zone int, n int64) int64 {
+		var k int64
+		switch rng.IntN(3) {
+		case 1:
+			k = n
+		case 2:
+			k = rng.Int64N(n/blockSize+1) * blockSize
+		}
+		if note != nil {
+			note(zone, k, n)
+		}
+		return k
+	}
+}
+
+// cutKeeping cuts emu's power with PowerCutKeeping, keepSome drawing
+// from a generator seeded with seed, and returns what each zone kept
+// ("zone:kept/written ..."), for the test's log.
+func cutKeeping(emu *zns.Emu, seed uint64) (string, error) {
+	var kept []string
+	rng := rand.New(rand.NewPCG(seed, 0x6b656570))
+	err := emu.PowerCutKeeping(keepSome(rng, int64(emu.Geometry().BlockSize), func(zone int, k, n int64) {
+		kept = append(kept, fmt.Sprintf("%d:%d/%d", zone, k, n))
+	}))
+	return strings.Join(kept, " "), err
 }
 
 // runCutLife runs the child test named child (this test binary again) on
@@ -112,7 +164,7 @@ func startCutChild(t *testing.T, env cutEnv) (cd *cutDevice, life int, die func(
 	}
 	cut := strings.Fields(os.Getenv(env.cut))
 	if len(cut) != 3 {
-		die("cut %q: want AT tear|kill KEEP", os.Getenv(env.cut))
+		die("cut %q: want AT tear|kill|persist|keep KEEP", os.Getenv(env.cut))
 	}
 	life, _ = strconv.Atoi(os.Getenv(env.life))
 	at, _ := strconv.ParseInt(cut[0], 10, 64)
@@ -125,7 +177,8 @@ func startCutChild(t *testing.T, env cutEnv) (cd *cutDevice, life int, die func(
 	if !ok {
 		die("device %s is not an emu device", devName)
 	}
-	return &cutDevice{Device: dev, emu: emu, cutAt: at, tear: cut[1] == "tear", persist: cut[1] == "persist", keep: keep, log: logf}, life, die
+	return &cutDevice{Device: dev, emu: emu, cutAt: at, tear: cut[1] == "tear", persist: cut[1] == "persist",
+		keepCut: cut[1] == "keep", keepSeed: uint64(at)<<16 ^ uint64(life), keep: keep, log: logf}, life, die
 }
 
 // crashValue is the value of key at version ver: a deterministic pattern
@@ -195,9 +248,19 @@ type cutDevice struct {
 	// keeps exactly the last Flush. PEBBLEFS_CUT_PERSIST=1 makes every
 	// killing life persist.
 	persist bool
-	log     *os.File
-	n       atomic.Int64
-	frozen  atomic.Bool
+	// keepCut: the power is cut with emu.PowerCutKeeping, each zone
+	// keeping none, all or a prefix of what it took since the last
+	// flush (keepSome, seeded with keepSeed, which the cut's operation
+	// and the life give): a drive whose volatile cache wrote some zones
+	// back and not others. From the cut's operation on, flushes are
+	// held back (they never end) while other writes go on for a while
+	// (keepHold), so that the cut finds several zones' worth unflushed.
+	keepCut  bool
+	keepSeed uint64
+	holding  atomic.Bool // a keeping cut holds flushes back
+	log      *os.File
+	n        atomic.Int64
+	frozen   atomic.Bool
 }
 
 var errFrozen = fmt.Errorf("crash test: device frozen for the power cut: %w", syscall.EIO)
@@ -208,7 +271,24 @@ func (d *cutDevice) change(bytes int64, do func() error) error {
 	if d.frozen.Load() {
 		return errFrozen
 	}
-	if d.n.Add(1) != d.cutAt {
+	n := d.n.Add(1)
+	if d.keepCut && n >= d.cutAt {
+		// From the cut's operation on, the drive takes writes into its
+		// cache but finishes no flush (Flush blocks): what is written
+		// meanwhile, in several zones, is what the cut keeps some of.
+		// The cut comes keepHold operations later, or keepHoldTime
+		// after the first if the writers all wait on a flush first.
+		if n == d.cutAt {
+			d.holding.Store(true)
+			time.AfterFunc(keepHoldTime, d.cutKeepingOnce)
+		}
+		err := do()
+		if n >= d.cutAt+keepHold {
+			d.cutKeepingOnce()
+		}
+		return err
+	}
+	if n != d.cutAt {
 		return do()
 	}
 	if !d.tear {
@@ -238,6 +318,35 @@ func (d *cutDevice) change(bytes int64, do func() error) error {
 	return err
 }
 
+// How long a keeping cut holds flushes back before it cuts: keepHold
+// more device changes, or keepHoldTime if fewer come.
+const (
+	keepHold     = 64
+	keepHoldTime = 100 * time.Millisecond
+)
+
+// cutKeepingOnce freezes d and cuts keeping (cutKeepingAndDie, in a
+// goroutine of its own), unless d is frozen already.
+func (d *cutDevice) cutKeepingOnce() {
+	if d.frozen.CompareAndSwap(false, true) {
+		go d.cutKeepingAndDie()
+	}
+}
+
+// cutKeepingAndDie cuts the power keeping part of each zone's unflushed
+// writes (keepCut), logs what each zone kept, and kills the process.
+// Its caller has frozen d.
+func (d *cutDevice) cutKeepingAndDie() {
+	kept, err := cutKeeping(d.emu, d.keepSeed)
+	if err != nil {
+		fmt.Fprintf(d.log, "KEEP-FAILED %v\n", err)
+	} else {
+		fmt.Fprintf(d.log, "KEPT %d (seed %d) %s\n", d.cutAt, d.keepSeed, kept)
+	}
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // dying
+}
+
 func bufLen(bufs [][]byte) int64 {
 	var n int64
 	for _, b := range bufs {
@@ -255,6 +364,9 @@ func (d *cutDevice) Write(zone int, off int64, bufs [][]byte, c uring.Completion
 }
 
 func (d *cutDevice) Flush() error {
+	if d.holding.Load() {
+		select {} // a keeping cut's drive: the power goes before the flush ends
+	}
 	return d.change(0, d.Device.Flush)
 }
 
@@ -291,6 +403,9 @@ func TestCrashChild(t *testing.T) {
 	seed, at, logf := uint64(life), cd.cutAt, cd.log
 	e, err := engine.OpenDevice(cd, testConfig())
 	if err != nil {
+		if cd.frozen.Load() {
+			select {} // the cut landed in the open: power is being cut
+		}
 		die("open engine: %v", err)
 	}
 	o := smallOptions(New(e))
@@ -534,13 +649,17 @@ func TestCrash(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(seed, 17))
 	m := model{}
-	var acked, applied, torn int
+	var acked, applied, torn, kept int
 	for life := range lives {
 		cut := randomCut(rng, life, crashMaxOps)
 		logPath := runCutLife(t, crashEnv, "TestCrashChild", devName, life, cut)
 		l := parseCrashLog(t, logPath)
 		if strings.HasPrefix(l.end, "TORN") {
 			torn++
+		}
+		if strings.HasPrefix(l.end, "KEPT") {
+			kept++
+			t.Logf("life %d: %.300s", life, l.end) // the zones' share, the seed
 		}
 		e, db, m2 := reopenAfterCut(t, life, "cut "+cut, devName, cfg, m, l, &acked, &applied)
 		m = m2
@@ -558,8 +677,8 @@ func TestCrash(t *testing.T) {
 			t.Fatalf("life %d: close engine: %v", life, err)
 		}
 	}
-	t.Logf("%d power cuts (%d tearing a write), %d acknowledged operations all recovered, %d of the operations in flight at a cut recovered whole, %d keys at the end",
-		lives, torn, acked, applied, len(m))
+	t.Logf("%d power cuts (%d tearing a write, %d keeping part of each zone's unflushed writes), %d acknowledged operations all recovered, %d of the operations in flight at a cut recovered whole, %d keys at the end",
+		lives, torn, kept, acked, applied, len(m))
 	if acked == 0 {
 		t.Fatal("no operation was acknowledged: the cuts came too early to test anything")
 	}

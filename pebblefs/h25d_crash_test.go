@@ -28,8 +28,9 @@ import (
 // checkpoints into other directories of the same FS, flushes, and closes
 // and reopens the DB, with memtables (and so WALs) small enough that
 // Pebble recycles WALs (ReuseForWrite) all along. Power is cut at a
-// random device operation (a third of the cuts tearing the last write),
-// the parent recovers: every acknowledged operation is there, the one in
+// random device operation (a third of the cuts tearing the last write,
+// one in eight of the others keeping part of each zone's unflushed
+// writes: randomCut), the parent recovers: every acknowledged operation is there, the one in
 // flight whole or not at all, Pebble's levels are consistent, and every
 // checkpoint Checkpoint returned from opens (read-only) holding exactly
 // the state it was taken at, in the life it was taken and for two lives
@@ -489,7 +490,7 @@ func h25dLifecycle(t *testing.T, lives int) {
 		m    model
 	}
 	var ckpts []ckpt
-	var acked, applied, torn, reuses, opens, ckptsOK, ckptsCut, ckRemoved, flushable int
+	var acked, applied, torn, keeping, reuses, opens, ckptsOK, ckptsCut, ckRemoved, flushable int
 	kinds := map[string]int{}
 	for life := range lives {
 		cut := randomCut(rng, life, h25dMaxOps)
@@ -497,6 +498,10 @@ func h25dLifecycle(t *testing.T, lives int) {
 		l := parseH25DLog(t, logPath)
 		if strings.HasPrefix(l.end, "TORN") {
 			torn++
+		}
+		if strings.HasPrefix(l.end, "KEPT") {
+			keeping++
+			t.Logf("life %d: %.300s", life, l.end) // the zones' share, the seed
 		}
 		reuses += l.reuses
 		opens += l.opens
@@ -612,8 +617,8 @@ func h25dLifecycle(t *testing.T, lives int) {
 			t.Fatalf("life %d: close engine: %v", life, err)
 		}
 	}
-	t.Logf("%d power cuts (%d tearing a write), %d acknowledged operations (%v, %d ingests overlapping the memtable) all recovered, %d in flight recovered whole; %d checkpoints checked, %d removed by the parent (cut midway, or removed by the child: %d); %d WAL reuses, %d DB opens",
-		lives, torn, acked, kinds, flushable, applied, ckptsOK, ckptsCut, ckRemoved, reuses, opens)
+	t.Logf("%d power cuts (%d tearing a write, %d keeping part of each zone's unflushed writes), %d acknowledged operations (%v, %d ingests overlapping the memtable) all recovered, %d in flight recovered whole; %d checkpoints checked, %d removed by the parent (cut midway, or removed by the child: %d); %d WAL reuses, %d DB opens",
+		lives, torn, keeping, acked, kinds, flushable, applied, ckptsOK, ckptsCut, ckRemoved, reuses, opens)
 	if acked == 0 || kinds["I"] == 0 || kinds["X"] == 0 || ckptsOK == 0 || reuses == 0 || flushable == 0 {
 		t.Fatalf("the cuts came too early to test each kind: %d acknowledged (%v), %d checkpoints, %d WAL reuses", acked, kinds, ckptsOK, reuses)
 	}

@@ -35,7 +35,10 @@ import (
 // A fifth kind, persist, arms no fault and makes every write that
 // completed durable at the cut (emu.Flush, then SIGKILL): the process
 // dies but the device keeps what it took, the states a power cut
-// (exactly the last Flush) never gives. H37B_KIND=kind runs one kind.
+// (exactly the last Flush) never gives. One life in eight ends with a
+// cut where each zone keeps part of what it took since the last flush
+// (cutDevice.keepCut; every life with PEBBLEFS_CUT_KEEP, persist lives
+// too). H37B_KIND=kind runs one kind.
 func TestH37BFaults(t *testing.T) {
 	if os.Getenv(h37bEnv.dev) != "" {
 		t.Skip("in the child")
@@ -154,7 +157,7 @@ type faultDevice struct {
 }
 
 func (d *faultDevice) count() {
-	if d.kind == "persist" {
+	if d.kind == "persist" && !d.keepCut {
 		// No fault; at the cut, every write that completed is made
 		// durable first: a process that dies on a device that keeps
 		// what it took (kill -9, not a power cut), or a drive whose
@@ -238,15 +241,14 @@ func (l faultLogger) Fatalf(format string, args ...any) {
 	}
 	if l.d.isArmed() {
 		fmt.Fprintf(l.d.log, "FAULTFATAL "+format+"\n", args...)
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {}
+		l.d.die()
 	}
 	fmt.Fprintf(l.d.log, "FATAL "+format+"\n", args...)
 	os.Exit(3)
 }
 
 func TestH37BFaultsChild(t *testing.T) {
-	// startCutChild wants "AT tear|kill KEEP": the kind rides in the
+	// startCutChild wants "AT tear|kill|persist|keep KEEP": the kind rides in the
 	// middle field and the fault's operation in the last.
 	f := strings.Fields(os.Getenv(h37bEnv.cut))
 	if len(f) != 3 {
@@ -257,12 +259,23 @@ func TestH37BFaultsChild(t *testing.T) {
 		t.Skip("the fault test's child process (run by TestH37BFaults)")
 	}
 	cd.tear = false
+	// One life in eight (every life with PEBBLEFS_CUT_KEEP) cuts with
+	// each zone keeping some of what it took since the last flush, the
+	// fault's aftermath partly on the media.
+	cd.keepCut = life%8 == 3 || cutKeepAll()
 	faultAt, _ := strconv.ParseInt(f[2], 10, 64)
 	fd := &faultDevice{cutDevice: cd, kind: f[1], faultAt: faultAt, armed: make(chan struct{})}
 	cfg := testConfig()
 	cfg.CacheBytes, cfg.DirtyLimit = 4<<20, 2<<20 // so that reads reach the device
 	e, err := engine.OpenDevice(fd, cfg)
 	if err != nil {
+		if cd.frozen.Load() {
+			select {} // the cut landed in the open: power is being cut
+		}
+		if fd.isArmed() {
+			fmt.Fprintf(cd.log, "FAULTFATAL open engine: %v\n", err)
+			fd.die()
+		}
 		die("open engine: %v", err)
 	}
 	o := smallOptions(New(e))
@@ -311,6 +324,17 @@ func TestH37BFaultsChild(t *testing.T) {
 	}()
 	wg.Wait()
 	fmt.Fprintf(cd.log, "STOPPED both writers failed\n")
+	fd.die()
+}
+
+// die ends the child after its fault: the power is cut there, keeping
+// part of each zone's unflushed writes in a keeping life (most fault
+// lives end here, before the cut's operation).
+func (d *faultDevice) die() {
+	if d.keepCut {
+		d.cutKeepingOnce()
+		select {} // dying (or d is frozen for a cut already)
+	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {}
 }
