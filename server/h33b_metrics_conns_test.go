@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -110,4 +111,36 @@ func metricsConnClosed(c net.Conn, br *bufio.Reader) error {
 		return errors.New("still open after 10 s")
 	}
 	return nil // end of file, or a reset
+}
+
+// slotWatchConn records how many slots were held when it was closed.
+type slotWatchConn struct {
+	net.Conn
+	slots   chan struct{}
+	atClose int
+}
+
+func (c *slotWatchConn) Close() error {
+	c.atClose = len(c.slots)
+	return nil
+}
+
+// TestCappedConnFreesItsSlotBeforeItCloses: by the time the peer can see
+// a metrics connection closed, its slot is free, so a scraper that
+// reconnects at once is not refused for a slot its own closed connection
+// still held.
+func TestCappedConnFreesItsSlotBeforeItCloses(t *testing.T) {
+	slots := make(chan struct{}, 1)
+	slots <- struct{}{}
+	inner := &slotWatchConn{slots: slots}
+	c := &cappedConn{Conn: inner, release: sync.OnceFunc(func() { <-slots })}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if inner.atClose != 0 {
+		t.Fatalf("%d slots held as the connection closed, want its own given back first", inner.atClose)
+	}
+	if err := c.Close(); err != nil || len(slots) != 0 {
+		t.Fatalf("second close: %v, %d slots held", err, len(slots))
+	}
 }

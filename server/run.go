@@ -145,16 +145,20 @@ func (l *cappedListener) Accept() (net.Conn, error) {
 	}
 }
 
-// cappedConn gives its slot back when it is closed.
+// cappedConn gives its slot back when it is closed: before the close
+// itself, so that a scraper that sees its connection closed finds the
+// slot free. Released after, a client could see the close and connect
+// again while the slot was still held, and be refused (CI122's
+// TestH33bMetricsConnectionsAreBounded: the 33rd connection stayed open
+// because one of the 32 before it had been refused that way).
 type cappedConn struct {
 	net.Conn
 	release func()
 }
 
 func (c *cappedConn) Close() error {
-	err := c.Conn.Close()
 	c.release()
-	return err
+	return c.Conn.Close()
 }
 
 // TempPrefix starts the names of temporary files: zonefold put writes to
