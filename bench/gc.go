@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -17,6 +16,8 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/zonefold/zonefold/engine"
+
+	"github.com/zonefold/zonefold/internal/report"
 )
 
 // DefaultGCGeometry is the embedded default device of bench gc: an
@@ -678,20 +679,6 @@ func (s Spec) describe(capacity int64) string {
 	return s.Kind
 }
 
-// median of xs; 0 for none.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
 // figure is one figure of every run of a row.
 func (r *gcRow) figure(f func(*gcRun) float64) []float64 {
 	out := make([]float64, len(r.Runs))
@@ -707,34 +694,34 @@ func summarizeGC(sum *gcSummary) {
 		for _, r := range ws.Rows {
 			waf := r.figure(func(x *gcRun) float64 { return x.WAF })
 			mbps := r.figure(func(x *gcRun) float64 { return x.HostMiBps })
-			r.WAF, r.WAFMin, r.WAFMax = median(waf), slices.Min(waf), slices.Max(waf)
-			r.HostMiBps, r.MiBpsMin, r.MiBpsMax = median(mbps), slices.Min(mbps), slices.Max(mbps)
-			r.GCShare = median(r.figure(func(x *gcRun) float64 { return x.GCShare }))
-			r.GCBytes = int64(median(r.figure(func(x *gcRun) float64 { return float64(x.GCBytes) })))
-			r.WAFNoMeta = median(r.figure(func(x *gcRun) float64 { return x.part(x.DevBytes - x.MetaBytes) }))
+			r.WAF, r.WAFMin, r.WAFMax = report.Median(waf), slices.Min(waf), slices.Max(waf)
+			r.HostMiBps, r.MiBpsMin, r.MiBpsMax = report.Median(mbps), slices.Min(mbps), slices.Max(mbps)
+			r.GCShare = report.Median(r.figure(func(x *gcRun) float64 { return x.GCShare }))
+			r.GCBytes = int64(report.Median(r.figure(func(x *gcRun) float64 { return float64(x.GCBytes) })))
+			r.WAFNoMeta = report.Median(r.figure(func(x *gcRun) float64 { return x.part(x.DevBytes - x.MetaBytes) }))
 			r.Parts = wafParts{
-				Data: median(r.figure(func(x *gcRun) float64 {
+				Data: report.Median(r.figure(func(x *gcRun) float64 {
 					return x.part(x.DevBytes - x.HeaderBytes - x.PadBytes - x.MetaBytes - x.GCBytes)
 				})),
-				Headers: median(r.figure(func(x *gcRun) float64 { return x.part(x.HeaderBytes) })),
-				Pad:     median(r.figure(func(x *gcRun) float64 { return x.part(x.PadBytes) })),
-				Meta:    median(r.figure(func(x *gcRun) float64 { return x.part(x.MetaBytes) })),
-				GC:      median(r.figure(func(x *gcRun) float64 { return x.part(x.GCBytes) })),
+				Headers: report.Median(r.figure(func(x *gcRun) float64 { return x.part(x.HeaderBytes) })),
+				Pad:     report.Median(r.figure(func(x *gcRun) float64 { return x.part(x.PadBytes) })),
+				Meta:    report.Median(r.figure(func(x *gcRun) float64 { return x.part(x.MetaBytes) })),
+				GC:      report.Median(r.figure(func(x *gcRun) float64 { return x.part(x.GCBytes) })),
 			}
-			r.Shared = int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Shared) })))
+			r.Shared = int64(report.Median(r.figure(func(x *gcRun) float64 { return float64(x.Shared) })))
 			r.Whole = gcWhole{
-				Shared:        int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.Shared) }))),
-				SharedBusy:    int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.SharedBusy) }))),
-				TailsFinished: int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.TailsFinished) }))),
-				Copied:        int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.Copied) }))),
-				Empty:         int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.Empty) }))),
-				PerCopied:     int64(median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.PerCopied) }))),
+				Shared:        int64(report.Median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.Shared) }))),
+				SharedBusy:    int64(report.Median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.SharedBusy) }))),
+				TailsFinished: int64(report.Median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.TailsFinished) }))),
+				Copied:        int64(report.Median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.Copied) }))),
+				Empty:         int64(report.Median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.Empty) }))),
+				PerCopied:     int64(report.Median(r.figure(func(x *gcRun) float64 { return float64(x.Whole.PerCopied) }))),
 				Overhead:      medianOverhead(r),
 			}
-			r.P99us = median(r.figure(func(x *gcRun) float64 { return x.P99us }))
-			r.CircZones = median(r.figure(func(x *gcRun) float64 { return x.CircZones }))
-			r.FreeZones = median(r.figure(func(x *gcRun) float64 { return x.FreeZones }))
-			r.Warmup = median(r.figure(func(x *gcRun) float64 { return x.Warmup }))
+			r.P99us = report.Median(r.figure(func(x *gcRun) float64 { return x.P99us }))
+			r.CircZones = report.Median(r.figure(func(x *gcRun) float64 { return x.CircZones }))
+			r.FreeZones = report.Median(r.figure(func(x *gcRun) float64 { return x.FreeZones }))
+			r.Warmup = report.Median(r.figure(func(x *gcRun) float64 { return x.Warmup }))
 			r.Steady = 0
 			for _, x := range r.Runs {
 				if x.Steady {
@@ -759,7 +746,7 @@ func summarizeGC(sum *gcSummary) {
 // medianOverhead is each overhead part's median over r's runs.
 func medianOverhead(r *gcRow) overheadParts {
 	m := func(f func(o overheadParts) float64) float64 {
-		return median(r.figure(func(x *gcRun) float64 { return f(x.Whole.Overhead) }))
+		return report.Median(r.figure(func(x *gcRun) float64 { return f(x.Whole.Overhead) }))
 	}
 	return overheadParts{
 		Records:     m(func(o overheadParts) float64 { return o.Records }),

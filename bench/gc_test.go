@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/zonefold/zonefold/engine"
+
+	"github.com/zonefold/zonefold/internal/report"
 )
 
 // tinyGCDevice is a device bench gc runs on in a moment: 46 data zones of
@@ -160,7 +162,7 @@ func TestGCRepeatGivesMediansAndRanges(t *testing.T) {
 			t.Fatalf("%s: %d runs; want 3", r.name(), len(r.Runs))
 		}
 		mbps := r.figure(func(x *gcRun) float64 { return x.HostMiBps })
-		if r.HostMiBps != median(mbps) || r.MiBpsMin > r.HostMiBps || r.MiBpsMax < r.HostMiBps {
+		if r.HostMiBps != report.Median(mbps) || r.MiBpsMin > r.HostMiBps || r.MiBpsMax < r.HostMiBps {
 			t.Errorf("%s: MiB/s %v [%v-%v] from runs %v", r.name(), r.HostMiBps, r.MiBpsMin, r.MiBpsMax, mbps)
 		}
 		for i, x := range r.Runs {
@@ -173,7 +175,7 @@ func TestGCRepeatGivesMediansAndRanges(t *testing.T) {
 	if got := *mru.MiBpsRatio; got != mru.HostMiBps/none.HostMiBps {
 		t.Errorf("mru/none MiB/s ratio %v; want the ratio of the medians %v", got, mru.HostMiBps/none.HostMiBps)
 	}
-	if m := median([]float64{3, 1, 2, 10}); m != 2.5 {
+	if m := report.Median([]float64{3, 1, 2, 10}); m != 2.5 {
 		t.Errorf("median of 1, 2, 3, 10 = %v", m)
 	}
 }

@@ -133,24 +133,9 @@ func jobBytes(text string) (int64, error) {
 // CPU seconds, per round.
 type kernelSide []float64
 
-func (s kernelSide) median() float64 {
-	if len(s) == 0 {
-		return 0
-	}
-	v := slices.Sorted(slices.Values(s))
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
-}
+func (s kernelSide) median() float64 { return report.Median(s) }
 
-func (s kernelSide) spread() float64 {
-	if len(s) == 0 || slices.Min(s) <= 0 {
-		return 0
-	}
-	return slices.Max(s) / slices.Min(s)
-}
+func (s kernelSide) spread() float64 { return report.Spread(s) }
 
 // kernelJobJSON is one row of bench kernel --json.
 // Rates are MiB/s (the project's one rate unit; fio's too), medians over

@@ -26,6 +26,8 @@ import (
 	"github.com/zonefold/zonefold/engine"
 	"github.com/zonefold/zonefold/pebblefs"
 	"github.com/zonefold/zonefold/zns"
+
+	"github.com/zonefold/zonefold/internal/report"
 )
 
 // bench lsm: a db_bench-like run of Pebble (github.com/cockroachdb/pebble/v2)
@@ -1224,12 +1226,12 @@ func summarizeLSM(device string, o LSMOptions, w lsmWork, configs []string, runs
 			flushes = append(flushes, float64(r.Overwrite.Flushes))
 			shared = append(shared, float64(r.Overwrite.Shared))
 		}
-		lc := lsmConfig{Config: c, FillOps: median(fill), OverOps: median(over), OverOpsMin: slices.Min(over), OverOpsMax: slices.Max(over),
-			PebbleWA: median(pwa), DeviceWAF: median(waf), TotalAmp: median(total), GCMB: median(gc), Resets: median(resets),
-			Live: median(live), PeakLive: peakLive, PeakPebble: peakPebble, Jobs: median(jobs), Syncs: median(syncs), Flushes: median(flushes), Shared: median(shared)}
+		lc := lsmConfig{Config: c, FillOps: report.Median(fill), OverOps: report.Median(over), OverOpsMin: slices.Min(over), OverOpsMax: slices.Max(over),
+			PebbleWA: report.Median(pwa), DeviceWAF: report.Median(waf), TotalAmp: report.Median(total), GCMB: report.Median(gc), Resets: report.Median(resets),
+			Live: report.Median(live), PeakLive: peakLive, PeakPebble: peakPebble, Jobs: report.Median(jobs), Syncs: report.Median(syncs), Flushes: report.Median(flushes), Shared: report.Median(shared)}
 		for i, p := range parts {
 			if len(p) > 0 {
-				lc.WAFParts[i] = median(p)
+				lc.WAFParts[i] = report.Median(p)
 			}
 		}
 		sum.Configs = append(sum.Configs, lc)

@@ -14,13 +14,14 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/zonefold/zonefold/engine"
 	"github.com/zonefold/zonefold/server"
 	"github.com/zonefold/zonefold/zns"
+
+	"github.com/zonefold/zonefold/internal/report"
 )
 
 // TargetZonefold is zonefold's row in bench peers; the others are the
@@ -603,12 +604,12 @@ func summarizePeers(sum *PeersSummary) {
 				continue
 			}
 			mbps, waf := runFigures(runs, func(x *PeerRun) float64 { return x.HostMiBps }), runFigures(runs, func(x *PeerRun) float64 { return x.WAF })
-			r.HostMiBps, r.MiBpsMin, r.MiBpsMax = medianOf(mbps), slices.Min(mbps), slices.Max(mbps)
-			r.WAF, r.WAFMin, r.WAFMax = medianOf(waf), slices.Min(waf), slices.Max(waf)
-			r.P99us = medianOf(runFigures(runs, func(x *PeerRun) float64 { return x.P99us }))
+			r.HostMiBps, r.MiBpsMin, r.MiBpsMax = report.Median(mbps), slices.Min(mbps), slices.Max(mbps)
+			r.WAF, r.WAFMin, r.WAFMax = report.Median(waf), slices.Min(waf), slices.Max(waf)
+			r.P99us = report.Median(runFigures(runs, func(x *PeerRun) float64 { return x.P99us }))
 			r.Capacity = runs[0].Capacity
-			r.GCBytes, r.GCZones = int64(medianOf(runFigures(runs, func(x *PeerRun) float64 { return float64(x.GCBytes) }))),
-				int64(medianOf(runFigures(runs, func(x *PeerRun) float64 { return float64(x.GCZones) })))
+			r.GCBytes, r.GCZones = int64(report.Median(runFigures(runs, func(x *PeerRun) float64 { return float64(x.GCBytes) }))),
+				int64(report.Median(runFigures(runs, func(x *PeerRun) float64 { return float64(x.GCZones) })))
 		}
 		zf := peerRowOf(pw.Rows, TargetZonefold)
 		if zf == nil || len(zf.done()) == 0 || zf.HostMiBps <= 0 || zf.WAF <= 0 {
@@ -631,17 +632,6 @@ func runFigures(runs []*PeerRun, f func(*PeerRun) float64) []float64 {
 		out[i] = f(r)
 	}
 	return out
-}
-
-// medianOf xs (not empty).
-func medianOf(xs []float64) float64 {
-	s := slices.Clone(xs)
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 func peerRowOf(rows []*PeerRow, target string) *PeerRow {

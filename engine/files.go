@@ -537,10 +537,17 @@ func (e *Engine) Rename(oldName, newName string) error {
 
 // List returns every file, by name.
 func (e *Engine) List() []FileInfo {
-	e.nsMu.RLock()
-	out := make([]FileInfo, 0, len(e.byName))
-	e.nsMu.RUnlock()
-	e.ListAfter("", func(fi FileInfo) bool { out = append(out, fi); return true })
+	var out []FileInfo
+	e.ListAfter("", func(fi FileInfo) bool {
+		if out == nil {
+			out = make([]FileInfo, 0, len(e.byName)) // nsMu is held: fn runs under it
+		}
+		out = append(out, fi)
+		return true
+	})
+	if out == nil {
+		out = []FileInfo{}
+	}
 	return out
 }
 

@@ -12,6 +12,8 @@ import (
 
 	"github.com/zonefold/zonefold/bench"
 	"github.com/zonefold/zonefold/engine"
+
+	"github.com/zonefold/zonefold/internal/report"
 )
 
 // TestReadVerifyCost measures what checking data checksums costs the read
@@ -91,9 +93,9 @@ func TestReadVerifyCost(t *testing.T) {
 		}
 		t.Logf("%s: %d header reads per checked round", c.name, sumReads/int64(rounds))
 		t.Logf("  MiB/s        checked %7.1f (%.1f..%.1f), unchecked %7.1f (%.1f..%.1f): ratio of medians %.3f",
-			median(rate[0]), slices.Min(rate[0]), slices.Max(rate[0]), median(rate[1]), slices.Min(rate[1]), slices.Max(rate[1]), median(rate[0])/median(rate[1]))
+			report.Median(rate[0]), slices.Min(rate[0]), slices.Max(rate[0]), report.Median(rate[1]), slices.Min(rate[1]), slices.Max(rate[1]), report.Median(rate[0])/report.Median(rate[1]))
 		t.Logf("  CPU us/MiB   checked %7.1f (%.1f..%.1f), unchecked %7.1f (%.1f..%.1f): ratio of medians %.3f",
-			median(cpu[0]), slices.Min(cpu[0]), slices.Max(cpu[0]), median(cpu[1]), slices.Min(cpu[1]), slices.Max(cpu[1]), median(cpu[0])/median(cpu[1]))
+			report.Median(cpu[0]), slices.Min(cpu[0]), slices.Max(cpu[0]), report.Median(cpu[1]), slices.Min(cpu[1]), slices.Max(cpu[1]), report.Median(cpu[0])/report.Median(cpu[1]))
 	}
 }
 
@@ -104,13 +106,4 @@ func cpuTime(t *testing.T) time.Duration {
 		t.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -15,6 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zonefold/zonefold/engine"
+
+	"github.com/zonefold/zonefold/internal/report"
 )
 
 // TestReadVsReadAtCost measures what a handle's Read (vfs.Copy's reads:
@@ -175,11 +177,11 @@ func TestReadVsReadAtCost(t *testing.T) {
 	t.Logf("%d rounds, %d MiB file, %d KiB chunks, engine cache %d MiB, kernel page cache dropped: %v", rounds, fileSize>>20, chunk>>10, cfg.CacheBytes>>20, !warm)
 	for k := 0; k < len(arms); k += 2 {
 		a, b := rate[k], rate[k+1]
-		t.Logf("  %-22s %7.1f MiB/s (%.1f..%.1f, spread %.2f), dev_read %d MiB/round", arms[k].name, median(a), slices.Min(a), slices.Max(a), slices.Max(a)/slices.Min(a), devRead[k]/int64(rounds)>>20)
-		t.Logf("  %-22s %7.1f MiB/s (%.1f..%.1f, spread %.2f), dev_read %d MiB/round", arms[k+1].name, median(b), slices.Min(b), slices.Max(b), slices.Max(b)/slices.Min(b), devRead[k+1]/int64(rounds)>>20)
-		t.Logf("  ratio of medians (first/second): %.3f", median(a)/median(b))
+		t.Logf("  %-22s %7.1f MiB/s (%.1f..%.1f, spread %.2f), dev_read %d MiB/round", arms[k].name, report.Median(a), slices.Min(a), slices.Max(a), slices.Max(a)/slices.Min(a), devRead[k]/int64(rounds)>>20)
+		t.Logf("  %-22s %7.1f MiB/s (%.1f..%.1f, spread %.2f), dev_read %d MiB/round", arms[k+1].name, report.Median(b), slices.Min(b), slices.Max(b), slices.Max(b)/slices.Min(b), devRead[k+1]/int64(rounds)>>20)
+		t.Logf("  ratio of medians (first/second): %.3f", report.Median(a)/report.Median(b))
 		a, b = cpu[k], cpu[k+1]
-		t.Logf("  CPU us/MiB: %.0f (%.0f..%.0f) vs %.0f (%.0f..%.0f): ratio of medians %.3f", median(a), slices.Min(a), slices.Max(a), median(b), slices.Min(b), slices.Max(b), median(a)/median(b))
+		t.Logf("  CPU us/MiB: %.0f (%.0f..%.0f) vs %.0f (%.0f..%.0f): ratio of medians %.3f", report.Median(a), slices.Min(a), slices.Max(a), report.Median(b), slices.Min(b), slices.Max(b), report.Median(a)/report.Median(b))
 	}
 }
 
@@ -190,13 +192,4 @@ func cpuTime(t *testing.T) time.Duration {
 		t.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

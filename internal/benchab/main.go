@@ -30,6 +30,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/zonefold/zonefold/internal/report"
 )
 
 // seedJobs are `make bench-fio`'s BENCH_FIO_RUNS: preset and scale.
@@ -60,25 +62,6 @@ func parseBenchFio(b []byte) (sample, error) {
 		return sample{*j.InProcessMB / mbPerMiB, *j.DaemonMB / mbPerMiB}, nil
 	}
 	return sample{}, errors.New("bench fio's JSON has neither in_process_mib_per_s nor in_process_mbps")
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
-// spread is max/min.
-func spread(xs []float64) float64 {
-	lo, hi := slices.Min(xs), slices.Max(xs)
-	if lo <= 0 {
-		return 0
-	}
-	return hi / lo
 }
 
 type options struct {
@@ -129,10 +112,10 @@ func run(ctx context.Context, out, progress io.Writer, o options) error {
 				ip = append(ip, s.inProcess)
 				dm = append(dm, s.daemon)
 			}
-			mi, md := median(ip), median(dm)
+			mi, md := report.Median(ip), report.Median(dm)
 			daemonMedians = append(daemonMedians, md)
 			fmt.Fprintf(out, "  %24s: in process %8.1f (spread %.2f)  fio+daemon %8.1f (spread %.2f)  ratio of medians %.2f\n",
-				d, mi, spread(ip), md, spread(dm), md/mi)
+				d, mi, report.Spread(ip), md, report.Spread(dm), md/mi)
 		}
 		if len(o.dirs) == 2 {
 			fmt.Fprintf(out, "  fio+daemon, B/A ratio of medians: %.2f\n", daemonMedians[1]/daemonMedians[0])

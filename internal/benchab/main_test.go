@@ -22,15 +22,3 @@ func TestParseBenchFio(t *testing.T) {
 		}
 	}
 }
-
-func TestMedianAndSpread(t *testing.T) {
-	if m := median([]float64{3, 1, 2}); m != 2 {
-		t.Errorf("median = %v", m)
-	}
-	if m := median([]float64{4, 1, 2, 3}); m != 2.5 {
-		t.Errorf("median = %v", m)
-	}
-	if s := spread([]float64{2, 3, 4}); s != 2 {
-		t.Errorf("spread = %v", s)
-	}
-}

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -103,4 +104,27 @@ func MiBps(bytes int64, d time.Duration) float64 {
 		return 0
 	}
 	return float64(bytes) / (1 << 20) / d.Seconds()
+}
+
+// Median of xs (not reordered); 0 for none. Every benchmark's ratio is
+// one of medians, so that a round the machine disturbed moves it least.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// Spread of xs is max/min, printed beside every median: how far the
+// rounds swung. 0 for none, or when the least is not positive.
+func Spread(xs []float64) float64 {
+	if len(xs) == 0 || slices.Min(xs) <= 0 {
+		return 0
+	}
+	return slices.Max(xs) / slices.Min(xs)
 }

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -39,5 +40,30 @@ func TestWriteJSONDoesNotEscape(t *testing.T) {
 	}
 	if want := "{\n  \"device\": \"emu:/x?zone_size=1M&zones=8\"\n}\n"; b.String() != want {
 		t.Fatalf("WriteJSON = %q, want %q", b.String(), want)
+	}
+}
+
+func TestMedianAndSpread(t *testing.T) {
+	for _, c := range []struct {
+		xs             []float64
+		median, spread float64
+	}{
+		{nil, 0, 0},
+		{[]float64{3}, 3, 1},
+		{[]float64{4, 1}, 2.5, 4},
+		{[]float64{5, 1, 3}, 3, 5},
+		{[]float64{9, 2, 4, 3}, 3.5, 4.5},
+		{[]float64{0, 2}, 1, 0},
+	} {
+		in := slices.Clone(c.xs)
+		if got := Median(c.xs); got != c.median {
+			t.Errorf("Median(%v) = %v, want %v", c.xs, got, c.median)
+		}
+		if got := Spread(c.xs); got != c.spread {
+			t.Errorf("Spread(%v) = %v, want %v", c.xs, got, c.spread)
+		}
+		if !slices.Equal(in, c.xs) {
+			t.Errorf("Median reordered its input: %v, was %v", c.xs, in)
+		}
 	}
 }
