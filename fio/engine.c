@@ -1148,8 +1148,8 @@ static int zf_fallocate_layout(struct thread_data *td)
  * (not fill_device, whose layout is its own; create_on_open=1 lays
  * nothing out). On ext4 a 1 MiB file and --rw=write --offset=2m
  * --size=2m leave 4 MiB whose first MiB is zeros, whatever fallocate=
- * says. The daemon's file is truncated to 0 rather than removed: its
- * handles (fio's own jobs') keep its name.
+ * says. zf_lay_out_anew removes the name as an unlink does and
+ * creates it anew.
  */
 static int zf_layout_unlinks(struct thread_data *td)
 {
@@ -1241,6 +1241,41 @@ static int zf_remove(struct zf_data *zd, const char *name)
 }
 
 /*
+ * zf_lay_out_anew gives f's name a new, empty file, as fio's extend_file
+ * unlinks a regular file shorter than the job's range before it lays it
+ * out ("layout unlink"): it closes *h, removes the name as an unlink
+ * does (a plain remove: handles that have the old file open, another
+ * fio process's or any other client's, keep reading and writing it,
+ * data and all, until they close it, as open descriptors keep an
+ * unlinked file on a kernel file system) and creates the name again,
+ * *h its handle. Cutting the file to 0 in place, or writing the layout
+ * over it, took those clients' acknowledged writes from under their
+ * handles (a second fio process's layout failed the first's
+ * verify_backlog reads, of blocks it had just written through its open
+ * file, with "bad magic header 0"). Returns 0 or -errno (*h then 0).
+ */
+static int zf_lay_out_anew(struct zf_data *zd, struct fio_file *f, uint32_t *h)
+{
+	int err;
+
+	sync_call(zd, ZF_OP_CLOSE, 0, *h, 0, NULL);
+	*h = 0;
+	if ((err = sync_call(zd, ZF_OP_REMOVE, 0, 0, 0, f->file_name)) < 0 && err != -ENOENT) {
+		log_err("zonefold: remove %s to lay it out anew: %s\n", f->file_name, strerror(-err));
+		return err;
+	}
+	if ((err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE | ZF_OPEN_DEFER_SYNC, 0, 0,
+			     f->file_name)) == -EINVAL)
+		err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE, 0, 0, f->file_name);
+	if (err < 0) {
+		log_err("zonefold: create %s to lay it out anew: %s\n", f->file_name, strerror(-err));
+		return err;
+	}
+	*h = (uint32_t) zd->sync_val;
+	return 0;
+}
+
+/*
  * prepopulate_file lays a file out as fio lays out a regular file that
  * is shorter than the job's range [file_offset, file_offset + io_size)
  * (fio's extend_file): create it, grow it to the range's end, fsync it
@@ -1269,9 +1304,12 @@ static int zf_remove(struct zf_data *zd, const char *name)
  *    the file is grown to the range's end, not fsynced, as fio's
  *    fallocate_file sizes a regular file.
  *  - a job that writes without overwrite=1 or file_append=1 (and
- *    fill_device=1 in a job that reads): a shorter file is first cut to
- *    nothing, as fio unlinks it (zf_layout_unlinks), whatever fallocate=
- *    says.
+ *    fill_device=1 in a job that reads), or has a data layout: a
+ *    shorter file is first replaced by an empty one, as fio unlinks it
+ *    (zf_layout_unlinks, whatever fallocate= says; zf_lay_out_anew:
+ *    clients that have the old file open keep it). With
+ *    allow_file_create=0 the name cannot be created again: the file is
+ *    cut to nothing in place (a data layout writes over it).
  *
  * Like fio's extend_file, it refuses with --readonly (and changes
  * nothing: the job then fails at open or at its first read past the
@@ -1352,13 +1390,19 @@ static int zf_prepopulate_file(struct thread_data *td, struct fio_file *f)
 		log_err("zonefold: refusing extend of %s from %llu to %llu bytes due to read-only "
 			"(--readonly)\n", f->file_name, (unsigned long long) size,
 			(unsigned long long) end);
-	} else if (size < end && anew && size &&
-		   (err = sync_call(zd, ZF_OP_TRUNCATE, 0, h, 0, NULL)) < 0) {
+	} else if (size < end && (anew || layout) && size && create &&
+		   (err = zf_lay_out_anew(zd, f, &h)) < 0) {
 		/*
-		 * fio lays the file out anew (unlink, O_TRUNC for fill_device;
-		 * zf_layout_unlinks): on a full device, overwriting its blocks
-		 * in place would find no room.
+		 * fio lays the file out anew (extend_file's "layout unlink",
+		 * for zf_layout_unlinks, fill_device and a data layout): on a
+		 * full device, overwriting its blocks in place would find no
+		 * room, and other clients that have the file open keep it.
 		 */
+		td_verror(td, -err, "zonefold lay out");
+		goto out;
+	} else if (size < end && anew && size && !create &&
+		   (err = sync_call(zd, ZF_OP_TRUNCATE, 0, h, 0, NULL)) < 0) {
+		/* allow_file_create=0: the name cannot be created again. */
 		log_err("zonefold: truncate %s to lay it out: %s\n", f->file_name, strerror(-err));
 		td_verror(td, -err, "zonefold lay out");
 	} else if (size < end && layout && (err = zf_write_layout(td, zd, f, h, end, &done)) < 0) {
