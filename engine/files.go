@@ -2051,7 +2051,7 @@ func (e *Engine) spaceReport() string {
 // the retry lands, so until the flush ends any of its bytes may need
 // room a second time, and admission can keep that room only before the
 // failure. So a write refused while a flush is in flight may fit once
-// it has ended (TestH38dInFlightWritebackCountsTwice, skipped); counted
+// it has ended (TestH38dInFlightFlushKeepsItsRetryRoom); counted
 // once, a write admitted into that room left a failed flush's retry
 // with ENOSPC (TestH38dFailedFlushFindsRoomForItsRewrite). Counting
 // them once needs a failed flush to leave dirty only what did not land.
