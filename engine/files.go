@@ -2049,6 +2049,19 @@ func (e *Engine) spaceReport() string {
 // a header block for each file, and one for each further MaxRecordExtents
 // extents or record's worth of data, and for each zone the data splits
 // across; and each zone that may be open at once may end in a pad.
+//
+// The records of a flush in flight count twice: placed, their room has
+// left placer.space, and their bytes stay in cache.DirtyBytes until the
+// flush ends (EndWriteback). That is the room their retry takes if the
+// flush fails: a failed flush leaves every byte it carried dirty, those
+// whose records landed too, and those landed copies stay valid until
+// the retry lands, so until the flush ends any of its bytes may need
+// room a second time, and admission can keep that room only before the
+// failure. So a write refused while a flush is in flight may fit once
+// it has ended (TestH38dInFlightFlushKeepsItsRetryRoom); counted
+// once, a write admitted into that room left a failed flush's retry
+// with ENOSPC (TestH38dFailedFlushFindsRoomForItsRewrite). Counting
+// them once needs a failed flush to leave dirty only what did not land.
 func (e *Engine) roomFor(n int64) bool {
 	need := e.cache.DirtyBytes() + e.admitted.Load() + n
 	perHeader := min(e.maxRecordData()/BlockSize, MaxRecordExtents)
