@@ -169,7 +169,14 @@ type access struct {
 	// prefetch: a Prefetch, which copies nothing out and never waits
 	// (see Prefetch).
 	prefetch bool
+	// fill, if past end, is how far a miss at a whole-folio gap may
+	// read (ReadAhead): the folio it makes is sized as if the access
+	// ran to fill; only [off, end) is copied out.
+	fill int64
 }
+
+// fillEnd is where a miss of the access may read up to: fill, or end.
+func (a *access) fillEnd() int64 { return max(a.end, a.fill) }
 
 // preRead is a Read's miss read through Backing without the file's lock.
 // Reading a miss under the lock held every other read of the file,
@@ -258,6 +265,15 @@ func (c *Cache) run(ctx context.Context, a *access, pos int64, progress func(n i
 		if pr := &a.pre; pr.state == preWant {
 			// readLocked stopped at a miss to read it without the lock.
 			if err := readBackingAt(a.b, fs.id, pr.off, c.scratchMem(pr)); err != nil {
+				if a.fill > a.end && pr.end > pageUp(a.end) {
+					// A fill past the access (ReadAhead) failed: the
+					// bytes it was asked for may read, as they would
+					// have without it (a readahead's error is the
+					// reader's only where it reads): again, without it.
+					c.dropScratch(pr)
+					a.fill = 0
+					continue
+				}
 				return int(pos - a.off), err
 			}
 			pr.state = preHave
@@ -364,10 +380,23 @@ func (c *Cache) unstall(ctx context.Context, st stall, res *reserve) error {
 // uptodate, otherwise through b into the cache (new folios sized like
 // writes') and then out. The cache does not know EOF: the caller clamps.
 func (c *Cache) Read(ctx context.Context, file File, off int64, p []byte, b Backing) (int, error) {
+	return c.ReadAhead(ctx, file, off, p, 0, b)
+}
+
+// ReadAhead is Read for a sequential reader: a miss at a place where no
+// folio is (the whole folio's worth missing) reads, in one Backing read,
+// the folio it would make if the read ran to fill (at most the largest
+// folio, naturally aligned, and short of the next folio), rather than
+// one sized by p alone, as the kernel's synchronous readahead reads a
+// window at a sequential reader's miss, not just the page asked for.
+// A sequential reader of small requests then costs one device read per
+// folio, not one per request. Only p is copied out; the caller clamps
+// fill at EOF, as Prefetch's range. fill at or below off+len(p) is Read.
+func (c *Cache) ReadAhead(ctx context.Context, file File, off int64, p []byte, fill int64, b Backing) (int, error) {
 	if err := checkIO(off, len(p)); err != nil || len(p) == 0 {
 		return 0, err
 	}
-	a := access{fs: file.fs, off: off, end: off + int64(len(p)), p: p, b: b}
+	a := access{fs: file.fs, off: off, end: off + int64(len(p)), p: p, b: b, fill: fill}
 	pos := off
 	if fs := file.fs; fs != nil {
 		fs.mu.RLock()
@@ -616,9 +645,10 @@ func (c *Cache) gapMiss(fs *fileState, pos int64, a *access, res *reserve) (*fol
 			limit = ck.nextStart(i)
 		}
 		start := pos &^ (pageSize - 1)
-		order := orderFor(start, min(pageUp(a.end), limit), c.maxOrder)
+		fill := a.fillEnd()
+		order := orderFor(start, min(pageUp(fill), limit), c.maxOrder)
 		end := start + int64(pageSize)<<order
-		if b0, b1 := c.blocks(int(pos-start), int(min(a.end, end)-start)); b0 != 0 || b1 != c.bpp<<order {
+		if b0, b1 := c.blocks(int(pos-start), int(min(fill, end)-start)); b0 != 0 || b1 != c.bpp<<order {
 			return nil, 0, noStall, gapNone
 		}
 		pr := &a.pre

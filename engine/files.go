@@ -686,6 +686,7 @@ func (h *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 	var n int
 	var err error
 	var cf cache.File
+	var fill int64
 	for try := 0; ; try++ {
 		seq := h.f.shrinking.Load()
 		size := h.Size()
@@ -700,9 +701,12 @@ func (h *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 			if cf, err = h.e.cacheFile(h.f); err != nil {
 				break
 			}
-			h.readAhead(off, int64(len(want)), size)
+			fill = h.readAhead(off, int64(len(want)), size)
 		}
-		n, err = h.e.cache.Read(ctx, cf, off, want, h.e)
+		// A miss may fill past want, up to fill (within the size as the
+		// first try saw it; bytes a shrink cuts meanwhile are dropped
+		// as readahead's are).
+		n, err = h.e.cache.ReadAhead(ctx, cf, off, want, fill, h.e)
 		// A shrink that ran meanwhile drops what the cache holds past
 		// the new end (an acknowledged overwrite, dirty) before it
 		// cuts the extent map: a miss in between reads the bytes they

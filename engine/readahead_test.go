@@ -26,24 +26,24 @@ func TestReadaheadWindows(t *testing.T) {
 		{"a stream from 0 grows its windows", 64 * M, []step{
 			{off: 0, n: 128 * K, start: 128 * K, end: 640 * K},                    // 4x the read
 			{off: 128 * K, n: 128 * K},                                            // one window at a time
-			{off: 256 * K, n: 128 * K, done: true, start: 640 * K, end: 1664 * K}, // 1 MiB
+			{off: 256 * K, n: 128 * K, done: true, start: 640 * K, end: 1536 * K}, // 1 MiB, cut at its parts' (256 KiB) boundary
 			{off: 384 * K, n: 128 * K, done: true},                                // more than half a window ahead
-			{off: 1280 * K, n: 128 * K, start: 1664 * K, end: 3712 * K},           // 2 MiB, the cap
+			{off: 1280 * K, n: 128 * K, start: 1536 * K, end: 3584 * K},           // 2 MiB, the cap, aligned now
 			{off: 1408 * K, n: 128 * K, done: true},
-			{off: 3 * M, n: 128 * K, start: 3712 * K, end: 5760 * K}, // stays 2 MiB
+			{off: 3 * M, n: 128 * K, start: 3584 * K, end: 5632 * K}, // stays 2 MiB
 		}},
 		{"random reads start nothing", 64 * M, []step{
 			{off: 4 * M, n: 4 * K}, {off: 1 * M, n: 4 * K}, {off: 7 * M, n: 4 * K}, {off: 2 * M, n: 4 * K},
 		}},
 		{"a read where the last ended starts a stream", 64 * M, []step{
-			{off: 4 * M, n: 4 * K}, {off: 4*M + 4*K, n: 4 * K, start: 4*M + 8*K, end: 4*M + 136*K},
+			{off: 4 * M, n: 4 * K}, {off: 4*M + 4*K, n: 4 * K, start: 4*M + 8*K, end: 4*M + 128*K}, // to a 128 KiB boundary
 		}},
 		{"reads a little out of order stay in the stream", 64 * M, []step{
 			{off: 0, n: 128 * K, start: 128 * K, end: 640 * K},
-			{off: 384 * K, n: 128 * K, done: true, start: 640 * K, end: 1664 * K},
+			{off: 384 * K, n: 128 * K, done: true, start: 640 * K, end: 1536 * K},
 			{off: 256 * K, n: 128 * K},
 			{off: 128 * K, n: 128 * K, done: true},
-			{off: 640 * K, n: 128 * K, start: 1664 * K, end: 3712 * K},
+			{off: 640 * K, n: 128 * K, start: 1536 * K, end: 3584 * K},
 		}},
 		{"a jump ends the stream", 64 * M, []step{
 			{off: 0, n: 128 * K, start: 128 * K, end: 640 * K},
@@ -64,7 +64,7 @@ func TestReadaheadWindows(t *testing.T) {
 						r.done(false, 0)
 					}
 				}
-				start, end, _, _ := r.advance(s.off, s.n, tc.size, 2*M)
+				start, end, _, _, _ := r.advance(s.off, s.n, tc.size, 2*M)
 				if end <= start {
 					start, end = 0, 0
 				}
@@ -76,44 +76,55 @@ func TestReadaheadWindows(t *testing.T) {
 	}
 	t.Run("a window is read in parts, the next asked for after the last", func(t *testing.T) {
 		for _, c := range []struct {
-			start, end, part int64
-			parts            int
+			start, end, window, part int64
+			parts                    int
 		}{
-			{128 * K, 640 * K, 128 * K, 4}, // the least part
-			{1664 * K, 3712 * K, 512 * K, 4},
-			{128 * K, 300 * K, 128 * K, 2},
-			{5 * K, 5*K + 8*M + 1, 2*M + 4*K, 4}, // whole blocks
+			{128 * K, 640 * K, 512 * K, 128 * K, 4}, // the least part
+			{1536 * K, 3584 * K, 2 * M, 512 * K, 4},
+			{1664 * K, 3584 * K, 2 * M, 512 * K, 4}, // the first part short, to the boundary
+			{128 * K, 300 * K, 512 * K, 128 * K, 2}, // the last ends at the file's size
+			{5 * K, 5*K + 8*M + 1, 8 * M, 2 * M, 5}, // cut at multiples of the part
+			{0, 3 * M, 3 * M, 512 * K, 6},           // a power of two at most a quarter
 		} {
-			part, parts := splitWindow(c.start, c.end)
+			part := windowPart(c.window)
+			parts := windowParts(c.start, c.end, part)
 			if part != c.part || parts != c.parts {
 				t.Fatalf("[%d, %d): %d parts of %d, want %d of %d", c.start, c.end, parts, part, c.parts, c.part)
 			}
-			if int64(parts-1)*part >= c.end-c.start || int64(parts)*part < c.end-c.start {
-				t.Fatalf("[%d, %d): %d parts of %d do not cover it exactly", c.start, c.end, parts, part)
+			at := c.start
+			for i := range parts {
+				ps, pe := windowPartAt(c.start, c.end, part, i)
+				if ps != at || pe <= ps || pe-ps > part || (i < parts-1 && pe%part != 0) {
+					t.Fatalf("[%d, %d): part %d is [%d, %d) after %d", c.start, c.end, i, ps, pe, at)
+				}
+				at = pe
+			}
+			if at != c.end {
+				t.Fatalf("[%d, %d): parts end at %d", c.start, c.end, at)
 			}
 		}
 		var r readahead
-		_, _, _, parts := r.advance(0, 128*K, 64*M, 2*M)
+		_, _, _, parts, _ := r.advance(0, 128*K, 64*M, 2*M)
 		if parts != 4 {
 			t.Fatalf("the first window (512 KiB) in %d parts, want 4", parts)
 		}
 		for i := range parts {
-			if s, e, _, _ := r.advance(128*K*int64(i+1), 128*K, 64*M, 2*M); e > s {
+			if s, e, _, _, _ := r.advance(128*K*int64(i+1), 128*K, 64*M, 2*M); e > s {
 				t.Fatalf("a window [%d, %d) asked for with %d of %d parts still in flight", s, e, parts-i, parts)
 			}
 			r.done(false, 0)
 		}
-		if s, e, _, _ := r.advance(640*K, 128*K, 64*M, 2*M); e <= s {
+		if s, e, _, _, _ := r.advance(640*K, 128*K, 64*M, 2*M); e <= s {
 			t.Fatal("no window asked for once every part ended")
 		}
 	})
 	t.Run("a window dropped is asked for again", func(t *testing.T) {
 		var r readahead
-		start, end, part, parts := r.advance(0, 128*K, 64*M, 2*M)
+		start, end, part, parts, _ := r.advance(0, 128*K, 64*M, 2*M)
 		for i := range parts {
 			r.done(true, start+int64(i)*part)
 		}
-		s2, e2, _, _ := r.advance(128*K, 128*K, 64*M, 2*M)
+		s2, e2, _, _, _ := r.advance(128*K, 128*K, 64*M, 2*M)
 		if s2 != 256*K || e2 <= s2 {
 			t.Fatalf("after [%d, %d) was dropped the next read asked for [%d, %d), want from %d", start, end, s2, e2, 256*K)
 		}
