@@ -401,9 +401,25 @@ func (c *Client) Submit(reqs []Request) error {
 		reqs[i].Encode(b[i*RequestSize:])
 	}
 	if _, err := c.uc.Write(b); err != nil {
-		return fmt.Errorf("zonefold: send: %w", err)
+		return c.sendError("send", err)
 	}
 	return nil
+}
+
+// sendError is the error of a send (what) to the daemon that failed
+// with err: a daemon that closed its end (it stopped, or was killed: a
+// send then fails with EPIPE, or ECONNRESET with requests of ours
+// unread) says so as a read of the end does, wrapping
+// io.ErrUnexpectedEOF; a client being closed says that
+// (TestH38bCallAfterDaemonKilledSaysItClosed).
+func (c *Client) sendError(what string, err error) error {
+	switch {
+	case c.closed.Load():
+		return fmt.Errorf("zonefold: %s: %w", what, os.ErrClosed)
+	case errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET):
+		return fmt.Errorf("zonefold: daemon closed the connection: %w", io.ErrUnexpectedEOF)
+	}
+	return fmt.Errorf("zonefold: %s: %w", what, err)
 }
 
 // wakeDaemon rings the doorbell if the daemon sleeps, after the
@@ -423,7 +439,7 @@ func (c *Client) wakeDaemon(r *clientRing) error {
 func (c *Client) doorbell() error {
 	err := unix.Sendto(c.fd, doorbellMsg[:], unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, nil)
 	if err != nil && !errors.Is(err, unix.EAGAIN) {
-		return fmt.Errorf("zonefold: wake the daemon: %w", err)
+		return c.sendError("wake the daemon", err)
 	}
 	return nil
 }

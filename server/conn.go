@@ -120,8 +120,11 @@ type conn struct {
 	handles handleTable
 	// temps are the temporaries (TempPrefix) this connection created,
 	// by name, with their files' IDs: removed when it ends (endTemps).
-	tempsMu sync.Mutex
-	temps   map[string]uint64
+	// The list is kept near what is still there (forgetTemp,
+	// pruneTemps, at tempsPruneAt names).
+	tempsMu      sync.Mutex
+	temps        map[string]uint64
+	tempsPruneAt int
 
 	rbuf []byte // a batch of requests
 	// doorbellRead is recvDoorbell as a func value, made once (a method

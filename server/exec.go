@@ -85,14 +85,19 @@ func (c *conn) exec(sl *slot) {
 		if q.Flags&RemoveUnused != 0 {
 			remove = e.RemoveUnused
 		}
-		r.Status = c.status(remove(c.name(q.Addr, q.Len)))
+		name := c.name(q.Addr, q.Len)
+		if r.Status = c.status(remove(name)); r.Status == StatusOK {
+			c.forgetTemp(name)
+		}
 	case OpRename:
 		old, to := c.name(q.Addr, q.Len), c.name(q.Addr+uint64(q.Len), q.Len2)
 		if isTemporary(to) {
 			r.Status = StatusReserved
 			return
 		}
-		r.Status = c.status(e.Rename(old, to))
+		if r.Status = c.status(e.Rename(old, to)); r.Status == StatusOK {
+			c.forgetTemp(old)
+		}
 	case OpStat:
 		fi, err := e.Stat(c.name(q.Addr, q.Len))
 		r.Status = c.status(err)
@@ -194,7 +199,11 @@ func (c *conn) open(q *Request, r *Reply) {
 			c.temps = map[string]uint64{}
 		}
 		c.temps[name] = f.Stat().ID
+		prune := len(c.temps) >= max(c.tempsPruneAt, minTempsPrune)
 		c.tempsMu.Unlock()
+		if prune {
+			c.pruneTemps()
+		}
 	}
 	c.setHandle(id, f)
 	r.Val, r.Val2 = uint64(id), uint64(f.Size())
@@ -352,6 +361,55 @@ func (c *conn) endTemps() {
 		}
 		removeTemporary(c.log, c.s.e.RemoveDeferred, fi, "of a connection that ended")
 	}
+}
+
+// minTempsPrune is the fewest temporaries a connection lists before
+// pruneTemps looks for the ones gone from their names.
+const minTempsPrune = 64
+
+// forgetTemp drops name from the connection's temporaries once it
+// renamed or removed the file there: nothing of its own is left at
+// that name to remove when it ends. A client that lives for days and
+// puts its files through temporaries listed one name per file for its
+// whole life (TestH38bTemporariesListStaysBounded).
+func (c *conn) forgetTemp(name string) {
+	if !isTemporary(name) {
+		return
+	}
+	c.tempsMu.Lock()
+	delete(c.temps, name)
+	c.tempsMu.Unlock()
+}
+
+// pruneTemps drops the temporaries whose names no longer hold the files
+// this connection created there (another connection renamed or removed
+// them), and lets the list grow to twice what is left before the next
+// pruning: the list stays within twice the temporaries still there (at
+// least minTempsPrune), for a stat per temporary created, amortized.
+// The stats run without tempsMu, a leaf lock.
+func (c *conn) pruneTemps() {
+	c.tempsMu.Lock()
+	names := make([]string, 0, len(c.temps))
+	ids := make([]uint64, 0, len(c.temps))
+	for name, id := range c.temps {
+		names = append(names, name)
+		ids = append(ids, id)
+	}
+	c.tempsMu.Unlock()
+	var gone []int
+	for i, name := range names {
+		if fi, err := c.s.e.Stat(name); err != nil || fi.ID != ids[i] {
+			gone = append(gone, i)
+		}
+	}
+	c.tempsMu.Lock()
+	for _, i := range gone {
+		if id, ok := c.temps[names[i]]; ok && id == ids[i] {
+			delete(c.temps, names[i])
+		}
+	}
+	c.tempsPruneAt = 2 * len(c.temps)
+	c.tempsMu.Unlock()
 }
 
 // closeHandles closes every handle; no request is running.

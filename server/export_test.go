@@ -109,3 +109,9 @@ func RingRepliesPublished(c *Client) uint32 {
 
 // AwaitProgress is awaitProgress, for the external tests.
 var AwaitProgress = awaitProgress
+
+// RingDaemonSleeps says whether the daemon has said, on c's rings, that
+// its reader sleeps: c's next submission rings the doorbell.
+func RingDaemonSleeps(c *Client) bool {
+	return atomic.LoadUint32(c.ring.sqFlags)&SQNeedWakeup != 0
+}
