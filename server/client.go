@@ -26,16 +26,38 @@ const ctlBytes = 64 << 10
 //
 // It has two levels. Submit and Recv send a batch of requests and
 // receive a batch of replies without allocating; the caller places data
-// in Data() and matches replies by tag, and must use them from one
-// goroutine at a time. The other methods are synchronous calls built on
-// them; they are safe for concurrent use (they take turns) but must not
-// be mixed with requests of the caller's own that are still unanswered.
+// in Data() and matches replies by tag. They are for one goroutine at a
+// time: a Submit or Recv while another goroutine is in Submit or Recv
+// (a receiver goroutine waiting while another submits, say) is refused
+// with an error that says so, and so is a synchronous call meanwhile.
+// The other methods are synchronous calls built on them; they are safe
+// for concurrent use (they take turns) but must not be mixed with
+// requests of the caller's own that are still unanswered (their replies
+// would come to the synchronous call, which fails on their tags).
+//
+// Close may be called from any goroutine, at any time, more than once;
+// it ends a call in progress (either level) with an error wrapping
+// fs.ErrClosed, and every call after it returns such an error. Data
+// returns nil once Close has begun, and a slice Data returned before
+// must not be used after Close: the region is unmapped.
+//
+// Handles are numbers in this connection's session, as file
+// descriptors are in a process: a handle used on another Client, or
+// after CloseFile, names whatever file that session has (or next opens)
+// under that number, or none (StatusBadHandle, EBADF).
 //
 // Dial speaks protocol version 2 (requests and replies in shared-memory
 // rings); DialSocketFraming speaks version 1 (both as socket messages).
 // The API is the same.
 type Client struct {
-	mu     sync.Mutex
+	mu sync.Mutex
+	// batch is held by Submit and Recv while they run (taken with
+	// TryLock: a second goroutine is refused, not queued), and by Close
+	// while it closes the socket and unmaps the region, which Submit and
+	// Recv use without mu. Close shuts the socket down first, which ends
+	// a Recv's wait, so it never waits for the daemon here. Taken after
+	// mu by the synchronous calls (in Submit and Recv) and by Close.
+	batch  sync.Mutex
 	uc     *net.UnixConn
 	fd     int    // uc's descriptor, for doorbells that must not wait
 	mapped []byte // the whole shared region
@@ -348,6 +370,11 @@ func (c *Client) Close() error {
 	c.sock.CloseWrite()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// A Submit or Recv of the batch level, which does not take mu, may
+	// still run in another goroutine: the shutdown ended its wait; let it
+	// return before the region goes (it faulted on the unmapped ring).
+	c.batch.Lock()
+	defer c.batch.Unlock()
 	if c.uc == nil {
 		return nil
 	}
@@ -357,10 +384,35 @@ func (c *Client) Close() error {
 	}
 	if c.mapped != nil {
 		unix.Munmap(c.mapped)
-		c.mapped, c.region = nil, nil
+		c.mapped = nil
+		// c.region is left as it is, for Data, which reads it without
+		// a lock: Data and the calls look at closed and uc first.
 	}
 	c.uc = nil
 	return err
+}
+
+// errClosed is the error of a call on a closed client.
+var errClosed = fmt.Errorf("zonefold: client: %w", os.ErrClosed)
+
+// errBatchBusy refuses a Submit or Recv while another goroutine is in
+// one (see Client).
+var errBatchBusy = errors.New("zonefold: Submit or Recv while another goroutine is in Submit or Recv on this Client: the batch level is for one goroutine at a time, and a synchronous call must not overlap it")
+
+// enterBatch takes batch for a Submit or Recv, refusing the call on a
+// closed client or while another goroutine holds it.
+func (c *Client) enterBatch() error {
+	if !c.batch.TryLock() {
+		if c.closed.Load() {
+			return errClosed // Close holds it
+		}
+		return errBatchBusy
+	}
+	if c.closed.Load() || c.uc == nil {
+		c.batch.Unlock()
+		return errClosed
+	}
+	return nil
 }
 
 // Limits is what the daemon granted. MaxInflight is the most requests
@@ -369,8 +421,18 @@ func (c *Client) Close() error {
 func (c *Client) Limits() HelloReply { return c.info }
 
 // Data is the part of the shared region for I/O data: a request's Addr
-// is an offset into it.
-func (c *Client) Data() []byte { return c.region[:len(c.region)-ctlBytes] }
+// is an offset into it. It is nil once Close has begun; a slice it
+// returned before must not be used after Close (the region is unmapped).
+func (c *Client) Data() []byte {
+	if c.closed.Load() {
+		return nil
+	}
+	return c.data()
+}
+
+// data is Data for the synchronous calls (mu held, usable): Close, which
+// has begun (Data is nil), waits for them before it unmaps the region.
+func (c *Client) data() []byte { return c.region[:len(c.region)-ctlBytes] }
 
 // ctl is the part of the region the synchronous calls use.
 func (c *Client) ctl() (uint64, []byte) {
@@ -380,6 +442,10 @@ func (c *Client) ctl() (uint64, []byte) {
 
 // Submit sends reqs (at most MaxBatch) as one batch.
 func (c *Client) Submit(reqs []Request) error {
+	if err := c.enterBatch(); err != nil {
+		return err
+	}
+	defer c.batch.Unlock()
 	if len(reqs) == 0 || len(reqs) > MaxBatch {
 		return fmt.Errorf("zonefold: batch of %d requests (1..%d)", len(reqs), MaxBatch)
 	}
@@ -431,6 +497,10 @@ func (c *Client) doorbell() error {
 // Recv waits for the next batch of replies and decodes it into reps,
 // which must have room for MaxBatch.
 func (c *Client) Recv(reps []Reply) (int, error) {
+	if err := c.enterBatch(); err != nil {
+		return 0, err
+	}
+	defer c.batch.Unlock()
 	if r := c.ring; r != nil {
 		return c.recvRing(r, reps)
 	}
@@ -677,7 +747,7 @@ func (c *Client) closeOrphans() error {
 // unmapped, and a call that placed a name or data there faulted.
 func (c *Client) usable() error {
 	if c.uc == nil {
-		return fmt.Errorf("zonefold: client: %w", os.ErrClosed)
+		return errClosed
 	}
 	return nil
 }
@@ -922,7 +992,7 @@ func (c *Client) Stats(ctx context.Context) (engine.Stats, error) {
 // chunking splits transfers through Data into pieces that fit the
 // region several at a time, so that one batch carries a few of them.
 func (c *Client) chunking() (chunk, depth int) {
-	data := len(c.Data())
+	data := len(c.data())
 	chunk = min(data, 1<<20, int(c.info.MaxIO))
 	depth = min(data/chunk, MaxBatch, int(c.info.MaxInflight))
 	return chunk, depth
@@ -947,7 +1017,7 @@ func (c *Client) transfer(ctx context.Context, op Op, h uint32, p []byte, off in
 		return 0, err
 	}
 	chunk, depth := c.chunking()
-	data := c.Data()
+	data := c.data()
 	done := 0
 	for done < len(p) {
 		// Each batch: a batch cut short leaves its requests with the
