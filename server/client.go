@@ -203,13 +203,13 @@ func (c *Client) hello(ctx context.Context, size uint64, version uint16) error {
 	h := Hello{Magic: Magic, Version: version, Region: size}
 	h.Encode(hb[:])
 	if _, err := c.uc.Write(hb[:helloSize(version)]); err != nil {
-		return fmt.Errorf("zonefold: send hello: %w", err)
+		return fmt.Errorf("zonefold: send hello: %w", c.cutShort(err))
 	}
 	var rb [HelloReplyV2Size + 1]byte
 	oob := make([]byte, unix.CmsgSpace(4))
 	n, oobn, flags, _, err := c.uc.ReadMsgUnix(rb[:], oob)
 	if err != nil {
-		return fmt.Errorf("zonefold: read hello reply: %w", err)
+		return fmt.Errorf("zonefold: read hello reply: %w", c.cutShort(err))
 	}
 	var fd = -1
 	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
@@ -332,6 +332,34 @@ func (c *Client) watch(ctx context.Context) func() {
 		c.canceled.Store(0)
 		c.setDeadline(time.Time{})
 	}
+}
+
+// deadlineError ends a call whose context's deadline passed: it is
+// context.DeadlineExceeded, which a caller of a call that takes a
+// context looks for (as a canceled call's error is context.Canceled),
+// and os.ErrDeadlineExceeded, which the socket reports and this client
+// returned alone before (errors.Is(err, context.DeadlineExceeded) was
+// false).
+type deadlineError struct{}
+
+func (deadlineError) Error() string   { return "context deadline exceeded" }
+func (deadlineError) Timeout() bool   { return true }
+func (deadlineError) Temporary() bool { return true }
+func (deadlineError) Is(target error) bool {
+	return target == context.DeadlineExceeded || target == os.ErrDeadlineExceeded
+}
+
+// cutShort says why a socket operation that watch's deadline ended
+// failed: the context was canceled (watch set a deadline of now) or
+// its deadline passed. Other errors are returned as they are.
+func (c *Client) cutShort(err error) error {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	if c.canceled.Load() == ctxCanceled {
+		return context.Canceled
+	}
+	return deadlineError{}
 }
 
 // setDeadline bounds every wait of the connection until t (zero: none).
@@ -467,7 +495,7 @@ func (c *Client) Submit(reqs []Request) error {
 		reqs[i].Encode(b[i*RequestSize:])
 	}
 	if _, err := c.uc.Write(b); err != nil {
-		return fmt.Errorf("zonefold: send: %w", err)
+		return fmt.Errorf("zonefold: send: %w", c.cutShort(err))
 	}
 	return nil
 }
@@ -521,11 +549,9 @@ func (c *Client) Recv(reps []Reply) (int, error) {
 		if closedByPeer(err) {
 			return 0, fmt.Errorf("zonefold: daemon closed the connection: %w", io.ErrUnexpectedEOF)
 		}
-		if c.canceled.Load() == ctxCanceled && errors.Is(err, os.ErrDeadlineExceeded) {
-			// watch cut the read short with a deadline of now.
-			return 0, fmt.Errorf("zonefold: receive: %w", context.Canceled)
-		}
-		return 0, fmt.Errorf("zonefold: receive: %w", err)
+		// watch cut the read short: a deadline of now, or the
+		// context's deadline.
+		return 0, fmt.Errorf("zonefold: receive: %w", c.cutShort(err))
 	}
 	if n%ReplySize != 0 || n/ReplySize > len(reps) {
 		return 0, fmt.Errorf("zonefold: reply message of %d bytes", n)
@@ -615,7 +641,7 @@ func (c *Client) sleep(r *clientRing) error {
 		case ctxCanceled:
 			return fmt.Errorf("zonefold: receive: %w", context.Canceled)
 		case ctxDeadline:
-			return fmt.Errorf("zonefold: receive: %w", os.ErrDeadlineExceeded)
+			return fmt.Errorf("zonefold: receive: %w", deadlineError{})
 		}
 		if c.gone.Load() {
 			if c.closed.Load() {
@@ -627,7 +653,7 @@ func (c *Client) sleep(r *clientRing) error {
 		if d := c.deadline.Load(); d != 0 {
 			left := time.Duration(d - time.Now().UnixNano())
 			if left <= 0 {
-				return fmt.Errorf("zonefold: receive: %w", os.ErrDeadlineExceeded)
+				return fmt.Errorf("zonefold: receive: %w", deadlineError{})
 			}
 			timeout = min(timeout, left)
 		}
@@ -999,6 +1025,10 @@ func (c *Client) chunking() (chunk, depth int) {
 }
 
 // WriteAt writes p at off through the region, several chunks per batch.
+// It returns how many bytes the daemon acknowledged, in order from off;
+// with an error, the bytes past those may have been written or not (a
+// call cut short by its context, Close or the daemon's end leaves its
+// requests running in the daemon).
 func (c *Client) WriteAt(ctx context.Context, h uint32, p []byte, off int64) (int, error) {
 	return c.transfer(ctx, OpWrite, h, p, off)
 }
@@ -1024,7 +1054,7 @@ func (c *Client) transfer(ctx context.Context, op Op, h uint32, p []byte, off in
 		// daemon, and the next (of a later call) copies into the same
 		// chunks.
 		if err := c.claim(ctx); err != nil {
-			return done, err
+			return done, fmt.Errorf("zonefold: %s: %w", op, err)
 		}
 		c.reqs = c.reqs[:0]
 		for i := 0; i < depth && done+i*chunk < len(p); i++ {
@@ -1036,7 +1066,9 @@ func (c *Client) transfer(ctx context.Context, op Op, h uint32, p []byte, off in
 				Addr: uint64(i * chunk), Len: uint32(n)})
 		}
 		if err := c.roundTrip(ctx); err != nil {
-			return done, err
+			// The batch's requests may still run (a write land),
+			// or not: done counts what the daemon acknowledged.
+			return done, fmt.Errorf("zonefold: %s: %w", op, err)
 		}
 		// Chunks complete in order of offset as far as the caller can
 		// tell: the first failure or short read ends the count.
