@@ -115,10 +115,11 @@ type clientRing struct {
 }
 
 // Dial connects to the daemon at socket and asks for a shared-memory
-// region of regionBytes (0: DefaultRegion) for data and names; requests
-// and replies travel in rings of DefaultRingEntries in the region. A
-// daemon that speaks only version 1 refuses version 2 and says so; Dial
-// then connects again with version 1 (socket framing).
+// region of regionBytes (0: DefaultRegion; else 128 KiB to MaxRegion)
+// for data and names; requests and replies travel in rings of
+// DefaultRingEntries in the region. A daemon that speaks only version 1
+// refuses version 2 and says so; Dial then connects again with version
+// 1 (socket framing).
 func Dial(ctx context.Context, socket string, regionBytes int) (*Client, error) {
 	c, err := dialVersion(ctx, socket, regionBytes, VersionRings)
 	var ve *versionError
@@ -150,6 +151,10 @@ func dialVersion(ctx context.Context, socket string, regionBytes int, version ui
 	}
 	if regionBytes < 2*ctlBytes {
 		return nil, fmt.Errorf("zonefold: region of %d bytes is too small (at least %d)", regionBytes, 2*ctlBytes)
+	}
+	if regionBytes > MaxRegion {
+		// The daemon refuses it with a bare EINVAL.
+		return nil, fmt.Errorf("zonefold: region of %d bytes is too large (at most %d)", regionBytes, MaxRegion)
 	}
 	if err := checkSocketPath(socket); err != nil {
 		return nil, fmt.Errorf("zonefold: connect to daemon: %w", err)
