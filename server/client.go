@@ -66,9 +66,13 @@ type Client struct {
 	info   HelloReply
 	sbuf   []byte
 	rbuf   []byte
-	reps   []Reply
-	reqs   []Request
-	tag    uint64
+	// rnext and rlen bound the replies of the last message read into
+	// rbuf (socket framing) that Recv has not returned yet: the caller's
+	// reps had fewer places than it held.
+	rnext, rlen int
+	reps        []Reply
+	reqs        []Request
+	tag         uint64
 	// pending is how many requests the synchronous calls submitted
 	// whose replies have not been received: those of a call whose wait
 	// was cut short (its context, a deadline). The daemon still runs
@@ -527,16 +531,39 @@ func (c *Client) doorbell() error {
 	return nil
 }
 
-// Recv waits for the next batch of replies and decodes it into reps,
-// which must have room for MaxBatch.
+// Recv waits for the next batch of replies and decodes as many as fit
+// into reps (room for MaxBatch takes any batch whole); those that do not
+// fit come with the next Recv.
 func (c *Client) Recv(reps []Reply) (int, error) {
 	if err := c.enterBatch(); err != nil {
 		return 0, err
 	}
 	defer c.batch.Unlock()
+	if len(reps) == 0 {
+		return 0, errors.New("zonefold: Recv with no room for a reply")
+	}
 	if r := c.ring; r != nil {
 		return c.recvRing(r, reps)
 	}
+	if c.rnext == c.rlen {
+		if err := c.readReplies(); err != nil {
+			return 0, err
+		}
+	}
+	k := min((c.rlen-c.rnext)/ReplySize, len(reps))
+	for i := range k {
+		b := c.rbuf[c.rnext+i*ReplySize:]
+		reps[i] = Reply{Tag: le.Uint64(b[0:]), Status: Status(le.Uint32(b[8:])),
+			Val: le.Uint64(b[16:]), Val2: le.Uint64(b[24:])}
+	}
+	c.rnext += k * ReplySize
+	return k, nil
+}
+
+// readReplies reads the next message of replies into rbuf (socket
+// framing).
+func (c *Client) readReplies() error {
+	c.rnext, c.rlen = 0, 0
 	n, err := c.uc.Read(c.rbuf)
 	if err != nil && errors.Is(err, unix.ECONNRESET) && !c.closed.Load() {
 		// The daemon's socket was closed with requests of ours unread
@@ -549,25 +576,20 @@ func (c *Client) Recv(reps []Reply) (int, error) {
 	}
 	if err != nil {
 		if c.closed.Load() {
-			return 0, fmt.Errorf("zonefold: receive: %w", os.ErrClosed)
+			return fmt.Errorf("zonefold: receive: %w", os.ErrClosed)
 		}
 		if closedByPeer(err) {
-			return 0, fmt.Errorf("zonefold: daemon closed the connection: %w", io.ErrUnexpectedEOF)
+			return fmt.Errorf("zonefold: daemon closed the connection: %w", io.ErrUnexpectedEOF)
 		}
 		// watch cut the read short: a deadline of now, or the
 		// context's deadline.
-		return 0, fmt.Errorf("zonefold: receive: %w", c.cutShort(err))
+		return fmt.Errorf("zonefold: receive: %w", c.cutShort(err))
 	}
-	if n%ReplySize != 0 || n/ReplySize > len(reps) {
-		return 0, fmt.Errorf("zonefold: reply message of %d bytes", n)
+	if n%ReplySize != 0 || n > MaxBatch*ReplySize {
+		return fmt.Errorf("zonefold: reply message of %d bytes", n)
 	}
-	k := n / ReplySize
-	for i := range k {
-		b := c.rbuf[i*ReplySize : (i+1)*ReplySize]
-		reps[i] = Reply{Tag: le.Uint64(b[0:]), Status: Status(le.Uint32(b[8:])),
-			Val: le.Uint64(b[16:]), Val2: le.Uint64(b[24:])}
-	}
-	return k, nil
+	c.rlen = n
+	return nil
 }
 
 // closedByPeer says whether a read error means the daemon closed the
