@@ -26,16 +26,38 @@ const ctlBytes = 64 << 10
 //
 // It has two levels. Submit and Recv send a batch of requests and
 // receive a batch of replies without allocating; the caller places data
-// in Data() and matches replies by tag, and must use them from one
-// goroutine at a time. The other methods are synchronous calls built on
-// them; they are safe for concurrent use (they take turns) but must not
-// be mixed with requests of the caller's own that are still unanswered.
+// in Data() and matches replies by tag. They are for one goroutine at a
+// time: a Submit or Recv while another goroutine is in Submit or Recv
+// (a receiver goroutine waiting while another submits, say) is refused
+// with an error that says so, and so is a synchronous call meanwhile.
+// The other methods are synchronous calls built on them; they are safe
+// for concurrent use (they take turns) but must not be mixed with
+// requests of the caller's own that are still unanswered (their replies
+// would come to the synchronous call, which fails on their tags).
+//
+// Close may be called from any goroutine, at any time, more than once;
+// it ends a call in progress (either level) with an error wrapping
+// fs.ErrClosed, and every call after it returns such an error. Data
+// returns nil once Close has begun, and a slice Data returned before
+// must not be used after Close: the region is unmapped.
+//
+// Handles are numbers in this connection's session, as file
+// descriptors are in a process: a handle used on another Client, or
+// after CloseFile, names whatever file that session has (or next opens)
+// under that number, or none (StatusBadHandle, EBADF).
 //
 // Dial speaks protocol version 2 (requests and replies in shared-memory
 // rings); DialSocketFraming speaks version 1 (both as socket messages).
 // The API is the same.
 type Client struct {
-	mu     sync.Mutex
+	mu sync.Mutex
+	// batch is held by Submit and Recv while they run (taken with
+	// TryLock: a second goroutine is refused, not queued), and by Close
+	// while it closes the socket and unmaps the region, which Submit and
+	// Recv use without mu. Close shuts the socket down first, which ends
+	// a Recv's wait, so it never waits for the daemon here. Taken after
+	// mu by the synchronous calls (in Submit and Recv) and by Close.
+	batch  sync.Mutex
 	uc     *net.UnixConn
 	fd     int    // uc's descriptor, for doorbells that must not wait
 	mapped []byte // the whole shared region
@@ -44,9 +66,13 @@ type Client struct {
 	info   HelloReply
 	sbuf   []byte
 	rbuf   []byte
-	reps   []Reply
-	reqs   []Request
-	tag    uint64
+	// rnext and rlen bound the replies of the last message read into
+	// rbuf (socket framing) that Recv has not returned yet: the caller's
+	// reps had fewer places than it held.
+	rnext, rlen int
+	reps        []Reply
+	reqs        []Request
+	tag         uint64
 	// pending is how many requests the synchronous calls submitted
 	// whose replies have not been received: those of a call whose wait
 	// was cut short (its context, a deadline). The daemon still runs
@@ -93,10 +119,11 @@ type clientRing struct {
 }
 
 // Dial connects to the daemon at socket and asks for a shared-memory
-// region of regionBytes (0: DefaultRegion) for data and names; requests
-// and replies travel in rings of DefaultRingEntries in the region. A
-// daemon that speaks only version 1 refuses version 2 and says so; Dial
-// then connects again with version 1 (socket framing).
+// region of regionBytes (0: DefaultRegion; else 128 KiB to MaxRegion)
+// for data and names; requests and replies travel in rings of
+// DefaultRingEntries in the region. A daemon that speaks only version 1
+// refuses version 2 and says so; Dial then connects again with version
+// 1 (socket framing).
 func Dial(ctx context.Context, socket string, regionBytes int) (*Client, error) {
 	c, err := dialVersion(ctx, socket, regionBytes, VersionRings)
 	var ve *versionError
@@ -128,6 +155,10 @@ func dialVersion(ctx context.Context, socket string, regionBytes int, version ui
 	}
 	if regionBytes < 2*ctlBytes {
 		return nil, fmt.Errorf("zonefold: region of %d bytes is too small (at least %d)", regionBytes, 2*ctlBytes)
+	}
+	if regionBytes > MaxRegion {
+		// The daemon refuses it with a bare EINVAL.
+		return nil, fmt.Errorf("zonefold: region of %d bytes is too large (at most %d)", regionBytes, MaxRegion)
 	}
 	if err := checkSocketPath(socket); err != nil {
 		return nil, fmt.Errorf("zonefold: connect to daemon: %w", err)
@@ -181,13 +212,13 @@ func (c *Client) hello(ctx context.Context, size uint64, version uint16) error {
 	h := Hello{Magic: Magic, Version: version, Region: size}
 	h.Encode(hb[:])
 	if _, err := c.uc.Write(hb[:helloSize(version)]); err != nil {
-		return fmt.Errorf("zonefold: send hello: %w", err)
+		return fmt.Errorf("zonefold: send hello: %w", c.cutShort(err))
 	}
 	var rb [HelloReplyV2Size + 1]byte
 	oob := make([]byte, unix.CmsgSpace(4))
 	n, oobn, flags, _, err := c.uc.ReadMsgUnix(rb[:], oob)
 	if err != nil {
-		return fmt.Errorf("zonefold: read hello reply: %w", err)
+		return fmt.Errorf("zonefold: read hello reply: %w", c.cutShort(err))
 	}
 	var fd = -1
 	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
@@ -312,6 +343,34 @@ func (c *Client) watch(ctx context.Context) func() {
 	}
 }
 
+// deadlineError ends a call whose context's deadline passed: it is
+// context.DeadlineExceeded, which a caller of a call that takes a
+// context looks for (as a canceled call's error is context.Canceled),
+// and os.ErrDeadlineExceeded, which the socket reports and this client
+// returned alone before (errors.Is(err, context.DeadlineExceeded) was
+// false).
+type deadlineError struct{}
+
+func (deadlineError) Error() string   { return "context deadline exceeded" }
+func (deadlineError) Timeout() bool   { return true }
+func (deadlineError) Temporary() bool { return true }
+func (deadlineError) Is(target error) bool {
+	return target == context.DeadlineExceeded || target == os.ErrDeadlineExceeded
+}
+
+// cutShort says why a socket operation that watch's deadline ended
+// failed: the context was canceled (watch set a deadline of now) or
+// its deadline passed. Other errors are returned as they are.
+func (c *Client) cutShort(err error) error {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	if c.canceled.Load() == ctxCanceled {
+		return context.Canceled
+	}
+	return deadlineError{}
+}
+
 // setDeadline bounds every wait of the connection until t (zero: none).
 // With rings the waits are futex waits and the socket is left to
 // watchDaemon, without a deadline (the hello's is cleared).
@@ -348,6 +407,11 @@ func (c *Client) Close() error {
 	c.sock.CloseWrite()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// A Submit or Recv of the batch level, which does not take mu, may
+	// still run in another goroutine: the shutdown ended its wait; let it
+	// return before the region goes (it faulted on the unmapped ring).
+	c.batch.Lock()
+	defer c.batch.Unlock()
 	if c.uc == nil {
 		return nil
 	}
@@ -357,10 +421,35 @@ func (c *Client) Close() error {
 	}
 	if c.mapped != nil {
 		unix.Munmap(c.mapped)
-		c.mapped, c.region = nil, nil
+		c.mapped = nil
+		// c.region is left as it is, for Data, which reads it without
+		// a lock: Data and the calls look at closed and uc first.
 	}
 	c.uc = nil
 	return err
+}
+
+// errClosed is the error of a call on a closed client.
+var errClosed = fmt.Errorf("zonefold: client: %w", os.ErrClosed)
+
+// errBatchBusy refuses a Submit or Recv while another goroutine is in
+// one (see Client).
+var errBatchBusy = errors.New("zonefold: Submit or Recv while another goroutine is in Submit or Recv on this Client: the batch level is for one goroutine at a time, and a synchronous call must not overlap it")
+
+// enterBatch takes batch for a Submit or Recv, refusing the call on a
+// closed client or while another goroutine holds it.
+func (c *Client) enterBatch() error {
+	if !c.batch.TryLock() {
+		if c.closed.Load() {
+			return errClosed // Close holds it
+		}
+		return errBatchBusy
+	}
+	if c.closed.Load() || c.uc == nil {
+		c.batch.Unlock()
+		return errClosed
+	}
+	return nil
 }
 
 // Limits is what the daemon granted. MaxInflight is the most requests
@@ -369,8 +458,18 @@ func (c *Client) Close() error {
 func (c *Client) Limits() HelloReply { return c.info }
 
 // Data is the part of the shared region for I/O data: a request's Addr
-// is an offset into it.
-func (c *Client) Data() []byte { return c.region[:len(c.region)-ctlBytes] }
+// is an offset into it. It is nil once Close has begun; a slice it
+// returned before must not be used after Close (the region is unmapped).
+func (c *Client) Data() []byte {
+	if c.closed.Load() {
+		return nil
+	}
+	return c.data()
+}
+
+// data is Data for the synchronous calls (mu held, usable): Close, which
+// has begun (Data is nil), waits for them before it unmaps the region.
+func (c *Client) data() []byte { return c.region[:len(c.region)-ctlBytes] }
 
 // ctl is the part of the region the synchronous calls use.
 func (c *Client) ctl() (uint64, []byte) {
@@ -380,6 +479,10 @@ func (c *Client) ctl() (uint64, []byte) {
 
 // Submit sends reqs (at most MaxBatch) as one batch.
 func (c *Client) Submit(reqs []Request) error {
+	if err := c.enterBatch(); err != nil {
+		return err
+	}
+	defer c.batch.Unlock()
 	if len(reqs) == 0 || len(reqs) > MaxBatch {
 		return fmt.Errorf("zonefold: batch of %d requests (1..%d)", len(reqs), MaxBatch)
 	}
@@ -401,7 +504,7 @@ func (c *Client) Submit(reqs []Request) error {
 		reqs[i].Encode(b[i*RequestSize:])
 	}
 	if _, err := c.uc.Write(b); err != nil {
-		return c.sendError("send", err)
+		return c.sendError("send", c.cutShort(err))
 	}
 	return nil
 }
@@ -444,12 +547,39 @@ func (c *Client) doorbell() error {
 	return nil
 }
 
-// Recv waits for the next batch of replies and decodes it into reps,
-// which must have room for MaxBatch.
+// Recv waits for the next batch of replies and decodes as many as fit
+// into reps (room for MaxBatch takes any batch whole); those that do not
+// fit come with the next Recv.
 func (c *Client) Recv(reps []Reply) (int, error) {
+	if err := c.enterBatch(); err != nil {
+		return 0, err
+	}
+	defer c.batch.Unlock()
+	if len(reps) == 0 {
+		return 0, errors.New("zonefold: Recv with no room for a reply")
+	}
 	if r := c.ring; r != nil {
 		return c.recvRing(r, reps)
 	}
+	if c.rnext == c.rlen {
+		if err := c.readReplies(); err != nil {
+			return 0, err
+		}
+	}
+	k := min((c.rlen-c.rnext)/ReplySize, len(reps))
+	for i := range k {
+		b := c.rbuf[c.rnext+i*ReplySize:]
+		reps[i] = Reply{Tag: le.Uint64(b[0:]), Status: Status(le.Uint32(b[8:])),
+			Val: le.Uint64(b[16:]), Val2: le.Uint64(b[24:])}
+	}
+	c.rnext += k * ReplySize
+	return k, nil
+}
+
+// readReplies reads the next message of replies into rbuf (socket
+// framing).
+func (c *Client) readReplies() error {
+	c.rnext, c.rlen = 0, 0
 	n, err := c.uc.Read(c.rbuf)
 	if err != nil && errors.Is(err, unix.ECONNRESET) && !c.closed.Load() {
 		// The daemon's socket was closed with requests of ours unread
@@ -462,27 +592,20 @@ func (c *Client) Recv(reps []Reply) (int, error) {
 	}
 	if err != nil {
 		if c.closed.Load() {
-			return 0, fmt.Errorf("zonefold: receive: %w", os.ErrClosed)
+			return fmt.Errorf("zonefold: receive: %w", os.ErrClosed)
 		}
 		if closedByPeer(err) {
-			return 0, fmt.Errorf("zonefold: daemon closed the connection: %w", io.ErrUnexpectedEOF)
+			return fmt.Errorf("zonefold: daemon closed the connection: %w", io.ErrUnexpectedEOF)
 		}
-		if c.canceled.Load() == ctxCanceled && errors.Is(err, os.ErrDeadlineExceeded) {
-			// watch cut the read short with a deadline of now.
-			return 0, fmt.Errorf("zonefold: receive: %w", context.Canceled)
-		}
-		return 0, fmt.Errorf("zonefold: receive: %w", err)
+		// watch cut the read short: a deadline of now, or the
+		// context's deadline.
+		return fmt.Errorf("zonefold: receive: %w", c.cutShort(err))
 	}
-	if n%ReplySize != 0 || n/ReplySize > len(reps) {
-		return 0, fmt.Errorf("zonefold: reply message of %d bytes", n)
+	if n%ReplySize != 0 || n > MaxBatch*ReplySize {
+		return fmt.Errorf("zonefold: reply message of %d bytes", n)
 	}
-	k := n / ReplySize
-	for i := range k {
-		b := c.rbuf[i*ReplySize : (i+1)*ReplySize]
-		reps[i] = Reply{Tag: le.Uint64(b[0:]), Status: Status(le.Uint32(b[8:])),
-			Val: le.Uint64(b[16:]), Val2: le.Uint64(b[24:])}
-	}
-	return k, nil
+	c.rlen = n
+	return nil
 }
 
 // closedByPeer says whether a read error means the daemon closed the
@@ -561,7 +684,7 @@ func (c *Client) sleep(r *clientRing) error {
 		case ctxCanceled:
 			return fmt.Errorf("zonefold: receive: %w", context.Canceled)
 		case ctxDeadline:
-			return fmt.Errorf("zonefold: receive: %w", os.ErrDeadlineExceeded)
+			return fmt.Errorf("zonefold: receive: %w", deadlineError{})
 		}
 		if c.gone.Load() {
 			if c.closed.Load() {
@@ -573,7 +696,7 @@ func (c *Client) sleep(r *clientRing) error {
 		if d := c.deadline.Load(); d != 0 {
 			left := time.Duration(d - time.Now().UnixNano())
 			if left <= 0 {
-				return fmt.Errorf("zonefold: receive: %w", os.ErrDeadlineExceeded)
+				return fmt.Errorf("zonefold: receive: %w", deadlineError{})
 			}
 			timeout = min(timeout, left)
 		}
@@ -693,7 +816,7 @@ func (c *Client) closeOrphans() error {
 // unmapped, and a call that placed a name or data there faulted.
 func (c *Client) usable() error {
 	if c.uc == nil {
-		return fmt.Errorf("zonefold: client: %w", os.ErrClosed)
+		return errClosed
 	}
 	return nil
 }
@@ -938,13 +1061,17 @@ func (c *Client) Stats(ctx context.Context) (engine.Stats, error) {
 // chunking splits transfers through Data into pieces that fit the
 // region several at a time, so that one batch carries a few of them.
 func (c *Client) chunking() (chunk, depth int) {
-	data := len(c.Data())
+	data := len(c.data())
 	chunk = min(data, 1<<20, int(c.info.MaxIO))
 	depth = min(data/chunk, MaxBatch, int(c.info.MaxInflight))
 	return chunk, depth
 }
 
 // WriteAt writes p at off through the region, several chunks per batch.
+// It returns how many bytes the daemon acknowledged, in order from off;
+// with an error, the bytes past those may have been written or not (a
+// call cut short by its context, Close or the daemon's end leaves its
+// requests running in the daemon).
 func (c *Client) WriteAt(ctx context.Context, h uint32, p []byte, off int64) (int, error) {
 	return c.transfer(ctx, OpWrite, h, p, off)
 }
@@ -963,14 +1090,14 @@ func (c *Client) transfer(ctx context.Context, op Op, h uint32, p []byte, off in
 		return 0, err
 	}
 	chunk, depth := c.chunking()
-	data := c.Data()
+	data := c.data()
 	done := 0
 	for done < len(p) {
 		// Each batch: a batch cut short leaves its requests with the
 		// daemon, and the next (of a later call) copies into the same
 		// chunks.
 		if err := c.claim(ctx); err != nil {
-			return done, err
+			return done, fmt.Errorf("zonefold: %s: %w", op, err)
 		}
 		c.reqs = c.reqs[:0]
 		for i := 0; i < depth && done+i*chunk < len(p); i++ {
@@ -982,7 +1109,9 @@ func (c *Client) transfer(ctx context.Context, op Op, h uint32, p []byte, off in
 				Addr: uint64(i * chunk), Len: uint32(n)})
 		}
 		if err := c.roundTrip(ctx); err != nil {
-			return done, err
+			// The batch's requests may still run (a write land),
+			// or not: done counts what the daemon acknowledged.
+			return done, fmt.Errorf("zonefold: %s: %w", op, err)
 		}
 		// Chunks complete in order of offset as far as the caller can
 		// tell: the first failure or short read ends the count.

@@ -65,10 +65,13 @@
 // slot.ReadDone, taking then only the leaves below.
 // rings.mu, replyQueue.mu and conn.tempsMu are leaves: nothing is
 // locked, and nothing waits, while they are held. In the Go client,
-// Client.mu is its only lock: a synchronous call holds it across its
-// whole exchange with the daemon (including the wait, within the call's
-// context, for the late replies of a call cut short before it claims
-// the region, and for the Close it sends for a handle an Open cut short
-// was given), so Client.Close shuts the socket down before it takes mu,
-// which ends that wait.
+// Client.mu comes before Client.batch. A synchronous call holds mu
+// across its whole exchange with the daemon (including the wait, within
+// the call's context, for the late replies of a call cut short before
+// it claims the region, and for the Close it sends for a handle an Open
+// cut short was given), and batch in each Submit and Recv it makes; the
+// batch level (Submit, Recv) takes batch alone, with TryLock, so that a
+// second goroutine is refused, not queued. Client.Close shuts the socket
+// down before it takes mu and then batch, which ends those waits, and
+// unmaps the region only with both held.
 package server
