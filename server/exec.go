@@ -371,15 +371,38 @@ const minTempsPrune = 64
 // renamed or removed the file there: nothing of its own is left at
 // that name to remove when it ends. A client that lives for days and
 // puts its files through temporaries listed one name per file for its
-// whole life (TestH38bTemporariesListStaysBounded).
+// whole life (TestH38bTemporariesListStaysBounded). The entry goes only
+// if the name does not hold its file: a create of the name again that
+// this connection pipelined beside the remove may have run between the
+// remove and here, and its entry is the new file's, to be removed when
+// the connection ends (TestForgetTempKeepsACreateThatRanBetween). The
+// stat runs without tempsMu, a leaf lock.
 func (c *conn) forgetTemp(name string) {
 	if !isTemporary(name) {
 		return
 	}
+	if hook := testHookForgetTemp.Load(); hook != nil {
+		(*hook)(c, name)
+	}
 	c.tempsMu.Lock()
-	delete(c.temps, name)
+	id, ok := c.temps[name]
+	c.tempsMu.Unlock()
+	if !ok {
+		return
+	}
+	if fi, err := c.s.e.Stat(name); err == nil && fi.ID == id {
+		return
+	}
+	c.tempsMu.Lock()
+	if c.temps[name] == id {
+		delete(c.temps, name)
+	}
 	c.tempsMu.Unlock()
 }
+
+// testHookForgetTemp, set by tests only, runs as forgetTemp begins (an
+// atomic: the race detector does not see the rings' synchronization).
+var testHookForgetTemp atomic.Pointer[func(c *conn, name string)]
 
 // pruneTemps drops the temporaries whose names no longer hold the files
 // this connection created there (another connection renamed or removed
