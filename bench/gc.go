@@ -16,7 +16,6 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/zonefold/zonefold/engine"
-
 	"github.com/zonefold/zonefold/internal/report"
 )
 

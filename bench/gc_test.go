@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/zonefold/zonefold/engine"
-
 	"github.com/zonefold/zonefold/internal/report"
 )
 

@@ -24,10 +24,9 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/internal/report"
 	"github.com/zonefold/zonefold/pebblefs"
 	"github.com/zonefold/zonefold/zns"
-
-	"github.com/zonefold/zonefold/internal/report"
 )
 
 // bench lsm: a db_bench-like run of Pebble (github.com/cockroachdb/pebble/v2)

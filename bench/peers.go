@@ -18,10 +18,9 @@ import (
 	"time"
 
 	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/internal/report"
 	"github.com/zonefold/zonefold/server"
 	"github.com/zonefold/zonefold/zns"
-
-	"github.com/zonefold/zonefold/internal/report"
 )
 
 // TargetZonefold is zonefold's row in bench peers; the others are the

@@ -12,7 +12,6 @@ import (
 
 	"github.com/zonefold/zonefold/bench"
 	"github.com/zonefold/zonefold/engine"
-
 	"github.com/zonefold/zonefold/internal/report"
 )
 

@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zonefold/zonefold/engine"
-
 	"github.com/zonefold/zonefold/internal/report"
 )
 
