@@ -212,11 +212,17 @@ func (c *Client) hello(ctx context.Context, size uint64, version uint16) error {
 	h := Hello{Magic: Magic, Version: version, Region: size}
 	h.Encode(hb[:])
 	if _, err := c.uc.Write(hb[:helloSize(version)]); err != nil {
-		return fmt.Errorf("zonefold: send hello: %w", c.cutShort(err))
+		return c.sendError("send hello", c.cutShort(err))
 	}
 	var rb [HelloReplyV2Size + 1]byte
 	oob := make([]byte, unix.CmsgSpace(4))
 	n, oobn, flags, _, err := c.uc.ReadMsgUnix(rb[:], oob)
+	if (err == nil && n == 0) || (err != nil && closedByPeer(err)) {
+		// The daemon went away (killed, or stopping) before it answered:
+		// an empty reply is its end, not a foreign one
+		// (TestDialSaysWhenTheDaemonClosesDuringTheHello).
+		return fmt.Errorf("zonefold: daemon closed the connection before it answered the hello: %w", io.ErrUnexpectedEOF)
+	}
 	if err != nil {
 		return fmt.Errorf("zonefold: read hello reply: %w", c.cutShort(err))
 	}
