@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/zonefold/zonefold/engine"
 	"github.com/zonefold/zonefold/zns"
 )
 
@@ -151,24 +152,44 @@ func newZoneActionCmd(a zoneAction) *cobra.Command {
 			if err := refuseStartOver(args[0], force, "give --force too, or drop format=1"); err != nil {
 				return err
 			}
-			return runZoneAction(cmd.OutOrStdout(), args[0], a, zone, all)
+			return runZoneAction(cmd.OutOrStdout(), args[0], a, zone, all, force)
 		},
 	}
 	countVar(cmd.Flags(), &zone, "zone", 0, "the zone number")
 	cmd.Flags().BoolVar(&all, "all", false, "every sequential zone")
-	cmd.Flags().BoolVar(&force, "force", false, "let format=1 in an emu device string erase a device that holds data")
+	forceHelp := "let format=1 in an emu device string erase a device that holds data"
+	if a.verb == "reset" {
+		forceHelp = "reset zones of a zonefold file system, erasing its files; " + forceHelp
+	}
+	cmd.Flags().BoolVar(&force, "force", false, forceHelp)
 	return cmd
 }
 
 // runZoneAction claims the device as the daemon does: changing zones
 // under a daemon, or under format or fsck, would corrupt what they write
 // or make their report meaningless.
-func runZoneAction(w io.Writer, device string, a zoneAction, zone int, all bool) (err error) {
+//
+// A reset of a zone a zonefold file system uses erases its files, and is
+// refused without force, as format refuses a device that holds data: a
+// user who asks zonefold to empty zones of its own file system is more
+// likely wrong about the device than set on erasing it
+// (TestZonesResetOfAFileSystemNeedsForce).
+func runZoneAction(w io.Writer, device string, a zoneAction, zone int, all, force bool) (err error) {
 	d, release, err := openClaimed(device)
 	if err != nil {
 		return err
 	}
 	defer func() { release(err == nil) }()
+	if a.verb == "reset" && !force {
+		if sb, ok := engine.FileSystemOn(d); ok && (all || zone < sb.UsedZones) {
+			what := fmt.Sprintf("zone %d", zone)
+			if all {
+				what = "every zone"
+			}
+			return fmt.Errorf("zones reset: %s holds a zonefold file system (uuid %s, zones 0-%d): resetting %s erases its files; give --force to reset anyway (format starts the device over)",
+				device, sb.ID(), sb.UsedZones-1, what)
+		}
+	}
 	return applyAction(w, d, a, zone, all)
 }
 

@@ -969,6 +969,15 @@ func metaZones(dev zns.Device, k int) ([2]int, error) {
 	return [2]int{seq[0], seq[k]}, nil
 }
 
+// FileSystemOn returns the superblock of the zonefold file system on
+// dev and true, or false when no copy of one reads there: a command that
+// would destroy a file system (resetting its zones) asks first, as
+// format does of a device holding data.
+func FileSystemOn(dev zns.Device) (Superblock, bool) {
+	sb, err := readSuperblock(dev)
+	return sb, err == nil
+}
+
 // readSuperblock reads the superblock copy at the start of either
 // metadata half: the first sequential zone's, else (that copy damaged)
 // the first valid one in the zones after it, which must be where the
