@@ -504,22 +504,13 @@ func zonefoldFioRun(ctx context.Context, dev kernelDevice, cfg engine.Config, fi
 		if beforeFio != nil {
 			beforeFio()
 		}
-		before := selfCPU()
+		before := report.ProcessCPU()
 		var err error
 		r, err = runFioFile(ctx, fioBin, tmp, j.text, "ZONEFOLD_FIO_ENGINE="+so, "ZONEFOLD_SOCK="+socket)
-		r.cpu += selfCPU() - before
+		r.cpu += report.ProcessCPU() - before
 		return err
 	})
 	return r, err
-}
-
-// selfCPU is this process's user and system time so far.
-func selfCPU() time.Duration {
-	var ru unix.Rusage
-	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // withDaemon runs fn while a daemon serves a freshly formatted device on

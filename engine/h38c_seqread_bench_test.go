@@ -3,9 +3,10 @@ package engine
 import (
 	"fmt"
 	"io"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/zonefold/zonefold/internal/report"
 )
 
 // BenchmarkSeqRead reads one file sequentially through a handle, as a
@@ -92,13 +93,13 @@ func seqRead(b *testing.B, size, cacheBytes int64, hot bool) {
 			n := 0
 			for b.Loop() {
 				if n == 0 { // past b.Loop's own setup
-					cpu0, t0 = processCPU(b), time.Now()
+					cpu0, t0 = report.ProcessCPU(), time.Now()
 				}
 				read()
 				n++
 			}
 			wall := time.Since(t0)
-			cpu := processCPU(b) - cpu0
+			cpu := report.ProcessCPU() - cpu0
 			mib := float64(n) * float64(bs) / (1 << 20)
 			b.ReportMetric(cpu.Seconds()*1e6/mib, "cpu-us/MiB")
 			b.ReportMetric(float64(wall.Nanoseconds())/mib, "ns/MiB")
@@ -117,13 +118,4 @@ func seqRead(b *testing.B, size, cacheBytes int64, hot bool) {
 			}
 		})
 	}
-}
-
-// processCPU is the process's user and system time so far.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

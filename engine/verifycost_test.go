@@ -6,9 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/zonefold/zonefold/bench"
 	"github.com/zonefold/zonefold/engine"
@@ -72,9 +70,9 @@ func TestReadVerifyCost(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cpu0 := cpuTime(t)
+			cpu0 := report.ProcessCPU()
 			res, err := bench.RunWorkload(context.Background(), e, c.w)
-			used := cpuTime(t) - cpu0
+			used := report.ProcessCPU() - cpu0
 			if cerr := e.Close(); err == nil {
 				err = cerr
 			}
@@ -96,13 +94,4 @@ func TestReadVerifyCost(t *testing.T) {
 		t.Logf("  CPU us/MiB   checked %7.1f (%.1f..%.1f), unchecked %7.1f (%.1f..%.1f): ratio of medians %.3f",
 			report.Median(cpu[0]), slices.Min(cpu[0]), slices.Max(cpu[0]), report.Median(cpu[1]), slices.Min(cpu[1]), slices.Max(cpu[1]), report.Median(cpu[0])/report.Median(cpu[1]))
 	}
-}
-
-// cpuTime is the process's user and system time so far.
-func cpuTime(t *testing.T) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -157,11 +156,11 @@ func TestReadVsReadAtCost(t *testing.T) {
 				e := reopenEngine(t, dev, cfg)
 				y := New(e)
 				s0 := e.Stats()
-				c0 := cpuTime(t)
+				c0 := report.ProcessCPU()
 				t0 := time.Now()
 				arms[k].run(y)
 				d := time.Since(t0)
-				cpu[k] = append(cpu[k], (cpuTime(t)-c0).Seconds()*1e6/(fileSize>>20))
+				cpu[k] = append(cpu[k], (report.ProcessCPU()-c0).Seconds()*1e6/(fileSize>>20))
 				devRead[k] += e.Stats().DevRead - s0.DevRead
 				if err := y.Remove("dst"); err != nil && !os.IsNotExist(err) {
 					t.Fatal(err)
@@ -182,13 +181,4 @@ func TestReadVsReadAtCost(t *testing.T) {
 		a, b = cpu[k], cpu[k+1]
 		t.Logf("  CPU us/MiB: %.0f (%.0f..%.0f) vs %.0f (%.0f..%.0f): ratio of medians %.3f", report.Median(a), slices.Min(a), slices.Max(a), report.Median(b), slices.Min(b), slices.Max(b), report.Median(a)/report.Median(b))
 	}
-}
-
-// cpuTime is the process's user and system time so far.
-func cpuTime(t *testing.T) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

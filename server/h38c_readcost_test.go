@@ -8,11 +8,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/internal/report"
 )
 
 // TestDaemonSeqReadCost measures what a client of an in-process daemon
@@ -97,7 +97,7 @@ func TestDaemonSeqReadCost(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c0 := processCPU(t)
+			c0 := report.ProcessCPU()
 			t0 := time.Now()
 			var off int64
 			for {
@@ -111,7 +111,7 @@ func TestDaemonSeqReadCost(t *testing.T) {
 				}
 			}
 			el := time.Since(t0)
-			cpu[k] = append(cpu[k], (processCPU(t)-c0).Seconds()*1e6/float64(fileSize>>20))
+			cpu[k] = append(cpu[k], (report.ProcessCPU()-c0).Seconds()*1e6/float64(fileSize>>20))
 			rate[k] = append(rate[k], float64(fileSize>>20)/el.Seconds())
 			s1, err := c.Stats(ctx)
 			if err != nil {
@@ -139,13 +139,4 @@ func TestDaemonSeqReadCost(t *testing.T) {
 			float64(sqes[k])/mib, float64(colds[k])/mib, float64(misses[k])/mib, float64(prefetch[k])/(1<<20)/mib)
 	}
 	t.Logf("CPU per MiB, 32 KiB over 512 KiB: %.2f", med(cpu[0])/med(cpu[1]))
-}
-
-// processCPU is the process's user and system time so far.
-func processCPU(t *testing.T) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
