@@ -54,6 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -93,12 +94,20 @@ enum {
 	ZF_OP_FSYNC = 6,
 	ZF_OP_TRUNCATE = 7,
 	ZF_OP_REMOVE = 8,
+	ZF_OP_RENAME = 9,
 	ZF_OP_STAT = 10,
 };
 #define ZF_OPEN_CREATE 1
+#define ZF_OPEN_EXCL 4       /* with create: EEXIST if the file exists */
 #define ZF_OPEN_DEFER_SYNC 8 /* with create: durable from the next fsync, as open(2)'s O_CREAT */
 #define ZF_REMOVE_UNUSED 1   /* remove only a file no handle has open, else EBUSY */
 #define ZF_TRUNCATE_GROW 1
+/*
+ * Names reserved for temporaries (server.TempPrefix): the daemon removes
+ * such a file when the connection that created it ends, unless it was
+ * renamed to an ordinary name first, and every one at its start.
+ */
+#define ZF_TEMP_PREFIX ".zonefold-tmp."
 
 /* The tail of the data part holds names; fio's buffers are before it. */
 #define ZF_CTL_BYTES 4096
@@ -791,6 +800,7 @@ static int zf_clean_name(char *dst, const char *name, size_t cap)
  */
 static int sync_req(struct zf_data *zd, uint8_t op, uint8_t flags, uint32_t handle, uint64_t off,
 		    uint64_t addr, uint32_t len);
+static int sync_run(struct zf_data *zd, const uint8_t *req);
 
 static int sync_call(struct zf_data *zd, uint8_t op, uint8_t flags, uint32_t handle, uint64_t off,
 		     const char *name)
@@ -815,13 +825,20 @@ static int sync_req(struct zf_data *zd, uint8_t op, uint8_t flags, uint32_t hand
 		    uint64_t addr, uint32_t len)
 {
 	uint8_t req[ZF_REQ_SIZE];
+
+	encode_req(req, ZF_SYNC_TAG, op, flags, handle, off, addr, len);
+	return sync_run(zd, req);
+}
+
+/* sync_run runs one encoded request tagged ZF_SYNC_TAG, as sync_req. */
+static int sync_run(struct zf_data *zd, const uint8_t *req)
+{
 	int err;
 
 	if (zd->dead)
 		return -zd->dead;
 	if (zd->inflight + 1 > zd->entries)
 		return -EBUSY; /* cannot happen: init asked for done_cap + 1 entries */
-	encode_req(req, ZF_SYNC_TAG, op, flags, handle, off, addr, len);
 	zd->sync_waiting = 1;
 	if ((err = publish(zd, req, 1)) < 0)
 		return err;
@@ -832,6 +849,44 @@ static int sync_req(struct zf_data *zd, uint8_t op, uint8_t flags, uint32_t hand
 			return err;
 	}
 	return -(int) zd->sync_status;
+}
+
+/*
+ * zf_rename renames the daemon's file from to to, replacing to's file
+ * if there is one (durable when answered; handles that have the
+ * replaced file open keep it). Both names go to the control area,
+ * cleaned as sync_call cleans them. Returns 0 or -errno.
+ */
+static int zf_rename(struct zf_data *zd, const char *from, const char *to)
+{
+	uint64_t ctl = zd->region_len - ZF_CTL_BYTES;
+	uint8_t req[ZF_REQ_SIZE];
+	int a, b;
+
+	if (zd->dead)
+		return -zd->dead;
+	if ((a = zf_clean_name((char *) zd->region + ctl, from, ZF_CTL_BYTES / 2)) < 0)
+		return a;
+	if ((b = zf_clean_name((char *) zd->region + ctl + a, to, ZF_CTL_BYTES - 1 - a)) < 0)
+		return b;
+	encode_req(req, ZF_SYNC_TAG, ZF_OP_RENAME, 0, 0, 0, ctl, (uint32_t) a);
+	put32(req + 36, (uint32_t) b);
+	return sync_run(zd, req);
+}
+
+/*
+ * zf_temp_name writes a fresh temporary name (ZF_TEMP_PREFIX and 16 hex
+ * digits, as zonefold put's) to dst, of cap > 31 bytes.
+ */
+static void zf_temp_name(char *dst, size_t cap)
+{
+	static unsigned long counter;
+	uint64_t r;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t) sizeof(r))
+		r = now_ns() ^ (uint64_t) getpid() << 32 ^
+		    __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) * 0x9e3779b97f4a7c15ULL;
+	snprintf(dst, cap, "%s%016llx", ZF_TEMP_PREFIX, (unsigned long long) r);
 }
 
 static void zf_free(struct zf_data *zd)
@@ -1148,8 +1203,8 @@ static int zf_fallocate_layout(struct thread_data *td)
  * (not fill_device, whose layout is its own; create_on_open=1 lays
  * nothing out). On ext4 a 1 MiB file and --rw=write --offset=2m
  * --size=2m leave 4 MiB whose first MiB is zeros, whatever fallocate=
- * says. zf_lay_out_anew removes the name as an unlink does and
- * creates it anew.
+ * says. zf_lay_out_anew gives the name a new file as an unlink and a
+ * create would, in one step (a rename over it).
  */
 static int zf_layout_unlinks(struct thread_data *td)
 {
@@ -1243,43 +1298,84 @@ static int zf_remove(struct zf_data *zd, const char *name)
 /*
  * zf_lay_out_anew gives f's name a new, empty file, as fio's extend_file
  * unlinks a regular file shorter than the job's range before it lays it
- * out ("layout unlink"): it closes *h, removes the name as an unlink
- * does (a plain remove: handles that have the old file open, another
- * fio process's or any other client's, keep reading and writing it,
- * data and all, until they close it, as open descriptors keep an
- * unlinked file on a kernel file system) and creates the name again,
- * *h its handle. Cutting the file to 0 in place, or writing the layout
- * over it, took those clients' acknowledged writes from under their
- * handles (a second fio process's layout failed the first's
- * verify_backlog reads, of blocks it had just written through its open
- * file, with "bad magic header 0"). Returns 0 or -errno (*h then 0).
- * A crash between the remove and the create (one round trip in setup)
- * leaves neither, as an unlink and a create in separate journal commits
- * would on a kernel file system.
+ * out ("layout unlink"), and returns its handle in *h, having closed
+ * the old file's. The new file is created under a temporary name
+ * (ZF_TEMP_PREFIX) and renamed over f's name: handles that have the old
+ * file open, another fio process's or any other client's, keep reading
+ * and writing it, data and all, until they close it, as open
+ * descriptors keep an unlinked file on a kernel file system. Cutting the
+ * file to 0 in place, or writing the layout over it, took those clients'
+ * acknowledged writes from under their handles (a second fio process's
+ * layout failed the first's verify_backlog reads, of blocks it had just
+ * written through its open file, with "bad magic header 0").
+ *
+ * The rename is durable when answered, with the temporary's create
+ * (deferred: the rename's flush covers it), so the name has the old
+ * file or the new one whatever crashes when. The engine used to remove
+ * the name and then create it: a kill -9 of the daemon between the two
+ * left neither (TestH39bFioLayoutAnewSurvivesKill9AtEveryStep). If fio
+ * dies before the rename, the daemon removes the temporary when the
+ * connection ends (TestH39bFioLayoutAnewEngineDiesBeforeRename), and a
+ * daemon that crashed meanwhile removes it at its start.
+ *
+ * A daemon whose names are full (ENOSPC) has no room for the temporary
+ * beside the old file: then the name is removed and created again, as
+ * before, durably (no defer-sync: with fallocate=none or keep, or
+ * create_fsync=0, nothing would flush a deferred create, and a crash
+ * after fio ended left neither file: TestFioLayoutAnewSurvivesKill9).
+ * Setup, not the timed run, pays the flushes. Returns 0 or -errno (*h
+ * then 0, everything closed).
  */
 static int zf_lay_out_anew(struct zf_data *zd, struct fio_file *f, uint32_t *h)
 {
-	int err;
+	char tmp[64];
+	uint32_t nh;
+	int err, tries;
 
+	for (tries = 0;; tries++) {
+		zf_temp_name(tmp, sizeof(tmp));
+		err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE | ZF_OPEN_EXCL | ZF_OPEN_DEFER_SYNC, 0,
+				0, tmp);
+		if (err == -EINVAL) /* a daemon older than defer-sync */
+			err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE | ZF_OPEN_EXCL, 0, 0, tmp);
+		if (err != -EEXIST || tries == 3)
+			break;
+	}
+	if (err == -ENOSPC) {
+		sync_call(zd, ZF_OP_CLOSE, 0, *h, 0, NULL);
+		*h = 0;
+		if ((err = sync_call(zd, ZF_OP_REMOVE, 0, 0, 0, f->file_name)) < 0 && err != -ENOENT) {
+			log_err("zonefold: remove %s to lay it out anew: %s\n", f->file_name,
+				strerror(-err));
+			return err;
+		}
+		if ((err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE, 0, 0, f->file_name)) < 0) {
+			log_err("zonefold: create %s to lay it out anew: %s\n", f->file_name,
+				strerror(-err));
+			return err;
+		}
+		*h = (uint32_t) zd->sync_val;
+		return 0;
+	}
+	if (err < 0) {
+		log_err("zonefold: create a temporary file to lay %s out anew: %s\n", f->file_name,
+			strerror(-err));
+		sync_call(zd, ZF_OP_CLOSE, 0, *h, 0, NULL);
+		*h = 0;
+		return err;
+	}
+	nh = (uint32_t) zd->sync_val;
+	err = zf_rename(zd, tmp, f->file_name);
 	sync_call(zd, ZF_OP_CLOSE, 0, *h, 0, NULL);
 	*h = 0;
-	if ((err = sync_call(zd, ZF_OP_REMOVE, 0, 0, 0, f->file_name)) < 0 && err != -ENOENT) {
-		log_err("zonefold: remove %s to lay it out anew: %s\n", f->file_name, strerror(-err));
-		return err;
-	}
-	/*
-	 * Created durably (no defer-sync): the remove was durable when
-	 * answered, and with fallocate=none or keep, or create_fsync=0,
-	 * nothing flushes a deferred create, so a crash after fio ended
-	 * left neither file (TestFioLayoutAnewSurvivesKill9). Setup, not
-	 * the timed run, pays the flush.
-	 */
-	err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE, 0, 0, f->file_name);
 	if (err < 0) {
-		log_err("zonefold: create %s to lay it out anew: %s\n", f->file_name, strerror(-err));
+		log_err("zonefold: rename a temporary file over %s to lay it out anew: %s\n",
+			f->file_name, strerror(-err));
+		sync_call(zd, ZF_OP_CLOSE, 0, nh, 0, NULL);
+		sync_call(zd, ZF_OP_REMOVE, 0, 0, 0, tmp);
 		return err;
 	}
-	*h = (uint32_t) zd->sync_val;
+	*h = nh;
 	return 0;
 }
 
