@@ -3,7 +3,9 @@
  * daemon (docs/protocol.md), protocol version 2: requests and replies
  * travel in a submission and a completion ring in the shared region.
  *
- * Each job (process or thread) opens its own connection. fio's I/O
+ * Each job (process or thread) opens its own connection; fio's setup
+ * of the files (zf_setup, zf_prepopulate_file) shares one per thread,
+ * kept until the jobs start (zf_setup_take). fio's I/O
  * buffers live in the connection's shared-memory region (.iomem_alloc),
  * so a request only names an offset in it: the daemon copies a write
  * from fio's buffer straight into its cache. .queue encodes a request,
@@ -227,6 +229,12 @@ struct zf_data {
 	int sync_waiting;          /* a synchronous request is outstanding */
 	uint32_t sync_status;
 	uint64_t sync_val, sync_val2;
+
+	/* An idle setup connection (zf_setup_keep): whose, and the next. */
+	struct zf_data *idle_next;
+	char *idle_sock;
+	pid_t idle_pid;
+	pthread_t idle_tid;
 };
 
 static void put16(uint8_t *b, uint16_t v) { memcpy(b, &v, 2); }
@@ -897,6 +905,7 @@ static void zf_free(struct zf_data *zd)
 		close(zd->fd);
 	if (zd->mapped)
 		munmap(zd->mapped, zd->map_len);
+	free(zd->idle_sock);
 	free(zd->sbuf);
 	free(zd->fsbuf);
 	free(zd->pending);
@@ -947,6 +956,169 @@ static int zf_busy_waits(struct thread_data *td, struct zf_data *zd)
 }
 
 /*
+ * Setup connections. fio sets files up one at a time, outside any job's
+ * I/O: zf_setup stats them, zf_prepopulate_file lays each out. Those
+ * calls cannot use a job's connection (the job's region holds fio's
+ * buffers, and in fio's parent, where setup runs unless
+ * create_serialize=0, there is no job), and a connection of their own
+ * per call (socket, hello, the daemon's region mapped and unmapped) cost
+ * more than the layout itself: fio --create_only=1 --nrfiles=4200
+ * --filesize=4k took 8-13 s and 4201 connections. So each thread that
+ * sets files up keeps one between its calls (zf_setup_take,
+ * zf_setup_keep), on a list of idle ones that says whose each is.
+ *
+ * The idle ones go once setup is done, so that none holds one of the
+ * daemon's clients (--max-clients) or its shared memory while the jobs
+ * run: every one when fio forks its jobs (a fork handler, in the parent
+ * and before the child has a copy) and when a job starts (zf_init:
+ * fio's jobs as threads of the parent, or a job that sets its own files
+ * up, create_serialize=0: a thread setting up meanwhile connects again),
+ * the job's own when it opens a file for I/O (zf_open_file: its setup is
+ * done then) and at its end, and every one when the engine is unloaded.
+ * zf_setup_mu is a leaf lock: nothing else is taken under it.
+ */
+static pthread_mutex_t zf_setup_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct zf_data *zf_setup_idle; /* the list, under zf_setup_mu */
+static pthread_once_t zf_setup_once = PTHREAD_ONCE_INIT;
+
+/*
+ * zf_setup_unlink takes the idle connections of this thread (all: every
+ * one) off the list and returns them, as a list; under zf_setup_mu.
+ * Connections another process made (copied by a fork that ran no
+ * handler) go too: they are not this process's to use.
+ */
+static struct zf_data *zf_setup_unlink(int all)
+{
+	struct zf_data **p = &zf_setup_idle, *out = NULL, *zd;
+	pid_t pid = getpid();
+
+	while ((zd = *p)) {
+		if (all || zd->idle_pid != pid || pthread_equal(zd->idle_tid, pthread_self())) {
+			*p = zd->idle_next;
+			zd->idle_next = out;
+			out = zd;
+		} else
+			p = &zd->idle_next;
+	}
+	return out;
+}
+
+static void zf_free_list(struct zf_data *zd)
+{
+	struct zf_data *next;
+
+	for (; zd; zd = next) {
+		next = zd->idle_next;
+		zf_free(zd);
+	}
+}
+
+/* zf_setup_drop closes this thread's idle setup connection (all: every one). */
+static void zf_setup_drop(int all)
+{
+	struct zf_data *zd;
+
+	if (!__atomic_load_n(&zf_setup_idle, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&zf_setup_mu);
+	zd = zf_setup_unlink(all);
+	pthread_mutex_unlock(&zf_setup_mu);
+	zf_free_list(zd);
+}
+
+/* glibc unregisters these fork handlers when the engine is unloaded. */
+static void zf_fork_prepare(void)
+{
+	pthread_mutex_lock(&zf_setup_mu);
+	zf_free_list(zf_setup_unlink(1));
+}
+
+static void zf_fork_done(void)
+{
+	pthread_mutex_unlock(&zf_setup_mu);
+}
+
+static void zf_setup_register(void)
+{
+	pthread_atfork(zf_fork_prepare, zf_fork_done, zf_fork_done);
+}
+
+__attribute__((destructor)) static void zf_setup_unload(void)
+{
+	zf_setup_drop(1);
+}
+
+/*
+ * zf_setup_take returns a setup connection to td's daemon whose region
+ * holds data_bytes: this thread's idle one if it fits, else a new one;
+ * NULL with *err (-errno, logged) if it cannot connect. The caller gives
+ * it back to zf_setup_keep, with no handle open.
+ */
+static struct zf_data *zf_setup_take(struct thread_data *td, size_t data_bytes, int *err)
+{
+	struct zf_data *zd, *mine;
+
+	pthread_once(&zf_setup_once, zf_setup_register);
+	pthread_mutex_lock(&zf_setup_mu);
+	mine = zf_setup_unlink(0);
+	pthread_mutex_unlock(&zf_setup_mu);
+	for (zd = mine; zd; zd = zd->idle_next) {
+		if (zd->idle_pid == getpid() && !strcmp(zd->idle_sock, sock_path(td)) &&
+		    zd->region_len - ZF_CTL_BYTES >= data_bytes)
+			break;
+	}
+	if (zd) {
+		struct zf_data **p = &mine;
+
+		while (*p != zd)
+			p = &(*p)->idle_next;
+		*p = zd->idle_next;
+		zd->idle_next = NULL;
+	}
+	zf_free_list(mine);
+	if (!zd) {
+		if (!(zd = calloc(1, sizeof(*zd)))) {
+			*err = -ENOMEM;
+			return NULL;
+		}
+		zd->fd = -1;
+		if ((*err = zf_connect(td, zd, data_bytes)) < 0) {
+			zf_free(zd);
+			return NULL;
+		}
+	}
+	zd->busy_waits = zf_busy_waits(td, zd);
+	return zd;
+}
+
+/*
+ * zf_setup_keep gives zd back, kept idle for this thread's next setup
+ * call, unless it is broken (the daemon gone, a reply never taken): then
+ * it is closed.
+ */
+static void zf_setup_keep(struct thread_data *td, struct zf_data *zd)
+{
+	struct zf_data *old;
+
+	if (!zd)
+		return;
+	free(zd->idle_sock);
+	if (zd->dead || zd->sync_waiting || zd->inflight || !(zd->idle_sock = strdup(sock_path(td)))) {
+		zd->idle_sock = NULL;
+		zf_free(zd);
+		return;
+	}
+	zd->idle_pid = getpid();
+	zd->idle_tid = pthread_self();
+	pthread_mutex_lock(&zf_setup_mu);
+	old = zf_setup_unlink(0);
+	zd->idle_next = zf_setup_idle;
+	zf_setup_idle = zd;
+	pthread_mutex_unlock(&zf_setup_mu);
+	zf_free_list(old);
+}
+
+/*
  * init runs in the job: it connects, so that a job the daemon cannot
  * serve is refused here, with the reason, before fio sets up its
  * buffers (fio does not check the result of iomem_alloc).
@@ -967,6 +1139,7 @@ static int zf_init(struct thread_data *td)
 	unsigned int depth = td->o.iodepth ? td->o.iodepth : 1;
 	int err;
 
+	zf_setup_drop(1); /* the jobs start: fio's setup is done (as threads, in this process) */
 	if (td->o.io_submit_mode == IO_MODE_OFFLOAD) {
 		log_err("zonefold: io_submit_mode=offload is not supported: fio's offload "
 			"threads would submit on connections that do not hold the job's "
@@ -1136,6 +1309,7 @@ static void zf_write_stats(struct thread_data *td, struct zf_data *zd)
 
 static void zf_cleanup(struct thread_data *td)
 {
+	zf_setup_drop(0);
 	if (td->io_ops_data)
 		zf_write_stats(td, td->io_ops_data);
 	zf_free(td->io_ops_data);
@@ -1385,7 +1559,7 @@ static int zf_lay_out_anew(struct zf_data *zd, struct fio_file *f, uint32_t *h)
  * (fio's extend_file): create it, grow it to the range's end, fsync it
  * (create_fsync=1, fio's default). fio calls it from setup_files once
  * the files are sized, before the job starts: in fio's parent (unless
- * create_serialize=0), so with a connection of its own. zf_setup
+ * create_serialize=0), so on the setup connection (zf_setup_take). zf_setup
  * installs it only for the jobs that need a layout there (otherwise fio
  * would print "Prepopulating IO file" for every job); a job that shares
  * the ops and needs none is left alone:
@@ -1447,15 +1621,9 @@ static int zf_prepopulate_file(struct thread_data *td, struct fio_file *f)
 		end = UINT64_MAX;
 	else if (f->io_size == -1ULL || (f->real_file_size != -1ULL && f->real_file_size >= end))
 		return 0;
-	zd = calloc(1, sizeof(*zd));
-	if (!zd) {
-		td_verror(td, ENOMEM, "zonefold lay out");
-		return 1;
-	}
-	zd->fd = -1;
-	if ((err = zf_connect(td, zd, layout ? zf_layout_chunk(td, end) : 0)) < 0) {
+	if (!(zd = zf_setup_take(td, layout ? zf_layout_chunk(td, end) : 0, &err))) {
 		td_verror(td, -err, "zonefold connect");
-		goto out;
+		return 1;
 	}
 	/*
 	 * Only emptied, not grown (fallocate=keep or none): a file that is
@@ -1540,7 +1708,7 @@ static int zf_prepopulate_file(struct thread_data *td, struct fio_file *f)
 	}
 	sync_call(zd, ZF_OP_CLOSE, 0, h, 0, NULL);
 out:
-	zf_free(zd);
+	zf_setup_keep(td, zd);
 	return err < 0;
 }
 
@@ -1593,15 +1761,9 @@ static int zf_setup(struct thread_data *td)
 			continue;
 		if (sized && !range && !by_file)
 			continue;
-		if (!zd) {
-			zd = calloc(1, sizeof(*zd));
-			if (!zd)
-				return 1;
-			zd->fd = -1;
-			if ((err = zf_connect(td, zd, 0)) < 0) {
-				ret = 1;
-				break;
-			}
+		if (!zd && !(zd = zf_setup_take(td, 0, &err))) {
+			ret = 1;
+			break;
 		}
 		err = sync_call(zd, ZF_OP_STAT, 0, 0, 0, f->file_name);
 		if (err == -ENOENT && sized && by_file) {
@@ -1630,8 +1792,7 @@ static int zf_setup(struct thread_data *td)
 		f->real_file_size = zd->sync_val;
 		fio_file_set_size_known(f);
 	}
-	/* The parent's connection is not inherited by the jobs. */
-	zf_free(zd);
+	zf_setup_keep(td, zd);
 	return ret;
 }
 
@@ -1748,6 +1909,7 @@ static int zf_open_file(struct thread_data *td, struct fio_file *f)
 	uint32_t h;
 	int err;
 
+	zf_setup_drop(0); /* the job's setup is done (create_serialize=0: its own) */
 	/*
 	 * A file fio creates is durable from its fsync (end_fsync, fsync=N,
 	 * sync=1, fsync_on_close), as with open(2)'s O_CREAT on a kernel file
