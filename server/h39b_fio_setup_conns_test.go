@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -68,6 +69,55 @@ func TestH39bFioLayoutSharesOneConnection(t *testing.T) {
 				t.Fatalf("fio made %v connections to lay out %d files, want at most %d", conns, laid, tc.most)
 			}
 		})
+	}
+	d.stop()
+}
+
+// TestH39bFioLayoutAheadMixesFiles: the engine lays out a job's files
+// that need no data together (zf_lay_out_ahead), each step's requests
+// for many files at once, and leaves a file shorter than the range to
+// its own layout anew. Among missing files, a shorter one another client
+// holds open, and one longer than the range: every file ends at least
+// as long as the range, the shorter one is a new file (zeros) while the
+// other client keeps the old one's data, and the longer one is left as
+// it was.
+func TestH39bFioLayoutAheadMixesFiles(t *testing.T) {
+	_, engine := fioEnv(t)
+	d := newServe(t)
+	ctx := context.Background()
+	c := dialServe(t, d)
+	defer c.Close()
+	const files = 100
+	short := bytes.Repeat([]byte{0xcd}, 4<<10)
+	long := bytes.Repeat([]byte{0xef}, 32<<10)
+	held := writeFile(t, c, "mix.0.7", 0, short, true)
+	defer c.CloseFile(ctx, held)
+	c.CloseFile(ctx, writeFile(t, c, "mix.0.70", 0, short, true))
+	c.CloseFile(ctx, writeFile(t, c, "mix.0.40", 0, long, true))
+	for _, rw := range []string{"write", "randwrite"} {
+		out, err := runFioWatched(t, d, "--name=mix", "--ioengine=external:"+engine, "--sock="+d.socket,
+			"--nrfiles="+fmt.Sprint(files), "--filesize=16k", "--bs=4k", "--rw="+rw, "--create_only=1",
+			"--filename_format=mix.$jobnum.$filenum")
+		if err != nil {
+			t.Fatalf("fio: %v\n%s", err, lastLines(out, 20))
+		}
+	}
+	for i := range files {
+		name := fmt.Sprintf("mix.0.%d", i)
+		got := readWhole(t, c, name)
+		switch {
+		case i == 40:
+			if !bytes.Equal(got, long) {
+				t.Fatalf("%s, longer than the range: %d bytes, changed", name, len(got))
+			}
+		case len(got) != 16<<10 || !bytes.Equal(got, make([]byte, 16<<10)):
+			t.Fatalf("%s: %d bytes, all zeros %v; want 16 KiB of zeros", name, len(got),
+				bytes.Equal(got, make([]byte, len(got))))
+		}
+	}
+	buf := make([]byte, 8<<10)
+	if n, _ := c.ReadAt(ctx, held, buf, 0); !bytes.Equal(buf[:n], short) {
+		t.Fatalf("the other client's open file after fio laid its name out: %d bytes, intact %v", n, bytes.Equal(buf[:min(n, len(short))], short[:min(n, len(short))]))
 	}
 	d.stop()
 }
