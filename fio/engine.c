@@ -3,7 +3,10 @@
  * daemon (docs/protocol.md), protocol version 2: requests and replies
  * travel in a submission and a completion ring in the shared region.
  *
- * Each job (process or thread) opens its own connection. fio's I/O
+ * Each job (process or thread) opens its own connection; fio's setup
+ * of the files (zf_setup, zf_prepopulate_file) shares one per thread,
+ * kept until the jobs start (zf_setup_take), and lays out files that
+ * need no data many at a time (zf_lay_out_ahead). fio's I/O
  * buffers live in the connection's shared-memory region (.iomem_alloc),
  * so a request only names an offset in it: the daemon copies a write
  * from fio's buffer straight into its cache. .queue encodes a request,
@@ -54,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -93,12 +97,20 @@ enum {
 	ZF_OP_FSYNC = 6,
 	ZF_OP_TRUNCATE = 7,
 	ZF_OP_REMOVE = 8,
+	ZF_OP_RENAME = 9,
 	ZF_OP_STAT = 10,
 };
 #define ZF_OPEN_CREATE 1
+#define ZF_OPEN_EXCL 4       /* with create: EEXIST if the file exists */
 #define ZF_OPEN_DEFER_SYNC 8 /* with create: durable from the next fsync, as open(2)'s O_CREAT */
 #define ZF_REMOVE_UNUSED 1   /* remove only a file no handle has open, else EBUSY */
 #define ZF_TRUNCATE_GROW 1
+/*
+ * Names reserved for temporaries (server.TempPrefix): the daemon removes
+ * such a file when the connection that created it ends, unless it was
+ * renamed to an ordinary name first, and every one at its start.
+ */
+#define ZF_TEMP_PREFIX ".zonefold-tmp."
 
 /* The tail of the data part holds names; fio's buffers are before it. */
 #define ZF_CTL_BYTES 4096
@@ -150,6 +162,13 @@ enum { ZF_SLOT_FREE, ZF_SLOT_IO, ZF_SLOT_FSYNC };
  * in sched_yield while the daemon waited for a CPU; they went 1.7-2.3x
  * faster sleeping at once. One job (seq128k) went 1.3x faster spinning.
  */
+/*
+ * A setup connection lays out up to ZF_BATCH files at once (each step's
+ * requests together: zf_lay_out_ahead); the names take ZF_NAME_ROOM
+ * bytes each of its region.
+ */
+#define ZF_BATCH 64
+#define ZF_NAME_ROOM 256
 /* A sleep for completions checks every ZF_SLICE_MS that the daemon is there. */
 #define ZF_SLICE_MS 100
 
@@ -218,6 +237,22 @@ struct zf_data {
 	int sync_waiting;          /* a synchronous request is outstanding */
 	uint32_t sync_status;
 	uint64_t sync_val, sync_val2;
+
+	/* A setup connection's batch of requests (zf_batch_run) and its results. */
+	uint32_t ring_want;        /* ring entries to ask for, if not done_cap + 1 */
+	unsigned int batch_n, batch_left;
+	uint32_t batch_status[ZF_BATCH];
+	uint64_t batch_val[ZF_BATCH], batch_val2[ZF_BATCH];
+	/* Files of ahead_td laid out ahead (zf_lay_out_ahead), their index in td->files. */
+	struct thread_data *ahead_td;
+	unsigned int ahead_from, ahead_n;
+	uint8_t ahead_done[ZF_BATCH];
+
+	/* An idle setup connection (zf_setup_keep): whose, and the next. */
+	struct zf_data *idle_next;
+	char *idle_sock;
+	pid_t idle_pid;
+	pthread_t idle_tid;
 };
 
 static void put16(uint8_t *b, uint16_t v) { memcpy(b, &v, 2); }
@@ -355,7 +390,8 @@ static int zf_connect(struct thread_data *td, struct zf_data *zd, size_t data_by
 	put16(hello + 4, ZF_VERSION);
 	put64(hello + 8, want);
 	/* Room for every io_u, fio's end-of-job fsync, and an open or close. */
-	put32(hello + 16, zd->done_cap + 1 < ZF_MAX_RING ? zd->done_cap + 1 : ZF_MAX_RING);
+	put32(hello + 16, zd->ring_want ? zd->ring_want :
+			  zd->done_cap + 1 < ZF_MAX_RING ? zd->done_cap + 1 : ZF_MAX_RING);
 	if ((err = zf_send(fd, hello, sizeof(hello))) < 0)
 		goto fail;
 	do
@@ -578,6 +614,17 @@ static int reap(struct zf_data *zd)
 		uint64_t tag = get64(b);
 		uint32_t status = get32(b + 8);
 
+		if ((tag & 1) && tag != ZF_SYNC_TAG && !((tag >> 1) & ZF_TAG_SLOT_MASK) &&
+		    zd->batch_left && (tag >> 32) - 1 < zd->batch_n &&
+		    zd->batch_status[(tag >> 32) - 1] == UINT32_MAX) {
+			/* A reply to one of a batch's requests (zf_batch_run). */
+			slot = (tag >> 32) - 1;
+			zd->batch_status[slot] = status;
+			zd->batch_val[slot] = get64(b + 16);
+			zd->batch_val2[slot] = get64(b + 24);
+			zd->batch_left--;
+			continue;
+		}
 		if (tag == ZF_SYNC_TAG && zd->sync_waiting) {
 			zd->sync_waiting = 0;
 			zd->sync_status = status;
@@ -791,6 +838,7 @@ static int zf_clean_name(char *dst, const char *name, size_t cap)
  */
 static int sync_req(struct zf_data *zd, uint8_t op, uint8_t flags, uint32_t handle, uint64_t off,
 		    uint64_t addr, uint32_t len);
+static int sync_run(struct zf_data *zd, const uint8_t *req);
 
 static int sync_call(struct zf_data *zd, uint8_t op, uint8_t flags, uint32_t handle, uint64_t off,
 		     const char *name)
@@ -815,13 +863,20 @@ static int sync_req(struct zf_data *zd, uint8_t op, uint8_t flags, uint32_t hand
 		    uint64_t addr, uint32_t len)
 {
 	uint8_t req[ZF_REQ_SIZE];
+
+	encode_req(req, ZF_SYNC_TAG, op, flags, handle, off, addr, len);
+	return sync_run(zd, req);
+}
+
+/* sync_run runs one encoded request tagged ZF_SYNC_TAG, as sync_req. */
+static int sync_run(struct zf_data *zd, const uint8_t *req)
+{
 	int err;
 
 	if (zd->dead)
 		return -zd->dead;
 	if (zd->inflight + 1 > zd->entries)
 		return -EBUSY; /* cannot happen: init asked for done_cap + 1 entries */
-	encode_req(req, ZF_SYNC_TAG, op, flags, handle, off, addr, len);
 	zd->sync_waiting = 1;
 	if ((err = publish(zd, req, 1)) < 0)
 		return err;
@@ -834,6 +889,76 @@ static int sync_req(struct zf_data *zd, uint8_t op, uint8_t flags, uint32_t hand
 	return -(int) zd->sync_status;
 }
 
+/*
+ * zf_batch_run publishes n encoded requests at once (n at most ZF_BATCH
+ * and the ring's entries) and waits for every reply: batch_status[i] (an
+ * errno or 0), batch_val[i] and batch_val2[i] are request i's. Their
+ * tags are i + 1 in the high half and 1 in the low (what no io_u's tag
+ * and not ZF_SYNC_TAG is). Returns 0, or -errno if the connection
+ * failed: it is then dead.
+ */
+static int zf_batch_run(struct zf_data *zd, uint8_t *reqs, unsigned int n)
+{
+	unsigned int i;
+	int err;
+
+	if (zd->dead)
+		return -zd->dead;
+	for (i = 0; i < n; i++) {
+		zd->batch_status[i] = UINT32_MAX;
+		put64(reqs + i * ZF_REQ_SIZE, (uint64_t) (i + 1) << 32 | 1);
+	}
+	zd->batch_n = zd->batch_left = n;
+	err = publish(zd, reqs, n);
+	while (!err && zd->batch_left) {
+		if ((err = reap(zd)) > 0)
+			err = 0;
+		else if (!err)
+			err = wait_replies(zd, -1, zd->batch_left);
+	}
+	if (err < 0 && !zd->dead)
+		zd->dead = -err;
+	return err < 0 ? err : 0;
+}
+
+/*
+ * zf_rename renames the daemon's file from to to, replacing to's file
+ * if there is one (durable when answered; handles that have the
+ * replaced file open keep it). Both names go to the control area,
+ * cleaned as sync_call cleans them. Returns 0 or -errno.
+ */
+static int zf_rename(struct zf_data *zd, const char *from, const char *to)
+{
+	uint64_t ctl = zd->region_len - ZF_CTL_BYTES;
+	uint8_t req[ZF_REQ_SIZE];
+	int a, b;
+
+	if (zd->dead)
+		return -zd->dead;
+	if ((a = zf_clean_name((char *) zd->region + ctl, from, ZF_CTL_BYTES / 2)) < 0)
+		return a;
+	if ((b = zf_clean_name((char *) zd->region + ctl + a, to, ZF_CTL_BYTES - 1 - a)) < 0)
+		return b;
+	encode_req(req, ZF_SYNC_TAG, ZF_OP_RENAME, 0, 0, 0, ctl, (uint32_t) a);
+	put32(req + 36, (uint32_t) b);
+	return sync_run(zd, req);
+}
+
+/*
+ * zf_temp_name writes a fresh temporary name (ZF_TEMP_PREFIX and 16 hex
+ * digits, as zonefold put's) to dst, of cap > 31 bytes.
+ */
+static void zf_temp_name(char *dst, size_t cap)
+{
+	static unsigned long counter;
+	uint64_t r;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t) sizeof(r))
+		r = now_ns() ^ (uint64_t) getpid() << 32 ^
+		    __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) * 0x9e3779b97f4a7c15ULL;
+	snprintf(dst, cap, "%s%016llx", ZF_TEMP_PREFIX, (unsigned long long) r);
+}
+
 static void zf_free(struct zf_data *zd)
 {
 	if (!zd)
@@ -842,6 +967,7 @@ static void zf_free(struct zf_data *zd)
 		close(zd->fd);
 	if (zd->mapped)
 		munmap(zd->mapped, zd->map_len);
+	free(zd->idle_sock);
 	free(zd->sbuf);
 	free(zd->fsbuf);
 	free(zd->pending);
@@ -892,6 +1018,171 @@ static int zf_busy_waits(struct thread_data *td, struct zf_data *zd)
 }
 
 /*
+ * Setup connections. fio sets files up one at a time, outside any job's
+ * I/O: zf_setup stats them, zf_prepopulate_file lays each out. Those
+ * calls cannot use a job's connection (the job's region holds fio's
+ * buffers, and in fio's parent, where setup runs unless
+ * create_serialize=0, there is no job), and a connection of their own
+ * per call (socket, hello, the daemon's region mapped and unmapped) cost
+ * more than the layout itself: fio --create_only=1 --nrfiles=4200
+ * --filesize=4k took 8-13 s and 4201 connections. So each thread that
+ * sets files up keeps one between its calls (zf_setup_take,
+ * zf_setup_keep), on a list of idle ones that says whose each is.
+ *
+ * The idle ones go once setup is done, so that none holds one of the
+ * daemon's clients (--max-clients) or its shared memory while the jobs
+ * run: every one when fio forks its jobs (a fork handler, in the parent
+ * and before the child has a copy) and when a job starts (zf_init:
+ * fio's jobs as threads of the parent, or a job that sets its own files
+ * up, create_serialize=0: a thread setting up meanwhile connects again),
+ * the job's own when it opens a file for I/O (zf_open_file: its setup is
+ * done then) and at its end, and every one when the engine is unloaded.
+ * zf_setup_mu is a leaf lock: nothing else is taken under it.
+ */
+static pthread_mutex_t zf_setup_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct zf_data *zf_setup_idle; /* the list, under zf_setup_mu */
+static pthread_once_t zf_setup_once = PTHREAD_ONCE_INIT;
+
+/*
+ * zf_setup_unlink takes the idle connections of this thread (all: every
+ * one) off the list and returns them, as a list; under zf_setup_mu.
+ * Connections another process made (copied by a fork that ran no
+ * handler) go too: they are not this process's to use.
+ */
+static struct zf_data *zf_setup_unlink(int all)
+{
+	struct zf_data **p = &zf_setup_idle, *out = NULL, *zd;
+	pid_t pid = getpid();
+
+	while ((zd = *p)) {
+		if (all || zd->idle_pid != pid || pthread_equal(zd->idle_tid, pthread_self())) {
+			*p = zd->idle_next;
+			zd->idle_next = out;
+			out = zd;
+		} else
+			p = &zd->idle_next;
+	}
+	return out;
+}
+
+static void zf_free_list(struct zf_data *zd)
+{
+	struct zf_data *next;
+
+	for (; zd; zd = next) {
+		next = zd->idle_next;
+		zf_free(zd);
+	}
+}
+
+/* zf_setup_drop closes this thread's idle setup connection (all: every one). */
+static void zf_setup_drop(int all)
+{
+	struct zf_data *zd;
+
+	if (!__atomic_load_n(&zf_setup_idle, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&zf_setup_mu);
+	zd = zf_setup_unlink(all);
+	pthread_mutex_unlock(&zf_setup_mu);
+	zf_free_list(zd);
+}
+
+/* glibc unregisters these fork handlers when the engine is unloaded. */
+static void zf_fork_prepare(void)
+{
+	pthread_mutex_lock(&zf_setup_mu);
+	zf_free_list(zf_setup_unlink(1));
+}
+
+static void zf_fork_done(void)
+{
+	pthread_mutex_unlock(&zf_setup_mu);
+}
+
+static void zf_setup_register(void)
+{
+	pthread_atfork(zf_fork_prepare, zf_fork_done, zf_fork_done);
+}
+
+__attribute__((destructor)) static void zf_setup_unload(void)
+{
+	zf_setup_drop(1);
+}
+
+/*
+ * zf_setup_take returns a setup connection to td's daemon whose region
+ * holds data_bytes: this thread's idle one if it fits, else a new one;
+ * NULL with *err (-errno, logged) if it cannot connect. The caller gives
+ * it back to zf_setup_keep, with no handle open.
+ */
+static struct zf_data *zf_setup_take(struct thread_data *td, size_t data_bytes, int *err)
+{
+	struct zf_data *zd, *mine;
+
+	pthread_once(&zf_setup_once, zf_setup_register);
+	pthread_mutex_lock(&zf_setup_mu);
+	mine = zf_setup_unlink(0);
+	pthread_mutex_unlock(&zf_setup_mu);
+	for (zd = mine; zd; zd = zd->idle_next) {
+		if (zd->idle_pid == getpid() && !strcmp(zd->idle_sock, sock_path(td)) &&
+		    zd->region_len - ZF_CTL_BYTES >= data_bytes)
+			break;
+	}
+	if (zd) {
+		struct zf_data **p = &mine;
+
+		while (*p != zd)
+			p = &(*p)->idle_next;
+		*p = zd->idle_next;
+		zd->idle_next = NULL;
+	}
+	zf_free_list(mine);
+	if (!zd) {
+		if (!(zd = calloc(1, sizeof(*zd)))) {
+			*err = -ENOMEM;
+			return NULL;
+		}
+		zd->fd = -1;
+		zd->ring_want = ZF_BATCH;
+		if ((*err = zf_connect(td, zd, data_bytes)) < 0) {
+			zf_free(zd);
+			return NULL;
+		}
+	}
+	zd->busy_waits = zf_busy_waits(td, zd);
+	return zd;
+}
+
+/*
+ * zf_setup_keep gives zd back, kept idle for this thread's next setup
+ * call, unless it is broken (the daemon gone, a reply never taken): then
+ * it is closed.
+ */
+static void zf_setup_keep(struct thread_data *td, struct zf_data *zd)
+{
+	struct zf_data *old;
+
+	if (!zd)
+		return;
+	free(zd->idle_sock);
+	if (zd->dead || zd->sync_waiting || zd->inflight || zd->batch_left ||
+	    !(zd->idle_sock = strdup(sock_path(td)))) {
+		zd->idle_sock = NULL;
+		zf_free(zd);
+		return;
+	}
+	zd->idle_pid = getpid();
+	zd->idle_tid = pthread_self();
+	pthread_mutex_lock(&zf_setup_mu);
+	old = zf_setup_unlink(0);
+	zd->idle_next = zf_setup_idle;
+	zf_setup_idle = zd;
+	pthread_mutex_unlock(&zf_setup_mu);
+	zf_free_list(old);
+}
+
+/*
  * init runs in the job: it connects, so that a job the daemon cannot
  * serve is refused here, with the reason, before fio sets up its
  * buffers (fio does not check the result of iomem_alloc).
@@ -912,6 +1203,7 @@ static int zf_init(struct thread_data *td)
 	unsigned int depth = td->o.iodepth ? td->o.iodepth : 1;
 	int err;
 
+	zf_setup_drop(1); /* the jobs start: fio's setup is done (as threads, in this process) */
 	if (td->o.io_submit_mode == IO_MODE_OFFLOAD) {
 		log_err("zonefold: io_submit_mode=offload is not supported: fio's offload "
 			"threads would submit on connections that do not hold the job's "
@@ -1081,6 +1373,7 @@ static void zf_write_stats(struct thread_data *td, struct zf_data *zd)
 
 static void zf_cleanup(struct thread_data *td)
 {
+	zf_setup_drop(0);
 	if (td->io_ops_data)
 		zf_write_stats(td, td->io_ops_data);
 	zf_free(td->io_ops_data);
@@ -1148,8 +1441,8 @@ static int zf_fallocate_layout(struct thread_data *td)
  * (not fill_device, whose layout is its own; create_on_open=1 lays
  * nothing out). On ext4 a 1 MiB file and --rw=write --offset=2m
  * --size=2m leave 4 MiB whose first MiB is zeros, whatever fallocate=
- * says. zf_lay_out_anew removes the name as an unlink does and
- * creates it anew.
+ * says. zf_lay_out_anew gives the name a new file as an unlink and a
+ * create would, in one step (a rename over it).
  */
 static int zf_layout_unlinks(struct thread_data *td)
 {
@@ -1243,44 +1536,174 @@ static int zf_remove(struct zf_data *zd, const char *name)
 /*
  * zf_lay_out_anew gives f's name a new, empty file, as fio's extend_file
  * unlinks a regular file shorter than the job's range before it lays it
- * out ("layout unlink"): it closes *h, removes the name as an unlink
- * does (a plain remove: handles that have the old file open, another
- * fio process's or any other client's, keep reading and writing it,
- * data and all, until they close it, as open descriptors keep an
- * unlinked file on a kernel file system) and creates the name again,
- * *h its handle. Cutting the file to 0 in place, or writing the layout
- * over it, took those clients' acknowledged writes from under their
- * handles (a second fio process's layout failed the first's
- * verify_backlog reads, of blocks it had just written through its open
- * file, with "bad magic header 0"). Returns 0 or -errno (*h then 0).
- * A crash between the remove and the create (one round trip in setup)
- * leaves neither, as an unlink and a create in separate journal commits
- * would on a kernel file system.
+ * out ("layout unlink"), and returns its handle in *h, having closed
+ * the old file's. The new file is created under a temporary name
+ * (ZF_TEMP_PREFIX) and renamed over f's name: handles that have the old
+ * file open, another fio process's or any other client's, keep reading
+ * and writing it, data and all, until they close it, as open
+ * descriptors keep an unlinked file on a kernel file system. Cutting the
+ * file to 0 in place, or writing the layout over it, took those clients'
+ * acknowledged writes from under their handles (a second fio process's
+ * layout failed the first's verify_backlog reads, of blocks it had just
+ * written through its open file, with "bad magic header 0").
+ *
+ * The rename is durable when answered, with the temporary's create
+ * (deferred: the rename's flush covers it), so the name has the old
+ * file or the new one whatever crashes when. The engine used to remove
+ * the name and then create it: a kill -9 of the daemon between the two
+ * left neither (TestH39bFioLayoutAnewSurvivesKill9AtEveryStep). If fio
+ * dies before the rename, the daemon removes the temporary when the
+ * connection ends (TestH39bFioLayoutAnewEngineDiesBeforeRename), and a
+ * daemon that crashed meanwhile removes it at its start.
+ *
+ * A daemon whose names are full (ENOSPC) has no room for the temporary
+ * beside the old file: then the name is removed and created again, as
+ * before, durably (no defer-sync: with fallocate=none or keep, or
+ * create_fsync=0, nothing would flush a deferred create, and a crash
+ * after fio ended left neither file: TestFioLayoutAnewSurvivesKill9).
+ * Setup, not the timed run, pays the flushes. Returns 0 or -errno (*h
+ * then 0, everything closed).
  */
 static int zf_lay_out_anew(struct zf_data *zd, struct fio_file *f, uint32_t *h)
 {
-	int err;
+	char tmp[64];
+	uint32_t nh;
+	int err, tries;
 
+	for (tries = 0;; tries++) {
+		zf_temp_name(tmp, sizeof(tmp));
+		err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE | ZF_OPEN_EXCL | ZF_OPEN_DEFER_SYNC, 0,
+				0, tmp);
+		if (err == -EINVAL) /* a daemon older than defer-sync */
+			err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE | ZF_OPEN_EXCL, 0, 0, tmp);
+		if (err != -EEXIST || tries == 3)
+			break;
+	}
+	if (err == -ENOSPC) {
+		sync_call(zd, ZF_OP_CLOSE, 0, *h, 0, NULL);
+		*h = 0;
+		if ((err = sync_call(zd, ZF_OP_REMOVE, 0, 0, 0, f->file_name)) < 0 && err != -ENOENT) {
+			log_err("zonefold: remove %s to lay it out anew: %s\n", f->file_name,
+				strerror(-err));
+			return err;
+		}
+		if ((err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE, 0, 0, f->file_name)) < 0) {
+			log_err("zonefold: create %s to lay it out anew: %s\n", f->file_name,
+				strerror(-err));
+			return err;
+		}
+		*h = (uint32_t) zd->sync_val;
+		return 0;
+	}
+	if (err < 0) {
+		log_err("zonefold: create a temporary file to lay %s out anew: %s\n", f->file_name,
+			strerror(-err));
+		sync_call(zd, ZF_OP_CLOSE, 0, *h, 0, NULL);
+		*h = 0;
+		return err;
+	}
+	nh = (uint32_t) zd->sync_val;
+	err = zf_rename(zd, tmp, f->file_name);
 	sync_call(zd, ZF_OP_CLOSE, 0, *h, 0, NULL);
 	*h = 0;
-	if ((err = sync_call(zd, ZF_OP_REMOVE, 0, 0, 0, f->file_name)) < 0 && err != -ENOENT) {
-		log_err("zonefold: remove %s to lay it out anew: %s\n", f->file_name, strerror(-err));
-		return err;
-	}
-	/*
-	 * Created durably (no defer-sync): the remove was durable when
-	 * answered, and with fallocate=none or keep, or create_fsync=0,
-	 * nothing flushes a deferred create, so a crash after fio ended
-	 * left neither file (TestFioLayoutAnewSurvivesKill9). Setup, not
-	 * the timed run, pays the flush.
-	 */
-	err = sync_call(zd, ZF_OP_OPEN, ZF_OPEN_CREATE, 0, 0, f->file_name);
 	if (err < 0) {
-		log_err("zonefold: create %s to lay it out anew: %s\n", f->file_name, strerror(-err));
+		log_err("zonefold: rename a temporary file over %s to lay it out anew: %s\n",
+			f->file_name, strerror(-err));
+		sync_call(zd, ZF_OP_CLOSE, 0, nh, 0, NULL);
+		sync_call(zd, ZF_OP_REMOVE, 0, 0, 0, tmp);
 		return err;
 	}
-	*h = (uint32_t) zd->sync_val;
+	*h = nh;
 	return 0;
+}
+
+/*
+ * zf_lay_out_ahead lays out f and the files after it in td->files (up
+ * to ZF_BATCH, and the ring's entries) that need what a layout without
+ * data does to a file that is missing or shorter than the job's range
+ * (open, creating it; grow it to the range's end; fsync it if sync;
+ * close it), each step's requests for all of them at once. One file at
+ * a time, a layout cost four round trips to the daemon and a device
+ * flush each for its grow and its fsync, which files laid out together
+ * share. A file it does not finish so (one shorter than the range that
+ * is laid out anew, a name too long, any error) is left to its own call
+ * of prepopulate_file, which lays it out alone and reports what fails,
+ * as before: zd->ahead_done says which are done. Returns whether f is.
+ */
+static int zf_lay_out_ahead(struct thread_data *td, struct zf_data *zd, struct fio_file *f,
+			    int anew, int sync)
+{
+	uint8_t reqs[ZF_BATCH * ZF_REQ_SIZE];
+	unsigned int idx[ZF_BATCH], on[ZF_BATCH], n = 0, m, i, j;
+	unsigned int most = zd->entries < ZF_BATCH ? zd->entries : ZF_BATCH;
+	uint64_t end[ZF_BATCH];
+	uint32_t h[ZF_BATCH];
+	int ok[ZF_BATCH], open_einval = 0;
+
+	zd->ahead_td = NULL;
+	if (f->fileno < 0 || (unsigned int) f->fileno >= td->files_index || td->files[f->fileno] != f ||
+	    zd->region_len - ZF_CTL_BYTES < ZF_BATCH * ZF_NAME_ROOM)
+		return 0;
+	for (j = f->fileno; j < td->files_index && j - f->fileno < ZF_BATCH && n < most; j++) {
+		struct fio_file *g = td->files[j];
+		int len;
+
+		end[n] = g->file_offset + g->io_size;
+		if (g->io_size == -1ULL || (g->real_file_size != -1ULL && g->real_file_size >= end[n]))
+			continue; /* its own call does nothing */
+		len = zf_clean_name((char *) zd->region + n * ZF_NAME_ROOM, g->file_name, ZF_NAME_ROOM - 1);
+		if (len <= 0)
+			continue;
+		encode_req(reqs + n * ZF_REQ_SIZE, 0, ZF_OP_OPEN, ZF_OPEN_CREATE | ZF_OPEN_DEFER_SYNC, 0, 0,
+			   n * ZF_NAME_ROOM, (uint32_t) len);
+		idx[n++] = j;
+	}
+	if (!n || idx[0] != (unsigned int) f->fileno || zf_batch_run(zd, reqs, n) < 0)
+		return 0;
+	for (i = 0; i < n; i++) {
+		ok[i] = !zd->batch_status[i];
+		h[i] = ok[i] ? (uint32_t) zd->batch_val[i] : 0; /* handles are 1..4096 */
+		/* A daemon older than defer-sync: the files' own calls know it. */
+		open_einval |= zd->batch_status[i] == EINVAL;
+		/* Laid out anew by its own call (zf_lay_out_anew). */
+		if (ok[i] && anew && zd->batch_val2[i] && zd->batch_val2[i] < end[i])
+			ok[i] = 0;
+		end[i] = ok[i] && zd->batch_val2[i] < end[i] ? end[i] : 0; /* 0: no grow */
+	}
+	for (m = i = 0; i < n; i++) {
+		if (ok[i] && end[i]) {
+			encode_req(reqs + m * ZF_REQ_SIZE, 0, ZF_OP_TRUNCATE, ZF_TRUNCATE_GROW, h[i], end[i], 0, 0);
+			on[m++] = i;
+		}
+	}
+	if (m && zf_batch_run(zd, reqs, m) < 0)
+		return 0;
+	for (i = 0; i < m; i++)
+		if (zd->batch_status[i])
+			ok[on[i]] = 0;
+	for (m = i = 0; sync && i < n; i++) {
+		if (ok[i]) {
+			encode_req(reqs + m * ZF_REQ_SIZE, 0, ZF_OP_FSYNC, 0, h[i], 0, 0, 0);
+			on[m++] = i;
+		}
+	}
+	if (m && zf_batch_run(zd, reqs, m) < 0)
+		return 0;
+	for (i = 0; i < m; i++)
+		if (zd->batch_status[i])
+			ok[on[i]] = 0;
+	for (m = i = 0; i < n; i++) /* every file opened */
+		if (h[i])
+			encode_req(reqs + m++ * ZF_REQ_SIZE, 0, ZF_OP_CLOSE, 0, h[i], 0, 0, 0);
+	if (m && zf_batch_run(zd, reqs, m) < 0)
+		return 0;
+	zd->ahead_td = td;
+	zd->ahead_from = f->fileno;
+	zd->ahead_n = idx[n - 1] - f->fileno + 1;
+	memset(zd->ahead_done, 0, sizeof(zd->ahead_done));
+	for (i = 0; i < n && !open_einval; i++)
+		zd->ahead_done[idx[i] - f->fileno] = ok[i];
+	return zd->ahead_done[0];
 }
 
 /*
@@ -1289,7 +1712,7 @@ static int zf_lay_out_anew(struct zf_data *zd, struct fio_file *f, uint32_t *h)
  * (fio's extend_file): create it, grow it to the range's end, fsync it
  * (create_fsync=1, fio's default). fio calls it from setup_files once
  * the files are sized, before the job starts: in fio's parent (unless
- * create_serialize=0), so with a connection of its own. zf_setup
+ * create_serialize=0), so on the setup connection (zf_setup_take). zf_setup
  * installs it only for the jobs that need a layout there (otherwise fio
  * would print "Prepopulating IO file" for every job); a job that shares
  * the ops and needs none is left alone:
@@ -1342,6 +1765,8 @@ static int zf_prepopulate_file(struct thread_data *td, struct fio_file *f)
 	uint64_t done = 0;
 	/* fio's extend_file fsyncs a layout, not an allocation alone. */
 	int sync = td->o.create_fsync && laid;
+	/* Laid out with the files after it (zf_lay_out_ahead). */
+	int ahead = grows && !layout && create && !td->terminate;
 	uint32_t h;
 	int err;
 
@@ -1351,15 +1776,25 @@ static int zf_prepopulate_file(struct thread_data *td, struct fio_file *f)
 		end = UINT64_MAX;
 	else if (f->io_size == -1ULL || (f->real_file_size != -1ULL && f->real_file_size >= end))
 		return 0;
-	zd = calloc(1, sizeof(*zd));
-	if (!zd) {
-		td_verror(td, ENOMEM, "zonefold lay out");
+	if (!(zd = zf_setup_take(td, layout ? zf_layout_chunk(td, end) : ZF_BATCH * ZF_NAME_ROOM, &err))) {
+		td_verror(td, -err, "zonefold connect");
 		return 1;
 	}
-	zd->fd = -1;
-	if ((err = zf_connect(td, zd, layout ? zf_layout_chunk(td, end) : 0)) < 0) {
-		td_verror(td, -err, "zonefold connect");
-		goto out;
+	if (ahead) {
+		unsigned int k = (unsigned int) f->fileno - zd->ahead_from;
+
+		/* Done ahead (once), or else (in the range, not done) alone. */
+		if (zd->ahead_td == td && f->fileno >= 0 && k < zd->ahead_n) {
+			ahead = zd->ahead_done[k];
+			zd->ahead_done[k] = 0;
+		} else
+			ahead = zf_lay_out_ahead(td, zd, f, anew, sync);
+		if (ahead) {
+			if (f->real_file_size != -1ULL)
+				f->real_file_size = end;
+			err = 0;
+			goto out;
+		}
 	}
 	/*
 	 * Only emptied, not grown (fallocate=keep or none): a file that is
@@ -1444,7 +1879,7 @@ static int zf_prepopulate_file(struct thread_data *td, struct fio_file *f)
 	}
 	sync_call(zd, ZF_OP_CLOSE, 0, h, 0, NULL);
 out:
-	zf_free(zd);
+	zf_setup_keep(td, zd);
 	return err < 0;
 }
 
@@ -1497,15 +1932,10 @@ static int zf_setup(struct thread_data *td)
 			continue;
 		if (sized && !range && !by_file)
 			continue;
-		if (!zd) {
-			zd = calloc(1, sizeof(*zd));
-			if (!zd)
-				return 1;
-			zd->fd = -1;
-			if ((err = zf_connect(td, zd, 0)) < 0) {
-				ret = 1;
-				break;
-			}
+		/* With room for prepopulate_file's names, so that it takes this one. */
+		if (!zd && !(zd = zf_setup_take(td, ZF_BATCH * ZF_NAME_ROOM, &err))) {
+			ret = 1;
+			break;
 		}
 		err = sync_call(zd, ZF_OP_STAT, 0, 0, 0, f->file_name);
 		if (err == -ENOENT && sized && by_file) {
@@ -1534,8 +1964,7 @@ static int zf_setup(struct thread_data *td)
 		f->real_file_size = zd->sync_val;
 		fio_file_set_size_known(f);
 	}
-	/* The parent's connection is not inherited by the jobs. */
-	zf_free(zd);
+	zf_setup_keep(td, zd);
 	return ret;
 }
 
@@ -1652,6 +2081,7 @@ static int zf_open_file(struct thread_data *td, struct fio_file *f)
 	uint32_t h;
 	int err;
 
+	zf_setup_drop(0); /* the job's setup is done (create_serialize=0: its own) */
 	/*
 	 * A file fio creates is durable from its fsync (end_fsync, fsync=N,
 	 * sync=1, fsync_on_close), as with open(2)'s O_CREAT on a kernel file

@@ -115,3 +115,9 @@ var AwaitProgress = awaitProgress
 func RingDaemonSleeps(c *Client) bool {
 	return atomic.LoadUint32(c.ring.sqFlags)&SQNeedWakeup != 0
 }
+
+// SetExecHook makes f the daemon's exec hook (run before each request,
+// from the daemon's goroutines) for the rest of the process: for the
+// test binary run as `zonefold serve` (TestMain), which has no test to
+// clean up after.
+func SetExecHook(f func(*Request, *Reply)) { execHook.Store(&f) }

@@ -28,11 +28,17 @@ import (
 )
 
 // TestMain lets the test binary stand in for the zonefold binary
-// (ZONEFOLD_TEST_MAIN=1) and for a client that is killed mid-batch.
+// (ZONEFOLD_TEST_MAIN=1; as a daemon, with the crash points
+// installCrashHook reads from the environment) and for a client that is
+// killed mid-batch.
 func TestMain(m *testing.M) {
 	switch os.Getenv("ZONEFOLD_TEST_MAIN") {
 	case "zonefold":
 		if err := limitFileSize(os.Getenv("ZONEFOLD_TEST_FSIZE")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if err := installCrashHook(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
