@@ -417,6 +417,7 @@ func (g *carGolden) run(t *testing.T, name string, r, k int, seed uint64) (out c
 			return carOutcome{class: "refused (whole FS)", bad: r == carOldData || r == carNewData || r == carOldCkpt || r == carOldLog,
 				why: fmt.Sprintf("whole file system refused for damage at %s: %v", where, err)}
 		}
+		t.Logf("%s: refused at %s: %v", name, where, err)
 		return carOutcome{class: "refused"}
 	}
 	lost, why := g.check(t, e, hit)

@@ -135,3 +135,91 @@ func TestH39cDamagedLogRecordIsReported(t *testing.T) {
 	}
 	t.Logf("fsck: %v", rep.Problems)
 }
+
+// TestH39cAcceptDamagedRecordsOpensPastIt: with the header of a record
+// newer than the checkpoint damaged, Config.AcceptDamagedRecords opens
+// the device: that record's range of "a" reads as it was before the
+// overwrite (the loss the user accepted), every other byte as
+// acknowledged, fsck with the option names the damage, and the next Open
+// needs no option (recovery's checkpoint recorded the choice).
+func TestH39cAcceptDamagedRecordsOpensPastIt(t *testing.T) {
+	old := pattern(128<<10, 1)
+	var zWant []byte
+	// A second overwrite of a, after the damaged record in its zone
+	// (a file's appends go to its zone): recovery goes on to it.
+	more := pattern(32<<10, 7)
+	devName, path, hdrAt, want := h39cImage(t, func(e *Engine) {
+		h, err := e.Open("a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		if _, err := h.WriteAt(more, 64<<10); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if x, y := devOf(t, e, "a", 0), devOf(t, e, "a", 64<<10); x.hdr/e.geo.ZoneSize != y.hdr/e.geo.ZoneSize || y.hdr < x.hdr {
+			t.Fatalf("set-up: the second overwrite's record (%d) is not after the first's (%d) in its zone", y.hdr, x.hdr)
+		}
+	})
+	copy(want[64<<10:], more)
+	zWant = pattern(8<<10, 5)
+	h39cPatch(t, path, hdrAt, func(b []byte) { b[200] ^= 0x01 })
+
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := FsckWith(dev, FsckOptions{AcceptDamagedRecords: true})
+	dev.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := false
+	for _, p := range rep.Problems {
+		named = named || strings.Contains(p, "accepted: data zone")
+	}
+	if !named {
+		t.Errorf("fsck --accept-damaged-records does not name the damaged record: %v", rep.Problems)
+	}
+	if _, err := Open(devName, smallConfig()); err == nil || !strings.Contains(err.Error(), "--accept-damaged-records") {
+		t.Fatalf("Open without the option: %v; want a refusal that names --accept-damaged-records", err)
+	}
+	cfg := smallConfig()
+	cfg.AcceptDamagedRecords = true
+	e, err := Open(devName, cfg)
+	if err != nil {
+		t.Fatalf("Open accepting damaged records: %v", err)
+	}
+	check := func(e *Engine) {
+		t.Helper()
+		got := readAll(t, e, "a")
+		if len(got) != len(want) {
+			t.Fatalf("a has %d bytes, want %d", len(got), len(want))
+		}
+		for off := 0; off < len(got); off += BlockSize {
+			b := got[off : off+BlockSize]
+			if !bytes.Equal(b, want[off:off+BlockSize]) && !bytes.Equal(b, old[off:off+BlockSize]) {
+				t.Fatalf("a at %d reads neither the acknowledged bytes nor those before the damaged record", off)
+			}
+		}
+		if !bytes.Equal(got[64<<10:], want[64<<10:]) {
+			t.Fatal("a's bytes outside the damaged record differ")
+		}
+		if got := readAll(t, e, "z"); !bytes.Equal(got, zWant) {
+			t.Fatal("z, written after the damaged record, differs")
+		}
+	}
+	check(e)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e, err = Open(devName, smallConfig())
+	if err != nil {
+		t.Fatalf("second Open, without the option: %v", err)
+	}
+	check(e)
+	e.Close()
+}

@@ -228,13 +228,30 @@ func (e *Engine) recover() error {
 		if err != nil {
 			return err
 		}
-		if torn && len(void) == 0 {
+		for torn && len(void) == 0 {
 			// No append is known to have failed since the checkpoint:
 			// a header below the write pointer that fails is damage
 			// (damagedHeader), never a torn write.
-			if err := e.damagedHeader(z, rz, end, ckpt.seq, buf, w); err != nil {
+			next, err := e.damagedHeader(z, rz, end, ckpt.seq, buf, w)
+			if err == nil {
+				break
+			}
+			var dmg *damagedRecordError
+			if !errors.As(err, &dmg) || !e.cfg.AcceptDamagedRecords {
 				return err
 			}
+			// The user chose to lose that record: the zone's log
+			// goes on at the next whole one, if any.
+			e.damage = append(e.damage, "accepted: "+dmg.what)
+			slog.Error("engine: recover: opening past a damaged record (accept damaged records): "+dmg.what, "zone", z.idx)
+			if next == 0 {
+				break
+			}
+			more, mend, mtorn, err := e.scanDataZone(z, rz, next, buf, w)
+			if err != nil {
+				return err
+			}
+			recs, end, torn = append(recs, more...), mend, mtorn
 		}
 		for _, r := range recs {
 			if r.seq > ckpt.seq && void[r.seq] {
@@ -776,31 +793,34 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 // log there as a torn write, serves that file's older bytes (or a
 // shorter file) where acknowledged ones were, silently, and loses every
 // record after it in the zone. So Open refuses (fsck reads the device
-// without writing, and reports the same error). Two shapes are not
-// damage: an all-zero block with no record of this file system numbered
-// above the checkpoint after it in a zone that is full (the unwritten
-// rest of a finished zone reads as zeros).
-func (e *Engine) damagedHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, buf *scanBuf, w *uring.Waiter) error {
+// without writing, and reports the same error) with a damagedRecordError,
+// unless the user accepts losing the record (Config.AcceptDamagedRecords):
+// damagedHeader returns where the next whole record of the zone numbered
+// above the checkpoint starts (0: none), where recovery goes on. Not
+// damage: a whole header whose record runs past the write pointer (torn),
+// and an all-zero block with no such record after it in a zone that is
+// full (the unwritten rest of a finished zone reads as zeros).
+func (e *Engine) damagedHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, buf *scanBuf, w *uring.Waiter) (int64, error) {
 	wp := rz.WP - rz.Start
 	if off+BlockSize > wp {
-		return nil // torn: the write pointer ends inside the header
+		return 0, nil // torn: the write pointer ends inside the header
 	}
 	hb := buf.mem[:BlockSize]
 	if err := e.readDev(rz.Start+off, hb, w); err != nil {
-		return fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, err)
+		return 0, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, err)
 	}
 	var h RecordHeader
 	if DecodeHeader(hb, &h) == nil && h.FS == e.sb.FS() {
-		return nil // whole: its record runs past the write pointer (torn)
+		return 0, nil // whole: its record runs past the write pointer (torn)
 	}
 	zero := isZero(hb)
 	full := wp >= z.cap || rz.Cond == zns.CondFull
 	next, nextAt, err := e.laterRecord(rz, off+BlockSize, wp, ckptSeq, buf, w)
 	if err != nil {
-		return fmt.Errorf("engine: recover: read zone %d: %w", z.idx, err)
+		return 0, fmt.Errorf("engine: recover: read zone %d: %w", z.idx, err)
 	}
 	if zero && full && next == 0 {
-		return nil
+		return 0, nil
 	}
 	why := fmt.Sprintf("record %d, numbered above the checkpoint, follows it at %d", next, nextAt)
 	switch {
@@ -808,10 +828,24 @@ func (e *Engine) damagedHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, 
 	case zero:
 		why = "the block is zeros, below the write pointer of a zone not full"
 	default:
-		why = "nothing follows it up to the write pointer"
+		why = "its bytes are no header"
 	}
-	return fmt.Errorf("engine: recover: data zone %d: the record header at %d, below the zone's write pointer (%d), fails its checksum (%s): media damage in a record newer than checkpoint %d; which file's acknowledged bytes it held is lost with it, and recovering past it would serve older bytes in their place: refusing to open (fsck reads the device without writing; copy what you can off a device you no longer trust)",
+	lost := fmt.Sprintf("data zone %d: the record header at %d, below the zone's write pointer (%d), fails its checksum (%s): media damage in a record newer than checkpoint %d; which file's acknowledged bytes it held is lost with it",
 		z.idx, off, wp, why, ckptSeq)
+	if next != 0 {
+		lost += fmt.Sprintf(" (up to %d bytes, to %d where the next record starts): that file reads older bytes there, or is shorter", nextAt-off-BlockSize, nextAt)
+	} else {
+		lost += " (nothing whole follows it up to the write pointer): that file reads older bytes there, or is shorter"
+	}
+	return nextAt, &damagedRecordError{what: lost}
+}
+
+// damagedRecordError is damagedHeader's refusal; what says what is lost
+// if the user opens anyway (Config.AcceptDamagedRecords).
+type damagedRecordError struct{ what string }
+
+func (d *damagedRecordError) Error() string {
+	return "engine: recover: " + d.what + ": recovering past it would serve those older bytes as the file's: refusing to open (fsck reads the device without writing; copy what you can off a device you no longer trust). To open anyway, losing only that record, give --accept-damaged-records to zonefold serve (Config.AcceptDamagedRecords)"
 }
 
 // laterRecord finds, block by block from off to end in the zone rz (a
