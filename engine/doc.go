@@ -198,7 +198,10 @@
 //     checkpoint it is damage in a record newer than it, which no
 //     mapping places (its file would read older bytes, the records after
 //     it would be lost): Open refuses, naming the zone, and fsck says so
-//     (damagedHeader). An all-zero block ending a full zone is its
+//     (damagedHeader), unless the user accepts losing that record
+//     (Config.AcceptDamagedRecords, --accept-damaged-records, which the
+//     refusal names): recovery then goes on at the zone's next whole
+//     record. An all-zero block ending a full zone is its
 //     unwritten rest, not damage. A data block that fails
 //     its checksum below the write pointer was written whole and changed
 //     since: recovery replays its record all the same and goes on, so the

@@ -34,13 +34,16 @@ import (
 // (carOutcome) and counted; the counts are logged.
 //
 // ZONEFOLD_CORRUPT_SEEDS=FIRST-LAST runs those seeds instead of the
-// default few.
+// default two (one with -short or the race detector).
 func TestCorruptionAtRest(t *testing.T) {
 	logger := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	t.Cleanup(func() { slog.SetDefault(logger) })
 
 	seeds := []uint64{1, 2}
+	if testing.Short() || raceEnabled {
+		seeds = seeds[:1]
+	}
 	if s := envSeeds(t, "ZONEFOLD_CORRUPT_SEEDS"); s != nil {
 		seeds = s
 	}
