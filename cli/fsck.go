@@ -13,11 +13,16 @@ import (
 // (engine.Config.AcceptOfflineZones); the engine's refusal names it.
 const acceptOfflineFlag = "accept-offline-zones"
 
+// acceptDamagedFlag is the flag of serve and fsck that opens past a
+// damaged record header newer than the last checkpoint
+// (engine.Config.AcceptDamagedRecords); the engine's refusal names it.
+const acceptDamagedFlag = "accept-damaged-records"
+
 // errDamaged makes fsck exit non-zero after it printed its report.
 var errDamaged = fmt.Errorf("file system is damaged")
 
 func newFsckCmd() *cobra.Command {
-	var asJSON, acceptOffline bool
+	var asJSON, acceptOffline, acceptDamaged bool
 	cmd := &cobra.Command{
 		Use:   "fsck DEVICE",
 		Short: "Check a zonefold file system without changing it",
@@ -28,7 +33,11 @@ at records that carry them. Prints a report; exits non-zero on damage.
 --accept-offline-zones checks the file system as zonefold serve
 --accept-offline-zones would open it when a data zone went offline
 holding data newer than the last checkpoint (without it, that is
-recovery's one problem): the report names the files that map data there.`,
+recovery's one problem): the report names the files that map data there.
+
+--accept-damaged-records checks it as zonefold serve
+--accept-damaged-records would open it when a data record newer than the
+last checkpoint has a damaged header: the report names where it was.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if err := refuseStartOver(args[0], false, "fsck never writes: drop format=1"); err != nil {
@@ -41,7 +50,7 @@ recovery's one problem): the report names the files that map data there.`,
 				return err
 			}
 			defer func() { release(err == nil) }()
-			rep, err := engine.FsckWith(dev, engine.FsckOptions{AcceptOfflineZones: acceptOffline})
+			rep, err := engine.FsckWith(dev, engine.FsckOptions{AcceptOfflineZones: acceptOffline, AcceptDamagedRecords: acceptDamaged})
 			if err != nil {
 				return err
 			}
@@ -72,6 +81,7 @@ recovery's one problem): the report names the files that map data there.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	cmd.Flags().BoolVar(&acceptOffline, acceptOfflineFlag, false, "recover past a data zone gone offline holding data newer than the last checkpoint, as serve --accept-offline-zones does, and name the files that map data there")
+	cmd.Flags().BoolVar(&acceptDamaged, acceptDamagedFlag, false, "recover past a damaged record header newer than the last checkpoint, as serve --accept-damaged-records does, and name where it was")
 	return cmd
 }
 

@@ -47,6 +47,7 @@ func newServeCmd() *cobra.Command {
 		socket, metrics       string
 		format, force, logInf bool
 		acceptOffline         bool
+		acceptDamaged         bool
 		maxClients            int
 		maxShm                int64
 	)
@@ -80,7 +81,13 @@ Reads of what files map there fail (zonefold fsck --accept-offline-zones
 names the files), data written there since the checkpoint is absent
 (such a range reads as it was then, a file it grew is shorter), and
 every other file is served. The first start records the zone offline:
-later starts need no flag.`,
+later starts need no flag.
+
+--accept-damaged-records opens a device the daemon otherwise refuses
+because the header of a data record written since the last checkpoint
+is damaged (media that returns wrong bytes): nothing says whose bytes
+that record held, so some file reads older bytes there, or is shorter.
+Every other record is served; the first start makes that final.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := ef.config()
@@ -88,6 +95,7 @@ later starts need no flag.`,
 				return err
 			}
 			cfg.AcceptOfflineZones = acceptOffline
+			cfg.AcceptDamagedRecords = acceptDamaged
 			if force && !format {
 				return usagef("--force only goes with --format")
 			}
@@ -149,6 +157,7 @@ later starts need no flag.`,
 	f.BoolVar(&force, "force", false, "with --format: erase DEVICE even if it holds a file system")
 	f.BoolVar(&logInf, "log-info", false, "log connections and lifecycle events, not just warnings")
 	f.BoolVar(&acceptOffline, acceptOfflineFlag, false, "open even if a data zone went offline holding data newer than the last checkpoint: what it held is lost, every other file is served")
+	f.BoolVar(&acceptDamaged, acceptDamagedFlag, false, "open even if a data record newer than the last checkpoint has a damaged header: its bytes are lost (some file reads older bytes there, or is shorter), every other record is served")
 	countVar(f, &maxClients, "max-clients", server.DefaultMaxConns, "most clients connected at once; more are refused (EUSERS)")
 	sizeVar(f, &maxShm, "max-shared-memory", server.DefaultSharedMemory(),
 		"most shared memory all clients' regions take together; a client that does not fit is refused (ENOMEM)")

@@ -64,6 +64,10 @@
 //     acknowledged (metaLog.strayFrom), which no byte tells from
 //     operations after a damaged one, so damage there loses what was
 //     logged after it (a design limit; FuzzOpenDamagedImage allows it).
+//     Not silently: a walk that ends below the half's write pointer
+//     (which moves only over blocks on the media) on a record that fails
+//     its checksum is reported, by Open's log and as damage by fsck
+//     (checkCutLog).
 //     An extent in it that no record can hold (every
 //     one the engine maps lies in one record in one data zone, at a
 //     block-aligned offset) is left out, and the rest stands; an
@@ -184,9 +188,21 @@
 //     copy, and the device refuses its reset; it stays full for good,
 //     and what files map there is lost (Stats.LostBytes), neither
 //     valid data nor garbage GC owes.
-//   - A torn record (one that runs past the write pointer, or whose
-//     header fails its checksum) ends its zone's log; recovery finishes
-//     the zone. Its unwritten tail is not damage. A data block that fails
+//   - A torn record (one that runs past the write pointer) ends its
+//     zone's log; recovery finishes the zone. Its unwritten tail is not
+//     damage. A header wholly below the write pointer that fails its
+//     checksum was written whole (the write pointer moves only over
+//     blocks on the media), unless an append failed there: every flush
+//     after a failed append comes after a checkpoint or after voids of
+//     the failed records in the log, so with no void above the
+//     checkpoint it is damage in a record newer than it, which no
+//     mapping places (its file would read older bytes, the records after
+//     it would be lost): Open refuses, naming the zone, and fsck says so
+//     (damagedHeader), unless the user accepts losing that record
+//     (Config.AcceptDamagedRecords, --accept-damaged-records, which the
+//     refusal names): recovery then goes on at the zone's next whole
+//     record. An all-zero block ending a full zone is its
+//     unwritten rest, not damage. A data block that fails
 //     its checksum below the write pointer was written whole and changed
 //     since: recovery replays its record all the same and goes on, so the
 //     records behind it are not lost and reads of it fail. So does a

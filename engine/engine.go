@@ -62,6 +62,17 @@ type Config struct {
 	// and renames are the metadata log's and are kept). Recovery's checkpoint records the zone offline, so later
 	// Opens need no option. `zonefold serve --accept-offline-zones`.
 	AcceptOfflineZones bool
+	// AcceptDamagedRecords opens a device where recovery finds, below a
+	// data zone's write pointer, a record header newer than the
+	// checkpoint that fails its checksum (media damage), which Open
+	// otherwise refuses: that record's bytes are lost, and no mapping
+	// says whose they were, so some file reads older bytes where they
+	// were, or is shorter. Recovery goes on at the next whole record of
+	// the zone, so only that record is lost; the error Open would have
+	// given is logged, and fsck with the option names where the damage
+	// was. Recovery's checkpoint makes the choice durable: later Opens
+	// need no option. `zonefold serve --accept-damaged-records`.
+	AcceptDamagedRecords bool
 	// SumCacheBytes is the memory that keeps the block checksums of
 	// records read lately, so that reads of them need not read their
 	// headers again (88 bytes per 64 KiB of data). Default: 1/64 of

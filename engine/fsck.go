@@ -62,6 +62,10 @@ type FsckOptions struct {
 	// checkpoint (else reported as recovery's problem, ErrZoneOffline),
 	// and the report names the files that map data there.
 	AcceptOfflineZones bool
+	// AcceptDamagedRecords is Config.AcceptDamagedRecords: recovery
+	// goes on past a damaged record header newer than the checkpoint
+	// (else reported as recovery's problem), and the report names it.
+	AcceptDamagedRecords bool
 }
 
 // FsckWith is Fsck with opts.
@@ -81,6 +85,7 @@ func FsckWith(dev zns.Device, opts FsckOptions) (*FsckReport, error) {
 		nextID: 1, readOnly: true}
 	e.cfg.fill()
 	e.cfg.AcceptOfflineZones = opts.AcceptOfflineZones
+	e.cfg.AcceptDamagedRecords = opts.AcceptDamagedRecords
 	e.readGroups.New = func() any { return new(uring.Group) }
 	if err := e.checkDevice(); err != nil {
 		rep.problem("%v", err)

@@ -107,6 +107,12 @@ func (e *Engine) recover() error {
 	if err := e.checkHiddenLog(1-ckptZone, logEnd[1-ckptZone], report, ckpt.seq, buf, w); err != nil {
 		return err
 	}
+	if u := undecoded[ckptZone]; len(u) > 0 && u[len(u)-1].kind == metaOp {
+		// The walk ended on an operation that does not decode:
+		// checkUndecoded said so.
+	} else if err := e.checkCutLog(ckptZone, logEnd[ckptZone], report, ckpt.seq, buf, w); err != nil {
+		return err
+	}
 	// Every operation logged after a checkpoint went to the zone that
 	// holds it: one in the other zone numbered above it was never
 	// acknowledged (bytes of a write lost to a power cut, which a device
@@ -221,6 +227,31 @@ func (e *Engine) recover() error {
 		recs, end, torn, err := e.scanDataZone(z, rz, from, buf, w)
 		if err != nil {
 			return err
+		}
+		for torn && len(void) == 0 {
+			// No append is known to have failed since the checkpoint:
+			// a header below the write pointer that fails is damage
+			// (damagedHeader), never a torn write.
+			next, err := e.damagedHeader(z, rz, end, ckpt.seq, buf, w)
+			if err == nil {
+				break
+			}
+			var dmg *damagedRecordError
+			if !errors.As(err, &dmg) || !e.cfg.AcceptDamagedRecords {
+				return err
+			}
+			// The user chose to lose that record: the zone's log
+			// goes on at the next whole one, if any.
+			e.damage = append(e.damage, "accepted: "+dmg.what)
+			slog.Error("engine: recover: opening past a damaged record (accept damaged records): "+dmg.what, "zone", z.idx)
+			if next == 0 {
+				break
+			}
+			more, mend, mtorn, err := e.scanDataZone(z, rz, next, buf, w)
+			if err != nil {
+				return err
+			}
+			recs, end, torn = append(recs, more...), mend, mtorn
 		}
 		for _, r := range recs {
 			if r.seq > ckpt.seq && void[r.seq] {
@@ -519,6 +550,52 @@ func (e *Engine) checkHiddenLog(h int, off int64, report []zns.Zone, ckptSeq uin
 		h, off, top, at, ckptSeq)
 }
 
+// checkCutLog looks at where the walk of metadata half h, the one
+// recovery starts from, stopped (at off), below the half's write pointer
+// (its log ends there otherwise): the write pointer moves only over
+// blocks on the media, so a record there whose checksum fails was
+// written whole and changed since (damage), or is a write that failed
+// and was never acknowledged (metaLog.strayFrom), which no byte tells
+// apart; whole records numbered above the checkpoint after it can be
+// either too. The walk ends there all the same (replaying what may never
+// have been acknowledged is worse), but not silently: if it was damage,
+// what was logged from there on is lost (a file removed since is back,
+// a renamed one under its old name, one created since gone), so
+// recovery says so and fsck reports it (Engine.damage). An all-zero
+// block ending a half filled to capacity is its log's clean end, and a
+// whole header whose record runs past the write pointer a torn write.
+func (e *Engine) checkCutLog(h int, off int64, report []zns.Zone, ckptSeq uint64, buf *scanBuf, w *uring.Waiter) error {
+	end := e.metaHalfEnd(h, report)
+	if off+BlockSize > end {
+		return nil
+	}
+	full := end >= e.sb.metaHalfCap()
+	hb := buf.mem[:BlockSize]
+	if err := e.readMeta(h, off, hb, w); err != nil {
+		return fmt.Errorf("engine: recover: read metadata half %d at %d: %w", h, off, err)
+	}
+	if mh, err := decodeMetaHeader(hb); err == nil && mh.fs == e.sb.FS() && off+metaRecordLen(mh.length) > end {
+		return nil // torn: the record runs past the write pointer
+	}
+	zero := isZero(hb)
+	top, at, err := e.laterMeta(h, off, end, ckptSeq, full, buf, w)
+	if err != nil {
+		return err
+	}
+	if top == 0 && zero && full {
+		return nil
+	}
+	follows := "nothing whole follows it"
+	if top != 0 {
+		follows = fmt.Sprintf("a whole record numbered %d (at %d) follows it", top, at)
+	}
+	d := fmt.Sprintf("metadata half %d's log stops at %d, below its write pointer (%d), on a record that fails its checksum (%s): the operations logged from there on are not replayed; unless that record was a write that failed (never acknowledged), it is damage, and files removed since may be back, renamed ones under their old names, created ones gone",
+		h, off, end, follows)
+	e.damage = append(e.damage, d)
+	slog.Error("engine: recover: "+d, "checkpoint_seq", ckptSeq)
+	return nil
+}
+
 // laterMeta finds the whole records of this file system in metadata half
 // h from off to end, block by block (a damaged header gives no length
 // to skip by), and returns the highest number among them above floor and
@@ -700,6 +777,103 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 		off += n
 	}
 	return out, off, false, nil
+}
+
+// damagedHeader decides what a data zone's scan ending at off, below
+// the write pointer, means: the zone's write pointer moves only over
+// blocks on the media (a torn write ends at it: scanDataZone's other
+// ends), so a header block wholly below it that fails its checksum was
+// written whole and changed since, unless an append that failed left it
+// (the host took the write pointer past a range it did not write), and
+// every flush after a failed append is preceded by a checkpoint or by
+// voids of the failed records in the log (Engine.failedAppend): recover
+// calls it only when the log voids nothing above the checkpoint. Its
+// record is newer than the checkpoint, so no mapping but its own says
+// which file's bytes it carried: replaying past it, or ending the zone's
+// log there as a torn write, serves that file's older bytes (or a
+// shorter file) where acknowledged ones were, silently, and loses every
+// record after it in the zone. So Open refuses (fsck reads the device
+// without writing, and reports the same error) with a damagedRecordError,
+// unless the user accepts losing the record (Config.AcceptDamagedRecords):
+// damagedHeader returns where the next whole record of the zone numbered
+// above the checkpoint starts (0: none), where recovery goes on. Not
+// damage: a whole header whose record runs past the write pointer (torn),
+// and an all-zero block with no such record after it in a zone that is
+// full (the unwritten rest of a finished zone reads as zeros).
+func (e *Engine) damagedHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, buf *scanBuf, w *uring.Waiter) (int64, error) {
+	wp := rz.WP - rz.Start
+	if off+BlockSize > wp {
+		return 0, nil // torn: the write pointer ends inside the header
+	}
+	hb := buf.mem[:BlockSize]
+	if err := e.readDev(rz.Start+off, hb, w); err != nil {
+		return 0, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, err)
+	}
+	var h RecordHeader
+	if DecodeHeader(hb, &h) == nil && h.FS == e.sb.FS() {
+		return 0, nil // whole: its record runs past the write pointer (torn)
+	}
+	zero := isZero(hb)
+	full := wp >= z.cap || rz.Cond == zns.CondFull
+	next, nextAt, err := e.laterRecord(rz, off+BlockSize, wp, ckptSeq, buf, w)
+	if err != nil {
+		return 0, fmt.Errorf("engine: recover: read zone %d: %w", z.idx, err)
+	}
+	if zero && full && next == 0 {
+		return 0, nil
+	}
+	why := fmt.Sprintf("record %d, numbered above the checkpoint, follows it at %d", next, nextAt)
+	switch {
+	case next != 0:
+	case zero:
+		why = "the block is zeros, below the write pointer of a zone not full"
+	default:
+		why = "its bytes are no header"
+	}
+	lost := fmt.Sprintf("data zone %d: the record header at %d, below the zone's write pointer (%d), fails its checksum (%s): media damage in a record newer than checkpoint %d; which file's acknowledged bytes it held is lost with it",
+		z.idx, off, wp, why, ckptSeq)
+	if next != 0 {
+		lost += fmt.Sprintf(" (up to %d bytes, to %d where the next record starts): that file reads older bytes there, or is shorter", nextAt-off-BlockSize, nextAt)
+	} else {
+		lost += " (nothing whole follows it up to the write pointer): that file reads older bytes there, or is shorter"
+	}
+	return nextAt, &damagedRecordError{what: lost}
+}
+
+// damagedRecordError is damagedHeader's refusal; what says what is lost
+// if the user opens anyway (Config.AcceptDamagedRecords).
+type damagedRecordError struct{ what string }
+
+func (d *damagedRecordError) Error() string {
+	return "engine: recover: " + d.what + ": recovering past it would serve those older bytes as the file's: refusing to open (fsck reads the device without writing; copy what you can off a device you no longer trust). To open anyway, losing only that record, give --accept-damaged-records to zonefold serve (Config.AcceptDamagedRecords)"
+}
+
+// laterRecord finds, block by block from off to end in the zone rz (a
+// damaged header gives no length to skip by), the first whole record
+// header of this file system numbered above floor whose record ends by
+// end; it returns its number and offset in the zone (0: none).
+func (e *Engine) laterRecord(rz zns.Zone, off, end int64, floor uint64, buf *scanBuf, w *uring.Waiter) (uint64, int64, error) {
+	for from := off; from < end; {
+		n := min(end-from, int64(len(buf.mem))) / BlockSize * BlockSize
+		if n == 0 {
+			break
+		}
+		chunk := buf.mem[:n]
+		if err := e.readDev(rz.Start+from, chunk, w); err != nil {
+			return 0, 0, err
+		}
+		for b := int64(0); b < n; b += BlockSize {
+			var h RecordHeader
+			if DecodeHeader(chunk[b:b+BlockSize], &h) != nil || h.FS != e.sb.FS() || h.Seq <= floor {
+				continue
+			}
+			if from+b+BlockSize+int64(h.DataLen) <= end {
+				return h.Seq, from + b, nil
+			}
+		}
+		from += n
+	}
+	return 0, 0, nil
 }
 
 // settleZone sets a data zone's state after its scan. A zone whose log is
