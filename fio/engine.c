@@ -1626,9 +1626,11 @@ static int zf_lay_out_anew(struct zf_data *zd, struct fio_file *f, uint32_t *h)
  * a time, a layout cost four round trips to the daemon and a device
  * flush each for its grow and its fsync, which files laid out together
  * share. A file it does not finish so (one shorter than the range that
- * is laid out anew, a name too long, any error) is left to its own call
- * of prepopulate_file, which lays it out alone and reports what fails,
- * as before: zd->ahead_done says which are done. Returns whether f is.
+ * is laid out anew, any error) is left to its own call of
+ * prepopulate_file, which lays it out alone and reports what fails, as
+ * before: zd->ahead_done says which are done. A name too long for the
+ * batch ends it, so that no file after one that fails is laid out (fio
+ * stops at that one). Returns whether f is.
  */
 static int zf_lay_out_ahead(struct thread_data *td, struct zf_data *zd, struct fio_file *f,
 			    int anew, int sync)
@@ -1652,8 +1654,14 @@ static int zf_lay_out_ahead(struct thread_data *td, struct zf_data *zd, struct f
 		if (g->io_size == -1ULL || (g->real_file_size != -1ULL && g->real_file_size >= end[n]))
 			continue; /* its own call does nothing */
 		len = zf_clean_name((char *) zd->region + n * ZF_NAME_ROOM, g->file_name, ZF_NAME_ROOM - 1);
+		/*
+		 * A name that does not fit (longer than the daemon's 255 bytes)
+		 * ends the batch: its own call fails, and fio stops there
+		 * before the files after it, which must not have been laid out
+		 * (skipping it laid them out, fio failing the job meanwhile).
+		 */
 		if (len <= 0)
-			continue;
+			break;
 		encode_req(reqs + n * ZF_REQ_SIZE, 0, ZF_OP_OPEN, ZF_OPEN_CREATE | ZF_OPEN_DEFER_SYNC, 0, 0,
 			   n * ZF_NAME_ROOM, (uint32_t) len);
 		idx[n++] = j;
