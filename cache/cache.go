@@ -149,6 +149,22 @@ type Backing interface {
 	ReadBacking(file uint64, off int64, p []byte) error
 }
 
+// AheadBacking is a Backing that can read bytes nobody asked for yet
+// without counting a failure as a failed read: readahead's (Prefetch)
+// and a fill past an access (ReadAhead's, BeginMissAhead's). Such a
+// failure is no reader's: a fill that fails is read again without the
+// fill, and only that read's failure is the reader's, counted once (it
+// counted twice, fill and read again, for one failed read). The cache
+// calls ReadBackingAhead for those reads if b implements it, else
+// ReadBacking.
+type AheadBacking interface {
+	Backing
+	// ReadBackingAhead is ReadBacking for bytes read ahead: the same
+	// bytes, the same errors, but a failure is not counted (or logged)
+	// as a read's.
+	ReadBackingAhead(file uint64, off int64, p []byte) error
+}
+
 // Config configures a cache.
 type Config struct {
 	// Bytes is the arena size; it is rounded down to 4 KiB. All of it is

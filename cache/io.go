@@ -87,20 +87,28 @@ func (c *Cache) blocks(lo, hi int) (int, int) {
 	return lo >> c.blockShift, (hi + c.blockMask) >> c.blockShift
 }
 
-// readBacking fills blocks [b0, b1) of f from b; a nil Backing reads zeros.
-func (c *Cache) readBacking(fs *fileState, f *folio, b0, b1 int, b Backing) error {
+// readBacking fills blocks [b0, b1) of f from b; a nil Backing reads
+// zeros. ahead: for readahead (readBackingAt).
+func (c *Cache) readBacking(fs *fileState, f *folio, b0, b1 int, b Backing, ahead bool) error {
 	p := f.mem[b0<<c.blockShift : b1<<c.blockShift]
 	off := f.off + int64(b0)<<c.blockShift
 	if b == nil {
 		clear(p)
 		return nil
 	}
-	return readBackingAt(b, fs.id, off, p)
+	return readBackingAt(b, fs.id, off, p, ahead)
 }
 
-// readBackingAt reads p from b at off, saying where a failure was.
-func readBackingAt(b Backing, file uint64, off int64, p []byte) error {
-	if err := b.ReadBacking(file, off, p); err != nil {
+// readBackingAt reads p from b at off, saying where a failure was;
+// ahead, bytes no reader asked for yet (AheadBacking).
+func readBackingAt(b Backing, file uint64, off int64, p []byte, ahead bool) error {
+	var err error
+	if ab, ok := b.(AheadBacking); ahead && ok {
+		err = ab.ReadBackingAhead(file, off, p)
+	} else {
+		err = b.ReadBacking(file, off, p)
+	}
+	if err != nil {
 		return fmt.Errorf("cache: read file %d at %d (%d bytes): %w", file, off, len(p), err)
 	}
 	return nil
@@ -264,12 +272,16 @@ func (c *Cache) run(ctx context.Context, a *access, pos int64, progress func(n i
 		fs.mu.Unlock()
 		if pr := &a.pre; pr.state == preWant {
 			// readLocked stopped at a miss to read it without the lock.
-			if err := readBackingAt(a.b, fs.id, pr.off, c.scratchMem(pr)); err != nil {
-				if a.fill > a.end && pr.end > pageUp(a.end) {
-					// A fill past the access (ReadAhead) failed: the
-					// bytes it was asked for may read, as they would
-					// have without it (a readahead's error is the
-					// reader's only where it reads): again, without it.
+			// A fill past the access (ReadAhead) reads ahead, as
+			// Prefetch does: its failure is not the reader's.
+			fillPast := a.fill > a.end && pr.end > pageUp(a.end)
+			if err := readBackingAt(a.b, fs.id, pr.off, c.scratchMem(pr), fillPast || a.prefetch); err != nil {
+				if fillPast {
+					// A fill past the access failed: the bytes it was
+					// asked for may read, as they would have without
+					// it (a readahead's error is the reader's only
+					// where it reads): again, without it, and that
+					// read's failure alone counts.
 					c.dropScratch(pr)
 					a.fill = 0
 					continue
@@ -344,13 +356,13 @@ func (c *Cache) fillPartialBlocks(fs *fileState, f *folio, lo, hi int, b Backing
 	f.stateMu.Unlock()
 	if readHead {
 		c.counters.readThroughs.Add(1)
-		if err := c.readBacking(fs, f, head, head+1, b); err != nil {
+		if err := c.readBacking(fs, f, head, head+1, b, false); err != nil {
 			return err
 		}
 	}
 	if readTail {
 		c.counters.readThroughs.Add(1)
-		return c.readBacking(fs, f, tail, tail+1, b)
+		return c.readBacking(fs, f, tail, tail+1, b, false)
 	}
 	return nil
 }
@@ -572,7 +584,7 @@ func (c *Cache) readLocked(fs *fileState, pos int64, a *access, res *reserve) (i
 			} else if pr.state != preNone || a.b == nil || !c.takeScratch(pr, fs, runOff, runEnd, res) {
 				// No scratch to spare (memory is short): read into the
 				// folio under the lock.
-				if err := c.readBacking(fs, f, r0, r1, a.b); err != nil {
+				if err := c.readBacking(fs, f, r0, r1, a.b, a.prefetch); err != nil {
 					return pos, noStall, err
 				}
 			} else {
@@ -1161,6 +1173,12 @@ type Miss struct {
 // Mem's bytes are the file's bytes at Range's start.
 func (m *Miss) Range() (off, end int64) { return m.a.pre.off, m.a.pre.end }
 
+// Ahead reports whether the miss reads pages past the request
+// (BeginMissAhead's fill): a failure of its read is then no reader's
+// (the caller reads the request again without the fill, and counts
+// only that read's failure).
+func (m *Miss) Ahead() bool { return m.a.pre.end > pageUp(m.a.end) }
+
 // BeginMiss begins a read of the file's bytes [off, off+n) if they are
 // one whole missing folio's worth, that is, if no folio is at off, the
 // folio a read there would make ends where the read does (in blocks),
@@ -1175,6 +1193,16 @@ func (m *Miss) Range() (off, end int64) { return m.a.pre.off, m.a.pre.end }
 // read (fileState.fills): another miss of it waits for this one, and
 // readahead skips it.
 func (c *Cache) BeginMiss(file File, off int64, n int, m *Miss) ([]byte, bool) {
+	return c.BeginMissAhead(file, off, n, 0, m)
+}
+
+// BeginMissAhead is BeginMiss for a sequential reader, as ReadAhead is
+// Read: the folio is sized as if the read ran to fill (the caller clamps
+// fill at EOF), so that one device read fills the cache to fill and the
+// reads that follow hit; only [off, off+n) is copied out. Whether the
+// miss reads past the request is Miss.Ahead. fill at or below off+n is
+// BeginMiss.
+func (c *Cache) BeginMissAhead(file File, off int64, n int, fill int64, m *Miss) ([]byte, bool) {
 	fs := file.fs
 	if fs == nil || n <= 0 || checkIO(off, n) != nil || !fs.mu.TryLock() {
 		return nil, false
@@ -1185,7 +1213,7 @@ func (c *Cache) BeginMiss(file File, off int64, n int, m *Miss) ([]byte, bool) {
 	}
 	// As readahead's (prefetch), so that a run another access reads is
 	// skipped, not waited for: gapMiss then arms no wake-up channel.
-	m.a = access{fs: fs, off: off, end: off + int64(n), prefetch: true}
+	m.a = access{fs: fs, off: off, end: off + int64(n), prefetch: true, fill: fill}
 	_, _, _, act := c.gapMiss(fs, off, &m.a, nil)
 	m.a.prefetch = false
 	if act != gapRead {

@@ -56,7 +56,12 @@ type coldRead struct {
 // size and is one whole missing folio of the cache's (cache.BeginMiss:
 // the common cold read, random or not yet read ahead), that no shrink
 // is racing, and for which a read scratch is free; the cache's lock of
-// the file and the handle's state are only tried.
+// the file and the handle's state are only tried. A read of a
+// sequential stream reads the folio it would make if it ran to the next
+// part boundary (cache.BeginMissAhead, as ReadAtContext's miss does,
+// see readahead.go), so that the stream's next requests hit; if that
+// read fails, done is told to read again (the request alone decides the
+// error).
 //
 // Like every cache fill, the miss is read into the cache's own memory,
 // never into p (for the daemon, memory its client shares), and goes into
@@ -95,7 +100,10 @@ func (h *File) StartRead(p []byte, off int64, done ReadDone) bool {
 	}
 	r := &s.cold
 	*r = coldRead{e: e, s: s}
-	mem, ok := e.cache.BeginMiss(*cf, off, len(p), &r.miss)
+	// A miss of a sequential stream fills to the next part boundary, as
+	// ReadAtContext's does (readahead.go): the requests that follow hit.
+	fill := h.readAheadFill(off, int64(len(p)), size)
+	mem, ok := e.cache.BeginMissAhead(*cf, off, len(p), fill, &r.miss)
 	if ok {
 		r.base, _ = r.miss.Range()
 		n, next, err := e.gatherPieces(h.f, r.base, 0, mem, &r.pieces)
@@ -175,15 +183,27 @@ func (r *coldRead) check() {
 	case r.got.Load() != r.want:
 		err = fmt.Errorf("short device read: %d of %d bytes: %w", r.got.Load(), r.want, io.ErrUnexpectedEOF)
 	}
+	// A miss filled past the request (BeginMissAhead) read ahead: its
+	// failure is no reader's, and is neither counted nor reported; the
+	// caller reads again with ReadAtContext, whose read of the request
+	// alone decides, and counts, once (ReadBackingAhead).
+	ahead := r.miss.Ahead()
 	if err != nil {
-		e.stats.readErrs.Add(1)
+		if !ahead {
+			e.stats.readErrs.Add(1)
+		}
 		e.kickOffline() // the zone may have gone offline
 		err = fmt.Errorf("engine: device read: %w", err)
 	} else if !e.cfg.NoReadVerify {
-		err = e.checkSums(r.s, r.nh, r.h.f.id, r.pieces[:r.n], r.mem, r.base)
+		err = e.checkSums(r.s, r.nh, r.h.f.id, r.pieces[:r.n], r.mem, r.base, ahead)
 	}
 	if err != nil {
 		e.cache.AbortMiss(&r.miss)
+		if ahead {
+			e.stats.coldAgain.Add(1)
+			r.end(0, nil, true)
+			return
+		}
 		r.end(0, fmt.Errorf("engine: read %q at %d: %w", r.h.f.name(), r.base, err), false)
 		return
 	}

@@ -2078,6 +2078,20 @@ func (e *Engine) roomFor(n int64) bool {
 // are zeroed: clearing all of p first was a tenth of a cold sequential
 // read's CPU, for bytes the device read then overwrote.
 func (e *Engine) ReadBacking(fileID uint64, off int64, p []byte) error {
+	return e.readBacking(fileID, off, p, false)
+}
+
+// ReadBackingAhead implements cache.AheadBacking: ReadBacking for bytes
+// read ahead (readahead's windows, a sequential reader's fill past its
+// request), whose failure counts in no stat and logs nothing: it is no
+// reader's (a fill that fails is read again without it, and that read's
+// failure is counted, once).
+func (e *Engine) ReadBackingAhead(fileID uint64, off int64, p []byte) error {
+	return e.readBacking(fileID, off, p, true)
+}
+
+// readBacking is ReadBacking; quiet, ReadBackingAhead.
+func (e *Engine) readBacking(fileID uint64, off int64, p []byte, quiet bool) error {
 	f := e.fileByID(fileID)
 	if f == nil {
 		return errRemovedWhileRead
@@ -2095,7 +2109,7 @@ func (e *Engine) ReadBacking(fileID uint64, off int64, p []byte) error {
 		if err != nil {
 			return err
 		}
-		if err := e.readPieces(fileID, pieces[:n], p, off); err != nil {
+		if err := e.readPieces(fileID, pieces[:n], p, off, quiet); err != nil {
 			return err
 		}
 		done = next
@@ -2146,8 +2160,8 @@ var errRemovedWhileRead = fmt.Errorf("engine: the file was removed while it was 
 
 // readPieces reads mapped pieces into p (which starts at file offset
 // base) in one plugged batch, checks their blocks' sums (see verify.go),
-// and unpins their zones.
-func (e *Engine) readPieces(fileID uint64, pieces []extent, p []byte, base int64) error {
+// and unpins their zones; quiet, a failure counts in no stat.
+func (e *Engine) readPieces(fileID uint64, pieces []extent, p []byte, base int64, quiet bool) error {
 	if len(pieces) == 0 {
 		return nil
 	}
@@ -2158,7 +2172,7 @@ func (e *Engine) readPieces(fileID uint64, pieces []extent, p []byte, base int64
 			return x.dev, p[x.off-base : x.off-base+x.len]
 		})
 	} else {
-		err = e.readChecked(fileID, pieces, p, base)
+		err = e.readChecked(fileID, pieces, p, base, quiet)
 	}
 	e.unpinPieces(pieces)
 	for _, x := range pieces {
@@ -2168,7 +2182,9 @@ func (e *Engine) readPieces(fileID uint64, pieces []extent, p []byte, base int64
 	case errors.Is(err, ErrChecksum):
 		return err // counted where it was found
 	case err != nil:
-		e.stats.readErrs.Add(1)
+		if !quiet {
+			e.stats.readErrs.Add(1)
+		}
 		return fmt.Errorf("engine: device read: %w", err)
 	}
 	return nil

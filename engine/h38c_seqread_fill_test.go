@@ -34,16 +34,12 @@ func (d *zoneStuckReads) Read(off int64, buf []byte, c uring.Completion) error {
 
 func (d *zoneStuckReads) unstick() { d.once.Do(func() { close(d.release) }) }
 
-// TestH38cSequentialReaderFillsWholeParts: a handle reading a cold file
-// sequentially in 32 KiB requests, whose readahead windows no worker
-// reads (all four are stuck in another file's reads), fills what it
-// misses to the next part boundary: one device read per 128 KiB, not one
-// per request. Before, such a reader (one that overtook its windows, as
-// a 32 KiB reader does whenever a worker starts late) read 32 KiB per
-// miss: 256 misses for 8 MiB, and a 32 KiB engine read cost 2-3x the CPU
-// per MiB of a 512 KiB one. It counts misses, not time.
-func TestH38cSequentialReaderFillsWholeParts(t *testing.T) {
-	const K, M = 1 << 10, 1 << 20
+// stuckReadaheadWorkers sets up an engine with a cold 8 MiB file a
+// (returned with its bytes) whose readahead windows no worker reads: all
+// four are stuck in reads of another file's zones until the cleanup
+// (unstick) runs.
+func stuckReadaheadWorkers(t *testing.T) (*Engine, *File, []byte, func()) {
+	const M = 1 << 20
 	dev := &zoneStuckReads{release: make(chan struct{}), stuck: map[int64]bool{}}
 	e := formatOpenWith(t, emuDevice(t, 16, "4M", ""), Config{CacheBytes: 64 << 20}, func(d zns.Device) zns.Device {
 		dev.Device = d
@@ -94,14 +90,30 @@ func TestH38cSequentialReaderFillsWholeParts(t *testing.T) {
 	bDone := make(chan struct{})
 	go func() {
 		defer close(bDone)
-		b.ReadAt(make([]byte, 128*K), 0)
+		b.ReadAt(make([]byte, 128<<10), 0)
 	}()
 	for deadline := time.Now().Add(60 * time.Second); e.raActive.Load() < readaheadWorkers; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("set-up: %d readahead workers stuck after 60 s, want %d (%d reads stuck)", e.raActive.Load(), readaheadWorkers, dev.entered.Load())
 		}
 	}
+	return e, a, data, func() {
+		dev.unstick()
+		<-bDone
+	}
+}
 
+// TestH38cSequentialReaderFillsWholeParts: a handle reading a cold file
+// sequentially in 32 KiB requests, whose readahead windows no worker
+// reads (all four are stuck in another file's reads), fills what it
+// misses to the next part boundary: one device read per 128 KiB, not one
+// per request. Before, such a reader (one that overtook its windows, as
+// a 32 KiB reader does whenever a worker starts late) read 32 KiB per
+// miss: 256 misses for 8 MiB, and a 32 KiB engine read cost 2-3x the CPU
+// per MiB of a 512 KiB one. It counts misses, not time.
+func TestH38cSequentialReaderFillsWholeParts(t *testing.T) {
+	const K, M = 1 << 10, 1 << 20
+	e, a, data, unstick := stuckReadaheadWorkers(t)
 	s0 := e.Stats()
 	p := make([]byte, 32*K)
 	for off := int64(0); off < int64(len(data)); off += int64(len(p)) {
@@ -128,6 +140,5 @@ func TestH38cSequentialReaderFillsWholeParts(t *testing.T) {
 	if data := devRead - (s.SumReads-s0.SumReads)*BlockSize; data != 8*M {
 		t.Errorf("read %d bytes of data from the device, want %d", data, 8*M)
 	}
-	dev.unstick()
-	<-bDone
+	unstick()
 }

@@ -55,7 +55,11 @@ type Stats struct {
 	// takes a zone off placement's open budget until GC resets it.
 	ZoneFinishErrs  int64 `json:"zone_finish_errors"`
 	ZonesUnfinished int   `json:"zones_unfinished"`
-	ReadErrs        int64 `json:"read_errors"`
+	// ReadErrs counts reads the device failed: each failed with EIO.
+	// Neither it nor ChecksumErrs counts readahead's reads (windows, a
+	// sequential reader's fill past its request), which fail no reader:
+	// a failed read counts once (cache.AheadBacking).
+	ReadErrs int64 `json:"read_errors"`
 	// ChecksumErrs counts reads that found a data block (or the header
 	// holding its checksum) not as it was written: each failed with EIO.
 	ChecksumErrs int64 `json:"checksum_errors"`
@@ -66,7 +70,8 @@ type Stats struct {
 	// daemon's cold misses of a whole folio); ColdReadsLate those of them
 	// the ring's reaper found the cache's file lock held for, finished by
 	// the cold-read finisher; ColdReadsAgain those whose file changed
-	// while they were read, read again the waiting way.
+	// while they were read, or whose fill past the request failed, read
+	// again the waiting way.
 	ColdReads      int64 `json:"cold_reads"`
 	ColdReadsLate  int64 `json:"cold_reads_late"`
 	ColdReadsAgain int64 `json:"cold_reads_again"`

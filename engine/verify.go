@@ -175,8 +175,8 @@ func (p *scratchPool) close() { _ = unix.Munmap(p.mem) }
 
 // readChecked reads the mapped pieces into p (which starts at file
 // offset base) with the headers whose sums the cache lacks, in one
-// batch, and checks every block.
-func (e *Engine) readChecked(fileID uint64, pieces []extent, p []byte, base int64) error {
+// batch, and checks every block (checkSums; quiet, its).
+func (e *Engine) readChecked(fileID uint64, pieces []extent, p []byte, base int64, quiet bool) error {
 	s := <-e.scratch.free
 	defer func() { e.scratch.free <- s }()
 	nh := e.planSums(s, pieces)
@@ -193,7 +193,7 @@ func (e *Engine) readChecked(fileID uint64, pieces []extent, p []byte, base int6
 	if err != nil {
 		return err
 	}
-	return e.checkSums(s, nh, fileID, pieces, p, base)
+	return e.checkSums(s, nh, fileID, pieces, p, base, quiet)
 }
 
 // planSums sets s up for a checked read of pieces: the sums the cache
@@ -226,7 +226,14 @@ func (e *Engine) planSums(s *readScratch, pieces []extent) int {
 // checkSums checks the blocks of pieces, read into p (which starts at
 // file offset base), against their sums: planSums' from the cache, and
 // those of the nh headers read into s.mem, which it keeps in the cache.
-func (e *Engine) checkSums(s *readScratch, nh int, fileID uint64, pieces []extent, p []byte, base int64) error {
+// A failure is counted (Stats.ChecksumErrs) and a bad data block logged
+// unless quiet: bytes read ahead, no reader's (cache.AheadBacking).
+func (e *Engine) checkSums(s *readScratch, nh int, fileID uint64, pieces []extent, p []byte, base int64, quiet bool) error {
+	count := func() {
+		if !quiet {
+			e.stats.csumErrs.Add(1)
+		}
+	}
 	for j := range nh {
 		at := s.hdrAt[j]
 		err := DecodeHeader(s.mem[j*BlockSize:(j+1)*BlockSize], &s.hdr)
@@ -234,7 +241,7 @@ func (e *Engine) checkSums(s *readScratch, nh int, fileID uint64, pieces []exten
 			err = fmt.Errorf("%w: not a record of file %d", ErrCorruptRecord, fileID)
 		}
 		if err != nil {
-			e.stats.csumErrs.Add(1)
+			count()
 			return fmt.Errorf("engine: header of the record at device offset %d: %v: %w", at, err, ErrChecksum)
 		}
 		e.sums.put(at, e.zoneGen(at), s.hdr.Sums)
@@ -244,7 +251,7 @@ func (e *Engine) checkSums(s *readScratch, nh int, fileID uint64, pieces []exten
 			}
 			first, n := x.firstBlock(), int(x.len/BlockSize)
 			if first+n > len(s.hdr.Sums) {
-				e.stats.csumErrs.Add(1)
+				count()
 				return fmt.Errorf("engine: the record at device offset %d has %d blocks, file %d maps block %d of it: %w",
 					at, len(s.hdr.Sums), fileID, first+n-1, ErrChecksum)
 			}
@@ -254,9 +261,11 @@ func (e *Engine) checkSums(s *readScratch, nh int, fileID uint64, pieces []exten
 	for i, x := range pieces {
 		data := p[x.off-base : x.off-base+x.len]
 		if b := badBlock(data, s.want[s.start[i]:s.start[i]+int(x.len/BlockSize)]); b >= 0 {
-			e.stats.csumErrs.Add(1)
+			count()
 			off, dev := x.off+int64(b)*BlockSize, x.dev+int64(b)*BlockSize
-			slog.Warn("engine: read: a data block fails its checksum", "file", fileID, "offset", off, "device_offset", dev, "version", x.ver)
+			if !quiet {
+				slog.Warn("engine: read: a data block fails its checksum", "file", fileID, "offset", off, "device_offset", dev, "version", x.ver)
+			}
 			return fmt.Errorf("engine: file %d at offset %d (device offset %d): %w", fileID, off, dev, ErrChecksum)
 		}
 	}
