@@ -654,7 +654,31 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 		}
 		hb := buf.mem[:BlockSize]
 		if err := e.readDev(rz.Start+off, hb, w); err != nil {
-			return nil, 0, false, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, err)
+			if !errors.Is(err, syscall.EIO) {
+				return nil, 0, false, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, err)
+			}
+			// Bad media where the next header would be. Most often
+			// the range where an append failed (null_blk zoned with
+			// bad blocks there fails every read of it, and the
+			// engine finished the zone past it): nothing follows, and
+			// as at a torn record the zone's log ends here; Open
+			// failing on it left every file of the device
+			// unreachable. But if a record of ours follows, the
+			// unreadable one was written whole and may be
+			// acknowledged, as may those after it: recovery cannot
+			// replay it (its header says what it wrote), and refuses
+			// rather than bring the files back without it.
+			at, aerr := e.recordAfter(rz, off+BlockSize, wp, buf, w)
+			if aerr != nil {
+				return nil, 0, false, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, aerr)
+			}
+			if at >= 0 {
+				return nil, 0, false, fmt.Errorf("engine: recover: zone %d: the record header at %d fails to read and a record follows it at %d: what it wrote cannot be replayed: %w",
+					z.idx, off, at, err)
+			}
+			slog.Warn("engine: recover: a record header fails to read and no record follows it; the zone's log ends there, as at a torn record",
+				"zone", z.idx, "at", off, "wp", wp, "err", err)
+			return out, off, true, nil
 		}
 		h := &RecordHeader{}
 		if err := DecodeHeader(hb, h); err != nil || h.FS != e.sb.FS() {
@@ -700,6 +724,39 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 		off += n
 	}
 	return out, off, false, nil
+}
+
+// recordAfter returns the offset (in the zone) of the first block in
+// [from, wp) that holds a record header of this file system, or -1 if
+// none does. Blocks that fail to read (EIO) hold none it can use.
+func (e *Engine) recordAfter(rz zns.Zone, from, wp int64, buf *scanBuf, w *uring.Waiter) (int64, error) {
+	var h RecordHeader
+	isRecord := func(b []byte) bool { return DecodeHeader(b, &h) == nil && h.FS == e.sb.FS() }
+	for off := from; off+BlockSize <= wp; {
+		n := min(wp-off, int64(len(buf.mem))) / BlockSize * BlockSize
+		chunk := buf.mem[:n]
+		err := e.readDev(rz.Start+off, chunk, w)
+		if err != nil && !errors.Is(err, syscall.EIO) {
+			return 0, err
+		}
+		for i := int64(0); i < n; i += BlockSize {
+			b := chunk[i : i+BlockSize]
+			if err != nil {
+				// The chunk failed: its blocks one by one.
+				if berr := e.readDev(rz.Start+off+i, b, w); berr != nil {
+					if errors.Is(berr, syscall.EIO) {
+						continue
+					}
+					return 0, berr
+				}
+			}
+			if isRecord(b) {
+				return off + i, nil
+			}
+		}
+		off += n
+	}
+	return -1, nil
 }
 
 // settleZone sets a data zone's state after its scan. A zone whose log is
