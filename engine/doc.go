@@ -192,11 +192,11 @@
 //     records behind it are not lost and reads of it fail. So does a
 //     record whose data fails to read (EIO) while its header reads; fsck
 //     reports a mapped block of either kind. A header that fails to read
-//     (EIO) ends its zone's log as a torn record does if no record of
-//     ours follows it in the zone (the range of an append that failed on
-//     bad media, the zone finished past it); if one does, Open fails
-//     (recordAfter): the unreadable record was written whole, may be
-//     acknowledged, and cannot be replayed. GC's header walk stops at
+//     (EIO, twice) ends its zone's log as a torn record does if the zone
+//     is full and no record of ours follows it there (the range of an
+//     append that failed on bad media, the zone finished past it);
+//     otherwise Open fails (unreadableHeader): the unreadable record was
+//     written, may be acknowledged, and cannot be replayed. GC's header walk stops at
 //     such a header too, and takes what the maps still point into the
 //     zone from them.
 //   - fsync (File.Sync) returns after the file's records are appended and

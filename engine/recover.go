@@ -657,28 +657,13 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 			if !errors.Is(err, syscall.EIO) {
 				return nil, 0, false, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, err)
 			}
-			// Bad media where the next header would be. Most often
-			// the range where an append failed (null_blk zoned with
-			// bad blocks there fails every read of it, and the
-			// engine finished the zone past it): nothing follows, and
-			// as at a torn record the zone's log ends here; Open
-			// failing on it left every file of the device
-			// unreachable. But if a record of ours follows, the
-			// unreadable one was written whole and may be
-			// acknowledged, as may those after it: recovery cannot
-			// replay it (its header says what it wrote), and refuses
-			// rather than bring the files back without it.
-			at, aerr := e.recordAfter(rz, off+BlockSize, wp, buf, w)
-			if aerr != nil {
-				return nil, 0, false, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, aerr)
+			// Once more: a failure that passes reads now.
+			if err = e.readDev(rz.Start+off, hb, w); err != nil {
+				if _, terr := e.unreadableHeader(z, rz, off, wp, err, buf, w); terr != nil {
+					return nil, 0, false, terr
+				}
+				return out, off, true, nil
 			}
-			if at >= 0 {
-				return nil, 0, false, fmt.Errorf("engine: recover: zone %d: the record header at %d fails to read and a record follows it at %d: what it wrote cannot be replayed: %w",
-					z.idx, off, at, err)
-			}
-			slog.Warn("engine: recover: a record header fails to read and no record follows it; the zone's log ends there, as at a torn record",
-				"zone", z.idx, "at", off, "wp", wp, "err", err)
-			return out, off, true, nil
 		}
 		h := &RecordHeader{}
 		if err := DecodeHeader(hb, h); err != nil || h.FS != e.sb.FS() {
@@ -724,6 +709,42 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 		off += n
 	}
 	return out, off, false, nil
+}
+
+// unreadableHeader decides what a record header at off of a data zone
+// that failed to read twice with EIO (err) means for the zone's scan:
+// torn (the zone's log ends there) or an error that fails Open.
+//
+// Bad media where the next header would be is most often the range
+// where an append failed: null_blk zoned with bad blocks there fails
+// every read of it, and the engine finished the zone past it, so the
+// device reports it full. Nothing follows it, and as at a torn record
+// the zone's log ends there: Open failing on it left every file of the
+// device unreachable. A zone that is not full had its write pointer
+// moved past off by a write, whose header fails to read: recovery
+// cannot replay that record (its header says what it wrote), nor any
+// record of a zone, full or not, with a record of ours after the
+// unreadable header: it was written whole and may be acknowledged, as
+// may those after it. Open refuses then rather than bring the files
+// back without them. (A full zone whose last acknowledged record's
+// header went bad loses that record, as one whose header fails its
+// checksum does.)
+func (e *Engine) unreadableHeader(z *zone, rz zns.Zone, off, wp int64, err error, buf *scanBuf, w *uring.Waiter) (bool, error) {
+	if rz.Cond != zns.CondFull {
+		return false, fmt.Errorf("engine: recover: zone %d (%s, write pointer at %d): the record header at %d fails to read: what it wrote cannot be replayed: %w",
+			z.idx, rz.Cond, wp, off, err)
+	}
+	at, aerr := e.recordAfter(rz, off+BlockSize, wp, buf, w)
+	if aerr != nil {
+		return false, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, aerr)
+	}
+	if at >= 0 {
+		return false, fmt.Errorf("engine: recover: zone %d: the record header at %d fails to read and a record follows it at %d: what it wrote cannot be replayed: %w",
+			z.idx, off, at, err)
+	}
+	slog.Warn("engine: recover: a record header of a full zone fails to read and no record follows it; the zone's log ends there, as at a torn record",
+		"zone", z.idx, "at", off, "wp", wp, "err", err)
+	return true, nil
 }
 
 // recordAfter returns the offset (in the zone) of the first block in
