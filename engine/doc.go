@@ -207,7 +207,14 @@
 //     since: recovery replays its record all the same and goes on, so the
 //     records behind it are not lost and reads of it fail. So does a
 //     record whose data fails to read (EIO) while its header reads; fsck
-//     reports a mapped block of either kind.
+//     reports a mapped block of either kind. A header that fails to read
+//     (EIO, twice) ends its zone's log as a torn record does if the zone
+//     is full and no record of ours follows it there (the range of an
+//     append that failed on bad media, the zone finished past it);
+//     otherwise Open fails (unreadableHeader): the unreadable record was
+//     written, may be acknowledged, and cannot be replayed. GC's header walk stops at
+//     such a header too, and takes what the maps still point into the
+//     zone from them.
 //   - fsync (File.Sync) returns after the file's records are appended and
 //     the device flushed: they, their data and the file's size survive a
 //     crash. Concurrent flushes are merged (flush.go, group commit): a

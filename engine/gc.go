@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/zonefold/zonefold/uring"
@@ -1642,6 +1643,19 @@ func (c *collector) validPieces(victim *zone, end int64) ([]live, error) {
 	hb := c.buf.mem[:BlockSize]
 	for off := int64(0); off+BlockSize <= end; {
 		if err := e.readDev(victim.start+off, hb, c.w); err != nil {
+			if errors.Is(err, syscall.EIO) {
+				// Bad media where a header would be: most often the
+				// range where an append failed (null_blk zoned with
+				// bad blocks fails every read of it, and the zone
+				// was finished past it). As a torn record, it ends
+				// the walk; gather takes what the maps still point
+				// here from them (mappedIn), and fails the victim
+				// only if a live record's own header fails to read.
+				// Failing here failed the victim on every pass: the
+				// retired zone and its live data were never
+				// reclaimed.
+				break
+			}
 			return nil, fmt.Errorf("engine: gc: read zone %d header at %d: %w", victim.idx, off, err)
 		}
 		err := DecodeHeader(hb, &h)

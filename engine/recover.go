@@ -731,7 +731,16 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 		}
 		hb := buf.mem[:BlockSize]
 		if err := e.readDev(rz.Start+off, hb, w); err != nil {
-			return nil, 0, false, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, err)
+			if !errors.Is(err, syscall.EIO) {
+				return nil, 0, false, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, err)
+			}
+			// Once more: a failure that passes reads now.
+			if err = e.readDev(rz.Start+off, hb, w); err != nil {
+				if _, terr := e.unreadableHeader(z, rz, off, wp, err, buf, w); terr != nil {
+					return nil, 0, false, terr
+				}
+				return out, off, true, nil
+			}
 		}
 		h := &RecordHeader{}
 		if err := DecodeHeader(hb, h); err != nil || h.FS != e.sb.FS() {
@@ -807,6 +816,11 @@ func (e *Engine) damagedHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, 
 	}
 	hb := buf.mem[:BlockSize]
 	if err := e.readDev(rz.Start+off, hb, w); err != nil {
+		if errors.Is(err, syscall.EIO) {
+			// Unreadable, not damaged: scanDataZone ended the log
+			// there only where unreadableHeader found that torn.
+			return 0, nil
+		}
 		return 0, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, err)
 	}
 	var h RecordHeader
@@ -851,7 +865,8 @@ func (d *damagedRecordError) Error() string {
 // laterRecord finds, block by block from off to end in the zone rz (a
 // damaged header gives no length to skip by), the first whole record
 // header of this file system numbered above floor whose record ends by
-// end; it returns its number and offset in the zone (0: none).
+// end; it returns its number and offset in the zone (0: none). Blocks
+// that fail to read (EIO) hold none it can use.
 func (e *Engine) laterRecord(rz zns.Zone, off, end int64, floor uint64, buf *scanBuf, w *uring.Waiter) (uint64, int64, error) {
 	for from := off; from < end; {
 		n := min(end-from, int64(len(buf.mem))) / BlockSize * BlockSize
@@ -859,10 +874,21 @@ func (e *Engine) laterRecord(rz zns.Zone, off, end int64, floor uint64, buf *sca
 			break
 		}
 		chunk := buf.mem[:n]
-		if err := e.readDev(rz.Start+from, chunk, w); err != nil {
+		err := e.readDev(rz.Start+from, chunk, w)
+		if err != nil && !errors.Is(err, syscall.EIO) {
 			return 0, 0, err
 		}
 		for b := int64(0); b < n; b += BlockSize {
+			if err != nil {
+				// The chunk failed (bad media): its blocks one by
+				// one; one that fails holds no header to use.
+				if berr := e.readDev(rz.Start+from+b, chunk[b:b+BlockSize], w); berr != nil {
+					if errors.Is(berr, syscall.EIO) {
+						continue
+					}
+					return 0, 0, berr
+				}
+			}
 			var h RecordHeader
 			if DecodeHeader(chunk[b:b+BlockSize], &h) != nil || h.FS != e.sb.FS() || h.Seq <= floor {
 				continue
@@ -874,6 +900,42 @@ func (e *Engine) laterRecord(rz zns.Zone, off, end int64, floor uint64, buf *sca
 		from += n
 	}
 	return 0, 0, nil
+}
+
+// unreadableHeader decides what a record header at off of a data zone
+// that failed to read twice with EIO (err) means for the zone's scan:
+// torn (the zone's log ends there) or an error that fails Open.
+//
+// Bad media where the next header would be is most often the range
+// where an append failed: null_blk zoned with bad blocks there fails
+// every read of it, and the engine finished the zone past it, so the
+// device reports it full. Nothing follows it, and as at a torn record
+// the zone's log ends there: Open failing on it left every file of the
+// device unreachable. A zone that is not full had its write pointer
+// moved past off by a write, whose header fails to read: recovery
+// cannot replay that record (its header says what it wrote), nor any
+// record of a zone, full or not, with a record of ours after the
+// unreadable header: it was written whole and may be acknowledged, as
+// may those after it. Open refuses then rather than bring the files
+// back without them. (A full zone whose last acknowledged record's
+// header went bad loses that record, as one whose header fails its
+// checksum does.)
+func (e *Engine) unreadableHeader(z *zone, rz zns.Zone, off, wp int64, err error, buf *scanBuf, w *uring.Waiter) (bool, error) {
+	if rz.Cond != zns.CondFull {
+		return false, fmt.Errorf("engine: recover: zone %d (%s, write pointer at %d): the record header at %d fails to read: what it wrote cannot be replayed: %w",
+			z.idx, rz.Cond, wp, off, err)
+	}
+	next, at, aerr := e.laterRecord(rz, off+BlockSize, wp, 0, buf, w)
+	if aerr != nil {
+		return false, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, aerr)
+	}
+	if next != 0 {
+		return false, fmt.Errorf("engine: recover: zone %d: the record header at %d fails to read and a record follows it at %d: what it wrote cannot be replayed: %w",
+			z.idx, off, at, err)
+	}
+	slog.Warn("engine: recover: a record header of a full zone fails to read and no record follows it; the zone's log ends there, as at a torn record",
+		"zone", z.idx, "at", off, "wp", wp, "err", err)
+	return true, nil
 }
 
 // settleZone sets a data zone's state after its scan. A zone whose log is

@@ -29,7 +29,9 @@ import (
 // and the zone refuses appends until it is reset or finished (or found
 // empty): the device may hold part of the failed write, and an append
 // would land after it. Writes name their offset, which is checked against
-// the write pointer as always.
+// the write pointer as always. A read that fails with EIO is read again
+// alone before the failure is reported (retryRead): the block layer fails
+// every read it merged with one that touches bad media.
 type Block struct {
 	mgmt
 	path  string
@@ -604,10 +606,51 @@ func (b *Block) Read(off int64, buf []byte, c uring.Completion) error {
 		valid = min(max(z.wp-off, 0), valid)
 		z.mu.Unlock()
 	}
-	if err := submitRead(b.ring, b.reads, b.file, buf, off, valid, 0, nil, c); err != nil {
+	if err := submitRead(b.ring, b.reads, b.file, buf, off, valid, 0, nil, c, b.retryRead); err != nil {
 		return fmt.Errorf("zns: read at %d: %w", off, err)
 	}
 	return nil
+}
+
+// retryRead reads buf at off again, alone, after the ring's read of it
+// failed with EIO, and completes c with the outcome (n bytes, the
+// caller's length, the tail past buf zeroed already). The block layer
+// merges adjacent reads submitted together (one io_uring_enter plugs
+// them) into one request, and a media error anywhere in it fails every
+// read merged in: on null_blk zoned with one bad block, a cold read
+// beside it failed with EIO whenever readahead of the bad block went in
+// with it (the page cache retries such reads page by page for the same
+// reason). One synchronous pread of the range alone tells a read that
+// touches bad media from one that was merged with it. It runs on a
+// goroutine of its own: the ring's reaper, which delivered the failure,
+// must not block. Close waits for it (closeMu).
+func (b *Block) retryRead(buf []byte, off int64, c uring.Completion, n int32) {
+	go func() {
+		res := uring.Result{Res: n}
+		b.closeMu.RLock()
+		if b.closed {
+			res.Res = -int32(syscall.EIO)
+		} else {
+			for done := 0; done < len(buf); {
+				m, err := unix.Pread(b.fd, buf[done:], off+int64(done))
+				if err == unix.EINTR {
+					continue
+				}
+				if err != nil || m == 0 {
+					res.Res = -int32(syscall.EIO)
+					if errno, ok := err.(syscall.Errno); ok {
+						res.Res = -int32(errno)
+					}
+					break
+				}
+				done += m
+			}
+		}
+		b.closeMu.RUnlock()
+		if c != nil {
+			c.Complete(res)
+		}
+	}()
 }
 
 // checkRead checks a read's range and alignment against a geometry.

@@ -420,7 +420,7 @@ func (s *soft) Read(off int64, buf []byte, c uring.Completion) error {
 	if s.hasDirect && (s.dataOff+off)%directAlign == 0 && directBuf(buf[:valid]) {
 		fd = s.direct
 	}
-	if err := submitRead(s.ring, s.reads, fd, buf, s.dataOff+off, valid, injected, s.delay, c); err != nil {
+	if err := submitRead(s.ring, s.reads, fd, buf, s.dataOff+off, valid, injected, s.delay, c, nil); err != nil {
 		return fmt.Errorf("zns: read at %d: %w", off, err)
 	}
 	return nil
