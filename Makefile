@@ -51,7 +51,9 @@ lint: vet
 # passthrough) in a QEMU VM, without and with zone limits, and two of the
 # daemon's trust probes (kill -9 under load, GC and recovery; rm against
 # cold reads) on null_blk with zone limits (about 2.5 minutes; all of
-# testdata/vm/h29b.sh, every probe on every device, takes 25). It installs
+# testdata/vm/h29b.sh, every probe on every device, takes 25), and the
+# engine against media errors (null_blk's badblocks: failed appends,
+# unreadable headers and data, bad metadata zones; under a minute). It installs
 # QEMU and a Debian kernel on first use (root, apt) and caches them in
 # build/vm.
 vmtest:
@@ -59,6 +61,7 @@ vmtest:
 	VMTEST_PKG=./engine VMTEST_RUN='^TestRealDevices$$' testdata/vm/vmtest.sh
 	VMTEST_PKG=./pebblefs VMTEST_RUN='^TestPebbleRealDevices$$' testdata/vm/vmtest.sh
 	ZONEFOLD_H29B_PROBES=kill9,rmread H29B_DEVICES=/dev/nullb0 testdata/vm/h29b.sh limits
+	testdata/vm/badblocks.sh
 
 # vmtest-peers runs bench peers' device tests (the kernel file systems
 # made, mounted, written and measured; the device checks) in the VM harness
