@@ -225,3 +225,55 @@ func TestH39gColdFillFailingPastTheRequestServesIt(t *testing.T) {
 		t.Errorf("%d checksum errors after one failed read; want 1", s.ChecksumErrs)
 	}
 }
+
+// TestH39gColdFillOfAFragmentedFileStillBegins: a stream whose window has
+// grown (2 MiB parts) misses on a file whose blocks are scattered (4 KiB
+// records, each another file's next to it): the fill to the part
+// boundary maps more pieces than one cold read takes (maxReadPieces),
+// and StartRead must still begin the request's own read rather than
+// hand every miss of the stream to a worker.
+func TestH39gColdFillOfAFragmentedFileStillBegins(t *testing.T) {
+	const K = 1 << 10
+	e := formatOpen(t, emuDevice(t, 16, "4M", ""), Config{CacheBytes: 64 << 20})
+	defer e.Close()
+	a, b := mustCreate(t, e, "a"), mustCreate(t, e, "b")
+	want := pattern(2<<20, 3)
+	blk := make([]byte, 4*K)
+	for off := int64(0); off < int64(len(want)); off += 4 * K {
+		if _, err := a.WriteAt(want[off:off+4*K], off); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.WriteAt(blk, off); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.cache.EvictClean(1 << 40)
+	p := make([]byte, 4*K)
+	if _, err := a.ReadAt(p, int64(len(want))-4*K); err != nil { // gives a its cache file
+		t.Fatal(err)
+	}
+	// The stream's state as after a long run of reads up to 0.
+	a.ra.mu.Lock()
+	a.ra.window, a.ra.next, a.ra.ahead = 8<<20, 0, 0
+	a.ra.mu.Unlock()
+	if fill := a.readAheadFill(0, 4*K, a.Size()); fill <= 128*K {
+		t.Fatalf("set-up: the fill at 0 ends at %d, want past 128 KiB (32 blocks)", fill)
+	}
+	d := readDone{ch: make(chan readEnd, 1)}
+	e.PlugReads()
+	ok := a.StartRead(p, 0, d)
+	e.UnplugReads()
+	if !ok {
+		t.Fatal("StartRead of a stream's miss in a fragmented file did not begin")
+	}
+	r := <-d.ch
+	if r.err != nil || (!r.again && !bytes.Equal(p, want[:4*K])) {
+		t.Fatalf("cold read: %+v", r)
+	}
+}
