@@ -59,9 +59,10 @@ type coldRead struct {
 // the file and the handle's state are only tried. A read of a
 // sequential stream reads the folio it would make if it ran to the next
 // part boundary (cache.BeginMissAhead, as ReadAtContext's miss does,
-// see readahead.go), so that the stream's next requests hit; if that
-// read fails, done is told to read again (the request alone decides the
-// error).
+// see readahead.go), so that the stream's next requests hit (the
+// request's folio alone if that fill maps more pieces than one read
+// takes); if that read fails, done is told to read again (the request
+// alone decides the error).
 //
 // Like every cache fill, the miss is read into the cache's own memory,
 // never into p (for the daemon, memory its client shares), and goes into
@@ -103,19 +104,34 @@ func (h *File) StartRead(p []byte, off int64, done ReadDone) bool {
 	// A miss of a sequential stream fills to the next part boundary, as
 	// ReadAtContext's does (readahead.go): the requests that follow hit.
 	fill := h.readAheadFill(off, int64(len(p)), size)
-	mem, ok := e.cache.BeginMissAhead(*cf, off, len(p), fill, &r.miss)
-	if ok {
+	var mem []byte
+	ok := false
+	for {
+		mem, ok = e.cache.BeginMissAhead(*cf, off, len(p), fill, &r.miss)
+		if !ok {
+			break
+		}
 		r.base, _ = r.miss.Range()
 		n, next, err := e.gatherPieces(h.f, r.base, 0, mem, &r.pieces)
 		if err == nil && next < int64(len(mem)) {
 			e.unpinPieces(r.pieces[:n]) // more pieces than one batch: Read's way
 			err = io.ErrShortBuffer
 		}
-		if err != nil {
-			e.cache.AbortMiss(&r.miss)
-			ok = false
-		}
 		r.n = n
+		if err == nil {
+			break
+		}
+		ok = false
+		ahead := r.miss.Ahead()
+		e.cache.AbortMiss(&r.miss)
+		if err != io.ErrShortBuffer || !ahead {
+			break
+		}
+		// The fill maps more pieces than one read takes (a fragmented
+		// file, a window grown to 2 MiB parts): read the request alone,
+		// as before the fill, rather than hand every miss of the stream
+		// to a worker (TestH39gColdFillOfAFragmentedFileStillBegins).
+		fill = 0
 	}
 	if !ok {
 		*r = coldRead{}
