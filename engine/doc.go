@@ -193,11 +193,18 @@
 //     damage. A header wholly below the write pointer that fails its
 //     checksum was written whole (the write pointer moves only over
 //     blocks on the media), unless an append failed there: every flush
-//     after a failed append comes after a checkpoint or after voids of
-//     the failed records in the log, so with no void above the
-//     checkpoint it is damage in a record newer than it, which no
-//     mapping places (its file would read older bytes, the records after
-//     it would be lost): Open refuses, naming the zone, and fsck says so
+//     after the engine learns of a failed append comes after a
+//     checkpoint or after voids of the failed records in the log, so
+//     with no void above the checkpoint it is damage in a record newer
+//     than it, which no mapping places (its file would read older
+//     bytes, the records after it would be lost) — except where nothing
+//     whole numbered above the checkpoint follows it and the block does
+//     not start as such a header: an append whose failure reached the
+//     engine only after a flush that began while it was in flight (its
+//     settle saw no failure; the emu's flush claims writes in flight)
+//     leaves that too, so the zone's log ends there as at a torn write,
+//     reported as possible damage (a design limit, as a cut metadata
+//     log's). Else Open refuses, naming the zone, and fsck says so
 //     (damagedHeader), unless the user accepts losing that record
 //     (Config.AcceptDamagedRecords, --accept-damaged-records, which the
 //     refusal names): recovery then goes on at the zone's next whole

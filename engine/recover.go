@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -799,7 +800,12 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 // above the checkpoint starts (0: none), where recovery goes on. Not
 // damage: a whole header whose record runs past the write pointer (torn),
 // and an all-zero block with no such record after it in a zone that is
-// full (the unwritten rest of a finished zone reads as zeros).
+// full (the unwritten rest of a finished zone reads as zeros). Nor,
+// though reported as possible damage, a block that does not start as a
+// header of ours numbered above the checkpoint with no such record after
+// it: the range of an append whose failure the engine learnt of only
+// after a flush that began while it was in flight reads so, voids and
+// checkpoint still to come.
 func (e *Engine) damagedHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, buf *scanBuf, w *uring.Waiter) (int64, error) {
 	wp := rz.WP - rz.Start
 	if off+BlockSize > wp {
@@ -814,12 +820,33 @@ func (e *Engine) damagedHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, 
 		return 0, nil // whole: its record runs past the write pointer (torn)
 	}
 	zero := isZero(hb)
+	like := newerHeaderLike(hb, e.sb.FS(), ckptSeq) // laterRecord reads over hb
 	full := wp >= z.cap || rz.Cond == zns.CondFull
 	next, nextAt, err := e.laterRecord(rz, off+BlockSize, wp, ckptSeq, buf, w)
 	if err != nil {
 		return 0, fmt.Errorf("engine: recover: read zone %d: %w", z.idx, err)
 	}
 	if zero && full && next == 0 {
+		return 0, nil
+	}
+	if next == 0 && !like {
+		// Nothing whole numbered above the checkpoint follows, and
+		// the block is no header of ours numbered above it: the
+		// range of an append that failed, its failure reaching the
+		// engine only after a flush that began while it was in
+		// flight (that flush's settle saw no failed append, and it
+		// made the write pointer past the range durable, voids and
+		// checkpoint still to come), reads so too: zeros, or the
+		// bytes a reset zone held before. No byte tells that crash
+		// from damage to the zone's last record, so the zone's log
+		// ends here, as at a torn write, and it is reported as
+		// possible damage (a design limit, as checkCutLog's):
+		// refusing turned that crash into an unopenable file
+		// system (TestH39fFailedAppendFlushedBeforeItsFailureIsNotDamage).
+		d := fmt.Sprintf("data zone %d: the record header at %d, below the zone's write pointer (%d), fails its checksum and nothing whole numbered above checkpoint %d follows it: the zone's log ends there; unless it is the range of an append that failed (never acknowledged), it is damage, and that record's file reads older bytes there, or is shorter",
+			z.idx, off, wp, ckptSeq)
+		e.damage = append(e.damage, d)
+		slog.Error("engine: recover: " + d)
 		return 0, nil
 	}
 	why := fmt.Sprintf("record %d, numbered above the checkpoint, follows it at %d", next, nextAt)
@@ -838,6 +865,16 @@ func (e *Engine) damagedHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, 
 		lost += " (nothing whole follows it up to the write pointer): that file reads older bytes there, or is shorter"
 	}
 	return nextAt, &damagedRecordError{what: lost}
+}
+
+// newerHeaderLike reports whether b starts as a record header of the
+// file system fs numbered above floor (magic, file system and number
+// intact): what a failed append's range hardly ever reads as (zeros, or
+// what a reset zone held before), so a block like that whose checksum
+// fails (one bit flipped at rest) is damage.
+func newerHeaderLike(b []byte, fs, floor uint64) bool {
+	le := binary.LittleEndian
+	return le.Uint32(b[0:]) == recordMagic && le.Uint64(b[recFSOffset:]) == fs && le.Uint64(b[8:]) > floor
 }
 
 // damagedRecordError is damagedHeader's refusal; what says what is lost
