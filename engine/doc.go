@@ -197,14 +197,17 @@
 //     checkpoint or after voids of the failed records in the log, so
 //     with no void above the checkpoint it is damage in a record newer
 //     than it, which no mapping places (its file would read older
-//     bytes, the records after it would be lost) — except where nothing
-//     whole numbered above the checkpoint follows it and the block does
-//     not start as such a header: an append whose failure reached the
-//     engine only after a flush that began while it was in flight (its
-//     settle saw no failure; the emu's flush claims writes in flight)
-//     leaves that too, so the zone's log ends there as at a torn write,
-//     reported as possible damage (a design limit, as a cut metadata
-//     log's). Else Open refuses, naming the zone, and fsck says so
+//     bytes, the records after it would be lost) — except where the
+//     block does not start as such a header (magic, file system, a
+//     number above the checkpoint; a bit flipped at rest keeps them): an
+//     append whose failure reached the engine only after a flush that
+//     began while it was in flight (its settle saw no failure; the emu's
+//     flush claims writes in flight) leaves that too, and the appends in
+//     flight with it may follow it, acknowledged by that flush; so
+//     recovery goes on at the zone's next whole record numbered above
+//     the checkpoint (none: its log ends there), and reports the block
+//     as possible damage (a design limit, as a cut metadata log's).
+//     Else Open refuses, naming the zone, and fsck says so
 //     (damagedHeader), unless the user accepts losing that record
 //     (Config.AcceptDamagedRecords, --accept-damaged-records, which the
 //     refusal names): recovery then goes on at the zone's next whole

@@ -49,24 +49,16 @@ func (d *h39fHoldDev) AppendSums(zone int, bufs [][]byte, sums []uint32, c zns.A
 	return d.Emu.AppendSums(zone, bufs, sums, d.wrap(c))
 }
 
-// TestH39fFailedAppendFlushedBeforeItsFailureIsNotDamage: an append the
-// host file refuses whole (emu on a file: its file system full) moved
-// its zone's write pointer over blocks it never wrote (zns.Emu: a write
-// the file did not take still moves it), and its failure reaches the
-// engine only after a device flush that began after it was submitted
-// (here a create's; completions come in any order): the flush's settle
-// saw no failed append, so no void and no checkpoint came before it, and
-// the flushed write pointer stands past the never-written header. Power
-// is cut before anything else is flushed. That is a crash, not damage:
-// nothing was acknowledged that the failed record held, and the create
-// was. Open must serve a and c (it may report the range as possible
-// damage: no byte tells it from damage to the zone's last record).
-//
-// Since damagedHeader, Open refused it: a zero header below the write
-// pointer of a zone not full with no void above the checkpoint was taken
-// as media damage, so every such crash left the file system unopenable
-// without --accept-damaged-records.
-func TestH39fFailedAppendFlushedBeforeItsFailureIsNotDamage(t *testing.T) {
+// h39fLateFailure formats an emu device, fsyncs 64 KiB to "a", then has
+// the host file refuse whole the append of b's next record (emu on a
+// file: its file system full), in a's zone, and holds its completion
+// back while between runs (a flush there makes the zone's write pointer
+// past the never-written range durable: the flush's settle saw no
+// failed append, so no void and no checkpoint came before it). Then the
+// failure reaches the engine and the power is cut. It returns a's bytes
+// as acknowledged and the reopened engine, or Open's error.
+func h39fLateFailure(t *testing.T, between func(e *Engine, a *File, want []byte) []byte) (*Engine, []byte, error) {
+	t.Helper()
 	devName := emuDevice(t, 16, "1M", "")
 	cfg := smallConfig()
 	cfg.OpenZones = 1 // b appends where a did
@@ -106,9 +98,7 @@ func TestH39fFailedAppendFlushedBeforeItsFailureIsNotDamage(t *testing.T) {
 	if e.failedAppend.Load() {
 		t.Fatal("set-up: the engine knows of the failed append before its completion")
 	}
-	// A create, acknowledged: its flush makes the zone's write pointer
-	// past the failed append durable.
-	mustCreate(t, e, "c").Close()
+	want = between(e, a, want)
 	h.c.Appended(h.off, h.err)
 	if err := <-werr; err == nil {
 		t.Fatal("set-up: b's writeback the host refused succeeded")
@@ -121,17 +111,67 @@ func TestH39fFailedAppendFlushedBeforeItsFailureIsNotDamage(t *testing.T) {
 	}
 	emu.Close()
 	e2, err := Open(devName, cfg)
+	return e2, want, err
+}
+
+// TestH39fFailedAppendFlushedBeforeItsFailureIsNotDamage: an append the
+// host file refuses whole moved its zone's write pointer over blocks it
+// never wrote (zns.Emu: a write the file did not take still moves it),
+// and its failure reaches the engine only after a device flush that
+// began after it was submitted (here a create's; completions come in any
+// order); power is cut before anything else is flushed (h39fLateFailure).
+// That is a crash, not damage: nothing was acknowledged that the failed
+// record held, and the create was. Open must serve a and c (it may
+// report the range as possible damage: no byte tells it from damage to
+// the zone's last record).
+//
+// Since damagedHeader, Open refused it: a zero header below the write
+// pointer of a zone not full with no void above the checkpoint was taken
+// as media damage, so such a crash left the file system unopenable
+// without --accept-damaged-records.
+func TestH39fFailedAppendFlushedBeforeItsFailureIsNotDamage(t *testing.T) {
+	e, want, err := h39fLateFailure(t, func(e *Engine, a *File, want []byte) []byte {
+		// A create, acknowledged: its flush makes the zone's write
+		// pointer past the failed append durable.
+		mustCreate(t, e, "c").Close()
+		return want
+	})
 	if err != nil {
 		t.Fatalf("Open after a crash that left a failed append's range under a flushed write pointer: %v", err)
 	}
-	defer e2.Close()
-	if got := readAll(t, e2, "a"); !bytes.Equal(got, want) {
+	defer e.Close()
+	if got := readAll(t, e, "a"); !bytes.Equal(got, want) {
 		t.Fatal("a, fsynced, differs after the crash")
 	}
-	if _, err := e2.Open("c"); err != nil {
+	if _, err := e.Open("c"); err != nil {
 		t.Fatalf("c, whose create was acknowledged: %v", err)
 	}
-	// No byte tells it from damage to the zone's last record: it is
-	// reported as possible damage (a design limit), never refused.
-	t.Logf("reported: %q", e2.damage)
+	t.Logf("reported: %q", e.damage)
+}
+
+// TestH39fFsyncAfterALateFailedAppendSurvives: as above, but what the
+// flush acknowledges is an fsync of a whose record was appended in the
+// zone after the failed one (submitted before the engine knew of the
+// failure). Open must serve a's fsynced bytes: ending the zone's log at
+// the failed range (as before damagedHeader) lost them, refusing Open
+// (damagedHeader) made the crash unopenable.
+func TestH39fFsyncAfterALateFailedAppendSurvives(t *testing.T) {
+	e, want, err := h39fLateFailure(t, func(e *Engine, a *File, want []byte) []byte {
+		more := pattern(32<<10, 3)
+		if _, err := a.WriteAt(more, 64<<10); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Sync(); err != nil {
+			t.Fatalf("set-up: a's fsync: %v", err)
+		}
+		return append(want, more...)
+	})
+	if err != nil {
+		t.Fatalf("Open after a crash that left a failed append's range under a flushed write pointer: %v", err)
+	}
+	defer e.Close()
+	if got := readAll(t, e, "a"); !bytes.Equal(got, want) {
+		t.Fatalf("a, fsynced at %d bytes, reads %d bytes (or other bytes) after the crash", len(want), len(got))
+	}
+	t.Logf("reported: %q", e.damage)
 }

@@ -234,17 +234,18 @@ func (e *Engine) recover() error {
 			// a header below the write pointer that fails is damage
 			// (damagedHeader), never a torn write.
 			next, err := e.damagedHeader(z, rz, end, ckpt.seq, buf, w)
-			if err == nil {
-				break
+			if err != nil {
+				var dmg *damagedRecordError
+				if !errors.As(err, &dmg) || !e.cfg.AcceptDamagedRecords {
+					return err
+				}
+				// The user chose to lose that record: the zone's
+				// log goes on at the next whole one, if any.
+				e.damage = append(e.damage, "accepted: "+dmg.what)
+				slog.Error("engine: recover: opening past a damaged record (accept damaged records): "+dmg.what, "zone", z.idx)
 			}
-			var dmg *damagedRecordError
-			if !errors.As(err, &dmg) || !e.cfg.AcceptDamagedRecords {
-				return err
-			}
-			// The user chose to lose that record: the zone's log
-			// goes on at the next whole one, if any.
-			e.damage = append(e.damage, "accepted: "+dmg.what)
-			slog.Error("engine: recover: opening past a damaged record (accept damaged records): "+dmg.what, "zone", z.idx)
+			// Without an error, next is where a failed append's
+			// range may end (damagedHeader), or 0: torn.
 			if next == 0 {
 				break
 			}
@@ -802,10 +803,12 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 // and an all-zero block with no such record after it in a zone that is
 // full (the unwritten rest of a finished zone reads as zeros). Nor,
 // though reported as possible damage, a block that does not start as a
-// header of ours numbered above the checkpoint with no such record after
-// it: the range of an append whose failure the engine learnt of only
-// after a flush that began while it was in flight reads so, voids and
-// checkpoint still to come.
+// header of ours numbered above the checkpoint: the range of an append
+// whose failure the engine learnt of only after a flush that began while
+// it was in flight reads so, voids and checkpoint still to come, and the
+// appends in flight with it may follow it, acknowledged: damagedHeader
+// returns where the next whole record numbered above the checkpoint
+// starts (0: none), and recovery goes on there.
 func (e *Engine) damagedHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, buf *scanBuf, w *uring.Waiter) (int64, error) {
 	wp := rz.WP - rz.Start
 	if off+BlockSize > wp {
@@ -829,25 +832,33 @@ func (e *Engine) damagedHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, 
 	if zero && full && next == 0 {
 		return 0, nil
 	}
-	if next == 0 && !like {
-		// Nothing whole numbered above the checkpoint follows, and
-		// the block is no header of ours numbered above it: the
-		// range of an append that failed, its failure reaching the
-		// engine only after a flush that began while it was in
-		// flight (that flush's settle saw no failed append, and it
-		// made the write pointer past the range durable, voids and
-		// checkpoint still to come), reads so too: zeros, or the
-		// bytes a reset zone held before. No byte tells that crash
-		// from damage to the zone's last record, so the zone's log
-		// ends here, as at a torn write, and it is reported as
-		// possible damage (a design limit, as checkCutLog's):
-		// refusing turned that crash into an unopenable file
-		// system (TestH39fFailedAppendFlushedBeforeItsFailureIsNotDamage).
-		d := fmt.Sprintf("data zone %d: the record header at %d, below the zone's write pointer (%d), fails its checksum and nothing whole numbered above checkpoint %d follows it: the zone's log ends there; unless it is the range of an append that failed (never acknowledged), it is damage, and that record's file reads older bytes there, or is shorter",
-			z.idx, off, wp, ckptSeq)
+	if !like {
+		// The block is no header of ours numbered above the
+		// checkpoint: the range of an append that failed, its
+		// failure reaching the engine only after a flush that began
+		// while it was in flight (that flush's settle saw no failed
+		// append, and it made the write pointer past the range
+		// durable, voids and checkpoint still to come), reads so too:
+		// zeros, or what a reset zone held before; the appends in
+		// flight with it in the zone may follow it, whole, and be
+		// acknowledged by that flush. No byte tells that crash from
+		// damage, so recovery goes on at the zone's next whole record
+		// numbered above the checkpoint, if any (ending the zone's
+		// log there lost those acknowledged records), and reports the
+		// range as possible damage (a design limit, as checkCutLog's):
+		// refusing turned that crash into an unopenable file system
+		// (TestH39fFailedAppendFlushedBeforeItsFailureIsNotDamage,
+		// TestH39fFsyncAfterALateFailedAppendSurvives).
+		d := fmt.Sprintf("data zone %d: the record header at %d, below the zone's write pointer (%d), fails its checksum and does not read as a header numbered above checkpoint %d: ", z.idx, off, wp, ckptSeq)
+		if next != 0 {
+			d += fmt.Sprintf("recovery goes on at record %d (at %d)", next, nextAt)
+		} else {
+			d += "nothing whole numbered above it follows, and the zone's log ends there"
+		}
+		d += "; unless it is the range of an append that failed (never acknowledged), it is damage, and that record's file reads older bytes there, or is shorter"
 		e.damage = append(e.damage, d)
 		slog.Error("engine: recover: " + d)
-		return 0, nil
+		return nextAt, nil
 	}
 	why := fmt.Sprintf("record %d, numbered above the checkpoint, follows it at %d", next, nextAt)
 	switch {
