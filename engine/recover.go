@@ -816,6 +816,13 @@ func (e *Engine) damagedHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, 
 	}
 	hb := buf.mem[:BlockSize]
 	if err := e.readDev(rz.Start+off, hb, w); err != nil {
+		if errors.Is(err, syscall.EIO) {
+			// The header does not read: the scan ended on it as
+			// on an unreadable one, which is the scan's to judge
+			// (it fails Open where that ending is unsound), not
+			// a checksum's.
+			return 0, nil
+		}
 		return 0, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, err)
 	}
 	var h RecordHeader
@@ -899,7 +906,10 @@ func (d *damagedRecordError) Error() string {
 // laterRecord finds, block by block from off to end in the zone rz (a
 // damaged header gives no length to skip by), the first whole record
 // header of this file system numbered above floor whose record ends by
-// end; it returns its number and offset in the zone (0: none).
+// end; it returns its number and offset in the zone (0: none). Blocks
+// that fail to read (EIO: bad media, as a failed append's range can be)
+// hold none it can use; Open failing on them made the range of a failed
+// append on bad media refuse Open where a torn write would not.
 func (e *Engine) laterRecord(rz zns.Zone, off, end int64, floor uint64, buf *scanBuf, w *uring.Waiter) (uint64, int64, error) {
 	for from := off; from < end; {
 		n := min(end-from, int64(len(buf.mem))) / BlockSize * BlockSize
@@ -907,10 +917,20 @@ func (e *Engine) laterRecord(rz zns.Zone, off, end int64, floor uint64, buf *sca
 			break
 		}
 		chunk := buf.mem[:n]
-		if err := e.readDev(rz.Start+from, chunk, w); err != nil {
-			return 0, 0, err
+		rerr := e.readDev(rz.Start+from, chunk, w)
+		if rerr != nil && !errors.Is(rerr, syscall.EIO) {
+			return 0, 0, rerr
 		}
 		for b := int64(0); b < n; b += BlockSize {
+			if rerr != nil {
+				// The chunk failed: its blocks one by one.
+				if err := e.readDev(rz.Start+from+b, chunk[b:b+BlockSize], w); err != nil {
+					if errors.Is(err, syscall.EIO) {
+						continue
+					}
+					return 0, 0, err
+				}
+			}
 			var h RecordHeader
 			if DecodeHeader(chunk[b:b+BlockSize], &h) != nil || h.FS != e.sb.FS() || h.Seq <= floor {
 				continue
