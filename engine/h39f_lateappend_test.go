@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/zonefold/zonefold/uring"
 	"github.com/zonefold/zonefold/zns"
 )
 
@@ -172,6 +174,66 @@ func TestH39fFsyncAfterALateFailedAppendSurvives(t *testing.T) {
 	defer e.Close()
 	if got := readAll(t, e, "a"); !bytes.Equal(got, want) {
 		t.Fatalf("a, fsynced at %d bytes, reads %d bytes (or other bytes) after the crash", len(want), len(got))
+	}
+	t.Logf("reported: %q", e.damage)
+}
+
+// h39fBadRead fails (EIO) every read that overlaps device bytes
+// [lo, hi): bad media.
+type h39fBadRead struct {
+	*zns.Emu
+	lo, hi int64
+}
+
+type h39fEIO struct{ c uring.Completion }
+
+func (x h39fEIO) Complete(res uring.Result) {
+	if res.Res >= 0 {
+		res.Res = -int32(syscall.EIO)
+	}
+	x.c.Complete(res)
+}
+
+func (d *h39fBadRead) Read(off int64, buf []byte, c uring.Completion) error {
+	if off < d.hi && off+int64(len(buf)) > d.lo {
+		c = h39fEIO{c}
+	}
+	return d.Emu.Read(off, buf, c)
+}
+
+// TestH39fCutLogReportSurvivesABadBlockAfterIt: the record of a remove
+// logged after the newest checkpoint is zeroed at rest and the block
+// after it fails to read (bad media). The walk of the log ends at the
+// zeroed record (a design limit) and Open used to go on; checkCutLog,
+// which only reports the cut, looks on past it for whole records and
+// failed Open on the bad block's EIO. It must report, not refuse.
+func TestH39fCutLogReportSurvivesABadBlockAfterIt(t *testing.T) {
+	var opAt, devAt int64
+	devName, path, _, _ := h39cImage(t, func(e *Engine) {
+		createSynced(t, e, "b", pattern(8<<10, 3)).Close()
+		e.meta.mu.Lock()
+		h, wp := e.meta.active, e.meta.wp
+		e.meta.mu.Unlock()
+		if err := e.Remove("b"); err != nil {
+			t.Fatal(err)
+		}
+		z, zoff := e.sb.metaAt(h, wp)
+		devAt = int64(z)*e.geo.ZoneSize + zoff
+		opAt = emuOf(t, e).FileOffset(devAt)
+	})
+	h39cPatch(t, path, opAt, func(b []byte) { clear(b) })
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := &h39fBadRead{Emu: dev.(*zns.Emu), lo: devAt + BlockSize, hi: devAt + 2*BlockSize}
+	e, err := OpenDevice(bad, smallConfig())
+	if err != nil {
+		t.Fatalf("Open with the log cut short at a zeroed record and a bad block after it: %v", err)
+	}
+	defer e.Close()
+	if len(e.damage) == 0 {
+		t.Fatal("the cut log is not reported")
 	}
 	t.Logf("reported: %q", e.damage)
 }

@@ -573,23 +573,31 @@ func (e *Engine) checkCutLog(h int, off int64, report []zns.Zone, ckptSeq uint64
 	}
 	full := end >= e.sb.metaHalfCap()
 	hb := buf.mem[:BlockSize]
-	if err := e.readMeta(h, off, hb, w); err != nil {
-		return fmt.Errorf("engine: recover: read metadata half %d at %d: %w", h, off, err)
-	}
-	if mh, err := decodeMetaHeader(hb); err == nil && mh.fs == e.sb.FS() && off+metaRecordLen(mh.length) > end {
-		return nil // torn: the record runs past the write pointer
-	}
-	zero := isZero(hb)
-	top, at, err := e.laterMeta(h, off, end, ckptSeq, full, buf, w)
-	if err != nil {
-		return err
-	}
-	if top == 0 && zero && full {
-		return nil
-	}
 	follows := "nothing whole follows it"
-	if top != 0 {
-		follows = fmt.Sprintf("a whole record numbered %d (at %d) follows it", top, at)
+	if err := e.readMeta(h, off, hb, w); err != nil {
+		if !errors.Is(err, syscall.EIO) {
+			return fmt.Errorf("engine: recover: read metadata half %d at %d: %w", h, off, err)
+		}
+		// This only reports: bad media is no reason to refuse an
+		// Open that went on before it looked
+		// (TestH39fCutLogReportSurvivesABadBlockAfterIt).
+		follows = fmt.Sprintf("it fails to read: %v", err)
+	} else {
+		if mh, err := decodeMetaHeader(hb); err == nil && mh.fs == e.sb.FS() && off+metaRecordLen(mh.length) > end {
+			return nil // torn: the record runs past the write pointer
+		}
+		zero := isZero(hb)
+		top, at, err := e.laterMeta(h, off, end, ckptSeq, full, buf, w)
+		switch {
+		case err != nil && !errors.Is(err, syscall.EIO):
+			return err
+		case err != nil:
+			follows = fmt.Sprintf("what follows it fails to read: %v", err)
+		case top == 0 && zero && full:
+			return nil
+		case top != 0:
+			follows = fmt.Sprintf("a whole record numbered %d (at %d) follows it", top, at)
+		}
 	}
 	d := fmt.Sprintf("metadata half %d's log stops at %d, below its write pointer (%d), on a record that fails its checksum (%s): the operations logged from there on are not replayed; unless that record was a write that failed (never acknowledged), it is damage, and files removed since may be back, renamed ones under their old names, created ones gone",
 		h, off, end, follows)
