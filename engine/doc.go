@@ -193,11 +193,21 @@
 //     damage. A header wholly below the write pointer that fails its
 //     checksum was written whole (the write pointer moves only over
 //     blocks on the media), unless an append failed there: every flush
-//     after a failed append comes after a checkpoint or after voids of
-//     the failed records in the log, so with no void above the
-//     checkpoint it is damage in a record newer than it, which no
-//     mapping places (its file would read older bytes, the records after
-//     it would be lost): Open refuses, naming the zone, and fsck says so
+//     after the engine learns of a failed append comes after a
+//     checkpoint or after voids of the failed records in the log, so
+//     with no void above the checkpoint it is damage in a record newer
+//     than it, which no mapping places (its file would read older
+//     bytes, the records after it would be lost) — except where the
+//     block does not start as such a header (magic, file system, a
+//     number above the checkpoint; a bit flipped at rest keeps them): an
+//     append whose failure reached the engine only after a flush that
+//     began while it was in flight (its settle saw no failure; the emu's
+//     flush claims writes in flight) leaves that too, and the appends in
+//     flight with it may follow it, acknowledged by that flush; so
+//     recovery goes on at the zone's next whole record numbered above
+//     the checkpoint (none: its log ends there), and reports the block
+//     as possible damage (a design limit, as a cut metadata log's).
+//     Else Open refuses, naming the zone, and fsck says so
 //     (damagedHeader), unless the user accepts losing that record
 //     (Config.AcceptDamagedRecords, --accept-damaged-records, which the
 //     refusal names): recovery then goes on at the zone's next whole

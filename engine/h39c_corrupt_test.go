@@ -438,6 +438,14 @@ func (g *carGolden) run(t *testing.T, name string, r, k int, seed uint64) (out c
 		// fsck reports.
 		return carOutcome{class: "log cut short, fsck reports it (design limit)"}
 	}
+	if why != "" && r == carNewHdrs && fsckDamage && carZoneLogCut(rep) {
+		// The header of a record newer than the checkpoint fails its
+		// checksum and no longer starts as one: no byte tells that
+		// from the range of an append whose failure came after a
+		// flush made it durable (damagedHeader), so recovery goes on
+		// past it: a design limit, which fsck reports.
+		return carOutcome{class: "record passed over, fsck reports it (design limit)"}
+	}
 	if why != "" {
 		return carOutcome{"WRONG or LOST", true, fmt.Sprintf("damage at %s (fsck problems %v): %s", where, fsckProblems(rep, ferr), why)}
 	}
@@ -460,6 +468,20 @@ func (g *carGolden) run(t *testing.T, name string, r, k int, seed uint64) (out c
 		return carOutcome{class: "correct, fsck reports damage"}
 	}
 	return carOutcome{class: "correct"}
+}
+
+// carZoneLogCut reports whether fsck reported a record header that fails
+// its checksum and that recovery passed over (damagedHeader).
+func carZoneLogCut(rep *FsckReport) bool {
+	if rep == nil {
+		return false
+	}
+	for _, p := range rep.Problems {
+		if strings.Contains(p, "does not read as a header numbered above checkpoint") {
+			return true
+		}
+	}
+	return false
 }
 
 func fsckProblems(rep *FsckReport, err error) any {

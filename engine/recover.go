@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -233,17 +234,18 @@ func (e *Engine) recover() error {
 			// a header below the write pointer that fails is damage
 			// (damagedHeader), never a torn write.
 			next, err := e.damagedHeader(z, rz, end, ckpt.seq, buf, w)
-			if err == nil {
-				break
+			if err != nil {
+				var dmg *damagedRecordError
+				if !errors.As(err, &dmg) || !e.cfg.AcceptDamagedRecords {
+					return err
+				}
+				// The user chose to lose that record: the zone's
+				// log goes on at the next whole one, if any.
+				e.damage = append(e.damage, "accepted: "+dmg.what)
+				slog.Error("engine: recover: opening past a damaged record (accept damaged records): "+dmg.what, "zone", z.idx)
 			}
-			var dmg *damagedRecordError
-			if !errors.As(err, &dmg) || !e.cfg.AcceptDamagedRecords {
-				return err
-			}
-			// The user chose to lose that record: the zone's log
-			// goes on at the next whole one, if any.
-			e.damage = append(e.damage, "accepted: "+dmg.what)
-			slog.Error("engine: recover: opening past a damaged record (accept damaged records): "+dmg.what, "zone", z.idx)
+			// Without an error, next is where a failed append's
+			// range may end (damagedHeader), or 0: torn.
 			if next == 0 {
 				break
 			}
@@ -571,23 +573,31 @@ func (e *Engine) checkCutLog(h int, off int64, report []zns.Zone, ckptSeq uint64
 	}
 	full := end >= e.sb.metaHalfCap()
 	hb := buf.mem[:BlockSize]
-	if err := e.readMeta(h, off, hb, w); err != nil {
-		return fmt.Errorf("engine: recover: read metadata half %d at %d: %w", h, off, err)
-	}
-	if mh, err := decodeMetaHeader(hb); err == nil && mh.fs == e.sb.FS() && off+metaRecordLen(mh.length) > end {
-		return nil // torn: the record runs past the write pointer
-	}
-	zero := isZero(hb)
-	top, at, err := e.laterMeta(h, off, end, ckptSeq, full, buf, w)
-	if err != nil {
-		return err
-	}
-	if top == 0 && zero && full {
-		return nil
-	}
 	follows := "nothing whole follows it"
-	if top != 0 {
-		follows = fmt.Sprintf("a whole record numbered %d (at %d) follows it", top, at)
+	if err := e.readMeta(h, off, hb, w); err != nil {
+		if !errors.Is(err, syscall.EIO) {
+			return fmt.Errorf("engine: recover: read metadata half %d at %d: %w", h, off, err)
+		}
+		// This only reports: bad media is no reason to refuse an
+		// Open that went on before it looked
+		// (TestH39fCutLogReportSurvivesABadBlockAfterIt).
+		follows = fmt.Sprintf("it fails to read: %v", err)
+	} else {
+		if mh, err := decodeMetaHeader(hb); err == nil && mh.fs == e.sb.FS() && off+metaRecordLen(mh.length) > end {
+			return nil // torn: the record runs past the write pointer
+		}
+		zero := isZero(hb)
+		top, at, err := e.laterMeta(h, off, end, ckptSeq, full, buf, w)
+		switch {
+		case err != nil && !errors.Is(err, syscall.EIO):
+			return err
+		case err != nil:
+			follows = fmt.Sprintf("what follows it fails to read: %v", err)
+		case top == 0 && zero && full:
+			return nil
+		case top != 0:
+			follows = fmt.Sprintf("a whole record numbered %d (at %d) follows it", top, at)
+		}
 	}
 	d := fmt.Sprintf("metadata half %d's log stops at %d, below its write pointer (%d), on a record that fails its checksum (%s): the operations logged from there on are not replayed; unless that record was a write that failed (never acknowledged), it is damage, and files removed since may be back, renamed ones under their old names, created ones gone",
 		h, off, end, follows)
@@ -808,7 +818,14 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 // above the checkpoint starts (0: none), where recovery goes on. Not
 // damage: a whole header whose record runs past the write pointer (torn),
 // and an all-zero block with no such record after it in a zone that is
-// full (the unwritten rest of a finished zone reads as zeros).
+// full (the unwritten rest of a finished zone reads as zeros). Nor,
+// though reported as possible damage, a block that does not start as a
+// header of ours numbered above the checkpoint: the range of an append
+// whose failure the engine learnt of only after a flush that began while
+// it was in flight reads so, voids and checkpoint still to come, and the
+// appends in flight with it may follow it, acknowledged: damagedHeader
+// returns where the next whole record numbered above the checkpoint
+// starts (0: none), and recovery goes on there.
 func (e *Engine) damagedHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, buf *scanBuf, w *uring.Waiter) (int64, error) {
 	wp := rz.WP - rz.Start
 	if off+BlockSize > wp {
@@ -817,8 +834,10 @@ func (e *Engine) damagedHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, 
 	hb := buf.mem[:BlockSize]
 	if err := e.readDev(rz.Start+off, hb, w); err != nil {
 		if errors.Is(err, syscall.EIO) {
-			// Unreadable, not damaged: scanDataZone ended the log
-			// there only where unreadableHeader found that torn.
+			// The header does not read: the scan ended on it as
+			// on an unreadable one, which is the scan's to judge
+			// (it fails Open where that ending is unsound), not
+			// a checksum's.
 			return 0, nil
 		}
 		return 0, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, err)
@@ -828,6 +847,7 @@ func (e *Engine) damagedHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, 
 		return 0, nil // whole: its record runs past the write pointer (torn)
 	}
 	zero := isZero(hb)
+	like := newerHeaderLike(hb, e.sb.FS(), ckptSeq) // laterRecord reads over hb
 	full := wp >= z.cap || rz.Cond == zns.CondFull
 	next, nextAt, err := e.laterRecord(rz, off+BlockSize, wp, ckptSeq, buf, w)
 	if err != nil {
@@ -835,6 +855,34 @@ func (e *Engine) damagedHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, 
 	}
 	if zero && full && next == 0 {
 		return 0, nil
+	}
+	if !like {
+		// The block is no header of ours numbered above the
+		// checkpoint: the range of an append that failed, its
+		// failure reaching the engine only after a flush that began
+		// while it was in flight (that flush's settle saw no failed
+		// append, and it made the write pointer past the range
+		// durable, voids and checkpoint still to come), reads so too:
+		// zeros, or what a reset zone held before; the appends in
+		// flight with it in the zone may follow it, whole, and be
+		// acknowledged by that flush. No byte tells that crash from
+		// damage, so recovery goes on at the zone's next whole record
+		// numbered above the checkpoint, if any (ending the zone's
+		// log there lost those acknowledged records), and reports the
+		// range as possible damage (a design limit, as checkCutLog's):
+		// refusing turned that crash into an unopenable file system
+		// (TestH39fFailedAppendFlushedBeforeItsFailureIsNotDamage,
+		// TestH39fFsyncAfterALateFailedAppendSurvives).
+		d := fmt.Sprintf("data zone %d: the record header at %d, below the zone's write pointer (%d), fails its checksum and does not read as a header numbered above checkpoint %d: ", z.idx, off, wp, ckptSeq)
+		if next != 0 {
+			d += fmt.Sprintf("recovery goes on at record %d (at %d)", next, nextAt)
+		} else {
+			d += "nothing whole numbered above it follows, and the zone's log ends there"
+		}
+		d += "; unless it is the range of an append that failed (never acknowledged), it is damage, and that record's file reads older bytes there, or is shorter"
+		e.damage = append(e.damage, d)
+		slog.Error("engine: recover: " + d)
+		return nextAt, nil
 	}
 	why := fmt.Sprintf("record %d, numbered above the checkpoint, follows it at %d", next, nextAt)
 	switch {
@@ -854,6 +902,16 @@ func (e *Engine) damagedHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, 
 	return nextAt, &damagedRecordError{what: lost}
 }
 
+// newerHeaderLike reports whether b starts as a record header of the
+// file system fs numbered above floor (magic, file system and number
+// intact): what a failed append's range hardly ever reads as (zeros, or
+// what a reset zone held before), so a block like that whose checksum
+// fails (one bit flipped at rest) is damage.
+func newerHeaderLike(b []byte, fs, floor uint64) bool {
+	le := binary.LittleEndian
+	return le.Uint32(b[0:]) == recordMagic && le.Uint64(b[recFSOffset:]) == fs && le.Uint64(b[8:]) > floor
+}
+
 // damagedRecordError is damagedHeader's refusal; what says what is lost
 // if the user opens anyway (Config.AcceptDamagedRecords).
 type damagedRecordError struct{ what string }
@@ -866,7 +924,9 @@ func (d *damagedRecordError) Error() string {
 // damaged header gives no length to skip by), the first whole record
 // header of this file system numbered above floor whose record ends by
 // end; it returns its number and offset in the zone (0: none). Blocks
-// that fail to read (EIO) hold none it can use.
+// that fail to read (EIO: bad media, as a failed append's range can be)
+// hold none it can use; Open failing on them made the range of a failed
+// append on bad media refuse Open where a torn write would not.
 func (e *Engine) laterRecord(rz zns.Zone, off, end int64, floor uint64, buf *scanBuf, w *uring.Waiter) (uint64, int64, error) {
 	for from := off; from < end; {
 		n := min(end-from, int64(len(buf.mem))) / BlockSize * BlockSize
@@ -874,19 +934,18 @@ func (e *Engine) laterRecord(rz zns.Zone, off, end int64, floor uint64, buf *sca
 			break
 		}
 		chunk := buf.mem[:n]
-		err := e.readDev(rz.Start+from, chunk, w)
-		if err != nil && !errors.Is(err, syscall.EIO) {
-			return 0, 0, err
+		rerr := e.readDev(rz.Start+from, chunk, w)
+		if rerr != nil && !errors.Is(rerr, syscall.EIO) {
+			return 0, 0, rerr
 		}
 		for b := int64(0); b < n; b += BlockSize {
-			if err != nil {
-				// The chunk failed (bad media): its blocks one by
-				// one; one that fails holds no header to use.
-				if berr := e.readDev(rz.Start+from+b, chunk[b:b+BlockSize], w); berr != nil {
-					if errors.Is(berr, syscall.EIO) {
+			if rerr != nil {
+				// The chunk failed: its blocks one by one.
+				if err := e.readDev(rz.Start+from+b, chunk[b:b+BlockSize], w); err != nil {
+					if errors.Is(err, syscall.EIO) {
 						continue
 					}
-					return 0, 0, berr
+					return 0, 0, err
 				}
 			}
 			var h RecordHeader
