@@ -1618,6 +1618,31 @@ static int zf_lay_out_anew(struct zf_data *zd, struct fio_file *f, uint32_t *h)
 }
 
 /*
+ * zf_batch_step sends op (with flags) for every file i of a batch of n
+ * that is still ok[i] (and, with off, has a nonzero off[i], which the
+ * request carries), at once, and clears ok[i] where it fails. Returns
+ * what zf_batch_run does when the batch itself fails (the connection).
+ */
+static int zf_batch_step(struct zf_data *zd, uint8_t *reqs, uint8_t op, uint8_t flags,
+			 const uint32_t *h, const uint64_t *off, int *ok, unsigned int n)
+{
+	unsigned int on[ZF_BATCH], m = 0, i;
+
+	for (i = 0; i < n; i++) {
+		if (ok[i] && (!off || off[i])) {
+			encode_req(reqs + m * ZF_REQ_SIZE, 0, op, flags, h[i], off ? off[i] : 0, 0, 0);
+			on[m++] = i;
+		}
+	}
+	if (m && zf_batch_run(zd, reqs, m) < 0)
+		return -1;
+	for (i = 0; i < m; i++)
+		if (zd->batch_status[i])
+			ok[on[i]] = 0;
+	return 0;
+}
+
+/*
  * zf_lay_out_ahead lays out f and the files after it in td->files (up
  * to ZF_BATCH, and the ring's entries) that need what a layout without
  * data does to a file that is missing or shorter than the job's range
@@ -1636,7 +1661,7 @@ static int zf_lay_out_ahead(struct thread_data *td, struct zf_data *zd, struct f
 			    int anew, int sync)
 {
 	uint8_t reqs[ZF_BATCH * ZF_REQ_SIZE];
-	unsigned int idx[ZF_BATCH], on[ZF_BATCH], n = 0, m, i, j;
+	unsigned int idx[ZF_BATCH], n = 0, m, i, j;
 	unsigned int most = zd->entries < ZF_BATCH ? zd->entries : ZF_BATCH;
 	uint64_t end[ZF_BATCH];
 	uint32_t h[ZF_BATCH];
@@ -1678,28 +1703,9 @@ static int zf_lay_out_ahead(struct thread_data *td, struct zf_data *zd, struct f
 			ok[i] = 0;
 		end[i] = ok[i] && zd->batch_val2[i] < end[i] ? end[i] : 0; /* 0: no grow */
 	}
-	for (m = i = 0; i < n; i++) {
-		if (ok[i] && end[i]) {
-			encode_req(reqs + m * ZF_REQ_SIZE, 0, ZF_OP_TRUNCATE, ZF_TRUNCATE_GROW, h[i], end[i], 0, 0);
-			on[m++] = i;
-		}
-	}
-	if (m && zf_batch_run(zd, reqs, m) < 0)
+	if (zf_batch_step(zd, reqs, ZF_OP_TRUNCATE, ZF_TRUNCATE_GROW, h, end, ok, n) < 0 ||
+	    (sync && zf_batch_step(zd, reqs, ZF_OP_FSYNC, 0, h, NULL, ok, n) < 0))
 		return 0;
-	for (i = 0; i < m; i++)
-		if (zd->batch_status[i])
-			ok[on[i]] = 0;
-	for (m = i = 0; sync && i < n; i++) {
-		if (ok[i]) {
-			encode_req(reqs + m * ZF_REQ_SIZE, 0, ZF_OP_FSYNC, 0, h[i], 0, 0, 0);
-			on[m++] = i;
-		}
-	}
-	if (m && zf_batch_run(zd, reqs, m) < 0)
-		return 0;
-	for (i = 0; i < m; i++)
-		if (zd->batch_status[i])
-			ok[on[i]] = 0;
 	for (m = i = 0; i < n; i++) /* every file opened */
 		if (h[i])
 			encode_req(reqs + m++ * ZF_REQ_SIZE, 0, ZF_OP_CLOSE, 0, h[i], 0, 0, 0);
