@@ -63,7 +63,17 @@ import (
 // completed, are as durable as any: with the running checksum, Open
 // took the zone back as far as the checksum started, appends an
 // acknowledged Flush had claimed among them. The failed range reads as
-// whatever the file holds there; its writer was told it failed. A zone
+// zeros (its writer was told it failed): the write's completion zeroes
+// it in the file (zeroRange: a punched hole, else zeros written) before
+// it reports the failure, and a Flush or a cut that would claim a range
+// not zeroed yet tries again and fails if it cannot. A zoned drive's
+// write pointer never moves over a write it failed, and a reset zone's
+// blocks read as zeros until written: the range used to read as
+// whatever the file held there, a reset zone's old data included, whose
+// whole records (an engine's, numbered above its checkpoint) recovery
+// could replay as new. A reset need not zero the zone then (every byte
+// below a write pointer was written since the reset, or zeroed), and
+// costs what it did. A zone
 // reset is durable when ResetZone returns, and makes nothing else
 // durable: it writes the flushed table with the zone emptied to the next
 // slot and syncs it (see ResetZone). "The flushed table" is thus the
@@ -140,6 +150,7 @@ type Emu struct {
 	// df is the file opened again with O_DIRECT, nil where the file
 	// system refuses it (see openDirect).
 	df *os.File
+	fd int // f's descriptor (zeroRange)
 }
 
 const (
@@ -336,7 +347,56 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 	if e.df = openDirect(f); e.df != nil {
 		e.direct, e.hasDirect = uring.FD(int(e.df.Fd())), true
 	}
+	e.fd = int(f.Fd())
+	e.zero = e.zeroRange
 	return e, nil
+}
+
+// zeroRange makes device range [off, off+n) of the file read as zeros:
+// it punches a hole there (a regular file's blocks are freed; a block
+// device discards them if that guarantees zeros), or, where the file
+// system or device does not punch, has it zero the range
+// (FALLOC_FL_ZERO_RANGE: a block device writes zeros itself), or else
+// writes zeros. It makes nothing durable: the sync of the Flush that
+// claims the range does (see Emu).
+func (e *Emu) zeroRange(off, n int64) error {
+	at := e.dataOff + off
+	err := unix.Fallocate(e.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, at, n)
+	if err == nil {
+		return nil
+	}
+	if unix.Fallocate(e.fd, unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, at, n) == nil {
+		return nil
+	}
+	zeros := make([]byte, min(n, 1<<20))
+	for n > 0 {
+		k, werr := unix.Pwrite(e.fd, zeros[:min(n, int64(len(zeros)))], at)
+		if werr != nil {
+			return fmt.Errorf("zero [%d,+%d) of the file: punch: %v; write zeros: %w", at, n, err, werr)
+		}
+		at, n = at+int64(k), n-int64(k)
+	}
+	return nil
+}
+
+// zeroFailed zeroes again the ranges of the failed writes accepted up
+// to gen upTo that could not be zeroed when they failed (failedWrite.
+// dirty): a table that claims one must not be written while the file
+// may hold older bytes there. Caller holds flushMu.
+func (e *Emu) zeroFailed(upTo uint64) error {
+	e.failedMu.Lock()
+	defer e.failedMu.Unlock()
+	for i := range e.failed {
+		f := &e.failed[i]
+		if !f.dirty || f.gen > upTo {
+			continue
+		}
+		if err := e.zero(f.off, f.n); err != nil {
+			return fmt.Errorf("zone %d: the range of a failed write does not read as zeros: %w", f.zone, err)
+		}
+		f.dirty = false
+	}
+	return nil
 }
 
 // openDirect opens f's file again with O_DIRECT, or returns nil if its
@@ -835,14 +895,21 @@ func (e *Emu) FlushCut(cut func()) error {
 	syncData := e.snapGen != e.flushedGen
 	if !e.stale && sameTable(e.snap, e.flushed) && !rewritten(e.snap) {
 		if syncData {
-			if err := e.syncData(); err != nil {
+			err := e.zeroFailed(e.snapGen)
+			if err == nil {
+				err = e.syncData()
+			}
+			if err != nil {
 				e.twoSync = true
 				return fmt.Errorf("zns: emu flush: %w", err)
 			}
 		}
 	} else {
 		var err error
-		if syncData && !e.twoSync {
+		if syncData {
+			err = e.zeroFailed(e.snapGen)
+		}
+		if err == nil && syncData && !e.twoSync {
 			err = e.sumFailed(e.snap, e.snapGen)
 		}
 		if err == nil {
@@ -1079,6 +1146,11 @@ func (e *Emu) ResetZone(zone int) error {
 	if err := e.soft.ResetZone(zone); err != nil {
 		return err
 	}
+	// The zone's failed writes are gone with its data: their ranges
+	// take new data now, which zeroFailed must not zero.
+	e.failedMu.Lock()
+	e.failed = slices.DeleteFunc(e.failed, func(f failedWrite) bool { return f.zone == zone })
+	e.failedMu.Unlock()
 	z := e.flushed[zone]
 	if z.wp == e.start(zone) && z.written == z.wp && z.cond == CondEmpty {
 		return nil
@@ -1219,6 +1291,10 @@ func (e *Emu) cutDurable(what string) error {
 	e.powerCycle()
 	e.last = lastWrite{}
 	restartSums(e.zones)
+	// What it kept may cover a failed write's range.
+	if err := e.zeroFailed(math.MaxUint64); err != nil {
+		return fmt.Errorf("zns: %s: %w", what, err)
+	}
 	e.pruneFailed(math.MaxUint64) // the table below has no checksums
 	if err := e.persist(e.zones, true, false); err != nil {
 		return fmt.Errorf("zns: %s: %w", what, err)

@@ -58,3 +58,119 @@ func TestEmuFailedHostWriteKeepsFlushedData(t *testing.T) {
 		t.Fatal("the append after the refused one, flushed, differs after reopen")
 	}
 }
+
+// TestEmuFailedHostWriteReadsZeros: the range of a write the host file
+// did not take, or took only part of, lies below the zone's write
+// pointer (the emu moves it at submission); it reads as zeros, as a
+// zoned drive's unwritten blocks do, from when the write's failure is
+// reported, after a Flush and after a reopen. It used to read as
+// whatever the file held there: after a reset, the zone's old data,
+// whose whole records (the engine's, numbered above its checkpoint)
+// recovery could then replay as new; here part of the failed write's
+// own data too.
+func TestEmuFailedHostWriteReadsZeros(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev")
+	e, c := openEmuT(t, path, emuTestGeo)
+	c.need(1)
+	zone := c.seq[0]
+	start := c.zone(zone).Start
+	const n = 128 << 10
+	// The zone's old data, flushed, then reset.
+	for i := range 4 {
+		c.append(zone, c.buf(n, byte(10+i)))
+	}
+	c.ok("Flush", e.Flush())
+	c.ok("ResetZone", e.ResetZone(zone))
+
+	a, b, d := c.buf(n, 1), c.buf(n, 2), c.buf(n, 3)
+	c.append(zone, a)
+	// The host refuses the write from the middle of b on: its first
+	// half reaches the file, the rest does not (a short write).
+	var old unix.Rlimit
+	c.ok("Getrlimit", unix.Getrlimit(unix.RLIMIT_FSIZE, &old))
+	limit := unix.Rlimit{Cur: uint64(e.FileOffset(start + n + n/2)), Max: old.Max}
+	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &limit))
+	_, err := c.tryAppend(zone, b)
+	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &old))
+	if err == nil {
+		t.Fatal("an append the host file refused succeeded")
+	}
+	off := c.append(zone, d)
+	check := func(c *conf, when string) {
+		t.Helper()
+		if got := c.read(start, n); !bytes.Equal(got, a) {
+			t.Fatalf("%s: the append before the failed one differs", when)
+		}
+		if got := c.read(start+n, n); !bytes.Equal(got, make([]byte, n)) {
+			nz := 0
+			for _, x := range got {
+				if x != 0 {
+					nz++
+				}
+			}
+			t.Fatalf("%s: the failed append's range reads %d nonzero bytes, want zeros", when, nz)
+		}
+		if got := c.read(off, n); !bytes.Equal(got, d) {
+			t.Fatalf("%s: the append after the failed one differs", when)
+		}
+	}
+	check(c, "before the flush")
+	c.ok("Flush", e.Flush())
+	check(c, "after the flush")
+	c.ok("Close", e.Close())
+	e, c = openEmuT(t, path, "")
+	check(c, "after reopen")
+	c.ok("Close", e.Close())
+}
+
+// TestEmuFailedWriteZeroedByTheFlushThatClaimsIt: where the host cannot
+// zero a failed write's range when the write fails, the Flush that
+// claims the range zeroes it first, and fails, writing no table, while
+// it cannot.
+func TestEmuFailedWriteZeroedByTheFlushThatClaimsIt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev")
+	e, c := openEmuT(t, path, emuTestGeo)
+	c.need(1)
+	zone := c.seq[0]
+	start := c.zone(zone).Start
+	const n = 128 << 10
+	c.append(zone, c.buf(n, 9))
+	c.append(zone, c.buf(n, 8))
+	c.ok("Flush", e.Flush())
+	c.ok("ResetZone", e.ResetZone(zone))
+	a := c.buf(n, 1)
+	c.append(zone, a)
+	broken := true
+	e.zero = zeroRangeFailing(e, &broken)
+	var old unix.Rlimit
+	c.ok("Getrlimit", unix.Getrlimit(unix.RLIMIT_FSIZE, &old))
+	limit := unix.Rlimit{Cur: uint64(e.FileOffset(start + n)), Max: old.Max}
+	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &limit))
+	_, err := c.tryAppend(zone, c.buf(n, 2))
+	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &old))
+	if err == nil {
+		t.Fatal("an append the host file refused succeeded")
+	}
+	if err := e.Flush(); err == nil {
+		t.Fatal("a Flush claiming a failed write's range it could not zero succeeded")
+	}
+	broken = false
+	c.ok("Flush", e.Flush())
+	c.ok("Close", e.Close())
+	e, c = openEmuT(t, path, "")
+	if z := c.zone(zone); z.WP-z.Start != 2*n {
+		t.Fatalf("write pointer at +%d after reopen, want +%d", z.WP-z.Start, 2*n)
+	}
+	c.expectZeros(start+n, n)
+	c.ok("Close", e.Close())
+}
+
+// zeroRangeFailing is e's zeroRange, failing while *broken.
+func zeroRangeFailing(e *Emu, broken *bool) func(off, n int64) error {
+	return func(off, n int64) error {
+		if *broken {
+			return unix.EIO
+		}
+		return e.zeroRange(off, n)
+	}
+}
