@@ -75,6 +75,7 @@ func (e *Engine) recover() error {
 		return fmt.Errorf("engine: recover: report zones: %w", err)
 	}
 	report = report[:n]
+	e.reportRollbacks()
 
 	// 1. The metadata zones: checkpoints and operations.
 	var ckpt *checkpointState
@@ -796,6 +797,28 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 		off += n
 	}
 	return out, off, false, nil
+}
+
+// reportRollbacks reports, as damage, the zones the device took back to
+// an older flush when it opened (zns.RollbackReporter: the emulator,
+// whose last flush's data did not match the checksums it wrote with
+// it). A power cut during that flush leaves that, and loses nothing
+// acknowledged; damage at rest after a flush that returned leaves it
+// too, and then the records and log operations that flush made durable
+// in the zone are gone, their files back as the flush before had them,
+// with no trace on the device: recovery cannot tell, so it says so
+// rather than open clean.
+func (e *Engine) reportRollbacks() {
+	rr, ok := e.dev.(zns.RollbackReporter)
+	if !ok {
+		return
+	}
+	for _, r := range rr.Rollbacks() {
+		d := fmt.Sprintf("device zone %d: the device took back bytes %d..%d, which its last flush wrote, because they no longer match that flush's checksum: a power cut during that flush (nothing lost that was acknowledged), or damage at rest after it, and then what was written there before that flush returned (fsynced file data, logged operations) is lost",
+			r.Zone, r.From, r.To)
+		e.damage = append(e.damage, d)
+		slog.Error("engine: recover: " + d)
+	}
 }
 
 // damagedHeader decides what a data zone's scan ending at off, below

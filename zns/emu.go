@@ -48,7 +48,11 @@ import (
 // of that data, computed as it was written (zoneState.sum), and Open
 // puts a zone whose data does not match back where the Flush before left
 // it (verifySums), so no table exposes data that did not reach the
-// media. Open reads back all the data those checksums cover (what the
+// media. The same check takes a zone back when that data was damaged
+// at rest after a Flush that returned: no byte tells the two apart, so
+// the device says which zones it took back (Rollbacks, a
+// RollbackReporter), and the engine reports them as possible loss of
+// acknowledged data. Open reads back all the data those checksums cover (what the
 // newest slot's Flush added: up to the device's size after one big
 // fill), again at every Open until a Flush writes the table. Where the
 // checksums do not fit in the slot, or a Flush failed
@@ -151,7 +155,16 @@ type Emu struct {
 	// system refuses it (see openDirect).
 	df *os.File
 	fd int // f's descriptor (zeroRange)
+	// rollbacks are the zones Open took back (verifySums); set before
+	// the device is handed out, never changed after.
+	rollbacks []Rollback
 }
+
+// Rollbacks implements RollbackReporter: the zones this Open took back
+// to the flush before the last, because the data the last one claimed
+// there did not match the checksums its slot carries (see Emu): a power
+// cut during that flush, or damage at rest to what it made durable.
+func (e *Emu) Rollbacks() []Rollback { return slices.Clone(e.rollbacks) }
 
 const (
 	emuMagic      = "ZFEMU\x00v1"
@@ -631,8 +644,9 @@ func (e *Emu) verifySums(sums []byte) error {
 		if got == sum {
 			continue
 		}
-		slog.Warn("zns: emu zone lost data its last flush claimed (power cut during the flush); back to what the flush before made durable",
+		slog.Warn("zns: emu zone lost data its last flush claimed (a power cut during the flush, or damage at rest after it); back to what the flush before made durable",
 			"path", e.f.Name(), "zone", i, "claimed", to, "kept", from)
+		e.rollbacks = append(e.rollbacks, Rollback{Zone: i, From: from, To: to})
 		z.written = start + from
 		if z.cond != CondFull {
 			z.wp = z.written
