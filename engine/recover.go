@@ -179,6 +179,10 @@ func (e *Engine) recover() error {
 		}
 	}
 
+	if testHookRecoverVoids != nil {
+		testHookRecoverVoids(len(void))
+	}
+
 	// 3. Newer data records in every data zone.
 	type scanned struct {
 		z    *zone
@@ -230,10 +234,23 @@ func (e *Engine) recover() error {
 		if err != nil {
 			return err
 		}
-		for torn && len(void) == 0 {
+		for torn {
 			// No append is known to have failed since the checkpoint:
 			// a header below the write pointer that fails is damage
-			// (damagedHeader), never a torn write.
+			// (damagedHeader), never a torn write. With voids above
+			// the checkpoint, the block may be a failed append's
+			// range, and the zone's log ends there, unless it still
+			// reads as a header of ours numbered above the checkpoint
+			// that no void names (voidedOrNoHeader): a bit flipped at
+			// rest in a newer record's header, which ending the log
+			// there lost with every record after it, silently.
+			if len(void) > 0 {
+				if vn, err := e.voidedOrNoHeader(z, rz, end, ckpt.seq, void, buf, w); err != nil {
+					return err
+				} else if vn {
+					break
+				}
+			}
 			next, err := e.damagedHeader(z, rz, end, ckpt.seq, buf, w)
 			if err != nil {
 				var dmg *damagedRecordError
@@ -799,6 +816,37 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 	return out, off, false, nil
 }
 
+// voidedOrNoHeader reports whether the block at off of a data zone,
+// where its scan ended below the write pointer, may be the range of an
+// append that failed, with the log voiding records above the checkpoint
+// (void): it does not read as a header of this file system numbered
+// above the checkpoint (newerHeaderLike: a failed append's range reads
+// as zeros, or as nothing of ours), or it does and a void names its
+// number (a failed append's own header, part of it written). Else it is
+// a newer record's header damaged at rest, which damagedHeader judges as
+// it does without a void. A block that fails to read, or that the write
+// pointer cuts, is the scan's to judge, as it was.
+func (e *Engine) voidedOrNoHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, void map[uint64]bool, buf *scanBuf, w *uring.Waiter) (bool, error) {
+	if off+BlockSize > rz.WP-rz.Start {
+		return true, nil
+	}
+	hb := buf.mem[:BlockSize]
+	if err := e.readDev(rz.Start+off, hb, w); err != nil {
+		if errors.Is(err, syscall.EIO) {
+			return true, nil
+		}
+		return false, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, err)
+	}
+	if !newerHeaderLike(hb, e.sb.FS(), ckptSeq) {
+		return true, nil
+	}
+	return void[binary.LittleEndian.Uint64(hb[8:])], nil
+}
+
+// testHookRecoverVoids, if set, is told how many records the log voids
+// above the checkpoint recovery starts from (tests).
+var testHookRecoverVoids func(n int)
+
 // reportRollbacks reports, as damage, the zones the device took back to
 // an older flush when it opened (zns.RollbackReporter: the emulator,
 // whose last flush's data did not match the checksums it wrote with
@@ -829,7 +877,9 @@ func (e *Engine) reportRollbacks() {
 // (the host took the write pointer past a range it did not write), and
 // every flush after a failed append is preceded by a checkpoint or by
 // voids of the failed records in the log (Engine.failedAppend): recover
-// calls it only when the log voids nothing above the checkpoint. Its
+// calls it when the log voids nothing above the checkpoint, or when the
+// block still reads as a header of ours numbered above it that no void
+// names (voidedOrNoHeader). Its
 // record is newer than the checkpoint, so no mapping but its own says
 // which file's bytes it carried: replaying past it, or ending the zone's
 // log there as a torn write, serves that file's older bytes (or a
