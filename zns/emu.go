@@ -75,9 +75,10 @@ import (
 // blocks read as zeros until written: the range used to read as
 // whatever the file held there, a reset zone's old data included, whose
 // whole records (an engine's, numbered above its checkpoint) recovery
-// could replay as new. A reset need not zero the zone then (every byte
-// below a write pointer was written since the reset, or zeroed), and
-// costs what it did. A zone
+// could replay as new. A reset need not zero its zone then (every byte
+// below a write pointer was written since the zone's reset, or zeroed;
+// reads at or past it return zeros), so it punches nothing: a punch of
+// a 4 MiB zone cost each reset about 1.7 ms more on ext4. A zone
 // reset is durable when ResetZone returns, and makes nothing else
 // durable: it writes the flushed table with the zone emptied to the next
 // slot and syncs it (see ResetZone). "The flushed table" is thus the
