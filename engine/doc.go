@@ -211,12 +211,11 @@
 //     (damagedHeader), unless the user accepts losing that record
 //     (Config.AcceptDamagedRecords, --accept-damaged-records, which the
 //     refusal names): recovery then goes on at the zone's next whole
-//     record. With a void above the checkpoint the block may be a
-//     failed append's range, and the zone's log ends there, unless it
-//     still reads as a header numbered above the checkpoint that no
-//     void names (voidedOrNoHeader: a bit flipped at rest in a newer
-//     record's header, which ending the log lost silently): that is
-//     judged as without a void. An all-zero block ending a full zone is its
+//     record. With a void above the checkpoint a block of zeros, or a
+//     header a void names, may be a failed append's range, and the
+//     zone's log ends there; any other block (voidedOrNoHeader: bits
+//     flipped at rest in a newer record's header, which ending the log
+//     lost silently) is judged as without a void. An all-zero block ending a full zone is its
 //     unwritten rest, not damage. A data block that fails
 //     its checksum below the write pointer was written whole and changed
 //     since: recovery replays its record all the same and goes on, so the

@@ -239,11 +239,11 @@ func (e *Engine) recover() error {
 			// a header below the write pointer that fails is damage
 			// (damagedHeader), never a torn write. With voids above
 			// the checkpoint, the block may be a failed append's
-			// range, and the zone's log ends there, unless it still
-			// reads as a header of ours numbered above the checkpoint
-			// that no void names (voidedOrNoHeader): a bit flipped at
-			// rest in a newer record's header, which ending the log
-			// there lost with every record after it, silently.
+			// range, and the zone's log ends there, unless it is
+			// neither zeros nor a header a void names
+			// (voidedOrNoHeader): bits flipped at rest in a newer
+			// record's header, which ending the log there lost with
+			// every record after it, silently.
 			if len(void) > 0 {
 				if vn, err := e.voidedOrNoHeader(z, rz, end, ckpt.seq, void, buf, w); err != nil {
 					return err
@@ -819,13 +819,15 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 // voidedOrNoHeader reports whether the block at off of a data zone,
 // where its scan ended below the write pointer, may be the range of an
 // append that failed, with the log voiding records above the checkpoint
-// (void): it does not read as a header of this file system numbered
-// above the checkpoint (newerHeaderLike: a failed append's range reads
-// as zeros, or as nothing of ours), or it does and a void names its
-// number (a failed append's own header, part of it written). Else it is
-// a newer record's header damaged at rest, which damagedHeader judges as
-// it does without a void. A block that fails to read, or that the write
-// pointer cuts, is the scan's to judge, as it was.
+// (void): it is zeros (the emu zeroes a failed write's range; a zoned
+// drive does not move its write pointer over one), or it reads as a
+// header of this file system numbered above the checkpoint
+// (newerHeaderLike) that a void names (a failed append's own header,
+// part of it written). Else it is damage at rest, which damagedHeader
+// judges as it does without a void: a header of ours that no void names
+// refuses Open, other bytes are reported as possible damage. A block
+// that fails to read, or that the write pointer cuts, is the scan's to
+// judge, as it was.
 func (e *Engine) voidedOrNoHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, void map[uint64]bool, buf *scanBuf, w *uring.Waiter) (bool, error) {
 	if off+BlockSize > rz.WP-rz.Start {
 		return true, nil
@@ -837,8 +839,11 @@ func (e *Engine) voidedOrNoHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint6
 		}
 		return false, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, err)
 	}
-	if !newerHeaderLike(hb, e.sb.FS(), ckptSeq) {
+	if isZero(hb) {
 		return true, nil
+	}
+	if !newerHeaderLike(hb, e.sb.FS(), ckptSeq) {
+		return false, nil
 	}
 	return void[binary.LittleEndian.Uint64(hb[8:])], nil
 }
