@@ -1180,6 +1180,30 @@ func (e *Emu) ResetZone(zone int) error {
 	return nil
 }
 
+// ResetAll implements Device: every sequential zone that can be reset is
+// (zoneTable.ResetAll), and, as with ResetZone, the failed writes in the
+// zones it reset are dropped: their ranges take new data now, which a
+// Flush's zeroFailed must not zero (it did, and made the zeros durable:
+// TestEmuResetAllDropsFailedWrites). Like the table's, the resets are
+// durable only with the next Flush.
+func (e *Emu) ResetAll() error {
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
+	if err := e.soft.ResetAll(); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	kept := make([]bool, len(e.zones)) // zones ResetAll does not reset
+	for i, z := range e.zones {
+		kept[i] = z.typ == TypeConventional || z.cond == CondReadOnly || z.cond == CondOffline
+	}
+	e.mu.Unlock()
+	e.failedMu.Lock()
+	e.failed = slices.DeleteFunc(e.failed, func(f failedWrite) bool { return !kept[f.zone] })
+	e.failedMu.Unlock()
+	return nil
+}
+
 // PowerCut simulates losing power: it waits for a Flush in progress and
 // for the writes in flight to complete (their completions report success; callers cannot tell them
 // from writes that were lost), then puts the zone table back to the last

@@ -209,3 +209,45 @@ func TestEmuRollbacksReported(t *testing.T) {
 	}
 	c.ok("Close", e.Close())
 }
+
+// TestEmuResetAllDropsFailedWrites: a failed write whose range could not
+// be zeroed when it failed is zeroed by the Flush that claims it; but a
+// ResetAll (as ResetZone) takes its range back, and new data written
+// there since must not be zeroed by the next Flush. ResetAll kept the
+// failed write, and that Flush zeroed the new data, then made the zeros
+// durable.
+func TestEmuResetAllDropsFailedWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev")
+	e, c := openEmuT(t, path, emuTestGeo)
+	c.need(1)
+	zone := c.seq[0]
+	start := c.zone(zone).Start
+	const n = 128 << 10
+	c.append(zone, c.buf(n, 1))
+	broken := true
+	e.zero = zeroRangeFailing(e, &broken)
+	var old unix.Rlimit
+	c.ok("Getrlimit", unix.Getrlimit(unix.RLIMIT_FSIZE, &old))
+	limit := unix.Rlimit{Cur: uint64(e.FileOffset(start + n)), Max: old.Max}
+	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &limit))
+	_, err := c.tryAppend(zone, c.buf(n, 2))
+	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &old))
+	if err == nil {
+		t.Fatal("an append the host file refused succeeded")
+	}
+	broken = false
+	c.ok("ResetAll", e.ResetAll())
+	a, b := c.buf(n, 3), c.buf(n, 4)
+	c.append(zone, a)
+	c.append(zone, b)
+	c.ok("Flush", e.Flush())
+	if got := c.read(start+n, n); !bytes.Equal(got, b) {
+		t.Fatal("data written after ResetAll over a failed write's range reads otherwise after a Flush")
+	}
+	c.ok("Close", e.Close())
+	e, c = openEmuT(t, path, "")
+	if got := c.read(start+n, n); !bytes.Equal(got, b) {
+		t.Fatal("data written after ResetAll over a failed write's range reads otherwise after reopen")
+	}
+	c.ok("Close", e.Close())
+}
