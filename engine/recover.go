@@ -244,11 +244,44 @@ func (e *Engine) recover() error {
 			// (voidedOrNoHeader): bits flipped at rest in a newer
 			// record's header, which ending the log there lost with
 			// every record after it, silently.
+			// A failed append's range may be followed by the
+			// appends in flight with it, whole and acknowledged by a
+			// flush that began before its failure was known (as
+			// without a void, damagedHeader): the log goes on at the
+			// next whole newer record, if any; ending it there lost
+			// that fsynced data silently
+			// (TestH40eFsyncAfterALateFailedAppendSurvivesItsVoid).
 			if len(void) > 0 {
-				if vn, err := e.voidedOrNoHeader(z, rz, end, ckpt.seq, void, buf, w); err != nil {
+				kind, err := e.voidedOrNoHeader(z, rz, end, ckpt.seq, void, buf, w)
+				if err != nil {
 					return err
-				} else if vn {
+				}
+				if kind == besideVoidEnds {
 					break
+				}
+				if kind != besideVoidJudge {
+					next, nextAt, err := e.laterRecord(rz, end+BlockSize, rz.WP-rz.Start, ckpt.seq, buf, w)
+					if err != nil {
+						return fmt.Errorf("engine: recover: read zone %d: %w", z.idx, err)
+					}
+					if next == 0 {
+						break // the zone's log ends at the failed range
+					}
+					if kind == besideVoidZeros {
+						// No byte says whether these zeros are
+						// the voided append's range: judged as
+						// without a void (reported, goes on).
+						kind = besideVoidJudge
+					} else {
+						slog.Warn("engine: recover: a voided record's header fails its checksum; recovery goes on at the zone's next newer record",
+							"zone", z.idx, "at", end, "next", next, "next_at", nextAt)
+						more, mend, mtorn, err := e.scanDataZone(z, rz, nextAt, buf, w)
+						if err != nil {
+							return err
+						}
+						recs, end, torn = append(recs, more...), mend, mtorn
+						continue
+					}
 				}
 			}
 			next, err := e.damagedHeader(z, rz, end, ckpt.seq, buf, w)
@@ -816,36 +849,50 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 	return out, off, false, nil
 }
 
-// voidedOrNoHeader reports whether the block at off of a data zone,
-// where its scan ended below the write pointer, may be the range of an
-// append that failed, with the log voiding records above the checkpoint
-// (void): it is zeros (the emu zeroes a failed write's range; a zoned
-// drive does not move its write pointer over one), or it reads as a
-// header of this file system numbered above the checkpoint
-// (newerHeaderLike) that a void names (a failed append's own header,
-// part of it written). Else it is damage at rest, which damagedHeader
-// judges as it does without a void: a header of ours that no void names
-// refuses Open, other bytes are reported as possible damage. A block
-// that fails to read, or that the write pointer cuts, is the scan's to
-// judge, as it was.
-func (e *Engine) voidedOrNoHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, void map[uint64]bool, buf *scanBuf, w *uring.Waiter) (bool, error) {
+// What a block where a data zone's scan ended below its write pointer
+// is, beside voids above the checkpoint (voidedOrNoHeader).
+const (
+	// besideVoidEnds: the scan's to judge, as it was: the write pointer
+	// cuts the block, or it fails to read; the zone's log ends there.
+	besideVoidEnds = iota
+	// besideVoidZeros: zeros, as a failed append's range reads (the emu
+	// zeroes it; a zoned drive does not move its write pointer over
+	// one).
+	besideVoidZeros
+	// besideVoidHeader: a header of ours numbered above the checkpoint
+	// that a void names (a failed append's own, part of it written).
+	besideVoidHeader
+	// besideVoidJudge: anything else, damage at rest, which
+	// damagedHeader judges as it does without a void.
+	besideVoidJudge
+)
+
+// voidedOrNoHeader says what the block at off of a data zone, where its
+// scan ended below the write pointer, is, with the log voiding records
+// above the checkpoint (void): whether it may be the range of an append
+// that failed (zeros, or a header a void names), or is damage at rest,
+// which damagedHeader judges as it does without a void: a header of
+// ours that no void names (newerHeaderLike) refuses Open, other bytes
+// are reported as possible damage. A block that fails to read, or that
+// the write pointer cuts, is the scan's to judge, as it was.
+func (e *Engine) voidedOrNoHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, void map[uint64]bool, buf *scanBuf, w *uring.Waiter) (int, error) {
 	if off+BlockSize > rz.WP-rz.Start {
-		return true, nil
+		return besideVoidEnds, nil
 	}
 	hb := buf.mem[:BlockSize]
 	if err := e.readDev(rz.Start+off, hb, w); err != nil {
 		if errors.Is(err, syscall.EIO) {
-			return true, nil
+			return besideVoidEnds, nil
 		}
-		return false, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, err)
+		return 0, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, err)
 	}
 	if isZero(hb) {
-		return true, nil
+		return besideVoidZeros, nil
 	}
-	if !newerHeaderLike(hb, e.sb.FS(), ckptSeq) {
-		return false, nil
+	if newerHeaderLike(hb, e.sb.FS(), ckptSeq) && void[binary.LittleEndian.Uint64(hb[8:])] {
+		return besideVoidHeader, nil
 	}
-	return void[binary.LittleEndian.Uint64(hb[8:])], nil
+	return besideVoidJudge, nil
 }
 
 // testHookRecoverVoids, if set, is told how many records the log voids
