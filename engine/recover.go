@@ -853,7 +853,8 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 // is, beside voids above the checkpoint (voidedOrNoHeader).
 const (
 	// besideVoidEnds: the scan's to judge, as it was: the write pointer
-	// cuts the block, or it fails to read; the zone's log ends there.
+	// cuts the block, it fails to read, or it is a whole header whose
+	// record the write pointer cuts; the zone's log ends there.
 	besideVoidEnds = iota
 	// besideVoidZeros: zeros, as a failed append's range reads (the emu
 	// zeroes it; a zoned drive does not move its write pointer over
@@ -873,8 +874,9 @@ const (
 // that failed (zeros, or a header a void names), or is damage at rest,
 // which damagedHeader judges as it does without a void: a header of
 // ours that no void names (newerHeaderLike) refuses Open, other bytes
-// are reported as possible damage. A block that fails to read, or that
-// the write pointer cuts, is the scan's to judge, as it was.
+// are reported as possible damage. A block that fails to read, that
+// the write pointer cuts, or a whole header (its record runs past the
+// write pointer: torn) is the scan's to judge, as it was.
 func (e *Engine) voidedOrNoHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, void map[uint64]bool, buf *scanBuf, w *uring.Waiter) (int, error) {
 	if off+BlockSize > rz.WP-rz.Start {
 		return besideVoidEnds, nil
@@ -888,6 +890,10 @@ func (e *Engine) voidedOrNoHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint6
 	}
 	if isZero(hb) {
 		return besideVoidZeros, nil
+	}
+	var h RecordHeader
+	if DecodeHeader(hb, &h) == nil && h.FS == e.sb.FS() {
+		return besideVoidEnds, nil // whole: its record runs past the write pointer (torn)
 	}
 	if newerHeaderLike(hb, e.sb.FS(), ckptSeq) && void[binary.LittleEndian.Uint64(hb[8:])] {
 		return besideVoidHeader, nil
