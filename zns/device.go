@@ -196,7 +196,9 @@ type Rollback struct {
 }
 
 // RollbackReporter is a Device that can take zones back to an older
-// flush when it opens (the emulator: see Emu), and says which it did.
+// flush when it opens (the emulator: see Emu), and says which it did,
+// until it writes its zone table again (a flush, a reset: then what it
+// took back is settled, and erased by a format).
 // Such a rollback is what a power cut during that flush leaves (the
 // flush never returned, so nothing it claimed was acknowledged), but
 // also what damage at rest to the flushed data leaves, after a flush

@@ -156,8 +156,8 @@ type Emu struct {
 	// system refuses it (see openDirect).
 	df *os.File
 	fd int // f's descriptor (zeroRange)
-	// rollbacks are the zones Open took back (verifySums); set before
-	// the device is handed out, never changed after.
+	// rollbacks are the zones Open took back (verifySums), until a
+	// table is written (persist). Under flushMu.
 	rollbacks []Rollback
 }
 
@@ -165,7 +165,13 @@ type Emu struct {
 // to the flush before the last, because the data the last one claimed
 // there did not match the checksums its slot carries (see Emu): a power
 // cut during that flush, or damage at rest to what it made durable.
-func (e *Emu) Rollbacks() []Rollback { return slices.Clone(e.rollbacks) }
+// None once a Flush, a reset or a cut has written the table since: the
+// device has moved on from them (a format, say).
+func (e *Emu) Rollbacks() []Rollback {
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
+	return slices.Clone(e.rollbacks)
+}
 
 const (
 	emuMagic      = "ZFEMU\x00v1"
@@ -881,6 +887,11 @@ func (e *Emu) persist(zones []zoneState, syncData, oneSync bool) error {
 	e.flushIO.tableWrites++
 	e.seq++
 	copy(e.flushed, zones)
+	// The table written holds the zones taken back where they are:
+	// what Open took back is settled, no longer to be reported to a
+	// user who opens on this device after now (a format's, whose
+	// flush erased it: TestH40eRollbackNotReportedAfterFormat).
+	e.rollbacks = nil
 	return nil
 }
 
