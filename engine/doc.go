@@ -211,7 +211,15 @@
 //     (damagedHeader), unless the user accepts losing that record
 //     (Config.AcceptDamagedRecords, --accept-damaged-records, which the
 //     refusal names): recovery then goes on at the zone's next whole
-//     record. An all-zero block ending a full zone is its
+//     record. With a void above the checkpoint a block of zeros, or a
+//     header a void names, may be a failed append's range: the zone's
+//     log ends there if no whole record numbered above the checkpoint
+//     follows it, and else goes on at that record (zeros reported as
+//     without a void: the appends in flight with a failed one may
+//     follow it, fsynced, its void logged later; ending the log lost
+//     them silently); any other block (voidedOrNoHeader: bits
+//     flipped at rest in a newer record's header, which ending the log
+//     lost silently) is judged as without a void. An all-zero block ending a full zone is its
 //     unwritten rest, not damage. A data block that fails
 //     its checksum below the write pointer was written whole and changed
 //     since: recovery replays its record all the same and goes on, so the

@@ -36,7 +36,10 @@ func (r *FsckReport) problem(format string, args ...any) {
 //     trust;
 //   - what recovery refused (a checksum-valid newer checkpoint that does
 //     not decode) or left out (Engine.damage: a checkpoint extent no
-//     record can hold, an operation that does not decode, ids twice);
+//     record can hold, an operation that does not decode, ids twice),
+//     and a zone the device took back to an older flush as it opened
+//     (zns.RollbackReporter: the emulator's last flush's data damaged
+//     at rest, or a power cut during that flush);
 //   - a mapped extent that does not lie in a record whose header holds
 //     and that carries the same file, offset and version, or that covers
 //     a block whose checksum fails;

@@ -75,6 +75,7 @@ func (e *Engine) recover() error {
 		return fmt.Errorf("engine: recover: report zones: %w", err)
 	}
 	report = report[:n]
+	e.reportRollbacks()
 
 	// 1. The metadata zones: checkpoints and operations.
 	var ckpt *checkpointState
@@ -178,6 +179,10 @@ func (e *Engine) recover() error {
 		}
 	}
 
+	if testHookRecoverVoids != nil {
+		testHookRecoverVoids(len(void))
+	}
+
 	// 3. Newer data records in every data zone.
 	type scanned struct {
 		z    *zone
@@ -229,10 +234,56 @@ func (e *Engine) recover() error {
 		if err != nil {
 			return err
 		}
-		for torn && len(void) == 0 {
+		for torn {
 			// No append is known to have failed since the checkpoint:
 			// a header below the write pointer that fails is damage
-			// (damagedHeader), never a torn write.
+			// (damagedHeader), never a torn write. With voids above
+			// the checkpoint, the block may be a failed append's
+			// range, and the zone's log ends there, unless it is
+			// neither zeros nor a header a void names
+			// (voidedOrNoHeader): bits flipped at rest in a newer
+			// record's header, which ending the log there lost with
+			// every record after it, silently.
+			// A failed append's range may be followed by the
+			// appends in flight with it, whole and acknowledged by a
+			// flush that began before its failure was known (as
+			// without a void, damagedHeader): the log goes on at the
+			// next whole newer record, if any; ending it there lost
+			// that fsynced data silently
+			// (TestH40eFsyncAfterALateFailedAppendSurvivesItsVoid).
+			if len(void) > 0 {
+				kind, err := e.voidedOrNoHeader(z, rz, end, ckpt.seq, void, buf, w)
+				if err != nil {
+					return err
+				}
+				if kind == besideVoidEnds {
+					break
+				}
+				if kind != besideVoidJudge {
+					next, nextAt, err := e.laterRecord(rz, end+BlockSize, rz.WP-rz.Start, ckpt.seq, buf, w)
+					if err != nil {
+						return fmt.Errorf("engine: recover: read zone %d: %w", z.idx, err)
+					}
+					if next == 0 {
+						break // the zone's log ends at the failed range
+					}
+					if kind == besideVoidZeros {
+						// No byte says whether these zeros are
+						// the voided append's range: judged as
+						// without a void (reported, goes on).
+						kind = besideVoidJudge
+					} else {
+						slog.Warn("engine: recover: a voided record's header fails its checksum; recovery goes on at the zone's next newer record",
+							"zone", z.idx, "at", end, "next", next, "next_at", nextAt)
+						more, mend, mtorn, err := e.scanDataZone(z, rz, nextAt, buf, w)
+						if err != nil {
+							return err
+						}
+						recs, end, torn = append(recs, more...), mend, mtorn
+						continue
+					}
+				}
+			}
 			next, err := e.damagedHeader(z, rz, end, ckpt.seq, buf, w)
 			if err != nil {
 				var dmg *damagedRecordError
@@ -798,6 +849,84 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 	return out, off, false, nil
 }
 
+// What a block where a data zone's scan ended below its write pointer
+// is, beside voids above the checkpoint (voidedOrNoHeader).
+const (
+	// besideVoidEnds: the scan's to judge, as it was: the write pointer
+	// cuts the block, it fails to read, or it is a whole header whose
+	// record the write pointer cuts; the zone's log ends there.
+	besideVoidEnds = iota
+	// besideVoidZeros: zeros, as a failed append's range reads (the emu
+	// zeroes it; a zoned drive does not move its write pointer over
+	// one).
+	besideVoidZeros
+	// besideVoidHeader: a header of ours numbered above the checkpoint
+	// that a void names (a failed append's own, part of it written).
+	besideVoidHeader
+	// besideVoidJudge: anything else, damage at rest, which
+	// damagedHeader judges as it does without a void.
+	besideVoidJudge
+)
+
+// voidedOrNoHeader says what the block at off of a data zone, where its
+// scan ended below the write pointer, is, with the log voiding records
+// above the checkpoint (void): whether it may be the range of an append
+// that failed (zeros, or a header a void names), or is damage at rest,
+// which damagedHeader judges as it does without a void: a header of
+// ours that no void names (newerHeaderLike) refuses Open, other bytes
+// are reported as possible damage. A block that fails to read, that
+// the write pointer cuts, or a whole header (its record runs past the
+// write pointer: torn) is the scan's to judge, as it was.
+func (e *Engine) voidedOrNoHeader(z *zone, rz zns.Zone, off int64, ckptSeq uint64, void map[uint64]bool, buf *scanBuf, w *uring.Waiter) (int, error) {
+	if off+BlockSize > rz.WP-rz.Start {
+		return besideVoidEnds, nil
+	}
+	hb := buf.mem[:BlockSize]
+	if err := e.readDev(rz.Start+off, hb, w); err != nil {
+		if errors.Is(err, syscall.EIO) {
+			return besideVoidEnds, nil
+		}
+		return 0, fmt.Errorf("engine: recover: read zone %d at %d: %w", z.idx, off, err)
+	}
+	if isZero(hb) {
+		return besideVoidZeros, nil
+	}
+	var h RecordHeader
+	if DecodeHeader(hb, &h) == nil && h.FS == e.sb.FS() {
+		return besideVoidEnds, nil // whole: its record runs past the write pointer (torn)
+	}
+	if newerHeaderLike(hb, e.sb.FS(), ckptSeq) && void[binary.LittleEndian.Uint64(hb[8:])] {
+		return besideVoidHeader, nil
+	}
+	return besideVoidJudge, nil
+}
+
+// testHookRecoverVoids, if set, is told how many records the log voids
+// above the checkpoint recovery starts from (tests).
+var testHookRecoverVoids func(n int)
+
+// reportRollbacks reports, as damage, the zones the device took back to
+// an older flush when it opened (zns.RollbackReporter: the emulator,
+// whose last flush's data did not match the checksums it wrote with
+// it). A power cut during that flush leaves that, and loses nothing
+// acknowledged; damage at rest after a flush that returned leaves it
+// too, and then the records and log operations that flush made durable
+// in the zone are gone, their files back as the flush before had them,
+// with no trace on the device: recovery cannot tell, so it says so
+// rather than open clean.
+func (e *Engine) reportRollbacks() {
+	rr, ok := e.dev.(zns.RollbackReporter)
+	if !ok {
+		return
+	}
+	for _, r := range rr.Rollbacks() {
+		d := fmt.Sprintf("device zone %d: the device took back bytes %d..%d, which its last flush wrote, because they no longer match that flush's checksum: a power cut during that flush (nothing lost that was acknowledged), or damage at rest after it, and then what was written there before that flush returned (fsynced file data, logged operations) is lost",
+			r.Zone, r.From, r.To)
+		e.damage = append(e.damage, d)
+		slog.Error("engine: recover: " + d)
+	}
+}
+
 // damagedHeader decides what a data zone's scan ending at off, below
 // the write pointer, means: the zone's write pointer moves only over
 // blocks on the media (a torn write ends at it: scanDataZone's other
@@ -806,7 +935,9 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 // (the host took the write pointer past a range it did not write), and
 // every flush after a failed append is preceded by a checkpoint or by
 // voids of the failed records in the log (Engine.failedAppend): recover
-// calls it only when the log voids nothing above the checkpoint. Its
+// calls it when the log voids nothing above the checkpoint, or when the
+// block still reads as a header of ours numbered above it that no void
+// names (voidedOrNoHeader). Its
 // record is newer than the checkpoint, so no mapping but its own says
 // which file's bytes it carried: replaying past it, or ending the zone's
 // log there as a torn write, serves that file's older bytes (or a

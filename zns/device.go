@@ -186,6 +186,28 @@ type Device interface {
 	Close() error
 }
 
+// Rollback is a zone a device took back when it opened: the data its
+// last flush claimed in bytes [From, To) of the zone (relative to its
+// start) did not read back as that flush wrote it, and the zone's write
+// pointer is back at From, where the flush before left it.
+type Rollback struct {
+	Zone     int
+	From, To int64
+}
+
+// RollbackReporter is a Device that can take zones back to an older
+// flush when it opens (the emulator: see Emu), and says which it did,
+// until it writes its zone table again (a flush, a reset: then what it
+// took back is settled, and erased by a format).
+// Such a rollback is what a power cut during that flush leaves (the
+// flush never returned, so nothing it claimed was acknowledged), but
+// also what damage at rest to the flushed data leaves, after a flush
+// that returned: acknowledged data lost. The device cannot tell the
+// two apart, so its user reports it (the engine: Open's log, fsck).
+type RollbackReporter interface {
+	Rollbacks() []Rollback
+}
+
 // CutFlusher is a Device whose Flush covers every write that completed
 // before a point inside it, its cut, rather than only those before the
 // call: the emulator's Flush copies its zone table, waits for the writes

@@ -48,7 +48,11 @@ import (
 // of that data, computed as it was written (zoneState.sum), and Open
 // puts a zone whose data does not match back where the Flush before left
 // it (verifySums), so no table exposes data that did not reach the
-// media. Open reads back all the data those checksums cover (what the
+// media. The same check takes a zone back when that data was damaged
+// at rest after a Flush that returned: no byte tells the two apart, so
+// the device says which zones it took back (Rollbacks, a
+// RollbackReporter), and the engine reports them as possible loss of
+// acknowledged data. Open reads back all the data those checksums cover (what the
 // newest slot's Flush added: up to the device's size after one big
 // fill), again at every Open until a Flush writes the table. Where the
 // checksums do not fit in the slot, or a Flush failed
@@ -63,7 +67,18 @@ import (
 // completed, are as durable as any: with the running checksum, Open
 // took the zone back as far as the checksum started, appends an
 // acknowledged Flush had claimed among them. The failed range reads as
-// whatever the file holds there; its writer was told it failed. A zone
+// zeros (its writer was told it failed): the write's completion zeroes
+// it in the file (zeroRange: a punched hole, else zeros written) before
+// it reports the failure, and a Flush or a cut that would claim a range
+// not zeroed yet tries again and fails if it cannot. A zoned drive's
+// write pointer never moves over a write it failed, and a reset zone's
+// blocks read as zeros until written: the range used to read as
+// whatever the file held there, a reset zone's old data included, whose
+// whole records (an engine's, numbered above its checkpoint) recovery
+// could replay as new. A reset need not zero its zone then (every byte
+// below a write pointer was written since the zone's reset, or zeroed;
+// reads at or past it return zeros), so it punches nothing: a punch of
+// a 4 MiB zone cost each reset about 1.7 ms more on ext4. A zone
 // reset is durable when ResetZone returns, and makes nothing else
 // durable: it writes the flushed table with the zone emptied to the next
 // slot and syncs it (see ResetZone). "The flushed table" is thus the
@@ -140,6 +155,22 @@ type Emu struct {
 	// df is the file opened again with O_DIRECT, nil where the file
 	// system refuses it (see openDirect).
 	df *os.File
+	fd int // f's descriptor (zeroRange)
+	// rollbacks are the zones Open took back (verifySums), until a
+	// table is written (persist). Under flushMu.
+	rollbacks []Rollback
+}
+
+// Rollbacks implements RollbackReporter: the zones this Open took back
+// to the flush before the last, because the data the last one claimed
+// there did not match the checksums its slot carries (see Emu): a power
+// cut during that flush, or damage at rest to what it made durable.
+// None once a Flush, a reset or a cut has written the table since: the
+// device has moved on from them (a format, say).
+func (e *Emu) Rollbacks() []Rollback {
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
+	return slices.Clone(e.rollbacks)
 }
 
 const (
@@ -336,7 +367,56 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 	if e.df = openDirect(f); e.df != nil {
 		e.direct, e.hasDirect = uring.FD(int(e.df.Fd())), true
 	}
+	e.fd = int(f.Fd())
+	e.zero = e.zeroRange
 	return e, nil
+}
+
+// zeroRange makes device range [off, off+n) of the file read as zeros:
+// it punches a hole there (a regular file's blocks are freed; a block
+// device discards them if that guarantees zeros), or, where the file
+// system or device does not punch, has it zero the range
+// (FALLOC_FL_ZERO_RANGE: a block device writes zeros itself), or else
+// writes zeros. It makes nothing durable: the sync of the Flush that
+// claims the range does (see Emu).
+func (e *Emu) zeroRange(off, n int64) error {
+	at := e.dataOff + off
+	err := unix.Fallocate(e.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, at, n)
+	if err == nil {
+		return nil
+	}
+	if unix.Fallocate(e.fd, unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, at, n) == nil {
+		return nil
+	}
+	zeros := make([]byte, min(n, 1<<20))
+	for n > 0 {
+		k, werr := unix.Pwrite(e.fd, zeros[:min(n, int64(len(zeros)))], at)
+		if werr != nil {
+			return fmt.Errorf("zero [%d,+%d) of the file: punch: %v; write zeros: %w", at, n, err, werr)
+		}
+		at, n = at+int64(k), n-int64(k)
+	}
+	return nil
+}
+
+// zeroFailed zeroes again the ranges of the failed writes accepted up
+// to gen upTo that could not be zeroed when they failed (failedWrite.
+// dirty): a table that claims one must not be written while the file
+// may hold older bytes there. Caller holds flushMu.
+func (e *Emu) zeroFailed(upTo uint64) error {
+	e.failedMu.Lock()
+	defer e.failedMu.Unlock()
+	for i := range e.failed {
+		f := &e.failed[i]
+		if !f.dirty || f.gen > upTo {
+			continue
+		}
+		if err := e.zero(f.off, f.n); err != nil {
+			return fmt.Errorf("zone %d: the range of a failed write does not read as zeros: %w", f.zone, err)
+		}
+		f.dirty = false
+	}
+	return nil
 }
 
 // openDirect opens f's file again with O_DIRECT, or returns nil if its
@@ -571,8 +651,9 @@ func (e *Emu) verifySums(sums []byte) error {
 		if got == sum {
 			continue
 		}
-		slog.Warn("zns: emu zone lost data its last flush claimed (power cut during the flush); back to what the flush before made durable",
+		slog.Warn("zns: emu zone lost data its last flush claimed (a power cut during the flush, or damage at rest after it); back to what the flush before made durable",
 			"path", e.f.Name(), "zone", i, "claimed", to, "kept", from)
+		e.rollbacks = append(e.rollbacks, Rollback{Zone: i, From: from, To: to})
 		z.written = start + from
 		if z.cond != CondFull {
 			z.wp = z.written
@@ -806,6 +887,11 @@ func (e *Emu) persist(zones []zoneState, syncData, oneSync bool) error {
 	e.flushIO.tableWrites++
 	e.seq++
 	copy(e.flushed, zones)
+	// The table written holds the zones taken back where they are:
+	// what Open took back is settled, no longer to be reported to a
+	// user who opens on this device after now (a format's, whose
+	// flush erased it: TestH40eRollbackNotReportedAfterFormat).
+	e.rollbacks = nil
 	return nil
 }
 
@@ -835,14 +921,21 @@ func (e *Emu) FlushCut(cut func()) error {
 	syncData := e.snapGen != e.flushedGen
 	if !e.stale && sameTable(e.snap, e.flushed) && !rewritten(e.snap) {
 		if syncData {
-			if err := e.syncData(); err != nil {
+			err := e.zeroFailed(e.snapGen)
+			if err == nil {
+				err = e.syncData()
+			}
+			if err != nil {
 				e.twoSync = true
 				return fmt.Errorf("zns: emu flush: %w", err)
 			}
 		}
 	} else {
 		var err error
-		if syncData && !e.twoSync {
+		if syncData {
+			err = e.zeroFailed(e.snapGen)
+		}
+		if err == nil && syncData && !e.twoSync {
 			err = e.sumFailed(e.snap, e.snapGen)
 		}
 		if err == nil {
@@ -1079,6 +1172,11 @@ func (e *Emu) ResetZone(zone int) error {
 	if err := e.soft.ResetZone(zone); err != nil {
 		return err
 	}
+	// The zone's failed writes are gone with its data: their ranges
+	// take new data now, which zeroFailed must not zero.
+	e.failedMu.Lock()
+	e.failed = slices.DeleteFunc(e.failed, func(f failedWrite) bool { return f.zone == zone })
+	e.failedMu.Unlock()
 	z := e.flushed[zone]
 	if z.wp == e.start(zone) && z.written == z.wp && z.cond == CondEmpty {
 		return nil
@@ -1090,6 +1188,30 @@ func (e *Emu) ResetZone(zone int) error {
 	if err := e.persist(e.snap, false, false); err != nil {
 		return fmt.Errorf("zns: emu reset zone %d: make it durable: %w", zone, err)
 	}
+	return nil
+}
+
+// ResetAll implements Device: every sequential zone that can be reset is
+// (zoneTable.ResetAll), and, as with ResetZone, the failed writes in the
+// zones it reset are dropped: their ranges take new data now, which a
+// Flush's zeroFailed must not zero (it did, and made the zeros durable:
+// TestEmuResetAllDropsFailedWrites). Like the table's, the resets are
+// durable only with the next Flush.
+func (e *Emu) ResetAll() error {
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
+	if err := e.soft.ResetAll(); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	kept := make([]bool, len(e.zones)) // zones ResetAll does not reset
+	for i, z := range e.zones {
+		kept[i] = z.typ == TypeConventional || z.cond == CondReadOnly || z.cond == CondOffline
+	}
+	e.mu.Unlock()
+	e.failedMu.Lock()
+	e.failed = slices.DeleteFunc(e.failed, func(f failedWrite) bool { return !kept[f.zone] })
+	e.failedMu.Unlock()
 	return nil
 }
 
@@ -1219,6 +1341,10 @@ func (e *Emu) cutDurable(what string) error {
 	e.powerCycle()
 	e.last = lastWrite{}
 	restartSums(e.zones)
+	// What it kept may cover a failed write's range.
+	if err := e.zeroFailed(math.MaxUint64); err != nil {
+		return fmt.Errorf("zns: %s: %w", what, err)
+	}
 	e.pruneFailed(math.MaxUint64) // the table below has no checksums
 	if err := e.persist(e.zones, true, false); err != nil {
 		return fmt.Errorf("zns: %s: %w", what, err)

@@ -2,7 +2,9 @@ package zns
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -57,4 +59,195 @@ func TestEmuFailedHostWriteKeepsFlushedData(t *testing.T) {
 	if got := c2.read(off, n); !bytes.Equal(got, d) {
 		t.Fatal("the append after the refused one, flushed, differs after reopen")
 	}
+}
+
+// TestEmuFailedHostWriteReadsZeros: the range of a write the host file
+// did not take, or took only part of, lies below the zone's write
+// pointer (the emu moves it at submission); it reads as zeros, as a
+// zoned drive's unwritten blocks do, from when the write's failure is
+// reported, after a Flush and after a reopen. It used to read as
+// whatever the file held there: after a reset, the zone's old data,
+// whose whole records (the engine's, numbered above its checkpoint)
+// recovery could then replay as new; here part of the failed write's
+// own data too.
+func TestEmuFailedHostWriteReadsZeros(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev")
+	e, c := openEmuT(t, path, emuTestGeo)
+	c.need(1)
+	zone := c.seq[0]
+	start := c.zone(zone).Start
+	const n = 128 << 10
+	// The zone's old data, flushed, then reset.
+	for i := range 4 {
+		c.append(zone, c.buf(n, byte(10+i)))
+	}
+	c.ok("Flush", e.Flush())
+	c.ok("ResetZone", e.ResetZone(zone))
+
+	a, b, d := c.buf(n, 1), c.buf(n, 2), c.buf(n, 3)
+	c.append(zone, a)
+	// The host refuses the write from the middle of b on: its first
+	// half reaches the file, the rest does not (a short write).
+	var old unix.Rlimit
+	c.ok("Getrlimit", unix.Getrlimit(unix.RLIMIT_FSIZE, &old))
+	limit := unix.Rlimit{Cur: uint64(e.FileOffset(start + n + n/2)), Max: old.Max}
+	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &limit))
+	_, err := c.tryAppend(zone, b)
+	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &old))
+	if err == nil {
+		t.Fatal("an append the host file refused succeeded")
+	}
+	off := c.append(zone, d)
+	check := func(c *conf, when string) {
+		t.Helper()
+		if got := c.read(start, n); !bytes.Equal(got, a) {
+			t.Fatalf("%s: the append before the failed one differs", when)
+		}
+		if got := c.read(start+n, n); !bytes.Equal(got, make([]byte, n)) {
+			nz := 0
+			for _, x := range got {
+				if x != 0 {
+					nz++
+				}
+			}
+			t.Fatalf("%s: the failed append's range reads %d nonzero bytes, want zeros", when, nz)
+		}
+		if got := c.read(off, n); !bytes.Equal(got, d) {
+			t.Fatalf("%s: the append after the failed one differs", when)
+		}
+	}
+	check(c, "before the flush")
+	c.ok("Flush", e.Flush())
+	check(c, "after the flush")
+	c.ok("Close", e.Close())
+	e, c = openEmuT(t, path, "")
+	check(c, "after reopen")
+	c.ok("Close", e.Close())
+}
+
+// TestEmuFailedWriteZeroedByTheFlushThatClaimsIt: where the host cannot
+// zero a failed write's range when the write fails, the Flush that
+// claims the range zeroes it first, and fails, writing no table, while
+// it cannot.
+func TestEmuFailedWriteZeroedByTheFlushThatClaimsIt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev")
+	e, c := openEmuT(t, path, emuTestGeo)
+	c.need(1)
+	zone := c.seq[0]
+	start := c.zone(zone).Start
+	const n = 128 << 10
+	c.append(zone, c.buf(n, 9))
+	c.append(zone, c.buf(n, 8))
+	c.ok("Flush", e.Flush())
+	c.ok("ResetZone", e.ResetZone(zone))
+	a := c.buf(n, 1)
+	c.append(zone, a)
+	broken := true
+	e.zero = zeroRangeFailing(e, &broken)
+	var old unix.Rlimit
+	c.ok("Getrlimit", unix.Getrlimit(unix.RLIMIT_FSIZE, &old))
+	limit := unix.Rlimit{Cur: uint64(e.FileOffset(start + n)), Max: old.Max}
+	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &limit))
+	_, err := c.tryAppend(zone, c.buf(n, 2))
+	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &old))
+	if err == nil {
+		t.Fatal("an append the host file refused succeeded")
+	}
+	if err := e.Flush(); err == nil {
+		t.Fatal("a Flush claiming a failed write's range it could not zero succeeded")
+	}
+	broken = false
+	c.ok("Flush", e.Flush())
+	c.ok("Close", e.Close())
+	e, c = openEmuT(t, path, "")
+	if z := c.zone(zone); z.WP-z.Start != 2*n {
+		t.Fatalf("write pointer at +%d after reopen, want +%d", z.WP-z.Start, 2*n)
+	}
+	c.expectZeros(start+n, n)
+	c.ok("Close", e.Close())
+}
+
+// zeroRangeFailing is e's zeroRange, failing while *broken.
+func zeroRangeFailing(e *Emu, broken *bool) func(off, n int64) error {
+	return func(off, n int64) error {
+		if *broken {
+			return unix.EIO
+		}
+		return e.zeroRange(off, n)
+	}
+}
+
+// TestEmuRollbacksReported: data the last Flush claimed that no longer
+// matches its checksum at Open (damaged at rest, here one bit) takes the
+// zone back to the Flush before, and Rollbacks says so: the device
+// cannot tell that from a power cut during the Flush, its user must
+// report it (the engine does).
+func TestEmuRollbacksReported(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev")
+	e, c := openEmuT(t, path, emuTestGeo)
+	c.need(1)
+	zone := c.seq[0]
+	start := c.zone(zone).Start
+	c.append(zone, c.buf(c.bs, 1))
+	c.ok("Flush", e.Flush())
+	c.append(zone, c.buf(2*c.bs, 2))
+	c.ok("Flush", e.Flush())
+	if r := e.Rollbacks(); len(r) != 0 {
+		t.Fatalf("a new device reports rollbacks %v", r)
+	}
+	at := e.FileOffset(start + c.bs + 10)
+	c.ok("Close", e.Close())
+	img, err := os.ReadFile(path)
+	c.ok("ReadFile", err)
+	img[at] ^= 1
+	c.ok("WriteFile", os.WriteFile(path, img, 0o644))
+	e, c = openEmuT(t, path, "")
+	c.expectZone(zone, CondImpOpen, c.bs)
+	want := []Rollback{{Zone: zone, From: c.bs, To: 3 * c.bs}}
+	if r := e.Rollbacks(); !slices.Equal(r, want) {
+		t.Fatalf("Rollbacks %v, want %v", r, want)
+	}
+	c.ok("Close", e.Close())
+}
+
+// TestEmuResetAllDropsFailedWrites: a failed write whose range could not
+// be zeroed when it failed is zeroed by the Flush that claims it; but a
+// ResetAll (as ResetZone) takes its range back, and new data written
+// there since must not be zeroed by the next Flush. ResetAll kept the
+// failed write, and that Flush zeroed the new data, then made the zeros
+// durable.
+func TestEmuResetAllDropsFailedWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev")
+	e, c := openEmuT(t, path, emuTestGeo)
+	c.need(1)
+	zone := c.seq[0]
+	start := c.zone(zone).Start
+	const n = 128 << 10
+	c.append(zone, c.buf(n, 1))
+	broken := true
+	e.zero = zeroRangeFailing(e, &broken)
+	var old unix.Rlimit
+	c.ok("Getrlimit", unix.Getrlimit(unix.RLIMIT_FSIZE, &old))
+	limit := unix.Rlimit{Cur: uint64(e.FileOffset(start + n)), Max: old.Max}
+	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &limit))
+	_, err := c.tryAppend(zone, c.buf(n, 2))
+	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &old))
+	if err == nil {
+		t.Fatal("an append the host file refused succeeded")
+	}
+	broken = false
+	c.ok("ResetAll", e.ResetAll())
+	a, b := c.buf(n, 3), c.buf(n, 4)
+	c.append(zone, a)
+	c.append(zone, b)
+	c.ok("Flush", e.Flush())
+	if got := c.read(start+n, n); !bytes.Equal(got, b) {
+		t.Fatal("data written after ResetAll over a failed write's range reads otherwise after a Flush")
+	}
+	c.ok("Close", e.Close())
+	e, c = openEmuT(t, path, "")
+	if got := c.read(start+n, n); !bytes.Equal(got, b) {
+		t.Fatal("data written after ResetAll over a failed write's range reads otherwise after reopen")
+	}
+	c.ok("Close", e.Close())
 }

@@ -61,6 +61,10 @@ type soft struct {
 	// failedMu is a leaf: a completion takes it, under no other lock.
 	failedMu sync.Mutex
 	failed   []failedWrite
+	// zero, if set (emu), makes device range [off, off+n) of the file
+	// read as zeros: a failed write's completion calls it on the
+	// write's range before it reports the failure (see Emu).
+	zero func(off, n int64) error
 }
 
 // failedWrite is a write the file did not take: zone, device offset and
@@ -70,6 +74,10 @@ type failedWrite struct {
 	zone   int
 	off, n int64
 	gen    uint64
+	// dirty: its range could not be made to read as zeros when it
+	// failed (soft.zero failed too): the file may still hold older
+	// bytes there, or part of the write. Emu.zeroFailed tries again.
+	dirty bool
 }
 
 // nop submits an operation that stands for a data transfer on a device
@@ -237,10 +245,22 @@ func (r *softReq) complete(res uring.Result) {
 		res.Res = n
 	}
 	if res.Res < 0 && want > 0 {
-		// Noted before the write counts as done, so that a Flush
-		// that waited for it finds it.
+		// In a sequential zone its range reads as zeros from now on,
+		// not as what the file held there (a reset zone's old data,
+		// part of this write): the write pointer stands past it (see
+		// Emu); a conventional zone's keeps what it held, as a
+		// random-write drive's. A zone's type never changes. Noted before
+		// the write counts as done, so that a Flush that waited for
+		// it finds it.
+		dirty := false
+		if s.zero != nil && s.zones[zone].typ != TypeConventional {
+			if err := s.zero(off, int64(n)); err != nil {
+				slog.Error("zns: a failed write's range could not be zeroed; the next flush tries again", "zone", zone, "off", off, "len", n, "err", err)
+				dirty = true
+			}
+		}
 		s.failedMu.Lock()
-		s.failed = append(s.failed, failedWrite{zone: zone, off: off, n: int64(n), gen: gen})
+		s.failed = append(s.failed, failedWrite{zone: zone, off: off, n: int64(n), gen: gen, dirty: dirty})
 		s.failedMu.Unlock()
 	}
 	s.writes[epoch].Done()
