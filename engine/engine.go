@@ -403,8 +403,10 @@ type file struct {
 	written atomic.Int64
 	born    int64
 	// createFlush is the ticket (see flushGroup) of the flush that makes
-	// the file's durable create durable, until a create has seen it
-	// succeed (then 0). The create waits for it without nsMu.
+	// the file's create, or the rename that gave it its name, durable,
+	// until a create or the rename has seen it succeed (then 0). They
+	// wait for it without nsMu, and so does a durable create that finds
+	// the file by that name meanwhile (awaitCreate).
 	createFlush atomic.Uint64
 }
 
