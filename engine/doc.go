@@ -240,9 +240,11 @@
 //     during it, which leaves the file's fsync its error all the same
 //     (package writeback). A later fsync writes the data again and
 //     succeeds only once it is on the device. A namespace operation (create, remove, rename, truncate) is
-//     durable when it returns: its log record is flushed first (a
-//     create's after it has released nsMu, and an OCreate that finds the
-//     file still waiting for its create's flush waits for it too) — except
+//     durable when it returns: its log record is flushed first (after
+//     it has released nsMu, or the collector for a truncate, so that
+//     concurrent ones share a flush: see the lock order; an OCreate that
+//     finds the file still waiting for the flush of its create, or of the
+//     rename that gave it the name, waits for it too) — except
 //     a create with ODeferSync and RemoveDeferred, whose records are
 //     durable from the device's next flush (any Sync, SyncNamespace, a
 //     durable operation, GC's logged reset, which precedes every reset
@@ -364,7 +366,9 @@
 //     Shared by writes within the size; exclusive for a write that extends
 //     the file and for Truncate, held across the write's admission (a
 //     GC pass, writeback of every file: see admit), the cache write,
-//     writeback of the file (FlushFile) and the truncate's log record. Nothing below
+//     writeback of the file (FlushFile) and the truncate's log record
+//     and its flush (no write of the file begins before the truncate
+//     is durable). Nothing below
 //     the cache takes it, so waiting for writeback under it is safe.
 //     An fsync (File.Sync, Engine.Sync, holding no other lock; it gives
 //     up the wait when its context ends), a write within the size

@@ -1224,9 +1224,10 @@ func (e *Engine) waitBackground(wait time.Duration) bool {
 // closeAbandonWait bounds Close's writeback and checkpoint once it has
 // stopped waiting for running operations (its context done). They
 // usually take no longer than the device I/O they do, but each may wait
-// behind an operation still running: for nsMu a durable remove holds
-// across its flush, for collector.mu a writer's GC pass holds across
-// device I/O, for a group flush an fsync runs. An operation that never
+// behind an operation still running: for nsMu an operation holds
+// across its record's write (a checkpoint, device I/O), for collector.mu
+// a writer's GC pass holds across device I/O, for a group flush an fsync
+// or a durable operation (create, remove, rename, truncate) runs. An operation that never
 // ends (a device that stopped answering) would hold Close for ever.
 const closeAbandonWait = 5 * time.Second
 
