@@ -42,10 +42,11 @@ func TestCloseReturnsWithAnFsyncStuckInItsFlush(t *testing.T) {
 	mayBeLost(t, err)
 }
 
-// A durable Remove holds nsMu across its record's flush; Close took
-// nsMu before it looked at its context, so with that flush stuck Close
-// waited for it, never set the closing bit (new operations were still
-// admitted) and never returned.
+// A durable Remove held nsMu across its record's flush (it waits for it
+// without nsMu since b034be4, but still as a running operation); Close
+// took nsMu before it looked at its context, so with that flush stuck
+// Close waited for it, never set the closing bit (new operations were
+// still admitted) and never returned.
 func TestCloseReturnsWithARemoveStuckInItsFlush(t *testing.T) {
 	_, _, held, e := openHeldFlush(t, true)
 	f := mustCreate(t, e, "f")

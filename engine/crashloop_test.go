@@ -2,7 +2,8 @@ package engine
 
 // The power-cut loop: the engine in process on an emulated device small
 // enough that GC runs all the time, under concurrent writers that fsync
-// and a namespace churner, with the power cut at a random operation
+// and two namespace churners (whose durable operations share flushes),
+// with the power cut at a random operation
 // count: most cuts close the device at once, mid-flight (what was not
 // flushed is lost, whatever the engine is doing, GC included), the rest
 // stop the engine and cut with PowerCut, TearLastWrite or
@@ -222,8 +223,13 @@ func (r *cutRun) point() {
 		seed := r.rng.Uint64()
 		wg.Go(func() { r.stopped(fmt.Sprintf("writer %d", i), r.writer(ctx, i, seed, tick)) })
 	}
-	churnSeed := r.rng.Uint64()
-	wg.Go(func() { r.stopped("churner", r.churner(ctx, churnSeed, tick)) })
+	// Two churners, on names of their own (c..., d...): their durable
+	// namespace operations run at once and share flushes (group commit),
+	// so cuts fall between and inside such groups.
+	for _, prefix := range []string{"c", "d"} {
+		churnSeed := r.rng.Uint64()
+		wg.Go(func() { r.stopped("churner "+prefix, r.churner(ctx, churnSeed, tick, prefix)) })
+	}
 	// Every client stopping before the cut (on an error: a client stops
 	// at its first) is not a hang: say why they stopped.
 	allStopped := make(chan struct{})
@@ -411,15 +417,18 @@ func (r *cutRun) writer(ctx context.Context, i int, seed uint64, tick func()) er
 }
 
 // churner creates, fills and fsyncs small files, renames and truncates
-// them, and removes the oldest: namespace operations and garbage.
-func (r *cutRun) churner(ctx context.Context, seed uint64, tick func()) error {
+// them, and removes the oldest, among the names that start with prefix:
+// namespace operations and garbage.
+func (r *cutRun) churner(ctx context.Context, seed uint64, tick func(), prefix string) error {
 	rng := rand.New(rand.NewPCG(seed, 6))
 	e := r.e
 	for ctx.Err() == nil {
 		r.mu.Lock()
 		names := make([]string, 0, len(r.churn))
 		for n := range r.churn {
-			names = append(names, n)
+			if strings.HasPrefix(n, prefix) {
+				names = append(names, n)
+			}
 		}
 		slices.Sort(names)
 		r.mu.Unlock()
@@ -444,7 +453,7 @@ func (r *cutRun) churner(ctx context.Context, seed uint64, tick func()) error {
 			name := names[rng.IntN(len(names))]
 			r.mu.Lock()
 			r.churnSeq++
-			to := fmt.Sprintf("c%04d", r.churnSeq)
+			to := fmt.Sprintf("%s%04d", prefix, r.churnSeq)
 			cf := r.churn[name]
 			cf.pending = &churnOp{kind: "rename", to: to}
 			r.mu.Unlock()
@@ -484,7 +493,7 @@ func (r *cutRun) churner(ctx context.Context, seed uint64, tick func()) error {
 		default:
 			r.mu.Lock()
 			r.churnSeq++
-			name := fmt.Sprintf("c%04d", r.churnSeq)
+			name := fmt.Sprintf("%s%04d", prefix, r.churnSeq)
 			r.creating[name] = true
 			r.mu.Unlock()
 			data := make([]byte, 1+rng.IntN(cutMaxData))

@@ -248,9 +248,11 @@
 //     during it, which leaves the file's fsync its error all the same
 //     (package writeback). A later fsync writes the data again and
 //     succeeds only once it is on the device. A namespace operation (create, remove, rename, truncate) is
-//     durable when it returns: its log record is flushed first (a
-//     create's after it has released nsMu, and an OCreate that finds the
-//     file still waiting for its create's flush waits for it too) — except
+//     durable when it returns: its log record is flushed first (after
+//     it has released nsMu, or the collector for a truncate, so that
+//     concurrent ones share a flush: see the lock order; an OCreate that
+//     finds the file still waiting for the flush of its create, or of the
+//     rename that gave it the name, waits for it too) — except
 //     a create with ODeferSync and RemoveDeferred, whose records are
 //     durable from the device's next flush (any Sync, SyncNamespace, a
 //     durable operation, GC's logged reset, which precedes every reset
@@ -372,7 +374,9 @@
 //     Shared by writes within the size; exclusive for a write that extends
 //     the file and for Truncate, held across the write's admission (a
 //     GC pass, writeback of every file: see admit), the cache write,
-//     writeback of the file (FlushFile) and the truncate's log record. Nothing below
+//     writeback of the file (FlushFile) and the truncate's log record
+//     and its flush (no write of the file begins before the truncate
+//     is durable). Nothing below
 //     the cache takes it, so waiting for writeback under it is safe.
 //     An fsync (File.Sync, Engine.Sync, holding no other lock; it gives
 //     up the wait when its context ends), a write within the size
@@ -385,9 +389,12 @@
 //     relocation appends (quiesce shared), the zone reset's log record
 //     (nsMu shared, metaLog.mu) and the wait for the victim's readers (a
 //     victim with appends in flight is skipped, not waited for). Truncate
-//     holds it (under wmu) across cutting the extent map and logging the
-//     truncate, so no pass resets a zone the cut emptied before the cut
-//     is durable. Writers short of space run a pass themselves (admit,
+//     holds it (under wmu) from cutting the extent map until the
+//     truncate's log record has landed, so no pass resets a zone the cut
+//     emptied before the cut is durable: a pass logs its reset after that
+//     record and resets only once a flush begun after its own record has
+//     succeeded (collector.settle), which covers the truncate's too. The
+//     truncate's flush runs without it (cutAndLog), shared with others. Writers short of space run a pass themselves (admit,
 //     and WriteExtents, which drops quiesce first), possibly under wmu;
 //     so does a writer of a file that wants a zone of its own while none
 //     is free (WriteExtents' freeZone, quiesce dropped too). Such a pass
@@ -428,18 +435,25 @@
 //     close, dropUnnamed, which File.Close takes holding nothing; shared
 //     for truncate and GC's zone reset) across the
 //     operation's log record, so across metaLog.mu, a checkpoint and
-//     device I/O; a durable remove, rename or truncate holds it across
-//     the record's flush too, a create and GC's reset only across the
-//     record (they wait for its flush without it, so concurrent creates
-//     share one flush: file.createFlush).
-//     An fsync, Engine.Sync, SyncNamespace or a create waiting for its
-//     flush takes it shared, holding no other lock, only while the log
+//     device I/O, not across the record's flush: every operation waits
+//     for that without it (logOpRecord, awaitOp), so concurrent durable
+//     operations share one flush (group commit), and a durable create
+//     that finds a name whose create or rename is still flushing waits
+//     for that flush (file.createFlush). An operation is so seen before
+//     it is durable, as on a kernel file system before its directory's
+//     fsync, but anything durable that a client does after seeing it is
+//     logged after it or flushes after its record landed, and recovery
+//     replays the log in order: never a later operation without it. The
+//     one exception, setting a file's size after a failed write
+//     (keepSize), holds it shared across its flush (appendOp).
+//     An fsync, Engine.Sync, SyncNamespace or an operation waiting for
+//     its flush takes it shared, holding no other lock, only while the log
 //     holds a failed operation's record, or an append failed, and owes
 //     the checkpoint that supersedes it (settleStray); so do the other
 //     device flushes, which would make that record as durable
 //     (settledFlush): a GC pass's (holding collector.mu) and a
 //     truncate's or its undo's (holding wmu). A durable remove, rename or truncate, holding it
-//     already, settles under it before it logs its record (appendOp).
+//     already, settles under it before it logs its record (logOpRecord).
 //     Opening an existing file takes it shared. Close takes it only
 //     once it has stopped waiting for running operations, exclusive,
 //     around its last checkpoint. It is never held while

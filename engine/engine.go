@@ -403,8 +403,10 @@ type file struct {
 	written atomic.Int64
 	born    int64
 	// createFlush is the ticket (see flushGroup) of the flush that makes
-	// the file's durable create durable, until a create has seen it
-	// succeed (then 0). The create waits for it without nsMu.
+	// the file's create, or the rename that gave it its name, durable,
+	// until a create or the rename has seen it succeed (then 0). They
+	// wait for it without nsMu, and so does a durable create that finds
+	// the file by that name meanwhile (awaitCreate).
 	createFlush atomic.Uint64
 }
 
@@ -1222,9 +1224,10 @@ func (e *Engine) waitBackground(wait time.Duration) bool {
 // closeAbandonWait bounds Close's writeback and checkpoint once it has
 // stopped waiting for running operations (its context done). They
 // usually take no longer than the device I/O they do, but each may wait
-// behind an operation still running: for nsMu a durable remove holds
-// across its flush, for collector.mu a writer's GC pass holds across
-// device I/O, for a group flush an fsync runs. An operation that never
+// behind an operation still running: for nsMu an operation holds
+// across its record's write (a checkpoint, device I/O), for collector.mu
+// a writer's GC pass holds across device I/O, for a group flush an fsync
+// or a durable operation (create, remove, rename, truncate) runs. An operation that never
 // ends (a device that stopped answering) would hold Close for ever.
 const closeAbandonWait = 5 * time.Second
 

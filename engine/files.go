@@ -347,7 +347,7 @@ func (e *Engine) remove(name string, durable, unused bool) (err error) {
 // removeLocked removes f, named name, with nsMu held, which it releases.
 func (e *Engine) removeLocked(name string, f *file, durable bool) error {
 	dropped := false
-	err := e.appendOp(nsOp{kind: opRemove, file: f.id}, durable, func() {
+	t, err := e.logOpRecord(nsOp{kind: opRemove, file: f.id}, durable, func() {
 		e.delName(name)
 		e.nsBytes -= nsEntryLen(name)
 		dropped = e.unlink(f)
@@ -355,6 +355,11 @@ func (e *Engine) removeLocked(name string, f *file, durable bool) error {
 	e.nsMu.Unlock()
 	if dropped {
 		e.forgetCached(f)
+	}
+	if err == nil && durable {
+		// Without nsMu: removes and renames arriving meanwhile share
+		// the flush (see logOpRecord).
+		err = e.awaitOp(t)
 	}
 	return err
 }
@@ -516,7 +521,7 @@ func (e *Engine) Rename(oldName, newName string) error {
 		}
 	}
 	victimDropped := false
-	err := e.appendOp(nsOp{kind: opRename, file: f.id, name: newName}, true, func() {
+	t, err := e.logOpRecord(nsOp{kind: opRename, file: f.id, name: newName}, true, func() {
 		e.delName(oldName)
 		e.setName(newName, f)
 		e.nsBytes += grow
@@ -528,9 +533,23 @@ func (e *Engine) Rename(oldName, newName string) error {
 			victimDropped = e.unlink(victim)
 		}
 	})
+	if err == nil {
+		// The name is the file's from the record on, durable from its
+		// flush, which the rename waits for without nsMu: a durable
+		// create that finds the name meanwhile waits for that flush
+		// too (awaitCreate), as for a create's.
+		f.createFlush.Store(t)
+	}
 	e.nsMu.Unlock()
 	if victimDropped {
 		e.forgetCached(victim)
+	}
+	if err == nil {
+		// Renames and removes arriving meanwhile share the flush (see
+		// logOpRecord).
+		if err = e.awaitOp(t); err == nil {
+			f.createFlush.CompareAndSwap(t, 0)
+		}
 	}
 	return err
 }
@@ -1069,8 +1088,28 @@ func (h *File) truncate(size int64, grow bool) error {
 }
 
 // cutAndLog cuts the file's extent map at size and logs the size, with
-// the collector held.
+// the collector held until the record has landed, then makes it durable
+// without the collector (and without nsMu), so that concurrent truncates
+// and grows share a flush: a pass that resets a zone the cut emptied
+// logs the reset after the truncate's record and resets the zone only
+// once a flush that started after its own record has succeeded
+// (collector.settle), which makes the truncate's record durable too.
 func (e *Engine) cutAndLog(f *file, size int64) error {
+	t, err := e.cutAndLogRecord(f, size)
+	if err == nil {
+		err = e.awaitOp(t)
+	}
+	if err != nil {
+		// The next flush checkpoints first, as logSize's failure
+		// makes it.
+		e.unlogged.Store(true)
+	}
+	return err
+}
+
+// cutAndLogRecord is cutAndLog up to the record, with the collector
+// held: it returns the ticket of the record's flush.
+func (e *Engine) cutAndLogRecord(f *file, size int64) (uint64, error) {
 	e.gc.mu.Lock()
 	defer e.gc.mu.Unlock()
 	f.mu.Lock()
@@ -1079,7 +1118,13 @@ func (e *Engine) cutAndLog(f *file, size int64) error {
 	if testHookTruncateCut != nil {
 		testHookTruncateCut(e)
 	}
-	return e.logSize(f, size)
+	e.nsMu.RLock()
+	defer e.nsMu.RUnlock()
+	t, err := e.logOpRecord(nsOp{kind: opTruncate, file: f.id, size: size}, true, nil)
+	if err != nil {
+		e.unlogged.Store(true)
+	}
+	return t, err
 }
 
 // zeroTail makes the bytes of the block that holds a truncate's new end

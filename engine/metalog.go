@@ -116,26 +116,64 @@ func (m *metaLog) close() { _ = unix.Munmap(m.block) }
 // never claims an operation it does not contain.
 func (e *Engine) logOp(op nsOp) error { return e.appendOp(op, true, nil) }
 
-// appendOp writes op's record to the metadata log and, if flush, flushes
-// the device. Without flush the record has landed when appendOp returns
-// but is durable only from the device's next flush, which covers every
-// write completed before it: any logOp, a file's Sync, SyncNamespace, GC's
-// logged reset (so no zone is reset while a deferred remove that made its
-// data garbage could still be lost).
-//
-// The flush runs after metaLog.mu is released: the next operation's
-// record follows this one in the zone whatever the flush does, and a
-// checkpoint taken meanwhile flushes before it is written, so only the
-// caller waits for it (a caller that holds nsMu still orders its
-// operation's durability before anyone sees it).
+// appendOp writes op's record to the metadata log (logOpRecord) and, if
+// flush, flushes the device. Without flush the record has landed when
+// appendOp returns but is durable only from the device's next flush,
+// which covers every write completed before it: any logOp, a file's
+// Sync, SyncNamespace, GC's logged reset (so no zone is reset while a
+// deferred remove that made its data garbage could still be lost). The
+// caller holds nsMu across it, so across the flush: a durable remove,
+// rename or truncate calls logOpRecord under nsMu and awaitOp after
+// releasing it instead, so that such operations share flushes.
+func (e *Engine) appendOp(op nsOp, flush bool, apply func()) error {
+	t, err := e.logOpRecord(op, flush, apply)
+	if err != nil || !flush {
+		return err
+	}
+	if e.owesCheckpoint() {
+		// An append failed since the settle (writeback runs beside
+		// namespace operations): the flush would make its record
+		// durable with no checkpoint after it
+		// (TestH17cAppendFailingDuringDurableOpRecordIsSettled). The
+		// operation is applied now, so the checkpoint holds it, and
+		// its flush (quiesced, after it voids the failed records)
+		// makes the operation's record durable too. nsMu is held:
+		// settleStray would take it again.
+		e.meta.mu.Lock()
+		err := e.settleStrayLocked()
+		e.meta.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("engine: log operation (applied, not durable): %w", err)
+		}
+	}
+	if err := e.flushes.flushFor(context.Background(), e.dev, t); err != nil {
+		return fmt.Errorf("engine: log operation: flush: %w", err)
+	}
+	return nil
+}
+
+// logOpRecord writes op's record to the metadata log and returns the
+// ticket of the flush that makes it durable (awaitOp). The caller holds
+// nsMu (shared or exclusive).
 //
 // apply, if set, applies the operation to memory once its record is
 // written and before it is made durable (the caller holds nsMu, so no
-// one sees it before): a checkpoint that settles a failed append after
-// the record then holds the operation. If making it durable fails, the
-// operation stays applied, as a kernel file system's unlink or rename
-// stays when its directory's fsync fails, and the error says so.
-func (e *Engine) appendOp(op nsOp, flush bool, apply func()) error {
+// one sees it before the record has landed): a checkpoint that settles
+// a failed append after the record then holds the operation. If making
+// it durable fails, the operation stays applied, as a kernel file
+// system's unlink or rename stays when its directory's fsync fails, and
+// the error says so.
+//
+// The record's flush (awaitOp) needs no lock: the next operation's
+// record follows this one in the log whatever the flush does, and a
+// device flush covers every write completed before it, so the flush of
+// any operation that saw this one applied (logged after it), or of an
+// fsync that started after it landed, makes this one durable too, and a
+// recovery replays the log's records in order up to the first it cannot
+// read: never a later operation without this one. So durable operations
+// that arrive while a flush runs share the next one (group commit)
+// instead of each waiting, under nsMu, for the one before it.
+func (e *Engine) logOpRecord(op nsOp, flush bool, apply func()) (uint64, error) {
 	if flush && e.failedAppend.Load() {
 		// The flush would make a failed append's record durable: the
 		// checkpoint that supersedes it comes first (settleStray; the
@@ -150,36 +188,34 @@ func (e *Engine) appendOp(op nsOp, flush bool, apply func()) error {
 		err := e.settleStrayLocked()
 		e.meta.mu.Unlock()
 		if err != nil {
-			return fmt.Errorf("engine: log operation: %w", err)
+			return 0, fmt.Errorf("engine: log operation: %w", err)
 		}
 	}
 	t, err := e.writeOp(op)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if apply != nil {
 		apply()
 	}
-	if !flush {
-		return nil
-	}
-	if e.owesCheckpoint() {
-		// An append failed since the settle (writeback runs beside
-		// namespace operations): the flush would make its record
-		// durable with no checkpoint after it
-		// (TestH17cAppendFailingDuringDurableOpRecordIsSettled). The
-		// operation is applied now, so the checkpoint holds it, and
-		// its flush (quiesced, after it voids the failed records)
-		// makes the operation's record durable too.
-		e.meta.mu.Lock()
-		err := e.settleStrayLocked()
-		e.meta.mu.Unlock()
-		if err != nil {
-			return fmt.Errorf("engine: log operation (applied, not durable): %w", err)
-		}
-	}
-	if err := e.flushes.flushFor(context.Background(), e.dev, t); err != nil {
-		return fmt.Errorf("engine: log operation: flush: %w", err)
+	return t, nil
+}
+
+// awaitOp makes durable an operation whose record logOpRecord wrote
+// (ticket t), as an fsync does (flushAcked): the checkpoint the log owes
+// first (an append or an operation that failed since the record was
+// written, say: writeback runs beside namespace operations, and the
+// flush would make its record durable with no checkpoint after it,
+// TestH17cAppendFailingDuringDurableOpRecordIsSettled; the operation is
+// applied, so the checkpoint holds it, and its flush makes the
+// operation's record durable too), then a flush numbered t or later,
+// then the settle again: an operation that failed between the two left
+// a record that flush made durable, which must not undo this ack
+// (TestFailedOpBetweenSettleAndFlushNeverUndoesTheAck). The caller holds
+// no engine lock but wmu.
+func (e *Engine) awaitOp(t uint64) error {
+	if err := e.flushAcked(context.Background(), t); err != nil {
+		return fmt.Errorf("engine: log operation (applied, not durable): %w", err)
 	}
 	return nil
 }
@@ -1256,7 +1292,7 @@ func (e *Engine) syncNamespace() error {
 
 // flushAcked flushes the device for a caller that reports the flush's
 // success as durability (an fsync, Engine.Sync, SyncNamespace, a
-// create's flush): it returns once a flush numbered t or later has
+// create's flush, a durable operation's, awaitOp): it returns once a flush numbered t or later has
 // succeeded (t = 0: one that started after the call; see flushFor) and
 // no failed operation's record (stray) it may have made durable is left
 // unsuperseded. The stray is settled before the flush, so the flush does
