@@ -236,8 +236,14 @@
 //   - fsync (File.Sync) returns after the file's records are appended and
 //     the device flushed: they, their data and the file's size survive a
 //     crash. Concurrent flushes are merged (flush.go, group commit): a
-//     caller waits for a flush that started after its call, never for one
-//     already running, whose coverage was decided before its data landed.
+//     caller waits for a flush that started after its data landed, never
+//     for one already running whose coverage was decided before. An
+//     fsync needs a flush that covers the file's latest record and the
+//     latest namespace operation logged (its create, grow or rename, and
+//     any file's deferred create or remove): if one that succeeded does
+//     already, it flushes nothing (Engine.syncTicket), but still writes
+//     back what is dirty, reports its handle's errors and settles a
+//     failed operation's record first.
 //     A write that fails at writeback (EIO, ENOSPC) stays dirty in the
 //     cache, and the next fsync of each handle of the file open when it
 //     failed (or opened before any reported it) reports the error, once

@@ -408,6 +408,13 @@ type file struct {
 	// wait for it without nsMu, and so does a durable create that finds
 	// the file by that name meanwhile (awaitCreate).
 	createFlush atomic.Uint64
+	// dataFlush is the ticket (see flushGroup) of the flush that covers
+	// the file's latest completed append (a record of its data, or a GC
+	// copy of it): a flush numbered that or later that succeeded made
+	// every record of the file durable. The completer raises it before
+	// the append's writeback ends (finishAppend), so an fsync that has
+	// waited for the file's writeback sees it (Engine.syncTicket).
+	dataFlush atomic.Uint64
 }
 
 // carriedSize is the size a GC record or a checkpoint of the file

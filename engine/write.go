@@ -365,6 +365,10 @@ func (e *Engine) finishAppend(op *recordOp) {
 			if testHookMapRecord != nil {
 				testHookMapRecord(e, op, true)
 			}
+			// Landed: the next flush to start covers it. Before the
+			// writeback ends (p.Done), which the file's fsync waits
+			// for (see file.dataFlush).
+			bumpMax(&op.f.dataFlush, e.flushes.ticket())
 		}
 	}
 	z := op.z

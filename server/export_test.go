@@ -45,6 +45,20 @@ func NewTestDaemonEmu(t *testing.T) (socket string, emu *zns.Emu) {
 	return socket, emu
 }
 
+// NewTestDaemonEmuEngine is NewTestDaemonEmu with the daemon's engine.
+func NewTestDaemonEmuEngine(t *testing.T) (socket string, emu *zns.Emu, e *engine.Engine) {
+	t.Helper()
+	socket, emu, srv := newTestServerEmu(t, Options{})
+	return socket, emu, srv.e
+}
+
+// HookExec makes f the daemon's exec hook (see execHook) until the test
+// ends.
+func HookExec(t *testing.T, f func(*Request, *Reply)) {
+	execHook.Store(&f)
+	t.Cleanup(func() { execHook.Store(nil) })
+}
+
 // newTestServerEmu is NewTestDaemonEmu with the server's options (Log
 // defaults to discarding) and the server, for its counters. Its cleanup
 // stops serving within 30 s or fails the test, and takes the device's

@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
+	"github.com/zonefold/zonefold/engine"
 	"github.com/zonefold/zonefold/server"
 )
 
@@ -92,7 +94,24 @@ func TestFioReportsFailedFsyncs(t *testing.T) {
 	} {
 		opt := tc.opt
 		t.Run(fmt.Sprintf("%s/flush%d", opt, tc.flush), func(t *testing.T) {
-			socket, emu := server.NewTestDaemonEmu(t)
+			socket, emu, e := server.NewTestDaemonEmuEngine(t)
+			if tc.flush == 2 {
+				// The fsync at close follows fio's with nothing
+				// written between, and an fsync that has nothing
+				// new to make durable flushes nothing: a deferred
+				// create just before it gives it a flush to run.
+				var fsyncs atomic.Int32
+				server.HookExec(t, func(q *server.Request, _ *server.Reply) {
+					if q.Op != server.OpFsync || q.Handle == 0 || fsyncs.Add(1) != 2 {
+						return
+					}
+					if f, err := e.OpenFile("eio-other", engine.OCreate|engine.ODeferSync); err != nil {
+						t.Errorf("deferred create before the fsync at close: %v", err)
+					} else {
+						f.Close()
+					}
+				})
+			}
 			// The file exists, so that the job's open (a create is
 			// durable when answered) flushes nothing.
 			ctx := context.Background()
