@@ -236,8 +236,10 @@
 //   - fsync (File.Sync) returns after the file's records are appended and
 //     the device flushed: they, their data and the file's size survive a
 //     crash. Concurrent flushes are merged (flush.go, group commit): a
-//     caller waits for a flush that started after its data landed, never
-//     for one already running whose coverage was decided before. An
+//     caller waits for a flush whose coverage was decided after its data
+//     landed: one that started after, or (on a device that takes a cut,
+//     zns.CutFlusher) one already running whose cut is not yet taken,
+//     never one whose cut was taken before. An
 //     fsync needs a flush that covers the file's latest record and the
 //     latest namespace operation logged (its create, grow or rename, and
 //     any file's deferred create or remove): if one that succeeded does
