@@ -57,9 +57,10 @@ func (d *h39fHoldDev) AppendSums(zone int, bufs [][]byte, sums []uint32, c zns.A
 // back while between runs (a flush there makes the zone's write pointer
 // past the never-written range durable: the flush's settle saw no
 // failed append, so no void and no checkpoint came before it). Then the
-// failure reaches the engine and the power is cut. It returns a's bytes
-// as acknowledged and the reopened engine, or Open's error.
-func h39fLateFailure(t *testing.T, between func(e *Engine, a *File, want []byte) []byte) (*Engine, []byte, error) {
+// failure reaches the engine, beforeCut (if not nil) runs, and the power
+// is cut. It returns a's bytes as acknowledged and the reopened engine,
+// or Open's error.
+func h39fLateFailure(t *testing.T, between func(e *Engine, a *File, want []byte) []byte, beforeCut func(e *Engine)) (*Engine, []byte, error) {
 	t.Helper()
 	devName := emuDevice(t, 16, "1M", "")
 	cfg := smallConfig()
@@ -105,7 +106,9 @@ func h39fLateFailure(t *testing.T, between func(e *Engine, a *File, want []byte)
 	if err := <-werr; err == nil {
 		t.Fatal("set-up: b's writeback the host refused succeeded")
 	}
-
+	if beforeCut != nil {
+		beforeCut(e)
+	}
 	e.crashForTest()
 	emu := d.Emu
 	if err := emu.PowerCut(); err != nil {
@@ -137,7 +140,7 @@ func TestH39fFailedAppendFlushedBeforeItsFailureIsNotDamage(t *testing.T) {
 		// pointer past the failed append durable.
 		mustCreate(t, e, "c").Close()
 		return want
-	})
+	}, nil)
 	if err != nil {
 		t.Fatalf("Open after a crash that left a failed append's range under a flushed write pointer: %v", err)
 	}
@@ -167,7 +170,7 @@ func TestH39fFsyncAfterALateFailedAppendSurvives(t *testing.T) {
 			t.Fatalf("set-up: a's fsync: %v", err)
 		}
 		return append(want, more...)
-	})
+	}, nil)
 	if err != nil {
 		t.Fatalf("Open after a crash that left a failed append's range under a flushed write pointer: %v", err)
 	}
