@@ -33,15 +33,7 @@ func TestEmuFailedHostWriteKeepsFlushedData(t *testing.T) {
 	c.append(zone, a)
 
 	// The host refuses writes from the end of a on.
-	var old unix.Rlimit
-	c.ok("Getrlimit", unix.Getrlimit(unix.RLIMIT_FSIZE, &old))
-	limit := unix.Rlimit{Cur: uint64(e.FileOffset(start + n)), Max: old.Max}
-	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &limit))
-	_, err := c.tryAppend(zone, b)
-	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &old))
-	if err == nil {
-		t.Fatal("an append the host file refused succeeded")
-	}
+	err := appendHostRefuses(c, e, zone, start+n, b)
 	t.Logf("the refused append: %v", err)
 
 	off := c.append(zone, d)
@@ -88,15 +80,7 @@ func TestEmuFailedHostWriteReadsZeros(t *testing.T) {
 	c.append(zone, a)
 	// The host refuses the write from the middle of b on: its first
 	// half reaches the file, the rest does not (a short write).
-	var old unix.Rlimit
-	c.ok("Getrlimit", unix.Getrlimit(unix.RLIMIT_FSIZE, &old))
-	limit := unix.Rlimit{Cur: uint64(e.FileOffset(start + n + n/2)), Max: old.Max}
-	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &limit))
-	_, err := c.tryAppend(zone, b)
-	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &old))
-	if err == nil {
-		t.Fatal("an append the host file refused succeeded")
-	}
+	appendHostRefuses(c, e, zone, start+n+n/2, b)
 	off := c.append(zone, d)
 	check := func(c *conf, when string) {
 		t.Helper()
@@ -144,15 +128,7 @@ func TestEmuFailedWriteZeroedByTheFlushThatClaimsIt(t *testing.T) {
 	c.append(zone, a)
 	broken := true
 	e.zero = zeroRangeFailing(e, &broken)
-	var old unix.Rlimit
-	c.ok("Getrlimit", unix.Getrlimit(unix.RLIMIT_FSIZE, &old))
-	limit := unix.Rlimit{Cur: uint64(e.FileOffset(start + n)), Max: old.Max}
-	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &limit))
-	_, err := c.tryAppend(zone, c.buf(n, 2))
-	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &old))
-	if err == nil {
-		t.Fatal("an append the host file refused succeeded")
-	}
+	appendHostRefuses(c, e, zone, start+n, c.buf(n, 2))
 	if err := e.Flush(); err == nil {
 		t.Fatal("a Flush claiming a failed write's range it could not zero succeeded")
 	}
@@ -168,6 +144,23 @@ func TestEmuFailedWriteZeroedByTheFlushThatClaimsIt(t *testing.T) {
 }
 
 // zeroRangeFailing is e's zeroRange, failing while *broken.
+// appendHostRefuses appends b to zone with the host file refusing every
+// byte from the device offset end on (RLIMIT_FSIZE: as its file system
+// full), and returns the append's error, which must not be nil.
+func appendHostRefuses(c *conf, e *Emu, zone int, end int64, b []byte) error {
+	c.t.Helper()
+	var old unix.Rlimit
+	c.ok("Getrlimit", unix.Getrlimit(unix.RLIMIT_FSIZE, &old))
+	limit := unix.Rlimit{Cur: uint64(e.FileOffset(end)), Max: old.Max}
+	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &limit))
+	_, err := c.tryAppend(zone, b)
+	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &old))
+	if err == nil {
+		c.t.Fatal("an append the host file refused succeeded")
+	}
+	return err
+}
+
 func zeroRangeFailing(e *Emu, broken *bool) func(off, n int64) error {
 	return func(off, n int64) error {
 		if *broken {
@@ -226,15 +219,7 @@ func TestEmuResetAllDropsFailedWrites(t *testing.T) {
 	c.append(zone, c.buf(n, 1))
 	broken := true
 	e.zero = zeroRangeFailing(e, &broken)
-	var old unix.Rlimit
-	c.ok("Getrlimit", unix.Getrlimit(unix.RLIMIT_FSIZE, &old))
-	limit := unix.Rlimit{Cur: uint64(e.FileOffset(start + n)), Max: old.Max}
-	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &limit))
-	_, err := c.tryAppend(zone, c.buf(n, 2))
-	c.ok("Setrlimit", unix.Setrlimit(unix.RLIMIT_FSIZE, &old))
-	if err == nil {
-		t.Fatal("an append the host file refused succeeded")
-	}
+	appendHostRefuses(c, e, zone, start+n, c.buf(n, 2))
 	broken = false
 	c.ok("ResetAll", e.ResetAll())
 	a, b := c.buf(n, 3), c.buf(n, 4)
