@@ -16,10 +16,34 @@ import (
 // header, and a's acknowledged bytes.
 func h39cImage(t *testing.T, after func(e *Engine)) (devName, path string, hdrAt int64, want []byte) {
 	t.Helper()
+	devName, path, e, want := h39cOverwritten(t)
+	if after != nil {
+		after(e)
+	}
+	// One flush more: the emu takes a zone back to the flush before
+	// when the data its last flush claimed fails its checksum (a cut
+	// during that flush), which would hide the damage below.
+	createSynced(t, e, "z", pattern(8<<10, 5)).Close()
+	emu := emuOf(t, e)
+	hdrAt = emu.FileOffset(devOf(t, e, "a", 0).hdr)
+	e.crashForTest()
+	if err := emu.PowerCut(); err != nil {
+		t.Fatal(err)
+	}
+	emu.Close()
+	return devName, path, hdrAt, want
+}
+
+// h39cOverwritten formats an emu device, writes "a" (128 KiB) and takes
+// a checkpoint, then overwrites a's first 64 KiB and fsyncs it. It
+// returns the device, its image's path, the engine still open, and a's
+// acknowledged bytes.
+func h39cOverwritten(t *testing.T) (devName, path string, e *Engine, want []byte) {
+	t.Helper()
 	devName = emuDevice(t, 16, "1M", "")
 	path = strings.TrimPrefix(devName, "emu:")
 	path = path[:strings.IndexByte(path, '?')]
-	e := formatOpen(t, devName, smallConfig())
+	e = formatOpen(t, devName, smallConfig())
 	want = pattern(128<<10, 1)
 	createSynced(t, e, "a", want).Close()
 	if err := e.checkpoint(); err != nil {
@@ -38,21 +62,7 @@ func h39cImage(t *testing.T, after func(e *Engine)) (devName, path string, hdrAt
 	}
 	h.Close()
 	copy(want, over)
-	if after != nil {
-		after(e)
-	}
-	// One flush more: the emu takes a zone back to the flush before
-	// when the data its last flush claimed fails its checksum (a cut
-	// during that flush), which would hide the damage below.
-	createSynced(t, e, "z", pattern(8<<10, 5)).Close()
-	emu := emuOf(t, e)
-	hdrAt = emu.FileOffset(devOf(t, e, "a", 0).hdr)
-	e.crashForTest()
-	if err := emu.PowerCut(); err != nil {
-		t.Fatal(err)
-	}
-	emu.Close()
-	return devName, path, hdrAt, want
+	return devName, path, e, want
 }
 
 func h39cPatch(t *testing.T, path string, at int64, fn func(b []byte)) {

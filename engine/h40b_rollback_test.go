@@ -17,26 +17,8 @@ import (
 // The flush was acknowledged (the fsync returned): that is loss of
 // acknowledged data, and recovery reports it (Open's log, fsck).
 func TestH40bEmuRollbackOfFlushedDataIsReported(t *testing.T) {
-	devName := emuDevice(t, 16, "1M", "")
-	path := strings.TrimPrefix(devName, "emu:")
-	path = path[:strings.IndexByte(path, '?')]
-	e := formatOpen(t, devName, smallConfig())
-	createSynced(t, e, "a", pattern(128<<10, 1)).Close()
-	if err := e.checkpoint(); err != nil {
-		t.Fatal(err)
-	}
-	h, err := e.Open("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	over := pattern(64<<10, 9)
-	if _, err := h.WriteAt(over, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	h.Close()
+	devName, path, e, want := h39cOverwritten(t)
+	over := want[:64<<10]
 	emu := emuOf(t, e)
 	at := emu.FileOffset(devOf(t, e, "a", 0).dev + 8<<10)
 	e.crashForTest()
