@@ -50,9 +50,8 @@ func TestEntryInProgressTakesWhatOthersPrepare(t *testing.T) {
 	if _, err := r.WaitGroup(&g, "nop"); err != nil {
 		t.Fatal(err)
 	}
-	// The first Nop's goroutine counts its entries once each returns
-	// from the kernel, which may be after the completions arrived (the
-	// reaper delivers them while the entry is on its way out).
+	// The first Nop's goroutine counts an entry before it enters, but
+	// takes back what the kernel did not take only once it returns.
 	<-firstDone
 	// The held entry, then one more for everything prepared meanwhile.
 	if d := r.Stats().Sub(before); d.SubmitEnters != 2 || d.SQEs != n+1 || d.Completions != n+1 {

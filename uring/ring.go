@@ -611,13 +611,28 @@ func (r *Ring) enterRoleLocked(others int) error {
 		if h := enterHook.Load(); h != nil {
 			(*h)(r)
 		}
+		// Counted before the entry: the kernel may complete what it
+		// takes, and the reaper deliver it, before this goroutine is
+		// back from the system call, and a caller reading Stats on its
+		// completion must find its entry counted. What it did not take
+		// is taken back below.
+		r.submitEnters.Add(1)
+		r.sqes.Add(uint64(n))
 		got, err := enterSQ(r.ring, n)
+		if h := enteredHook.Load(); h != nil {
+			(*h)(r)
+		}
 		r.sqMu.Lock()
 		r.entering = false
 		r.entered.Broadcast()
+		if err != nil {
+			got = 0
+			r.submitEnters.Add(^uint64(0))
+		}
+		if uint32(got) < n {
+			r.sqes.Add(^uint64(n - uint32(got) - 1))
+		}
 		if err == nil {
-			r.submitEnters.Add(1)
-			r.sqes.Add(uint64(got))
 			took := min(uint32(got), r.pending)
 			r.pending -= took
 			r.want -= min(took, r.want)
@@ -682,6 +697,10 @@ func (r *Ring) sqeLocked(refuseClosed bool) (*giouring.SubmissionQueueEntry, err
 // enterHook, if set (tests only), runs in enterLocked's entry, without
 // sqMu held, just before the kernel is entered.
 var enterHook atomic.Pointer[func(*Ring)]
+
+// enteredHook, if set (tests only), runs in enterLocked's entry just
+// after the kernel returns, before sqMu is taken again.
+var enteredHook atomic.Pointer[func(*Ring)]
 
 // reapHook, if set (tests only), runs in the reaper after a pass that
 // delivered completions, before it advances the completion queue's head.
