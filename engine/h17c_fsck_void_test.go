@@ -3,8 +3,6 @@ package engine
 import (
 	"bytes"
 	"testing"
-
-	"github.com/zonefold/zonefold/zns"
 )
 
 // TestH17cFsckKnowsVoidedRecords: an overwrite's append fails part-way
@@ -32,15 +30,7 @@ func TestH17cFsckKnowsVoidedRecords(t *testing.T) {
 	emu.Close()
 
 	// Fsck the crash image, as recovery will find it.
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Fsck(dev)
-	dev.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := fsckOf(t, devName)
 	// Recovery skips the voided record: the fsynced bytes are there.
 	e = reopen(t, devName, cfg)
 	got := readAll(t, e, "a")

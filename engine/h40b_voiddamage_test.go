@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/zonefold/zonefold/zns"
 )
 
 // TestH40bDamagedHeaderBesideVoidsRefusesOpen: an append fails (the host
@@ -25,15 +23,7 @@ import (
 func TestH40bDamagedHeaderBesideVoidsRefusesOpen(t *testing.T) {
 	devName, path, hdrB, wantB, cfg := h40bVoidImage(t)
 	h39cPatch(t, path, hdrB, func(b []byte) { b[100] ^= 0x10 })
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Fsck(dev)
-	dev.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := fsckOf(t, devName)
 	if len(rep.Problems) == 0 {
 		t.Error("fsck reports no damage")
 	}
@@ -74,15 +64,7 @@ func TestH40bDamagedHeaderBesideVoidsRefusesOpen(t *testing.T) {
 func TestH40bUnlikeHeaderBesideVoidsIsReported(t *testing.T) {
 	devName, path, hdrB, _, _ := h40bVoidImage(t)
 	h39cPatch(t, path, hdrB, func(b []byte) { b[0] ^= 0x01 })
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Fsck(dev)
-	dev.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := fsckOf(t, devName)
 	if len(rep.Problems) == 0 {
 		t.Fatal("fsck reports no damage")
 	}
