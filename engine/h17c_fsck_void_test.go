@@ -20,14 +20,8 @@ func TestH17cFsckKnowsVoidedRecords(t *testing.T) {
 	e := formatOpen(t, devName, cfg)
 	synced := bytes.Repeat([]byte{0xaa}, 64<<10)
 	a := createSynced(t, e, "a", synced)
-	emu := emuOf(t, e)
 	overwriteFailingAppend(t, e, a)
-	failNextCheckpointWrite(t)
-	if err := e.SyncNamespace(); err == nil {
-		t.Fatal("set-up: the settling checkpoint's write did not fail")
-	}
-	e.crashForTest()
-	emu.Close()
+	failSettleThenCrash(t, e)
 
 	// Fsck the crash image, as recovery will find it.
 	rep := fsckOf(t, devName)

@@ -89,12 +89,7 @@ func h40bVoidImage(t *testing.T) (devName, path string, hdrB int64, wantB []byte
 	emu := emuOf(t, e)
 	hdrB = emu.FileOffset(devOf(t, e, "b", 0).hdr)
 	overwriteFailingAppend(t, e, a)
-	failNextCheckpointWrite(t)
-	if err := e.SyncNamespace(); err == nil {
-		t.Fatal("set-up: the settling checkpoint's write did not fail")
-	}
-	e.crashForTest()
-	emu.Close()
+	failSettleThenCrash(t, e)
 
 	// The set-up holds what the test is about: recovery of the clean
 	// image (a copy) skips a voided record, and b reads whole.
