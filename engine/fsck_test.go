@@ -9,14 +9,22 @@ import (
 	"github.com/zonefold/zonefold/zns"
 )
 
+// fsckOf is fsck of the device devName names (closed), failing the test
+// if fsck cannot run; its report's problems are the caller's to judge.
 func fsckOf(t *testing.T, devName string) *FsckReport {
+	t.Helper()
+	return fsckOfWith(t, devName, FsckOptions{})
+}
+
+// fsckOfWith is fsckOf with options (zonefold fsck --accept-...).
+func fsckOfWith(t *testing.T, devName string, opts FsckOptions) *FsckReport {
 	t.Helper()
 	dev, err := zns.Open(devName, zns.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	rep, err := Fsck(dev)
+	rep, err := FsckWith(dev, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package engine
 import (
 	"bytes"
 	"testing"
-
-	"github.com/zonefold/zonefold/zns"
 )
 
 // TestH17cFsckKnowsVoidedRecords: an overwrite's append fails part-way
@@ -22,25 +20,11 @@ func TestH17cFsckKnowsVoidedRecords(t *testing.T) {
 	e := formatOpen(t, devName, cfg)
 	synced := bytes.Repeat([]byte{0xaa}, 64<<10)
 	a := createSynced(t, e, "a", synced)
-	emu := emuOf(t, e)
 	overwriteFailingAppend(t, e, a)
-	failNextCheckpointWrite(t)
-	if err := e.SyncNamespace(); err == nil {
-		t.Fatal("set-up: the settling checkpoint's write did not fail")
-	}
-	e.crashForTest()
-	emu.Close()
+	failSettleThenCrash(t, e)
 
 	// Fsck the crash image, as recovery will find it.
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Fsck(dev)
-	dev.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := fsckOf(t, devName)
 	// Recovery skips the voided record: the fsynced bytes are there.
 	e = reopen(t, devName, cfg)
 	got := readAll(t, e, "a")

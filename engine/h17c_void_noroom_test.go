@@ -58,14 +58,8 @@ func TestH17cFailedAppendVoidedWhenHalfIsFull(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	emu := emuOf(t, e)
 	overwriteFailingAppend(t, e, a)
-	failNextCheckpointWrite(t)
-	if err := e.SyncNamespace(); err == nil {
-		t.Fatal("set-up: the settling checkpoint's write did not fail")
-	}
-	e.crashForTest()
-	emu.Close()
+	failSettleThenCrash(t, e)
 
 	e = reopen(t, devName, cfg)
 	defer e.Close()

@@ -262,7 +262,7 @@ func TestAcceptOfflineZonesOpensAnyway(t *testing.T) {
 	}
 	t.Logf("open: %v", err)
 
-	rep := fsckAcceptingOffline(t, devName)
+	rep := fsckOfWith(t, devName, FsckOptions{AcceptOfflineZones: true})
 	if len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0], fmt.Sprintf("zone %d is offline", z.idx)) || !strings.Contains(rep.Problems[0], `"a"`) {
 		t.Fatalf("fsck accepting offline zones: problems %q, want one naming zone %d and file a", rep.Problems, z.idx)
 	}

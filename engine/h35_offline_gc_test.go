@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/zonefold/zonefold/zns"
 )
 
 // TestAcceptedOfflineZoneLosesGCCopiesNotTheVictim: GC relocates a
@@ -117,7 +115,7 @@ func TestAcceptedOfflineZoneLosesGCCopiesNotTheVictim(t *testing.T) {
 	e.crashForTest()
 	emu.Close()
 
-	rep := fsckAcceptingOffline(t, devName)
+	rep := fsckOfWith(t, devName, FsckOptions{AcceptOfflineZones: true})
 	t.Logf("fsck: problems %q", rep.Problems)
 	var offlineProblems string
 	for _, p := range rep.Problems {
@@ -178,20 +176,4 @@ func TestAcceptedOfflineZoneLosesGCCopiesNotTheVictim(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-}
-
-// fsckAcceptingOffline is fsck of the device devName names, accepting
-// offline zones (zonefold fsck --accept-offline-zones).
-func fsckAcceptingOffline(t *testing.T, devName string) *FsckReport {
-	t.Helper()
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	rep, err := FsckWith(dev, FsckOptions{AcceptOfflineZones: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep
 }

@@ -5,8 +5,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-
-	"github.com/zonefold/zonefold/zns"
 )
 
 // h39cImage formats an emu device, writes "a" (128 KiB) and takes a
@@ -89,15 +87,7 @@ func TestH39cDamagedHeaderNewerThanCheckpointRefusesOpen(t *testing.T) {
 	devName, path, hdrAt, want := h39cImage(t, nil)
 	h39cPatch(t, path, hdrAt, func(b []byte) { b[100] ^= 0x10 })
 
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Fsck(dev)
-	dev.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := fsckOf(t, devName)
 	if len(rep.Problems) == 0 {
 		t.Error("fsck reports no damage")
 	}
@@ -131,15 +121,7 @@ func TestH39cDamagedLogRecordIsReported(t *testing.T) {
 		opAt = emuOf(t, e).FileOffset(int64(z)*e.geo.ZoneSize + zoff)
 	})
 	h39cPatch(t, path, opAt, func(b []byte) { clear(b) })
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Fsck(dev)
-	dev.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := fsckOf(t, devName)
 	if len(rep.Problems) == 0 {
 		t.Fatal("fsck reports no damage in a log cut short by a zeroed record")
 	}
@@ -178,15 +160,7 @@ func TestH39cAcceptDamagedRecordsOpensPastIt(t *testing.T) {
 	zWant = pattern(8<<10, 5)
 	h39cPatch(t, path, hdrAt, func(b []byte) { b[200] ^= 0x01 })
 
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := FsckWith(dev, FsckOptions{AcceptDamagedRecords: true})
-	dev.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := fsckOfWith(t, devName, FsckOptions{AcceptDamagedRecords: true})
 	named := false
 	for _, p := range rep.Problems {
 		named = named || strings.Contains(p, "accepted: data zone")

@@ -154,14 +154,12 @@ func TestH39fFailedAppendFlushedBeforeItsFailureIsNotDamage(t *testing.T) {
 	t.Logf("reported: %q", e.damage)
 }
 
-// TestH39fFsyncAfterALateFailedAppendSurvives: as above, but what the
-// flush acknowledges is an fsync of a whose record was appended in the
-// zone after the failed one (submitted before the engine knew of the
-// failure). Open must serve a's fsynced bytes: ending the zone's log at
-// the failed range (as before damagedHeader) lost them, refusing Open
-// (damagedHeader) made the crash unopenable.
-func TestH39fFsyncAfterALateFailedAppendSurvives(t *testing.T) {
-	e, want, err := h39fLateFailure(t, func(e *Engine, a *File, want []byte) []byte {
+// h39fFsyncMore is an h39fLateFailure between that writes 32 KiB more
+// of a, after the failed append (its record lands later in the zone),
+// and fsyncs it; it returns a's bytes as acknowledged.
+func h39fFsyncMore(t *testing.T) func(e *Engine, a *File, want []byte) []byte {
+	return func(e *Engine, a *File, want []byte) []byte {
+		t.Helper()
 		more := pattern(32<<10, 3)
 		if _, err := a.WriteAt(more, 64<<10); err != nil {
 			t.Fatal(err)
@@ -170,7 +168,17 @@ func TestH39fFsyncAfterALateFailedAppendSurvives(t *testing.T) {
 			t.Fatalf("set-up: a's fsync: %v", err)
 		}
 		return append(want, more...)
-	}, nil)
+	}
+}
+
+// TestH39fFsyncAfterALateFailedAppendSurvives: as above, but what the
+// flush acknowledges is an fsync of a whose record was appended in the
+// zone after the failed one (submitted before the engine knew of the
+// failure). Open must serve a's fsynced bytes: ending the zone's log at
+// the failed range (as before damagedHeader) lost them, refusing Open
+// (damagedHeader) made the crash unopenable.
+func TestH39fFsyncAfterALateFailedAppendSurvives(t *testing.T) {
+	e, want, err := h39fLateFailure(t, h39fFsyncMore(t), nil)
 	if err != nil {
 		t.Fatalf("Open after a crash that left a failed append's range under a flushed write pointer: %v", err)
 	}

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"strings"
 	"testing"
-
-	"github.com/zonefold/zonefold/zns"
 )
 
 // TestH40bEmuRollbackOfFlushedDataIsReported: one bit of an fsynced
@@ -28,19 +26,11 @@ func TestH40bEmuRollbackOfFlushedDataIsReported(t *testing.T) {
 	emu.Close()
 	h39cPatch(t, path, at, func(b []byte) { b[7] ^= 0x01 })
 
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Fsck(dev)
-	dev.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := fsckOf(t, devName)
 	if !h40bRollbackReported(rep.Problems) {
 		t.Errorf("fsck does not report the zone the device took back: problems %q", rep.Problems)
 	}
-	e, err = Open(devName, smallConfig())
+	e, err := Open(devName, smallConfig())
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/zonefold/zonefold/zns"
 )
 
 // TestH40bDamagedHeaderBesideVoidsRefusesOpen: an append fails (the host
@@ -25,15 +23,7 @@ import (
 func TestH40bDamagedHeaderBesideVoidsRefusesOpen(t *testing.T) {
 	devName, path, hdrB, wantB, cfg := h40bVoidImage(t)
 	h39cPatch(t, path, hdrB, func(b []byte) { b[100] ^= 0x10 })
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Fsck(dev)
-	dev.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := fsckOf(t, devName)
 	if len(rep.Problems) == 0 {
 		t.Error("fsck reports no damage")
 	}
@@ -74,15 +64,7 @@ func TestH40bDamagedHeaderBesideVoidsRefusesOpen(t *testing.T) {
 func TestH40bUnlikeHeaderBesideVoidsIsReported(t *testing.T) {
 	devName, path, hdrB, _, _ := h40bVoidImage(t)
 	h39cPatch(t, path, hdrB, func(b []byte) { b[0] ^= 0x01 })
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Fsck(dev)
-	dev.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := fsckOf(t, devName)
 	if len(rep.Problems) == 0 {
 		t.Fatal("fsck reports no damage")
 	}
@@ -107,12 +89,7 @@ func h40bVoidImage(t *testing.T) (devName, path string, hdrB int64, wantB []byte
 	emu := emuOf(t, e)
 	hdrB = emu.FileOffset(devOf(t, e, "b", 0).hdr)
 	overwriteFailingAppend(t, e, a)
-	failNextCheckpointWrite(t)
-	if err := e.SyncNamespace(); err == nil {
-		t.Fatal("set-up: the settling checkpoint's write did not fail")
-	}
-	e.crashForTest()
-	emu.Close()
+	failSettleThenCrash(t, e)
 
 	// The set-up holds what the test is about: recovery of the clean
 	// image (a copy) skips a voided record, and b reads whole.

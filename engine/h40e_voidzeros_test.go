@@ -20,18 +20,9 @@ func TestH40eFsyncAfterALateFailedAppendSurvivesItsVoid(t *testing.T) {
 	voided := 0
 	testHookRecoverVoids = func(n int) { voided = n }
 	t.Cleanup(func() { testHookRecoverVoids = nil })
-	e2, want, err := h39fLateFailure(t, func(e *Engine, a *File, want []byte) []byte {
-		// a's next record lands after the failed range; its fsync is
-		// acknowledged by a flush whose settle sees no failed append.
-		more := pattern(32<<10, 3)
-		if _, err := a.WriteAt(more, 64<<10); err != nil {
-			t.Fatal(err)
-		}
-		if err := a.Sync(); err != nil {
-			t.Fatalf("set-up: a's fsync: %v", err)
-		}
-		return append(want, more...)
-	}, func(e *Engine) {
+	// a's next record lands after the failed range; its fsync is
+	// acknowledged by a flush whose settle sees no failed append.
+	e2, want, err := h39fLateFailure(t, h39fFsyncMore(t), func(e *Engine) {
 		// The settle: the void is logged and flushed, the checkpoint's
 		// write fails.
 		failNextCheckpointWrite(t)

@@ -41,15 +41,52 @@ func h40gSync(t *testing.T, e *Engine, f *File, want int64, what string) {
 	}
 }
 
-func TestH40gSecondFsyncWithNothingNewFlushesNothing(t *testing.T) {
-	devName := emuDevice(t, 16, "1M", "")
-	cfg := smallConfig()
-	e := formatOpen(t, devName, cfg)
-	f := mustCreate(t, e, "a")
-	want := bytes.Repeat([]byte("h40g"), 5000)
-	if _, err := f.WriteAt(want, 0); err != nil {
+// h40gWritten creates name and writes data at its start (not synced).
+func h40gWritten(t *testing.T, e *Engine, name string, data []byte) *File {
+	t.Helper()
+	f := mustCreate(t, e, name)
+	if _, err := f.WriteAt(data, 0); err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+// h40gDevice is the emu device an h40g test formats, runs an engine on
+// and cuts the power of.
+type h40gDevice struct {
+	t       *testing.T
+	devName string
+	cfg     Config
+}
+
+// h40gFormat formats a new emu device and opens an engine on it.
+func h40gFormat(t *testing.T) (*h40gDevice, *Engine) {
+	t.Helper()
+	d := &h40gDevice{t: t, devName: emuDevice(t, 16, "1M", ""), cfg: smallConfig()}
+	return d, formatOpen(t, d.devName, d.cfg)
+}
+
+// cut cuts the device's power under e (the test has closed its
+// handles) and returns the engine recovery opens, closed when the test
+// ends.
+func (d *h40gDevice) cut(e *Engine) *Engine {
+	d.t.Helper()
+	e = powerCutReopen(d.t, e, d.devName, d.cfg)
+	d.t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// cutKeeps is cut, then fails the test unless name reads want.
+func (d *h40gDevice) cutKeeps(e *Engine, name string, want []byte) {
+	d.t.Helper()
+	e = d.cut(e)
+	sameBytes(d.t, name+" after a power cut", readAll(d.t, e, name), want)
+}
+
+func TestH40gSecondFsyncWithNothingNewFlushesNothing(t *testing.T) {
+	d, e := h40gFormat(t)
+	want := bytes.Repeat([]byte("h40g"), 5000)
+	f := h40gWritten(t, e, "a", want)
 	h40gSync(t, e, f, -1, "the first sync")
 	h40gSync(t, e, f, 0, "a second sync with nothing new")
 	g, err := e.Open("a")
@@ -59,17 +96,13 @@ func TestH40gSecondFsyncWithNothingNewFlushesNothing(t *testing.T) {
 	h40gSync(t, e, g, 0, "a sync of another handle with nothing new")
 	g.Close()
 	f.Close()
-	e = powerCutReopen(t, e, devName, cfg)
-	defer e.Close()
-	sameBytes(t, "a after a power cut", readAll(t, e, "a"), want)
+	d.cutKeeps(e, "a", want)
 }
 
 // fio's layout: a deferred create, a grow (durable, so its flush covers
 // the create too), then the fsync, which has nothing left to flush.
 func TestH40gFsyncAfterGrowOfDeferredCreateFlushesNothing(t *testing.T) {
-	devName := emuDevice(t, 16, "1M", "")
-	cfg := smallConfig()
-	e := formatOpen(t, devName, cfg)
+	d, e := h40gFormat(t)
 	f, err := e.OpenFile("t", OCreate|OExcl|ODeferSync)
 	if err != nil {
 		t.Fatal(err)
@@ -79,8 +112,7 @@ func TestH40gFsyncAfterGrowOfDeferredCreateFlushesNothing(t *testing.T) {
 	}
 	h40gSync(t, e, f, 0, "a sync after a durable grow")
 	f.Close()
-	e = powerCutReopen(t, e, devName, cfg)
-	defer e.Close()
+	e = d.cut(e)
 	fi, err := e.Stat("t")
 	if err != nil || fi.Size != 4*BlockSize {
 		t.Fatalf("t after a grow, a sync and a power cut: %+v, %v", fi, err)
@@ -88,9 +120,7 @@ func TestH40gFsyncAfterGrowOfDeferredCreateFlushesNothing(t *testing.T) {
 }
 
 func TestH40gFsyncFlushesNewData(t *testing.T) {
-	devName := emuDevice(t, 16, "1M", "")
-	cfg := smallConfig()
-	e := formatOpen(t, devName, cfg)
+	d, e := h40gFormat(t)
 	f := mustCreate(t, e, "a")
 	if err := f.Sync(); err != nil {
 		t.Fatal(err)
@@ -111,9 +141,7 @@ func TestH40gFsyncFlushesNewData(t *testing.T) {
 	}
 	h40gSync(t, e, f, -1, "a sync of data written back before it")
 	f.Close()
-	e = powerCutReopen(t, e, devName, cfg)
-	defer e.Close()
-	sameBytes(t, "a after a power cut", readAll(t, e, "a"), want)
+	d.cutKeeps(e, "a", want)
 }
 
 // A deferred create or remove of any file is durable from the next
@@ -122,13 +150,8 @@ func TestH40gFsyncFlushesNewData(t *testing.T) {
 func TestH40gFsyncFlushesPendingDeferredOperations(t *testing.T) {
 	for _, c := range []string{"own create", "other create", "other remove"} {
 		t.Run(c, func(t *testing.T) {
-			devName := emuDevice(t, 16, "1M", "")
-			cfg := smallConfig()
-			e := formatOpen(t, devName, cfg)
-			a := mustCreate(t, e, "a")
-			if _, err := a.WriteAt([]byte("a"), 0); err != nil {
-				t.Fatal(err)
-			}
+			d, e := h40gFormat(t)
+			a := h40gWritten(t, e, "a", []byte("a"))
 			mustCreate(t, e, "old").Close()
 			h40gSync(t, e, a, -1, "a's first sync")
 			h40gSync(t, e, a, 0, "a's second sync")
@@ -152,8 +175,7 @@ func TestH40gFsyncFlushesPendingDeferredOperations(t *testing.T) {
 			h40gSync(t, e, b, 0, "b's sync once all is flushed")
 			a.Close()
 			b.Close()
-			e = powerCutReopen(t, e, devName, cfg)
-			defer e.Close()
+			e = d.cut(e)
 			if !exists(t, e, "b") {
 				t.Fatal("b, created (deferred) before a sync returned, lost to a power cut")
 			}
@@ -170,9 +192,7 @@ func TestH40gFsyncFlushesPendingDeferredOperations(t *testing.T) {
 // nothing new skip the flush. A handle that has not seen the failure
 // reports it though the data is durable by then.
 func TestH40gFsyncAfterAFailedWritebackReportsOnceThenSkips(t *testing.T) {
-	devName := emuDevice(t, 16, "1M", "")
-	cfg := smallConfig()
-	e := formatOpen(t, devName, cfg)
+	d, e := h40gFormat(t)
 	f := mustCreate(t, e, "a")
 	h40gSync(t, e, f, 0, "a sync after a durable create")
 	g, err := e.Open("a")
@@ -195,21 +215,14 @@ func TestH40gFsyncAfterAFailedWritebackReportsOnceThenSkips(t *testing.T) {
 	h40gSync(t, e, g, 0, "that handle's next sync")
 	f.Close()
 	g.Close()
-	e = powerCutReopen(t, e, devName, cfg)
-	defer e.Close()
-	sameBytes(t, "a after a power cut", readAll(t, e, "a"), want)
+	d.cutKeeps(e, "a", want)
 }
 
 // A flush that failed covers nothing: the next fsync flushes again,
 // though nothing new was written.
 func TestH40gFsyncAfterAFailedFlushFlushesAgain(t *testing.T) {
-	devName := emuDevice(t, 16, "1M", "")
-	cfg := smallConfig()
-	e := formatOpen(t, devName, cfg)
-	f := mustCreate(t, e, "a")
-	if _, err := f.WriteAt([]byte("one"), 0); err != nil {
-		t.Fatal(err)
-	}
+	d, e := h40gFormat(t)
+	f := h40gWritten(t, e, "a", []byte("one"))
 	h40gSync(t, e, f, -1, "the first sync")
 	if _, err := f.WriteAt([]byte("two"), 0); err != nil {
 		t.Fatal(err)
@@ -221,9 +234,7 @@ func TestH40gFsyncAfterAFailedFlushFlushesAgain(t *testing.T) {
 	h40gSync(t, e, f, -1, "the sync after the failed flush")
 	h40gSync(t, e, f, 0, "the next")
 	f.Close()
-	e = powerCutReopen(t, e, devName, cfg)
-	defer e.Close()
-	sameBytes(t, "a after a power cut", readAll(t, e, "a"), []byte("two"))
+	d.cutKeeps(e, "a", []byte("two"))
 }
 
 // A failed operation's record that a flush made durable (here the one
@@ -231,14 +242,9 @@ func TestH40gFsyncAfterAFailedFlushFlushesAgain(t *testing.T) {
 // acknowledged, one that flushes nothing too: else recovery replays the
 // remove the caller was told failed, over the fsync.
 func TestH40gSkippedFlushStillSettlesAFailedOperation(t *testing.T) {
-	devName := emuDevice(t, 16, "1M", "")
-	cfg := smallConfig()
-	e := formatOpen(t, devName, cfg)
-	x := mustCreate(t, e, "x")
+	d, e := h40gFormat(t)
 	want := bytes.Repeat([]byte{'A'}, 2*BlockSize)
-	if _, err := x.WriteAt(want, 0); err != nil {
-		t.Fatal(err)
-	}
+	x := h40gWritten(t, e, "x", want)
 	h40gSync(t, e, x, -1, "the first sync")
 	armMetaFaults(t, metaWriteLand, metaWriteFail)
 	if err := e.Remove("x"); !errors.Is(err, ErrMetaLog) {
@@ -249,8 +255,7 @@ func TestH40gSkippedFlushStillSettlesAFailedOperation(t *testing.T) {
 		t.Fatalf("sync after the failed remove: %v", err)
 	}
 	x.Close()
-	e = powerCutReopen(t, e, devName, cfg)
-	defer e.Close()
+	e = d.cut(e)
 	if !exists(t, e, "x") {
 		t.Fatal("x, whose remove failed before a sync was acknowledged, lost to a power cut")
 	}
@@ -260,9 +265,7 @@ func TestH40gSkippedFlushStillSettlesAFailedOperation(t *testing.T) {
 // A rename is durable when it returns, and the renamed file's fsync
 // with nothing new flushes nothing; a power cut keeps both.
 func TestH40gFsyncAfterARenameFlushesNothing(t *testing.T) {
-	devName := emuDevice(t, 16, "1M", "")
-	cfg := smallConfig()
-	e := formatOpen(t, devName, cfg)
+	d, e := h40gFormat(t)
 	f, err := e.OpenFile(".tmp", OCreate|OExcl|ODeferSync)
 	if err != nil {
 		t.Fatal(err)
@@ -277,8 +280,7 @@ func TestH40gFsyncAfterARenameFlushesNothing(t *testing.T) {
 	}
 	h40gSync(t, e, f, 0, "a sync after the rename")
 	f.Close()
-	e = powerCutReopen(t, e, devName, cfg)
-	defer e.Close()
+	e = d.cut(e)
 	if _, err := e.Stat(".tmp"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf(".tmp after its rename and a power cut: %v", err)
 	}
@@ -291,13 +293,8 @@ func TestH40gFsyncAfterARenameFlushesNothing(t *testing.T) {
 // completion is held on the completer until the fsync has had time to
 // reach its wait (if it has not, the test checks less, never fails).
 func TestH40gFsyncCoversAWritebackInFlight(t *testing.T) {
-	devName := emuDevice(t, 16, "1M", "")
-	cfg := smallConfig()
-	e := formatOpen(t, devName, cfg)
-	f := mustCreate(t, e, "a")
-	if _, err := f.WriteAt([]byte("old"), 0); err != nil {
-		t.Fatal(err)
-	}
+	d, e := h40gFormat(t)
+	f := h40gWritten(t, e, "a", []byte("old"))
 	h40gSync(t, e, f, -1, "the first sync")
 	want := bytes.Repeat([]byte("inflight"), 1000)
 	if _, err := f.WriteAt(want, 0); err != nil {
@@ -335,7 +332,5 @@ func TestH40gFsyncCoversAWritebackInFlight(t *testing.T) {
 		t.Fatal("the sync of data written back in flight ran no device flush")
 	}
 	f.Close()
-	e = powerCutReopen(t, e, devName, cfg)
-	defer e.Close()
-	sameBytes(t, "a after a power cut", readAll(t, e, "a"), want)
+	d.cutKeeps(e, "a", want)
 }

@@ -21,9 +21,7 @@ func TestH40hFsyncAroundGCRelocation(t *testing.T) {
 			name = "gc flush failed"
 		}
 		t.Run(name, func(t *testing.T) {
-			devName := emuDevice(t, 16, "1M", "")
-			cfg := smallConfig()
-			e := formatOpen(t, devName, cfg)
+			d, e := h40gFormat(t)
 			const size = 100000
 			names, open := fillWithFilesKept(t, e, size, true)
 			var victim *zone
@@ -98,9 +96,7 @@ func TestH40hFsyncAroundGCRelocation(t *testing.T) {
 					h.Close()
 				}
 			}
-			e = powerCutReopen(t, e, devName, cfg)
-			defer e.Close()
-			sameBytes(t, kept+" after a power cut", readAll(t, e, kept), want)
+			d.cutKeeps(e, kept, want)
 		})
 	}
 }
@@ -110,14 +106,9 @@ func TestH40hFsyncAroundGCRelocation(t *testing.T) {
 // the file meanwhile covers it (metaLog.needFlush), so it flushes, and a
 // power cut after it keeps the truncated size.
 func TestH40hFsyncCoversAnotherHandlesPendingTruncate(t *testing.T) {
-	devName := emuDevice(t, 16, "1M", "")
-	cfg := smallConfig()
-	e := formatOpen(t, devName, cfg)
-	a := mustCreate(t, e, "x")
+	d, e := h40gFormat(t)
 	want := bytes.Repeat([]byte("t"), 3*BlockSize)
-	if _, err := a.WriteAt(want, 0); err != nil {
-		t.Fatal(err)
-	}
+	a := h40gWritten(t, e, "x", want)
 	h40gSync(t, e, a, -1, "the first sync")
 	h40gSync(t, e, a, 0, "the second sync")
 	b, err := e.Open("x")
@@ -145,7 +136,5 @@ func TestH40hFsyncCoversAnotherHandlesPendingTruncate(t *testing.T) {
 	}
 	a.Close()
 	b.Close()
-	e = powerCutReopen(t, e, devName, cfg)
-	defer e.Close()
-	sameBytes(t, "x after a power cut", readAll(t, e, "x"), want[:BlockSize])
+	d.cutKeeps(e, "x", want[:BlockSize])
 }

@@ -23,11 +23,7 @@ import (
 // after a power cut during a Flush), dropping every append since,
 // those an acknowledged Flush had made durable among them.
 func TestEmuFailedHostWriteKeepsFlushedData(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "dev")
-	e, c := openEmuT(t, path, emuTestGeo)
-	c.need(1)
-	zone := c.seq[0]
-	start := c.zone(zone).Start
+	e, c, path, zone, start := hostFailEmu(t)
 	const n = 128 << 10
 	a, b, d := c.buf(n, 1), c.buf(n, 2), c.buf(n, 3)
 	c.append(zone, a)
@@ -38,19 +34,19 @@ func TestEmuFailedHostWriteKeepsFlushedData(t *testing.T) {
 
 	off := c.append(zone, d)
 	c.ok("Flush", e.Flush())
-	c.ok("Close", e.Close())
 
-	_, c2 := openEmuT(t, path, "")
-	z := c2.zone(zone)
-	if z.WP-z.Start != off-start+n {
-		t.Fatalf("zone %d after reopen: write pointer at +%d, want +%d (after the flushed appends)", zone, z.WP-z.Start, off-start+n)
-	}
-	if got := c2.read(start, n); !bytes.Equal(got, a) {
-		t.Fatal("the append before the refused one, flushed, differs after reopen")
-	}
-	if got := c2.read(off, n); !bytes.Equal(got, d) {
-		t.Fatal("the append after the refused one, flushed, differs after reopen")
-	}
+	closeReopen(c, e, path, func(c2 *conf) {
+		z := c2.zone(zone)
+		if z.WP-z.Start != off-start+n {
+			t.Fatalf("zone %d after reopen: write pointer at +%d, want +%d (after the flushed appends)", zone, z.WP-z.Start, off-start+n)
+		}
+		if got := c2.read(start, n); !bytes.Equal(got, a) {
+			t.Fatal("the append before the refused one, flushed, differs after reopen")
+		}
+		if got := c2.read(off, n); !bytes.Equal(got, d) {
+			t.Fatal("the append after the refused one, flushed, differs after reopen")
+		}
+	})
 }
 
 // TestEmuFailedHostWriteReadsZeros: the range of a write the host file
@@ -63,11 +59,7 @@ func TestEmuFailedHostWriteKeepsFlushedData(t *testing.T) {
 // recovery could then replay as new; here part of the failed write's
 // own data too.
 func TestEmuFailedHostWriteReadsZeros(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "dev")
-	e, c := openEmuT(t, path, emuTestGeo)
-	c.need(1)
-	zone := c.seq[0]
-	start := c.zone(zone).Start
+	e, c, path, zone, start := hostFailEmu(t)
 	const n = 128 << 10
 	// The zone's old data, flushed, then reset.
 	for i := range 4 {
@@ -103,10 +95,7 @@ func TestEmuFailedHostWriteReadsZeros(t *testing.T) {
 	check(c, "before the flush")
 	c.ok("Flush", e.Flush())
 	check(c, "after the flush")
-	c.ok("Close", e.Close())
-	e, c = openEmuT(t, path, "")
-	check(c, "after reopen")
-	c.ok("Close", e.Close())
+	closeReopen(c, e, path, func(c *conf) { check(c, "after reopen") })
 }
 
 // TestEmuFailedWriteZeroedByTheFlushThatClaimsIt: where the host cannot
@@ -114,11 +103,7 @@ func TestEmuFailedHostWriteReadsZeros(t *testing.T) {
 // claims the range zeroes it first, and fails, writing no table, while
 // it cannot.
 func TestEmuFailedWriteZeroedByTheFlushThatClaimsIt(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "dev")
-	e, c := openEmuT(t, path, emuTestGeo)
-	c.need(1)
-	zone := c.seq[0]
-	start := c.zone(zone).Start
+	e, c, path, zone, start := hostFailEmu(t)
 	const n = 128 << 10
 	c.append(zone, c.buf(n, 9))
 	c.append(zone, c.buf(n, 8))
@@ -134,16 +119,36 @@ func TestEmuFailedWriteZeroedByTheFlushThatClaimsIt(t *testing.T) {
 	}
 	broken = false
 	c.ok("Flush", e.Flush())
-	c.ok("Close", e.Close())
-	e, c = openEmuT(t, path, "")
-	if z := c.zone(zone); z.WP-z.Start != 2*n {
-		t.Fatalf("write pointer at +%d after reopen, want +%d", z.WP-z.Start, 2*n)
-	}
-	c.expectZeros(start+n, n)
-	c.ok("Close", e.Close())
+	closeReopen(c, e, path, func(c *conf) {
+		if z := c.zone(zone); z.WP-z.Start != 2*n {
+			t.Fatalf("write pointer at +%d after reopen, want +%d", z.WP-z.Start, 2*n)
+		}
+		c.expectZeros(start+n, n)
+	})
 }
 
-// zeroRangeFailing is e's zeroRange, failing while *broken.
+// hostFailEmu opens a new emu device for a host-failure test: the
+// device, its conf, its image's path, the sequential zone the test
+// writes and that zone's start.
+func hostFailEmu(t *testing.T) (e *Emu, c *conf, path string, zone int, start int64) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "dev")
+	e, c = openEmuT(t, path, emuTestGeo)
+	c.need(1)
+	zone = c.seq[0]
+	return e, c, path, zone, c.zone(zone).Start
+}
+
+// closeReopen closes e, opens its image at path again, runs check on
+// the reopened device and closes that.
+func closeReopen(c *conf, e *Emu, path string, check func(c *conf)) {
+	c.t.Helper()
+	c.ok("Close", e.Close())
+	e2, c2 := openEmuT(c.t, path, "")
+	check(c2)
+	c2.ok("Close", e2.Close())
+}
+
 // appendHostRefuses appends b to zone with the host file refusing every
 // byte from the device offset end on (RLIMIT_FSIZE: as its file system
 // full), and returns the append's error, which must not be nil.
@@ -161,6 +166,7 @@ func appendHostRefuses(c *conf, e *Emu, zone int, end int64, b []byte) error {
 	return err
 }
 
+// zeroRangeFailing is e's zeroRange, failing while *broken.
 func zeroRangeFailing(e *Emu, broken *bool) func(off, n int64) error {
 	return func(off, n int64) error {
 		if *broken {
@@ -176,11 +182,7 @@ func zeroRangeFailing(e *Emu, broken *bool) func(off, n int64) error {
 // cannot tell that from a power cut during the Flush, its user must
 // report it (the engine does).
 func TestEmuRollbacksReported(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "dev")
-	e, c := openEmuT(t, path, emuTestGeo)
-	c.need(1)
-	zone := c.seq[0]
-	start := c.zone(zone).Start
+	e, c, path, zone, start := hostFailEmu(t)
 	c.append(zone, c.buf(c.bs, 1))
 	c.ok("Flush", e.Flush())
 	c.append(zone, c.buf(2*c.bs, 2))
@@ -210,11 +212,7 @@ func TestEmuRollbacksReported(t *testing.T) {
 // failed write, and that Flush zeroed the new data, then made the zeros
 // durable.
 func TestEmuResetAllDropsFailedWrites(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "dev")
-	e, c := openEmuT(t, path, emuTestGeo)
-	c.need(1)
-	zone := c.seq[0]
-	start := c.zone(zone).Start
+	e, c, path, zone, start := hostFailEmu(t)
 	const n = 128 << 10
 	c.append(zone, c.buf(n, 1))
 	broken := true
@@ -226,13 +224,12 @@ func TestEmuResetAllDropsFailedWrites(t *testing.T) {
 	c.append(zone, a)
 	c.append(zone, b)
 	c.ok("Flush", e.Flush())
-	if got := c.read(start+n, n); !bytes.Equal(got, b) {
-		t.Fatal("data written after ResetAll over a failed write's range reads otherwise after a Flush")
+	check := func(c *conf, when string) {
+		t.Helper()
+		if got := c.read(start+n, n); !bytes.Equal(got, b) {
+			t.Fatalf("data written after ResetAll over a failed write's range reads otherwise %s", when)
+		}
 	}
-	c.ok("Close", e.Close())
-	e, c = openEmuT(t, path, "")
-	if got := c.read(start+n, n); !bytes.Equal(got, b) {
-		t.Fatal("data written after ResetAll over a failed write's range reads otherwise after reopen")
-	}
-	c.ok("Close", e.Close())
+	check(c, "after a Flush")
+	closeReopen(c, e, path, func(c *conf) { check(c, "after reopen") })
 }
