@@ -1201,7 +1201,7 @@ static void zf_setup_keep(struct thread_data *td, struct zf_data *zd)
  */
 /*
  * zf_refused refuses, naming the option, a job the daemon cannot serve
- * by its options alone (with max_io, the daemon's largest read or write,
+ * by its options (file names included) alone (with max_io, the daemon's largest read or write,
  * once known: 0 skips that check). setup calls it before anything
  * touches the job's files, init again (create_serialize=0 runs init
  * first): fio sets the files up before init, and a job refused only in
@@ -1211,6 +1211,27 @@ static void zf_setup_keep(struct thread_data *td, struct zf_data *zd)
 static int zf_refused(struct thread_data *td, uint32_t max_io)
 {
 	unsigned int depth = td->o.iodepth ? td->o.iodepth : 1;
+	struct fio_file *f;
+	unsigned int i;
+	char name[ZF_CTL_BYTES];
+	int len;
+
+	for_each_file(td, f, i) {
+		/*
+		 * The daemon removes every file whose name has the prefix of
+		 * put's temporaries at its start (docs/protocol.md): the job's
+		 * data, fsynced or not, would be gone after a restart.
+		 */
+		len = zf_clean_name(name, f->file_name, sizeof(name) - 1);
+		if (len >= (int) strlen(ZF_TEMP_PREFIX) &&
+		    !memcmp(name, ZF_TEMP_PREFIX, strlen(ZF_TEMP_PREFIX))) {
+			log_err("zonefold: %s: names starting with %s are reserved for the "
+				"daemon's temporary files, which it removes when it starts: "
+				"choose another filename\n", f->file_name, ZF_TEMP_PREFIX);
+			td_verror(td, EINVAL, "zonefold filename");
+			return 1;
+		}
+	}
 
 	if (td->o.io_submit_mode == IO_MODE_OFFLOAD) {
 		log_err("zonefold: io_submit_mode=offload is not supported: fio's offload "

@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/zonefold/zonefold/server"
 )
 
 // TestH41cRefusedFioJobLeavesTheFileAlone: a job the daemon cannot serve
@@ -66,6 +68,42 @@ func TestH41cRefusedFioJobLeavesTheFileAlone(t *testing.T) {
 					tc.name, len(got), bytes.Equal(got, old), out)
 			}
 		})
+	}
+	d.stop()
+}
+
+// TestH41cFioRefusesATemporarysName: a job whose file name (as the
+// engine cleans it) starts with the prefix reserved for temporaries
+// (server.TempPrefix) is refused, naming the prefix, and creates
+// nothing. The daemon removes every such file at its next start, so
+// before this the job ran, its fsyncs succeeded, and its file was gone
+// after a restart (found driving fio by hand with
+// --filename=.zonefold-tmp.abc: listed after the job, gone after the
+// daemon restarted). zonefold put refuses such a NAME the same way.
+func TestH41cFioRefusesATemporarysName(t *testing.T) {
+	_, engine := fioEnv(t)
+	d := newServe(t)
+	c := dialServe(t, d)
+	defer c.Close()
+	for _, name := range []string{server.TempPrefix + "mine", "./" + server.TempPrefix + "x"} {
+		out, err := runFioWatched(t, d, "--name=tmp", "--ioengine=external:"+engine, "--sock="+d.socket,
+			"--filename="+name, "--rw=write", "--bs=4k", "--size=64k", "--end_fsync=1")
+		if err == nil {
+			t.Fatalf("fio ran a job on %q, a temporary's name the daemon removes at its next start:\n%s", name, out)
+		}
+		if !strings.Contains(out, "zonefold: ") || !strings.Contains(out, server.TempPrefix) ||
+			!strings.Contains(out, "reserved") {
+			t.Errorf("no refusal from the engine naming the reserved prefix for %q:\n%s", name, out)
+		}
+	}
+	list, err := c.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list {
+		if strings.HasPrefix(e.Name, server.TempPrefix) {
+			t.Errorf("the refused job left %q", e.Name)
+		}
 	}
 	d.stop()
 }
