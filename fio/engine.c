@@ -1185,7 +1185,9 @@ static void zf_setup_keep(struct thread_data *td, struct zf_data *zd)
 /*
  * init runs in the job: it connects, so that a job the daemon cannot
  * serve is refused here, with the reason, before fio sets up its
- * buffers (fio does not check the result of iomem_alloc).
+ * buffers (fio does not check the result of iomem_alloc). setup
+ * (zf_refused) refuses the same jobs earlier, before their files are
+ * laid out.
  *
  * io_submit_mode=offload is refused: fio then queues from worker
  * threads, each a thread_data of its own whose init makes a connection
@@ -1197,13 +1199,40 @@ static void zf_setup_keep(struct thread_data *td, struct zf_data *zd)
  * mem=/iomem= is refused: fio calls iomem_alloc only when neither is
  * set, and otherwise runs the job with no buffers at all (a crash).
  */
-static int zf_init(struct thread_data *td)
+/*
+ * zf_refused refuses, naming the option, a job the daemon cannot serve
+ * by its options (file names included) alone (with max_io, the daemon's largest read or write,
+ * once known: 0 skips that check). setup calls it before anything
+ * touches the job's files, init again (create_serialize=0 runs init
+ * first): fio sets the files up before init, and a job refused only in
+ * init had already had an existing shorter file replaced by its layout
+ * (TestH41cRefusedFioJobLeavesTheFileAlone). Returns 1 if refused.
+ */
+static int zf_refused(struct thread_data *td, uint32_t max_io)
 {
-	struct zf_data *zd;
 	unsigned int depth = td->o.iodepth ? td->o.iodepth : 1;
-	int err;
+	struct fio_file *f;
+	unsigned int i;
+	char name[ZF_CTL_BYTES];
+	int len;
 
-	zf_setup_drop(1); /* the jobs start: fio's setup is done (as threads, in this process) */
+	for_each_file(td, f, i) {
+		/*
+		 * The daemon removes every file whose name has the prefix of
+		 * put's temporaries at its start (docs/protocol.md): the job's
+		 * data, fsynced or not, would be gone after a restart.
+		 */
+		len = zf_clean_name(name, f->file_name, sizeof(name) - 1);
+		if (len >= (int) strlen(ZF_TEMP_PREFIX) &&
+		    !memcmp(name, ZF_TEMP_PREFIX, strlen(ZF_TEMP_PREFIX))) {
+			log_err("zonefold: %s: names starting with %s are reserved for the "
+				"daemon's temporary files, which it removes when it starts: "
+				"choose another filename\n", f->file_name, ZF_TEMP_PREFIX);
+			td_verror(td, EINVAL, "zonefold filename");
+			return 1;
+		}
+	}
+
 	if (td->o.io_submit_mode == IO_MODE_OFFLOAD) {
 		log_err("zonefold: io_submit_mode=offload is not supported: fio's offload "
 			"threads would submit on connections that do not hold the job's "
@@ -1246,13 +1275,6 @@ static int zf_init(struct thread_data *td)
 		td_verror(td, EINVAL, "zonefold mem");
 		return 1;
 	}
-	zd = calloc(1, sizeof(*zd));
-	if (!zd)
-		return 1;
-	zd->fd = -1;
-	td->io_ops_data = zd;
-	/* One extra for the end-of-job fsync fio queues outside iodepth. */
-	zd->done_cap = depth + 1;
 	if ((unsigned long long) data_bytes(td) + ZF_CTL_BYTES > ZF_MAX_REGION) {
 		/*
 		 * The daemon would refuse the hello with a bare EINVAL. The need
@@ -1267,18 +1289,51 @@ static int zf_init(struct thread_data *td)
 		td_verror(td, EINVAL, "zonefold region");
 		return 1;
 	}
+	/* The rings hold at most ZF_MAX_RING: the io_us, the end fsync and an open or close. */
+	if (depth + 2 > ZF_MAX_RING) {
+		log_err("zonefold: iodepth %u is above the daemon's limit of %u "
+			"(its rings hold %u requests per job: the io_us, fio's end-of-job fsync "
+			"and an open or close)\n",
+			depth, ZF_MAX_RING - 2, ZF_MAX_RING);
+		td_verror(td, EINVAL, "zonefold iodepth");
+		return 1;
+	}
+	if (max_io && td_max_bs(td) > max_io) {
+		/*
+		 * Otherwise the first such I/O fails with a bare E2BIG, or
+		 * the layout's first write does, the file already replaced.
+		 */
+		log_err("zonefold: bs %llu (the job's largest block: bs, bsrange or bssplit) is "
+			"above the daemon's limit of %u MiB per read or write: lower bs\n",
+			(unsigned long long) td_max_bs(td), max_io >> 20);
+		td_verror(td, EINVAL, "zonefold bs");
+		return 1;
+	}
+	return 0;
+}
+
+static int zf_init(struct thread_data *td)
+{
+	struct zf_data *zd;
+	unsigned int depth = td->o.iodepth ? td->o.iodepth : 1;
+	int err;
+
+	zf_setup_drop(1); /* the jobs start: fio's setup is done (as threads, in this process) */
+	if (zf_refused(td, 0))
+		return 1;
+	zd = calloc(1, sizeof(*zd));
+	if (!zd)
+		return 1;
+	zd->fd = -1;
+	td->io_ops_data = zd;
+	/* One extra for the end-of-job fsync fio queues outside iodepth. */
+	zd->done_cap = depth + 1;
 	if ((err = zf_connect(td, zd, data_bytes(td))) < 0) {
 		td_verror(td, -err, "zonefold connect");
 		return 1;
 	}
-	if (td_max_bs(td) > zd->max_io) {
-		/* Otherwise the first such I/O fails with a bare E2BIG. */
-		log_err("zonefold: bs %llu (the job's largest block: bs, bsrange or bssplit) is "
-			"above the daemon's limit of %u MiB per read or write: lower bs\n",
-			(unsigned long long) td_max_bs(td), zd->max_io >> 20);
-		td_verror(td, EINVAL, "zonefold bs");
+	if (zf_refused(td, zd->max_io))
 		return 1;
-	}
 	if (zd->entries < zd->done_cap + 1) {
 		log_err("zonefold: iodepth %u is above the daemon's limit of %u "
 			"(its rings hold %u requests per job: the io_us, fio's end-of-job fsync "
@@ -1932,14 +1987,32 @@ static int zf_setup(struct thread_data *td)
 	int sized = td->o.size || td->o.file_size_low;
 	int range = td->o.file_size_low && td->o.file_size_low != td->o.file_size_high;
 	int by_file = zf_sized_by_file(td);
+	int touches = td->o.create_only || by_file || zf_data_layout(td) || zf_fallocate_layout(td) ||
+		      zf_layout_unlinks(td);
 
+	/*
+	 * A job init would refuse is refused before prepopulate_file lays
+	 * out (or replaces) any of its files; its bs against the daemon's
+	 * limit, which its hello gives, only if the files may be touched.
+	 */
+	if (zf_refused(td, 0))
+		return 1;
+	if (touches) {
+		if (!(zd = zf_setup_take(td, ZF_BATCH * ZF_NAME_ROOM, &err))) {
+			td_verror(td, -err, "zonefold connect");
+			return 1;
+		}
+		if (zf_refused(td, zd->max_io)) {
+			zf_setup_keep(td, zd);
+			return 1;
+		}
+	}
 	/*
 	 * The ops are shared by every job and never cleared: a job that
 	 * needs no layout returns at once from the hook. This job's own
 	 * setup_files calls it after this returns.
 	 */
-	if (td->o.create_only || by_file || zf_data_layout(td) || zf_fallocate_layout(td) ||
-	    zf_layout_unlinks(td))
+	if (touches)
 		td->io_ops->prepopulate_file = zf_prepopulate_file;
 	for_each_file(td, f, i) {
 		if (f->real_file_size != -1ULL)
