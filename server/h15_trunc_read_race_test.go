@@ -61,35 +61,43 @@ func TestH15ClientShrinkRacingAnotherClientsColdRead(t *testing.T) {
 			}
 		})
 	}
+	// 60 races, on 60 files written batch files at a time: a new daemon
+	// after each batch has none of them cached, and each iteration reads
+	// only its own file.
+	const batch = 5
 	for iter := 0; iter < 60; iter++ {
 		name := fmt.Sprintf("f%d", iter)
-		w, err := Dial(ctx, d.socket, 8<<20)
-		if err != nil {
-			t.Fatal(err)
+		if iter%batch == 0 {
+			w, err := Dial(ctx, d.socket, 8<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j := iter; j < iter+batch; j++ {
+				h, _, err := w.Open(ctx, fmt.Sprintf("f%d", j), OpenCreate)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := w.WriteAt(ctx, h, old, 0); err != nil {
+					t.Fatal(err)
+				}
+				if err := w.Fsync(ctx, h); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w.Close()
+			// A new daemon: nothing of the files is cached.
+			if err := d.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			d = startDaemon(t, cfg)
+			churn(d.socket)
 		}
-		h, _, err := w.Open(ctx, name, OpenCreate)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.WriteAt(ctx, h, old, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Fsync(ctx, h); err != nil {
-			t.Fatal(err)
-		}
-		w.Close()
-		// A new daemon: nothing of the file is cached.
-		if err := d.stop(t); err != nil {
-			t.Fatal(err)
-		}
-		d = startDaemon(t, cfg)
-		churn(d.socket)
 		time.Sleep(20 * time.Millisecond)
 		r, err := Dial(ctx, d.socket, 8<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err = Dial(ctx, d.socket, 8<<20)
+		w, err := Dial(ctx, d.socket, 8<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
