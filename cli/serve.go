@@ -350,6 +350,11 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 	}
 	h, _, err := s.Open(ctx, tmp, server.OpenCreate|server.OpenExcl)
 	if err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			if _, serr := s.Stat(ctx, name); serr == nil {
+				return replaceFullError(name, err)
+			}
+		}
 		return namesFullError("put", name, err)
 	}
 	defer func() {
@@ -815,6 +820,15 @@ func namesFullError(cmd, name string, err error) error {
 	}
 	return fmt.Errorf("%s %q: %w: the device's metadata has no room for more file names (the names of its files, many or long, fill what it keeps for them, whatever room the data has); remove files with 'zonefold rm' to make room, or use a shorter name",
 		cmd, name, err)
+}
+
+// replaceFullError is namesFullError for a put over an existing NAME:
+// the temporary it writes first needs a name of its own until its
+// rename replaces NAME, so a shorter NAME does not help (the advice
+// namesFullError gives), and NAME is as it was.
+func replaceFullError(name string, err error) error {
+	return fmt.Errorf("put %q: %w: the device's metadata has no room for more file names (the names of its files, many or long, fill what it keeps for them, whatever room the data has), and put replaces %q through a temporary file that needs a name of its own; %q is as it was; remove files with 'zonefold rm' to make room",
+		name, err, name, name)
 }
 
 // checkTarget refuses a name that put or mv (cmd) cannot leave a file
