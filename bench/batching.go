@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -57,7 +56,7 @@ func (o BatchingOptions) validate() error {
 	case o.BS < 512 || o.BS%512 != 0:
 		return fmt.Errorf("--bs %d: want a multiple of 512", o.BS)
 	case o.Rounds < 1 || o.Duration <= 0:
-		return errors.New("--rounds and --time must be positive")
+		return fmt.Errorf("--rounds %d, --time %v: want both more than 0", o.Rounds, o.Duration)
 	case o.FileSize < int64(o.BS):
 		return fmt.Errorf("--file-size %d is smaller than --bs %d", o.FileSize, o.BS)
 	}

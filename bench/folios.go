@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -59,7 +58,9 @@ func ratio(a, b foliosSide) float64 {
 func (o FoliosOptions) validate() error {
 	switch {
 	case o.Rounds < 1 || o.Duration <= 0:
-		return errors.New("--rounds and --time must be positive")
+		return fmt.Errorf("--rounds %d, --time %v: want both more than 0", o.Rounds, o.Duration)
+	case o.BlockSize != 512 && o.BlockSize != 1024 && o.BlockSize != 2048 && o.BlockSize != 4096:
+		return fmt.Errorf("--block-size %d: want 512, 1024, 2048 or 4096", o.BlockSize)
 	case o.WriteSize < 4096 || o.WriteSize%4096 != 0:
 		return fmt.Errorf("--bs %d: want a multiple of 4096", o.WriteSize)
 	case o.CacheSize < 8*int64(o.WriteSize) || o.CacheSize < 4<<20:
@@ -76,7 +77,7 @@ func (o FoliosOptions) validate() error {
 // them.
 func Folios(ctx context.Context, out io.Writer, o FoliosOptions) error {
 	if err := o.validate(); err != nil {
-		return err
+		return badOption(err)
 	}
 	large, small, err := benchLargeFolios(ctx, o)
 	if err != nil {

@@ -72,17 +72,28 @@ func newProgress(w io.Writer, max int64, desc string) *progressbar.ProgressBar {
 // opens an engine on it, which owns the device; release drops the claim
 // after the engine closed.
 func OpenFormatted(device string, cfg engine.Config) (e *engine.Engine, release func(), err error) {
+	e, lock, err := openFormattedLocked(device, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return e, lock.Release, nil
+}
+
+// openFormattedLocked is OpenFormatted with the claim itself, for a
+// caller that abandons it (removing an emu file the claim created) when
+// it fails after the open.
+func openFormattedLocked(device string, cfg engine.Config) (*engine.Engine, *server.DeviceLock, error) {
 	dev, lock, err := claimDevice(device)
 	if err != nil {
 		return nil, nil, err
 	}
-	e, err = engine.FormatAndOpen(dev, cfg)
+	e, err := engine.FormatAndOpen(dev, cfg)
 	if err != nil {
 		dev.Close()
 		lock.Abandon()
 		return nil, nil, err
 	}
-	return e, lock.Release, nil
+	return e, lock, nil
 }
 
 // claimDevice claims device as the daemon does and opens it.

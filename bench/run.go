@@ -24,16 +24,25 @@ type RunOptions struct {
 // Run formats device (erasing it), runs the workload through the engine's
 // File API and prints MiB/s, IOPS, latency percentiles and write
 // amplification.
-func Run(ctx context.Context, out io.Writer, device string, o RunOptions) error {
+//
+// A run that fails removes an emu file it created (as every command
+// that fails leaves nothing behind); one that succeeds keeps it.
+func Run(ctx context.Context, out io.Writer, device string, o RunOptions) (err error) {
 	w := o.Workload
 	if err := CheckErasable(device, o.Force); err != nil {
 		return err
 	}
-	e, release, err := OpenFormatted(device, o.Config)
+	e, lock, err := openFormattedLocked(device, o.Config)
 	if err != nil {
 		return err
 	}
-	defer release() // after Close, which the function does itself
+	defer func() { // after Close, which the function does itself
+		if err != nil {
+			lock.Abandon()
+		} else {
+			lock.Release()
+		}
+	}()
 	// Files that cannot fit the data zones failed only at the end of
 	// the device, with the engine's admission internals: say it first.
 	if need, capacity := int64(w.Files)*w.Size, e.Capacity(); need > capacity {

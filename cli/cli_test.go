@@ -183,7 +183,7 @@ func TestCLIStatusesAndErrors(t *testing.T) {
 		{args: []string{"bench", "lsm", "--rounds", "0"}, status: 2, stderr: "--rounds 0: want 1..100"},
 		{args: []string{"bench", "peers", "/dev/nullb9", "--util", "2"}, status: 2, stderr: "--util 2: want more than 0"},
 		{args: []string{"bench", "batching", "--qd", "0"}, status: 2, stderr: "--qd 0: want 1..4096"},
-		{args: []string{"bench", "seeds", "--check", "extra"}, status: 2, stderr: `unknown command "extra" for "zonefold bench seeds"`},
+		{args: []string{"bench", "seeds", "--check", "extra"}, status: 2, stderr: `bench seeds takes no arguments, got 1 ("extra")`},
 		{args: []string{"bench", "kernel", "x", "--mode", "bogus"}, status: 2, stderr: `--mode "bogus": want auto, null or emu`},
 		{args: []string{"bench", "kernel", "x", "--rounds", "0"}, status: 2, stderr: "--rounds: must be more than 0"},
 		{args: []string{"bench", "kernel", "x", "--cache", "1K"}, status: 2, stderr: "--cache: at least 1 MiB"},

@@ -144,14 +144,20 @@ func markUsage(cmd *cobra.Command) {
 }
 
 // argCount says cobra's "accepts 2 arg(s), received 1" as which
-// arguments the command takes: "put takes LOCAL NAME, got 1 argument".
-// Other errors pass as they are.
+// arguments the command takes: "put takes LOCAL NAME, got 1 argument",
+// and cobra.NoArgs's "unknown command" for a command without
+// subcommands as "stat takes no arguments". Other errors pass as they
+// are.
 func argCount(c *cobra.Command, a []string, err error) error {
 	if err == nil {
 		return nil
 	}
 	msg := err.Error()
 	_, want, _ := strings.Cut(c.Use, " ")
+	if want == "" && !c.HasSubCommands() && strings.HasPrefix(msg, "unknown command ") {
+		// cobra.NoArgs's words, meant for a command with subcommands.
+		return fmt.Errorf("%s takes no arguments, got %d (%q)", strings.TrimPrefix(c.CommandPath(), "zonefold "), len(a), strings.Join(a, " "))
+	}
 	if want == "" || !strings.HasPrefix(msg, "accepts ") && !strings.HasPrefix(msg, "requires at least ") {
 		return err
 	}

@@ -35,7 +35,7 @@ type engineFlags struct {
 func (f *engineFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.cache, "cache", "256M", "folio cache size (e.g. 64M, 1G)")
 	countVar(fs, &f.maxOrder, "max-order", 9, "largest folio order (4 KiB << order)")
-	fs.StringVar(&f.placement, "placement", "mru", "zone placement: mru, none or round-robin")
+	fs.StringVar(&f.placement, "placement", "mru", "zone placement: mru, none, round-robin or hinted (mru, but the files given one write-life hint share a zone)")
 	fs.StringVar(&f.gcPolicy, "gc-policy", "greedy", "GC victim policy: greedy or cost-benefit")
 	countVar(fs, &f.openZones, "open-zones", 0, "data zones open at once (0: from the device's limits)")
 	countVar(fs, &f.gcLow, "gc-low", 0, "start GC below this many free zones (0: default)")

@@ -233,20 +233,56 @@ read of LOCAL is discarded, and nothing of a partial copy is kept.`
 	return cmd
 }
 
+// minWAFBytes is the client bytes written since the daemon started
+// below which stat gives no write amplification. The counters start at
+// zero with each start, and the metadata a start and a file's create
+// write (blocks each) over a few client bytes make a ratio of thousands,
+// or 0 over none: a number that says nothing about the device. From a
+// MiB on, such fixed costs move the ratio by a few percent at most.
+const minWAFBytes = 1 << 20
+
+// statWAF is st's write amplification, and whether the client bytes
+// written since the daemon started are enough for it to mean something.
+func statWAF(st engine.Stats) (float64, bool) {
+	if st.HostWritten < minWAFBytes {
+		return 0, false
+	}
+	return st.WAF(), true
+}
+
+// statJSON is `stat --json`: the engine's stats and what the table
+// derives from them. write_amplification is absent until minWAFBytes
+// client bytes were written since the daemon started.
+type statJSON struct {
+	engine.Stats
+	DevWritten int64    `json:"dev_written"`
+	WAF        *float64 `json:"write_amplification,omitempty"`
+}
+
 func runStat(ctx context.Context, s *session, _ []string) error {
 	st, err := s.Stats(ctx)
 	if err != nil {
 		return err
 	}
+	waf, wafOK := statWAF(st)
 	if s.json {
-		return writeJSON(s.out, st)
+		out := statJSON{Stats: st, DevWritten: st.DevWritten()}
+		if wafOK {
+			out.WAF = &waf
+		}
+		return writeJSON(s.out, out)
 	}
 	tw := newLeftTable(s.out)
 	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
+	fmt.Fprintln(s.out, "counters since the daemon started:")
 	row("host written", human(st.HostWritten))
 	row("host read", human(st.HostRead))
 	row("device written", human(st.DevWritten()))
-	row("write amplification", fmt.Sprintf("%.3f", st.WAF()))
+	if wafOK {
+		row("write amplification", fmt.Sprintf("%.3f", waf))
+	} else {
+		row("write amplification", fmt.Sprintf("- (until %s written)", human(minWAFBytes)))
+	}
 	row("appends", st.Appends)
 	row("data zones free/open/all", fmt.Sprintf("%d/%d/%d", st.FreeZones, st.OpenZones, st.DataZones))
 	row("dirty", human(st.DirtyBytes))

@@ -43,7 +43,7 @@ var engineMetrics = []metric{
 	counter("gc_header_bytes_total", "Of device_header_bytes_total, the headers of GC's records.", func(s *engine.Stats) float64 { return float64(s.GCHeaders) }),
 	counter("records_split_total", "Client records cut short by their zone's end (each costs a header more).", func(s *engine.Stats) float64 { return float64(s.RecordsSplit) }),
 	counter("device_read_bytes_total", "Bytes read from the device for clients.", func(s *engine.Stats) float64 { return float64(s.DevRead) }),
-	gauge("write_amplification", "Device bytes written per client byte.", func(s *engine.Stats) float64 { return s.WAF() }),
+	gauge("write_amplification", "Device bytes written per client byte since the daemon started (0 before any client byte); over a window, the rates of the device's byte counters over host_written_bytes_total's give it.", func(s *engine.Stats) float64 { return s.WAF() }),
 	counter("appends_total", "Records appended.", func(s *engine.Stats) float64 { return float64(s.Appends) }),
 	counter("zones_opened_total", "Zones placement opened for appends.", func(s *engine.Stats) float64 { return float64(s.ZonesOpened) }),
 	counter("zones_filled_total", "Data zones that left the open set full (filled, sealed by GC, or finished at a file's close).", func(s *engine.Stats) float64 { return float64(s.ZonesFilled) }),
