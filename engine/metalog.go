@@ -1196,7 +1196,7 @@ func planFormat(dev zns.Device, opts FormatOptions) (Superblock, error) {
 	if err != nil {
 		return Superblock{}, err
 	}
-	return Superblock{UUID: uuid, ZoneSize: g.ZoneSize, ZoneCap: g.ZoneCap, Zones: g.Zones, BlockSize: BlockSize, MetaZones: mz, MetaGroup: k, UsedZones: used}, nil
+	return Superblock{Version: formatVersion, UUID: uuid, ZoneSize: g.ZoneSize, ZoneCap: g.ZoneCap, Zones: g.Zones, BlockSize: BlockSize, MetaZones: mz, MetaGroup: k, UsedZones: used}, nil
 }
 
 // Format writes a fresh, empty zonefold file system to dev: every zone

@@ -109,9 +109,9 @@ func (e *Engine) recover() error {
 	if err := e.checkHiddenLog(1-ckptZone, logEnd[1-ckptZone], report, ckpt.seq, buf, w); err != nil {
 		return err
 	}
-	if u := undecoded[ckptZone]; len(u) > 0 && u[len(u)-1].kind == metaOp {
-		// The walk ended on an operation that does not decode:
-		// checkUndecoded said so.
+	if u := undecoded[ckptZone]; len(u) > 0 && u[len(u)-1].kind != metaCheckpoint {
+		// The walk ended on an operation (or a pack of them) that
+		// does not decode: checkUndecoded said so.
 	} else if err := e.checkCutLog(ckptZone, logEnd[ckptZone], report, ckpt.seq, buf, w); err != nil {
 		return err
 	}
@@ -561,7 +561,11 @@ func (e *Engine) checkUndecoded(undecoded [2][]metaUndecoded, ckptSeq uint64, ck
 				return fmt.Errorf("engine: recover: metadata half %d holds checkpoint %d, checksum valid, that does not decode (%w); recovering from the older checkpoint %d would lose what was logged after it: refusing to open (fsck reads the device without writing)",
 					half, u.seq, u.err, ckptSeq)
 			case half == ckptHalf:
-				e.damage = append(e.damage, fmt.Sprintf("operation %d in metadata half %d, checksum valid, does not decode (%v): the log is read up to it, and what was logged after it is not replayed", u.seq, half, u.err))
+				what := "operation"
+				if u.kind == metaPack {
+					what = "pack of operations up to"
+				}
+				e.damage = append(e.damage, fmt.Sprintf("%s %d in metadata half %d, checksum valid, does not decode (%v): the log is read up to it, and what was logged after it is not replayed", what, u.seq, half, u.err))
 			}
 		}
 	}
@@ -773,6 +777,20 @@ func (e *Engine) scanMetaHalf(half int, report []zns.Zone, buf *scanBuf, w *urin
 				return best, ops, off, append(bad, metaUndecoded{kind: h.kind, seq: h.seq, err: err}), nil
 			}
 			ops = append(ops, op)
+		case metaPack:
+			// All or nothing: the checksum held, so every operation
+			// in it was written; one that does not decode is damage
+			// and ends the log before the pack, as a one-operation
+			// record that does not decode does.
+			packed, err := decodePack(h.seq, payload)
+			if err == nil && e.sb.Version < superPackVersion {
+				err = fmt.Errorf("%w: a pack of operations on a device of format %d, which holds none", errCorruptMeta, e.sb.Version)
+			}
+			if err != nil {
+				slog.Warn("engine: recover: corrupt pack of operations ends the log", "seq", h.seq, "err", err)
+				return best, ops, off, append(bad, metaUndecoded{kind: h.kind, seq: h.seq, err: err}), nil
+			}
+			ops = append(ops, packed...)
 		}
 		off += n
 	}
