@@ -134,7 +134,7 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (h *File, err error) {
 		}
 		f = &file{id: e.nextID, ext: newExtentMap(), born: e.stats.hostWritten.Load()}
 		f.setName(name)
-		t, err := e.writeOp(nsOp{kind: opCreate, file: f.id, name: name})
+		t, err := e.writeOp(nsOp{kind: opCreate, file: f.id, name: name}, !durable)
 		if err != nil {
 			e.nsMu.Unlock()
 			return nil, err
@@ -347,7 +347,7 @@ func (e *Engine) remove(name string, durable, unused bool) (err error) {
 // removeLocked removes f, named name, with nsMu held, which it releases.
 func (e *Engine) removeLocked(name string, f *file, durable bool) error {
 	dropped := false
-	t, err := e.logOpRecord(nsOp{kind: opRemove, file: f.id}, durable, func() {
+	t, err := e.logOpRecord(nsOp{kind: opRemove, file: f.id}, durable, !durable, func() {
 		e.delName(name)
 		e.nsBytes -= nsEntryLen(name)
 		dropped = e.unlink(f)
@@ -521,7 +521,7 @@ func (e *Engine) Rename(oldName, newName string) error {
 		}
 	}
 	victimDropped := false
-	t, err := e.logOpRecord(nsOp{kind: opRename, file: f.id, name: newName}, true, func() {
+	t, err := e.logOpRecord(nsOp{kind: opRename, file: f.id, name: newName}, true, false, func() {
 		e.delName(oldName)
 		e.setName(newName, f)
 		e.nsBytes += grow
@@ -1120,7 +1120,7 @@ func (e *Engine) cutAndLogRecord(f *file, size int64) (uint64, error) {
 	}
 	e.nsMu.RLock()
 	defer e.nsMu.RUnlock()
-	t, err := e.logOpRecord(nsOp{kind: opTruncate, file: f.id, size: size}, true, nil)
+	t, err := e.logOpRecord(nsOp{kind: opTruncate, file: f.id, size: size}, true, false, nil)
 	if err != nil {
 		e.unlogged.Store(true)
 	}

@@ -31,11 +31,10 @@ const (
 	superPackVersion = 3
 )
 
-// formatVersion is the format Format writes. 2 until the engine's log
-// writer packs operations (metaPack): the reader of packs is in place,
-// and a device of format 3 would gain nothing yet but refuse older
-// zonefolds. Tests set it to 3 to make devices that may hold packs.
-var formatVersion = superMinVersion
+// formatVersion is the format Format writes: superPackVersion, whose
+// log packs operations (metaPack). Tests set it to 2 to make devices as
+// an older zonefold formatted them.
+var formatVersion = superPackVersion
 
 // Superblock identifies a formatted device and the geometry it was
 // formatted with. A copy starts each of the two metadata zones.
