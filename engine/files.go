@@ -1761,7 +1761,16 @@ func (h *File) SyncContext(ctx context.Context) error {
 // create, grow, fsync) a device flush per file after each grow had
 // flushed all of it. Writes that complete after the call need not be
 // covered, so a ticket taken late is only ever more than needed.
+//
+// While operations are held for a pack (metaLog.pend), it is pendTicket:
+// flushAcked lands them and takes the ticket after their record, which
+// covers f's latest append too (tickets grow; a checkpoint that took
+// them instead flushed after it). Read first: once none is held, every
+// one held before has landed and needFlush covers it (opsLanded).
 func (e *Engine) syncTicket(f *file) uint64 {
+	if e.meta.pending.Load() {
+		return pendTicket
+	}
 	return max(f.dataFlush.Load(), e.meta.needFlush.Load(), 1)
 }
 

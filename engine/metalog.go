@@ -1503,9 +1503,13 @@ func (e *Engine) flushAcked(ctx context.Context, t uint64) error {
 }
 
 // ticketAfterLanding lands the held operations (landPending) and
-// returns t, or, if that wrote their record, the later ticket that
-// covers it (pendTicket: that ticket, or the one of the last record
-// that landed, if another caller, or a checkpoint, took them first).
+// returns t, or, if some were held, the later ticket that covers their
+// record too. For pendTicket (an operation held when its caller took
+// the ticket, or an fsync's syncTicket then) that is the ticket of the
+// last record landed, whoever landed it: a caller that finds none held
+// any more finds needFlush covering them (opsLanded sets it before it
+// clears pending), or a checkpoint took them, flushed after they were
+// applied.
 func (e *Engine) ticketAfterLanding(t uint64) (uint64, error) {
 	m := e.meta
 	held := m.pending.Load()
