@@ -1464,8 +1464,17 @@ func (e *Engine) SyncNamespace() error {
 
 // syncNamespace is SyncNamespace for a caller already admitted (enter).
 func (e *Engine) syncNamespace() error {
+	// What is held first, as syncTicket reads it: once none is held,
+	// every operation held before has landed and needFlush covers it
+	// (opsLanded sets it before it clears pending). Read the other way
+	// round, a pack another caller landed in between was covered by
+	// neither, and an older flush acknowledged it.
+	held := e.meta.pending.Load()
+	if testHookSyncNamespaceRead != nil {
+		testHookSyncNamespaceRead(e)
+	}
 	t := e.meta.needFlush.Load()
-	if e.meta.pending.Load() {
+	if held {
 		t = pendTicket // flushAcked lands them
 	}
 	if t == 0 {
@@ -1473,6 +1482,10 @@ func (e *Engine) syncNamespace() error {
 	}
 	return e.flushAcked(context.Background(), t)
 }
+
+// testHookSyncNamespaceRead, if set (by tests only), runs in
+// syncNamespace between its reads of what is held and of needFlush.
+var testHookSyncNamespaceRead func(*Engine)
 
 // flushAcked flushes the device for a caller that reports the flush's
 // success as durability (an fsync, Engine.Sync, SyncNamespace, a
