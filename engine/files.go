@@ -70,10 +70,14 @@ const (
 	OExcl                        // with OCreate: fail with fs.ErrExist if it does
 	OTrunc                       // empty an existing file
 	// ODeferSync, with OCreate, logs a creation without flushing the
-	// device: the file is durable from the device's next flush — its own
-	// Sync, any other file's, SyncNamespace, or a namespace change made
-	// without it — as a created file on a kernel file system is from the
-	// fsync of its directory. A crash before that loses the file.
+	// device: the file is durable from the next flush that acknowledges
+	// something — its own Sync, any other file's, SyncNamespace,
+	// Engine.Sync, Close, or a namespace change made without it — as a
+	// created file on a kernel file system is from the fsync of its
+	// directory. A crash before that loses the file. On a device of
+	// format 3 its record is held until then, packed with the others
+	// held (metaPack), so that a burst of them takes a log block per
+	// pack, not per file.
 	ODeferSync
 )
 
@@ -310,11 +314,13 @@ var ErrInUse = fmt.Errorf("engine: file is open: %w", syscall.EBUSY)
 func (e *Engine) RemoveUnused(name string) error { return e.remove(name, true, true) }
 
 // RemoveDeferred is Remove without the device flush: the removal is
-// durable from the device's next flush (a file's Sync, SyncNamespace, a
-// durable namespace change), as an unlink on a kernel file system is from
-// the fsync of its directory. A crash before that brings the file back
-// whole. GC flushes before it resets a zone, so no data the file still
-// had can be lost meanwhile.
+// durable from the next flush that acknowledges something (a file's
+// Sync, SyncNamespace, Engine.Sync, Close, a durable namespace change),
+// as an unlink on a kernel file system is from the fsync of its
+// directory; its record is held and packed as ODeferSync's. A crash
+// before that brings the file back whole. GC logs a zone's reset (its
+// record carries what is held) and flushes before it resets the zone,
+// so no data the file still had can be lost meanwhile.
 func (e *Engine) RemoveDeferred(name string) error { return e.remove(name, false, false) }
 
 func (e *Engine) remove(name string, durable, unused bool) (err error) {

@@ -656,3 +656,57 @@ func TestH41bHeldOpsFailedRecordIsCheckpointed(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A log cut by damage in the half recovery starts from (a record that
+// fails its checksum, or a pack that does not decode, with whole records
+// after it) loses what follows, reported; recovery's checkpoint must
+// still be numbered above those records. Numbered below them (5c0e926
+// too, with one-operation records), a crash before the next checkpoint
+// left the damaged half holding whole records above the newest
+// checkpoint behind a damaged one, and the next Open refused the
+// device (checkHiddenLog).
+func TestH41bCutLogRecoveryNumbersAboveWhatFollows(t *testing.T) {
+	for _, c := range []string{"checksum", "undecodable-pack"} {
+		t.Run(c, func(t *testing.T) {
+			devName := emuDevice(t, 16, "256K", "")
+			e := formatOpen(t, devName, smallConfig())
+			createSynced(t, e, "a", []byte("acked")).Close()
+			var bad []byte
+			if c == "checksum" {
+				bad = h41bOpRecord(e, nsOp{kind: opCreate, file: e.nextID, name: "bad"})
+			} else {
+				ops := []nsOp{{kind: opCreate, file: e.nextID, name: "bad"}, {kind: opCreate, file: e.nextID + 1, name: "bad2"}}
+				bad = h41bPackRecord(e, ops)
+				ops[0].seq, ops[1].seq = ops[1].seq, ops[0].seq
+				encodeMeta(bad, e.sb.FS(), metaPack, ops[0].seq, encodePack(ops))
+			}
+			e.nextID += 2
+			after := h41bOpRecord(e, nsOp{kind: opCreate, file: e.nextID, name: "after"})
+			at := h41bLogRecords(t, e, bad)
+			h41bLogRecords(t, e, after)
+			if err := e.dev.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			e.nextID++
+			h41bLogRecords(t, e, h41bOpRecord(e, nsOp{kind: opCreate, file: e.nextID, name: "later"}))
+			if err := e.dev.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			h41bCrash(t, e)
+			if c == "checksum" {
+				h41bPatch(t, devName, at+8, make([]byte, 8))
+			}
+			e = reopen(t, devName, smallConfig())
+			if len(e.damage) == 0 {
+				t.Errorf("no damage reported")
+			}
+			h41bCrash(t, e)
+			e = reopen(t, devName, smallConfig())
+			h41bWant(t, "after a second crash", h41bHas(t, e, "a", "bad", "after", "later"), []string{"a"}, []string{"bad", "after", "later"})
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			h41bFsckClean(t, devName)
+		})
+	}
+}
