@@ -440,8 +440,19 @@ func (r *cutRun) churner(ctx context.Context, seed uint64, tick func(), prefix s
 			cf.pending = &churnOp{kind: "remove"}
 			r.mu.Unlock()
 			fi, _ := e.Stat(name)
-			r.logf("remove %s (id %d) ...", name, fi.ID)
-			if err := e.Remove(name); err != nil {
+			// Half the removes are deferred, acknowledged by the
+			// SyncNamespace after them: held for a pack (metaPack)
+			// with what the other churner logs meanwhile.
+			deferred := rng.IntN(2) == 0
+			r.logf("remove %s (id %d, deferred %v) ...", name, fi.ID, deferred)
+			if deferred {
+				if err := e.RemoveDeferred(name); err != nil {
+					return err
+				}
+				if err := e.SyncNamespace(); err != nil {
+					return err
+				}
+			} else if err := e.Remove(name); err != nil {
 				return err
 			}
 			r.logf("removed %s", name)
@@ -500,11 +511,17 @@ func (r *cutRun) churner(ctx context.Context, seed uint64, tick func(), prefix s
 			for i := range data {
 				data[i] = byte(rng.Uint32())
 			}
-			h, err := e.Create(name)
+			// Half the creates are deferred: the fsync below
+			// acknowledges them (it lands what is held).
+			flags := OCreate
+			if rng.IntN(2) == 0 {
+				flags |= ODeferSync
+			}
+			h, err := e.OpenFile(name, flags)
 			if err != nil {
 				return err
 			}
-			r.logf("created %s (id %d), writing %d", name, h.Stat().ID, len(data))
+			r.logf("created %s (id %d, flags %#x), writing %d", name, h.Stat().ID, flags, len(data))
 			if _, err := h.WriteAtContext(ctx, data, 0); err != nil {
 				return err
 			}

@@ -454,6 +454,14 @@
 //     replays the log in order: never a later operation without it. The
 //     one exception, setting a file's size after a failed write
 //     (keepSize), holds it shared across its flush (appendOp).
+//     A deferred create or remove (and the remove of a file unnamed at
+//     its last close) on a device of format 3 is numbered and applied
+//     under it, but its record is held (metaLog.pend, under
+//     metaLog.mu) and written later in one pack with the ones held
+//     after it: by the next operation logged that is not held (under
+//     that one's nsMu), or by an acknowledging flush (flushAcked,
+//     landPending), which takes nsMu shared and then metaLog.mu, as
+//     settleStray does, before its flush; a checkpoint holds them.
 //     An fsync, Engine.Sync, SyncNamespace or an operation waiting for
 //     its flush takes it shared, holding no other lock, only while the log
 //     holds a failed operation's record, or an append failed, and owes
@@ -469,7 +477,8 @@
 //     Rename drop a file's cached data (cache.Forget) after releasing it,
 //     because a cold read may hold the cache's file lock while
 //     ReadBacking looks the file up.
-//  4. metaLog.mu: the metadata log; held across its writes (an
+//  4. metaLog.mu: the metadata log and the operations held for a pack
+//     (metaLog.pend); held across its writes (an
 //     operation's flush comes after it is released) and across a
 //     checkpoint, which takes quiesce exclusively and file.mu
 //     shared (the snapshot), resets the next half, finishes the old

@@ -1147,6 +1147,12 @@ func (e *Engine) settleForClose(abandoned bool) (errs []error, stuck bool) {
 	// checkpoint, which would do it too, is skipped when writeback
 	// failed. If it cannot be, no flush: unsynced data lost beats
 	// fsynced data turned to EIO.
+	// Operations held for a pack (metaLog.pend) land before the
+	// flush, as before any acknowledging flush: a Close that returns
+	// nil acknowledges the deferred creates and removes.
+	if err := e.landPending(); err != nil {
+		errs = append(errs, fmt.Errorf("engine: close: deferred namespace operations may not be durable: %w", err))
+	}
 	var settleErr error
 	if e.failedAppend.Load() {
 		settleErr = e.settleStray()

@@ -70,10 +70,14 @@ const (
 	OExcl                        // with OCreate: fail with fs.ErrExist if it does
 	OTrunc                       // empty an existing file
 	// ODeferSync, with OCreate, logs a creation without flushing the
-	// device: the file is durable from the device's next flush — its own
-	// Sync, any other file's, SyncNamespace, or a namespace change made
-	// without it — as a created file on a kernel file system is from the
-	// fsync of its directory. A crash before that loses the file.
+	// device: the file is durable from the next flush that acknowledges
+	// something — its own Sync, any other file's, SyncNamespace,
+	// Engine.Sync, Close, or a namespace change made without it — as a
+	// created file on a kernel file system is from the fsync of its
+	// directory. A crash before that loses the file. On a device of
+	// format 3 its record is held until then, packed with the others
+	// held (metaPack), so that a burst of them takes a log block per
+	// pack, not per file.
 	ODeferSync
 )
 
@@ -134,7 +138,7 @@ func (e *Engine) OpenFile(name string, flags OpenFlag) (h *File, err error) {
 		}
 		f = &file{id: e.nextID, ext: newExtentMap(), born: e.stats.hostWritten.Load()}
 		f.setName(name)
-		t, err := e.writeOp(nsOp{kind: opCreate, file: f.id, name: name})
+		t, err := e.writeOp(nsOp{kind: opCreate, file: f.id, name: name}, !durable)
 		if err != nil {
 			e.nsMu.Unlock()
 			return nil, err
@@ -310,11 +314,13 @@ var ErrInUse = fmt.Errorf("engine: file is open: %w", syscall.EBUSY)
 func (e *Engine) RemoveUnused(name string) error { return e.remove(name, true, true) }
 
 // RemoveDeferred is Remove without the device flush: the removal is
-// durable from the device's next flush (a file's Sync, SyncNamespace, a
-// durable namespace change), as an unlink on a kernel file system is from
-// the fsync of its directory. A crash before that brings the file back
-// whole. GC flushes before it resets a zone, so no data the file still
-// had can be lost meanwhile.
+// durable from the next flush that acknowledges something (a file's
+// Sync, SyncNamespace, Engine.Sync, Close, a durable namespace change),
+// as an unlink on a kernel file system is from the fsync of its
+// directory; its record is held and packed as ODeferSync's. A crash
+// before that brings the file back whole. GC logs a zone's reset (its
+// record carries what is held) and flushes before it resets the zone,
+// so no data the file still had can be lost meanwhile.
 func (e *Engine) RemoveDeferred(name string) error { return e.remove(name, false, false) }
 
 func (e *Engine) remove(name string, durable, unused bool) (err error) {
@@ -347,7 +353,7 @@ func (e *Engine) remove(name string, durable, unused bool) (err error) {
 // removeLocked removes f, named name, with nsMu held, which it releases.
 func (e *Engine) removeLocked(name string, f *file, durable bool) error {
 	dropped := false
-	t, err := e.logOpRecord(nsOp{kind: opRemove, file: f.id}, durable, func() {
+	t, err := e.logOpRecord(nsOp{kind: opRemove, file: f.id}, durable, !durable, func() {
 		e.delName(name)
 		e.nsBytes -= nsEntryLen(name)
 		dropped = e.unlink(f)
@@ -521,7 +527,7 @@ func (e *Engine) Rename(oldName, newName string) error {
 		}
 	}
 	victimDropped := false
-	t, err := e.logOpRecord(nsOp{kind: opRename, file: f.id, name: newName}, true, func() {
+	t, err := e.logOpRecord(nsOp{kind: opRename, file: f.id, name: newName}, true, false, func() {
 		e.delName(oldName)
 		e.setName(newName, f)
 		e.nsBytes += grow
@@ -1120,7 +1126,7 @@ func (e *Engine) cutAndLogRecord(f *file, size int64) (uint64, error) {
 	}
 	e.nsMu.RLock()
 	defer e.nsMu.RUnlock()
-	t, err := e.logOpRecord(nsOp{kind: opTruncate, file: f.id, size: size}, true, nil)
+	t, err := e.logOpRecord(nsOp{kind: opTruncate, file: f.id, size: size}, true, false, nil)
 	if err != nil {
 		e.unlogged.Store(true)
 	}
@@ -1761,7 +1767,16 @@ func (h *File) SyncContext(ctx context.Context) error {
 // create, grow, fsync) a device flush per file after each grow had
 // flushed all of it. Writes that complete after the call need not be
 // covered, so a ticket taken late is only ever more than needed.
+//
+// While operations are held for a pack (metaLog.pend), it is pendTicket:
+// flushAcked lands them and takes the ticket after their record, which
+// covers f's latest append too (tickets grow; a checkpoint that took
+// them instead flushed after it). Read first: once none is held, every
+// one held before has landed and needFlush covers it (opsLanded).
 func (e *Engine) syncTicket(f *file) uint64 {
+	if e.meta.pending.Load() {
+		return pendTicket
+	}
 	return max(f.dataFlush.Load(), e.meta.needFlush.Load(), 1)
 }
 

@@ -1003,7 +1003,7 @@ func (c *collector) logResets(victims []*zone) error {
 	for _, victim := range victims {
 		victim.resetPending.Store(true)
 		e.nsMu.RLock()
-		vt, err := e.writeOp(nsOp{kind: opZoneReset, zone: victim.idx})
+		vt, err := e.writeOp(nsOp{kind: opZoneReset, zone: victim.idx}, false)
 		e.nsMu.RUnlock()
 		if err != nil {
 			// The records written may land: harmless, the zones hold

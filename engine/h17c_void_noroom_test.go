@@ -20,6 +20,10 @@ import (
 // from the previous checkpoint replays the torn record over a's fsynced
 // bytes: EIO.
 func TestH17cFailedAppendVoidedWhenHalfIsFull(t *testing.T) {
+	// The set-up fills the half one record per deferred operation: a
+	// device of format 2, whose log holds no packs (on format 3 they
+	// would be held for one, and the log would not move).
+	h41bFormat(t, superMinVersion)
 	devName := emuDevice(t, 16, "1M", "")
 	cfg := smallConfig()
 	e := formatOpen(t, devName, cfg)

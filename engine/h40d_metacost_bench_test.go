@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +24,12 @@ import (
 //   - tmpren: create a temporary deferred, grow it, rename it over its
 //     name (the fio engine's layout of a file laid out anew)
 //   - rm: remove a file (durable)
+//   - dcw: create a file deferred, write 4 KiB, close; one SyncNamespace
+//     and Engine.Sync after the burst (small files without an fsync each)
+//
+// Each case runs on a device of each format in ZONEFOLD_H40D_FORMATS
+// (default "2,3": format 2 logs a block per operation, format 3 packs
+// held operations, metaPack), so one run gives the A/B.
 //
 // Per case: wall time, device flushes and device bytes (data, record
 // headers, metadata log) per operation.
@@ -35,12 +43,28 @@ func TestH40dMetaCost(t *testing.T) {
 	g := envInt("ZONEFOLD_H40D_G", 16)
 	ops := envInt("ZONEFOLD_H40D_OPS", 64)
 	only := os.Getenv("ZONEFOLD_H40D_CASE")
+	formats := []int{superMinVersion, superPackVersion}
+	if f := os.Getenv("ZONEFOLD_H40D_FORMATS"); f != "" {
+		formats = nil
+		for _, v := range strings.Split(f, ",") {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			formats = append(formats, n)
+		}
+	}
+	old := formatVersion
+	defer func() { formatVersion = old }()
 	for r := range rounds {
-		for _, c := range []string{"cwf", "grow", "tmpren", "rm"} {
+		for _, c := range []string{"cwf", "grow", "tmpren", "rm", "dcw"} {
 			if only != "" && only != c {
 				continue
 			}
-			metaCostRound(t, r, c, g, ops)
+			for _, v := range formats {
+				formatVersion = v
+				metaCostRound(t, r, c, g, ops)
+			}
 		}
 	}
 }
@@ -92,6 +116,14 @@ func metaCostRound(t *testing.T, round int, c string, g, ops int) {
 		}()
 	}
 	wg.Wait()
+	if c == "dcw" {
+		if err := e.SyncNamespace(); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	el := time.Since(start)
 	close(errs)
 	for err := range errs {
@@ -99,8 +131,8 @@ func metaCostRound(t *testing.T, round int, c string, g, ops int) {
 	}
 	d := e.Stats().Sub(s0)
 	n := float64(g * ops)
-	t.Logf("H40D case=%s round=%d ops=%d secs=%.3f us/op=%.1f flushes/op=%.3f devB/op=%.0f metaB/op=%.0f dataB/op=%.0f hdrB/op=%.0f ckpts=%d",
-		c, round, g*ops, el.Seconds(), float64(el.Microseconds())/n, float64(d.Flushes)/n,
+	t.Logf("H40D case=%s format=%d round=%d ops=%d metaBlocks/op=%.3f secs=%.3f us/op=%.1f flushes/op=%.3f devB/op=%.0f metaB/op=%.0f dataB/op=%.0f hdrB/op=%.0f ckpts=%d",
+		c, e.sb.Version, round, g*ops, float64(d.DevMeta-d.DevCheckpoint)/BlockSize/n, el.Seconds(), float64(el.Microseconds())/n, float64(d.Flushes)/n,
 		float64(d.DevData+d.DevHeaders+d.DevPad+d.DevMeta)/n, float64(d.DevMeta)/n, float64(d.DevData)/n, float64(d.DevHeaders)/n, d.Checkpoints)
 }
 
@@ -138,6 +170,14 @@ func metaCostOp(e *Engine, c, name string, blk []byte) error {
 		return e.Rename(".tmp."+name, name)
 	case "rm":
 		return e.Remove(name)
+	case "dcw":
+		f, err := e.OpenFile(name, OCreate|ODeferSync)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = f.WriteAt(blk, 0)
+		return err
 	}
 	return fmt.Errorf("no case %q", c)
 }

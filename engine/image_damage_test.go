@@ -209,6 +209,18 @@ func dmgBuild(clean bool) (g *dmgGolden, err error) {
 		delete(ids, name)
 		return e.Remove(name)
 	}
+	// A create nobody waits for: held for a pack (metaPack), which the
+	// next durable operation's record carries.
+	deferredCreate := func(name string) error {
+		h, err := e.OpenFile(name, OCreate|ODeferSync)
+		if err != nil {
+			return err
+		}
+		ids[name] = len(content)
+		content[ids[name]] = []byte{}
+		since = append(since, nameID{name, ids[name]})
+		return h.Close()
+	}
 	steps := []func() error{
 		// Before the first checkpoint: files, one in two pieces, one
 		// removed (its records stay on the device), one renamed.
@@ -247,7 +259,9 @@ func dmgBuild(clean bool) (g *dmgGolden, err error) {
 		func() error { return write("a", "fA.", 264<<10, 36<<10) },
 		func() error { return write("b", "fB.", 320<<10, 80<<10) },
 		func() error { return write("f", "fF.", 0, 150<<10) },
-		func() error { return rename("d", "d2") },
+		func() error { return deferredCreate("h") },
+		func() error { return deferredCreate("i") },
+		func() error { return rename("d", "d2") }, // a pack: h, i, the rename
 		func() error { return remove("e") },
 		func() error { return write("g", "fG.", 0, 40<<10) },
 		func() error { return write("c2", "oC.", 0, 8<<10) },

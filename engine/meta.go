@@ -19,9 +19,13 @@ import (
 // which a finished metadata zone can expose, out of recovery.
 //
 // Kinds: a checkpoint (the whole namespace, every extent map and the data
-// zones' write pointers, as of its sequence number) or one namespace
-// operation. The newest valid checkpoint plus every operation and data
-// record with a higher sequence number is the file system.
+// zones' write pointers, as of its sequence number), one namespace
+// operation, or (format 3, superPackVersion) a pack of several namespace
+// operations (see encodePack). The newest valid checkpoint plus every
+// operation and data record with a higher sequence number is the file
+// system. A record's checksum covers the whole of it, a pack's every
+// operation: a pack that fails it is not read at all, and ends the log
+// as a one-operation record that fails it does.
 const (
 	metaMagic = 0x544d465a // "ZFMT"
 	// metaVersion 2: a checkpoint's extents name their record's header.
@@ -30,7 +34,23 @@ const (
 
 	metaCheckpoint uint16 = 1
 	metaOp         uint16 = 2
+	// metaPack: several operations in one record (decodePack), numbered
+	// in order; the header's number is the last one's. Only a device
+	// of format superPackVersion or later holds one: in an older one
+	// it is damage (scanMetaHalf), since a zonefold of that format
+	// reads it as a record that ends the log.
+	metaPack uint16 = 3
 )
+
+// maxPackLen is the most payload bytes a pack the engine writes holds:
+// one block with its header. Recovery reads a longer one all the same
+// (its checksum covers it whole), but a writer keeps a pack to a block
+// so that a torn write tears no more than one block's operations.
+const maxPackLen = BlockSize - metaHdrLen
+
+// packOpHdr is a packed operation's own header: its number u64 and its
+// payload's length u32.
+const packOpHdr = 12
 
 // Namespace operation kinds.
 const (
@@ -117,7 +137,7 @@ func decodeMetaHeader(buf []byte) (metaHeader, error) {
 	h.length = int(le.Uint32(buf[16:]))
 	h.crc = le.Uint32(buf[24:])
 	h.fs = uint64(le.Uint32(buf[20:])) | uint64(le.Uint32(buf[28:]))<<32
-	if h.kind != metaCheckpoint && h.kind != metaOp {
+	if h.kind != metaCheckpoint && h.kind != metaOp && h.kind != metaPack {
 		return h, fmt.Errorf("%w: kind %d", errCorruptMeta, h.kind)
 	}
 	if h.seq >= maxSeq {
@@ -252,6 +272,68 @@ func decodeOp(seq uint64, p []byte) (nsOp, error) {
 		}
 	}
 	return op, nil
+}
+
+// encodePack is the payload of a pack (metaPack) of ops, numbered (seq
+// set) in increasing order: the count u32, then for each operation its
+// number u64, its payload's length u32 and the payload (encodeOp). The
+// pack's header carries the last operation's number.
+func encodePack(ops []nsOp) []byte {
+	var e enc
+	e.u32(uint32(len(ops)))
+	for _, op := range ops {
+		p := encodeOp(op)
+		e.u64(op.seq)
+		e.u32(uint32(len(p)))
+		e.b = append(e.b, p...)
+	}
+	return e.b
+}
+
+// packLen is the bytes op adds to a pack's payload.
+func packLen(op nsOp) int { return packOpHdr + len(encodeOp(op)) }
+
+// decodePack parses a pack's payload whose header carries number seq.
+// Anything but at least one operation, each of which decodes (decodeOp,
+// its payload wholly read), numbered in increasing order up to seq, and
+// nothing after the last, is errCorruptMeta: a checksum-valid pack that
+// does not decode is damage, as a one-operation record is, and none of
+// its operations is replayed.
+func decodePack(seq uint64, p []byte) ([]nsOp, error) {
+	d := dec{b: p}
+	n := int(d.u32())
+	if d.err == nil && (n == 0 || n > len(p)/packOpHdr) {
+		return nil, fmt.Errorf("%w: pack of %d operations in %d bytes", errCorruptMeta, n, len(p))
+	}
+	ops := make([]nsOp, 0, n)
+	var prev uint64
+	for range n {
+		s, l := d.u64(), int(d.u32())
+		if !d.need(l) {
+			break
+		}
+		body := d.b[:l]
+		d.b = d.b[l:]
+		if s <= prev || s > seq {
+			return nil, fmt.Errorf("%w: packed operation %d after %d, in a pack numbered %d", errCorruptMeta, s, prev, seq)
+		}
+		prev = s
+		op, err := decodeOp(s, body)
+		if err != nil {
+			return nil, err
+		}
+		if l != len(encodeOp(op)) {
+			return nil, fmt.Errorf("%w: packed operation %d of %d bytes reads as %d", errCorruptMeta, s, l, len(encodeOp(op)))
+		}
+		ops = append(ops, op)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	if len(d.b) != 0 || prev != seq {
+		return nil, fmt.Errorf("%w: pack numbered %d ends with operation %d and %d bytes after it", errCorruptMeta, seq, prev, len(d.b))
+	}
+	return ops, nil
 }
 
 // checkpoint is the decoded form of a checkpoint record.

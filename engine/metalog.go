@@ -68,6 +68,36 @@ type metaLog struct {
 	// a checkpoint that lands clears both.
 	nextVoidsEnd int64
 	nextVoided   int
+	// pend are operations logged (numbered, and applied by their
+	// callers before they release nsMu) whose record is not written
+	// yet, in number order: on a device of format superPackVersion,
+	// a create, remove or rename is held here (writeOp, pack) and
+	// packed with the ones logged after it into one record (metaPack),
+	// written when an operation that is not held is logged, when the
+	// next one no longer fits one block, or by the first flushAcked
+	// (every acknowledging flush, which lands them first: landPending).
+	// A checkpoint that lands holds them (they are applied: every
+	// checkpoint runs under nsMu, which their callers hold exclusive
+	// from their number to their apply) and drops them. A write of
+	// them that fails leaves them applied with no record
+	// (Engine.unlogged). pendLen is their pack's payload bytes. Under
+	// mu; pending mirrors len(pend) != 0 for readers without it.
+	pend    []nsOp
+	pendLen int
+	pending atomic.Bool
+}
+
+// pendTicket is the ticket writeOp returns for an operation it holds
+// (metaLog.pend): no flush covers it until it lands. flushAcked lands
+// what is held, and takes the flush that covers it instead
+// (Engine.ticketAfterLanding).
+const pendTicket = uint64(1) << 63
+
+// dropPending forgets the held operations (a checkpoint holds them, or
+// a write of them failed). m.mu held.
+func (m *metaLog) dropPending() {
+	m.pend, m.pendLen = m.pend[:0], 0
+	m.pending.Store(false)
 }
 
 // markStray records that the active half may hold a failed record at
@@ -126,7 +156,7 @@ func (e *Engine) logOp(op nsOp) error { return e.appendOp(op, true, nil) }
 // rename or truncate calls logOpRecord under nsMu and awaitOp after
 // releasing it instead, so that such operations share flushes.
 func (e *Engine) appendOp(op nsOp, flush bool, apply func()) error {
-	t, err := e.logOpRecord(op, flush, apply)
+	t, err := e.logOpRecord(op, flush, false, apply)
 	if err != nil || !flush {
 		return err
 	}
@@ -173,7 +203,15 @@ func (e *Engine) appendOp(op nsOp, flush bool, apply func()) error {
 // read: never a later operation without this one. So durable operations
 // that arrive while a flush runs share the next one (group commit)
 // instead of each waiting, under nsMu, for the one before it.
-func (e *Engine) logOpRecord(op nsOp, flush bool, apply func()) (uint64, error) {
+//
+// With pack, on a device of format superPackVersion, the record may be
+// held (metaLog.pend) and written with the operations logged after it,
+// in one record: the ticket is then pendTicket, which awaitOp and
+// flushAcked take as the flush after the record lands (they land it).
+// Only an operation applied before its caller releases nsMu, held
+// exclusive (create, remove, rename), is held: a checkpoint, under
+// nsMu, then finds it applied and holds it.
+func (e *Engine) logOpRecord(op nsOp, flush, pack bool, apply func()) (uint64, error) {
 	if flush && e.failedAppend.Load() {
 		// The flush would make a failed append's record durable: the
 		// checkpoint that supersedes it comes first (settleStray; the
@@ -191,7 +229,7 @@ func (e *Engine) logOpRecord(op nsOp, flush bool, apply func()) (uint64, error) 
 			return 0, fmt.Errorf("engine: log operation: %w", err)
 		}
 	}
-	t, err := e.writeOp(op)
+	t, err := e.writeOp(op, pack)
 	if err != nil {
 		return 0, err
 	}
@@ -236,7 +274,11 @@ const metaShrinkRoom = 16 * BlockSize
 // fsync, Engine.Sync, SyncNamespace or namespace operation first
 // writes the checkpoint in the other half that supersedes the record,
 // or fails with ErrMetaLog too (settleStray), so the record can never
-// undo what is acknowledged after the failure.
+// undo what is acknowledged after the failure. A deferred create or
+// remove whose record is held for a pack (metaLog.pend) has been
+// answered when its record is written: if that write fails, it stays
+// applied with no record (Engine.unlogged), and the next acknowledging
+// flush writes the checkpoint that holds it, or fails with ErrMetaLog.
 var ErrMetaLog = fmt.Errorf("engine: the metadata log takes no writes: %w", syscall.EIO)
 
 // writeOp writes op's record and returns the ticket of the flush that
@@ -255,42 +297,69 @@ var ErrMetaLog = fmt.Errorf("engine: the metadata log takes no writes: %w", sysc
 // operation in flight at a crash). An operation its caller numbered
 // (op.seq set) is never renumbered; a switch before it fails it instead,
 // since the checkpoint would number above it and recovery would skip it.
-func (e *Engine) writeOp(op nsOp) (uint64, error) {
+func (e *Engine) writeOp(op nsOp, pack bool) (uint64, error) {
 	m := e.meta
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	payload := encodeOp(op)
 	n := metaRecordLen(len(payload))
-	need := n
+	var room int64
 	if op.kind == opCreate || op.kind == opRename {
 		// Operations that can grow the namespace leave room behind
 		// them for ones that shrink it or free data space (removes,
 		// truncates, GC's resets): a namespace too large for its
 		// metadata half can always be cut back.
-		need += metaShrinkRoom
+		room += metaShrinkRoom
 	}
 	numbered := op.seq != 0
-	need += metaVoidRoom
-	if m.wp+need > e.sb.metaHalfCap() {
-		if err := e.switchForOp(numbered, need, nil); err != nil {
+	room += metaVoidRoom
+	packs := e.sb.Version >= superPackVersion && !numbered
+	if packs && pack && 4+packOpHdr+len(payload) <= maxPackLen {
+		return e.holdOp(op, len(payload), room)
+	}
+	// With operations held, this one's record carries them (a pack),
+	// if they fit one block together; else they are written first.
+	if len(m.pend) > 0 && (!packs || 4+m.pendLen+packOpHdr+len(payload) > maxPackLen) {
+		if err := e.landPendingLocked(); err != nil {
 			return 0, err
+		}
+	}
+	if len(m.pend) > 0 {
+		n = BlockSize
+	}
+	if m.wp+n+room > e.sb.metaHalfCap() {
+		// A switch's checkpoint holds the held operations too.
+		if err := e.switchForOp(numbered, n+room, nil); err != nil {
+			return 0, err
+		}
+		if len(m.pend) == 0 {
+			n = metaRecordLen(len(payload))
 		}
 	}
 	if !numbered {
 		op.seq = e.seq.Add(1)
 	}
-	err := e.writeOpRecord(op, payload, n)
+	ops := append(m.pend, op)
+	err := e.writeOpsRecord(ops, n)
 	if err == nil {
-		return e.opLanded(op, n), nil
+		return e.opsLanded(ops, n), nil
 	}
+	if len(m.pend) > 0 {
+		// The held operations are applied; their record failed. The
+		// checkpoint below holds them, or, if it fails, the next one
+		// (unlogged: every acknowledging flush settles it first).
+		e.unlogged.Store(true)
+		m.dropPending()
+	}
+	n = metaRecordLen(len(payload))
 	// Until a checkpoint in the other half succeeds (and clears it).
 	m.markStray()
 	werr := fmt.Errorf("engine: log operation in metadata half %d at %d: %w", m.active, m.wp, err)
-	if err := e.switchForOp(numbered, need, werr); err != nil {
+	if err := e.switchForOp(numbered, n+room, werr); err != nil {
 		return 0, err
 	}
 	op.seq = e.seq.Add(1) // above the checkpoint's: recovery replays it
-	if err := e.writeOpRecord(op, payload, n); err != nil {
+	if err := e.writeOpsRecord([]nsOp{op}, n); err != nil {
 		// This half's log ends here too: the next operation switches
 		// back (and fails while the other half still refuses). The
 		// record may stand past the checkpoint just written.
@@ -300,7 +369,85 @@ func (e *Engine) writeOp(op nsOp) (uint64, error) {
 		e.switchFailed(err) // the switch landed, but the log takes no records
 		return 0, err
 	}
-	return e.opLanded(op, n), nil
+	return e.opsLanded([]nsOp{op}, n), nil
+}
+
+// holdOp numbers op, whose payload is l bytes, and holds it
+// (metaLog.pend) for the record of the operations logged after it
+// (writeOp with pack): it returns pendTicket. The log keeps a block for
+// the held operations' record and room after it (their own, as writeOp
+// keeps). m.mu held.
+func (e *Engine) holdOp(op nsOp, l int, room int64) (uint64, error) {
+	m := e.meta
+	if len(m.pend) > 0 && 4+m.pendLen+packOpHdr+l > maxPackLen {
+		if err := e.landPendingLocked(); err != nil {
+			return 0, err
+		}
+	}
+	if m.wp+BlockSize+room > e.sb.metaHalfCap() {
+		if err := e.switchForOp(false, BlockSize+room, nil); err != nil {
+			return 0, err
+		}
+	}
+	op.seq = e.seq.Add(1)
+	if len(m.pend) == 0 {
+		m.pendLen = 4
+	}
+	m.pend = append(m.pend, op)
+	m.pendLen += packOpHdr + l
+	m.pending.Store(true)
+	return pendTicket, nil
+}
+
+// landPendingLocked writes the held operations' record (metaLog.pend)
+// at the log's end. If the half has no room for it, or the write fails,
+// the half switch holds them (its checkpoint), as for an operation's
+// record; if that fails too, they stay applied with no record
+// (Engine.unlogged) and the error says so. nsMu (shared or exclusive)
+// and m.mu held.
+func (e *Engine) landPendingLocked() error {
+	m := e.meta
+	if len(m.pend) == 0 {
+		return nil
+	}
+	if m.wp+BlockSize+metaVoidRoom > e.sb.metaHalfCap() {
+		if err := e.switchForOp(false, metaVoidRoom, nil); err != nil {
+			return err
+		}
+		if len(m.pend) == 0 {
+			return nil
+		}
+	}
+	ops := m.pend
+	err := e.writeOpsRecord(ops, BlockSize)
+	if err == nil {
+		e.opsLanded(ops, BlockSize)
+		return nil
+	}
+	m.markStray()
+	werr := fmt.Errorf("engine: log %d operations in metadata half %d at %d: %w", len(ops), m.active, m.wp, err)
+	if err := e.switchForOp(false, metaVoidRoom, werr); err != nil {
+		e.unlogged.Store(true)
+		m.dropPending()
+		return err
+	}
+	return nil
+}
+
+// landPending writes the held operations' record (landPendingLocked)
+// for a caller that holds no engine lock but wmu, collector.mu or
+// neither: an acknowledging flush (flushAcked). It takes nsMu shared
+// and metaLog.mu, as settleStray does.
+func (e *Engine) landPending() error {
+	m := e.meta
+	if !m.pending.Load() {
+		return nil
+	}
+	e.nsMu.RLock()
+	defer e.nsMu.RUnlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return e.landPendingLocked()
 }
 
 // switchForOp checkpoints into the other metadata half for an operation
@@ -375,6 +522,19 @@ func (e *Engine) writeOpRecord(op nsOp, payload []byte, n int64) error {
 	return e.writeMeta(m.active, m.wp, m.block[:n], m.w)
 }
 
+// writeOpsRecord writes the n-byte record of ops (numbered, in order)
+// at the active half's m.wp: one operation's (metaOp), or a pack of
+// them (metaPack), which fits n, one block.
+func (e *Engine) writeOpsRecord(ops []nsOp, n int64) error {
+	if len(ops) == 1 {
+		return e.writeOpRecord(ops[0], encodeOp(ops[0]), n)
+	}
+	m := e.meta
+	last := ops[len(ops)-1].seq
+	encodeMeta(m.block[:n], e.sb.FS(), metaPack, last, encodePack(ops))
+	return e.writeMeta(m.active, m.wp, m.block[:n], m.w)
+}
+
 // testHookMetaWrite, if set (by tests only), runs before a record or a
 // checkpoint (data) is written to metadata half h at offset off; an
 // error it returns is that write's.
@@ -382,7 +542,13 @@ var testHookMetaWrite func(e *Engine, h int, off int64, data []byte) error
 
 // opLanded accounts op's n-byte record, which has landed, and returns the
 // ticket of the flush that makes it durable.
-func (e *Engine) opLanded(op nsOp, n int64) uint64 {
+func (e *Engine) opLanded(op nsOp, n int64) uint64 { return e.opsLanded([]nsOp{op}, n) }
+
+// opsLanded accounts the n-byte record of ops, which has landed (the
+// held operations among them, which it forgets), and returns the ticket
+// of the flush that makes it durable. The bytes count to the operations'
+// kinds in equal shares.
+func (e *Engine) opsLanded(ops []nsOp, n int64) uint64 {
 	m := e.meta
 	m.wp += n
 	if m.switchFails != 0 {
@@ -390,10 +556,21 @@ func (e *Engine) opLanded(op nsOp, n int64) uint64 {
 		m.switchFails, m.switchErr, m.switchRetryAt = 0, nil, time.Time{}
 	}
 	e.stats.metaWritten.Add(n)
-	e.stats.metaOps[op.kind].Add(n)
+	for i, op := range ops {
+		share := n / int64(len(ops))
+		if i == len(ops)-1 {
+			share = n - share*int64(len(ops)-1)
+		}
+		e.stats.metaOps[op.kind].Add(share)
+	}
 	// The record has landed: the next flush to start covers it.
 	t := e.flushes.ticket()
 	for old := m.needFlush.Load(); old < t && !m.needFlush.CompareAndSwap(old, t); old = m.needFlush.Load() {
+	}
+	if len(m.pend) > 0 {
+		// After needFlush: a flushAcked that finds none held takes
+		// the ticket that covers them (ticketAfterLanding).
+		m.dropPending()
 	}
 	return t
 }
@@ -637,6 +814,10 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 		// Still quiesced: no append failed since the wait, and every
 		// one that failed before it is numbered below this checkpoint.
 		if err == nil {
+			// The held operations are applied (their callers held
+			// nsMu exclusive from their numbers to their applies, and
+			// the caller holds it now): the snapshot holds them.
+			m.dropPending()
 			m.nextVoidsEnd, m.nextVoided = 0, 0
 			e.failedAppend.Store(false)
 			e.failedMu.Lock()
@@ -1196,7 +1377,7 @@ func planFormat(dev zns.Device, opts FormatOptions) (Superblock, error) {
 	if err != nil {
 		return Superblock{}, err
 	}
-	return Superblock{UUID: uuid, ZoneSize: g.ZoneSize, ZoneCap: g.ZoneCap, Zones: g.Zones, BlockSize: BlockSize, MetaZones: mz, MetaGroup: k, UsedZones: used}, nil
+	return Superblock{Version: formatVersion, UUID: uuid, ZoneSize: g.ZoneSize, ZoneCap: g.ZoneCap, Zones: g.Zones, BlockSize: BlockSize, MetaZones: mz, MetaGroup: k, UsedZones: used}, nil
 }
 
 // Format writes a fresh, empty zonefold file system to dev: every zone
@@ -1283,12 +1464,28 @@ func (e *Engine) SyncNamespace() error {
 
 // syncNamespace is SyncNamespace for a caller already admitted (enter).
 func (e *Engine) syncNamespace() error {
+	// What is held first, as syncTicket reads it: once none is held,
+	// every operation held before has landed and needFlush covers it
+	// (opsLanded sets it before it clears pending). Read the other way
+	// round, a pack another caller landed in between was covered by
+	// neither, and an older flush acknowledged it.
+	held := e.meta.pending.Load()
+	if testHookSyncNamespaceRead != nil {
+		testHookSyncNamespaceRead(e)
+	}
 	t := e.meta.needFlush.Load()
+	if held {
+		t = pendTicket // flushAcked lands them
+	}
 	if t == 0 {
 		return e.settleStray()
 	}
 	return e.flushAcked(context.Background(), t)
 }
+
+// testHookSyncNamespaceRead, if set (by tests only), runs in
+// syncNamespace between its reads of what is held and of needFlush.
+var testHookSyncNamespaceRead func(*Engine)
 
 // flushAcked flushes the device for a caller that reports the flush's
 // success as durability (an fsync, Engine.Sync, SyncNamespace, a
@@ -1303,10 +1500,49 @@ func (e *Engine) syncNamespace() error {
 // (TestFailedOpBetweenSettleAndFlushNeverUndoesTheAck). One that fails
 // after this returns failed after the ack: it may undo it only as an
 // operation in flight at a crash would. The caller holds no engine lock.
+//
+// Operations held for a pack (metaLog.pend) land first, whatever t: an
+// fsync makes every logged operation durable, as before they were held.
+// t, if taken before that (pendTicket, or one an fsync took), then
+// grows to the ticket that covers their record.
 func (e *Engine) flushAcked(ctx context.Context, t uint64) error {
-	if err := e.settleStray(); err != nil {
+	if t, err := e.ticketAfterLanding(t); err != nil {
 		return err
+	} else if err := e.settleStray(); err != nil {
+		return err
+	} else {
+		return e.flushAckedLanded(ctx, t)
 	}
+}
+
+// ticketAfterLanding lands the held operations (landPending) and
+// returns t, or, if some were held, the later ticket that covers their
+// record too. For pendTicket (an operation held when its caller took
+// the ticket, or an fsync's syncTicket then) that is the ticket of the
+// last record landed, whoever landed it: a caller that finds none held
+// any more finds needFlush covering them (opsLanded sets it before it
+// clears pending), or a checkpoint took them, flushed after they were
+// applied.
+func (e *Engine) ticketAfterLanding(t uint64) (uint64, error) {
+	m := e.meta
+	held := m.pending.Load()
+	if held {
+		if err := e.landPending(); err != nil {
+			return 0, err
+		}
+	}
+	switch {
+	case t == pendTicket:
+		return m.needFlush.Load(), nil // 0 (nothing landed since Open): the next flush
+	case held && t != 0:
+		return max(t, m.needFlush.Load()), nil
+	}
+	return t, nil
+}
+
+// flushAckedLanded is flushAcked once what was held has landed and
+// the stray settled.
+func (e *Engine) flushAckedLanded(ctx context.Context, t uint64) error {
 	if testHookAckFlush != nil {
 		testHookAckFlush(e)
 	}

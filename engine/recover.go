@@ -109,11 +109,27 @@ func (e *Engine) recover() error {
 	if err := e.checkHiddenLog(1-ckptZone, logEnd[1-ckptZone], report, ckpt.seq, buf, w); err != nil {
 		return err
 	}
-	if u := undecoded[ckptZone]; len(u) > 0 && u[len(u)-1].kind == metaOp {
-		// The walk ended on an operation that does not decode:
-		// checkUndecoded said so.
-	} else if err := e.checkCutLog(ckptZone, logEnd[ckptZone], report, ckpt.seq, buf, w); err != nil {
+	// cutTop is the highest number of a whole record after where the
+	// walk of the checkpoint's half stopped early (damage): not
+	// replayed, but its number was handed out, and recovery's
+	// checkpoint is numbered above it. Numbered below, a crash before
+	// the next checkpoint left that half holding whole records above
+	// the newest checkpoint after a damaged one, and the next Open
+	// refused the device (checkHiddenLog).
+	var cutTop uint64
+	if u := undecoded[ckptZone]; len(u) > 0 && u[len(u)-1].kind != metaCheckpoint {
+		// The walk ended on an operation (or a pack of them) that
+		// does not decode: checkUndecoded said so.
+		end := e.metaHalfEnd(ckptZone, report)
+		top, _, err := e.laterMeta(ckptZone, logEnd[ckptZone], end, ckpt.seq, false, buf, w)
+		if err != nil && !errors.Is(err, syscall.EIO) {
+			return err
+		}
+		cutTop = top
+	} else if top, err := e.checkCutLog(ckptZone, logEnd[ckptZone], report, ckpt.seq, buf, w); err != nil {
 		return err
+	} else {
+		cutTop = top
 	}
 	// Every operation logged after a checkpoint went to the zone that
 	// holds it: one in the other zone numbered above it was never
@@ -146,6 +162,7 @@ func (e *Engine) recover() error {
 	}
 	e.ckptSeq = ckpt.seq
 	e.loadCheckpoint(ckpt)
+	bumpMax(&e.seq, cutTop)
 
 	// 2. Newer operations and the zones they tell recovery to rescan.
 	var events []event
@@ -561,7 +578,11 @@ func (e *Engine) checkUndecoded(undecoded [2][]metaUndecoded, ckptSeq uint64, ck
 				return fmt.Errorf("engine: recover: metadata half %d holds checkpoint %d, checksum valid, that does not decode (%w); recovering from the older checkpoint %d would lose what was logged after it: refusing to open (fsck reads the device without writing)",
 					half, u.seq, u.err, ckptSeq)
 			case half == ckptHalf:
-				e.damage = append(e.damage, fmt.Sprintf("operation %d in metadata half %d, checksum valid, does not decode (%v): the log is read up to it, and what was logged after it is not replayed", u.seq, half, u.err))
+				what := "operation"
+				if u.kind == metaPack {
+					what = "pack of operations up to"
+				}
+				e.damage = append(e.damage, fmt.Sprintf("%s %d in metadata half %d, checksum valid, does not decode (%v): the log is read up to it, and what was logged after it is not replayed", what, u.seq, half, u.err))
 			}
 		}
 	}
@@ -617,17 +638,20 @@ func (e *Engine) checkHiddenLog(h int, off int64, report []zns.Zone, ckptSeq uin
 // recovery says so and fsck reports it (Engine.damage). An all-zero
 // block ending a half filled to capacity is its log's clean end, and a
 // whole header whose record runs past the write pointer a torn write.
-func (e *Engine) checkCutLog(h int, off int64, report []zns.Zone, ckptSeq uint64, buf *scanBuf, w *uring.Waiter) error {
+// It returns the highest number of a whole record it found after the
+// stop (0: none).
+func (e *Engine) checkCutLog(h int, off int64, report []zns.Zone, ckptSeq uint64, buf *scanBuf, w *uring.Waiter) (uint64, error) {
 	end := e.metaHalfEnd(h, report)
 	if off+BlockSize > end {
-		return nil
+		return 0, nil
 	}
 	full := end >= e.sb.metaHalfCap()
 	hb := buf.mem[:BlockSize]
 	follows := "nothing whole follows it"
+	var cutTop uint64
 	if err := e.readMeta(h, off, hb, w); err != nil {
 		if !errors.Is(err, syscall.EIO) {
-			return fmt.Errorf("engine: recover: read metadata half %d at %d: %w", h, off, err)
+			return 0, fmt.Errorf("engine: recover: read metadata half %d at %d: %w", h, off, err)
 		}
 		// This only reports: bad media is no reason to refuse an
 		// Open that went on before it looked
@@ -635,26 +659,27 @@ func (e *Engine) checkCutLog(h int, off int64, report []zns.Zone, ckptSeq uint64
 		follows = fmt.Sprintf("it fails to read: %v", err)
 	} else {
 		if mh, err := decodeMetaHeader(hb); err == nil && mh.fs == e.sb.FS() && off+metaRecordLen(mh.length) > end {
-			return nil // torn: the record runs past the write pointer
+			return 0, nil // torn: the record runs past the write pointer
 		}
 		zero := isZero(hb)
 		top, at, err := e.laterMeta(h, off, end, ckptSeq, full, buf, w)
 		switch {
 		case err != nil && !errors.Is(err, syscall.EIO):
-			return err
+			return 0, err
 		case err != nil:
 			follows = fmt.Sprintf("what follows it fails to read: %v", err)
 		case top == 0 && zero && full:
-			return nil
+			return 0, nil
 		case top != 0:
 			follows = fmt.Sprintf("a whole record numbered %d (at %d) follows it", top, at)
+			cutTop = top
 		}
 	}
 	d := fmt.Sprintf("metadata half %d's log stops at %d, below its write pointer (%d), on a record that fails its checksum (%s): the operations logged from there on are not replayed; unless that record was a write that failed (never acknowledged), it is damage, and files removed since may be back, renamed ones under their old names, created ones gone",
 		h, off, end, follows)
 	e.damage = append(e.damage, d)
 	slog.Error("engine: recover: "+d, "checkpoint_seq", ckptSeq)
-	return nil
+	return cutTop, nil
 }
 
 // laterMeta finds the whole records of this file system in metadata half
@@ -773,6 +798,20 @@ func (e *Engine) scanMetaHalf(half int, report []zns.Zone, buf *scanBuf, w *urin
 				return best, ops, off, append(bad, metaUndecoded{kind: h.kind, seq: h.seq, err: err}), nil
 			}
 			ops = append(ops, op)
+		case metaPack:
+			// All or nothing: the checksum held, so every operation
+			// in it was written; one that does not decode is damage
+			// and ends the log before the pack, as a one-operation
+			// record that does not decode does.
+			packed, err := decodePack(h.seq, payload)
+			if err == nil && e.sb.Version < superPackVersion {
+				err = fmt.Errorf("%w: a pack of operations on a device of format %d, which holds none", errCorruptMeta, e.sb.Version)
+			}
+			if err != nil {
+				slog.Warn("engine: recover: corrupt pack of operations ends the log", "seq", h.seq, "err", err)
+				return best, ops, off, append(bad, metaUndecoded{kind: h.kind, seq: h.seq, err: err}), nil
+			}
+			ops = append(ops, packed...)
 		}
 		off += n
 	}

@@ -12,22 +12,43 @@ import (
 
 const (
 	superMagic = 0x42534a46 // "FJSB"
-	// superVersion is the on-device format. 2: records carry a CRC32C
-	// per data block and checkpoint extents name their record's header,
-	// so that reads can check what they read. A device of format 1 is
-	// refused with the way out, not read.
-	superVersion = 2
+	// superVersion is the newest on-device format this zonefold reads.
+	// 2: records carry a CRC32C per data block and checkpoint extents
+	// name their record's header, so that reads can check what they
+	// read. 3 (superPackVersion): the metadata log may also hold packs
+	// of several namespace operations in one record (metaPack). A
+	// device of format 1 is refused with the way out, not read; one of
+	// a format above superVersion is refused too (a zonefold of format
+	// 2 refuses format 3 so: it would read a pack as the log's end and
+	// lose what follows).
+	superVersion = 3
+	// superMinVersion is the oldest format read. A device keeps the
+	// format it was formatted with (Superblock.Version): the copies a
+	// checkpoint writes carry it again, and the engine writes no pack
+	// to a device of format 2, so a zonefold of format 2 still reads
+	// it. There is no upgrade in place: format the device again.
+	superMinVersion  = 2
+	superPackVersion = 3
 )
+
+// formatVersion is the format Format writes: superPackVersion, whose
+// log packs operations (metaPack). Tests set it to 2 to make devices as
+// an older zonefold formatted them.
+var formatVersion = superPackVersion
 
 // Superblock identifies a formatted device and the geometry it was
 // formatted with. A copy starts each of the two metadata zones.
 //
-// Layout (little endian, one block): magic u32, version u32, uuid [16]byte,
+// Layout (little endian, one block): magic u32, version u32 (the
+// format, Version), uuid [16]byte,
 // zone size u64, zone capacity u64, zones u32, block size u32, metadata
 // zones [2]u32, used zones u32, metadata group u32 (0, as superblocks
 // written before groups hold, means 1), zeros, CRC32C of the first 4092
 // bytes.
 type Superblock struct {
+	// Version is the device's on-device format (superMinVersion to
+	// superVersion), kept by every superblock copy written after Format.
+	Version   int
 	UUID      [16]byte
 	ZoneSize  int64
 	ZoneCap   int64
@@ -65,7 +86,12 @@ func (s *Superblock) encode(buf []byte) {
 	clear(buf)
 	le := binary.LittleEndian
 	le.PutUint32(buf[0:], superMagic)
-	le.PutUint32(buf[4:], superVersion)
+	v := s.Version
+	if v == 0 {
+		// Built without one: the format every zonefold since 2 reads.
+		v = superMinVersion
+	}
+	le.PutUint32(buf[4:], uint32(v))
 	copy(buf[8:24], s.UUID[:])
 	le.PutUint64(buf[24:], uint64(s.ZoneSize))
 	le.PutUint64(buf[32:], uint64(s.ZoneCap))
@@ -91,10 +117,12 @@ func decodeSuperblock(buf []byte) (Superblock, error) {
 	if Checksum(buf[:BlockSize-4]) != le.Uint32(buf[BlockSize-4:]) {
 		return s, fmt.Errorf("%w: superblock checksum mismatch", ErrNotFormatted)
 	}
-	if v := le.Uint32(buf[4:]); v < superVersion {
-		return s, fmt.Errorf("%w (on-device format %d; this zonefold reads format %d, with per-block data checksums): copy its files off with that zonefold, then format the device again", ErrOldFormat, v, superVersion)
+	if v := le.Uint32(buf[4:]); v < superMinVersion {
+		return s, fmt.Errorf("%w (on-device format %d; this zonefold reads formats %d to %d, with per-block data checksums): copy its files off with that zonefold, then format the device again", ErrOldFormat, v, superMinVersion, superVersion)
 	} else if v > superVersion {
-		return s, fmt.Errorf("engine: the device has on-device format %d, from a newer zonefold; this one reads format %d", v, superVersion)
+		return s, fmt.Errorf("engine: the device has on-device format %d, from a newer zonefold; this one reads formats %d to %d", v, superMinVersion, superVersion)
+	} else {
+		s.Version = int(v)
 	}
 	copy(s.UUID[:], buf[8:24])
 	s.ZoneSize = int64(le.Uint64(buf[24:]))
