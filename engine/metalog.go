@@ -71,7 +71,9 @@ type metaLog struct {
 	// pend are operations logged (numbered, and applied by their
 	// callers before they release nsMu) whose record is not written
 	// yet, in number order: on a device of format superPackVersion,
-	// a create, remove or rename is held here (writeOp, pack) and
+	// a deferred create or remove (ODeferSync, RemoveDeferred, the
+	// remove at a last close; never a rename) is held here (writeOp,
+	// pack) and
 	// packed with the ones logged after it into one record (metaPack),
 	// written when an operation that is not held is logged, when the
 	// next one no longer fits one block, or by the first flushAcked
@@ -209,8 +211,9 @@ func (e *Engine) appendOp(op nsOp, flush bool, apply func()) error {
 // in one record: the ticket is then pendTicket, which awaitOp and
 // flushAcked take as the flush after the record lands (they land it).
 // Only an operation applied before its caller releases nsMu, held
-// exclusive (create, remove, rename), is held: a checkpoint, under
-// nsMu, then finds it applied and holds it.
+// exclusive, is held (the deferred creates and removes pass pack; a
+// rename never does): a checkpoint, under nsMu, then finds it applied
+// and holds it.
 func (e *Engine) logOpRecord(op nsOp, flush, pack bool, apply func()) (uint64, error) {
 	if flush && e.failedAppend.Load() {
 		// The flush would make a failed append's record durable: the
