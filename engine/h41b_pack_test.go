@@ -456,6 +456,7 @@ func TestH41bFormat2DeviceStaysFormat2(t *testing.T) {
 // format-3 device (its superVersion is 2), which it would otherwise
 // read with packs as the log's end.
 func TestH41bNewerFormatIsRefused(t *testing.T) {
+	h41bFormat(t, superPackVersion) // Format writes format 2 by default
 	devName := emuDevice(t, 16, "256K", "")
 	e := formatOpen(t, devName, smallConfig())
 	mz := e.sb.MetaZones
@@ -473,6 +474,7 @@ func TestH41bNewerFormatIsRefused(t *testing.T) {
 }
 
 func TestH41bPackCodec(t *testing.T) {
+	h41bFormat(t, superPackVersion) // Format writes format 2 by default
 	ops := []nsOp{
 		{seq: 5, kind: opCreate, file: 3, name: "x"},
 		{seq: 7, kind: opTruncate, file: 3, size: 4096},
@@ -583,6 +585,7 @@ func h41bName(w, i int) string { return fmt.Sprintf("burst-%d-%d", w, i) }
 // nothing acknowledged are lost whole to the cut, never a later one
 // without an earlier one.
 func TestH41bHeldOpsLandWithTheNextDurableOp(t *testing.T) {
+	h41bFormat(t, superPackVersion) // Format writes format 2 by default
 	devName := emuDevice(t, 16, "256K", "")
 	e := formatOpen(t, devName, smallConfig())
 	createSynced(t, e, "x", []byte("acked")).Close()
@@ -626,6 +629,7 @@ func TestH41bHeldOpsLandWithTheNextDurableOp(t *testing.T) {
 // checkpoint the next acknowledging flush owes (unlogged): never an ack
 // that a power cut undoes.
 func TestH41bHeldOpsFailedRecordIsCheckpointed(t *testing.T) {
+	h41bFormat(t, superPackVersion) // Format writes format 2 by default
 	devName := emuDevice(t, 16, "256K", "")
 	e := formatOpen(t, devName, smallConfig())
 	h := createSynced(t, e, "x", []byte("acked"))
@@ -666,6 +670,7 @@ func TestH41bHeldOpsFailedRecordIsCheckpointed(t *testing.T) {
 // checkpoint behind a damaged one, and the next Open refused the
 // device (checkHiddenLog).
 func TestH41bCutLogRecoveryNumbersAboveWhatFollows(t *testing.T) {
+	h41bFormat(t, superPackVersion) // Format writes format 2 by default
 	for _, c := range []string{"checksum", "undecodable-pack"} {
 		t.Run(c, func(t *testing.T) {
 			devName := emuDevice(t, 16, "256K", "")
