@@ -877,9 +877,25 @@ func (c *collector) collectSoon(victim *zone, minGain int64) (bool, error) {
 	return c.reset(victim)
 }
 
-// skipped is err, but nil for errTailUnsettled and errGainShort: the
-// victim was skipped, not failed.
+// errVictimChanged: a victim still holds valid data when its reset is
+// to be logged (logResets): a file mapped data there again while it was
+// relocated, in a version the copy did not carry (a likely way, not yet
+// caught in the act: a failed truncate's undo keeps what its rewrites
+// replaced counted where it was, and its records may land before a GC
+// copy numbered before the undo began).
+// Nothing is lost and nothing failed: the zone goes back to full for a
+// later pass, as one with a truncate in its unsettled window does. As a
+// pass's error it reached a writer short of space as "GC could not make
+// room", which wraps neither EIO nor ENOSPC (the daemon answered EIO).
+var errVictimChanged = errors.New("a file mapped data into it again while it was relocated")
+
+// skipped is err, but nil for errTailUnsettled, errGainShort and
+// errVictimChanged: the victim was skipped, not failed.
 func skipped(err error) error {
+	if errors.Is(err, errVictimChanged) {
+		slog.Debug("engine: gc: a victim is left for a later pass", "err", err)
+		return nil
+	}
 	if errors.Is(err, errTailUnsettled) || errors.Is(err, errGainShort) {
 		return nil
 	}
@@ -947,11 +963,12 @@ func (c *collector) resetEmpty() (bool, error) {
 // durable, makes them durable by a device flush (one for all of them,
 // and for any resets logged earlier and not yet settled), resets them and
 // returns them to the free pool. It fails, leaving the zones full, if
-// anything is still mapped in one or the log or its flush fails; a zone
+// the log or its flush fails; it leaves them full with no error if
+// anything is still mapped in one (errVictimChanged); a zone
 // whose reset on the device fails stays full, and the others are reset.
 func (c *collector) reset(victims ...*zone) (bool, error) {
 	if err := c.logResets(victims); err != nil {
-		return false, err
+		return false, skipped(err)
 	}
 	return c.settle(true)
 }
@@ -976,21 +993,22 @@ func (c *collector) resetSoon(victim *zone) (bool, error) {
 	// restart (review).
 	settled, serr := c.settle(false)
 	if err := c.logResets([]*zone{victim}); err != nil {
-		return settled, errors.Join(serr, err)
+		return settled, errors.Join(serr, skipped(err))
 	}
 	return settled, serr
 }
 
 // logResets logs the resets of victims, whose valid data is relocated
 // and durable, and adds them to the zones waiting for a flush (logged).
-// It fails, leaving them full, if anything is still mapped in one or the
-// log fails. Caller holds mu.
+// It fails, leaving them full, if anything is still mapped in one
+// (errVictimChanged, which callers skip) or the log fails. Caller holds
+// mu.
 func (c *collector) logResets(victims []*zone) error {
 	e := c.e
 	for i, victim := range victims {
 		if v := victim.valid.Load(); v != 0 {
 			restoreFull(victims)
-			return fmt.Errorf("engine: gc: zone %d still holds %d valid bytes after relocation", victims[i].idx, v)
+			return fmt.Errorf("engine: gc: zone %d still holds %d valid bytes after relocation: %w", victims[i].idx, v, errVictimChanged)
 		}
 	}
 	// The resets are decided: a checkpoint from now on records the zones
