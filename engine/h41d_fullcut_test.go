@@ -461,16 +461,12 @@ func (r *fullRun) worker(ctx context.Context, prefix string, seed uint64, tick f
 				_, err := h.WriteAtContext(ctx, buf[:n], off)
 				r.logf("write %s %d+%d: %v", name, off, n, err)
 				if err != nil {
-					if r.fault(err) {
-						r.limbo(f)
-						break
-					}
-					if !r.refused(err) {
+					refused, bad := r.stopOn(err, f)
+					if bad != nil {
 						h.Close()
-						return err
+						return bad
 					}
-					r.enospc.Add(1)
-					full = true
+					full = full || refused
 					break
 				}
 				off += n
@@ -479,16 +475,12 @@ func (r *fullRun) worker(ctx context.Context, prefix string, seed uint64, tick f
 					err := h.SyncContext(ctx)
 					r.logf("sync %s at %d: %v", name, off, err)
 					if err != nil {
-						if r.fault(err) {
-							r.limbo(f)
-							break
-						}
-						if !r.refused(err) {
+						refused, bad := r.stopOn(err, f)
+						if bad != nil {
 							h.Close()
-							return err
+							return bad
 						}
-						r.enospc.Add(1)
-						full = true
+						full = full || refused
 						break
 					}
 					r.mu.Lock()
@@ -655,4 +647,19 @@ func (r *fullRun) probe(p int) {
 	if err := e.Remove("probe"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// stopOn sorts the error of a write or sync of f that stops its writer:
+// a device fault puts f in limbo; a refusal (no room) is counted and
+// reported (refused); anything else is returned, the test's failure.
+func (r *fullRun) stopOn(err error, f *fullFile) (refused bool, bad error) {
+	if r.fault(err) {
+		r.limbo(f)
+		return false, nil
+	}
+	if !r.refused(err) {
+		return false, err
+	}
+	r.enospc.Add(1)
+	return true, nil
 }

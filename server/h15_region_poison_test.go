@@ -36,27 +36,7 @@ func TestH15ClientScribblingItsReadBufferCannotChangeAFile(t *testing.T) {
 	for iter := 0; iter < 60; iter++ {
 		name := fmt.Sprintf("f%d", iter)
 		if iter%batch == 0 {
-			w, err := Dial(ctx, d.socket, 8<<20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for j := iter; j < iter+batch; j++ {
-				h, _, err := w.Open(ctx, fmt.Sprintf("f%d", j), OpenCreate)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := w.WriteAt(ctx, h, want, 0); err != nil {
-					t.Fatal(err)
-				}
-				if err := w.Fsync(ctx, h); err != nil {
-					t.Fatal(err)
-				}
-			}
-			w.Close()
-			if err := d.stop(t); err != nil { // a new daemon: the files are cold
-				t.Fatal(err)
-			}
-			d = startDaemon(t, cfg)
+			d = writeColdFiles(t, d, cfg, iter, batch, want)
 		}
 		bad, err := Dial(ctx, d.socket, 8<<20)
 		if err != nil {
@@ -129,4 +109,33 @@ func TestH15ClientScribblingItsReadBufferCannotChangeAFile(t *testing.T) {
 		}
 		good.Close()
 	}
+}
+
+// writeColdFiles writes data to files f<first>..f<first+n-1>, each
+// fsynced, then stops d and returns a new daemon on cfg (Format false),
+// which has none of them cached.
+func writeColdFiles(t *testing.T, d *daemon, cfg RunConfig, first, n int, data []byte) *daemon {
+	t.Helper()
+	ctx := context.Background()
+	w, err := Dial(ctx, d.socket, 8<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := first; j < first+n; j++ {
+		h, _, err := w.Open(ctx, fmt.Sprintf("f%d", j), OpenCreate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.WriteAt(ctx, h, data, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Fsync(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	if err := d.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	return startDaemon(t, cfg)
 }

@@ -68,28 +68,7 @@ func TestH15ClientShrinkRacingAnotherClientsColdRead(t *testing.T) {
 	for iter := 0; iter < 60; iter++ {
 		name := fmt.Sprintf("f%d", iter)
 		if iter%batch == 0 {
-			w, err := Dial(ctx, d.socket, 8<<20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for j := iter; j < iter+batch; j++ {
-				h, _, err := w.Open(ctx, fmt.Sprintf("f%d", j), OpenCreate)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := w.WriteAt(ctx, h, old, 0); err != nil {
-					t.Fatal(err)
-				}
-				if err := w.Fsync(ctx, h); err != nil {
-					t.Fatal(err)
-				}
-			}
-			w.Close()
-			// A new daemon: nothing of the files is cached.
-			if err := d.stop(t); err != nil {
-				t.Fatal(err)
-			}
-			d = startDaemon(t, cfg)
+			d = writeColdFiles(t, d, cfg, iter, batch, old)
 			churn(d.socket)
 		}
 		time.Sleep(20 * time.Millisecond)
