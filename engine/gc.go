@@ -884,7 +884,9 @@ func (c *collector) collectSoon(victim *zone, minGain int64) (bool, error) {
 // replaced counted where it was, and its records may land before a GC
 // copy numbered before the undo began).
 // Nothing is lost and nothing failed: the zone goes back to full for a
-// later pass, as one with a truncate in its unsettled window does. As a
+// later pass, as one with a truncate in its unsettled window does, and
+// is counted (Stats.GCVictimsChanged), so that a cause that keeps GC
+// copying zones it cannot reset shows in stat and the metrics. As a
 // pass's error it reached a writer short of space as "GC could not make
 // room", which wraps neither EIO nor ENOSPC (the daemon answered EIO).
 var errVictimChanged = errors.New("a file mapped data into it again while it was relocated")
@@ -1008,6 +1010,7 @@ func (c *collector) logResets(victims []*zone) error {
 	for i, victim := range victims {
 		if v := victim.valid.Load(); v != 0 {
 			restoreFull(victims)
+			e.stats.gcVictimsChanged.Add(1)
 			return fmt.Errorf("engine: gc: zone %d still holds %d valid bytes after relocation: %w", victims[i].idx, v, errVictimChanged)
 		}
 	}
