@@ -23,22 +23,9 @@ type h42cHoldNext struct {
 func (d *h42cHoldNext) Append(zone int, bufs [][]byte, c zns.AppendCompletion) error {
 	if d.armed.CompareAndSwap(true, false) {
 		defer close(d.held)
-		return d.Device.Append(zone, bufs, h42cLate{c, d.gate})
+		return d.Device.Append(zone, bufs, h38dLate{c, d.gate, nil})
 	}
 	return d.Device.Append(zone, bufs, c)
-}
-
-type h42cLate struct {
-	c    zns.AppendCompletion
-	gate chan struct{}
-}
-
-// Appended runs on the reaper, which must not block.
-func (l h42cLate) Appended(off int64, err error) {
-	go func() {
-		<-l.gate
-		l.c.Appended(off, err)
-	}()
 }
 
 // h42cRig is truncGCRig's file "a" (10000 bytes written and synced 20
