@@ -363,7 +363,7 @@ func TestCLIClientCommands(t *testing.T) {
 		t.Fatalf("ls --json: %+v", r)
 	}
 	r = runBinary(t, append([]string{"stat", "--json"}, sock...)...)
-	if v := checkJSON(t, "stat --json", r.stdout); v["host_written"] != float64(2*1536) {
+	if v := checkJSON(t, "stat --json", r.stdout); v["host_written"] != float64(2*1536) || v["gc_victims_changed"] != float64(0) {
 		t.Fatalf("stat --json: %+v", r)
 	}
 	// A failed get leaves nothing; a failed put leaves the target.

@@ -26,21 +26,54 @@ import (
 // (a remove); after one, the same put succeeds.
 func TestH37aPutIntoAFullNamespaceSaysWhy(t *testing.T) {
 	dir := t.TempDir()
+	sock, c := serveNamespace(t, dir)
+	first := fillNamespace(t, c)
+	local := filepath.Join(dir, "local")
+	if err := os.WriteFile(local, []byte("a few bytes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := Main([]string{"put", local, "target", "--socket", sock}, &out, &errb)
+	msg := errb.String()
+	if code != 1 || !strings.Contains(msg, `"target"`) || !strings.Contains(msg, "no space left on device") ||
+		!strings.Contains(msg, "file names") || !strings.Contains(msg, "zonefold rm") {
+		t.Fatalf("put into a full namespace: exit %d, %q; want 1 and an error that names \"target\" and says the file names fill the metadata, and that zonefold rm makes room", code, msg)
+	}
+	noTemporaries(t, c)
+	zonefold(t, "rm", first, "--socket", sock)
+	zonefold(t, "put", local, "target", "--socket", sock)
+	if got := content(t, c, "target"); string(got) != "a few bytes" {
+		t.Fatalf("target holds %q", got)
+	}
+}
+
+// serveNamespace serves a formatted emu device of 16 zones of 1 MiB in
+// dir, at the socket it returns, and dials it; both end at cleanup (the
+// client first).
+func serveNamespace(t *testing.T, dir string) (sock string, c *server.Client) {
+	t.Helper()
 	device := fmt.Sprintf("emu:%s?zone_size=1M&zones=16", filepath.Join(dir, "dev"))
-	sock := filepath.Join(dir, "zf.sock")
-	stop := serveInProcess(t, device, sock)
-	defer stop()
+	sock = filepath.Join(dir, "zf.sock")
+	t.Cleanup(serveInProcess(t, device, sock))
 	c, err := server.Dial(context.Background(), sock, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return sock, c
+}
+
+// fillNamespace creates empty files through c until the namespace
+// refuses one with ENOSPC: long names (255 bytes) until one does not
+// fit, then short ones into the rest. It returns the first file's name:
+// removing it makes room for a name.
+func fillNamespace(t *testing.T, c *server.Client) string {
+	t.Helper()
 	ctx := context.Background()
 	long := func(i int) string {
 		s := fmt.Sprintf("%06d-", i)
 		return s + strings.Repeat("n", 255-len(s))
 	}
-	// Long names until one does not fit, then short ones into the rest.
 	n := 0
 	for _, name := range []func(int) string{long, func(i int) string { return fmt.Sprint(i) }} {
 		for ; ; n++ {
@@ -58,21 +91,5 @@ func TestH37aPutIntoAFullNamespaceSaysWhy(t *testing.T) {
 		}
 	}
 	t.Logf("the namespace took %d files", n)
-	local := filepath.Join(dir, "local")
-	if err := os.WriteFile(local, []byte("a few bytes"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var out, errb bytes.Buffer
-	code := Main([]string{"put", local, "target", "--socket", sock}, &out, &errb)
-	msg := errb.String()
-	if code != 1 || !strings.Contains(msg, `"target"`) || !strings.Contains(msg, "no space left on device") ||
-		!strings.Contains(msg, "file names") || !strings.Contains(msg, "zonefold rm") {
-		t.Fatalf("put into a full namespace: exit %d, %q; want 1 and an error that names \"target\" and says the file names fill the metadata, and that zonefold rm makes room", code, msg)
-	}
-	noTemporaries(t, c)
-	zonefold(t, "rm", long(0), "--socket", sock)
-	zonefold(t, "put", local, "target", "--socket", sock)
-	if got := content(t, c, "target"); string(got) != "a few bytes" {
-		t.Fatalf("target holds %q", got)
-	}
+	return long(0)
 }

@@ -2,16 +2,10 @@ package cli
 
 import (
 	"bytes"
-	"context"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-
-	"github.com/zonefold/zonefold/server"
 )
 
 // TestH41dPutReplaceInAFullNamespace: once the files' names fill the
@@ -23,41 +17,13 @@ import (
 // replace, and did not say why replacing a file needs a new name.
 func TestH41dPutReplaceInAFullNamespace(t *testing.T) {
 	dir := t.TempDir()
-	device := fmt.Sprintf("emu:%s?zone_size=1M&zones=16", filepath.Join(dir, "dev"))
-	sock := filepath.Join(dir, "zf.sock")
-	stop := serveInProcess(t, device, sock)
-	defer stop()
-	c, err := server.Dial(context.Background(), sock, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx := context.Background()
+	sock, c := serveNamespace(t, dir)
 	local := filepath.Join(dir, "local")
 	if err := os.WriteFile(local, []byte("old bytes"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	zonefold(t, "put", local, "target", "--socket", sock)
-	long := func(i int) string {
-		s := fmt.Sprintf("%06d-", i)
-		return s + strings.Repeat("n", 255-len(s))
-	}
-	n := 0
-	for _, name := range []func(int) string{long, func(i int) string { return fmt.Sprint(i) }} {
-		for ; ; n++ {
-			if n == 100_000 {
-				t.Fatal("100000 files and the namespace is not full")
-			}
-			h, _, err := c.Open(ctx, name(n), server.OpenCreate|server.OpenExcl|server.OpenDeferSync)
-			if errors.Is(err, syscall.ENOSPC) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.CloseFile(ctx, h)
-		}
-	}
+	first := fillNamespace(t, c)
 	if err := os.WriteFile(local, []byte("new bytes"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +39,7 @@ func TestH41dPutReplaceInAFullNamespace(t *testing.T) {
 		t.Fatalf("a failed put left target holding %q", got)
 	}
 	noTemporaries(t, c)
-	zonefold(t, "rm", long(0), "--socket", sock)
+	zonefold(t, "rm", first, "--socket", sock)
 	zonefold(t, "put", local, "target", "--socket", sock)
 	if got := content(t, c, "target"); string(got) != "new bytes" {
 		t.Fatalf("target holds %q", got)

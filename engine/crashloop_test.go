@@ -204,10 +204,7 @@ func (r *cutRun) point() {
 	r.stops = nil
 	r.mu.Unlock()
 	cutAt := int64(20 + r.rng.IntN(250))
-	// 0: TearLastWrite, 1: PowerCut, 2: PowerCutKeeping (each zone keeps
-	// a prefix of what was written to it since the last flush, as a
-	// drive's volatile cache may have written back some zones and not
-	// others), else the device closes mid-flight.
+	// The cut's kind (cutKindOf): 5 in 8 mid-flight.
 	mode := r.rng.IntN(8)
 	ctx, cancel := context.WithCancel(context.Background())
 	var ops atomic.Int64
@@ -235,62 +232,28 @@ func (r *cutRun) point() {
 	allStopped := make(chan struct{})
 	go func() { wg.Wait(); close(allStopped) }()
 
-	// A hang detector, not a timing test: the workload must keep making
-	// operations.
-	last, lastAt := int64(-1), time.Now()
-	for waiting := true; waiting; {
-		select {
-		case <-reached:
-			waiting = false
-		case <-allStopped:
-			r.mu.Lock()
-			why := slices.Clone(r.stops)
-			r.mu.Unlock()
-			t.Fatalf("point %d: every client stopped before the cut (%d of %d ops): %v; stats %+v",
-				r.points, ops.Load(), cutAt, why, r.e.Stats())
-		case <-time.After(100 * time.Millisecond):
-			if n := ops.Load(); n != last {
-				last, lastAt = n, time.Now()
-			} else if time.Since(lastAt) > 30*time.Second {
-				t.Fatalf("point %d: no operation completed for 30 s (%d of %d); stats %+v; every goroutine:\n%s",
-					r.points, n, cutAt, r.e.Stats(), goroutineStacks())
-			}
-		}
+	switch awaitCut(reached, allStopped, &ops, 30*time.Second) {
+	case cutClientsStopped:
+		r.mu.Lock()
+		why := slices.Clone(r.stops)
+		r.mu.Unlock()
+		t.Fatalf("point %d: every client stopped before the cut (%d of %d ops): %v; stats %+v",
+			r.points, ops.Load(), cutAt, why, r.e.Stats())
+	case cutStalled:
+		t.Fatalf("point %d: no operation completed for 30 s (%d of %d); stats %+v; every goroutine:\n%s",
+			r.points, ops.Load(), cutAt, r.e.Stats(), goroutineStacks())
 	}
 	emu := r.e.dev.(*zns.Emu)
 	inGC := r.e.stats.gcActive.Load() > 0
-	if mode >= 3 {
-		// Power fails now: nothing that was not flushed survives,
-		// whatever the engine was in the middle of.
+	kind := cutKindOf(mode)
+	if kind == cutMidFlight {
 		r.midFlight++
 		if inGC {
 			r.gcCuts++
 		}
-		emu.Close()
-		cancel()
-		r.waitWorkers(&wg)
-		r.e.crashForTest()
-	} else {
-		cancel()
-		r.waitWorkers(&wg)
-		r.e.crashForTest()
-		torn := false
-		switch mode {
-		case 0:
-			torn = emu.TearLastWrite(int64(r.rng.IntN(4))*BlockSize) == nil
-		case 2:
-			if err := emu.PowerCutKeeping(r.keepSome); err != nil {
-				t.Fatal(err)
-			}
-			torn = true
-		}
-		if !torn {
-			if err := emu.PowerCut(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		emu.Close()
 	}
+	powerCut(t, r.e, emu, kind, func() { cancel(); r.waitWorkers(&wg) },
+		func() int64 { return int64(r.rng.IntN(4)) * BlockSize }, r.keepSome)
 
 	r.logf("cut (mode %d, %d ops, during GC %v)", mode, cutAt, inGC)
 	keep := os.Getenv("ZONEFOLD_POWERCUT_KEEP")
@@ -298,16 +261,10 @@ func (r *cutRun) point() {
 	if keep != "" {
 		image = r.saveImage(keep)
 	}
-	dev, err := zns.Open(r.devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Fsck(dev)
-	dev.Close()
 	bad := false
-	if err != nil || len(rep.Problems) > 0 {
+	if err := fsckAfterCut(t, r.devName); err != nil {
 		bad = true
-		t.Errorf("point %d (mode %d): fsck after the power cut: %v %v", r.points, mode, err, rep.Problems)
+		t.Errorf("point %d (mode %d): fsck after the power cut: %v", r.points, mode, err)
 	}
 	r.e = reopen(t, r.devName, r.cfg)
 	if n := r.check(); n > 0 {
@@ -325,19 +282,147 @@ func (r *cutRun) point() {
 	}
 }
 
-// keepSome is how much of the n bytes written to zone since the last
-// flush a PowerCutKeeping cut keeps: none, all, or a random number of
-// blocks, a third of the zones each.
-func (r *cutRun) keepSome(zone int, n int64) int64 {
-	var k int64
-	switch r.rng.IntN(3) {
-	case 1:
-		k = n
-	case 2:
-		k = r.rng.Int64N(n/BlockSize+1) * BlockSize
+// fataler is what the power-cut steps need of a test: a *testing.T, or
+// h23c's rapid.TB.
+type fataler interface {
+	Helper()
+	Fatal(args ...any)
+}
+
+// cutKind is how a power-cut test's cut ends the engine (powerCut).
+type cutKind int
+
+const (
+	// cutTear: the clients stop, the engine crashes, and the device
+	// loses what was not flushed but for the last write, torn (a plain
+	// cut if it cannot be torn).
+	cutTear cutKind = iota
+	// cutPlain: the clients stop, the engine crashes, and the device
+	// loses what was not flushed (PowerCut).
+	cutPlain
+	// cutKeeping: as cutPlain, but each zone keeps a prefix of what was
+	// written to it since the last flush (PowerCutKeeping), as a
+	// drive's volatile cache may have written back some zones and not
+	// others.
+	cutKeeping
+	// cutMidFlight: the power fails now: the device closes first, and
+	// nothing that was not flushed survives, whatever the engine was in
+	// the middle of; then the clients stop and the engine crashes.
+	cutMidFlight
+)
+
+// cutKindOf is the cut the loops draw as mode: 0 tears the last write,
+// 1 cuts plainly, 2 keeps some zones' unflushed writes, the rest (the
+// most) cut mid-flight.
+func cutKindOf(mode int) cutKind { return cutKind(min(mode, int(cutMidFlight))) }
+
+// powerCut cuts the power of emu, e's device, as kind says, and closes
+// it: stop stops the clients and returns once they have; tear (called
+// for cutTear only, so a seeded run draws as before) is the bytes the
+// torn write keeps; keep is what a zone keeps of its n unflushed bytes
+// (cutKeeping). It reports whether the last write was torn or zones kept
+// unflushed writes.
+func powerCut(t fataler, e *Engine, emu *zns.Emu, kind cutKind, stop func(), tear func() int64, keep func(zone int, n int64) int64) (torn bool) {
+	t.Helper()
+	if kind == cutMidFlight {
+		emu.Close()
+		stop()
+		e.crashForTest()
+		return false
 	}
+	stop()
+	e.crashForTest()
+	switch kind {
+	case cutTear:
+		torn = emu.TearLastWrite(tear()) == nil
+	case cutKeeping:
+		if err := emu.PowerCutKeeping(keep); err != nil {
+			t.Fatal(err)
+		}
+		torn = true
+	}
+	if !torn {
+		if err := emu.PowerCut(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	emu.Close()
+	return torn
+}
+
+// fsckAfterCut runs fsck on the device devName, closed by a power cut:
+// an error says what it found wrong (fsck's error and problems), nil
+// that it found nothing.
+func fsckAfterCut(t fataler, devName string) error {
+	t.Helper()
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Fsck(dev)
+	dev.Close()
+	if err != nil || len(rep.Problems) > 0 {
+		var problems []string
+		if rep != nil {
+			problems = rep.Problems
+		}
+		return fmt.Errorf("%v %v", err, problems)
+	}
+	return nil
+}
+
+// cutWait is how awaitCut's wait ended.
+type cutWait int
+
+const (
+	cutReached        cutWait = iota // the workload reached the cut
+	cutClientsStopped                // every client stopped first
+	cutStalled                       // no operation completed for the stall
+)
+
+// awaitCut waits until reached closes (the workload made the operations
+// the cut comes after). It is a hang detector, not a timing test: the
+// workload must keep making operations (ops), and it returns
+// cutClientsStopped if every client stops first (allStopped closes:
+// clients stop at their first error, which is not a hang), cutStalled if
+// ops stays still for stall.
+func awaitCut(reached, allStopped <-chan struct{}, ops *atomic.Int64, stall time.Duration) cutWait {
+	last, lastAt := int64(-1), time.Now()
+	for {
+		select {
+		case <-reached:
+			return cutReached
+		case <-allStopped:
+			return cutClientsStopped
+		case <-time.After(100 * time.Millisecond):
+			if n := ops.Load(); n != last {
+				last, lastAt = n, time.Now()
+			} else if time.Since(lastAt) > stall {
+				return cutStalled
+			}
+		}
+	}
+}
+
+// keepSome is how much of the n bytes written to zone since the last
+// flush a PowerCutKeeping cut keeps (keepDrawn), logged.
+func (r *cutRun) keepSome(zone int, n int64) int64 {
+	k := keepDrawn(r.rng, n)
 	r.logf("cut keeps %d of %d bytes in zone %d", k, n, zone)
 	return k
+}
+
+// keepDrawn draws how much of a zone's n unflushed bytes a cutKeeping
+// cut keeps: none, all, or a random number of blocks, a third of the
+// zones each.
+func keepDrawn(rng *rand.Rand, n int64) int64 {
+	switch rng.IntN(3) {
+	case 1:
+		return n
+	case 2:
+		return rng.Int64N(n/BlockSize+1) * BlockSize
+	}
+	return 0
 }
 
 // saveImage copies the device's backing file into dir.

@@ -1567,6 +1567,7 @@ type counters struct {
 	gcRead, gcWritten, gcResets    atomic.Int64
 	gcSealed, gcCopied, gcFailed   atomic.Int64
 	gcVictimsFailed                atomic.Int64
+	gcVictimsChanged               atomic.Int64
 	finishErrs                     atomic.Int64
 	gcNanos, gcRuns, gcActive      atomic.Int64
 	metaWritten, checkpoints       atomic.Int64

@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/zonefold/zonefold/zns"
 )
 
 // TestFailedWriteLeavesSizeAndContent: a write that fails before it
@@ -217,14 +215,8 @@ func TestTruncateCutIsDurableBeforeGCReusesTheZone(t *testing.T) {
 		t.Fatal("truncate returned nil with the device gone before its log record")
 	}
 	e.crashForTest()
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Fsck(dev)
-	dev.Close()
-	if err != nil || len(rep.Problems) > 0 {
-		t.Fatalf("fsck after a power cut between a truncate's cut and its log record (GC pass in between: %v): %v %v", ran, err, rep.Problems)
+	if err := fsckAfterCut(t, devName); err != nil {
+		t.Fatalf("fsck after a power cut between a truncate's cut and its log record (GC pass in between: %v): %v", ran, err)
 	}
 	e = reopen(t, devName, cfg)
 	defer e.Close()

@@ -879,12 +879,19 @@ func (c *collector) collectSoon(victim *zone, minGain int64) (bool, error) {
 
 // errVictimChanged: a victim still holds valid data when its reset is
 // to be logged (logResets): a file mapped data there again while it was
-// relocated, in a version the copy did not carry (a likely way, not yet
-// caught in the act: a failed truncate's undo keeps what its rewrites
-// replaced counted where it was, and its records may land before a GC
-// copy numbered before the undo began).
+// relocated, in a version the copy did not carry. The way seen: a GC
+// copy numbered before a truncate began is still in flight when the
+// truncate fails and its undo's rewrites (records without a size) land;
+// they map over the victim's extents with undoState.keep, which keeps
+// what they replaced counted valid in the victim (undoState.replaced)
+// until the undo's commit, and the copy then finds nothing of its
+// version to move (TestH42cGCCopyLandingAfterAnUndosRewriteLeavesItsVictim;
+// an overwrite landing first unmaps the bytes instead, and the pass
+// reclaims the zone).
 // Nothing is lost and nothing failed: the zone goes back to full for a
-// later pass, as one with a truncate in its unsettled window does. As a
+// later pass, as one with a truncate in its unsettled window does, and
+// is counted (Stats.GCVictimsChanged), so that a cause that keeps GC
+// copying zones it cannot reset shows in stat and the metrics. As a
 // pass's error it reached a writer short of space as "GC could not make
 // room", which wraps neither EIO nor ENOSPC (the daemon answered EIO).
 var errVictimChanged = errors.New("a file mapped data into it again while it was relocated")
@@ -1008,6 +1015,7 @@ func (c *collector) logResets(victims []*zone) error {
 	for i, victim := range victims {
 		if v := victim.valid.Load(); v != 0 {
 			restoreFull(victims)
+			e.stats.gcVictimsChanged.Add(1)
 			return fmt.Errorf("engine: gc: zone %d still holds %d valid bytes after relocation: %w", victims[i].idx, v, errVictimChanged)
 		}
 	}

@@ -662,28 +662,15 @@ func (r *h23cRun) segment(at int64, tear int, step func() (before, after h23cMod
 	r.dev.mu.Lock()
 	r.cutEvents = slices.Clone(r.dev.events)
 	r.dev.mu.Unlock()
-	emu := r.dev.Emu
-	r.e.crashForTest()
-	torn := false
+	kind := cutPlain
 	if tear >= 0 {
-		torn = emu.TearLastWrite(int64(tear)*BlockSize) == nil
+		kind = cutTear
 	}
-	if !torn {
-		if err := emu.PowerCut(); err != nil {
-			r.t.Fatal(err)
-		}
-	}
-	emu.Close()
+	torn := powerCut(r.t, r.e, r.dev.Emu, kind, func() {}, func() int64 { return int64(tear) * BlockSize }, nil)
 	r.logf("-- power cut (torn %v) --", torn)
-	dev, err2 := zns.Open(r.devName, zns.Options{})
-	if err2 != nil {
-		r.t.Fatal(err2)
-	}
-	rep, err2 := Fsck(dev)
-	dev.Close()
 	ok := true
-	if err2 != nil || len(rep.Problems) > 0 {
-		r.failf("fsck after the cut: %v %v", err2, rep.Problems)
+	if err := fsckAfterCut(r.t, r.devName); err != nil {
+		r.failf("fsck after the cut: %v", err)
 		ok = false
 	}
 	r.open(false)

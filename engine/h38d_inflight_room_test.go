@@ -120,21 +120,25 @@ type h38dLateFail struct {
 func (d *h38dLateFail) Append(zone int, bufs [][]byte, c zns.AppendCompletion) error {
 	if d.left.Load() > 0 && d.left.Add(-1) == 0 {
 		d.zone.Store(int32(zone))
-		return d.Device.Append(zone, bufs, h38dLate{c, d.gate})
+		return d.Device.Append(zone, bufs, h38dLate{c, d.gate, syscall.EIO})
 	}
 	return d.Device.Append(zone, bufs, c)
 }
 
+// h38dLate is an append's completion c held until gate closes, then
+// given with fail joined to the append's own error (fail nil: as it
+// came).
 type h38dLate struct {
 	c    zns.AppendCompletion
 	gate chan struct{}
+	fail error
 }
 
 // Appended runs on the reaper, which must not block.
 func (l h38dLate) Appended(off int64, err error) {
 	go func() {
 		<-l.gate
-		l.c.Appended(off, errors.Join(err, syscall.EIO))
+		l.c.Appended(off, errors.Join(err, l.fail))
 	}()
 }
 

@@ -202,69 +202,22 @@ func (r *fullRun) point(p int) {
 	}
 	allStopped := make(chan struct{})
 	go func() { wg.Wait(); close(allStopped) }()
-	last, lastAt := int64(-1), time.Now()
-	for waiting := true; waiting; {
-		select {
-		case <-reached:
-			waiting = false
-		case <-allStopped:
-			t.Fatalf("point %d: every worker stopped before the cut (%d of %d ops): %v; stats %+v", p, ops.Load(), cutAt, r.stops, r.e.Stats())
-		case <-time.After(100 * time.Millisecond):
-			if n := ops.Load(); n != last {
-				last, lastAt = n, time.Now()
-			} else if time.Since(lastAt) > 60*time.Second {
-				t.Fatalf("point %d: no operation for 60 s; stats %+v\n%s", p, r.e.Stats(), goroutineStacks())
-			}
-		}
+	switch awaitCut(reached, allStopped, &ops, 60*time.Second) {
+	case cutClientsStopped:
+		t.Fatalf("point %d: every worker stopped before the cut (%d of %d ops): %v; stats %+v", p, ops.Load(), cutAt, r.stops, r.e.Stats())
+	case cutStalled:
+		t.Fatalf("point %d: no operation for 60 s; stats %+v\n%s", p, r.e.Stats(), goroutineStacks())
 	}
 	cutting.Store(true)
-	if mode >= 3 {
-		emu.Close()
-		cancel()
-		wg.Wait()
-		r.e.crashForTest()
-	} else {
-		cancel()
-		wg.Wait()
-		r.e.crashForTest()
-		cut := false
-		switch mode {
-		case 0:
-			cut = emu.TearLastWrite(int64(r.rng.IntN(4))*BlockSize) == nil
-		case 2:
-			keep := func(zone int, n int64) int64 {
-				switch r.rng.IntN(3) {
-				case 1:
-					return n
-				case 2:
-					return r.rng.Int64N(n/BlockSize+1) * BlockSize
-				}
-				return 0
-			}
-			if err := emu.PowerCutKeeping(keep); err != nil {
-				t.Fatal(err)
-			}
-			cut = true
-		}
-		if !cut {
-			if err := emu.PowerCut(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		emu.Close()
-	}
+	powerCut(t, r.e, emu, cutKindOf(mode), func() { cancel(); wg.Wait() },
+		func() int64 { return int64(r.rng.IntN(4)) * BlockSize },
+		func(_ int, n int64) int64 { return keepDrawn(r.rng, n) })
 	for _, s := range r.stops {
 		t.Errorf("point %d: before the cut, %s", p, s)
 	}
 	r.stops = nil
-	dev, err := zns.Open(r.devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Fsck(dev)
-	dev.Close()
-	if err != nil || len(rep.Problems) > 0 {
-		t.Errorf("point %d (mode %d): fsck after the cut: %v %v", p, mode, err, rep.Problems)
+	if err := fsckAfterCut(t, r.devName); err != nil {
+		t.Errorf("point %d (mode %d): fsck after the cut: %v", p, mode, err)
 	}
 	r.e = reopen(t, r.devName, r.cfg)
 	r.logf("cut mode %d", mode)

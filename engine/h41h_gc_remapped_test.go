@@ -73,6 +73,7 @@ func TestH41hGCVictimRemappedDuringCopyIsSkipped(t *testing.T) {
 		f.mu.Unlock()
 	}
 	t.Cleanup(func() { testHookMapRecord = nil })
+	before := e.Stats()
 	e.gc.mu.Lock()
 	victim.state.Store(zoneGC)
 	ok, err := e.gc.collect(victim, minGCGain)
@@ -94,6 +95,11 @@ func TestH41hGCVictimRemappedDuringCopyIsSkipped(t *testing.T) {
 		t.Fatalf("collect: reclaimed %v, state %v, reset pending %v, failed %v; want the zone left full, not failed",
 			ok, victim.state.Load(), victim.resetPending.Load(), victim.failErr)
 	}
+	// Counted as changed, not as failed: a cause that keeps coming back
+	// shows in stat (gc_victims_changed).
+	if d := e.Stats().Sub(before); d.GCVictimsChanged != 1 || d.GCVictimsFailed != 0 {
+		t.Fatalf("the skipped victim counted %d changed, %d failed; want 1, 0", d.GCVictimsChanged, d.GCVictimsFailed)
+	}
 	// The mapping put back as it was (the device's records carry the
 	// old versions), a later pass reclaims the zone.
 	for _, b := range changed {
@@ -110,6 +116,9 @@ func TestH41hGCVictimRemappedDuringCopyIsSkipped(t *testing.T) {
 	e.gc.mu.Unlock()
 	if err != nil || !ok || victim.valid.Load() != 0 {
 		t.Fatalf("a later pass: reclaimed %v, err %v, valid %d; want true, nil, 0", ok, err, victim.valid.Load())
+	}
+	if d := e.Stats().Sub(before); d.GCVictimsChanged != 1 {
+		t.Fatalf("after a later pass reclaimed the victim: %d victims counted changed, want still 1", d.GCVictimsChanged)
 	}
 	for i, n := range names {
 		if n == gone {

@@ -102,7 +102,12 @@ type Stats struct {
 	// passes that failed or went on to reclaim another zone: GC leaves
 	// each for a while (victimRetryWait).
 	GCVictimsFailed int64 `json:"gc_victims_failed"`
-	GCNanos         int64 `json:"gc_nanos"` // time spent in GC passes
+	// GCVictimsChanged counts victims left full for a later pass because
+	// a file mapped data into them again while their data was relocated
+	// (errVictimChanged): nothing failed or was lost, but a count that
+	// keeps rising is GC copying zones it then cannot reset.
+	GCVictimsChanged int64 `json:"gc_victims_changed"`
+	GCNanos          int64 `json:"gc_nanos"` // time spent in GC passes
 	// GCActive is the GC passes relocating or resetting a zone right now
 	// (a gauge: 0 or 1), so that a crash test can kill the daemon mid-GC.
 	GCActive int64 `json:"gc_active"`
@@ -190,6 +195,7 @@ func (s Stats) Sub(o Stats) Stats {
 	d.GCRuns -= o.GCRuns
 	d.GCFailed -= o.GCFailed
 	d.GCVictimsFailed -= o.GCVictimsFailed
+	d.GCVictimsChanged -= o.GCVictimsChanged
 	d.GCNanos -= o.GCNanos
 	d.Ring = s.Ring.Sub(o.Ring)
 	return d
@@ -222,7 +228,7 @@ func (e *Engine) Stats() Stats {
 		ColdReads: c.coldReads.Load(), ColdReadsLate: c.coldLate.Load(), ColdReadsAgain: c.coldAgain.Load(),
 		Checkpoints: c.checkpoints.Load(), Flushes: e.flushes.flushes.Load(), FlushesJoined: e.flushes.joined.Load(),
 		GCRead: c.gcRead.Load(), GCWritten: c.gcWritten.Load(), GCResets: c.gcResets.Load(), GCCopied: c.gcCopied.Load(), GCSealed: c.gcSealed.Load(), GCFailed: c.gcFailed.Load(), GCVictimsFailed: c.gcVictimsFailed.Load(),
-		GCRuns: c.gcRuns.Load(), GCNanos: c.gcNanos.Load(), GCActive: c.gcActive.Load(),
+		GCVictimsChanged: c.gcVictimsChanged.Load(), GCRuns: c.gcRuns.Load(), GCNanos: c.gcNanos.Load(), GCActive: c.gcActive.Load(),
 		DataZones: len(e.placer.zones),
 	}
 	s.OfflineZones, _, s.LostBytes = e.placer.offlineBytes()

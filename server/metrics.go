@@ -70,6 +70,7 @@ var engineMetrics = []metric{
 	counter("gc_runs_total", "GC passes.", func(s *engine.Stats) float64 { return float64(s.GCRuns) }),
 	counter("gc_failed_total", "GC passes that failed (a device error).", func(s *engine.Stats) float64 { return float64(s.GCFailed) }),
 	counter("gc_victims_failed_total", "Victim zones whose collection the device failed (left for a while; the pass tries others).", func(s *engine.Stats) float64 { return float64(s.GCVictimsFailed) }),
+	counter("gc_victims_changed_total", "Victim zones left for a later pass because a file mapped data into them again while they were relocated (nothing failed).", func(s *engine.Stats) float64 { return float64(s.GCVictimsChanged) }),
 	counter("gc_seconds_total", "Time spent in GC passes.", func(s *engine.Stats) float64 { return float64(s.GCNanos) / 1e9 }),
 	gauge("gc_active", "GC passes relocating or resetting a zone right now (0 or 1).", func(s *engine.Stats) float64 { return float64(s.GCActive) }),
 	gauge("offline_zones", "Data zones the device reports offline (their data no longer reads; they take no write or reset).", func(s *engine.Stats) float64 { return float64(s.OfflineZones) }),

@@ -611,6 +611,7 @@ func TestMetrics(t *testing.T) {
 		"zonefold_uring_sqes_total",
 		"zonefold_gc_runs_total",
 		"zonefold_gc_failed_total 0",
+		"zonefold_gc_victims_changed_total 0",
 		"zonefold_checksum_errors_total 0",
 		`zonefold_cache_folios{order="1"}`,
 		"zonefold_unnamed_files 1\n",
