@@ -543,15 +543,38 @@ func (e *Engine) writeOpsRecord(ops []nsOp, n int64) error {
 // error it returns is that write's.
 var testHookMetaWrite func(e *Engine, h int, off int64, data []byte) error
 
-// opLanded accounts op's n-byte record, which has landed, and returns the
-// ticket of the flush that makes it durable.
-func (e *Engine) opLanded(op nsOp, n int64) uint64 { return e.opsLanded([]nsOp{op}, n) }
+// opLanded accounts the n-byte record of op alone, which has landed and
+// carries none of the held operations (an opVoid a checkpoint writes
+// with operations held, voidFailedLocked): they stay held, for the next
+// record or checkpoint to carry. Forgotten there, they were applied with
+// no record and nothing to say so, and the next pack went without them:
+// a cut that kept the log's unflushed writes replayed a deferred create
+// without the deferred remove before it
+// (TestH42bVoidKeepsHeldOps). It returns the ticket of the flush that
+// makes the record durable.
+func (e *Engine) opLanded(op nsOp, n int64) uint64 {
+	return e.recordLanded([]nsOp{op}, n)
+}
 
-// opsLanded accounts the n-byte record of ops, which has landed (the
-// held operations among them, which it forgets), and returns the ticket
-// of the flush that makes it durable. The bytes count to the operations'
-// kinds in equal shares.
+// opsLanded accounts the n-byte record of ops, which has landed and
+// carries the held operations (they are its first ones, or there are
+// none), which it forgets, and returns the ticket of the flush that
+// makes it durable.
 func (e *Engine) opsLanded(ops []nsOp, n int64) uint64 {
+	m := e.meta
+	t := e.recordLanded(ops, n)
+	if len(m.pend) > 0 {
+		// After needFlush: a flushAcked that finds none held takes
+		// the ticket that covers them (ticketAfterLanding).
+		m.dropPending()
+	}
+	return t
+}
+
+// recordLanded accounts the n-byte record of ops, which has landed, and
+// returns the ticket of the flush that makes it durable. The bytes count
+// to the operations' kinds in equal shares. m.mu held.
+func (e *Engine) recordLanded(ops []nsOp, n int64) uint64 {
 	m := e.meta
 	m.wp += n
 	if m.switchFails != 0 {
@@ -569,11 +592,6 @@ func (e *Engine) opsLanded(ops []nsOp, n int64) uint64 {
 	// The record has landed: the next flush to start covers it.
 	t := e.flushes.ticket()
 	for old := m.needFlush.Load(); old < t && !m.needFlush.CompareAndSwap(old, t); old = m.needFlush.Load() {
-	}
-	if len(m.pend) > 0 {
-		// After needFlush: a flushAcked that finds none held takes
-		// the ticket that covers them (ticketAfterLanding).
-		m.dropPending()
 	}
 	return t
 }
