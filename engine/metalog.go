@@ -351,6 +351,7 @@ func (e *Engine) writeOp(op nsOp, pack bool) (uint64, error) {
 		// The held operations are applied; their record failed. The
 		// checkpoint below holds them, or, if it fails, the next one
 		// (unlogged: every acknowledging flush settles it first).
+		e.unloggedPack.Store(true)
 		e.unlogged.Store(true)
 		m.dropPending()
 	}
@@ -430,6 +431,7 @@ func (e *Engine) landPendingLocked() error {
 	m.markStray()
 	werr := fmt.Errorf("engine: log %d operations in metadata half %d at %d: %w", len(ops), m.active, m.wp, err)
 	if err := e.switchForOp(false, metaVoidRoom, werr); err != nil {
+		e.unloggedPack.Store(true)
 		e.unlogged.Store(true)
 		m.dropPending()
 		return err
@@ -821,12 +823,15 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 	e.waitUntil(func() bool { return e.inflight.Load() == 0 })
 	// The snapshot holds every change applied before it, logged or not;
 	// one whose log fails from here on sets it again.
-	unlogged := e.unlogged.Swap(false)
+	unlogged, unloggedPack := e.unlogged.Swap(false), e.unloggedPack.Swap(false)
 	// The snapshot reports the zones after this: it records every one
 	// found offline before it full.
 	offline := e.offlineOwed.Swap(false)
 	defer func() {
 		if err != nil && unlogged {
+			if unloggedPack {
+				e.unloggedPack.Store(true)
+			}
 			e.unlogged.Store(true)
 		}
 		if err != nil && offline {
@@ -1631,7 +1636,11 @@ func (e *Engine) settleStrayLocked() error {
 			return fmt.Errorf("%w: a data zone went offline, and the checkpoint that records it failed (a crash before one makes the next open refuse): %w", ErrMetaLog, err)
 		}
 		if !m.stray.Load() && !e.failedAppend.Load() {
-			return fmt.Errorf("%w: a truncate's size is in memory only (its record failed), and the checkpoint that makes it durable failed: %w", ErrMetaLog, err)
+			what := "a truncate's size is in memory only (its record failed)"
+			if e.unloggedPack.Load() {
+				what = "deferred namespace operations are in memory only (the record of their pack failed)"
+			}
+			return fmt.Errorf("%w: %s, and the checkpoint that makes it durable failed: %w", ErrMetaLog, what, err)
 		}
 		if !m.stray.Load() {
 			return fmt.Errorf("%w: a failed append's record may be on the device, and the checkpoint that supersedes it failed: %w", ErrMetaLog, err)
