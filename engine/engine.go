@@ -168,6 +168,11 @@ type Engine struct {
 	// checkpoint (which snapshots memory) clears it, every flush
 	// settles with one first (settleStray), as for a failed append.
 	unlogged atomic.Bool
+	// unloggedPack is set with unlogged when what has no record is
+	// deferred operations whose pack failed (metaLog.pend), so that a
+	// settle that fails names them (settleStrayLocked), not a truncate;
+	// cleared with it.
+	unloggedPack atomic.Bool
 	// offlineOwed is set when the engine finds a data zone the device
 	// reports offline (offlineWatcher) and cleared by the next
 	// checkpoint, which records the zone full: until one does, a

@@ -15,9 +15,10 @@ import (
 
 // Packs of namespace operations (metaPack, format 3): several
 // operations in one metadata record, one checksum over them all.
-// The engine's log writer does not pack yet (formatVersion is 2); these
-// tests write packs themselves (h41bLogRecords) and hold recovery,
-// fsck and the format checks to what a packing writer needs.
+// The first tests write packs themselves (h41bLogRecords) and hold
+// recovery, fsck and the format checks to what a packing writer needs;
+// the later ones pack through the engine's log writer. Each pins the
+// format it needs (h41bFormat), whatever Format writes by default.
 
 // h41bFormat makes Format write format v for the rest of the test.
 func h41bFormat(t *testing.T, v int) {
@@ -456,7 +457,7 @@ func TestH41bFormat2DeviceStaysFormat2(t *testing.T) {
 // format-3 device (its superVersion is 2), which it would otherwise
 // read with packs as the log's end.
 func TestH41bNewerFormatIsRefused(t *testing.T) {
-	h41bFormat(t, superPackVersion) // Format writes format 2 by default
+	h41bFormat(t, superPackVersion) // packs, whatever Format writes
 	devName := emuDevice(t, 16, "256K", "")
 	e := formatOpen(t, devName, smallConfig())
 	mz := e.sb.MetaZones
@@ -474,7 +475,7 @@ func TestH41bNewerFormatIsRefused(t *testing.T) {
 }
 
 func TestH41bPackCodec(t *testing.T) {
-	h41bFormat(t, superPackVersion) // Format writes format 2 by default
+	h41bFormat(t, superPackVersion) // packs, whatever Format writes
 	ops := []nsOp{
 		{seq: 5, kind: opCreate, file: 3, name: "x"},
 		{seq: 7, kind: opTruncate, file: 3, size: 4096},
@@ -585,7 +586,7 @@ func h41bName(w, i int) string { return fmt.Sprintf("burst-%d-%d", w, i) }
 // nothing acknowledged are lost whole to the cut, never a later one
 // without an earlier one.
 func TestH41bHeldOpsLandWithTheNextDurableOp(t *testing.T) {
-	h41bFormat(t, superPackVersion) // Format writes format 2 by default
+	h41bFormat(t, superPackVersion) // packs, whatever Format writes
 	devName := emuDevice(t, 16, "256K", "")
 	e := formatOpen(t, devName, smallConfig())
 	createSynced(t, e, "x", []byte("acked")).Close()
@@ -629,7 +630,7 @@ func TestH41bHeldOpsLandWithTheNextDurableOp(t *testing.T) {
 // checkpoint the next acknowledging flush owes (unlogged): never an ack
 // that a power cut undoes.
 func TestH41bHeldOpsFailedRecordIsCheckpointed(t *testing.T) {
-	h41bFormat(t, superPackVersion) // Format writes format 2 by default
+	h41bFormat(t, superPackVersion) // packs, whatever Format writes
 	devName := emuDevice(t, 16, "256K", "")
 	e := formatOpen(t, devName, smallConfig())
 	h := createSynced(t, e, "x", []byte("acked"))
@@ -670,7 +671,7 @@ func TestH41bHeldOpsFailedRecordIsCheckpointed(t *testing.T) {
 // checkpoint behind a damaged one, and the next Open refused the
 // device (checkHiddenLog).
 func TestH41bCutLogRecoveryNumbersAboveWhatFollows(t *testing.T) {
-	h41bFormat(t, superPackVersion) // Format writes format 2 by default
+	h41bFormat(t, superPackVersion) // packs, whatever Format writes
 	for _, c := range []string{"checksum", "undecodable-pack"} {
 		t.Run(c, func(t *testing.T) {
 			devName := emuDevice(t, 16, "256K", "")

@@ -15,7 +15,7 @@ import (
 // ErrMetaLog is not replayed after an ack. Passes on the branch: the
 // review's map of the failure paths of a pack's write.
 func TestH41fFaultOnTheRecordCarryingHeldOps(t *testing.T) {
-	h41bFormat(t, superPackVersion) // Format writes format 2 by default
+	h41bFormat(t, superPackVersion) // packs, whatever Format writes
 	oldMin, oldMax := switchBackoffMin, switchBackoffMax
 	switchBackoffMin, switchBackoffMax = 0, 0
 	t.Cleanup(func() { switchBackoffMin, switchBackoffMax = oldMin, oldMax })
@@ -112,7 +112,7 @@ func TestH41fFaultOnTheRecordCarryingHeldOps(t *testing.T) {
 // fits, landed first); after a power cut the namespace is exactly what
 // the last SyncNamespace acknowledged. Passes on the branch.
 func TestH41fHalfSwitchesWhileHeld(t *testing.T) {
-	h41bFormat(t, superPackVersion) // Format writes format 2 by default
+	h41bFormat(t, superPackVersion) // packs, whatever Format writes
 	devName := emuDevice(t, 16, "256K", "")
 	cfg := smallConfig()
 	e := formatOpen(t, devName, cfg)

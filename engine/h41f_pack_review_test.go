@@ -11,7 +11,7 @@ import "testing"
 // returned at once on the older ticket, a flush that ended before the
 // pack landed, and a power cut then lost the create it acknowledged.
 func TestH41fSyncNamespaceRacingALandingWaitsForItsFlush(t *testing.T) {
-	h41bFormat(t, superPackVersion) // Format writes format 2 by default
+	h41bFormat(t, superPackVersion) // packs, whatever Format writes
 	devName := emuDevice(t, 16, "256K", "")
 	e := formatOpen(t, devName, smallConfig())
 	// A flush covers everything logged so far.

@@ -351,6 +351,7 @@ func (e *Engine) writeOp(op nsOp, pack bool) (uint64, error) {
 		// The held operations are applied; their record failed. The
 		// checkpoint below holds them, or, if it fails, the next one
 		// (unlogged: every acknowledging flush settles it first).
+		e.unloggedPack.Store(true)
 		e.unlogged.Store(true)
 		m.dropPending()
 	}
@@ -430,6 +431,7 @@ func (e *Engine) landPendingLocked() error {
 	m.markStray()
 	werr := fmt.Errorf("engine: log %d operations in metadata half %d at %d: %w", len(ops), m.active, m.wp, err)
 	if err := e.switchForOp(false, metaVoidRoom, werr); err != nil {
+		e.unloggedPack.Store(true)
 		e.unlogged.Store(true)
 		m.dropPending()
 		return err
@@ -543,15 +545,38 @@ func (e *Engine) writeOpsRecord(ops []nsOp, n int64) error {
 // error it returns is that write's.
 var testHookMetaWrite func(e *Engine, h int, off int64, data []byte) error
 
-// opLanded accounts op's n-byte record, which has landed, and returns the
-// ticket of the flush that makes it durable.
-func (e *Engine) opLanded(op nsOp, n int64) uint64 { return e.opsLanded([]nsOp{op}, n) }
+// opLanded accounts the n-byte record of op alone, which has landed and
+// carries none of the held operations (an opVoid a checkpoint writes
+// with operations held, voidFailedLocked): they stay held, for the next
+// record or checkpoint to carry. Forgotten there, they were applied with
+// no record and nothing to say so, and the next pack went without them:
+// a cut that kept the log's unflushed writes replayed a deferred create
+// without the deferred remove before it
+// (TestH42bVoidKeepsHeldOps). It returns the ticket of the flush that
+// makes the record durable.
+func (e *Engine) opLanded(op nsOp, n int64) uint64 {
+	return e.recordLanded([]nsOp{op}, n)
+}
 
-// opsLanded accounts the n-byte record of ops, which has landed (the
-// held operations among them, which it forgets), and returns the ticket
-// of the flush that makes it durable. The bytes count to the operations'
-// kinds in equal shares.
+// opsLanded accounts the n-byte record of ops, which has landed and
+// carries the held operations (they are its first ones, or there are
+// none), which it forgets, and returns the ticket of the flush that
+// makes it durable.
 func (e *Engine) opsLanded(ops []nsOp, n int64) uint64 {
+	m := e.meta
+	t := e.recordLanded(ops, n)
+	if len(m.pend) > 0 {
+		// After needFlush: a flushAcked that finds none held takes
+		// the ticket that covers them (ticketAfterLanding).
+		m.dropPending()
+	}
+	return t
+}
+
+// recordLanded accounts the n-byte record of ops, which has landed, and
+// returns the ticket of the flush that makes it durable. The bytes count
+// to the operations' kinds in equal shares. m.mu held.
+func (e *Engine) recordLanded(ops []nsOp, n int64) uint64 {
 	m := e.meta
 	m.wp += n
 	if m.switchFails != 0 {
@@ -569,11 +594,6 @@ func (e *Engine) opsLanded(ops []nsOp, n int64) uint64 {
 	// The record has landed: the next flush to start covers it.
 	t := e.flushes.ticket()
 	for old := m.needFlush.Load(); old < t && !m.needFlush.CompareAndSwap(old, t); old = m.needFlush.Load() {
-	}
-	if len(m.pend) > 0 {
-		// After needFlush: a flushAcked that finds none held takes
-		// the ticket that covers them (ticketAfterLanding).
-		m.dropPending()
 	}
 	return t
 }
@@ -803,12 +823,15 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 	e.waitUntil(func() bool { return e.inflight.Load() == 0 })
 	// The snapshot holds every change applied before it, logged or not;
 	// one whose log fails from here on sets it again.
-	unlogged := e.unlogged.Swap(false)
+	unlogged, unloggedPack := e.unlogged.Swap(false), e.unloggedPack.Swap(false)
 	// The snapshot reports the zones after this: it records every one
 	// found offline before it full.
 	offline := e.offlineOwed.Swap(false)
 	defer func() {
 		if err != nil && unlogged {
+			if unloggedPack {
+				e.unloggedPack.Store(true)
+			}
 			e.unlogged.Store(true)
 		}
 		if err != nil && offline {
@@ -1613,7 +1636,11 @@ func (e *Engine) settleStrayLocked() error {
 			return fmt.Errorf("%w: a data zone went offline, and the checkpoint that records it failed (a crash before one makes the next open refuse): %w", ErrMetaLog, err)
 		}
 		if !m.stray.Load() && !e.failedAppend.Load() {
-			return fmt.Errorf("%w: a truncate's size is in memory only (its record failed), and the checkpoint that makes it durable failed: %w", ErrMetaLog, err)
+			what := "a truncate's size is in memory only (its record failed)"
+			if e.unloggedPack.Load() {
+				what = "deferred namespace operations are in memory only (the record of their pack failed)"
+			}
+			return fmt.Errorf("%w: %s, and the checkpoint that makes it durable failed: %w", ErrMetaLog, what, err)
 		}
 		if !m.stray.Load() {
 			return fmt.Errorf("%w: a failed append's record may be on the device, and the checkpoint that supersedes it failed: %w", ErrMetaLog, err)

@@ -31,14 +31,11 @@ const (
 	superPackVersion = 3
 )
 
-// formatVersion is the format Format writes: still superMinVersion.
-// superPackVersion, whose log packs operations (metaPack), is read and
-// written on a device that has it, and tests make such devices
-// (h41bFormat), but with packs GC reset far fewer zones while deferred
-// removes waited for their flush (pebblefs
-// TestH25DRemovedFilesComeBackWholeAfterGC): to be understood before
-// Format makes them.
-var formatVersion = superMinVersion
+// formatVersion is the format Format writes: superPackVersion, whose
+// log packs deferred operations (metaPack). A variable for tests, which
+// make format-2 devices with it too (h41bFormat), to keep that format,
+// still read and written where a device has it, covered.
+var formatVersion = superPackVersion
 
 // Superblock identifies a formatted device and the geometry it was
 // formatted with. A copy starts each of the two metadata zones.
