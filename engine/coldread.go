@@ -202,20 +202,23 @@ func (r *coldRead) check() {
 	// A miss filled past the request (BeginMissAhead) read ahead: its
 	// failure is no reader's, and is neither counted nor reported; the
 	// caller reads again with ReadAtContext, whose read of the request
-	// alone decides, and counts, once (ReadBackingAhead).
+	// alone decides, and counts, once (ReadBackingAhead). So does a
+	// device failure of the request alone: the block layer fails every
+	// read it merged with one of a bad block (a readahead worker's of
+	// the next window, say), and ReadAtContext's read is read again
+	// piece by piece and block by block before it fails (readPieces),
+	// so that only a block that fails alone is EIO to the reader.
 	ahead := r.miss.Ahead()
+	again := ahead
 	if err != nil {
-		if !ahead {
-			e.stats.readErrs.Add(1)
-		}
 		e.kickOffline() // the zone may have gone offline
-		err = fmt.Errorf("engine: device read: %w", err)
+		again = true
 	} else if !e.cfg.NoReadVerify {
 		err = e.checkSums(r.s, r.nh, r.h.f.id, r.pieces[:r.n], r.mem, r.base, ahead)
 	}
 	if err != nil {
 		e.cache.AbortMiss(&r.miss)
-		if ahead {
+		if again {
 			e.stats.coldAgain.Add(1)
 			r.end(0, nil, true)
 			return

@@ -371,6 +371,12 @@
 // stays detectably bad wherever it moves; fsck reports a mapped block
 // that fails as damage.
 //
+// A fill whose device read fails is read again, piece by piece and then
+// block by block, before the failure is the reader's (readPieces; the
+// daemon's StartRead hands such a read back to be read so): the block
+// layer fails every read it merged with one of a bad block, a
+// readahead worker's say, so only a block that fails on its own is EIO.
+//
 // # Lock order
 //
 // Locks are taken in this order, outermost first; a lock may be held

@@ -1567,6 +1567,7 @@ type counters struct {
 	devData, devHeaders, devPad    atomic.Int64
 	devRead                        atomic.Int64
 	appends, appendErrs, readErrs  atomic.Int64
+	readRetries                    atomic.Int64
 	csumErrs, sumReads             atomic.Int64
 	coldReads, coldLate, coldAgain atomic.Int64
 	gcRead, gcWritten, gcResets    atomic.Int64

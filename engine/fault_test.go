@@ -106,15 +106,18 @@ func TestReadEIOReachesReader(t *testing.T) {
 	e = reopen(t, devName, smallConfig()) // cold cache: reads go to the device
 	defer e.Close()
 	f, _ = e.Open("a")
-	emuOf(t, e).FailRead(1)
+	// Bad media: the read fails, and so does every read of its range
+	// again (readPieces reads a failed read again before it fails).
+	emuOf(t, e).FailReadBad(1)
 	buf := make([]byte, len(want))
 	if _, err := f.ReadAt(buf, 0); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("read with an injected EIO: %v, want EIO", err)
 	}
-	if st := e.Stats(); st.ReadErrs != 1 {
-		t.Fatalf("read errors = %d, want 1", st.ReadErrs)
+	if st := e.Stats(); st.ReadErrs != 1 || st.ReadRetries != 1 {
+		t.Fatalf("read errors = %d, retries %d, want 1 and 1", st.ReadErrs, st.ReadRetries)
 	}
 	// The failure was not cached: the next read goes to the device again.
+	emuOf(t, e).FailRead(0) // healed
 	if n, err := f.ReadAt(buf, 0); n != len(want) || (err != nil && err != io.EOF) || !bytes.Equal(buf, want) {
 		t.Fatalf("read after the EIO: %d, %v, equal %v", n, err, bytes.Equal(buf, want))
 	}

@@ -64,12 +64,14 @@ func TestFailedWriteLeavesSizeAndContent(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// 2. The partial block it must read first fails with EIO.
+	// 2. The partial block it must read first fails with EIO (bad
+	// media: read again, it fails again).
 	e.cache.EvictClean(1 << 30)
-	emuOf(t, e).FailRead(1)
+	emuOf(t, e).FailReadBad(1)
 	if n, err := h.WriteAt(make([]byte, 5000), int64(len(want))-1000); n != 0 || !errors.Is(err, syscall.EIO) {
 		t.Fatalf("write over a failing read: %d, %v; want 0, EIO", n, err)
 	}
+	emuOf(t, e).FailRead(0) // healed
 	check("after a write that failed with EIO")
 
 	if err := h.Sync(); err != nil {

@@ -33,8 +33,9 @@ func h31bStartOne(t *testing.T, e *Engine, h *File, p []byte, off int64) readEnd
 
 // TestH31bStartReadOfABadBlock: a cold read begun with StartRead whose
 // folio has a block that fails its checksum (a flipped byte on the
-// device), or whose device read fails (EIO), ends with EIO (the
-// checksum error named), puts nothing in the cache (the folio is not
+// device) ends with EIO (the checksum error named); one whose device
+// read fails is handed back to be read with ReadAtContext (EIO there if
+// it fails again); either puts nothing in the cache (the folio is not
 // served from it), and copies nothing wrong into the reader's buffer as
 // a success; the folios beside it read fine, and once the device is
 // right again the same read returns the file's bytes.
@@ -86,14 +87,21 @@ func TestH31bStartReadOfABadBlock(t *testing.T) {
 		t.Fatalf("StartRead once the block is right again: %+v (bytes equal %v)", r, bytes.Equal(p, data[3*bs:4*bs]))
 	}
 
-	// A device read that fails.
-	emuOf(t, e).FailRead(1)
-	if r := h31bStartOne(t, e, h, p, 5*bs); !errors.Is(r.err, syscall.EIO) || r.n != 0 || r.again {
-		t.Fatalf("StartRead whose device read fails: %+v, want EIO", r)
+	// A device read that fails: the read is handed back (again), for
+	// ReadAtContext, whose read is read again alone before it fails
+	// (the block layer fails a read merged with one of a bad block);
+	// on bad media that read fails too, with EIO.
+	emuOf(t, e).FailReadBad(1)
+	if r := h31bStartOne(t, e, h, p, 5*bs); r.err != nil || r.n != 0 || !r.again {
+		t.Fatalf("StartRead whose device read fails: %+v, want it handed back (again)", r)
 	}
 	if h.ReadCached(make([]byte, bs), 5*bs) {
 		t.Fatal("the folio whose device read failed is in the cache")
 	}
+	if _, err := h.ReadAt(p, 5*bs); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("ReadAt of the bad media StartRead handed back: %v, want EIO", err)
+	}
+	emuOf(t, e).FailRead(0) // healed
 	clear(p)
 	if r := h31bStartOne(t, e, h, p, 5*bs); r.err != nil || r.n != bs || !bytes.Equal(p, data[5*bs:6*bs]) {
 		t.Fatalf("StartRead once the device reads again: %+v", r)

@@ -9,7 +9,7 @@ import (
 
 // TestWriteWhoseSecondFillFailsIsShort: a write that starts and ends
 // inside blocks the cache must read first, the second read failing with
-// EIO, returns EIO and the count of the bytes it put in the file (a short
+// EIO (bad media: read again, it fails again), returns EIO and the count of the bytes it put in the file (a short
 // write, as io.WriterAt allows): the file holds exactly those, live,
 // never part of the rest, and after an fsync and a reopen.
 func TestWriteWhoseSecondFillFailsIsShort(t *testing.T) {
@@ -20,7 +20,7 @@ func TestWriteWhoseSecondFillFailsIsShort(t *testing.T) {
 	h := createSynced(t, e, "a", old)
 	for fail := 1; fail <= 2; fail++ {
 		e.cache.EvictClean(1 << 30)
-		emuOf(t, e).FailRead(fail)
+		emuOf(t, e).FailReadBad(fail)
 		p := bytes.Repeat([]byte{0xee}, 40000)
 		const off = 1000
 		n, err := h.WriteAt(p, off)

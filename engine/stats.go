@@ -60,6 +60,11 @@ type Stats struct {
 	// sequential reader's fill past its request), which fail no reader:
 	// a failed read counts once (cache.AheadBacking).
 	ReadErrs int64 `json:"read_errors"`
+	// ReadRetries counts reads the device failed that were read again,
+	// piece by piece and then block by block, before their failure was
+	// the reader's (the block layer fails every read it merged with one
+	// of a bad block): those that then read are not in ReadErrs.
+	ReadRetries int64 `json:"read_retries"`
 	// ChecksumErrs counts reads that found a data block (or the header
 	// holding its checksum) not as it was written: each failed with EIO.
 	ChecksumErrs int64 `json:"checksum_errors"`
@@ -70,8 +75,8 @@ type Stats struct {
 	// daemon's cold misses of a whole folio); ColdReadsLate those of them
 	// the ring's reaper found the cache's file lock held for, finished by
 	// the cold-read finisher; ColdReadsAgain those whose file changed
-	// while they were read, or whose fill past the request failed, read
-	// again the waiting way.
+	// while they were read, or whose fill past the request or device
+	// read failed, read again the waiting way.
 	ColdReads      int64 `json:"cold_reads"`
 	ColdReadsLate  int64 `json:"cold_reads_late"`
 	ColdReadsAgain int64 `json:"cold_reads_again"`
@@ -179,6 +184,7 @@ func (s Stats) Sub(o Stats) Stats {
 	d.AppendErrs -= o.AppendErrs
 	d.ZoneFinishErrs -= o.ZoneFinishErrs
 	d.ReadErrs -= o.ReadErrs
+	d.ReadRetries -= o.ReadRetries
 	d.ChecksumErrs -= o.ChecksumErrs
 	d.SumReads -= o.SumReads
 	d.ColdReads -= o.ColdReads
@@ -224,6 +230,7 @@ func (e *Engine) Stats() Stats {
 		DevMetaResets: c.metaOps[opZoneReset].Load(), DevMetaOther: c.metaOps[opRename].Load() + c.metaOps[opTruncate].Load() + c.metaOps[opVoid].Load(),
 		GCHeaders: c.gcHeaders.Load(), RecordsSplit: c.split.Load(),
 		Appends: c.appends.Load(), ZonesOpened: e.placer.opened.Load(), ZonesFilled: e.placer.filled.Load(), ZonesShared: e.placer.sharedMRU.Load(), ZonesSharedBusy: e.placer.sharedBusy.Load(), ZonesTailFinished: e.placer.tailsFinished.Load(), AppendErrs: c.appendErrs.Load(), ZoneFinishErrs: c.finishErrs.Load(), ReadErrs: c.readErrs.Load(),
+		ReadRetries:  c.readRetries.Load(),
 		ChecksumErrs: c.csumErrs.Load(), SumReads: c.sumReads.Load(),
 		ColdReads: c.coldReads.Load(), ColdReadsLate: c.coldLate.Load(), ColdReadsAgain: c.coldAgain.Load(),
 		Checkpoints: c.checkpoints.Load(), Flushes: e.flushes.flushes.Load(), FlushesJoined: e.flushes.joined.Load(),

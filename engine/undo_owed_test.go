@@ -287,7 +287,7 @@ func TestUndoOwedFailedExtendingWriteCommitsNothing(t *testing.T) {
 	r.e.cache.EvictClean(1 << 40) // the cut range is read from the device
 	testHookTruncateUndo = func(e *Engine, back bool) {
 		if back {
-			emuOf(t, e).FailRead(1) // the undo's first piece
+			emuOf(t, e).FailReadBad(1) // the undo's first piece
 		}
 	}
 	emuOf(t, r.e).FailFlush(1) // the truncate's flush: the zeros' record on the device
@@ -297,6 +297,7 @@ func TestUndoOwedFailedExtendingWriteCommitsNothing(t *testing.T) {
 		t.Logf("truncate: %v", err)
 	}
 	testHookTruncateUndo = nil
+	emuOf(t, r.e).FailRead(0) // healed
 	if !r.f.f.undoOwed() {
 		t.Fatal("no commit owed")
 	}
@@ -304,12 +305,13 @@ func TestUndoOwedFailedExtendingWriteCommitsNothing(t *testing.T) {
 	// An extending write whose piece fails (its block's read, for the
 	// bytes it keeps, fails): the size grown for it goes back, logged.
 	r.e.cache.EvictClean(1 << 40)
-	emuOf(t, r.e).FailRead(1)
+	emuOf(t, r.e).FailReadBad(1)
 	if _, err := r.f.WriteAt(make([]byte, 200), old-100); err == nil {
 		t.Fatal("the extending write succeeded")
 	} else {
 		t.Logf("extending write: %v", err)
 	}
+	emuOf(t, r.e).FailRead(0) // healed
 	if got := r.f.Size(); got != old {
 		t.Fatalf("size %d after the failed write, want %d", got, old)
 	}

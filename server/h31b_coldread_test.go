@@ -33,11 +33,14 @@ import (
 // released; it can hold again after a release.
 type h31bHoldDevice struct {
 	zns.Device
-	emu    *zns.Emu
-	mu     sync.Mutex
-	gate   chan struct{} // nil: reads complete as they come
-	heldN  atomic.Int64  // reads held since hold
-	failIO atomic.Bool   // held reads complete with EIO
+	emu   *zns.Emu
+	mu    sync.Mutex
+	gate  chan struct{} // nil: reads complete as they come
+	heldN atomic.Int64  // reads held since hold
+	// failIO: reads complete with EIO while it is set, held or not (bad
+	// media: the engine reads a failed read again before it fails, and
+	// that read must fail too).
+	failIO atomic.Bool
 	writes h31bWriteHold // holds writes and appends (h31b_throttle_test.go)
 }
 
@@ -60,6 +63,9 @@ func (d *h31bHoldDevice) Read(off int64, buf []byte, c uring.Completion) error {
 	gate := d.gate
 	d.mu.Unlock()
 	if gate == nil {
+		if d.failIO.Load() {
+			c = h31bFailed{c}
+		}
 		return d.Device.Read(off, buf, c)
 	}
 	d.heldN.Add(1)
@@ -83,6 +89,11 @@ func (d *h31bHoldDevice) release() {
 	}
 	d.mu.Unlock()
 }
+
+// h31bFailed completes a read with EIO whatever the device read.
+type h31bFailed struct{ c uring.Completion }
+
+func (f h31bFailed) Complete(uring.Result) { f.c.Complete(uring.Result{Res: -5}) }
 
 type h31bHeld struct {
 	d    *h31bHoldDevice
@@ -508,7 +519,9 @@ func TestH31bColdReadsRacingNamespaceAndHandleChanges(t *testing.T) {
 }
 
 // TestH31bColdReadDeviceErrors: cold reads the reader began fail in the
-// device (EIO): each gets EIO, nothing of them is cached (the same
+// device (EIO), and so does every read until the device works again (a
+// failed cold read is read again by a worker, ReadAtContext, which reads
+// it again alone before it fails): each gets EIO, nothing of them is cached (the same
 // reads, once the device works, return the file's bytes), and the
 // connection keeps working.
 func TestH31bColdReadDeviceErrors(t *testing.T) {

@@ -117,6 +117,8 @@ import (
 // Fault injection (for crash and error-path tests), all precise:
 //   - FailWrite(n): the n-th Write or Append from now fails with EIO.
 //   - FailRead(n): the n-th Read from now fails with EIO.
+//   - FailReadBad(n): so does the n-th, and every Read from then on that
+//     touches its range (bad media), until the next FailRead(Bad).
 //   - FailFlush(n): the n-th Flush from now fails with EIO, persisting
 //     nothing.
 //   - PowerCut(): everything not flushed is lost, at once (a zone reset
@@ -1101,10 +1103,26 @@ func (e *Emu) FailWrites(on bool) {
 }
 
 // FailRead arms a fault: the n-th valid Read submitted from now fails with
-// EIO and leaves the buffer's content unspecified. n <= 0 disarms.
+// EIO and leaves the buffer's content unspecified. n <= 0 disarms, and
+// heals the ranges FailReadBad made bad.
 func (e *Emu) FailRead(n int) {
 	e.mu.Lock()
 	e.faults.readIn = max(n, 0)
+	e.faults.readBad = false
+	e.faults.bad = nil
+	e.mu.Unlock()
+}
+
+// FailReadBad is FailRead whose failed read finds bad media: its device
+// range stays bad, and every Read that touches it from then on fails
+// with EIO too (a read again, alone or block by block, as the engine
+// reads a failed read before the failure is the reader's), until
+// FailRead or FailReadBad is called again. n <= 0 disarms and heals.
+func (e *Emu) FailReadBad(n int) {
+	e.mu.Lock()
+	e.faults.readIn = max(n, 0)
+	e.faults.readBad = n > 0
+	e.faults.bad = nil
 	e.mu.Unlock()
 }
 

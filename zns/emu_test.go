@@ -252,6 +252,39 @@ func TestEmuFailWriteAndRead(t *testing.T) {
 	}
 }
 
+// TestEmuFailReadBad: FailReadBad's failed read finds bad media: every
+// read that touches its range fails from then on, alone or as part of a
+// larger read; reads beside it do not; FailRead(0) heals it.
+func TestEmuFailReadBad(t *testing.T) {
+	e, c := openEmuT(t, filepath.Join(t.TempDir(), "dev"), emuTestGeo)
+	a := c.buf(4*c.bs, 1)
+	c.append(1, a)
+	start := c.zone(1).Start
+	try := func(off, n int64) error {
+		w := newTestWaiter()
+		c.ok("Read", e.Read(off, c.buf(n, 0), w))
+		return CompletionErr("read", e.Ring().Wait(w))
+	}
+	e.FailReadBad(1)
+	if err := try(start+c.bs, c.bs); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("armed read: %v, want EIO", err)
+	}
+	for _, r := range [][2]int64{{start + c.bs, c.bs}, {start, 2 * c.bs}, {start, 4 * c.bs}} {
+		if err := try(r[0], r[1]); !errors.Is(err, syscall.EIO) {
+			t.Errorf("read [%d, +%d) over the bad range: %v, want EIO", r[0]-start, r[1], err)
+		}
+	}
+	for _, r := range [][2]int64{{start, c.bs}, {start + 2*c.bs, 2 * c.bs}} {
+		if err := try(r[0], r[1]); err != nil {
+			t.Errorf("read [%d, +%d) beside the bad range: %v", r[0]-start, r[1], err)
+		}
+	}
+	e.FailRead(0)
+	if !bytes.Equal(c.read(start, 4*c.bs), a) {
+		t.Fatal("read after FailRead(0) healed the range differs")
+	}
+}
+
 // allocAppender is an AppendCompletion that does not allocate.
 type allocAppender struct{ ch chan error }
 

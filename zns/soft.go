@@ -169,11 +169,26 @@ func (s *soft) dispatch() {
 
 // faults are the armed fault injections (emu); countdowns, 0 = disarmed.
 type faults struct {
-	writeIn  int
-	readIn   int
+	writeIn int
+	readIn  int
+	// readBad: the readIn-th read's range goes bad (FailReadBad); bad
+	// holds the ranges gone bad, [from, to) device offsets.
+	readBad  bool
+	bad      [][2]int64
 	flushIn  int
 	writeAll bool // every write fails (FailWrites)
 	finishIn int
+}
+
+// touchesBad reports whether a read of [off, off+n) touches a range
+// FailReadBad made bad.
+func (f *faults) touchesBad(off, n int64) bool {
+	for _, r := range f.bad {
+		if off < r[1] && r[0] < off+n {
+			return true
+		}
+	}
+	return false
 }
 
 // hit counts one operation down and reports whether it is the one to fail.
@@ -418,7 +433,11 @@ func (s *soft) Read(off int64, buf []byte, c uring.Completion) error {
 		return fmt.Errorf("zns: read at %d: %w", off, uring.ErrClosed)
 	}
 	valid, err := s.readable(off, int64(len(buf)))
-	inject := err == nil && hit(&s.faults.readIn)
+	first := err == nil && hit(&s.faults.readIn)
+	inject := first || err == nil && s.faults.touchesBad(off, int64(len(buf)))
+	if first && s.faults.readBad {
+		s.faults.bad = append(s.faults.bad, [2]int64{off, off + int64(len(buf))})
+	}
 	s.mu.Unlock()
 	if err != nil {
 		return err
