@@ -96,6 +96,40 @@ func openFormattedLocked(device string, cfg engine.Config) (*engine.Engine, *ser
 	return e, lock, nil
 }
 
+// removeIfCreated is for a bench that formats device afresh for each of
+// its runs, each run claiming it anew: called at the bench's end with its
+// error, it removes device's emu file if the bench failed and the file
+// was not there when the bench began (so the bench created it). Each
+// run's own claim cannot tell: the first run's created the file and, as
+// that run succeeded, kept it; a later run that failed found it there and
+// kept it too, so a failed bench left the file behind (every command that
+// fails leaves no emu file it created, and the retry was refused as
+// holding data). The file is removed under a claim of its own, so never
+// while another command holds it.
+func removeIfCreated(device string) func(err error) {
+	if !strings.HasPrefix(device, "emu:") {
+		return func(error) {}
+	}
+	path, _, _ := strings.Cut(strings.TrimPrefix(device, "emu:"), "?")
+	if _, err := os.Lstat(path); err == nil || !os.IsNotExist(err) {
+		return func(error) {}
+	}
+	return func(err error) {
+		if err == nil {
+			return
+		}
+		if _, serr := os.Lstat(path); serr != nil {
+			return // never made, or gone already
+		}
+		lock, lerr := server.LockDevice(device)
+		if lerr != nil {
+			return // someone else's now
+		}
+		os.Remove(path)
+		lock.Release()
+	}
+}
+
 // claimDevice claims device as the daemon does and opens it.
 func claimDevice(device string) (zns.Device, *server.DeviceLock, error) {
 	lock, err := server.LockDevice(device)
