@@ -218,8 +218,12 @@ func printFioBench(out io.Writer, asJSON bool, w Workload, rounds int, inproc, d
 	if asJSON {
 		return WriteJSON(out, s)
 	}
-	fmt.Fprintf(out, "%d file(s) x %s, %s bs=%d iodepth=%d end_fsync=%v, %d alternating rounds\n\n",
-		w.Files, human(w.Size), w.RW, w.BS, w.IODepth, w.EndFsync, rounds)
+	fsync := ""
+	if w.EndFsync {
+		fsync = ", fsync at the end"
+	}
+	fmt.Fprintf(out, "%d file(s) x %s, %s, bs %s, iodepth %d%s, %d alternating rounds\n\n",
+		w.Files, human(w.Size), w.RW, human(int64(w.BS)), w.IODepth, fsync, rounds)
 	tw := newTable(out)
 	fmt.Fprintln(tw, "in-process MiB/s\tfio+daemon MiB/s\tratio\t")
 	fmt.Fprintf(tw, "%.1f\t%.1f\t%.2f\t\n", s.InProcessMiBps, s.DaemonMiBps, s.Ratio)
