@@ -87,6 +87,13 @@ func openFormattedLocked(device string, cfg engine.Config) (*engine.Engine, *ser
 	if err != nil {
 		return nil, nil, err
 	}
+	// Nothing is erased for settings the engine would then refuse (a
+	// --open-zones or --gc-high above the device), as serve checks.
+	if err := engine.CheckConfig(dev, cfg, &engine.FormatOptions{Force: true}); err != nil {
+		dev.Close()
+		lock.Abandon()
+		return nil, nil, err
+	}
 	e, err := engine.FormatAndOpen(dev, cfg)
 	if err != nil {
 		dev.Close()

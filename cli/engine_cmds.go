@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -81,6 +82,24 @@ func (f *engineFlags) config() (engine.Config, error) {
 	}
 	cfg.GC.Low, cfg.GC.High = f.gcLow, f.gcHigh
 	return cfg, nil
+}
+
+// configFlags are the flags that set the engine settings an
+// engine.ConfigError names, and what their 0 means.
+var configFlags = map[string]struct{ name, zero string }{
+	"OpenZones": {"--open-zones", "from the device's limits"},
+	"GC.Low":    {"--gc-low", "default"},
+	"GC.High":   {"--gc-high", "default"},
+}
+
+// configFlagError is err, which holds ce, with ce said as the flag that
+// set it: "--open-zones 99: the device allows 8 open zones, ...; want at
+// most 6 (0: from the device's limits)". What err adds around ce (bench
+// gc's configuration) stays.
+func configFlagError(err error, ce *engine.ConfigError) error {
+	f := configFlags[ce.Setting]
+	said := fmt.Sprintf("%s %d: %s; want at most %d (0: %s)", f.name, ce.Value, ce.Why, ce.Max, f.zero)
+	return errors.New(strings.Replace(err.Error(), ce.Error(), said, 1))
 }
 
 func newFormatCmd() *cobra.Command {
