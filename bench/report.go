@@ -152,7 +152,7 @@ func claimDevice(device string) (zns.Device, *server.DeviceLock, error) {
 }
 
 // CheckErasable refuses, unless force, a device the user named that
-// holds data (a zonefold file system with files, or anything written), as
+// holds data (a zonefold file system, even an empty one, or anything written), as
 // format does without --force: a benchmark that formats it would erase
 // what is there. A bench calls it once, before its first format; the
 // formats after that erase only what the bench itself wrote. A null:

@@ -245,7 +245,7 @@ func (o *runOpts) register(f *pflag.FlagSet, rws ...string) {
 // benchForceVar adds a bench's --force: without it, a bench refuses a
 // DEVICE that holds data, as format does (bench.CheckErasable).
 func benchForceVar(f *pflag.FlagSet, force *bool) {
-	f.BoolVar(force, "force", false, "erase DEVICE even if it holds data (a zonefold file system with files, or anything written)")
+	f.BoolVar(force, "force", false, "erase DEVICE even if it holds data (a zonefold file system, even an empty one, or anything written)")
 }
 
 func runBenchRun(cmd *cobra.Command, device string, o runOpts) error {
