@@ -314,6 +314,9 @@ func (o runOpts) resolve(cmd *cobra.Command) (runOpts, bench.Workload, engine.Co
 	switch {
 	case o.files < 1:
 		return o, w, cfg, usagef("--files %d: want at least 1", o.files)
+	case o.loops < 1:
+		// The workload took 0 for 1, silently.
+		return o, w, cfg, usagef("--loops %d: want at least 1", o.loops)
 	case o.iodepth < 1 || o.iodepth > maxBenchIODepth:
 		return o, w, cfg, usagef("--iodepth %d: want 1 to %d", o.iodepth, maxBenchIODepth)
 	case bs > maxBenchBS:
