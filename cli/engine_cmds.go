@@ -38,9 +38,9 @@ func (f *engineFlags) register(fs *pflag.FlagSet) {
 	countVar(fs, &f.maxOrder, "max-order", 9, "largest folio order (4 KiB << order)")
 	fs.StringVar(&f.placement, "placement", "mru", "zone placement: mru, none, round-robin or hinted (mru, but the files given one write-life hint share a zone)")
 	fs.StringVar(&f.gcPolicy, "gc-policy", "greedy", "GC victim policy: greedy or cost-benefit")
-	countVar(fs, &f.openZones, "open-zones", 0, "data zones open at once (0: from the device's limits)")
-	countVar(fs, &f.gcLow, "gc-low", 0, "start GC below this many free zones (0: default)")
-	countVar(fs, &f.gcHigh, "gc-high", 0, "stop GC at this many free zones (0: default)")
+	countVar(fs, &f.openZones, "open-zones", 0, "data zones open at once (0: from the device's limits; at most its open limit less the zones GC and metadata keep)")
+	countVar(fs, &f.gcLow, "gc-low", 0, "start GC below this many free zones (0: default; at most the device's data zones)")
+	countVar(fs, &f.gcHigh, "gc-high", 0, "stop GC at this many free zones (0: default; at most the device's data zones)")
 	sizeVar(fs, &f.readahead, "readahead", 8<<20, "largest window a sequential reader's handle reads ahead (0: none; at most a thirty-second of --cache)")
 }
 

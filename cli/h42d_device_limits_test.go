@@ -62,3 +62,20 @@ func TestFlagsAboveTheDeviceAreUsageErrors(t *testing.T) {
 	limits := fmt.Sprintf("emu:%s?zone_size=4M&zones=32&max_open=8", filepath.Join(dir, "limits"))
 	zonefold(t, "bench", "run", limits, "--size", "1M", "--gc-low", "29", "--gc-high", "30", "--open-zones", "6")
 }
+
+// The flags' help says the bound the device puts on them, which a value
+// past it is now refused for.
+func TestDeviceBoundFlagsHelpSaysTheBound(t *testing.T) {
+	for _, cmd := range [][]string{{"serve"}, {"bench", "run"}, {"bench", "fio"}} {
+		help := strings.Join(strings.Fields(runBinary(t, append(cmd, "--help")...).stdout), " ")
+		for _, want := range []string{
+			"--gc-low count start GC below this many free zones (0: default; at most the device's data zones)",
+			"--gc-high count stop GC at this many free zones (0: default; at most the device's data zones)",
+			"--open-zones count data zones open at once (0: from the device's limits; at most its open limit less the zones GC and metadata keep)",
+		} {
+			if !strings.Contains(help, want) {
+				t.Errorf("%s --help lacks %q", strings.Join(cmd, " "), want)
+			}
+		}
+	}
+}
