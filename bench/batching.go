@@ -179,7 +179,7 @@ func printBatching(out io.Writer, o BatchingOptions, direct bool, nop, file batc
 	if !direct {
 		mode = "buffered (no O_DIRECT here)"
 	}
-	fmt.Fprintf(out, "batching: QD%d, file writes %d B %s, %d alternating rounds\n\n", o.QD, o.BS, mode, o.Rounds)
+	fmt.Fprintf(out, "batching: QD%d, file writes of %s %s, %d alternating rounds\n\n", o.QD, human(int64(o.BS)), mode, o.Rounds)
 	tw := newTable(out)
 	fmt.Fprintln(tw, "target\tplugged IOPS\tSQEs/enter\tunplugged IOPS\tSQEs/enter\tratio\t")
 	for _, p := range []batchingPair{nop, file} {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,7 +40,9 @@ func (r fioBenchResult) MiBps() float64 { return mibPerS(r.Bytes, r.Elapsed) }
 // device from this process, and RunWorkload in process. The two alternate
 // in rounds; the ratio daemon/in-process is what the daemon's protocol
 // costs.
-func Fio(ctx context.Context, out io.Writer, device string, o FioOptions) error {
+//
+// A bench that fails removes an emu file it created, whichever run failed.
+func Fio(ctx context.Context, out io.Writer, device string, o FioOptions) (err error) {
 	w, cfg := o.Workload, o.Config
 	if w.RW != "write" && w.RW != "randwrite" {
 		return fmt.Errorf("--rw %s: bench fio compares writes (write or randwrite)", w.RW)
@@ -50,6 +53,7 @@ func Fio(ctx context.Context, out io.Writer, device string, o FioOptions) error 
 	if err := CheckErasable(device, o.Force); err != nil {
 		return err
 	}
+	defer func(remove func(error)) { remove(err) }(removeIfCreated(device))
 	so, err := findFioEngine(o.FioEngine)
 	if err != nil {
 		return err
@@ -177,7 +181,7 @@ func runFioJob(ctx context.Context, fioBin, so, socket, dir string, w Workload) 
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return fioBenchResult{}, fmt.Errorf("fio: %w: %s", err, ee.Stderr)
+			return fioBenchResult{}, fmt.Errorf("fio: %w: %s", err, bytes.TrimSpace(ee.Stderr))
 		}
 		return fioBenchResult{}, fmt.Errorf("fio: %w", err)
 	}
@@ -214,8 +218,12 @@ func printFioBench(out io.Writer, asJSON bool, w Workload, rounds int, inproc, d
 	if asJSON {
 		return WriteJSON(out, s)
 	}
-	fmt.Fprintf(out, "%d file(s) x %s, %s bs=%d iodepth=%d end_fsync=%v, %d alternating rounds\n\n",
-		w.Files, human(w.Size), w.RW, w.BS, w.IODepth, w.EndFsync, rounds)
+	fsync := ""
+	if w.EndFsync {
+		fsync = ", fsync at the end"
+	}
+	fmt.Fprintf(out, "%d file(s) x %s, %s, bs %s, iodepth %d%s, %d alternating rounds\n\n",
+		w.Files, human(w.Size), w.RW, human(int64(w.BS)), w.IODepth, fsync, rounds)
 	tw := newTable(out)
 	fmt.Fprintln(tw, "in-process MiB/s\tfio+daemon MiB/s\tratio\t")
 	fmt.Fprintf(tw, "%.1f\t%.1f\t%.2f\t\n", s.InProcessMiBps, s.DaemonMiBps, s.Ratio)

@@ -310,7 +310,7 @@ func printFolios(out io.Writer, o FoliosOptions, large, small, one, split folios
 	}
 	fmt.Fprintf(tw, "ratio\t%.2fx\t\t\t\t\n", ratio(large, small))
 	fmt.Fprintln(tw, "\t\t\t\t\t")
-	fmt.Fprintf(tw, "%d B overwrites, %d B blocks\tMiB/s\t\t\t\t\n", o.SmallSize, o.BlockSize)
+	fmt.Fprintf(tw, "%s overwrites, %s blocks\tMiB/s\t\t\t\t\n", human(int64(o.SmallSize)), human(int64(o.BlockSize)))
 	fmt.Fprintf(tw, "one critical section\t%.0f\t\t\t\t\n", one.mibps())
 	fmt.Fprintf(tw, "two critical sections\t%.0f\t\t\t\t\n", split.mibps())
 	fmt.Fprintf(tw, "ratio\t%.2fx\t\t\t\t\n", ratio(one, split))

@@ -450,14 +450,17 @@ func (d *gcDevices) fresh(workload string) (string, error) {
 
 // measureGC runs every round and, if o.Out is set, writes the charts,
 // series and summary there.
-func measureGC(ctx context.Context, device string, o GCOptions) (gcSummary, error) {
-	sum := gcSummary{Repeat: o.Repeat, Seed: o.Seed, Steady: o.Steady}
+func measureGC(ctx context.Context, device string, o GCOptions) (sum gcSummary, err error) {
+	sum = gcSummary{Repeat: o.Repeat, Seed: o.Seed, Steady: o.Steady}
 	if err := o.validate(); err != nil {
 		return sum, badOption(err)
 	}
 	if err := CheckErasable(device, o.Force); err != nil {
 		return sum, err
 	}
+	// A bench that fails removes an emu file it created, whichever run
+	// failed.
+	defer func(remove func(error)) { remove(err) }(removeIfCreated(device))
 	workloads, err := ParseWorkloads(o.Workloads)
 	if err != nil {
 		return sum, badOption(err)

@@ -130,13 +130,13 @@ func (s Spec) check(capacity int64) error {
 	switch s.Kind {
 	case WorkLifetimes:
 		if s.ZoneSize <= 0 || int64(s.Util*float64(capacity)) < 4*int64(s.Files)*s.ZoneSize {
-			return fmt.Errorf("lifetimes: %d writers of files up to 4 zones of %d bytes need more than %d bytes at --util %v",
-				s.Files, s.ZoneSize, capacity, s.Util)
+			return fmt.Errorf("lifetimes: %d writers of files up to 4 zones of %s need more than %s at --util %v",
+				s.Files, human(s.ZoneSize), human(capacity), s.Util)
 		}
 	default:
 		if size := s.fileSize(capacity); size < s.BS*int64(s.IODepth) {
-			return fmt.Errorf("%s: a capacity of %d bytes gives each of %d files %d bytes: less than --iodepth writes of --bs",
-				s.Kind, capacity, s.Files, size)
+			return fmt.Errorf("%s: a capacity of %s gives each of %d files %s: less than --iodepth writes of --bs",
+				s.Kind, human(capacity), s.Files, human(size))
 		}
 	}
 	return nil

@@ -522,8 +522,7 @@ func (t *tempDirs) removeAll() {
 	clear(t.dirs)
 }
 
-func measureLSM(ctx context.Context, device string, o LSMOptions) (lsmSummary, []*lsmRun, error) {
-	var sum lsmSummary
+func measureLSM(ctx context.Context, device string, o LSMOptions) (sum lsmSummary, runs []*lsmRun, err error) {
 	if err := o.validate(); err != nil {
 		return sum, nil, badOption(err)
 	}
@@ -533,6 +532,9 @@ func measureLSM(ctx context.Context, device string, o LSMOptions) (lsmSummary, [
 	if err := CheckErasable(device, o.Force); err != nil {
 		return sum, nil, err
 	}
+	// A bench that fails removes an emu file it created, whichever run
+	// failed.
+	defer func(remove func(error)) { remove(err) }(removeIfCreated(device))
 	if o.Against != "" {
 		if fi, err := os.Stat(o.Against); err != nil || !fi.IsDir() {
 			return sum, nil, fmt.Errorf("--against %s: want an existing folder", o.Against)
@@ -551,7 +553,6 @@ func measureLSM(ctx context.Context, device string, o LSMOptions) (lsmSummary, [
 	var w lsmWork
 	var bar *progressbar.ProgressBar
 	var doneBefore int64
-	var runs []*lsmRun
 	for round := range o.Rounds {
 		for _, c := range roundOrder(configs, round) {
 			r := &lsmRun{Config: c, Round: round + 1}

@@ -87,6 +87,13 @@ func openFormattedLocked(device string, cfg engine.Config) (*engine.Engine, *ser
 	if err != nil {
 		return nil, nil, err
 	}
+	// Nothing is erased for settings the engine would then refuse (a
+	// --open-zones or --gc-high above the device), as serve checks.
+	if err := engine.CheckConfig(dev, cfg, &engine.FormatOptions{Force: true}); err != nil {
+		dev.Close()
+		lock.Abandon()
+		return nil, nil, err
+	}
 	e, err := engine.FormatAndOpen(dev, cfg)
 	if err != nil {
 		dev.Close()
@@ -94,6 +101,40 @@ func openFormattedLocked(device string, cfg engine.Config) (*engine.Engine, *ser
 		return nil, nil, err
 	}
 	return e, lock, nil
+}
+
+// removeIfCreated is for a bench that formats device afresh for each of
+// its runs, each run claiming it anew: called at the bench's end with its
+// error, it removes device's emu file if the bench failed and the file
+// was not there when the bench began (so the bench created it). Each
+// run's own claim cannot tell: the first run's created the file and, as
+// that run succeeded, kept it; a later run that failed found it there and
+// kept it too, so a failed bench left the file behind (every command that
+// fails leaves no emu file it created, and the retry was refused as
+// holding data). The file is removed under a claim of its own, so never
+// while another command holds it.
+func removeIfCreated(device string) func(err error) {
+	if !strings.HasPrefix(device, "emu:") {
+		return func(error) {}
+	}
+	path, _, _ := strings.Cut(strings.TrimPrefix(device, "emu:"), "?")
+	if _, err := os.Lstat(path); err == nil || !os.IsNotExist(err) {
+		return func(error) {}
+	}
+	return func(err error) {
+		if err == nil {
+			return
+		}
+		if _, serr := os.Lstat(path); serr != nil {
+			return // never made, or gone already
+		}
+		lock, lerr := server.LockDevice(device)
+		if lerr != nil {
+			return // someone else's now
+		}
+		os.Remove(path)
+		lock.Release()
+	}
 }
 
 // claimDevice claims device as the daemon does and opens it.
@@ -111,7 +152,7 @@ func claimDevice(device string) (zns.Device, *server.DeviceLock, error) {
 }
 
 // CheckErasable refuses, unless force, a device the user named that
-// holds data (a zonefold file system with files, or anything written), as
+// holds data (a zonefold file system, even an empty one, or anything written), as
 // format does without --force: a benchmark that formats it would erase
 // what is there. A bench calls it once, before its first format; the
 // formats after that erase only what the bench itself wrote. A null:

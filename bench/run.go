@@ -70,33 +70,53 @@ func Run(ctx context.Context, out io.Writer, device string, o RunOptions) (err e
 }
 
 type runJSON struct {
-	Files        int     `json:"files"`
-	BS           int     `json:"bs"`
-	IODepth      int     `json:"iodepth"`
-	RW           string  `json:"rw"`
-	Placement    string  `json:"placement"`
-	MiBps        float64 `json:"mib_per_s"`
-	IOPS         float64 `json:"iops"`
-	P50us        float64 `json:"p50_us"`
-	P99us        float64 `json:"p99_us"`
-	WAF          float64 `json:"waf"`
-	HostBytes    int64   `json:"host_bytes"`
-	DevBytes     int64   `json:"dev_bytes"`
-	GCBytes      int64   `json:"gc_bytes"`
-	ZonesReset   int64   `json:"zones_reset"`
-	SQEsPerEnter float64 `json:"sqes_per_enter"`
-	Seconds      float64 `json:"seconds"`
+	Files        int      `json:"files"`
+	BS           int      `json:"bs"`
+	IODepth      int      `json:"iodepth"`
+	RW           string   `json:"rw"`
+	Placement    string   `json:"placement"`
+	MiBps        float64  `json:"mib_per_s"`
+	IOPS         float64  `json:"iops"`
+	P50us        float64  `json:"p50_us"`
+	P99us        float64  `json:"p99_us"`
+	WAF          *float64 `json:"waf,omitempty"` // none where nothing was written (a read run)
+	HostBytes    int64    `json:"host_bytes"`
+	DevBytes     int64    `json:"dev_bytes"`
+	DevReadBytes int64    `json:"dev_read_bytes"` // of the bytes a read run read, those read from the device
+	GCBytes      int64    `json:"gc_bytes"`
+	ZonesReset   int64    `json:"zones_reset"`
+	SQEsPerEnter *float64 `json:"sqes_per_enter,omitempty"` // none where the ring was never entered (reads the cache served)
+	Seconds      float64  `json:"seconds"`
 }
 
 func runSummary(o RunOptions, w Workload, r WorkloadResult) runJSON {
-	return runJSON{
+	s := runJSON{
 		Files: w.Files, BS: w.BS, IODepth: w.IODepth, RW: w.RW, Placement: o.Config.Policy.String(),
 		MiBps: r.MiBps(), IOPS: r.IOPS(),
 		P50us: micros(r.P50), P99us: micros(r.P99),
-		WAF: r.Stats.WAF(), HostBytes: r.Stats.HostWritten, DevBytes: r.Stats.DevWritten(),
-		GCBytes: r.Stats.GCWritten, ZonesReset: r.Stats.GCResets, SQEsPerEnter: r.Stats.Ring.SQEsPerEnter(),
+		HostBytes: r.Stats.HostWritten, DevBytes: r.Stats.DevWritten(), DevReadBytes: r.Stats.DevRead,
+		GCBytes: r.Stats.GCWritten, ZonesReset: r.Stats.GCResets,
 		Seconds: r.Elapsed.Seconds(),
 	}
+	if r.Stats.HostWritten > 0 {
+		// A run that wrote nothing has no write amplification: 0 read
+		// as "writes cost nothing".
+		waf := r.Stats.WAF()
+		s.WAF = &waf
+	}
+	if r.Stats.Ring.SubmitEnters > 0 {
+		n := r.Stats.Ring.SQEsPerEnter()
+		s.SQEsPerEnter = &n
+	}
+	return s
+}
+
+// ratioText is a ratio as the table prints it, "-" where there is none.
+func ratioText(v *float64, format string) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *v)
 }
 
 func printRun(out io.Writer, o RunOptions, w Workload, r WorkloadResult) error {
@@ -104,12 +124,22 @@ func printRun(out io.Writer, o RunOptions, w Workload, r WorkloadResult) error {
 	if o.JSON {
 		return WriteJSON(out, s)
 	}
-	fmt.Fprintf(out, "%d file(s) x %s, %s bs=%d iodepth=%d, placement %s\n\n",
-		w.Files, human(w.Size), w.RW, w.BS, w.IODepth, s.Placement)
+	fmt.Fprintf(out, "%d file(s) x %s, %s, bs %s, iodepth %d, placement %s\n\n",
+		w.Files, human(w.Size), w.RW, human(int64(w.BS)), w.IODepth, s.Placement)
 	tw := newTable(out)
 	fmt.Fprintln(tw, "MiB/s\tIOPS\tp50\tp99\tWAF\tdevice MiB\tGC MiB\tSQEs/enter\t")
-	fmt.Fprintf(tw, "%.1f\t%.0f\t%v\t%v\t%.3f\t%.1f\t%.1f\t%.1f\t\n", s.MiBps, s.IOPS,
-		r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), s.WAF,
-		float64(s.DevBytes)/(1<<20), float64(s.GCBytes)/(1<<20), s.SQEsPerEnter)
-	return tw.Flush()
+	fmt.Fprintf(tw, "%.1f\t%.0f\t%v\t%v\t%s\t%.1f\t%.1f\t%s\t\n", s.MiBps, s.IOPS,
+		r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), ratioText(s.WAF, "%.3f"),
+		float64(s.DevBytes)/(1<<20), float64(s.GCBytes)/(1<<20), ratioText(s.SQEsPerEnter, "%.1f"))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if (w.RW == "read" || w.RW == "randread") && r.Bytes > 0 {
+		// A read run's untimed layout writes its files through the
+		// cache, which serves what it still holds: with files that fit
+		// the cache the run measured the cache, and only this says so.
+		fmt.Fprintf(out, "\nread from the device: %s of %s (%.0f%%); the rest came from the cache, where the untimed layout left the files (a --cache below their size reads the device)\n",
+			human(s.DevReadBytes), human(r.Bytes), 100*float64(s.DevReadBytes)/float64(r.Bytes))
+	}
+	return nil
 }

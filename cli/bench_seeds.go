@@ -48,7 +48,7 @@ moment (for tests: its ratios are noise).`,
 	f.BoolVar(&o.Quick, "quick", false, "run each comparison for a moment (a smoke test, not a measurement)")
 	f.BoolVar(&o.JSON, "json", false, "print the table as JSON")
 	f.BoolVar(&o.Check, "check", false, "exit 1 if a comparison misses its kernel series' bar")
-	f.BoolVar(&o.Force, "force", false, "erase an --affinity-device that holds data (a zonefold file system with files, or anything written)")
+	f.BoolVar(&o.Force, "force", false, "erase an --affinity-device that holds data (a zonefold file system, even an empty one, or anything written)")
 	f.StringVar(&o.AffinityDevice, "affinity-device", "", "zoned device for the zone-affinity row, formatted for each run (e.g. /dev/nullb0; default: a null: device)")
 	return cmd
 }

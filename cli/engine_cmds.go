@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -37,9 +38,9 @@ func (f *engineFlags) register(fs *pflag.FlagSet) {
 	countVar(fs, &f.maxOrder, "max-order", 9, "largest folio order (4 KiB << order)")
 	fs.StringVar(&f.placement, "placement", "mru", "zone placement: mru, none, round-robin or hinted (mru, but the files given one write-life hint share a zone)")
 	fs.StringVar(&f.gcPolicy, "gc-policy", "greedy", "GC victim policy: greedy or cost-benefit")
-	countVar(fs, &f.openZones, "open-zones", 0, "data zones open at once (0: from the device's limits)")
-	countVar(fs, &f.gcLow, "gc-low", 0, "start GC below this many free zones (0: default)")
-	countVar(fs, &f.gcHigh, "gc-high", 0, "stop GC at this many free zones (0: default)")
+	countVar(fs, &f.openZones, "open-zones", 0, "data zones open at once (0: from the device's limits; at most its open limit less the zones GC and metadata keep)")
+	countVar(fs, &f.gcLow, "gc-low", 0, "start GC below this many free zones (0: default; at most the device's data zones)")
+	countVar(fs, &f.gcHigh, "gc-high", 0, "stop GC at this many free zones (0: default; at most the device's data zones)")
 	sizeVar(fs, &f.readahead, "readahead", 8<<20, "largest window a sequential reader's handle reads ahead (0: none; at most a thirty-second of --cache)")
 }
 
@@ -81,6 +82,24 @@ func (f *engineFlags) config() (engine.Config, error) {
 	}
 	cfg.GC.Low, cfg.GC.High = f.gcLow, f.gcHigh
 	return cfg, nil
+}
+
+// configFlags are the flags that set the engine settings an
+// engine.ConfigError names, and what their 0 means.
+var configFlags = map[string]struct{ name, zero string }{
+	"OpenZones": {"--open-zones", "from the device's limits"},
+	"GC.Low":    {"--gc-low", "default"},
+	"GC.High":   {"--gc-high", "default"},
+}
+
+// configFlagError is err, which holds ce, with ce said as the flag that
+// set it: "--open-zones 99: the device allows 8 open zones, ...; want at
+// most 6 (0: from the device's limits)". What err adds around ce (bench
+// gc's configuration) stays.
+func configFlagError(err error, ce *engine.ConfigError) error {
+	f := configFlags[ce.Setting]
+	said := fmt.Sprintf("%s %d: %s; want at most %d (0: %s)", f.name, ce.Value, ce.Why, ce.Max, f.zero)
+	return errors.New(strings.Replace(err.Error(), ce.Error(), said, 1))
 }
 
 func newFormatCmd() *cobra.Command {
@@ -226,7 +245,7 @@ func (o *runOpts) register(f *pflag.FlagSet, rws ...string) {
 // benchForceVar adds a bench's --force: without it, a bench refuses a
 // DEVICE that holds data, as format does (bench.CheckErasable).
 func benchForceVar(f *pflag.FlagSet, force *bool) {
-	f.BoolVar(force, "force", false, "erase DEVICE even if it holds data (a zonefold file system with files, or anything written)")
+	f.BoolVar(force, "force", false, "erase DEVICE even if it holds data (a zonefold file system, even an empty one, or anything written)")
 }
 
 func runBenchRun(cmd *cobra.Command, device string, o runOpts) error {
@@ -295,6 +314,9 @@ func (o runOpts) resolve(cmd *cobra.Command) (runOpts, bench.Workload, engine.Co
 	switch {
 	case o.files < 1:
 		return o, w, cfg, usagef("--files %d: want at least 1", o.files)
+	case o.loops < 1:
+		// The workload took 0 for 1, silently.
+		return o, w, cfg, usagef("--loops %d: want at least 1", o.loops)
 	case o.iodepth < 1 || o.iodepth > maxBenchIODepth:
 		return o, w, cfg, usagef("--iodepth %d: want 1 to %d", o.iodepth, maxBenchIODepth)
 	case bs > maxBenchBS:

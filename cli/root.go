@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/zonefold/zonefold/bench"
+	"github.com/zonefold/zonefold/engine"
 )
 
 // Main runs the command line args and returns the process exit status
@@ -124,8 +125,16 @@ func exitStatus(stderr io.Writer, err error, sig syscall.Signal, cmd *cobra.Comm
 	}
 	var u *usageError
 	var bad *bench.OptionError
-	if !errors.As(err, &u) && errors.As(err, &bad) {
+	var ce *engine.ConfigError
+	switch {
+	case errors.As(err, &u):
+	case errors.As(err, &bad):
 		// A value the benchmark refuses is a bad flag all the same.
+		u = &usageError{err: err}
+	case errors.As(err, &ce) && configFlags[ce.Setting].name != "":
+		// So is an engine setting the device cannot take: said as
+		// the flag that set it.
+		err = configFlagError(err, ce)
 		u = &usageError{err: err}
 	}
 	if u != nil {

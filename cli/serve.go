@@ -37,8 +37,17 @@ func defaultSocket() string {
 	return "/tmp/zonefold.sock"
 }
 
+// socketFlag defines --socket. Its help states the one default in force
+// and where it comes from; pflag's own "(default ...)" after it is left
+// out (it printed a second default beside ours).
 func socketFlag(fs *pflag.FlagSet, p *string) {
-	fs.StringVar(p, "socket", defaultSocket(), "the daemon's Unix socket (default from $ZONEFOLD_SOCK)")
+	def := defaultSocket()
+	usage := fmt.Sprintf("the daemon's Unix socket (default %q; $ZONEFOLD_SOCK sets another)", def)
+	if os.Getenv("ZONEFOLD_SOCK") != "" {
+		usage = fmt.Sprintf("the daemon's Unix socket (default %q, from $ZONEFOLD_SOCK)", def)
+	}
+	fs.StringVar(p, "socket", def, usage)
+	fs.Lookup("socket").DefValue = "" // pflag prints no default for ""
 }
 
 func newServeCmd() *cobra.Command {

@@ -41,7 +41,13 @@ func TestCloseEndsAGCPassWhoseAppendFailsAfterTheCancel(t *testing.T) {
 	devName := emuDevice(t, 32, "256K", "&max_open=5&max_active=5")
 	held := &heldAppend{held: make(chan struct{}), release: make(chan struct{})}
 	cfg := smallConfig()
-	cfg.GC.Low, cfg.GC.High = 32, 32 // the collector runs whenever it has a victim
+	// The collector runs whenever it has a victim: it starts below as
+	// many free zones as there are data zones (any zone written), and
+	// its high watermark, left to fill, is above them (it never stops
+	// for having freed enough). It used to be set to 32, the device's
+	// zones, above its data zones: the engine refuses that now
+	// (ConfigError), as a watermark that can never be met.
+	cfg.GC.Low = 32 - MetaZones(zns.Geometry{Zones: 32, ZoneSize: 256 << 10, ZoneCap: 256 << 10})
 	e := formatOpenThrough(t, devName, cfg, func(emu *zns.Emu) zns.Device {
 		held.Device, held.emu = emu, emu
 		return held

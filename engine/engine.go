@@ -898,11 +898,28 @@ func (e *Engine) setupZones() error {
 // planOpenZones works out, from cfg, the device's limits and its number
 // of data zones, how many data zones may be open at once (the placer's
 // budget) and how many streams GC writes, and sets cfg.GC for them. It
-// refuses a device or a cfg.OpenZones that leaves no room. No I/O: it
+// refuses a device or a cfg.OpenZones that leaves no room, and GC
+// watermarks the caller set above the data zones (a ConfigError, as is
+// too large a cfg.OpenZones). No I/O: it
 // also checks a configuration before anything is written (CheckConfig).
 func planOpenZones(cfg *Config, geo zns.Geometry, dataZones int) (budget, streams int, err error) {
 	if dataZones < 2+cfg.GC.Reserve {
 		return 0, 0, fmt.Errorf("engine: %d data zones; zonefold needs at least %d", dataZones, 2+cfg.GC.Reserve)
+	}
+	// Watermarks the caller set above the data zones can never be met:
+	// free zones never exceed them, so GC would run from the first write
+	// on, or never stop. They were taken silently. fill's own are not
+	// checked (its high watermark may pass a tiny device's data zones,
+	// and means "until no victim is left" there).
+	for _, w := range []struct {
+		name      string
+		v         int
+		defaulted bool
+	}{{"GC.Low", cfg.GC.Low, cfg.GC.defaulted.low}, {"GC.High", cfg.GC.High, cfg.GC.defaulted.high}} {
+		if !w.defaulted && w.v > dataZones {
+			return 0, 0, &ConfigError{Setting: w.name, Value: w.v, Max: dataZones,
+				Why: fmt.Sprintf("the device has %d data zones (free zones never exceed them)", dataZones)}
+		}
 	}
 	budget = cfg.OpenZones
 	limit := deviceOpenLimit(geo)
@@ -929,9 +946,26 @@ func planOpenZones(cfg *Config, geo zns.Geometry, dataZones int) (budget, stream
 		}
 	}
 	if limit > 0 && budget > limit-kept {
-		return 0, 0, fmt.Errorf("engine: %d open zones asked for; the device allows %d, and zonefold keeps %d for GC's %d stream(s) and metadata", budget, limit, kept, streams)
+		return 0, 0, &ConfigError{Setting: "OpenZones", Value: budget, Max: limit - kept,
+			Why: fmt.Sprintf("the device allows %d open zones, and zonefold keeps %d for GC's %d stream(s) and metadata", limit, kept, streams)}
 	}
 	return budget, streams, nil
+}
+
+// ConfigError is a Config setting the device cannot take: more open
+// zones than it allows beside the ones zonefold keeps, a GC watermark
+// above its data zones. It is the caller's choice, not the device's
+// fault, so a command line reports it as a bad flag value. Setting names
+// the Config field ("OpenZones", "GC.Low", "GC.High"), Value is what was
+// asked, Max the most the device takes and Why what bounds it.
+type ConfigError struct {
+	Setting    string
+	Value, Max int
+	Why        string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("engine: %s %d: %s; want at most %d", e.Setting, e.Value, e.Why, e.Max)
 }
 
 // deviceOpenLimit is the tighter of the open and active limits, 0 if none.
