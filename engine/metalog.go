@@ -430,13 +430,17 @@ func (e *Engine) landPendingLocked() error {
 	}
 	m.markStray()
 	werr := fmt.Errorf("engine: log %d operations in metadata half %d at %d: %w", len(ops), m.active, m.wp, err)
-	if err := e.switchForOp(false, metaVoidRoom, werr); err != nil {
-		e.unloggedPack.Store(true)
-		e.unlogged.Store(true)
-		m.dropPending()
-		return err
-	}
-	return nil
+	// Applied with no record from here, as writeOp's held operations
+	// are when their record fails: set before the switch, whose
+	// checkpoint (or, the other half refusing its reset, the one in
+	// this half that supersedes the record) holds them and clears it.
+	// Set after it, a switch that failed though that checkpoint held
+	// them left them owing one more
+	// (TestH42eLandedPackSupersededInHalfIsNotUnlogged).
+	e.unloggedPack.Store(true)
+	e.unlogged.Store(true)
+	m.dropPending()
+	return e.switchForOp(false, metaVoidRoom, werr)
 }
 
 // landPending writes the held operations' record (landPendingLocked)
