@@ -173,6 +173,13 @@ type Engine struct {
 	// settle that fails names them (settleStrayLocked), not a truncate;
 	// cleared with it.
 	unloggedPack atomic.Bool
+	// owedInCheckpoint is set while a checkpoint runs that took
+	// unlogged or offlineOwed (it clears them as it begins and sets
+	// them again if it fails): until it ends, a checkpoint is still
+	// owed for all anyone without metaLog.mu knows (owesCheckpoint),
+	// so that a settle waits for it rather than find nothing owed
+	// (TestH42eAckDuringAFailingCheckpointWaitsForIt).
+	owedInCheckpoint atomic.Bool
 	// offlineOwed is set when the engine finds a data zone the device
 	// reports offline (offlineWatcher) and cleared by the next
 	// checkpoint, which records the zone full: until one does, a

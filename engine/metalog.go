@@ -430,13 +430,17 @@ func (e *Engine) landPendingLocked() error {
 	}
 	m.markStray()
 	werr := fmt.Errorf("engine: log %d operations in metadata half %d at %d: %w", len(ops), m.active, m.wp, err)
-	if err := e.switchForOp(false, metaVoidRoom, werr); err != nil {
-		e.unloggedPack.Store(true)
-		e.unlogged.Store(true)
-		m.dropPending()
-		return err
-	}
-	return nil
+	// Applied with no record from here, as writeOp's held operations
+	// are when their record fails: set before the switch, whose
+	// checkpoint (or, the other half refusing its reset, the one in
+	// this half that supersedes the record) holds them and clears it.
+	// Set after it, a switch that failed though that checkpoint held
+	// them left them owing one more
+	// (TestH42eLandedPackSupersededInHalfIsNotUnlogged).
+	e.unloggedPack.Store(true)
+	e.unlogged.Store(true)
+	m.dropPending()
+	return e.switchForOp(false, metaVoidRoom, werr)
 }
 
 // landPending writes the held operations' record (landPendingLocked)
@@ -827,6 +831,13 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 	// The snapshot reports the zones after this: it records every one
 	// found offline before it full.
 	offline := e.offlineOwed.Swap(false)
+	// Until this ends (set again or not), what it took is still owed
+	// to a settle that reads the flags without metaLog.mu: one that
+	// found them clear from here acknowledged, after a flush, what this
+	// checkpoint then failed to hold (TestH42eAckDuringAFailingCheckpointWaitsForIt).
+	if unlogged || offline {
+		e.owedInCheckpoint.Store(true)
+	}
 	defer func() {
 		if err != nil && unlogged {
 			if unloggedPack {
@@ -836,6 +847,9 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 		}
 		if err != nil && offline {
 			e.offlineOwed.Store(true)
+		}
+		if unlogged || offline {
+			e.owedInCheckpoint.Store(false) // after the flags are set again
 		}
 		// Still quiesced: no append failed since the wait, and every
 		// one that failed before it is numbered below this checkpoint.
@@ -1586,9 +1600,11 @@ var testHookAckFlush func(*Engine)
 // checkpoint: the log may hold a failed operation's record (stray), an
 // append failed (failedAppend), or memory holds a change no record
 // carries (unlogged), or a data zone was found offline since the last
-// checkpoint (offlineOwed).
+// checkpoint (offlineOwed), or a checkpoint that took one of the last
+// two runs (owedInCheckpoint: the settle waits for it).
 func (e *Engine) owesCheckpoint() bool {
-	return e.meta.stray.Load() || e.failedAppend.Load() || e.unlogged.Load() || e.offlineOwed.Load()
+	return e.meta.stray.Load() || e.failedAppend.Load() || e.unlogged.Load() || e.offlineOwed.Load() ||
+		e.owedInCheckpoint.Load()
 }
 
 // settleStray runs before a device flush whose success is reported as
@@ -1614,12 +1630,20 @@ func (e *Engine) settleStray() error {
 	if !e.owesCheckpoint() {
 		return nil
 	}
+	if testHookSettleWait != nil {
+		testHookSettleWait(e)
+	}
 	e.nsMu.RLock()
 	defer e.nsMu.RUnlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return e.settleStrayLocked()
 }
+
+// testHookSettleWait, if set (by tests only), runs in settleStray once
+// it found a checkpoint owed, before it takes the locks a running
+// checkpoint holds.
+var testHookSettleWait func(*Engine)
 
 // settleStrayLocked is settleStray with nsMu (shared or exclusive) and
 // metaLog.mu held. Its checkpoint is a half switch like an operation's,
