@@ -29,7 +29,7 @@
 //     appends, so at most one write per zone is in flight.
 //   - No append lands behind a failed write. Once a write to a zone fails
 //     on a real device (the zone may hold a torn write), every append
-//     queued behind it fails with ErrZoneFailed, and so does every later
+//     queued behind it fails with ErrZoneFailed (an EIO), and so does every later
 //     append until the zone is reset or finished; on NVMe, appends that
 //     were in flight with it and complete after it are reported failed too
 //     (their records may lie past the torn one). The caller writes that
@@ -46,6 +46,7 @@ package zns
 import (
 	"errors"
 	"fmt"
+	"syscall"
 
 	"github.com/zonefold/zonefold/uring"
 )
@@ -241,5 +242,9 @@ var (
 	ErrBadTransition = errors.New("zns: invalid zone condition transition")
 	// ErrZoneFailed is an append refused because an earlier write to the
 	// zone failed: the zone takes no more appends until reset or finish.
-	ErrZoneFailed = errors.New("zns: an earlier write to the zone failed")
+	// It is an I/O error (errors.Is(err, syscall.EIO)), as the write it
+	// follows was: the device failed the data, not the caller's request,
+	// and users of a device with bad blocks are told EIO for both
+	// (TestThrottledWriterOnFailedZonesGetsEIO in engine).
+	ErrZoneFailed = fmt.Errorf("zns: an earlier write to the zone failed: %w", syscall.EIO)
 )
