@@ -83,16 +83,8 @@ func TestH39aColdReadsOfAStreamFillWholeParts(t *testing.T) {
 // to read again, with ReadAt): one count each.
 func TestH39aFailedFillCountsOnce(t *testing.T) {
 	for _, cold := range []bool{false, true} {
-		devName := emuDevice(t, 16, "1M", "")
-		e := formatOpen(t, devName, smallConfig())
 		want := pattern(64<<10, 1)
-		createSynced(t, e, "a", want)
-		bad := devOf(t, e, "a", 8192).dev + 100
-		if err := e.Close(); err != nil {
-			t.Fatal(err)
-		}
-		flipByte(t, devName, bad)
-		e = reopen(t, devName, smallConfig())
+		e, _ := reopenWithFlippedByte(t, want)
 		h, err := e.Open("a")
 		if err != nil {
 			t.Fatal(err)

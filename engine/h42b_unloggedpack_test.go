@@ -15,25 +15,9 @@ import (
 // names them, not a truncate's size: that message was the only one for
 // unlogged, before packs could set it too.
 func TestH42bFailedPackSettleNamesThePack(t *testing.T) {
-	oldMin, oldMax := switchBackoffMin, switchBackoffMax
-	switchBackoffMin, switchBackoffMax = time.Hour, time.Hour
-	t.Cleanup(func() { switchBackoffMin, switchBackoffMax = oldMin, oldMax })
-	h41bFormat(t, superPackVersion)
-	devName := emuDevice(t, 16, "1M", "")
-	e := formatOpen(t, devName, smallConfig())
-	defer e.Close()
-	x := createSynced(t, e, "x", []byte("acked"))
-	defer x.Close()
-	h, err := e.OpenFile("held", OCreate|ODeferSync)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.Close()
-	if err := emuOf(t, e).ZoneReadOnly(e.sb.MetaZones[1-e.meta.active]); err != nil {
-		t.Fatal(err)
-	}
+	e, x := heldPackBesideReadOnlyHalf(t)
 	armMetaFaults(t, metaWriteGarbage)
-	err = x.Sync() // lands the pack, which fails
+	err := x.Sync() // lands the pack, which fails
 	testHookMetaWrite = nil
 	if !errors.Is(err, ErrMetaLog) {
 		t.Fatalf("fsync landing a pack that fails, with no half to switch to: %v; want ErrMetaLog", err)
@@ -48,4 +32,31 @@ func TestH42bFailedPackSettleNamesThePack(t *testing.T) {
 	if msg := err.Error(); strings.Contains(msg, "truncate") || !strings.Contains(msg, "pack") {
 		t.Fatalf("the settle's error names the wrong cause: %v", err)
 	}
+}
+
+// heldPackBesideReadOnlyHalf opens a format-3 device holding a synced
+// file x (returned open) and a deferred create held for a pack, whose
+// other metadata half refuses its reset, with metadata-log switches
+// backed off for an hour: the next pack that fails has no half to
+// switch to. The engine and x close at the test's end.
+func heldPackBesideReadOnlyHalf(t *testing.T) (*Engine, *File) {
+	t.Helper()
+	oldMin, oldMax := switchBackoffMin, switchBackoffMax
+	switchBackoffMin, switchBackoffMax = time.Hour, time.Hour
+	t.Cleanup(func() { switchBackoffMin, switchBackoffMax = oldMin, oldMax })
+	h41bFormat(t, superPackVersion)
+	devName := emuDevice(t, 16, "1M", "")
+	e := formatOpen(t, devName, smallConfig())
+	t.Cleanup(func() { e.Close() })
+	x := createSynced(t, e, "x", []byte("acked"))
+	t.Cleanup(func() { x.Close() })
+	h, err := e.OpenFile("held", OCreate|ODeferSync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	if err := emuOf(t, e).ZoneReadOnly(e.sb.MetaZones[1-e.meta.active]); err != nil {
+		t.Fatal(err)
+	}
+	return e, x
 }

@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"testing"
-	"time"
 )
 
 // TestH42eLandedPackSupersededInHalfIsNotUnlogged: a pack whose write
@@ -15,26 +14,10 @@ import (
 // filling (writeOp sets it before its switch, whose checkpoint clears
 // it).
 func TestH42eLandedPackSupersededInHalfIsNotUnlogged(t *testing.T) {
-	oldMin, oldMax := switchBackoffMin, switchBackoffMax
-	switchBackoffMin, switchBackoffMax = time.Hour, time.Hour
-	t.Cleanup(func() { switchBackoffMin, switchBackoffMax = oldMin, oldMax })
-	h41bFormat(t, superPackVersion)
-	devName := emuDevice(t, 16, "1M", "")
-	e := formatOpen(t, devName, smallConfig())
-	defer e.Close()
-	x := createSynced(t, e, "x", []byte("acked"))
-	defer x.Close()
-	h, err := e.OpenFile("held", OCreate|ODeferSync)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.Close()
-	if err := emuOf(t, e).ZoneReadOnly(e.sb.MetaZones[1-e.meta.active]); err != nil {
-		t.Fatal(err)
-	}
+	e, x := heldPackBesideReadOnlyHalf(t)
 	ck := e.stats.checkpoints.Load()
 	armMetaFaults(t, metaWriteLand)
-	err = x.Sync() // lands the pack, whose write "fails"
+	err := x.Sync() // lands the pack, whose write "fails"
 	testHookMetaWrite = nil
 	if !errors.Is(err, ErrMetaLog) {
 		t.Fatalf("fsync landing a pack that fails: %v; want ErrMetaLog", err)

@@ -14,16 +14,8 @@ import (
 // error; where the reread reads, the reader gets the bytes and nothing
 // is counted but the retry.
 func TestH42gRetryCountsOnce(t *testing.T) {
-	devName := emuDevice(t, 16, "1M", "")
-	e := formatOpen(t, devName, smallConfig())
 	want := pattern(64<<10, 1)
-	createSynced(t, e, "a", want)
-	bad := devOf(t, e, "a", 8192).dev + 100
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	flipByte(t, devName, bad)
-	e = reopen(t, devName, smallConfig())
+	e, _ := reopenWithFlippedByte(t, want)
 	defer e.Close()
 	emu := emuOf(t, e)
 

@@ -84,19 +84,28 @@ func readBlock(e *Engine, name string, off int64) ([]byte, error) {
 	return p, err
 }
 
-// A flipped data byte is EIO to the reader, counted in the stats, and
-// damage to fsck; the blocks around it read back intact.
-func TestReadOfAFlippedByteIsEIO(t *testing.T) {
+// reopenWithFlippedByte formats an emu device, writes want (at least
+// 12 KiB) synced to file "a", flips one byte in a's block at 8 KiB on
+// the device and reopens: the engine it returns reads that block's
+// checksum failing and the rest of a intact. The caller closes it.
+func reopenWithFlippedByte(t *testing.T, want []byte) (*Engine, string) {
+	t.Helper()
 	devName := emuDevice(t, 16, "1M", "")
 	e := formatOpen(t, devName, smallConfig())
-	want := pattern(64<<10, 1)
 	createSynced(t, e, "a", want)
 	bad := devOf(t, e, "a", 8192).dev + 100
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
 	flipByte(t, devName, bad)
-	e = reopen(t, devName, smallConfig())
+	return reopen(t, devName, smallConfig()), devName
+}
+
+// A flipped data byte is EIO to the reader, counted in the stats, and
+// damage to fsck; the blocks around it read back intact.
+func TestReadOfAFlippedByteIsEIO(t *testing.T) {
+	want := pattern(64<<10, 1)
+	e, devName := reopenWithFlippedByte(t, want)
 	defer e.Close()
 	for _, off := range []int64{0, 4096, 12288, 60 << 10} {
 		got, err := readBlock(e, "a", off)
