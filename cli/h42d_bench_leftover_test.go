@@ -41,7 +41,10 @@ func TestBenchFailingInALaterRunRemovesTheEmuFileItCreated(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.skip() {
-				t.Skip("needs fio")
+				if os.Getenv("ZONEFOLD_REQUIRE_FIO") != "" {
+					t.Fatal("fio is not on PATH (make test installs it)")
+				}
+				t.Skip("fio is not on PATH")
 			}
 			path := filepath.Join(dir, c.name+"-dev")
 			dev := "emu:" + path + "?zone_size=1M&zones=24&max_open=5&max_active=5"
