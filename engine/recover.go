@@ -849,6 +849,17 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 		// The header is ours, whole or not the record is: its number
 		// was handed out and is never handed out again.
 		bumpMax(&z.lastSeq, h.Seq)
+		// So was its file id (DecodeHeader holds it below maxSeq),
+		// even where no create of it became durable: format 3 holds
+		// a deferred create for a pack while a flush that
+		// acknowledges nothing (GC's, a truncate's) writes its
+		// data. Handing the id out again when recovery's checkpoint
+		// does not land matched that record, newer than the
+		// checkpoint, to the new file, and fsck called its bytes
+		// lost (TestH42hOrphanRecordIDBesideAFullReadOnlyHalf).
+		if h.Kind != KindPad {
+			e.nextID = max(e.nextID, h.File+1)
+		}
 		n := BlockSize + int64(h.DataLen)
 		if off+n > wp {
 			return out, off, true, nil

@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestH42hOrphanRecordIDIsNotHandedOutAgain: a data record on the device
+// whose file's create never became durable (format 3 holds a deferred
+// create for a pack, while a flush that acknowledges nothing, GC's or a
+// truncate's, can put its data on the device) carries an id recovery
+// never saw created. When recovery's checkpoint does not land (here:
+// the namespace outgrew a metadata half, so the file system opens on
+// its log as it stands), that record stays newer than the checkpoint;
+// if the next create takes its id, fsck matches the orphan record to
+// the new file and reports acknowledged data lost that never was.
+// Recovery must raise nextID past every id a record on the device
+// carries.
+func TestH42hOrphanRecordIDIsNotHandedOutAgain(t *testing.T) {
+	h41bFormat(t, superPackVersion)
+	devName, cfg, _ := oversizeNamespaceDevice(t)
+	e, err := Open(devName, cfg)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	orphan := e.nextID
+	seq := e.seq.Load() + 1
+	data := bytes.Repeat([]byte{0x42}, 2*BlockSize)
+	h19gCraftRecord(t, e, &RecordHeader{Kind: KindData, Seq: seq, File: orphan, Size: uint64(len(data)), DataLen: uint32(len(data)),
+		Extents: []RecordExtent{{FileOff: 0, Len: uint32(len(data)), Version: seq}},
+		Sums:    []uint32{Checksum(data[:BlockSize]), Checksum(data[BlockSize:])}}, data)
+	e.crashForTest()
+
+	e2, err := Open(devName, cfg)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	if e2.nextID <= orphan {
+		t.Errorf("recovery's next file id is %d, but a record on the device carries id %d", e2.nextID, orphan)
+	}
+	f, err := e2.OpenFile("new", OCreate)
+	if err != nil {
+		e2.crashForTest()
+		t.Logf("create on the log as it stands: %v (no room to show the reuse)", err)
+		return
+	}
+	id := f.f.id
+	f.Close()
+	e2.crashForTest()
+	if id == orphan {
+		t.Errorf("the new file took id %d, an orphan record's", id)
+	}
+	if rep := fsckOf(t, devName); len(rep.Problems) > 0 {
+		t.Errorf("fsck after a create beside an orphan record: %q", rep.Problems)
+	}
+}
+
+// TestH42hOrphanRecordIDBesideAFullReadOnlyHalf: the same orphan record,
+// where recovery's checkpoint does not land because the other metadata
+// half refuses its reset and this half's log has room for a create's
+// record but not a checkpoint's. The create takes the orphan's id, and
+// fsck, matching the orphan record (newer than the checkpoint) to the
+// new file, reports acknowledged data lost.
+func TestH42hOrphanRecordIDBesideAFullReadOnlyHalf(t *testing.T) {
+	h41bFormat(t, superPackVersion)
+	devName := emuDevice(t, 16, "1M", "")
+	cfg := smallConfig()
+	e := formatOpen(t, devName, cfg)
+	pad := strings.Repeat("n", MaxNameLen-3)
+	// A checkpoint larger than the room a create's record needs.
+	for i := 0; e.nsBytes < 3*BlockSize+metaShrinkRoom+metaVoidRoom; i++ {
+		f, err := e.OpenFile(fmt.Sprintf("%s%03d", pad, i), OCreate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	if err := e.SyncNamespace(); err != nil {
+		t.Fatal(err)
+	}
+	if err := emuOf(t, e).ZoneReadOnly(e.sb.MetaZones[1-e.meta.active]); err != nil {
+		t.Fatal(err)
+	}
+	filler := e.byName[pad+"000"].id
+	// Leave room for one create (with the room a log keeps behind
+	// it), not for a checkpoint.
+	for e.sb.metaHalfCap()-e.meta.wp >= 2*BlockSize+metaShrinkRoom+metaVoidRoom {
+		if err := e.logOp(nsOp{kind: opTruncate, file: filler, size: 0}); err != nil {
+			t.Fatalf("filling the log at %d: %v", e.meta.wp, err)
+		}
+	}
+	orphan := e.nextID
+	seq := e.seq.Load() + 1
+	data := bytes.Repeat([]byte{0x42}, 2*BlockSize)
+	h19gCraftRecord(t, e, &RecordHeader{Kind: KindData, Seq: seq, File: orphan, Size: uint64(len(data)), DataLen: uint32(len(data)),
+		Extents: []RecordExtent{{FileOff: 0, Len: uint32(len(data)), Version: seq}},
+		Sums:    []uint32{Checksum(data[:BlockSize]), Checksum(data[BlockSize:])}}, data)
+	e.crashForTest()
+
+	e2, err := Open(devName, cfg)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	f, err := e2.OpenFile("new", OCreate)
+	if err != nil {
+		e2.crashForTest()
+		t.Fatalf("create in the last block of the log: %v", err)
+	}
+	id := f.f.id
+	f.Close()
+	e2.crashForTest()
+	if id == orphan {
+		t.Errorf("the new file took id %d, an orphan record's", id)
+	}
+	if rep := fsckOf(t, devName); len(rep.Problems) > 0 {
+		t.Errorf("fsck after a create beside an orphan record: %q", rep.Problems)
+	}
+}
