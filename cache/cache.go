@@ -259,11 +259,20 @@ type Cache struct {
 	// leaf): wbFailing is how many EndWritebacks in a row failed (read
 	// without the lock too), wbFailSince when the first of them did and
 	// wbLastFail the latest (unix ns), wbLastErr the latest error.
+	// wbGen counts BeginWriteback calls: each extent carries the count
+	// its call took (Extent.gen), and wbFailGen is the largest of those
+	// among the run's failures (read without the lock too), so a waiter
+	// can tell writeback that began after it started waiting from older
+	// writeback. now is the clock (unix ns; tests may replace it before
+	// the cache is used).
 	wbMu        sync.Mutex
 	wbFailing   atomic.Int64
 	wbFailSince int64
 	wbLastFail  int64
 	wbLastErr   error
+	wbGen       atomic.Uint64
+	wbFailGen   atomic.Uint64
+	now         func() int64
 }
 
 // Writeback that keeps failing ends the waits that only it could end.
@@ -275,8 +284,9 @@ type Cache struct {
 // row, over at least stuckAfter, with no success between, none more
 // than stuckAfter after the one before, and no dirty data dropped since
 // (Forget, Truncate: the data that failed may be gone), those waits
-// fail with the latest writeback error instead — but only once the
-// writeback their kick asked for has failed too (stuckSince): a writer
+// fail with the latest writeback error instead — but only once
+// writeback begun after the wait began (the one its kick asked for) has
+// failed too (stuckSince): a writer
 // that gave up without asking would leave a device that works again
 // unnoticed until the flusher's next tick, and would be refused on the
 // strength of old failures. Both bounds, because one failed append (a
@@ -288,33 +298,44 @@ const (
 )
 
 // stuckSince returns the writeback error that ends a wait for writeback
-// to clean data (see stuckFailures), or nil: writeback has failed since
-// the wait began, when the run of failures was failing long, and
-// that run is now long enough.
-func (c *Cache) stuckSince(failing int64) error {
-	if c.wbFailing.Load() <= failing {
+// to clean data (see stuckFailures), or nil: writeback that began after
+// the wait did (its BeginWriteback took a generation above since, the
+// wbGen the waiter read as it started waiting) has failed, in a run of
+// failures that was failing long and is now long enough. Failures of
+// writeback begun earlier do not count for the waiter: they may be of
+// I/O submitted before the device healed, still ending after it (a
+// zone's appends in flight when one failed), and a writer that started
+// after the heal was refused on their strength with writeback already
+// succeeding again (TestH42iOldWritebackFailureDoesNotRefuseNewWaiter).
+func (c *Cache) stuckSince(since uint64) error {
+	if c.wbFailGen.Load() <= since {
 		return nil
 	}
 	c.wbMu.Lock()
 	defer c.wbMu.Unlock()
 	n := c.wbFailing.Load()
-	if n <= failing || n < stuckFailures || time.Duration(c.wbLastFail-c.wbFailSince) < stuckAfter {
+	if c.wbFailGen.Load() <= since || n < stuckFailures || time.Duration(c.wbLastFail-c.wbFailSince) < stuckAfter {
 		return nil
 	}
 	return fmt.Errorf("writeback keeps failing: %w", c.wbLastErr)
 }
 
-// noteWritebackFailure counts a failed EndWriteback in the run of
-// failures. One that comes more than stuckAfter after the run's last
-// failure starts a new run: nothing was failing in between.
-func (c *Cache) noteWritebackFailure(err error) {
-	now := time.Now().UnixNano()
+// noteWritebackFailure counts a failed EndWriteback, of writeback begun
+// at generations up to gen, in the run of failures. One that comes more
+// than stuckAfter after the run's last failure starts a new run:
+// nothing was failing in between.
+func (c *Cache) noteWritebackFailure(err error, gen uint64) {
 	c.wbMu.Lock()
+	now := c.now()
 	if c.wbFailing.Load() == 0 || time.Duration(now-c.wbLastFail) > stuckAfter {
 		c.wbFailing.Store(0)
+		c.wbFailGen.Store(0)
 		c.wbFailSince = now
 	}
 	c.wbFailing.Add(1)
+	if gen > c.wbFailGen.Load() {
+		c.wbFailGen.Store(gen)
+	}
 	c.wbLastFail, c.wbLastErr = now, err
 	c.wbMu.Unlock()
 }
@@ -328,6 +349,7 @@ func (c *Cache) endWritebackRun() {
 	}
 	c.wbMu.Lock()
 	c.wbFailing.Store(0)
+	c.wbFailGen.Store(0)
 	c.wbMu.Unlock()
 }
 
@@ -374,6 +396,7 @@ func New(cfg Config) (*Cache, error) {
 		bpp:        pageSize / cfg.BlockSize,
 		arena:      mem,
 		shut:       make(chan struct{}),
+		now:        func() int64 { return time.Now().UnixNano() },
 		buddy:      newBuddy(npages),
 		folios:     make([]folio, npages),
 		words:      make([]uint64, npages),

@@ -767,10 +767,10 @@ func (c *Cache) throttle(ctx context.Context) error {
 		return nil
 	}
 	c.counters.throttles.Add(1)
-	// Writeback that fails from here on, while this writer waits its
-	// turn, ends its wait (see stuckSince): the first waiter kicked it
-	// for all of them.
-	joined := c.wbFailing.Load()
+	// Writeback that begins and fails from here on, while this writer
+	// waits its turn, ends its wait (see stuckSince): the first waiter
+	// kicked it for all of them.
+	joined := c.wbGen.Load()
 	w := c.throttleJoin()
 	defer c.throttleLeave(w)
 	if err := c.waitFor(ctx, w.turn, &c.counters.throttledNs); err != nil {
@@ -787,12 +787,12 @@ func (c *Cache) throttle(ctx context.Context) error {
 		if c.dirty.Load() <= c.limit {
 			return nil
 		}
-		failing := c.wbFailing.Load()
+		since := c.wbGen.Load()
 		c.kick()
 		if err := c.waitFor(ctx, ch, &c.counters.throttledNs); err != nil {
 			return fmt.Errorf("cache: write throttled at %d dirty bytes: %w", c.dirty.Load(), err)
 		}
-		if err := c.stuckSince(failing); err != nil {
+		if err := c.stuckSince(since); err != nil {
 			return fmt.Errorf("cache: write throttled at %d dirty bytes: %w", c.dirty.Load(), err)
 		}
 	}
@@ -991,12 +991,12 @@ func (c *Cache) reclaimTurn(ctx context.Context, order int, res *reserve) error 
 		}
 		c.counters.allocWaits.Add(1)
 		c.memWaitHookCall()
-		failing := c.wbFailing.Load()
+		since := c.wbGen.Load()
 		c.kick()
 		if err := c.waitFor(ctx, ch, &c.counters.allocWaitNs); err != nil {
 			return fmt.Errorf("cache: wait for memory: %w", err)
 		}
-		if err := c.stuckSince(failing); err != nil {
+		if err := c.stuckSince(since); err != nil {
 			return fmt.Errorf("cache: wait for memory: %w", err)
 		}
 		evicted, scanned = 0, 0

@@ -14,6 +14,7 @@ type Extent struct {
 	Data     []byte // arena memory: stable until EndWriteback
 	BufIndex uint16 // registered buffer (index into Regions) holding Data
 	folio    *folio
+	gen      uint64 // the BeginWriteback that took it (Cache.wbGen)
 }
 
 // BeginWriteback takes dirty data of one file, in offset order from where
@@ -40,6 +41,10 @@ func (c *Cache) BeginWriteback(file uint64, maxBytes int64, dst []Extent) []Exte
 	if fs.dead || fs.dirtyBytes.Load() == 0 {
 		return dst
 	}
+	// Taken with the file's lock held, before any block is: a writer
+	// that read wbGen before this knows the extents began after it
+	// started waiting (stuckSince).
+	gen := c.wbGen.Add(1)
 	keys := fs.keys[:0]
 	for k := range fs.chunks {
 		keys = append(keys, k)
@@ -68,7 +73,7 @@ func (c *Cache) BeginWriteback(file uint64, maxBytes int64, dst []Extent) []Exte
 			if f.dirtyN.Load() == 0 {
 				continue
 			}
-			dst, budget = c.takeDirty(fs, f, budget, dst)
+			dst, budget = c.takeDirty(fs, f, gen, budget, dst)
 			if budget == 0 {
 				// The next call starts after what this one took last
 				// (within f if f holds more).
@@ -86,7 +91,7 @@ func (c *Cache) BeginWriteback(file uint64, maxBytes int64, dst []Extent) []Exte
 
 // takeDirty marks the runs of dirty blocks of f that are not yet under
 // writeback, up to budget blocks, and appends them as extents.
-func (c *Cache) takeDirty(fs *fileState, f *folio, budget int64, dst []Extent) ([]Extent, int64) {
+func (c *Cache) takeDirty(fs *fileState, f *folio, gen uint64, budget int64, dst []Extent) ([]Extent, int64) {
 	n := f.nblocks
 	taken := 0
 	f.stateMu.Lock()
@@ -110,6 +115,7 @@ func (c *Cache) takeDirty(fs *fileState, f *folio, budget int64, dst []Extent) (
 			Data:     f.mem[d<<c.blockShift : e<<c.blockShift],
 			BufIndex: f.bufIndex,
 			folio:    f,
+			gen:      gen,
 		})
 		c.counters.wbExtents.Add(1)
 		b = e
@@ -134,6 +140,7 @@ var testHookEndWritebackCounts func(*fileState)
 // from a uring Completion: it may wait briefly for state locks, and
 // Complete must not block.
 func (c *Cache) EndWriteback(exts []Extent, err error) {
+	var gen uint64 // the latest BeginWriteback of exts
 	for i := range exts {
 		e := &exts[i]
 		f := e.folio
@@ -141,6 +148,7 @@ func (c *Cache) EndWriteback(exts []Extent, err error) {
 			continue // ended already
 		}
 		e.folio = nil
+		gen = max(gen, e.gen)
 		n := f.nblocks
 		b0 := int(e.Off-f.off) >> c.blockShift
 		b1 := b0 + len(e.Data)>>c.blockShift
@@ -182,7 +190,7 @@ func (c *Cache) EndWriteback(exts []Extent, err error) {
 	}
 	switch {
 	case err != nil:
-		c.noteWritebackFailure(err)
+		c.noteWritebackFailure(err, gen)
 	case len(exts) > 0:
 		c.endWritebackRun()
 	}
