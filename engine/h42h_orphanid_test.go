@@ -25,13 +25,7 @@ func TestH42hOrphanRecordIDIsNotHandedOutAgain(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	orphan := e.nextID
-	seq := e.seq.Load() + 1
-	data := bytes.Repeat([]byte{0x42}, 2*BlockSize)
-	h19gCraftRecord(t, e, &RecordHeader{Kind: KindData, Seq: seq, File: orphan, Size: uint64(len(data)), DataLen: uint32(len(data)),
-		Extents: []RecordExtent{{FileOff: 0, Len: uint32(len(data)), Version: seq}},
-		Sums:    []uint32{Checksum(data[:BlockSize]), Checksum(data[BlockSize:])}}, data)
-	e.crashForTest()
+	orphan := crashWithOrphanRecord(t, e)
 
 	e2, err := Open(devName, cfg)
 	if err != nil {
@@ -91,13 +85,7 @@ func TestH42hOrphanRecordIDBesideAFullReadOnlyHalf(t *testing.T) {
 			t.Fatalf("filling the log at %d: %v", e.meta.wp, err)
 		}
 	}
-	orphan := e.nextID
-	seq := e.seq.Load() + 1
-	data := bytes.Repeat([]byte{0x42}, 2*BlockSize)
-	h19gCraftRecord(t, e, &RecordHeader{Kind: KindData, Seq: seq, File: orphan, Size: uint64(len(data)), DataLen: uint32(len(data)),
-		Extents: []RecordExtent{{FileOff: 0, Len: uint32(len(data)), Version: seq}},
-		Sums:    []uint32{Checksum(data[:BlockSize]), Checksum(data[BlockSize:])}}, data)
-	e.crashForTest()
+	orphan := crashWithOrphanRecord(t, e)
 
 	e2, err := Open(devName, cfg)
 	if err != nil {
@@ -117,4 +105,20 @@ func TestH42hOrphanRecordIDBesideAFullReadOnlyHalf(t *testing.T) {
 	if rep := fsckOf(t, devName); len(rep.Problems) > 0 {
 		t.Errorf("fsck after a create beside an orphan record: %q", rep.Problems)
 	}
+}
+
+// crashWithOrphanRecord writes a data record of two blocks for the file
+// id e would hand out next (a file whose create never became durable,
+// as a held deferred create's data reaching the device through a flush
+// that acknowledges nothing) and crashes e. It returns that id.
+func crashWithOrphanRecord(t *testing.T, e *Engine) uint64 {
+	t.Helper()
+	orphan := e.nextID
+	seq := e.seq.Load() + 1
+	data := bytes.Repeat([]byte{0x42}, 2*BlockSize)
+	h19gCraftRecord(t, e, &RecordHeader{Kind: KindData, Seq: seq, File: orphan, Size: uint64(len(data)), DataLen: uint32(len(data)),
+		Extents: []RecordExtent{{FileOff: 0, Len: uint32(len(data)), Version: seq}},
+		Sums:    []uint32{Checksum(data[:BlockSize]), Checksum(data[BlockSize:])}}, data)
+	e.crashForTest()
+	return orphan
 }
