@@ -34,20 +34,8 @@ func TestH42hOrphanRecordIDIsNotHandedOutAgain(t *testing.T) {
 	if e2.nextID <= orphan {
 		t.Errorf("recovery's next file id is %d, but a record on the device carries id %d", e2.nextID, orphan)
 	}
-	f, err := e2.OpenFile("new", OCreate)
-	if err != nil {
-		e2.crashForTest()
+	if err := checkNewFileBesideOrphan(t, e2, devName, orphan); err != nil {
 		t.Logf("create on the log as it stands: %v (no room to show the reuse)", err)
-		return
-	}
-	id := f.f.id
-	f.Close()
-	e2.crashForTest()
-	if id == orphan {
-		t.Errorf("the new file took id %d, an orphan record's", id)
-	}
-	if rep := fsckOf(t, devName); len(rep.Problems) > 0 {
-		t.Errorf("fsck after a create beside an orphan record: %q", rep.Problems)
 	}
 }
 
@@ -91,19 +79,8 @@ func TestH42hOrphanRecordIDBesideAFullReadOnlyHalf(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
-	f, err := e2.OpenFile("new", OCreate)
-	if err != nil {
-		e2.crashForTest()
+	if err := checkNewFileBesideOrphan(t, e2, devName, orphan); err != nil {
 		t.Fatalf("create in the last block of the log: %v", err)
-	}
-	id := f.f.id
-	f.Close()
-	e2.crashForTest()
-	if id == orphan {
-		t.Errorf("the new file took id %d, an orphan record's", id)
-	}
-	if rep := fsckOf(t, devName); len(rep.Problems) > 0 {
-		t.Errorf("fsck after a create beside an orphan record: %q", rep.Problems)
 	}
 }
 
@@ -121,4 +98,28 @@ func crashWithOrphanRecord(t *testing.T, e *Engine) uint64 {
 		Sums:    []uint32{Checksum(data[:BlockSize]), Checksum(data[BlockSize:])}}, data)
 	e.crashForTest()
 	return orphan
+}
+
+// checkNewFileBesideOrphan creates a file on e (recovered beside an
+// orphan record of file id orphan), crashes e and checks that the new
+// file did not take the orphan's id and that fsck finds the device
+// clean. A create that fails crashes e and returns its error, checking
+// nothing.
+func checkNewFileBesideOrphan(t *testing.T, e *Engine, devName string, orphan uint64) error {
+	t.Helper()
+	f, err := e.OpenFile("new", OCreate)
+	if err != nil {
+		e.crashForTest()
+		return err
+	}
+	id := f.f.id
+	f.Close()
+	e.crashForTest()
+	if id == orphan {
+		t.Errorf("the new file took id %d, an orphan record's", id)
+	}
+	if rep := fsckOf(t, devName); len(rep.Problems) > 0 {
+		t.Errorf("fsck after a create beside an orphan record: %q", rep.Problems)
+	}
+	return nil
 }
