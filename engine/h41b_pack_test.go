@@ -320,6 +320,33 @@ func TestH41bTornPackIsNotReplayed(t *testing.T) {
 	h41bFsckClean(t, devName)
 }
 
+// h41bDamagedAfterLater logs the records of front (numbered already),
+// bad (the record the test damages) and a create of "after" (the next
+// file id, numbered here), flushes, then logs a create of "later" under
+// a flush of its own, so that damage done to bad is to what an older
+// flush made durable (the emu takes back what fails the last flush's
+// checksum, as a cut during it), and crashes e. It returns where bad
+// begins on the device.
+func h41bDamagedAfterLater(t *testing.T, e *Engine, front [][]byte, bad []byte) int64 {
+	t.Helper()
+	after := h41bOpRecord(e, nsOp{kind: opCreate, file: e.nextID, name: "after"})
+	for _, r := range front {
+		h41bLogRecords(t, e, r)
+	}
+	at := h41bLogRecords(t, e, bad)
+	h41bLogRecords(t, e, after)
+	if err := e.dev.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	e.nextID++
+	h41bLogRecords(t, e, h41bOpRecord(e, nsOp{kind: opCreate, file: e.nextID, name: "later"}))
+	if err := e.dev.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	h41bCrash(t, e)
+	return at
+}
+
 // A pack block that fails its checksum below the write pointer (a
 // sector of it lost, or bits flipped at rest) is all or nothing: none
 // of its operations is replayed, nor what follows it; the operations
@@ -353,22 +380,7 @@ func TestH41bDamagedPack(t *testing.T) {
 				encodeMeta(rec, e.sb.FS(), metaPack, ops[len(ops)-1].seq, payload)
 			}
 			e.nextID += 6
-			after := h41bOpRecord(e, nsOp{kind: opCreate, file: e.nextID, name: "after"})
-			h41bLogRecords(t, e, before)
-			at := h41bLogRecords(t, e, rec)
-			h41bLogRecords(t, e, after)
-			if err := e.dev.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			// A later flush, so that the damage below is to what an
-			// older one made durable (the emu takes back what fails the
-			// last flush's checksum, as a cut during it).
-			e.nextID++
-			h41bLogRecords(t, e, h41bOpRecord(e, nsOp{kind: opCreate, file: e.nextID, name: "later"}))
-			if err := e.dev.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			h41bCrash(t, e)
+			at := h41bDamagedAfterLater(t, e, [][]byte{before}, rec)
 			if c == "torn-sector" {
 				h41bPatch(t, devName, at+512, make([]byte, 512))
 			}
@@ -687,18 +699,7 @@ func TestH41bCutLogRecoveryNumbersAboveWhatFollows(t *testing.T) {
 				encodeMeta(bad, e.sb.FS(), metaPack, ops[0].seq, encodePack(ops))
 			}
 			e.nextID += 2
-			after := h41bOpRecord(e, nsOp{kind: opCreate, file: e.nextID, name: "after"})
-			at := h41bLogRecords(t, e, bad)
-			h41bLogRecords(t, e, after)
-			if err := e.dev.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			e.nextID++
-			h41bLogRecords(t, e, h41bOpRecord(e, nsOp{kind: opCreate, file: e.nextID, name: "later"}))
-			if err := e.dev.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			h41bCrash(t, e)
+			at := h41bDamagedAfterLater(t, e, nil, bad)
 			if c == "checksum" {
 				h41bPatch(t, devName, at+8, make([]byte, 8))
 			}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/zonefold/zonefold/uring"
 )
 
 // TestH42hOrphanRecordIDIsNotHandedOutAgain: a data record on the device
@@ -34,20 +36,8 @@ func TestH42hOrphanRecordIDIsNotHandedOutAgain(t *testing.T) {
 	if e2.nextID <= orphan {
 		t.Errorf("recovery's next file id is %d, but a record on the device carries id %d", e2.nextID, orphan)
 	}
-	f, err := e2.OpenFile("new", OCreate)
-	if err != nil {
-		e2.crashForTest()
+	if err := checkNewFileBesideOrphan(t, e2, devName, orphan); err != nil {
 		t.Logf("create on the log as it stands: %v (no room to show the reuse)", err)
-		return
-	}
-	id := f.f.id
-	f.Close()
-	e2.crashForTest()
-	if id == orphan {
-		t.Errorf("the new file took id %d, an orphan record's", id)
-	}
-	if rep := fsckOf(t, devName); len(rep.Problems) > 0 {
-		t.Errorf("fsck after a create beside an orphan record: %q", rep.Problems)
 	}
 }
 
@@ -59,6 +49,26 @@ func TestH42hOrphanRecordIDIsNotHandedOutAgain(t *testing.T) {
 // new file, reports acknowledged data lost.
 func TestH42hOrphanRecordIDBesideAFullReadOnlyHalf(t *testing.T) {
 	h41bFormat(t, superPackVersion)
+	devName, cfg, e := fullReadOnlyHalfEngine(t)
+	orphan := crashWithOrphanRecord(t, e)
+
+	e2, err := Open(devName, cfg)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	if err := checkNewFileBesideOrphan(t, e2, devName, orphan); err != nil {
+		t.Fatalf("create in the last block of the log: %v", err)
+	}
+}
+
+// fullReadOnlyHalfEngine formats a device and opens an engine on it
+// whose other metadata half is read-only (it refuses the reset a
+// checkpoint there needs) and whose active half's log has room for a
+// create's record (with the room a log keeps behind it) but not for a
+// checkpoint: a recovery on it cannot write its checkpoint, and the
+// file system opens on its log as it stands.
+func fullReadOnlyHalfEngine(t *testing.T) (string, Config, *Engine) {
+	t.Helper()
 	devName := emuDevice(t, 16, "1M", "")
 	cfg := smallConfig()
 	e := formatOpen(t, devName, cfg)
@@ -85,26 +95,7 @@ func TestH42hOrphanRecordIDBesideAFullReadOnlyHalf(t *testing.T) {
 			t.Fatalf("filling the log at %d: %v", e.meta.wp, err)
 		}
 	}
-	orphan := crashWithOrphanRecord(t, e)
-
-	e2, err := Open(devName, cfg)
-	if err != nil {
-		t.Fatalf("reopen: %v", err)
-	}
-	f, err := e2.OpenFile("new", OCreate)
-	if err != nil {
-		e2.crashForTest()
-		t.Fatalf("create in the last block of the log: %v", err)
-	}
-	id := f.f.id
-	f.Close()
-	e2.crashForTest()
-	if id == orphan {
-		t.Errorf("the new file took id %d, an orphan record's", id)
-	}
-	if rep := fsckOf(t, devName); len(rep.Problems) > 0 {
-		t.Errorf("fsck after a create beside an orphan record: %q", rep.Problems)
-	}
+	return devName, cfg, e
 }
 
 // crashWithOrphanRecord writes a data record of two blocks for the file
@@ -121,4 +112,142 @@ func crashWithOrphanRecord(t *testing.T, e *Engine) uint64 {
 		Sums:    []uint32{Checksum(data[:BlockSize]), Checksum(data[BlockSize:])}}, data)
 	e.crashForTest()
 	return orphan
+}
+
+// checkNewFileBesideOrphan creates a file on e (recovered beside an
+// orphan record of file id orphan), crashes e and checks that the new
+// file did not take the orphan's id and that fsck finds the device
+// clean. A create that fails crashes e and returns its error, checking
+// nothing.
+func checkNewFileBesideOrphan(t *testing.T, e *Engine, devName string, orphan uint64) error {
+	t.Helper()
+	f, err := e.OpenFile("new", OCreate)
+	if err != nil {
+		e.crashForTest()
+		return err
+	}
+	id := f.f.id
+	f.Close()
+	e.crashForTest()
+	if id == orphan {
+		t.Errorf("the new file took id %d, an orphan record's", id)
+	}
+	if rep := fsckOf(t, devName); len(rep.Problems) > 0 {
+		t.Errorf("fsck after a create beside an orphan record: %q", rep.Problems)
+	}
+	return nil
+}
+
+// TestH42hOrphanRecordFromATruncateFlush: the orphan record as a real
+// flush leaves it, not crafted. On format 3 a deferred create is held
+// for a pack; a truncate of the file into a block writes the file's
+// data and the tail's zeros back (zeroTail) and flushes the device
+// (settledFlush), which lands nothing held, before it logs the size in
+// a record that would carry the held create. A crash there leaves the
+// file's records durable and its create lost. Recovery must hand out
+// no id such a record carries: on a device where recovery's checkpoint
+// lands, and beside a full read-only half, where it does not and fsck
+// matches the records, newer than the checkpoint, to whatever file
+// takes the id.
+func TestH42hOrphanRecordFromATruncateFlush(t *testing.T) {
+	h41bFormat(t, superPackVersion)
+	for _, c := range []string{"checkpoint-lands", "full-read-only-half"} {
+		t.Run(c, func(t *testing.T) {
+			var devName string
+			var cfg Config
+			var e *Engine
+			if c == "checkpoint-lands" {
+				devName, cfg = emuDevice(t, 16, "1M", ""), smallConfig()
+				e = formatOpen(t, devName, cfg)
+			} else {
+				devName, cfg, e = fullReadOnlyHalfEngine(t)
+			}
+			orphan, hdrs := crashInTruncateOfHeldCreate(t, e)
+
+			e2, err := Open(devName, cfg)
+			if err != nil {
+				t.Fatalf("reopen: %v", err)
+			}
+			if e2.byName["x"] != nil {
+				e2.crashForTest()
+				t.Fatal("x's create survived the crash: no orphan record to show")
+			}
+			hb := alignedCopy(t, make([]byte, BlockSize))
+			for _, at := range hdrs {
+				var h RecordHeader
+				if err := e2.readDev(at, hb, uring.NewWaiter()); err != nil {
+					e2.crashForTest()
+					t.Fatal(err)
+				}
+				if err := DecodeHeader(hb, &h); err != nil || h.FS != e2.sb.FS() || h.File != orphan {
+					e2.crashForTest()
+					t.Fatalf("at %d after the crash: header %+v (%v), want a record of file %d", at, h, err, orphan)
+				}
+			}
+			if e2.nextID <= orphan {
+				t.Errorf("recovery's next file id is %d, but a record on the device carries id %d", e2.nextID, orphan)
+			}
+			if err := checkNewFileBesideOrphan(t, e2, devName, orphan); err != nil {
+				t.Fatalf("create after recovery: %v", err)
+			}
+		})
+	}
+}
+
+// crashInTruncateOfHeldCreate creates "x" deferred (its create held for
+// a pack), writes two blocks to it and truncates it into its second
+// block; between the truncate's flush and its log record, with x's
+// create still held, the device stops taking writes. Then e crashes
+// and the power is cut. It returns x's id and the device offsets of
+// the headers of x's records at the truncate's cut.
+func crashInTruncateOfHeldCreate(t *testing.T, e *Engine) (uint64, []int64) {
+	t.Helper()
+	f, err := e.OpenFile("x", OCreate|ODeferSync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := f.f.id
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0x42}, 2*BlockSize), 0); err != nil {
+		t.Fatal(err)
+	}
+	if !e.meta.pending.Load() {
+		t.Fatal("x's create was not held for a pack")
+	}
+	emu := emuOf(t, e)
+	var hdrs []int64
+	held := false
+	testHookTruncateCut = func(e *Engine) {
+		e.meta.mu.Lock()
+		for _, op := range e.meta.pend {
+			held = held || op.kind == opCreate && op.file == id
+		}
+		e.meta.mu.Unlock()
+		f.f.mu.Lock()
+		f.f.ext.t.Ascend(func(x extent) bool {
+			hdrs = append(hdrs, x.hdr)
+			return true
+		})
+		f.f.mu.Unlock()
+		emu.FailWrites(true)
+	}
+	t.Cleanup(func() { testHookTruncateCut = nil })
+	terr := f.Truncate(BlockSize + 100)
+	testHookTruncateCut = nil
+	if !held {
+		t.Fatal("x's create was not held when the truncate's flush was done")
+	}
+	if terr == nil {
+		t.Fatal("the truncate succeeded on a device that takes no writes")
+	}
+	if len(hdrs) == 0 {
+		t.Fatal("x had no records at the truncate's cut")
+	}
+	f.Close()
+	e.crashForTest()
+	emu.FailWrites(false)
+	if err := emu.PowerCut(); err != nil {
+		t.Fatal(err)
+	}
+	emu.Close()
+	return id, hdrs
 }
