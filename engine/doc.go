@@ -67,7 +67,10 @@
 //     Not silently: a walk that ends below the half's write pointer
 //     (which moves only over blocks on the media) on a record that fails
 //     its checksum is reported, by Open's log and as damage by fsck
-//     (checkCutLog).
+//     (checkCutLog). These looks past a walk's end read a block that
+//     fails to read (EIO) as holding no record, and a read of many
+//     blocks that fails again block by block (scanBlocks): one bad block
+//     fails the whole read, and hid the whole records read with it.
 //     An extent in it that no record can hold (every
 //     one the engine maps lies in one record in one data zone, at a
 //     block-aligned offset) is left out, and the rest stands; an

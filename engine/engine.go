@@ -168,11 +168,11 @@ type Engine struct {
 	// checkpoint (which snapshots memory) clears it, every flush
 	// settles with one first (settleStray), as for a failed append.
 	unlogged atomic.Bool
-	// unloggedPack is set with unlogged when what has no record is
-	// deferred operations whose pack failed (metaLog.pend), so that a
-	// settle that fails names them (settleStrayLocked), not a truncate;
-	// cleared with it.
-	unloggedPack atomic.Bool
+	// unloggedWhat says what unlogged stands for (unloggedTruncate,
+	// unloggedPack: each that has no record), so that a settle that
+	// fails names each (settleStrayLocked); set with unlogged
+	// (setUnlogged), cleared with it.
+	unloggedWhat atomic.Uint32
 	// owedInCheckpoint is set while a checkpoint runs that took
 	// unlogged or offlineOwed (it clears them as it begins and sets
 	// them again if it fails): until it ends, a checkpoint is still

@@ -1003,7 +1003,7 @@ func (e *Engine) logSize(f *file, size int64) error {
 	defer e.nsMu.RUnlock()
 	err := e.logOp(nsOp{kind: opTruncate, file: f.id, size: size})
 	if err != nil {
-		e.unlogged.Store(true)
+		e.setUnlogged(unloggedTruncate)
 	}
 	return err
 }
@@ -1108,7 +1108,7 @@ func (e *Engine) cutAndLog(f *file, size int64) error {
 	if err != nil {
 		// The next flush checkpoints first, as logSize's failure
 		// makes it.
-		e.unlogged.Store(true)
+		e.setUnlogged(unloggedTruncate)
 	}
 	return err
 }
@@ -1128,7 +1128,7 @@ func (e *Engine) cutAndLogRecord(f *file, size int64) (uint64, error) {
 	defer e.nsMu.RUnlock()
 	t, err := e.logOpRecord(nsOp{kind: opTruncate, file: f.id, size: size}, true, false, nil)
 	if err != nil {
-		e.unlogged.Store(true)
+		e.setUnlogged(unloggedTruncate)
 	}
 	return t, err
 }

@@ -15,6 +15,21 @@ import (
 // names them, not a truncate's size: that message was the only one for
 // unlogged, before packs could set it too.
 func TestH42bFailedPackSettleNamesThePack(t *testing.T) {
+	e, _ := failedPackBesideReadOnlyHalf(t)
+	err := e.SyncNamespace()
+	if !errors.Is(err, ErrMetaLog) {
+		t.Fatalf("sync namespace with deferred operations in memory only: %v; want ErrMetaLog", err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "truncate") || !strings.Contains(msg, "pack") {
+		t.Fatalf("the settle's error names the wrong cause: %v", err)
+	}
+}
+
+// failedPackBesideReadOnlyHalf is heldPackBesideReadOnlyHalf whose held
+// pack then failed (its record landed unreadable, so it needs no
+// superseding): its operations are in memory only (Engine.unlogged).
+func failedPackBesideReadOnlyHalf(t *testing.T) (*Engine, *File) {
+	t.Helper()
 	e, x := heldPackBesideReadOnlyHalf(t)
 	armMetaFaults(t, metaWriteGarbage)
 	err := x.Sync() // lands the pack, which fails
@@ -25,13 +40,7 @@ func TestH42bFailedPackSettleNamesThePack(t *testing.T) {
 	if e.meta.stray.Load() || !e.unlogged.Load() {
 		t.Fatalf("stray %v, unlogged %v: want the failed pack's operations unlogged, no stray", e.meta.stray.Load(), e.unlogged.Load())
 	}
-	err = e.SyncNamespace()
-	if !errors.Is(err, ErrMetaLog) {
-		t.Fatalf("sync namespace with deferred operations in memory only: %v; want ErrMetaLog", err)
-	}
-	if msg := err.Error(); strings.Contains(msg, "truncate") || !strings.Contains(msg, "pack") {
-		t.Fatalf("the settle's error names the wrong cause: %v", err)
-	}
+	return e, x
 }
 
 // heldPackBesideReadOnlyHalf opens a format-3 device holding a synced

@@ -351,8 +351,7 @@ func (e *Engine) writeOp(op nsOp, pack bool) (uint64, error) {
 		// The held operations are applied; their record failed. The
 		// checkpoint below holds them, or, if it fails, the next one
 		// (unlogged: every acknowledging flush settles it first).
-		e.unloggedPack.Store(true)
-		e.unlogged.Store(true)
+		e.setUnlogged(unloggedPack)
 		m.dropPending()
 	}
 	n = metaRecordLen(len(payload))
@@ -437,8 +436,7 @@ func (e *Engine) landPendingLocked() error {
 	// Set after it, a switch that failed though that checkpoint held
 	// them left them owing one more
 	// (TestH42eLandedPackSupersededInHalfIsNotUnlogged).
-	e.unloggedPack.Store(true)
-	e.unlogged.Store(true)
+	e.setUnlogged(unloggedPack)
 	m.dropPending()
 	return e.switchForOp(false, metaVoidRoom, werr)
 }
@@ -827,7 +825,11 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 	e.waitUntil(func() bool { return e.inflight.Load() == 0 })
 	// The snapshot holds every change applied before it, logged or not;
 	// one whose log fails from here on sets it again.
-	unlogged, unloggedPack := e.unlogged.Swap(false), e.unloggedPack.Swap(false)
+	// unlogged before its kinds: a truncate's setUnlogged (not under
+	// metaLog.mu, as a pack's is) between the two leaves unlogged set
+	// with its kind taken here, and an unlogged of no kind is named
+	// a truncate's (unloggedText).
+	unlogged, unloggedWhat := e.unlogged.Swap(false), e.unloggedWhat.Swap(0)
 	// The snapshot reports the zones after this: it records every one
 	// found offline before it full.
 	offline := e.offlineOwed.Swap(false)
@@ -840,10 +842,7 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 	}
 	defer func() {
 		if err != nil && unlogged {
-			if unloggedPack {
-				e.unloggedPack.Store(true)
-			}
-			e.unlogged.Store(true)
+			e.setUnlogged(unloggedWhat)
 		}
 		if err != nil && offline {
 			e.offlineOwed.Store(true)
@@ -1640,6 +1639,34 @@ func (e *Engine) settleStray() error {
 	return e.settleStrayLocked()
 }
 
+// What Engine.unlogged stands for (Engine.unloggedWhat), each bit a
+// change applied in memory whose record failed.
+const (
+	unloggedTruncate uint32 = 1 << iota // a truncate's size (logSize, cutAndLog)
+	unloggedPack                        // deferred operations whose pack failed (metaLog.pend)
+)
+
+// setUnlogged records that a change of the kinds in what is applied in
+// memory with no record: every flush settles with a checkpoint first
+// until one holds it (Engine.unlogged).
+func (e *Engine) setUnlogged(what uint32) {
+	e.unloggedWhat.Or(what) // before unlogged: whoever sees it sees what
+	e.unlogged.Store(true)
+}
+
+// unloggedText says what is in memory only while Engine.unlogged is set,
+// naming each kind: a failed pack's message alone hid a truncate whose
+// record failed too (TestH43bSettleNamesPackAndTruncate).
+func (e *Engine) unloggedText() string {
+	switch e.unloggedWhat.Load() {
+	case unloggedPack:
+		return "deferred namespace operations are in memory only (the record of their pack failed)"
+	case unloggedTruncate | unloggedPack:
+		return "a truncate's size (its record failed) and deferred namespace operations (the record of their pack failed) are in memory only"
+	}
+	return "a truncate's size is in memory only (its record failed)"
+}
+
 // testHookSettleWait, if set (by tests only), runs in settleStray once
 // it found a checkpoint owed, before it takes the locks a running
 // checkpoint holds.
@@ -1660,11 +1687,7 @@ func (e *Engine) settleStrayLocked() error {
 			return fmt.Errorf("%w: a data zone went offline, and the checkpoint that records it failed (a crash before one makes the next open refuse): %w", ErrMetaLog, err)
 		}
 		if !m.stray.Load() && !e.failedAppend.Load() {
-			what := "a truncate's size is in memory only (its record failed)"
-			if e.unloggedPack.Load() {
-				what = "deferred namespace operations are in memory only (the record of their pack failed)"
-			}
-			return fmt.Errorf("%w: %s, and the checkpoint that makes it durable failed: %w", ErrMetaLog, what, err)
+			return fmt.Errorf("%w: %s, and the checkpoint that makes it durable failed: %w", ErrMetaLog, e.unloggedText(), err)
 		}
 		if !m.stray.Load() {
 			return fmt.Errorf("%w: a failed append's record may be on the device, and the checkpoint that supersedes it failed: %w", ErrMetaLog, err)

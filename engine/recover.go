@@ -696,49 +696,49 @@ func (e *Engine) laterMeta(h int, off, end int64, floor uint64, zeroEnd bool, bu
 			rec.close()
 		}
 	}()
-	for from := off; from < end; {
-		n := min(end-from, int64(len(buf.mem))) / BlockSize * BlockSize
-		if n == 0 {
-			break
+	read := func(at int64, b []byte) error {
+		if err := e.readMeta(h, at, b, w); err != nil {
+			return fmt.Errorf("engine: recover: read metadata half %d at %d: %w", h, at, err)
 		}
-		chunk := buf.mem[:n]
-		if err := e.readMeta(h, from, chunk, w); err != nil {
-			return 0, 0, fmt.Errorf("engine: recover: read metadata half %d at %d: %w", h, from, err)
+		return nil
+	}
+	err := scanBlocks(off, end, buf.mem, read, func(at int64, b []byte) (bool, error) {
+		if at == off {
+			// The record the walk stopped on; a zero block there
+			// is the log's clean end with zeroEnd.
+			return zeroEnd && isZero(b), nil
 		}
-		if from == off && zeroEnd && isZero(chunk[:BlockSize]) {
-			return 0, 0, nil
+		mh, err := decodeMetaHeader(b)
+		if err != nil || mh.fs != e.sb.FS() || mh.seq <= top {
+			return false, nil
 		}
-		for b := int64(0); b < n; b += BlockSize {
-			at := from + b
-			if at == off {
-				continue // the record the walk stopped on
+		l := metaRecordLen(mh.length)
+		if at+l > end {
+			return false, nil
+		}
+		if rec == nil || int64(len(rec.mem)) < l {
+			if rec != nil {
+				rec.close()
+				rec = nil
 			}
-			mh, err := decodeMetaHeader(chunk[b : b+BlockSize])
-			if err != nil || mh.fs != e.sb.FS() || mh.seq <= top {
-				continue
-			}
-			l := metaRecordLen(mh.length)
-			if at+l > end {
-				continue
-			}
-			if rec == nil || int64(len(rec.mem)) < l {
-				if rec != nil {
-					rec.close()
-					rec = nil
-				}
-				if rec, err = newScanBuf(int(l)); err != nil {
-					return 0, 0, err
-				}
-			}
-			whole := rec.mem[:l]
-			if err := e.readMeta(h, at, whole, w); err != nil {
-				return 0, 0, fmt.Errorf("engine: recover: read metadata half %d at %d: %w", h, at, err)
-			}
-			if _, err := verifyMeta(whole, mh); err == nil {
-				top, topAt = mh.seq, at
+			if rec, err = newScanBuf(int(l)); err != nil {
+				return false, err
 			}
 		}
-		from += n
+		whole := rec.mem[:l]
+		if err := read(at, whole); err != nil {
+			if errors.Is(err, syscall.EIO) {
+				return false, nil // not whole that can be read: as scanBlocks' bad blocks
+			}
+			return false, err
+		}
+		if _, err := verifyMeta(whole, mh); err == nil {
+			top, topAt = mh.seq, at
+		}
+		return false, nil
+	})
+	if err != nil {
+		return 0, 0, err
 	}
 	if top == floor {
 		return 0, 0, nil
@@ -1109,37 +1109,64 @@ func (d *damagedRecordError) Error() string {
 // hold none it can use; Open failing on them made the range of a failed
 // append on bad media refuse Open where a torn write would not.
 func (e *Engine) laterRecord(rz zns.Zone, off, end int64, floor uint64, buf *scanBuf, w *uring.Waiter) (uint64, int64, error) {
-	for from := off; from < end; {
-		n := min(end-from, int64(len(buf.mem))) / BlockSize * BlockSize
-		if n == 0 {
-			break
+	var seq uint64
+	var at int64
+	err := scanBlocks(off, end, buf.mem, func(from int64, b []byte) error {
+		return e.readDev(rz.Start+from, b, w)
+	}, func(from int64, b []byte) (bool, error) {
+		var h RecordHeader
+		if DecodeHeader(b, &h) != nil || h.FS != e.sb.FS() || h.Seq <= floor {
+			return false, nil
 		}
-		chunk := buf.mem[:n]
-		rerr := e.readDev(rz.Start+from, chunk, w)
+		if from+BlockSize+int64(h.DataLen) <= end {
+			seq, at = h.Seq, from
+			return true, nil
+		}
+		return false, nil
+	})
+	return seq, at, err
+}
+
+// scanBlocks reads [off, end) of a log (read reads len(b) bytes at an
+// offset in it) in chunks of buf's size and hands each block, in order,
+// to each until it says stop. A chunk the device fails (EIO) is read
+// again block by block, and a block that fails alone is passed over:
+// bad media holds nothing a scan can use, and one bad block fails the
+// whole read that holds it (the device fails the whole request, which
+// the block layer may have merged from adjacent reads). Giving up on
+// the chunk hid every block read with it: laterMeta's did, and a whole
+// record numbered above the checkpoint beside one bad block was not
+// counted, nor could the next Open look past it
+// (TestH43bCutLogWithABadBlockAmongWholeRecords). Other errors end it.
+func scanBlocks(off, end int64, buf []byte, read func(at int64, b []byte) error, each func(at int64, b []byte) (stop bool, err error)) error {
+	for from := off; from < end; {
+		n := min(end-from, int64(len(buf))) / BlockSize * BlockSize
+		if n == 0 {
+			return nil
+		}
+		chunk := buf[:n]
+		rerr := read(from, chunk)
 		if rerr != nil && !errors.Is(rerr, syscall.EIO) {
-			return 0, 0, rerr
+			return rerr
 		}
 		for b := int64(0); b < n; b += BlockSize {
+			blk := chunk[b : b+BlockSize]
 			if rerr != nil {
 				// The chunk failed: its blocks one by one.
-				if err := e.readDev(rz.Start+from+b, chunk[b:b+BlockSize], w); err != nil {
+				if err := read(from+b, blk); err != nil {
 					if errors.Is(err, syscall.EIO) {
 						continue
 					}
-					return 0, 0, err
+					return err
 				}
 			}
-			var h RecordHeader
-			if DecodeHeader(chunk[b:b+BlockSize], &h) != nil || h.FS != e.sb.FS() || h.Seq <= floor {
-				continue
-			}
-			if from+b+BlockSize+int64(h.DataLen) <= end {
-				return h.Seq, from + b, nil
+			if stop, err := each(from+b, blk); stop || err != nil {
+				return err
 			}
 		}
 		from += n
 	}
-	return 0, 0, nil
+	return nil
 }
 
 // unreadableHeader decides what a record header at off of a data zone
