@@ -107,6 +107,7 @@ type conn struct {
 	writerQ  chan struct{} // closed when every reply is sent: the writer ends
 
 	stopCh   chan struct{} // closed when the server stops reading us
+	ending   atomic.Bool   // its session's teardown runs (Server.ending)
 	stopOnce sync.Once
 	stopping atomic.Bool
 	aborted  atomic.Bool // shutdown canceled its requests (abort)
@@ -304,6 +305,7 @@ func (c *conn) serve() {
 	// vanished client's are canceled), their replies go out if the
 	// client is still there, and only then are the handles closed and
 	// the region unmapped: a worker never touches unmapped memory.
+	c.ending.Store(true)
 	if !c.stopping.Load() {
 		c.cancel()
 	}
@@ -320,6 +322,27 @@ func (c *conn) serve() {
 		c.log.Warn("server: malformed requests on this connection", "total", c.badCount, "logged", c.badLogged)
 	}
 	c.log.Debug("server: connection closed", "reason", reason)
+}
+
+// peerHungUp reports whether c's client has closed its end of the
+// socket (or shut it down), which the socket says as soon as it happens,
+// before the reader reads the end of stream; a connection whose socket
+// is closed already is ending too.
+func (c *conn) peerHungUp() bool {
+	rc, err := c.uc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	hup := false
+	if err := rc.Control(func(fd uintptr) {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		if n, err := unix.Poll(p, 0); err == nil && n > 0 {
+			hup = p[0].Revents&(unix.POLLHUP|unix.POLLRDHUP|unix.POLLERR) != 0
+		}
+	}); err != nil {
+		return true
+	}
+	return hup
 }
 
 // refusal is a hello refused for want of room in the daemon (its caps,
@@ -525,7 +548,10 @@ func (c *conn) hello() error {
 	if perr != nil {
 		return refuse(st, perr)
 	}
-	if !c.s.claimSession() {
+	if !c.s.awaitEnd(c, c.stopCh, c.s.claimSession) {
+		if c.stopping.Load() {
+			return errShuttingDown
+		}
 		return noRoom(StatusTooManyClients, fmt.Errorf("%d clients connected, the cap", c.s.maxConns))
 	}
 	c.session = true
@@ -544,7 +570,11 @@ func (c *conn) hello() error {
 		total += ringBytes
 		rep.MapSize = total
 	}
-	if !c.s.reserveShm(int64(total)) {
+	// A region larger than the whole budget never fits: no wait.
+	if int64(total) > c.s.maxShm || !c.s.awaitEnd(c, c.stopCh, func() bool { return c.s.reserveShm(int64(total)) }) {
+		if c.stopping.Load() {
+			return errShuttingDown
+		}
 		return noRoom(StatusNoMemory, fmt.Errorf("region of %d bytes asked for, %d of the daemon's %d bytes of shared memory are taken",
 			total, c.s.shm.Load(), c.s.maxShm))
 	}

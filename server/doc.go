@@ -54,7 +54,12 @@
 //   - Clients are capped: connections past hello (Options.MaxConns; as
 //     many again may wait to say hello, the oldest closed for a newer
 //     one) and the shared memory of all regions together
-//     (Options.MaxSharedMemory).
+//     (Options.MaxSharedMemory). A client that finds a cap reached while
+//     another connection is ending (its client hung up, which its socket
+//     tells before the daemon reads the end, or its teardown runs) waits
+//     for that one to give its place and memory back (Server.awaitEnd,
+//     up to slotWait), and is refused only if none is ending: a client
+//     is never refused for one that has already gone.
 //
 // Lock order: Server.mu is taken alone. A connection's handleTable.mu is
 // taken before a handle's mu; a handle's mu is held (shared) across the

@@ -135,3 +135,11 @@ func RingDaemonSleeps(c *Client) bool {
 // test binary run as `zonefold serve` (TestMain), which has no test to
 // clean up after.
 func SetExecHook(f func(*Request, *Reply)) { execHook.Store(&f) }
+
+// NewTestDaemonMaxConns is NewTestDaemon serving at most n clients at
+// once (--max-clients).
+func NewTestDaemonMaxConns(t *testing.T, n int) (socket string) {
+	t.Helper()
+	socket, _, _ = newTestServerEmu(t, Options{MaxConns: n})
+	return socket
+}

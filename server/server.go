@@ -80,9 +80,15 @@ type Server struct {
 	evictWaiting atomic.Int64
 
 	sessions atomic.Int64 // connections past hello holding one of maxConns
+	// awaiting counts the connections waiting for an ending one's place
+	// or memory (awaitEnd), at most maxConns.
+	awaiting atomic.Int64
 
-	mu      sync.Mutex
-	conns   map[*conn]struct{}
+	mu    sync.Mutex
+	conns map[*conn]struct{}
+	// ended is closed, and replaced, each time a connection ends, once
+	// its session's place and its region's memory are given back.
+	ended   chan struct{}
 	closing bool
 	// greeting holds the connections that have not yet said hello, by
 	// the order they came in (conn.greetSeq); see start.
@@ -167,7 +173,7 @@ func New(e *engine.Engine, opts Options) *Server {
 		opts.MaxSharedMemory = DefaultSharedMemory()
 	}
 	return &Server{e: e, log: opts.Log, grace: opts.Grace, maxConns: opts.MaxConns, maxShm: opts.MaxSharedMemory,
-		procs: runtime.GOMAXPROCS(0), conns: map[*conn]struct{}{}, greeting: map[*conn]struct{}{}}
+		procs: runtime.GOMAXPROCS(0), conns: map[*conn]struct{}{}, greeting: map[*conn]struct{}{}, ended: make(chan struct{})}
 }
 
 // reserveShm takes n bytes of the shared-memory budget, if they fit.
@@ -285,8 +291,11 @@ func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 // soon as it connects, so the oldest silent one is the likeliest
 // squatter), so new clients always get in and silent ones never hold
 // more than MaxConns descriptors.
+//
+// A connection that finds every place taken while a session is ending
+// (awaitEnd) is not refused here: its hello waits for that place.
 func (s *Server) start(uc *net.UnixConn) {
-	if s.sessions.Load() >= int64(s.maxConns) {
+	if s.sessions.Load() >= int64(s.maxConns) && (s.awaiting.Load() >= int64(s.maxConns) || !s.ending(nil)) {
 		s.refuse(uc)
 		return
 	}
@@ -320,15 +329,103 @@ func (s *Server) start(uc *net.UnixConn) {
 	go func() {
 		defer s.connWG.Done()
 		c.serve()
-		s.mu.Lock()
-		delete(s.conns, c)
-		delete(s.greeting, c)
-		s.mu.Unlock()
 		if c.session {
 			s.sessions.Add(-1)
 		}
+		// Its place and memory (serve gave that back) are free before
+		// it leaves conns and ended is closed, in one step: a waiter
+		// (awaitEnd) that finds it gone from conns finds ended closed.
+		s.mu.Lock()
+		delete(s.conns, c)
+		delete(s.greeting, c)
+		close(s.ended)
+		s.ended = make(chan struct{})
+		s.mu.Unlock()
 		s.stats.active.Add(-1)
 	}()
+}
+
+// slotWait bounds how long a connection waits for an ending session's
+// place or memory (awaitEnd) before it is refused.
+var slotWait = 2 * time.Second
+
+// awaitEndHook, set by tests, runs when a connection begins to wait for
+// an ending session (awaitEnd).
+var awaitEndHook atomic.Pointer[func()]
+
+// awaitEnd takes what take takes (a session's place, room for a region)
+// for c, waiting for it while another connection is ending, and reports
+// whether it got it. A client that closed its connection gives its place
+// and its region's memory back only once the daemon has read its end and
+// torn its session down, which a client connecting right after it would
+// otherwise find taken: fio closes its setup connection before its job
+// connects (or before the setup connects again with a larger region),
+// and at --max-clients 1 the job was refused with EUSERS in a third of
+// the runs (TestH43dFioJobAtTheClientCap). So c is refused at once only
+// if no connection is ending (its client hung up, or its teardown runs:
+// ending), else once none is any more, after slotWait, or when stop
+// closes (shutdown). At most maxConns connections wait at once.
+func (s *Server) awaitEnd(c *conn, stop <-chan struct{}, take func() bool) bool {
+	var timeout <-chan time.Time
+	for waited := false; ; {
+		s.mu.Lock()
+		ended := s.ended
+		s.mu.Unlock()
+		if take() {
+			return true
+		}
+		if !s.ending(c) {
+			// One that ended after ended was read may have given
+			// back what take found taken.
+			select {
+			case <-ended:
+				continue
+			default:
+				return false
+			}
+		}
+		if !waited {
+			waited = true
+			if s.awaiting.Add(1) > int64(s.maxConns) {
+				s.awaiting.Add(-1)
+				return false
+			}
+			defer s.awaiting.Add(-1)
+			t := time.NewTimer(slotWait)
+			defer t.Stop()
+			timeout = t.C
+			if hook := awaitEndHook.Load(); hook != nil {
+				(*hook)()
+			}
+		}
+		select {
+		case <-ended:
+		case <-stop:
+			return false
+		case <-timeout:
+			return take()
+		}
+	}
+}
+
+// ending reports whether a connection other than self is ending: its
+// client has hung up (its socket says so at once, before the daemon has
+// read its end) or its teardown runs.
+func (s *Server) ending(self *conn) bool {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		if c != self {
+			conns = append(conns, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		if c.ending.Load() || c.peerHungUp() {
+			return true
+		}
+	}
+	return false
 }
 
 // leaveGreeting takes c out of the greeting set once its hello is read,
