@@ -876,7 +876,7 @@ func findRow(rows []*gcRow, name string) *gcRow {
 }
 
 func printGC(out io.Writer, dir string, sum gcSummary) error {
-	fmt.Fprintf(out, "gc: %d round(s), configurations alternating; each figure the median over the rounds [min-max];\n", sum.Repeat)
+	fmt.Fprintf(out, "gc: %s, configurations alternating; each figure the median over the rounds [min-max];\n", report.Plural(sum.Repeat, "round"))
 	fmt.Fprintf(out, "    measured for %.2g device capacities (uniform: %.2g) once the WAF of successive %.2g-capacity windows changes by less than %.0f%% (warm-up cap %.2g)\n",
 		sum.Steady.Span, sum.Steady.forWorkload(WorkUniform).Span, sum.Steady.Window, sum.Steady.Tol*100, sum.Steady.Cap)
 	for _, ws := range sum.workloads {

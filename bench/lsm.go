@@ -382,7 +382,7 @@ func LSM(ctx context.Context, stdout io.Writer, device string, o LSMOptions) err
 		}
 	}
 	if len(missed) > 0 {
-		return fmt.Errorf("bench lsm: %d target(s) missed: %s", len(missed), strings.Join(missed, "; "))
+		return fmt.Errorf("bench lsm: %s missed: %s", report.Plural(len(missed), "target"), strings.Join(missed, "; "))
 	}
 	return nil
 }
@@ -1329,8 +1329,8 @@ func printLSM(out io.Writer, dir string, sum lsmSummary, runs []*lsmRun) error {
 	if sum.Sync {
 		durability = "pebble.Sync on every write"
 	}
-	fmt.Fprintf(out, "lsm: Pebble on %s; %d keys of %d B + %d B values (%.0f%% of %s), fill in random order, then %d random overwrites (%.3g device capacities); %s; %d round(s), configurations alternating\n",
-		sum.Device, sum.Keys, sum.KeySize, sum.ValueSize, sum.Util*100, human(sum.Capacity), sum.Overwrite, sum.Passes, durability, sum.Rounds)
+	fmt.Fprintf(out, "lsm: Pebble on %s; %d keys of %d B + %d B values (%.0f%% of %s), fill in random order, then %d random overwrites (%.3g device capacities); %s; %s, configurations alternating\n",
+		sum.Device, sum.Keys, sum.KeySize, sum.ValueSize, sum.Util*100, human(sum.Capacity), sum.Overwrite, sum.Passes, durability, report.Plural(sum.Rounds, "round"))
 	if sum.Against != "" {
 		fmt.Fprintf(out, "kernel baseline: Pebble's default file system in %s\n", sum.Against)
 	}

@@ -693,8 +693,8 @@ func met(ok bool) string {
 
 func printPeers(out io.Writer, dir string, sum *PeersSummary) error {
 	fmt.Fprintf(out, "peers: %s (Linux %s): %s\n", sum.Device, sum.Kernel, sum.Geometry)
-	fmt.Fprintf(out, "zonefold cache %s, kernel dirty page limit %s; %d round(s); WAF = the device's written bytes / the workload's, over the measured part\n",
-		human(sum.Cache), human(sum.DirtyMax), sum.Repeat)
+	fmt.Fprintf(out, "zonefold cache %s, kernel dirty page limit %s; %s; WAF = the device's written bytes / the workload's, over the measured part\n",
+		human(sum.Cache), human(sum.DirtyMax), report.Plural(sum.Repeat, "round"))
 	st := sum.Steady
 	fmt.Fprintf(out, "steady state: windows of %.2g capacities within %.0f%%, warm-up at most %.2g capacities, then %.2g measured",
 		st.Window, st.Tol*100, st.Cap, st.Span)

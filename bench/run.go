@@ -47,8 +47,12 @@ func Run(ctx context.Context, out io.Writer, device string, o RunOptions) (err e
 	// the device, with the engine's admission internals: say it first.
 	if need, capacity := int64(w.Files)*w.Size, e.Capacity(); need > capacity {
 		e.Close()
-		return fmt.Errorf("bench run: %d files x %s (%s) need more than the device's %s of data zones: lower --size, --files or --scale",
-			w.Files, report.Human(w.Size), report.Human(need), report.Human(capacity))
+		files := fmt.Sprintf("%d files x %s (%s) need", w.Files, report.Human(w.Size), report.Human(need))
+		if w.Files == 1 {
+			files = fmt.Sprintf("1 file of %s needs", report.Human(w.Size))
+		}
+		return fmt.Errorf("bench run: %s more than the device's %s of data zones: lower --size, --files or --scale",
+			files, report.Human(capacity))
 	}
 	if o.Progress != nil {
 		bar := newProgress(o.Progress, int64(w.Files)*w.Size, "bench run")
@@ -124,8 +128,8 @@ func printRun(out io.Writer, o RunOptions, w Workload, r WorkloadResult) error {
 	if o.JSON {
 		return WriteJSON(out, s)
 	}
-	fmt.Fprintf(out, "%d file(s) x %s, %s, bs %s, iodepth %d, placement %s\n\n",
-		w.Files, human(w.Size), w.RW, human(int64(w.BS)), w.IODepth, s.Placement)
+	fmt.Fprintf(out, "%s x %s, %s, bs %s, iodepth %d, placement %s\n\n",
+		report.Plural(w.Files, "file"), human(w.Size), w.RW, human(int64(w.BS)), w.IODepth, s.Placement)
 	tw := newTable(out)
 	fmt.Fprintln(tw, "MiB/s\tIOPS\tp50\tp99\tWAF\tdevice MiB\tGC MiB\tSQEs/enter\t")
 	fmt.Fprintf(tw, "%.1f\t%.0f\t%v\t%v\t%s\t%.1f\t%.1f\t%s\t\n", s.MiBps, s.IOPS,

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/zonefold/zonefold/bench"
+	"github.com/zonefold/zonefold/cache"
 	"github.com/zonefold/zonefold/engine"
 	"github.com/zonefold/zonefold/server"
 	"github.com/zonefold/zonefold/zns"
@@ -53,7 +54,17 @@ func (f *engineFlags) config() (engine.Config, error) {
 	if n == 0 {
 		// The engine reads 0 as "the default": 256 MiB held for a
 		// user who asked for none.
-		return cfg, usagef("--cache 0: every read and write goes through the cache; want 4 KiB to 8 TiB")
+		return cfg, usagef("--cache 0: every read and write goes through the cache; want at least 4 KiB and less than 8 TiB")
+	}
+	// A size the cache cannot be (8T is a page too many) or the machine
+	// cannot hold is the flag's value wrong, as --open-zones above the
+	// device is: refused here with the flag named, before the device is
+	// touched. It exited 1 with the engine's "cache: size 9 TiB: ...".
+	var se *cache.SizeError
+	if err := cache.CheckSize(n); errors.As(err, &se) {
+		return cfg, usagef("--cache %s: %s", f.cache, se.Why)
+	} else if err != nil {
+		return cfg, err
 	}
 	cfg.CacheBytes = n
 	cfg.ReadaheadMax = f.readahead
@@ -122,6 +133,10 @@ first two sequential zones. A device that holds data is refused unless
 			}
 			defer func() { release(err == nil) }()
 			sb, err := engine.Format(dev, engine.FormatOptions{Force: force, Zones: zones})
+			var ne *engine.NotEmptyError
+			if errors.As(err, &ne) {
+				return refuseFormat(args[0], ne)
+			}
 			if err != nil {
 				return err
 			}
@@ -140,6 +155,18 @@ first two sequential zones. A device that holds data is refused unless
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	countVar(cmd.Flags(), &zones, "zones", 0, "use only the first N zones (0: all)")
 	return cmd
+}
+
+// refuseFormat is format's refusal of a device that holds data, with
+// the ways on: it said "engine: zone 0 is not empty: the device holds
+// data (--force erases it)" of a device formatted already, leaving the
+// user to guess what was there and whether serve would take it.
+func refuseFormat(device string, ne *engine.NotEmptyError) error {
+	if ne.FileSystem {
+		return fmt.Errorf("%s holds %s, formatted already: `zonefold serve DEVICE` serves it as it is, "+
+			"`zonefold format --force DEVICE` erases it and its files", device, ne.Holds)
+	}
+	return fmt.Errorf("%s holds %s: `zonefold format --force DEVICE` erases it", device, ne.Holds)
 }
 
 // refuseStartOver refuses an emu device string with format=1, which

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/zonefold/zonefold/engine"
+	output "github.com/zonefold/zonefold/internal/report"
 	"github.com/zonefold/zonefold/zns"
 )
 
@@ -209,7 +210,7 @@ func applyAction(w io.Writer, d zns.Device, a zoneAction, zone int, all bool) (e
 	if err := d.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%s: %d zone(s)\n", a.verb, len(targets))
+	fmt.Fprintf(w, "%s: %s\n", a.verb, output.Plural(len(targets), "zone"))
 	return nil
 }
 

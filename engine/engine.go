@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zonefold/zonefold/cache"
+	"github.com/zonefold/zonefold/internal/report"
 	"github.com/zonefold/zonefold/internal/wake"
 	"github.com/zonefold/zonefold/uring"
 	"github.com/zonefold/zonefold/writeback"
@@ -954,7 +955,7 @@ func planOpenZones(cfg *Config, geo zns.Geometry, dataZones int) (budget, stream
 	}
 	if limit > 0 && budget > limit-kept {
 		return 0, 0, &ConfigError{Setting: "OpenZones", Value: budget, Max: limit - kept,
-			Why: fmt.Sprintf("the device allows %d open zones, and zonefold keeps %d for GC's %d stream(s) and metadata", limit, kept, streams)}
+			Why: fmt.Sprintf("the device allows %d open zones, and zonefold keeps %d for GC's %s and metadata", limit, kept, report.Plural(streams, "stream"))}
 	}
 	return budget, streams, nil
 }
@@ -1544,22 +1545,14 @@ func abandoned(ops string, durable bool, cause error) error {
 // line report requests nobody sent.
 func (e *Engine) operations(n int64) string {
 	windows := min(max(e.raActive.Load(), 0), n)
-	ops := plural(n-windows, "operation")
+	ops := report.Plural(n-windows, "operation")
 	switch {
 	case windows == 0:
 		return ops
 	case n == windows:
-		return plural(windows, "readahead window")
+		return report.Plural(windows, "readahead window")
 	}
-	return ops + " and " + plural(windows, "readahead window")
-}
-
-// plural is "1 thing", "n things".
-func plural(n int64, thing string) string {
-	if n == 1 {
-		return "1 " + thing
-	}
-	return fmt.Sprintf("%d %ss", n, thing)
+	return ops + " and " + report.Plural(windows, "readahead window")
 }
 
 // blockPool is a fixed set of BlockSize buffers in page-aligned memory
