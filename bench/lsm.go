@@ -362,7 +362,13 @@ type lsmWork struct {
 }
 
 // LSM runs bench lsm.
-func LSM(ctx context.Context, stdout io.Writer, device string, o LSMOptions) error {
+func LSM(ctx context.Context, stdout io.Writer, device string, o LSMOptions) (err error) {
+	// A bench that fails removes an emu file it created, whichever run
+	// failed, and also when the runs went well and what followed them
+	// failed (the summary not written, a target missed under --check):
+	// measureLSM's own removal missed those, and the retry was refused
+	// as holding data.
+	defer func(remove func(error)) { remove(err) }(removeIfCreated(device))
 	sum, runs, err := measureLSM(ctx, device, o)
 	if err != nil {
 		return err
@@ -532,9 +538,6 @@ func measureLSM(ctx context.Context, device string, o LSMOptions) (sum lsmSummar
 	if err := CheckErasable(device, o.Force); err != nil {
 		return sum, nil, err
 	}
-	// A bench that fails removes an emu file it created, whichever run
-	// failed.
-	defer func(remove func(error)) { remove(err) }(removeIfCreated(device))
 	if o.Against != "" {
 		if fi, err := os.Stat(o.Against); err != nil || !fi.IsDir() {
 			return sum, nil, fmt.Errorf("--against %s: want an existing folder", o.Against)
