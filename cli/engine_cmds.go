@@ -218,6 +218,9 @@ type runOpts struct {
 	loops    int
 	json     bool
 	force    bool
+	// warmCache keeps what a read run's layout left in the cache (bench
+	// run's --warm-cache).
+	warmCache bool
 	// rws are the --rw values the command takes (register).
 	rws []string
 }
@@ -241,13 +244,20 @@ the engine's File API with a progress bar, and prints MiB/s, IOPS, latency
 percentiles and write amplification. Presets reproduce the kernel series'
 workloads: seq128k (bs=128k, iodepth 16), 4x1m (4 files, bs=1M, end_fsync),
 16x8k (16 files, 8k random writes, iodepth 4, 1G each), 4k-qd128 (4k random
-writes, iodepth 128); --scale shrinks them.`,
+writes, iodepth 128); --scale shrinks them.
+
+Read runs (--rw read, randread) first lay the files out, untimed, through
+the cache; then the cache is written back and emptied, as drop_caches
+does for a kernel file system, so that the timed reads come from the
+device (--warm-cache keeps it, and the reads time the cache instead). The
+output says how much of what was read came from the device.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBenchRun(cmd, args[0], o)
 		},
 	}
 	o.register(cmd.Flags(), "write", "randwrite", "read", "randread")
+	cmd.Flags().BoolVar(&o.warmCache, "warm-cache", false, "read runs: keep what the untimed layout left in the cache, so that the reads time the cache (by default it is emptied first, and they time the device)")
 	return cmd
 }
 
@@ -283,6 +293,10 @@ func runBenchRun(cmd *cobra.Command, device string, o runOpts) error {
 	if err := refuseStartOver(device, o.force, "give --force too, or drop format=1"); err != nil {
 		return err
 	}
+	if o.warmCache && w.RW != "read" && w.RW != "randread" {
+		return usagef("--warm-cache: only a read run (--rw read or randread) lays its files out through the cache before it is timed")
+	}
+	w.WarmCache = o.warmCache
 	ro := bench.RunOptions{Workload: w, Config: cfg, JSON: o.json, Force: o.force}
 	if !o.json && isTerminal(cmd.ErrOrStderr()) {
 		ro.Progress = cmd.ErrOrStderr()
