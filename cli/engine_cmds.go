@@ -132,6 +132,12 @@ first two sequential zones. A device that holds data is refused unless
 				return err
 			}
 			defer func() { release(err == nil) }()
+			// More zones than the device has is the flag's value
+			// wrong, as --open-zones above the device is: it exited
+			// 1 with the engine's "format: 100 zones asked for".
+			if g := dev.Geometry(); zones > g.Zones {
+				return usagef("--zones %d: the device has %d zones", zones, g.Zones)
+			}
 			sb, err := engine.Format(dev, engine.FormatOptions{Force: force, Zones: zones})
 			var ne *engine.NotEmptyError
 			if errors.As(err, &ne) {
