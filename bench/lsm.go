@@ -117,7 +117,7 @@ func (o LSMOptions) validate() error {
 	case o.keys() < 1000 || o.keys() > 10*LSMScaleKeys:
 		return fmt.Errorf("--scale %v gives %d keys: want 1000 up to %d", o.Scale, o.keys(), 10*LSMScaleKeys)
 	case o.ValueSize < 1 || o.ValueSize > 1<<20:
-		return fmt.Errorf("--value-size %d: want 1 up to 1M", o.ValueSize)
+		return fmt.Errorf("--value-size %s: want 1 B up to 1 MiB", human(int64(o.ValueSize)))
 	case !(o.Util > 0 && o.Util <= lsmUtilLimit):
 		return fmt.Errorf("--util %v: want more than 0 and at most %v: %s", o.Util, lsmUtilLimit, lsmUtilWhy)
 	case !(o.Passes > 0 && o.Passes <= 100):
@@ -125,15 +125,15 @@ func (o LSMOptions) validate() error {
 	case o.Rounds < 1 || o.Rounds > 100:
 		return fmt.Errorf("--rounds %d: want 1..100", o.Rounds)
 	case o.CacheBytes != 0 && o.CacheBytes < 4<<20:
-		return fmt.Errorf("--cache %d: want 0 (auto) or at least 4M", o.CacheBytes)
+		return fmt.Errorf("--cache %s: want 0 (auto) or at least 4 MiB", human(o.CacheBytes))
 	case o.BlockCache < 1<<20:
-		return fmt.Errorf("--block-cache %d: want at least 1M", o.BlockCache)
+		return fmt.Errorf("--block-cache %s: want at least 1 MiB", human(o.BlockCache))
 	case o.ZoneSize != 0 && (o.ZoneSize < 1<<20 || o.ZoneSize%engine.BlockSize != 0):
-		return fmt.Errorf("--zone-size %d: want 0 (auto) or at least 1M, a multiple of %d", o.ZoneSize, engine.BlockSize)
+		return fmt.Errorf("--zone-size %s: want 0 (auto) or at least 1 MiB, a multiple of %s", human(o.ZoneSize), human(engine.BlockSize))
 	case o.OpenZones != 0 && (o.OpenZones < 4 || o.OpenZones > 1024):
 		return fmt.Errorf("--open-zones %d: want 0 (16) or 4 up to 1024 (metadata, GC and at least two data zones)", o.OpenZones)
 	case o.TableSize != 0 && (o.TableSize < 64<<10 || o.TableSize > 1<<30):
-		return fmt.Errorf("--table-size %d: want 0 (auto) or 64K up to 1G", o.TableSize)
+		return fmt.Errorf("--table-size %s: want 0 (auto) or 64 KiB up to 1 GiB", human(o.TableSize))
 	case o.Compactions < 0 || o.Compactions > 64:
 		return fmt.Errorf("--compactions %d: want 0 (Pebble's one, two under debt) up to 64", o.Compactions)
 	case o.L0Stop != 0 && (o.L0Stop < 4 || o.L0Stop > 1000):

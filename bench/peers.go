@@ -83,11 +83,11 @@ func (o PeersOptions) validate() error {
 	case o.IODepth < 1 || o.IODepth > 1024:
 		return fmt.Errorf("--iodepth %d: want 1..1024", o.IODepth)
 	case o.BS < engine.BlockSize || o.BS%engine.BlockSize != 0 || o.BS > 16<<20:
-		return fmt.Errorf("--bs %d: want a multiple of %d up to 16M", o.BS, engine.BlockSize)
+		return fmt.Errorf("--bs %s: want a multiple of %s up to 16 MiB", human(int64(o.BS)), human(engine.BlockSize))
 	case !(o.Util > 0 && o.Util <= 0.95):
 		return fmt.Errorf("--util %v: want more than 0 and at most 0.95 (GC needs free zones)", o.Util)
 	case o.CacheBytes < 1<<20:
-		return fmt.Errorf("--cache %d: want at least 1M", o.CacheBytes)
+		return fmt.Errorf("--cache %s: want at least 1 MiB", human(o.CacheBytes))
 	case o.Repeat < 1 || o.Repeat > 100:
 		return fmt.Errorf("--repeat %d: want 1..100", o.Repeat)
 	case o.Sample < time.Millisecond:
