@@ -53,19 +53,20 @@ func CheckSize(n int64) error {
 	}
 	avail, total, ok := memAvailable()
 	if ok && n > avail {
-		return &SizeError{Size: n, Why: fmt.Sprintf("more than the memory available (%s of %s): the cache is held in memory from the start",
+		return &SizeError{Size: n, AboveMemory: true, Why: fmt.Sprintf("more than the memory available (%s of %s): the cache is held in memory from the start",
 			report.Human(avail), report.Human(total))}
 	}
 	return nil
 }
 
 // SizeError is a cache size CheckSize refuses: outside what the arena
-// can be, or above the memory available. It is the caller's choice of
-// size, not a fault of the machine, so a command line reports it as a
-// bad flag value.
+// can be, which is the caller's choice of size and so a command line's
+// bad flag value, or above the memory available now (AboveMemory),
+// which is the machine's state as much as the caller's choice.
 type SizeError struct {
-	Size int64
-	Why  string // "want ...", or what bounds it
+	Size        int64
+	Why         string // "want ...", or what bounds it
+	AboveMemory bool
 }
 
 func (e *SizeError) Error() string {

@@ -56,13 +56,17 @@ func (f *engineFlags) config() (engine.Config, error) {
 		// user who asked for none.
 		return cfg, usagef("--cache 0: every read and write goes through the cache; want at least 4 KiB and less than 8 TiB")
 	}
-	// A size the cache cannot be (8T is a page too many) or the machine
-	// cannot hold is the flag's value wrong, as --open-zones above the
-	// device is: refused here with the flag named, before the device is
-	// touched. It exited 1 with the engine's "cache: size 9 TiB: ...".
+	// A size the cache cannot be (8T is a page too many) is the flag's
+	// value wrong, as --open-zones above the device is: a usage error,
+	// the flag named, before the device is touched. It exited 1 with
+	// the engine's "cache: size 9 TiB: ...". One above the memory
+	// available now stays a failure (the machine's state; h42d), said
+	// as the flag's all the same.
 	var se *cache.SizeError
-	if err := cache.CheckSize(n); errors.As(err, &se) {
+	if err := cache.CheckSize(n); errors.As(err, &se) && !se.AboveMemory {
 		return cfg, usagef("--cache %s: %s", f.cache, se.Why)
+	} else if se != nil {
+		return cfg, fmt.Errorf("--cache %s: %s", f.cache, se.Why)
 	} else if err != nil {
 		return cfg, err
 	}

@@ -133,9 +133,10 @@ func exitStatus(stderr io.Writer, err error, sig syscall.Signal, cmd *cobra.Comm
 	case errors.As(err, &bad):
 		// A value the benchmark refuses is a bad flag all the same.
 		u = &usageError{err: err}
-	case errors.As(err, &se):
-		// And a cache size the cache or the machine cannot take (a
-		// bench's --cache, checked by the engine).
+	case errors.As(err, &se) && !se.AboveMemory:
+		// And a cache size the cache cannot be (a bench's --cache,
+		// checked by the engine); one above the memory available is
+		// the machine's state, a failure.
 		u = &usageError{err: err}
 	case errors.As(err, &ce) && configFlags[ce.Setting].name != "":
 		// So is an engine setting the device cannot take: said as
