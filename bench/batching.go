@@ -54,7 +54,7 @@ func (o BatchingOptions) validate() error {
 	case o.QD < 1 || o.QD > 4096:
 		return fmt.Errorf("--qd %d: want 1..4096", o.QD)
 	case o.BS < 512 || o.BS%512 != 0:
-		return fmt.Errorf("--bs %d: want a multiple of 512", o.BS)
+		return fmt.Errorf("--bs %s: want a multiple of 512 B", human(int64(o.BS)))
 	case o.Rounds < 1 || o.Duration <= 0:
 		return fmt.Errorf("--rounds %d, --time %v: want both more than 0", o.Rounds, o.Duration)
 	case o.FileSize < int64(o.BS):

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/internal/report"
 	"github.com/zonefold/zonefold/server"
 )
 
@@ -222,8 +223,8 @@ func printFioBench(out io.Writer, asJSON bool, w Workload, rounds int, inproc, d
 	if w.EndFsync {
 		fsync = ", fsync at the end"
 	}
-	fmt.Fprintf(out, "%d file(s) x %s, %s, bs %s, iodepth %d%s, %d alternating rounds\n\n",
-		w.Files, human(w.Size), w.RW, human(int64(w.BS)), w.IODepth, fsync, rounds)
+	fmt.Fprintf(out, "%s x %s, %s, bs %s, iodepth %d%s, %d alternating rounds\n\n",
+		report.Plural(w.Files, "file"), human(w.Size), w.RW, human(int64(w.BS)), w.IODepth, fsync, rounds)
 	tw := newTable(out)
 	fmt.Fprintln(tw, "in-process MiB/s\tfio+daemon MiB/s\tratio\t")
 	fmt.Fprintf(tw, "%.1f\t%.1f\t%.2f\t\n", s.InProcessMiBps, s.DaemonMiBps, s.Ratio)

@@ -62,13 +62,13 @@ func (o FoliosOptions) validate() error {
 	case o.BlockSize != 512 && o.BlockSize != 1024 && o.BlockSize != 2048 && o.BlockSize != 4096:
 		return fmt.Errorf("--block-size %d: want 512, 1024, 2048 or 4096", o.BlockSize)
 	case o.WriteSize < 4096 || o.WriteSize%4096 != 0:
-		return fmt.Errorf("--bs %d: want a multiple of 4096", o.WriteSize)
+		return fmt.Errorf("--bs %s: want a multiple of 4 KiB", human(int64(o.WriteSize)))
 	case o.CacheSize < 8*int64(o.WriteSize) || o.CacheSize < 4<<20:
-		return fmt.Errorf("--cache-size %d: want at least 4 MiB and 8 writes", o.CacheSize)
+		return fmt.Errorf("--cache-size %s: want at least 4 MiB and 8 writes", human(int64(o.CacheSize)))
 	case o.SmallSize < 1 || o.SmallFile < int64(o.SmallSize):
 		return fmt.Errorf("--small-bs %d, --small-file %d: want 1 <= small-bs <= small-file", o.SmallSize, o.SmallFile)
 	case o.MaxIO < 2*engine.BlockSize || o.MaxIO%engine.BlockSize != 0 || o.MaxIO > 64<<20:
-		return fmt.Errorf("--max-io %d: want a multiple of %d from %d to 64M (a record header and data)", o.MaxIO, engine.BlockSize, 2*engine.BlockSize)
+		return fmt.Errorf("--max-io %s: want a multiple of %s from %s to 64 MiB (a record header and data)", human(int64(o.MaxIO)), human(engine.BlockSize), human(2*engine.BlockSize))
 	}
 	return nil
 }

@@ -339,9 +339,9 @@ func (o GCOptions) validate() error {
 	case !(o.Util > 0 && o.Util <= 0.95):
 		return fmt.Errorf("--util %v: want more than 0 and at most 0.95 (GC needs free zones)", o.Util)
 	case o.BS < engine.BlockSize || o.BS%engine.BlockSize != 0 || o.BS > 16<<20:
-		return fmt.Errorf("--bs %d: want a multiple of %d up to 16M", o.BS, engine.BlockSize)
+		return fmt.Errorf("--bs %s: want a multiple of %s up to 16 MiB", human(int64(o.BS)), human(engine.BlockSize))
 	case o.CacheBytes < 1<<20:
-		return fmt.Errorf("--cache %d: want at least 1M", o.CacheBytes)
+		return fmt.Errorf("--cache %s: want at least 1 MiB", human(o.CacheBytes))
 	case o.Repeat < 1 || o.Repeat > 100:
 		return fmt.Errorf("--repeat %d: want 1..100", o.Repeat)
 	case o.Sample < time.Millisecond:
@@ -876,7 +876,7 @@ func findRow(rows []*gcRow, name string) *gcRow {
 }
 
 func printGC(out io.Writer, dir string, sum gcSummary) error {
-	fmt.Fprintf(out, "gc: %d round(s), configurations alternating; each figure the median over the rounds [min-max];\n", sum.Repeat)
+	fmt.Fprintf(out, "gc: %s, configurations alternating; each figure the median over the rounds [min-max];\n", report.Plural(sum.Repeat, "round"))
 	fmt.Fprintf(out, "    measured for %.2g device capacities (uniform: %.2g) once the WAF of successive %.2g-capacity windows changes by less than %.0f%% (warm-up cap %.2g)\n",
 		sum.Steady.Span, sum.Steady.forWorkload(WorkUniform).Span, sum.Steady.Window, sum.Steady.Tol*100, sum.Steady.Cap)
 	for _, ws := range sum.workloads {

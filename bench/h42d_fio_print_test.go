@@ -18,7 +18,7 @@ func TestFioBenchPrintsHumanBlockSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	head, _, _ := strings.Cut(out.String(), "\n")
-	if want := "1 file(s) x 256 MiB, write, bs 128 KiB, iodepth 16, fsync at the end, 3 alternating rounds"; head != want {
+	if want := "1 file x 256 MiB, write, bs 128 KiB, iodepth 16, fsync at the end, 3 alternating rounds"; head != want {
 		t.Errorf("heading %q; want %q", head, want)
 	}
 	out.Reset()

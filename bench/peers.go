@@ -83,11 +83,11 @@ func (o PeersOptions) validate() error {
 	case o.IODepth < 1 || o.IODepth > 1024:
 		return fmt.Errorf("--iodepth %d: want 1..1024", o.IODepth)
 	case o.BS < engine.BlockSize || o.BS%engine.BlockSize != 0 || o.BS > 16<<20:
-		return fmt.Errorf("--bs %d: want a multiple of %d up to 16M", o.BS, engine.BlockSize)
+		return fmt.Errorf("--bs %s: want a multiple of %s up to 16 MiB", human(int64(o.BS)), human(engine.BlockSize))
 	case !(o.Util > 0 && o.Util <= 0.95):
 		return fmt.Errorf("--util %v: want more than 0 and at most 0.95 (GC needs free zones)", o.Util)
 	case o.CacheBytes < 1<<20:
-		return fmt.Errorf("--cache %d: want at least 1M", o.CacheBytes)
+		return fmt.Errorf("--cache %s: want at least 1 MiB", human(o.CacheBytes))
 	case o.Repeat < 1 || o.Repeat > 100:
 		return fmt.Errorf("--repeat %d: want 1..100", o.Repeat)
 	case o.Sample < time.Millisecond:
@@ -693,8 +693,8 @@ func met(ok bool) string {
 
 func printPeers(out io.Writer, dir string, sum *PeersSummary) error {
 	fmt.Fprintf(out, "peers: %s (Linux %s): %s\n", sum.Device, sum.Kernel, sum.Geometry)
-	fmt.Fprintf(out, "zonefold cache %s, kernel dirty page limit %s; %d round(s); WAF = the device's written bytes / the workload's, over the measured part\n",
-		human(sum.Cache), human(sum.DirtyMax), sum.Repeat)
+	fmt.Fprintf(out, "zonefold cache %s, kernel dirty page limit %s; %s; WAF = the device's written bytes / the workload's, over the measured part\n",
+		human(sum.Cache), human(sum.DirtyMax), report.Plural(sum.Repeat, "round"))
 	st := sum.Steady
 	fmt.Fprintf(out, "steady state: windows of %.2g capacities within %.0f%%, warm-up at most %.2g capacities, then %.2g measured",
 		st.Window, st.Tol*100, st.Cap, st.Span)

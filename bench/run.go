@@ -47,8 +47,12 @@ func Run(ctx context.Context, out io.Writer, device string, o RunOptions) (err e
 	// the device, with the engine's admission internals: say it first.
 	if need, capacity := int64(w.Files)*w.Size, e.Capacity(); need > capacity {
 		e.Close()
-		return fmt.Errorf("bench run: %d files x %s (%s) need more than the device's %s of data zones: lower --size, --files or --scale",
-			w.Files, report.Human(w.Size), report.Human(need), report.Human(capacity))
+		files := fmt.Sprintf("%d files x %s (%s) need", w.Files, report.Human(w.Size), report.Human(need))
+		if w.Files == 1 {
+			files = fmt.Sprintf("1 file of %s needs", report.Human(w.Size))
+		}
+		return fmt.Errorf("bench run: %s more than the device's %s of data zones: lower --size, --files or --scale",
+			files, report.Human(capacity))
 	}
 	if o.Progress != nil {
 		bar := newProgress(o.Progress, int64(w.Files)*w.Size, "bench run")
@@ -82,7 +86,8 @@ type runJSON struct {
 	WAF          *float64 `json:"waf,omitempty"` // none where nothing was written (a read run)
 	HostBytes    int64    `json:"host_bytes"`
 	DevBytes     int64    `json:"dev_bytes"`
-	DevReadBytes int64    `json:"dev_read_bytes"` // of the bytes a read run read, those read from the device
+	DevReadBytes int64    `json:"dev_read_bytes"`          // of the bytes a read run read, those read from the device
+	CacheEmptied bool     `json:"cache_emptied,omitempty"` // a read run emptied the cache before its timed reads (not --warm-cache)
 	GCBytes      int64    `json:"gc_bytes"`
 	ZonesReset   int64    `json:"zones_reset"`
 	SQEsPerEnter *float64 `json:"sqes_per_enter,omitempty"` // none where the ring was never entered (reads the cache served)
@@ -96,7 +101,8 @@ func runSummary(o RunOptions, w Workload, r WorkloadResult) runJSON {
 		P50us: micros(r.P50), P99us: micros(r.P99),
 		HostBytes: r.Stats.HostWritten, DevBytes: r.Stats.DevWritten(), DevReadBytes: r.Stats.DevRead,
 		GCBytes: r.Stats.GCWritten, ZonesReset: r.Stats.GCResets,
-		Seconds: r.Elapsed.Seconds(),
+		Seconds:      r.Elapsed.Seconds(),
+		CacheEmptied: (w.RW == "read" || w.RW == "randread") && !w.WarmCache,
 	}
 	if r.Stats.HostWritten > 0 {
 		// A run that wrote nothing has no write amplification: 0 read
@@ -124,8 +130,8 @@ func printRun(out io.Writer, o RunOptions, w Workload, r WorkloadResult) error {
 	if o.JSON {
 		return WriteJSON(out, s)
 	}
-	fmt.Fprintf(out, "%d file(s) x %s, %s, bs %s, iodepth %d, placement %s\n\n",
-		w.Files, human(w.Size), w.RW, human(int64(w.BS)), w.IODepth, s.Placement)
+	fmt.Fprintf(out, "%s x %s, %s, bs %s, iodepth %d, placement %s\n\n",
+		report.Plural(w.Files, "file"), human(w.Size), w.RW, human(int64(w.BS)), w.IODepth, s.Placement)
 	tw := newTable(out)
 	fmt.Fprintln(tw, "MiB/s\tIOPS\tp50\tp99\tWAF\tdevice MiB\tGC MiB\tSQEs/enter\t")
 	fmt.Fprintf(tw, "%.1f\t%.0f\t%v\t%v\t%s\t%.1f\t%.1f\t%s\t\n", s.MiBps, s.IOPS,
@@ -136,10 +142,15 @@ func printRun(out io.Writer, o RunOptions, w Workload, r WorkloadResult) error {
 	}
 	if (w.RW == "read" || w.RW == "randread") && r.Bytes > 0 {
 		// A read run's untimed layout writes its files through the
-		// cache, which serves what it still holds: with files that fit
-		// the cache the run measured the cache, and only this says so.
-		fmt.Fprintf(out, "\nread from the device: %s of %s (%.0f%%); the rest came from the cache, where the untimed layout left the files (a --cache below their size reads the device)\n",
+		// cache, which is emptied before the timed reads unless
+		// --warm-cache kept it: say which, and what the device served.
+		from := fmt.Sprintf("read from the device: %s of %s (%.0f%%)",
 			human(s.DevReadBytes), human(r.Bytes), 100*float64(s.DevReadBytes)/float64(r.Bytes))
+		if w.WarmCache {
+			fmt.Fprintf(out, "\n%s; the rest came from the cache, where the untimed layout left the files (--warm-cache)\n", from)
+		} else {
+			fmt.Fprintf(out, "\ncache emptied before the timed reads (as drop_caches; --warm-cache keeps it); %s\n", from)
+		}
 	}
 	return nil
 }

@@ -31,10 +31,16 @@ type Workload struct {
 	Ops int64
 	// Keep opens existing files as they are instead of truncating them:
 	// an overwrite phase after a fill phase.
-	Keep     bool
-	EndFsync bool   // fsync every file at the end, inside the timing
-	Prefix   string // file name prefix; default "job"
-	Seed     uint64
+	Keep bool
+	// WarmCache keeps, for a read workload, what the untimed layout
+	// left in the cache. Without it the cache is written back and
+	// emptied (Engine.DropCache) before the timed reads, which then
+	// read the device: with files that fit the cache, every read was
+	// a hit and bench run printed the cache's speed as the device's.
+	WarmCache bool
+	EndFsync  bool   // fsync every file at the end, inside the timing
+	Prefix    string // file name prefix; default "job"
+	Seed      uint64
 	// Progress, if set, is called now and then with bytes done and total.
 	Progress func(done, total int64)
 	// Sample, if set, is called every SampleEvery with the bytes done so
@@ -128,6 +134,11 @@ func RunWorkload(ctx context.Context, e *engine.Engine, w Workload) (WorkloadRes
 		}
 		if err != nil {
 			return WorkloadResult{}, err
+		}
+	}
+	if reading && !w.WarmCache {
+		if _, err := e.DropCache(ctx); err != nil {
+			return WorkloadResult{}, fmt.Errorf("workload: empty the cache before the reads: %w", err)
 		}
 	}
 	blocks := w.Size / int64(w.BS)

@@ -43,20 +43,38 @@ const MaxBytes = (1<<31 - 1) * pageSize
 // fails to map, or maps and has the kernel's OOM killer end the process
 // (or another one) while it is faulted in. Checking first lets a caller
 // refuse the size before it changes anything (serve --format --force
-// erased the device before --cache 8T, a typo for 8G, failed).
+// erased the device before --cache 8T, a typo for 8G, failed). A size
+// refused is a *SizeError.
 func CheckSize(n int64) error {
-	if n < pageSize {
-		return fmt.Errorf("cache: size %d B: want 4 KiB to 8 TiB", n)
-	}
-	if n&^(pageSize-1) > MaxBytes {
-		return fmt.Errorf("cache: size %s: want 4 KiB to 8 TiB", report.Human(n))
+	if n < pageSize || n&^(pageSize-1) > MaxBytes {
+		// MaxBytes is a page short of 8 TiB: "8T" itself is refused,
+		// and "want 4 KiB to 8 TiB" read as if it were taken.
+		return &SizeError{Size: n, Why: "want at least 4 KiB and less than 8 TiB"}
 	}
 	avail, total, ok := memAvailable()
 	if ok && n > avail {
-		return fmt.Errorf("cache: size %s is more than the memory available (%s of %s): the cache is held in memory from the start",
-			report.Human(n), report.Human(avail), report.Human(total))
+		return &SizeError{Size: n, AboveMemory: true, Why: fmt.Sprintf("more than the memory available (%s of %s): the cache is held in memory from the start",
+			report.Human(avail), report.Human(total))}
 	}
 	return nil
+}
+
+// SizeError is a cache size CheckSize refuses: outside what the arena
+// can be, which is the caller's choice of size and so a command line's
+// bad flag value, or above the memory available now (AboveMemory),
+// which is the machine's state as much as the caller's choice.
+type SizeError struct {
+	Size        int64
+	Why         string // "want ...", or what bounds it
+	AboveMemory bool
+}
+
+func (e *SizeError) Error() string {
+	size := report.Human(e.Size)
+	if e.Size < pageSize {
+		size = fmt.Sprintf("%d B", e.Size)
+	}
+	return fmt.Sprintf("cache: size %s: %s", size, e.Why)
 }
 
 // memAvailable reads MemAvailable and MemTotal from /proc/meminfo, and

@@ -21,13 +21,13 @@ func TestCheckSize(t *testing.T) {
 		n    int64
 		want string // "" for accepted
 	}{
-		{-1, "want 4 KiB to 8 TiB"},
-		{0, "want 4 KiB to 8 TiB"},
-		{4095, "4095 B: want 4 KiB"},
+		{-1, "-1 B: want at least 4 KiB and less than 8 TiB"},
+		{0, "0 B: want at least 4 KiB"},
+		{4095, "4095 B: want at least 4 KiB"},
 		{4096, ""},
 		{1 << 20, ""},
 		{MaxBytes + 4095, "memory"}, // rounds down to MaxBytes: in range
-		{MaxBytes + 4096, "8 TiB: want 4 KiB to 8 TiB"},
+		{MaxBytes + 4096, "8 TiB: want at least 4 KiB and less than 8 TiB"},
 		{100 << 40, "100 TiB: want"},
 		{total + 4096, "more than the memory available"},
 	} {

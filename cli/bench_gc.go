@@ -8,6 +8,13 @@ import (
 	"github.com/zonefold/zonefold/bench"
 )
 
+// What --placements and --gc-policies, given one without the other,
+// combine with.
+var (
+	gcPlacementsAlone = []string{"mru", "none", "round-robin"}
+	gcPoliciesAlone   = []string{"greedy"}
+)
+
 func newBenchGCCmd() *cobra.Command {
 	o := bench.DefaultGC
 	var skew string
@@ -111,7 +118,20 @@ real zoned device; null: serves the seed workload alone.`,
 			if len(args) == 1 {
 				device = args[0]
 			}
-			if cmd.Flags().Changed("placements") || cmd.Flags().Changed("gc-policies") {
+			if combine := cmd.Flags().Changed("placements") || cmd.Flags().Changed("gc-policies"); combine {
+				// Either list given alone combines with the other's
+				// own default, which is no default of the run's: the
+				// help said "(default [mru,none,round-robin])" of a
+				// run that, without either flag, compares --configs'.
+				if cmd.Flags().Changed("configs") {
+					return usagef("--configs and --placements/--gc-policies both name the configurations: give one or the other")
+				}
+				if len(placements) == 0 {
+					placements = gcPlacementsAlone
+				}
+				if len(gcPolicies) == 0 {
+					gcPolicies = gcPoliciesAlone
+				}
 				o.Configs = nil
 				for _, p := range placements {
 					for _, g := range gcPolicies {
@@ -144,8 +164,8 @@ real zoned device; null: serves the seed workload alone.`,
 	numberVar(f, &o.Steady.Span, "measure", o.Steady.Span, "device capacities measured once steady")
 	numberVar(f, &o.Steady.UniformSpan, "measure-uniform", o.Steady.UniformSpan, "device capacities measured once steady for uniform (0: --measure), whose WAF the verdict reads against the model")
 	f.StringSliceVar(&o.Configs, "configs", nil, "placement/gc-policy[/N-streams][/no-bg] configurations to compare (default: mru/greedy, none/greedy, and mru/cost-benefit for hotcold)")
-	f.StringSliceVar(&placements, "placements", []string{"mru", "none", "round-robin"}, "placements to combine with --gc-policies (replaces --configs)")
-	f.StringSliceVar(&gcPolicies, "gc-policies", []string{"greedy"}, "GC policies to combine with --placements (replaces --configs)")
+	f.StringSliceVar(&placements, "placements", nil, "placements to combine with --gc-policies, every pair compared instead of --configs' (with --gc-policies alone: "+strings.Join(gcPlacementsAlone, ", ")+")")
+	f.StringSliceVar(&gcPolicies, "gc-policies", nil, "GC policies to combine with --placements, every pair compared instead of --configs' (with --placements alone: "+strings.Join(gcPoliciesAlone, ", ")+")")
 	sizeVar(f, &o.CacheBytes, "cache", o.CacheBytes, "folio cache size: small, so that the cache absorbs few overwrites and the device sees the workload")
 	countVar(f, &o.OpenZones, "open-zones", 0, "data zones open at once (0: from the device's limits, at most 16)")
 	f.StringVar(&o.Out, "out", o.Out, "folder for the charts, CSV and JSON")

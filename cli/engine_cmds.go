@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/zonefold/zonefold/bench"
+	"github.com/zonefold/zonefold/cache"
 	"github.com/zonefold/zonefold/engine"
 	"github.com/zonefold/zonefold/server"
 	"github.com/zonefold/zonefold/zns"
@@ -53,7 +54,21 @@ func (f *engineFlags) config() (engine.Config, error) {
 	if n == 0 {
 		// The engine reads 0 as "the default": 256 MiB held for a
 		// user who asked for none.
-		return cfg, usagef("--cache 0: every read and write goes through the cache; want 4 KiB to 8 TiB")
+		return cfg, usagef("--cache 0: every read and write goes through the cache; want at least 4 KiB and less than 8 TiB")
+	}
+	// A size the cache cannot be (8T is a page too many) is the flag's
+	// value wrong, as --open-zones above the device is: a usage error,
+	// the flag named, before the device is touched. It exited 1 with
+	// the engine's "cache: size 9 TiB: ...". One above the memory
+	// available now stays a failure (the machine's state; h42d), said
+	// as the flag's all the same.
+	var se *cache.SizeError
+	if err := cache.CheckSize(n); errors.As(err, &se) && !se.AboveMemory {
+		return cfg, usagef("--cache %s: %s", f.cache, se.Why)
+	} else if se != nil {
+		return cfg, fmt.Errorf("--cache %s: %s", f.cache, se.Why)
+	} else if err != nil {
+		return cfg, err
 	}
 	cfg.CacheBytes = n
 	cfg.ReadaheadMax = f.readahead
@@ -121,7 +136,17 @@ first two sequential zones. A device that holds data is refused unless
 				return err
 			}
 			defer func() { release(err == nil) }()
+			// More zones than the device has is the flag's value
+			// wrong, as --open-zones above the device is: it exited
+			// 1 with the engine's "format: 100 zones asked for".
+			if g := dev.Geometry(); zones > g.Zones {
+				return usagef("--zones %d: the device has %d zones", zones, g.Zones)
+			}
 			sb, err := engine.Format(dev, engine.FormatOptions{Force: force, Zones: zones})
+			var ne *engine.NotEmptyError
+			if errors.As(err, &ne) {
+				return refuseFormat(args[0], ne)
+			}
 			if err != nil {
 				return err
 			}
@@ -140,6 +165,18 @@ first two sequential zones. A device that holds data is refused unless
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	countVar(cmd.Flags(), &zones, "zones", 0, "use only the first N zones (0: all)")
 	return cmd
+}
+
+// refuseFormat is format's refusal of a device that holds data, with
+// the ways on: it said "engine: zone 0 is not empty: the device holds
+// data (--force erases it)" of a device formatted already, leaving the
+// user to guess what was there and whether serve would take it.
+func refuseFormat(device string, ne *engine.NotEmptyError) error {
+	if ne.FileSystem {
+		return fmt.Errorf("%s holds %s, formatted already: `zonefold serve DEVICE` serves it as it is, "+
+			"`zonefold format --force DEVICE` erases it and its files", device, ne.Holds)
+	}
+	return fmt.Errorf("%s holds %s: `zonefold format --force DEVICE` erases it", device, ne.Holds)
 }
 
 // refuseStartOver refuses an emu device string with format=1, which
@@ -191,6 +228,9 @@ type runOpts struct {
 	loops    int
 	json     bool
 	force    bool
+	// warmCache keeps what a read run's layout left in the cache (bench
+	// run's --warm-cache).
+	warmCache bool
 	// rws are the --rw values the command takes (register).
 	rws []string
 }
@@ -214,13 +254,20 @@ the engine's File API with a progress bar, and prints MiB/s, IOPS, latency
 percentiles and write amplification. Presets reproduce the kernel series'
 workloads: seq128k (bs=128k, iodepth 16), 4x1m (4 files, bs=1M, end_fsync),
 16x8k (16 files, 8k random writes, iodepth 4, 1G each), 4k-qd128 (4k random
-writes, iodepth 128); --scale shrinks them.`,
+writes, iodepth 128); --scale shrinks them.
+
+Read runs (--rw read, randread) first lay the files out, untimed, through
+the cache; then the cache is written back and emptied, as drop_caches
+does for a kernel file system, so that the timed reads come from the
+device (--warm-cache keeps it, and the reads time the cache instead). The
+output says how much of what was read came from the device.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBenchRun(cmd, args[0], o)
 		},
 	}
 	o.register(cmd.Flags(), "write", "randwrite", "read", "randread")
+	cmd.Flags().BoolVar(&o.warmCache, "warm-cache", false, "read runs: keep what the untimed layout left in the cache, so that the reads time the cache (by default it is emptied first, and they time the device)")
 	return cmd
 }
 
@@ -256,6 +303,10 @@ func runBenchRun(cmd *cobra.Command, device string, o runOpts) error {
 	if err := refuseStartOver(device, o.force, "give --force too, or drop format=1"); err != nil {
 		return err
 	}
+	if o.warmCache && w.RW != "read" && w.RW != "randread" {
+		return usagef("--warm-cache: only a read run (--rw read or randread) lays its files out through the cache before it is timed")
+	}
+	w.WarmCache = o.warmCache
 	ro := bench.RunOptions{Workload: w, Config: cfg, JSON: o.json, Force: o.force}
 	if !o.json && isTerminal(cmd.ErrOrStderr()) {
 		ro.Progress = cmd.ErrOrStderr()

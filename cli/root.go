@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/zonefold/zonefold/bench"
+	"github.com/zonefold/zonefold/cache"
 	"github.com/zonefold/zonefold/engine"
 )
 
@@ -126,10 +127,16 @@ func exitStatus(stderr io.Writer, err error, sig syscall.Signal, cmd *cobra.Comm
 	var u *usageError
 	var bad *bench.OptionError
 	var ce *engine.ConfigError
+	var se *cache.SizeError
 	switch {
 	case errors.As(err, &u):
 	case errors.As(err, &bad):
 		// A value the benchmark refuses is a bad flag all the same.
+		u = &usageError{err: err}
+	case errors.As(err, &se) && !se.AboveMemory:
+		// And a cache size the cache cannot be (a bench's --cache,
+		// checked by the engine); one above the memory available is
+		// the machine's state, a failure.
 		u = &usageError{err: err}
 	case errors.As(err, &ce) && configFlags[ce.Setting].name != "":
 		// So is an engine setting the device cannot take: said as

@@ -31,10 +31,11 @@ func TestServeBadEngineConfigTouchesNoDevice(t *testing.T) {
 		// stderr must match this.
 		stderr string
 		// The exit status: more open zones than the device allows is a
-		// bad flag value (2, h42d), memory the machine lacks a failure.
+		// bad flag value (2, h42d), and so is a cache above the cache's
+		// limit (h43c); memory the machine lacks is a failure.
 		status int
 	}{
-		{"cache-above-limit", []string{"--cache", "100T"}, `100 TiB.*8 TiB`, 1},
+		{"cache-above-limit", []string{"--cache", "100T"}, `--cache 100T: want at least 4 KiB and less than 8 TiB`, 2},
 		{"cache-above-memory", []string{"--cache", twiceMemory}, `memory`, 1},
 		{"open-zones-above-device", []string{"--open-zones", "99"}, `--open-zones 99: the device allows 8 open zones`, 2},
 	} {

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/zonefold/zonefold/engine"
+	output "github.com/zonefold/zonefold/internal/report"
 	"github.com/zonefold/zonefold/zns"
 )
 
@@ -180,6 +181,11 @@ func runZoneAction(w io.Writer, device string, a zoneAction, zone int, all, forc
 		return err
 	}
 	defer func() { release(err == nil) }()
+	// A zone past the device is the flag's value wrong: it exited 1
+	// with the device's "zns: zone 99 of 16: out of range".
+	if g := d.Geometry(); !all && zone >= g.Zones {
+		return usagef("--zone %d: the device has %d zones (0 to %d)", zone, g.Zones, g.Zones-1)
+	}
 	if a.verb == "reset" && !force {
 		if sb, ok := engine.FileSystemOn(d); ok && (all || zone < sb.UsedZones) {
 			what := fmt.Sprintf("zone %d", zone)
@@ -209,7 +215,7 @@ func applyAction(w io.Writer, d zns.Device, a zoneAction, zone int, all bool) (e
 	if err := d.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%s: %d zone(s)\n", a.verb, len(targets))
+	fmt.Fprintf(w, "%s: %s\n", a.verb, output.Plural(len(targets), "zone"))
 	return nil
 }
 

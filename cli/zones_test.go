@@ -132,7 +132,7 @@ func TestZonesIllegalRequestsChangeNothing(t *testing.T) {
 	}{
 		{[]string{"reset", dev, "--zone", "0"}, "conventional zone"},
 		{[]string{"finish", dev, "--zone", "0"}, "conventional zone"},
-		{[]string{"reset", dev, "--zone", "4"}, "out of range"},
+		{[]string{"reset", dev, "--zone", "4"}, "--zone 4: the device has 4 zones (0 to 3)"},
 		{[]string{"open", dev, "--zone", "-1"}, `bad count "-1"`},
 		{[]string{"reset", dev}, "exactly one of --zone N and --all"},
 		{[]string{"reset", dev, "--zone", "1", "--all"}, "exactly one of --zone N and --all"},

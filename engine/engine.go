@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zonefold/zonefold/cache"
+	"github.com/zonefold/zonefold/internal/report"
 	"github.com/zonefold/zonefold/internal/wake"
 	"github.com/zonefold/zonefold/uring"
 	"github.com/zonefold/zonefold/writeback"
@@ -954,7 +956,7 @@ func planOpenZones(cfg *Config, geo zns.Geometry, dataZones int) (budget, stream
 	}
 	if limit > 0 && budget > limit-kept {
 		return 0, 0, &ConfigError{Setting: "OpenZones", Value: budget, Max: limit - kept,
-			Why: fmt.Sprintf("the device allows %d open zones, and zonefold keeps %d for GC's %d stream(s) and metadata", limit, kept, streams)}
+			Why: fmt.Sprintf("the device allows %d open zones, and zonefold keeps %d for GC's %s and metadata", limit, kept, report.Plural(streams, "stream"))}
 	}
 	return budget, streams, nil
 }
@@ -1425,6 +1427,25 @@ func (e *Engine) Sync(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// DropCache writes every file back (Sync) and then evicts every clean
+// folio, returning the bytes evicted: what `echo 3 >
+// /proc/sys/vm/drop_caches` does for a kernel file system, so that the
+// reads after it come from the device. For benchmarks that time device
+// reads (bench run's read modes): the files they lay out first stay in
+// the cache otherwise, and the reads time the cache. Folios that
+// readers or writers running beside it bring in stay; it takes no lock
+// of its own (Sync's, then the cache's, one at a time).
+func (e *Engine) DropCache(ctx context.Context) (int64, error) {
+	if err := e.Sync(ctx); err != nil {
+		return 0, err
+	}
+	if err := e.enter(); err != nil {
+		return 0, err
+	}
+	defer e.leave()
+	return e.cache.EvictClean(math.MaxInt64), nil
+}
+
 // forgetUnnamed drops what the cache and writeback hold of the files
 // removed (or renamed over) while open, for Close: nothing of them
 // survives the restart (their removal was logged), so writing their
@@ -1544,22 +1565,14 @@ func abandoned(ops string, durable bool, cause error) error {
 // line report requests nobody sent.
 func (e *Engine) operations(n int64) string {
 	windows := min(max(e.raActive.Load(), 0), n)
-	ops := plural(n-windows, "operation")
+	ops := report.Plural(n-windows, "operation")
 	switch {
 	case windows == 0:
 		return ops
 	case n == windows:
-		return plural(windows, "readahead window")
+		return report.Plural(windows, "readahead window")
 	}
-	return ops + " and " + plural(windows, "readahead window")
-}
-
-// plural is "1 thing", "n things".
-func plural(n int64, thing string) string {
-	if n == 1 {
-		return "1 " + thing
-	}
-	return fmt.Sprintf("%d %ss", n, thing)
+	return ops + " and " + report.Plural(windows, "readahead window")
 }
 
 // blockPool is a fixed set of BlockSize buffers in page-aligned memory

@@ -201,7 +201,7 @@ func TestGCStreamsFitTheOpenLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := Open(devName, Config{CacheBytes: 4 << 20, OpenZones: 3, GC: GCConfig{Streams: 2}})
-	if err == nil || !strings.Contains(err.Error(), "2 stream(s)") {
+	if err == nil || !strings.Contains(err.Error(), "2 streams") {
 		t.Fatalf("3 data zones and 2 GC streams on a device of 5 open zones: %v; want a refusal that names the streams", err)
 	}
 }

@@ -1338,12 +1338,32 @@ type FormatOptions struct {
 }
 
 // ErrNotEmpty is what CheckEmpty (and Format without Force) returns for a
-// device that holds data: a file system, or anything else written.
+// device that holds data: a file system, or anything else written. The
+// error returned says which (errors.Is finds ErrNotEmpty in it).
 var ErrNotEmpty = errors.New("the device holds data (--force erases it)")
+
+// NotEmptyError is CheckEmpty's refusal: what the device holds. A
+// command line words its own next step from it.
+type NotEmptyError struct {
+	// Holds is what the device holds: "a zonefold file system (uuid
+	// ...)" or "data that is not a zonefold file system (zone 3 is not
+	// empty)".
+	Holds string
+	// FileSystem says whether that is a zonefold file system.
+	FileSystem bool
+}
+
+func (e *NotEmptyError) Error() string {
+	return "engine: the device holds " + e.Holds + " (--force erases it)"
+}
+
+func (e *NotEmptyError) Is(target error) bool { return target == ErrNotEmpty }
 
 // CheckEmpty refuses a device whose first zones (0: all) hold data, as
 // Format does without Force: every command that erases a device the user
-// named asks it first.
+// named asks it first. The refusal says whether the data is a zonefold
+// file system (its uuid) or something else: "zone 0 is not empty" left a
+// user who had formatted the device already to guess.
 func CheckEmpty(dev zns.Device, zones int) error {
 	g := dev.Geometry()
 	report := make([]zns.Zone, g.Zones)
@@ -1356,7 +1376,10 @@ func CheckEmpty(dev zns.Device, zones int) error {
 			break
 		}
 		if z.Type != zns.TypeConventional && z.WP != z.Start {
-			return fmt.Errorf("engine: zone %d is not empty: %w", i, ErrNotEmpty)
+			if sb, ok := FileSystemOn(dev); ok {
+				return &NotEmptyError{Holds: fmt.Sprintf("a zonefold file system (uuid %s)", sb.ID()), FileSystem: true}
+			}
+			return &NotEmptyError{Holds: fmt.Sprintf("data that is not a zonefold file system (zone %d is not empty)", i)}
 		}
 	}
 	return nil

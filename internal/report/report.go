@@ -68,6 +68,15 @@ func (t *Table) Flush() error {
 // Micros is a duration in microseconds, for JSON fields named *_us.
 func Micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
+// Plural is "1 thing", "n things": output says "GC's 1 stream", not
+// "GC's 1 stream(s)".
+func Plural[N ~int | ~int64](n N, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
 var iecUnits = [...]string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
 
 // Human writes a byte count in binary units: exact when it is a whole

@@ -67,3 +67,17 @@ func TestMedianAndSpread(t *testing.T) {
 		}
 	}
 }
+
+func TestPlural(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want string
+	}{{0, "0 streams"}, {1, "1 stream"}, {2, "2 streams"}} {
+		if got := Plural(c.n, "stream"); got != c.want {
+			t.Errorf("Plural(%d, stream) = %q; want %q", c.n, got, c.want)
+		}
+	}
+	if got := Plural(int64(1), "zone"); got != "1 zone" {
+		t.Errorf("Plural(int64 1, zone) = %q", got)
+	}
+}
