@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/zonefold/zonefold/zns"
+)
+
+// h43fOpenBad opens devName through a device whose reads of [lo, hi)
+// fail (bad media), returning the engine (closed by the test), the
+// device, and Open's error.
+func h43fOpenBad(t *testing.T, devName string, lo, hi int64) (*Engine, *h39fBadRead, error) {
+	t.Helper()
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &h39fBadRead{Emu: dev.(*zns.Emu), lo: lo, hi: hi}
+	e, err := OpenDevice(d, smallConfig())
+	if err != nil {
+		dev.Close()
+		return nil, d, err
+	}
+	t.Cleanup(func() { d.Emu.Close() })
+	return e, d, nil
+}
+
+// h43fMetaDev is the device offset of offset off of metadata half h.
+func h43fMetaDev(e *Engine, h int, off int64) int64 {
+	z, zoff := e.sb.metaAt(h, off)
+	return int64(z)*e.geo.ZoneSize + zoff
+}
+
+// TestH43fHiddenLogRecordWithAnUnreadableBlockRefuses: the newest
+// checkpoint of the active half fails its checksum, so recovery would
+// start from the other half's older one; after it in that half lies a
+// pack of creates numbered above the older checkpoint whose header reads
+// but whose second block fails to read (bad media). Recovering from the
+// older checkpoint loses those creates: Open must refuse, as it does when
+// the pack reads whole (checkHiddenLog). laterMeta passed over a record
+// whose own read failed, so checkHiddenLog found nothing newer and Open
+// went on without the creates, silently (before scanBlocks the read's
+// EIO failed Open).
+func TestH43fHiddenLogRecordWithAnUnreadableBlockRefuses(t *testing.T) {
+	h41bFormat(t, superPackVersion)
+	for _, bad := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bad=%v", bad), func(t *testing.T) {
+			devName := emuDevice(t, 16, "256K", "")
+			e := formatOpen(t, devName, smallConfig())
+			ckptAt := h43fMetaDev(e, e.meta.active, BlockSize)
+			var ops []nsOp
+			for i := range 30 {
+				ops = append(ops, nsOp{kind: opCreate, file: e.nextID, name: fmt.Sprintf("%03d-%s", i, strings.Repeat("x", 200))})
+				e.nextID++
+			}
+			pack := h41bPackRecord(e, ops)
+			if len(pack) < 2*BlockSize {
+				t.Fatalf("set-up: pack of %d bytes, want more than one block", len(pack))
+			}
+			at := h41bLogRecords(t, e, pack)
+			if err := e.dev.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			h41bCrash(t, e)
+			h41bPatch(t, devName, ckptAt+8, make([]byte, 8)) // the newest checkpoint fails its checksum
+			lo, hi := int64(-1), int64(-1)
+			if bad {
+				lo, hi = at+BlockSize, at+2*BlockSize
+			}
+			e, _, err := h43fOpenBad(t, devName, lo, hi)
+			if err == nil {
+				e.Close()
+				t.Fatalf("Open with the newest checkpoint damaged and a pack numbered above the older one after it (bad block in it: %v): no error; its creates are lost", bad)
+			}
+			t.Logf("Open: %v", err)
+			if !strings.Contains(err.Error(), "refusing to open") || !strings.Contains(err.Error(), "fsck") {
+				t.Fatalf("Open's refusal does not say why and what to do: %v", err)
+			}
+		})
+	}
+}
+
+// TestH43fUnreadableBlockInTheMetaLogWalk: a block of the log recovery
+// walks (below where its log ends) fails to read. Open must refuse (what
+// is logged from there on may be acknowledged operations), and say what
+// failed and what to do: the half, the offset, that the medium failed
+// the read, and fsck. It failed with the bare EIO of the read.
+func TestH43fUnreadableBlockInTheMetaLogWalk(t *testing.T) {
+	devName := emuDevice(t, 16, "256K", "")
+	e := formatOpen(t, devName, smallConfig())
+	createSynced(t, e, "a", []byte("acked")).Close()
+	half := e.meta.active
+	off := e.meta.wp
+	at := h41bLogRecords(t, e, h41bOpRecord(e, nsOp{kind: opCreate, file: e.nextID, name: "b"}))
+	e.nextID++
+	if err := e.dev.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	h41bLogRecords(t, e, h41bOpRecord(e, nsOp{kind: opCreate, file: e.nextID, name: "c"}))
+	if err := e.dev.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	h41bCrash(t, e)
+	e, _, err := h43fOpenBad(t, devName, at, at+BlockSize)
+	if err == nil {
+		e.Close()
+		t.Fatal("Open with an unreadable block inside the metadata log: no error")
+	}
+	t.Logf("Open: %v", err)
+	if !errors.Is(err, syscall.EIO) {
+		t.Errorf("Open's error does not wrap EIO: %v", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{fmt.Sprintf("metadata half %d", half), fmt.Sprintf("at %d", off), "medium", "refusing to open", "fsck"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Open's error does not say %q: %v", want, err)
+		}
+	}
+}
