@@ -121,3 +121,41 @@ func TestH43fUnreadableBlockInTheMetaLogWalk(t *testing.T) {
 		}
 	}
 }
+
+// TestH43fFailedCheckpointKeepsATruncatesKind: a truncate whose flush
+// failed sets Engine.unlogged outside every lock (cutAndLog), so a
+// checkpoint can run between its kind (unloggedWhat) and unlogged. One
+// that began with unlogged clear took the truncate's kind and, failing,
+// gave back only what unlogged said it took: nothing. unlogged, set
+// just after, stood for no kind, and once a pack failed too the settle's
+// error named only the pack, as before TestH43bSettleNamesPackAndTruncate.
+func TestH43fFailedCheckpointKeepsATruncatesKind(t *testing.T) {
+	e, _ := nothingOwedBesideReadOnlyHalf(t)
+	var cerr error
+	testHookSetUnlogged = func() {
+		testHookSetUnlogged = nil
+		e.nsMu.Lock()
+		cerr = e.checkpoint()
+		e.nsMu.Unlock()
+	}
+	t.Cleanup(func() { testHookSetUnlogged = nil })
+	e.setUnlogged(unloggedTruncate) // as cutAndLog after its failed flush
+	if cerr == nil {
+		t.Fatal("set-up: the checkpoint beside a read-only half did not fail")
+	}
+	e.setUnlogged(unloggedPack)
+	if text := e.unloggedText(); !strings.Contains(text, "truncate") || !strings.Contains(text, "pack") {
+		t.Fatalf("a truncate whose record failed, a failed checkpoint in between, and a failed pack: %q does not name both", text)
+	}
+}
+
+// nothingOwedBesideReadOnlyHalf is heldPackBesideReadOnlyHalf with
+// nothing owed yet: checkpoints fail (the other half is read-only).
+func nothingOwedBesideReadOnlyHalf(t *testing.T) (*Engine, *File) {
+	t.Helper()
+	e, x := heldPackBesideReadOnlyHalf(t)
+	if e.unlogged.Load() || e.unloggedWhat.Load() != 0 {
+		t.Fatalf("set-up: unlogged %v (%d) before anything failed", e.unlogged.Load(), e.unloggedWhat.Load())
+	}
+	return e, x
+}
