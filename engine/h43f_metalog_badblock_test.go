@@ -52,12 +52,7 @@ func TestH43fHiddenLogRecordWithAnUnreadableBlockRefuses(t *testing.T) {
 			devName := emuDevice(t, 16, "256K", "")
 			e := formatOpen(t, devName, smallConfig())
 			ckptAt := h43fMetaDev(e, e.meta.active, BlockSize)
-			var ops []nsOp
-			for i := range 30 {
-				ops = append(ops, nsOp{kind: opCreate, file: e.nextID, name: fmt.Sprintf("%03d-%s", i, strings.Repeat("x", 200))})
-				e.nextID++
-			}
-			pack := h41bPackRecord(e, ops)
+			pack, _ := h43fBigPack(e)
 			if len(pack) < 2*BlockSize {
 				t.Fatalf("set-up: pack of %d bytes, want more than one block", len(pack))
 			}
@@ -131,16 +126,9 @@ func TestH43fUnreadableBlockInTheMetaLogWalk(t *testing.T) {
 // error named only the pack, as before TestH43bSettleNamesPackAndTruncate.
 func TestH43fFailedCheckpointKeepsATruncatesKind(t *testing.T) {
 	e, _ := nothingOwedBesideReadOnlyHalf(t)
-	var cerr error
-	testHookSetUnlogged = func() {
-		testHookSetUnlogged = nil
-		e.nsMu.Lock()
-		cerr = e.checkpoint()
-		e.nsMu.Unlock()
-	}
-	t.Cleanup(func() { testHookSetUnlogged = nil })
+	cerr := h43fCheckpointInSetUnlogged(t, e)
 	e.setUnlogged(unloggedTruncate) // as cutAndLog after its failed flush
-	if cerr == nil {
+	if *cerr == nil {
 		t.Fatal("set-up: the checkpoint beside a read-only half did not fail")
 	}
 	e.setUnlogged(unloggedPack)
@@ -158,4 +146,100 @@ func nothingOwedBesideReadOnlyHalf(t *testing.T) (*Engine, *File) {
 		t.Fatalf("set-up: unlogged %v (%d) before anything failed", e.unlogged.Load(), e.unloggedWhat.Load())
 	}
 	return e, x
+}
+
+// TestH43fCheckpointBetweenKindAndUnloggedTakesBoth pins setUnlogged's
+// order (kind, then unlogged) against writeCheckpoint's (unlogged, then
+// kinds): a checkpoint that lands between them holds the change, so a
+// kind left behind would later name a failure already durable. Set the
+// other way round, the pack's kind outlived the checkpoint that held it
+// and a later truncate's failure named the pack too.
+func TestH43fCheckpointBetweenKindAndUnloggedTakesBoth(t *testing.T) {
+	devName := emuDevice(t, 16, "1M", "")
+	e := formatOpen(t, devName, smallConfig())
+	t.Cleanup(func() { e.Close() })
+	cerr := h43fCheckpointInSetUnlogged(t, e)
+	e.setUnlogged(unloggedPack) // as writeOp's failed pack
+	if *cerr != nil {
+		t.Fatalf("set-up: checkpoint: %v", *cerr)
+	}
+	e.setUnlogged(unloggedTruncate)
+	if text := e.unloggedText(); strings.Contains(text, "pack") || !strings.Contains(text, "truncate") {
+		t.Fatalf("a pack a checkpoint held, then a truncate whose record failed: %q", text)
+	}
+}
+
+// TestH43fCutLogNumbersAboveARecordItCannotReadWhole: the log of the
+// half recovery starts from is cut by a record that fails its checksum,
+// and after it lies a pack whose header reads and whose second block
+// fails to read (bad media). Recovery's checkpoint must be numbered
+// above the pack: when the block reads again, a later Open finds the
+// pack whole after the cut, and one numbered above the newest
+// checkpoint makes it refuse the device (checkHiddenLog). laterMeta
+// passed over the pack, so checkCutLog's number did not count it.
+func TestH43fCutLogNumbersAboveARecordItCannotReadWhole(t *testing.T) {
+	h41bFormat(t, superPackVersion)
+	devName := emuDevice(t, 16, "256K", "")
+	e := formatOpen(t, devName, smallConfig())
+	createSynced(t, e, "a", []byte("acked")).Close()
+	at := h41bLogRecords(t, e, h41bOpRecord(e, nsOp{kind: opCreate, file: e.nextID, name: "bad"}))
+	e.nextID++
+	if err := e.dev.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	pack, ops := h43fBigPack(e)
+	packAt := h41bLogRecords(t, e, pack)
+	if err := e.dev.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	h41bCrash(t, e)
+	h41bPatch(t, devName, at+8, make([]byte, 8)) // "bad" fails its checksum
+	e, d, err := h43fOpenBad(t, devName, packAt+BlockSize, packAt+2*BlockSize)
+	if err != nil {
+		t.Fatalf("first open, the log cut with a pack after it that fails to read whole: %v", err)
+	}
+	if len(e.damage) == 0 {
+		t.Errorf("no damage reported")
+	}
+	e.crashForTest()
+	if err := d.Emu.PowerCut(); err != nil {
+		t.Fatal(err)
+	}
+	d.Emu.Close()
+	e, _, err = h43fOpenBad(t, devName, -1, -1) // the block reads again
+	if err != nil {
+		t.Fatalf("open after a crash, the pack now whole: %v", err)
+	}
+	h41bWant(t, "after a crash", h41bHas(t, e, "a", "bad", ops[0].name), []string{"a"}, []string{"bad", ops[0].name})
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h41bFsckClean(t, devName)
+}
+
+// h43fCheckpointInSetUnlogged makes e's next setUnlogged run a
+// checkpoint between its kind and unlogged (as one by another goroutine
+// can, cutAndLog's holding no lock); the checkpoint's error is returned.
+func h43fCheckpointInSetUnlogged(t *testing.T, e *Engine) *error {
+	t.Helper()
+	var cerr error
+	testHookSetUnlogged = func() {
+		testHookSetUnlogged = nil
+		e.nsMu.Lock()
+		cerr = e.checkpoint()
+		e.nsMu.Unlock()
+	}
+	t.Cleanup(func() { testHookSetUnlogged = nil })
+	return &cerr
+}
+
+// h43fBigPack numbers 30 creates with long names and returns their
+// pack's record (several blocks) and the creates.
+func h43fBigPack(e *Engine) ([]byte, []nsOp) {
+	var ops []nsOp
+	for i := range 30 {
+		ops = append(ops, nsOp{kind: opCreate, file: e.nextID, name: fmt.Sprintf("%03d-%s", i, strings.Repeat("x", 200))})
+		e.nextID++
+	}
+	return h41bPackRecord(e, ops), ops
 }
