@@ -115,6 +115,19 @@ func TestH43fUnreadableBlockInTheMetaLogWalk(t *testing.T) {
 			t.Errorf("Open's error does not say %q: %v", want, err)
 		}
 	}
+	// fsck sees what Open sees: its recovery is Open's.
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	rep, err := Fsck(&h39fBadRead{Emu: dev.(*zns.Emu), lo: at, hi: at + BlockSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(rep.Problems, "\n"), "the medium failed the read") {
+		t.Errorf("fsck does not report the unreadable block in the log: %q", rep.Problems)
+	}
 }
 
 // TestH43fFailedCheckpointKeepsATruncatesKind: a truncate whose flush
