@@ -70,7 +70,13 @@
 //     (checkCutLog). These looks past a walk's end read a block that
 //     fails to read (EIO) as holding no record, and a read of many
 //     blocks that fails again block by block (scanBlocks): one bad block
-//     fails the whole read, and hid the whole records read with it.
+//     fails the whole read, and hid the whole records read with it. A
+//     record whose header reads and whose own read fails counts as found
+//     (laterMeta): its number was handed out, and what it logged may be
+//     lost, so checkHiddenLog refuses on it as on a whole one. A block
+//     that fails to read inside a walk (not past its end) fails Open,
+//     naming the half, the offset and the medium: what it holds may be
+//     acknowledged operations.
 //     An extent in it that no record can hold (every
 //     one the engine maps lies in one record in one data zone, at a
 //     block-aligned offset) is left out, and the rest stands; an

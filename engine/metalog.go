@@ -826,9 +826,10 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 	// The snapshot holds every change applied before it, logged or not;
 	// one whose log fails from here on sets it again.
 	// unlogged before its kinds: a truncate's setUnlogged (not under
-	// metaLog.mu, as a pack's is) between the two leaves unlogged set
-	// with its kind taken here, and an unlogged of no kind is named
-	// a truncate's (unloggedText).
+	// metaLog.mu, as a pack's is: cutAndLog's holds no lock) between
+	// the two leaves unlogged set with its kind taken here, and an
+	// unlogged of no kind is named a truncate's (unloggedText); kinds
+	// taken with unlogged clear are given back on failure too.
 	unlogged, unloggedWhat := e.unlogged.Swap(false), e.unloggedWhat.Swap(0)
 	// The snapshot reports the zones after this: it records every one
 	// found offline before it full.
@@ -841,7 +842,11 @@ func (e *Engine) writeCheckpoint(inHalf bool) (err error) {
 		e.owedInCheckpoint.Store(true)
 	}
 	defer func() {
-		if err != nil && unlogged {
+		if err != nil && (unlogged || unloggedWhat != 0) {
+			// A kind taken while unlogged was clear belongs to a
+			// setUnlogged under way, which sets unlogged after it:
+			// given back only with unlogged, a failed pack's kind
+			// then hid it (TestH43fFailedCheckpointKeepsATruncatesKind).
 			e.setUnlogged(unloggedWhat)
 		}
 		if err != nil && offline {
@@ -1674,8 +1679,15 @@ const (
 // until one holds it (Engine.unlogged).
 func (e *Engine) setUnlogged(what uint32) {
 	e.unloggedWhat.Or(what) // before unlogged: whoever sees it sees what
+	if testHookSetUnlogged != nil {
+		testHookSetUnlogged()
+	}
 	e.unlogged.Store(true)
 }
+
+// testHookSetUnlogged, if set (by tests only), runs in setUnlogged
+// between its kind and unlogged.
+var testHookSetUnlogged func()
 
 // unloggedText says what is in memory only while Engine.unlogged is set,
 // naming each kind: a failed pack's message alone hid a truncate whose
