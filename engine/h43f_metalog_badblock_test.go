@@ -116,17 +116,8 @@ func TestH43fUnreadableBlockInTheMetaLogWalk(t *testing.T) {
 		}
 	}
 	// fsck sees what Open sees: its recovery is Open's.
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	rep, err := Fsck(&h39fBadRead{Emu: dev.(*zns.Emu), lo: at, hi: at + BlockSize})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(strings.Join(rep.Problems, "\n"), "the medium failed the read") {
-		t.Errorf("fsck does not report the unreadable block in the log: %q", rep.Problems)
+	if problems := h43hFsckBad(t, devName, at, at+BlockSize); !strings.Contains(strings.Join(problems, "\n"), "the medium failed the read") {
+		t.Errorf("fsck does not report the unreadable block in the log: %q", problems)
 	}
 }
 

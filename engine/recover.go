@@ -129,11 +129,11 @@ func (e *Engine) recover() error {
 		// The walk ended on an operation (or a pack of them) that
 		// does not decode: checkUndecoded said so.
 		end := e.metaHalfEnd(ckptZone, report)
-		top, _, _, err := e.laterMeta(ckptZone, logEnd[ckptZone], end, ckpt.seq, false, buf, w)
-		if err != nil && !errors.Is(err, syscall.EIO) {
+		later, err := e.laterMeta(ckptZone, logEnd[ckptZone], end, ckpt.seq, false, buf, w)
+		if err != nil {
 			return err
 		}
-		cutTop = top
+		cutTop = later.top
 	} else if top, err := e.checkCutLog(ckptZone, logEnd[ckptZone], report, ckpt.seq, buf, w); err != nil {
 		return err
 	} else {
@@ -615,21 +615,31 @@ func (e *Engine) checkUndecoded(undecoded [2][]metaUndecoded, ckptSeq uint64, ck
 // past: the search would read the whole half at every Open. In the half
 // recovery starts from, records after an unreadable one can be failed
 // appends that were never acknowledged (metaLog.strayFrom), so its walk
-// ends there as before.
+// ends there as before. A block past the stop that the medium fails to
+// read, with no whole record numbered at or below the checkpoint after
+// it (which would prove the half's log was older there), may be what
+// was logged after the checkpoint: passed over, a newer pack whose
+// header block failed let Open go on without it, silently
+// (TestH43hHiddenLogRecordWithAnUnreadableHeaderRefuses), so Open
+// refuses there too.
 func (e *Engine) checkHiddenLog(h int, off int64, report []zns.Zone, ckptSeq uint64, buf *scanBuf, w *uring.Waiter) error {
 	end := e.metaHalfEnd(h, report)
 	if off+BlockSize > end {
 		return nil
 	}
-	top, at, unread, err := e.laterMeta(h, off, end, ckptSeq, end >= e.sb.metaHalfCap(), buf, w)
+	later, err := e.laterMeta(h, off, end, ckptSeq, end >= e.sb.metaHalfCap(), buf, w)
 	if err != nil {
 		return err
 	}
-	if top <= ckptSeq {
-		return nil
+	if later.top > ckptSeq {
+		return fmt.Errorf("engine: recover: metadata half %d's log stops at %d on a record that fails its checksum, and %s follows it, above the checkpoint %d recovery would start from: the half's newest checkpoint or log is damaged, and recovering from the older checkpoint would lose what was logged after it: refusing to open (fsck reads the device without writing)",
+			h, off, later.text(), ckptSeq)
 	}
-	return fmt.Errorf("engine: recover: metadata half %d's log stops at %d on a record that fails its checksum, and %s follows it, above the checkpoint %d recovery would start from: the half's newest checkpoint or log is damaged, and recovering from the older checkpoint would lose what was logged after it: refusing to open (fsck reads the device without writing)",
-		h, off, laterText(top, at, unread), ckptSeq)
+	if later.bad != nil {
+		return fmt.Errorf("engine: recover: metadata half %d's log stops at %d on a record that fails its checksum, and the block at %d after it fails to read: the medium failed the read (%w); what was logged there may be newer than the checkpoint %d recovery would start from, and recovering from that checkpoint would lose it: refusing to open (fsck reads the device without writing)",
+			h, off, later.badAt, later.bad, ckptSeq)
+	}
+	return nil
 }
 
 // checkCutLog looks at where the walk of metadata half h, the one
@@ -670,17 +680,19 @@ func (e *Engine) checkCutLog(h int, off int64, report []zns.Zone, ckptSeq uint64
 			return 0, nil // torn: the record runs past the write pointer
 		}
 		zero := isZero(hb)
-		top, at, unread, err := e.laterMeta(h, off, end, ckptSeq, full, buf, w)
+		// A block after it that the medium fails to read
+		// (later.bad) is passed over: what follows the cut is
+		// not replayed either way, and if the block reads again a
+		// later Open finds what it holds (checkHiddenLog).
+		later, err := e.laterMeta(h, off, end, ckptSeq, full, buf, w)
 		switch {
-		case err != nil && !errors.Is(err, syscall.EIO):
-			return 0, err
 		case err != nil:
-			follows = fmt.Sprintf("what follows it fails to read: %v", err)
-		case top == 0 && zero && full:
+			return 0, err
+		case later.top == 0 && zero && full:
 			return 0, nil
-		case top != 0:
-			follows = laterText(top, at, unread) + " follows it"
-			cutTop = top
+		case later.top != 0:
+			follows = later.text() + " follows it"
+			cutTop = later.top
 		}
 	}
 	d := fmt.Sprintf("metadata half %d's log stops at %d, below its write pointer (%d), on a record that fails its checksum (%s): the operations logged from there on are not replayed; unless that record was a write that failed (never acknowledged), it is damage, and files removed since may be back, renamed ones under their old names, created ones gone",
@@ -700,9 +712,17 @@ func (e *Engine) checkCutLog(h int, off int64, report []zns.Zone, ckptSeq uint64
 // Passed over, checkHiddenLog let Open go on without a newer pack
 // beside the damaged checkpoint it follows, and checkCutLog numbered
 // recovery's checkpoint below it
-// (TestH43fHiddenLogRecordWithAnUnreadableBlockRefuses).
-func (e *Engine) laterMeta(h int, off, end int64, floor uint64, zeroEnd bool, buf *scanBuf, w *uring.Waiter) (top uint64, topAt int64, unread bool, err error) {
-	top = floor
+// (TestH43fHiddenLogRecordWithAnUnreadableBlockRefuses). A block that
+// the medium fails to read, header or not, is passed over and named
+// (laterFound.bad) unless a whole record numbered at or below floor
+// follows it. Its only errors are those of reads that are not EIO and of
+// mapping a buffer (no I/O): EIO is the medium's, and is a result.
+func (e *Engine) laterMeta(h int, off, end int64, floor uint64, zeroEnd bool, buf *scanBuf, w *uring.Waiter) (later laterFound, err error) {
+	top := floor
+	var topAt int64
+	var unread bool
+	var badAt int64
+	var bad error
 	var rec *scanBuf
 	defer func() {
 		if rec != nil {
@@ -715,14 +735,28 @@ func (e *Engine) laterMeta(h int, off, end int64, floor uint64, zeroEnd bool, bu
 		}
 		return nil
 	}
-	err = scanBlocks(off, end, buf.mem, read, func(at int64, b []byte) (bool, error) {
+	failed := func(at int64, err error) {
+		if bad == nil {
+			// The medium's error, without read's wrap: the
+			// refusal names the half and the offset itself.
+			badAt, bad = at, errors.Unwrap(err)
+		}
+	}
+	err = scanBlocks(off, end, buf.mem, read, failed, func(at int64, b []byte) (bool, error) {
 		if at == off {
 			// The record the walk stopped on; a zero block there
 			// is the log's clean end with zeroEnd.
 			return zeroEnd && isZero(b), nil
 		}
 		mh, err := decodeMetaHeader(b)
-		if err != nil || mh.fs != e.sb.FS() || mh.seq <= top {
+		if err != nil || mh.fs != e.sb.FS() {
+			return false, nil
+		}
+		// A whole record at or below floor after a block that
+		// failed to read: the half's log is written in order, so
+		// that block held nothing newer.
+		old := mh.seq <= floor && bad != nil
+		if mh.seq <= top && !old {
 			return false, nil
 		}
 		l := metaRecordLen(mh.length)
@@ -740,33 +774,55 @@ func (e *Engine) laterMeta(h int, off, end int64, floor uint64, zeroEnd bool, bu
 		}
 		whole := rec.mem[:l]
 		if err := read(at, whole); err != nil {
-			if errors.Is(err, syscall.EIO) {
-				top, topAt, unread = mh.seq, at, true
-				return false, nil
+			if !errors.Is(err, syscall.EIO) {
+				return false, err
 			}
-			return false, err
+			if !old {
+				top, topAt, unread = mh.seq, at, true
+			}
+			return false, nil
 		}
 		if _, err := verifyMeta(whole, mh); err == nil {
-			top, topAt, unread = mh.seq, at, false
+			if old {
+				badAt, bad = 0, nil
+			} else {
+				top, topAt, unread = mh.seq, at, false
+			}
 		}
 		return false, nil
 	})
 	if err != nil {
-		return 0, 0, false, err
+		return laterFound{}, err
 	}
-	if top == floor {
-		return 0, 0, false, nil
+	later.badAt, later.bad = badAt, bad
+	if top > floor {
+		later.top, later.at, later.unread = top, topAt, unread
 	}
-	return top, topAt, unread, nil
+	return later, nil
 }
 
-// laterText names the record laterMeta found: numbered top at at, whole
-// or, with unread, with a header that reads and the rest failing to.
-func laterText(top uint64, at int64, unread bool) string {
-	if unread {
-		return fmt.Sprintf("a record numbered %d (at %d), whose header reads and the rest fails to (the medium failed the read),", top, at)
+// laterFound is what laterMeta found past where a walk stopped.
+type laterFound struct {
+	// top is the highest number above floor of a record there, whole
+	// or, with unread, with a header that reads and the rest failing
+	// to; at is where it is (0: none).
+	top    uint64
+	at     int64
+	unread bool
+	// bad is the read error of the first block there that the medium
+	// failed to read with no whole record at or below floor after it,
+	// at badAt (nil: none).
+	bad   error
+	badAt int64
+}
+
+// text names the record l found: numbered top at at, whole or, with
+// unread, with a header that reads and the rest failing to.
+func (l laterFound) text() string {
+	if l.unread {
+		return fmt.Sprintf("a record numbered %d (at %d), whose header reads and the rest fails to (the medium failed the read),", l.top, l.at)
 	}
-	return fmt.Sprintf("a whole record numbered %d (at %d)", top, at)
+	return fmt.Sprintf("a whole record numbered %d (at %d)", l.top, l.at)
 }
 
 // metaReadError is a read of the record at offset at of metadata half
@@ -1150,7 +1206,7 @@ func (e *Engine) laterRecord(rz zns.Zone, off, end int64, floor uint64, buf *sca
 	var at int64
 	err := scanBlocks(off, end, buf.mem, func(from int64, b []byte) error {
 		return e.readDev(rz.Start+from, b, w)
-	}, func(from int64, b []byte) (bool, error) {
+	}, nil, func(from int64, b []byte) (bool, error) {
 		var h RecordHeader
 		if DecodeHeader(b, &h) != nil || h.FS != e.sb.FS() || h.Seq <= floor {
 			return false, nil
@@ -1167,7 +1223,8 @@ func (e *Engine) laterRecord(rz zns.Zone, off, end int64, floor uint64, buf *sca
 // scanBlocks reads [off, end) of a log (read reads len(b) bytes at an
 // offset in it) in chunks of buf's size and hands each block, in order,
 // to each until it says stop. A chunk the device fails (EIO) is read
-// again block by block, and a block that fails alone is passed over:
+// again block by block, and a block that fails alone is passed over,
+// once failed (if not nil) is told where and why:
 // bad media holds nothing a scan can use, and one bad block fails the
 // whole read that holds it (the device fails the whole request, which
 // the block layer may have merged from adjacent reads). Giving up on
@@ -1175,7 +1232,7 @@ func (e *Engine) laterRecord(rz zns.Zone, off, end int64, floor uint64, buf *sca
 // record numbered above the checkpoint beside one bad block was not
 // counted, nor could the next Open look past it
 // (TestH43bCutLogWithABadBlockAmongWholeRecords). Other errors end it.
-func scanBlocks(off, end int64, buf []byte, read func(at int64, b []byte) error, each func(at int64, b []byte) (stop bool, err error)) error {
+func scanBlocks(off, end int64, buf []byte, read func(at int64, b []byte) error, failed func(at int64, err error), each func(at int64, b []byte) (stop bool, err error)) error {
 	for from := off; from < end; {
 		n := min(end-from, int64(len(buf))) / BlockSize * BlockSize
 		if n == 0 {
@@ -1191,10 +1248,13 @@ func scanBlocks(off, end int64, buf []byte, read func(at int64, b []byte) error,
 			if rerr != nil {
 				// The chunk failed: its blocks one by one.
 				if err := read(from+b, blk); err != nil {
-					if errors.Is(err, syscall.EIO) {
-						continue
+					if !errors.Is(err, syscall.EIO) {
+						return err
 					}
-					return err
+					if failed != nil {
+						failed(from+b, err)
+					}
+					continue
 				}
 			}
 			if stop, err := each(from+b, blk); stop || err != nil {
