@@ -86,6 +86,7 @@ func FsckWith(dev zns.Device, opts FsckOptions) (*FsckReport, error) {
 type fsckState struct {
 	e       *Engine
 	buf     *scanBuf
+	hb      *scanBuf // Salvage's, for a record's header
 	w       *uring.Waiter
 	good    []fsckPiece // sorted by device offset
 	bad     []fsckBad   // sorted
@@ -94,6 +95,9 @@ type fsckState struct {
 
 func (st *fsckState) close() {
 	st.buf.close()
+	if st.hb != nil {
+		st.hb.close()
+	}
 	st.e.meta.close()
 }
 

@@ -61,7 +61,7 @@ func (r *SalvageReport) Complete() bool {
 // does (fsckState.checkExtent), and closes it if it is an io.Closer.
 // Verified: each mapped extent lies in a record whose header holds and
 // carries the same file, offset and version, and each block's checksum
-// passed. What it cannot verify, it does not write: a hole, listed in
+// passed in fsck's walk and passes again on the read that copies it. What it cannot verify, it does not write: a hole, listed in
 // the report with why. An older checkpoint's extent in a zone reset and
 // reused since holds another file's record, so it is a hole, never that
 // file's bytes. A create error skips the file (SalvagedFile.Err); the
@@ -147,57 +147,109 @@ func (st *fsckState) salvageFile(f *file, wa io.WriterAt, sf *SalvagedFile) erro
 }
 
 // copyExtent reads carried extent x (its blocks in bad failing) and
-// writes it, up to size, to wa; what fails to read is a hole.
+// writes it, up to size, to wa. It checks each block it reads against
+// its record's checksum again (the media may have changed since fsck's
+// walk): what fails to read or to match is a hole.
 func (st *fsckState) copyExtent(x extent, bad []int64, size int64, wa io.WriterAt, hole func(off, n int64, why string)) error {
+	sums, err := st.recordSums(x)
+	if err != nil {
+		return err
+	}
+	if sums == nil {
+		hole(x.off, x.len, "its record's header no longer reads whole")
+		return nil
+	}
 	isBad := map[int64]bool{}
 	for _, b := range bad {
 		isBad[b] = true
 	}
 	chunk := int64(len(st.buf.mem)) / BlockSize * BlockSize
 	for done := int64(0); done < x.len && x.off+done < size; {
-		// A run of good blocks, at most a chunk.
 		if isBad[x.dev+done] {
 			hole(x.off+done, BlockSize, "its block fails its checksum or fails to read")
 			done += BlockSize
 			continue
 		}
-		n := int64(0)
+		n := int64(0) // a run of blocks fsck found good, at most a chunk
 		for n < min(chunk, x.len-done) && !isBad[x.dev+done+n] {
 			n += BlockSize
 		}
 		data := st.buf.mem[:n]
-		err := st.e.readDev(x.dev+done, data, st.w)
-		if err != nil && !errors.Is(err, syscall.EIO) {
-			return fmt.Errorf("engine: salvage: read device offset %d: %w", x.dev+done, err)
+		rerr := st.e.readDev(x.dev+done, data, st.w)
+		if rerr != nil && !errors.Is(rerr, syscall.EIO) {
+			return fmt.Errorf("engine: salvage: read device offset %d: %w", x.dev+done, rerr)
+		}
+		from := int64(-1) // the run of verified blocks not yet written
+		write := func(to int64) error {
+			if from < 0 {
+				return nil
+			}
+			off := x.off + done + from
+			end := min(x.off+done+to, size)
+			from = -1
+			if end <= off {
+				return nil
+			}
+			if _, err := wa.WriteAt(data[off-(x.off+done):end-(x.off+done)], off); err != nil {
+				return fmt.Errorf("engine: salvage: write bytes %d..%d: %w", off, end, err)
+			}
+			return nil
 		}
 		for b := int64(0); b < n; b += BlockSize {
-			off := x.off + done + b
-			if off >= size {
-				break
-			}
-			if err != nil {
-				// Block by block: what fails to read since fsck's walk
-				// is a hole.
-				if berr := st.e.readDev(x.dev+done+b, data[b:b+BlockSize], st.w); berr != nil {
-					if !errors.Is(berr, syscall.EIO) {
-						return fmt.Errorf("engine: salvage: read device offset %d: %w", x.dev+done+b, berr)
+			why := ""
+			if rerr != nil {
+				// Block by block: what fails to read since fsck's
+				// walk is a hole.
+				if err := st.e.readDev(x.dev+done+b, data[b:b+BlockSize], st.w); err != nil {
+					if !errors.Is(err, syscall.EIO) {
+						return fmt.Errorf("engine: salvage: read device offset %d: %w", x.dev+done+b, err)
 					}
-					hole(off, BlockSize, "its block fails to read")
-					continue
+					why = "its block fails to read"
 				}
 			}
-			w := min(BlockSize, size-off)
-			if err == nil {
-				w = min(n-b, size-off) // the rest of the run at once
+			if why == "" && badBlock(data[b:b+BlockSize], sums[(done+b)/BlockSize:]) == 0 {
+				why = "its block no longer matches its checksum"
 			}
-			if _, werr := wa.WriteAt(data[b:b+w], off); werr != nil {
-				return fmt.Errorf("engine: salvage: write bytes %d..%d: %w", off, off+w, werr)
+			if why == "" {
+				if from < 0 {
+					from = b
+				}
+				continue
 			}
-			if err == nil {
-				break
+			if err := write(b); err != nil {
+				return err
 			}
+			hole(x.off+done+b, BlockSize, why)
+		}
+		if err := write(n); err != nil {
+			return err
 		}
 		done += n
 	}
 	return nil
+}
+
+// recordSums reads the header of x's record again and returns the
+// checksums of x's blocks, or nil if it no longer reads or decodes.
+func (st *fsckState) recordSums(x extent) ([]uint32, error) {
+	if st.hb == nil {
+		hb, err := newScanBuf(BlockSize)
+		if err != nil {
+			return nil, err
+		}
+		st.hb = hb
+	}
+	hb := st.hb.mem[:BlockSize]
+	if err := st.e.readDev(x.hdr, hb, st.w); err != nil {
+		if errors.Is(err, syscall.EIO) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("engine: salvage: read device offset %d: %w", x.hdr, err)
+	}
+	var h RecordHeader
+	first, n := x.firstBlock(), int(x.len/BlockSize)
+	if err := DecodeHeader(hb, &h); err != nil || h.FS != st.e.sb.FS() || first+n > len(h.Sums) {
+		return nil, nil
+	}
+	return slices.Clone(h.Sums[first : first+n]), nil
 }

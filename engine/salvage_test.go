@@ -249,18 +249,29 @@ func slicesHasZone(xs []extent, e *Engine, z *zone) bool {
 	return false
 }
 
-// A data block whose checksum fails: the file gets a hole of that block
-// (zeros), the report names it, and the rest is copied.
-func TestSalvageDamagedDataBlockIsAHole(t *testing.T) {
+// salvageOneFile formats a device holding file "f", 64 KiB of pattern
+// in one record, and closes it: f's data, and its extent.
+func salvageOneFile(t *testing.T, pattern string) (string, []byte, extent) {
+	t.Helper()
 	devName := emuDevice(t, 16, "1M", "")
 	e := formatOpen(t, devName, smallConfig())
-	data := bytes.Repeat([]byte("salvage."), 8<<10) // 64 KiB
+	data := bytes.Repeat([]byte(pattern), 64<<10/len(pattern))
 	createSynced(t, e, "f", data).Close()
 	var x extent
 	e.byName["f"].ext.each(func(y extent) bool { x = y; return false })
+	if n := e.byName["f"].ext.count(); n != 1 {
+		t.Fatalf("f has %d extents, want 1", n)
+	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return devName, data, x
+}
+
+// A data block whose checksum fails: the file gets a hole of that block
+// (zeros), the report names it, and the rest is copied.
+func TestSalvageDamagedDataBlockIsAHole(t *testing.T) {
+	devName, data, x := salvageOneFile(t, "salvage.")
 	salvageFlip(t, devName, x.dev+3*BlockSize+10) // in f's fourth block
 	rep, sink := salvage(t, devName)
 	if rep.Complete() {
@@ -296,4 +307,36 @@ func salvageFlip(t *testing.T, devName string, off int64) {
 	t.Helper()
 	b := salvageRaw(t, devName, off, 1)
 	h41bPatch(t, devName, off, []byte{^b[0]})
+}
+
+// A block damaged after fsck's walk checked it (between the walk and the
+// copy: the media changed under salvage) is not copied: Salvage checks
+// each block it copies against its record's checksum again.
+func TestSalvageRechecksWhatItCopies(t *testing.T) {
+	devName, data, x := salvageOneFile(t, "recheck.")
+	sink := salvageSink{}
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	rep, err := Salvage(dev, func(name string, size int64) (io.WriterAt, error) {
+		salvageFlip(t, devName, x.dev+5*BlockSize+1) // after the walk
+		return sink.create(name, size)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := salvageFile(t, rep, "f")
+	if len(f.Holes) != 1 || f.Holes[0].Off != x.off+5*BlockSize || f.Holes[0].Len != BlockSize || !strings.Contains(f.Holes[0].Why, "no longer matches") {
+		t.Fatalf("holes %+v, want block 5, no longer matching its checksum", f.Holes)
+	}
+	want := append([]byte(nil), data...)
+	clear(want[x.off+5*BlockSize : x.off+6*BlockSize])
+	if !bytes.Equal(sink["f"].b, want) {
+		t.Errorf("f's copy is not the data with the block damaged after the walk zeroed")
+	}
+	if rep.Complete() {
+		t.Error("the report is complete with a hole")
+	}
 }
