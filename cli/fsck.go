@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -18,11 +20,16 @@ const acceptOfflineFlag = "accept-offline-zones"
 // (engine.Config.AcceptDamagedRecords); the engine's refusal names it.
 const acceptDamagedFlag = "accept-damaged-records"
 
+// copyToFlag is fsck's flag that copies the files it recovers off the
+// device (engine.Salvage).
+const copyToFlag = "copy-to"
+
 // errDamaged makes fsck exit non-zero after it printed its report.
 var errDamaged = fmt.Errorf("file system is damaged")
 
 func newFsckCmd() *cobra.Command {
 	var asJSON, acceptOffline, acceptDamaged bool
+	var copyTo string
 	cmd := &cobra.Command{
 		Use:   "fsck DEVICE",
 		Short: "Check a zonefold file system without changing it",
@@ -37,11 +44,31 @@ recovery's one problem): the report names the files that map data there.
 
 --accept-damaged-records checks it as zonefold serve
 --accept-damaged-records would open it when a data record newer than the
-last checkpoint has a damaged header: the report names where it was.`,
+last checkpoint has a damaged header: the report names where it was.
+
+--copy-to DIR also copies every file it can recover into DIR (created if
+missing; refused unless empty), never writing the device: a salvage when
+serve refuses the device (its newest checkpoint or the log before it
+damaged), or a backup of a healthy one. It recovers from the best state
+it can decode (falling back to the older checkpoint) and copies only bytes
+it verifies: each extent in a record that carries that file, offset and
+version, each block's checksum passing. What it cannot verify is left a
+hole (zeros) and listed as NOT RECOVERED with why; a name that would
+leave DIR ('..', absolute, empty parts) is not copied. Names with '/'
+become subdirectories. Exit status: 0 when every file was copied whole
+from a clean device, 1 when anything was not recovered or not copied
+(the report lists it) or the copy failed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if err := refuseStartOver(args[0], false, "fsck never writes: drop format=1"); err != nil {
 				return err
+			}
+			var root *os.Root
+			if cmd.Flags().Changed(copyToFlag) {
+				if root, err = copyDir(copyTo); err != nil {
+					return err
+				}
+				defer root.Close()
 			}
 			// A daemon writing meanwhile would make the report
 			// meaningless: claim the device as the daemon does.
@@ -50,28 +77,19 @@ last checkpoint has a damaged header: the report names where it was.`,
 				return err
 			}
 			defer func() { release(err == nil) }()
+			if root != nil {
+				return salvage(cmd, args[0], dev, root, copyTo, asJSON)
+			}
 			rep, err := engine.FsckWith(dev, engine.FsckOptions{AcceptOfflineZones: acceptOffline, AcceptDamagedRecords: acceptDamaged})
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
 			if asJSON {
-				if err := writeJSON(out, fsckOutput(args[0], rep)); err != nil {
+				if err := writeJSON(cmd.OutOrStdout(), fsckOutput(args[0], rep)); err != nil {
 					return err
 				}
 			} else {
-				fmt.Fprintf(out, "%s: uuid %s, formatted on %d of %d zones\n", args[0], rep.Superblock.ID(), rep.Superblock.UsedZones, rep.Superblock.Zones)
-				fmt.Fprintf(out, "%s, %s, %s live; %s; %d replayed past the checkpoint\n",
-					counted(rep.Files, "file"), counted(rep.Extents, "extent"), human(rep.LiveBytes), counted(rep.Records, "record"), rep.Replayed)
-				for _, n := range rep.Notes {
-					fmt.Fprintln(out, "note:", n)
-				}
-				for _, p := range rep.Problems {
-					fmt.Fprintln(out, "DAMAGE:", p)
-				}
-				if len(rep.Problems) == 0 {
-					fmt.Fprintln(out, "clean")
-				}
+				printFsck(cmd.OutOrStdout(), args[0], rep)
 			}
 			if len(rep.Problems) > 0 {
 				return fmt.Errorf("%s: %w (%s)", args[0], errDamaged, counted(len(rep.Problems), "problem"))
@@ -81,8 +99,25 @@ last checkpoint has a damaged header: the report names where it was.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	cmd.Flags().BoolVar(&acceptOffline, acceptOfflineFlag, false, "recover past a data zone gone offline holding data newer than the last checkpoint, as serve --accept-offline-zones does, and name the files that map data there")
+	cmd.Flags().StringVar(&copyTo, copyToFlag, "", "copy every file it can recover into `DIR` (empty or missing), never writing the device; exits 1 if anything was not recovered")
 	cmd.Flags().BoolVar(&acceptDamaged, acceptDamagedFlag, false, "recover past a damaged record header newer than the last checkpoint, as serve --accept-damaged-records does, and name where it was")
 	return cmd
+}
+
+// printFsck prints rep as fsck's text report.
+func printFsck(out io.Writer, device string, rep *engine.FsckReport) {
+	fmt.Fprintf(out, "%s: uuid %s, formatted on %d of %d zones\n", device, rep.Superblock.ID(), rep.Superblock.UsedZones, rep.Superblock.Zones)
+	fmt.Fprintf(out, "%s, %s, %s live; %s; %d replayed past the checkpoint\n",
+		counted(rep.Files, "file"), counted(rep.Extents, "extent"), human(rep.LiveBytes), counted(rep.Records, "record"), rep.Replayed)
+	for _, n := range rep.Notes {
+		fmt.Fprintln(out, "note:", n)
+	}
+	for _, p := range rep.Problems {
+		fmt.Fprintln(out, "DAMAGE:", p)
+	}
+	if len(rep.Problems) == 0 {
+		fmt.Fprintln(out, "clean")
+	}
 }
 
 // counted is n things: "1 file", "2 files".

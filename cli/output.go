@@ -22,6 +22,20 @@ type fsckJSON struct {
 	Notes     []string `json:"notes"`
 	Problems  []string `json:"problems"`
 	Clean     bool     `json:"clean"`
+	// With --copy-to: the directory, how many files were copied, and
+	// the ranges not recovered (and files not copied at all).
+	CopyTo       string             `json:"copy_to,omitzero"`
+	Copied       *int               `json:"copied,omitzero"`
+	NotRecovered []notRecoveredJSON `json:"not_recovered,omitzero"`
+}
+
+// notRecoveredJSON is a range of a file fsck --copy-to left a hole, or a
+// file it did not copy (offset 0, its whole length).
+type notRecoveredJSON struct {
+	File   string `json:"file"`
+	Offset int64  `json:"offset"`
+	Length int64  `json:"length"`
+	Why    string `json:"why"`
 }
 
 func fsckOutput(device string, r *engine.FsckReport) fsckJSON {

@@ -58,7 +58,11 @@
 //     (checkUndecoded). Nor is one whose checksum fails when whole
 //     records numbered above the one recovery would start from follow
 //     it in its half: nothing is logged after a torn record, so that is
-//     damage too (checkHiddenLog). In the half recovery starts from, the
+//     damage too (checkHiddenLog). Salvage alone goes on past both,
+//     read-only, from the older checkpoint, and copies only bytes it
+//     verifies against the records (fsck's extent check): that
+//     checkpoint's extents in zones reset and reused since are holes,
+//     never another file's bytes. In the half recovery starts from, the
 //     walk ends at a record whose checksum fails, and what follows is
 //     not replayed: whole records there can be failed appends never
 //     acknowledged (metaLog.strayFrom), which no byte tells from

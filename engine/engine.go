@@ -288,7 +288,14 @@ type Engine struct {
 
 	// readOnly recovery (fsck) changes nothing on the device and keeps
 	// what it found for the report.
-	readOnly  bool
+	readOnly bool
+	// salvage (read-only recovery for Salvage only) goes on past what
+	// makes Open refuse the device, the newest checkpoint or the log
+	// before it damaged, from the best state it can decode, recording
+	// each refusal as damage: Salvage then copies only bytes it can
+	// verify, so an extent of that older state that a reset since gave
+	// to another file is never served.
+	salvage   bool
 	recovered []event
 	// recoveredVoid: the records an opVoid names, which recovery skipped
 	// (their appends failed).

@@ -73,40 +73,88 @@ type FsckOptions struct {
 
 // FsckWith is Fsck with opts.
 func FsckWith(dev zns.Device, opts FsckOptions) (*FsckReport, error) {
+	rep, st, err := fsck(dev, opts, false)
+	if st != nil {
+		st.close()
+	}
+	return rep, err
+}
+
+// fsckState is what fsck recovered and found on the device: the engine
+// recovered in memory, read-only, and an index of what every record in
+// every data zone carries. Salvage copies from it.
+type fsckState struct {
+	e       *Engine
+	buf     *scanBuf
+	hb      *scanBuf // Salvage's, for a record's header
+	w       *uring.Waiter
+	good    []fsckPiece // sorted by device offset
+	bad     []fsckBad   // sorted
+	offline map[int]*fsckOffline
+}
+
+func (st *fsckState) close() {
+	st.buf.close()
+	if st.hb != nil {
+		st.hb.close()
+	}
+	st.e.meta.close()
+}
+
+// fsck checks dev (FsckWith); with salvage, recovery goes on past what
+// makes Open refuse the device (Engine.salvage). It returns the state it
+// checked, to be closed, unless recovery failed.
+func fsck(dev zns.Device, opts FsckOptions, salvage bool) (*FsckReport, *fsckState, error) {
 	rep := &FsckReport{}
 	g := dev.Geometry()
 	sb, err := readSuperblock(dev)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rep.Superblock = sb
 	if err := sb.checkGeometry(g); err != nil {
 		rep.problem("%v", err)
-		return rep, nil
+		return rep, nil, nil
 	}
 	e := &Engine{dev: dev, geo: g, ring: dev.Ring(), sb: sb, byName: map[string]*file{}, byID: map[uint64]*file{},
-		nextID: 1, readOnly: true}
+		nextID: 1, readOnly: true, salvage: salvage}
 	e.cfg.fill()
-	e.cfg.AcceptOfflineZones = opts.AcceptOfflineZones
-	e.cfg.AcceptDamagedRecords = opts.AcceptDamagedRecords
+	e.cfg.AcceptOfflineZones = opts.AcceptOfflineZones || salvage
+	e.cfg.AcceptDamagedRecords = opts.AcceptDamagedRecords || salvage
 	e.readGroups.New = func() any { return new(uring.Group) }
 	if err := e.checkDevice(); err != nil {
 		rep.problem("%v", err)
-		return rep, nil
+		return rep, nil, nil
 	}
 	// Both superblock copies should agree.
 	if err := e.checkSuperblockCopies(rep); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := e.setupZones(); err != nil {
 		rep.problem("%v", err)
-		return rep, nil
+		return rep, nil, nil
 	}
 	if err := e.recover(); err != nil {
 		rep.problem("recovery: %v", err)
-		return rep, nil
+		return rep, nil, nil
 	}
-	defer e.meta.close()
+	buf, err := newScanBuf(int(max(g.ZoneCap, 1<<20)))
+	if err != nil {
+		e.meta.close()
+		return nil, nil, err
+	}
+	st := &fsckState{e: e, buf: buf, w: uring.NewWaiter(), offline: map[int]*fsckOffline{}}
+	if err := st.check(rep); err != nil {
+		st.close()
+		return nil, nil, err
+	}
+	return rep, st, nil
+}
+
+// check fills rep, and st's index of what the data zones hold.
+func (st *fsckState) check(rep *FsckReport) error {
+	e, buf, w, offline := st.e, st.buf, st.w, st.offline
+	g := e.geo
 	rep.Replayed = len(e.recovered)
 	for _, d := range e.damage {
 		rep.problem("recovery: %s", d)
@@ -117,16 +165,10 @@ func FsckWith(dev zns.Device, opts FsckOptions) (*FsckReport, error) {
 	if e.ckptTie {
 		rep.problem("both metadata zones hold a checkpoint with sequence number %d: recovery cannot tell which is newer", e.ckptSeq)
 	}
-	buf, err := newScanBuf(int(max(g.ZoneCap, 1<<20)))
-	if err != nil {
-		return nil, err
-	}
-	defer buf.close()
-	w := uring.NewWaiter()
 	report := make([]zns.Zone, g.Zones)
-	n, err := dev.Report(0, report)
+	n, err := e.dev.Report(0, report)
 	if err != nil {
-		return nil, fmt.Errorf("engine: fsck: report zones: %w", err)
+		return fmt.Errorf("engine: fsck: report zones: %w", err)
 	}
 	// Walk every data zone from its start, independently of where
 	// recovery started, and index what each record carries.
@@ -135,7 +177,6 @@ func FsckWith(dev zns.Device, opts FsckOptions) (*FsckReport, error) {
 	var recs []fsckRecord
 	// Offline zones no longer read: they are not walked, and what files
 	// map there is reported once per zone, below.
-	offline := map[int]*fsckOffline{}
 	for _, z := range e.zones {
 		if z == nil || z.idx >= n {
 			continue
@@ -146,12 +187,13 @@ func FsckWith(dev zns.Device, opts FsckOptions) (*FsckReport, error) {
 		}
 		fw := fsckWalk{e: e, rep: rep, buf: buf, w: w}
 		if err := fw.zone(z, report[z.idx]); err != nil {
-			return nil, err
+			return err
 		}
 		good, bad, recs = append(good, fw.good...), append(bad, fw.bad...), append(recs, fw.recs...)
 	}
 	sort.Slice(good, func(i, j int) bool { return good[i].dev < good[j].dev })
 	sort.Slice(bad, func(i, j int) bool { return bad[i].start < bad[j].start })
+	st.good, st.bad = good, bad
 	// Records an opVoid names failed their appends and were never
 	// acknowledged: recovery skips them, and loses nothing by it.
 	kept := recs[:0]
@@ -172,29 +214,25 @@ func FsckWith(dev zns.Device, opts FsckOptions) (*FsckReport, error) {
 		f.ext.each(func(x extent) bool {
 			rep.Extents++
 			rep.LiveBytes += x.len
-			if z := e.zoneAt(x.dev); z != nil && offline[z.idx] != nil {
-				off := offline[z.idx]
-				off.bytes += x.len
-				off.files[f.name()] = true
-				valid[z.idx] += x.len
+			c := st.checkExtent(f, x)
+			if c.offline != nil {
+				c.offline.bytes += x.len
+				c.offline.files[f.name()] = true
+				valid[c.zone] += x.len
 				return true
 			}
-			i := sort.Search(len(good), func(i int) bool { return good[i].dev+good[i].len > x.dev })
-			ok := i < len(good) && good[i].dev <= x.dev && x.dev+x.len <= good[i].dev+good[i].len &&
-				good[i].file == f.id && good[i].ver == x.ver && good[i].fileOff+(x.dev-good[i].dev) == x.off &&
-				good[i].hdr == x.hdr
 			switch {
-			case ok:
-				if at, found := firstBad(bad, x.dev, x.dev+x.len); found {
+			case c.carried:
+				if len(c.bad) > 0 {
 					rep.problem("file %q (id %d): the block at offset %d (device offset %d, version %d) is not what was written (its checksum fails, or it fails to read): reads of it fail",
-						f.name(), f.id, x.off+(at-x.dev), at, x.ver)
+						f.name(), f.id, x.off+(c.bad[0]-x.dev), c.bad[0], x.ver)
 				}
 			default:
 				rep.problem("file %q (id %d): extent at offset %d (%d bytes, version %d) points at device offset %d, where no record carries it",
 					f.name(), f.id, x.off, x.len, x.ver, x.dev)
 			}
-			if z := e.zoneAt(x.dev); z != nil {
-				valid[z.idx] += x.len
+			if c.zone >= 0 {
+				valid[c.zone] += x.len
 			} else {
 				rep.problem("file %q: extent at offset %d points outside the data zones (device offset %d)", f.name(), x.off, x.dev)
 			}
@@ -306,7 +344,7 @@ func FsckWith(dev zns.Device, opts FsckOptions) (*FsckReport, error) {
 	if lost > 20 {
 		rep.problem("%d more pieces of newer records that recovery does not map", lost-20)
 	}
-	return rep, nil
+	return nil
 }
 
 // committed reports whether one of a file's records or truncates (cuts)
@@ -395,6 +433,50 @@ func firstBad(bad []fsckBad, lo, hi int64) (int64, bool) {
 		return max(lo, bad[i].start), true
 	}
 	return 0, false
+}
+
+// extentCheck is what fsck finds of one mapped extent.
+type extentCheck struct {
+	zone    int          // the data zone it lies in (-1: none)
+	offline *fsckOffline // its zone is offline: nothing in it reads
+	// carried: a record whose header holds carries it, for the same
+	// file, offset and version.
+	carried bool
+	// bad: when carried, the device offsets of its blocks that fail
+	// their checksums or fail to read.
+	bad []int64
+}
+
+// checkExtent checks extent x of file f against what the walk of the
+// data zones found: fsck reports what fails, Salvage copies only what
+// passes.
+func (st *fsckState) checkExtent(f *file, x extent) extentCheck {
+	c := extentCheck{zone: -1}
+	z := st.e.zoneAt(x.dev)
+	if z != nil {
+		c.zone = z.idx
+		if off := st.offline[z.idx]; off != nil {
+			c.offline = off
+			return c
+		}
+	}
+	good := st.good
+	i := sort.Search(len(good), func(i int) bool { return good[i].dev+good[i].len > x.dev })
+	c.carried = i < len(good) && good[i].dev <= x.dev && x.dev+x.len <= good[i].dev+good[i].len &&
+		good[i].file == f.id && good[i].ver == x.ver && good[i].fileOff+(x.dev-good[i].dev) == x.off &&
+		good[i].hdr == x.hdr
+	if !c.carried {
+		return c
+	}
+	for lo := x.dev; ; {
+		at, found := firstBad(st.bad, lo, x.dev+x.len)
+		if !found {
+			break
+		}
+		c.bad = append(c.bad, at)
+		lo = at + BlockSize
+	}
+	return c
 }
 
 // fsckWalk reads one zone's records from its start to its write pointer.

@@ -26,6 +26,31 @@ func h20bExtentFault(e *Engine, x extent) string {
 	return ""
 }
 
+// writeSyncedModel writes n random bytes at off of name (created if
+// missing) through e, fsynced, and into want, the model of every file.
+func writeSyncedModel(t *testing.T, e *Engine, rng *rand.Rand, want map[string][]byte, name string, off int64, n int) {
+	t.Helper()
+	h, err := e.OpenFile(name, OCreate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	p := make([]byte, n)
+	rng.Read(p)
+	if _, err := h.WriteAt(p, off); err != nil {
+		t.Fatalf("write %s at %d: %v", name, off, err)
+	}
+	if err := h.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	b := want[name]
+	if end := off + int64(n); end > int64(len(b)) {
+		b = append(b, make([]byte, end-int64(len(b)))...)
+	}
+	copy(b[off:], p)
+	want[name] = b
+}
+
 // h20bCheckSnapshot takes a snapshot as a checkpoint would and fails the
 // test if one of its extents is not one a record holds, or if the
 // checkpoint it encodes to does not decode.
@@ -62,27 +87,7 @@ func TestH20bRealOperationsWriteDecodableCheckpoints(t *testing.T) {
 	e := formatOpen(t, devName, smallConfig())
 	rng := rand.New(rand.NewSource(20))
 	want := map[string][]byte{}
-	write := func(name string, off int64, n int) {
-		h, err := e.OpenFile(name, OCreate)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.Close()
-		p := make([]byte, n)
-		rng.Read(p)
-		if _, err := h.WriteAt(p, off); err != nil {
-			t.Fatalf("write %s at %d: %v", name, off, err)
-		}
-		if err := h.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		b := want[name]
-		if end := off + int64(n); end > int64(len(b)) {
-			b = append(b, make([]byte, end-int64(len(b)))...)
-		}
-		copy(b[off:], p)
-		want[name] = b
-	}
+	write := func(name string, off int64, n int) { writeSyncedModel(t, e, rng, want, name, off, n) }
 	gc := func() {
 		for i := 0; i < 8; i++ {
 			if moved, err := e.gc.pass(gcUrgent); err != nil || !moved {

@@ -91,20 +91,28 @@ func alignedCopy(t *testing.T, p []byte) []byte {
 // device offset off with p: damage at rest, or a torn sector.
 func h41bPatch(t *testing.T, devName string, off int64, p []byte) {
 	t.Helper()
+	fh, fo := emuBacking(t, devName, off, os.O_RDWR)
+	defer fh.Close()
+	if _, err := fh.WriteAt(p, fo); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// emuBacking opens the backing file of emu device devName (closed) with
+// flag, and says where device offset off is in it.
+func emuBacking(t *testing.T, devName string, off int64, flag int) (*os.File, int64) {
+	t.Helper()
 	d, err := zns.Open(devName, zns.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fo := d.(*zns.Emu).FileOffset(off)
 	d.Close()
-	fh, err := os.OpenFile(strings.TrimPrefix(devName[:strings.IndexByte(devName, '?')], "emu:"), os.O_RDWR, 0)
+	fh, err := os.OpenFile(strings.TrimPrefix(devName[:strings.IndexByte(devName, '?')], "emu:"), flag, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fh.Close()
-	if _, err := fh.WriteAt(p, fo); err != nil {
-		t.Fatal(err)
-	}
+	return fh, fo
 }
 
 // h41bCrash crashes e and cuts its device's power (a Flush before it

@@ -115,7 +115,10 @@ func (e *Engine) recover() error {
 		return err
 	}
 	if err := e.checkHiddenLog(1-ckptZone, logEnd[1-ckptZone], report, ckpt.seq, buf, w); err != nil {
-		return err
+		if !e.salvage {
+			return err
+		}
+		e.salvaged(err)
 	}
 	// cutTop is the highest number of a whole record after where the
 	// walk of the checkpoint's half stopped early (damage): not
@@ -583,8 +586,12 @@ func (e *Engine) checkUndecoded(undecoded [2][]metaUndecoded, ckptSeq uint64, ck
 			switch {
 			case u.seq <= ckptSeq:
 			case u.kind == metaCheckpoint:
-				return fmt.Errorf("engine: recover: metadata half %d holds checkpoint %d, checksum valid, that does not decode (%w); recovering from the older checkpoint %d would lose what was logged after it: refusing to open (fsck reads the device without writing)",
+				err := fmt.Errorf("engine: recover: metadata half %d holds checkpoint %d, checksum valid, that does not decode (%w); recovering from the older checkpoint %d would lose what was logged after it: refusing to open (fsck reads the device without writing)",
 					half, u.seq, u.err, ckptSeq)
+				if !e.salvage {
+					return err
+				}
+				e.salvaged(err)
 			case half == ckptHalf:
 				what := "operation"
 				if u.kind == metaPack {
@@ -595,6 +602,12 @@ func (e *Engine) checkUndecoded(undecoded [2][]metaUndecoded, ckptSeq uint64, ck
 		}
 	}
 	return nil
+}
+
+// salvaged records, for Salvage, a refusal recovery went on past: damage
+// fsck reports.
+func (e *Engine) salvaged(err error) {
+	e.damage = append(e.damage, "salvaged past a refusal (what was logged after the checkpoint salvage starts from is not replayed): "+err.Error())
 }
 
 // checkHiddenLog looks past where the walk of metadata half h, the one

@@ -1,0 +1,160 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/zns"
+)
+
+// errIncomplete makes fsck --copy-to exit non-zero after it printed its
+// report: something was not recovered or not copied.
+var errIncomplete = errors.New("copy incomplete")
+
+// copyDir opens dir, fsck --copy-to's destination, creating it if it is
+// missing; one that holds anything is refused (a copy must not mix with,
+// or replace, what is there).
+func copyDir(dir string) (*os.Root, error) {
+	if dir == "" {
+		return nil, usagef("--%s takes a directory, got an empty name", copyToFlag)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	d, err := root.Open(".")
+	if err == nil {
+		var names []string
+		names, err = d.Readdirnames(1)
+		d.Close()
+		if err == nil && len(names) > 0 {
+			err = fmt.Errorf("refusing to copy into %s: it is not empty (holds %q): give an empty or missing directory", dir, names[0])
+		} else if errors.Is(err, io.EOF) {
+			err = nil
+		}
+	}
+	if err != nil {
+		root.Close()
+		return nil, err
+	}
+	return root, nil
+}
+
+// copyPath is where name goes below the copy's directory, or why it
+// cannot: a name is any bytes but NUL, and one with an empty, "." or
+// ".." part (an absolute one has an empty first part) would not stay a
+// path of its own inside the directory.
+func copyPath(name string) (string, error) {
+	for _, part := range strings.Split(name, "/") {
+		if part == "" || part == "." || part == ".." {
+			return "", fmt.Errorf("its name has an empty, '.' or '..' part, and would not stay inside the directory as a path of its own")
+		}
+	}
+	return name, nil
+}
+
+// syncedFile is a copy: synced as it is closed, a copy that reached only
+// the page cache is not a backup.
+type syncedFile struct{ *os.File }
+
+func (f syncedFile) Close() error {
+	err := f.Sync()
+	if cerr := f.File.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// createIn makes the create function engine.Salvage takes: each file
+// new (never replacing one), sized, below root.
+func createIn(root *os.Root) func(name string, size int64) (io.WriterAt, error) {
+	return func(name string, size int64) (io.WriterAt, error) {
+		rel, err := copyPath(name)
+		if err != nil {
+			return nil, err
+		}
+		if dir := path.Dir(rel); dir != "." {
+			if err := root.MkdirAll(dir, 0o755); err != nil {
+				return nil, err
+			}
+		}
+		f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		if err := f.Truncate(size); err != nil {
+			f.Close()
+			return nil, err
+		}
+		return syncedFile{f}, nil
+	}
+}
+
+// salvage is fsck --copy-to: it copies what engine.Salvage recovers off
+// dev into root (dir), and prints fsck's report of the state it
+// recovered and what it could not.
+func salvage(cmd *cobra.Command, device string, dev zns.Device, root *os.Root, dir string, asJSON bool) error {
+	rep, err := engine.Salvage(dev, createIn(root))
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	copied, holes, skipped := 0, 0, 0
+	var bytes int64
+	for _, f := range rep.Files {
+		switch {
+		case f.Err != nil:
+			skipped++
+		default:
+			copied++
+			bytes += f.Size
+			holes += len(f.Holes)
+		}
+	}
+	if asJSON {
+		j := fsckOutput(device, rep.Fsck)
+		j.CopyTo, j.Copied, j.NotRecovered = dir, &copied, []notRecoveredJSON{}
+		for _, f := range rep.Files {
+			if f.Err != nil {
+				j.NotRecovered = append(j.NotRecovered, notRecoveredJSON{File: f.Name, Length: f.Size, Why: f.Err.Error()})
+			}
+			for _, h := range f.Holes {
+				j.NotRecovered = append(j.NotRecovered, notRecoveredJSON{File: f.Name, Offset: h.Off, Length: h.Len, Why: h.Why})
+			}
+		}
+		if err := writeJSON(out, j); err != nil {
+			return err
+		}
+	} else {
+		printFsck(out, device, rep.Fsck)
+		for _, f := range rep.Files {
+			if f.Err != nil {
+				fmt.Fprintf(out, "NOT COPIED: file %q (%s): %v\n", f.Name, human(f.Size), f.Err)
+			}
+			for _, h := range f.Holes {
+				fmt.Fprintf(out, "NOT RECOVERED: file %q: bytes %d..%d (%s), left a hole (zeros): %s\n", f.Name, h.Off, h.Off+h.Len, human(h.Len), h.Why)
+			}
+		}
+		fmt.Fprintf(out, "copied %s (%s) to %s", counted(copied, "file"), human(bytes), dir)
+		if holes > 0 || skipped > 0 {
+			fmt.Fprintf(out, "; %s not recovered, %s not copied", counted(holes, "range"), counted(skipped, "file"))
+		}
+		fmt.Fprintln(out)
+	}
+	if !rep.Complete() {
+		return fmt.Errorf("%s: %w: %s not recovered, %s not copied, %s (see the report)", device, errIncomplete,
+			counted(holes, "range"), counted(skipped, "file"), counted(len(rep.Fsck.Problems), "problem"))
+	}
+	return nil
+}

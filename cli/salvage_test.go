@@ -1,0 +1,264 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/zns"
+)
+
+// copyToRun runs zonefold in-process.
+func copyToRun(args ...string) (int, string) {
+	var out, errOut bytes.Buffer
+	code := Main(args, &out, &errOut)
+	return code, out.String() + errOut.String()
+}
+
+// copyToDevice formats an emu device and opens an engine on it.
+func copyToDevice(t *testing.T) (string, string, *engine.Engine) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "dev")
+	devName := fmt.Sprintf("emu:%s?zone_size=1M&zones=16", path)
+	if code, out := copyToRun("format", devName); code != 0 {
+		t.Fatalf("format: %d %s", code, out)
+	}
+	e, err := engine.Open(devName, engine.Config{CacheBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, devName, e
+}
+
+// copyToWrite creates name holding data on e, fsynced.
+func copyToWrite(t *testing.T, e *engine.Engine, name string, data []byte) {
+	t.Helper()
+	f, err := e.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// copyToPatch writes p at device offset off of the emu device at path.
+func copyToPatch(t *testing.T, devName, path string, off int64, p []byte) {
+	t.Helper()
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := dev.(*zns.Emu).FileOffset(off)
+	dev.Close()
+	fh, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	if _, err := fh.WriteAt(p, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// copyToCheck fails the test unless dir holds exactly want.
+func copyToCheck(t *testing.T, dir string, want map[string][]byte) {
+	t.Helper()
+	n := 0
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || fi.IsDir() {
+			return err
+		}
+		n++
+		rel, _ := filepath.Rel(dir, p)
+		b, ok := want[filepath.ToSlash(rel)]
+		if !ok {
+			t.Errorf("%s copied, not wanted", rel)
+			return nil
+		}
+		got, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(got, b) {
+			t.Errorf("%s: %d bytes, want %d (equal: %v)", rel, len(got), len(b), bytes.Equal(got, b))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != len(want) {
+		t.Errorf("%d files copied, want %d", n, len(want))
+	}
+}
+
+// A healthy device: fsck --copy-to copies every file byte for byte,
+// names with '/' as subdirectories, exits 0; --json says what it copied.
+func TestFsckCopyToHealthyDevice(t *testing.T) {
+	_, devName, e := copyToDevice(t)
+	rng := rand.New(rand.NewSource(43))
+	want := map[string][]byte{}
+	for i, name := range []string{"top", "dir/a", "dir/sub/b", "dir/sub/c d", "empty"} {
+		b := make([]byte, i*123457%(700<<10))
+		rng.Read(b)
+		copyToWrite(t, e, name, b)
+		want[name] = b
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "copy") // missing: created
+	code, out := copyToRun("fsck", devName, "--copy-to", dir)
+	if code != 0 || !strings.Contains(out, "clean") || !strings.Contains(out, "copied 5 files") {
+		t.Fatalf("fsck --copy-to of a healthy device: exit %d\n%s", code, out)
+	}
+	copyToCheck(t, dir, want)
+
+	dir2 := t.TempDir() // empty: taken
+	code, out = copyToRun("fsck", devName, "--copy-to", dir2, "--json")
+	if code != 0 || !strings.Contains(out, `"copied": 5`) || !strings.Contains(out, `"not_recovered": []`) {
+		t.Fatalf("fsck --copy-to --json: exit %d\n%s", code, out)
+	}
+	copyToCheck(t, dir2, want)
+}
+
+// A non-empty DIR is refused before anything is read or written; names
+// that would leave DIR are not copied (reported, exit 1), and nothing
+// lands outside it.
+func TestFsckCopyToRefusesNonEmptyDirAndEscapingNames(t *testing.T) {
+	_, devName, e := copyToDevice(t)
+	for _, name := range []string{"../escaped", "/abs", "a/../../up", "ok", "sub//x", "."} {
+		copyToWrite(t, e, name, []byte("data of "+name))
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	base := t.TempDir()
+	dir := filepath.Join(base, "in", "copy")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "there"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out := copyToRun("fsck", devName, "--copy-to", dir)
+	if code != exitFailure || !strings.Contains(out, "not empty") {
+		t.Fatalf("fsck --copy-to a non-empty directory: exit %d\n%s", code, out)
+	}
+	if err := os.Remove(filepath.Join(dir, "there")); err != nil {
+		t.Fatal(err)
+	}
+	code, out = copyToRun("fsck", devName, "--copy-to", dir)
+	if code != exitFailure || strings.Count(out, "NOT COPIED") != 5 {
+		t.Fatalf("fsck --copy-to with names that leave DIR: exit %d, want %d, and 5 NOT COPIED lines\n%s", code, exitFailure, out)
+	}
+	copyToCheck(t, dir, map[string][]byte{"ok": []byte("data of ok")})
+	var outside []string
+	filepath.Walk(base, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() && !strings.HasPrefix(p, dir+string(filepath.Separator)) {
+			outside = append(outside, p)
+		}
+		return nil
+	})
+	if len(outside) > 0 || exists("/abs") {
+		t.Errorf("files outside DIR: %q", outside)
+	}
+}
+
+// A damaged data block: the file is copied with a hole (zeros) there,
+// the report says NOT RECOVERED with the range, and fsck exits 1.
+func TestFsckCopyToDamagedBlockIsAHole(t *testing.T) {
+	path, devName, e := copyToDevice(t)
+	data := bytes.Repeat([]byte("hole...."), 8<<10)
+	copyToWrite(t, e, "f", data)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// f's only record: at the first data zone's start, after its header.
+	g := zoneGeometry(t, devName)
+	copyToPatch(t, devName, path, 2*g.ZoneSize+engine.BlockSize+2*engine.BlockSize+7, []byte("garbage"))
+	dir := filepath.Join(t.TempDir(), "copy")
+	code, out := copyToRun("fsck", devName, "--copy-to", dir)
+	want := append([]byte(nil), data...)
+	clear(want[2*engine.BlockSize : 3*engine.BlockSize])
+	if code != exitFailure || !strings.Contains(out, fmt.Sprintf(`NOT RECOVERED: file "f": bytes %d..%d`, 2*engine.BlockSize, 3*engine.BlockSize)) {
+		t.Fatalf("fsck --copy-to with a damaged block: exit %d, want %d\n%s", code, exitFailure, out)
+	}
+	copyToCheck(t, dir, map[string][]byte{"f": want})
+}
+
+// The newest checkpoint damaged, a create logged after it: zonefold
+// serve would refuse the device; fsck --copy-to copies what the older
+// checkpoint holds, says what it went past, and exits 1.
+func TestFsckCopyToDamagedNewestCheckpoint(t *testing.T) {
+	path, devName, e := copyToDevice(t)
+	keep := bytes.Repeat([]byte("kept...."), 5000)
+	copyToWrite(t, e, "keep", keep)
+	if err := e.Close(); err != nil { // a checkpoint
+		t.Fatal(err)
+	}
+	// Recovery's checkpoint goes to the other metadata half; the create
+	// of "later" is logged after it, and the engine is abandoned there
+	// (as a killed process: no Close, no checkpoint after).
+	e, err := engine.Open(devName, engine.Config{CacheBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyToWrite(t, e, "later", []byte("later"))
+	sb := e.Superblock()
+	g := e.Geometry()
+	// The newest checkpoint is the first record of the half whose first
+	// record is numbered higher.
+	newest, top := int64(-1), uint64(0)
+	for _, mz := range sb.MetaZones {
+		at := int64(mz)*g.ZoneSize + engine.BlockSize
+		dev, err := zns.Open(devName, zns.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fo := dev.(*zns.Emu).FileOffset(at)
+		dev.Close()
+		hdr := make([]byte, 16)
+		fh, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fh.ReadAt(hdr, fo)
+		fh.Close()
+		if seq := binary.LittleEndian.Uint64(hdr[8:]); seq > top {
+			newest, top = at, seq
+		}
+	}
+	copyToPatch(t, devName, path, newest+40, []byte("garbage"))
+	if code, out := copyToRun("fsck", devName); code == 0 || !strings.Contains(out, "refusing to open") {
+		t.Fatalf("set-up: fsck does not report the refusal: exit %d\n%s", code, out)
+	}
+	dir := filepath.Join(t.TempDir(), "copy")
+	code, out := copyToRun("fsck", devName, "--copy-to", dir)
+	if code != exitFailure || !strings.Contains(out, "salvaged past a refusal") || !strings.Contains(out, "copied 1 file") {
+		t.Fatalf("fsck --copy-to past a damaged newest checkpoint: exit %d, want %d\n%s", code, exitFailure, out)
+	}
+	copyToCheck(t, dir, map[string][]byte{"keep": keep})
+}
+
+// zoneGeometry is devName's geometry.
+func zoneGeometry(t *testing.T, devName string) zns.Geometry {
+	t.Helper()
+	dev, err := zns.Open(devName, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	return dev.Geometry()
+}

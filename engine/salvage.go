@@ -1,0 +1,255 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"syscall"
+
+	"github.com/zonefold/zonefold/zns"
+)
+
+// SalvageReport is what Salvage copied and what it could not.
+type SalvageReport struct {
+	// Fsck is fsck's report of the state Salvage recovered: its
+	// Problems say what recovery went past (the newest checkpoint or
+	// the log before it damaged, what was logged after the checkpoint
+	// it started from therefore lost) and what no record verifies.
+	Fsck  *FsckReport
+	Files []SalvagedFile
+}
+
+// SalvagedFile is one file Salvage handed to its sink.
+type SalvagedFile struct {
+	Name string
+	Size int64
+	// Holes are the ranges whose bytes Salvage could not verify: it
+	// wrote nothing there (zeros in a new file).
+	Holes []SalvageHole
+	// Err is why the sink refused the file (nothing of it was copied).
+	Err error
+}
+
+// SalvageHole is a range of a file not recovered, and why.
+type SalvageHole struct {
+	Off, Len int64
+	Why      string
+}
+
+// Complete reports whether Salvage recovered everything: no damage, no
+// hole, and every file copied.
+func (r *SalvageReport) Complete() bool {
+	if r.Fsck == nil || len(r.Fsck.Problems) > 0 {
+		return false
+	}
+	for _, f := range r.Files {
+		if f.Err != nil || len(f.Holes) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Salvage copies every file it can recover off dev, never writing it.
+// It recovers in memory as Fsck does, but goes on past what makes Open
+// refuse the device (a newest checkpoint, or the log before it, that is
+// damaged): from the newest checkpoint that decodes, the log after it up
+// to the damage, and the data records newer than it. For each file, in
+// name order, it calls create with the file's name and size, writes
+// through the io.WriterAt it returns only bytes it verified as fsck
+// does (fsckState.checkExtent), and closes it if it is an io.Closer.
+// Verified: each mapped extent lies in a record whose header holds and
+// carries the same file, offset and version, and each block's checksum
+// passed in fsck's walk and passes again on the read that copies it. What it cannot verify, it does not write: a hole, listed in
+// the report with why. An older checkpoint's extent in a zone reset and
+// reused since holds another file's record, so it is a hole, never that
+// file's bytes. A create error skips the file (SalvagedFile.Err); the
+// error Salvage returns is one reading the device or writing a copy.
+func Salvage(dev zns.Device, create func(name string, size int64) (io.WriterAt, error)) (*SalvageReport, error) {
+	rep, st, err := fsck(dev, FsckOptions{}, true)
+	if err != nil {
+		return nil, err
+	}
+	out := &SalvageReport{Fsck: rep}
+	if st == nil {
+		return out, nil // recovery found nothing to start from: the report says why
+	}
+	defer st.close()
+	files := make([]*file, 0, len(st.e.byName))
+	for _, f := range st.e.byName {
+		files = append(files, f)
+	}
+	slices.SortFunc(files, func(a, b *file) int {
+		if a.name() < b.name() {
+			return -1
+		}
+		if a.name() > b.name() {
+			return 1
+		}
+		return 0
+	})
+	for _, f := range files {
+		sf := SalvagedFile{Name: f.name(), Size: max(f.size, 0)}
+		wa, err := create(sf.Name, sf.Size)
+		if err != nil {
+			sf.Err = err
+			out.Files = append(out.Files, sf)
+			continue
+		}
+		err = st.salvageFile(f, wa, &sf)
+		if c, ok := wa.(io.Closer); ok {
+			if cerr := c.Close(); err == nil && cerr != nil {
+				err = fmt.Errorf("engine: salvage: %q: %w", sf.Name, cerr)
+			}
+		}
+		if err != nil {
+			return out, err
+		}
+		out.Files = append(out.Files, sf)
+	}
+	return out, nil
+}
+
+// salvageFile writes what of f's extents it verifies to wa, and adds the
+// rest to sf.Holes.
+func (st *fsckState) salvageFile(f *file, wa io.WriterAt, sf *SalvagedFile) error {
+	size := sf.Size
+	hole := func(off, n int64, why string) {
+		n = min(off+n, size) - off
+		if n <= 0 {
+			return
+		}
+		if k := len(sf.Holes); k > 0 && sf.Holes[k-1].Off+sf.Holes[k-1].Len == off && sf.Holes[k-1].Why == why {
+			sf.Holes[k-1].Len += n
+			return
+		}
+		sf.Holes = append(sf.Holes, SalvageHole{Off: off, Len: n, Why: why})
+	}
+	var werr error
+	f.ext.each(func(x extent) bool {
+		if x.off >= size {
+			return false
+		}
+		c := st.checkExtent(f, x)
+		switch {
+		case c.offline != nil:
+			hole(x.off, x.len, fmt.Sprintf("its zone %d is offline", c.zone))
+			return true
+		case !c.carried:
+			hole(x.off, x.len, fmt.Sprintf("no record at device offset %d carries version %d of it (damaged, or a zone reset and reused since the checkpoint salvage started from)", x.dev, x.ver))
+			return true
+		}
+		werr = st.copyExtent(x, c.bad, size, wa, hole)
+		return werr == nil
+	})
+	return werr
+}
+
+// copyExtent reads carried extent x (its blocks in bad failing) and
+// writes it, up to size, to wa. It checks each block it reads against
+// its record's checksum again (the media may have changed since fsck's
+// walk): what fails to read or to match is a hole.
+func (st *fsckState) copyExtent(x extent, bad []int64, size int64, wa io.WriterAt, hole func(off, n int64, why string)) error {
+	sums, err := st.recordSums(x)
+	if err != nil {
+		return err
+	}
+	if sums == nil {
+		hole(x.off, x.len, "its record's header no longer reads whole")
+		return nil
+	}
+	isBad := map[int64]bool{}
+	for _, b := range bad {
+		isBad[b] = true
+	}
+	chunk := int64(len(st.buf.mem)) / BlockSize * BlockSize
+	for done := int64(0); done < x.len && x.off+done < size; {
+		if isBad[x.dev+done] {
+			hole(x.off+done, BlockSize, "its block fails its checksum or fails to read")
+			done += BlockSize
+			continue
+		}
+		n := int64(0) // a run of blocks fsck found good, at most a chunk
+		for n < min(chunk, x.len-done) && !isBad[x.dev+done+n] {
+			n += BlockSize
+		}
+		data := st.buf.mem[:n]
+		rerr := st.e.readDev(x.dev+done, data, st.w)
+		if rerr != nil && !errors.Is(rerr, syscall.EIO) {
+			return fmt.Errorf("engine: salvage: read device offset %d: %w", x.dev+done, rerr)
+		}
+		from := int64(-1) // the run of verified blocks not yet written
+		write := func(to int64) error {
+			if from < 0 {
+				return nil
+			}
+			off := x.off + done + from
+			end := min(x.off+done+to, size)
+			from = -1
+			if end <= off {
+				return nil
+			}
+			if _, err := wa.WriteAt(data[off-(x.off+done):end-(x.off+done)], off); err != nil {
+				return fmt.Errorf("engine: salvage: write bytes %d..%d: %w", off, end, err)
+			}
+			return nil
+		}
+		for b := int64(0); b < n; b += BlockSize {
+			why := ""
+			if rerr != nil {
+				// Block by block: what fails to read since fsck's
+				// walk is a hole.
+				if err := st.e.readDev(x.dev+done+b, data[b:b+BlockSize], st.w); err != nil {
+					if !errors.Is(err, syscall.EIO) {
+						return fmt.Errorf("engine: salvage: read device offset %d: %w", x.dev+done+b, err)
+					}
+					why = "its block fails to read"
+				}
+			}
+			if why == "" && badBlock(data[b:b+BlockSize], sums[(done+b)/BlockSize:]) == 0 {
+				why = "its block no longer matches its checksum"
+			}
+			if why == "" {
+				if from < 0 {
+					from = b
+				}
+				continue
+			}
+			if err := write(b); err != nil {
+				return err
+			}
+			hole(x.off+done+b, BlockSize, why)
+		}
+		if err := write(n); err != nil {
+			return err
+		}
+		done += n
+	}
+	return nil
+}
+
+// recordSums reads the header of x's record again and returns the
+// checksums of x's blocks, or nil if it no longer reads or decodes.
+func (st *fsckState) recordSums(x extent) ([]uint32, error) {
+	if st.hb == nil {
+		hb, err := newScanBuf(BlockSize)
+		if err != nil {
+			return nil, err
+		}
+		st.hb = hb
+	}
+	hb := st.hb.mem[:BlockSize]
+	if err := st.e.readDev(x.hdr, hb, st.w); err != nil {
+		if errors.Is(err, syscall.EIO) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("engine: salvage: read device offset %d: %w", x.hdr, err)
+	}
+	var h RecordHeader
+	first, n := x.firstBlock(), int(x.len/BlockSize)
+	if err := DecodeHeader(hb, &h); err != nil || h.FS != st.e.sb.FS() || first+n > len(h.Sums) {
+		return nil, nil
+	}
+	return slices.Clone(h.Sums[first : first+n]), nil
+}
