@@ -107,7 +107,7 @@ type conn struct {
 	writerQ  chan struct{} // closed when every reply is sent: the writer ends
 
 	stopCh   chan struct{} // closed when the server stops reading us
-	ending   atomic.Bool   // its session's teardown runs (Server.ending)
+	ending   atomic.Bool   // its serve is ending (markEnding, Server.ending)
 	stopOnce sync.Once
 	stopping atomic.Bool
 	aborted  atomic.Bool // shutdown canceled its requests (abort)
@@ -256,6 +256,8 @@ func (c *conn) sendNow(buf []byte) error {
 // serve runs the session to its end and releases everything it holds.
 func (c *conn) serve() {
 	defer c.uc.Close()
+	// Before its socket closes, which takes it out of Server.hangups.
+	defer c.markEnding()
 	defer func() {
 		if c.mapped != nil {
 			unix.Munmap(c.mapped)
@@ -305,7 +307,7 @@ func (c *conn) serve() {
 	// vanished client's are canceled), their replies go out if the
 	// client is still there, and only then are the handles closed and
 	// the region unmapped: a worker never touches unmapped memory.
-	c.ending.Store(true)
+	c.markEnding()
 	if !c.stopping.Load() {
 		c.cancel()
 	}
@@ -324,25 +326,13 @@ func (c *conn) serve() {
 	c.log.Debug("server: connection closed", "reason", reason)
 }
 
-// peerHungUp reports whether c's client has closed its end of the
-// socket (or shut it down), which the socket says as soon as it happens,
-// before the reader reads the end of stream; a connection whose socket
-// is closed already is ending too.
-func (c *conn) peerHungUp() bool {
-	rc, err := c.uc.SyscallConn()
-	if err != nil {
-		return true
+// markEnding counts c, if it holds a place, as ending (Server.ending)
+// until it gives the place back, once (its teardown, or the end of a
+// hello that failed after it took the place).
+func (c *conn) markEnding() {
+	if c.session && !c.ending.Swap(true) {
+		c.s.leaving.Add(1)
 	}
-	hup := false
-	if err := rc.Control(func(fd uintptr) {
-		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
-		if n, err := unix.Poll(p, 0); err == nil && n > 0 {
-			hup = p[0].Revents&(unix.POLLHUP|unix.POLLRDHUP|unix.POLLERR) != 0
-		}
-	}); err != nil {
-		return true
-	}
-	return hup
 }
 
 // refusal is a hello refused for want of room in the daemon (its caps,
@@ -555,6 +545,7 @@ func (c *conn) hello() error {
 		return noRoom(StatusTooManyClients, fmt.Errorf("%d clients connected, the cap", c.s.maxConns))
 	}
 	c.session = true
+	c.s.watchHangup(c)
 	page := uint64(os.Getpagesize())
 	size := h.Region
 	if size == 0 {

@@ -56,7 +56,10 @@
 //     one) and the shared memory of all regions together
 //     (Options.MaxSharedMemory). A client that finds a cap reached while
 //     another connection is ending (its client hung up, which its socket
-//     tells before the daemon reads the end, or its teardown runs) waits
+//     tells before the daemon reads the end, or its teardown runs: one
+//     epoll instance, Server.hangups, holds every connection that has a
+//     place, so that learning it costs one call, not one per
+//     connection, at every arrival at the cap) waits
 //     for that one to give its place and memory back (Server.awaitEnd,
 //     up to slotWait), and is refused only if none is ending: a client
 //     is never refused for one that has already gone.

@@ -65,6 +65,15 @@ func HookExec(t *testing.T, f func(*Request, *Reply)) {
 // faults away before the engine closes.
 func newTestServerEmu(t *testing.T, opts Options) (socket string, emu *zns.Emu, srv *Server) {
 	t.Helper()
+	socket, emu, srv, _ = newTestServerEmuStop(t, opts)
+	return socket, emu, srv
+}
+
+// newTestServerEmuStop is newTestServerEmu with stop, which shuts the
+// server down (as the test's cleanup does, once) and returns Serve's
+// result.
+func newTestServerEmuStop(t *testing.T, opts Options) (socket string, emu *zns.Emu, srv *Server, stop func() error) {
+	t.Helper()
 	cfg := testConfig(emuDevice(t), filepath.Join(t.TempDir(), "zf.sock"))
 	dev, err := zns.Open(cfg.Device, zns.Options{})
 	if err != nil {
@@ -89,19 +98,27 @@ func newTestServerEmu(t *testing.T, opts Options) (socket string, emu *zns.Emu, 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, l.UnixListener) }()
+	var once sync.Once
+	var served error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case served = <-done:
+			case <-time.After(30 * time.Second):
+				t.Errorf("Serve did not return 30 s after cancel")
+			}
+		})
+		return served
+	}
 	t.Cleanup(func() {
 		emu.FailWrites(false)
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Errorf("Serve did not return 30 s after cancel")
-		}
+		stop()
 		l.Close()
 		emu.FailFlush(0)
 		e.Close() // may report the injected faults: not what is tested
 	})
-	return cfg.Socket, emu, srv
+	return cfg.Socket, emu, srv, stop
 }
 
 // ClientSocketFD is c's socket descriptor, for tests that look at what

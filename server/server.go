@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -83,6 +84,16 @@ type Server struct {
 	// awaiting counts the connections waiting for an ending one's place
 	// or memory (awaitEnd), at most maxConns.
 	awaiting atomic.Int64
+	// leaving counts the connections holding a place whose serve is
+	// ending (conn.markEnding) and that have not yet given it back.
+	leaving atomic.Int64
+	// hangups is an epoll instance that every connection holding a
+	// place is in (conn.watchHangup), for its client's hang-up: one
+	// call learns whether any client has gone (ending), where polling
+	// each connection cost a system call per open connection for every
+	// arrival at the cap. An os.File, so that its descriptor is not
+	// closed (and reused) under a call; nil if it could not be made.
+	hangups *os.File
 
 	mu    sync.Mutex
 	conns map[*conn]struct{}
@@ -172,8 +183,14 @@ func New(e *engine.Engine, opts Options) *Server {
 	if opts.MaxSharedMemory <= 0 {
 		opts.MaxSharedMemory = DefaultSharedMemory()
 	}
-	return &Server{e: e, log: opts.Log, grace: opts.Grace, maxConns: opts.MaxConns, maxShm: opts.MaxSharedMemory,
+	s := &Server{e: e, log: opts.Log, grace: opts.Grace, maxConns: opts.MaxConns, maxShm: opts.MaxSharedMemory,
 		procs: runtime.GOMAXPROCS(0), conns: map[*conn]struct{}{}, greeting: map[*conn]struct{}{}, ended: make(chan struct{})}
+	// Without it (no descriptor or memory left) only a connection whose
+	// teardown runs counts as ending.
+	if fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC); err == nil {
+		s.hangups = os.NewFile(uintptr(fd), "zonefold-hangups")
+	}
+	return s
 }
 
 // reserveShm takes n bytes of the shared-memory budget, if they fit.
@@ -279,7 +296,13 @@ func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 		pause = 0
 		s.start(uc)
 	}
-	return errors.Join(acceptErr, s.shutdown())
+	err := errors.Join(acceptErr, s.shutdown())
+	if s.hangups != nil {
+		// A connection left running (shutdown's error) finds it
+		// closed, and counts no hang-up.
+		s.hangups.Close()
+	}
+	return err
 }
 
 // start serves a new connection. A connection counts against MaxConns
@@ -338,6 +361,9 @@ func (s *Server) start(uc *net.UnixConn) {
 		s.mu.Lock()
 		delete(s.conns, c)
 		delete(s.greeting, c)
+		if c.ending.Load() {
+			s.leaving.Add(-1)
+		}
 		close(s.ended)
 		s.ended = make(chan struct{})
 		s.mu.Unlock()
@@ -348,6 +374,35 @@ func (s *Server) start(uc *net.UnixConn) {
 // slotWait bounds how long a connection waits for an ending session's
 // place or memory (awaitEnd) before it is refused.
 var slotWait = 2 * time.Second
+
+// hupSyscalls counts the system calls made to learn whether a client
+// has hung up (ending), which tests bound.
+var hupSyscalls atomic.Int64
+
+// watchHangup puts c, which holds a place, in s.hangups, which then
+// reports its client's hang-up (level-triggered, with c's id)
+// until c's socket is closed: closing it takes it out.
+func (s *Server) watchHangup(c *conn) {
+	if s.hangups == nil {
+		return
+	}
+	sc, err := c.uc.SyscallConn()
+	if err != nil {
+		return
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLRDHUP, Fd: int32(c.id), Pad: int32(c.id >> 32)}
+	sc.Control(func(cfd uintptr) {
+		withFd(s.hangups, func(efd int) { unix.EpollCtl(efd, unix.EPOLL_CTL_ADD, int(cfd), &ev) })
+	})
+}
+
+// withFd runs fn with f's descriptor, which is not closed (nor its number
+// reused) until fn returns.
+func withFd(f *os.File, fn func(fd int)) {
+	if rc, err := f.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { fn(int(fd)) })
+	}
+}
 
 // awaitEndHook, set by tests, runs when a connection begins to wait for
 // an ending session (awaitEnd).
@@ -408,20 +463,37 @@ func (s *Server) awaitEnd(c *conn, stop <-chan struct{}, take func() bool) bool 
 	}
 }
 
-// ending reports whether a connection other than self is ending: its
-// client has hung up (its socket says so at once, before the daemon has
-// read its end) or its teardown runs.
+// ending reports whether a connection other than self that holds a
+// place is ending: its client has hung up (s.hangups says so at once,
+// before the daemon has read its end) or its serve is ending. It makes
+// one system call, however many connections are open: it runs for
+// every arrival at the cap.
 func (s *Server) ending(self *conn) bool {
-	s.mu.Lock()
-	conns := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		if c != self {
-			conns = append(conns, c)
-		}
+	if s.leaving.Load() > 0 {
+		// self, waiting for a place or memory, is not among them.
+		return true
 	}
-	s.mu.Unlock()
-	for _, c := range conns {
-		if c.ending.Load() || c.peerHungUp() {
+	if s.hangups == nil {
+		return false
+	}
+	var selfID uint64 // ids start at 1
+	if self != nil {
+		selfID = self.id
+	}
+	// Two: one of them may be self; epoll gives distinct ones.
+	var evs [2]unix.EpollEvent
+	n := 0
+	withFd(s.hangups, func(efd int) {
+		for {
+			hupSyscalls.Add(1)
+			var err error
+			if n, err = unix.EpollWait(efd, evs[:], 0); err != unix.EINTR {
+				return
+			}
+		}
+	})
+	for _, ev := range evs[:max(n, 0)] {
+		if uint64(uint32(ev.Fd))|uint64(uint32(ev.Pad))<<32 != selfID {
 			return true
 		}
 	}
