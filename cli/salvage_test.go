@@ -337,3 +337,43 @@ func TestFsckCopyToNamesDirCannotHold(t *testing.T) {
 		t.Errorf("files outside DIR: %v", ents)
 	}
 }
+
+// An emu device whose zone table reads as zeros (both header slots, at
+// the file's start, damaged to zeros) and whose device string gives the
+// geometry: fsck and fsck --copy-to refuse it and leave the file as it
+// was. zns.Open took a blank header for a new device and wrote a fresh
+// table over it, every zone empty, losing what the table said of the
+// data still there.
+func TestFsckBlankEmuTableWritesNothing(t *testing.T) {
+	path, devName, e := copyToDevice(t)
+	copyToWrite(t, e, "f", bytes.Repeat([]byte("blank..."), 2000))
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fh, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = fh.WriteAt(make([]byte, 2*4096), 0) // both slots of 16 zones
+	fh.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"fsck", devName}, {"fsck", devName, "--copy-to", filepath.Join(t.TempDir(), "copy")}} {
+		code, out := copyToRun(args...)
+		after, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(after, before) {
+			t.Fatalf("%q wrote the device (exit %d)\n%s", args, code, out)
+		}
+		if code == 0 {
+			t.Errorf("%q: exit 0 on a device with no zone table\n%s", args, out)
+		}
+	}
+}
