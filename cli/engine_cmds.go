@@ -196,11 +196,16 @@ func refuseStartOver(device string, erase bool, how string) error {
 // the device and drops the claim; keep says whether an emu file the claim
 // created stays (the command made a device of it) or goes (it failed).
 func openClaimed(device string) (dev zns.Device, release func(keep bool), err error) {
+	return openClaimedWith(device, zns.Options{})
+}
+
+// openClaimedWith is openClaimed, opening device with opts.
+func openClaimedWith(device string, opts zns.Options) (dev zns.Device, release func(keep bool), err error) {
 	lock, err := server.LockDevice(device)
 	if err != nil {
 		return nil, nil, err
 	}
-	dev, err = zns.Open(device, zns.Options{})
+	dev, err = zns.Open(device, opts)
 	if err != nil {
 		lock.Abandon()
 		return nil, nil, err

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/zns"
 )
 
 // acceptOfflineFlag is the flag of serve and fsck that opens past a data
@@ -72,7 +73,9 @@ from a clean device, 1 when anything was not recovered or not copied
 			}
 			// A daemon writing meanwhile would make the report
 			// meaningless: claim the device as the daemon does.
-			dev, release, err := openClaimed(args[0])
+			// Existing: a blank emu table is refused, not replaced
+			// by an empty one (fsck never writes the device).
+			dev, release, err := openClaimedWith(args[0], zns.Options{Existing: true})
 			if err != nil {
 				return err
 			}

@@ -117,9 +117,14 @@ func salvage(cmd *cobra.Command, device string, dev zns.Device, root *os.Root, d
 		case f.Err != nil:
 			skipped++
 		default:
+			// A hole's bytes were not copied: the summary counts
+			// only what was verified.
 			copied++
 			bytes += f.Size
 			holes += len(f.Holes)
+			for _, h := range f.Holes {
+				bytes -= h.Len
+			}
 		}
 	}
 	if asJSON {

@@ -369,6 +369,27 @@ type fsckPiece struct {
 	hdr     int64 // the record's header
 }
 
+// carries reports whether piece p holds all of extent x of file id.
+func (p fsckPiece) carries(id uint64, x extent) bool {
+	return p.dev <= x.dev && x.dev+x.len <= p.dev+p.len &&
+		p.file == id && p.ver == x.ver && p.fileOff+(x.dev-p.dev) == x.off && p.hdr == x.hdr
+}
+
+// recordPieces are the pieces record header h, at device offset hdr,
+// carries: its extents, laid out in order after the header.
+func recordPieces(h *RecordHeader, hdr int64) []fsckPiece {
+	if h.Kind == KindPad {
+		return nil
+	}
+	var ps []fsckPiece
+	dev := hdr + BlockSize
+	for _, x := range h.Extents {
+		ps = append(ps, fsckPiece{file: h.File, fileOff: x.FileOff, ver: x.Version, dev: dev, len: int64(x.Len), hdr: hdr})
+		dev += int64(x.Len)
+	}
+	return ps
+}
+
 // readData reads the data of the record at offset off of zone z, whose
 // header is h, at device offset dev into data. Blocks that fail to read
 // (EIO: media damage) are bad blocks, as those that fail their checksums
@@ -462,9 +483,7 @@ func (st *fsckState) checkExtent(f *file, x extent) extentCheck {
 	}
 	good := st.good
 	i := sort.Search(len(good), func(i int) bool { return good[i].dev+good[i].len > x.dev })
-	c.carried = i < len(good) && good[i].dev <= x.dev && x.dev+x.len <= good[i].dev+good[i].len &&
-		good[i].file == f.id && good[i].ver == x.ver && good[i].fileOff+(x.dev-good[i].dev) == x.off &&
-		good[i].hdr == x.hdr
+	c.carried = i < len(good) && good[i].carries(f.id, x)
 	if !c.carried {
 		return c
 	}
@@ -540,10 +559,7 @@ func (fw *fsckWalk) zone(z *zone, rz zns.Zone) error {
 		if h.Kind != KindPad {
 			fw.rep.Records++
 			fw.recs = append(fw.recs, fsckRecord{seq: h.Seq, file: h.File, size: h.Size, zone: z.idx, at: off, ext: slices.Clone(h.Extents)})
-			for _, x := range h.Extents {
-				fw.good = append(fw.good, fsckPiece{file: h.File, fileOff: x.FileOff, ver: x.Version, dev: dev, len: int64(x.Len), hdr: hdr})
-				dev += int64(x.Len)
-			}
+			fw.good = append(fw.good, recordPieces(&h, hdr)...)
 		}
 		off += n
 	}

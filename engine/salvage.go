@@ -140,7 +140,7 @@ func (st *fsckState) salvageFile(f *file, wa io.WriterAt, sf *SalvagedFile) erro
 			hole(x.off, x.len, fmt.Sprintf("no record at device offset %d carries version %d of it (damaged, or a zone reset and reused since the checkpoint salvage started from)", x.dev, x.ver))
 			return true
 		}
-		werr = st.copyExtent(x, c.bad, size, wa, hole)
+		werr = st.copyExtent(f.id, x, c.bad, size, wa, hole)
 		return werr == nil
 	})
 	return werr
@@ -150,13 +150,13 @@ func (st *fsckState) salvageFile(f *file, wa io.WriterAt, sf *SalvagedFile) erro
 // writes it, up to size, to wa. It checks each block it reads against
 // its record's checksum again (the media may have changed since fsck's
 // walk): what fails to read or to match is a hole.
-func (st *fsckState) copyExtent(x extent, bad []int64, size int64, wa io.WriterAt, hole func(off, n int64, why string)) error {
-	sums, err := st.recordSums(x)
+func (st *fsckState) copyExtent(id uint64, x extent, bad []int64, size int64, wa io.WriterAt, hole func(off, n int64, why string)) error {
+	sums, err := st.recordSums(id, x)
 	if err != nil {
 		return err
 	}
 	if sums == nil {
-		hole(x.off, x.len, "its record's header no longer reads whole")
+		hole(x.off, x.len, "its record's header no longer reads whole, or no longer carries it")
 		return nil
 	}
 	isBad := map[int64]bool{}
@@ -230,8 +230,10 @@ func (st *fsckState) copyExtent(x extent, bad []int64, size int64, wa io.WriterA
 }
 
 // recordSums reads the header of x's record again and returns the
-// checksums of x's blocks, or nil if it no longer reads or decodes.
-func (st *fsckState) recordSums(x extent) ([]uint32, error) {
+// checksums of x's blocks, or nil if it no longer reads or decodes, or
+// no longer carries x for file id (another record is there now: its
+// sums would pass another file's bytes).
+func (st *fsckState) recordSums(id uint64, x extent) ([]uint32, error) {
 	if st.hb == nil {
 		hb, err := newScanBuf(BlockSize)
 		if err != nil {
@@ -249,6 +251,9 @@ func (st *fsckState) recordSums(x extent) ([]uint32, error) {
 	var h RecordHeader
 	first, n := x.firstBlock(), int(x.len/BlockSize)
 	if err := DecodeHeader(hb, &h); err != nil || h.FS != st.e.sb.FS() || first+n > len(h.Sums) {
+		return nil, nil
+	}
+	if !slices.ContainsFunc(recordPieces(&h, x.hdr), func(p fsckPiece) bool { return p.carries(id, x) }) {
 		return nil, nil
 	}
 	return slices.Clone(h.Sums[first : first+n]), nil

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"math/rand"
@@ -37,7 +38,22 @@ func (s salvageSink) create(name string, size int64) (io.WriterAt, error) {
 // salvage runs Salvage on devName (closed) within a bound.
 func salvage(t *testing.T, devName string) (*SalvageReport, salvageSink) {
 	t.Helper()
+	return salvageAfterWalk(t, devName, nil)
+}
+
+// salvageAfterWalk is salvage, calling hook (if not nil) with each
+// file's name before Salvage creates its copy: after fsck's walk, as
+// the media may change under it.
+func salvageAfterWalk(t *testing.T, devName string, hook func(name string)) (*SalvageReport, salvageSink) {
+	t.Helper()
 	sink := salvageSink{}
+	create := sink.create
+	if hook != nil {
+		create = func(name string, size int64) (io.WriterAt, error) {
+			hook(name)
+			return sink.create(name, size)
+		}
+	}
 	var rep *SalvageReport
 	var err error
 	h19gBounded(t, "Salvage", time.Minute, func() {
@@ -47,7 +63,7 @@ func salvage(t *testing.T, devName string) (*SalvageReport, salvageSink) {
 			return
 		}
 		defer dev.Close()
-		rep, err = Salvage(dev, sink.create)
+		rep, err = Salvage(dev, create)
 	})
 	if err != nil {
 		t.Fatalf("salvage: %v", err)
@@ -314,19 +330,9 @@ func salvageFlip(t *testing.T, devName string, off int64) {
 // each block it copies against its record's checksum again.
 func TestSalvageRechecksWhatItCopies(t *testing.T) {
 	devName, data, x := salvageOneFile(t, "recheck.")
-	sink := salvageSink{}
-	dev, err := zns.Open(devName, zns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	rep, err := Salvage(dev, func(name string, size int64) (io.WriterAt, error) {
+	rep, sink := salvageAfterWalk(t, devName, func(string) {
 		salvageFlip(t, devName, x.dev+5*BlockSize+1) // after the walk
-		return sink.create(name, size)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	f := salvageFile(t, rep, "f")
 	if len(f.Holes) != 1 || f.Holes[0].Off != x.off+5*BlockSize || f.Holes[0].Len != BlockSize || !strings.Contains(f.Holes[0].Why, "no longer matches") {
 		t.Fatalf("holes %+v, want block 5, no longer matching its checksum", f.Holes)
@@ -338,5 +344,177 @@ func TestSalvageRechecksWhatItCopies(t *testing.T) {
 	}
 	if rep.Complete() {
 		t.Error("the report is complete with a hole")
+	}
+}
+
+// salvageImage is a hash of emu device devName's (closed) whole backing
+// file: its zone table (write pointers, conditions, flush checksums) and
+// every zone's bytes.
+func salvageImage(t *testing.T, devName string) [32]byte {
+	t.Helper()
+	b, err := os.ReadFile(strings.TrimPrefix(devName[:strings.IndexByte(devName, '?')], "emu:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha256.Sum256(b)
+}
+
+// Salvage past a damaged newest checkpoint, on a device whose recovery
+// would write if it could (a remove logged after the checkpoint leaves
+// dead zones to reset, zones left open by a crash to finish, a
+// checkpoint to write, GC's work), changes nothing on it: the backing
+// file, zone table and data, is the same byte for byte after.
+func TestSalvageNeverWritesTheDevice(t *testing.T) {
+	devName := emuDevice(t, 16, "1M", "")
+	e := formatOpen(t, devName, smallConfig())
+	createSynced(t, e, "keep", bytes.Repeat([]byte("keep...."), 4<<10)).Close()
+	createSynced(t, e, "a", bytes.Repeat([]byte{0xaa}, 3<<20)).Close()
+	if err := e.checkpoint(); err != nil { // the older checkpoint
+		t.Fatal(err)
+	}
+	if err := e.checkpoint(); err != nil { // the newest
+		t.Fatal(err)
+	}
+	newest := int64(e.sb.MetaZones[e.meta.active])*e.geo.ZoneSize + BlockSize
+	if err := e.Remove("a"); err != nil { // its zones: dead at recovery
+		t.Fatal(err)
+	}
+	createSynced(t, e, "b", bytes.Repeat([]byte{0xbb}, 1<<20+333)).Close()
+	h, err := e.Create("c") // not synced: a zone left open
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.WriteAt(bytes.Repeat([]byte{0xcc}, 40<<10), 0); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	e.crashForTest()
+	emuOf(t, e).Close()
+	salvageFlip(t, devName, newest+metaHdrLen+4) // in the newest checkpoint's payload
+	if _, err := h19gOpen(t, devName); err == nil || !strings.Contains(err.Error(), "refusing to open") {
+		t.Fatalf("Open with the newest checkpoint damaged: %v, want a refusal", err)
+	}
+	before := salvageImage(t, devName)
+	rep, sink := salvage(t, devName)
+	if !strings.Contains(strings.Join(rep.Fsck.Problems, "\n"), "salvaged past a refusal") {
+		t.Fatalf("set-up: salvage did not go past a refusal: %q", rep.Fsck.Problems)
+	}
+	if sink["keep"] == nil {
+		t.Fatalf("set-up: keep not copied: %+v", rep.Files)
+	}
+	if after := salvageImage(t, devName); after != before {
+		t.Fatal("salvage changed the device: its backing file differs after")
+	}
+	// And on a healthy device, whose recovery writes a checkpoint when
+	// Open recovers it.
+	devName2, _, _ := salvageOneFile(t, "healthy.")
+	before = salvageImage(t, devName2)
+	salvage(t, devName2)
+	if after := salvageImage(t, devName2); after != before {
+		t.Fatal("salvage changed a healthy device")
+	}
+}
+
+// Files whose sizes are not whole blocks, truncated to the middle of a
+// block and written past the cut again, some only in the log after the
+// last checkpoint (replayed): each copy is exactly the file, its length
+// the recovered size, the bytes past a cut zeros, and no hole.
+func TestSalvageUnalignedSizesAndCutsCopyExactly(t *testing.T) {
+	devName := emuDevice(t, 16, "1M", "")
+	e := formatOpen(t, devName, smallConfig())
+	rng := rand.New(rand.NewSource(4343))
+	want := map[string][]byte{}
+	write := func(name string, off int64, n int) { writeSyncedModel(t, e, rng, want, name, off, n) }
+	cut := func(name string, size int64) {
+		h, err := e.OpenFile(name, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		if err := h.Truncate(size); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		b := want[name]
+		if size < int64(len(b)) {
+			b = b[:size]
+		} else {
+			b = append(b, make([]byte, size-int64(len(b)))...)
+		}
+		want[name] = b
+	}
+	for i := range 6 {
+		name := fmt.Sprintf("u%d", i)
+		write(name, 0, 3*BlockSize+1+rng.Intn(BlockSize-2))
+		cut(name, int64(BlockSize+1+rng.Intn(BlockSize-2)))
+		write(name, int64(2*BlockSize+100+rng.Intn(3000)), 1+rng.Intn(BlockSize))
+		if i == 2 {
+			if err := e.checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write("tiny", 0, 1)
+	write("grown", 5, 10)
+	cut("grown", 3*BlockSize+7) // a size set by a cut alone
+	e.crashForTest()
+	emuOf(t, e).Close()
+	rep, sink := salvage(t, devName)
+	for name, b := range want {
+		c := sink[name]
+		f := salvageFile(t, rep, name)
+		if c == nil || f.Size != int64(len(b)) || len(c.b) != len(b) {
+			t.Errorf("%q: copied size %d (report %d), want %d", name, len(c.b), f.Size, len(b))
+			continue
+		}
+		if len(f.Holes) > 0 || f.Err != nil {
+			t.Errorf("%q: holes %+v err %v on a healthy device", name, f.Holes, f.Err)
+		}
+		if !bytes.Equal(c.b, b) {
+			t.Errorf("%q: copy differs from the file", name)
+		}
+	}
+	if !rep.Complete() {
+		t.Errorf("not complete: %q", rep.Fsck.Problems)
+	}
+}
+
+// The media changed after fsck's walk so that where f's record was
+// there is now another whole, valid record (g's, its header and data):
+// the recheck reads a header that decodes and blocks that match its
+// sums, but they are g's. f's copy must not hold g's bytes.
+func TestSalvageRecheckRefusesAnotherFilesRecord(t *testing.T) {
+	devName := emuDevice(t, 16, "1M", "")
+	e := formatOpen(t, devName, smallConfig())
+	dataF := bytes.Repeat([]byte("ffffffff"), 8<<10)
+	dataG := bytes.Repeat([]byte("gggggggg"), 8<<10)
+	createSynced(t, e, "f", dataF).Close()
+	createSynced(t, e, "g", dataG).Close()
+	var xf, xg extent
+	e.byName["f"].ext.each(func(y extent) bool { xf = y; return false })
+	e.byName["g"].ext.each(func(y extent) bool { xg = y; return false })
+	if e.byName["f"].ext.count() != 1 || e.byName["g"].ext.count() != 1 || xf.dev-xf.hdr != xg.dev-xg.hdr {
+		t.Fatalf("set-up: f and g are not one record each of the same shape: %+v %+v", xf, xg)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	recLen := int(xg.dev - xg.hdr + xg.len)
+	g := salvageRaw(t, devName, xg.hdr, recLen)
+	rep, sink := salvageAfterWalk(t, devName, func(name string) {
+		if name == "f" { // after the walk
+			h41bPatch(t, devName, xf.hdr, g)
+		}
+	})
+	if c := sink["f"]; c == nil || bytes.Contains(c.b, []byte("gggg")) {
+		t.Fatalf("f's copy holds g's bytes (holes %+v)", salvageFile(t, rep, "f").Holes)
+	}
+	if f := salvageFile(t, rep, "f"); len(f.Holes) != 1 || f.Holes[0].Len != int64(len(dataF)) {
+		t.Errorf("f's holes %+v, want the whole file", f.Holes)
+	}
+	if rep.Complete() {
+		t.Error("complete with f not recovered")
 	}
 }

@@ -234,7 +234,7 @@ func openEmu(sp spec, opts Options) (*Emu, error) {
 		return nil, fmt.Errorf("zns: emu: %w", err)
 	}
 	flags := os.O_RDWR
-	create := sp.zoneSize > 0 && sp.zones > 0
+	create := sp.zoneSize > 0 && sp.zones > 0 && !opts.Existing
 	if create && !exists {
 		flags |= os.O_CREATE | os.O_EXCL
 	}
@@ -291,6 +291,12 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 	hdr, found, err := readEmuHeader(f, size, sp)
 	if err != nil {
 		return nil, err
+	}
+	if !found && opts.Existing && size == 0 {
+		return nil, fmt.Errorf("zns: emu %s is empty: device is not formatted by zonefold (run `zonefold format DEVICE`)", sp.path)
+	}
+	if !found && opts.Existing {
+		return nil, fmt.Errorf("zns: emu %s has no zone table (blank, or both header slots read as zeros): not opening it as a new device, which writes an empty one over it", sp.path)
 	}
 	var g Geometry
 	if found && !sp.format {

@@ -13,6 +13,11 @@ type Options struct {
 	// RingEntries is the submission queue size of the device's ring
 	// (default 256; twice that many operations can be in flight).
 	RingEntries uint32
+	// Existing opens only a device already made: an emu file that is
+	// missing, or blank (its zone table reads as zeros), is refused
+	// rather than given a new, empty zone table, which would write over
+	// what a damaged one left (fsck, which never writes the device).
+	Existing bool
 }
 
 // Open opens the zoned device named by a device string (see spec.go):
