@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -76,9 +79,61 @@ func (f syncedFile) Close() error {
 	return err
 }
 
+// copyDirs is every directory below a copy's root that holds a name the
+// copy created: each, and then the root, is synced once the files are,
+// so that their entries survive a crash too (a synced file whose entry
+// is not is lost with it).
+type copyDirs map[string]struct{}
+
+// add notes rel's parent directories below the root.
+func (d copyDirs) add(rel string) {
+	for dir := path.Dir(rel); dir != "."; dir = path.Dir(dir) {
+		if _, ok := d[dir]; ok {
+			return
+		}
+		d[dir] = struct{}{}
+	}
+}
+
+// order is the directories to sync: the deepest first, the root (".")
+// last, since a directory's own entry lives in its parent.
+func (d copyDirs) order() []string {
+	dirs := slices.Collect(maps.Keys(d))
+	slices.SortFunc(dirs, func(a, b string) int {
+		return cmp.Or(cmp.Compare(strings.Count(b, "/"), strings.Count(a, "/")), strings.Compare(a, b))
+	})
+	return append(dirs, ".")
+}
+
+// sync syncs every directory in order.
+func (d copyDirs) sync(root *os.Root) error {
+	for _, dir := range d.order() {
+		if err := syncDir(root, dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func syncDir(root *os.Root, dir string) error {
+	f, err := root.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync directory %s of the copy: %w", dir, err)
+	}
+	return nil
+}
+
 // createIn makes the create function engine.Salvage takes: each file
-// new (never replacing one), sized, below root.
-func createIn(root *os.Root) func(name string, size int64) (io.WriterAt, error) {
+// new (never replacing one), sized, below root; dirs collects the
+// directories its names live in.
+func createIn(root *os.Root, dirs copyDirs) func(name string, size int64) (io.WriterAt, error) {
 	return func(name string, size int64) (io.WriterAt, error) {
 		rel, err := copyPath(name)
 		if err != nil {
@@ -89,6 +144,7 @@ func createIn(root *os.Root) func(name string, size int64) (io.WriterAt, error) 
 				return nil, err
 			}
 		}
+		dirs.add(rel)
 		f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
 			return nil, err
@@ -105,8 +161,12 @@ func createIn(root *os.Root) func(name string, size int64) (io.WriterAt, error) 
 // dev into root (dir), and prints fsck's report of the state it
 // recovered and what it could not.
 func salvage(cmd *cobra.Command, device string, dev zns.Device, root *os.Root, dir string, asJSON bool) error {
-	rep, err := engine.Salvage(dev, createIn(root))
+	dirs := copyDirs{}
+	rep, err := engine.Salvage(dev, createIn(root, dirs))
 	if err != nil {
+		return err
+	}
+	if err := dirs.sync(root); err != nil {
 		return err
 	}
 	out := cmd.OutOrStdout()
