@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -43,5 +46,32 @@ func TestCopyDirsSyncsEveryParentDeepestFirst(t *testing.T) {
 	made.add("m/n/o")
 	if err := made.sync(root); err != nil {
 		t.Errorf("sync of the copy's directories: %v", err)
+	}
+}
+
+// TestCopyToADeviceThatCannotOpenLeavesNoDirectory: fsck --copy-to made
+// DIR before it opened the device, and a device it could not open (a
+// typo, an unformatted file) left an empty DIR behind, which the next
+// try then had to be given again or removed. A DIR that was there before
+// stays.
+func TestCopyToADeviceThatCannotOpenLeavesNoDirectory(t *testing.T) {
+	tmp := t.TempDir()
+	missing := "emu:" + filepath.Join(tmp, "no-such-device")
+	dir := filepath.Join(tmp, "copy")
+	if code, out := copyToRun("fsck", missing, "--copy-to", dir); code == 0 {
+		t.Fatalf("fsck --copy-to of a missing device exited 0:\n%s", out)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("after a device that did not open, %s: %v (want it gone)", dir, err)
+	}
+
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := copyToRun("fsck", missing, "--copy-to", dir); code == 0 {
+		t.Fatalf("fsck --copy-to of a missing device exited 0:\n%s", out)
+	}
+	if _, err := os.Lstat(dir); err != nil {
+		t.Errorf("a directory the user made was removed: %v", err)
 	}
 }

@@ -25,16 +25,20 @@ var errIncomplete = errors.New("copy incomplete")
 // copyDir opens dir, fsck --copy-to's destination, creating it if it is
 // missing; one that holds anything is refused (a copy must not mix with,
 // or replace, what is there).
-func copyDir(dir string) (*os.Root, error) {
+// made says whether copyDir created it: a command that then fails
+// before it copies anything removes it again.
+func copyDir(dir string) (root *os.Root, made bool, err error) {
 	if dir == "" {
-		return nil, usagef("--%s takes a directory, got an empty name", copyToFlag)
+		return nil, false, usagef("--%s takes a directory, got an empty name", copyToFlag)
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, err
+	if err := os.Mkdir(dir, 0o755); err == nil {
+		made = true
+	} else if !errors.Is(err, fs.ErrExist) {
+		return nil, false, err
 	}
-	root, err := os.OpenRoot(dir)
+	root, err = os.OpenRoot(dir)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	d, err := root.Open(".")
 	if err == nil {
@@ -49,9 +53,9 @@ func copyDir(dir string) (*os.Root, error) {
 	}
 	if err != nil {
 		root.Close()
-		return nil, err
+		return nil, false, err
 	}
-	return root, nil
+	return root, made, nil
 }
 
 // copyPath is where name goes below the copy's directory, or why it
