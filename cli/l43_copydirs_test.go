@@ -1,13 +1,18 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/zonefold/zonefold/zns"
 )
 
 // TestCopyDirsSyncsEveryParentDeepestFirst: fsck --copy-to syncs the
@@ -74,4 +79,64 @@ func TestCopyToADeviceThatCannotOpenLeavesNoDirectory(t *testing.T) {
 	if _, err := os.Lstat(dir); err != nil {
 		t.Errorf("a directory the user made was removed: %v", err)
 	}
+}
+
+// fullWriter is a copy's file on a file system that has run out of
+// room: every write fails with ENOSPC. (A fake: filling a real file
+// system here would take a mount the tests cannot make.)
+type fullWriter struct{}
+
+func (fullWriter) WriteAt([]byte, int64) (int, error) { return 0, syscall.ENOSPC }
+
+// TestCopyToThatStopsReportsWhatItCopied: a copy whose destination
+// filled up returned the write error alone: no report, no summary, so
+// the user could not tell which files in DIR were whole. Now what was
+// copied before the file that stopped it is synced and reported, and
+// the error names that file.
+func TestCopyToThatStopsReportsWhatItCopied(t *testing.T) {
+	_, devName, e := copyToDevice(t)
+	for _, name := range []string{"a", "b", "c"} {
+		copyToWrite(t, e, name, bytes.Repeat([]byte(name), 3*4096+100))
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := zns.Open(devName, zns.Options{Existing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	var copiedA bytes.Buffer
+	create := func(name string, size int64) (io.WriterAt, error) {
+		if name == "a" {
+			return &bufferAt{&copiedA}, nil
+		}
+		return fullWriter{}, nil
+	}
+	synced := false
+	var out bytes.Buffer
+	err = salvageInto(&out, devName, dev, create, func() error { synced = true; return nil }, "DIR", false)
+	if err == nil || !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), `"b"`) || !strings.Contains(err.Error(), "stopped after 1 file") {
+		t.Errorf("a copy whose destination is full: error %v, want ENOSPC naming file \"b\" after 1 file", err)
+	}
+	if !synced {
+		t.Error("what was copied before the copy stopped was not synced")
+	}
+	if !strings.Contains(out.String(), "copied 1 file") {
+		t.Errorf("report of a copy that stopped:\n%s\nwant a summary of the one file copied", out.String())
+	}
+	if got := copiedA.Len(); got != 3*4096+100 {
+		t.Errorf("file a copied %d bytes, want %d", got, 3*4096+100)
+	}
+}
+
+// bufferAt writes at offsets into a buffer.
+type bufferAt struct{ b *bytes.Buffer }
+
+func (w *bufferAt) WriteAt(p []byte, off int64) (int, error) {
+	if need := int(off) + len(p); need > w.b.Len() {
+		w.b.Write(make([]byte, need-w.b.Len()))
+	}
+	copy(w.b.Bytes()[off:], p)
+	return len(p), nil
 }

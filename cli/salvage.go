@@ -166,14 +166,20 @@ func createIn(root *os.Root, dirs copyDirs) func(name string, size int64) (io.Wr
 // recovered and what it could not.
 func salvage(cmd *cobra.Command, device string, dev zns.Device, root *os.Root, dir string, asJSON bool) error {
 	dirs := copyDirs{}
-	rep, err := engine.Salvage(dev, createIn(root, dirs))
-	if err != nil {
+	return salvageInto(cmd.OutOrStdout(), device, dev, createIn(root, dirs), func() error { return dirs.sync(root) }, dir, asJSON)
+}
+
+// salvageInto runs engine.Salvage into create, then done (which makes what
+// was copied durable), and prints the report. A copy that stops part way
+// (the copy's file system full, a device read failing other than EIO)
+// still syncs and reports the files it copied before the one that
+// stopped it, so the user knows what DIR holds.
+func salvageInto(out io.Writer, device string, dev zns.Device, create func(name string, size int64) (io.WriterAt, error), done func() error, dir string, asJSON bool) error {
+	rep, err := engine.Salvage(dev, create)
+	if rep == nil {
 		return err
 	}
-	if err := dirs.sync(root); err != nil {
-		return err
-	}
-	out := cmd.OutOrStdout()
+	stopped := errors.Join(err, done())
 	copied, holes, skipped := 0, 0, 0
 	var bytes int64
 	for _, f := range rep.Files {
@@ -203,7 +209,7 @@ func salvage(cmd *cobra.Command, device string, dev zns.Device, root *os.Root, d
 			}
 		}
 		if err := writeJSON(out, j); err != nil {
-			return err
+			return errors.Join(stopped, err)
 		}
 	} else {
 		printFsck(out, device, rep.Fsck)
@@ -220,6 +226,9 @@ func salvage(cmd *cobra.Command, device string, dev zns.Device, root *os.Root, d
 			fmt.Fprintf(out, "; %s not recovered, %s not copied", counted(holes, "range"), counted(skipped, "file"))
 		}
 		fmt.Fprintln(out)
+	}
+	if stopped != nil {
+		return fmt.Errorf("%s: the copy to %s stopped after %s: %w", device, dir, counted(copied, "file"), stopped)
 	}
 	if !rep.Complete() {
 		return fmt.Errorf("%s: %w: %s not recovered, %s not copied, %s (see the report)", device, errIncomplete,
