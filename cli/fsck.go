@@ -66,10 +66,20 @@ from a clean device, 1 when anything was not recovered or not copied
 			}
 			var root *os.Root
 			if cmd.Flags().Changed(copyToFlag) {
-				if root, err = copyDir(copyTo); err != nil {
+				var made bool
+				if root, made, err = copyDir(copyTo); err != nil {
 					return err
 				}
 				defer root.Close()
+				if made {
+					// A device that cannot be opened leaves no
+					// empty directory behind.
+					defer func() {
+						if err != nil {
+							os.Remove(copyTo) // only if still empty
+						}
+					}()
+				}
 			}
 			// A daemon writing meanwhile would make the report
 			// meaningless: claim the device as the daemon does.

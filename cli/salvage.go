@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -22,16 +25,20 @@ var errIncomplete = errors.New("copy incomplete")
 // copyDir opens dir, fsck --copy-to's destination, creating it if it is
 // missing; one that holds anything is refused (a copy must not mix with,
 // or replace, what is there).
-func copyDir(dir string) (*os.Root, error) {
+// made says whether copyDir created it: a command that then fails
+// before it copies anything removes it again.
+func copyDir(dir string) (root *os.Root, made bool, err error) {
 	if dir == "" {
-		return nil, usagef("--%s takes a directory, got an empty name", copyToFlag)
+		return nil, false, usagef("--%s takes a directory, got an empty name", copyToFlag)
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, err
+	if err := os.Mkdir(dir, 0o755); err == nil {
+		made = true
+	} else if !errors.Is(err, fs.ErrExist) {
+		return nil, false, err
 	}
-	root, err := os.OpenRoot(dir)
+	root, err = os.OpenRoot(dir)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	d, err := root.Open(".")
 	if err == nil {
@@ -46,9 +53,9 @@ func copyDir(dir string) (*os.Root, error) {
 	}
 	if err != nil {
 		root.Close()
-		return nil, err
+		return nil, false, err
 	}
-	return root, nil
+	return root, made, nil
 }
 
 // copyPath is where name goes below the copy's directory, or why it
@@ -76,9 +83,61 @@ func (f syncedFile) Close() error {
 	return err
 }
 
+// copyDirs is every directory below a copy's root that holds a name the
+// copy created: each, and then the root, is synced once the files are,
+// so that their entries survive a crash too (a synced file whose entry
+// is not is lost with it).
+type copyDirs map[string]struct{}
+
+// add notes rel's parent directories below the root.
+func (d copyDirs) add(rel string) {
+	for dir := path.Dir(rel); dir != "."; dir = path.Dir(dir) {
+		if _, ok := d[dir]; ok {
+			return
+		}
+		d[dir] = struct{}{}
+	}
+}
+
+// order is the directories to sync: the deepest first, the root (".")
+// last, since a directory's own entry lives in its parent.
+func (d copyDirs) order() []string {
+	dirs := slices.Collect(maps.Keys(d))
+	slices.SortFunc(dirs, func(a, b string) int {
+		return cmp.Or(cmp.Compare(strings.Count(b, "/"), strings.Count(a, "/")), strings.Compare(a, b))
+	})
+	return append(dirs, ".")
+}
+
+// sync syncs every directory in order.
+func (d copyDirs) sync(root *os.Root) error {
+	for _, dir := range d.order() {
+		if err := syncDir(root, dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func syncDir(root *os.Root, dir string) error {
+	f, err := root.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync directory %s of the copy: %w", dir, err)
+	}
+	return nil
+}
+
 // createIn makes the create function engine.Salvage takes: each file
-// new (never replacing one), sized, below root.
-func createIn(root *os.Root) func(name string, size int64) (io.WriterAt, error) {
+// new (never replacing one), sized, below root; dirs collects the
+// directories its names live in.
+func createIn(root *os.Root, dirs copyDirs) func(name string, size int64) (io.WriterAt, error) {
 	return func(name string, size int64) (io.WriterAt, error) {
 		rel, err := copyPath(name)
 		if err != nil {
@@ -89,6 +148,7 @@ func createIn(root *os.Root) func(name string, size int64) (io.WriterAt, error) 
 				return nil, err
 			}
 		}
+		dirs.add(rel)
 		f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
 			return nil, err
@@ -105,11 +165,21 @@ func createIn(root *os.Root) func(name string, size int64) (io.WriterAt, error) 
 // dev into root (dir), and prints fsck's report of the state it
 // recovered and what it could not.
 func salvage(cmd *cobra.Command, device string, dev zns.Device, root *os.Root, dir string, asJSON bool) error {
-	rep, err := engine.Salvage(dev, createIn(root))
-	if err != nil {
+	dirs := copyDirs{}
+	return salvageInto(cmd.OutOrStdout(), device, dev, createIn(root, dirs), func() error { return dirs.sync(root) }, dir, asJSON)
+}
+
+// salvageInto runs engine.Salvage into create, then done (which makes what
+// was copied durable), and prints the report. A copy that stops part way
+// (the copy's file system full, a device read failing other than EIO)
+// still syncs and reports the files it copied before the one that
+// stopped it, so the user knows what DIR holds.
+func salvageInto(out io.Writer, device string, dev zns.Device, create func(name string, size int64) (io.WriterAt, error), done func() error, dir string, asJSON bool) error {
+	rep, err := engine.Salvage(dev, create)
+	if rep == nil {
 		return err
 	}
-	out := cmd.OutOrStdout()
+	stopped := errors.Join(err, done())
 	copied, holes, skipped := 0, 0, 0
 	var bytes int64
 	for _, f := range rep.Files {
@@ -139,7 +209,7 @@ func salvage(cmd *cobra.Command, device string, dev zns.Device, root *os.Root, d
 			}
 		}
 		if err := writeJSON(out, j); err != nil {
-			return err
+			return errors.Join(stopped, err)
 		}
 	} else {
 		printFsck(out, device, rep.Fsck)
@@ -156,6 +226,9 @@ func salvage(cmd *cobra.Command, device string, dev zns.Device, root *os.Root, d
 			fmt.Fprintf(out, "; %s not recovered, %s not copied", counted(holes, "range"), counted(skipped, "file"))
 		}
 		fmt.Fprintln(out)
+	}
+	if stopped != nil {
+		return fmt.Errorf("%s: the copy to %s stopped after %s: %w", device, dir, counted(copied, "file"), stopped)
 	}
 	if !rep.Complete() {
 		return fmt.Errorf("%s: %w: %s not recovered, %s not copied, %s (see the report)", device, errIncomplete,

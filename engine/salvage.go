@@ -65,7 +65,8 @@ func (r *SalvageReport) Complete() bool {
 // the report with why. An older checkpoint's extent in a zone reset and
 // reused since holds another file's record, so it is a hole, never that
 // file's bytes. A create error skips the file (SalvagedFile.Err); the
-// error Salvage returns is one reading the device or writing a copy.
+// error Salvage returns is one reading the device or writing a copy,
+// with the report of the files copied before it.
 func Salvage(dev zns.Device, create func(name string, size int64) (io.WriterAt, error)) (*SalvageReport, error) {
 	rep, st, err := fsck(dev, FsckOptions{}, true)
 	if err != nil {
@@ -99,12 +100,13 @@ func Salvage(dev zns.Device, create func(name string, size int64) (io.WriterAt, 
 		}
 		err = st.salvageFile(f, wa, &sf)
 		if c, ok := wa.(io.Closer); ok {
-			if cerr := c.Close(); err == nil && cerr != nil {
-				err = fmt.Errorf("engine: salvage: %q: %w", sf.Name, cerr)
+			if cerr := c.Close(); err == nil {
+				err = cerr
 			}
 		}
 		if err != nil {
-			return out, err
+			// out holds the files copied before this one.
+			return out, fmt.Errorf("engine: salvage: copying %q: %w", sf.Name, err)
 		}
 		out.Files = append(out.Files, sf)
 	}
