@@ -21,7 +21,12 @@ func TestH40hFsyncAroundGCRelocation(t *testing.T) {
 			name = "gc flush failed"
 		}
 		t.Run(name, func(t *testing.T) {
-			d, e := h40gFormat(t)
+			// The test runs the pass itself: a background pass between
+			// FailFlush and collect took the armed fault (CI, 2026-12-07).
+			cfg := smallConfig()
+			cfg.GC.Disabled = true
+			d := &h40gDevice{t: t, devName: emuDevice(t, 16, "1M", ""), cfg: cfg}
+			e := formatOpen(t, d.devName, d.cfg)
 			const size = 100000
 			names, open := fillWithFilesKept(t, e, size, true)
 			var victim *zone
