@@ -1439,7 +1439,12 @@ func (c *collector) rewrite(victim *zone, pieces []live) error {
 	// The flush that makes the copies durable would make a failed
 	// append's record durable too (TestFailedOverwriteKeepsFsyncedBytes
 	// "gc"): it is superseded first. The victim keeps its data until a
-	// later pass gets this far.
+	// later pass gets this far. It lands nothing held for a pack (only
+	// an acknowledging flush does): a deferred create of a file copied
+	// here rides on the victim's reset record, and a power cut between
+	// leaves the copies as records of a file no durable create names,
+	// whose id recovery never hands out again (scanDataZone;
+	// TestH44bOrphanRecordFromAGCRelocation).
 	if err := e.settledFlush(context.Background()); err != nil {
 		return fmt.Errorf("engine: gc: relocate zone %d: %w", victim.idx, err)
 	}

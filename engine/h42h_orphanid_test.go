@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/zonefold/zonefold/uring"
 )
 
 // TestH42hOrphanRecordIDIsNotHandedOutAgain: a data record on the device
@@ -151,39 +149,12 @@ func checkNewFileBesideOrphan(t *testing.T, e *Engine, devName string, orphan ui
 // takes the id.
 func TestH42hOrphanRecordFromATruncateFlush(t *testing.T) {
 	h41bFormat(t, superPackVersion)
-	for _, c := range []string{"checkpoint-lands", "full-read-only-half"} {
+	for _, c := range orphanCases {
 		t.Run(c, func(t *testing.T) {
-			var devName string
-			var cfg Config
-			var e *Engine
-			if c == "checkpoint-lands" {
-				devName, cfg = emuDevice(t, 16, "1M", ""), smallConfig()
-				e = formatOpen(t, devName, cfg)
-			} else {
-				devName, cfg, e = fullReadOnlyHalfEngine(t)
-			}
+			devName, cfg, e := orphanCaseEngine(t, c)
 			orphan, hdrs := crashInTruncateOfHeldCreate(t, e)
 
-			e2, err := Open(devName, cfg)
-			if err != nil {
-				t.Fatalf("reopen: %v", err)
-			}
-			if e2.byName["x"] != nil {
-				e2.crashForTest()
-				t.Fatal("x's create survived the crash: no orphan record to show")
-			}
-			hb := alignedCopy(t, make([]byte, BlockSize))
-			for _, at := range hdrs {
-				var h RecordHeader
-				if err := e2.readDev(at, hb, uring.NewWaiter()); err != nil {
-					e2.crashForTest()
-					t.Fatal(err)
-				}
-				if err := DecodeHeader(hb, &h); err != nil || h.FS != e2.sb.FS() || h.File != orphan {
-					e2.crashForTest()
-					t.Fatalf("at %d after the crash: header %+v (%v), want a record of file %d", at, h, err, orphan)
-				}
-			}
+			e2 := reopenBesideOrphan(t, devName, cfg, orphan, hdrs, KindData)
 			if e2.nextID <= orphan {
 				t.Errorf("recovery's next file id is %d, but a record on the device carries id %d", e2.nextID, orphan)
 			}
@@ -243,11 +214,6 @@ func crashInTruncateOfHeldCreate(t *testing.T, e *Engine) (uint64, []int64) {
 		t.Fatal("x had no records at the truncate's cut")
 	}
 	f.Close()
-	e.crashForTest()
-	emu.FailWrites(false)
-	if err := emu.PowerCut(); err != nil {
-		t.Fatal(err)
-	}
-	emu.Close()
+	crashAndCutFailingWrites(t, e, emu)
 	return id, hdrs
 }

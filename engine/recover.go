@@ -962,7 +962,10 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 		// data. Handing the id out again when recovery's checkpoint
 		// does not land matched that record, newer than the
 		// checkpoint, to the new file, and fsck called its bytes
-		// lost (TestH42hOrphanRecordIDBesideAFullReadOnlyHalf).
+		// lost (TestH42hOrphanRecordIDBesideAFullReadOnlyHalf; from
+		// a real truncate's and GC's flush:
+		// TestH42hOrphanRecordFromATruncateFlush,
+		// TestH44bOrphanRecordFromAGCRelocation).
 		if h.Kind != KindPad {
 			e.nextID = max(e.nextID, h.File+1)
 		}
