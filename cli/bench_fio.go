@@ -30,6 +30,11 @@ job with the workload's iodepth. Needs fio and the engine (make fio-engine).`,
 			if err != nil {
 				return err
 			}
+			if o.rounds < 1 {
+				// bench.Fio's own refusal exited 1, after the
+				// device was checked.
+				return usagef("--rounds %d: want at least 1", o.rounds)
+			}
 			if err := refuseStartOver(args[0], ro.force, "give --force too, or drop format=1"); err != nil {
 				return err
 			}

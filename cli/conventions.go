@@ -27,7 +27,10 @@ import (
 //     is meant to stop, exits 0 when it stopped cleanly. A well-formed
 //     path that cannot be opened or created (put's LOCAL, a device,
 //     --cpuprofile FILE in a missing directory) is a failure, 1, as the
-//     shell's own failed redirection is, not a usage error.
+//     shell's own failed redirection is, not a usage error; a device
+//     string wrong as typed (malformed, or parameters that describe no
+//     device) is a usage error that shows the accepted form
+//     (checkDevice).
 //   - A signal (SIGINT, SIGTERM, or SIGHUP: the terminal went away)
 //     cancels the command's context. A command that does not watch its
 //     context (annotated below) stops at once; one that does gets to
@@ -136,7 +139,12 @@ func groupCmd(cmd *cobra.Command) *cobra.Command {
 func markUsage(cmd *cobra.Command) {
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return asUsage(c, err) })
 	if args := cmd.Args; args != nil {
-		cmd.Args = func(c *cobra.Command, a []string) error { return asUsage(c, argCount(c, a, args(c, a))) }
+		cmd.Args = func(c *cobra.Command, a []string) error {
+			if err := argCount(c, a, args(c, a)); err != nil {
+				return asUsage(c, err)
+			}
+			return asUsage(c, deviceArg(c, a))
+		}
 	}
 	for _, sub := range cmd.Commands() {
 		markUsage(sub)
@@ -166,6 +174,41 @@ func argCount(c *cobra.Command, a []string, err error) error {
 		noun = "argument"
 	}
 	return fmt.Errorf("%s takes %s, got %d %s", strings.TrimPrefix(c.CommandPath(), "zonefold "), want, len(a), noun)
+}
+
+// deviceArg checks the device string of a command whose first argument
+// is DEVICE (its Use says so, "serve DEVICE", "gc [DEVICE]"), before
+// anything claims or opens it (checkDevice).
+func deviceArg(c *cobra.Command, a []string) error {
+	_, want, _ := strings.Cut(c.Use, " ")
+	first, _, _ := strings.Cut(want, " ")
+	if len(a) == 0 || first != "DEVICE" && first != "[DEVICE]" {
+		return nil
+	}
+	return checkDevice("", a[0])
+}
+
+// checkDevice refuses a device string that is wrong as typed (malformed,
+// or parameters that describe no device: zns.CheckDeviceString) as a
+// usage error that shows the accepted form; flag, if set, is the flag
+// that gave it. It exited 1 with zns's parse error, after the device
+// was claimed: an unknown backend ("emux:...") read as "lock device ...:
+// no such file or directory". A well-formed string naming what cannot
+// be opened passes, to fail (exit 1) where it is opened.
+func checkDevice(flag, device string) error {
+	err := zns.CheckDeviceString(device)
+	var de *zns.DeviceStringError
+	if !errors.As(err, &de) {
+		return err
+	}
+	msg := de.Err.Error()
+	if device == "" || !strings.Contains(msg, strconv.Quote(device)) {
+		msg = fmt.Sprintf("device %q: %s", device, strings.TrimPrefix(msg, "zns: "))
+	}
+	if flag != "" {
+		msg = flag + ": " + msg
+	}
+	return usagef("%s; the accepted form is %s", msg, de.Form)
 }
 
 // errorLine is err as the user sees it: one line, "zonefold: " once,
