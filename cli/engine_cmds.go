@@ -44,7 +44,7 @@ func (f *engineFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.gcPolicy, "gc-policy", "greedy", "GC victim policy: greedy or cost-benefit")
 	countVar(fs, &f.openZones, "open-zones", 0, "data zones open at once (0: from the device's limits; at most its open limit less the zones GC and metadata keep)")
 	countVar(fs, &f.gcLow, "gc-low", 0, "start GC below this many free zones (0: default; at most the device's data zones)")
-	countVar(fs, &f.gcHigh, "gc-high", 0, "stop GC at this many free zones (0: default; at most the device's data zones)")
+	countVar(fs, &f.gcHigh, "gc-high", 0, "stop GC at this many free zones, above --gc-low (0: default, two above it; at most the device's data zones)")
 	sizeVar(fs, &f.readahead, "readahead", 8<<20, "largest window a sequential reader's handle reads ahead (0: none; at most a thirty-second of --cache, never below 128 KiB; the default is lowered to fit a small --cache)")
 }
 
@@ -104,6 +104,11 @@ func (f *engineFlags) config() (engine.Config, error) {
 	// not a setting to change behind their back.
 	if f.gcLow > 0 && f.gcHigh > 0 && f.gcHigh <= f.gcLow {
 		return cfg, usagef("--gc-high %d must be above --gc-low %d (GC starts below --gc-low free zones and stops at --gc-high)", f.gcHigh, f.gcLow)
+	}
+	// So is --gc-high alone at or below --gc-low's default: the engine
+	// moved it to two above that, unsaid.
+	if low := engine.DefaultGCLow(); f.gcLow == 0 && f.gcHigh > 0 && f.gcHigh <= low {
+		return cfg, usagef("--gc-high %d must be above --gc-low, %d unless given (GC starts below --gc-low free zones and stops at --gc-high): give a higher --gc-high, or a lower --gc-low too", f.gcHigh, low)
 	}
 	cfg.GC.Low, cfg.GC.High = f.gcLow, f.gcHigh
 	return cfg, nil

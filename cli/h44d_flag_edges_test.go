@@ -16,7 +16,8 @@ import (
 // unknown backend, "lock device ...: no such file or directory"; bench
 // fio --rounds 0; serve --metrics without a port), ran something else
 // than asked (--readahead above a thirty-second of --cache was lowered to
-// it; bench run --bs 3000 trimmed each file's 64 MiB to 67107000 bytes),
+// it; bench run --bs 3000 trimmed each file's 64 MiB to 67107000 bytes;
+// --gc-high 3 alone ran with 6, two above --gc-low's default),
 // or panicked (debug crash-writer --files -1: makeslice) or ran for ever
 // (--ops -5). None of them creates the emu file it names.
 func TestH44dWrongValuesAreUsageErrorsThatSayWhatIsTaken(t *testing.T) {
@@ -65,6 +66,10 @@ func TestH44dWrongValuesAreUsageErrorsThatSayWhatIsTaken(t *testing.T) {
 		{[]string{"debug", "crash-writer", dev, "--sync-every", "0"}, []string{"--sync-every 0: want at least 1"}},
 		{[]string{"debug", "crash-writer", dev, "--ops", "-5"}, []string{"--ops", "-5"}},
 		{[]string{"bench", "fio", dev, "--rounds", "0"}, []string{"--rounds 0: want at least 1"}},
+		// --gc-high alone at or below --gc-low's default was moved to
+		// two above it.
+		{[]string{"bench", "run", dev, "--gc-high", "3"}, []string{"--gc-high 3 must be above --gc-low", "4 unless given"}},
+		{[]string{"serve", dev, "--socket", filepath.Join(dir, "s"), "--gc-high", "4"}, []string{"--gc-high 4 must be above --gc-low"}},
 		{[]string{"serve", dev, "--socket", filepath.Join(dir, "s"), "--metrics", "nonsense"}, []string{`"nonsense" for "--metrics"`, "want HOST:PORT or :PORT"}},
 		{[]string{"serve", dev, "--socket", filepath.Join(dir, "s"), "--metrics", "127.0.0.1:99999"}, []string{`"127.0.0.1:99999" for "--metrics"`, "invalid port"}},
 	} {
@@ -108,6 +113,8 @@ func TestH44dWhatTheUserMeantStillRuns(t *testing.T) {
 		{[]string{"bench", "run", dev, "--force", "--size", "1M", "--cache", "64M", "--readahead", "2M", "--rw", "read"}, 0, "MiB/s"},
 		{[]string{"bench", "run", dev, "--force", "--size", "1M", "--bs", "3000", "--scale", "0.5"}, 0, "MiB/s"},
 		{[]string{"bench", "run", dev, "--force", "--size", "3000000", "--bs", "3000"}, 0, "MiB/s"},
+		{[]string{"bench", "run", dev, "--force", "--size", "1M", "--gc-high", "5"}, 0, "MiB/s"},
+		{[]string{"bench", "run", dev, "--force", "--size", "1M", "--gc-high", "3", "--gc-low", "2"}, 0, "MiB/s"},
 	} {
 		r := runBinary(t, c.args...)
 		if r.status != c.status || !strings.Contains(r.stdout+r.stderr, c.want) {

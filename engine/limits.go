@@ -20,3 +20,13 @@ func (e *FormatZonesError) Error() string {
 // a cache of cacheBytes: a thirty-second of it, and at least the
 // smallest window. A larger one is lowered to it.
 func ReadaheadCap(cacheBytes int64) int64 { return max(readaheadMin, cacheBytes/32) }
+
+// DefaultGCLow is GCConfig.Low when it is left 0 (on a device with one
+// GC stream; a zone more per stream beyond it): GC starts below this many
+// free zones. A High at or below it, given without a Low, is moved to two
+// above it.
+func DefaultGCLow() int {
+	var c GCConfig
+	c.fill()
+	return c.Low
+}
