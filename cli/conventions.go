@@ -143,7 +143,10 @@ func markUsage(cmd *cobra.Command) {
 			if err := argCount(c, a, args(c, a)); err != nil {
 				return asUsage(c, err)
 			}
-			return asUsage(c, deviceArg(c, a))
+			if err := deviceArg(c, a); err != nil {
+				return asUsage(c, err)
+			}
+			return asUsage(c, emptyArg(c, a))
 		}
 	}
 	for _, sub := range cmd.Commands() {
@@ -186,6 +189,28 @@ func deviceArg(c *cobra.Command, a []string) error {
 		return nil
 	}
 	return checkDevice("", a[0])
+}
+
+// emptyArg refuses an empty argument, which no command takes, named as
+// its Use names it ("get: LOCAL is empty"). get wrote its temporary and
+// failed renaming it to "", put failed opening "".
+func emptyArg(c *cobra.Command, a []string) error {
+	_, want, _ := strings.Cut(c.Use, " ")
+	names := strings.Fields(want)
+	for i, arg := range a {
+		if arg != "" {
+			continue
+		}
+		name := fmt.Sprintf("argument %d", i+1)
+		switch last := len(names) - 1; {
+		case i <= last:
+			name = names[i]
+		case last >= 0 && strings.HasSuffix(names[last], "..."):
+			name = names[last]
+		}
+		return fmt.Errorf("%s: %s is empty", strings.TrimPrefix(c.CommandPath(), "zonefold "), strings.Trim(name, "[]."))
+	}
+	return nil
 }
 
 // checkDevice refuses a device string that is wrong as typed (malformed,

@@ -66,6 +66,16 @@ func TestH44dWrongValuesAreUsageErrorsThatSayWhatIsTaken(t *testing.T) {
 		{[]string{"debug", "crash-writer", dev, "--sync-every", "0"}, []string{"--sync-every 0: want at least 1"}},
 		{[]string{"debug", "crash-writer", dev, "--ops", "-5"}, []string{"--ops", "-5"}},
 		{[]string{"bench", "fio", dev, "--rounds", "0"}, []string{"--rounds 0: want at least 1"}},
+		// An empty argument or --socket: get wrote its temporary and
+		// failed to rename it to "", put opened "", and an empty
+		// --socket was refused only as "connect to daemon: empty socket
+		// path", exit 1.
+		{[]string{"get", "a", "", "--socket", filepath.Join(dir, "none.sock")}, []string{"get: LOCAL is empty"}},
+		{[]string{"put", "", "a", "--socket", filepath.Join(dir, "none.sock")}, []string{"put: LOCAL is empty"}},
+		{[]string{"rm", "a", "", "--socket", filepath.Join(dir, "none.sock")}, []string{"rm: NAME is empty"}},
+		{[]string{"ls", "--socket", ""}, []string{`invalid argument "" for "--socket"`, "no socket"}},
+		{[]string{"serve", dev, "--socket", ""}, []string{`invalid argument "" for "--socket"`}},
+		{[]string{"bench", "kernel", ""}, []string{"bench kernel: DIR is empty"}},
 		// --gc-high alone at or below --gc-low's default was moved to
 		// two above it.
 		{[]string{"bench", "run", dev, "--gc-high", "3"}, []string{"--gc-high 3 must be above --gc-low", "4 unless given"}},
@@ -106,6 +116,11 @@ func TestH44dWhatTheUserMeantStillRuns(t *testing.T) {
 	}{
 		{[]string{"format", "emu:" + dir + "?zone_size=1M&zones=16"}, 1, "is a directory"},
 		{[]string{"format", filepath.Join(dir, "missing")}, 1, "no such file or directory"},
+		// A --socket that names something other than a socket said
+		// "no zonefold daemon is serving DIR (connection refused);
+		// start one with 'zonefold serve DEVICE --socket DIR'", which
+		// serve refuses.
+		{[]string{"ls", "--socket", dir}, 1, dir + " is a directory, not a socket"},
 		{[]string{"fsck", "emu:" + filepath.Join(dir, "missing")}, 1, ""},
 		{[]string{"format", dev, "--zones", "6"}, 0, "6 of 16 zones"},
 		{[]string{"format", "emu:" + filepath.Join(dir, "small") + "?zone_size=64K&zones=64", "--zones", "10"}, 0, "10 of 64 zones"},

@@ -46,8 +46,28 @@ func socketFlag(fs *pflag.FlagSet, p *string) {
 	if os.Getenv("ZONEFOLD_SOCK") != "" {
 		usage = fmt.Sprintf("the daemon's Unix socket (default %q, from $ZONEFOLD_SOCK)", def)
 	}
-	fs.StringVar(p, "socket", def, usage)
+	*p = def
+	fs.Var(socketValue{p}, "socket", usage)
 	fs.Lookup("socket").DefValue = "" // pflag prints no default for ""
+}
+
+// socketValue is --socket: a path, not empty (refused as the flag's
+// value; it failed, exit 1, as "connect to daemon: empty socket path").
+type socketValue struct{ p *string }
+
+func (v socketValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return *v.p
+}
+func (v socketValue) Type() string { return "string" }
+func (v socketValue) Set(s string) error {
+	if s == "" {
+		return errors.New("an empty path names no socket")
+	}
+	*v.p = s
+	return nil
 }
 
 func newServeCmd() *cobra.Command {
@@ -238,6 +258,16 @@ func noDaemon(socket string, err error) error {
 	var errno syscall.Errno
 	if !errors.As(err, &errno) || errno != syscall.ENOENT && errno != syscall.ECONNREFUSED {
 		return err
+	}
+	if st, serr := os.Stat(socket); serr == nil && st.Mode().Type() != fs.ModeSocket {
+		// A directory or a file: no daemon ever serves it, and serve
+		// refuses to replace it, so the advice below would not do.
+		kind := "a file"
+		if st.IsDir() {
+			kind = "a directory"
+		}
+		return fmt.Errorf("%s is %s, not a socket (%w): point --socket or $ZONEFOLD_SOCK at the socket a daemon serves ('zonefold serve DEVICE --socket SOCKET')",
+			socket, kind, errno)
 	}
 	return fmt.Errorf("no zonefold daemon is serving %s (%w); start one with 'zonefold serve DEVICE --socket %s', or point --socket or $ZONEFOLD_SOCK at a running one",
 		socket, errno, socket)
