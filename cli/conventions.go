@@ -412,3 +412,34 @@ func intSizeVar(fs *pflag.FlagSet, p *int, name string, def int, usage string) {
 	*p = def
 	fs.Var(intSizeValue{p}, name, usage)
 }
+
+// pathValue is a flag naming a path that must be given when the flag is:
+// an empty one names no file, and was taken for something else or failed
+// late (--socket "": "connect to daemon: empty socket path", exit 1;
+// bench batching --dir "": $TMPDIR, unsaid; bench gc --out "": "--out:
+// want a folder", exit 1).
+type pathValue struct {
+	p     *string
+	names string // what the path names: "socket", "folder"
+}
+
+func (v pathValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return *v.p
+}
+func (v pathValue) Type() string { return "string" }
+func (v pathValue) Set(s string) error {
+	if s == "" {
+		return fmt.Errorf("an empty path names no %s", v.names)
+	}
+	*v.p = s
+	return nil
+}
+
+// pathVar defines a path flag whose path names a names ("socket").
+func pathVar(fs *pflag.FlagSet, p *string, name, def, names, usage string) {
+	*p = def
+	fs.Var(pathValue{p, names}, name, usage)
+}

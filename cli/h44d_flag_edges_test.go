@@ -76,6 +76,11 @@ func TestH44dWrongValuesAreUsageErrorsThatSayWhatIsTaken(t *testing.T) {
 		{[]string{"ls", "--socket", ""}, []string{`invalid argument "" for "--socket"`, "no socket"}},
 		{[]string{"serve", dev, "--socket", ""}, []string{`invalid argument "" for "--socket"`}},
 		{[]string{"bench", "kernel", ""}, []string{"bench kernel: DIR is empty"}},
+		{[]string{"bench", "kernel", dir, "--jobs", ""}, []string{`invalid argument "" for "--jobs"`, "names no directory"}},
+		{[]string{"bench", "gc", "--out", ""}, []string{`invalid argument "" for "--out"`, "names no folder"}},
+		{[]string{"bench", "lsm", "--out", ""}, []string{`invalid argument "" for "--out"`}},
+		{[]string{"bench", "peers", "/dev/nullb9", "--out", ""}, []string{`invalid argument "" for "--out"`}},
+		{[]string{"bench", "batching", "--dir", ""}, []string{`invalid argument "" for "--dir"`}},
 		// --gc-high alone at or below --gc-low's default was moved to
 		// two above it.
 		{[]string{"bench", "run", dev, "--gc-high", "3"}, []string{"--gc-high 3 must be above --gc-low", "4 unless given"}},

@@ -46,28 +46,8 @@ func socketFlag(fs *pflag.FlagSet, p *string) {
 	if os.Getenv("ZONEFOLD_SOCK") != "" {
 		usage = fmt.Sprintf("the daemon's Unix socket (default %q, from $ZONEFOLD_SOCK)", def)
 	}
-	*p = def
-	fs.Var(socketValue{p}, "socket", usage)
+	pathVar(fs, p, "socket", def, "socket", usage)
 	fs.Lookup("socket").DefValue = "" // pflag prints no default for ""
-}
-
-// socketValue is --socket: a path, not empty (refused as the flag's
-// value; it failed, exit 1, as "connect to daemon: empty socket path").
-type socketValue struct{ p *string }
-
-func (v socketValue) String() string {
-	if v.p == nil {
-		return ""
-	}
-	return *v.p
-}
-func (v socketValue) Type() string { return "string" }
-func (v socketValue) Set(s string) error {
-	if s == "" {
-		return errors.New("an empty path names no socket")
-	}
-	*v.p = s
-	return nil
 }
 
 func newServeCmd() *cobra.Command {
