@@ -304,7 +304,7 @@ func (o *runOpts) register(f *pflag.FlagSet, rws ...string) {
 	f.BoolVar(&o.endFsync, "end-fsync", false, "fsync every file at the end (timed)")
 	f.StringVar(&o.preset, "preset", "", "seq128k, 4x1m, 16x8k or 4k-qd128 (flags given explicitly still win)")
 	numberVar(f, &o.scale, "scale", 1, "multiply the per-file size by this (rounded down to whole --bs blocks)")
-	countVar(f, &o.loops, "loops", 1, "write each file's size this many times (random overwrites after the first)")
+	countVar(f, &o.loops, "loops", 1, "go over each file's size this many times (--rw write and read: the same blocks again, in order; randwrite and randread: as many blocks more, at random)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
 	benchForceVar(f, &o.force)
 }
