@@ -22,7 +22,8 @@ import (
 // follows them (the output half, shared with bench, is internal/report):
 //
 //   - Exit status: 0 success, 1 failure, 2 usage (an unknown command or
-//     help topic, a bad flag or argument), 128+N after signal N: 130 after
+//     help topic, a bad flag or argument, an empty one: emptyArg,
+//     pathValue), 128+N after signal N: 130 after
 //     SIGINT, 143 after SIGTERM, 129 after SIGHUP. serve, which a signal
 //     is meant to stop, exits 0 when it stopped cleanly. A well-formed
 //     path that cannot be opened or created (put's LOCAL, a device,
