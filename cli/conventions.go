@@ -23,7 +23,7 @@ import (
 //
 //   - Exit status: 0 success, 1 failure, 2 usage (an unknown command or
 //     help topic, a bad flag or argument, an empty one: emptyArg,
-//     pathValue), 128+N after signal N: 130 after
+//     pathVar), 128+N after signal N: 130 after
 //     SIGINT, 143 after SIGTERM, 129 after SIGHUP. serve, which a signal
 //     is meant to stop, exits 0 when it stopped cleanly. A well-formed
 //     path that cannot be opened or created (put's LOCAL, a device,
@@ -414,33 +414,40 @@ func intSizeVar(fs *pflag.FlagSet, p *int, name string, def int, usage string) {
 	fs.Var(intSizeValue{p}, name, usage)
 }
 
-// pathValue is a flag naming a path that must be given when the flag is:
-// an empty one names no file, and was taken for something else or failed
-// late (--socket "": "connect to daemon: empty socket path", exit 1;
-// bench batching --dir "": $TMPDIR, unsaid; bench gc --out "": "--out:
-// want a folder", exit 1).
-type pathValue struct {
+// checkedString is a string flag whose values check refuses (as the
+// flag's value: a usage error).
+type checkedString struct {
 	p     *string
-	names string // what the path names: "socket", "folder"
+	typ   string // the value's type in the help: "string", "address"
+	check func(string) error
 }
 
-func (v pathValue) String() string {
+func (v checkedString) String() string {
 	if v.p == nil {
 		return ""
 	}
 	return *v.p
 }
-func (v pathValue) Type() string { return "string" }
-func (v pathValue) Set(s string) error {
-	if s == "" {
-		return fmt.Errorf("an empty path names no %s", v.names)
+func (v checkedString) Type() string { return v.typ }
+func (v checkedString) Set(s string) error {
+	if err := v.check(s); err != nil {
+		return err
 	}
 	*v.p = s
 	return nil
 }
 
-// pathVar defines a path flag whose path names a names ("socket").
+// pathVar defines a flag naming a path that must be given when the flag
+// is, to a names ("socket", "folder"): an empty one names nothing, and
+// was taken for something else or failed late (--socket "": "connect to
+// daemon: empty socket path", exit 1; bench batching --dir "": $TMPDIR,
+// unsaid; bench gc --out "": "--out: want a folder", exit 1).
 func pathVar(fs *pflag.FlagSet, p *string, name, def, names, usage string) {
 	*p = def
-	fs.Var(pathValue{p, names}, name, usage)
+	fs.Var(checkedString{p, "string", func(s string) error {
+		if s == "" {
+			return fmt.Errorf("an empty path names no %s", names)
+		}
+		return nil
+	}}, name, usage)
 }

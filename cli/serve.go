@@ -161,7 +161,7 @@ Every other record is served; the first start makes that final.`,
 	f := cmd.Flags()
 	ef.register(f)
 	socketFlag(f, &socket)
-	f.Var(tcpAddrValue{&metrics}, "metrics", "serve Prometheus metrics at /metrics on this address, nothing else (HOST:PORT or :PORT, e.g. 127.0.0.1:9100)")
+	f.Var(checkedString{&metrics, "address", checkTCPAddr}, "metrics", "serve Prometheus metrics at /metrics on this address, nothing else (HOST:PORT or :PORT, e.g. 127.0.0.1:9100)")
 	f.BoolVar(&format, "format", false, "format DEVICE first if it is not formatted")
 	f.BoolVar(&force, "force", false, "with --format: erase DEVICE even if it holds a file system")
 	f.BoolVar(&logInf, "log-info", false, "log connections and lifecycle events, not just warnings")
@@ -173,22 +173,12 @@ Every other record is served; the first start makes that final.`,
 	return cmd
 }
 
-// tcpAddrValue is a flag naming a TCP address to listen on: HOST:PORT or
-// :PORT. One that is no such address ("nonsense", a port above 65535)
-// is refused as the flag's value; it exited 1 with the listener's
-// "listen tcp: address nonsense: missing port in address". A
-// well-formed one that cannot be had (taken, a host not this machine's)
-// fails where it is listened on.
-type tcpAddrValue struct{ p *string }
-
-func (v tcpAddrValue) String() string {
-	if v.p == nil {
-		return ""
-	}
-	return *v.p
-}
-func (v tcpAddrValue) Type() string { return "address" }
-func (v tcpAddrValue) Set(s string) error {
+// checkTCPAddr refuses an address to listen on that is no TCP address
+// (HOST:PORT or :PORT): "nonsense", a port above 65535. --metrics
+// nonsense exited 1 with the listener's "listen tcp: address nonsense:
+// missing port in address". A well-formed one that cannot be had (taken,
+// a host not this machine's) fails where it is listened on.
+func checkTCPAddr(s string) error {
 	_, port, err := net.SplitHostPort(s)
 	if err == nil {
 		_, err = net.LookupPort("tcp", port)
@@ -196,7 +186,6 @@ func (v tcpAddrValue) Set(s string) error {
 	if err != nil {
 		return fmt.Errorf("want HOST:PORT or :PORT, e.g. 127.0.0.1:9100 (%w)", err)
 	}
-	*v.p = s
 	return nil
 }
 
