@@ -29,7 +29,7 @@ Seed: the aio "implement request batching" series (2x at 4k O_DIRECT QD128).`,
 	intSizeVar(f, &o.BS, "bs", 4096, "write size for the file target (e.g. 4K)")
 	f.DurationVar(&o.Duration, "time", 2*time.Second, "total time per configuration and target")
 	countVar(f, &o.Rounds, "rounds", 8, "alternating rounds the time is split into")
-	f.StringVar(&o.Dir, "dir", os.TempDir(), "folder for the file target's scratch file")
+	pathVar(f, &o.Dir, "dir", os.TempDir(), "folder", "folder for the file target's scratch file")
 	sizeVar(f, &o.FileSize, "file-size", 64<<20, "size of the scratch file (e.g. 64M)")
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object instead of a table")
 	return cmd

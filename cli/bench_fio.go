@@ -30,6 +30,17 @@ job with the workload's iodepth. Needs fio and the engine (make fio-engine).`,
 			if err != nil {
 				return err
 			}
+			if o.loops != 1 {
+				// fio's side made one pass whatever --loops said,
+				// the in-process side as many as it said: a ratio of
+				// two different workloads.
+				return usagef("--loops %d: bench fio's fio side makes one pass over each file; --loops is bench run's", o.loops)
+			}
+			if o.rounds < 1 {
+				// bench.Fio's own refusal exited 1, after the
+				// device was checked.
+				return usagef("--rounds %d: want at least 1", o.rounds)
+			}
 			if err := refuseStartOver(args[0], ro.force, "give --force too, or drop format=1"); err != nil {
 				return err
 			}
@@ -41,5 +52,6 @@ job with the workload's iodepth. Needs fio and the engine (make fio-engine).`,
 	o.register(f, "write", "randwrite")
 	f.StringVar(&o.fioEngine, "fio-engine", "", "the engine .so (default $ZONEFOLD_FIO_ENGINE, else build/fio/zonefold-engine.so)")
 	countVar(f, &o.rounds, "rounds", 3, "alternating rounds of each configuration")
+	f.Lookup("loops").Hidden = true // one pass only (RunE)
 	return cmd
 }

@@ -168,7 +168,7 @@ real zoned device; null: serves the seed workload alone.`,
 	f.StringSliceVar(&gcPolicies, "gc-policies", nil, "GC policies to combine with --placements, every pair compared instead of --configs' (with --placements alone: "+strings.Join(gcPoliciesAlone, ", ")+")")
 	sizeVar(f, &o.CacheBytes, "cache", o.CacheBytes, "folio cache size: small, so that the cache absorbs few overwrites and the device sees the workload")
 	countVar(f, &o.OpenZones, "open-zones", 0, "data zones open at once (0: from the device's limits, at most 16)")
-	f.StringVar(&o.Out, "out", o.Out, "folder for the charts, CSV and JSON")
+	pathVar(f, &o.Out, "out", o.Out, "folder", "folder for the charts, CSV and JSON")
 	f.Uint64Var(&o.Seed, "seed", o.Seed, "random seed, the same for every configuration")
 	f.DurationVar(&o.Sample, "sample", o.Sample, "interval between samples of the series (and steady-state checks)")
 	f.BoolVar(&o.JSON, "json", false, "print the summary as JSON instead of tables")

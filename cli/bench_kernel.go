@@ -74,7 +74,7 @@ engine (make fio-engine).`,
 	f.StringVar(&o.Mode, "mode", bench.KernelAuto, "zonefold's device: null, emu (a file in DIR) or auto (null on tmpfs, else emu)")
 	countVar(f, &o.Rounds, "rounds", 5, "alternating rounds of each side per job")
 	numberVar(f, &o.Scale, "scale", 16, "multiply every job's size by this (1: the seed files' own sizes)")
-	f.StringVar(&o.JobsDir, "jobs", "testdata/fio", "directory of the seed job files")
+	pathVar(f, &o.JobsDir, "jobs", "testdata/fio", "directory", "directory of the seed job files")
 	f.StringSliceVar(&o.Jobs, "job", nil, "run only these jobs (file names without .fio; repeatable)")
 	sizeVar(f, &o.Config.CacheBytes, "cache", 0, "the daemon's folio cache size (default twice the largest job's bytes, at least 512MiB)")
 	f.StringVar(&o.FioEngine, "fio-engine", "", "the engine .so (default $ZONEFOLD_FIO_ENGINE, else build/fio/zonefold-engine.so)")

@@ -119,7 +119,7 @@ compare ratios over several --rounds.`,
 	sizeVar(f, &o.TableSize, "table-size", o.TableSize, "Pebble's target table size at every level (0: L0's from the DB's size, doubling per level, Pebble's way)")
 	countVar(f, &o.Compactions, "compactions", o.Compactions, "compactions Pebble runs at once (0: Pebble's one, two when behind)")
 	countVar(f, &o.L0Stop, "l0-stop", o.L0Stop, "L0 sublevels at which Pebble stops writes, on both sides (0: Pebble's 12)")
-	f.StringVar(&o.Out, "out", o.Out, "folder for the charts, CSV and JSON")
+	pathVar(f, &o.Out, "out", o.Out, "folder", "folder for the charts, CSV and JSON")
 	f.Uint64Var(&o.Seed, "seed", o.Seed, "random seed, the same for every configuration")
 	f.DurationVar(&o.Sample, "sample", o.Sample, "interval between samples of the series")
 	f.BoolVar(&o.JSON, "json", false, "print the summary as JSON instead of a table")

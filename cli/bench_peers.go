@@ -91,7 +91,7 @@ enough for zoned XFS.`,
 	numberVar(f, &o.Steady.Span, "measure", o.Steady.Span, "capacities measured once steady")
 	sizeVar(f, &o.CacheBytes, "cache", o.CacheBytes, "zonefold's folio cache; the kernel's dirty page limit is half of it")
 	countVar(f, &o.OpenZones, "open-zones", 0, "zonefold's data zones open at once (0: from the device's limits, at most 16)")
-	f.StringVar(&o.Out, "out", o.Out, "folder for the charts, CSV and JSON")
+	pathVar(f, &o.Out, "out", o.Out, "folder", "folder for the charts, CSV and JSON")
 	f.Uint64Var(&o.Seed, "seed", o.Seed, "random seed, the same for every target")
 	f.DurationVar(&o.Sample, "sample", o.Sample, "interval between samples of the series (and steady-state checks)")
 	f.BoolVar(&o.JSON, "json", false, "print the summary as JSON instead of tables")

@@ -38,6 +38,11 @@ The default run takes about 30 seconds; --quick runs each comparison for a
 moment (for tests: its ratios are noise).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.AffinityDevice != "" {
+				if err := checkDevice("--affinity-device", o.AffinityDevice); err != nil {
+					return err
+				}
+			}
 			if !o.JSON && isTerminal(cmd.ErrOrStderr()) {
 				o.Progress = cmd.ErrOrStderr()
 			}

@@ -22,12 +22,16 @@ import (
 // follows them (the output half, shared with bench, is internal/report):
 //
 //   - Exit status: 0 success, 1 failure, 2 usage (an unknown command or
-//     help topic, a bad flag or argument), 128+N after signal N: 130 after
+//     help topic, a bad flag or argument, an empty one: emptyArg,
+//     pathVar), 128+N after signal N: 130 after
 //     SIGINT, 143 after SIGTERM, 129 after SIGHUP. serve, which a signal
 //     is meant to stop, exits 0 when it stopped cleanly. A well-formed
 //     path that cannot be opened or created (put's LOCAL, a device,
 //     --cpuprofile FILE in a missing directory) is a failure, 1, as the
-//     shell's own failed redirection is, not a usage error.
+//     shell's own failed redirection is, not a usage error; a device
+//     string wrong as typed (malformed, or parameters that describe no
+//     device) is a usage error that shows the accepted form
+//     (checkDevice).
 //   - A signal (SIGINT, SIGTERM, or SIGHUP: the terminal went away)
 //     cancels the command's context. A command that does not watch its
 //     context (annotated below) stops at once; one that does gets to
@@ -136,7 +140,15 @@ func groupCmd(cmd *cobra.Command) *cobra.Command {
 func markUsage(cmd *cobra.Command) {
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return asUsage(c, err) })
 	if args := cmd.Args; args != nil {
-		cmd.Args = func(c *cobra.Command, a []string) error { return asUsage(c, argCount(c, a, args(c, a))) }
+		cmd.Args = func(c *cobra.Command, a []string) error {
+			if err := argCount(c, a, args(c, a)); err != nil {
+				return asUsage(c, err)
+			}
+			if err := deviceArg(c, a); err != nil {
+				return asUsage(c, err)
+			}
+			return asUsage(c, emptyArg(c, a))
+		}
 	}
 	for _, sub := range cmd.Commands() {
 		markUsage(sub)
@@ -166,6 +178,63 @@ func argCount(c *cobra.Command, a []string, err error) error {
 		noun = "argument"
 	}
 	return fmt.Errorf("%s takes %s, got %d %s", strings.TrimPrefix(c.CommandPath(), "zonefold "), want, len(a), noun)
+}
+
+// deviceArg checks the device string of a command whose first argument
+// is DEVICE (its Use says so, "serve DEVICE", "gc [DEVICE]"), before
+// anything claims or opens it (checkDevice).
+func deviceArg(c *cobra.Command, a []string) error {
+	_, want, _ := strings.Cut(c.Use, " ")
+	first, _, _ := strings.Cut(want, " ")
+	if len(a) == 0 || first != "DEVICE" && first != "[DEVICE]" {
+		return nil
+	}
+	return checkDevice("", a[0])
+}
+
+// emptyArg refuses an empty argument, which no command takes, named as
+// its Use names it ("get: LOCAL is empty"). get wrote its temporary and
+// failed renaming it to "", put failed opening "".
+func emptyArg(c *cobra.Command, a []string) error {
+	_, want, _ := strings.Cut(c.Use, " ")
+	names := strings.Fields(want)
+	for i, arg := range a {
+		if arg != "" {
+			continue
+		}
+		name := fmt.Sprintf("argument %d", i+1)
+		switch last := len(names) - 1; {
+		case i <= last:
+			name = names[i]
+		case last >= 0 && strings.HasSuffix(names[last], "..."):
+			name = names[last]
+		}
+		return fmt.Errorf("%s: %s is empty", strings.TrimPrefix(c.CommandPath(), "zonefold "), strings.Trim(name, "[]."))
+	}
+	return nil
+}
+
+// checkDevice refuses a device string that is wrong as typed (malformed,
+// or parameters that describe no device: zns.CheckDeviceString) as a
+// usage error that shows the accepted form; flag, if set, is the flag
+// that gave it. It exited 1 with zns's parse error, after the device
+// was claimed: an unknown backend ("emux:...") read as "lock device ...:
+// no such file or directory". A well-formed string naming what cannot
+// be opened passes, to fail (exit 1) where it is opened.
+func checkDevice(flag, device string) error {
+	err := zns.CheckDeviceString(device)
+	var de *zns.DeviceStringError
+	if !errors.As(err, &de) {
+		return err
+	}
+	msg := de.Err.Error()
+	if device == "" || !strings.Contains(msg, strconv.Quote(device)) {
+		msg = fmt.Sprintf("device %q: %s", device, strings.TrimPrefix(msg, "zns: "))
+	}
+	if flag != "" {
+		msg = flag + ": " + msg
+	}
+	return usagef("%s; the accepted form is %s", msg, de.Form)
 }
 
 // errorLine is err as the user sees it: one line, "zonefold: " once,
@@ -343,4 +412,42 @@ func (v intSizeValue) Set(s string) error {
 func intSizeVar(fs *pflag.FlagSet, p *int, name string, def int, usage string) {
 	*p = def
 	fs.Var(intSizeValue{p}, name, usage)
+}
+
+// checkedString is a string flag whose values check refuses (as the
+// flag's value: a usage error).
+type checkedString struct {
+	p     *string
+	typ   string // the value's type in the help: "string", "address"
+	check func(string) error
+}
+
+func (v checkedString) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return *v.p
+}
+func (v checkedString) Type() string { return v.typ }
+func (v checkedString) Set(s string) error {
+	if err := v.check(s); err != nil {
+		return err
+	}
+	*v.p = s
+	return nil
+}
+
+// pathVar defines a flag naming a path that must be given when the flag
+// is, to a names ("socket", "folder"): an empty one names nothing, and
+// was taken for something else or failed late (--socket "": "connect to
+// daemon: empty socket path", exit 1; bench batching --dir "": $TMPDIR,
+// unsaid; bench gc --out "": "--out: want a folder", exit 1).
+func pathVar(fs *pflag.FlagSet, p *string, name, def, names, usage string) {
+	*p = def
+	fs.Var(checkedString{p, "string", func(s string) error {
+		if s == "" {
+			return fmt.Errorf("an empty path names no %s", names)
+		}
+		return nil
+	}}, name, usage)
 }

@@ -49,6 +49,15 @@ func newDebugCmd() *cobra.Command {
 		Short: "Format DEVICE and write a deterministic schedule, printing each op count that fsync made durable",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// 0 of any panicked (rand.IntN(0), a division by zero).
+			for _, c := range []struct {
+				flag string
+				n    int
+			}{{"--files", files}, {"--blocks", blocks}, {"--sync-every", syncEvery}} {
+				if c.n < 1 {
+					return usagef("%s %d: want at least 1", c.flag, c.n)
+				}
+			}
 			e, release, err := bench.OpenFormatted(args[0], engine.Config{CacheBytes: 8 << 20, DirtyLimit: 4 << 20})
 			if err != nil {
 				return err
@@ -85,10 +94,12 @@ func newDebugCmd() *cobra.Command {
 	}
 	f := crash.Flags()
 	f.Uint64Var(&seed, "seed", 1, "schedule seed")
-	f.IntVar(&files, "files", 4, "files")
-	f.IntVar(&blocks, "blocks", 64, "8 KiB blocks per file")
-	f.IntVar(&syncEvery, "sync-every", 50, "fsync every file after this many writes")
-	f.IntVar(&ops, "ops", 0, "stop after this many writes (0: run until killed)")
+	// Counts (no sign): --files -1 panicked in makeslice, --ops -5
+	// ran until killed.
+	countVar(f, &files, "files", 4, "files")
+	countVar(f, &blocks, "blocks", 64, "8 KiB blocks per file")
+	countVar(f, &syncEvery, "sync-every", 50, "fsync every file after this many writes")
+	countVar(f, &ops, "ops", 0, "stop after this many writes (0: run until killed)")
 	cmd.AddCommand(crash)
 	return cmd
 }

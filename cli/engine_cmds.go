@@ -32,17 +32,20 @@ type engineFlags struct {
 	gcLow     int
 	gcHigh    int
 	readahead int64
+	// flags is where they were registered: what the user gave.
+	flags *pflag.FlagSet
 }
 
 func (f *engineFlags) register(fs *pflag.FlagSet) {
+	f.flags = fs
 	fs.StringVar(&f.cache, "cache", "256M", "folio cache size (e.g. 64M, 1G)")
 	countVar(fs, &f.maxOrder, "max-order", 9, "largest folio order (4 KiB << order)")
 	fs.StringVar(&f.placement, "placement", "mru", "zone placement: mru, none, round-robin or hinted (mru, but the files given one write-life hint share a zone)")
 	fs.StringVar(&f.gcPolicy, "gc-policy", "greedy", "GC victim policy: greedy or cost-benefit")
 	countVar(fs, &f.openZones, "open-zones", 0, "data zones open at once (0: from the device's limits; at most its open limit less the zones GC and metadata keep)")
 	countVar(fs, &f.gcLow, "gc-low", 0, "start GC below this many free zones (0: default; at most the device's data zones)")
-	countVar(fs, &f.gcHigh, "gc-high", 0, "stop GC at this many free zones (0: default; at most the device's data zones)")
-	sizeVar(fs, &f.readahead, "readahead", 8<<20, "largest window a sequential reader's handle reads ahead (0: none; at most a thirty-second of --cache)")
+	countVar(fs, &f.gcHigh, "gc-high", 0, "stop GC at this many free zones, above --gc-low (0: default, two above it; at most the device's data zones)")
+	sizeVar(fs, &f.readahead, "readahead", 8<<20, "largest window a sequential reader's handle reads ahead (0: none; at most a thirty-second of --cache, never below 128 KiB; the default is lowered to fit a small --cache)")
 }
 
 func (f *engineFlags) config() (engine.Config, error) {
@@ -71,6 +74,13 @@ func (f *engineFlags) config() (engine.Config, error) {
 		return cfg, err
 	}
 	cfg.CacheBytes = n
+	// The engine lowers a window above what the cache takes to that:
+	// the default follows a small --cache, as its help says, but a
+	// --readahead the user gave ran as another, unsaid.
+	if most := engine.ReadaheadCap(n); f.readahead > most && f.flags != nil && f.flags.Changed("readahead") {
+		return cfg, usagef("--readahead %s: want at most %s with --cache %s (a thirty-second of the cache, at least %s; 0: none), or a larger --cache",
+			human(f.readahead), human(most), human(n), human(engine.ReadaheadCap(0)))
+	}
 	cfg.ReadaheadMax = f.readahead
 	if f.readahead == 0 {
 		cfg.ReadaheadMax = -1 // none
@@ -94,6 +104,11 @@ func (f *engineFlags) config() (engine.Config, error) {
 	// not a setting to change behind their back.
 	if f.gcLow > 0 && f.gcHigh > 0 && f.gcHigh <= f.gcLow {
 		return cfg, usagef("--gc-high %d must be above --gc-low %d (GC starts below --gc-low free zones and stops at --gc-high)", f.gcHigh, f.gcLow)
+	}
+	// So is --gc-high alone at or below --gc-low's default: the engine
+	// moved it to two above that, unsaid.
+	if low := engine.DefaultGCLow(); f.gcLow == 0 && f.gcHigh > 0 && f.gcHigh <= low {
+		return cfg, usagef("--gc-high %d must be above --gc-low, %d unless given (GC starts below --gc-low free zones and stops at --gc-high): give a higher --gc-high, or a lower --gc-low too", f.gcHigh, low)
 	}
 	cfg.GC.Low, cfg.GC.High = f.gcLow, f.gcHigh
 	return cfg, nil
@@ -288,8 +303,8 @@ func (o *runOpts) register(f *pflag.FlagSet, rws ...string) {
 	f.StringVar(&o.rw, "rw", "write", orList(rws))
 	f.BoolVar(&o.endFsync, "end-fsync", false, "fsync every file at the end (timed)")
 	f.StringVar(&o.preset, "preset", "", "seq128k, 4x1m, 16x8k or 4k-qd128 (flags given explicitly still win)")
-	numberVar(f, &o.scale, "scale", 1, "multiply the per-file size by this")
-	countVar(f, &o.loops, "loops", 1, "write each file's size this many times (random overwrites after the first)")
+	numberVar(f, &o.scale, "scale", 1, "multiply the per-file size by this (rounded down to whole --bs blocks)")
+	countVar(f, &o.loops, "loops", 1, "go over each file's size this many times (--rw write and read: the same blocks again, in order; randwrite and randread: as many blocks more, at random)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
 	benchForceVar(f, &o.force)
 }
@@ -363,6 +378,7 @@ func (o runOpts) resolve(cmd *cobra.Command) (runOpts, bench.Workload, engine.Co
 	if o.scale <= 0 {
 		return o, w, cfg, usagef("--scale %v: want > 0", o.scale)
 	}
+	asked := size
 	size = int64(float64(size)*o.scale) / bs * bs
 	// The workload's own checks (bench.Workload) named no flag, exited
 	// 1, and came after the device was opened, and formatted under
@@ -381,6 +397,12 @@ func (o runOpts) resolve(cmd *cobra.Command) (runOpts, bench.Workload, engine.Co
 		return o, w, cfg, usagef("--size %s (times --scale %v) is less than --bs %s: want at least one block per file", o.size, o.scale, o.bs)
 	case !slices.Contains(o.rws, o.rw):
 		return o, w, cfg, usagef("--rw %q: want %s", o.rw, orList(o.rws))
+	case o.scale == 1 && asked%bs != 0:
+		// Trimmed to whole blocks, each file came out other than
+		// --size said, unsaid. A --scale that leaves a part of a
+		// block rounds down, as its help says.
+		return o, w, cfg, usagef("--size %s is not a whole number of --bs %s blocks: want a multiple of it, e.g. %d or %d bytes",
+			human(asked), o.bs, asked/bs*bs, (asked/bs+1)*bs)
 	}
 	w = bench.Workload{Files: o.files, BS: int(bs), IODepth: o.iodepth, Size: size, RW: o.rw, EndFsync: o.endFsync, Seed: 1, Loops: o.loops}
 	return o, w, cfg, nil

@@ -24,17 +24,22 @@ func TestH28aServeMetricsFailureTouchesNoDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	for _, metrics := range []struct{ name, addr, stderr string }{
-		{"in-use", busy.Addr().String(), "address already in use"},
-		{"malformed", "nohost", "missing port in address"},
+	// A malformed address is the flag's value wrong: exit 2 (h44d); one
+	// in use, the machine's state: 1.
+	for _, metrics := range []struct {
+		name, addr, stderr string
+		status             int
+	}{
+		{"in-use", busy.Addr().String(), "address already in use", 1},
+		{"malformed", "nohost", "missing port in address", 2},
 	} {
 		t.Run(metrics.name+"/new-emu", func(t *testing.T) {
 			dir := t.TempDir()
 			sock := filepath.Join(dir, "zf.sock")
 			r := runBinary(t, "serve", "emu:"+filepath.Join(dir, "dev")+"?zone_size=1M&zones=8", "--format",
 				"--socket", sock, "--metrics", metrics.addr)
-			if r.status != 1 || !strings.Contains(r.stderr, metrics.stderr) {
-				t.Fatalf("serve --metrics %s: exit %d, stderr %q; want 1 and %q", metrics.addr, r.status, r.stderr, metrics.stderr)
+			if r.status != metrics.status || !strings.Contains(r.stderr, metrics.stderr) {
+				t.Fatalf("serve --metrics %s: exit %d, stderr %q; want %d and %q", metrics.addr, r.status, r.stderr, metrics.status, metrics.stderr)
 			}
 			checkErrorLine(t, []string{"serve"}, r.stderr)
 			for _, left := range []string{"dev", "zf.sock", "zf.sock.lock"} {
@@ -49,9 +54,9 @@ func TestH28aServeMetricsFailureTouchesNoDevice(t *testing.T) {
 			sock := filepath.Join(dir, "zf.sock")
 			want := deviceWithAFile(t, device, sock)
 			r := runBinary(t, "serve", device, "--format", "--force", "--socket", sock, "--metrics", metrics.addr)
-			if r.status != 1 || !strings.Contains(r.stderr, metrics.stderr) {
-				t.Fatalf("serve --format --force --metrics %s: exit %d, stderr %q; want 1 and %q",
-					metrics.addr, r.status, r.stderr, metrics.stderr)
+			if r.status != metrics.status || !strings.Contains(r.stderr, metrics.stderr) {
+				t.Fatalf("serve --format --force --metrics %s: exit %d, stderr %q; want %d and %q",
+					metrics.addr, r.status, r.stderr, metrics.status, metrics.stderr)
 			}
 			checkDeviceKeptFile(t, device, sock, want, "serve --format --force --metrics "+metrics.addr)
 		})

@@ -70,7 +70,7 @@ func TestDeviceBoundFlagsHelpSaysTheBound(t *testing.T) {
 		help := strings.Join(strings.Fields(runBinary(t, append(cmd, "--help")...).stdout), " ")
 		for _, want := range []string{
 			"--gc-low count start GC below this many free zones (0: default; at most the device's data zones)",
-			"--gc-high count stop GC at this many free zones (0: default; at most the device's data zones)",
+			"--gc-high count stop GC at this many free zones, above --gc-low (0: default, two above it; at most the device's data zones)",
 			"--open-zones count data zones open at once (0: from the device's limits; at most its open limit less the zones GC and metadata keep)",
 		} {
 			if !strings.Contains(help, want) {

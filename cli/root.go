@@ -128,6 +128,7 @@ func exitStatus(stderr io.Writer, err error, sig syscall.Signal, cmd *cobra.Comm
 	var bad *bench.OptionError
 	var ce *engine.ConfigError
 	var se *cache.SizeError
+	var fz *engine.FormatZonesError
 	switch {
 	case errors.As(err, &u):
 	case errors.As(err, &bad):
@@ -142,6 +143,12 @@ func exitStatus(stderr io.Writer, err error, sig syscall.Signal, cmd *cobra.Comm
 		// So is an engine setting the device cannot take: said as
 		// the flag that set it.
 		err = configFlagError(err, ce)
+		u = &usageError{err: err}
+	case errors.As(err, &fz):
+		// format --zones below what zonefold needs: the flag's value
+		// wrong, as --zones above the device is. It exited 1 with the
+		// engine's "format: 3 zones asked for".
+		err = fmt.Errorf("--zones %d: zonefold needs at least %d zones on this device (it has %d)", fz.Zones, fz.Least, fz.DeviceZones)
 		u = &usageError{err: err}
 	}
 	if u != nil {

@@ -152,14 +152,7 @@ func TestFsckCopyToRefusesNonEmptyDirAndEscapingNames(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "there"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out := copyToRun("fsck", devName, "--copy-to", dir)
-	if code != exitFailure || !strings.Contains(out, "not empty") {
-		t.Fatalf("fsck --copy-to a non-empty directory: exit %d\n%s", code, out)
-	}
-	if err := os.Remove(filepath.Join(dir, "there")); err != nil {
-		t.Fatal(err)
-	}
-	code, out = copyToRun("fsck", devName, "--copy-to", dir)
+	code, out := copyToAfterRefusingNonEmpty(t, devName, dir, "there")
 	if code != exitFailure || strings.Count(out, "NOT COPIED") != 5 {
 		t.Fatalf("fsck --copy-to with names that leave DIR: exit %d, want %d, and 5 NOT COPIED lines\n%s", code, exitFailure, out)
 	}
@@ -320,14 +313,7 @@ func TestFsckCopyToNamesDirCannotHold(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(dir, "a")); err != nil {
 		t.Fatal(err)
 	}
-	code, out := copyToRun("fsck", devName, "--copy-to", dir)
-	if code != exitFailure || !strings.Contains(out, "not empty") {
-		t.Fatalf("fsck --copy-to a DIR holding a symlink: exit %d\n%s", code, out)
-	}
-	if err := os.Remove(filepath.Join(dir, "a")); err != nil {
-		t.Fatal(err)
-	}
-	code, out = copyToRun("fsck", devName, "--copy-to", dir)
+	code, out := copyToAfterRefusingNonEmpty(t, devName, dir, "a")
 	notCopied := strings.Count(out, "NOT COPIED")
 	if code != exitFailure || notCopied != len(made)-2 {
 		t.Fatalf("exit %d, %d NOT COPIED, want %d and %d (made %q)\n%s", code, notCopied, exitFailure, len(made)-2, made, out)
@@ -376,4 +362,21 @@ func TestFsckBlankEmuTableWritesNothing(t *testing.T) {
 			t.Errorf("%q: exit 0 on a device with no zone table\n%s", args, out)
 		}
 	}
+}
+
+// copyToAfterRefusingNonEmpty runs fsck --copy-to DIR on devName while
+// DIR holds entry (a file, a symlink: anything makes it non-empty),
+// fails the test unless that is refused (exit 1, "not empty"), then
+// removes entry and runs it again, returning that run's exit status and
+// output.
+func copyToAfterRefusingNonEmpty(t *testing.T, devName, dir, entry string) (int, string) {
+	t.Helper()
+	code, out := copyToRun("fsck", devName, "--copy-to", dir)
+	if code != exitFailure || !strings.Contains(out, "not empty") {
+		t.Fatalf("fsck --copy-to a DIR holding %s: exit %d, want %d and \"not empty\"\n%s", entry, code, exitFailure, out)
+	}
+	if err := os.Remove(filepath.Join(dir, entry)); err != nil {
+		t.Fatal(err)
+	}
+	return copyToRun("fsck", devName, "--copy-to", dir)
 }

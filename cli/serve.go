@@ -46,7 +46,7 @@ func socketFlag(fs *pflag.FlagSet, p *string) {
 	if os.Getenv("ZONEFOLD_SOCK") != "" {
 		usage = fmt.Sprintf("the daemon's Unix socket (default %q, from $ZONEFOLD_SOCK)", def)
 	}
-	fs.StringVar(p, "socket", def, usage)
+	pathVar(fs, p, "socket", def, "socket", usage)
 	fs.Lookup("socket").DefValue = "" // pflag prints no default for ""
 }
 
@@ -161,7 +161,7 @@ Every other record is served; the first start makes that final.`,
 	f := cmd.Flags()
 	ef.register(f)
 	socketFlag(f, &socket)
-	f.StringVar(&metrics, "metrics", "", "serve Prometheus metrics at /metrics on this address, nothing else (e.g. 127.0.0.1:9100)")
+	f.Var(checkedString{&metrics, "address", checkTCPAddr}, "metrics", "serve Prometheus metrics at /metrics on this address, nothing else (HOST:PORT or :PORT, e.g. 127.0.0.1:9100)")
 	f.BoolVar(&format, "format", false, "format DEVICE first if it is not formatted")
 	f.BoolVar(&force, "force", false, "with --format: erase DEVICE even if it holds a file system")
 	f.BoolVar(&logInf, "log-info", false, "log connections and lifecycle events, not just warnings")
@@ -171,6 +171,22 @@ Every other record is served; the first start makes that final.`,
 	sizeVar(f, &maxShm, "max-shared-memory", server.DefaultSharedMemory(),
 		"most shared memory all clients' regions take together; a client that does not fit is refused (ENOMEM)")
 	return cmd
+}
+
+// checkTCPAddr refuses an address to listen on that is no TCP address
+// (HOST:PORT or :PORT): "nonsense", a port above 65535. --metrics
+// nonsense exited 1 with the listener's "listen tcp: address nonsense:
+// missing port in address". A well-formed one that cannot be had (taken,
+// a host not this machine's) fails where it is listened on.
+func checkTCPAddr(s string) error {
+	_, port, err := net.SplitHostPort(s)
+	if err == nil {
+		_, err = net.LookupPort("tcp", port)
+	}
+	if err != nil {
+		return fmt.Errorf("want HOST:PORT or :PORT, e.g. 127.0.0.1:9100 (%w)", err)
+	}
+	return nil
 }
 
 // session is what a client command runs with: a connection to the
@@ -211,6 +227,16 @@ func noDaemon(socket string, err error) error {
 	var errno syscall.Errno
 	if !errors.As(err, &errno) || errno != syscall.ENOENT && errno != syscall.ECONNREFUSED {
 		return err
+	}
+	if st, serr := os.Stat(socket); serr == nil && st.Mode().Type() != fs.ModeSocket {
+		// A directory or a file: no daemon ever serves it, and serve
+		// refuses to replace it, so the advice below would not do.
+		kind := "a file"
+		if st.IsDir() {
+			kind = "a directory"
+		}
+		return fmt.Errorf("%s is %s, not a socket (%w): point --socket or $ZONEFOLD_SOCK at the socket a daemon serves ('zonefold serve DEVICE --socket SOCKET')",
+			socket, kind, errno)
 	}
 	return fmt.Errorf("no zonefold daemon is serving %s (%w); start one with 'zonefold serve DEVICE --socket %s', or point --socket or $ZONEFOLD_SOCK at a running one",
 		socket, errno, socket)

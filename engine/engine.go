@@ -107,7 +107,7 @@ func (c *Config) fill() {
 		c.ReadaheadMax = defaultReadaheadMax
 	}
 	if c.ReadaheadMax > 0 {
-		c.ReadaheadMax = min(c.ReadaheadMax, max(readaheadMin, c.CacheBytes/32))
+		c.ReadaheadMax = min(c.ReadaheadMax, ReadaheadCap(c.CacheBytes))
 	}
 	c.GC.fill()
 }

@@ -1424,7 +1424,7 @@ func planFormat(dev zns.Device, opts FormatOptions) (Superblock, error) {
 	data := 2 + gc.Reserve
 	least := mz[1] + k + data
 	if opts.Zones > 0 && used < least {
-		return Superblock{}, fmt.Errorf("engine: format: %d zones asked for; the device has %d and zonefold needs at least %d", opts.Zones, g.Zones, least)
+		return Superblock{}, &FormatZonesError{Zones: opts.Zones, Least: leastZones(dev, least, data), DeviceZones: g.Zones}
 	}
 	if used < least {
 		conv := ""
@@ -1445,6 +1445,25 @@ func planFormat(dev zns.Device, opts FormatOptions) (Superblock, error) {
 		return Superblock{}, err
 	}
 	return Superblock{Version: formatVersion, UUID: uuid, ZoneSize: g.ZoneSize, ZoneCap: g.ZoneCap, Zones: g.Zones, BlockSize: BlockSize, MetaZones: mz, MetaGroup: k, UsedZones: used}, nil
+}
+
+// leastZones is the fewest zones Format takes on dev, from least, what
+// it needs with the metadata groups of a smaller file system, and data,
+// the data zones Open needs: more zones can take larger metadata groups
+// (metaGroupFor), which need more zones in turn, until it settles. It is
+// least itself where the metadata cannot be read (the refusal then says
+// the smaller need).
+func leastZones(dev zns.Device, least, data int) int {
+	g := dev.Geometry()
+	for least <= g.Zones {
+		k := metaGroupFor(g, least)
+		mz, err := metaZones(dev, k)
+		if err != nil || mz[1]+k+data <= least {
+			break
+		}
+		least = mz[1] + k + data
+	}
+	return least
 }
 
 // Format writes a fresh, empty zonefold file system to dev: every zone
