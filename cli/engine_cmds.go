@@ -131,7 +131,10 @@ first two sequential zones. A device that holds data is refused unless
 			if err := refuseStartOver(args[0], force, "give --force too, or drop format=1"); err != nil {
 				return err
 			}
-			dev, release, err := openClaimed(args[0])
+			// --force also starts over an emu device whose zone
+			// table is lost (zns.ErrLostZoneTable), which every
+			// other open refuses.
+			dev, release, err := openClaimedWith(args[0], zns.Options{ReplaceLostTable: force})
 			if err != nil {
 				return err
 			}

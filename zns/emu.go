@@ -292,6 +292,15 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !found && !sp.format && size > 0 && !opts.ReplaceLostTable {
+		// Blank, or damaged? Only a file of the device string's
+		// geometry is ever written as a new device.
+		if g, err := softGeometry(sp); err == nil {
+			if err := checkLostTable(f, size, g, sp.path); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if !found && opts.Existing && size == 0 {
 		return nil, fmt.Errorf("zns: emu %s is empty: device is not formatted by zonefold (run `zonefold format DEVICE`)", sp.path)
 	}
