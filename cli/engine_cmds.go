@@ -164,7 +164,7 @@ first two sequential zones. A device that holds data is refused unless
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&force, "force", false, "erase a device that holds data")
+	cmd.Flags().BoolVar(&force, "force", false, "erase a device that holds data (an emu file whose zone table is lost too)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	countVar(cmd.Flags(), &zones, "zones", 0, "use only the first N zones (0: all)")
 	return cmd
