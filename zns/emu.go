@@ -315,10 +315,17 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 		g = hdr.geo
 		sp.conv = hdr.conv
 	} else if g, err = softGeometry(sp); err != nil {
-		if !found && !sp.format && sp.zoneSize == 0 {
+		if !found && !sp.format && sp.zoneSize == 0 && size == 0 {
 			// A blank file (empty, or zeros) is formatted when the
 			// geometry is given; say so rather than name a parameter.
 			return nil, fmt.Errorf("zns: emu %s is blank (no device yet): give zone_size and zones to create one: %w", sp.path, err)
+		}
+		if !found && !sp.format && sp.zoneSize == 0 {
+			// Without the geometry, zeros in the first page do not
+			// tell a blank file from a device whose table is lost
+			// (checkLostTable needs it).
+			return nil, fmt.Errorf("zns: emu %s has no zone table (its first page reads as zeros): a blank file, or a device whose zone table was lost; "+
+				"give zone_size and zones to create a device on a blank file (a file that holds data is refused): %w", sp.path, err)
 		}
 		return nil, fmt.Errorf("zns: emu %s: %w", sp.path, err)
 	}

@@ -185,3 +185,28 @@ func refusedLostTable(t *testing.T, path, params, want string) error {
 	}
 	return err
 }
+
+// Without the geometry a file whose first page reads as zeros cannot be
+// told blank or damaged: the error must not call a device that lost its
+// table blank (it said "is blank (no device yet)"), and it writes
+// nothing. An empty file is blank.
+func TestEmuOpenWithoutGeometryDoesNotCallALostTableBlank(t *testing.T) {
+	path := lostTable(0, 3)(t)
+	before := fileDigest(t, path)
+	d, err := Open("emu:"+path, Options{})
+	if err == nil {
+		d.Close()
+		t.Fatal("Open without the geometry succeeded")
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "is blank") || !strings.Contains(msg, "lost") || !strings.Contains(msg, "zone_size") {
+		t.Errorf("Open of a device whose table is lost, without the geometry: %q, want it not called blank, and lost and zone_size named", msg)
+	}
+	if fileDigest(t, path) != before {
+		t.Fatal("the refused Open changed the file")
+	}
+	empty := sparseFile(t, 0)
+	if _, err := Open("emu:"+empty, Options{}); err == nil || !strings.Contains(err.Error(), "is blank") {
+		t.Errorf("Open of an empty file without the geometry: %v, want it called blank", err)
+	}
+}
