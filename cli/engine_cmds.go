@@ -146,7 +146,10 @@ first two sequential zones. A device that holds data is refused unless
 			if err := refuseStartOver(args[0], force, "give --force too, or drop format=1"); err != nil {
 				return err
 			}
-			dev, release, err := openClaimed(args[0])
+			// --force also starts over an emu device whose zone
+			// table is lost (zns.ErrLostZoneTable), which every
+			// other open refuses.
+			dev, release, err := openClaimedWith(args[0], zns.Options{ReplaceLostTable: force})
 			if err != nil {
 				return err
 			}
@@ -176,7 +179,7 @@ first two sequential zones. A device that holds data is refused unless
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&force, "force", false, "erase a device that holds data")
+	cmd.Flags().BoolVar(&force, "force", false, "erase a device that holds data (an emu file whose zone table is lost too)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	countVar(cmd.Flags(), &zones, "zones", 0, "use only the first N zones (0: all)")
 	return cmd

@@ -331,20 +331,7 @@ func TestFsckCopyToNamesDirCannotHold(t *testing.T) {
 // table over it, every zone empty, losing what the table said of the
 // data still there.
 func TestFsckBlankEmuTableWritesNothing(t *testing.T) {
-	path, devName, e := copyToDevice(t)
-	copyToWrite(t, e, "f", bytes.Repeat([]byte("blank..."), 2000))
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	fh, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = fh.WriteAt(make([]byte, 2*4096), 0) // both slots of 16 zones
-	fh.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, devName := lostTableDevice(t)
 	before, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

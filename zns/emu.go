@@ -292,6 +292,15 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !found && !sp.format && size > 0 && !opts.ReplaceLostTable {
+		// Blank, or damaged? Only a file of the device string's
+		// geometry is ever written as a new device.
+		if g, err := softGeometry(sp); err == nil {
+			if err := checkLostTable(f, size, g, sp); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if !found && opts.Existing && size == 0 {
 		return nil, fmt.Errorf("zns: emu %s is empty: device is not formatted by zonefold (run `zonefold format DEVICE`)", sp.path)
 	}
@@ -306,10 +315,17 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 		g = hdr.geo
 		sp.conv = hdr.conv
 	} else if g, err = softGeometry(sp); err != nil {
-		if !found && !sp.format && sp.zoneSize == 0 {
+		if !found && !sp.format && sp.zoneSize == 0 && size == 0 {
 			// A blank file (empty, or zeros) is formatted when the
 			// geometry is given; say so rather than name a parameter.
 			return nil, fmt.Errorf("zns: emu %s is blank (no device yet): give zone_size and zones to create one: %w", sp.path, err)
+		}
+		if !found && !sp.format && sp.zoneSize == 0 {
+			// Without the geometry, zeros in the first page do not
+			// tell a blank file from a device whose table is lost
+			// (checkLostTable needs it).
+			return nil, fmt.Errorf("zns: emu %s has no zone table (its first page reads as zeros): a blank file, or a device whose zone table was lost; "+
+				"give zone_size and zones to create a device on a blank file (a file that holds data is refused): %w", sp.path, err)
 		}
 		return nil, fmt.Errorf("zns: emu %s: %w", sp.path, err)
 	}
@@ -843,43 +859,8 @@ func validSeqCond(c Cond) bool {
 // Caller holds flushMu and not mu, unless nothing else can use the device
 // meanwhile.
 func (e *Emu) persist(zones []zoneState, syncData, oneSync bool) error {
-	le := binary.LittleEndian
 	b := e.hdr
-	clear(b)
-	copy(b, emuMagic)
-	g := e.geo
-	le.PutUint32(b[8:], emuVersion)
-	le.PutUint32(b[12:], uint32(g.BlockSize))
-	le.PutUint64(b[16:], e.seq+1)
-	le.PutUint32(b[24:], uint32(g.Zones))
-	conv := 0
-	for conv < len(zones) && zones[conv].typ == TypeConventional {
-		conv++
-	}
-	le.PutUint32(b[28:], uint32(conv))
-	le.PutUint64(b[32:], uint64(g.ZoneSize))
-	le.PutUint64(b[40:], uint64(g.ZoneCap))
-	le.PutUint32(b[48:], uint32(g.MaxOpen))
-	le.PutUint32(b[52:], uint32(g.MaxActive))
-	le.PutUint32(b[56:], uint32(g.MaxAppend))
-	for i, z := range zones {
-		ent := b[emuHdrFixed+emuEntryLen*i:]
-		le.PutUint64(ent, uint64(z.wp-e.start(i)))
-		le.PutUint64(ent[8:], uint64(z.wp-z.written)<<8|uint64(z.cond))
-	}
-	end := emuHdrFixed + emuEntryLen*len(zones)
-	oneSync = oneSync && syncData && encodeEmuSums(b, end+4, zones, e.start)
-	var flags uint32
-	if e.strict {
-		flags |= emuFlagStrict
-	}
-	if oneSync {
-		flags |= emuFlagSums
-	} else {
-		clear(b[end:])
-	}
-	le.PutUint32(b[60:], flags)
-	le.PutUint32(b[end:], crc32.Checksum(b[:end], crc32c))
+	oneSync = e.encodeEmuSlot(b, zones, e.seq+1, oneSync && syncData)
 	if syncData && !oneSync {
 		if err := e.syncData(); err != nil {
 			return err
@@ -901,6 +882,49 @@ func (e *Emu) persist(zones []zoneState, syncData, oneSync bool) error {
 	// flush erased it: TestH40eRollbackNotReportedAfterFormat).
 	e.rollbacks = nil
 	return nil
+}
+
+// encodeEmuSlot writes to b, a slot, the table of t's geometry holding
+// zones, with sequence number seq; with sums, the checksum block of the
+// zones' data too if it fits (emuFlagSums), which it reports.
+func (t *zoneTable) encodeEmuSlot(b []byte, zones []zoneState, seq uint64, sums bool) bool {
+	le := binary.LittleEndian
+	clear(b)
+	copy(b, emuMagic)
+	g := t.geo
+	le.PutUint32(b[8:], emuVersion)
+	le.PutUint32(b[12:], uint32(g.BlockSize))
+	le.PutUint64(b[16:], seq)
+	le.PutUint32(b[24:], uint32(g.Zones))
+	conv := 0
+	for conv < len(zones) && zones[conv].typ == TypeConventional {
+		conv++
+	}
+	le.PutUint32(b[28:], uint32(conv))
+	le.PutUint64(b[32:], uint64(g.ZoneSize))
+	le.PutUint64(b[40:], uint64(g.ZoneCap))
+	le.PutUint32(b[48:], uint32(g.MaxOpen))
+	le.PutUint32(b[52:], uint32(g.MaxActive))
+	le.PutUint32(b[56:], uint32(g.MaxAppend))
+	for i, z := range zones {
+		ent := b[emuHdrFixed+emuEntryLen*i:]
+		le.PutUint64(ent, uint64(z.wp-t.start(i)))
+		le.PutUint64(ent[8:], uint64(z.wp-z.written)<<8|uint64(z.cond))
+	}
+	end := emuHdrFixed + emuEntryLen*len(zones)
+	sums = sums && encodeEmuSums(b, end+4, zones, t.start)
+	var flags uint32
+	if t.strict {
+		flags |= emuFlagStrict
+	}
+	if sums {
+		flags |= emuFlagSums
+	} else {
+		clear(b[end:])
+	}
+	le.PutUint32(b[60:], flags)
+	le.PutUint32(b[end:], crc32.Checksum(b[:end], crc32c))
+	return sums
 }
 
 // Flush implements Device: completed writes and the zone table become

@@ -18,6 +18,11 @@ type Options struct {
 	// rather than given a new, empty zone table, which would write over
 	// what a damaged one left (fsck, which never writes the device).
 	Existing bool
+	// ReplaceLostTable makes a new device of an emu file whose zone
+	// table is lost though its zones hold data (ErrLostZoneTable),
+	// which Open otherwise refuses: `zonefold format --force`, which
+	// erases the device anyway.
+	ReplaceLostTable bool
 }
 
 // Open opens the zoned device named by a device string (see spec.go):
