@@ -256,11 +256,16 @@ func testSIGINTWhileStopping(t *testing.T, first syscall.Signal, later bool) str
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if _, err := w.Write(bytes.Repeat([]byte("p"), 4096)); err != nil {
-		t.Fatal(err)
-	}
+	// One chunk and a bit: put writes its first chunk to the daemon
+	// and then waits for more (a write that ends when put has read it
+	// all, or at the test's end, which closes w).
+	go w.Write(bytes.Repeat([]byte("p"), copyChunk+4096))
 	cmd, stderr, done := startZonefold(t, "put", fifo, "f", "--socket", d.socket)
-	// put is copying once its temporary is there.
+	// put is copying once its temporary has data: put writes only once
+	// its open's reply is in, and only from then does its stop remove
+	// the temporary itself (before that, the daemon removes it as put's
+	// connection ends, and put rightly exits at once; with "the
+	// temporary is listed" as the sign, 5 of 40 runs failed that way).
 	c, err := server.Dial(context.Background(), d.socket, 1<<20)
 	if err != nil {
 		t.Fatal(err)
@@ -272,7 +277,7 @@ func testSIGINTWhileStopping(t *testing.T, first syscall.Signal, later bool) str
 			t.Fatal(err)
 		}
 		for _, e := range list {
-			copying = copying || strings.HasPrefix(e.Name, server.TempPrefix)
+			copying = copying || strings.HasPrefix(e.Name, server.TempPrefix) && e.Size > 0
 		}
 		select {
 		case <-done:
@@ -285,6 +290,10 @@ func testSIGINTWhileStopping(t *testing.T, first syscall.Signal, later bool) str
 	c.Close()
 	d.cmd.Process.Signal(syscall.SIGSTOP)
 	defer d.cmd.Process.Signal(syscall.SIGCONT)
+	// kill returns before the daemon has stopped: until it has, it may
+	// still answer put's stop (whose remove then found the temporary
+	// gone with put's first connection, and put exited at once).
+	waitStopped(t, d.cmd.Process.Pid)
 	// SIGINT must come once put has taken the SIGTERM and is stopping
 	// (both pending at once, SIGINT, the lower number, would be taken
 	// first): the sign is that put closed its connection, to remove its
@@ -363,6 +372,23 @@ func testSIGINTWhileStopping(t *testing.T, first syscall.Signal, later bool) str
 }
 
 // sockets is the set of sockets process pid has open ("socket:[inode]").
+// waitStopped waits until process pid is stopped (state T in
+// /proc/PID/stat), for up to a minute.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	for giveUp := time.Now().Add(time.Minute); time.Now().Before(giveUp); time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The state follows the command name, which is in parentheses.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && bytes.HasPrefix(b[i+1:], []byte(" T")) {
+			return
+		}
+	}
+	t.Fatalf("process %d did not stop within a minute of SIGSTOP", pid)
+}
+
 func sockets(pid int) map[string]bool {
 	out := map[string]bool{}
 	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
