@@ -8,11 +8,11 @@ import (
 )
 
 // An emu file whose zone table is lost opens, with InferLostTable, on a
-// table inferred from its data, in memory: a zone with data has its
-// write pointer at its capacity (finished part way or not, no byte
-// says) and reads what the file holds up to where its data ends, a zone
-// without is empty, every sequential zone is read-only, and the file
-// does not change. Without the option it is refused, and the refusal
+// table inferred from its data, in memory: a zone's write pointer is
+// where its data in the file ends (a trailing block written as zeros
+// and what a reset zone held before included; a zone finished part way
+// shows where its data ends), a zone without is empty, every sequential
+// zone is read-only, and the file does not change. Without the option it is refused, and the refusal
 // names fsck --copy-to.
 func TestEmuInfersALostZoneTable(t *testing.T) {
 	path := lostDevice(t)
@@ -45,7 +45,7 @@ func TestEmuInfersALostZoneTable(t *testing.T) {
 	if !e2.InferredZoneTable() {
 		t.Error("InferredZoneTable is false on an inferred table")
 	}
-	for i, want := range []int64{g.ZoneCap, g.ZoneCap, g.ZoneCap, g.ZoneCap, 0, 0, 0, 0} {
+	for i, want := range []int64{c.bs, 2 * c.bs, 3 * c.bs, g.ZoneCap, 0, 0, 0, 0} {
 		if z := c2.zone(i); z.Cond != CondReadOnly || z.WP-z.Start != want {
 			t.Errorf("zone %d inferred %s at +%d, want read-only at +%d", i, z.Cond, z.WP-z.Start, want)
 		}
