@@ -56,7 +56,10 @@ it verifies: each extent in a record that carries that file, offset and
 version, each block's checksum passing. What it cannot verify is left a
 hole (zeros) and listed as NOT RECOVERED with why; a name that would
 leave DIR ('..', absolute, empty parts) is not copied. Names with '/'
-become subdirectories. Exit status: 0 when every file was copied whole
+become subdirectories. An emu file whose zone table is lost (both header
+slots zeros, its zones holding data; plain fsck refuses it) is salvaged
+too: each zone's write pointer inferred from where the file's data ends
+in it, in memory, the report saying so first. Exit status: 0 when every file was copied whole
 from a clean device, 1 when anything was not recovered or not copied
 (the report lists it) or the copy failed.`,
 		Args: cobra.ExactArgs(1),
@@ -85,7 +88,10 @@ from a clean device, 1 when anything was not recovered or not copied
 			// meaningless: claim the device as the daemon does.
 			// Existing: a blank emu table is refused, not replaced
 			// by an empty one (fsck never writes the device).
-			dev, release, err := openClaimedWith(args[0], zns.Options{Existing: true})
+			// A salvage goes on past a lost emu zone table,
+			// inferring it in memory (InferLostTable): it copies
+			// only what records verify.
+			dev, release, err := openClaimedWith(args[0], zns.Options{Existing: true, InferLostTable: root != nil})
 			if err != nil {
 				return err
 			}

@@ -51,6 +51,11 @@ func (r *SalvageReport) Complete() bool {
 	return true
 }
 
+// lostTableInferred is the problem a salvage of a device whose zone
+// table was lost (zns.Options.InferLostTable) reports first.
+const lostTableInferred = "the device's zone table is lost (both emu header slots read as zeros): salvage inferred each zone's write pointer from the file's data (a zone holding data as written up to where its data ends, one without as empty), never writing it; " +
+	"what a zone held before a reset may lie past its real end (damage reported here in such a tail is that), and only bytes a record verifies (its file, offset, version and checksums) are copied"
+
 // Salvage copies every file it can recover off dev, never writing it.
 // It recovers in memory as Fsck does, but goes on past what makes Open
 // refuse the device (a newest checkpoint, or the log before it, that is
@@ -66,11 +71,16 @@ func (r *SalvageReport) Complete() bool {
 // reused since holds another file's record, so it is a hole, never that
 // file's bytes. A create error skips the file (SalvagedFile.Err); the
 // error Salvage returns is one reading the device or writing a copy,
-// with the report of the files copied before it.
+// with the report of the files copied before it. A device whose zone
+// table its Open inferred from the data (zns.TableInferrer, the table
+// lost) is damaged: the report says so first (lostTableInferred).
 func Salvage(dev zns.Device, create func(name string, size int64) (io.WriterAt, error)) (*SalvageReport, error) {
 	rep, st, err := fsck(dev, FsckOptions{}, true)
 	if err != nil {
 		return nil, err
+	}
+	if t, ok := dev.(zns.TableInferrer); ok && t.InferredZoneTable() {
+		rep.Problems = append([]string{lostTableInferred}, rep.Problems...)
 	}
 	out := &SalvageReport{Fsck: rep}
 	if st == nil {

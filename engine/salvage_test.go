@@ -107,16 +107,7 @@ func TestSalvageHealthyDeviceCopiesEveryFileExactly(t *testing.T) {
 		}
 		h.Close()
 		want["dir/f1"] = want["dir/f1"][:size]
-		for range 4 {
-			if moved, err := e.gc.pass(gcUrgent); err != nil || !moved {
-				break
-			}
-		}
-		if round == 1 {
-			if err := e.checkpoint(); err != nil {
-				t.Fatal(err)
-			}
-		}
+		gcThenCheckpoint(t, e, round == 1)
 	}
 	if _, err := e.Create("empty"); err != nil {
 		t.Fatal(err)
@@ -129,19 +120,7 @@ func TestSalvageHealthyDeviceCopiesEveryFileExactly(t *testing.T) {
 	if !rep.Complete() {
 		t.Errorf("a healthy device's salvage is not complete: problems %q, files %+v", rep.Fsck.Problems, rep.Files)
 	}
-	if len(sink) != len(want) {
-		t.Errorf("salvage copied %d files, want %d", len(sink), len(want))
-	}
-	for name, b := range want {
-		c := sink[name]
-		if c == nil {
-			t.Errorf("%s not copied", name)
-			continue
-		}
-		if !bytes.Equal(c.b, b) {
-			t.Errorf("%s: copy of %d bytes, want %d, first difference at %d", name, len(c.b), len(b), firstDiff(c.b, b))
-		}
-	}
+	checkCopies(t, sink, want)
 }
 
 // The newest checkpoint is damaged (a flipped byte: its checksum fails)

@@ -161,6 +161,9 @@ type Emu struct {
 	// rollbacks are the zones Open took back (verifySums), until a
 	// table is written (persist). Under flushMu.
 	rollbacks []Rollback
+	// inferred: the zone table was lost and Open inferred it from the
+	// data, read-only (Options.InferLostTable, inferZones).
+	inferred bool
 }
 
 // Rollbacks implements RollbackReporter: the zones this Open took back
@@ -292,19 +295,23 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 	if err != nil {
 		return nil, err
 	}
+	inferred := false
 	if !found && !sp.format && size > 0 && !opts.ReplaceLostTable {
 		// Blank, or damaged? Only a file of the device string's
 		// geometry is ever written as a new device.
 		if g, err := softGeometry(sp); err == nil {
 			if err := checkLostTable(f, size, g, sp); err != nil {
-				return nil, err
+				if !opts.InferLostTable || !errors.Is(err, ErrLostZoneTable) {
+					return nil, err
+				}
+				inferred = true // read-only salvage: inferZones
 			}
 		}
 	}
 	if !found && opts.Existing && size == 0 {
 		return nil, fmt.Errorf("zns: emu %s is empty: device is not formatted by zonefold (run `zonefold format DEVICE`)", sp.path)
 	}
-	if !found && opts.Existing {
+	if !found && opts.Existing && !inferred {
 		return nil, fmt.Errorf("zns: emu %s has no zone table (blank, or both header slots read as zeros): not opening it as a new device, which writes an empty one over it", sp.path)
 	}
 	var g Geometry
@@ -338,7 +345,7 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 		switch {
 		case isBlock:
 			return nil, fmt.Errorf("zns: emu %s: the device has %d bytes, the geometry needs %d", sp.path, size, need)
-		case found && !sp.format:
+		case (found || inferred) && !sp.format:
 			// Zones past the cut would read as zeros, silently.
 			return nil, fmt.Errorf("zns: emu %s: the file has %d bytes, its geometry needs %d: it was truncated (restore it; format=1 erases it and starts over)", sp.path, size, need)
 		}
@@ -370,12 +377,18 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 			slog.Warn("zns: emu header slot is damaged; opened from the other one, which the next flush copies over it",
 				"path", sp.path, "damaged_slot", 1-hdr.slot, "opened_slot", hdr.slot, "seq", hdr.seq)
 		}
+	} else if inferred {
+		e.inferred = true
+		if err := e.inferZones(int(f.Fd()), size); err != nil {
+			e.ring.Close()
+			return nil, fmt.Errorf("zns: emu %s: %w", sp.path, err)
+		}
 	}
 	e.sums = true
 	e.flushed = make([]zoneState, g.Zones)
 	e.snap = make([]zoneState, g.Zones)
 	copy(e.flushed, e.zones)
-	if !found || sp.format {
+	if (!found && !inferred) || sp.format {
 		// A new device: write its table to both slots now, so that it
 		// reopens as formatted and slot 0 (where Open looks for the zone
 		// count) is never blank again. Nothing else uses it yet.

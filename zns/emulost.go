@@ -141,7 +141,8 @@ func satMul(a, b int64) int64 {
 
 func lostTableError(path string, at int64, where string) error {
 	return fmt.Errorf("zns: emu %s: %w: neither header slot holds a valid one (the first page reads as zeros), but the file holds data (byte %d, %s), so it is a damaged device, not a blank file; "+
-		"not writing an empty zone table over it (nothing was written): keep a copy of the file, "+
+		"not writing an empty zone table over it (nothing was written): keep a copy of the file; "+
+		"`zonefold fsck DEVICE --copy-to DIR` copies its files off without writing it (the zone table inferred from the data), "+
 		"or `zonefold format --force DEVICE` erases it and starts over", path, ErrLostZoneTable, at, where)
 }
 

@@ -23,6 +23,13 @@ type Options struct {
 	// which Open otherwise refuses: `zonefold format --force`, which
 	// erases the device anyway.
 	ReplaceLostTable bool
+	// InferLostTable opens an emu file whose zone table is lost though
+	// its zones hold data (ErrLostZoneTable) with a table inferred from
+	// the data, in memory only, every sequential zone read-only (see
+	// Emu.inferZones, TableInferrer): a read-only salvage (`zonefold
+	// fsck --copy-to`), which checks what it reads. Nothing is written
+	// to the file.
+	InferLostTable bool
 }
 
 // Open opens the zoned device named by a device string (see spec.go):
