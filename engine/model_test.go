@@ -34,6 +34,27 @@ func (m *modelFile) write(p []byte, off int) {
 	}
 }
 
+// truncated models a truncate to size: durable, and so is the size;
+// bytes written since the last fsync inside the new size are still not.
+func (m *modelFile) truncated(size int) {
+	if size < len(m.data) {
+		m.data = m.data[:size]
+	} else {
+		m.data = append(m.data, make([]byte, size-len(m.data))...)
+	}
+	m.durable = append(m.durable[:0:0], m.durable[:min(size, len(m.durable))]...)
+	for len(m.durable) < size {
+		m.durable = append(m.durable, 0)
+	}
+	if len(m.touched) > size {
+		m.touched = m.touched[:size]
+	}
+	for len(m.touched) < size {
+		m.touched = append(m.touched, false)
+	}
+	m.resized = false
+}
+
 func (m *modelFile) synced() {
 	m.durable = append(m.durable[:0], m.data...)
 	m.touched = make([]bool, len(m.data))
@@ -134,6 +155,23 @@ func (r *modelRun) compare(name string, m *modelFile, off, n int) {
 	}
 }
 
+// randomWrite draws a write of random bytes at an offset below span:
+// unaligned and up to three blocks, or a quarter of the time whole
+// blocks, up to 16.
+func (r *modelRun) randomWrite(span int) ([]byte, int) {
+	off := r.rng.IntN(span)
+	n := 1 + r.rng.IntN(3*BlockSize+100)
+	if r.rng.IntN(4) == 0 {
+		off = off / BlockSize * BlockSize
+		n = (1 + r.rng.IntN(16)) * BlockSize
+	}
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(r.rng.Uint32())
+	}
+	return p, off
+}
+
 func (r *modelRun) step() {
 	e := r.e
 	switch op := r.rng.IntN(100); {
@@ -151,16 +189,8 @@ func (r *modelRun) step() {
 		}
 	case op < 50:
 		name, m := r.pick()
-		off := r.rng.IntN(96 * 1024)
-		n := 1 + r.rng.IntN(3*BlockSize+100)
-		if r.rng.IntN(4) == 0 {
-			off = off / BlockSize * BlockSize
-			n = (1 + r.rng.IntN(16)) * BlockSize
-		}
-		p := make([]byte, n)
-		for i := range p {
-			p[i] = byte(r.rng.Uint32())
-		}
+		p, off := r.randomWrite(96 * 1024)
+		n := len(p)
 		r.logf("write %s at %d, %d bytes", name, off, n)
 		f, _ := e.Open(name)
 		if k, err := f.WriteAt(p, int64(off)); err != nil || k != n {
@@ -181,24 +211,7 @@ func (r *modelRun) step() {
 		if err := f.Truncate(int64(size)); err != nil {
 			r.fatalf("truncate: %v", err)
 		}
-		if size < len(m.data) {
-			m.data = m.data[:size]
-		} else {
-			m.data = append(m.data, make([]byte, size-len(m.data))...)
-		}
-		// Truncate is durable, and so is the size; bytes written since
-		// the last fsync inside the new size are still not.
-		m.durable = append(m.durable[:0:0], m.durable[:min(size, len(m.durable))]...)
-		for len(m.durable) < size {
-			m.durable = append(m.durable, 0)
-		}
-		if len(m.touched) > size {
-			m.touched = m.touched[:size]
-		}
-		for len(m.touched) < size {
-			m.touched = append(m.touched, false)
-		}
-		m.resized = false
+		m.truncated(size)
 	case op < 80:
 		name, _ := r.pick()
 		r.logf("remove %s", name)
@@ -274,23 +287,33 @@ func (r *modelRun) crash() {
 		if k, err := f.ReadAt(got, 0); int64(k) != fi.Size || (err != nil && err != io.EOF) {
 			r.fatalf("after power cut: read %q: %d, %v", fi.Name, k, err)
 		}
-		if !m.resized && int(fi.Size) != len(m.data) && !anyTouched(m) {
-			r.fatalf("after power cut: %q has %d bytes, fsynced %d", fi.Name, fi.Size, len(m.data))
-		}
-		for i := 0; i < len(m.durable) && i < len(got); i++ {
-			if i < len(m.touched) && m.touched[i] {
-				continue
-			}
-			if got[i] != m.durable[i] {
-				r.fatalf("after power cut: %q byte %d is %#x, fsynced %#x", fi.Name, i, got[i], m.durable[i])
-			}
-		}
-		if !anyTouched(m) && len(got) < len(m.durable) {
-			r.fatalf("after power cut: %q lost fsynced bytes: %d of %d", fi.Name, len(got), len(m.durable))
+		if why := m.mismatch(got); why != "" {
+			r.fatalf("after power cut: %q %s", fi.Name, why)
 		}
 		m.data = got
 		m.synced()
 	}
+}
+
+// mismatch says why got, the whole file read after a power cut, cannot
+// be what m held (every fsynced byte not written since, and the size if
+// nothing was), or "" if it can.
+func (m *modelFile) mismatch(got []byte) string {
+	if !m.resized && len(got) != len(m.data) && !anyTouched(m) {
+		return fmt.Sprintf("has %d bytes, fsynced %d", len(got), len(m.data))
+	}
+	for i := 0; i < len(m.durable) && i < len(got); i++ {
+		if i < len(m.touched) && m.touched[i] {
+			continue
+		}
+		if got[i] != m.durable[i] {
+			return fmt.Sprintf("byte %d is %#x, fsynced %#x", i, got[i], m.durable[i])
+		}
+	}
+	if !anyTouched(m) && len(got) < len(m.durable) {
+		return fmt.Sprintf("lost fsynced bytes: %d of %d", len(got), len(m.durable))
+	}
+	return ""
 }
 
 func anyTouched(m *modelFile) bool {
