@@ -307,15 +307,36 @@ func (c *conn) serve() {
 	// vanished client's are canceled), their replies go out if the
 	// client is still there, and only then are the handles closed and
 	// the region unmapped: a worker never touches unmapped memory.
-	c.markEnding()
-	if !c.stopping.Load() {
-		c.cancel()
+	//
+	// A client that shut down only its sending side (shutdown(SHUT_WR):
+	// it has sent its last request and reads on for the replies) is no
+	// vanished client (it was taken for one: the fsync it waited for
+	// was answered ECANCELED,
+	// TestH44cHalfClosedClientIsAnsweredAndKeepsItsPlace): its requests
+	// run to their end, their replies reach it, and it holds its place,
+	// not counted ending (Server.ending), until they have: an arrival at the cap is refused at once rather than made
+	// to wait on requests that may run for long (a throttled write, an
+	// fsync) and on a client that may be slow to read. If it then closes
+	// for good, its hang-up counts it ending (Server.hangups); what
+	// still runs finishes (with socket framing, a reply that finds it
+	// gone cancels the rest: sendFailed).
+	if hook := teardownHook.Load(); hook != nil {
+		(*hook)(c, reason)
+	}
+	if reason != reasonClientClosed || c.stopping.Load() || !c.halfClosed() {
+		c.markEnding()
+		if !c.stopping.Load() {
+			c.cancel()
+		}
 	}
 	c.inflight.Wait()
 	close(c.work)
 	c.workerWG.Wait()
 	close(c.writerQ)
 	c.writerWG.Wait()
+	// Every reply is delivered: the place comes free with no more
+	// waiting on the client or the device.
+	c.markEnding()
 	c.cancel()
 	c.closeHandles()
 	c.endTemps()
@@ -326,9 +347,37 @@ func (c *conn) serve() {
 	c.log.Debug("server: connection closed", "reason", reason)
 }
 
+// reasonClientClosed is why a session ends whose client's stream ended:
+// it closed its socket or shut down its sending side (halfClosed).
+const reasonClientClosed = "client closed the connection"
+
+// halfClosed reports whether c's client has shut down only its sending
+// side: its stream has ended (POLLRDHUP) and its socket is not hung up
+// (POLLHUP, which the client's close, or a shutdown of both sides,
+// raises), so it still reads what the daemon sends. A zero-length
+// message, which reads as an end of stream too, is neither: the session
+// ends as if the client had gone.
+func (c *conn) halfClosed() bool {
+	half := false
+	c.raw.Control(func(fd uintptr) {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		for {
+			n, err := unix.Poll(p, 0)
+			if err == unix.EINTR {
+				continue
+			}
+			half = err == nil && n > 0 && p[0].Revents&unix.POLLRDHUP != 0 &&
+				p[0].Revents&(unix.POLLHUP|unix.POLLERR) == 0
+			return
+		}
+	})
+	return half
+}
+
 // markEnding counts c, if it holds a place, as ending (Server.ending)
-// until it gives the place back, once (its teardown, or the end of a
-// hello that failed after it took the place).
+// until it gives the place back, once: as its teardown begins (once its
+// replies are delivered, for a half-closed client), or, for a hello that
+// failed after it took the place, before its socket closes.
 func (c *conn) markEnding() {
 	if c.session && !c.ending.Swap(true) {
 		c.s.leaving.Add(1)
@@ -471,6 +520,10 @@ func (c *conn) answerHello(h Hello, rep HelloReply, st Status) {
 // helloStartHook runs as hello begins; helloReadHook once the hello is
 // read, before the connection leaves the greeting set.
 var helloHook, helloStartHook, helloReadHook atomic.Pointer[func(*conn)]
+
+// teardownHook, set by tests, runs when a session's reader has stopped
+// for reason, as its teardown begins.
+var teardownHook atomic.Pointer[func(c *conn, reason string)]
 
 // hello reads the client's hello and answers it with the region's memfd.
 // The version is the client's: socket framing (1) or rings (2).
@@ -664,7 +717,7 @@ func (c *conn) readLoop() string {
 		case err != nil && c.stopping.Load():
 			return "daemon shutting down"
 		case n == 0 && err == nil:
-			return "client closed the connection"
+			return reasonClientClosed
 		case err != nil:
 			return readEnd(err)
 		}
@@ -756,7 +809,7 @@ func (c *conn) discardUnread() {
 // readEnd is why a session ended, from the error that ended its read.
 func readEnd(err error) string {
 	if errors.Is(err, io.EOF) {
-		return "client closed the connection"
+		return reasonClientClosed
 	}
 	return fmt.Sprintf("read: %v", err)
 }

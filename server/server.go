@@ -352,6 +352,9 @@ func (s *Server) start(uc *net.UnixConn) {
 	go func() {
 		defer s.connWG.Done()
 		c.serve()
+		if hook := servedHook.Load(); hook != nil {
+			(*hook)(c)
+		}
 		if c.session {
 			s.sessions.Add(-1)
 		}
@@ -382,6 +385,12 @@ var hupSyscalls atomic.Int64
 // watchHangup puts c, which holds a place, in s.hangups, which then
 // reports its client's hang-up (level-triggered, with c's id)
 // until c's socket is closed: closing it takes it out.
+//
+// A hang-up is EPOLLHUP, the client's close (or its shutdown of both
+// sides), not EPOLLRDHUP: a client that shut down only its sending side
+// still reads its replies and is still a client (see serve's teardown),
+// and an arrival that waited for its place waited for as long as its
+// requests ran, up to slotWait, to be refused then.
 func (s *Server) watchHangup(c *conn) {
 	if s.hangups == nil {
 		return
@@ -390,7 +399,7 @@ func (s *Server) watchHangup(c *conn) {
 	if err != nil {
 		return
 	}
-	ev := unix.EpollEvent{Events: unix.EPOLLRDHUP, Fd: int32(c.id), Pad: int32(c.id >> 32)}
+	ev := unix.EpollEvent{Events: unix.EPOLLHUP, Fd: int32(c.id), Pad: int32(c.id >> 32)}
 	sc.Control(func(cfd uintptr) {
 		withFd(s.hangups, func(efd int) { unix.EpollCtl(efd, unix.EPOLL_CTL_ADD, int(cfd), &ev) })
 	})
@@ -468,13 +477,24 @@ func (s *Server) awaitEnd(c *conn, stop <-chan struct{}, take func() bool) bool 
 // before the daemon has read its end) or its serve is ending. It makes
 // one system call, however many connections are open: it runs for
 // every arrival at the cap.
+//
+// A connection goes from the one to the other: its serve counts it
+// leaving (markEnding) before its socket closes, which takes it out of
+// s.hangups. So leaving is read again after the epoll call: one that
+// went from the one to the other between a first look at leaving and
+// the call is seen by the second look; with one look it was seen by
+// neither, and an arrival was refused for a place about to come free
+// (TestH44cEndingSeesOneThatClosedBetweenItsLooks).
 func (s *Server) ending(self *conn) bool {
 	if s.leaving.Load() > 0 {
 		// self, waiting for a place or memory, is not among them.
 		return true
 	}
+	if hook := endingHook.Load(); hook != nil {
+		(*hook)()
+	}
 	if s.hangups == nil {
-		return false
+		return s.leaving.Load() > 0
 	}
 	var selfID uint64 // ids start at 1
 	if self != nil {
@@ -497,8 +517,16 @@ func (s *Server) ending(self *conn) bool {
 			return true
 		}
 	}
-	return false
+	return s.leaving.Load() > 0
 }
+
+// endingHook, set by tests, runs in ending between its first look at
+// leaving and the epoll call.
+var endingHook atomic.Pointer[func()]
+
+// servedHook, set by tests, runs when a connection's serve has returned
+// (its socket closed), before it gives its place back.
+var servedHook atomic.Pointer[func(*conn)]
 
 // leaveGreeting takes c out of the greeting set once its hello is read,
 // and reports false if an eviction took it out first.
