@@ -317,13 +317,24 @@ func (c *conn) serve() {
 	// not counted ending (Server.ending), until they have: an arrival at the cap is refused at once rather than made
 	// to wait on requests that may run for long (a throttled write, an
 	// fsync) and on a client that may be slow to read. If it then closes
-	// for good, its hang-up counts it ending (Server.hangups); what
-	// still runs finishes (with socket framing, a reply that finds it
-	// gone cancels the rest: sendFailed).
+	// for good (or is killed), its hang-up counts it ending
+	// (Server.hangups) and cancels what still runs (cancelAtHangup), as
+	// for any client that closes: nothing else would, with rings (the
+	// daemon sends nothing on the socket) nor with socket framing while
+	// no reply is ready, and a gone client's slow fsync ran for nobody
+	// while a client at the cap waited for its place
+	// (TestH44iHalfClosedClientThatThenGoesIsCanceled).
 	if hook := teardownHook.Load(); hook != nil {
 		(*hook)(c, reason)
 	}
-	if reason != reasonClientClosed || c.stopping.Load() || !c.halfClosed() {
+	var watched chan struct{}
+	if reason == reasonClientClosed && !c.stopping.Load() && c.halfClosed() {
+		watched = make(chan struct{})
+		go func() {
+			defer close(watched)
+			c.cancelAtHangup()
+		}()
+	} else {
 		c.markEnding()
 		if !c.stopping.Load() {
 			c.cancel()
@@ -334,6 +345,12 @@ func (c *conn) serve() {
 	c.workerWG.Wait()
 	close(c.writerQ)
 	c.writerWG.Wait()
+	if watched != nil {
+		// Its replies are delivered: the watch ends (a read deadline
+		// that has passed ends a raw read's wait, and one not begun).
+		c.uc.SetReadDeadline(time.Now())
+		<-watched
+	}
 	// Every reply is delivered: the place comes free with no more
 	// waiting on the client or the device.
 	c.markEnding()
@@ -360,18 +377,46 @@ const reasonClientClosed = "client closed the connection"
 func (c *conn) halfClosed() bool {
 	half := false
 	c.raw.Control(func(fd uintptr) {
-		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
-		for {
-			n, err := unix.Poll(p, 0)
-			if err == unix.EINTR {
-				continue
-			}
-			half = err == nil && n > 0 && p[0].Revents&unix.POLLRDHUP != 0 &&
-				p[0].Revents&(unix.POLLHUP|unix.POLLERR) == 0
-			return
-		}
+		rdhup, hup := pollHangup(fd)
+		half = rdhup && !hup
 	})
 	return half
+}
+
+// pollHangup asks fd's socket, without waiting, whether its peer's
+// stream has ended (POLLRDHUP) and whether it has hung up (POLLHUP, or
+// POLLERR: a close with replies unread resets the socket).
+func pollHangup(fd uintptr) (rdhup, hup bool) {
+	p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+	for {
+		n, err := unix.Poll(p, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			return false, false
+		}
+		return p[0].Revents&unix.POLLRDHUP != 0, p[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0
+	}
+}
+
+// cancelAtHangup watches the socket of a half-closed client whose
+// requests still run, and cancels them if the client hangs up (closes
+// its socket, or is killed) meanwhile: it is then a client gone. It
+// returns without canceling once a read deadline passes: the
+// teardown's, once every reply is delivered, or stopReading's or
+// sendFailed's, which see to the session themselves. It waits in Go's
+// poller, which a hang-up wakes (the socket's state changes).
+func (c *conn) cancelAtHangup() {
+	hup := false
+	err := c.raw.Read(func(fd uintptr) bool {
+		_, hup = pollHangup(fd)
+		return hup
+	})
+	if err == nil && hup {
+		c.log.Debug("server: a half-closed client hung up; canceling its requests")
+		c.cancel()
+	}
 }
 
 // markEnding counts c, if it holds a place, as ending (Server.ending)

@@ -15,14 +15,26 @@ import (
 // before its fsync.
 const halfCloseWrite = 128 << 10
 
+// halfCloseFramings are the two framings a half-closing client is
+// tested with.
+var halfCloseFramings = []struct {
+	name string
+	dial func(context.Context, string, int) (*Client, error)
+}{
+	{"socket-framing", DialSocketFraming},
+	{"rings", Dial},
+}
+
 // halfCloseSetup serves one client at a cap of one (dialed with dial),
 // which writes halfCloseWrite bytes to "half" and asks for an fsync of
 // it, held in a worker (a worker runs every fsync: the reader goes on
-// to read what the client sends next); it returns with the client, the
+// to read what the client sends next) by hold (holdOps, or
+// holdOpsUntilCanceled); it returns with the client, the
 // server, the data written, what releases the fsync, and the channels
 // that tell which sessions' readers stopped (teardownHook) and which
 // arrivals waited for a place (awaitEndHook).
-func halfCloseSetup(t *testing.T, dial func(context.Context, string, int) (*Client, error)) (a *Client, socket string, srv *Server, data []byte,
+func halfCloseSetup(t *testing.T, dial func(context.Context, string, int) (*Client, error),
+	hold func(*testing.T, Op) (<-chan struct{}, func())) (a *Client, socket string, srv *Server, data []byte,
 	release func(), torn <-chan string, waiting <-chan struct{}) {
 	t.Helper()
 	tornCh := make(chan string, 16)
@@ -33,6 +45,7 @@ func halfCloseSetup(t *testing.T, dial func(context.Context, string, int) (*Clie
 	awaitEndHook.Store(&wait)
 	t.Cleanup(func() { teardownHook.Store(nil); awaitEndHook.Store(nil) })
 	socket, _, srv = newTestServerEmu(t, Options{MaxConns: 1})
+	held, release := hold(t, OpFsync) // before the client's hello: holdOpsUntilCanceled watches it
 	ctx := context.Background()
 	a, err := dial(ctx, socket, 1<<20)
 	if err != nil {
@@ -50,7 +63,6 @@ func halfCloseSetup(t *testing.T, dial func(context.Context, string, int) (*Clie
 	if _, err := a.WriteAt(ctx, h, data, 0); err != nil {
 		t.Fatal(err)
 	}
-	held, release := holdOps(t, OpFsync)
 	if err := a.Submit([]Request{{Tag: 7, Op: OpFsync, Handle: h}}); err != nil {
 		t.Fatal(err)
 	}
@@ -106,15 +118,9 @@ func awaitNoConnections(t *testing.T, srv *Server) {
 // at the cap meanwhile is refused at once, without a wait; once the
 // half-closed client's session has ended its place is free.
 func TestH44cHalfClosedClientIsAnsweredAndKeepsItsPlace(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		dial func(context.Context, string, int) (*Client, error)
-	}{
-		{"socket-framing", DialSocketFraming},
-		{"rings", Dial},
-	} {
+	for _, tc := range halfCloseFramings {
 		t.Run(tc.name, func(t *testing.T) {
-			a, socket, srv, data, release, torn, waiting := halfCloseSetup(t, tc.dial)
+			a, socket, srv, data, release, torn, waiting := halfCloseSetup(t, tc.dial, holdOps)
 			ctx := context.Background()
 			shutWrite(t, a)
 			awaitTorn(t, torn, "after the client shut down its sending side")
@@ -170,7 +176,7 @@ func TestH44cHalfClosedClientThatThenClosesIsWaitedFor(t *testing.T) {
 	wait0 := slotWait
 	slotWait = time.Hour // the wait ends by the session's end, not by its time limit
 	t.Cleanup(func() { slotWait = wait0 })
-	a, socket, _, _, release, torn, waiting := halfCloseSetup(t, DialSocketFraming)
+	a, socket, _, _, release, torn, waiting := halfCloseSetup(t, DialSocketFraming, holdOps)
 	shutWrite(t, a)
 	awaitTorn(t, torn, "after the client shut down its sending side")
 	a.Close()
@@ -182,15 +188,9 @@ func TestH44cHalfClosedClientThatThenClosesIsWaitedFor(t *testing.T) {
 // that shuts down only its sending side, is gone: the requests it left
 // running are canceled, not run for nobody.
 func TestH44cClosedClientsRequestsAreStillCanceled(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		dial func(context.Context, string, int) (*Client, error)
-	}{
-		{"socket-framing", DialSocketFraming},
-		{"rings", Dial},
-	} {
+	for _, tc := range halfCloseFramings {
 		t.Run(tc.name, func(t *testing.T) {
-			a, _, srv, _, release, torn, _ := halfCloseSetup(t, tc.dial)
+			a, _, srv, _, release, torn, _ := halfCloseSetup(t, tc.dial, holdOps)
 			canceled := srv.stats.canceled.Load()
 			a.Close()
 			awaitTorn(t, torn, "after the client closed")
