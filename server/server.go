@@ -317,8 +317,15 @@ func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 //
 // A connection that finds every place taken while a session is ending
 // (awaitEnd) is not refused here: its hello waits for that place.
+//
+// The place count is read again after ending: a session that ended
+// whole between the first read and ending's last look (its place given
+// back before it leaves the leaving count: the goroutine below) was
+// seen by neither, and the arrival was refused with a place free
+// (TestH44iArrivalAsThePlaceFreesIsLetIn).
 func (s *Server) start(uc *net.UnixConn) {
-	if s.sessions.Load() >= int64(s.maxConns) && (s.awaiting.Load() >= int64(s.maxConns) || !s.ending(nil)) {
+	full := func() bool { return s.sessions.Load() >= int64(s.maxConns) }
+	if full() && (s.awaiting.Load() >= int64(s.maxConns) || !s.ending(nil)) && full() {
 		s.refuse(uc)
 		return
 	}
