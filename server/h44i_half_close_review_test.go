@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -96,4 +98,61 @@ func TestH44iHalfClosedClientThatThenGoesIsCanceled(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestH44iHalfClosingFloodGivesEveryPlaceBack: clients that connect at
+// once, well past the cap, each with a request in flight, and shut down
+// their sending side (some then close at once, some read their replies
+// to the daemon's end first) leave nothing held: no place, no leaving
+// count, no waiter, no shared memory, and a client afterwards is let
+// in.
+func TestH44iHalfClosingFloodGivesEveryPlaceBack(t *testing.T) {
+	const maxConns, clients = 3, 24
+	socket, _, srv := newTestServerEmu(t, Options{MaxConns: maxConns})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var in atomic.Int64
+	for i := range clients {
+		dial := halfCloseFramings[i%2].dial
+		wg.Go(func() {
+			c, err := dial(ctx, socket, 1<<20)
+			if err != nil {
+				if !errors.Is(err, StatusTooManyClients) {
+					t.Errorf("client %d: %v (want it let in or refused with %v)", i, err, StatusTooManyClients)
+				}
+				return
+			}
+			defer c.Close()
+			in.Add(1)
+			if err := c.Submit([]Request{{Tag: 1, Op: OpFsync}}); err != nil {
+				t.Errorf("client %d: submit: %v", i, err)
+				return
+			}
+			shutWrite(t, c)
+			if i%3 == 0 {
+				return // gone at once: its fsync is canceled or answered
+			}
+			reps := make([]Reply, MaxBatch)
+			if k, err := c.Recv(reps); err != nil || k != 1 || reps[0].Status != StatusOK {
+				t.Errorf("client %d, half-closed: its fsync answered %+v (%d replies), %v; want %v", i, reps[0], k, err, StatusOK)
+				return
+			}
+			if _, err := c.Recv(reps); !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Errorf("client %d: after its last reply it read %v, want the daemon's end (%v)", i, err, io.ErrUnexpectedEOF)
+			}
+		})
+	}
+	wg.Wait()
+	if in.Load() == 0 {
+		t.Fatal("no client of the flood was let in")
+	}
+	awaitNoConnections(t, srv)
+	if s, l, w, m := srv.sessions.Load(), srv.leaving.Load(), srv.awaiting.Load(), srv.shm.Load(); s != 0 || l != 0 || w != 0 || m != 0 {
+		t.Fatalf("after the flood: %d places held, %d leaving, %d waiting, %d bytes of shared memory; want none", s, l, w, m)
+	}
+	c, err := Dial(ctx, socket, 1<<20)
+	if err != nil {
+		t.Fatalf("a client after the flood: %v", err)
+	}
+	c.Close()
 }
