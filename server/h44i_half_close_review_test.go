@@ -26,11 +26,13 @@ func holdOpsUntilCanceled(t *testing.T, op Op) (held <-chan struct{}, release fu
 		if q.Op != op {
 			return
 		}
-		h <- struct{}{}
+		// Whose it is, before the test goes on (held) and another
+		// client says hello.
 		var done <-chan struct{}
 		if c := last.Load(); c != nil {
 			done = c.ctx.Done()
 		}
+		h <- struct{}{}
 		select {
 		case <-rel:
 		case <-done:
