@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -53,4 +54,74 @@ func TestH44iArrivalAsThePlaceFreesIsLetIn(t *testing.T) {
 			err, srv.stats.refused.Load()-refused)
 	}
 	b.Close()
+}
+
+// TestH44iWaiterSeesOneThatLeftBeforeEndedCloses: an arrival at the cap
+// (awaitEnd) that finds the place taken asks ending; if none is, it is
+// refused unless ended (read before it tried) has closed meanwhile. A
+// session's end leaves the leaving count and then closes ended (under
+// Server.mu, which the arrival does not take for either look): an
+// arrival whose ending looked between the two saw the session neither
+// leaving nor ended, and was refused with the place already given back.
+// The test puts the arrival's look there: in its ending (endingHook,
+// its second call: the first is Server.start's), the gone client's
+// reader, held in a write until then, reads its end, and the session
+// ends up to leftHook (left the leaving count, ended not closed), which
+// holds until the arrival has been refused or has taken the place.
+//
+// Mutant: awaitEnd without trying take again when none is ending; the
+// arrival is then refused.
+func TestH44iWaiterSeesOneThatLeftBeforeEndedCloses(t *testing.T) {
+	wait0 := slotWait
+	slotWait = time.Hour
+	t.Cleanup(func() { slotWait = wait0 })
+	socket, _, srv := newTestServerEmu(t, Options{MaxConns: 1})
+	t.Cleanup(func() { endingHook.Store(nil); leftHook.Store(nil) }) // before the server stops
+	ctx := context.Background()
+	a, err := DialSocketFraming(ctx, socket, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := holdWrite(t, a, "a", 1) // in the reader (inline): it has not read the end
+	a.Close()
+	refused := srv.stats.refused.Load()
+	atLeft := make(chan struct{})
+	var leftOnce sync.Once
+	left := func(*conn) {
+		leftOnce.Do(func() {
+			close(atLeft)
+			// Until the arrival is refused or has its place.
+			deadline := time.Now().Add(noProgress)
+			for srv.stats.refused.Load() == refused && srv.sessions.Load() == 0 {
+				if time.Now().After(deadline) {
+					t.Errorf("the arrival neither was refused nor took the place within %v", noProgress)
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	leftHook.Store(&left)
+	var calls atomic.Int64
+	between := func() {
+		if calls.Add(1) != 2 {
+			return
+		}
+		release()
+		select {
+		case <-atLeft:
+		case <-time.After(noProgress):
+			t.Errorf("the gone client's session did not end within %v", noProgress)
+		}
+	}
+	endingHook.Store(&between)
+	b, err := Dial(ctx, socket, 1<<20)
+	if err != nil {
+		t.Fatalf("a client waiting at the cap as the only session ended: %v (refused %d), want it let in",
+			err, srv.stats.refused.Load()-refused)
+	}
+	b.Close()
+	if n := calls.Load(); n < 2 {
+		t.Fatalf("ending was called %d times, want the arrival's look in awaitEnd (its second)", n)
+	}
 }

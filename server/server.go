@@ -366,13 +366,19 @@ func (s *Server) start(uc *net.UnixConn) {
 			s.sessions.Add(-1)
 		}
 		// Its place and memory (serve gave that back) are free before
-		// it leaves conns and ended is closed, in one step: a waiter
-		// (awaitEnd) that finds it gone from conns finds ended closed.
+		// it leaves the leaving count and conns and ended is closed:
+		// a waiter that finds it gone from conns finds ended closed,
+		// and one whose ending finds it gone from leaving (those looks
+		// take no lock, and may come before ended closes) takes again
+		// (awaitEnd; start reads the place count again).
 		s.mu.Lock()
 		delete(s.conns, c)
 		delete(s.greeting, c)
 		if c.ending.Load() {
 			s.leaving.Add(-1)
+		}
+		if hook := leftHook.Load(); hook != nil {
+			(*hook)(c)
 		}
 		close(s.ended)
 		s.ended = make(chan struct{})
@@ -446,6 +452,16 @@ func (s *Server) awaitEnd(c *conn, stop <-chan struct{}, take func() bool) bool 
 			return true
 		}
 		if !s.ending(c) {
+			// One that ending's last look missed has left the
+			// leaving count, and gave back its place and memory
+			// before it did: take again. ended may not be closed
+			// yet (it closes after the leaving count falls, and
+			// neither look takes s.mu), and the arrival was refused
+			// with the place free
+			// (TestH44iWaiterSeesOneThatLeftBeforeEndedCloses).
+			if take() {
+				return true
+			}
 			// One that ended after ended was read may have given
 			// back what take found taken.
 			select {
@@ -530,6 +546,10 @@ func (s *Server) ending(self *conn) bool {
 // endingHook, set by tests, runs in ending between its first look at
 // leaving and the epoll call.
 var endingHook atomic.Pointer[func()]
+
+// leftHook, set by tests, runs under s.mu when a connection that has
+// ended has left the leaving count, before ended closes.
+var leftHook atomic.Pointer[func(*conn)]
 
 // servedHook, set by tests, runs when a connection's serve has returned
 // (its socket closed), before it gives its place back.
