@@ -8,6 +8,27 @@ import (
 	"time"
 )
 
+// goneClientHeldInItsReader serves one client at a cap of one (arrivals
+// wait for a place with no time limit), whose reader is held in a write
+// (inline) until release, and which has closed its socket: its session
+// ends once released. endingHook and leftHook are cleared before the
+// server stops.
+func goneClientHeldInItsReader(t *testing.T) (socket string, srv *Server, release func()) {
+	t.Helper()
+	wait0 := slotWait
+	slotWait = time.Hour
+	t.Cleanup(func() { slotWait = wait0 })
+	socket, _, srv = newTestServerEmu(t, Options{MaxConns: 1})
+	t.Cleanup(func() { endingHook.Store(nil); leftHook.Store(nil) }) // before the server stops
+	a, err := DialSocketFraming(context.Background(), socket, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release = holdWrite(t, a, "a", 1) // in the reader (inline): it has not read the end
+	a.Close()
+	return socket, srv, release
+}
+
 // TestH44iArrivalAsThePlaceFreesIsLetIn: a connection accepted at the
 // cap is refused at once (Server.start) if no session is ending. start
 // read the place count as full, then asked ending: a session that ended
@@ -20,18 +41,8 @@ import (
 // Mutant: start without its second look at the place count; the
 // arrival is then refused.
 func TestH44iArrivalAsThePlaceFreesIsLetIn(t *testing.T) {
-	wait0 := slotWait
-	slotWait = time.Hour
-	t.Cleanup(func() { slotWait = wait0 })
-	socket, _, srv := newTestServerEmu(t, Options{MaxConns: 1})
-	t.Cleanup(func() { endingHook.Store(nil) }) // before the server stops
+	socket, srv, release := goneClientHeldInItsReader(t)
 	ctx := context.Background()
-	a, err := DialSocketFraming(ctx, socket, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := holdWrite(t, a, "a", 1) // in the reader (inline): it has not read the end
-	a.Close()
 	srv.mu.Lock()
 	ended := srv.ended
 	srv.mu.Unlock()
@@ -72,18 +83,8 @@ func TestH44iArrivalAsThePlaceFreesIsLetIn(t *testing.T) {
 // Mutant: awaitEnd without trying take again when none is ending; the
 // arrival is then refused.
 func TestH44iWaiterSeesOneThatLeftBeforeEndedCloses(t *testing.T) {
-	wait0 := slotWait
-	slotWait = time.Hour
-	t.Cleanup(func() { slotWait = wait0 })
-	socket, _, srv := newTestServerEmu(t, Options{MaxConns: 1})
-	t.Cleanup(func() { endingHook.Store(nil); leftHook.Store(nil) }) // before the server stops
+	socket, srv, release := goneClientHeldInItsReader(t)
 	ctx := context.Background()
-	a, err := DialSocketFraming(ctx, socket, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := holdWrite(t, a, "a", 1) // in the reader (inline): it has not read the end
-	a.Close()
 	refused := srv.stats.refused.Load()
 	atLeft := make(chan struct{})
 	var leftOnce sync.Once
