@@ -307,15 +307,53 @@ func (c *conn) serve() {
 	// vanished client's are canceled), their replies go out if the
 	// client is still there, and only then are the handles closed and
 	// the region unmapped: a worker never touches unmapped memory.
-	c.markEnding()
-	if !c.stopping.Load() {
-		c.cancel()
+	//
+	// A client that shut down only its sending side (shutdown(SHUT_WR):
+	// it has sent its last request and reads on for the replies) is no
+	// vanished client (it was taken for one: the fsync it waited for
+	// was answered ECANCELED,
+	// TestH44cHalfClosedClientIsAnsweredAndKeepsItsPlace): its requests
+	// run to their end, their replies reach it, and it holds its place,
+	// not counted ending (Server.ending), until they have: an arrival at the cap is refused at once rather than made
+	// to wait on requests that may run for long (a throttled write, an
+	// fsync) and on a client that may be slow to read. If it then closes
+	// for good (or is killed), its hang-up counts it ending
+	// (Server.hangups) and cancels what still runs (cancelAtHangup), as
+	// for any client that closes: nothing else would, with rings (the
+	// daemon sends nothing on the socket) nor with socket framing while
+	// no reply is ready, and a gone client's slow fsync ran for nobody
+	// while a client at the cap waited for its place
+	// (TestH44iHalfClosedClientThatThenGoesIsCanceled).
+	var watched chan struct{}
+	if reason == reasonClientClosed && !c.stopping.Load() && c.halfClosed() {
+		watched = make(chan struct{})
+		go func() {
+			defer close(watched)
+			c.cancelAtHangup()
+		}()
+	} else {
+		c.markEnding()
+		if !c.stopping.Load() {
+			c.cancel()
+		}
+	}
+	if hook := teardownHook.Load(); hook != nil {
+		(*hook)(c, reason)
 	}
 	c.inflight.Wait()
 	close(c.work)
 	c.workerWG.Wait()
 	close(c.writerQ)
 	c.writerWG.Wait()
+	if watched != nil {
+		// Its replies are delivered: the watch ends (a read deadline
+		// that has passed ends a raw read's wait, and one not begun).
+		c.uc.SetReadDeadline(time.Now())
+		<-watched
+	}
+	// Every reply is delivered: the place comes free with no more
+	// waiting on the client or the device.
+	c.markEnding()
 	c.cancel()
 	c.closeHandles()
 	c.endTemps()
@@ -326,9 +364,65 @@ func (c *conn) serve() {
 	c.log.Debug("server: connection closed", "reason", reason)
 }
 
+// reasonClientClosed is why a session ends whose client's stream ended:
+// it closed its socket or shut down its sending side (halfClosed).
+const reasonClientClosed = "client closed the connection"
+
+// halfClosed reports whether c's client has shut down only its sending
+// side: its stream has ended (POLLRDHUP) and its socket is not hung up
+// (POLLHUP, which the client's close, or a shutdown of both sides,
+// raises), so it still reads what the daemon sends. A zero-length
+// message, which reads as an end of stream too, is neither: the session
+// ends as if the client had gone.
+func (c *conn) halfClosed() bool {
+	half := false
+	c.raw.Control(func(fd uintptr) {
+		rdhup, hup := pollHangup(fd)
+		half = rdhup && !hup
+	})
+	return half
+}
+
+// pollHangup asks fd's socket, without waiting, whether its peer's
+// stream has ended (POLLRDHUP) and whether it has hung up (POLLHUP, or
+// POLLERR: a close with replies unread resets the socket).
+func pollHangup(fd uintptr) (rdhup, hup bool) {
+	p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+	for {
+		n, err := unix.Poll(p, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			return false, false
+		}
+		return p[0].Revents&unix.POLLRDHUP != 0, p[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0
+	}
+}
+
+// cancelAtHangup watches the socket of a half-closed client whose
+// requests still run, and cancels them if the client hangs up (closes
+// its socket, or is killed) meanwhile: it is then a client gone. It
+// returns without canceling once a read deadline passes: the
+// teardown's, once every reply is delivered, or stopReading's or
+// sendFailed's, which see to the session themselves. It waits in Go's
+// poller, which a hang-up wakes (the socket's state changes).
+func (c *conn) cancelAtHangup() {
+	hup := false
+	err := c.raw.Read(func(fd uintptr) bool {
+		_, hup = pollHangup(fd)
+		return hup
+	})
+	if err == nil && hup {
+		c.log.Debug("server: a half-closed client hung up; canceling its requests")
+		c.cancel()
+	}
+}
+
 // markEnding counts c, if it holds a place, as ending (Server.ending)
-// until it gives the place back, once (its teardown, or the end of a
-// hello that failed after it took the place).
+// until it gives the place back, once: as its teardown begins (once its
+// replies are delivered, for a half-closed client), or, for a hello that
+// failed after it took the place, before its socket closes.
 func (c *conn) markEnding() {
 	if c.session && !c.ending.Swap(true) {
 		c.s.leaving.Add(1)
@@ -471,6 +565,15 @@ func (c *conn) answerHello(h Hello, rep HelloReply, st Status) {
 // helloStartHook runs as hello begins; helloReadHook once the hello is
 // read, before the connection leaves the greeting set.
 var helloHook, helloStartHook, helloReadHook atomic.Pointer[func(*conn)]
+
+// teardownHook, set by tests, runs when a session's reader has stopped
+// for reason, as its teardown begins, once it has counted the session
+// ending and canceled its requests, or found its client half-closed and
+// begun to watch it (a test that goes on from here sees the one or the
+// other: run before them, an arrival at the cap could come before the
+// session was counted ending, and TestH44cSessionEndedByTheDaemonCountsEnding
+// saw it refused at once in 1 of 30 runs).
+var teardownHook atomic.Pointer[func(c *conn, reason string)]
 
 // hello reads the client's hello and answers it with the region's memfd.
 // The version is the client's: socket framing (1) or rings (2).
@@ -664,7 +767,7 @@ func (c *conn) readLoop() string {
 		case err != nil && c.stopping.Load():
 			return "daemon shutting down"
 		case n == 0 && err == nil:
-			return "client closed the connection"
+			return reasonClientClosed
 		case err != nil:
 			return readEnd(err)
 		}
@@ -756,7 +859,7 @@ func (c *conn) discardUnread() {
 // readEnd is why a session ended, from the error that ended its read.
 func readEnd(err error) string {
 	if errors.Is(err, io.EOF) {
-		return "client closed the connection"
+		return reasonClientClosed
 	}
 	return fmt.Sprintf("read: %v", err)
 }

@@ -55,14 +55,19 @@
 //     many again may wait to say hello, the oldest closed for a newer
 //     one) and the shared memory of all regions together
 //     (Options.MaxSharedMemory). A client that finds a cap reached while
-//     another connection is ending (its client hung up, which its socket
-//     tells before the daemon reads the end, or its teardown runs: one
+//     another connection is ending (its client hung up, closing its
+//     socket, which the socket tells before the daemon reads the end, or
+//     its teardown runs: one
 //     epoll instance, Server.hangups, holds every connection that has a
 //     place, so that learning it costs one call, not one per
 //     connection, at every arrival at the cap) waits
 //     for that one to give its place and memory back (Server.awaitEnd,
 //     up to slotWait), and is refused only if none is ending: a client
-//     is never refused for one that has already gone.
+//     is never refused for one that has already gone. A client that shut
+//     down only its sending side is still a client: its requests run to
+//     their end, its replies reach it, and only then is its session
+//     ending (conn.serve's teardown); one at the cap beside it is
+//     refused at once.
 //
 // Lock order: Server.mu is taken alone. A connection's handleTable.mu is
 // taken before a handle's mu; a handle's mu is held (shared) across the

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"testing"
-	"time"
 )
 
 // TestH43dClientAfterOneThatLeftIsNotRefused: at its cap (--max-clients,
@@ -37,47 +36,16 @@ func TestH43dClientAfterOneThatLeftIsNotRefused(t *testing.T) {
 			hook := func() { waiting <- struct{}{} }
 			awaitEndHook.Store(&hook)
 			t.Cleanup(func() { awaitEndHook.Store(nil) })
-			socket, _, srv := newTestServerEmu(t, tc.opts)
+			socket, _, _ := newTestServerEmu(t, tc.opts)
 			ctx := context.Background()
 			a, err := Dial(ctx, socket, 1<<20)
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, _, err := a.Open(ctx, "a", OpenCreate)
-			if err != nil {
-				t.Fatal(err)
-			}
-			held, release := holdOps(t, OpWrite)
 			copy(a.Data(), "a write")
-			if err := a.Submit([]Request{{Tag: 1, Op: OpWrite, Handle: h, Len: 7}}); err != nil {
-				t.Fatal(err)
-			}
-			<-held
+			release := holdWrite(t, a, "a", 7)
 			a.Close() // gone, its write still held in the daemon
-			dialed := make(chan error, 1)
-			go func() {
-				b, err := Dial(ctx, socket, 1<<20)
-				if err == nil {
-					b.Close()
-				}
-				dialed <- err
-			}()
-			select {
-			case err := <-dialed:
-				release()
-				t.Fatalf("a client connecting after the only other one closed its socket: %v (want it let in once the daemon ends that session; refused %d)",
-					err, srv.stats.refused.Load())
-			case <-waiting:
-			}
-			release()
-			select {
-			case err := <-dialed:
-				if err != nil {
-					t.Fatalf("the session of the client that left ended, and the next client got %v", err)
-				}
-			case <-time.After(noProgress):
-				t.Fatalf("the next client was not let in within %v of the gone one's session ending", noProgress)
-			}
+			arrivalWaits(t, socket, waiting, "a client connecting after the only other one closed its socket", release)
 		})
 	}
 }

@@ -131,15 +131,7 @@ func TestH43gCapWaitAccountingReturnsToZero(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, _, err := c.Open(ctx, "f", OpenCreate)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held, release := holdOps(t, OpWrite)
-		if err := c.Submit([]Request{{Tag: 1, Op: OpWrite, Handle: h, Len: 1}}); err != nil {
-			t.Fatal(err)
-		}
-		<-held
+		release = holdWrite(t, c, "f", 1)
 		c.Close()
 		return release
 	}

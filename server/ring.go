@@ -332,7 +332,7 @@ func (c *conn) idle() string {
 	case err != nil:
 		return readEnd(err)
 	case n == 0:
-		return "client closed the connection"
+		return reasonClientClosed
 	}
 	c.s.stats.doorbellsIn.Add(1)
 	return ""

@@ -317,8 +317,15 @@ func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 //
 // A connection that finds every place taken while a session is ending
 // (awaitEnd) is not refused here: its hello waits for that place.
+//
+// The place count is read again after ending: a session that ended
+// whole between the first read and ending's last look (its place given
+// back before it leaves the leaving count: the goroutine below) was
+// seen by neither, and the arrival was refused with a place free
+// (TestH44iArrivalAsThePlaceFreesIsLetIn).
 func (s *Server) start(uc *net.UnixConn) {
-	if s.sessions.Load() >= int64(s.maxConns) && (s.awaiting.Load() >= int64(s.maxConns) || !s.ending(nil)) {
+	full := func() bool { return s.sessions.Load() >= int64(s.maxConns) }
+	if full() && (s.awaiting.Load() >= int64(s.maxConns) || !s.ending(nil)) && full() {
 		s.refuse(uc)
 		return
 	}
@@ -352,17 +359,26 @@ func (s *Server) start(uc *net.UnixConn) {
 	go func() {
 		defer s.connWG.Done()
 		c.serve()
+		if hook := servedHook.Load(); hook != nil {
+			(*hook)(c)
+		}
 		if c.session {
 			s.sessions.Add(-1)
 		}
 		// Its place and memory (serve gave that back) are free before
-		// it leaves conns and ended is closed, in one step: a waiter
-		// (awaitEnd) that finds it gone from conns finds ended closed.
+		// it leaves the leaving count and conns and ended is closed:
+		// a waiter that finds it gone from conns finds ended closed,
+		// and one whose ending finds it gone from leaving (those looks
+		// take no lock, and may come before ended closes) takes again
+		// (awaitEnd; start reads the place count again).
 		s.mu.Lock()
 		delete(s.conns, c)
 		delete(s.greeting, c)
 		if c.ending.Load() {
 			s.leaving.Add(-1)
+		}
+		if hook := leftHook.Load(); hook != nil {
+			(*hook)(c)
 		}
 		close(s.ended)
 		s.ended = make(chan struct{})
@@ -382,6 +398,12 @@ var hupSyscalls atomic.Int64
 // watchHangup puts c, which holds a place, in s.hangups, which then
 // reports its client's hang-up (level-triggered, with c's id)
 // until c's socket is closed: closing it takes it out.
+//
+// A hang-up is EPOLLHUP, the client's close (or its shutdown of both
+// sides), not EPOLLRDHUP: a client that shut down only its sending side
+// still reads its replies and is still a client (see serve's teardown),
+// and an arrival that waited for its place waited for as long as its
+// requests ran, up to slotWait, to be refused then.
 func (s *Server) watchHangup(c *conn) {
 	if s.hangups == nil {
 		return
@@ -390,7 +412,7 @@ func (s *Server) watchHangup(c *conn) {
 	if err != nil {
 		return
 	}
-	ev := unix.EpollEvent{Events: unix.EPOLLRDHUP, Fd: int32(c.id), Pad: int32(c.id >> 32)}
+	ev := unix.EpollEvent{Events: unix.EPOLLHUP, Fd: int32(c.id), Pad: int32(c.id >> 32)}
 	sc.Control(func(cfd uintptr) {
 		withFd(s.hangups, func(efd int) { unix.EpollCtl(efd, unix.EPOLL_CTL_ADD, int(cfd), &ev) })
 	})
@@ -430,6 +452,16 @@ func (s *Server) awaitEnd(c *conn, stop <-chan struct{}, take func() bool) bool 
 			return true
 		}
 		if !s.ending(c) {
+			// One that ending's last look missed has left the
+			// leaving count, and gave back its place and memory
+			// before it did: take again. ended may not be closed
+			// yet (it closes after the leaving count falls, and
+			// neither look takes s.mu), and the arrival was refused
+			// with the place free
+			// (TestH44iWaiterSeesOneThatLeftBeforeEndedCloses).
+			if take() {
+				return true
+			}
 			// One that ended after ended was read may have given
 			// back what take found taken.
 			select {
@@ -468,13 +500,24 @@ func (s *Server) awaitEnd(c *conn, stop <-chan struct{}, take func() bool) bool 
 // before the daemon has read its end) or its serve is ending. It makes
 // one system call, however many connections are open: it runs for
 // every arrival at the cap.
+//
+// A connection goes from the one to the other: its serve counts it
+// leaving (markEnding) before its socket closes, which takes it out of
+// s.hangups. So leaving is read again after the epoll call: one that
+// went from the one to the other between a first look at leaving and
+// the call is seen by the second look; with one look it was seen by
+// neither, and an arrival was refused for a place about to come free
+// (TestH44cEndingSeesOneThatClosedBetweenItsLooks).
 func (s *Server) ending(self *conn) bool {
 	if s.leaving.Load() > 0 {
 		// self, waiting for a place or memory, is not among them.
 		return true
 	}
+	if hook := endingHook.Load(); hook != nil {
+		(*hook)()
+	}
 	if s.hangups == nil {
-		return false
+		return s.leaving.Load() > 0
 	}
 	var selfID uint64 // ids start at 1
 	if self != nil {
@@ -497,8 +540,20 @@ func (s *Server) ending(self *conn) bool {
 			return true
 		}
 	}
-	return false
+	return s.leaving.Load() > 0
 }
+
+// endingHook, set by tests, runs in ending between its first look at
+// leaving and the epoll call.
+var endingHook atomic.Pointer[func()]
+
+// leftHook, set by tests, runs under s.mu when a connection that has
+// ended has left the leaving count, before ended closes.
+var leftHook atomic.Pointer[func(*conn)]
+
+// servedHook, set by tests, runs when a connection's serve has returned
+// (its socket closed), before it gives its place back.
+var servedHook atomic.Pointer[func(*conn)]
 
 // leaveGreeting takes c out of the greeting set once its hello is read,
 // and reports false if an eviction took it out first.
