@@ -122,6 +122,17 @@ func h44hSalvageLost(t *testing.T, devName, path string) (*SalvageReport, salvag
 }
 
 func TestSalvageLostZoneTableCopiesEverySyncedFile(t *testing.T) {
+	// As the device left the file, and copied with every block
+	// allocated (cp --sparse=never, dd; a file system without hole
+	// reporting): no hole tells where a zone's data ends, so every zone
+	// reads as written to its capacity, and salvage still copies every
+	// file whole.
+	for _, noHoles := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noHoles=%v", noHoles), func(t *testing.T) { h44hSalvageEverySyncedFile(t, noHoles) })
+	}
+}
+
+func h44hSalvageEverySyncedFile(t *testing.T, noHoles bool) {
 	devName := emuDevice(t, 20, "1M", "")
 	e := formatOpen(t, devName, smallConfig())
 	path := emuOf(t, e).Path()
@@ -144,8 +155,14 @@ func TestSalvageLostZoneTableCopiesEverySyncedFile(t *testing.T) {
 	}
 	real := h44hReport(t, devName, zns.Options{})
 	h44hZeroTable(t, path)
+	if noHoles {
+		h44jFillHoles(t, path)
+	}
 	inferred := h44hReport(t, devName, zns.Options{Existing: true, InferLostTable: true})
 	for i, z := range real {
+		if noHoles && inferred[i].WP-inferred[i].Start != inferred[i].Cap {
+			t.Errorf("set-up: zone %d inferred written to %d, not its capacity, in a file with no holes", i, inferred[i].WP-inferred[i].Start)
+		}
 		// Never below the real write pointer of a zone not finished
 		// (a finished one's unwritten rest reads as zeros either
 		// way): that would hide records.
@@ -316,6 +333,19 @@ func gcThenCheckpoint(t *testing.T, e *Engine, ckpt bool) {
 // the lost table. A write pointer inferred at a zone's capacity rather than where
 // its data ends read the active metadata zone's zeros as a damaged log.
 func TestSalvageLostZoneTableAfterACrashMidMetadataZone(t *testing.T) {
+	// The emu file as the device left it; copied with every block
+	// allocated (cp --sparse=never, dd: every zone with data reads as
+	// written to its capacity); and with its zero blocks made holes (cp
+	// --sparse=always, rsync -S, a file system storing zero blocks as
+	// holes: zero-tail's record runs past where its zone's data ends,
+	// which recovery and fsck took for a torn last write, and the file
+	// was copied as 0 bytes, silently).
+	for _, layout := range []string{"as-written", "no-holes", "zero-blocks-dug-as-holes"} {
+		t.Run(layout, func(t *testing.T) { h44hSalvageAfterACrashMidMetadataZone(t, layout) })
+	}
+}
+
+func h44hSalvageAfterACrashMidMetadataZone(t *testing.T, layout string) {
 	devName := emuDevice(t, 64, "64K", "")
 	e := formatOpen(t, devName, smallConfig())
 	path := emuOf(t, e).Path()
@@ -349,7 +379,14 @@ func TestSalvageLostZoneTableAfterACrashMidMetadataZone(t *testing.T) {
 		t.Fatal("set-up: no metadata zone is written part way")
 	}
 	h44hZeroTable(t, path)
+	switch layout {
+	case "no-holes":
+		h44jFillHoles(t, path)
+	case "zero-blocks-dug-as-holes":
+		h44jDigHoles(t, path)
+	}
 	rep, sink := h44hSalvageLost(t, devName, path)
+	h44jAllWhole(t, rep)
 	if len(rep.Fsck.Problems) != 1 {
 		t.Errorf("problems beside the lost table: %q", rep.Fsck.Problems[1:])
 	}

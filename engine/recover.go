@@ -971,7 +971,13 @@ func (e *Engine) scanDataZone(z *zone, rz zns.Zone, from int64, buf *scanBuf, w 
 		}
 		n := BlockSize + int64(h.DataLen)
 		if off+n > wp {
-			return out, off, true, nil
+			whole, err := e.wholePastInferredWP(z, rz, off, h, buf, w)
+			if err != nil || !whole {
+				return out, off, !whole, err
+			}
+			// Whole past an inferred write pointer: its last
+			// blocks are holes in the emu file.
+			wp = off + n
 		}
 		if h.Kind != KindPad && h.DataLen > 0 {
 			data := buf.mem[:h.DataLen]

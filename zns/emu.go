@@ -345,7 +345,11 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 		switch {
 		case isBlock:
 			return nil, fmt.Errorf("zns: emu %s: the device has %d bytes, the geometry needs %d", sp.path, size, need)
-		case (found || inferred) && !sp.format:
+		case inferred:
+			// The geometry is the device string's alone.
+			return nil, fmt.Errorf("zns: emu %s: the file has %d bytes, the geometry given (%d zones of %d bytes) needs %d: its zone table is lost, and with it the device's geometry: give zone_size and zones (and zone_cap, conv) as the device was formatted; or the file was truncated (restore it)",
+				sp.path, size, g.Zones, g.ZoneSize, need)
+		case found && !sp.format:
 			// Zones past the cut would read as zeros, silently.
 			return nil, fmt.Errorf("zns: emu %s: the file has %d bytes, its geometry needs %d: it was truncated (restore it; format=1 erases it and starts over)", sp.path, size, need)
 		}

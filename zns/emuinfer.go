@@ -26,8 +26,12 @@ func (e *Emu) InferredZoneTable() bool { return e.inferred }
 // empty. That is where the zone's writes ended, or past it: every block
 // the device wrote is data in the file (a punched failed write reads as
 // zeros anyway; the last non-zero block instead would cut a record
-// whose last blocks are zeros), and what a zone held before its last
-// reset is never punched, so it may lie past the real end. An
+// whose last blocks are zeros), unless a copy of the file (cp
+// --sparse=always, rsync -S) or its file system made zero blocks holes:
+// then a record whose last blocks are zeros runs past it, and the
+// engine's salvage takes such a record as whole when every block passes
+// its checksum (engine wholePastInferredWP). What a zone held before
+// its last reset is never punched, so it may lie past the real end. An
 // over-estimate costs a reader that checks what it reads (the engine's
 // records carry their file, offset, version and checksums) nothing but
 // damage reported in that stale tail. A zone finished part way shows

@@ -90,3 +90,20 @@ func openEmuWith(t *testing.T, path string, opts Options) (*Emu, *conf) {
 	}
 	return d.(*Emu), newConf(t, d)
 }
+
+// With its zone table lost, the geometry comes from the device string
+// only: one that needs more bytes than the file holds is named as the
+// likely mistake (give the device's own geometry), not only as a
+// truncated file, and the refusal does not suggest format=1, which
+// erases what the salvage is for.
+func TestEmuInferLostTableGeometryTooBig(t *testing.T) {
+	path := lostTable(0, 3)(t)
+	digest := fileDigest(t, path)
+	_, err := Open("emu:"+path+"?zone_size=1M&zones=9&zone_cap=768K&max_append=128K", Options{Existing: true, InferLostTable: true})
+	if err == nil || !strings.Contains(err.Error(), "zone table is lost") || !strings.Contains(err.Error(), "zone_size and zones") || strings.Contains(err.Error(), "format=1") {
+		t.Errorf("Open with a geometry larger than the file: %v, want a refusal naming the lost table and the geometry given, not format=1", err)
+	}
+	if got := fileDigest(t, path); got != digest {
+		t.Error("the refused Open changed the file")
+	}
+}
