@@ -152,7 +152,7 @@ func (r *killRun) run(points int) {
 	t := r.t
 	r.removing = map[string]bool{}
 	r.gone = map[string]bool{}
-	r.ns.files, r.ns.acked, r.ns.hist = map[string][]byte{}, map[string]int{}, map[string][]string{}
+	r.ns.files, r.ns.acked, r.ns.killed, r.ns.hist = map[string][]byte{}, map[string]int{}, map[string]int{}, map[string][]string{}
 	r.ns.busy = map[string]bool{}
 	r.serve(true)
 	t.Cleanup(func() {
@@ -168,7 +168,7 @@ func (r *killRun) run(points int) {
 	r.stop()
 	t.Logf("seed %d: %d kill points, %d during GC; acknowledged data lost at %d %v; fsck not clean at %d %v; %d client processes outlived their leader",
 		r.seed, points, r.gcPoints, len(r.lossPoints), r.lossPoints, len(r.fsckPoints), r.fsckPoints, r.stragglers.Load())
-	t.Logf("seed %d: namespace clients acknowledged %v", r.seed, r.ns.acked)
+	t.Logf("seed %d: namespace clients acknowledged %v; in flight at a kill %v", r.seed, r.ns.acked, r.ns.killed)
 	if r.recRng != nil {
 		t.Logf("seed %d: second kills during the restart: %d before it served, %d after", r.seed, r.recKills[0], r.recKills[1])
 	}

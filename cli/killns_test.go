@@ -12,11 +12,15 @@ import (
 )
 
 // The kill loop's namespace clients: through the Go client each creates
-// files (write, fsync), truncates them to sizes inside a block, renames
-// them to fresh names or over another client's file, and unlinks them,
-// one operation at a time, each acknowledged only when it returns
-// (truncate, rename and unlink are durable then; a created file once its
-// fsync returns). The clients share one set of names: each picks any
+// files (write, fsync) or empty ones (open with create, no fsync),
+// writes into them over their bytes or past their end (then fsync),
+// truncates them to sizes inside a block (shorter or longer), renames
+// them to fresh names, to names used before, or over another client's
+// file, and unlinks them, one operation at a time, each acknowledged
+// only when it returns (open's creation, truncate, rename and unlink are
+// durable then, as docs/protocol.md says; written bytes once the fsync
+// returns). A name removed or renamed away stays absent until an
+// operation uses it again, and then holds that operation's file only. The clients share one set of names: each picks any
 // acknowledged name no operation in flight touches (the names an
 // operation touches are its own until it is acknowledged, so the model
 // knows the order of operations on a name), and a rename may replace a
@@ -25,7 +29,9 @@ import (
 // acknowledged name, and each operation in flight at the kill shows
 // either its before or its after, whole: a rename leaves exactly one of
 // the two names (over a file: the old name, or the new one with the
-// renamed bytes), a truncate the old bytes or the cut ones.
+// renamed bytes), a truncate the old bytes or the cut ones, an empty
+// creation nothing or an empty file; a write, never fsynced, leaves each
+// byte old or written (a zero in a hole), at a size between.
 
 // nsClients is how many namespace clients run.
 const nsClients = 2
@@ -37,7 +43,9 @@ type nsModel struct {
 	pending [nsClients]*nsOp    // in flight when the daemon died, by client
 	busy    map[string]bool     // names an operation in flight touches
 	acked   map[string]int      // operations acknowledged, by kind
+	killed  map[string]int      // operations in flight at a kill, by kind
 	hist    map[string][]string // what happened to each name, for failures
+	free    []string            // names removed or renamed away, to use again
 }
 
 // nsNote adds an event to name's history (r.mu held, or the clients stopped).
@@ -49,10 +57,12 @@ func (r *killRun) nsNote(name, format string, args ...any) {
 // gives it (over is set when a file had that name), and the bytes a
 // truncate leaves.
 type nsOp struct {
-	kind     string // create, truncate, rename, unlink
+	kind     string // create, mkempty, write, truncate, rename, unlink
 	name, to string
 	over     bool
 	after    []byte
+	off      int    // write: where data goes
+	data     []byte // write: the bytes written
 }
 
 // nsClient runs namespace operations as client id until the daemon dies
@@ -78,7 +88,7 @@ func (r *killRun) nsClient(ctx context.Context, id int, seed uint64) {
 		slices.Sort(names)
 		op := &nsOp{kind: "create"}
 		if len(names) >= 3 && rng.IntN(4) != 0 {
-			op.kind = []string{"truncate", "rename", "unlink"}[rng.IntN(3)]
+			op.kind = []string{"truncate", "rename", "unlink", "write"}[rng.IntN(4)]
 			i := rng.IntN(len(names))
 			op.name = names[i]
 			if op.kind == "rename" && rng.IntN(3) == 0 {
@@ -87,9 +97,21 @@ func (r *killRun) nsClient(ctx context.Context, id int, seed uint64) {
 				op.to, op.over = names[(i+1+rng.IntN(len(names)-1))%len(names)], true
 			}
 		}
-		if op.to == "" && (op.kind == "create" || op.kind == "rename") {
-			m.next++
-			op.to = fmt.Sprintf("ns.%d.%d", r.seed, m.next)
+		if op.kind == "create" && rng.IntN(3) == 0 {
+			op.kind = "mkempty"
+		}
+		if op.to == "" && (op.kind == "create" || op.kind == "mkempty" || op.kind == "rename") {
+			if len(m.free) > 0 && rng.IntN(2) == 0 {
+				// A name removed or renamed away before: it must
+				// come back with this operation's file only.
+				j := rng.IntN(len(m.free))
+				op.to = m.free[j]
+				m.free = slices.Delete(m.free, j, j+1)
+				delete(r.gone, op.to)
+			} else {
+				m.next++
+				op.to = fmt.Sprintf("ns.%d.%d", r.seed, m.next)
+			}
 		}
 		before := m.files[op.name]
 		for _, n := range []string{op.name, op.to} {
@@ -106,6 +128,17 @@ func (r *killRun) nsClient(ctx context.Context, id int, seed uint64) {
 			op.after = make([]byte, size)
 			copy(op.after, before)
 		}
+		if op.kind == "write" {
+			// Over the file's bytes, past its end, or after a hole.
+			op.off = rng.IntN(len(before) + killBlock + 1)
+			op.data = make([]byte, 1+rng.IntN(4*killBlock))
+			for i := range op.data {
+				op.data[i] = byte(rng.Uint32())
+			}
+			op.after = make([]byte, max(len(before), op.off+len(op.data)))
+			copy(op.after, before)
+			copy(op.after[op.off:], op.data)
+		}
 		m.pending[id] = op
 		r.mu.Unlock()
 		if err := r.nsDo(ctx, c, op, rng); err != nil {
@@ -115,17 +148,15 @@ func (r *killRun) nsClient(ctx context.Context, id int, seed uint64) {
 		delete(m.busy, op.name)
 		delete(m.busy, op.to)
 		switch op.kind {
-		case "create":
+		case "create", "mkempty":
 			m.files[op.to] = op.after
-		case "truncate":
+		case "truncate", "write":
 			m.files[op.name] = op.after
 		case "rename":
 			m.files[op.to] = before
-			delete(m.files, op.name)
-			r.gone[op.name] = true
+			r.nsGone(op.name)
 		case "unlink":
-			delete(m.files, op.name)
-			r.gone[op.name] = true
+			r.nsGone(op.name)
 		}
 		m.pending[id] = nil
 		kind := op.kind
@@ -136,6 +167,10 @@ func (r *killRun) nsClient(ctx context.Context, id int, seed uint64) {
 		switch op.kind {
 		case "create":
 			r.nsNote(op.to, "client %d: created %d bytes", id, len(op.after))
+		case "mkempty":
+			r.nsNote(op.to, "client %d: created empty", id)
+		case "write":
+			r.nsNote(op.name, "client %d: wrote %d bytes at %d (%d -> %d), fsynced", id, len(op.data), op.off, len(before), len(op.after))
 		case "truncate":
 			r.nsNote(op.name, "client %d: truncated %d -> %d", id, len(before), len(op.after))
 		case "rename":
@@ -145,6 +180,15 @@ func (r *killRun) nsClient(ctx context.Context, id int, seed uint64) {
 		}
 		r.mu.Unlock()
 	}
+}
+
+// nsGone records that name was removed or renamed away (r.mu held, or
+// the clients stopped): it must stay absent until an operation uses it
+// again.
+func (r *killRun) nsGone(name string) {
+	delete(r.ns.files, name)
+	r.gone[name] = true
+	r.ns.free = append(r.ns.free, name)
 }
 
 // nsRenamed moves op's name's history to its new name (r.mu held, or the
@@ -181,13 +225,32 @@ func (r *killRun) nsDo(ctx context.Context, c *server.Client, op *nsOp, rng *ran
 		op.after = data
 		r.mu.Unlock()
 		return nil
-	case "truncate":
+	case "mkempty":
+		// Creation is durable when open answers, with no fsync.
+		h, size, err := c.Open(ctx, op.to, server.OpenCreate)
+		if err != nil {
+			return err
+		}
+		if size != 0 {
+			r.t.Errorf("point %d: ns %s, removed or renamed away (acknowledged), opened with create at %d bytes", r.pointNo, op.to, size)
+		}
+		r.mu.Lock()
+		op.after = []byte{}
+		r.mu.Unlock()
+		return c.CloseFile(ctx, h)
+	case "write", "truncate":
 		h, _, err := c.Open(ctx, op.name, 0)
 		if err != nil {
 			return err
 		}
 		defer c.CloseFile(ctx, h)
-		return c.Truncate(ctx, h, int64(len(op.after)))
+		if op.kind == "truncate" {
+			return c.Truncate(ctx, h, int64(len(op.after)))
+		}
+		if _, err := c.WriteAt(ctx, h, op.data, int64(op.off)); err != nil {
+			return err
+		}
+		return c.Fsync(ctx, h)
 	case "rename":
 		return c.Rename(ctx, op.name, op.to)
 	default:
@@ -214,6 +277,7 @@ func (r *killRun) checkNS(ctx context.Context, c *server.Client, have map[string
 		if op == nil {
 			continue
 		}
+		r.ns.killed[op.kind]++
 		r.settleNS(ctx, c, op, have, read, known, fail)
 	}
 	m.busy = map[string]bool{}
@@ -261,15 +325,41 @@ func (r *killRun) settleNS(ctx context.Context, c *server.Client, op *nsOp, have
 	_, hasName := have[op.name]
 	_, hasTo := have[op.to]
 	switch op.kind {
-	case "create":
-		// Not acknowledged: whatever is there goes.
+	case "create", "mkempty":
+		// Not acknowledged: whatever is there goes (an empty
+		// creation's name, if there, holds nothing).
+		if op.kind == "mkempty" && hasTo && have[op.to] != 0 {
+			fail("ns %s: an empty creation in flight left %d bytes", op.to, have[op.to])
+		}
 		if hasTo {
 			if err := c.Remove(ctx, op.to); err != nil {
 				fail("ns rm %s: %v", op.to, err)
 			}
 			known[op.to] = true // removed here already
 		}
-		r.gone[op.to] = true
+		r.nsGone(op.to)
+	case "write":
+		// Not fsynced: each byte the old one or the written one (or
+		// a zero of the hole past the old end); the size between.
+		if !hasName {
+			fail("ns %s: gone after a write in flight (the name was acknowledged)", op.name)
+			delete(m.files, op.name)
+			break
+		}
+		got := read(op.name)
+		if len(got) < len(before) || len(got) > len(op.after) {
+			fail("ns %s: a write of %d bytes at %d in flight (%d -> %d bytes) left %d bytes", op.name, len(op.data), op.off, len(before), len(op.after), len(got))
+		}
+		for i := range min(len(got), len(op.after)) {
+			if got[i] == op.after[i] || i < len(before) && got[i] == before[i] || i >= len(before) && got[i] == 0 {
+				continue
+			}
+			fail("ns %s: a write of %d bytes at %d in flight left byte %d = %#x, neither the old one (%s) nor the written %#x; its history:\n\t%s",
+				op.name, len(op.data), op.off, i, got[i], describeRun(before[min(i, len(before)):]), op.after[i], strings.Join(r.ns.hist[op.name], "\n\t"))
+			break
+		}
+		m.files[op.name] = got
+		r.nsNote(op.name, "write of %d bytes at %d in flight at the kill: found %d bytes", len(op.data), op.off, len(got))
 	case "truncate":
 		if hasName {
 			if got := read(op.name); bytes.Equal(got, op.after) {
@@ -288,18 +378,19 @@ func (r *killRun) settleNS(ctx context.Context, c *server.Client, op *nsOp, have
 		switch {
 		case hasName && hasTo == op.over:
 			// Not done.
+			if !op.over {
+				r.nsGone(op.to)
+			}
 		case hasName || !hasTo:
 			fail("ns rename %s -> %s (over a file %v) in flight: old name there %v, new name there %v", op.name, op.to, op.over, hasName, hasTo)
 		default:
 			r.nsRenamed(op, fmt.Sprintf("renamed from %s in flight at the kill: found done", op.name))
 			m.files[op.to] = before
-			delete(m.files, op.name)
-			r.gone[op.name] = true
+			r.nsGone(op.name)
 		}
 	case "unlink":
 		if !hasName {
-			delete(m.files, op.name)
-			r.gone[op.name] = true
+			r.nsGone(op.name)
 		}
 	}
 }
