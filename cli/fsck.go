@@ -59,7 +59,11 @@ leave DIR ('..', absolute, empty parts) is not copied. Names with '/'
 become subdirectories. An emu file whose zone table is lost (both header
 slots zeros, its zones holding data; plain fsck refuses it) is salvaged
 too: each zone's write pointer inferred from where the file's data ends
-in it, in memory, the report saying so first. Exit status: 0 when every file was copied whole
+in it, in memory, the report saying so first; the device string must give
+the geometry it was formatted with (zone_size, zones, zone_cap, conv), and
+where the one given differs, fsck names the parameter. A name DIR cannot hold
+because zonefold names are flat ('a' and 'a/b' both files) is NOT COPIED
+with why. Exit status: 0 when every file was copied whole
 from a clean device, 1 when anything was not recovered or not copied
 (the report lists it) or the copy failed.`,
 		Args: cobra.ExactArgs(1),

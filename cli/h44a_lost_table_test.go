@@ -31,17 +31,7 @@ func lostTableDevice(t *testing.T) (path, devName string) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	fh, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = fh.WriteAt(make([]byte, 2*4096), 0) // both slots of 16 zones
-	if cerr := fh.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	loseZoneTable(t, path)
 	return path, devName
 }
 

@@ -145,13 +145,13 @@ func createIn(root *os.Root, dirs copyDirs) func(name string, size int64) (io.Wr
 		}
 		if dir := path.Dir(rel); dir != "." {
 			if err := root.MkdirAll(dir, 0o755); err != nil {
-				return nil, err
+				return nil, flatClash(root, rel, err)
 			}
 		}
 		dirs.add(rel)
 		f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
-			return nil, err
+			return nil, flatClash(root, rel, err)
 		}
 		if err := f.Truncate(size); err != nil {
 			f.Close()
@@ -159,6 +159,49 @@ func createIn(root *os.Root, dirs copyDirs) func(name string, size int64) (io.Wr
 		}
 		return syncedFile{f}, nil
 	}
+}
+
+// flatClash is why rel could not be made below root (err) when the
+// cause is that zonefold's names are flat and a directory's are not:
+// 'a' and 'a/b' can both be zonefold files, and the copy made the one
+// it copied first, so a part of rel is a file there, or rel is a
+// directory (of names below it). Other errors are returned as they are.
+func flatClash(root *os.Root, rel string, err error) error {
+	why := ""
+	for i := range len(rel) {
+		if rel[i] != '/' {
+			continue
+		}
+		if fi, lerr := root.Lstat(rel[:i]); lerr == nil && !fi.IsDir() {
+			why = fmt.Sprintf("%q is a file in %s, so %q cannot be made under it", rel[:i], root.Name(), rel)
+			break
+		}
+	}
+	if fi, lerr := root.Lstat(rel); why == "" && lerr == nil && fi.IsDir() {
+		held := ""
+		if d, oerr := root.Open(rel); oerr == nil {
+			if names, _ := d.Readdirnames(1); len(names) > 0 {
+				held = fmt.Sprintf(" (holding %q)", rel+"/"+names[0])
+			}
+			d.Close()
+		}
+		why = fmt.Sprintf("%q is a directory in %s%s, so the file %q cannot be made there", rel, root.Name(), held, rel)
+	}
+	if why == "" {
+		return err
+	}
+	return fmt.Errorf("%s (zonefold names are flat: a name can be a file and also begin others' names, a directory's cannot; "+
+		"copy it with: zonefold get %s LOCAL, once zonefold serve opens the device): %w", why, shellWord(rel), err)
+}
+
+// shellWord is s as one word a POSIX shell reads back as s: as it is if
+// it holds only characters no shell treats specially, else in single
+// quotes.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,/:@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // salvage is fsck --copy-to: it copies what engine.Salvage recovers off

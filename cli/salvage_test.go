@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -318,6 +319,9 @@ func TestFsckCopyToNamesDirCannotHold(t *testing.T) {
 	if code != exitFailure || notCopied != len(made)-2 {
 		t.Fatalf("exit %d, %d NOT COPIED, want %d and %d (made %q)\n%s", code, notCopied, exitFailure, len(made)-2, made, out)
 	}
+	if want := `NOT COPIED: file "a/b" (11 B): "a" is a file in ` + dir + `, so "a/b" cannot be made under it`; !strings.Contains(out, want) {
+		t.Errorf("the report does not say why a/b was not copied: want %q\n%s", want, out)
+	}
 	copyToCheck(t, dir, map[string][]byte{"a": []byte("data of a"), "z": []byte("data of z")})
 	if ents, _ := os.ReadDir(outside); len(ents) > 0 {
 		t.Errorf("files outside DIR: %v", ents)
@@ -366,4 +370,54 @@ func copyToAfterRefusingNonEmpty(t *testing.T, devName, dir, entry string) (int,
 		t.Fatal(err)
 	}
 	return copyToRun("fsck", devName, "--copy-to", dir)
+}
+
+// zonefold's names are flat, so 'a' and 'a/b' can both be files; DIR
+// cannot hold both. The one created second is NOT COPIED with why, in
+// words: which name is a file (or a directory) in DIR, that names are
+// flat, and how to copy it instead. It said "mkdirat a: file exists".
+func TestFsckCopyToFlatNameClashSaysWhy(t *testing.T) {
+	for _, tc := range []struct {
+		first, then string
+		want        []string
+	}{
+		{"a", "a/b", []string{`"a" is a file in DIR, so "a/b" cannot be made under it`}},
+		{"a", "a/b/c", []string{`"a" is a file in DIR, so "a/b/c" cannot be made under it`}},
+		{"a/b", "a/b/c", []string{`"a/b" is a file in DIR, so "a/b/c" cannot be made under it`}},
+		{"a/b", "a", []string{`"a" is a directory in DIR (holding "a/b"), so the file "a" cannot be made there`}},
+		{"a/b/c", "a/b", []string{`"a/b" is a directory in DIR (holding "a/b/c"), so the file "a/b" cannot be made there`}},
+		{"a/b/c", "a", []string{`"a" is a directory in DIR (holding "a/b"), so the file "a" cannot be made there`}},
+		{"x y", "x y/z", []string{`"x y" is a file in DIR`, `zonefold get 'x y/z' LOCAL`}},
+	} {
+		dir := filepath.Join(t.TempDir(), "DIR")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		create := createIn(root, copyDirs{})
+		w, err := create(tc.first, 1)
+		if err != nil {
+			t.Fatalf("create %q: %v", tc.first, err)
+		}
+		w.(io.Closer).Close()
+		_, err = create(tc.then, 1)
+		root.Close()
+		if err == nil {
+			t.Errorf("%q after %q: created", tc.then, tc.first)
+			continue
+		}
+		msg := strings.ReplaceAll(err.Error(), dir, "DIR")
+		get := tc.then
+		if strings.Contains(get, " ") {
+			get = "'" + get + "'"
+		}
+		for _, w := range append(tc.want, "zonefold names are flat", "copy it with: zonefold get "+get+" LOCAL") {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%q after %q: %q, want it to say %q", tc.then, tc.first, msg, w)
+			}
+		}
+	}
 }

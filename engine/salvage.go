@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/zonefold/zonefold/uring"
 	"github.com/zonefold/zonefold/zns"
 )
 
@@ -77,10 +81,16 @@ const lostTableInferred = "the device's zone table is lost (both emu header slot
 func Salvage(dev zns.Device, create func(name string, size int64) (io.WriterAt, error)) (*SalvageReport, error) {
 	rep, st, err := fsck(dev, FsckOptions{}, true)
 	if err != nil {
+		if tableInferred(dev) {
+			return nil, inferredGeometryError(dev, err)
+		}
 		return nil, err
 	}
-	if t, ok := dev.(zns.TableInferrer); ok && t.InferredZoneTable() {
+	if tableInferred(dev) {
 		rep.Problems = append([]string{lostTableInferred}, rep.Problems...)
+		if st == nil && rep.Superblock.checkGeometry(dev.Geometry()) != nil {
+			rep.Problems = append(rep.Problems, geometryHint(dev, rep.Superblock, -1))
+		}
 	}
 	out := &SalvageReport{Fsck: rep}
 	if st == nil {
@@ -269,4 +279,106 @@ func (st *fsckState) recordSums(id uint64, x extent) ([]uint32, error) {
 		return nil, nil
 	}
 	return slices.Clone(h.Sums[first : first+n]), nil
+}
+
+// inferredGeometryError is why a salvage of dev, whose zone table was
+// inferred (the table lost), could not read its superblock (err). With
+// the table, the device lost its geometry, so dev's is the device
+// string's alone, and one the device was not formatted with puts the
+// metadata zones elsewhere ("superblock names metadata zones [2 3], the
+// device's are [0 1]") or finds no superblock there at all (which
+// ErrNotFormatted's advice, to format, would erase). It looks for a
+// superblock copy at each zone start of the geometry given: one that
+// reads names the parameters that differ; none, and a missing
+// superblock, says which to check. Any other err is returned as it is.
+func inferredGeometryError(dev zns.Device, err error) error {
+	sb, at, found := findSuperblock(dev)
+	if found && sb.checkGeometry(dev.Geometry()) == nil && sb.MetaZones[0] == firstSequential(dev) {
+		found = false // it agrees with the geometry given: no clue
+	}
+	// ErrNotFormatted's text, advising a format, is left out: the
+	// device is damaged, not blank, and a format would erase it.
+	switch {
+	case found && errors.Is(err, ErrNotFormatted):
+		return fmt.Errorf("engine: no zonefold superblock reads where the geometry given puts the metadata zones: %s", geometryHint(dev, sb, at))
+	case found:
+		return fmt.Errorf("engine: %s: %w", geometryHint(dev, sb, at), err)
+	case errors.Is(err, ErrNotFormatted):
+		g := dev.Geometry()
+		return fmt.Errorf("engine: no zonefold superblock reads where the geometry given puts the metadata zones, nor at any other zone start: the device's zone table is lost, and with it its geometry, "+
+			"so the geometry given (conv=%d, zone_size=%d, zones=%d, zone_cap=%d) may not be the one the device was formatted with: "+
+			"check conv (the conventional zones before the metadata zones) and zone_size first, then zones and zone_cap; nothing was written, and formatting would erase what is left",
+			firstSequential(dev), g.ZoneSize, g.Zones, g.ZoneCap)
+	}
+	return err
+}
+
+// geometryHint says which parameters of the device string differ from
+// those superblock sb (read at device byte at, or -1: where recovery
+// read it) was formatted with.
+func geometryHint(dev zns.Device, sb Superblock, at int64) string {
+	g := dev.Geometry()
+	var diff []string
+	if conv := firstSequential(dev); sb.MetaZones[0] != conv {
+		diff = append(diff, fmt.Sprintf("conv=%d (given %d)", sb.MetaZones[0], conv))
+	}
+	if sb.ZoneSize != g.ZoneSize {
+		diff = append(diff, fmt.Sprintf("zone_size=%d (given %d)", sb.ZoneSize, g.ZoneSize))
+	}
+	if sb.Zones != g.Zones {
+		diff = append(diff, fmt.Sprintf("zones=%d (given %d)", sb.Zones, g.Zones))
+	}
+	if sb.ZoneCap != g.ZoneCap {
+		diff = append(diff, fmt.Sprintf("zone_cap=%d (given %d)", sb.ZoneCap, g.ZoneCap))
+	}
+	where := "the superblock"
+	if at >= 0 {
+		where = fmt.Sprintf("a superblock copy at device byte %d", at)
+	}
+	return fmt.Sprintf("the device's zone table is lost, and with it its geometry, so the geometry given may not be the one the device was formatted with: %s says %s; "+
+		"give those in the device string and run the salvage again (nothing was written)", where, strings.Join(diff, ", "))
+}
+
+// firstSequential is dev's first sequential zone: the conventional
+// zones before it are an emu device string's conv.
+func firstSequential(dev zns.Device) int {
+	g := dev.Geometry()
+	report := make([]zns.Zone, g.Zones)
+	n, err := dev.Report(0, report)
+	if err != nil {
+		return 0
+	}
+	for i, z := range report[:n] {
+		if z.Type != zns.TypeConventional {
+			return i
+		}
+	}
+	return n
+}
+
+// findSuperblock is the first superblock copy that decodes at a zone
+// start of dev's geometry (zones that fail to read are passed), and the
+// device byte it is at.
+func findSuperblock(dev zns.Device) (Superblock, int64, bool) {
+	g := dev.Geometry()
+	buf, err := unix.Mmap(-1, 0, BlockSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return Superblock{}, 0, false
+	}
+	defer unix.Munmap(buf)
+	w := uring.NewWaiter()
+	for z := range min(g.Zones, 2*maxMetaGroup+64) {
+		at := int64(z) * g.ZoneSize
+		err := dev.Read(at, buf, w)
+		if err == nil {
+			err = dev.Ring().Wait(w).Err("read superblock")
+		}
+		if err != nil {
+			continue
+		}
+		if sb, err := decodeSuperblock(buf); err == nil {
+			return sb, at, true
+		}
+	}
+	return Superblock{}, 0, false
 }
