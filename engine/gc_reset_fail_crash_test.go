@@ -46,10 +46,7 @@ func TestCrashWhileAZonesResetWaitsForRetryLosesNothing(t *testing.T) {
 	if err := emuOf(t, e).ZoneReadOnly(victim.idx); err != nil {
 		t.Fatal(err)
 	}
-	e.gc.mu.Lock()
-	victim.state.Store(zoneGC)
-	_, err := e.gc.collect(victim, minGCGain)
-	e.gc.mu.Unlock()
+	_, err := collectVictim(e, victim)
 	if err == nil || victim.valid.Load() != 0 || !victim.resetPending.Load() {
 		t.Fatalf("set-up: collect of a zone that refuses its reset: %v; valid %d, reset pending %v; want an error, 0, true",
 			err, victim.valid.Load(), victim.resetPending.Load())

@@ -23,6 +23,15 @@ func zonesOf(e *Engine, name string, lo, hi int64) map[int]bool {
 	return out
 }
 
+// collectVictim has GC collect zone z as a pass would: z taken for GC
+// under the collector's lock, as passLocked takes its victims.
+func collectVictim(e *Engine, z *zone) (bool, error) {
+	e.gc.mu.Lock()
+	defer e.gc.mu.Unlock()
+	z.state.Store(zoneGC)
+	return e.gc.collect(z, minGCGain)
+}
+
 // collectZone has GC relocate and reset one chosen zone, as a pass would.
 func collectZone(t *testing.T, e *Engine, idx int) {
 	t.Helper()

@@ -68,10 +68,7 @@ func TestAcceptedOfflineZoneLosesGCCopiesNotTheVictim(t *testing.T) {
 	if len(inVictim) == 0 {
 		t.Fatal("set-up: nothing live beside the removed file in the victim")
 	}
-	e.gc.mu.Lock()
-	victim.state.Store(zoneGC)
-	ok, err := e.gc.collect(victim, minGCGain)
-	e.gc.mu.Unlock()
+	ok, err := collectVictim(e, victim)
 	if err != nil || !ok {
 		t.Fatalf("set-up: collect zone %d: %v, %v", victim.idx, ok, err)
 	}

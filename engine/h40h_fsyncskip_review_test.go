@@ -75,10 +75,7 @@ func TestH40hFsyncAroundGCRelocation(t *testing.T) {
 			if failGCFlush {
 				emuOf(t, e).FailFlush(1)
 			}
-			e.gc.mu.Lock()
-			victim.state.Store(zoneGC)
-			_, err := e.gc.collect(victim, minGCGain)
-			e.gc.mu.Unlock()
+			_, err := collectVictim(e, victim)
 			if x := devOf(t, e, kept, 0); e.zoneAt(x.dev) == victim {
 				t.Fatalf("set-up: GC left %s in zone %d (%v)", kept, victim.idx, err)
 			}

@@ -74,10 +74,7 @@ func TestH41hGCVictimRemappedDuringCopyIsSkipped(t *testing.T) {
 	}
 	t.Cleanup(func() { testHookMapRecord = nil })
 	before := e.Stats()
-	e.gc.mu.Lock()
-	victim.state.Store(zoneGC)
-	ok, err := e.gc.collect(victim, minGCGain)
-	e.gc.mu.Unlock()
+	ok, err := collectVictim(e, victim)
 	testHookMapRecord = nil
 	if len(changed) == 0 {
 		t.Fatal("set-up: the hook changed nothing (no GC record mapped)")
@@ -110,10 +107,7 @@ func TestH41hGCVictimRemappedDuringCopyIsSkipped(t *testing.T) {
 		b.f.ext.t.ReplaceOrInsert(x)
 		b.f.mu.Unlock()
 	}
-	e.gc.mu.Lock()
-	victim.state.Store(zoneGC)
-	ok, err = e.gc.collect(victim, minGCGain)
-	e.gc.mu.Unlock()
+	ok, err = collectVictim(e, victim)
 	if err != nil || !ok || victim.valid.Load() != 0 {
 		t.Fatalf("a later pass: reclaimed %v, err %v, valid %d; want true, nil, 0", ok, err, victim.valid.Load())
 	}

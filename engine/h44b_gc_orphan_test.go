@@ -181,10 +181,7 @@ func crashInGCOfHeldCreate(t *testing.T, e *Engine, a string) ([]byte, uint64, [
 	}
 	t.Cleanup(func() { testHookMetaWrite = nil })
 	before := e.Stats()
-	e.gc.mu.Lock()
-	victim.state.Store(zoneGC)
-	_, cerr := e.gc.collect(victim, minGCGain)
-	e.gc.mu.Unlock()
+	_, cerr := collectVictim(e, victim)
 	testHookMetaWrite = nil
 	if d := e.Stats().Sub(before); d.GCCopied == 0 {
 		t.Fatalf("set-up: GC copied nothing (collect: %v)", cerr)

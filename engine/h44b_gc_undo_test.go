@@ -110,10 +110,7 @@ func TestH44bUndoAcrossGCCopyAndPowerCuts(t *testing.T) {
 				if z.state.Load() != zoneFull {
 					continue
 				}
-				e.gc.mu.Lock()
-				z.state.Store(zoneGC)
-				ok, err := e.gc.collect(z, minGCGain)
-				e.gc.mu.Unlock()
+				ok, err := collectVictim(e, z)
 				if ok || z.state.Load() != zoneFull || z.valid.Load() < n {
 					t.Fatalf("a pass over zone %d, where the owed undo keeps %d bytes: reclaimed %v (%v), state %d, %d valid",
 						z.idx, n, ok, err, z.state.Load(), z.valid.Load())

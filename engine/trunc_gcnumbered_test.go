@@ -39,10 +39,7 @@ func TestTruncateGCWhileZerosNumberedNotSubmitted(t *testing.T) {
 	}
 	if victim != nil && victim.state.Load() == zoneFull {
 		// Left for later: once the truncate is done a pass takes it.
-		r.e.gc.mu.Lock()
-		victim.state.Store(zoneGC)
-		ok, err := r.e.gc.collect(victim, minGCGain)
-		r.e.gc.mu.Unlock()
+		ok, err := collectVictim(r.e, victim)
 		if err != nil || !ok {
 			t.Fatalf("collect after the truncate: %v %v", ok, err)
 		}
