@@ -51,7 +51,11 @@ import (
 //     the next flush that acknowledges something (engine.ODeferSync):
 //     after a kill before its sync the name may be absent, but not once
 //     a flush that began after open's answer (any client's fsync or
-//     durable namespace operation: nsFlushBegins) has been answered.
+//     durable namespace operation: nsFlushBegins) has been answered,
+//     nor after its own sync (then it writes and syncs the same bytes
+//     twice more, to widen that window). Any namespace record logged
+//     meanwhile (a put's, GC's reset) lands it too, so a kill proves the
+//     syncs' part only when it falls between.
 //   - grow: perhaps a write past the end (not synced), then a truncate
 //     to a larger size (with the grow flag, or plain), or a grow flag to
 //     a size the file already has (which changes and logs nothing), then
@@ -95,7 +99,8 @@ type nsOp struct {
 	data     []byte // write, grow, recreate, mkdeferred: the bytes written
 	// stage is how many of a recreate's, mkdeferred's or grow's steps
 	// were answered (nsStage): recreate 1 once open (its truncate) was;
-	// mkdeferred 1 once open was; grow 1 once its write was (or had
+	// mkdeferred 1 once open was, 2 once its sync was; grow 1 once its
+	// write was (or had
 	// none), 2 once its truncate was.
 	stage   int
 	flags   uint8 // recreate: open's flags
@@ -423,10 +428,29 @@ func (r *killRun) nsDo(ctx context.Context, c *server.Client, op *nsOp, rng *ran
 				return err
 			}
 		}
-		if op.sync0 {
-			return c.Fsync(ctx, 0) // every file, as a directory's fsync
+		syncIt := func() error {
+			if op.sync0 {
+				return c.Fsync(ctx, 0) // every file, as a directory's fsync
+			}
+			return c.Fsync(ctx, h)
 		}
-		return c.Fsync(ctx, h)
+		if err := syncIt(); err != nil || op.kind == "recreate" {
+			return err
+		}
+		// Durable now: its bytes again (the same), synced again,
+		// twice.
+		r.nsStage(op, 2)
+		for range 2 {
+			if len(op.data) > 0 {
+				if _, err := c.WriteAt(ctx, h, op.data, 0); err != nil {
+					return err
+				}
+			}
+			if err := syncIt(); err != nil {
+				return err
+			}
+		}
+		return nil
 	case "grow":
 		h, _, err := c.Open(ctx, op.name, 0)
 		if err != nil {
@@ -600,13 +624,15 @@ func (r *killRun) settleNS(ctx context.Context, c *server.Client, op *nsOp, have
 		// Before open's answer: nothing, or an empty file. After
 		// it, the creation is durable once a flush that began later
 		// was answered; the file holds each byte written or a zero.
-		if op.stage >= 1 && op.flushed && !hasTo {
-			fail("ns %s: created with defer sync (answered), then a flush began and was answered; gone after the kill (%d bytes written, its fsync in flight); its history:\n\t%s",
-				op.to, len(op.data), strings.Join(r.ns.hist[op.to], "\n\t"))
+		if op.stage >= 1 && (op.flushed || op.stage == 2) && !hasTo {
+			fail("ns %s: created with defer sync (answered), then a flush began and was answered (its own sync %v); gone after the kill (%d bytes written); its history:\n\t%s",
+				op.to, op.stage == 2, len(op.data), strings.Join(r.ns.hist[op.to], "\n\t"))
 		}
 		if hasTo {
 			got := read(op.to)
-			if op.stage == 0 && len(got) != 0 {
+			if op.stage == 2 && !bytes.Equal(got, op.after) {
+				fail("ns %s: created with defer sync, %d bytes written, synced (answered): %d bytes (first difference at %d)", op.to, len(op.after), len(got), firstDiffAt(got, op.after))
+			} else if op.stage == 0 && len(got) != 0 {
 				fail("ns %s: a creation with defer sync in flight left %d bytes", op.to, len(got))
 			} else if i := nsMixed(got, nil, op.after); len(got) > len(op.after) || i >= 0 {
 				fail("ns %s: created with defer sync, %d bytes written, not synced: %d bytes (first neither written nor zero: %d)", op.to, len(op.after), len(got), i)
