@@ -153,7 +153,7 @@ func (r *killRun) run(points int) {
 	r.removing = map[string]bool{}
 	r.gone = map[string]bool{}
 	r.ns.files, r.ns.acked, r.ns.killed, r.ns.hist = map[string][]byte{}, map[string]int{}, map[string]int{}, map[string][]string{}
-	r.ns.busy = map[string]bool{}
+	r.ns.busy, r.ns.deferred = map[string]bool{}, map[*nsOp]bool{}
 	r.serve(true)
 	t.Cleanup(func() {
 		if r.daemon != nil {
@@ -408,12 +408,17 @@ func (r *killRun) rawWriter(ctx context.Context, i int, seed uint64) {
 		if w%8 != 7 {
 			continue
 		}
+		r.mu.Lock()
+		cover := r.nsFlushBegins()
+		r.mu.Unlock()
 		if err := c.Fsync(ctx, h); err != nil {
 			return
 		}
-		// Acknowledged: each block's newest stamp is durable.
+		// Acknowledged: each block's newest stamp is durable, and so
+		// are the deferred creates answered before it began.
 		r.mu.Lock()
 		f.Synced(since)
+		r.nsFlushed(cover)
 		r.mu.Unlock()
 		since = since[:0]
 	}

@@ -947,6 +947,12 @@ func (c *Client) Truncate(ctx context.Context, h uint32, size int64) error {
 	return c.simple(ctx, Request{Op: OpTruncate, Handle: h, Off: uint64(size)}, "truncate")
 }
 
+// Grow sets a file's size only if that grows it (TruncateGrow): a file
+// already at least size bytes long is left as it is.
+func (c *Client) Grow(ctx context.Context, h uint32, size int64) error {
+	return c.simple(ctx, Request{Op: OpTruncate, Handle: h, Flags: TruncateGrow, Off: uint64(size)}, "grow")
+}
+
 func (c *Client) simple(ctx context.Context, q Request, what string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
