@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,8 +26,46 @@ const acceptDamagedFlag = "accept-damaged-records"
 // device (engine.Salvage).
 const copyToFlag = "copy-to"
 
-// errDamaged makes fsck exit non-zero after it printed its report.
-var errDamaged = fmt.Errorf("file system is damaged")
+// errDamaged makes fsck exit exitDamaged after it printed its report.
+var errDamaged = errors.New("file system is damaged")
+
+// fsck's exit statuses, for a script checking a device or salvaging one
+// to tell its outcomes apart. They follow e2fsck's where the meaning is
+// the same (e2fsck: 1 errors found and corrected, 4 errors left, 8
+// operational error; xfs_repair -n: 1 corruption found), past zonefold's
+// 0 and 2 (usage), which stay; the highest that applies is the status
+// (not a bit mask). 0, 1 and 2 are what fsck exited before --copy-to
+// told a copy that lost nothing from one that did.
+const (
+	// exitDamaged: damage found (the report lists it as DAMAGE);
+	// with --copy-to, every file recovery found was still copied
+	// whole.
+	exitDamaged = 1
+	// exitCopyIncomplete: --copy-to copied what it could, but a file
+	// is NOT COPIED or a range of one NOT RECOVERED (a hole of zeros):
+	// the report lists each, DIR holds the rest.
+	exitCopyIncomplete = 4
+	// exitNotChecked: fsck could not do its job: the device could not
+	// be opened or read, recovery refused it (plain fsck) or found no
+	// state to copy from (--copy-to), DIR was refused, or the copy
+	// stopped part way (the report, if printed, says how many files
+	// DIR holds).
+	exitNotChecked = 8
+)
+
+// fsckStatus is err, fsck's result, with the exit status it ends with
+// (nil stays nil; a usage error stays 2, exitStatus seeing through).
+func fsckStatus(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errIncomplete):
+		return &statusError{status: exitCopyIncomplete, err: err}
+	case errors.Is(err, errDamaged):
+		return &statusError{status: exitDamaged, err: err}
+	}
+	return &statusError{status: exitNotChecked, err: err}
+}
 
 func newFsckCmd() *cobra.Command {
 	var asJSON, acceptOffline, acceptDamaged bool
@@ -36,7 +75,8 @@ func newFsckCmd() *cobra.Command {
 		Short: "Check a zonefold file system without changing it",
 		Long: `Reads both superblock copies, the metadata log, every record in every data
 zone (header and data checksums) and checks that every file's extents point
-at records that carry them. Prints a report; exits non-zero on damage.
+at records that carry them. Prints a report; exits non-zero on damage
+(the exit statuses are at the end).
 
 --accept-offline-zones checks the file system as zonefold serve
 --accept-offline-zones would open it when a data zone went offline
@@ -63,11 +103,27 @@ in it, in memory, the report saying so first; the device string must give
 the geometry it was formatted with (zone_size, zones, zone_cap, conv), and
 where the one given differs, fsck names the parameter. A name DIR cannot hold
 because zonefold names are flat ('a' and 'a/b' both files) is NOT COPIED
-with why. Exit status: 0 when every file was copied whole
-from a clean device, 1 when anything was not recovered or not copied
-(the report lists it) or the copy failed.`,
+with why.
+
+Exit status (the highest that applies; 1, 4 and 8 as e2fsck's):
+  0  clean; with --copy-to, every file copied whole
+  1  damage found (the report's DAMAGE lines); with --copy-to, every file
+     it recovered still copied whole (what the damage cost that it cannot
+     name, such as what was logged after a damaged checkpoint, the DAMAGE
+     lines say)
+  2  usage error (a bad flag, argument or device string)
+  4  --copy-to: a file NOT COPIED or a range NOT RECOVERED (left a hole
+     of zeros); the report lists each, DIR holds the rest
+  8  fsck could not check or copy: the device could not be opened or
+     read, recovery refused it or (--copy-to) found no state to copy from
+     (the error says why), DIR was refused, or the copy stopped part way
+     (DIR holds what the report says it copied)
+A script salvaging a device: 0 or 1, every file fsck found came back
+whole; 4, the report lists what did not; 8, DIR holds at most what the
+report says it copied.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			defer func() { err = fsckStatus(err) }()
 			if err := refuseStartOver(args[0], false, "fsck never writes: drop format=1"); err != nil {
 				return err
 			}
@@ -122,7 +178,7 @@ from a clean device, 1 when anything was not recovered or not copied
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	cmd.Flags().BoolVar(&acceptOffline, acceptOfflineFlag, false, "recover past a data zone gone offline holding data newer than the last checkpoint, as serve --accept-offline-zones does, and name the files that map data there")
-	cmd.Flags().StringVar(&copyTo, copyToFlag, "", "copy every file it can recover into `DIR` (empty or missing), never writing the device; exits 1 if anything was not recovered")
+	cmd.Flags().StringVar(&copyTo, copyToFlag, "", "copy every file it can recover into `DIR` (empty or missing), never writing the device; exits 4 if anything was not copied whole")
 	cmd.Flags().BoolVar(&acceptDamaged, acceptDamagedFlag, false, "recover past a damaged record header newer than the last checkpoint, as serve --accept-damaged-records does, and name where it was")
 	return cmd
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/zonefold/zonefold/zns"
 )
 
-// errIncomplete makes fsck --copy-to exit non-zero after it printed its
-// report: something was not recovered or not copied.
+// errIncomplete makes fsck --copy-to exit exitCopyIncomplete after it
+// printed its report: something was not recovered or not copied.
 var errIncomplete = errors.New("copy incomplete")
 
 // copyDir opens dir, fsck --copy-to's destination, creating it if it is
@@ -273,9 +273,22 @@ func salvageInto(out io.Writer, device string, dev zns.Device, create func(name 
 	if stopped != nil {
 		return fmt.Errorf("%s: the copy to %s stopped after %s: %w", device, dir, counted(copied, "file"), stopped)
 	}
-	if !rep.Complete() {
+	if !rep.Recovered {
+		// Nothing to copy from, which is not every file copied:
+		// fsck could not do its job, as plain fsck's refusal.
+		return fmt.Errorf("%s: recovery found no state to copy from (%s, see the report): nothing was copied to %s", device,
+			counted(len(rep.Fsck.Problems), "problem"), dir)
+	}
+	if holes > 0 || skipped > 0 {
 		return fmt.Errorf("%s: %w: %s not recovered, %s not copied, %s (see the report)", device, errIncomplete,
 			counted(holes, "range"), counted(skipped, "file"), counted(len(rep.Fsck.Problems), "problem"))
+	}
+	if !rep.Complete() {
+		// Damage, but every file recovery found came back whole
+		// (what the damage cost that it cannot name, the DAMAGE
+		// lines say).
+		return fmt.Errorf("%s: %w (%s); every file it recovered was copied whole to %s", device, errDamaged,
+			counted(len(rep.Fsck.Problems), "problem"), dir)
 	}
 	return nil
 }
