@@ -696,7 +696,9 @@ func (e *Engine) checkCutLog(h int, off int64, report []zns.Zone, ckptSeq uint64
 		// A block after it that the medium fails to read
 		// (later.bad) is passed over: what follows the cut is
 		// not replayed either way, and if the block reads again a
-		// later Open finds what it holds (checkHiddenLog).
+		// later Open finds what it holds (checkHiddenLog). The
+		// report says so: "nothing whole follows it" alone would
+		// claim a look at a block nobody could read.
 		later, err := e.laterMeta(h, off, end, ckptSeq, full, buf, w)
 		switch {
 		case err != nil:
@@ -706,6 +708,9 @@ func (e *Engine) checkCutLog(h int, off int64, report []zns.Zone, ckptSeq uint64
 		case later.top != 0:
 			follows = later.text() + " follows it"
 			cutTop = later.top
+		}
+		if later.bad != nil {
+			follows += fmt.Sprintf("; the block at %d after it fails to read (the medium failed the read: %v) and was passed over, so what it holds is not known", later.badAt, later.bad)
 		}
 	}
 	d := fmt.Sprintf("metadata half %d's log stops at %d, below its write pointer (%d), on a record that fails its checksum (%s): the operations logged from there on are not replayed; unless that record was a write that failed (never acknowledged), it is damage, and files removed since may be back, renamed ones under their old names, created ones gone",
