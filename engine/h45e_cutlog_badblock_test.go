@@ -19,21 +19,7 @@ import (
 func TestH45eCutLogReportNamesTheBlockItPassedOver(t *testing.T) {
 	for _, bad := range []bool{false, true} {
 		t.Run(fmt.Sprintf("bad=%v", bad), func(t *testing.T) {
-			var h int
-			var wp, opAt, devAt int64
-			devName, path, _, _ := h39cImage(t, func(e *Engine) {
-				createSynced(t, e, "b", pattern(8<<10, 3)).Close()
-				e.meta.mu.Lock()
-				h, wp = e.meta.active, e.meta.wp
-				e.meta.mu.Unlock()
-				if err := e.Remove("b"); err != nil {
-					t.Fatal(err)
-				}
-				z, zoff := e.sb.metaAt(h, wp)
-				devAt = int64(z)*e.geo.ZoneSize + zoff
-				opAt = emuOf(t, e).FileOffset(devAt)
-			})
-			h39cPatch(t, path, opAt, func(b []byte) { clear(b) })
+			devName, h, wp, devAt := zeroedRemoveImage(t)
 			lo, hi := int64(-1), int64(-1)
 			if bad {
 				lo, hi = devAt+BlockSize, devAt+2*BlockSize
@@ -72,4 +58,26 @@ func TestH45eCutLogReportNamesTheBlockItPassedOver(t *testing.T) {
 			t.Logf("%s", damage)
 		})
 	}
+}
+
+// zeroedRemoveImage is an image whose record of a remove, logged after
+// the newest checkpoint, was zeroed at rest: the emu device, the
+// metadata half and offset in it of that record, and its device offset.
+func zeroedRemoveImage(t *testing.T) (devName string, h int, wp, devAt int64) {
+	t.Helper()
+	var opAt int64
+	devName, path, _, _ := h39cImage(t, func(e *Engine) {
+		createSynced(t, e, "b", pattern(8<<10, 3)).Close()
+		e.meta.mu.Lock()
+		h, wp = e.meta.active, e.meta.wp
+		e.meta.mu.Unlock()
+		if err := e.Remove("b"); err != nil {
+			t.Fatal(err)
+		}
+		z, zoff := e.sb.metaAt(h, wp)
+		devAt = int64(z)*e.geo.ZoneSize + zoff
+		opAt = emuOf(t, e).FileOffset(devAt)
+	})
+	h39cPatch(t, path, opAt, func(b []byte) { clear(b) })
+	return devName, h, wp, devAt
 }
