@@ -170,6 +170,13 @@ report says it copied.`,
 			} else {
 				printFsck(cmd.OutOrStdout(), args[0], rep)
 			}
+			if !rep.Recovered {
+				// What fsck found stopped it before the files:
+				// not checked, which damage found in a file
+				// system it checked (1) would understate.
+				return fmt.Errorf("%s: fsck could not check the file system: recovery stopped before the files (%s, see the report)", args[0],
+					counted(len(rep.Problems), "problem"))
+			}
 			if len(rep.Problems) > 0 {
 				return fmt.Errorf("%s: %w (%s)", args[0], errDamaged, counted(len(rep.Problems), "problem"))
 			}

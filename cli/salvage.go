@@ -273,7 +273,7 @@ func salvageInto(out io.Writer, device string, dev zns.Device, create func(name 
 	if stopped != nil {
 		return fmt.Errorf("%s: the copy to %s stopped after %s: %w", device, dir, counted(copied, "file"), stopped)
 	}
-	if !rep.Recovered {
+	if !rep.Fsck.Recovered {
 		// Nothing to copy from, which is not every file copied:
 		// fsck could not do its job, as plain fsck's refusal.
 		return fmt.Errorf("%s: recovery found no state to copy from (%s, see the report): nothing was copied to %s", device,

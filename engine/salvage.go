@@ -20,12 +20,11 @@ type SalvageReport struct {
 	// Problems say what recovery went past (the newest checkpoint or
 	// the log before it damaged, what was logged after the checkpoint
 	// it started from therefore lost) and what no record verifies.
-	Fsck *FsckReport
-	// Recovered says recovery found a state to copy from; without
-	// one (Fsck.Problems say why) Files is empty and nothing was
-	// copied, which is no copy of every file.
-	Recovered bool
-	Files     []SalvagedFile
+	// Without Fsck.Recovered, recovery found no state to copy from
+	// (Fsck.Problems say why): Files is empty and nothing was copied,
+	// which is no copy of every file.
+	Fsck  *FsckReport
+	Files []SalvagedFile
 }
 
 // SalvagedFile is one file Salvage handed to its sink.
@@ -48,7 +47,7 @@ type SalvageHole struct {
 // Complete reports whether Salvage recovered everything: no damage, no
 // hole, and every file copied.
 func (r *SalvageReport) Complete() bool {
-	if r.Fsck == nil || !r.Recovered || len(r.Fsck.Problems) > 0 {
+	if r.Fsck == nil || !r.Fsck.Recovered || len(r.Fsck.Problems) > 0 {
 		return false
 	}
 	for _, f := range r.Files {
@@ -101,7 +100,6 @@ func Salvage(dev zns.Device, create func(name string, size int64) (io.WriterAt, 
 		return out, nil // recovery found nothing to start from: the report says why
 	}
 	defer st.close()
-	out.Recovered = true
 	files := make([]*file, 0, len(st.e.byName))
 	for _, f := range st.e.byName {
 		files = append(files, f)
