@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/zonefold/zonefold/zns"
+)
+
+// failAfterFirst is a copy's file whose first write lands and every
+// later one fails with ENOSPC: a destination that fills up part way
+// through a file. (A fake around the real file in DIR: filling a real
+// file system here would take a mount the tests cannot make.)
+type failAfterFirst struct {
+	io.WriterAt
+	wrote bool
+}
+
+func (f *failAfterFirst) WriteAt(p []byte, off int64) (int, error) {
+	if f.wrote {
+		return 0, syscall.ENOSPC
+	}
+	f.wrote = true
+	return f.WriterAt.WriteAt(p, off)
+}
+
+func (f *failAfterFirst) Close() error { return f.WriterAt.(io.Closer).Close() }
+
+// TestH45fCopyThatStopsLeavesNoPartFile: a copy that stopped part way
+// through a file (the destination full) left that file in DIR at its
+// full size (created sized), its first bytes copied and the rest zeros:
+// in DIR it looked like a whole copy, and the help said DIR holds at
+// most what the report says was copied. The part copied is removed; DIR
+// holds exactly the files copied whole before it.
+func TestH45fCopyThatStopsLeavesNoPartFile(t *testing.T) {
+	_, devName, e := copyToDevice(t)
+	a := bytes.Repeat([]byte("a"), 3*4096+100)
+	// b spans two records, so its copy writes twice.
+	copyToWrite(t, e, "a", a)
+	copyToWrite(t, e, "b", bytes.Repeat([]byte("b"), 8192))
+	f, err := e.Open("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(bytes.Repeat([]byte("B"), 8192), 8192); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	copyToWrite(t, e, "c", []byte("data of c"))
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := zns.Open(devName, zns.Options{Existing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	dir := filepath.Join(t.TempDir(), "copy")
+	root, _, err := copyDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	dirs := copyDirs{}
+	create := createIn(root, dirs)
+	full := func(name string, size int64) (io.WriterAt, error) {
+		w, err := create(name, size)
+		if err != nil || name != "b" {
+			return w, err
+		}
+		return &failAfterFirst{WriterAt: w}, nil
+	}
+	var out bytes.Buffer
+	err = salvageInto(&out, devName, dev, full, finishCopy(root, dirs), dir, false)
+	if err == nil || !strings.Contains(err.Error(), "stopped after 1 file") || !strings.Contains(err.Error(), `"b"`) {
+		t.Fatalf("a copy that fills its destination part way through b: error %v, want it stopped after 1 file, naming b\n%s", err, out.String())
+	}
+	if fsckStatus(err).(*statusError).status != exitNotChecked {
+		t.Errorf("exit status %d, want %d", fsckStatus(err).(*statusError).status, exitNotChecked)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "b")); err == nil {
+		t.Errorf("DIR holds b (%d bytes), part copied, as if whole; the report says 1 file copied\n%s", fi.Size(), out.String())
+	}
+	copyToCheck(t, dir, map[string][]byte{"a": a})
+}
