@@ -2,8 +2,10 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -90,4 +92,29 @@ func TestH45fCopyThatStopsLeavesNoPartFile(t *testing.T) {
 		t.Errorf("DIR holds b (%d bytes), part copied, as if whole; the report says 1 file copied\n%s", fi.Size(), out.String())
 	}
 	copyToCheck(t, dir, map[string][]byte{"a": a})
+}
+
+// TestH45fFileDIRCannotSizeIsNotLeftEmpty: a file whose copy DIR could
+// not size (over the file size limit, RLIMIT_FSIZE, as a quota would
+// be) is NOT COPIED, exit 4, but was left in DIR empty under its name.
+// From the real binary under sh's ulimit -f.
+func TestH45fFileDIRCannotSizeIsNotLeftEmpty(t *testing.T) {
+	_, devName, e := copyToDevice(t)
+	big := bytes.Repeat([]byte("big....."), 16<<10) // 128 KiB
+	copyToWrite(t, e, "big", big)
+	copyToWrite(t, e, "small", []byte("data of small"))
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "copy")
+	// 128 blocks of 512 bytes (sh's unit): 64 KiB.
+	cmd := exec.Command("sh", "-c", `ulimit -f 128 && exec "$0" "$@"`, zonefoldBinary(t), "fsck", devName, "--copy-to", dir)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitCopyIncomplete || !strings.Contains(out.String(), `NOT COPIED: file "big"`) {
+		t.Fatalf("fsck --copy-to with a file over the size limit: %v, want exit %d and big NOT COPIED\n%s", err, exitCopyIncomplete, out.String())
+	}
+	copyToCheck(t, dir, map[string][]byte{"small": []byte("data of small")})
 }

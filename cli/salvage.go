@@ -154,7 +154,12 @@ func createIn(root *os.Root, dirs copyDirs) func(name string, size int64) (io.Wr
 			return nil, flatClash(root, rel, err)
 		}
 		if err := f.Truncate(size); err != nil {
+			// NOT COPIED, so not left in DIR, empty under its
+			// name (over a size limit or quota: EFBIG, EDQUOT).
 			f.Close()
+			if rerr := root.Remove(rel); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("and it could not be removed from the copy: %w", rerr))
+			}
 			return nil, err
 		}
 		return syncedFile{f}, nil
