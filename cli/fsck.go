@@ -32,7 +32,8 @@ var errDamaged = errors.New("file system is damaged")
 // fsck's exit statuses, for a script checking a device or salvaging one
 // to tell its outcomes apart. They follow e2fsck's where the meaning is
 // the same (e2fsck: 1 errors found and corrected, 4 errors left, 8
-// operational error; xfs_repair -n: 1 corruption found), past zonefold's
+// operational error; xfs_repair -n: 1 corruption found, which is what
+// fsck's 1 is, since it corrects nothing), past zonefold's
 // 0 and 2 (usage), which stay; the highest that applies is the status
 // (not a bit mask). 0, 1 and 2 are what fsck exited before --copy-to
 // told a copy that lost nothing from one that did.
@@ -42,14 +43,15 @@ const (
 	// whole.
 	exitDamaged = 1
 	// exitCopyIncomplete: --copy-to copied what it could, but a file
-	// is NOT COPIED or a range of one NOT RECOVERED (a hole of zeros):
-	// the report lists each, DIR holds the rest.
+	// is NOT COPIED (DIR could not take it) or a range of one NOT
+	// RECOVERED (a hole of zeros): the report lists each, DIR holds
+	// the rest.
 	exitCopyIncomplete = 4
 	// exitNotChecked: fsck could not do its job: the device could not
 	// be opened or read, recovery refused it (plain fsck) or found no
 	// state to copy from (--copy-to), DIR was refused, or the copy
 	// stopped part way (the report, if printed, says how many files
-	// DIR holds).
+	// DIR holds, whole: the one it stopped in is removed, finishCopy).
 	exitNotChecked = 8
 )
 
@@ -105,22 +107,25 @@ where the one given differs, fsck names the parameter. A name DIR cannot hold
 because zonefold names are flat ('a' and 'a/b' both files) is NOT COPIED
 with why.
 
-Exit status (the highest that applies; 1, 4 and 8 as e2fsck's):
+Exit status (the highest that applies; 4 and 8 as e2fsck's, 1 as
+xfs_repair -n's: fsck repairs nothing):
   0  clean; with --copy-to, every file copied whole
   1  damage found (the report's DAMAGE lines); with --copy-to, every file
      it recovered still copied whole (what the damage cost that it cannot
      name, such as what was logged after a damaged checkpoint, the DAMAGE
      lines say)
   2  usage error (a bad flag, argument or device string)
-  4  --copy-to: a file NOT COPIED or a range NOT RECOVERED (left a hole
-     of zeros); the report lists each, DIR holds the rest
+  4  --copy-to: a file NOT COPIED (DIR could not take it: a name it
+     cannot hold, a size over its limit) or a range NOT RECOVERED (left
+     a hole of zeros); the report lists each, DIR holds the rest
   8  fsck could not check or copy: the device could not be opened or
      read, recovery refused it or (--copy-to) found no state to copy from
-     (the error says why), DIR was refused, or the copy stopped part way
-     (DIR holds what the report says it copied)
+     (the report or the error says why), DIR was refused, or the copy
+     stopped part way (DIR holds the files the report says it copied,
+     whole; not the one it stopped in)
 A script salvaging a device: 0 or 1, every file fsck found came back
-whole; 4, the report lists what did not; 8, DIR holds at most what the
-report says it copied.`,
+whole; 4, the report lists what did not; 8, DIR holds only the files
+the report says it copied, if any.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			defer func() { err = fsckStatus(err) }()
@@ -136,9 +141,11 @@ report says it copied.`,
 				defer root.Close()
 				if made {
 					// A device that cannot be opened leaves no
-					// empty directory behind.
+					// empty directory behind; a copy fsck made,
+					// empty or not (exit 1 or 4: the report says
+					// what DIR holds), is kept.
 					defer func() {
-						if err != nil {
+						if err != nil && !errors.Is(err, errDamaged) && !errors.Is(err, errIncomplete) {
 							os.Remove(copyTo) // only if still empty
 						}
 					}()

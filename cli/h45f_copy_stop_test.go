@@ -118,3 +118,24 @@ func TestH45fFileDIRCannotSizeIsNotLeftEmpty(t *testing.T) {
 	}
 	copyToCheck(t, dir, map[string][]byte{"small": []byte("data of small")})
 }
+
+// TestH45fDamagedButAllCopiedKeepsDIR: exit 1 says every file recovery
+// found was copied whole to DIR, but when there were none the DIR fsck
+// had made was removed again (as after a device that does not open), so
+// the DIR the message names was not there. A lost zone table (damage)
+// on a file system with no files.
+func TestH45fDamagedButAllCopiedKeepsDIR(t *testing.T) {
+	path, devName, e := copyToDevice(t)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	loseZoneTable(t, path)
+	dir := filepath.Join(t.TempDir(), "copy")
+	code, out := copyToRun("fsck", devName, "--copy-to", dir)
+	if code != exitDamaged || !strings.Contains(out, "copied 0 files") {
+		t.Fatalf("fsck --copy-to of a lost table holding no files: exit %d, want %d\n%s", code, exitDamaged, out)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		t.Errorf("exit %d says the files were copied to %s, but: %v\n%s", code, dir, err, out)
+	}
+}
