@@ -125,7 +125,9 @@ xfs_repair -n's: fsck repairs nothing):
      whole; not the one it stopped in)
 A script salvaging a device: 0 or 1, every file fsck found came back
 whole; 4, the report lists what did not; 8, DIR holds only the files
-the report says it copied, if any.`,
+the report says it copied, if any. A signal stops fsck at once (130
+after SIGINT, 143 after SIGTERM): no report, and DIR may hold a file
+copied part way.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			defer func() { err = fsckStatus(err) }()
