@@ -23,7 +23,8 @@ import (
 //
 //   - Exit status: 0 success, 1 failure, 2 usage (an unknown command or
 //     help topic, a bad flag or argument, an empty one: emptyArg,
-//     pathVar), 128+N after signal N: 130 after
+//     pathVar), 128+N after signal N (fsck alone has statuses of its own
+//     past 2, as e2fsck does: fsckStatus): 130 after
 //     SIGINT, 143 after SIGTERM, 129 after SIGHUP. serve, which a signal
 //     is meant to stop, exits 0 when it stopped cleanly. A well-formed
 //     path that cannot be opened or created (put's LOCAL, a device,
@@ -86,6 +87,17 @@ func watchesContext(cmd *cobra.Command) *cobra.Command {
 func annotated(cmd *cobra.Command, key string) bool {
 	return cmd != nil && cmd.Annotations[key] != ""
 }
+
+// statusError is an error a command ends with under an exit status of
+// its own (fsck's: fsckStatus), printed as any failure is. A usage error
+// or a signal it wraps still decides the status.
+type statusError struct {
+	status int
+	err    error
+}
+
+func (e *statusError) Error() string { return e.err.Error() }
+func (e *statusError) Unwrap() error { return e.err }
 
 // usageError is an error in how a command was called: exit status 2.
 type usageError struct {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,8 +26,48 @@ const acceptDamagedFlag = "accept-damaged-records"
 // device (engine.Salvage).
 const copyToFlag = "copy-to"
 
-// errDamaged makes fsck exit non-zero after it printed its report.
-var errDamaged = fmt.Errorf("file system is damaged")
+// errDamaged makes fsck exit exitDamaged after it printed its report.
+var errDamaged = errors.New("file system is damaged")
+
+// fsck's exit statuses, for a script checking a device or salvaging one
+// to tell its outcomes apart. They follow e2fsck's where the meaning is
+// the same (e2fsck: 1 errors found and corrected, 4 errors left, 8
+// operational error; xfs_repair -n: 1 corruption found, which is what
+// fsck's 1 is, since it corrects nothing), past zonefold's
+// 0 and 2 (usage), which stay; the highest that applies is the status
+// (not a bit mask). 0, 1 and 2 are what fsck exited before --copy-to
+// told a copy that lost nothing from one that did.
+const (
+	// exitDamaged: damage found (the report lists it as DAMAGE);
+	// with --copy-to, every file recovery found was still copied
+	// whole.
+	exitDamaged = 1
+	// exitCopyIncomplete: --copy-to copied what it could, but a file
+	// is NOT COPIED (DIR could not take it) or a range of one NOT
+	// RECOVERED (a hole of zeros): the report lists each, DIR holds
+	// the rest.
+	exitCopyIncomplete = 4
+	// exitNotChecked: fsck could not do its job: the device could not
+	// be opened or read, recovery refused it (plain fsck) or found no
+	// state to copy from (--copy-to), DIR was refused, or the copy
+	// stopped part way (the report, if printed, says how many files
+	// DIR holds, whole: the one it stopped in is removed, finishCopy).
+	exitNotChecked = 8
+)
+
+// fsckStatus is err, fsck's result, with the exit status it ends with
+// (nil stays nil; a usage error stays 2, exitStatus seeing through).
+func fsckStatus(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errIncomplete):
+		return &statusError{status: exitCopyIncomplete, err: err}
+	case errors.Is(err, errDamaged):
+		return &statusError{status: exitDamaged, err: err}
+	}
+	return &statusError{status: exitNotChecked, err: err}
+}
 
 func newFsckCmd() *cobra.Command {
 	var asJSON, acceptOffline, acceptDamaged bool
@@ -36,7 +77,8 @@ func newFsckCmd() *cobra.Command {
 		Short: "Check a zonefold file system without changing it",
 		Long: `Reads both superblock copies, the metadata log, every record in every data
 zone (header and data checksums) and checks that every file's extents point
-at records that carry them. Prints a report; exits non-zero on damage.
+at records that carry them. Prints a report; exits non-zero on damage
+(the exit statuses are at the end).
 
 --accept-offline-zones checks the file system as zonefold serve
 --accept-offline-zones would open it when a data zone went offline
@@ -63,11 +105,32 @@ in it, in memory, the report saying so first; the device string must give
 the geometry it was formatted with (zone_size, zones, zone_cap, conv), and
 where the one given differs, fsck names the parameter. A name DIR cannot hold
 because zonefold names are flat ('a' and 'a/b' both files) is NOT COPIED
-with why. Exit status: 0 when every file was copied whole
-from a clean device, 1 when anything was not recovered or not copied
-(the report lists it) or the copy failed.`,
+with why.
+
+Exit status (the highest that applies; 4 and 8 as e2fsck's, 1 as
+xfs_repair -n's: fsck repairs nothing):
+  0  clean; with --copy-to, every file copied whole
+  1  damage found (the report's DAMAGE lines); with --copy-to, every file
+     it recovered still copied whole (what the damage cost that it cannot
+     name, such as what was logged after a damaged checkpoint, the DAMAGE
+     lines say)
+  2  usage error (a bad flag, argument or device string)
+  4  --copy-to: a file NOT COPIED (DIR could not take it: a name it
+     cannot hold, a size over its limit) or a range NOT RECOVERED (left
+     a hole of zeros); the report lists each, DIR holds the rest
+  8  fsck could not check or copy: the device could not be opened or
+     read, recovery refused it or (--copy-to) found no state to copy from
+     (the report or the error says why), DIR was refused, or the copy
+     stopped part way (DIR holds the files the report says it copied,
+     whole; not the one it stopped in)
+A script salvaging a device: 0 or 1, every file fsck found came back
+whole; 4, the report lists what did not; 8, DIR holds only the files
+the report says it copied, if any. A signal stops fsck at once (130
+after SIGINT, 143 after SIGTERM): no report, and DIR may hold a file
+copied part way.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			defer func() { err = fsckStatus(err) }()
 			if err := refuseStartOver(args[0], false, "fsck never writes: drop format=1"); err != nil {
 				return err
 			}
@@ -80,9 +143,11 @@ from a clean device, 1 when anything was not recovered or not copied
 				defer root.Close()
 				if made {
 					// A device that cannot be opened leaves no
-					// empty directory behind.
+					// empty directory behind; a copy fsck made,
+					// empty or not (exit 1 or 4: the report says
+					// what DIR holds), is kept.
 					defer func() {
-						if err != nil {
+						if err != nil && !errors.Is(err, errDamaged) && !errors.Is(err, errIncomplete) {
 							os.Remove(copyTo) // only if still empty
 						}
 					}()
@@ -114,6 +179,13 @@ from a clean device, 1 when anything was not recovered or not copied
 			} else {
 				printFsck(cmd.OutOrStdout(), args[0], rep)
 			}
+			if !rep.Recovered {
+				// What fsck found stopped it before the files:
+				// not checked, which damage found in a file
+				// system it checked (1) would understate.
+				return fmt.Errorf("%s: fsck could not check the file system: recovery stopped before the files (%s, see the report)", args[0],
+					counted(len(rep.Problems), "problem"))
+			}
 			if len(rep.Problems) > 0 {
 				return fmt.Errorf("%s: %w (%s)", args[0], errDamaged, counted(len(rep.Problems), "problem"))
 			}
@@ -122,7 +194,7 @@ from a clean device, 1 when anything was not recovered or not copied
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	cmd.Flags().BoolVar(&acceptOffline, acceptOfflineFlag, false, "recover past a data zone gone offline holding data newer than the last checkpoint, as serve --accept-offline-zones does, and name the files that map data there")
-	cmd.Flags().StringVar(&copyTo, copyToFlag, "", "copy every file it can recover into `DIR` (empty or missing), never writing the device; exits 1 if anything was not recovered")
+	cmd.Flags().StringVar(&copyTo, copyToFlag, "", "copy every file it can recover into `DIR` (empty or missing), never writing the device; exits 4 if anything was not copied whole")
 	cmd.Flags().BoolVar(&acceptDamaged, acceptDamagedFlag, false, "recover past a damaged record header newer than the last checkpoint, as serve --accept-damaged-records does, and name where it was")
 	return cmd
 }

@@ -57,7 +57,7 @@ func TestZonesReportWithFormat1RefusesAServedDevice(t *testing.T) {
 	if r := runBinary(t, args...); r.status != 0 {
 		t.Fatalf("%v with no daemon: %+v", args, r)
 	}
-	if r := runBinary(t, "fsck", "emu:"+path); r.status != 1 || !strings.Contains(r.stderr, "not formatted") {
+	if r := runBinary(t, "fsck", "emu:"+path); r.status != exitNotChecked || !strings.Contains(r.stderr, "not formatted") {
 		t.Fatalf("fsck after format=1: %+v", r)
 	}
 }

@@ -109,7 +109,7 @@ func TestH44dWrongValuesAreUsageErrorsThatSayWhatIsTaken(t *testing.T) {
 
 // TestH44dWhatTheUserMeantStillRuns: the refusals above are no more
 // than they must be. A device string that is well formed but names what
-// cannot be opened stays a failure (exit 1); the default --readahead
+// cannot be opened stays a failure (exit 1; fsck's 8); the default --readahead
 // under a small --cache (lowered to a thirty-second of it, as its help
 // says) and the largest --readahead it takes run; a --scale that leaves
 // no whole number of blocks rounds down, as its help says; --zones at
@@ -129,7 +129,7 @@ func TestH44dWhatTheUserMeantStillRuns(t *testing.T) {
 		// start one with 'zonefold serve DEVICE --socket DIR'", which
 		// serve refuses.
 		{[]string{"ls", "--socket", dir}, 1, dir + " is a directory, not a socket"},
-		{[]string{"fsck", "emu:" + filepath.Join(dir, "missing")}, 1, ""},
+		{[]string{"fsck", "emu:" + filepath.Join(dir, "missing")}, exitNotChecked, ""}, // fsck's own status: fsckStatus
 		{[]string{"format", dev, "--zones", "6"}, 0, "6 of 16 zones"},
 		{[]string{"format", "emu:" + filepath.Join(dir, "small") + "?zone_size=64K&zones=64", "--zones", "10"}, 0, "10 of 64 zones"},
 		{[]string{"bench", "run", dev, "--force", "--size", "1M", "--cache", "64M"}, 0, "MiB/s"},

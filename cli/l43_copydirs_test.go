@@ -115,7 +115,7 @@ func TestCopyToThatStopsReportsWhatItCopied(t *testing.T) {
 	}
 	synced := false
 	var out bytes.Buffer
-	err = salvageInto(&out, devName, dev, create, func() error { synced = true; return nil }, "DIR", false)
+	err = salvageInto(&out, devName, dev, create, func(string) error { synced = true; return nil }, "DIR", false)
 	if err == nil || !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), `"b"`) || !strings.Contains(err.Error(), "stopped after 1 file") {
 		t.Errorf("a copy whose destination is full: error %v, want ENOSPC naming file \"b\" after 1 file", err)
 	}

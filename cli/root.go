@@ -163,6 +163,9 @@ func exitStatus(stderr io.Writer, err error, sig syscall.Signal, cmd *cobra.Comm
 		return exitUsage
 	}
 	fmt.Fprintln(stderr, errorLine(err))
+	if st := (*statusError)(nil); errors.As(err, &st) {
+		return st.status
+	}
 	return exitFailure
 }
 

@@ -18,8 +18,8 @@ import (
 	"github.com/zonefold/zonefold/zns"
 )
 
-// errIncomplete makes fsck --copy-to exit non-zero after it printed its
-// report: something was not recovered or not copied.
+// errIncomplete makes fsck --copy-to exit exitCopyIncomplete after it
+// printed its report: something was not recovered or not copied.
 var errIncomplete = errors.New("copy incomplete")
 
 // copyDir opens dir, fsck --copy-to's destination, creating it if it is
@@ -154,7 +154,12 @@ func createIn(root *os.Root, dirs copyDirs) func(name string, size int64) (io.Wr
 			return nil, flatClash(root, rel, err)
 		}
 		if err := f.Truncate(size); err != nil {
+			// NOT COPIED, so not left in DIR, empty under its
+			// name (over a size limit or quota: EFBIG, EDQUOT).
 			f.Close()
+			if rerr := root.Remove(rel); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("and it could not be removed from the copy: %w", rerr))
+			}
 			return nil, err
 		}
 		return syncedFile{f}, nil
@@ -209,20 +214,48 @@ func shellWord(s string) string {
 // recovered and what it could not.
 func salvage(cmd *cobra.Command, device string, dev zns.Device, root *os.Root, dir string, asJSON bool) error {
 	dirs := copyDirs{}
-	return salvageInto(cmd.OutOrStdout(), device, dev, createIn(root, dirs), func() error { return dirs.sync(root) }, dir, asJSON)
+	return salvageInto(cmd.OutOrStdout(), device, dev, createIn(root, dirs), finishCopy(root, dirs), dir, asJSON)
 }
 
-// salvageInto runs engine.Salvage into create, then done (which makes what
-// was copied durable), and prints the report. A copy that stops part way
-// (the copy's file system full, a device read failing other than EIO)
-// still syncs and reports the files it copied before the one that
-// stopped it, so the user knows what DIR holds.
-func salvageInto(out io.Writer, device string, dev zns.Device, create func(name string, size int64) (io.WriterAt, error), done func() error, dir string, asJSON bool) error {
-	rep, err := engine.Salvage(dev, create)
+// finishCopy makes the done function salvageInto takes for a copy into
+// root: it removes the file the copy stopped in, if any (partial), then
+// syncs dirs.
+func finishCopy(root *os.Root, dirs copyDirs) func(partial string) error {
+	return func(partial string) error {
+		var err error
+		if partial != "" {
+			if err = root.Remove(partial); err != nil {
+				err = fmt.Errorf("remove %q, copied part way, from the copy: %w", partial, err)
+			}
+		}
+		return errors.Join(err, dirs.sync(root))
+	}
+}
+
+// salvageInto runs engine.Salvage into create, then done (which removes
+// the file the copy stopped in, partial, and makes what was copied
+// durable), and prints the report. A copy that stops part way (the
+// copy's file system full, a device read failing other than EIO) still
+// syncs and reports the files it copied before the one that stopped
+// it, so the user knows what DIR holds: those, whole. The one it
+// stopped in is not left there: created at its full size, its first
+// bytes copied and the rest zeros, it looked whole.
+func salvageInto(out io.Writer, device string, dev zns.Device, create func(name string, size int64) (io.WriterAt, error), done func(partial string) error, dir string, asJSON bool) error {
+	var partial string // the file being copied
+	rep, err := engine.Salvage(dev, func(name string, size int64) (io.WriterAt, error) {
+		w, err := create(name, size)
+		if err == nil {
+			partial = name
+		}
+		return w, err
+	})
 	if rep == nil {
 		return err
 	}
-	stopped := errors.Join(err, done())
+	if err == nil {
+		partial = "" // every file created was copied
+	}
+	stopped := errors.Join(err, done(partial))
 	copied, holes, skipped := 0, 0, 0
 	var bytes int64
 	for _, f := range rep.Files {
@@ -271,11 +304,27 @@ func salvageInto(out io.Writer, device string, dev zns.Device, create func(name 
 		fmt.Fprintln(out)
 	}
 	if stopped != nil {
+		if partial != "" {
+			return fmt.Errorf("%s: the copy to %s stopped after %s (the part of %q copied is not kept): %w", device, dir, counted(copied, "file"), partial, stopped)
+		}
 		return fmt.Errorf("%s: the copy to %s stopped after %s: %w", device, dir, counted(copied, "file"), stopped)
 	}
-	if !rep.Complete() {
+	if !rep.Fsck.Recovered {
+		// Nothing to copy from, which is not every file copied:
+		// fsck could not do its job, as plain fsck's refusal.
+		return fmt.Errorf("%s: recovery found no state to copy from (%s, see the report): nothing was copied to %s", device,
+			counted(len(rep.Fsck.Problems), "problem"), dir)
+	}
+	if holes > 0 || skipped > 0 {
 		return fmt.Errorf("%s: %w: %s not recovered, %s not copied, %s (see the report)", device, errIncomplete,
 			counted(holes, "range"), counted(skipped, "file"), counted(len(rep.Fsck.Problems), "problem"))
+	}
+	if !rep.Complete() {
+		// Damage, but every file recovery found came back whole
+		// (what the damage cost that it cannot name, the DAMAGE
+		// lines say).
+		return fmt.Errorf("%s: %w (%s); every file it recovered was copied whole to %s", device, errDamaged,
+			counted(len(rep.Fsck.Problems), "problem"), dir)
 	}
 	return nil
 }

@@ -21,8 +21,14 @@ type FsckReport struct {
 	Records    int   // records walked in data zones
 	LiveBytes  int64 // bytes the extent maps point at
 	Replayed   int   // operations and records newer than the checkpoint
-	Notes      []string
-	Problems   []string
+	// Recovered says recovery found a state and fsck checked it.
+	// Without it (the device's geometry or zones not what the
+	// superblock says, or recovery refusing the device, as it does
+	// a damaged newest checkpoint that Salvage goes past: Problems
+	// say why) nothing past that was checked and the counts are zero.
+	Recovered bool
+	Notes     []string
+	Problems  []string
 }
 
 func (r *FsckReport) problem(format string, args ...any) {
@@ -148,6 +154,7 @@ func fsck(dev zns.Device, opts FsckOptions, salvage bool) (*FsckReport, *fsckSta
 		st.close()
 		return nil, nil, err
 	}
+	rep.Recovered = true
 	return rep, st, nil
 }
 

@@ -219,20 +219,7 @@ func (d *h39fBadRead) Read(off int64, buf []byte, c uring.Completion) error {
 // which only reports the cut, looks on past it for whole records and
 // failed Open on the bad block's EIO. It must report, not refuse.
 func TestH39fCutLogReportSurvivesABadBlockAfterIt(t *testing.T) {
-	var opAt, devAt int64
-	devName, path, _, _ := h39cImage(t, func(e *Engine) {
-		createSynced(t, e, "b", pattern(8<<10, 3)).Close()
-		e.meta.mu.Lock()
-		h, wp := e.meta.active, e.meta.wp
-		e.meta.mu.Unlock()
-		if err := e.Remove("b"); err != nil {
-			t.Fatal(err)
-		}
-		z, zoff := e.sb.metaAt(h, wp)
-		devAt = int64(z)*e.geo.ZoneSize + zoff
-		opAt = emuOf(t, e).FileOffset(devAt)
-	})
-	h39cPatch(t, path, opAt, func(b []byte) { clear(b) })
+	devName, _, _, devAt := zeroedRemoveImage(t)
 	dev, err := zns.Open(devName, zns.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -551,10 +551,35 @@ func (e *Engine) metaHalfEnd(h int, report []zns.Zone) int64 {
 }
 
 // halfEnd is metaHalfEnd of a half whose zones' report is zones.
+//
+// On a device whose zone table was inferred (zns.Emu.inferZones) a
+// zone's write pointer is only where the emu file's data ends in it,
+// and a copy that made zero blocks holes (cp --sparse=always, rsync -S)
+// puts it before a record whose last block is all zeros: a checkpoint's
+// payload ends with the last data zone's write pointer, 8 zero bytes
+// when that zone is empty. One that ends a zone's capacity so showed the
+// zone written part way, which ended the half there: the checkpoint
+// taken for torn and every record after it, in the half's next zones,
+// lost without a word (TestSalvageLostZoneTableMetaRecordEndingInAZeroBlock).
+// The log fills a half's zones in order, so there a zone before the
+// last one that holds data was written to its capacity; its tail reads
+// as the zeros the records hold. (A record past the last zone's
+// inferred write pointer: scanMetaHalf.)
 func (e *Engine) halfEnd(zones []zns.Zone) int64 {
+	last := -1
+	if tableInferred(e.dev) {
+		for i, rz := range zones {
+			if rz.WP > rz.Start {
+				last = i
+			}
+		}
+	}
 	var end int64
-	for _, rz := range zones {
+	for i, rz := range zones {
 		w := min(max(rz.WP-rz.Start, 0), e.sb.ZoneCap)
+		if i < last {
+			w = e.sb.ZoneCap
+		}
 		end += w
 		if w < e.sb.ZoneCap {
 			break
@@ -696,7 +721,9 @@ func (e *Engine) checkCutLog(h int, off int64, report []zns.Zone, ckptSeq uint64
 		// A block after it that the medium fails to read
 		// (later.bad) is passed over: what follows the cut is
 		// not replayed either way, and if the block reads again a
-		// later Open finds what it holds (checkHiddenLog).
+		// later Open finds what it holds (checkHiddenLog). The
+		// report says so: "nothing whole follows it" alone would
+		// claim a look at a block nobody could read.
 		later, err := e.laterMeta(h, off, end, ckptSeq, full, buf, w)
 		switch {
 		case err != nil:
@@ -706,6 +733,9 @@ func (e *Engine) checkCutLog(h int, off int64, report []zns.Zone, ckptSeq uint64
 		case later.top != 0:
 			follows = later.text() + " follows it"
 			cutTop = later.top
+		}
+		if later.bad != nil {
+			follows += fmt.Sprintf("; the block at %d after it fails to read (the medium failed the read: %v) and was passed over, so what it holds is not known", later.badAt, later.bad)
 		}
 	}
 	d := fmt.Sprintf("metadata half %d's log stops at %d, below its write pointer (%d), on a record that fails its checksum (%s): the operations logged from there on are not replayed; unless that record was a write that failed (never acknowledged), it is damage, and files removed since may be back, renamed ones under their old names, created ones gone",
@@ -872,7 +902,14 @@ func (e *Engine) scanMetaHalf(half int, report []zns.Zone, buf *scanBuf, w *urin
 			break // the end of this zone's valid log
 		}
 		n := metaRecordLen(h.length)
-		if off+n > end {
+		// Past the write pointer a record is torn, but where the
+		// zone table was inferred that is only where the emu file's
+		// data ends (halfEnd): a record whose last blocks are zeros
+		// made holes runs past it, whole. There it is read (the
+		// holes read as zeros) and kept if its checksum holds, as a
+		// data record is (wholePastInferredWP).
+		past := off+n > end
+		if past && (!tableInferred(e.dev) || off+n > e.sb.metaHalfCap()) {
 			break // torn
 		}
 		if err := buf.grow(int(n)); err != nil {
@@ -885,6 +922,9 @@ func (e *Engine) scanMetaHalf(half int, report []zns.Zone, buf *scanBuf, w *urin
 		payload, err := verifyMeta(rec, h)
 		if err != nil {
 			break
+		}
+		if past {
+			end = off + n // whole past an inferred write pointer
 		}
 		switch h.kind {
 		case metaCheckpoint:

@@ -20,6 +20,9 @@ type SalvageReport struct {
 	// Problems say what recovery went past (the newest checkpoint or
 	// the log before it damaged, what was logged after the checkpoint
 	// it started from therefore lost) and what no record verifies.
+	// Without Fsck.Recovered, recovery found no state to copy from
+	// (Fsck.Problems say why): Files is empty and nothing was copied,
+	// which is no copy of every file.
 	Fsck  *FsckReport
 	Files []SalvagedFile
 }
@@ -44,7 +47,7 @@ type SalvageHole struct {
 // Complete reports whether Salvage recovered everything: no damage, no
 // hole, and every file copied.
 func (r *SalvageReport) Complete() bool {
-	if r.Fsck == nil || len(r.Fsck.Problems) > 0 {
+	if r.Fsck == nil || !r.Fsck.Recovered || len(r.Fsck.Problems) > 0 {
 		return false
 	}
 	for _, f := range r.Files {

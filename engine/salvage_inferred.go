@@ -26,7 +26,8 @@ func tableInferred(dev zns.Device) bool {
 // system that stores zero blocks as holes) ends past it. Its bytes
 // there read as zeros, which is what the file holds; it is whole if it
 // fits in the zone and every block passes its checksum. Anywhere else a
-// record past the write pointer is torn.
+// record past the write pointer is torn. (The metadata log's records,
+// whose last block can be zeros too: halfEnd and scanMetaHalf.)
 func (e *Engine) wholePastInferredWP(z *zone, rz zns.Zone, off int64, h *RecordHeader, buf *scanBuf, w *uring.Waiter) (bool, error) {
 	if !tableInferred(e.dev) || h.Kind == KindPad || off+BlockSize+int64(h.DataLen) > z.cap ||
 		int64(len(buf.mem)) < int64(h.DataLen) {
