@@ -81,7 +81,10 @@ var iecUnits = [...]string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
 
 // Human writes a byte count in binary units: exact when it is a whole
 // number of the largest unit that fits (64 MiB), else with up to two
-// decimals (1.5 KiB, 20.48 MiB).
+// decimals (1.5 KiB, 20.48 MiB), but in bytes when it is not a whole
+// number of KiB and two decimals would round it (3000 B, not 2.93 KiB):
+// a size given in bytes (a bench's --bs 3000) read back rounded was not
+// the size given, nor one a user could give again.
 func Human(n int64) string {
 	if n < 0 {
 		return "-" + humanU(uint64(-(n+1))+1) // -MinInt64 overflows an int64
@@ -98,6 +101,11 @@ func humanU(n uint64) string {
 		i++
 	}
 	shift := uint(10 * (i + 1))
+	if n%(1<<10) != 0 && n%(1<<(shift-2)) != 0 {
+		// Two decimals of the unit are exact for multiples of a
+		// quarter of it (1.25 KiB) only.
+		return fmt.Sprintf("%d B", n)
+	}
 	if n&(1<<shift-1) == 0 {
 		return fmt.Sprintf("%d %s", n>>shift, iecUnits[i])
 	}
