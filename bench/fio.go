@@ -66,6 +66,10 @@ func Fio(ctx context.Context, out io.Writer, device string, o FioOptions) (err e
 	var inproc, daemon fioBenchResult
 	for round := range o.Rounds {
 		r, err := inProcessRound(ctx, device, cfg, w)
+		var bad *OptionError
+		if errors.As(err, &bad) {
+			return err // a workload the device cannot hold: no round ran
+		}
 		if err != nil {
 			return fmt.Errorf("round %d in process: %w", round+1, err)
 		}
@@ -105,6 +109,9 @@ func inProcessRound(ctx context.Context, device string, cfg engine.Config, w Wor
 		return fioBenchResult{}, err
 	}
 	defer release() // after Close, which the function does itself
+	if err := checkFits(e, w); err != nil {
+		return fioBenchResult{}, errors.Join(err, e.Close())
+	}
 	if e.KeepsNoData() && w.bytes() > e.Capacity() {
 		// Past one fill GC must read zones back, which a null device
 		// cannot: the run would end in ENOSPC once the device is full.

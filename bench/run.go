@@ -43,16 +43,12 @@ func Run(ctx context.Context, out io.Writer, device string, o RunOptions) (err e
 			lock.Release()
 		}
 	}()
-	// Files that cannot fit the data zones failed only at the end of
-	// the device, with the engine's admission internals: say it first.
-	if need, capacity := int64(w.Files)*w.Size, e.Capacity(); need > capacity {
+	// Files that cannot fit the device failed only at the end of it,
+	// with the engine's admission internals: say it first, as the
+	// usage error it is.
+	if err := checkFits(e, w); err != nil {
 		e.Close()
-		files := fmt.Sprintf("%d files x %s (%s) need", w.Files, report.Human(w.Size), report.Human(need))
-		if w.Files == 1 {
-			files = fmt.Sprintf("1 file of %s needs", report.Human(w.Size))
-		}
-		return fmt.Errorf("bench run: %s more than the device's %s of data zones: lower --size, --files or --scale",
-			files, report.Human(capacity))
+		return err
 	}
 	if o.Progress != nil {
 		bar := newProgress(o.Progress, int64(w.Files)*w.Size, "bench run")

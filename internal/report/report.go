@@ -114,6 +114,23 @@ func humanU(n uint64) string {
 	return v + " " + iecUnits[i]
 }
 
+// Exact writes a byte count in the largest binary unit of which it is a
+// whole number (6148 KiB, 3000 B, 64 MiB): for a size the output sets
+// against another, where Human's rounding (6 MiB for 6148 KiB) would
+// make a size over a limit read as one within it.
+func Exact(n int64) string {
+	u := int64(1)
+	i := -1
+	for i+1 < len(iecUnits) && n != 0 && n%(u<<10) == 0 {
+		u <<= 10
+		i++
+	}
+	if i < 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%d %s", n/u, iecUnits[i])
+}
+
 // RateUnit is the unit of every rate zonefold prints.
 const RateUnit = "MiB/s"
 

@@ -27,6 +27,20 @@ func TestHuman(t *testing.T) {
 	}
 }
 
+func TestExact(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{
+		{0, "0 B"}, {3000, "3000 B"}, {1536, "1536 B"}, {6148 << 10, "6148 KiB"}, {64 << 20, "64 MiB"},
+		{1 << 30, "1 GiB"}, {-4096, "-4 KiB"}, {math.MinInt64, "-8 EiB"}, {math.MaxInt64, "9223372036854775807 B"},
+	} {
+		if got := Exact(tc.n); got != tc.want {
+			t.Errorf("Exact(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
+
 func TestMiBps(t *testing.T) {
 	if got := MiBps(3<<20, 2*time.Second); got != 1.5 {
 		t.Fatalf("MiBps = %v, want 1.5", got)
