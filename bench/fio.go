@@ -109,14 +109,14 @@ func inProcessRound(ctx context.Context, device string, cfg engine.Config, w Wor
 		return fioBenchResult{}, err
 	}
 	defer release() // after Close, which the function does itself
-	if err := checkFits(e, w); err != nil {
-		return fioBenchResult{}, errors.Join(err, e.Close())
-	}
 	if e.KeepsNoData() && w.bytes() > e.Capacity() {
 		// Past one fill GC must read zones back, which a null device
 		// cannot: the run would end in ENOSPC once the device is full.
 		return fioBenchResult{}, errors.Join(fmt.Errorf("the workload writes %s, more than the %s a null: device holds (it keeps no data, so GC cannot reclaim what is overwritten): a larger null: size, a smaller --scale or --size, or an emu: device",
 			mib(w.bytes()), mib(e.Capacity())), e.Close())
+	}
+	if err := checkFits(e, w); err != nil {
+		return fioBenchResult{}, errors.Join(err, e.Close())
 	}
 	res, err := RunWorkload(ctx, e, w)
 	if cerr := e.Close(); err == nil {
