@@ -3,30 +3,21 @@ package cli
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
 // h45dNeedFio skips without fio and the engine, unless
-// ZONEFOLD_REQUIRE_FIO is set (make test sets it), where it fails.
+// ZONEFOLD_REQUIRE_FIO is set (make test sets it), where it fails
+// (killFioEnv); the bench finds the engine through ZONEFOLD_FIO_ENGINE.
 func h45dNeedFio(t *testing.T) {
 	t.Helper()
-	fail := t.Skipf
-	if os.Getenv("ZONEFOLD_REQUIRE_FIO") != "" {
-		fail = t.Fatalf
+	_, eng := killFioEnv(t)
+	if eng == "" {
+		t.Skip("no fio or engine")
 	}
-	if _, err := exec.LookPath("fio"); err != nil {
-		fail("fio is not on PATH (make fio-engine installs it): %v", err)
-	}
-	if os.Getenv("ZONEFOLD_FIO_ENGINE") == "" {
-		so, _ := filepath.Abs("../build/fio/zonefold-engine.so")
-		if _, err := os.Stat(so); err != nil {
-			fail("the fio engine is not built (make fio-engine): %v", err)
-		}
-		t.Setenv("ZONEFOLD_FIO_ENGINE", so)
-	}
+	t.Setenv("ZONEFOLD_FIO_ENGINE", eng)
 }
 
 // TestH45dBenchFioLoopsRunOnBothSides: bench fio refused every --loops
