@@ -104,7 +104,9 @@ func findFioEngine(flag string) (string, error) {
 }
 
 func inProcessRound(ctx context.Context, device string, cfg engine.Config, w Workload) (fioBenchResult, error) {
-	e, release, err := OpenFormatted(device, cfg)
+	// The first round's open refuses files the device cannot hold,
+	// before anything (the daemon's round either) erased it.
+	e, release, err := openFormattedFor(device, cfg, &w)
 	if err != nil {
 		return fioBenchResult{}, err
 	}
@@ -114,9 +116,6 @@ func inProcessRound(ctx context.Context, device string, cfg engine.Config, w Wor
 		// cannot: the run would end in ENOSPC once the device is full.
 		return fioBenchResult{}, errors.Join(fmt.Errorf("the workload writes %s, more than the %s a null: device holds (it keeps no data, so GC cannot reclaim what is overwritten): a larger null: size, a smaller --scale or --size, or an emu: device",
 			mib(w.bytes()), mib(e.Capacity())), e.Close())
-	}
-	if err := checkFits(e, w); err != nil {
-		return fioBenchResult{}, errors.Join(err, e.Close())
 	}
 	res, err := RunWorkload(ctx, e, w)
 	if cerr := e.Close(); err == nil {

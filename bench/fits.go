@@ -5,12 +5,27 @@ import (
 
 	"github.com/zonefold/zonefold/engine"
 	"github.com/zonefold/zonefold/internal/report"
+	"github.com/zonefold/zonefold/zns"
 )
 
+// checkDeviceFits is checkFits for dev as FormatAndOpen would leave it
+// with cfg (engine.FreshRoom): it writes nothing, so a bench refuses a
+// workload the device cannot hold before its format erases the device.
+func checkDeviceFits(dev zns.Device, cfg engine.Config, w Workload) error {
+	capacity, room, err := engine.FreshRoom(dev, cfg)
+	if err != nil {
+		return err
+	}
+	f, ok := dev.(zns.Forgetful)
+	return checkFits(w, capacity, room, ok && f.KeepsNoData())
+}
+
 // checkFits refuses, as an OptionError, a workload whose files cannot
-// fit the device e (freshly formatted): bench run wrote until the device
+// fit a freshly formatted device whose data zones hold capacity bytes,
+// room of them outside GC's reserve: bench run wrote until the device
 // was full and failed there, exit 1, with the engine's admission
-// internals.
+// internals. null says the device is a null: one, which a larger size
+// in its string makes room on.
 //
 // What fits is what the engine's admission lets in (roomFor): the
 // writes admitted, the dirty data and the data on the device together
@@ -27,8 +42,7 @@ import (
 // The refusal is exact for the data alone: record headers (a block per
 // record) and pads take a little more, so a workload just under the
 // room may still meet ENOSPC as it runs; none refused here could run.
-func checkFits(e *engine.Engine, w Workload) error {
-	room := e.Available()
+func checkFits(w Workload, capacity, room int64, null bool) error {
 	need, all := w.blocksHeld(room / engine.BlockSize)
 	if need*engine.BlockSize <= room {
 		return nil
@@ -45,15 +59,33 @@ func checkFits(e *engine.Engine, w Workload) error {
 		// last blocks are whole blocks on the device.
 		what += fmt.Sprintf(", %s in the engine's %s blocks,", report.Exact(need*engine.BlockSize), report.Human(engine.BlockSize))
 	}
-	return badOption(fmt.Errorf("%s %s more than the %s the device holds for files (%s of data zones less GC's reserve): lower --size, --files or --scale",
-		what, verb, report.Exact(room), report.Exact(e.Capacity())))
+	fix := "lower --size, --files or --scale"
+	if null {
+		fix += ", or give the null: device a larger size"
+	}
+	return badOption(fmt.Errorf("%s %s more than the %s the device holds for files (%s of data zones less GC's reserve): %s",
+		what, verb, report.Exact(room), report.Exact(capacity), fix))
 }
+
+// maxReplayBytes bounds the memory randwrite's replay (blocksHeld) takes
+// to count the blocks its draws hit: a bitmap of a file's blocks up to
+// it (a 2 TiB file), else a set of the words hit, whose entries (up to
+// the room's blocks) take about replayEntryBytes each. A replay that
+// would need more is not made: the workload runs, and meets ENOSPC if
+// it does not fit. A bitmap of the file's blocks made for any size
+// (--size 1P: 32 GiB) ended bench run with the runtime out of memory.
+const (
+	maxReplayBytes   = 64 << 20
+	replayEntryBytes = 48
+)
 
 // blocksHeld is how many of the engine's blocks the workload's files
 // hold at its end (their blocks any write touched), counted up to limit+1
 // at most (past limit the workload does not fit, and randwrite's count
 // stops there). all says whether every write covers whole files
-// (sequential, reads' layouts) rather than random blocks.
+// (sequential, reads' layouts) rather than random blocks. A randwrite
+// whose count would cost more than maxReplayBytes reports 0: it is not
+// refused.
 func (w Workload) blocksHeld(limit int64) (n int64, all bool) {
 	blocks := w.Size / int64(w.BS) // the workload's blocks per file
 	perFile := w.opsPerFile()
@@ -68,16 +100,31 @@ func (w Workload) blocksHeld(limit int64) (n int64, all bool) {
 	if int64(w.Files)*fileBlocks <= limit {
 		return int64(w.Files) * fileBlocks, false // whatever the draws hit fits
 	}
-	hit := make([]uint64, ceilDiv(fileBlocks, 64))
+	// An operation touches at most this many blocks: the draws cannot
+	// hit more than all of them.
+	perOp := ceilDiv(int64(w.BS), engine.BlockSize) + 1
+	if perFile <= limit/(int64(w.Files)*perOp) {
+		return int64(w.Files) * perFile * perOp, false
+	}
+	var hits blockSet
+	switch {
+	case ceilDiv(fileBlocks, 64)*8 <= maxReplayBytes:
+		hits = &bitmapSet{bits: make([]uint64, ceilDiv(fileBlocks, 64))}
+	case (limit+1)*replayEntryBytes <= maxReplayBytes:
+		hits = wordSet{}
+	default:
+		return 0, false
+	}
 	for fi := range w.Files {
-		clear(hit)
+		hits.clear()
+		held := int64(0) // of this file's blocks
 		for q := range w.IODepth {
 			rng := w.rng(fi, q)
-			for op := int64(q); op < perFile; op += int64(w.IODepth) {
+			for op := int64(q); op < perFile && held < fileBlocks; op += int64(w.IODepth) {
 				off := rng.Int64N(blocks) * int64(w.BS)
 				for b := off / engine.BlockSize; b <= (off+int64(w.BS)-1)/engine.BlockSize; b++ {
-					if hit[b/64]&(1<<(b%64)) == 0 {
-						hit[b/64] |= 1 << (b % 64)
+					if hits.add(b) {
+						held++
 						if n++; n > limit {
 							return n, false
 						}
@@ -88,5 +135,40 @@ func (w Workload) blocksHeld(limit int64) (n int64, all bool) {
 	}
 	return n, false
 }
+
+// blockSet is the blocks of a file randwrite's replay has hit.
+type blockSet interface {
+	add(b int64) bool // reports whether b is new
+	clear()
+}
+
+// bitmapSet is a bit for each of the file's blocks.
+type bitmapSet struct{ bits []uint64 }
+
+func (s *bitmapSet) add(b int64) bool {
+	w, bit := &s.bits[b/64], uint64(1)<<(b%64)
+	if *w&bit != 0 {
+		return false
+	}
+	*w |= bit
+	return true
+}
+
+func (s *bitmapSet) clear() { clear(s.bits) }
+
+// wordSet is the 64-block words of the file hit, each with its bits: for
+// a file much larger than the room, whose bitmap would be too.
+type wordSet map[int64]uint64
+
+func (s wordSet) add(b int64) bool {
+	bit := uint64(1) << (b % 64)
+	if s[b/64]&bit != 0 {
+		return false
+	}
+	s[b/64] |= bit
+	return true
+}
+
+func (s wordSet) clear() { clear(s) }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

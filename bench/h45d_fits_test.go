@@ -50,7 +50,7 @@ func TestH45dCheckFitsBoundary(t *testing.T) {
 		{"random draws that do not", Workload{Files: 1, BS: 4096, IODepth: 4, Size: 16 << 20, RW: "randwrite", Loops: 3}, false,
 			"whose random writes land on more than 12 MiB of it"},
 	} {
-		err := checkFits(e, tc.w)
+		err := checkFits(tc.w, e.Capacity(), room, false)
 		var bad *OptionError
 		switch {
 		case tc.fits && err != nil:
@@ -70,8 +70,8 @@ func TestH45dCheckFitsCountsTheDrawsTheRunMakes(t *testing.T) {
 	e, room := h45dDevice(t)
 	w := Workload{Files: 2, BS: 8192, IODepth: 3, Size: 8 << 20, RW: "randwrite", Seed: 7}
 	held, _ := w.blocksHeld(room / engine.BlockSize)
-	if held*engine.BlockSize >= int64(w.Files)*w.Size || checkFits(e, w) != nil {
-		t.Fatalf("%d blocks held of 16 MiB, checkFits %v: the test wants draws that hit under the room", held, checkFits(e, w))
+	if held*engine.BlockSize >= int64(w.Files)*w.Size || checkFits(w, e.Capacity(), room, false) != nil {
+		t.Fatalf("%d blocks held of 16 MiB, checkFits %v: the test wants draws that hit under the room", held, checkFits(w, e.Capacity(), room, false))
 	}
 	if _, err := RunWorkload(t.Context(), e, w); err != nil {
 		t.Fatal(err)
