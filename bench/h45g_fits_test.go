@@ -2,7 +2,10 @@ package bench
 
 import (
 	"runtime"
+	"strings"
 	"testing"
+
+	"github.com/zonefold/zonefold/engine"
 )
 
 // TestH45gRandwriteReplayOfAHugeFileTakesLittleMemory: counting the
@@ -28,3 +31,22 @@ func TestH45gRandwriteReplayOfAHugeFileTakesLittleMemory(t *testing.T) {
 
 // maxReplayBytesForTest is what the test lets the replay allocate.
 const maxReplayBytesForTest = 64 << 20
+
+// TestH45gFioNullDeviceTakesLoopsThatRewriteWholeZones: bench fio's
+// in-process round refused a workload whose writes over all --loops
+// passed a null: device's capacity, though overwrites that rewrite whole
+// zones leave GC nothing to read back: 8 loops of a 16 MiB file on a
+// 64 MiB null device run in bench run, and (since --loops reaches fio's
+// jobs) bench fio refused them. One pass over more than the device
+// holds is still refused.
+func TestH45gFioNullDeviceTakesLoopsThatRewriteWholeZones(t *testing.T) {
+	cfg := engine.Config{CacheBytes: 8 << 20}
+	w := Workload{Files: 1, BS: 64 << 10, IODepth: 1, Size: 16 << 20, RW: "write", Loops: 8}
+	if r, err := inProcessRound(t.Context(), "null:?size=64M&zone_size=4M", cfg, w); err != nil || r.Bytes != 128<<20 {
+		t.Errorf("8 loops of 16 MiB on a 64 MiB null device: %d bytes, %v; want it to run", r.Bytes, err)
+	}
+	w.Files, w.RW, w.Loops = 4, "randwrite", 1
+	if _, err := inProcessRound(t.Context(), "null:?size=64M&zone_size=4M", cfg, w); err == nil || !strings.Contains(err.Error(), "null:") {
+		t.Errorf("64 MiB of random writes on a 64 MiB null device: %v; want a refusal", err)
+	}
+}
