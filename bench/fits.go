@@ -68,14 +68,15 @@ func checkFits(w Workload, capacity, room int64, null bool) error {
 }
 
 // maxReplayBytes bounds the memory randwrite's replay (blocksHeld) takes
-// to count the blocks its draws hit: a bitmap of a file's blocks up to
-// it (a 2 TiB file), else a set of the words hit, whose entries (up to
-// the room's blocks) take about replayEntryBytes each. A replay that
-// would need more is not made: the workload runs, and meets ENOSPC if
-// it does not fit. A bitmap of the file's blocks made for any size
-// (--size 1P: 32 GiB) ended bench run with the runtime out of memory.
+// to count the blocks its draws hit: a bitmap of a file's blocks (up to
+// an 8 TiB file), or a set of the words hit, whose entries (no more than
+// the room's blocks) take about replayEntryBytes each, whichever is
+// smaller. A replay that would need more is not made: the workload
+// runs, and meets ENOSPC if it does not fit. A bitmap of the file's
+// blocks made for any size (--size 1P: 32 GiB) ended bench run with the
+// runtime out of memory.
 const (
-	maxReplayBytes   = 64 << 20
+	maxReplayBytes   = 256 << 20
 	replayEntryBytes = 48
 )
 
@@ -107,13 +108,14 @@ func (w Workload) blocksHeld(limit int64) (n int64, all bool) {
 		return int64(w.Files) * perFile * perOp, false
 	}
 	var hits blockSet
+	bitmap, words := ceilDiv(fileBlocks, 64)*8, min(limit+1, maxReplayBytes)*replayEntryBytes
 	switch {
-	case ceilDiv(fileBlocks, 64)*8 <= maxReplayBytes:
-		hits = &bitmapSet{bits: make([]uint64, ceilDiv(fileBlocks, 64))}
-	case (limit+1)*replayEntryBytes <= maxReplayBytes:
-		hits = wordSet{}
-	default:
+	case min(bitmap, words) > maxReplayBytes:
 		return 0, false
+	case bitmap <= words:
+		hits = &bitmapSet{bits: make([]uint64, ceilDiv(fileBlocks, 64))}
+	default:
+		hits = wordSet{}
 	}
 	for fi := range w.Files {
 		hits.clear()
