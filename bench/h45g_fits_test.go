@@ -50,3 +50,23 @@ func TestH45gFioNullDeviceTakesLoopsThatRewriteWholeZones(t *testing.T) {
 		t.Errorf("64 MiB of random writes on a 64 MiB null device: %v; want a refusal", err)
 	}
 }
+
+// TestH45gReplayMatchesTheRunWithEveryKnob: randwrite's replay counts
+// the blocks the run leaves live with several files, several workers
+// per file, two loops and a --bs that is not a whole number of blocks
+// (so one write may touch three blocks): a replay that diverged from
+// RunWorkload's draws would refuse workloads that run.
+func TestH45gReplayMatchesTheRunWithEveryKnob(t *testing.T) {
+	e, room := h45dDevice(t)
+	w := Workload{Files: 3, BS: 6000, IODepth: 5, Size: 4<<20 + 1000, RW: "randwrite", Loops: 2, Seed: 3}
+	held, _ := w.blocksHeld(room / engine.BlockSize)
+	if fileBlocks := (w.Size + engine.BlockSize - 1) / engine.BlockSize; held >= int64(w.Files)*fileBlocks || held*engine.BlockSize > room {
+		t.Fatalf("%d blocks held of %d: the test wants draws that miss some blocks and fit the room", held, int64(w.Files)*fileBlocks)
+	}
+	if _, err := RunWorkload(t.Context(), e, w); err != nil {
+		t.Fatal(err)
+	}
+	if live := room - e.Available(); live != held*engine.BlockSize {
+		t.Errorf("the run left %d bytes live; the replay counted %d", live, held*engine.BlockSize)
+	}
+}
