@@ -72,24 +72,38 @@ func newProgress(w io.Writer, max int64, desc string) *progressbar.ProgressBar {
 // opens an engine on it, which owns the device; release drops the claim
 // after the engine closed.
 func OpenFormatted(device string, cfg engine.Config) (e *engine.Engine, release func(), err error) {
-	e, lock, err := openFormattedLocked(device, cfg)
+	return openFormattedFor(device, cfg, nil)
+}
+
+// openFormattedFor is OpenFormatted for a bench that runs w on the
+// device (if not nil): it refuses, erasing nothing, a workload whose
+// files the device cannot hold (checkDeviceFits).
+func openFormattedFor(device string, cfg engine.Config, w *Workload) (e *engine.Engine, release func(), err error) {
+	e, lock, err := openFormattedLocked(device, cfg, w)
 	if err != nil {
 		return nil, nil, err
 	}
 	return e, lock.Release, nil
 }
 
-// openFormattedLocked is OpenFormatted with the claim itself, for a
+// openFormattedLocked is openFormattedFor with the claim itself, for a
 // caller that abandons it (removing an emu file the claim created) when
 // it fails after the open.
-func openFormattedLocked(device string, cfg engine.Config) (*engine.Engine, *server.DeviceLock, error) {
+func openFormattedLocked(device string, cfg engine.Config, w *Workload) (*engine.Engine, *server.DeviceLock, error) {
 	dev, lock, err := claimDevice(device)
 	if err != nil {
 		return nil, nil, err
 	}
 	// Nothing is erased for settings the engine would then refuse (a
-	// --open-zones or --gc-high above the device), as serve checks.
-	if err := engine.CheckConfig(dev, cfg, &engine.FormatOptions{Force: true}); err != nil {
+	// --open-zones or --gc-high above the device), as serve checks, nor
+	// for a workload the device cannot hold: a usage error (exit 2)
+	// that has erased the device (--force) changed what it was to
+	// refuse.
+	err = engine.CheckConfig(dev, cfg, &engine.FormatOptions{Force: true})
+	if err == nil && w != nil {
+		err = checkDeviceFits(dev, cfg, *w)
+	}
+	if err != nil {
 		dev.Close()
 		lock.Abandon()
 		return nil, nil, err

@@ -32,7 +32,10 @@ func Run(ctx context.Context, out io.Writer, device string, o RunOptions) (err e
 	if err := CheckErasable(device, o.Force); err != nil {
 		return err
 	}
-	e, lock, err := openFormattedLocked(device, o.Config)
+	// Files that cannot fit the device failed only at the end of it,
+	// with the engine's admission internals: the open refuses them
+	// first, as the usage error they are, before it erases anything.
+	e, lock, err := openFormattedLocked(device, o.Config, &w)
 	if err != nil {
 		return err
 	}
@@ -43,17 +46,6 @@ func Run(ctx context.Context, out io.Writer, device string, o RunOptions) (err e
 			lock.Release()
 		}
 	}()
-	// Files that cannot fit the data zones failed only at the end of
-	// the device, with the engine's admission internals: say it first.
-	if need, capacity := int64(w.Files)*w.Size, e.Capacity(); need > capacity {
-		e.Close()
-		files := fmt.Sprintf("%d files x %s (%s) need", w.Files, report.Human(w.Size), report.Human(need))
-		if w.Files == 1 {
-			files = fmt.Sprintf("1 file of %s needs", report.Human(w.Size))
-		}
-		return fmt.Errorf("bench run: %s more than the device's %s of data zones: lower --size, --files or --scale",
-			files, report.Human(capacity))
-	}
 	if o.Progress != nil {
 		bar := newProgress(o.Progress, int64(w.Files)*w.Size, "bench run")
 		w.Progress = func(done, _ int64) { _ = bar.Set64(done) }

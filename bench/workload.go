@@ -74,6 +74,12 @@ func (w Workload) opsPerFile() int64 {
 // bytes is what the workload reads or writes in all.
 func (w Workload) bytes() int64 { return w.opsPerFile() * int64(w.BS) * int64(w.Files) }
 
+// rng is the random source of file fi's worker q (its randwrite and
+// randread offsets), the same for every run of w.
+func (w Workload) rng(fi, q int) *rand.Rand {
+	return rand.New(rand.NewPCG(w.Seed, uint64(fi*1024+q)))
+}
+
 // IOPS is operations per second.
 func (r WorkloadResult) IOPS() float64 {
 	if r.Elapsed <= 0 {
@@ -182,7 +188,7 @@ func RunWorkload(ctx context.Context, e *engine.Engine, w Workload) (WorkloadRes
 		// Each of the file's workers takes every IODepth-th operation.
 		for q := range w.IODepth {
 			wg.Go(func() {
-				rng := rand.New(rand.NewPCG(w.Seed, uint64(fi*1024+q)))
+				rng := w.rng(fi, q)
 				buf := make([]byte, w.BS)
 				for i := range buf {
 					buf[i] = byte(fi + q + i)

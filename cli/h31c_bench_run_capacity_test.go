@@ -17,8 +17,8 @@ func TestBenchRunRefusesAWorkloadLargerThanTheDevice(t *testing.T) {
 	dev := "emu:" + filepath.Join(t.TempDir(), "dev") + "?zone_size=1M&zones=16"
 	args := []string{"bench", "run", dev, "--files", "2", "--size", "1T"}
 	r := runBinary(t, args...)
-	if r.status != 1 || !strings.Contains(r.stderr, "2 files x 1 TiB") || !strings.Contains(r.stderr, "--size") {
-		t.Fatalf("%v: %+v; want status 1 and the workload's size against the device's", args, r)
+	if r.status != 2 || !strings.Contains(r.stderr, "2 files x 1 TiB") || !strings.Contains(r.stderr, "--size") {
+		t.Fatalf("%v: %+v; want status 2 (a usage error) and the workload's size against the device's", args, r)
 	}
 	checkErrorLine(t, args, r.stderr)
 }

@@ -15,7 +15,7 @@ func TestBenchRunFailureRemovesTheEmuFileItCreated(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "dev")
 	dev := "emu:" + path + "?zone_size=1M&zones=16"
 	var out, errb bytes.Buffer
-	if code := Main([]string{"bench", "run", dev, "--files", "2", "--size", "40M"}, &out, &errb); code != 1 {
+	if code := Main([]string{"bench", "run", dev, "--files", "2", "--size", "40M"}, &out, &errb); code != 2 { // a usage error since h45d
 		t.Fatalf("bench run of 80 MiB on 14 MiB: exit %d, %s", code, errb.String())
 	}
 	if _, err := os.Lstat(path); !os.IsNotExist(err) {

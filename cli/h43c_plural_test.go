@@ -21,8 +21,8 @@ func TestOutputCountsArePlural(t *testing.T) {
 		t.Errorf("bench run of one file says:\n%s", out)
 	}
 	r = runBinary(t, "bench", "run", dev, "--force", "--size", "1G")
-	if want := "bench run: 1 file of 1 GiB needs more than"; r.status != 1 || !strings.Contains(r.stderr, want) {
-		t.Errorf("bench run of one file too large: exit %d, stderr %q; want 1 and %q", r.status, r.stderr, want)
+	if want := "1 file of 1 GiB needs more than"; r.status != 2 || !strings.Contains(r.stderr, want) {
+		t.Errorf("bench run of one file too large: exit %d, stderr %q; want 2 (a usage error since h45d) and %q", r.status, r.stderr, want)
 	}
 	if out := zonefold(t, "zones", "finish", dev, "--zone", "20"); out != "finish: 1 zone\n" {
 		t.Errorf("zones finish of one zone says %q", out)

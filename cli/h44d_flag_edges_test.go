@@ -66,9 +66,9 @@ func TestH44dWrongValuesAreUsageErrorsThatSayWhatIsTaken(t *testing.T) {
 		{[]string{"debug", "crash-writer", dev, "--sync-every", "0"}, []string{"--sync-every 0: want at least 1"}},
 		{[]string{"debug", "crash-writer", dev, "--ops", "-5"}, []string{"--ops", "-5"}},
 		{[]string{"bench", "fio", dev, "--rounds", "0"}, []string{"--rounds 0: want at least 1"}},
-		// fio's side ignored --loops: the ratio compared one pass with
-		// two.
-		{[]string{"bench", "fio", dev, "--loops", "2"}, []string{"--loops 2: bench fio's fio side makes one pass over each file"}},
+		// fio's side syncs after every loop, the in-process side once
+		// (h45d: --loops goes to fio's job too).
+		{[]string{"bench", "fio", dev, "--loops", "2", "--preset", "4x1m"}, []string{"--loops 2 with --end-fsync", "--end-fsync=false"}},
 		// An empty argument or --socket: get wrote its temporary and
 		// failed to rename it to "", put opened "", and an empty
 		// --socket was refused only as "connect to daemon: empty socket

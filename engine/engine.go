@@ -654,10 +654,18 @@ func OpenDevice(dev zns.Device, cfg Config) (*Engine, error) {
 // device before it opens the engine checks first: serve --format --force
 // erased the device, then failed on a --cache or --open-zones typo.
 func CheckConfig(dev zns.Device, cfg Config, format *FormatOptions) error {
+	_, _, err := checkConfig(dev, cfg, format)
+	return err
+}
+
+// checkConfig is CheckConfig, which also returns the data zones as dev
+// reports them and GC's configuration as the engine would run it (its
+// reserve grown for its streams).
+func checkConfig(dev zns.Device, cfg Config, format *FormatOptions) ([]zns.Zone, GCConfig, error) {
 	cfg.fill()
 	geo := dev.Geometry()
 	if err := checkGeometry(geo); err != nil {
-		return err
+		return nil, GCConfig{}, err
 	}
 	var sb Superblock
 	var err error
@@ -667,29 +675,49 @@ func CheckConfig(dev zns.Device, cfg Config, format *FormatOptions) error {
 		sb, err = readSuperblock(dev)
 	}
 	if err != nil {
-		return err
+		return nil, GCConfig{}, err
 	}
 	if err := sb.checkGeometry(geo); err != nil {
-		return err
+		return nil, GCConfig{}, err
 	}
 	report := make([]zns.Zone, geo.Zones)
 	n, err := dev.Report(0, report)
 	if err != nil {
-		return fmt.Errorf("engine: report zones: %w", err)
+		return nil, GCConfig{}, fmt.Errorf("engine: report zones: %w", err)
 	}
-	data := 0
+	var data []zns.Zone
 	for i, z := range report[:n] {
 		if sb.holdsData(i, z) {
-			data++
+			data = append(data, z)
 		}
 	}
-	if _, _, err := planOpenZones(&cfg, geo, data); err != nil {
-		return err
+	if _, _, err := planOpenZones(&cfg, geo, len(data)); err != nil {
+		return nil, GCConfig{}, err
 	}
 	if err := cache.CheckSize(cfg.CacheBytes); err != nil {
-		return fmt.Errorf("engine: %w", err)
+		return nil, GCConfig{}, fmt.Errorf("engine: %w", err)
 	}
-	return nil
+	return data, cfg.GC, nil
+}
+
+// FreshRoom is what Capacity and Available say of dev once FormatAndOpen
+// has formatted it and opened an engine on it with cfg, worked out from
+// its zone report without writing anything: the bytes its data zones
+// hold, and the room file data can take outside GC's reserve (nothing
+// valid, dirty or admitted yet, no zone taken offline). It refuses what
+// CheckConfig refuses with format. A caller that refuses a workload the
+// device cannot hold does it before the format erases the device.
+func FreshRoom(dev zns.Device, cfg Config) (capacity, room int64, err error) {
+	data, gc, err := checkConfig(dev, cfg, &FormatOptions{Force: true})
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, z := range data {
+		capacity += z.Cap
+	}
+	// As usableBytes counts GC's reserve: zones of the first data
+	// zone's capacity (placer.zoneCap).
+	return capacity, max(0, capacity-int64(gc.Reserve)*max(data[0].Cap, BlockSize)), nil
 }
 
 // KeepsNoData says whether the engine runs on a device that keeps no

@@ -81,7 +81,10 @@ var iecUnits = [...]string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
 
 // Human writes a byte count in binary units: exact when it is a whole
 // number of the largest unit that fits (64 MiB), else with up to two
-// decimals (1.5 KiB, 20.48 MiB).
+// decimals (1.5 KiB, 20.48 MiB), but in bytes when it is not a whole
+// number of KiB and two decimals would round it (3000 B, not 2.93 KiB):
+// a size given in bytes (a bench's --bs 3000) read back rounded was not
+// the size given, nor one a user could give again.
 func Human(n int64) string {
 	if n < 0 {
 		return "-" + humanU(uint64(-(n+1))+1) // -MinInt64 overflows an int64
@@ -98,12 +101,34 @@ func humanU(n uint64) string {
 		i++
 	}
 	shift := uint(10 * (i + 1))
+	if n%(1<<10) != 0 && n%(1<<(shift-2)) != 0 {
+		// Two decimals of the unit are exact for multiples of a
+		// quarter of it (1.25 KiB) only.
+		return fmt.Sprintf("%d B", n)
+	}
 	if n&(1<<shift-1) == 0 {
 		return fmt.Sprintf("%d %s", n>>shift, iecUnits[i])
 	}
 	v := strconv.FormatFloat(float64(n)/float64(uint64(1)<<shift), 'f', 2, 64)
 	v = strings.TrimRight(strings.TrimRight(v, "0"), ".")
 	return v + " " + iecUnits[i]
+}
+
+// Exact writes a byte count in the largest binary unit of which it is a
+// whole number (6148 KiB, 3000 B, 64 MiB): for a size the output sets
+// against another, where Human's rounding (6 MiB for 6148 KiB) would
+// make a size over a limit read as one within it.
+func Exact(n int64) string {
+	u := int64(1)
+	i := -1
+	for i+1 < len(iecUnits) && n != 0 && n%(u<<10) == 0 {
+		u <<= 10
+		i++
+	}
+	if i < 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%d %s", n/u, iecUnits[i])
 }
 
 // RateUnit is the unit of every rate zonefold prints.

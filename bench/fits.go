@@ -1,0 +1,176 @@
+package bench
+
+import (
+	"fmt"
+
+	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/internal/report"
+	"github.com/zonefold/zonefold/zns"
+)
+
+// checkDeviceFits is checkFits for dev as FormatAndOpen would leave it
+// with cfg (engine.FreshRoom): it writes nothing, so a bench refuses a
+// workload the device cannot hold before its format erases the device.
+func checkDeviceFits(dev zns.Device, cfg engine.Config, w Workload) error {
+	capacity, room, err := engine.FreshRoom(dev, cfg)
+	if err != nil {
+		return err
+	}
+	f, ok := dev.(zns.Forgetful)
+	return checkFits(w, capacity, room, ok && f.KeepsNoData())
+}
+
+// checkFits refuses, as an OptionError, a workload whose files cannot
+// fit a freshly formatted device whose data zones hold capacity bytes,
+// room of them outside GC's reserve: bench run wrote until the device
+// was full and failed there, exit 1, with the engine's admission
+// internals. null says the device is a null: one, which a larger size
+// in its string makes room on.
+//
+// What fits is what the engine's admission lets in (roomFor): the
+// writes admitted, the dirty data and the data on the device together
+// stay within the room appends can take outside GC's reserve, which on a
+// fresh device is Available (the data zones less GC's reserve zones).
+// Overwrites take no more of it once GC reclaims what they replace, so
+// what counts is the file data the workload leaves, not the bytes it
+// writes: each file's blocks that any of its writes (or a read run's
+// layout) touches, in the engine's blocks. For --rw write, read and
+// randread that is all of the file; randwrite draws its offsets with
+// replacement, so it is the blocks the draws hit (the same seeded draws
+// RunWorkload makes), which may be well under the file's size.
+//
+// The refusal is exact for the data alone: record headers (a block per
+// record) and pads take a little more, so a workload just under the
+// room may still meet ENOSPC as it runs; none refused here could run.
+func checkFits(w Workload, capacity, room int64, null bool) error {
+	need, all := w.blocksHeld(room / engine.BlockSize)
+	if need*engine.BlockSize <= room {
+		return nil
+	}
+	what, verb, them := fmt.Sprintf("%d files x %s (%s)", w.Files, report.Exact(w.Size), report.Exact(int64(w.Files)*w.Size)), "need", "them"
+	if w.Files == 1 {
+		what, verb, them = "1 file of "+report.Exact(w.Size), "needs", "it"
+	}
+	switch {
+	case !all:
+		what += fmt.Sprintf(", whose random writes land on more than %s of %s,", report.Exact(room), them)
+	case int64(w.Files)*w.Size <= room:
+		// A --bs that is not a whole number of blocks: the files'
+		// last blocks are whole blocks on the device.
+		what += fmt.Sprintf(", %s in the engine's %s blocks,", report.Exact(need*engine.BlockSize), report.Human(engine.BlockSize))
+	}
+	fix := "lower --size, --files or --scale"
+	if null {
+		fix += ", or give the null: device a larger size"
+	}
+	return badOption(fmt.Errorf("%s %s more than the %s the device holds for files (%s of data zones less GC's reserve): %s",
+		what, verb, report.Exact(room), report.Exact(capacity), fix))
+}
+
+// maxReplayBytes bounds the memory randwrite's replay (blocksHeld) takes
+// to count the blocks its draws hit: a bitmap of a file's blocks (up to
+// an 8 TiB file), or a set of the words hit, whose entries (no more than
+// the room's blocks) take about replayEntryBytes each, whichever is
+// smaller. A replay that would need more is not made: the workload
+// runs, and meets ENOSPC if it does not fit. A bitmap of the file's
+// blocks made for any size (--size 1P: 32 GiB) ended bench run with the
+// runtime out of memory.
+const (
+	maxReplayBytes   = 256 << 20
+	replayEntryBytes = 48
+)
+
+// blocksHeld is how many of the engine's blocks the workload's files
+// hold at its end (their blocks any write touched), counted up to limit+1
+// at most (past limit the workload does not fit, and randwrite's count
+// stops there). all says whether every write covers whole files
+// (sequential, reads' layouts) rather than random blocks. A randwrite
+// whose count would cost more than maxReplayBytes reports 0: it is not
+// refused.
+func (w Workload) blocksHeld(limit int64) (n int64, all bool) {
+	blocks := w.Size / int64(w.BS) // the workload's blocks per file
+	perFile := w.opsPerFile()
+	if w.RW != "randwrite" {
+		written := w.Size // reads lay out all of it
+		if w.RW == "write" {
+			written = min(perFile, blocks) * int64(w.BS)
+		}
+		return int64(w.Files) * ceilDiv(written, engine.BlockSize), true
+	}
+	fileBlocks := ceilDiv(w.Size, engine.BlockSize)
+	if int64(w.Files)*fileBlocks <= limit {
+		return int64(w.Files) * fileBlocks, false // whatever the draws hit fits
+	}
+	// An operation touches at most this many blocks: the draws cannot
+	// hit more than all of them.
+	perOp := ceilDiv(int64(w.BS), engine.BlockSize) + 1
+	if perFile <= limit/(int64(w.Files)*perOp) {
+		return int64(w.Files) * perFile * perOp, false
+	}
+	var hits blockSet
+	bitmap, words := ceilDiv(fileBlocks, 64)*8, min(limit+1, maxReplayBytes)*replayEntryBytes
+	switch {
+	case min(bitmap, words) > maxReplayBytes:
+		return 0, false
+	case bitmap <= words:
+		hits = &bitmapSet{bits: make([]uint64, ceilDiv(fileBlocks, 64))}
+	default:
+		hits = wordSet{}
+	}
+	for fi := range w.Files {
+		hits.clear()
+		held := int64(0) // of this file's blocks
+		for q := range w.IODepth {
+			rng := w.rng(fi, q)
+			for op := int64(q); op < perFile && held < fileBlocks; op += int64(w.IODepth) {
+				off := rng.Int64N(blocks) * int64(w.BS)
+				for b := off / engine.BlockSize; b <= (off+int64(w.BS)-1)/engine.BlockSize; b++ {
+					if hits.add(b) {
+						held++
+						if n++; n > limit {
+							return n, false
+						}
+					}
+				}
+			}
+		}
+	}
+	return n, false
+}
+
+// blockSet is the blocks of a file randwrite's replay has hit.
+type blockSet interface {
+	add(b int64) bool // reports whether b is new
+	clear()
+}
+
+// bitmapSet is a bit for each of the file's blocks.
+type bitmapSet struct{ bits []uint64 }
+
+func (s *bitmapSet) add(b int64) bool {
+	w, bit := &s.bits[b/64], uint64(1)<<(b%64)
+	if *w&bit != 0 {
+		return false
+	}
+	*w |= bit
+	return true
+}
+
+func (s *bitmapSet) clear() { clear(s.bits) }
+
+// wordSet is the 64-block words of the file hit, each with its bits: for
+// a file much larger than the room, whose bitmap would be too.
+type wordSet map[int64]uint64
+
+func (s wordSet) add(b int64) bool {
+	bit := uint64(1) << (b % 64)
+	if s[b/64]&bit != 0 {
+		return false
+	}
+	s[b/64] |= bit
+	return true
+}
+
+func (s wordSet) clear() { clear(s) }
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
