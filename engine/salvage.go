@@ -367,7 +367,7 @@ func findSuperblock(dev zns.Device) (Superblock, int64, bool) {
 	}
 	defer unix.Munmap(buf)
 	w := uring.NewWaiter()
-	for z := range min(g.Zones, 2*maxMetaGroup+64) {
+	for z := range min(g.Zones, superblockZones) {
 		at := int64(z) * g.ZoneSize
 		err := dev.Read(at, buf, w)
 		if err == nil {

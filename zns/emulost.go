@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
+	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -66,18 +69,32 @@ func checkLostTable(f *os.File, size int64, g Geometry, sp spec) error {
 	if at >= 0 {
 		return lostTableError(path, at, "in the header")
 	}
+	at, where, err := firstZoneData(f, size, g, sp)
+	if err != nil {
+		return checkErr(err)
+	}
+	if at >= 0 {
+		return lostTableError(path, at, where)
+	}
+	return nil
+}
+
+// firstZoneData is where the first data past the header of an emu file
+// of geometry g lies, as checkLostTable looks for it (each sequential
+// zone's first data, each conventional zone whole, the first data of
+// each zone-sized stretch past g's zones), and where that is ("zone
+// 3"); -1 if it finds none.
+func firstZoneData(f *os.File, size int64, g Geometry, sp spec) (int64, string, error) {
+	dataOff := emuDataOff(g.Zones)
 	fd := int(f.Fd())
 	for zone := int64(0); ; {
 		start := satAdd(dataOff, satMul(zone, g.ZoneSize))
 		if start >= size {
-			return nil
+			return -1, "", nil
 		}
 		data, more, err := seekData(fd, start)
-		if err != nil {
-			return checkErr(err)
-		}
-		if !more {
-			return nil
+		if err != nil || !more {
+			return -1, "", err
 		}
 		zone = (data - dataOff) / g.ZoneSize
 		zoneEnd := min(satAdd(dataOff, satMul(zone+1, g.ZoneSize)), size)
@@ -87,14 +104,14 @@ func checkLostTable(f *os.File, size int64, g Geometry, sp spec) error {
 		}
 		at, err := firstNonZero(f, data, end)
 		if err != nil {
-			return checkErr(err)
+			return -1, "", err
 		}
 		if at >= 0 {
 			where := fmt.Sprintf("zone %d", zone)
 			if zone >= int64(g.Zones) {
 				where = fmt.Sprintf("past the %d zones given", g.Zones)
 			}
-			return lostTableError(path, at, where)
+			return at, where, nil
 		}
 		zone++
 	}
@@ -140,10 +157,17 @@ func satMul(a, b int64) int64 {
 }
 
 func lostTableError(path string, at int64, where string) error {
-	return fmt.Errorf("zns: emu %s: %w: neither header slot holds a valid one (the first page reads as zeros), but the file holds data (byte %d, %s), so it is a damaged device, not a blank file; "+
+	return lostError(path, "the first page reads as zeros", fmt.Sprintf("the file holds data (byte %d, %s)", at, where))
+}
+
+// lostError is the refusal of an emu file whose zone table is lost:
+// why its slots are not valid (state), and what shows it is a device
+// that held data (evidence).
+func lostError(path, state, evidence string) error {
+	return fmt.Errorf("zns: emu %s: %w: neither header slot holds a valid one (%s), but %s, so it is a damaged device, not a blank file; "+
 		"not writing an empty zone table over it (nothing was written): keep a copy of the file; "+
 		"`zonefold fsck DEVICE --copy-to DIR` copies its files off without writing it (the zone table inferred from the data), "+
-		"or `zonefold format --force DEVICE` erases it and starts over", path, ErrLostZoneTable, at, where)
+		"or `zonefold format --force DEVICE` erases it and starts over", path, ErrLostZoneTable, state, evidence)
 }
 
 // seekData is where the file's first data at or after off starts, and
@@ -198,4 +222,150 @@ func firstNonZero(f *os.File, off, end int64) (int64, error) {
 		}
 	}
 	return -1, nil
+}
+
+// A DataSignature recognises what a file system writes at the start of
+// a zone (the engine's superblock): Open looks for one in an emu file
+// whose header slots hold garbage, to tell a device that lost its zone
+// table from a file that is no device at all (checkDamagedHeader).
+type DataSignature struct {
+	// Name says what it is, in messages: "a zonefold superblock".
+	Name string
+	// Zones is how many zones, from zone 0, may start with one.
+	Zones int
+	// Match reports whether the first 4096 bytes of a zone are one.
+	Match func(block []byte) bool
+}
+
+// signatures are the registered DataSignatures. signaturesMu is a leaf.
+var (
+	signaturesMu sync.Mutex
+	signatures   []DataSignature
+)
+
+// RegisterDataSignature registers s (from an init function, as
+// image.RegisterFormat is used).
+func RegisterDataSignature(s DataSignature) {
+	signaturesMu.Lock()
+	defer signaturesMu.Unlock()
+	signatures = append(signatures, s)
+}
+
+// signatureLen is how much of a zone's start a DataSignature is given.
+const signatureLen = 4096
+
+// checkDamagedHeader tells, of an emu file both of whose header slots
+// hold garbage (not zeros; readEmuHeader found neither valid: a stray
+// dd over the file's start, bit rot that fails both checksums), a
+// device that lost its zone table from a file that is no device at all
+// (a file the device string named by mistake). It is a device if
+//   - a slot still starts with the emu magic (magic: the checksums
+//     fail, not the magic), or
+//   - a zone start of the device string's geometry holds what a file
+//     system writes there (a registered DataSignature: the engine's
+//     superblock, which starts each of its metadata zones).
+//
+// Garbage in the slots alone tells nothing: random bytes there are
+// what a stray dd leaves on a device and what any other file holds.
+// lost reports a device of the geometry given (which ReplaceLostTable
+// may start over, InferLostTable salvage); err is the refusal
+// otherwise, ErrLostZoneTable for a device, never nil. A file that is
+// no device is refused whatever Open is told: format=1 alone writes it.
+func checkDamagedHeader(f *os.File, size int64, sp spec, magic bool) (lost bool, err error) {
+	const state = "both hold bytes that fail their checks"
+	g, gerr := softGeometry(sp)
+	if gerr != nil {
+		if magic {
+			return false, fmt.Errorf("zns: emu %s: %w: neither header slot holds a valid one (%s; the emu magic still reads), so it is a damaged device: "+
+				"give zone_size and zones (and zone_cap, conv) as the device was formatted, and `zonefold fsck DEVICE --copy-to DIR` copies its files off without writing it, "+
+				"or `zonefold format --force DEVICE` erases it and starts over (nothing was written): %w", sp.path, ErrLostZoneTable, state, gerr)
+		}
+		return false, fmt.Errorf("zns: emu %s holds no emulated-device header: not an emu device, or one whose header was overwritten: "+
+			"give zone_size and zones as it was formatted to look for a file system's data in it (nothing was written): %w", sp.path, gerr)
+	}
+	checkErr := func(err error) error {
+		return fmt.Errorf("zns: emu %s: check the file for a device's data: %w", sp.path, err)
+	}
+	name, sigAt, zones, err := findSignature(f, size, g)
+	if err != nil {
+		return false, checkErr(err)
+	}
+	if !magic && name == "" {
+		look := "no file system's signature is known to look for at its zone starts"
+		if zones > 0 {
+			look = fmt.Sprintf("none of the first %d zone starts of the geometry given holds %s", zones, signatureNames())
+		}
+		return false, fmt.Errorf("zns: emu %s is not an emu device: neither header slot holds a zone table or the emu magic, and %s; "+
+			"refusing it (nothing was written): if it is a device whose header was overwritten, give the geometry it was formatted with; "+
+			"format=1 makes a device of it, erasing what it holds", sp.path, look)
+	}
+	at, where, err := firstZoneData(f, size, g, sp)
+	if err != nil {
+		return false, checkErr(err)
+	}
+	evidence := "the emu magic still reads"
+	if name != "" {
+		evidence = fmt.Sprintf("%s starts zone %d (byte %d)", name, (sigAt-emuDataOff(g.Zones))/g.ZoneSize, sigAt)
+	}
+	switch {
+	case at >= 0:
+		evidence += fmt.Sprintf(" and the file holds data (byte %d, %s)", at, where)
+	default:
+		evidence += " (its zones hold no data)"
+	}
+	return true, lostError(sp.path, state, evidence)
+}
+
+// findSignature is the name of the registered DataSignature found
+// first at a zone start of geometry g in the file, and the byte it
+// starts at; "" if none. zones is how many zone starts it looked at
+// (those the signatures name, within g's). Zone starts in a hole read
+// as zeros and are not read.
+func findSignature(f *os.File, size int64, g Geometry) (name string, at int64, zones int, err error) {
+	signaturesMu.Lock()
+	sigs := slices.Clone(signatures)
+	signaturesMu.Unlock()
+	for _, s := range sigs {
+		zones = max(zones, min(s.Zones, g.Zones))
+	}
+	dataOff := emuDataOff(g.Zones)
+	buf := make([]byte, signatureLen)
+	for z := int64(0); z < int64(zones); z++ {
+		start := satAdd(dataOff, satMul(z, g.ZoneSize))
+		if satAdd(start, signatureLen) > size {
+			break
+		}
+		data, more, err := seekData(int(f.Fd()), start)
+		if err != nil {
+			return "", 0, zones, err
+		}
+		if !more {
+			break
+		}
+		if data > start { // a hole: on to the first zone start in data
+			z = (data-dataOff+g.ZoneSize-1)/g.ZoneSize - 1
+			continue
+		}
+		if _, err := f.ReadAt(buf, start); err != nil {
+			return "", 0, zones, fmt.Errorf("read at %d: %w", start, err)
+		}
+		for _, s := range sigs {
+			if z < int64(s.Zones) && s.Match(buf) {
+				return s.Name, start, zones, nil
+			}
+		}
+	}
+	return "", 0, zones, nil
+}
+
+// signatureNames names the registered DataSignatures: "a zonefold
+// superblock", "a or b".
+func signatureNames() string {
+	signaturesMu.Lock()
+	defer signaturesMu.Unlock()
+	names := make([]string, len(signatures))
+	for i, s := range signatures {
+		names[i] = s.Name
+	}
+	return strings.Join(names, " or ")
 }
