@@ -21,9 +21,6 @@ import (
 // says to start it over.
 var ErrLostZoneTable = errors.New("its zone table is lost")
 
-// lostTableSample is how much of a sequential zone checkLostTable reads.
-const lostTableSample = 4096
-
 // checkLostTable tells a blank file, which Open makes a device of sp's
 // geometry g, from a device that lost its zone table (ErrLostZoneTable):
 // readEmuHeader found no valid slot and the file's first page reads as
@@ -32,21 +29,24 @@ const lostTableSample = 4096
 //     reads as zeros, but for what the first format of g writes to slot
 //     1 (sequence number 1) before anything else: a power cut during
 //     that write leaves any part of it, over zeros, and nothing else yet;
-//   - each sequential zone's first data reads as zeros: the first
-//     block of it the file system holds (SEEK_DATA: a hole reads as zeros
-//     and is skipped), which for a zone written through the device is
-//     where its data starts, its first append;
-//   - each conventional zone's data reads as zeros (it is written
-//     anywhere);
-//   - and so does the first data of each zone-sized stretch past g's
-//     zones: a smaller geometry than the lost device's must not make a
-//     new device of a file whose data lies past it.
+//   - and so does all the file past it, g's zones and what lies past
+//     them (a smaller geometry than the lost device's must not make a
+//     new device of a file whose data lies past it); SEEK_DATA: a hole
+//     reads as zeros and is skipped.
 //
-// A sparse file costs an lseek or two per stretch of data: a 64 GiB file
-// that holds nothing, two. A file every block of which is allocated (a
-// file system without hole reporting, a block device, a file of written
-// zeros) costs its header area, a 4 KiB block per zone-sized stretch and
-// its conventional zones whole, never its sequential zones whole.
+// It stops at the first byte that is not zero: a device's data mostly
+// shows in its first zone's first block. Only each sequential zone's
+// first 4 KiB of data used to be read: a zone whose data starts with a
+// block of zeros (data that does, a write that failed and was zeroed)
+// was taken for empty, and a file whose data all lay in such zones for
+// blank, and formatted over.
+//
+// A sparse file costs an lseek or two per stretch of data and its
+// written zeros: a 64 GiB file that holds nothing, two lseeks. A blank
+// file every block of which is allocated (a file system without hole
+// reporting, a block device, a file of written zeros) is read whole,
+// once, when it first becomes a device: no fewer bytes tell that none
+// of them is data.
 func checkLostTable(f *os.File, size int64, g Geometry, sp spec) error {
 	path := sp.path
 	checkErr := func(err error) error {
@@ -69,7 +69,7 @@ func checkLostTable(f *os.File, size int64, g Geometry, sp spec) error {
 	if at >= 0 {
 		return lostTableError(path, at, "in the header")
 	}
-	at, where, err := firstZoneData(f, size, g, sp)
+	at, where, err := firstZoneData(f, size, g)
 	if err != nil {
 		return checkErr(err)
 	}
@@ -79,42 +79,20 @@ func checkLostTable(f *os.File, size int64, g Geometry, sp spec) error {
 	return nil
 }
 
-// firstZoneData is where the first data past the header of an emu file
-// of geometry g lies, as checkLostTable looks for it (each sequential
-// zone's first data, each conventional zone whole, the first data of
-// each zone-sized stretch past g's zones), and where that is ("zone
-// 3"); -1 if it finds none.
-func firstZoneData(f *os.File, size int64, g Geometry, sp spec) (int64, string, error) {
+// firstZoneData is where the first byte that is not zero past the
+// header of an emu file of geometry g lies, and where that is ("zone
+// 3", "past the 8 zones given"); -1 if none is. It reads the file's
+// data extents only.
+func firstZoneData(f *os.File, size int64, g Geometry) (int64, string, error) {
 	dataOff := emuDataOff(g.Zones)
-	fd := int(f.Fd())
-	for zone := int64(0); ; {
-		start := satAdd(dataOff, satMul(zone, g.ZoneSize))
-		if start >= size {
-			return -1, "", nil
-		}
-		data, more, err := seekData(fd, start)
-		if err != nil || !more {
-			return -1, "", err
-		}
-		zone = (data - dataOff) / g.ZoneSize
-		zoneEnd := min(satAdd(dataOff, satMul(zone+1, g.ZoneSize)), size)
-		end := min(satAdd(data, lostTableSample), zoneEnd)
-		if zone < int64(sp.conv) {
-			end = zoneEnd
-		}
-		at, err := firstNonZero(f, data, end)
-		if err != nil {
-			return -1, "", err
-		}
-		if at >= 0 {
-			where := fmt.Sprintf("zone %d", zone)
-			if zone >= int64(g.Zones) {
-				where = fmt.Sprintf("past the %d zones given", g.Zones)
-			}
-			return at, where, nil
-		}
-		zone++
+	at, err := firstNonZero(f, dataOff, size)
+	if at < 0 || err != nil {
+		return -1, "", err
 	}
+	if zone := (at - dataOff) / g.ZoneSize; zone < int64(g.Zones) {
+		return at, fmt.Sprintf("zone %d", zone), nil
+	}
+	return at, fmt.Sprintf("past the %d zones given", g.Zones), nil
 }
 
 // firstUnformatted is the offset of the first byte in [off, end) of f,
@@ -299,7 +277,7 @@ func checkDamagedHeader(f *os.File, size int64, sp spec, magic bool) (lost bool,
 			"refusing it (nothing was written): if it is a device whose header was overwritten, give the geometry it was formatted with; "+
 			"format=1 makes a device of it, erasing what it holds", sp.path, look)
 	}
-	at, where, err := firstZoneData(f, size, g, sp)
+	at, where, err := firstZoneData(f, size, g)
 	if err != nil {
 		return false, checkErr(err)
 	}
