@@ -277,19 +277,16 @@ func checkDamagedHeader(f *os.File, size int64, sp spec, magic bool) (lost bool,
 			"refusing it (nothing was written): if it is a device whose header was overwritten, give the geometry it was formatted with; "+
 			"format=1 makes a device of it, erasing what it holds", sp.path, look)
 	}
+	if name != "" {
+		return true, lostError(sp.path, state, fmt.Sprintf("%s starts zone %d (byte %d)", name, (sigAt-emuDataOff(g.Zones))/g.ZoneSize, sigAt))
+	}
 	at, where, err := firstZoneData(f, size, g)
 	if err != nil {
 		return false, checkErr(err)
 	}
-	evidence := "the emu magic still reads"
-	if name != "" {
-		evidence = fmt.Sprintf("%s starts zone %d (byte %d)", name, (sigAt-emuDataOff(g.Zones))/g.ZoneSize, sigAt)
-	}
-	switch {
-	case at >= 0:
-		evidence += fmt.Sprintf(" and the file holds data (byte %d, %s)", at, where)
-	default:
-		evidence += " (its zones hold no data)"
+	evidence := "the emu magic still reads (its zones hold no data)"
+	if at >= 0 {
+		evidence = fmt.Sprintf("the emu magic still reads and the file holds data (byte %d, %s)", at, where)
 	}
 	return true, lostError(sp.path, state, evidence)
 }
