@@ -1,6 +1,7 @@
 package zns
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -203,10 +204,8 @@ func firstNonZero(f *os.File, off, end int64) (int64, error) {
 			b := buf[:min(hole-off, int64(len(buf)))]
 			n, err := f.ReadAt(b, off)
 			_ = unix.Fadvise(fd, off, int64(n), unix.FADV_DONTNEED)
-			for i, c := range b[:n] {
-				if c != 0 {
-					return off + int64(i), nil
-				}
+			if i := indexNonZero(b[:n]); i >= 0 {
+				return off + int64(i), nil
 			}
 			if err != nil {
 				return -1, fmt.Errorf("read at %d: %w", off+int64(n), err)
@@ -215,6 +214,23 @@ func firstNonZero(f *os.File, off, end int64) (int64, error) {
 		}
 	}
 	return -1, nil
+}
+
+// zeroPage is what indexNonZero compares with.
+var zeroPage [4096]byte
+
+// indexNonZero is the index of the first byte of b that is not zero, or
+// -1. It compares a page at a time (bytes.Equal, vectorised): a byte at
+// a time took 10 s of CPU for a 16 GiB file of zeros here, more than
+// reading it from the page cache.
+func indexNonZero(b []byte) int {
+	for at := 0; at < len(b); at += len(zeroPage) {
+		p := b[at:min(at+len(zeroPage), len(b))]
+		if !bytes.Equal(p, zeroPage[:len(p)]) {
+			return at + slices.IndexFunc(p, func(c byte) bool { return c != 0 })
+		}
+	}
+	return -1
 }
 
 // A DataSignature recognises what a file system writes at the start of
