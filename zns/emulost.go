@@ -15,9 +15,11 @@ import (
 )
 
 // ErrLostZoneTable: an emu file's header slots hold no valid zone table
-// (its first page reads as zeros), so its table is lost, but the file
-// holds data: a damaged device, not a blank
-// file, and Open refuses to make a new device of it (an empty table
+// (its first page reads as zeros, or both slots hold garbage), so its
+// table is lost, but the file holds data (checkLostTable), or the emu
+// magic or a DataSignature shows it was a device (checkDamagedHeader):
+// a damaged device, not a blank file or one that is no device, and
+// Open refuses to make a new device of it (an empty table
 // written over the old one would lose every zone's write pointer, and
 // with it all the data), unless Options.ReplaceLostTable or format=1
 // says to start it over.
