@@ -99,7 +99,8 @@ version, each block's checksum passing. What it cannot verify is left a
 hole (zeros) and listed as NOT RECOVERED with why; a name that would
 leave DIR ('..', absolute, empty parts) is not copied. Names with '/'
 become subdirectories. An emu file whose zone table is lost (both header
-slots zeros, its zones holding data; plain fsck refuses it) is salvaged
+slots zeros, or garbage over a device a zonefold superblock at a zone
+start shows; its zones holding data; plain fsck refuses it) is salvaged
 too: each zone's write pointer inferred from where the file's data ends
 in it, in memory, the report saying so first; the device string must give
 the geometry it was formatted with (zone_size, zones, zone_cap, conv), and

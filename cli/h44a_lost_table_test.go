@@ -80,36 +80,7 @@ func TestLostZoneTableIsRefused(t *testing.T) {
 	} {
 		t.Run(strings.Join(args, "_"), func(t *testing.T) {
 			path, devName := lostTableDevice(t)
-			sock := filepath.Join(t.TempDir(), "zf.sock")
-			args := strings.Fields(strings.NewReplacer("DEV", devName, "SOCK", sock).Replace(strings.Join(args, " ")))
-			before, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, served := runServeOrRefusal(t, args...)
-			after, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(after, before) {
-				t.Errorf("%q wrote the device (exit %d, served %v)\n%s", args, r.status, served, r.stderr)
-			}
-			want := exitFailure
-			if args[0] == "fsck" {
-				want = exitNotChecked // fsck's own statuses, as e2fsck's
-			}
-			if served || r.status != want {
-				t.Fatalf("%q: exit %d (served %v), want %d\nstdout %q\nstderr %q", args, r.status, served, want, r.stdout, r.stderr)
-			}
-			checkErrorLine(t, args, r.stderr)
-			for _, want := range []string{path, "its zone table is lost", "holds data", "`zonefold format --force DEVICE` erases it"} {
-				if !strings.Contains(r.stderr, want) {
-					t.Errorf("%q: stderr %q does not say %q", args, r.stderr, want)
-				}
-			}
-			if r.stdout != "" {
-				t.Errorf("%q refused but printed %q", args, r.stdout)
-			}
+			refusedUnchanged(t, path, devName, args, path, "its zone table is lost", "holds data", "`zonefold format --force DEVICE` erases it")
 		})
 	}
 }

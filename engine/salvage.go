@@ -60,7 +60,7 @@ func (r *SalvageReport) Complete() bool {
 
 // lostTableInferred is the problem a salvage of a device whose zone
 // table was lost (zns.Options.InferLostTable) reports first.
-const lostTableInferred = "the device's zone table is lost (both emu header slots read as zeros): salvage inferred each zone's write pointer from the file's data (a zone holding data as written up to where its data ends, one without as empty), never writing it; " +
+const lostTableInferred = "the device's zone table is lost (neither emu header slot holds a valid one: zeros, or garbage over a zonefold device): salvage inferred each zone's write pointer from the file's data (a zone holding data as written up to where its data ends, one without as empty), never writing it; " +
 	"what a zone held before a reset may lie past its real end (damage reported here in such a tail is that), and only bytes a record verifies (its file, offset, version and checksums) are copied"
 
 // Salvage copies every file it can recover off dev, never writing it.
@@ -370,7 +370,7 @@ func findSuperblock(dev zns.Device) (Superblock, int64, bool) {
 	}
 	defer unix.Munmap(buf)
 	w := uring.NewWaiter()
-	for z := range min(g.Zones, 2*maxMetaGroup+64) {
+	for z := range min(g.Zones, superblockZones) {
 		at := int64(z) * g.ZoneSize
 		err := dev.Read(at, buf, w)
 		if err == nil {

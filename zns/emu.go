@@ -292,11 +292,26 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 		return nil, fmt.Errorf("zns: emu %s: size: %w", sp.path, err)
 	}
 	hdr, found, err := readEmuHeader(f, size, sp)
+	inferred := false
+	var dh *damagedHeader
+	damaged := errors.As(err, &dh)
+	if damaged {
+		// Garbage in both slots: a device that lost its table, or a
+		// file that is no device (never written, whatever opts say).
+		var lost bool
+		lost, err = checkDamagedHeader(f, size, sp, dh.magic)
+		switch {
+		case !lost:
+		case opts.ReplaceLostTable:
+			err = nil // a new device, as over a table of zeros
+		case opts.InferLostTable:
+			err, inferred = nil, true
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	inferred := false
-	if !found && !sp.format && size > 0 && !opts.ReplaceLostTable {
+	if !found && !damaged && !sp.format && size > 0 && !opts.ReplaceLostTable {
 		// Blank, or damaged? Only a file of the device string's
 		// geometry is ever written as a new device.
 		if g, err := softGeometry(sp); err == nil {
@@ -483,10 +498,12 @@ func openDirect(f *os.File) *os.File {
 
 // readEmuHeader finds the newest valid header slot. found is false when
 // there is none and the first block is all zeros (a new file or a blank
-// device); anything else that holds no valid slot is an error, so that
-// Open never formats over data it does not understand (format=1 does that
-// on purpose). One damaged slot is not: the device opens from the other,
-// with a warning, and its next Flush rewrites the damaged one.
+// device); anything else that holds no valid slot is an error (a
+// *damagedHeader, which newEmu looks into), so that Open never formats
+// over data it does not understand (format=1 does that on purpose,
+// ReplaceLostTable to a device that lost its table). One damaged slot
+// is not: the device opens from the other, with a warning, and its next
+// Flush rewrites the damaged one.
 func readEmuHeader(f *os.File, size int64, sp spec) (emuHeader, bool, error) {
 	first := make([]byte, emuSlotAlign)
 	if _, err := f.ReadAt(first, 0); err != nil && !errors.Is(err, io.EOF) {
@@ -502,6 +519,7 @@ func readEmuHeader(f *os.File, size int64, sp spec) (emuHeader, bool, error) {
 		slotLen = emuSlotLen(zones)
 		slots[0] = readEmuSlot(f, size, 0, slotLen)
 	}
+	magic := bytes.HasPrefix(first, []byte(emuMagic))
 	if slots[0] != nil {
 		slots[1] = readEmuSlot(f, size, slotLen, slotLen)
 	} else {
@@ -514,6 +532,7 @@ func readEmuHeader(f *os.File, size int64, sp spec) (emuHeader, bool, error) {
 			}
 			if zones, ok := emuHeaderZones(fixed[:]); ok && emuSlotLen(zones) == off {
 				slots[1] = readEmuSlot(f, size, off, off)
+				magic = true
 			}
 		}
 	}
@@ -532,10 +551,22 @@ func readEmuHeader(f *os.File, size int64, sp spec) (emuHeader, bool, error) {
 		return emuHeader{}, false, nil
 	case bytes.HasPrefix(first, []byte(emuMagic)) && size < 2*slotLen:
 		return emuHeader{}, false, fmt.Errorf("zns: emu %s: the file has %d bytes, too few for its header: it was truncated (restore it; format=1 erases it and starts over)", sp.path, size)
-	case bytes.HasPrefix(first, []byte(emuMagic)):
-		return emuHeader{}, false, fmt.Errorf("zns: emu %s: both header slots are damaged, so its zone table is lost (format=1 erases the device and starts over)", sp.path)
 	}
-	return emuHeader{}, false, fmt.Errorf("zns: emu %s holds no emulated-device header: it is not an emu device (format=1 overwrites it)", sp.path)
+	// newEmu tells a device that lost its table from a file that is
+	// no device (checkDamagedHeader).
+	return emuHeader{}, false, &damagedHeader{path: sp.path, magic: magic}
+}
+
+// damagedHeader is readEmuHeader finding garbage in both slots: no slot
+// valid, and the first page not zeros.
+type damagedHeader struct {
+	path string
+	// magic: a slot still starts with the emu magic.
+	magic bool
+}
+
+func (d *damagedHeader) Error() string {
+	return fmt.Sprintf("zns: emu %s: neither header slot holds a valid zone table", d.path)
 }
 
 // emuHeaderZones is the zone count the fixed part of a slot names, if it

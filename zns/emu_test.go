@@ -389,7 +389,8 @@ func TestEmuRefusesHostileFiles(t *testing.T) {
 	}
 	for _, tc := range []struct{ path, params, want string }{
 		{truncated, "", fmt.Sprintf("the file has %d bytes, its geometry needs %d: it was truncated", st.Size()/2, st.Size())},
-		{bothBad, "", "both header slots are damaged, so its zone table is lost (format=1 erases the device and starts over)"},
+		// Its zone table is lost, not advised erased (format=1).
+		{bothBad, "", "its zone table is lost: neither header slot holds a valid one (both hold bytes that fail their checks; the emu magic still reads)"},
 		{fifo, emuTestGeo, "is a FIFO, not a regular file or a block device"},
 		{fifo, "", "is a FIFO, not a regular file or a block device"},
 		{dir, emuTestGeo, "is a directory, not a regular file or a block device"},

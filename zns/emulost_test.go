@@ -54,6 +54,31 @@ func lostTable(zones ...int) func(t *testing.T) string {
 	}
 }
 
+// zeroLeadTable makes a device whose only data is in zone 3, three
+// blocks of zeros then one of data, and zeroes both of its header
+// slots; noHoles then writes every block of the file (cp
+// --sparse=never).
+func zeroLeadTable(noHoles bool) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		path := lostDevice(t)
+		e, c := openEmuT(t, path, lostGeo)
+		b := c.buf(4*c.bs, 4)
+		clear(b[:3*c.bs])
+		c.append(3, b)
+		c.ok("Flush", e.Flush())
+		c.ok("Close", e.Close())
+		zeroSlots(t, path)
+		if noHoles {
+			all, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			patchFile(t, path, 0, all)
+		}
+		return path
+	}
+}
+
 // patchFile writes p at off in the file at path.
 func patchFile(t *testing.T, path string, off int64, p []byte) {
 	t.Helper()
@@ -176,6 +201,11 @@ func TestEmuOpenRefusesALostZoneTable(t *testing.T) {
 			return p
 		}, lostGeo, Options{}, "in the header"},
 		{"existing-only-fsck", lostTable(2), lostGeo, Options{Existing: true}, "zone 2"},
+		// A zone whose data starts with blocks of zeros (data that
+		// does, a failed write zeroed): only its first 4 KiB were
+		// read, and the file taken for blank was formatted over.
+		{"data-after-zero-blocks-at-the-zone-start", zeroLeadTable(false), lostGeo, Options{}, "zone 3"},
+		{"data-after-zero-blocks-at-the-zone-start-no-holes", zeroLeadTable(true), lostGeo, Options{}, "zone 3"},
 		{"big-sparse-file-data-far-in", func(t *testing.T) string {
 			p := sparseFile(t, bigNeed)
 			patchFile(t, p, 1<<20+1000*64<<20+8192, []byte("record"))
