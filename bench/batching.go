@@ -54,7 +54,7 @@ func (o BatchingOptions) validate() error {
 	case o.QD < 1 || o.QD > 4096:
 		return fmt.Errorf("--qd %d: want 1..4096", o.QD)
 	case o.BS < 512 || o.BS%512 != 0:
-		return fmt.Errorf("--bs %s: want a multiple of 512 B", human(int64(o.BS)))
+		return fmt.Errorf("--bs %s: want a multiple of 512 B", given(int64(o.BS)))
 	case o.Rounds < 1 || o.Duration <= 0:
 		return fmt.Errorf("--rounds %d, --time %v: want both more than 0", o.Rounds, o.Duration)
 	case o.FileSize < int64(o.BS):
@@ -179,7 +179,7 @@ func printBatching(out io.Writer, o BatchingOptions, direct bool, nop, file batc
 	if !direct {
 		mode = "buffered (no O_DIRECT here)"
 	}
-	fmt.Fprintf(out, "batching: QD%d, file writes of %s %s, %d alternating rounds\n\n", o.QD, human(int64(o.BS)), mode, o.Rounds)
+	fmt.Fprintf(out, "batching: QD%d, file writes of %s %s, %d alternating rounds\n\n", o.QD, given(int64(o.BS)), mode, o.Rounds)
 	tw := newTable(out)
 	fmt.Fprintln(tw, "target\tplugged IOPS\tSQEs/enter\tunplugged IOPS\tSQEs/enter\tratio\t")
 	for _, p := range []batchingPair{nop, file} {

@@ -253,7 +253,7 @@ func printFioBench(out io.Writer, asJSON bool, w Workload, rounds int, inproc, d
 		loops = fmt.Sprintf(", %d loops", s.Loops)
 	}
 	fmt.Fprintf(out, "%s x %s, %s%s, bs %s, iodepth %d%s, %d alternating rounds\n\n",
-		report.Plural(w.Files, "file"), human(w.Size), w.RW, loops, human(int64(w.BS)), w.IODepth, fsync, rounds)
+		report.Plural(w.Files, "file"), given(w.Size), w.RW, loops, given(int64(w.BS)), w.IODepth, fsync, rounds)
 	tw := newTable(out)
 	fmt.Fprintln(tw, "in-process MiB/s\tfio+daemon MiB/s\tratio\t")
 	fmt.Fprintf(tw, "%.1f\t%.1f\t%.2f\t\n", s.InProcessMiBps, s.DaemonMiBps, s.Ratio)

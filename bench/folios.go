@@ -62,13 +62,13 @@ func (o FoliosOptions) validate() error {
 	case o.BlockSize != 512 && o.BlockSize != 1024 && o.BlockSize != 2048 && o.BlockSize != 4096:
 		return fmt.Errorf("--block-size %d: want 512, 1024, 2048 or 4096", o.BlockSize)
 	case o.WriteSize < 4096 || o.WriteSize%4096 != 0:
-		return fmt.Errorf("--bs %s: want a multiple of 4 KiB", human(int64(o.WriteSize)))
+		return fmt.Errorf("--bs %s: want a multiple of 4 KiB", given(int64(o.WriteSize)))
 	case o.CacheSize < 8*int64(o.WriteSize) || o.CacheSize < 4<<20:
 		return fmt.Errorf("--cache-size %s: want at least 4 MiB and 8 writes", human(int64(o.CacheSize)))
 	case o.SmallSize < 1 || o.SmallFile < int64(o.SmallSize):
 		return fmt.Errorf("--small-bs %d, --small-file %d: want 1 <= small-bs <= small-file", o.SmallSize, o.SmallFile)
 	case o.MaxIO < 2*engine.BlockSize || o.MaxIO%engine.BlockSize != 0 || o.MaxIO > 64<<20:
-		return fmt.Errorf("--max-io %s: want a multiple of %s from %s to 64 MiB (a record header and data)", human(int64(o.MaxIO)), human(engine.BlockSize), human(2*engine.BlockSize))
+		return fmt.Errorf("--max-io %s: want a multiple of %s from %s to 64 MiB (a record header and data)", given(int64(o.MaxIO)), human(engine.BlockSize), human(2*engine.BlockSize))
 	}
 	return nil
 }
@@ -310,7 +310,7 @@ func printFolios(out io.Writer, o FoliosOptions, large, small, one, split folios
 	}
 	fmt.Fprintf(tw, "ratio\t%.2fx\t\t\t\t\n", ratio(large, small))
 	fmt.Fprintln(tw, "\t\t\t\t\t")
-	fmt.Fprintf(tw, "%s overwrites, %s blocks\tMiB/s\t\t\t\t\n", human(int64(o.SmallSize)), human(int64(o.BlockSize)))
+	fmt.Fprintf(tw, "%s overwrites, %s blocks\tMiB/s\t\t\t\t\n", given(int64(o.SmallSize)), given(int64(o.BlockSize)))
 	fmt.Fprintf(tw, "one critical section\t%.0f\t\t\t\t\n", one.mibps())
 	fmt.Fprintf(tw, "two critical sections\t%.0f\t\t\t\t\n", split.mibps())
 	fmt.Fprintf(tw, "ratio\t%.2fx\t\t\t\t\n", ratio(one, split))

@@ -339,7 +339,7 @@ func (o GCOptions) validate() error {
 	case !(o.Util > 0 && o.Util <= 0.95):
 		return fmt.Errorf("--util %v: want more than 0 and at most 0.95 (GC needs free zones)", o.Util)
 	case o.BS < engine.BlockSize || o.BS%engine.BlockSize != 0 || o.BS > 16<<20:
-		return fmt.Errorf("--bs %s: want a multiple of %s up to 16 MiB", human(int64(o.BS)), human(engine.BlockSize))
+		return fmt.Errorf("--bs %s: want a multiple of %s up to 16 MiB", given(int64(o.BS)), human(engine.BlockSize))
 	case o.CacheBytes < 1<<20:
 		return fmt.Errorf("--cache %s: want at least 1 MiB", human(o.CacheBytes))
 	case o.Repeat < 1 || o.Repeat > 100:
@@ -667,16 +667,16 @@ func (s Spec) describe(capacity int64) string {
 	switch s.Kind {
 	case WorkUniform:
 		return fmt.Sprintf("%d files x %s (%.0f%% of %s), random %s overwrites, iodepth %d",
-			s.Files, human(s.fileSize(capacity)), s.Util*100, human(capacity), human(s.BS), s.IODepth)
+			s.Files, human(s.fileSize(capacity)), s.Util*100, human(capacity), given(s.BS), s.IODepth)
 	case WorkHotCold:
 		return fmt.Sprintf("%d files x %s (%.0f%% of %s), random %s overwrites, %.0f%% of them to %d hot files, iodepth %d",
-			s.Files, human(s.fileSize(capacity)), s.Util*100, human(capacity), human(s.BS), s.HotShare*100, s.hotFiles(), s.IODepth)
+			s.Files, human(s.fileSize(capacity)), s.Util*100, human(capacity), given(s.BS), s.HotShare*100, s.hotFiles(), s.IODepth)
 	case WorkLifetimes:
 		return fmt.Sprintf("%d writers, files of %s to %s written sequentially (%s writes, fsync every %s), %.0f%% short-lived; live data held at %.0f%% of %s",
 			s.Files, human(s.ZoneSize/4), human(4*s.ZoneSize), human(lifetimeBS), human(max(lifetimeBS, s.ZoneSize/8)), shortShare*100, s.Util*100, human(capacity))
 	case WorkSeed:
 		return fmt.Sprintf("%d files x %s written with random %s writes, iodepth %d (%.0f%% of %s: GC barely runs)",
-			s.Files, human(s.fileSize(capacity)), human(s.BS), s.IODepth, seedShare*100, human(capacity))
+			s.Files, human(s.fileSize(capacity)), given(s.BS), s.IODepth, seedShare*100, human(capacity))
 	}
 	return s.Kind
 }

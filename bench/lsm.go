@@ -117,7 +117,7 @@ func (o LSMOptions) validate() error {
 	case o.keys() < 1000 || o.keys() > 10*LSMScaleKeys:
 		return fmt.Errorf("--scale %v gives %d keys: want 1000 up to %d", o.Scale, o.keys(), 10*LSMScaleKeys)
 	case o.ValueSize < 1 || o.ValueSize > 1<<20:
-		return fmt.Errorf("--value-size %s: want 1 B up to 1 MiB", human(int64(o.ValueSize)))
+		return fmt.Errorf("--value-size %s: want 1 B up to 1 MiB", given(int64(o.ValueSize)))
 	case !(o.Util > 0 && o.Util <= lsmUtilLimit):
 		return fmt.Errorf("--util %v: want more than 0 and at most %v: %s", o.Util, lsmUtilLimit, lsmUtilWhy)
 	case !(o.Passes > 0 && o.Passes <= 100):

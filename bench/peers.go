@@ -83,7 +83,7 @@ func (o PeersOptions) validate() error {
 	case o.IODepth < 1 || o.IODepth > 1024:
 		return fmt.Errorf("--iodepth %d: want 1..1024", o.IODepth)
 	case o.BS < engine.BlockSize || o.BS%engine.BlockSize != 0 || o.BS > 16<<20:
-		return fmt.Errorf("--bs %s: want a multiple of %s up to 16 MiB", human(int64(o.BS)), human(engine.BlockSize))
+		return fmt.Errorf("--bs %s: want a multiple of %s up to 16 MiB", given(int64(o.BS)), human(engine.BlockSize))
 	case !(o.Util > 0 && o.Util <= 0.95):
 		return fmt.Errorf("--util %v: want more than 0 and at most 0.95 (GC needs free zones)", o.Util)
 	case o.CacheBytes < 1<<20:
@@ -569,10 +569,10 @@ func (o PeersOptions) shape(w string) string {
 	switch w {
 	case WorkUniform:
 		return fmt.Sprintf("%d files filled to %.0f%% of the target's capacity, random %s overwrites, iodepth %d",
-			o.Files, o.Util*100, human(o.BS), o.IODepth)
+			o.Files, o.Util*100, given(o.BS), o.IODepth)
 	case WorkHotCold:
 		return fmt.Sprintf("%d files filled to %.0f%% of the target's capacity, random %s overwrites, %.0f%% of them to %.0f%% of the files, iodepth %d",
-			o.Files, o.Util*100, human(o.BS), o.HotShare*100, o.HotFiles*100, o.IODepth)
+			o.Files, o.Util*100, given(o.BS), o.HotShare*100, o.HotFiles*100, o.IODepth)
 	case WorkLifetimes:
 		writers := o.Files
 		if o.Writers > 0 {
@@ -582,7 +582,7 @@ func (o PeersOptions) shape(w string) string {
 			writers, human(lifetimeBS), o.Util*100)
 	case WorkSeed:
 		return fmt.Sprintf("%d files written with random %s writes, iodepth %d, %.0f%% of the target's capacity in all: GC barely runs",
-			o.Files, human(o.BS), o.IODepth, seedShare*100)
+			o.Files, given(o.BS), o.IODepth, seedShare*100)
 	}
 	return w
 }

@@ -23,6 +23,7 @@ var (
 	newTable = report.NewTable
 	micros   = report.Micros
 	human    = report.Human
+	given    = report.Given // a size a flag gave, read back exactly (--bs 3000)
 	mibPerS  = report.MiBps // every rate is MiB/s
 )
 

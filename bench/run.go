@@ -123,7 +123,7 @@ func printRun(out io.Writer, o RunOptions, w Workload, r WorkloadResult) error {
 		return WriteJSON(out, s)
 	}
 	fmt.Fprintf(out, "%s x %s, %s, bs %s, iodepth %d, placement %s\n\n",
-		report.Plural(w.Files, "file"), human(w.Size), w.RW, human(int64(w.BS)), w.IODepth, s.Placement)
+		report.Plural(w.Files, "file"), given(w.Size), w.RW, given(int64(w.BS)), w.IODepth, s.Placement)
 	tw := newTable(out)
 	fmt.Fprintln(tw, "MiB/s\tIOPS\tp50\tp99\tWAF\tdevice MiB\tGC MiB\tSQEs/enter\t")
 	fmt.Fprintf(tw, "%.1f\t%.0f\t%v\t%v\t%s\t%.1f\t%.1f\t%s\t\n", s.MiBps, s.IOPS,

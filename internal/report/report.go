@@ -81,10 +81,10 @@ var iecUnits = [...]string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
 
 // Human writes a byte count in binary units: exact when it is a whole
 // number of the largest unit that fits (64 MiB), else with up to two
-// decimals (1.5 KiB, 20.48 MiB), but in bytes when it is not a whole
-// number of KiB and two decimals would round it (3000 B, not 2.93 KiB):
-// a size given in bytes (a bench's --bs 3000) read back rounded was not
-// the size given, nor one a user could give again.
+// decimals (1.5 KiB, 20.48 MiB): for amounts (a file's size in ls -l,
+// what a copy wrote), read at a glance. A size the user gave and reads
+// back (a bench's --bs 3000) is Exact's: rounded, it is not the size
+// given, nor one a user could give again.
 func Human(n int64) string {
 	if n < 0 {
 		return "-" + humanU(uint64(-(n+1))+1) // -MinInt64 overflows an int64
@@ -101,17 +101,37 @@ func humanU(n uint64) string {
 		i++
 	}
 	shift := uint(10 * (i + 1))
-	if n%(1<<10) != 0 && n%(1<<(shift-2)) != 0 {
-		// Two decimals of the unit are exact for multiples of a
-		// quarter of it (1.25 KiB) only.
-		return fmt.Sprintf("%d B", n)
-	}
 	if n&(1<<shift-1) == 0 {
 		return fmt.Sprintf("%d %s", n>>shift, iecUnits[i])
 	}
 	v := strconv.FormatFloat(float64(n)/float64(uint64(1)<<shift), 'f', 2, 64)
 	v = strings.TrimRight(strings.TrimRight(v, "0"), ".")
 	return v + " " + iecUnits[i]
+}
+
+// Given writes a size the user gave (a flag's value, read back in a
+// heading or an error) as Human does where Human is exact, else as
+// Exact does: --bs 3000 is "3000 B", not "2.93 KiB", and 6148 KiB not
+// "6 MiB" — a size read back rounded is not the size given, nor one a
+// user could give again.
+func Given(n int64) string {
+	u := uint64(n)
+	if n < 0 {
+		u = uint64(-(n + 1)) + 1
+	}
+	if u < 1<<10 {
+		return Human(n)
+	}
+	i := 0
+	for i+1 < len(iecUnits) && u>>(10*(i+2)) > 0 {
+		i++
+	}
+	// Human's two decimals are exact for multiples of a quarter of
+	// its unit (1.25 KiB, 20.5 MiB) only.
+	if u%(1<<(10*(i+1)-2)) == 0 {
+		return Human(n)
+	}
+	return Exact(n)
 }
 
 // Exact writes a byte count in the largest binary unit of which it is a

@@ -15,14 +15,29 @@ func TestHuman(t *testing.T) {
 	}{
 		{0, "0 B"}, {513, "513 B"}, {1023, "1023 B"}, {1024, "1 KiB"}, {1536, "1.5 KiB"},
 		{64 << 20, "64 MiB"}, {513 << 20, "513 MiB"}, {20968 << 10, "20.48 MiB"}, {1<<30 + 1<<20, "1 GiB"},
-		{3 << 40, "3 TiB"}, {7 << 60, "7 EiB"}, {math.MaxInt64, "9223372036854775807 B"}, {-4096, "-4 KiB"},
+		{3 << 40, "3 TiB"}, {7 << 60, "7 EiB"}, {math.MaxInt64, "8 EiB"}, {-4096, "-4 KiB"},
 		{math.MinInt64, "-8 EiB"},
-		// Not a whole number of KiB: exact, in bytes. --bs 3000 was
-		// "2.93 KiB", and 1 MiB + 512 B "1 MiB".
-		{3000, "3000 B"}, {1<<20 + 512, "1049088 B"}, {-3000, "-3000 B"}, {1280, "1.25 KiB"}, {1100, "1100 B"},
+		// Rounded: an amount at a glance (a size given is Exact's).
+		{3000, "2.93 KiB"}, {1<<20 + 512, "1 MiB"}, {1280, "1.25 KiB"},
 	} {
 		if got := Human(tc.n); got != tc.want {
 			t.Errorf("Human(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
+
+func TestGiven(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{
+		{0, "0 B"}, {513, "513 B"}, {1024, "1 KiB"}, {1536, "1.5 KiB"}, {1280, "1.25 KiB"},
+		{3000, "3000 B"}, {1100, "1100 B"}, {1<<20 + 512, "1049088 B"}, {-3000, "-3000 B"},
+		{64 << 20, "64 MiB"}, {20968 << 10, "20968 KiB"}, {41 << 19, "20.5 MiB"}, {6148 << 10, "6148 KiB"},
+		{math.MaxInt64, "9223372036854775807 B"}, {math.MinInt64, "-8 EiB"},
+	} {
+		if got := Given(tc.n); got != tc.want {
+			t.Errorf("Given(%d) = %q, want %q", tc.n, got, tc.want)
 		}
 	}
 }
