@@ -108,6 +108,7 @@ type conn struct {
 
 	stopCh   chan struct{} // closed when the server stops reading us
 	ending   atomic.Bool   // its serve is ending (markEnding, Server.ending)
+	watchEnd atomic.Bool   // the teardown ends cancelAtHangup's watch
 	stopOnce sync.Once
 	stopping atomic.Bool
 	aborted  atomic.Bool // shutdown canceled its requests (abort)
@@ -324,18 +325,29 @@ func (c *conn) serve() {
 	// no reply is ready, and a gone client's slow fsync ran for nobody
 	// while a client at the cap waited for its place
 	// (TestH44iHalfClosedClientThatThenGoesIsCanceled).
+	//
+	// A session the daemon's shutdown ended is watched the same way: its
+	// requests run on (for the grace period) for a client still there,
+	// and one that goes meanwhile is a client gone. Shutdown stopped
+	// reading it, so nothing read its end, and shutdown waited out the
+	// whole grace period for the requests of a client already gone
+	// (TestH45bClientGoneMidShutdownIsCanceled); nor does shutdown end
+	// the watch of a half-closed client
+	// (TestH45bHalfClosedClientGoneMidShutdownIsCanceled).
 	var watched chan struct{}
-	if reason == reasonClientClosed && !c.stopping.Load() && c.halfClosed() {
+	half := reason == reasonClientClosed && !c.stopping.Load() && c.halfClosed()
+	if !half {
+		c.markEnding()
+		if !c.stopping.Load() {
+			c.cancel()
+		}
+	}
+	if half || c.stopping.Load() {
 		watched = make(chan struct{})
 		go func() {
 			defer close(watched)
 			c.cancelAtHangup()
 		}()
-	} else {
-		c.markEnding()
-		if !c.stopping.Load() {
-			c.cancel()
-		}
 	}
 	if hook := teardownHook.Load(); hook != nil {
 		(*hook)(c, reason)
@@ -347,7 +359,9 @@ func (c *conn) serve() {
 	c.writerWG.Wait()
 	if watched != nil {
 		// Its replies are delivered: the watch ends (a read deadline
-		// that has passed ends a raw read's wait, and one not begun).
+		// that has passed ends a raw read's wait, and one not begun;
+		// watchEnd, stored first, keeps the watch from clearing it).
+		c.watchEnd.Store(true)
 		c.uc.SetReadDeadline(time.Now())
 		<-watched
 	}
@@ -400,22 +414,39 @@ func pollHangup(fd uintptr) (rdhup, hup bool) {
 	}
 }
 
-// cancelAtHangup watches the socket of a half-closed client whose
-// requests still run, and cancels them if the client hangs up (closes
-// its socket, or is killed) meanwhile: it is then a client gone. It
-// returns without canceling once a read deadline passes: the
-// teardown's, once every reply is delivered, or stopReading's or
-// sendFailed's, which see to the session themselves. It waits in Go's
-// poller, which a hang-up wakes (the socket's state changes).
+// cancelAtHangup watches the socket of a client whose requests still
+// run in its session's teardown (a half-closed client's, or any
+// client's once shutdown stopped reading it), and cancels them if the
+// client hangs up (closes its socket, or is killed) meanwhile: it is
+// then a client gone. It returns without canceling once a read deadline
+// passes that the teardown set (watchEnd), once every reply is
+// delivered, or sendFailed set, which canceled them itself. The
+// deadline stopReading sets to wake the reader ends no watch: the watch
+// clears it, once stopReading has set it, and watches on (a teardown
+// that ends the watch meanwhile set watchEnd before its own deadline,
+// which the look after the clearing sees, or set its deadline after the
+// clearing). It waits in Go's poller, which a hang-up wakes (the
+// socket's state changes).
 func (c *conn) cancelAtHangup() {
-	hup := false
-	err := c.raw.Read(func(fd uintptr) bool {
-		_, hup = pollHangup(fd)
-		return hup
-	})
-	if err == nil && hup {
-		c.log.Debug("server: a half-closed client hung up; canceling its requests")
-		c.cancel()
+	for {
+		hup := false
+		err := c.raw.Read(func(fd uintptr) bool {
+			_, hup = pollHangup(fd)
+			return hup
+		})
+		if err == nil && hup {
+			c.log.Debug("server: a client whose requests still run hung up; canceling them")
+			c.cancel()
+			return
+		}
+		if err == nil || c.watchEnd.Load() || c.ctx.Err() != nil || !c.stopping.Load() {
+			return
+		}
+		c.stopReading() // returns once the first call has set its deadline
+		c.uc.SetReadDeadline(time.Time{})
+		if c.watchEnd.Load() {
+			return
+		}
 	}
 }
 

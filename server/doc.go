@@ -39,7 +39,8 @@
 //     the engine's cache without an intermediate copy.
 //   - A connection's region stays mapped and its handles stay open until
 //     every request it took has finished; a client that vanishes cancels
-//     only its own requests.
+//     only its own requests, and does so while the daemon shuts down too
+//     (shutdown stopped reading it: its hang-up tells, cancelAtHangup).
 //   - Requests run concurrently, per connection and across connections:
 //     a slow fsync holds one worker, not the connection or the daemon.
 //   - A reply sent or published is a result the client gets: at shutdown a
