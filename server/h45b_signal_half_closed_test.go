@@ -27,35 +27,10 @@ import (
 func TestH45bSignalBesideHalfClosedClientThatNeverReads(t *testing.T) {
 	for _, sig := range []os.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
-			dir := t.TempDir()
-			dev := fmt.Sprintf("emu:%s?zone_size=16M&zones=64", filepath.Join(dir, "dev"))
-			d := startServe(t, dev, filepath.Join(dir, "zf.sock"))
-			ctx := context.Background()
-
-			good := dialServe(t, d)
-			defer good.Close()
-			gh, _, err := good.Open(ctx, "good", server.OpenCreate)
-			if err != nil {
-				t.Fatal(err)
-			}
 			want := bytes.Repeat([]byte("fsynced beside a half-closed client that reads nothing "), 8000)
-			half := len(want) / 2
-			if _, err := good.WriteAt(ctx, gh, want[:half], 0); err != nil {
-				t.Fatal(err)
-			}
-			if err := good.Fsync(ctx, gh); err != nil {
-				t.Fatal(err)
-			}
-
-			bad, err := server.DialSocketFraming(ctx, d.socket, 1<<20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer bad.Close()
-			bh, _, err := bad.Open(ctx, "bad", server.OpenCreate)
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := startBesideNeverReads(t, want, "bad")
+			d, good, gh, half, bad, bh := b.d, b.good, b.gh, b.half, b.bad, b.bh
+			ctx := context.Background()
 			wantBad := bytes.Repeat([]byte("the hostile client's own fsynced bytes "), 2000)
 			if _, err := bad.WriteAt(ctx, bh, wantBad, 0); err != nil {
 				t.Fatal(err)
@@ -97,7 +72,7 @@ func TestH45bSignalBesideHalfClosedClientThatNeverReads(t *testing.T) {
 			if strings.Contains(d.stderr.String(), "outlived the grace period") {
 				t.Fatalf("shutdown waited out the grace period for a half-closed client that reads nothing:\n%s", d.stderr)
 			}
-			fsckClean(t, dev, "after "+sig.String())
+			fsckClean(t, b.dev, "after "+sig.String())
 
 			d, c, h, size := restartAndOpen(t, d, "good")
 			got := make([]byte, len(want))
@@ -105,7 +80,7 @@ func TestH45bSignalBesideHalfClosedClientThatNeverReads(t *testing.T) {
 				t.Fatalf("the good client's fsynced data across %v and a restart: size %d, %d bytes read (%v), equal %v",
 					sig, size, k, err, bytes.Equal(got, want))
 			}
-			h, size, err = c.Open(ctx, "bad", 0)
+			h, size, err := c.Open(ctx, "bad", 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,4 +91,45 @@ func TestH45bSignalBesideHalfClosedClientThatNeverReads(t *testing.T) {
 			d.stop()
 		})
 	}
+}
+
+// besideNeverReads is a real `zonefold serve` (d, on dev) beside which a
+// client reads nothing: good has written the first half of want to
+// "good" (gh) and fsynced it; bad, with socket framing, has a file open
+// (bh) and is the test's to make hostile. Both close as the test ends.
+type besideNeverReads struct {
+	d         *daemonProc
+	dev       string
+	good, bad *server.Client
+	gh, bh    uint32
+	half      int
+}
+
+// startBesideNeverReads starts one, bad's file named badName.
+func startBesideNeverReads(t *testing.T, want []byte, badName string) *besideNeverReads {
+	t.Helper()
+	dir := t.TempDir()
+	b := &besideNeverReads{dev: fmt.Sprintf("emu:%s?zone_size=16M&zones=64", filepath.Join(dir, "dev")), half: len(want) / 2}
+	b.d = startServe(t, b.dev, filepath.Join(dir, "zf.sock"))
+	ctx := context.Background()
+	b.good = dialServe(t, b.d)
+	t.Cleanup(func() { b.good.Close() })
+	var err error
+	if b.gh, _, err = b.good.Open(ctx, "good", server.OpenCreate); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.good.WriteAt(ctx, b.gh, want[:b.half], 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.good.Fsync(ctx, b.gh); err != nil {
+		t.Fatal(err)
+	}
+	if b.bad, err = server.DialSocketFraming(ctx, b.d.socket, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.bad.Close() })
+	if b.bh, _, err = b.bad.Open(ctx, badName, server.OpenCreate); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
