@@ -69,15 +69,22 @@ func h45bGoneMidClose(t *testing.T, dial func(context.Context, string, int) (*Cl
 	if err := a.uc.Close(); err != nil {
 		t.Fatal(err)
 	}
+	awaitServe(t, stopped, "of the client going, its fsync still held (the grace period is an hour)")
+	return srv.stats.canceled.Load() - canceled0
+}
+
+// awaitServe waits for Serve's result on stopped, for noProgress, and
+// requires nil; since says since when the wait is counted.
+func awaitServe(t *testing.T, stopped <-chan error, since string) {
+	t.Helper()
 	select {
 	case err := <-stopped:
 		if err != nil {
 			t.Fatalf("Serve: %v", err)
 		}
 	case <-time.After(noProgress):
-		t.Fatalf("shutdown did not end within %v of the client going, its fsync still held (the grace period is an hour)", noProgress)
+		t.Fatalf("shutdown did not end within %v %s", noProgress, since)
 	}
-	return srv.stats.canceled.Load() - canceled0
 }
 
 // TestH45bClientGoneMidShutdownIsCanceled: a client that goes for good
