@@ -363,6 +363,9 @@ func (c *conn) serve() {
 		// watchEnd, stored first, keeps the watch from clearing it).
 		c.watchEnd.Store(true)
 		c.uc.SetReadDeadline(time.Now())
+		if hook := watchEndHook.Load(); hook != nil {
+			(*hook)(c)
+		}
 		<-watched
 	}
 	// Every reply is delivered: the place comes free with no more
@@ -443,12 +446,29 @@ func (c *conn) cancelAtHangup() {
 			return
 		}
 		c.stopReading() // returns once the first call has set its deadline
+		if hook := hangupWatchHook.Load(); hook != nil {
+			(*hook)(c, false)
+		}
 		c.uc.SetReadDeadline(time.Time{})
 		if c.watchEnd.Load() {
 			return
 		}
+		if hook := hangupWatchHook.Load(); hook != nil {
+			(*hook)(c, true)
+		}
 	}
 }
+
+// hangupWatchHook, set by tests, runs in cancelAtHangup once
+// stopReading's deadline has woken the watch and stopReading is done,
+// before the watch clears that deadline (cleared false), and again once
+// it has cleared it and watches on (cleared true). watchEndHook runs in
+// the teardown once it has ended the watch (watchEnd and its deadline
+// set), before it waits for the watch to return.
+var (
+	hangupWatchHook atomic.Pointer[func(c *conn, cleared bool)]
+	watchEndHook    atomic.Pointer[func(c *conn)]
+)
 
 // markEnding counts c, if it holds a place, as ending (Server.ending)
 // until it gives the place back, once: as its teardown begins (once its
@@ -599,11 +619,13 @@ var helloHook, helloStartHook, helloReadHook atomic.Pointer[func(*conn)]
 
 // teardownHook, set by tests, runs when a session's reader has stopped
 // for reason, as its teardown begins, once it has counted the session
-// ending and canceled its requests, or found its client half-closed and
-// begun to watch it (a test that goes on from here sees the one or the
-// other: run before them, an arrival at the cap could come before the
-// session was counted ending, and TestH44cSessionEndedByTheDaemonCountsEnding
-// saw it refused at once in 1 of 30 runs).
+// ending and canceled its requests (unless shutdown ended it), or found
+// its client half-closed, and has begun to watch a half-closed client,
+// or a session shutdown ended, for its hang-up (cancelAtHangup) (a test
+// that goes on from here sees the one or the other: run before them, an
+// arrival at the cap could come before the session was counted ending,
+// and TestH44cSessionEndedByTheDaemonCountsEnding saw it refused at once
+// in 1 of 30 runs).
 var teardownHook atomic.Pointer[func(c *conn, reason string)]
 
 // hello reads the client's hello and answers it with the region's memfd.

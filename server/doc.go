@@ -70,7 +70,12 @@
 //     ending (conn.serve's teardown); one at the cap beside it is
 //     refused at once.
 //
-// Lock order: Server.mu is taken alone. A connection's handleTable.mu is
+// Lock order: Server.mu is taken alone, but for a connection's stopOnce,
+// which shutdown's abort takes under it (stopReading). stopOnce is also
+// waited in, with nothing held, by the hang-up watch of a session
+// shutdown ended (conn.cancelAtHangup, for the first stopReading to have
+// set its deadline); nothing is locked, and nothing waits, while it is
+// held. A connection's handleTable.mu is
 // taken before a handle's mu; a handle's mu is held (shared) across the
 // engine call that uses its file, so it comes before every engine lock.
 // A cold read the reader begins (startRead, engine.File.StartRead) holds
