@@ -89,6 +89,7 @@ func TestH45bThousandsOfConnectionsOpenedAndClosedFast(t *testing.T) {
 	// only a client stalled longer than that between its connect and
 	// its hello would see its connection closed, failing this test.
 	const conns, workers = 2000, 4
+	watches := hangupWatches()
 	socket, _, srv, stop := newTestServerEmuStop(t, Options{MaxConns: 8, Grace: time.Hour})
 	ctx := context.Background()
 	good, err := Dial(ctx, socket, 1<<20)
@@ -167,4 +168,5 @@ func TestH45bThousandsOfConnectionsOpenedAndClosedFast(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- stop() }()
 	awaitServe(t, stopped, "after the churn (the grace period is an hour)")
+	noHangupWatchLeft(t, watches)
 }

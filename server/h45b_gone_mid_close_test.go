@@ -16,6 +16,7 @@ import (
 // canceled and whether Serve returned within noProgress.
 func h45bGoneMidClose(t *testing.T, dial func(context.Context, string, int) (*Client, error), half bool) (canceled int64) {
 	t.Helper()
+	watches := hangupWatches()
 	torn := make(chan string, 16)
 	tear := func(_ *conn, reason string) { torn <- reason }
 	teardownHook.Store(&tear)
@@ -70,6 +71,7 @@ func h45bGoneMidClose(t *testing.T, dial func(context.Context, string, int) (*Cl
 		t.Fatal(err)
 	}
 	awaitServe(t, stopped, "of the client going, its fsync still held (the grace period is an hour)")
+	noHangupWatchLeft(t, watches)
 	return srv.stats.canceled.Load() - canceled0
 }
 
