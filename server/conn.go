@@ -360,7 +360,9 @@ func (c *conn) serve() {
 	if watched != nil {
 		// Its replies are delivered: the watch ends (a read deadline
 		// that has passed ends a raw read's wait, and one not begun;
-		// watchEnd, stored first, keeps the watch from clearing it).
+		// watchEnd, stored first, ends a watch that clears it all the
+		// same, as it woke from stopReading's: it looks after clearing,
+		// TestH45iTeardownEndsTheWatchAsItClearsShutdownsDeadline).
 		c.watchEnd.Store(true)
 		c.uc.SetReadDeadline(time.Now())
 		if hook := watchEndHook.Load(); hook != nil {
