@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -34,7 +35,7 @@ func h45bChurn(ctx context.Context, socket string, i int) (bool, error) {
 	}
 	c, err := dial(ctx, socket, 128<<10)
 	if err != nil {
-		if errors.Is(err, StatusTooManyClients) {
+		if errors.Is(err, StatusTooManyClients) || evicted(err) {
 			return false, nil
 		}
 		return false, ignoreBacklog(err)
@@ -56,6 +57,16 @@ func h45bChurn(ctx context.Context, socket string, i int) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// evicted says whether a dial's error is the daemon closing a connection
+// whose hello it had not read: at its cap on connections still to say
+// hello, the daemon evicts the oldest, and a connection whose hello has
+// not come within evictedHelloWait is closed unanswered. A worker
+// stalled that long between its connect and its hello (a loaded machine
+// under -race) is evicted, as the daemon is meant to do.
+func evicted(err error) bool {
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // ignoreBacklog is nil for a connect refused because the listen backlog
@@ -82,12 +93,11 @@ func TestH45bThousandsOfConnectionsOpenedAndClosedFast(t *testing.T) {
 	// (MaxConns). That does not keep evictions away: a connection
 	// closed with no hello stays in the greeting set until its
 	// goroutine reads its end, and on a loaded machine eight of them
-	// pile up (0 to 4 evictions a run under -race, h45i). So far only
-	// those were evicted (every connection with a hello was let in); a
-	// connection with a hello evicted is answered EUSERS (a refusal
-	// here) if its hello is there or comes within evictedHelloWait, and
-	// only a client stalled longer than that between its connect and
-	// its hello would see its connection closed, failing this test.
+	// pile up (0 to 4 evictions a run under -race, h45i). A connection
+	// with a hello evicted is answered EUSERS (a refusal here) if its
+	// hello is there or comes within evictedHelloWait; one stalled
+	// longer than that between its connect and its hello is closed
+	// unanswered (evicted), which is the daemon's to do, not a failure.
 	const conns, workers = 2000, 4
 	watches := hangupWatches()
 	socket, _, srv, stop := newTestServerEmuStop(t, Options{MaxConns: 8, Grace: time.Hour})
