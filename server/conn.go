@@ -108,6 +108,7 @@ type conn struct {
 
 	stopCh   chan struct{} // closed when the server stops reading us
 	ending   atomic.Bool   // its serve is ending (markEnding, Server.ending)
+	watchEnd atomic.Bool   // the teardown ends cancelAtHangup's watch
 	stopOnce sync.Once
 	stopping atomic.Bool
 	aborted  atomic.Bool // shutdown canceled its requests (abort)
@@ -324,18 +325,29 @@ func (c *conn) serve() {
 	// no reply is ready, and a gone client's slow fsync ran for nobody
 	// while a client at the cap waited for its place
 	// (TestH44iHalfClosedClientThatThenGoesIsCanceled).
+	//
+	// A session the daemon's shutdown ended is watched the same way: its
+	// requests run on (for the grace period) for a client still there,
+	// and one that goes meanwhile is a client gone. Shutdown stopped
+	// reading it, so nothing read its end, and shutdown waited out the
+	// whole grace period for the requests of a client already gone
+	// (TestH45bClientGoneMidShutdownIsCanceled); nor does shutdown end
+	// the watch of a half-closed client
+	// (TestH45bHalfClosedClientGoneMidShutdownIsCanceled).
 	var watched chan struct{}
-	if reason == reasonClientClosed && !c.stopping.Load() && c.halfClosed() {
+	half := reason == reasonClientClosed && !c.stopping.Load() && c.halfClosed()
+	if !half {
+		c.markEnding()
+		if !c.stopping.Load() {
+			c.cancel()
+		}
+	}
+	if half || c.stopping.Load() {
 		watched = make(chan struct{})
 		go func() {
 			defer close(watched)
 			c.cancelAtHangup()
 		}()
-	} else {
-		c.markEnding()
-		if !c.stopping.Load() {
-			c.cancel()
-		}
 	}
 	if hook := teardownHook.Load(); hook != nil {
 		(*hook)(c, reason)
@@ -347,8 +359,15 @@ func (c *conn) serve() {
 	c.writerWG.Wait()
 	if watched != nil {
 		// Its replies are delivered: the watch ends (a read deadline
-		// that has passed ends a raw read's wait, and one not begun).
+		// that has passed ends a raw read's wait, and one not begun;
+		// watchEnd, stored first, ends a watch that clears it all the
+		// same, as it woke from stopReading's: it looks after clearing,
+		// TestH45iTeardownEndsTheWatchAsItClearsShutdownsDeadline).
+		c.watchEnd.Store(true)
 		c.uc.SetReadDeadline(time.Now())
+		if hook := watchEndHook.Load(); hook != nil {
+			(*hook)(c)
+		}
 		<-watched
 	}
 	// Every reply is delivered: the place comes free with no more
@@ -400,24 +419,58 @@ func pollHangup(fd uintptr) (rdhup, hup bool) {
 	}
 }
 
-// cancelAtHangup watches the socket of a half-closed client whose
-// requests still run, and cancels them if the client hangs up (closes
-// its socket, or is killed) meanwhile: it is then a client gone. It
-// returns without canceling once a read deadline passes: the
-// teardown's, once every reply is delivered, or stopReading's or
-// sendFailed's, which see to the session themselves. It waits in Go's
-// poller, which a hang-up wakes (the socket's state changes).
+// cancelAtHangup watches the socket of a client whose requests still
+// run in its session's teardown (a half-closed client's, or any
+// client's once shutdown stopped reading it), and cancels them if the
+// client hangs up (closes its socket, or is killed) meanwhile: it is
+// then a client gone. It returns without canceling once a read deadline
+// passes that the teardown set (watchEnd), once every reply is
+// delivered, or sendFailed set, which canceled them itself. The
+// deadline stopReading sets to wake the reader ends no watch: the watch
+// clears it, once stopReading has set it, and watches on (a teardown
+// that ends the watch meanwhile set watchEnd before its own deadline,
+// which the look after the clearing sees, or set its deadline after the
+// clearing). It waits in Go's poller, which a hang-up wakes (the
+// socket's state changes).
 func (c *conn) cancelAtHangup() {
-	hup := false
-	err := c.raw.Read(func(fd uintptr) bool {
-		_, hup = pollHangup(fd)
-		return hup
-	})
-	if err == nil && hup {
-		c.log.Debug("server: a half-closed client hung up; canceling its requests")
-		c.cancel()
+	for {
+		hup := false
+		err := c.raw.Read(func(fd uintptr) bool {
+			_, hup = pollHangup(fd)
+			return hup
+		})
+		if err == nil && hup {
+			c.log.Debug("server: a client whose requests still run hung up; canceling them")
+			c.cancel()
+			return
+		}
+		if err == nil || c.watchEnd.Load() || c.ctx.Err() != nil || !c.stopping.Load() {
+			return
+		}
+		c.stopReading() // returns once the first call has set its deadline
+		if hook := hangupWatchHook.Load(); hook != nil {
+			(*hook)(c, false)
+		}
+		c.uc.SetReadDeadline(time.Time{})
+		if c.watchEnd.Load() {
+			return
+		}
+		if hook := hangupWatchHook.Load(); hook != nil {
+			(*hook)(c, true)
+		}
 	}
 }
+
+// hangupWatchHook, set by tests, runs in cancelAtHangup once
+// stopReading's deadline has woken the watch and stopReading is done,
+// before the watch clears that deadline (cleared false), and again once
+// it has cleared it and watches on (cleared true). watchEndHook runs in
+// the teardown once it has ended the watch (watchEnd and its deadline
+// set), before it waits for the watch to return.
+var (
+	hangupWatchHook atomic.Pointer[func(c *conn, cleared bool)]
+	watchEndHook    atomic.Pointer[func(c *conn)]
+)
 
 // markEnding counts c, if it holds a place, as ending (Server.ending)
 // until it gives the place back, once: as its teardown begins (once its
@@ -568,11 +621,13 @@ var helloHook, helloStartHook, helloReadHook atomic.Pointer[func(*conn)]
 
 // teardownHook, set by tests, runs when a session's reader has stopped
 // for reason, as its teardown begins, once it has counted the session
-// ending and canceled its requests, or found its client half-closed and
-// begun to watch it (a test that goes on from here sees the one or the
-// other: run before them, an arrival at the cap could come before the
-// session was counted ending, and TestH44cSessionEndedByTheDaemonCountsEnding
-// saw it refused at once in 1 of 30 runs).
+// ending and canceled its requests (unless shutdown ended it), or found
+// its client half-closed, and has begun to watch a half-closed client,
+// or a session shutdown ended, for its hang-up (cancelAtHangup) (a test
+// that goes on from here sees the one or the other: run before them, an
+// arrival at the cap could come before the session was counted ending,
+// and TestH44cSessionEndedByTheDaemonCountsEnding saw it refused at once
+// in 1 of 30 runs).
 var teardownHook atomic.Pointer[func(c *conn, reason string)]
 
 // hello reads the client's hello and answers it with the region's memfd.

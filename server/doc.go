@@ -39,7 +39,8 @@
 //     the engine's cache without an intermediate copy.
 //   - A connection's region stays mapped and its handles stay open until
 //     every request it took has finished; a client that vanishes cancels
-//     only its own requests.
+//     only its own requests, and does so while the daemon shuts down too
+//     (shutdown stopped reading it: its hang-up tells, cancelAtHangup).
 //   - Requests run concurrently, per connection and across connections:
 //     a slow fsync holds one worker, not the connection or the daemon.
 //   - A reply sent or published is a result the client gets: at shutdown a
@@ -69,7 +70,12 @@
 //     ending (conn.serve's teardown); one at the cap beside it is
 //     refused at once.
 //
-// Lock order: Server.mu is taken alone. A connection's handleTable.mu is
+// Lock order: Server.mu is taken alone, but for a connection's stopOnce,
+// which shutdown's abort takes under it (stopReading). stopOnce is also
+// waited in, with nothing held, by the hang-up watch of a session
+// shutdown ended (conn.cancelAtHangup, for the first stopReading to have
+// set its deadline); nothing is locked, and nothing waits, while it is
+// held. A connection's handleTable.mu is
 // taken before a handle's mu; a handle's mu is held (shared) across the
 // engine call that uses its file, so it comes before every engine lock.
 // A cold read the reader begins (startRead, engine.File.StartRead) holds

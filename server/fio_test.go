@@ -175,16 +175,23 @@ func startServeCache(t *testing.T, device, socket, cache string, env ...string) 
 // stop sends SIGTERM and requires a clean exit.
 func (d *daemonProc) stop() {
 	d.t.Helper()
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	d.stopWith(syscall.SIGTERM)
+}
+
+// stopWith sends sig (one that stops the daemon cleanly) and requires a
+// clean exit.
+func (d *daemonProc) stopWith(sig os.Signal) {
+	d.t.Helper()
+	if err := d.cmd.Process.Signal(sig); err != nil {
 		d.t.Fatal(err)
 	}
 	select {
 	case err := <-d.exited:
 		if err != nil {
-			d.t.Fatalf("daemon exit after SIGTERM: %v\n%s", err, d.stderr)
+			d.t.Fatalf("daemon exit after %v: %v\n%s", sig, err, d.stderr)
 		}
 	case <-time.After(2 * time.Minute):
-		d.t.Fatalf("daemon did not exit after SIGTERM\n%s", d.stderr)
+		d.t.Fatalf("daemon did not exit after %v\n%s", sig, d.stderr)
 	}
 	if !strings.Contains(d.stderr.String(), "engine flushed and checkpointed") {
 		d.t.Fatalf("daemon exited without a checkpoint:\n%s", d.stderr)

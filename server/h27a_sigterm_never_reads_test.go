@@ -11,8 +11,6 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,38 +19,13 @@ import (
 )
 
 func TestH27aSIGTERMBesideClientThatNeverReads(t *testing.T) {
-	dir := t.TempDir()
-	dev := fmt.Sprintf("emu:%s?zone_size=16M&zones=64", filepath.Join(dir, "dev"))
-	d := startServe(t, dev, filepath.Join(dir, "zf.sock"))
-	ctx := context.Background()
-
-	good := dialServe(t, d)
-	defer good.Close()
-	gh, _, err := good.Open(ctx, "good", server.OpenCreate)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := bytes.Repeat([]byte("fsynced beside a client that reads nothing, then SIGTERM "), 20000)
-	half := len(want) / 2
-	if _, err := good.WriteAt(ctx, gh, want[:half], 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := good.Fsync(ctx, gh); err != nil {
-		t.Fatal(err)
-	}
-
 	// The hostile client: 16 KiB writes, one per message, without end,
 	// and no reply read. Its sends block once the daemon stops reading
 	// it (MaxInflight unanswered, its replies filling the socket).
-	bad, err := server.DialSocketFraming(ctx, d.socket, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bad.Close()
-	bh, _, err := bad.Open(ctx, "pipelined", server.OpenCreate)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := startBesideNeverReads(t, want, "pipelined")
+	d, good, gh, half, bad, bh := b.d, b.good, b.gh, b.half, b.bad, b.bh
+	ctx := context.Background()
 	submitted := make(chan int, 1)
 	go func() {
 		n := 0
@@ -91,7 +64,7 @@ func TestH27aSIGTERMBesideClientThatNeverReads(t *testing.T) {
 	if strings.Contains(d.stderr.String(), "outlived the grace period") {
 		t.Fatalf("shutdown waited out the grace period for a client that reads nothing:\n%s", d.stderr)
 	}
-	fsckClean(t, dev, "after SIGTERM")
+	fsckClean(t, b.dev, "after SIGTERM")
 
 	d, c, h, size := restartAndOpen(t, d, "good")
 	if size != int64(len(want)) {
@@ -102,5 +75,5 @@ func TestH27aSIGTERMBesideClientThatNeverReads(t *testing.T) {
 		t.Fatalf("the good client's fsynced data changed across SIGTERM (%d bytes read, %v)", n, err)
 	}
 	d.stop()
-	fsckClean(t, dev, "after the second SIGTERM")
+	fsckClean(t, b.dev, "after the second SIGTERM")
 }

@@ -52,11 +52,21 @@ func halfCloseSetup(t *testing.T, dial func(context.Context, string, int) (*Clie
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
-	h, _, err := a.Open(ctx, "half", OpenCreate)
+	data = heldFsync(t, a, "half", held)
+	return a, socket, srv, data, release, tornCh, waitCh
+}
+
+// heldFsync has a write halfCloseWrite bytes to name (creating it) and
+// ask for an fsync of it (tag 7), and waits for the fsync to be held
+// (held, of holdOps or holdOpsUntilCanceled); it returns the data.
+func heldFsync(t *testing.T, a *Client, name string, held <-chan struct{}) []byte {
+	t.Helper()
+	ctx := context.Background()
+	h, _, err := a.Open(ctx, name, OpenCreate)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data = make([]byte, halfCloseWrite)
+	data := make([]byte, halfCloseWrite)
 	for i := range data {
 		data[i] = byte(i*7 + i>>9)
 	}
@@ -69,9 +79,9 @@ func halfCloseSetup(t *testing.T, dial func(context.Context, string, int) (*Clie
 	select {
 	case <-held:
 	case <-time.After(noProgress):
-		t.Fatalf("the write did not reach the daemon's exec within %v", noProgress)
+		t.Fatalf("the fsync did not reach the daemon's exec within %v", noProgress)
 	}
-	return a, socket, srv, data, release, tornCh, waitCh
+	return data
 }
 
 // shutWrite shuts down c's sending side: c still reads.
