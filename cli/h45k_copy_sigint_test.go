@@ -47,10 +47,12 @@ func h45kData(name string, n int) []byte {
 // exit status still the signal's (130, 143, 129).
 //
 // The real binary, a real emu device and a real DIR. The SIGINT is sent
-// once DIR holds big's first bytes (polled, not slept for). If the copy
-// got past big before the signal reached it (a fast machine), the same
+// once DIR holds big's first bytes (polled, not slept for), fsck frozen
+// (SIGSTOP) so that it is known to be alive to take it. If the copy got
+// past big before the signal reached it (a fast machine), the same
 // checks hold: DIR holds exactly the files the report counts, each
-// whole, and the test logs that the signal missed big.
+// whole, and the test logs that the signal missed big; if fsck exited
+// before it could be frozen, the copy must be whole and its status 0.
 func TestH45kFsckCopyToStopsCleanlyOnSIGINT(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "dev")
 	devName := fmt.Sprintf("emu:%s?zone_size=16M&zones=24", path)
@@ -109,15 +111,39 @@ func TestH45kFsckCopyToStopsCleanlyOnSIGINT(t *testing.T) {
 					began = n == len(buf) && bytes.Equal(buf, first)
 				}
 			}
-			if err := cmd.Process.Signal(sig); err != nil {
-				t.Fatal(err)
+			// Freeze fsck before the signal: on a loaded machine this
+			// goroutine can be held up long enough for fsck to finish
+			// the whole copy and exit, and a signal sent then went
+			// nowhere (the test failed on "process already
+			// finished", or on exit 0). Frozen, fsck is known to be
+			// alive when the signal is sent; it takes it once it runs
+			// again (SIGCONT). If it exited first, that is the only
+			// other outcome, checked below.
+			frozen := cmd.Process.Signal(syscall.SIGSTOP) == nil && h45kStopped(t, cmd.Process.Pid)
+			if frozen {
+				if err := cmd.Process.Signal(sig); err != nil {
+					t.Fatal(err)
+				}
+				if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+					t.Fatal(err)
+				}
 			}
 			select {
 			case <-done:
 			case <-time.After(time.Minute):
-				t.Fatalf("fsck --copy-to still ran a minute after one signal; stderr %q", stderr.String())
+				t.Fatal("fsck --copy-to still ran a minute after one signal")
 			}
 			out, errOut := stdout.String(), stderr.String()
+			if !frozen {
+				// fsck was done before it could be frozen: no
+				// signal was sent; the copy ran to its end.
+				t.Logf("fsck --copy-to exited before the signal (the copy ran to its end)")
+				if st := cmd.ProcessState.ExitCode(); st != 0 || !strings.Contains(out, "copied 3 files") {
+					t.Errorf("fsck --copy-to not signalled: exit %d, stdout %q, stderr %q; want 0 and 3 files copied", st, out, errOut)
+				}
+				copyToCheck(t, dir, want)
+				return
+			}
 			if st := cmd.ProcessState.ExitCode(); st != exitSignal(sig) || !strings.Contains(errOut, "interrupted by "+signalName(sig)) {
 				t.Errorf("one %s during the copy: exit %d, stderr %q; want %d and 'interrupted by %[1]s'", signalName(sig), st, errOut, exitSignal(sig))
 			}
@@ -164,6 +190,28 @@ func TestH45kFsckCopyToStopsCleanlyOnSIGINT(t *testing.T) {
 			}
 		})
 	}
+}
+
+// h45kStopped waits until process pid, sent SIGSTOP, is stopped (true)
+// or has exited (false: a zombie, or already reaped).
+func h45kStopped(t *testing.T, pid int) bool {
+	t.Helper()
+	for giveUp := time.Now().Add(time.Minute); time.Now().Before(giveUp); time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		// The state follows the command name, which is in parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		switch {
+		case i >= 0 && bytes.HasPrefix(b[i+1:], []byte(" T")):
+			return true
+		case i >= 0 && bytes.HasPrefix(b[i+1:], []byte(" Z")):
+			return false
+		}
+	}
+	t.Fatalf("process %d neither stopped nor exited within a minute of SIGSTOP", pid)
+	return false
 }
 
 // TestH45kStopModeDecidesOnce: the command's word that it stops cleanly
