@@ -309,6 +309,10 @@ func salvageInto(out io.Writer, device string, dev zns.Device, create func(name 
 	stopped := errors.Join(err, done(partial))
 	copied, holes, skipped := 0, 0, 0
 	var bytes int64
+	interrupted := "" // the file a signal stopped the copy in (stopsBetweenChunks)
+	if errors.Is(err, context.Canceled) {
+		interrupted = partial
+	}
 	for _, f := range rep.Files {
 		switch {
 		case f.Err != nil:
@@ -326,7 +330,7 @@ func salvageInto(out io.Writer, device string, dev zns.Device, create func(name 
 	}
 	if asJSON {
 		j := fsckOutput(device, rep.Fsck)
-		j.CopyTo, j.Copied, j.NotRecovered = dir, &copied, []notRecoveredJSON{}
+		j.CopyTo, j.Copied, j.NotRecovered, j.InterruptedIn = dir, &copied, []notRecoveredJSON{}, interrupted
 		for _, f := range rep.Files {
 			if f.Err != nil {
 				j.NotRecovered = append(j.NotRecovered, notRecoveredJSON{File: f.Name, Length: f.Size, Why: f.Err.Error()})
@@ -353,10 +357,9 @@ func salvageInto(out io.Writer, device string, dev zns.Device, create func(name 
 			fmt.Fprintf(out, "; %s not recovered, %s not copied", counted(holes, "range"), counted(skipped, "file"))
 		}
 		fmt.Fprintln(out)
-		if errors.Is(err, context.Canceled) && partial != "" {
-			// A signal (stopsBetweenChunks): the report is of the
-			// files copied before it.
-			fmt.Fprintf(out, "interrupted: the copy stopped in %q (the part of it copied is not kept); %s holds the files counted above, whole\n", partial, dir)
+		if interrupted != "" {
+			// The report is of the files copied before it.
+			fmt.Fprintf(out, "interrupted: the copy stopped in %q (the part of it copied is not kept); %s holds the files counted above, whole\n", interrupted, dir)
 		}
 	}
 	if stopped != nil {
