@@ -35,8 +35,10 @@ import (
 //     (checkDevice).
 //   - A signal (SIGINT, SIGTERM, or SIGHUP: the terminal went away)
 //     cancels the command's context. A command that does not watch its
-//     context (annotated below) stops at once; one that does gets to
-//     finish (serve flushes, put removes its temporary file) unless a
+//     context (annotated below, or, as fsck --copy-to once it copies,
+//     said from then on: stopCleanlyFromHere) stops at once; one that
+//     does gets to finish (serve flushes, put removes its temporary
+//     file, fsck --copy-to removes the file it was copying) unless a
 //     SIGINT follows (Ctrl-C again). A SIGTERM or SIGHUP that follows
 //     asks for the same clean stop again and changes nothing: GNU
 //     timeout sends its signal to the command and then to its process

@@ -126,9 +126,14 @@ xfs_repair -n's: fsck repairs nothing):
      whole; not the one it stopped in)
 A script salvaging a device: 0 or 1, every file fsck found came back
 whole; 4, the report lists what did not; 8, DIR holds only the files
-the report says it copied, if any. A signal stops fsck at once (130
-after SIGINT, 143 after SIGTERM): no report, and DIR may hold a file
-copied part way.`,
+the report says it copied, if any. A signal (SIGINT, SIGTERM, SIGHUP)
+stops fsck with 130, 143 or 129. While it checks, at once, with no report
+(DIR still holds nothing). While --copy-to copies, between two chunks:
+the file it was copying removed, DIR synced, the report printed with a
+line saying where it was interrupted (--json: interrupted_in); DIR holds
+the files the report says it copied. After the copy ended, the report
+whole, with no such line. Ctrl-C again stops it at once (DIR may then
+hold a file copied part way).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			defer func() { err = fsckStatus(err) }()

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-
-	"github.com/zonefold/zonefold/zns"
 )
 
 // failAfterFirst is a copy's file whose first write lands and every
@@ -57,21 +55,7 @@ func TestH45fCopyThatStopsLeavesNoPartFile(t *testing.T) {
 	}
 	f.Close()
 	copyToWrite(t, e, "c", []byte("data of c"))
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	dev, err := zns.Open(devName, zns.Options{Existing: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	dir := filepath.Join(t.TempDir(), "copy")
-	root, _, err := copyDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	dirs := copyDirs{}
+	dev, root, dirs, dir := copyToOpen(t, e, devName)
 	create := createIn(root, dirs)
 	full := func(name string, size int64) (io.WriterAt, error) {
 		w, err := create(name, size)

@@ -27,6 +27,9 @@ type fsckJSON struct {
 	CopyTo       string             `json:"copy_to,omitzero"`
 	Copied       *int               `json:"copied,omitzero"`
 	NotRecovered []notRecoveredJSON `json:"not_recovered,omitzero"`
+	// A signal stopped the copy in this file, not kept in DIR (the
+	// text report's "interrupted:" line).
+	InterruptedIn string `json:"interrupted_in,omitzero"`
 }
 
 // notRecoveredJSON is a range of a file fsck --copy-to left a hole, or a

@@ -62,7 +62,8 @@ func runCommand(args []string, stdout, stderr io.Writer, stopSignals bool) int {
 	if stopSignals {
 		defer signal.Stop(sigs)
 	}
-	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), barrierKey{}, barrier))
+	var mode stopMode
+	ctx, cancel := context.WithCancel(context.WithValue(context.WithValue(context.Background(), barrierKey{}, barrier), stopModeKey{}, &mode))
 	defer cancel()
 	var running atomic.Pointer[cobra.Command]
 	root := newRoot(stdout, stderr, &running)
@@ -98,9 +99,11 @@ func runCommand(args []string, stdout, stderr io.Writer, stopSignals bool) int {
 				fmt.Fprintf(stderr, "zonefold: a second SIGINT within %v is taken for the same request; still stopping cleanly (Ctrl-C again stops at once)\n", sameRequestWindow)
 				continue
 			}
-			if got != 0 || !annotated(running.Load(), annWatchesContext) {
+			if got != 0 || (!annotated(running.Load(), annWatchesContext) && mode.CompareAndSwap(stopAtOnce, stoppingAtOnce)) {
 				// Ctrl-C while stopping, or a command that would not
-				// notice the first signal: stop now.
+				// notice the first signal (nor said it would from
+				// here on, stopCleanlyFromHere; the swap keeps it
+				// from saying so now): stop now.
 				fmt.Fprintf(stderr, "zonefold: interrupted by %s\n", signalName(sig))
 				return exitSignal(sig)
 			}
@@ -108,6 +111,37 @@ func runCommand(args []string, stdout, stderr io.Writer, stopSignals bool) int {
 			cancel()
 		}
 	}
+}
+
+// stopMode is how the first signal stops a command that is not
+// annotated as watching its context (annWatchesContext): at once until
+// the command says it watches it from here on (stopCleanlyFromHere),
+// cleanly after. fsck --copy-to says so as it begins to copy: until
+// then it only reads (its whole-device check, which does not watch the
+// context: marked as watching, it would take the first Ctrl-C only once
+// that walk ended), after it a stop at once could leave a file in DIR
+// part copied. Whichever of the command and Main's loop swaps the mode
+// first decides: the command never begins what it must finish once
+// Main has chosen to exit at once.
+type stopMode struct{ atomic.Int32 }
+
+const (
+	stopAtOnce     int32 = iota // the first signal stops the command at once
+	stopCleanly                 // it cancels the command's context
+	stoppingAtOnce              // Main's loop took a signal to stop at once
+)
+
+type stopModeKey struct{}
+
+// stopCleanlyFromHere tells Main that the command watches ctx from here
+// on: a first signal cancels ctx, as for a command annotated
+// watchesContext, and the command returns promptly after. It reports
+// false if a signal already made Main stop the process at once: the
+// caller must not begin what a stop at once would leave half done.
+// Outside Main (no signal loop) it reports true.
+func stopCleanlyFromHere(ctx context.Context) bool {
+	m, _ := ctx.Value(stopModeKey{}).(*stopMode)
+	return m == nil || m.CompareAndSwap(stopAtOnce, stopCleanly) || m.Load() == stopCleanly
 }
 
 // exitStatus reports how a command ended and returns its exit status.

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -214,7 +215,57 @@ func shellWord(s string) string {
 // recovered and what it could not.
 func salvage(cmd *cobra.Command, device string, dev zns.Device, root *os.Root, dir string, asJSON bool) error {
 	dirs := copyDirs{}
-	return salvageInto(cmd.OutOrStdout(), device, dev, createIn(root, dirs), finishCopy(root, dirs), dir, asJSON)
+	return salvageInto(cmd.OutOrStdout(), device, dev, stopsBetweenChunks(cmd.Context(), createIn(root, dirs)), finishCopy(root, dirs), dir, asJSON)
+}
+
+// stopsBetweenChunks makes create's copies stop once ctx ends: before
+// the first file, it tells Main that a first signal now stops the copy
+// cleanly (stopCleanlyFromHere); then a file's writes fail with ctx's
+// error once ctx ended, and so does the close of a file begun after it
+// ended (one that needs no write, empty or all holes, would not stop
+// the copy). engine.Salvage stops at that error, between two chunks,
+// and salvageInto removes the file it stopped in and reports the files
+// copied before it, whole.
+func stopsBetweenChunks(ctx context.Context, create func(name string, size int64) (io.WriterAt, error)) func(name string, size int64) (io.WriterAt, error) {
+	return func(name string, size int64) (io.WriterAt, error) {
+		if !stopCleanlyFromHere(ctx) {
+			// Main is exiting at once: create nothing it would
+			// leave half copied.
+			return nil, fmt.Errorf("not copied: %w", context.Canceled)
+		}
+		late := ctx.Err() != nil
+		w, err := create(name, size)
+		if err != nil {
+			return nil, err
+		}
+		return watchedFile{ctx: ctx, WriterAt: w, late: late}, nil
+	}
+}
+
+// watchedFile is a copy's file whose writes fail once ctx ended, and
+// whose close does too if it was begun after (late).
+type watchedFile struct {
+	ctx context.Context
+	io.WriterAt
+	late bool
+}
+
+func (f watchedFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return f.WriterAt.WriteAt(p, off)
+}
+
+func (f watchedFile) Close() error {
+	var err error
+	if c, ok := f.WriterAt.(io.Closer); ok {
+		err = c.Close()
+	}
+	if f.late {
+		err = errors.Join(err, f.ctx.Err())
+	}
+	return err
 }
 
 // finishCopy makes the done function salvageInto takes for a copy into
@@ -258,6 +309,10 @@ func salvageInto(out io.Writer, device string, dev zns.Device, create func(name 
 	stopped := errors.Join(err, done(partial))
 	copied, holes, skipped := 0, 0, 0
 	var bytes int64
+	interrupted := "" // the file a signal stopped the copy in (stopsBetweenChunks)
+	if errors.Is(err, context.Canceled) {
+		interrupted = partial
+	}
 	for _, f := range rep.Files {
 		switch {
 		case f.Err != nil:
@@ -275,7 +330,7 @@ func salvageInto(out io.Writer, device string, dev zns.Device, create func(name 
 	}
 	if asJSON {
 		j := fsckOutput(device, rep.Fsck)
-		j.CopyTo, j.Copied, j.NotRecovered = dir, &copied, []notRecoveredJSON{}
+		j.CopyTo, j.Copied, j.NotRecovered, j.InterruptedIn = dir, &copied, []notRecoveredJSON{}, interrupted
 		for _, f := range rep.Files {
 			if f.Err != nil {
 				j.NotRecovered = append(j.NotRecovered, notRecoveredJSON{File: f.Name, Length: f.Size, Why: f.Err.Error()})
@@ -302,6 +357,10 @@ func salvageInto(out io.Writer, device string, dev zns.Device, create func(name 
 			fmt.Fprintf(out, "; %s not recovered, %s not copied", counted(holes, "range"), counted(skipped, "file"))
 		}
 		fmt.Fprintln(out)
+		if interrupted != "" {
+			// The report is of the files copied before it.
+			fmt.Fprintf(out, "interrupted: the copy stopped in %q (the part of it copied is not kept); %s holds the files counted above, whole\n", interrupted, dir)
+		}
 	}
 	if stopped != nil {
 		if partial != "" {

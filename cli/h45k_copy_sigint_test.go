@@ -1,0 +1,294 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/zns"
+)
+
+// h45kBig is the size of the file the signal lands in: large enough
+// that its copy takes many chunks, so that the test's SIGINT, sent once
+// the copy has written its first bytes, lands while it is part copied.
+// (Where it lands does not decide the test: see below.)
+const h45kBig = 160 << 20
+
+// h45kData is n bytes of name's content: every 4 KiB block a different
+// non-zero byte, so a block left zeros (a copy stopped before it) or
+// copied to the wrong place shows.
+func h45kData(name string, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte((i/4096+int(name[0]))%251 + 1)
+	}
+	return b
+}
+
+// TestH45kFsckCopyToStopsCleanlyOnSIGINT: one SIGINT (or SIGTERM, SIGHUP) during fsck
+// --copy-to stopped it at once (exit 130, no report), and DIR could hold
+// the file it was copying, created at its full size with only its first
+// chunks copied and zeros past them: it looked whole to a user who then
+// trusted it. Now the first signal during the copy stops it between
+// chunks: the file it was copying removed, DIR synced, the report of
+// what it copied printed with a line saying it was interrupted, and the
+// exit status still the signal's (130, 143, 129).
+//
+// The real binary, a real emu device and a real DIR. The SIGINT is sent
+// once DIR holds big's first bytes (polled, not slept for), fsck frozen
+// (SIGSTOP) so that it is known to be alive to take it. If the copy got
+// past big before the signal reached it (a fast machine), the same
+// checks hold: DIR holds exactly the files the report counts, each
+// whole, and the test logs that the signal missed big; if fsck exited
+// before it could be frozen, the copy must be whole and its status 0.
+func TestH45kFsckCopyToStopsCleanlyOnSIGINT(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev")
+	devName := fmt.Sprintf("emu:%s?zone_size=16M&zones=24", path)
+	if code, out := copyToRun("format", devName); code != 0 {
+		t.Fatalf("format: %d %s", code, out)
+	}
+	e, err := engine.Open(devName, engine.Config{CacheBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]byte{
+		"a":   h45kData("a", 3*4096+100),
+		"big": h45kData("big", h45kBig),
+		"c":   h45kData("c", 5000),
+	}
+	for _, name := range []string{"a", "big", "c"} {
+		copyToWrite(t, e, name, want[name])
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(signalName(sig), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "copy")
+			cmd := exec.Command(zonefoldBinary(t), "fsck", devName, "--copy-to", dir)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			defer func() {
+				cmd.Process.Kill()
+				<-done
+			}()
+			// Wait until big's copy has begun: its file in DIR holds the
+			// first bytes of its content (created sized, it reads zeros
+			// until then).
+			first := want["big"][:4096]
+			buf := make([]byte, len(first))
+			deadline := time.Now().Add(time.Minute)
+			for began := false; !began; time.Sleep(time.Millisecond) {
+				select {
+				case <-done:
+					t.Fatalf("fsck --copy-to exited %d before big's copy was seen to begin\nstdout: %s\nstderr: %s", cmd.ProcessState.ExitCode(), stdout.String(), stderr.String())
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("big's copy did not begin within a minute")
+				}
+				if f, err := os.Open(filepath.Join(dir, "big")); err == nil {
+					n, _ := f.ReadAt(buf, 0)
+					f.Close()
+					began = n == len(buf) && bytes.Equal(buf, first)
+				}
+			}
+			// Freeze fsck before the signal: on a loaded machine this
+			// goroutine can be held up long enough for fsck to finish
+			// the whole copy and exit, and a signal sent then went
+			// nowhere (the test failed on "process already
+			// finished", or on exit 0). Frozen, fsck is known to be
+			// alive when the signal is sent; it takes it once it runs
+			// again (SIGCONT). If it exited first, that is the only
+			// other outcome, checked below.
+			frozen := cmd.Process.Signal(syscall.SIGSTOP) == nil && h45kStopped(t, cmd.Process.Pid)
+			if frozen {
+				if err := cmd.Process.Signal(sig); err != nil {
+					t.Fatal(err)
+				}
+				if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("fsck --copy-to still ran a minute after one signal")
+			}
+			out, errOut := stdout.String(), stderr.String()
+			if !frozen {
+				// fsck was done before it could be frozen: no
+				// signal was sent; the copy ran to its end.
+				t.Logf("fsck --copy-to exited before the signal (the copy ran to its end)")
+				if st := cmd.ProcessState.ExitCode(); st != 0 || !strings.Contains(out, "copied 3 files") {
+					t.Errorf("fsck --copy-to not signalled: exit %d, stdout %q, stderr %q; want 0 and 3 files copied", st, out, errOut)
+				}
+				copyToCheck(t, dir, want)
+				return
+			}
+			if st := cmd.ProcessState.ExitCode(); st != exitSignal(sig) || !strings.Contains(errOut, "interrupted by "+signalName(sig)) {
+				t.Errorf("one %s during the copy: exit %d, stderr %q; want %d and 'interrupted by %[1]s'", signalName(sig), st, errOut, exitSignal(sig))
+			}
+			// The report: what was copied, and (the signal having landed in
+			// big) that it was interrupted there.
+			copied := -1
+			if m := regexp.MustCompile(`(?m)^copied (\d+) files? \(.*\) to `).FindStringSubmatch(out); m != nil {
+				copied, _ = strconv.Atoi(m[1])
+			} else {
+				t.Errorf("no report of what was copied after one signal; stdout %q, stderr %q", out, errOut)
+			}
+			stoppedInBig := strings.Contains(out, `interrupted: the copy stopped in "big"`)
+			t.Logf("after one signal: stdout %q, stderr %q", out, errOut)
+			if !stoppedInBig && copied >= 0 {
+				t.Logf("the signal reached fsck after big was copied (%d files copied); stdout %q", copied, out)
+			}
+			if stoppedInBig && copied != 1 {
+				t.Errorf("interrupted in big, the report counts %d files copied; want 1 (a)\n%s", copied, out)
+			}
+			// DIR holds only whole files, in name order (the copy's order),
+			// as many as the report counts: never big part copied.
+			names, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, d := range names {
+				name := d.Name()
+				got, err := os.ReadFile(filepath.Join(dir, name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				w, ok := want[name]
+				if !ok || name != []string{"a", "big", "c"}[i] {
+					t.Errorf("DIR holds %q, not one of the files copied in order", name)
+					continue
+				}
+				if !bytes.Equal(got, w) {
+					z := bytes.IndexByte(got, 0) // never in the content
+					t.Errorf("DIR holds %q at %d bytes (want %d) but not whole: zeros from byte %d: a copy stopped part way, left looking whole", name, len(got), len(w), z)
+				}
+			}
+			if copied >= 0 && len(names) != copied {
+				t.Errorf("DIR holds %d files, the report says %d were copied", len(names), copied)
+			}
+		})
+	}
+}
+
+// h45kStopped waits until process pid, sent SIGSTOP, is stopped (true)
+// or has exited (false: a zombie, or already reaped).
+func h45kStopped(t *testing.T, pid int) bool {
+	t.Helper()
+	for giveUp := time.Now().Add(time.Minute); time.Now().Before(giveUp); time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		// The state follows the command name, which is in parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		switch {
+		case i >= 0 && bytes.HasPrefix(b[i+1:], []byte(" T")):
+			return true
+		case i >= 0 && bytes.HasPrefix(b[i+1:], []byte(" Z")):
+			return false
+		}
+	}
+	t.Fatalf("process %d neither stopped nor exited within a minute of SIGSTOP", pid)
+	return false
+}
+
+// TestH45kStopModeDecidesOnce: the command's word that it stops cleanly
+// from here on (stopCleanlyFromHere) and Main's choice to exit at once
+// swap one mode: whichever comes first holds, so the command never
+// begins a copy that Main has already chosen to cut short, and Main never
+// exits at once under a copy that said it stops cleanly.
+func TestH45kStopModeDecidesOnce(t *testing.T) {
+	if !stopCleanlyFromHere(context.Background()) {
+		t.Error("outside Main (no signal loop): stopCleanlyFromHere false; want true")
+	}
+	var m stopMode
+	ctx := context.WithValue(context.Background(), stopModeKey{}, &m)
+	if !stopCleanlyFromHere(ctx) || !stopCleanlyFromHere(ctx) || m.Load() != stopCleanly {
+		t.Fatalf("before any signal: stopCleanlyFromHere false, or mode %d; want true twice, mode %d", m.Load(), stopCleanly)
+	}
+	if m.CompareAndSwap(stopAtOnce, stoppingAtOnce) {
+		t.Error("Main's loop could choose to exit at once after the command said it stops cleanly")
+	}
+	var late stopMode
+	ctx = context.WithValue(context.Background(), stopModeKey{}, &late)
+	if !late.CompareAndSwap(stopAtOnce, stoppingAtOnce) {
+		t.Fatal("Main's loop could not choose to exit at once before the command said anything")
+	}
+	if stopCleanlyFromHere(ctx) {
+		t.Error("after Main chose to exit at once, stopCleanlyFromHere true: the command would begin a copy cut short")
+	}
+}
+
+// TestH45kCopyBegunAfterTheSignalStops: a file the copy begins after
+// its context ended stops the copy even if it needs no write (empty):
+// without that, a run of empty files went on being made after Ctrl-C.
+// DIR keeps the files copied before the signal, and not the one the copy
+// stopped in. (Real files in a real DIR; the signal is the context's
+// cancel, as Main's loop does it.)
+func TestH45kCopyBegunAfterTheSignalStops(t *testing.T) {
+	_, devName, e := copyToDevice(t)
+	copyToWrite(t, e, "a", []byte("data of a"))
+	copyToWrite(t, e, "b", nil)
+	copyToWrite(t, e, "c", []byte("data of c"))
+	dev, root, dirs, dir := copyToOpen(t, e, devName)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	create := stopsBetweenChunks(ctx, createIn(root, dirs))
+	afterA := func(name string, size int64) (io.WriterAt, error) {
+		if name == "b" {
+			cancel() // the signal, between a and b
+		}
+		return create(name, size)
+	}
+	var out bytes.Buffer
+	err := salvageInto(&out, devName, dev, afterA, finishCopy(root, dirs), dir, false)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(out.String(), "copied 1 file") || !strings.Contains(out.String(), `interrupted: the copy stopped in "b"`) {
+		t.Errorf("copy interrupted before the empty b: err %v, report\n%s\nwant context.Canceled, 'copied 1 file' and 'interrupted: the copy stopped in \"b\"'", err, out.String())
+	}
+	copyToCheck(t, dir, map[string][]byte{"a": []byte("data of a")})
+}
+
+// copyToOpen closes e, opens its device devName for a salvage, and makes
+// the copy's directory (dir, its root and the copyDirs to sync): what a
+// test of salvageInto starts from. Both are closed at the end of the
+// test.
+func copyToOpen(t *testing.T, e *engine.Engine, devName string) (zns.Device, *os.Root, copyDirs, string) {
+	t.Helper()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := zns.Open(devName, zns.Options{Existing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	dir := filepath.Join(t.TempDir(), "copy")
+	root, _, err := copyDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return dev, root, copyDirs{}, dir
+}
