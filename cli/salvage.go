@@ -359,7 +359,7 @@ func salvageInto(out io.Writer, device string, dev zns.Device, create func(name 
 		fmt.Fprintln(out)
 		if interrupted != "" {
 			// The report is of the files copied before it.
-			fmt.Fprintf(out, "interrupted: the copy stopped in %q (the part of it copied is not kept); %s holds the files counted above, whole\n", interrupted, dir)
+			fmt.Fprintf(out, "interrupted: the copy stopped in %q (the part of it copied is not kept); %s holds the files counted above, as listed (a NOT RECOVERED range is zeros)\n", interrupted, dir)
 		}
 	}
 	if stopped != nil {
