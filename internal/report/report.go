@@ -83,8 +83,7 @@ var iecUnits = [...]string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
 // number of the largest unit that fits (64 MiB), else with up to two
 // decimals (1.5 KiB, 20.48 MiB): for amounts (a file's size in ls -l,
 // what a copy wrote), read at a glance. A size the user gave and reads
-// back (a bench's --bs 3000) is Exact's: rounded, it is not the size
-// given, nor one a user could give again.
+// back (a bench's --bs 3000) is Given's.
 func Human(n int64) string {
 	if n < 0 {
 		return "-" + humanU(uint64(-(n+1))+1) // -MinInt64 overflows an int64
@@ -96,10 +95,7 @@ func humanU(n uint64) string {
 	if n < 1<<10 {
 		return fmt.Sprintf("%d B", n)
 	}
-	i := 0
-	for i+1 < len(iecUnits) && n>>(10*(i+2)) > 0 {
-		i++
-	}
+	i := unitIndex(n)
 	shift := uint(10 * (i + 1))
 	if n&(1<<shift-1) == 0 {
 		return fmt.Sprintf("%d %s", n>>shift, iecUnits[i])
@@ -107,6 +103,16 @@ func humanU(n uint64) string {
 	v := strconv.FormatFloat(float64(n)/float64(uint64(1)<<shift), 'f', 2, 64)
 	v = strings.TrimRight(strings.TrimRight(v, "0"), ".")
 	return v + " " + iecUnits[i]
+}
+
+// unitIndex is the index in iecUnits of the largest unit n holds at
+// least one of (n ≥ 1 KiB).
+func unitIndex(n uint64) int {
+	i := 0
+	for i+1 < len(iecUnits) && n>>(10*(i+2)) > 0 {
+		i++
+	}
+	return i
 }
 
 // Given writes a size the user gave (a flag's value, read back in a
@@ -122,10 +128,7 @@ func Given(n int64) string {
 	if u < 1<<10 {
 		return Human(n)
 	}
-	i := 0
-	for i+1 < len(iecUnits) && u>>(10*(i+2)) > 0 {
-		i++
-	}
+	i := unitIndex(u)
 	// Human's two decimals are exact for multiples of a quarter of
 	// its unit (1.25 KiB, 20.5 MiB) only.
 	if u%(1<<(10*(i+1)-2)) == 0 {
