@@ -87,17 +87,57 @@ func (f syncedFile) Close() error {
 // copyDirs is every directory below a copy's root that holds a name the
 // copy created: each, and then the root, is synced once the files are,
 // so that their entries survive a crash too (a synced file whose entry
-// is not is lost with it).
-type copyDirs map[string]struct{}
+// is not is lost with it). A directory the copy made itself maps to
+// true: if the file it was made for is not kept (not copied, or the one
+// the copy stopped in) and it holds nothing else, prune removes it.
+type copyDirs map[string]bool
 
 // add notes rel's parent directories below the root.
 func (d copyDirs) add(rel string) {
 	for dir := path.Dir(rel); dir != "."; dir = path.Dir(dir) {
-		if _, ok := d[dir]; ok {
-			return
+		if _, ok := d[dir]; !ok {
+			d[dir] = false
 		}
-		d[dir] = struct{}{}
 	}
+}
+
+// mkdirs makes rel's parent directories below root that are missing, as
+// root.MkdirAll does, noting each it made. One that stops it part way
+// (ENOSPC) leaves those it made before noted, for prune.
+func (d copyDirs) mkdirs(root *os.Root, rel string) error {
+	for i := range len(rel) {
+		if rel[i] != '/' {
+			continue
+		}
+		switch err := root.Mkdir(rel[:i], 0o755); {
+		case err == nil:
+			d[rel[:i]] = true
+		case !errors.Is(err, fs.ErrExist):
+			return err
+		}
+		// One that exists but is not a directory fails the next
+		// Mkdir, or the file's create, with ENOTDIR (flatClash).
+	}
+	return nil
+}
+
+// prune removes the directories the copy made for rel, a file it does
+// not keep, that hold nothing: deepest first, up to the first that holds
+// something (a file copied before). The parent of each it removes stays
+// in d, or is the root, so d.sync syncs the removal.
+func (d copyDirs) prune(root *os.Root, rel string) error {
+	for dir := path.Dir(rel); dir != "."; dir = path.Dir(dir) {
+		if !d[dir] {
+			continue // not made by the copy: missing, or not its to remove
+		}
+		if err := root.Remove(dir); errors.Is(err, fs.ErrExist) {
+			return nil // ENOTEMPTY: it, and so each above it, holds a file
+		} else if err != nil {
+			return fmt.Errorf("remove directory %q, made for %q and holding nothing, from the copy: %w", dir, rel, err)
+		}
+		delete(d, dir)
+	}
+	return nil
 }
 
 // order is the directories to sync: the deepest first, the root (".")
@@ -144,24 +184,30 @@ func createIn(root *os.Root, dirs copyDirs) func(name string, size int64) (io.Wr
 		if err != nil {
 			return nil, err
 		}
-		if dir := path.Dir(rel); dir != "." {
-			if err := root.MkdirAll(dir, 0o755); err != nil {
-				return nil, flatClash(root, rel, err)
+		// NOT COPIED leaves no directory made for it that holds
+		// nothing.
+		notCopied := func(err error) error {
+			if perr := dirs.prune(root, rel); perr != nil {
+				err = errors.Join(err, fmt.Errorf("and %w", perr))
 			}
+			return err
+		}
+		if err := dirs.mkdirs(root, rel); err != nil {
+			return nil, notCopied(flatClash(root, rel, err))
 		}
 		dirs.add(rel)
 		f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
-			return nil, flatClash(root, rel, err)
+			return nil, notCopied(flatClash(root, rel, err))
 		}
 		if err := f.Truncate(size); err != nil {
 			// NOT COPIED, so not left in DIR, empty under its
 			// name (over a size limit or quota: EFBIG, EDQUOT).
 			f.Close()
 			if rerr := root.Remove(rel); rerr != nil {
-				err = errors.Join(err, fmt.Errorf("and it could not be removed from the copy: %w", rerr))
+				return nil, errors.Join(err, fmt.Errorf("and it could not be removed from the copy: %w", rerr))
 			}
-			return nil, err
+			return nil, notCopied(err)
 		}
 		return syncedFile{f}, nil
 	}
@@ -269,14 +315,16 @@ func (f watchedFile) Close() error {
 }
 
 // finishCopy makes the done function salvageInto takes for a copy into
-// root: it removes the file the copy stopped in, if any (partial), then
-// syncs dirs.
+// root: it removes the file the copy stopped in, if any (partial), and
+// the directories made for it that then hold nothing, then syncs dirs.
 func finishCopy(root *os.Root, dirs copyDirs) func(partial string) error {
 	return func(partial string) error {
 		var err error
 		if partial != "" {
 			if err = root.Remove(partial); err != nil {
 				err = fmt.Errorf("remove %q, copied part way, from the copy: %w", partial, err)
+			} else {
+				err = dirs.prune(root, partial)
 			}
 		}
 		return errors.Join(err, dirs.sync(root))
