@@ -51,7 +51,8 @@ const (
 	// be opened or read, recovery refused it (plain fsck) or found no
 	// state to copy from (--copy-to), DIR was refused, or the copy
 	// stopped part way (the report, if printed, says how many files
-	// DIR holds, whole: the one it stopped in is removed, finishCopy).
+	// DIR holds, each whole but for a NOT RECOVERED range it lists,
+	// zeros; the one it stopped in is removed, finishCopy).
 	exitNotChecked = 8
 )
 
@@ -123,7 +124,8 @@ xfs_repair -n's: fsck repairs nothing):
      read, recovery refused it or (--copy-to) found no state to copy from
      (the report or the error says why), DIR was refused, or the copy
      stopped part way (DIR holds the files the report says it copied,
-     whole; not the one it stopped in)
+     a NOT RECOVERED range it lists in one zeros; not the one it
+     stopped in)
 A script salvaging a device: 0 or 1, every file fsck found came back
 whole; 4, the report lists what did not; 8, DIR holds only the files
 the report says it copied, if any. A signal (SIGINT, SIGTERM, SIGHUP)

@@ -270,8 +270,9 @@ func salvage(cmd *cobra.Command, device string, dev zns.Device, root *os.Root, d
 // error once ctx ended, and so does the close of a file begun after it
 // ended (one that needs no write, empty or all holes, would not stop
 // the copy). engine.Salvage stops at that error, between two chunks,
-// and salvageInto removes the file it stopped in and reports the files
-// copied before it, whole.
+// and salvageInto removes the file it stopped in (finishCopy) and
+// reports the files copied before it, as copied: a NOT RECOVERED range
+// the report lists in one is zeros there, the rest of it whole.
 func stopsBetweenChunks(ctx context.Context, create func(name string, size int64) (io.WriterAt, error)) func(name string, size int64) (io.WriterAt, error) {
 	return func(name string, size int64) (io.WriterAt, error) {
 		if !stopCleanlyFromHere(ctx) {
@@ -332,11 +333,13 @@ func finishCopy(root *os.Root, dirs copyDirs) func(partial string) error {
 }
 
 // salvageInto runs engine.Salvage into create, then done (which removes
-// the file the copy stopped in, partial, and makes what was copied
-// durable), and prints the report. A copy that stops part way (the
-// copy's file system full, a device read failing other than EIO) still
-// syncs and reports the files it copied before the one that stopped
-// it, so the user knows what DIR holds: those, whole. The one it
+// the file the copy stopped in, partial, with the directories made for
+// it that hold nothing, and makes what was copied durable), and prints
+// the report. A copy that stops part way (the copy's file system full,
+// a device read failing other than EIO, a signal) still syncs and
+// reports the files it copied before the one that stopped it, so the
+// user knows what DIR holds: those, each whole but for the NOT
+// RECOVERED ranges the report lists in it, which are zeros. The one it
 // stopped in is not left there: created at its full size, its first
 // bytes copied and the rest zeros, it looked whole.
 func salvageInto(out io.Writer, device string, dev zns.Device, create func(name string, size int64) (io.WriterAt, error), done func(partial string) error, dir string, asJSON bool) error {
