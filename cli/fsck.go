@@ -52,7 +52,8 @@ const (
 	// state to copy from (--copy-to), DIR was refused, or the copy
 	// stopped part way (the report, if printed, says how many files
 	// DIR holds, each whole but for a NOT RECOVERED range it lists,
-	// zeros; the one it stopped in is removed, finishCopy).
+	// zeros; the one it stopped in is removed, finishCopy, and listed
+	// NOT COPIED with each after it).
 	exitNotChecked = 8
 )
 
@@ -124,8 +125,8 @@ xfs_repair -n's: fsck repairs nothing):
      read, recovery refused it or (--copy-to) found no state to copy from
      (the report or the error says why), DIR was refused, or the copy
      stopped part way (DIR holds the files the report says it copied,
-     a NOT RECOVERED range it lists in one zeros; not the one it
-     stopped in)
+     a NOT RECOVERED range it lists in one zeros; the report lists the
+     one it stopped in, not kept, and each after it as NOT COPIED)
 A script salvaging a device: 0 or 1, every file fsck found came back
 whole; 4, the report lists what did not; 8, DIR holds only the files
 the report says it copied, if any. A signal (SIGINT, SIGTERM, SIGHUP)

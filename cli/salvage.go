@@ -341,7 +341,9 @@ func finishCopy(root *os.Root, dirs copyDirs) func(partial string) error {
 // user knows what DIR holds: those, each whole but for the NOT
 // RECOVERED ranges the report lists in it, which are zeros. The one it
 // stopped in is not left there: created at its full size, its first
-// bytes copied and the rest zeros, it looked whole.
+// bytes copied and the rest zeros, it looked whole. It and each file
+// after it are listed NOT COPIED (engine.Salvage names them), so that
+// the files copied and not copied are all the report counts.
 func salvageInto(out io.Writer, device string, dev zns.Device, create func(name string, size int64) (io.WriterAt, error), done func(partial string) error, dir string, asJSON bool) error {
 	var partial string // the file being copied
 	rep, err := engine.Salvage(dev, func(name string, size int64) (io.WriterAt, error) {
