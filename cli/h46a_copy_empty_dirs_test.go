@@ -68,6 +68,14 @@ func TestH46aStopLeavesNoEmptyDirectory(t *testing.T) {
 	if empty := h46aEmptyDirs(t, dir); len(empty) > 0 {
 		t.Errorf("after a stop in d/e/f/x, DIR holds the empty directories %q it made for it\n%s", empty, out.String())
 	}
+	// The report names what it did not copy: the file it stopped in
+	// and z after it (engine.Salvage lists both), 2 + 2 of 4 files.
+	for _, line := range []string{`NOT COPIED: file "d/e/f/x" (15 B): `, `NOT COPIED: file "z" (9 B): the copy stopped before it (in "d/e/f/x")`,
+		"copied 2 files (20 B) to " + dir + "; 0 ranges not recovered, 2 files not copied\n"} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("the report of a copy stopped in d/e/f/x lacks %q:\n%s", line, out.String())
+		}
+	}
 }
 
 // TestH46aFullDIRLeavesNoEmptyDirectory: a copy stopped by a full
