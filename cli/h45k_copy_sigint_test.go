@@ -272,14 +272,16 @@ func TestH45kCopyBegunAfterTheSignalStops(t *testing.T) {
 	copyToCheck(t, dir, map[string][]byte{"a": []byte("data of a")})
 }
 
-// copyToOpen closes e, opens its device devName for a salvage, and makes
-// the copy's directory (dir, its root and the copyDirs to sync): what a
-// test of salvageInto starts from. Both are closed at the end of the
-// test.
+// copyToOpen closes e (if not nil: the caller closed it), opens its
+// device devName for a salvage, and makes the copy's directory (dir, its
+// root and the copyDirs to sync): what a test of salvageInto starts
+// from. Both are closed at the end of the test.
 func copyToOpen(t *testing.T, e *engine.Engine, devName string) (zns.Device, *os.Root, copyDirs, string) {
 	t.Helper()
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
+	if e != nil {
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	dev, err := zns.Open(devName, zns.Options{Existing: true})
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/zonefold/zonefold/engine"
 )
 
 // h46aEmptyDirs is every directory below dir (not dir itself) that
@@ -160,4 +162,31 @@ func TestH46aSignalInANewSubdirectoryLeavesNoEmptyDirectory(t *testing.T) {
 	if empty := h46aEmptyDirs(t, dir); len(empty) > 0 {
 		t.Errorf("after a SIGINT stopped the copy in d/big, DIR holds the empty directories %q it made for it\n%s", empty, out)
 	}
+}
+
+// TestH46aStoppedFileHasNoHoleReported: a copy stopped (DIR full) in a
+// file past a damaged block of it must not report that block as NOT
+// RECOVERED, "left a hole (zeros)": the file is not kept, and the report
+// lists it NOT COPIED, as a whole.
+func TestH46aStoppedFileHasNoHoleReported(t *testing.T) {
+	path, devName, e := copyToDevice(t)
+	copyToWrite(t, e, "f", bytes.Repeat([]byte("hole...."), 8<<10))
+	g := zoneGeometry(t, devName)
+	// f's only record: at the first data zone's start, after its
+	// header; its third block damaged, so that its copy writes the
+	// two before it, then (DIR full) fails on the rest.
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	copyToPatch(t, devName, path, 2*g.ZoneSize+engine.BlockSize+2*engine.BlockSize+7, []byte("garbage"))
+	dev, root, dirs, dir := copyToOpen(t, nil, devName)
+	var out bytes.Buffer
+	err := salvageInto(&out, devName, dev, fullInFirstWriteOf("f", createIn(root, dirs)), finishCopy(root, dirs), dir, false)
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(out.String(), `NOT COPIED: file "f" (64 KiB): `) {
+		t.Fatalf("a copy that fills DIR in f, past its damaged block: error %v, want ENOSPC and f NOT COPIED\n%s", err, out.String())
+	}
+	if strings.Contains(out.String(), "NOT RECOVERED") {
+		t.Errorf("the report of f, not kept, names a range of it NOT RECOVERED, a hole in a file DIR does not hold:\n%s", out.String())
+	}
+	copyToCheck(t, dir, nil)
 }

@@ -35,10 +35,11 @@ type SalvagedFile struct {
 	// wrote nothing there (zeros in a new file).
 	Holes []SalvageHole
 	// Err is why the sink refused the file (nothing of it was
-	// copied); or, after a copy that stopped (Salvage's error), why
-	// the copy of the file it stopped in did (the sink may hold part
-	// of it), or, for each file after that one, that the copy never
-	// reached it (errNotReached).
+	// copied). After a copy that stopped (Salvage's error), it is also
+	// why, for the file the copy stopped in (the sink may hold part of
+	// it, for the caller to remove; Holes is empty), and, for each
+	// file after that one, that the copy never reached it
+	// (errNotReached).
 	Err error
 }
 
@@ -137,8 +138,10 @@ func Salvage(dev zns.Device, create func(name string, size int64) (io.WriterAt, 
 		}
 		if err != nil {
 			// out holds the files copied before this one, this one
-			// and the ones after it not copied, each named.
-			sf.Err = err
+			// and the ones after it not copied, each named. This
+			// one is not kept (the caller removes the part copied):
+			// no range of it to report as a hole.
+			sf.Err, sf.Holes = err, nil
 			out.Files = append(out.Files, sf)
 			for _, g := range files[i+1:] {
 				out.Files = append(out.Files, SalvagedFile{Name: g.name(), Size: max(g.size, 0),
