@@ -195,11 +195,14 @@ func createIn(root *os.Root, dirs copyDirs) func(name string, size int64) (io.Wr
 		if err := dirs.mkdirs(root, rel); err != nil {
 			return nil, notCopied(flatClash(root, rel, err))
 		}
-		dirs.add(rel)
 		f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
 			return nil, notCopied(flatClash(root, rel, err))
 		}
+		// Noted once made: a part of rel that mkdirs took for a
+		// directory (EEXIST) may be a file (flatClash), and each
+		// directory it made is noted already.
+		dirs.add(rel)
 		if err := f.Truncate(size); err != nil {
 			// NOT COPIED, so not left in DIR, empty under its
 			// name (over a size limit or quota: EFBIG, EDQUOT).
