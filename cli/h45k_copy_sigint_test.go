@@ -255,21 +255,30 @@ func TestH45kCopyBegunAfterTheSignalStops(t *testing.T) {
 	copyToWrite(t, e, "b", nil)
 	copyToWrite(t, e, "c", []byte("data of c"))
 	dev, root, dirs, dir := copyToOpen(t, e, devName)
+	out, err := copyStoppedIn(devName, dev, root, dirs, dir, "b", false) // the signal, between a and b
+	if !errors.Is(err, context.Canceled) || !strings.Contains(out, "copied 1 file") || !strings.Contains(out, `interrupted: the copy stopped in "b"`) {
+		t.Errorf("copy interrupted before the empty b: err %v, report\n%s\nwant context.Canceled, 'copied 1 file' and 'interrupted: the copy stopped in \"b\"'", err, out)
+	}
+	copyToCheck(t, dir, map[string][]byte{"a": []byte("data of a")})
+}
+
+// copyStoppedIn copies dev into root (dir) as fsck --copy-to does, a
+// signal (the context's cancel, as Main's loop does it) arriving as the
+// copy begins the file stopIn (none if ""), and returns the report
+// (asJSON: --json's) and salvageInto's error.
+func copyStoppedIn(devName string, dev zns.Device, root *os.Root, dirs copyDirs, dir, stopIn string, asJSON bool) (string, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	create := stopsBetweenChunks(ctx, createIn(root, dirs))
-	afterA := func(name string, size int64) (io.WriterAt, error) {
-		if name == "b" {
-			cancel() // the signal, between a and b
+	stopAt := func(name string, size int64) (io.WriterAt, error) {
+		if name == stopIn {
+			cancel()
 		}
 		return create(name, size)
 	}
 	var out bytes.Buffer
-	err := salvageInto(&out, devName, dev, afterA, finishCopy(root, dirs), dir, false)
-	if !errors.Is(err, context.Canceled) || !strings.Contains(out.String(), "copied 1 file") || !strings.Contains(out.String(), `interrupted: the copy stopped in "b"`) {
-		t.Errorf("copy interrupted before the empty b: err %v, report\n%s\nwant context.Canceled, 'copied 1 file' and 'interrupted: the copy stopped in \"b\"'", err, out.String())
-	}
-	copyToCheck(t, dir, map[string][]byte{"a": []byte("data of a")})
+	err := salvageInto(&out, devName, dev, stopAt, finishCopy(root, dirs), dir, asJSON)
+	return out.String(), err
 }
 
 // copyToOpen closes e (if not nil: the caller closed it), opens its

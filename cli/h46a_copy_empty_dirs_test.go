@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -52,30 +51,20 @@ func TestH46aStopLeavesNoEmptyDirectory(t *testing.T) {
 	copyToWrite(t, e, "d/e/f/x", []byte("data of d/e/f/x"))
 	copyToWrite(t, e, "z", []byte("data of z"))
 	dev, root, dirs, dir := copyToOpen(t, e, devName)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	create := stopsBetweenChunks(ctx, createIn(root, dirs))
-	stopAt := func(name string, size int64) (io.WriterAt, error) {
-		if name == "d/e/f/x" {
-			cancel()
-		}
-		return create(name, size)
-	}
-	var out bytes.Buffer
-	err := salvageInto(&out, devName, dev, stopAt, finishCopy(root, dirs), dir, false)
-	if !errors.Is(err, context.Canceled) || !strings.Contains(out.String(), `interrupted: the copy stopped in "d/e/f/x"`) {
-		t.Fatalf("copy interrupted before d/e/f/x: err %v, report\n%s", err, out.String())
+	out, err := copyStoppedIn(devName, dev, root, dirs, dir, "d/e/f/x", false)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(out, `interrupted: the copy stopped in "d/e/f/x"`) {
+		t.Fatalf("copy interrupted before d/e/f/x: err %v, report\n%s", err, out)
 	}
 	copyToCheck(t, dir, map[string][]byte{"a": []byte("data of a"), "d/a": []byte("data of d/a")})
 	if empty := h46aEmptyDirs(t, dir); len(empty) > 0 {
-		t.Errorf("after a stop in d/e/f/x, DIR holds the empty directories %q it made for it\n%s", empty, out.String())
+		t.Errorf("after a stop in d/e/f/x, DIR holds the empty directories %q it made for it\n%s", empty, out)
 	}
 	// The report names what it did not copy: the file it stopped in
 	// and z after it (engine.Salvage lists both), 2 + 2 of 4 files.
 	for _, line := range []string{`NOT COPIED: file "d/e/f/x" (15 B): `, `NOT COPIED: file "z" (9 B): the copy stopped before it (in "d/e/f/x")`,
 		"copied 2 files (20 B) to " + dir + "; 0 ranges not recovered, 2 files not copied\n"} {
-		if !strings.Contains(out.String(), line) {
-			t.Errorf("the report of a copy stopped in d/e/f/x lacks %q:\n%s", line, out.String())
+		if !strings.Contains(out, line) {
+			t.Errorf("the report of a copy stopped in d/e/f/x lacks %q:\n%s", line, out)
 		}
 	}
 }

@@ -301,7 +301,7 @@ type watchedFile struct {
 }
 
 func (f watchedFile) WriteAt(p []byte, off int64) (int, error) {
-	if err := f.ctx.Err(); err != nil {
+	if err := f.stopped(); err != nil {
 		return 0, err
 	}
 	return f.WriterAt.WriteAt(p, off)
@@ -313,9 +313,19 @@ func (f watchedFile) Close() error {
 		err = c.Close()
 	}
 	if f.late {
-		err = errors.Join(err, f.ctx.Err())
+		err = errors.Join(err, f.stopped())
 	}
 	return err
+}
+
+// stopped is ctx's error, once it ended, as the report's NOT COPIED line
+// of the file the copy stopped in says it: "context canceled" names no
+// signal. Main cancels ctx on one (stopCleanlyFromHere).
+func (f watchedFile) stopped() error {
+	if err := f.ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted by a signal, the copy stopped here: %w", err)
+	}
+	return nil
 }
 
 // finishCopy makes the done function salvageInto takes for a copy into
@@ -389,7 +399,7 @@ func salvageInto(out io.Writer, device string, dev zns.Device, create func(name 
 		j.CopyTo, j.Copied, j.NotRecovered, j.InterruptedIn = dir, &copied, []notRecoveredJSON{}, interrupted
 		for _, f := range rep.Files {
 			if f.Err != nil {
-				j.NotRecovered = append(j.NotRecovered, notRecoveredJSON{File: f.Name, Length: f.Size, Why: f.Err.Error()})
+				j.NotRecovered = append(j.NotRecovered, notRecoveredJSON{File: f.Name, Length: f.Size, Why: f.Err.Error(), NotCopied: true})
 			}
 			for _, h := range f.Holes {
 				j.NotRecovered = append(j.NotRecovered, notRecoveredJSON{File: f.Name, Offset: h.Off, Length: h.Len, Why: h.Why})
