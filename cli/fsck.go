@@ -132,11 +132,13 @@ whole; 4, the report lists what did not; 8, DIR holds only the files
 the report says it copied, if any. A signal (SIGINT, SIGTERM, SIGHUP)
 stops fsck with 130, 143 or 129. While it checks, at once, with no report
 (DIR still holds nothing). While --copy-to copies, between two chunks:
-the file it was copying removed, DIR synced, the report printed with a
-line saying where it was interrupted (--json: interrupted_in); DIR holds
-the files the report says it copied. After the copy ended, the report
-whole, with no such line. Ctrl-C again stops it at once (DIR may then
-hold a file copied part way).`,
+the file it was copying removed (and a subdirectory made for it that
+holds nothing), DIR synced, the report printed, listing that file and
+each after it NOT COPIED, with a line saying where it was interrupted
+(--json: interrupted_in); DIR holds the files the report says it
+copied. After the copy ended, the report whole, with no such line.
+Ctrl-C again stops it at once (DIR may then hold a file copied part
+way).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			defer func() { err = fsckStatus(err) }()
