@@ -51,7 +51,9 @@ const (
 	// be opened or read, recovery refused it (plain fsck) or found no
 	// state to copy from (--copy-to), DIR was refused, or the copy
 	// stopped part way (the report, if printed, says how many files
-	// DIR holds, whole: the one it stopped in is removed, finishCopy).
+	// DIR holds, each whole but for a NOT RECOVERED range it lists,
+	// zeros; the one it stopped in is removed, finishCopy, and listed
+	// NOT COPIED with each after it).
 	exitNotChecked = 8
 )
 
@@ -123,17 +125,20 @@ xfs_repair -n's: fsck repairs nothing):
      read, recovery refused it or (--copy-to) found no state to copy from
      (the report or the error says why), DIR was refused, or the copy
      stopped part way (DIR holds the files the report says it copied,
-     whole; not the one it stopped in)
+     a NOT RECOVERED range it lists in one zeros; the report lists the
+     one it stopped in, not kept, and each after it as NOT COPIED)
 A script salvaging a device: 0 or 1, every file fsck found came back
 whole; 4, the report lists what did not; 8, DIR holds only the files
 the report says it copied, if any. A signal (SIGINT, SIGTERM, SIGHUP)
 stops fsck with 130, 143 or 129. While it checks, at once, with no report
 (DIR still holds nothing). While --copy-to copies, between two chunks:
-the file it was copying removed, DIR synced, the report printed with a
-line saying where it was interrupted (--json: interrupted_in); DIR holds
-the files the report says it copied. After the copy ended, the report
-whole, with no such line. Ctrl-C again stops it at once (DIR may then
-hold a file copied part way).`,
+the file it was copying removed (and a subdirectory made for it that
+holds nothing), DIR synced, the report printed, listing that file and
+each after it NOT COPIED, with a line saying where it was interrupted
+(--json: interrupted_in); DIR holds the files the report says it
+copied. After the copy ended, the report whole, with no such line.
+Ctrl-C again stops it at once (DIR may then hold a file copied part
+way).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			defer func() { err = fsckStatus(err) }()

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/zonefold/zonefold/engine"
 )
 
 // failAfterFirst is a copy's file whose first write lands and every
@@ -31,6 +34,36 @@ func (f *failAfterFirst) WriteAt(p []byte, off int64) (int, error) {
 
 func (f *failAfterFirst) Close() error { return f.WriterAt.(io.Closer).Close() }
 
+// fullInFirstWriteOf is create, but the copy of name fills its
+// destination after its first write (failAfterFirst).
+func fullInFirstWriteOf(name string, create func(string, int64) (io.WriterAt, error)) func(string, int64) (io.WriterAt, error) {
+	return func(n string, size int64) (io.WriterAt, error) {
+		w, err := create(n, size)
+		if err != nil || n != name {
+			return w, err
+		}
+		return &failAfterFirst{WriterAt: w}, nil
+	}
+}
+
+// copyToWriteTwice creates name on e in two records of 8 KiB, "b"s then
+// "B"s, fsynced: its copy writes twice.
+func copyToWriteTwice(t *testing.T, e *engine.Engine, name string) {
+	t.Helper()
+	copyToWrite(t, e, name, bytes.Repeat([]byte("b"), 8192))
+	f, err := e.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(bytes.Repeat([]byte("B"), 8192), 8192); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestH45fCopyThatStopsLeavesNoPartFile: a copy that stopped part way
 // through a file (the destination full) left that file in DIR at its
 // full size (created sized), its first bytes copied and the rest zeros:
@@ -42,30 +75,11 @@ func TestH45fCopyThatStopsLeavesNoPartFile(t *testing.T) {
 	a := bytes.Repeat([]byte("a"), 3*4096+100)
 	// b spans two records, so its copy writes twice.
 	copyToWrite(t, e, "a", a)
-	copyToWrite(t, e, "b", bytes.Repeat([]byte("b"), 8192))
-	f, err := e.Open("b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(bytes.Repeat([]byte("B"), 8192), 8192); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	copyToWriteTwice(t, e, "b")
 	copyToWrite(t, e, "c", []byte("data of c"))
 	dev, root, dirs, dir := copyToOpen(t, e, devName)
-	create := createIn(root, dirs)
-	full := func(name string, size int64) (io.WriterAt, error) {
-		w, err := create(name, size)
-		if err != nil || name != "b" {
-			return w, err
-		}
-		return &failAfterFirst{WriterAt: w}, nil
-	}
 	var out bytes.Buffer
-	err = salvageInto(&out, devName, dev, full, finishCopy(root, dirs), dir, false)
+	err := salvageInto(&out, devName, dev, fullInFirstWriteOf("b", createIn(root, dirs)), finishCopy(root, dirs), dir, false)
 	if err == nil || !strings.Contains(err.Error(), "stopped after 1 file") || !strings.Contains(err.Error(), `"b"`) {
 		t.Fatalf("a copy that fills its destination part way through b: error %v, want it stopped after 1 file, naming b\n%s", err, out.String())
 	}
@@ -91,15 +105,7 @@ func TestH45fFileDIRCannotSizeIsNotLeftEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "copy")
-	// 128 blocks of 512 bytes (sh's unit): 64 KiB.
-	cmd := exec.Command("sh", "-c", `ulimit -f 128 && exec "$0" "$@"`, zonefoldBinary(t), "fsck", devName, "--copy-to", dir)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != exitCopyIncomplete || !strings.Contains(out.String(), `NOT COPIED: file "big"`) {
-		t.Fatalf("fsck --copy-to with a file over the size limit: %v, want exit %d and big NOT COPIED\n%s", err, exitCopyIncomplete, out.String())
-	}
+	copyToUnderFileLimit(t, devName, dir, "big")
 	copyToCheck(t, dir, map[string][]byte{"small": []byte("data of small")})
 }
 
@@ -122,4 +128,21 @@ func TestH45fDamagedButAllCopiedKeepsDIR(t *testing.T) {
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		t.Errorf("exit %d says the files were copied to %s, but: %v\n%s", code, dir, err, out)
 	}
+}
+
+// copyToUnderFileLimit runs the real binary's fsck devName --copy-to dir
+// under sh's ulimit -f of 64 KiB (RLIMIT_FSIZE), and fails t unless it
+// exits 4 with big, a file over that, NOT COPIED. It returns the output.
+func copyToUnderFileLimit(t *testing.T, devName, dir, big string) string {
+	t.Helper()
+	// 128 blocks of 512 bytes (sh's unit): 64 KiB.
+	cmd := exec.Command("sh", "-c", `ulimit -f 128 && exec "$0" "$@"`, zonefoldBinary(t), "fsck", devName, "--copy-to", dir)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitCopyIncomplete || !strings.Contains(out.String(), fmt.Sprintf("NOT COPIED: file %q", big)) {
+		t.Fatalf("fsck --copy-to with a file over the size limit: %v, want exit %d and %s NOT COPIED\n%s", err, exitCopyIncomplete, big, out.String())
+	}
+	return out.String()
 }

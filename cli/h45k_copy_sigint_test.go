@@ -26,6 +26,9 @@ import (
 // (Where it lands does not decide the test: see below.)
 const h45kBig = 160 << 20
 
+// h45kGeometry is a device's that holds h45kBig and a few small files.
+const h45kGeometry = "zone_size=16M&zones=24"
+
 // h45kData is n bytes of name's content: every 4 KiB block a different
 // non-zero byte, so a block left zeros (a copy stopped before it) or
 // copied to the wrong place shows.
@@ -54,15 +57,7 @@ func h45kData(name string, n int) []byte {
 // whole, and the test logs that the signal missed big; if fsck exited
 // before it could be frozen, the copy must be whole and its status 0.
 func TestH45kFsckCopyToStopsCleanlyOnSIGINT(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "dev")
-	devName := fmt.Sprintf("emu:%s?zone_size=16M&zones=24", path)
-	if code, out := copyToRun("format", devName); code != 0 {
-		t.Fatalf("format: %d %s", code, out)
-	}
-	e, err := engine.Open(devName, engine.Config{CacheBytes: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, devName, e := copyToDeviceWith(t, h45kGeometry)
 	want := map[string][]byte{
 		"a":   h45kData("a", 3*4096+100),
 		"big": h45kData("big", h45kBig),
@@ -78,74 +73,19 @@ func TestH45kFsckCopyToStopsCleanlyOnSIGINT(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(signalName(sig), func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "copy")
-			cmd := exec.Command(zonefoldBinary(t), "fsck", devName, "--copy-to", dir)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan struct{})
-			go func() { cmd.Wait(); close(done) }()
-			defer func() {
-				cmd.Process.Kill()
-				<-done
-			}()
-			// Wait until big's copy has begun: its file in DIR holds the
-			// first bytes of its content (created sized, it reads zeros
-			// until then).
-			first := want["big"][:4096]
-			buf := make([]byte, len(first))
-			deadline := time.Now().Add(time.Minute)
-			for began := false; !began; time.Sleep(time.Millisecond) {
-				select {
-				case <-done:
-					t.Fatalf("fsck --copy-to exited %d before big's copy was seen to begin\nstdout: %s\nstderr: %s", cmd.ProcessState.ExitCode(), stdout.String(), stderr.String())
-				default:
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("big's copy did not begin within a minute")
-				}
-				if f, err := os.Open(filepath.Join(dir, "big")); err == nil {
-					n, _ := f.ReadAt(buf, 0)
-					f.Close()
-					began = n == len(buf) && bytes.Equal(buf, first)
-				}
-			}
-			// Freeze fsck before the signal: on a loaded machine this
-			// goroutine can be held up long enough for fsck to finish
-			// the whole copy and exit, and a signal sent then went
-			// nowhere (the test failed on "process already
-			// finished", or on exit 0). Frozen, fsck is known to be
-			// alive when the signal is sent; it takes it once it runs
-			// again (SIGCONT). If it exited first, that is the only
-			// other outcome, checked below.
-			frozen := cmd.Process.Signal(syscall.SIGSTOP) == nil && h45kStopped(t, cmd.Process.Pid)
-			if frozen {
-				if err := cmd.Process.Signal(sig); err != nil {
-					t.Fatal(err)
-				}
-				if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
-					t.Fatal(err)
-				}
-			}
-			select {
-			case <-done:
-			case <-time.After(time.Minute):
-				t.Fatal("fsck --copy-to still ran a minute after one signal")
-			}
-			out, errOut := stdout.String(), stderr.String()
+			frozen, status, out, errOut := signalDuringCopy(t, devName, dir, "big", want["big"][:4096], sig)
 			if !frozen {
 				// fsck was done before it could be frozen: no
 				// signal was sent; the copy ran to its end.
 				t.Logf("fsck --copy-to exited before the signal (the copy ran to its end)")
-				if st := cmd.ProcessState.ExitCode(); st != 0 || !strings.Contains(out, "copied 3 files") {
-					t.Errorf("fsck --copy-to not signalled: exit %d, stdout %q, stderr %q; want 0 and 3 files copied", st, out, errOut)
+				if status != 0 || !strings.Contains(out, "copied 3 files") {
+					t.Errorf("fsck --copy-to not signalled: exit %d, stdout %q, stderr %q; want 0 and 3 files copied", status, out, errOut)
 				}
 				copyToCheck(t, dir, want)
 				return
 			}
-			if st := cmd.ProcessState.ExitCode(); st != exitSignal(sig) || !strings.Contains(errOut, "interrupted by "+signalName(sig)) {
-				t.Errorf("one %s during the copy: exit %d, stderr %q; want %d and 'interrupted by %[1]s'", signalName(sig), st, errOut, exitSignal(sig))
+			if status != exitSignal(sig) || !strings.Contains(errOut, "interrupted by "+signalName(sig)) {
+				t.Errorf("one %s during the copy: exit %d, stderr %q; want %d and 'interrupted by %[1]s'", signalName(sig), status, errOut, exitSignal(sig))
 			}
 			// The report: what was copied, and (the signal having landed in
 			// big) that it was interrupted there.
@@ -190,6 +130,68 @@ func TestH45kFsckCopyToStopsCleanlyOnSIGINT(t *testing.T) {
 			}
 		})
 	}
+}
+
+// signalDuringCopy runs the real binary's fsck devName --copy-to dir,
+// waits until file's copy has begun (its file in dir holds first, its
+// first bytes: created sized, it reads zeros until then), then freezes
+// fsck and sends it sig. It returns whether fsck was frozen (and so sent
+// sig: false if it finished the copy and exited first), and its exit
+// status and output.
+//
+// Freezing fsck before the signal: on a loaded machine this goroutine
+// can be held up long enough for fsck to finish the whole copy and
+// exit, and a signal sent then went nowhere (the test failed on
+// "process already finished", or on exit 0). Frozen (SIGSTOP, state T),
+// fsck is known to be alive when the signal is sent; it takes it once it
+// runs again (SIGCONT). If it exited first, that is the only other
+// outcome, for the caller to check.
+func signalDuringCopy(t *testing.T, devName, dir, file string, first []byte, sig syscall.Signal) (frozen bool, status int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(zonefoldBinary(t), "fsck", devName, "--copy-to", dir)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	defer func() {
+		cmd.Process.Kill()
+		<-done
+	}()
+	buf := make([]byte, len(first))
+	deadline := time.Now().Add(time.Minute)
+	for began := false; !began; time.Sleep(time.Millisecond) {
+		select {
+		case <-done:
+			t.Fatalf("fsck --copy-to exited %d before %s's copy was seen to begin\nstdout: %s\nstderr: %s", cmd.ProcessState.ExitCode(), file, out.String(), errOut.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's copy did not begin within a minute", file)
+		}
+		if f, err := os.Open(filepath.Join(dir, file)); err == nil {
+			n, _ := f.ReadAt(buf, 0)
+			f.Close()
+			began = n == len(buf) && bytes.Equal(buf, first)
+		}
+	}
+	frozen = cmd.Process.Signal(syscall.SIGSTOP) == nil && h45kStopped(t, cmd.Process.Pid)
+	if frozen {
+		if err := cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("fsck --copy-to still ran a minute after one %s", signalName(sig))
+	}
+	return frozen, cmd.ProcessState.ExitCode(), out.String(), errOut.String()
 }
 
 // h45kStopped waits until process pid, sent SIGSTOP, is stopped (true)
@@ -253,31 +255,42 @@ func TestH45kCopyBegunAfterTheSignalStops(t *testing.T) {
 	copyToWrite(t, e, "b", nil)
 	copyToWrite(t, e, "c", []byte("data of c"))
 	dev, root, dirs, dir := copyToOpen(t, e, devName)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	create := stopsBetweenChunks(ctx, createIn(root, dirs))
-	afterA := func(name string, size int64) (io.WriterAt, error) {
-		if name == "b" {
-			cancel() // the signal, between a and b
-		}
-		return create(name, size)
-	}
-	var out bytes.Buffer
-	err := salvageInto(&out, devName, dev, afterA, finishCopy(root, dirs), dir, false)
-	if !errors.Is(err, context.Canceled) || !strings.Contains(out.String(), "copied 1 file") || !strings.Contains(out.String(), `interrupted: the copy stopped in "b"`) {
-		t.Errorf("copy interrupted before the empty b: err %v, report\n%s\nwant context.Canceled, 'copied 1 file' and 'interrupted: the copy stopped in \"b\"'", err, out.String())
+	out, err := copyStoppedIn(devName, dev, root, dirs, dir, "b", false) // the signal, between a and b
+	if !errors.Is(err, context.Canceled) || !strings.Contains(out, "copied 1 file") || !strings.Contains(out, `interrupted: the copy stopped in "b"`) {
+		t.Errorf("copy interrupted before the empty b: err %v, report\n%s\nwant context.Canceled, 'copied 1 file' and 'interrupted: the copy stopped in \"b\"'", err, out)
 	}
 	copyToCheck(t, dir, map[string][]byte{"a": []byte("data of a")})
 }
 
-// copyToOpen closes e, opens its device devName for a salvage, and makes
-// the copy's directory (dir, its root and the copyDirs to sync): what a
-// test of salvageInto starts from. Both are closed at the end of the
-// test.
+// copyStoppedIn copies dev into root (dir) as fsck --copy-to does, a
+// signal (the context's cancel, as Main's loop does it) arriving as the
+// copy begins the file stopIn (none if ""), and returns the report
+// (asJSON: --json's) and salvageInto's error.
+func copyStoppedIn(devName string, dev zns.Device, root *os.Root, dirs copyDirs, dir, stopIn string, asJSON bool) (string, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	create := stopsBetweenChunks(ctx, createIn(root, dirs))
+	stopAt := func(name string, size int64) (io.WriterAt, error) {
+		if name == stopIn {
+			cancel()
+		}
+		return create(name, size)
+	}
+	var out bytes.Buffer
+	err := salvageInto(&out, devName, dev, stopAt, finishCopy(root, dirs), dir, asJSON)
+	return out.String(), err
+}
+
+// copyToOpen closes e (if not nil: the caller closed it), opens its
+// device devName for a salvage, and makes the copy's directory (dir, its
+// root and the copyDirs to sync): what a test of salvageInto starts
+// from. Both are closed at the end of the test.
 func copyToOpen(t *testing.T, e *engine.Engine, devName string) (zns.Device, *os.Root, copyDirs, string) {
 	t.Helper()
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
+	if e != nil {
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	dev, err := zns.Open(devName, zns.Options{Existing: true})
 	if err != nil {

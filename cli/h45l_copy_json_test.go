@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"testing"
 )
 
@@ -22,29 +20,23 @@ func TestH45lJSONSaysWhereTheCopyWasInterrupted(t *testing.T) {
 		copyToWrite(t, e, "a", []byte("data of a"))
 		copyToWrite(t, e, "b", []byte("data of b"))
 		dev, root, dirs, dir := copyToOpen(t, e, devName)
-		ctx, cancel := context.WithCancel(context.Background())
-		create := stopsBetweenChunks(ctx, createIn(root, dirs))
-		afterA := func(name string, size int64) (io.WriterAt, error) {
-			if name == "b" && stop {
-				cancel() // the signal, between a and b
-			}
-			return create(name, size)
+		stopIn := ""
+		if stop {
+			stopIn = "b" // the signal, between a and b
 		}
-		var out bytes.Buffer
-		err := salvageInto(&out, devName, dev, afterA, finishCopy(root, dirs), dir, true)
-		cancel()
+		out, err := copyStoppedIn(devName, dev, root, dirs, dir, stopIn, true)
 		var j struct {
 			Copied        int     `json:"copied"`
 			InterruptedIn *string `json:"interrupted_in"`
 		}
-		if jerr := json.Unmarshal(out.Bytes(), &j); jerr != nil {
-			t.Fatalf("stop %v: %v\n%s", stop, jerr, out.String())
+		if jerr := json.Unmarshal([]byte(out), &j); jerr != nil {
+			t.Fatalf("stop %v: %v\n%s", stop, jerr, out)
 		}
 		switch {
 		case stop && (!errors.Is(err, context.Canceled) || j.Copied != 1 || j.InterruptedIn == nil || *j.InterruptedIn != "b"):
-			t.Errorf("copy interrupted before b, --json: err %v, report\n%s\nwant context.Canceled, copied 1, interrupted_in \"b\"", err, out.String())
+			t.Errorf("copy interrupted before b, --json: err %v, report\n%s\nwant context.Canceled, copied 1, interrupted_in \"b\"", err, out)
 		case !stop && (err != nil || j.Copied != 2 || j.InterruptedIn != nil):
-			t.Errorf("copy not interrupted, --json: err %v, report\n%s\nwant no error, copied 2, no interrupted_in", err, out.String())
+			t.Errorf("copy not interrupted, --json: err %v, report\n%s\nwant no error, copied 2, no interrupted_in", err, out)
 		}
 		if stop {
 			copyToCheck(t, dir, map[string][]byte{"a": []byte("data of a")})

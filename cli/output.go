@@ -33,12 +33,14 @@ type fsckJSON struct {
 }
 
 // notRecoveredJSON is a range of a file fsck --copy-to left a hole, or a
-// file it did not copy (offset 0, its whole length).
+// file it did not copy (offset 0, its whole length, NotCopied: a hole
+// that is a whole file has that shape too, but DIR holds that file).
 type notRecoveredJSON struct {
-	File   string `json:"file"`
-	Offset int64  `json:"offset"`
-	Length int64  `json:"length"`
-	Why    string `json:"why"`
+	File      string `json:"file"`
+	Offset    int64  `json:"offset"`
+	Length    int64  `json:"length"`
+	Why       string `json:"why"`
+	NotCopied bool   `json:"not_copied,omitzero"`
 }
 
 func fsckOutput(device string, r *engine.FsckReport) fsckJSON {

@@ -87,17 +87,57 @@ func (f syncedFile) Close() error {
 // copyDirs is every directory below a copy's root that holds a name the
 // copy created: each, and then the root, is synced once the files are,
 // so that their entries survive a crash too (a synced file whose entry
-// is not is lost with it).
-type copyDirs map[string]struct{}
+// is not is lost with it). A directory the copy made itself maps to
+// true: if the file it was made for is not kept (not copied, or the one
+// the copy stopped in) and it holds nothing else, prune removes it.
+type copyDirs map[string]bool
 
 // add notes rel's parent directories below the root.
 func (d copyDirs) add(rel string) {
 	for dir := path.Dir(rel); dir != "."; dir = path.Dir(dir) {
-		if _, ok := d[dir]; ok {
-			return
+		if _, ok := d[dir]; !ok {
+			d[dir] = false
 		}
-		d[dir] = struct{}{}
 	}
+}
+
+// mkdirs makes rel's parent directories below root that are missing, as
+// root.MkdirAll does, noting each it made. One that stops it part way
+// (ENOSPC) leaves those it made before noted, for prune.
+func (d copyDirs) mkdirs(root *os.Root, rel string) error {
+	for i := range len(rel) {
+		if rel[i] != '/' {
+			continue
+		}
+		switch err := root.Mkdir(rel[:i], 0o755); {
+		case err == nil:
+			d[rel[:i]] = true
+		case !errors.Is(err, fs.ErrExist):
+			return err
+		}
+		// One that exists but is not a directory fails the next
+		// Mkdir, or the file's create, with ENOTDIR (flatClash).
+	}
+	return nil
+}
+
+// prune removes the directories the copy made for rel, a file it does
+// not keep, that hold nothing: deepest first, up to the first that holds
+// something (a file copied before). The parent of each it removes stays
+// in d, or is the root, so d.sync syncs the removal.
+func (d copyDirs) prune(root *os.Root, rel string) error {
+	for dir := path.Dir(rel); dir != "."; dir = path.Dir(dir) {
+		if !d[dir] {
+			continue // not made by the copy: missing, or not its to remove
+		}
+		if err := root.Remove(dir); errors.Is(err, fs.ErrExist) {
+			return nil // ENOTEMPTY: it, and so each above it, holds a file
+		} else if err != nil {
+			return fmt.Errorf("remove directory %q, made for %q and holding nothing, from the copy: %w", dir, rel, err)
+		}
+		delete(d, dir)
+	}
+	return nil
 }
 
 // order is the directories to sync: the deepest first, the root (".")
@@ -144,24 +184,33 @@ func createIn(root *os.Root, dirs copyDirs) func(name string, size int64) (io.Wr
 		if err != nil {
 			return nil, err
 		}
-		if dir := path.Dir(rel); dir != "." {
-			if err := root.MkdirAll(dir, 0o755); err != nil {
-				return nil, flatClash(root, rel, err)
+		// NOT COPIED leaves no directory made for it that holds
+		// nothing.
+		notCopied := func(err error) error {
+			if perr := dirs.prune(root, rel); perr != nil {
+				err = errors.Join(err, fmt.Errorf("and %w", perr))
 			}
+			return err
 		}
-		dirs.add(rel)
+		if err := dirs.mkdirs(root, rel); err != nil {
+			return nil, notCopied(flatClash(root, rel, err))
+		}
 		f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
-			return nil, flatClash(root, rel, err)
+			return nil, notCopied(flatClash(root, rel, err))
 		}
+		// Noted once made: a part of rel that mkdirs took for a
+		// directory (EEXIST) may be a file (flatClash), and each
+		// directory it made is noted already.
+		dirs.add(rel)
 		if err := f.Truncate(size); err != nil {
 			// NOT COPIED, so not left in DIR, empty under its
 			// name (over a size limit or quota: EFBIG, EDQUOT).
 			f.Close()
 			if rerr := root.Remove(rel); rerr != nil {
-				err = errors.Join(err, fmt.Errorf("and it could not be removed from the copy: %w", rerr))
+				return nil, errors.Join(err, fmt.Errorf("and it could not be removed from the copy: %w", rerr))
 			}
-			return nil, err
+			return nil, notCopied(err)
 		}
 		return syncedFile{f}, nil
 	}
@@ -224,8 +273,9 @@ func salvage(cmd *cobra.Command, device string, dev zns.Device, root *os.Root, d
 // error once ctx ended, and so does the close of a file begun after it
 // ended (one that needs no write, empty or all holes, would not stop
 // the copy). engine.Salvage stops at that error, between two chunks,
-// and salvageInto removes the file it stopped in and reports the files
-// copied before it, whole.
+// and salvageInto removes the file it stopped in (finishCopy) and
+// reports the files copied before it, as copied: a NOT RECOVERED range
+// the report lists in one is zeros there, the rest of it whole.
 func stopsBetweenChunks(ctx context.Context, create func(name string, size int64) (io.WriterAt, error)) func(name string, size int64) (io.WriterAt, error) {
 	return func(name string, size int64) (io.WriterAt, error) {
 		if !stopCleanlyFromHere(ctx) {
@@ -251,7 +301,7 @@ type watchedFile struct {
 }
 
 func (f watchedFile) WriteAt(p []byte, off int64) (int, error) {
-	if err := f.ctx.Err(); err != nil {
+	if err := f.stopped(); err != nil {
 		return 0, err
 	}
 	return f.WriterAt.WriteAt(p, off)
@@ -263,20 +313,32 @@ func (f watchedFile) Close() error {
 		err = c.Close()
 	}
 	if f.late {
-		err = errors.Join(err, f.ctx.Err())
+		err = errors.Join(err, f.stopped())
 	}
 	return err
 }
 
+// stopped is ctx's error, once it ended, as the report's NOT COPIED line
+// of the file the copy stopped in says it: "context canceled" names no
+// signal. Main cancels ctx on one (stopCleanlyFromHere).
+func (f watchedFile) stopped() error {
+	if err := f.ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted by a signal, the copy stopped here: %w", err)
+	}
+	return nil
+}
+
 // finishCopy makes the done function salvageInto takes for a copy into
-// root: it removes the file the copy stopped in, if any (partial), then
-// syncs dirs.
+// root: it removes the file the copy stopped in, if any (partial), and
+// the directories made for it that then hold nothing, then syncs dirs.
 func finishCopy(root *os.Root, dirs copyDirs) func(partial string) error {
 	return func(partial string) error {
 		var err error
 		if partial != "" {
 			if err = root.Remove(partial); err != nil {
 				err = fmt.Errorf("remove %q, copied part way, from the copy: %w", partial, err)
+			} else {
+				err = dirs.prune(root, partial)
 			}
 		}
 		return errors.Join(err, dirs.sync(root))
@@ -284,13 +346,17 @@ func finishCopy(root *os.Root, dirs copyDirs) func(partial string) error {
 }
 
 // salvageInto runs engine.Salvage into create, then done (which removes
-// the file the copy stopped in, partial, and makes what was copied
-// durable), and prints the report. A copy that stops part way (the
-// copy's file system full, a device read failing other than EIO) still
-// syncs and reports the files it copied before the one that stopped
-// it, so the user knows what DIR holds: those, whole. The one it
+// the file the copy stopped in, partial, with the directories made for
+// it that hold nothing, and makes what was copied durable), and prints
+// the report. A copy that stops part way (the copy's file system full,
+// a device read failing other than EIO, a signal) still syncs and
+// reports the files it copied before the one that stopped it, so the
+// user knows what DIR holds: those, each whole but for the NOT
+// RECOVERED ranges the report lists in it, which are zeros. The one it
 // stopped in is not left there: created at its full size, its first
-// bytes copied and the rest zeros, it looked whole.
+// bytes copied and the rest zeros, it looked whole. It and each file
+// after it are listed NOT COPIED (engine.Salvage names them), so that
+// the files copied and not copied are all the report counts.
 func salvageInto(out io.Writer, device string, dev zns.Device, create func(name string, size int64) (io.WriterAt, error), done func(partial string) error, dir string, asJSON bool) error {
 	var partial string // the file being copied
 	rep, err := engine.Salvage(dev, func(name string, size int64) (io.WriterAt, error) {
@@ -333,7 +399,7 @@ func salvageInto(out io.Writer, device string, dev zns.Device, create func(name 
 		j.CopyTo, j.Copied, j.NotRecovered, j.InterruptedIn = dir, &copied, []notRecoveredJSON{}, interrupted
 		for _, f := range rep.Files {
 			if f.Err != nil {
-				j.NotRecovered = append(j.NotRecovered, notRecoveredJSON{File: f.Name, Length: f.Size, Why: f.Err.Error()})
+				j.NotRecovered = append(j.NotRecovered, notRecoveredJSON{File: f.Name, Length: f.Size, Why: f.Err.Error(), NotCopied: true})
 			}
 			for _, h := range f.Holes {
 				j.NotRecovered = append(j.NotRecovered, notRecoveredJSON{File: f.Name, Offset: h.Off, Length: h.Len, Why: h.Why})

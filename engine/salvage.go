@@ -34,7 +34,12 @@ type SalvagedFile struct {
 	// Holes are the ranges whose bytes Salvage could not verify: it
 	// wrote nothing there (zeros in a new file).
 	Holes []SalvageHole
-	// Err is why the sink refused the file (nothing of it was copied).
+	// Err is why the sink refused the file (nothing of it was
+	// copied). After a copy that stopped (Salvage's error), it is also
+	// why, for the file the copy stopped in (the sink may hold part of
+	// it, for the caller to remove; Holes is empty), and, for each
+	// file after that one, that the copy never reached it
+	// (errNotReached).
 	Err error
 }
 
@@ -58,6 +63,9 @@ func (r *SalvageReport) Complete() bool {
 	return true
 }
 
+// errNotReached is a SalvagedFile's Err after the file a copy stopped in.
+var errNotReached = errors.New("the copy stopped before it")
+
 // lostTableInferred is the problem a salvage of a device whose zone
 // table was lost (zns.Options.InferLostTable) reports first.
 const lostTableInferred = "the device's zone table is lost (neither emu header slot holds a valid one: zeros, or garbage over a zonefold device): salvage inferred each zone's write pointer from the file's data (a zone holding data as written up to where its data ends, one without as empty), never writing it; " +
@@ -78,7 +86,8 @@ const lostTableInferred = "the device's zone table is lost (neither emu header s
 // reused since holds another file's record, so it is a hole, never that
 // file's bytes. A create error skips the file (SalvagedFile.Err); the
 // error Salvage returns is one reading the device or writing a copy,
-// with the report of the files copied before it. A device whose zone
+// with the report of the files copied before it, the one it stopped in
+// and those after it, each with its Err. A device whose zone
 // table its Open inferred from the data (zns.TableInferrer, the table
 // lost) is damaged: the report says so first (lostTableInferred).
 func Salvage(dev zns.Device, create func(name string, size int64) (io.WriterAt, error)) (*SalvageReport, error) {
@@ -113,7 +122,7 @@ func Salvage(dev zns.Device, create func(name string, size int64) (io.WriterAt, 
 		}
 		return 0
 	})
-	for _, f := range files {
+	for i, f := range files {
 		sf := SalvagedFile{Name: f.name(), Size: max(f.size, 0)}
 		wa, err := create(sf.Name, sf.Size)
 		if err != nil {
@@ -128,7 +137,16 @@ func Salvage(dev zns.Device, create func(name string, size int64) (io.WriterAt, 
 			}
 		}
 		if err != nil {
-			// out holds the files copied before this one.
+			// out holds the files copied before this one, this one
+			// and the ones after it not copied, each named. This
+			// one is not kept (the caller removes the part copied):
+			// no range of it to report as a hole.
+			sf.Err, sf.Holes = err, nil
+			out.Files = append(out.Files, sf)
+			for _, g := range files[i+1:] {
+				out.Files = append(out.Files, SalvagedFile{Name: g.name(), Size: max(g.size, 0),
+					Err: fmt.Errorf("%w (in %q)", errNotReached, sf.Name)})
+			}
 			return out, fmt.Errorf("engine: salvage: copying %q: %w", sf.Name, err)
 		}
 		out.Files = append(out.Files, sf)
