@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -34,6 +35,13 @@ func copyDir(dir string) (root *os.Root, made bool, err error) {
 	}
 	if err := os.Mkdir(dir, 0o755); err == nil {
 		made = true
+		// DIR's own entry lives in its parent: unsynced, a crash
+		// after the copy reported success could lose DIR and every
+		// synced file in it.
+		if err := syncParentDir(dir); err != nil {
+			os.Remove(dir)
+			return nil, false, err
+		}
 	} else if !errors.Is(err, fs.ErrExist) {
 		return nil, false, err
 	}
@@ -156,6 +164,24 @@ func (d copyDirs) sync(root *os.Root) error {
 		if err := syncDir(root, dir); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// syncParentDir syncs the directory holding dir's entry; a variable so
+// a test can see it called.
+var syncParentDir = func(dir string) error {
+	parent := filepath.Dir(filepath.Clean(dir))
+	f, err := os.Open(parent)
+	if err != nil {
+		return fmt.Errorf("sync %s, the directory holding the copy's %s: %w", parent, dir, err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync %s, the directory holding the copy's %s: %w", parent, dir, err)
 	}
 	return nil
 }
