@@ -222,6 +222,9 @@ type emuHeader struct {
 	// sums is the records of the data checksum block after the entries,
 	// if the slot has one (emuFlagSums).
 	sums []byte
+	// magic, of a file with no valid slot whose first page reads as
+	// zeros: a slot 1 still starts with the emu magic (checkLostTable).
+	magic bool
 }
 
 func openEmu(sp spec, opts Options) (*Emu, error) {
@@ -311,15 +314,22 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !found && !damaged && !sp.format && size > 0 && !opts.ReplaceLostTable {
-		// Blank, or damaged? Only a file of the device string's
-		// geometry is ever written as a new device.
+	if !found && !damaged && !sp.format && size > 0 {
+		// Blank, damaged, or no device? Only a file of the device
+		// string's geometry is ever written as a new device, and never
+		// one that holds data that is no device's (ReplaceLostTable
+		// starts over a device, not any file).
 		if g, err := softGeometry(sp); err == nil {
-			if err := checkLostTable(f, size, g, sp); err != nil {
-				if !opts.InferLostTable || !errors.Is(err, ErrLostZoneTable) {
+			if err := checkLostTable(f, size, g, sp, hdr.magic); err != nil {
+				switch {
+				case !errors.Is(err, ErrLostZoneTable):
+					return nil, err
+				case opts.ReplaceLostTable:
+				case opts.InferLostTable:
+					inferred = true // read-only salvage: inferZones
+				default:
 					return nil, err
 				}
-				inferred = true // read-only salvage: inferZones
 			}
 		}
 	}
@@ -548,7 +558,7 @@ func readEmuHeader(f *os.File, size int64, sp spec) (emuHeader, bool, error) {
 		best.otherDamaged = slots[1-best.slot] == nil
 		return *best, true, nil
 	case bytes.Count(first, []byte{0}) == len(first):
-		return emuHeader{}, false, nil
+		return emuHeader{magic: magic}, false, nil
 	case bytes.HasPrefix(first, []byte(emuMagic)) && size < 2*slotLen:
 		return emuHeader{}, false, fmt.Errorf("zns: emu %s: the file has %d bytes, too few for its header: it was truncated (restore it; format=1 erases it and starts over)", sp.path, size)
 	}

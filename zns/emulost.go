@@ -26,9 +26,11 @@ import (
 var ErrLostZoneTable = errors.New("its zone table is lost")
 
 // checkLostTable tells a blank file, which Open makes a device of sp's
-// geometry g, from a device that lost its zone table (ErrLostZoneTable):
-// readEmuHeader found no valid slot and the file's first page reads as
-// zeros. The file is blank if
+// geometry g, from a device that lost its zone table (ErrLostZoneTable)
+// and from a file that is no device at all (refused, whatever Open is
+// told): readEmuHeader found no valid slot and the file's first page
+// reads as zeros (magic: a slot 1 still starts with the emu magic). The
+// file is blank if
 //   - its header area (the two slots and the padding up to the zones)
 //     reads as zeros, but for what the first format of g writes to slot
 //     1 (sequence number 1) before anything else: a power cut during
@@ -38,12 +40,25 @@ var ErrLostZoneTable = errors.New("its zone table is lost")
 //     new device of a file whose data lies past it); SEEK_DATA: a hole
 //     reads as zeros and is skipped.
 //
-// It stops at the first byte that is not zero: a device's data mostly
-// shows in its first zone's first block. Only each sequential zone's
-// first 4 KiB of data used to be read: a zone whose data starts with a
-// block of zeros (data that does, a write that failed and was zeroed)
-// was taken for empty, and a file whose data all lay in such zones for
-// blank, and formatted over.
+// A file that holds data is a device only if something of a device
+// shows: the emu magic in slot 1 (with data: a torn first format
+// leaves the magic and nothing else), a registered
+// DataSignature at a zone start of g (the engine's superblock, which
+// starts each metadata zone, or a record header, which starts each
+// data zone it wrote: findSignature), or where the file's first data
+// past the header starts (a device's structures start blocks, and its
+// first data starts one: so with a geometry other than the device's
+// too). Data alone tells nothing: a disk image whose first 4 KiB are
+// zeros, a tarball written at an offset, a sparse VM image were taken
+// for devices that lost their table, and `format --force`
+// (ReplaceLostTable) wrote a device over them.
+//
+// The search for data stops at the first byte that is not zero: a
+// device's data mostly shows in its first zone's first block. Only
+// each sequential zone's first 4 KiB of data used to be read: a zone
+// whose data starts with a block of zeros (data that does, a write that
+// failed and was zeroed) was taken for empty, and a file whose data all
+// lay in such zones for blank, and formatted over.
 //
 // A sparse file costs an lseek or two per stretch of data and its
 // written zeros: a 64 GiB file that holds nothing, two lseeks, and so
@@ -57,36 +72,66 @@ var ErrLostZoneTable = errors.New("its zone table is lost")
 // tell that none of them is data. Past scanLogAfter bytes read it says
 // so in the log (a 16 GiB file took 29 s here), naming format=1, which
 // skips the check.
-func checkLostTable(f *os.File, size int64, g Geometry, sp spec) error {
+func checkLostTable(f *os.File, size int64, g Geometry, sp spec, magic bool) error {
 	path := sp.path
 	checkErr := func(err error) error {
 		return fmt.Errorf("zns: emu %s: check the blank file for data: %w", path, err)
 	}
 	slotLen, dataOff := emuSlotLen(g.Zones), emuDataOff(g.Zones)
+	hdrAt := int64(-1)
 	for _, r := range [][2]int64{{0, slotLen}, {2 * slotLen, dataOff}} {
 		at, err := firstNonZero(f, r[0], min(r[1], size))
 		if err != nil {
 			return checkErr(err)
 		}
 		if at >= 0 {
-			return lostTableError(path, at, "in the header")
+			hdrAt = at
+			break
 		}
 	}
-	at, err := firstUnformatted(f, slotLen, min(2*slotLen, size), g, sp)
+	if hdrAt < 0 {
+		at, err := firstUnformatted(f, slotLen, min(2*slotLen, size), g, sp)
+		if err != nil {
+			return checkErr(err)
+		}
+		hdrAt = at
+	}
+	if hdrAt >= 0 && magic {
+		return lostTableError(path, fmt.Sprintf("the emu magic still reads in slot 1 and the file holds data (byte %d, in the header)", hdrAt))
+	}
+	name, sigAt, zones, err := findSignature(f, size, g)
 	if err != nil {
 		return checkErr(err)
 	}
-	if at >= 0 {
-		return lostTableError(path, at, "in the header")
+	if name != "" {
+		return lostTableError(path, fmt.Sprintf("%s starts zone %d (byte %d)", name, (sigAt-dataOff)/g.ZoneSize, sigAt))
 	}
 	at, where, err := firstZoneData(f, size, g)
 	if err != nil {
 		return checkErr(err)
 	}
-	if at >= 0 {
-		return lostTableError(path, at, where)
+	if at >= 0 && magic {
+		return lostTableError(path, fmt.Sprintf("the emu magic still reads in slot 1 and the file holds data (byte %d, %s)", at, where))
 	}
-	return nil
+	if at >= 0 {
+		name, err := matchSignature(f, size, at&^(signatureLen-1))
+		if err != nil {
+			return checkErr(err)
+		}
+		if name != "" {
+			return lostTableError(path, fmt.Sprintf("the file holds data (byte %d, %s), which starts with %s", at, where, name))
+		}
+	}
+	switch {
+	case hdrAt >= 0:
+		at, where = hdrAt, "in the header"
+	case at < 0:
+		return nil // blank
+	}
+	return fmt.Errorf("zns: emu %s is not an emu device: neither header slot holds a zone table or the emu magic (the first page reads as zeros), "+
+		"and the file holds data (byte %d, %s) but %s; refusing it (nothing was written): "+
+		"if it is a device whose zone table was lost, give the geometry it was formatted with; format=1 makes a device of it, erasing what it holds",
+		path, at, where, noSignature(zones, "nor does its first data start with one"))
 }
 
 // firstZoneData is where the first byte that is not zero past the
@@ -144,8 +189,8 @@ func satMul(a, b int64) int64 {
 	return a * b
 }
 
-func lostTableError(path string, at int64, where string) error {
-	return lostError(path, "the first page reads as zeros", fmt.Sprintf("the file holds data (byte %d, %s)", at, where))
+func lostTableError(path, evidence string) error {
+	return lostError(path, "the first page reads as zeros", evidence)
 }
 
 // lostError is the refusal of an emu file whose zone table is lost:
@@ -253,15 +298,20 @@ func indexNonZero(b []byte) int {
 }
 
 // A DataSignature recognises what a file system writes at the start of
-// a zone (the engine's superblock): Open looks for one in an emu file
-// whose header slots hold garbage, to tell a device that lost its zone
-// table from a file that is no device at all (checkDamagedHeader).
+// a zone (the engine's superblock, its record headers): Open looks for
+// one in an emu file whose header slots hold garbage or read as zeros,
+// to tell a device that lost its zone table from a file that is no
+// device at all (checkDamagedHeader, checkLostTable): at the zone
+// starts of the geometry given and, of a file whose first page reads
+// as zeros, at the block where its first data past the header starts.
 type DataSignature struct {
 	// Name says what it is, in messages: "a zonefold superblock".
 	Name string
 	// Zones is how many zones, from zone 0, may start with one.
 	Zones int
-	// Match reports whether the first 4096 bytes of a zone are one.
+	// Match reports whether the first 4096 bytes of a zone are one. It
+	// must not match bytes its file system did not write (a magic and
+	// a checksum): a file it matches is taken for a device.
 	Match func(block []byte) bool
 }
 
@@ -319,10 +369,7 @@ func checkDamagedHeader(f *os.File, size int64, sp spec, magic bool) (lost bool,
 		return false, checkErr(err)
 	}
 	if !magic && name == "" {
-		look := "no file system's signature is known to look for at its zone starts"
-		if zones > 0 {
-			look = fmt.Sprintf("none of the first %d zone starts of the geometry given holds %s", zones, signatureNames())
-		}
+		look := noSignature(zones, "")
 		return false, fmt.Errorf("zns: emu %s is not an emu device: neither header slot holds a zone table or the emu magic, and %s; "+
 			"refusing it (nothing was written): if it is a device whose header was overwritten, give the geometry it was formatted with; "+
 			"format=1 makes a device of it, erasing what it holds", sp.path, look)
@@ -381,6 +428,38 @@ func findSignature(f *os.File, size int64, g Geometry) (name string, at int64, z
 		}
 	}
 	return "", 0, zones, nil
+}
+
+// noSignature says that none of the first zones zone starts held a
+// registered DataSignature, and more (if not "") when some are.
+func noSignature(zones int, more string) string {
+	if zones == 0 {
+		return "no file system's signature is known to look for at its zone starts"
+	}
+	if more != "" {
+		more = ", " + more
+	}
+	return fmt.Sprintf("none of the first %d zone starts of the geometry given holds %s%s", zones, signatureNames(), more)
+}
+
+// matchSignature is the name of the registered DataSignature that the
+// block at off of the file (size bytes) is, or "".
+func matchSignature(f *os.File, size, off int64) (string, error) {
+	if satAdd(off, signatureLen) > size {
+		return "", nil
+	}
+	buf := make([]byte, signatureLen)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return "", fmt.Errorf("read at %d: %w", off, err)
+	}
+	signaturesMu.Lock()
+	defer signaturesMu.Unlock()
+	for _, s := range signatures {
+		if s.Match(buf) {
+			return s.Name, nil
+		}
+	}
+	return "", nil
 }
 
 // signatureNames names the registered DataSignatures: "a zonefold
