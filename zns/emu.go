@@ -262,6 +262,28 @@ func openEmu(sp spec, opts Options) (*Emu, error) {
 	return e, nil
 }
 
+// emuTooSmall is the refusal of a file (with no valid zone table) or a
+// block device of size bytes when the geometry sp gives needs more; nil
+// if it does not, or sp gives none.
+func emuTooSmall(sp spec, size int64, isBlock bool) error {
+	g, err := softGeometry(sp)
+	if err != nil {
+		return nil
+	}
+	need := satAdd(emuDataOff(g.Zones), satMul(int64(g.Zones), g.ZoneSize))
+	switch {
+	case size >= need:
+		return nil
+	case isBlock:
+		return fmt.Errorf("zns: emu %s: the device has %d bytes, the geometry given (%d zones of %d bytes) needs %d: give the device's own (nothing was read or written)",
+			sp.path, size, g.Zones, g.ZoneSize, need)
+	}
+	return fmt.Errorf("zns: emu %s: the file has %d bytes, the geometry given (%d zones of %d bytes) needs %d, and neither header slot holds a valid zone table: "+
+		"if its zone table is lost, so is the device's geometry: give zone_size and zones (and zone_cap, conv) as the device was formatted; "+
+		"or the file was truncated (restore it); nothing was read past its header, nor written",
+		sp.path, size, g.Zones, g.ZoneSize, need)
+}
+
 // checkEmuMode accepts a regular file or a block device.
 func checkEmuMode(path string, m os.FileMode) error {
 	if m.IsRegular() || m&os.ModeDevice != 0 && m&os.ModeCharDevice == 0 {
@@ -294,10 +316,27 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zns: emu %s: size: %w", sp.path, err)
 	}
+	if isBlock {
+		// A block device does not grow: one too small for the geometry
+		// given is refused before anything of it is read.
+		if err := emuTooSmall(sp, size, true); err != nil {
+			return nil, err
+		}
+	}
 	hdr, found, err := readEmuHeader(f, size, sp)
 	inferred := false
 	var dh *damagedHeader
 	damaged := errors.As(err, &dh)
+	if !found && opts.Existing && err == nil {
+		// Nor does Existing grow a file: one whose first page reads as
+		// zeros, too small for the geometry given, is refused before
+		// checkLostTable reads it (a file of zeros, whole). Garbage in
+		// the slots (damaged) costs a block per zone start to tell a
+		// file that is no device, which checkDamagedHeader says.
+		if err := emuTooSmall(sp, size, false); err != nil {
+			return nil, err
+		}
+	}
 	if damaged {
 		// Garbage in both slots: a device that lost its table, or a
 		// file that is no device (never written, whatever opts say).

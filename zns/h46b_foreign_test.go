@@ -35,9 +35,16 @@ func foreignFile(t *testing.T, size int64, runs map[int64][]byte) string {
 // maxCheckRead bytes; it returns the error.
 func refusedOpen(t *testing.T, path, params string, opts Options) error {
 	t.Helper()
+	return refusedOpenOf(t, path, path, params, opts, maxCheckRead)
+}
+
+// refusedOpenOf is refusedOpen of the emu device dev (a loop device of
+// the file at path, or path itself), reading no more than maxRead.
+func refusedOpenOf(t *testing.T, dev, path, params string, opts Options, maxRead int64) error {
+	t.Helper()
 	before := fileDigest(t, path)
 	read0, counted := readBytes(t)
-	d, err := Open("emu:"+path+params, opts)
+	d, err := Open("emu:"+dev+params, opts)
 	read1, _ := readBytes(t)
 	if err == nil {
 		d.Close()
@@ -49,8 +56,8 @@ func refusedOpen(t *testing.T, path, params string, opts Options) error {
 	if after := fileDigest(t, path); after != before {
 		t.Fatal("the refused Open changed the file")
 	}
-	if counted && read1-read0 > maxCheckRead {
-		t.Errorf("Open read %d bytes to refuse it, want at most %d", read1-read0, maxCheckRead)
+	if counted && read1-read0 > maxRead {
+		t.Errorf("Open read %d bytes to refuse it, want at most %d", read1-read0, maxRead)
 	}
 	return err
 }
