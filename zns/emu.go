@@ -359,7 +359,13 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 		// one that holds data that is no device's (ReplaceLostTable
 		// starts over a device, not any file).
 		if g, err := softGeometry(sp); err == nil {
-			if err := checkLostTable(f, size, g, sp, hdr.magic); err != nil {
+			budget := int64(math.MaxInt64)
+			if opts.Existing && !opts.InferLostTable {
+				// Refused whatever the file holds: read only
+				// enough to say what it likely is.
+				budget = fsckScanBudget
+			}
+			if err := checkLostTable(f, size, g, sp, hdr.magic, budget); err != nil {
 				switch {
 				case !errors.Is(err, ErrLostZoneTable):
 					return nil, err

@@ -67,12 +67,19 @@ var ErrLostZoneTable = errors.New("its zone table is lost")
 // firstNonZero). A blank
 // file every block of which is allocated (a file system without hole
 // reporting, a block device, a file of written zeros) is read whole,
-// once, when it first becomes a device (and on each Open with Existing
-// while it is blank: fsck refuses it after the check): no fewer bytes
-// tell that none of them is data. Past scanLogAfter bytes read it says
+// once, when it first becomes a device (and on each Open with
+// InferLostTable while it is blank: fsck --copy-to): no fewer bytes
+// tell that none of them is data. An Open with Existing alone (fsck),
+// which refuses the file whatever it holds, reads no more than budget
+// (fsckScanBudget) of its data: enough to tell most files apart. Past scanLogAfter bytes read it says
 // so in the log (a 16 GiB file took 29 s here), naming format=1, which
 // skips the check.
-func checkLostTable(f *os.File, size int64, g Geometry, sp spec, magic bool) error {
+//
+// budget bounds what it reads of the file's data past the header (an
+// Open that refuses the file whatever the check finds: fsck); a file
+// whose first budget bytes of data read as zeros, with nothing of a
+// device in its header or at its zone starts, is refused saying so.
+func checkLostTable(f *os.File, size int64, g Geometry, sp spec, magic bool, budget int64) error {
 	path := sp.path
 	checkErr := func(err error) error {
 		return fmt.Errorf("zns: emu %s: check the blank file for data: %w", path, err)
@@ -104,9 +111,9 @@ func checkLostTable(f *os.File, size int64, g Geometry, sp spec, magic bool) err
 		return checkErr(err)
 	}
 	if name != "" {
-		return lostTableError(path, fmt.Sprintf("%s starts zone %d (byte %d)", name, (sigAt-dataOff)/g.ZoneSize, sigAt))
+		return lostTableError(path, fmt.Sprintf("the file holds data: %s starts zone %d (byte %d)", name, (sigAt-dataOff)/g.ZoneSize, sigAt))
 	}
-	at, where, err := firstZoneData(f, size, g)
+	at, where, stopped, err := firstZoneData(f, size, g, budget)
 	if err != nil {
 		return checkErr(err)
 	}
@@ -125,6 +132,11 @@ func checkLostTable(f *os.File, size int64, g Geometry, sp spec, magic bool) err
 	switch {
 	case hdrAt >= 0:
 		at, where = hdrAt, "in the header"
+	case at < 0 && stopped >= 0:
+		return fmt.Errorf("zns: emu %s has no zone table (both header slots read as zeros), %s, and its data up to byte %d (the first %d MiB of it) reads as zeros: "+
+			"a blank file, a file that is no device, or a device of another geometry whose zone table was lost; read no further, as an existing device (fsck) it is refused whatever the rest holds: "+
+			"`zonefold fsck DEVICE --copy-to DIR` reads it all, and formatting it refuses a file that holds data",
+			path, noSignature(zones, ""), stopped, budget>>20)
 	case at < 0:
 		return nil // blank
 	}
@@ -137,17 +149,18 @@ func checkLostTable(f *os.File, size int64, g Geometry, sp spec, magic bool) err
 // firstZoneData is where the first byte that is not zero past the
 // header of an emu file of geometry g lies, and where that is ("zone
 // 3", "past the 8 zones given"); -1 if none is. It reads the file's
-// data extents only.
-func firstZoneData(f *os.File, size int64, g Geometry) (int64, string, error) {
+// data extents only, and no more than budget bytes of them: stopped is
+// where it stopped short for that (-1 if it did not).
+func firstZoneData(f *os.File, size int64, g Geometry, budget int64) (at int64, where string, stopped int64, err error) {
 	dataOff := emuDataOff(g.Zones)
-	at, err := firstNonZero(f, dataOff, size)
+	at, stopped, err = scanNonZero(f, dataOff, size, budget)
 	if at < 0 || err != nil {
-		return -1, "", err
+		return -1, "", stopped, err
 	}
 	if zone := (at - dataOff) / g.ZoneSize; zone < int64(g.Zones) {
-		return at, fmt.Sprintf("zone %d", zone), nil
+		return at, fmt.Sprintf("zone %d", zone), -1, nil
 	}
-	return at, fmt.Sprintf("past the %d zones given", g.Zones), nil
+	return at, fmt.Sprintf("past the %d zones given", g.Zones), -1, nil
 }
 
 // firstUnformatted is the offset of the first byte in [off, end) of f,
@@ -227,8 +240,15 @@ func seekData(fd int, off int64) (int64, bool, error) {
 // made the next stretch of a fallocate'd file data, and the whole of it
 // was read (and left cached).
 func firstNonZero(f *os.File, off, end int64) (int64, error) {
+	at, _, err := scanNonZero(f, off, end, math.MaxInt64)
+	return at, err
+}
+
+// scanNonZero is firstNonZero reading no more than budget bytes: stopped
+// is where it stopped short for that, -1 if it did not.
+func scanNonZero(f *os.File, off, end, budget int64) (at, stopped int64, err error) {
 	if end <= off {
-		return -1, nil
+		return -1, -1, nil
 	}
 	fd := int(f.Fd())
 	// Advice only: a file that takes none is read as before. Clean
@@ -242,10 +262,10 @@ func firstNonZero(f *os.File, off, end int64) (int64, error) {
 	for off < end {
 		data, more, err := seekData(fd, off)
 		if err != nil {
-			return -1, err
+			return -1, -1, err
 		}
 		if !more || data >= end {
-			return -1, nil
+			return -1, -1, nil
 		}
 		hole, err := unix.Seek(fd, data, unix.SEEK_HOLE)
 		if err != nil {
@@ -253,7 +273,10 @@ func firstNonZero(f *os.File, off, end int64) (int64, error) {
 		}
 		hole = min(hole, end)
 		for off = data; off < hole; {
-			b := buf[:min(hole-off, int64(len(buf)))]
+			if read >= budget {
+				return -1, off, nil
+			}
+			b := buf[:min(hole-off, int64(len(buf)), budget-read)]
 			n, err := f.ReadAt(b, off)
 			_ = unix.Fadvise(fd, off, int64(n), unix.FADV_DONTNEED)
 			if read < scanLogAfter && read+int64(n) >= scanLogAfter {
@@ -265,16 +288,21 @@ func firstNonZero(f *os.File, off, end int64) (int64, error) {
 			}
 			read += int64(n)
 			if i := indexNonZero(b[:n]); i >= 0 {
-				return off + int64(i), nil
+				return off + int64(i), -1, nil
 			}
 			if err != nil {
-				return -1, fmt.Errorf("read at %d: %w", off+int64(n), err)
+				return -1, -1, fmt.Errorf("read at %d: %w", off+int64(n), err)
 			}
 			off += int64(n)
 		}
 	}
-	return -1, nil
+	return -1, -1, nil
 }
+
+// fsckScanBudget is how much of a file's data past its header an Open
+// with Existing and without InferLostTable (fsck) reads for a byte that
+// is not zero.
+var fsckScanBudget int64 = 64 << 20
 
 // scanLogAfter is how much firstNonZero reads before it says so (a
 // blank file of written zeros is read whole: minutes, for a large one).
@@ -377,7 +405,7 @@ func checkDamagedHeader(f *os.File, size int64, sp spec, magic bool) (lost bool,
 	if name != "" {
 		return true, lostError(sp.path, state, fmt.Sprintf("%s starts zone %d (byte %d)", name, (sigAt-emuDataOff(g.Zones))/g.ZoneSize, sigAt))
 	}
-	at, where, err := firstZoneData(f, size, g)
+	at, where, _, err := firstZoneData(f, size, g, math.MaxInt64)
 	if err != nil {
 		return false, checkErr(err)
 	}
