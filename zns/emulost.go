@@ -120,6 +120,11 @@ func checkLostTable(f *os.File, size int64, g Geometry, sp spec, magic bool, bud
 	if at >= 0 && magic {
 		return lostTableError(path, fmt.Sprintf("the emu magic still reads in slot 1 and the file holds data (byte %d, %s)", at, where))
 	}
+	if hdrAt >= 0 {
+		// The first data is in the header area of g: a device of fewer
+		// zones (a smaller header) has zones there.
+		at, where = hdrAt, "in the header"
+	}
 	if at >= 0 {
 		name, err := matchSignature(f, size, at&^(signatureLen-1))
 		if err != nil {
@@ -130,8 +135,6 @@ func checkLostTable(f *os.File, size int64, g Geometry, sp spec, magic bool, bud
 		}
 	}
 	switch {
-	case hdrAt >= 0:
-		at, where = hdrAt, "in the header"
 	case at < 0 && stopped >= 0:
 		return fmt.Errorf("zns: emu %s has no zone table (both header slots read as zeros), %s, and its data up to byte %d (the first %d MiB of it) reads as zeros: "+
 			"a blank file, a file that is no device, or a device of another geometry whose zone table was lost; read no further, as an existing device (fsck) it is refused whatever the rest holds: "+

@@ -173,3 +173,18 @@ func TestEmuZeroPageSignatureWhereDataStartsIsALostTable(t *testing.T) {
 		}
 	}
 }
+
+// A geometry of more zones than the device's has a larger header: the
+// device's first zones, its signature among them, lie in the header
+// area of the geometry given, where the file's data then starts.
+func TestEmuZeroPageSignatureInTheHeaderOfTheGeometryGiven(t *testing.T) {
+	p := lostTable(0)(t) // its zone 0 at 1 MiB starts with testSignature
+	const many = "?zone_size=64K&zones=100000"
+	if off := emuDataOff(100000); off <= 1<<20+4096 {
+		t.Fatalf("set-up: zones of the geometry given start at %d, not past the device's zone 0", off)
+	}
+	err := refusedOpen(t, p, many, Options{})
+	if !errors.Is(err, ErrLostZoneTable) || !strings.Contains(err.Error(), "byte 1048576, in the header), which starts with a zns test signature") {
+		t.Fatalf("Open = %v, want ErrLostZoneTable naming the signature where the data starts, in the header", err)
+	}
+}
