@@ -113,17 +113,19 @@ func checkLostTable(f *os.File, size int64, g Geometry, sp spec, magic bool, bud
 	if name != "" {
 		return lostTableError(path, fmt.Sprintf("the file holds data: %s starts zone %d (byte %d)", name, (sigAt-dataOff)/g.ZoneSize, sigAt))
 	}
-	at, where, stopped, err := firstZoneData(f, size, g, budget)
-	if err != nil {
-		return checkErr(err)
-	}
-	if at >= 0 && magic {
-		return lostTableError(path, fmt.Sprintf("the emu magic still reads in slot 1 and the file holds data (byte %d, %s)", at, where))
-	}
-	if hdrAt >= 0 {
-		// The first data is in the header area of g: a device of fewer
-		// zones (a smaller header) has zones there.
-		at, where = hdrAt, "in the header"
+	// The first data is in the header area of g (a device of fewer
+	// zones, a smaller header, has zones there), or else in the zones:
+	// read for it only then (data in the header decides, and a file of
+	// written zeros past it was read whole for nothing).
+	at, where, stopped := hdrAt, "in the header", int64(-1)
+	if hdrAt < 0 {
+		at, where, stopped, err = firstZoneData(f, size, g, budget)
+		if err != nil {
+			return checkErr(err)
+		}
+		if at >= 0 && magic {
+			return lostTableError(path, fmt.Sprintf("the emu magic still reads in slot 1 and the file holds data (byte %d, %s)", at, where))
+		}
 	}
 	if at >= 0 {
 		name, err := matchSignature(f, size, at&^(signatureLen-1))

@@ -62,6 +62,18 @@ func refusedOpenOf(t *testing.T, dev, path, params string, opts Options, maxRead
 	return err
 }
 
+// everyOpen is each kind of Open a command makes of an emu file: serve
+// and format, fsck, fsck --copy-to, format --force.
+var everyOpen = []struct {
+	name string
+	opts Options
+}{
+	{"open", Options{}},
+	{"fsck", Options{Existing: true}},
+	{"fsck-copy-to", Options{Existing: true, InferLostTable: true}},
+	{"format-force", Options{ReplaceLostTable: true}},
+}
+
 func TestEmuZeroPageForeignFileIsNoDevice(t *testing.T) {
 	tar := append([]byte("h46b/file.txt\x00"), make([]byte, 243)...)
 	tar = append(tar, []byte("ustar\x0000")...)
@@ -92,15 +104,7 @@ func TestEmuZeroPageForeignFileIsNoDevice(t *testing.T) {
 			})
 		}, bigLostGeo},
 	} {
-		for _, o := range []struct {
-			name string
-			opts Options
-		}{
-			{"open", Options{}},
-			{"fsck", Options{Existing: true}},
-			{"fsck-copy-to", Options{Existing: true, InferLostTable: true}},
-			{"format-force", Options{ReplaceLostTable: true}},
-		} {
+		for _, o := range everyOpen {
 			t.Run(tc.name+"/"+o.name, func(t *testing.T) {
 				path := tc.file(t)
 				err := refusedOpen(t, path, tc.params, o.opts)
