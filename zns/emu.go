@@ -278,8 +278,8 @@ func emuTooSmall(sp spec, size int64, isBlock bool) error {
 		return fmt.Errorf("zns: emu %s: the device has %d bytes, the geometry given (%d zones of %d bytes) needs %d: give the device's own (nothing was read or written)",
 			sp.path, size, g.Zones, g.ZoneSize, need)
 	}
-	return fmt.Errorf("zns: emu %s: the file has %d bytes, the geometry given (%d zones of %d bytes) needs %d, and neither header slot holds a valid zone table: "+
-		"if its zone table is lost, so is the device's geometry: give zone_size and zones (and zone_cap, conv) as the device was formatted; "+
+	return fmt.Errorf("zns: emu %s: the file has %d bytes, the geometry given (%d zones of %d bytes) needs %d, and neither header slot holds a valid zone table (the first page reads as zeros): "+
+		"a blank file is no device yet (`zonefold format DEVICE` makes one of it); if it is a device whose zone table is lost, so is its geometry: give zone_size and zones (and zone_cap, conv) as the device was formatted; "+
 		"or the file was truncated (restore it); nothing was read past its header, nor written",
 		sp.path, size, g.Zones, g.ZoneSize, need)
 }
@@ -327,10 +327,11 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 	inferred := false
 	var dh *damagedHeader
 	damaged := errors.As(err, &dh)
-	if !found && opts.Existing && err == nil {
+	if !found && opts.Existing && err == nil && size > 0 {
 		// Nor does Existing grow a file: one whose first page reads as
 		// zeros, too small for the geometry given, is refused before
-		// checkLostTable reads it (a file of zeros, whole). Garbage in
+		// checkLostTable reads it (a file of zeros, whole). An empty
+		// one is refused as such below. Garbage in
 		// the slots (damaged) costs a block per zone start to tell a
 		// file that is no device, which checkDamagedHeader says.
 		if err := emuTooSmall(sp, size, false); err != nil {
