@@ -85,9 +85,18 @@ func checkLostTable(f *os.File, size int64, g Geometry, sp spec, magic bool, bud
 		return fmt.Errorf("zns: emu %s: check the blank file for data: %w", path, err)
 	}
 	slotLen, dataOff := emuSlotLen(g.Zones), emuDataOff(g.Zones)
+	var err error
+	// hdrAt is the first byte of the header area that is data: slot 1
+	// is looked at in its place (a device of fewer zones may start its
+	// zones there, and what lies past it is further into them).
 	hdrAt := int64(-1)
-	for _, r := range [][2]int64{{0, slotLen}, {2 * slotLen, dataOff}} {
-		at, err := firstNonZero(f, r[0], min(r[1], size))
+	for i, r := range [][2]int64{{0, slotLen}, {slotLen, 2 * slotLen}, {2 * slotLen, dataOff}} {
+		var at int64
+		if i == 1 {
+			at, err = firstUnformatted(f, r[0], min(r[1], size), g, sp)
+		} else {
+			at, err = firstNonZero(f, r[0], min(r[1], size))
+		}
 		if err != nil {
 			return checkErr(err)
 		}
@@ -95,13 +104,6 @@ func checkLostTable(f *os.File, size int64, g Geometry, sp spec, magic bool, bud
 			hdrAt = at
 			break
 		}
-	}
-	if hdrAt < 0 {
-		at, err := firstUnformatted(f, slotLen, min(2*slotLen, size), g, sp)
-		if err != nil {
-			return checkErr(err)
-		}
-		hdrAt = at
 	}
 	if hdrAt >= 0 && magic {
 		return lostTableError(path, fmt.Sprintf("the emu magic still reads in slot 1 and the file holds data (byte %d, in the header)", hdrAt))
