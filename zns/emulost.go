@@ -46,9 +46,11 @@ var ErrLostZoneTable = errors.New("its zone table is lost")
 // DataSignature at a zone start of g (the engine's superblock, which
 // starts each metadata zone, or a record header, which starts each
 // data zone it wrote: findSignature), or where the file's first data
-// past the header starts (a device's structures start blocks, and its
-// first data starts one: so with a geometry other than the device's
-// too). Data alone tells nothing: a disk image whose first 4 KiB are
+// starts, past the header or in it (a device's structures start
+// blocks, and its first data starts one: so with a geometry other than
+// the device's too, one of more zones having a larger header over the
+// device's first zones). Data in the header area decides alone: the
+// zones are not read past it. Data alone tells nothing: a disk image whose first 4 KiB are
 // zeros, a tarball written at an offset, a sparse VM image were taken
 // for devices that lost their table, and `format --force`
 // (ReplaceLostTable) wrote a device over them.
@@ -338,7 +340,8 @@ func indexNonZero(b []byte) int {
 // to tell a device that lost its zone table from a file that is no
 // device at all (checkDamagedHeader, checkLostTable): at the zone
 // starts of the geometry given and, of a file whose first page reads
-// as zeros, at the block where its first data past the header starts.
+// as zeros, at the block where its first data starts (past the header
+// of that geometry, or in it).
 type DataSignature struct {
 	// Name says what it is, in messages: "a zonefold superblock".
 	Name string
