@@ -25,8 +25,14 @@ func copyToRun(args ...string) (int, string) {
 // copyToDevice formats an emu device and opens an engine on it.
 func copyToDevice(t *testing.T) (string, string, *engine.Engine) {
 	t.Helper()
+	return copyToDeviceOf(t, "zone_size=1M&zones=16")
+}
+
+// copyToDeviceOf is copyToDevice of the emu geometry geo.
+func copyToDeviceOf(t *testing.T, geo string) (string, string, *engine.Engine) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "dev")
-	devName := fmt.Sprintf("emu:%s?zone_size=1M&zones=16", path)
+	devName := fmt.Sprintf("emu:%s?%s", path, geo)
 	if code, out := copyToRun("format", devName); code != 0 {
 		t.Fatalf("format: %d %s", code, out)
 	}
