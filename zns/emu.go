@@ -222,6 +222,9 @@ type emuHeader struct {
 	// sums is the records of the data checksum block after the entries,
 	// if the slot has one (emuFlagSums).
 	sums []byte
+	// magic, of a file with no valid slot whose first page reads as
+	// zeros: a slot 1 still starts with the emu magic (checkLostTable).
+	magic bool
 }
 
 func openEmu(sp spec, opts Options) (*Emu, error) {
@@ -259,6 +262,28 @@ func openEmu(sp spec, opts Options) (*Emu, error) {
 	return e, nil
 }
 
+// emuTooSmall is the refusal of a file (with no valid zone table) or a
+// block device of size bytes when the geometry sp gives needs more; nil
+// if it does not, or sp gives none.
+func emuTooSmall(sp spec, size int64, isBlock bool) error {
+	g, err := softGeometry(sp)
+	if err != nil {
+		return nil
+	}
+	need := satAdd(emuDataOff(g.Zones), satMul(int64(g.Zones), g.ZoneSize))
+	switch {
+	case size >= need:
+		return nil
+	case isBlock:
+		return fmt.Errorf("zns: emu %s: the device has %d bytes, the geometry given (%d zones of %d bytes) needs %d: give the device's own (nothing was read or written)",
+			sp.path, size, g.Zones, g.ZoneSize, need)
+	}
+	return fmt.Errorf("zns: emu %s: the file has %d bytes, the geometry given (%d zones of %d bytes) needs %d, and neither header slot holds a valid zone table (the first page reads as zeros): "+
+		"a blank file is no device yet (`zonefold format DEVICE` makes one of it); if it is a device whose zone table is lost, so is its geometry: give zone_size and zones (and zone_cap, conv) as the device was formatted; "+
+		"or the file was truncated (restore it); nothing was read past its header, nor written",
+		sp.path, size, g.Zones, g.ZoneSize, need)
+}
+
 // checkEmuMode accepts a regular file or a block device.
 func checkEmuMode(path string, m os.FileMode) error {
 	if m.IsRegular() || m&os.ModeDevice != 0 && m&os.ModeCharDevice == 0 {
@@ -291,10 +316,28 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zns: emu %s: size: %w", sp.path, err)
 	}
+	if isBlock {
+		// A block device does not grow: one too small for the geometry
+		// given is refused before anything of it is read.
+		if err := emuTooSmall(sp, size, true); err != nil {
+			return nil, err
+		}
+	}
 	hdr, found, err := readEmuHeader(f, size, sp)
 	inferred := false
 	var dh *damagedHeader
 	damaged := errors.As(err, &dh)
+	if !found && opts.Existing && err == nil && size > 0 {
+		// Nor does Existing grow a file: one whose first page reads as
+		// zeros, too small for the geometry given, is refused before
+		// checkLostTable reads it (a file of zeros, whole). An empty
+		// one is refused as such below. Garbage in
+		// the slots (damaged) costs a block per zone start to tell a
+		// file that is no device, which checkDamagedHeader says.
+		if err := emuTooSmall(sp, size, false); err != nil {
+			return nil, err
+		}
+	}
 	if damaged {
 		// Garbage in both slots: a device that lost its table, or a
 		// file that is no device (never written, whatever opts say).
@@ -311,15 +354,28 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !found && !damaged && !sp.format && size > 0 && !opts.ReplaceLostTable {
-		// Blank, or damaged? Only a file of the device string's
-		// geometry is ever written as a new device.
+	if !found && !damaged && !sp.format && size > 0 {
+		// Blank, damaged, or no device? Only a file of the device
+		// string's geometry is ever written as a new device, and never
+		// one that holds data that is no device's (ReplaceLostTable
+		// starts over a device, not any file).
 		if g, err := softGeometry(sp); err == nil {
-			if err := checkLostTable(f, size, g, sp); err != nil {
-				if !opts.InferLostTable || !errors.Is(err, ErrLostZoneTable) {
+			budget := int64(math.MaxInt64)
+			if opts.Existing && !opts.InferLostTable {
+				// Refused whatever the file holds: read only
+				// enough to say what it likely is.
+				budget = fsckScanBudget
+			}
+			if err := checkLostTable(f, size, g, sp, hdr.magic, budget); err != nil {
+				switch {
+				case !errors.Is(err, ErrLostZoneTable):
+					return nil, err
+				case opts.ReplaceLostTable:
+				case opts.InferLostTable:
+					inferred = true // read-only salvage: inferZones
+				default:
 					return nil, err
 				}
-				inferred = true // read-only salvage: inferZones
 			}
 		}
 	}
@@ -548,7 +604,7 @@ func readEmuHeader(f *os.File, size int64, sp spec) (emuHeader, bool, error) {
 		best.otherDamaged = slots[1-best.slot] == nil
 		return *best, true, nil
 	case bytes.Count(first, []byte{0}) == len(first):
-		return emuHeader{}, false, nil
+		return emuHeader{magic: magic}, false, nil
 	case bytes.HasPrefix(first, []byte(emuMagic)) && size < 2*slotLen:
 		return emuHeader{}, false, fmt.Errorf("zns: emu %s: the file has %d bytes, too few for its header: it was truncated (restore it; format=1 erases it and starts over)", sp.path, size)
 	}

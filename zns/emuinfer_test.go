@@ -18,7 +18,7 @@ func TestEmuInfersALostZoneTable(t *testing.T) {
 	path := lostDevice(t)
 	e, c := openEmuT(t, path, lostGeo)
 	g := e.Geometry()
-	a := c.buf(c.bs, 1)
+	a := signed(c.buf(c.bs, 1)) // what shows a device (checkLostTable)
 	c.append(0, a)
 	c.ok("FinishZone", e.FinishZone(0)) // finished part way
 	b := c.buf(2*c.bs, 2)

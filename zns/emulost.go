@@ -26,9 +26,11 @@ import (
 var ErrLostZoneTable = errors.New("its zone table is lost")
 
 // checkLostTable tells a blank file, which Open makes a device of sp's
-// geometry g, from a device that lost its zone table (ErrLostZoneTable):
-// readEmuHeader found no valid slot and the file's first page reads as
-// zeros. The file is blank if
+// geometry g, from a device that lost its zone table (ErrLostZoneTable)
+// and from a file that is no device at all (refused, whatever Open is
+// told): readEmuHeader found no valid slot and the file's first page
+// reads as zeros (magic: a slot 1 still starts with the emu magic). The
+// file is blank if
 //   - its header area (the two slots and the padding up to the zones)
 //     reads as zeros, but for what the first format of g writes to slot
 //     1 (sequence number 1) before anything else: a power cut during
@@ -38,12 +40,27 @@ var ErrLostZoneTable = errors.New("its zone table is lost")
 //     new device of a file whose data lies past it); SEEK_DATA: a hole
 //     reads as zeros and is skipped.
 //
-// It stops at the first byte that is not zero: a device's data mostly
-// shows in its first zone's first block. Only each sequential zone's
-// first 4 KiB of data used to be read: a zone whose data starts with a
-// block of zeros (data that does, a write that failed and was zeroed)
-// was taken for empty, and a file whose data all lay in such zones for
-// blank, and formatted over.
+// A file that holds data is a device only if something of a device
+// shows: the emu magic in slot 1 (with data: a torn first format
+// leaves the magic and nothing else), a registered
+// DataSignature at a zone start of g (the engine's superblock, which
+// starts each metadata zone, or a record header, which starts each
+// data zone it wrote: findSignature), or where the file's first data
+// starts, past the header or in it (a device's structures start
+// blocks, and its first data starts one: so with a geometry other than
+// the device's too, one of more zones having a larger header over the
+// device's first zones). Data in the header area decides alone: the
+// zones are not read past it. Data alone tells nothing: a disk image whose first 4 KiB are
+// zeros, a tarball written at an offset, a sparse VM image were taken
+// for devices that lost their table, and `format --force`
+// (ReplaceLostTable) wrote a device over them.
+//
+// The search for data stops at the first byte that is not zero: a
+// device's data mostly shows in its first zone's first block. Only
+// each sequential zone's first 4 KiB of data used to be read: a zone
+// whose data starts with a block of zeros (data that does, a write that
+// failed and was zeroed) was taken for empty, and a file whose data all
+// lay in such zones for blank, and formatted over.
 //
 // A sparse file costs an lseek or two per stretch of data and its
 // written zeros: a 64 GiB file that holds nothing, two lseeks, and so
@@ -52,57 +69,107 @@ var ErrLostZoneTable = errors.New("its zone table is lost")
 // firstNonZero). A blank
 // file every block of which is allocated (a file system without hole
 // reporting, a block device, a file of written zeros) is read whole,
-// once, when it first becomes a device (and on each Open with Existing
-// while it is blank: fsck refuses it after the check): no fewer bytes
-// tell that none of them is data. Past scanLogAfter bytes read it says
+// once, when it first becomes a device (and on each Open with
+// InferLostTable while it is blank: fsck --copy-to): no fewer bytes
+// tell that none of them is data. An Open with Existing alone (fsck),
+// which refuses the file whatever it holds, reads no more than budget
+// (fsckScanBudget) of its data: enough to tell most files apart. Past scanLogAfter bytes read it says
 // so in the log (a 16 GiB file took 29 s here), naming format=1, which
 // skips the check.
-func checkLostTable(f *os.File, size int64, g Geometry, sp spec) error {
+//
+// budget bounds what it reads of the file's data past the header (an
+// Open that refuses the file whatever the check finds: fsck); a file
+// whose first budget bytes of data read as zeros, with nothing of a
+// device in its header or at its zone starts, is refused saying so.
+func checkLostTable(f *os.File, size int64, g Geometry, sp spec, magic bool, budget int64) error {
 	path := sp.path
 	checkErr := func(err error) error {
 		return fmt.Errorf("zns: emu %s: check the blank file for data: %w", path, err)
 	}
 	slotLen, dataOff := emuSlotLen(g.Zones), emuDataOff(g.Zones)
-	for _, r := range [][2]int64{{0, slotLen}, {2 * slotLen, dataOff}} {
-		at, err := firstNonZero(f, r[0], min(r[1], size))
+	var err error
+	// hdrAt is the first byte of the header area that is data: slot 1
+	// is looked at in its place (a device of fewer zones may start its
+	// zones there, and what lies past it is further into them).
+	hdrAt := int64(-1)
+	for i, r := range [][2]int64{{0, slotLen}, {slotLen, 2 * slotLen}, {2 * slotLen, dataOff}} {
+		var at int64
+		if i == 1 {
+			at, err = firstUnformatted(f, r[0], min(r[1], size), g, sp)
+		} else {
+			at, err = firstNonZero(f, r[0], min(r[1], size))
+		}
 		if err != nil {
 			return checkErr(err)
 		}
 		if at >= 0 {
-			return lostTableError(path, at, "in the header")
+			hdrAt = at
+			break
 		}
 	}
-	at, err := firstUnformatted(f, slotLen, min(2*slotLen, size), g, sp)
+	if hdrAt >= 0 && magic {
+		return lostTableError(path, fmt.Sprintf("the emu magic still reads in slot 1 and the file holds data (byte %d, in the header)", hdrAt))
+	}
+	name, sigAt, zones, err := findSignature(f, size, g)
 	if err != nil {
 		return checkErr(err)
 	}
+	if name != "" {
+		return lostTableError(path, fmt.Sprintf("the file holds data: %s starts zone %d (byte %d)", name, (sigAt-dataOff)/g.ZoneSize, sigAt))
+	}
+	// The first data is in the header area of g (a device of fewer
+	// zones, a smaller header, has zones there), or else in the zones:
+	// read for it only then (data in the header decides, and a file of
+	// written zeros past it was read whole for nothing).
+	at, where, stopped := hdrAt, "in the header", int64(-1)
+	if hdrAt < 0 {
+		at, where, stopped, err = firstZoneData(f, size, g, budget)
+		if err != nil {
+			return checkErr(err)
+		}
+		if at >= 0 && magic {
+			return lostTableError(path, fmt.Sprintf("the emu magic still reads in slot 1 and the file holds data (byte %d, %s)", at, where))
+		}
+	}
 	if at >= 0 {
-		return lostTableError(path, at, "in the header")
+		name, err := matchSignature(f, size, at&^(signatureLen-1))
+		if err != nil {
+			return checkErr(err)
+		}
+		if name != "" {
+			return lostTableError(path, fmt.Sprintf("the file holds data (byte %d, %s), which starts with %s", at, where, name))
+		}
 	}
-	at, where, err := firstZoneData(f, size, g)
-	if err != nil {
-		return checkErr(err)
+	switch {
+	case at < 0 && stopped >= 0:
+		return fmt.Errorf("zns: emu %s has no zone table (both header slots read as zeros), %s, and its data up to byte %d (the first %d MiB of it) reads as zeros: "+
+			"a blank file, a file that is no device, or a device of another geometry whose zone table was lost; read no further, as an existing device (fsck) it is refused whatever the rest holds: "+
+			"`zonefold fsck DEVICE --copy-to DIR` reads it all, and formatting it refuses a file that holds data",
+			path, noSignature(zones, ""), stopped, budget>>20)
+	case at < 0:
+		return nil // blank
 	}
-	if at >= 0 {
-		return lostTableError(path, at, where)
-	}
-	return nil
+	return fmt.Errorf("zns: emu %s is not an emu device: neither header slot holds a zone table or the emu magic (the first page reads as zeros), "+
+		"and the file holds data (byte %d, %s) but %s; refusing it (nothing was written): "+
+		"if it is a device whose zone table was lost, give the geometry it was formatted with; format=1 makes a device of it, erasing what it holds",
+		path, at, where, noSignature(zones, "nor does its first data start with one"))
 }
 
 // firstZoneData is where the first byte that is not zero past the
 // header of an emu file of geometry g lies, and where that is ("zone
 // 3", "past the 8 zones given"); -1 if none is. It reads the file's
-// data extents only.
-func firstZoneData(f *os.File, size int64, g Geometry) (int64, string, error) {
+// data extents only, and no more than budget bytes of them: stopped is
+// where it stopped short for that (-1 if it did not).
+func firstZoneData(f *os.File, size int64, g Geometry, budget int64) (at int64, where string, stopped int64, err error) {
 	dataOff := emuDataOff(g.Zones)
-	at, err := firstNonZero(f, dataOff, size)
+	at, stopped, err = scanNonZero(f, dataOff, size, budget)
 	if at < 0 || err != nil {
-		return -1, "", err
+		return -1, "", stopped, err
 	}
 	if zone := (at - dataOff) / g.ZoneSize; zone < int64(g.Zones) {
-		return at, fmt.Sprintf("zone %d", zone), nil
+		return at, fmt.Sprintf("zone %d", zone), -1, nil
 	}
-	return at, fmt.Sprintf("past the %d zones given", g.Zones), nil
+	return at, fmt.Sprintf("past the %d zones given", g.Zones), -1, nil
 }
 
 // firstUnformatted is the offset of the first byte in [off, end) of f,
@@ -144,8 +211,8 @@ func satMul(a, b int64) int64 {
 	return a * b
 }
 
-func lostTableError(path string, at int64, where string) error {
-	return lostError(path, "the first page reads as zeros", fmt.Sprintf("the file holds data (byte %d, %s)", at, where))
+func lostTableError(path, evidence string) error {
+	return lostError(path, "the first page reads as zeros", evidence)
 }
 
 // lostError is the refusal of an emu file whose zone table is lost:
@@ -182,8 +249,15 @@ func seekData(fd int, off int64) (int64, bool, error) {
 // made the next stretch of a fallocate'd file data, and the whole of it
 // was read (and left cached).
 func firstNonZero(f *os.File, off, end int64) (int64, error) {
+	at, _, err := scanNonZero(f, off, end, math.MaxInt64)
+	return at, err
+}
+
+// scanNonZero is firstNonZero reading no more than budget bytes: stopped
+// is where it stopped short for that, -1 if it did not.
+func scanNonZero(f *os.File, off, end, budget int64) (at, stopped int64, err error) {
 	if end <= off {
-		return -1, nil
+		return -1, -1, nil
 	}
 	fd := int(f.Fd())
 	// Advice only: a file that takes none is read as before. Clean
@@ -197,10 +271,10 @@ func firstNonZero(f *os.File, off, end int64) (int64, error) {
 	for off < end {
 		data, more, err := seekData(fd, off)
 		if err != nil {
-			return -1, err
+			return -1, -1, err
 		}
 		if !more || data >= end {
-			return -1, nil
+			return -1, -1, nil
 		}
 		hole, err := unix.Seek(fd, data, unix.SEEK_HOLE)
 		if err != nil {
@@ -208,7 +282,10 @@ func firstNonZero(f *os.File, off, end int64) (int64, error) {
 		}
 		hole = min(hole, end)
 		for off = data; off < hole; {
-			b := buf[:min(hole-off, int64(len(buf)))]
+			if read >= budget {
+				return -1, off, nil
+			}
+			b := buf[:min(hole-off, int64(len(buf)), budget-read)]
 			n, err := f.ReadAt(b, off)
 			_ = unix.Fadvise(fd, off, int64(n), unix.FADV_DONTNEED)
 			if read < scanLogAfter && read+int64(n) >= scanLogAfter {
@@ -220,16 +297,21 @@ func firstNonZero(f *os.File, off, end int64) (int64, error) {
 			}
 			read += int64(n)
 			if i := indexNonZero(b[:n]); i >= 0 {
-				return off + int64(i), nil
+				return off + int64(i), -1, nil
 			}
 			if err != nil {
-				return -1, fmt.Errorf("read at %d: %w", off+int64(n), err)
+				return -1, -1, fmt.Errorf("read at %d: %w", off+int64(n), err)
 			}
 			off += int64(n)
 		}
 	}
-	return -1, nil
+	return -1, -1, nil
 }
+
+// fsckScanBudget is how much of a file's data past its header an Open
+// with Existing and without InferLostTable (fsck) reads for a byte that
+// is not zero.
+var fsckScanBudget int64 = 64 << 20
 
 // scanLogAfter is how much firstNonZero reads before it says so (a
 // blank file of written zeros is read whole: minutes, for a large one).
@@ -253,15 +335,21 @@ func indexNonZero(b []byte) int {
 }
 
 // A DataSignature recognises what a file system writes at the start of
-// a zone (the engine's superblock): Open looks for one in an emu file
-// whose header slots hold garbage, to tell a device that lost its zone
-// table from a file that is no device at all (checkDamagedHeader).
+// a zone (the engine's superblock, its record headers): Open looks for
+// one in an emu file whose header slots hold garbage or read as zeros,
+// to tell a device that lost its zone table from a file that is no
+// device at all (checkDamagedHeader, checkLostTable): at the zone
+// starts of the geometry given and, of a file whose first page reads
+// as zeros, at the block where its first data starts (past the header
+// of that geometry, or in it).
 type DataSignature struct {
 	// Name says what it is, in messages: "a zonefold superblock".
 	Name string
 	// Zones is how many zones, from zone 0, may start with one.
 	Zones int
-	// Match reports whether the first 4096 bytes of a zone are one.
+	// Match reports whether the first 4096 bytes of a zone are one. It
+	// must not match bytes its file system did not write (a magic and
+	// a checksum): a file it matches is taken for a device.
 	Match func(block []byte) bool
 }
 
@@ -319,10 +407,7 @@ func checkDamagedHeader(f *os.File, size int64, sp spec, magic bool) (lost bool,
 		return false, checkErr(err)
 	}
 	if !magic && name == "" {
-		look := "no file system's signature is known to look for at its zone starts"
-		if zones > 0 {
-			look = fmt.Sprintf("none of the first %d zone starts of the geometry given holds %s", zones, signatureNames())
-		}
+		look := noSignature(zones, "")
 		return false, fmt.Errorf("zns: emu %s is not an emu device: neither header slot holds a zone table or the emu magic, and %s; "+
 			"refusing it (nothing was written): if it is a device whose header was overwritten, give the geometry it was formatted with; "+
 			"format=1 makes a device of it, erasing what it holds", sp.path, look)
@@ -330,7 +415,7 @@ func checkDamagedHeader(f *os.File, size int64, sp spec, magic bool) (lost bool,
 	if name != "" {
 		return true, lostError(sp.path, state, fmt.Sprintf("%s starts zone %d (byte %d)", name, (sigAt-emuDataOff(g.Zones))/g.ZoneSize, sigAt))
 	}
-	at, where, err := firstZoneData(f, size, g)
+	at, where, _, err := firstZoneData(f, size, g, math.MaxInt64)
 	if err != nil {
 		return false, checkErr(err)
 	}
@@ -381,6 +466,38 @@ func findSignature(f *os.File, size int64, g Geometry) (name string, at int64, z
 		}
 	}
 	return "", 0, zones, nil
+}
+
+// noSignature says that none of the first zones zone starts held a
+// registered DataSignature, and more (if not "") when some are.
+func noSignature(zones int, more string) string {
+	if zones == 0 {
+		return "no file system's signature is known to look for at its zone starts"
+	}
+	if more != "" {
+		more = ", " + more
+	}
+	return fmt.Sprintf("none of the first %d zone starts of the geometry given holds %s%s", zones, signatureNames(), more)
+}
+
+// matchSignature is the name of the registered DataSignature that the
+// block at off of the file (size bytes) is, or "".
+func matchSignature(f *os.File, size, off int64) (string, error) {
+	if satAdd(off, signatureLen) > size {
+		return "", nil
+	}
+	buf := make([]byte, signatureLen)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return "", fmt.Errorf("read at %d: %w", off, err)
+	}
+	signaturesMu.Lock()
+	defer signaturesMu.Unlock()
+	for _, s := range signatures {
+		if s.Match(buf) {
+			return s.Name, nil
+		}
+	}
+	return "", nil
 }
 
 // signatureNames names the registered DataSignatures: "a zonefold

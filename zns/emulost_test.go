@@ -31,17 +31,26 @@ const lostGeo = emuTestGeo
 const bigLostGeo = "?zone_size=64M&zones=1024"
 
 // lostDevice makes an emu device on a new file with data appended to
-// the zones given, flushed, and returns the file's path.
+// the zones given, flushed, and returns the file's path. Each zone's
+// data starts with testSignature, as a file system's does with its
+// own: a file whose table is lost is a device only if something of one
+// shows (checkLostTable).
 func lostDevice(t *testing.T, zones ...int) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "dev")
 	e, c := openEmuT(t, path, lostGeo)
 	for _, z := range zones {
-		c.append(z, c.buf(c.bs, byte(z+1)))
+		c.append(z, signed(c.buf(c.bs, byte(z+1))))
 	}
 	c.ok("Flush", e.Flush())
 	c.ok("Close", e.Close())
 	return path
+}
+
+// signed is b with testSignature over its start.
+func signed(b []byte) []byte {
+	copy(b, testSignature)
+	return b
 }
 
 // lostTable makes a lostDevice with data in zones, then zeroes both of
@@ -55,7 +64,9 @@ func lostTable(zones ...int) func(t *testing.T) string {
 }
 
 // zeroLeadTable makes a device whose only data is in zone 3, three
-// blocks of zeros then one of data, and zeroes both of its header
+// blocks of zeros then one of data (testSignature first: past the
+// zones it is looked for at, it shows where the file's data starts),
+// and zeroes both of its header
 // slots; noHoles then writes every block of the file (cp
 // --sparse=never).
 func zeroLeadTable(noHoles bool) func(t *testing.T) string {
@@ -64,6 +75,7 @@ func zeroLeadTable(noHoles bool) func(t *testing.T) string {
 		e, c := openEmuT(t, path, lostGeo)
 		b := c.buf(4*c.bs, 4)
 		clear(b[:3*c.bs])
+		signed(b[3*c.bs:])
 		c.append(3, b)
 		c.ok("Flush", e.Flush())
 		c.ok("Close", e.Close())
@@ -208,20 +220,13 @@ func TestEmuOpenRefusesALostZoneTable(t *testing.T) {
 		{"data-after-zero-blocks-at-the-zone-start-no-holes", zeroLeadTable(true), lostGeo, Options{}, "zone 3"},
 		{"big-sparse-file-data-far-in", func(t *testing.T) string {
 			p := sparseFile(t, bigNeed)
-			patchFile(t, p, 1<<20+1000*64<<20+8192, []byte("record"))
+			patchFile(t, p, 1<<20+1000*64<<20+8192, testSignature)
 			return p
 		}, bigLostGeo, Options{}, "zone 1000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := tc.file(t)
-			before := fileDigest(t, path)
-			read0, counted := readBytes(t)
-			d, err := Open("emu:"+path+tc.params, tc.opts)
-			read1, _ := readBytes(t)
-			if err == nil {
-				d.Close()
-				t.Fatalf("Open of a device whose zone table is lost succeeded (wrote an empty table over it)")
-			}
+			err := refusedOpen(t, path, tc.params, tc.opts)
 			if !errors.Is(err, ErrLostZoneTable) {
 				t.Fatalf("Open = %v, want ErrLostZoneTable", err)
 			}
@@ -230,15 +235,6 @@ func TestEmuOpenRefusesALostZoneTable(t *testing.T) {
 				if !strings.Contains(msg, w) {
 					t.Errorf("error %q does not say %q", msg, w)
 				}
-			}
-			if strings.Contains(msg, "\n") {
-				t.Errorf("error is not one line: %q", msg)
-			}
-			if after := fileDigest(t, path); after != before {
-				t.Fatal("the refused Open changed the file")
-			}
-			if counted && read1-read0 > maxCheckRead {
-				t.Errorf("Open read %d bytes to refuse it, want at most %d", read1-read0, maxCheckRead)
 			}
 		})
 	}

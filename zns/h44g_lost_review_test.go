@@ -91,37 +91,47 @@ func TestEmuOpenFormatsAfterATornFirstFormat(t *testing.T) {
 
 // What only looks like a torn first format is still refused: its zones
 // hold data, a byte of the slot is not what a format writes, or the
-// slot is not where a format of this geometry writes it.
+// slot is not where a format of this geometry writes it. With no emu
+// magic left in a slot (and no file system's signature), the file is
+// refused as no device (noDevice), and still not written.
 func TestEmuOpenRefusesWhatOnlyLooksLikeATornFirstFormat(t *testing.T) {
 	const page, slot = 4096, 20480
 	for _, tc := range []struct {
-		name   string
-		file   func(t *testing.T) string
-		params string
-		want   string
+		name     string
+		file     func(t *testing.T) string
+		params   string
+		want     string
+		noDevice bool
 	}{
 		{"zones-hold-data", func(t *testing.T) string {
 			p := tornFirstFormat(t, tornGeo, [2]int64{0, slot - page})
 			patchFile(t, p, 1<<20+700*64<<10, []byte("data"))
 			return p
-		}, tornGeo, "zone 700"},
+		}, tornGeo, "zone 700", false},
 		{"a-byte-unlike-the-format", func(t *testing.T) string {
 			p := tornFirstFormat(t, tornGeo, [2]int64{0, slot - page})
 			patchFile(t, p, slot+2*page+5, []byte{0x5a})
 			return p
-		}, tornGeo, "in the header"},
+		}, tornGeo, "in the header", false},
 		{"format-bytes-in-slot-0", func(t *testing.T) string {
 			p := tornFirstFormat(t, tornGeo)
 			full := tornFirstFormat(t, tornGeo, [2]int64{0, slot})
 			patchFile(t, p, page, readAt(t, full, slot+page, page)) // slot 1's 2nd page, in slot 0
 			return p
-		}, tornGeo, "in the header"},
+		}, tornGeo, "in the header", true},
 		{"another-geometry", func(t *testing.T) string {
 			// Its slot 1 is at 16 KiB: in slot 0 of tornGeo.
 			return tornFirstFormat(t, "?zone_size=64K&zones=1000", [2]int64{0, 2 * page})
-		}, tornGeo, "in the header"},
+		}, tornGeo, "in the header", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.noDevice {
+				err := refusedOpen(t, tc.file(t), tc.params, Options{})
+				if errors.Is(err, ErrLostZoneTable) || !strings.Contains(err.Error(), "not an emu device") || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("Open = %v, want a refusal as no emu device naming %q", err, tc.want)
+				}
+				return
+			}
 			err := refusedLostTable(t, tc.file(t), tc.params, tc.want)
 			if strings.Contains(err.Error(), "slots read as zeros") {
 				t.Errorf("the error says the header slots read as zeros, though slot 1 does not: %v", err)
@@ -146,14 +156,14 @@ func TestEmuOpenRefusesALostTableItDidNotLookAt(t *testing.T) {
 		{"data-past-the-zones-given", lostTable(6), "?zone_size=1M&zones=4", "past the 4 zones"},
 		{"data-past-the-zones-given-not-at-a-zone-start", func(t *testing.T) string {
 			p := sparseFile(t, 9<<20)
-			patchFile(t, p, 1<<20+6<<20+12345, []byte("record"))
+			patchFile(t, p, 1<<20+6<<20+12288, testSignature) // where the file's data starts
 			return p
 		}, "?zone_size=1M&zones=4", "past the 4 zones"},
 		{"conventional-zone-written-in-the-middle-of-zeros", func(t *testing.T) string {
 			p := sparseFile(t, 0)
 			patchFile(t, p, 0, make([]byte, 9<<20)) // every block allocated, zeros
 			e, c := openEmuT(t, p, lostGeo+"&conv=2")
-			c.write(1, 1<<20+256<<10, c.buf(c.bs, 7)) // zone 1 at +256 KiB
+			c.write(1, 1<<20+256<<10, signed(c.buf(c.bs, 7))) // zone 1 at +256 KiB
 			c.ok("Flush", e.Flush())
 			c.ok("Close", e.Close())
 			zeroSlots(t, p)
