@@ -57,6 +57,8 @@ func checkFits(w Workload, l engine.Layout, null bool) error {
 		what, verb, them = "1 file of "+report.Exact(w.Size), "needs", "it"
 	}
 	switch {
+	case !all && data > l.Room && w.fioDraws:
+		what += fmt.Sprintf(", whose random writes (fio draws their offsets) may land on more than %s of %s,", report.Exact(l.Room), them)
 	case !all && data > l.Room:
 		what += fmt.Sprintf(", whose random writes land on more than %s of %s,", report.Exact(l.Room), them)
 	case !all:
