@@ -43,6 +43,15 @@ func checkDeviceFits(dev zns.Device, cfg engine.Config, w Workload) error {
 // they can hit. Counting the data alone let a workload within 1-4% of the
 // room through to meet ENOSPC near its end, the device formatted.
 func checkFits(w Workload, l engine.Layout, null bool) error {
+	fix := "lower --size, --files or --scale"
+	if null {
+		fix += ", or give the null: device a larger size"
+	}
+	return checkFitsOr(w, l, fix)
+}
+
+// checkFitsOr is checkFits whose refusal names fix as what to change.
+func checkFitsOr(w Workload, l engine.Layout, fix string) error {
 	held, all := w.blocksHeld(l.Room / engine.BlockSize)
 	data := held * engine.BlockSize
 	need := data
@@ -70,10 +79,6 @@ func checkFits(w Workload, l engine.Layout, null bool) error {
 	}
 	if data <= l.Room {
 		verb += " " + report.Exact(need) + " with the engine's record headers and pads,"
-	}
-	fix := "lower --size, --files or --scale"
-	if null {
-		fix += ", or give the null: device a larger size"
 	}
 	return badOption(fmt.Errorf("%s %s more than the %s the device holds for files (%s of data zones less GC's reserve): %s",
 		what, verb, report.Exact(l.Room), report.Exact(l.Capacity), fix))

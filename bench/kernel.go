@@ -233,6 +233,11 @@ func Kernel(ctx context.Context, out io.Writer, o KernelOptions) error {
 	if o.Config.CacheBytes <= 0 {
 		o.Config.CacheBytes = kernelCache(jobs)
 	}
+	// Before any round: a job the device cannot hold met ENOSPC in its
+	// first zonefold round, after earlier jobs' rounds had run.
+	if err := checkKernelJobsFit(dev, o.Config, jobs); err != nil {
+		return err
+	}
 	res := kernelJSON{Mode: mode, Device: dev.spec, Dir: dir, FSType: fsType, Rounds: o.Rounds, Scale: o.Scale,
 		Cache: o.Config.CacheBytes}
 	for _, j := range jobs {
@@ -415,6 +420,101 @@ func parseFioSize(s string) (int64, error) {
 		return 0, fmt.Errorf("size=%q: not a size bench kernel can scale", s)
 	}
 	return n * mult, nil
+}
+
+// checkKernelJobsFit refuses, as checkFits does (an OptionError), a job
+// whose files the zonefold side's device cannot hold (its fio job's
+// workload, kernelJobWorkload), before anything is formatted. An emu
+// device's file is made for the look and removed.
+func checkKernelJobsFit(dev kernelDevice, cfg engine.Config, jobs []kernelJob) error {
+	z, err := zns.Open(dev.spec, zns.Options{})
+	if err != nil {
+		return fmt.Errorf("device %s: %w", dev.spec, err)
+	}
+	l, err := engine.FreshLayout(z, cfg)
+	z.Close()
+	if dev.file != "" {
+		os.Remove(dev.file)
+	}
+	if err != nil {
+		return fmt.Errorf("device %s: %w", dev.spec, err)
+	}
+	for _, j := range jobs {
+		w, err := kernelJobWorkload(j.text)
+		if err != nil {
+			return fmt.Errorf("%s: %w", j.name, err)
+		}
+		if err := checkFitsOr(w, l, "lower --scale, or leave the job out (--job)"); err != nil {
+			return fmt.Errorf("job %s on %s: %w", j.name, dev.spec, err)
+		}
+	}
+	return nil
+}
+
+// kernelJobWorkload is the workload a job file's fio runs, for the fits
+// check: its job sections' files (numjobs= each) of the largest size=,
+// in the largest bs= at the deepest iodepth=, randwrite if any section's
+// rw= is, drawn by fio (fioDraws), and as many loops= as the most any
+// section makes. The seed jobs have one section each; several are
+// counted as files of the largest.
+func kernelJobWorkload(text string) (Workload, error) {
+	w := Workload{BS: 4096, IODepth: 1, RW: "write", Loops: 1, fioDraws: true}
+	type section struct {
+		size, jobs, bs, depth, loops int64
+		rw                           string
+	}
+	global := section{jobs: 1, bs: 4096, depth: 1, loops: 1, rw: "write"}
+	var cur *section
+	var all []section
+	for _, l := range strings.Split(text, "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "[") && strings.HasSuffix(l, "]") {
+			if l == "[global]" {
+				cur = &global
+				continue
+			}
+			all = append(all, global)
+			cur = &all[len(all)-1]
+			continue
+		}
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || cur == nil {
+			continue
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		var err error
+		switch k {
+		case "size":
+			cur.size, err = parseFioSize(v)
+		case "bs":
+			cur.bs, err = parseFioSize(v)
+		case "numjobs", "iodepth", "loops":
+			n, perr := strconv.ParseInt(v, 10, 64)
+			if perr != nil || n < 1 {
+				err = fmt.Errorf("%s=%s: not a count", k, v)
+			}
+			*map[string]*int64{"numjobs": &cur.jobs, "iodepth": &cur.depth, "loops": &cur.loops}[k] = n
+		case "rw", "readwrite":
+			cur.rw = v
+		}
+		if err != nil {
+			return Workload{}, err
+		}
+	}
+	for _, sec := range all {
+		w.Files += int(sec.jobs)
+		w.Size = max(w.Size, sec.size)
+		w.BS = max(w.BS, int(sec.bs))
+		w.IODepth = max(w.IODepth, int(sec.depth))
+		w.Loops = max(w.Loops, int(sec.loops))
+		if sec.rw == "randwrite" || sec.rw == "randrw" {
+			w.RW = "randwrite"
+		}
+	}
+	if w.Files == 0 || w.Size < int64(w.BS) {
+		return Workload{}, fmt.Errorf("no job section with a size= of a bs= or more")
+	}
+	return w, nil
 }
 
 // kernelJobText turns a seed job into the kernel side's: fio's io_uring
