@@ -1,10 +1,7 @@
 package engine
 
 import (
-	"fmt"
 	"math/rand/v2"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/zonefold/zonefold/zns"
@@ -54,52 +51,6 @@ func TestH46hRoomForAdmitsWhatItDidBeforeLayout(t *testing.T) {
 				t.Fatalf("max append %d, zone %d, pads %d, space %d, files %d, dirty %d+%d+%d: Need admits %v, the old roomFor %v",
 					geo.MaxAppend, zoneCap, l.pads, space, files, dirty, admitted, n, got, old)
 			}
-		}
-	}
-}
-
-// TestH46hFreshLayoutIsTheFormattedEngines: the bench fits check sizes a
-// workload with FreshLayout before the format; if any of its parts
-// (records' data per header, zone capacity, pads, room) differed from
-// what the formatted engine's admission counts, the check would let
-// through a workload admission refuses midway, or refuse one it runs.
-func TestH46hFreshLayoutIsTheFormattedEngines(t *testing.T) {
-	dir := t.TempDir()
-	for i, tc := range []struct {
-		spec string
-		cfg  Config
-	}{
-		{"emu:%s?zone_size=1M&zones=16", Config{}},
-		{"emu:%s?zone_size=1M&zone_cap=768K&zones=16", Config{}},
-		{"emu:%s?zone_size=1M&zones=20&conv=3", Config{}},
-		{"emu:%s?zone_size=256K&zones=80&max_open=6&max_active=6", Config{}},
-		{"emu:%s?zone_size=256K&zones=80", Config{GC: GCConfig{Reserve: 5, Streams: 2}}},
-		{"emu:%s?zone_size=256K&zones=80", Config{OpenZones: 3}},
-		{"emu:%s?zone_size=1M&zones=8&max_append=12K", Config{}},
-		{"null:?size=64M&zone_size=4M&zone_cap=3M", Config{}},
-	} {
-		spec := tc.spec
-		if strings.HasPrefix(spec, "emu:") {
-			spec = fmt.Sprintf(spec, filepath.Join(dir, fmt.Sprintf("dev%d", i)))
-		}
-		tc.cfg.CacheBytes = 4 << 20
-		dev, err := zns.Open(spec, zns.Options{})
-		if err != nil {
-			t.Fatalf("%s: %v", spec, err)
-		}
-		fresh, err := FreshLayout(dev, tc.cfg)
-		if err != nil {
-			t.Fatalf("%s: FreshLayout: %v", spec, err)
-		}
-		e, err := FormatAndOpen(dev, tc.cfg)
-		if err != nil {
-			t.Fatalf("%s: %v", spec, err)
-		}
-		if got := e.Layout(); got != fresh || got.Room != e.placer.space() {
-			t.Errorf("%s: FreshLayout %+v; the formatted engine's %+v (placer space %d)", spec, fresh, got, e.placer.space())
-		}
-		if err := e.Close(); err != nil {
-			t.Fatal(err)
 		}
 	}
 }
