@@ -84,6 +84,29 @@ func checkFitsOr(w Workload, l engine.Layout, fix string) error {
 		what, verb, report.Exact(l.Room), report.Exact(l.Capacity), fix))
 }
 
+// checkAllFit is checkFitsOr for the files of several workloads on one
+// device (a fio job file's sections, kernelJobWorkloads): their blocks
+// held, record headers, pads and overwrites' margins added up.
+func checkAllFit(ws []Workload, l engine.Layout, fix string) error {
+	if len(ws) == 1 {
+		return checkFitsOr(ws[0], l, fix)
+	}
+	var files, data, over int64
+	for _, w := range ws {
+		held, _ := w.blocksHeld(l.Room / engine.BlockSize)
+		files, data, over = files+int64(w.Files), data+held*engine.BlockSize, over+w.overwriteBlocks()*engine.BlockSize
+		if data > l.Room {
+			return badOption(fmt.Errorf("%d files in %d sets (a job section's each) hold more than the %s the device holds for files (%s of data zones less GC's reserve): %s",
+				files, len(ws), report.Exact(l.Room), report.Exact(l.Capacity), fix))
+		}
+	}
+	if need := l.Need(files, data) + over; need > l.Room {
+		return badOption(fmt.Errorf("%d files in %d sets (a job section's each) hold %s, %s with the engine's record headers and pads, more than the %s the device holds for files (%s of data zones less GC's reserve): %s",
+			files, len(ws), report.Exact(data), report.Exact(need), report.Exact(l.Room), report.Exact(l.Capacity), fix))
+	}
+	return nil
+}
+
 // overwriteBlocks is the room a workload that writes blocks already on
 // the device takes beside the blocks its files hold: admission takes
 // such a write's blocks (a block more where --bs is not a whole number
@@ -212,4 +235,11 @@ func (s wordSet) add(b int64) bool {
 
 func (s wordSet) clear() { clear(s) }
 
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+// ceilDiv is a/b rounded up, for a >= 0 and b > 0 (a+b-1 overflowed for
+// an a within b of math.MaxInt64: a size= of 8 EiB held no blocks).
+func ceilDiv(a, b int64) int64 {
+	if a%b != 0 {
+		return a/b + 1
+	}
+	return a / b
+}

@@ -52,7 +52,11 @@ func TestH46cKernelJobWorkload(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := kernelJobWorkload(string(b))
+		ws, err := kernelJobWorkloads(string(b))
+		var w Workload
+		if len(ws) == 1 {
+			w = ws[0]
+		}
 		if err != nil || w.Files != want.Files || w.Size != want.Size || w.BS != want.BS || w.IODepth != want.IODepth || w.RW != want.RW || w.Loops != want.Loops || !w.fioDraws {
 			t.Errorf("%s: %+v, %v; want %+v", name, w, err, want)
 		}

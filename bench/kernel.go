@@ -223,11 +223,8 @@ func Kernel(ctx context.Context, out io.Writer, o KernelOptions) error {
 	if err != nil {
 		return fmt.Errorf("bench kernel needs fio (make fio-engine installs it): %w", err)
 	}
-	dev := kernelDevice{spec: "null:?size=16G&zone_size=256M"}
-	if mode == KernelEmu {
-		dev.file = filepath.Join(dir, "zonefold-bench-kernel.dev")
-		dev.spec = "emu:" + dev.file + "?zone_size=64M&zones=64"
-		dev.sparse = tmpfs
+	dev := kernelDeviceFor(mode, dir, tmpfs)
+	if dev.file != "" {
 		defer os.Remove(dev.file)
 	}
 	if o.Config.CacheBytes <= 0 {
@@ -397,7 +394,12 @@ func scaleJob(text string, scale float64) (string, error) {
 			return "", err
 		}
 		const mib = 1 << 20
-		scaled := max((int64(float64(n)*scale)+mib-1)/mib, 1)
+		f := float64(n) * scale
+		if f > math.MaxInt64-mib {
+			// int64 of it wrapped: --scale 1e12 ran size=1m.
+			return "", badOption(fmt.Errorf("--scale %g makes size=%s %.3g bytes, more than fio sizes go to (8 EiB): lower --scale", scale, strings.TrimSpace(v), f))
+		}
+		scaled := max((int64(f)+mib-1)/mib, 1)
 		lines[i] = "size=" + strconv.FormatInt(scaled, 10) + "m"
 	}
 	return strings.Join(lines, "\n"), nil
@@ -424,7 +426,7 @@ func parseFioSize(s string) (int64, error) {
 
 // checkKernelJobsFit refuses, as checkFits does (an OptionError), a job
 // whose files the zonefold side's device cannot hold (its fio job's
-// workload, kernelJobWorkload), before anything is formatted. An emu
+// workloads, kernelJobWorkloads), before anything is formatted. An emu
 // device's file is made for the look and removed.
 func checkKernelJobsFit(dev kernelDevice, cfg engine.Config, jobs []kernelJob) error {
 	z, err := zns.Open(dev.spec, zns.Options{})
@@ -440,31 +442,38 @@ func checkKernelJobsFit(dev kernelDevice, cfg engine.Config, jobs []kernelJob) e
 		return fmt.Errorf("device %s: %w", dev.spec, err)
 	}
 	for _, j := range jobs {
-		w, err := kernelJobWorkload(j.text)
+		ws, err := kernelJobWorkloads(j.text)
 		if err != nil {
-			return fmt.Errorf("%s: %w", j.name, err)
+			return fmt.Errorf("job %s: %w", j.name, err)
 		}
-		if err := checkFitsOr(w, l, "lower --scale, or leave the job out (--job)"); err != nil {
+		if err := checkAllFit(ws, l, "lower --scale, or leave the job out (--job)"); err != nil {
 			return fmt.Errorf("job %s on %s: %w", j.name, dev.spec, err)
 		}
 	}
 	return nil
 }
 
-// kernelJobWorkload is the workload a job file's fio runs, for the fits
-// check: its job sections' files (numjobs= each) of the largest size=,
-// in the largest bs= at the deepest iodepth=, randwrite if any section's
-// rw= is, drawn by fio (fioDraws), and as many loops= as the most any
-// section makes. The seed jobs have one section each; several are
-// counted as files of the largest.
-func kernelJobWorkload(text string) (Workload, error) {
-	w := Workload{BS: 4096, IODepth: 1, RW: "write", Loops: 1, fioDraws: true}
+// kernelJobWorkloads is what a job file's fio leaves on the device, for
+// the fits check: a workload for each job section's files, numjobs= x
+// nrfiles= of them (or the names in its filename=, which its jobs
+// share), each of filesize= (the largest of a range) or its share of
+// size=, in the largest of its bs= values (bs=4k,8k; bsrange=) at its
+// iodepth=, loops= times, randwrite where its rw= writes at random,
+// drawn by fio (fioDraws). [global] values apply to the sections after
+// it. Sections naming the same filename= share the file: it counts
+// once, at the largest of them, its writes' passes added up (a second
+// pass overwrites). Counting every section as files of the largest
+// section's size (and leaving nrfiles= and filesize= out) refused a job
+// of a large section and a small one that fit, and let many small files
+// through whose record headers did not.
+func kernelJobWorkloads(text string) ([]Workload, error) {
 	type section struct {
-		size, jobs, bs, depth, loops int64
-		rw                           string
+		name                                      string
+		size, fileSize, jobs, files, bs, depth, n int64
+		rw, filename                              string
 	}
-	global := section{jobs: 1, bs: 4096, depth: 1, loops: 1, rw: "write"}
-	var cur *section
+	global := section{jobs: 1, files: 1, bs: 4096, depth: 1, n: 1, rw: "write"}
+	cur := &global
 	var all []section
 	for _, l := range strings.Split(text, "\n") {
 		l = strings.TrimSpace(l)
@@ -475,10 +484,11 @@ func kernelJobWorkload(text string) (Workload, error) {
 			}
 			all = append(all, global)
 			cur = &all[len(all)-1]
+			cur.name = l
 			continue
 		}
 		k, v, ok := strings.Cut(l, "=")
-		if !ok || cur == nil {
+		if !ok {
 			continue
 		}
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
@@ -486,35 +496,90 @@ func kernelJobWorkload(text string) (Workload, error) {
 		switch k {
 		case "size":
 			cur.size, err = parseFioSize(v)
-		case "bs":
-			cur.bs, err = parseFioSize(v)
-		case "numjobs", "iodepth", "loops":
+		case "filesize":
+			cur.fileSize, err = largestFioSize(v)
+		case "bs", "blocksize", "bsrange", "blocksize_range":
+			cur.bs, err = largestFioSize(v)
+		case "numjobs", "nrfiles", "iodepth", "loops":
 			n, perr := strconv.ParseInt(v, 10, 64)
-			if perr != nil || n < 1 {
-				err = fmt.Errorf("%s=%s: not a count", k, v)
+			if perr != nil || n < 1 || n > 1<<20 {
+				err = fmt.Errorf("%s=%s: not a count of 1 to %d", k, v, 1<<20)
 			}
-			*map[string]*int64{"numjobs": &cur.jobs, "iodepth": &cur.depth, "loops": &cur.loops}[k] = n
+			*map[string]*int64{"numjobs": &cur.jobs, "nrfiles": &cur.files, "iodepth": &cur.depth, "loops": &cur.n}[k] = n
 		case "rw", "readwrite":
-			cur.rw = v
+			cur.rw, _, _ = strings.Cut(v, ":")
+		case "filename":
+			cur.filename = v
 		}
 		if err != nil {
-			return Workload{}, err
+			return nil, fmt.Errorf("%s %w", cur.name, err)
 		}
 	}
+	var ws []Workload
+	shared := map[string]int{} // a filename='s workload in ws
 	for _, sec := range all {
-		w.Files += int(sec.jobs)
-		w.Size = max(w.Size, sec.size)
-		w.BS = max(w.BS, int(sec.bs))
-		w.IODepth = max(w.IODepth, int(sec.depth))
-		w.Loops = max(w.Loops, int(sec.loops))
+		perJob, files := sec.files, sec.jobs*sec.files // a job's size= spreads over its files
+		if sec.filename != "" {
+			perJob = int64(strings.Count(sec.filename, ":") + 1)
+			files = perJob
+		}
+		if files > 1<<20 {
+			return nil, fmt.Errorf("%s: numjobs= x nrfiles= of %d files: bench kernel counts up to %d", sec.name, files, 1<<20)
+		}
+		w := Workload{Files: int(files), BS: int(sec.bs), IODepth: int(sec.depth), RW: "write", Loops: int(sec.n), fioDraws: true}
+		w.Size = sec.fileSize
+		if w.Size == 0 {
+			w.Size = sec.size / perJob
+		}
+		if w.Size < int64(w.BS) {
+			return nil, fmt.Errorf("%s: its files are of %d bytes (size= or filesize=), less than a bs= of %d: fio needs one of a bs or more", sec.name, w.Size, w.BS)
+		}
 		if sec.rw == "randwrite" || sec.rw == "randrw" {
 			w.RW = "randwrite"
 		}
+		if sec.rw == "read" || sec.rw == "randread" {
+			w.Loops = 0 // lays the files out, does not write them again
+		}
+		i, ok := shared[sec.filename]
+		if sec.filename == "" || !ok {
+			if sec.filename != "" {
+				shared[sec.filename] = len(ws)
+			}
+			ws = append(ws, w)
+			continue
+		}
+		o := &ws[i]
+		o.Size, o.BS, o.IODepth = max(o.Size, w.Size), max(o.BS, w.BS), max(o.IODepth, w.IODepth)
+		o.Loops += w.Loops
+		if w.RW == "randwrite" {
+			o.RW = w.RW
+		}
 	}
-	if w.Files == 0 || w.Size < int64(w.BS) {
-		return Workload{}, fmt.Errorf("no job section with a size= of a bs= or more")
+	if len(ws) == 0 {
+		return nil, errors.New("no job section")
 	}
-	return w, nil
+	for i := range ws {
+		ws[i].Loops = max(ws[i].Loops, 1)
+	}
+	return ws, nil
+}
+
+// largestFioSize is the largest of the sizes in a fio option that takes
+// one for each direction (bs=4k,8k) or a range (bsrange=1k-4k,
+// filesize=1m:4m).
+func largestFioSize(v string) (int64, error) {
+	var most int64
+	for _, part := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == '-' || r == ':' }) {
+		n, err := parseFioSize(strings.TrimSpace(part))
+		if err != nil {
+			return 0, err
+		}
+		most = max(most, n)
+	}
+	if most == 0 {
+		return 0, fmt.Errorf("%q: no size", v)
+	}
+	return most, nil
 }
 
 // kernelJobText turns a seed job into the kernel side's: fio's io_uring
@@ -542,6 +607,16 @@ type kernelDevice struct {
 	spec   string
 	file   string // "": null, no file
 	sparse bool   // leave the file sparse (tmpfs: fallocate would pin its size in memory)
+}
+
+// kernelDeviceFor is the zonefold side's device in mode (KernelNull or
+// KernelEmu, whose file is in dir, sparse on a tmpfs).
+func kernelDeviceFor(mode, dir string, tmpfs bool) kernelDevice {
+	if mode != KernelEmu {
+		return kernelDevice{spec: "null:?size=16G&zone_size=256M"}
+	}
+	file := filepath.Join(dir, "zonefold-bench-kernel.dev")
+	return kernelDevice{spec: "emu:" + file + "?zone_size=64M&zones=64", file: file, sparse: tmpfs}
 }
 
 // fresh gives an emu device a new file for one run, as fio gives the

@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zonefold/zonefold/engine"
+	"github.com/zonefold/zonefold/zns"
+)
+
+// h46hNullLayout is the fresh layout of bench kernel's null: device.
+func h46hNullLayout(t *testing.T) (kernelDevice, engine.Layout) {
+	t.Helper()
+	dev := kernelDeviceFor(KernelNull, "", false)
+	z, err := zns.Open(dev.spec, zns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	l, err := engine.FreshLayout(z, engine.Config{CacheBytes: 512 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dev, l
+}
+
+// TestH46hKernelSeedJobsFitBothDevices: the fits check must refuse no
+// seed job at the scales bench kernel is run at (1, and 16, its
+// default) on either device it serves (null:, and emu in DIR), and the
+// emu file it makes for the look is gone after.
+func TestH46hKernelSeedJobsFitBothDevices(t *testing.T) {
+	dir := t.TempDir()
+	for _, scale := range []float64{1, 16} {
+		jobs, err := loadKernelJobs(filepath.Join("..", "testdata", "fio"), nil, scale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(jobs) < 4 {
+			t.Fatalf("%d seed jobs", len(jobs))
+		}
+		for _, mode := range []string{KernelNull, KernelEmu} {
+			dev := kernelDeviceFor(mode, dir, false)
+			if err := checkKernelJobsFit(dev, engine.Config{CacheBytes: kernelCache(jobs)}, jobs); err != nil {
+				t.Errorf("--scale %g, %s: %v", scale, mode, err)
+			}
+			if dev.file != "" {
+				if _, err := os.Stat(dev.file); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s: the emu file is left behind: %v", dev.file, err)
+				}
+			}
+		}
+	}
+}
+
+// TestH46hKernelJobSectionsCountedEach: a job file's sections were
+// counted as that many files of the largest section's size= (and bs=,
+// iodepth=): a large section beside a small one was refused though both
+// fit; nrfiles= was left out (a header per file admission counts, so a
+// job of many small files passed and would meet ENOSPC); filesize= with
+// no size= (a valid fio job) was refused as having no size; and bs=
+// with a value per direction (bs=4k,8k) was refused as not a size.
+// Each section's files now count at their own sizes.
+func TestH46hKernelJobSectionsCountedEach(t *testing.T) {
+	dev, l := h46hNullLayout(t)
+	mib := int64(1 << 20)
+	big := l.Room / 2 / mib * mib
+	for _, tc := range []struct {
+		name, text string
+		fits       bool
+	}{
+		{"big-and-small", fmt.Sprintf("[global]\nrw=write\nbs=1m\n[big]\nsize=%dm\n[small]\nsize=1m\nbs=4k\niodepth=64\n", big/mib+1), true},
+		{"two-big", fmt.Sprintf("[global]\nrw=write\nbs=1m\n[a]\nsize=%dm\n[b]\nsize=%dm\n", big/mib+1, big/mib+1), false},
+		{"same-file-twice", fmt.Sprintf("[w]\nfilename=f\nrw=write\nbs=1m\nsize=%dm\n[r]\nstonewall\nfilename=f\nrw=read\nbs=1m\nsize=%dm\n", big/mib+1, big/mib+1), true},
+		// Data within the room; a block more per 16 KiB file (a header)
+		// of nrfiles files are not.
+		{"many-files", fmt.Sprintf("[many]\nrw=write\nbs=4k\nnrfiles=%d\nsize=%d\n", (l.Room-l.Room/8)/16384, (l.Room-l.Room/8)/16384*16384), false},
+		{"filesize", "[fs]\nrw=write\nbs=64k\nnrfiles=4\nfilesize=8m\n", true},
+		{"filesize-too-big", fmt.Sprintf("[fs]\nrw=write\nbs=64k\nnrfiles=4\nfilesize=%dm\n", l.Room/3/mib), false},
+		{"bs-per-direction", "[rw]\nrw=randrw\nbs=4k,8k\nsize=64m\n", true},
+	} {
+		err := checkKernelJobsFit(dev, engine.Config{CacheBytes: 512 << 20}, []kernelJob{{name: tc.name, text: tc.text}})
+		var bad *OptionError
+		if tc.fits && err != nil || !tc.fits && !errors.As(err, &bad) {
+			t.Errorf("%s (room %d): %v; want fits %v", tc.name, l.Room, err, tc.fits)
+		}
+		if !tc.fits && err != nil && !strings.Contains(err.Error(), "job "+tc.name+" on null:") {
+			t.Errorf("%s: %v; want the job named", tc.name, err)
+		}
+	}
+}
+
+// TestH46hKernelHugeScaleIsRefused: --scale multiplies size= in float
+// and converted it to int64: past 8 EiB the conversion wrapped, and
+// scaleJob wrote size=1m: bench kernel ran a 1 MiB job for --scale 1e12.
+func TestH46hKernelHugeScaleIsRefused(t *testing.T) {
+	text, err := scaleJob("[a]\nsize=32m\n", 1e12)
+	if err == nil {
+		t.Errorf("--scale 1e12 of size=32m: %q; want an error", text)
+	}
+	var bad *OptionError
+	if err != nil && (!errors.As(err, &bad) || !strings.Contains(err.Error(), "--scale")) {
+		t.Errorf("%v; want an option error naming --scale", err)
+	}
+}
+
+// TestH46hHugeReadHoldsBlocks: ceilDiv added b-1 to a size within a
+// block of 8 EiB and wrapped: a read job of size=9223372036854775807
+// held a negative count of blocks.
+func TestH46hHugeReadHoldsBlocks(t *testing.T) {
+	w := Workload{Files: 1, Size: math.MaxInt64, BS: 4096, IODepth: 1, RW: "read", Loops: 1}
+	if held, _ := w.blocksHeld(1 << 30); held <= 1<<30 {
+		t.Errorf("%d bytes hold %d blocks", w.Size, held)
+	}
+	_, l := h46hNullLayout(t)
+	var bad *OptionError
+	if err := checkFits(w, l, true); !errors.As(err, &bad) {
+		t.Errorf("%v; want it refused", err)
+	}
+}
