@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/zonefold/zonefold/engine"
 	"github.com/zonefold/zonefold/internal/report"
@@ -61,7 +62,11 @@ func checkFitsOr(w Workload, l engine.Layout, fix string) error {
 	if need <= l.Room {
 		return nil
 	}
-	what, verb, them := fmt.Sprintf("%d files x %s (%s)", w.Files, report.Exact(w.Size), report.Exact(int64(w.Files)*w.Size)), "need", "them"
+	total := "more than 8 EiB" // int64(w.Files)*w.Size wrapped: "(-8 EiB)"
+	if w.Size <= math.MaxInt64/int64(w.Files) {
+		total = report.Exact(int64(w.Files) * w.Size)
+	}
+	what, verb, them := fmt.Sprintf("%d files x %s (%s)", w.Files, report.Exact(w.Size), total), "need", "them"
 	if w.Files == 1 {
 		what, verb, them = "1 file of "+report.Exact(w.Size), "needs", "it"
 	}
@@ -72,7 +77,7 @@ func checkFitsOr(w Workload, l engine.Layout, fix string) error {
 		what += fmt.Sprintf(", whose random writes land on more than %s of %s,", report.Exact(l.Room), them)
 	case !all:
 		what += fmt.Sprintf(", whose random writes land on %s of %s,", report.Exact(data), them)
-	case int64(w.Files)*w.Size <= l.Room && data > l.Room:
+	case w.Size <= l.Room/int64(w.Files) && data > l.Room:
 		// A --bs that is not a whole number of blocks: the files'
 		// last blocks are whole blocks on the device.
 		what += fmt.Sprintf(", %s in the engine's %s blocks,", report.Exact(data), report.Human(engine.BlockSize))
@@ -152,10 +157,15 @@ func (w Workload) blocksHeld(limit int64) (n int64, all bool) {
 		if w.RW == "write" {
 			written = min(perFile, blocks) * int64(w.BS)
 		}
-		return int64(w.Files) * ceilDiv(written, engine.BlockSize), true
+		if per := ceilDiv(written, engine.BlockSize); per <= limit/int64(w.Files) {
+			return int64(w.Files) * per, true
+		}
+		// Past limit, where the product may pass int64's range: 16384
+		// files of 1 PiB held 2^64 bytes, 0 once wrapped, and fit.
+		return limit + 1, true
 	}
 	fileBlocks := ceilDiv(w.Size, engine.BlockSize)
-	if int64(w.Files)*fileBlocks <= limit {
+	if fileBlocks <= limit/int64(w.Files) {
 		return int64(w.Files) * fileBlocks, false // whatever the draws hit fits
 	}
 	// An operation touches at most this many blocks: the draws cannot

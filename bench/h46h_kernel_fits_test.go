@@ -122,3 +122,26 @@ func TestH46hHugeReadHoldsBlocks(t *testing.T) {
 		t.Errorf("%v; want it refused", err)
 	}
 }
+
+// TestH46hHugeFilesCountsDoNotWrap: blocksHeld multiplied --files by
+// each file's blocks, and checkFits the blocks by the block size,
+// unchecked: 16384 files of 1 PiB held 2^52 blocks, 2^64 bytes, which
+// wrapped to 0, and bench run let the workload through, formatted the
+// device and wrote until ENOSPC; 2 files of 4 EiB were refused with
+// "(-8 EiB)" as their total. Counts now stop past the room, and the
+// total says it is past int64's range.
+func TestH46hHugeFilesCountsDoNotWrap(t *testing.T) {
+	_, l := h46hNullLayout(t)
+	for _, w := range []Workload{
+		{Files: 16384, Size: 1 << 50, BS: 128 << 10, IODepth: 1, RW: "write", Loops: 1},
+		{Files: 16384, Size: 1 << 50, BS: 4096, IODepth: 1, RW: "read", Loops: 1},
+		{Files: 4096, Size: 7 << 60, BS: 4096, IODepth: 1, RW: "randwrite", Loops: 1},
+		{Files: 2, Size: 4 << 60, BS: 128 << 10, IODepth: 1, RW: "write", Loops: 1},
+	} {
+		err := checkFits(w, l, true)
+		var bad *OptionError
+		if !errors.As(err, &bad) || strings.Contains(err.Error(), "-") && strings.Contains(err.Error(), "(-") {
+			t.Errorf("%d files x %d %s: %v; want refused, no negative total", w.Files, w.Size, w.RW, err)
+		}
+	}
+}
