@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/zonefold/zonefold/engine"
 	"github.com/zonefold/zonefold/internal/report"
@@ -84,6 +85,11 @@ func checkFitsOr(w Workload, l engine.Layout, fix string) error {
 	}
 	if data <= l.Room {
 		verb += " " + report.Exact(need) + " with the engine's record headers and pads,"
+		if w.overwriteBlocks() > 0 {
+			// need counts them too: the number was more than the
+			// headers and pads explain.
+			verb = strings.TrimSuffix(verb, ",") + " and the writes in flight over blocks already written,"
+		}
 	}
 	return badOption(fmt.Errorf("%s %s more than the %s the device holds for files (%s of data zones less GC's reserve): %s",
 		what, verb, report.Exact(l.Room), report.Exact(l.Capacity), fix))
@@ -106,8 +112,12 @@ func checkAllFit(ws []Workload, l engine.Layout, fix string) error {
 		}
 	}
 	if need := l.Need(files, data) + over; need > l.Room {
-		return badOption(fmt.Errorf("%d files in %d sets (a job section's each) hold %s, %s with the engine's record headers and pads, more than the %s the device holds for files (%s of data zones less GC's reserve): %s",
-			files, len(ws), report.Exact(data), report.Exact(need), report.Exact(l.Room), report.Exact(l.Capacity), fix))
+		with := "the engine's record headers and pads"
+		if over > 0 {
+			with += " and the writes in flight over blocks already written"
+		}
+		return badOption(fmt.Errorf("%d files in %d sets (a job section's each) hold %s, %s with %s, more than the %s the device holds for files (%s of data zones less GC's reserve): %s",
+			files, len(ws), report.Exact(data), report.Exact(need), with, report.Exact(l.Room), report.Exact(l.Capacity), fix))
 	}
 	return nil
 }

@@ -145,3 +145,21 @@ func TestH46hHugeFilesCountsDoNotWrap(t *testing.T) {
 		}
 	}
 }
+
+// TestH46hRefusalNamesTheOverwritesMargin: a refusal's "need" counts
+// overwriteBlocks (the writes in flight over blocks already written)
+// beside the record headers and pads, but said "with the engine's record
+// headers and pads" alone: its number was more than those explain.
+func TestH46hRefusalNamesTheOverwritesMargin(t *testing.T) {
+	_, l := h46hNullLayout(t)
+	w := Workload{Files: 1, BS: 1 << 20, IODepth: 32, RW: "write", Loops: 2}
+	for w.Size = l.Room / (1 << 20) * (1 << 20); l.Need(1, w.Size) > l.Room; w.Size -= 1 << 20 {
+	} // fits but for the margin
+	if w.overwriteBlocks() == 0 || l.Need(1, w.Size) > l.Room {
+		t.Fatalf("%+v: margin %d blocks, need %d of %d", w, w.overwriteBlocks(), l.Need(1, w.Size), l.Room)
+	}
+	err := checkFits(w, l, true)
+	if err == nil || !strings.Contains(err.Error(), "record headers and pads and the writes in flight over blocks already written") {
+		t.Errorf("%v; want the margin named", err)
+	}
+}
