@@ -163,3 +163,23 @@ func TestH46hRefusalNamesTheOverwritesMargin(t *testing.T) {
 		t.Errorf("%v; want the margin named", err)
 	}
 }
+
+// TestH46hKernelJobOverwritesCounted: a sequential job that writes its
+// files more than once (io_size= past size=, time_based) overwrites its
+// blocks, whose writes in flight admission counts twice: read as one
+// pass, it got no margin for them (as --loops gets).
+func TestH46hKernelJobOverwritesCounted(t *testing.T) {
+	for _, text := range []string{
+		"[a]\nrw=write\nbs=1m\nsize=8m\nio_size=32m\n",
+		"[a]\nrw=write\nbs=1m\nsize=8m\ntime_based\nruntime=10\n",
+		"[global]\ntime_based=1\n[a]\nrw=write\nbs=1m\nsize=8m\n",
+	} {
+		ws, err := kernelJobWorkloads(text)
+		if err != nil || len(ws) != 1 || ws[0].overwriteBlocks() == 0 {
+			t.Errorf("%q: %+v, %v; want one workload with an overwrite margin", text, ws, err)
+		}
+	}
+	if ws, err := kernelJobWorkloads("[a]\nrw=write\nbs=1m\nsize=8m\ntime_based=0\n"); err != nil || ws[0].overwriteBlocks() != 0 {
+		t.Errorf("time_based=0: %+v, %v; want no margin", ws, err)
+	}
+}

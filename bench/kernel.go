@@ -458,7 +458,8 @@ func checkKernelJobsFit(dev kernelDevice, cfg engine.Config, jobs []kernelJob) e
 // nrfiles= of them (or the names in its filename=, which its jobs
 // share), each of filesize= (the largest of a range) or its share of
 // size=, in the largest of its bs= values (bs=4k,8k; bsrange=) at its
-// iodepth=, loops= times, randwrite where its rw= writes at random,
+// iodepth=, loops= times (more where io_size= or time_based writes on
+// past the files' size), randwrite where its rw= writes at random,
 // drawn by fio (fioDraws). [global] values apply to the sections after
 // it. Sections naming the same filename= share the file: it counts
 // once, at the largest of them, its writes' passes added up (a second
@@ -468,9 +469,10 @@ func checkKernelJobsFit(dev kernelDevice, cfg engine.Config, jobs []kernelJob) e
 // through whose record headers did not.
 func kernelJobWorkloads(text string) ([]Workload, error) {
 	type section struct {
-		name                                      string
-		size, fileSize, jobs, files, bs, depth, n int64
-		rw, filename                              string
+		name                                          string
+		size, fileSize, jobs, files, bs, depth, n, io int64
+		rw, filename                                  string
+		timeBased                                     bool
 	}
 	global := section{jobs: 1, files: 1, bs: 4096, depth: 1, n: 1, rw: "write"}
 	cur := &global
@@ -488,7 +490,7 @@ func kernelJobWorkloads(text string) ([]Workload, error) {
 			continue
 		}
 		k, v, ok := strings.Cut(l, "=")
-		if !ok {
+		if !ok && l != "time_based" {
 			continue
 		}
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
@@ -496,6 +498,10 @@ func kernelJobWorkloads(text string) ([]Workload, error) {
 		switch k {
 		case "size":
 			cur.size, err = parseFioSize(v)
+		case "io_size", "io_limit":
+			cur.io, err = parseFioSize(v)
+		case "time_based":
+			cur.timeBased = v != "0"
 		case "filesize":
 			cur.fileSize, err = largestFioSize(v)
 		case "bs", "blocksize", "bsrange", "blocksize_range":
@@ -536,6 +542,15 @@ func kernelJobWorkloads(text string) ([]Workload, error) {
 		}
 		if sec.rw == "randwrite" || sec.rw == "randrw" {
 			w.RW = "randwrite"
+		}
+		// Writing on past the files' size (io_size=, time_based)
+		// overwrites them, as further loops= do.
+		if per := w.Size * perJob; w.Size <= math.MaxInt64/perJob && sec.io > per {
+			// At most 2^20 passes: past 2 they only say it overwrites.
+			w.Loops = int(min(ceilDiv(sec.io, per), 1<<20/int64(w.Loops)) * int64(w.Loops))
+		}
+		if sec.timeBased {
+			w.Loops = max(w.Loops, 2)
 		}
 		if sec.rw == "read" || sec.rw == "randread" {
 			w.Loops = 0 // lays the files out, does not write them again
