@@ -107,7 +107,7 @@ func checkAllFit(ws []Workload, l engine.Layout, fix string) error {
 		held, _ := w.blocksHeld(l.Room / engine.BlockSize)
 		files, data, over = files+int64(w.Files), data+held*engine.BlockSize, over+w.overwriteBlocks()*engine.BlockSize
 		if data > l.Room {
-			return badOption(fmt.Errorf("%d files in %d sets (a job section's each) hold more than the %s the device holds for files (%s of data zones less GC's reserve): %s",
+			return badOption(fmt.Errorf("the %d files of its %d job sections hold more than the %s the device holds for files (%s of data zones less GC's reserve): %s",
 				files, len(ws), report.Exact(l.Room), report.Exact(l.Capacity), fix))
 		}
 	}
@@ -116,7 +116,7 @@ func checkAllFit(ws []Workload, l engine.Layout, fix string) error {
 		if over > 0 {
 			with += " and the writes in flight over blocks already written"
 		}
-		return badOption(fmt.Errorf("%d files in %d sets (a job section's each) hold %s, %s with %s, more than the %s the device holds for files (%s of data zones less GC's reserve): %s",
+		return badOption(fmt.Errorf("the %d files of its %d job sections hold %s, %s with %s, more than the %s the device holds for files (%s of data zones less GC's reserve): %s",
 			files, len(ws), report.Exact(data), report.Exact(need), with, report.Exact(l.Room), report.Exact(l.Capacity), fix))
 	}
 	return nil
