@@ -183,3 +183,36 @@ func TestH46hKernelJobOverwritesCounted(t *testing.T) {
 		t.Errorf("time_based=0: %+v, %v; want no margin", ws, err)
 	}
 }
+
+// TestH46hSectionsAtTheLimitRun: checkAllFit adds up a job's sections
+// (kernelJobWorkloads); the largest pair it lets through (a large
+// sequential section and a small randwrite one, written twice) runs to
+// the end with both writing at once on one engine, and a block more is
+// refused: the sum counts what admission counts.
+func TestH46hSectionsAtTheLimitRun(t *testing.T) {
+	small := Workload{Files: 2, Size: 512 << 10, BS: 8192, IODepth: 4, RW: "randwrite", Loops: 2, Seed: 3, Prefix: "small"}
+	big := Workload{Files: 1, Size: 4096, BS: 4096, IODepth: 2, RW: "write", Loops: 1, Prefix: "big"}
+	e, _ := h45dDevice(t)
+	l := h46cLayout(t, e)
+	for checkAllFit([]Workload{big, small}, l, "") == nil {
+		big.Size += 4096
+	}
+	over := big
+	big.Size -= 4096
+	var bad *OptionError
+	if err := checkAllFit([]Workload{over, small}, l, ""); !errors.As(err, &bad) || !strings.Contains(err.Error(), "the 3 files of its 2 job sections hold") {
+		t.Errorf("%v; want the pair refused", err)
+	}
+	errs := make(chan error, 2)
+	for _, w := range []Workload{big, small} {
+		go func() {
+			_, err := RunWorkload(t.Context(), e, w)
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("big %d + small %d at the limit: %v", big.Size, small.Size, err)
+		}
+	}
+}
