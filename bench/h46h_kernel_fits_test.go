@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -45,7 +46,8 @@ func TestH46hKernelSeedJobsFitBothDevices(t *testing.T) {
 		}
 		for _, mode := range []string{KernelNull, KernelEmu} {
 			dev := kernelDeviceFor(mode, dir, false)
-			if err := checkKernelJobsFit(dev, engine.Config{CacheBytes: kernelCache(jobs)}, jobs); err != nil {
+			// As Kernel checks, before it sizes the cache.
+			if err := checkKernelJobsFit(dev, engine.Config{}, jobs); err != nil {
 				t.Errorf("--scale %g, %s: %v", scale, mode, err)
 			}
 			if dev.file != "" {
@@ -214,5 +216,22 @@ func TestH46hSectionsAtTheLimitRun(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Errorf("big %d + small %d at the limit: %v", big.Size, small.Size, err)
 		}
+	}
+}
+
+// TestH46hKernelLargeScaleIsRefusedAsNotFitting: bench kernel set its
+// default cache (twice the largest job's bytes) before the fits check,
+// whose engine configuration check then failed on that cache: --scale
+// 1000 (jobs of up to 64 GiB on the 16 GiB null: device) exited 1 with
+// "engine: cache: size 128 GiB: more than the memory available", not
+// the job it cannot hold (exit 2).
+func TestH46hKernelLargeScaleIsRefusedAsNotFitting(t *testing.T) {
+	so := fioEnv(t)
+	err := Kernel(t.Context(), io.Discard, KernelOptions{Dir: t.TempDir(), Mode: KernelNull, JobsDir: filepath.Join("..", "testdata", "fio"),
+		Jobs: []string{"16x8k-randwrite"}, Rounds: 1, Scale: 1000, FioEngine: so,
+		testBeforeFio: func() { t.Error("fio started") }})
+	var bad *OptionError
+	if !errors.As(err, &bad) || !strings.Contains(err.Error(), "job 16x8k-randwrite on null:") {
+		t.Errorf("%v; want the job refused as not fitting", err)
 	}
 }

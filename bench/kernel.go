@@ -227,13 +227,16 @@ func Kernel(ctx context.Context, out io.Writer, o KernelOptions) error {
 	if dev.file != "" {
 		defer os.Remove(dev.file)
 	}
-	if o.Config.CacheBytes <= 0 {
-		o.Config.CacheBytes = kernelCache(jobs)
-	}
 	// Before any round: a job the device cannot hold met ENOSPC in its
-	// first zonefold round, after earlier jobs' rounds had run.
+	// first zonefold round, after earlier jobs' rounds had run. Before
+	// the cache is sized from the jobs, too: a job too large for the
+	// device made a cache too large for memory, and the engine's check
+	// of that was all --scale 1000 said (exit 1).
 	if err := checkKernelJobsFit(dev, o.Config, jobs); err != nil {
 		return err
+	}
+	if o.Config.CacheBytes <= 0 {
+		o.Config.CacheBytes = kernelCache(jobs)
 	}
 	res := kernelJSON{Mode: mode, Device: dev.spec, Dir: dir, FSType: fsType, Rounds: o.Rounds, Scale: o.Scale,
 		Cache: o.Config.CacheBytes}
