@@ -235,3 +235,13 @@ func TestH46hKernelLargeScaleIsRefusedAsNotFitting(t *testing.T) {
 		t.Errorf("%v; want the job refused as not fitting", err)
 	}
 }
+
+// TestH46hKernelJobBSSplit: bssplit= (sizes with their shares) was left
+// out, so a job's writes counted as 4 KiB ones: its writes in flight
+// over written blocks, up to 64 KiB each, got a 4 KiB margin.
+func TestH46hKernelJobBSSplit(t *testing.T) {
+	ws, err := kernelJobWorkloads("[a]\nrw=randwrite\nbssplit=4k/50:64k/40:16k/10,8k\nsize=8m\n")
+	if err != nil || len(ws) != 1 || ws[0].BS != 64<<10 {
+		t.Errorf("%+v, %v; want one workload of 64 KiB writes", ws, err)
+	}
+}

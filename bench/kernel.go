@@ -460,7 +460,7 @@ func checkKernelJobsFit(dev kernelDevice, cfg engine.Config, jobs []kernelJob) e
 // the fits check: a workload for each job section's files, numjobs= x
 // nrfiles= of them (or the names in its filename=, which its jobs
 // share), each of filesize= (the largest of a range) or its share of
-// size=, in the largest of its bs= values (bs=4k,8k; bsrange=) at its
+// size=, in the largest of its bs= values (bs=4k,8k; bsrange=; bssplit=) at its
 // iodepth=, loops= times (more where io_size= or time_based writes on
 // past the files' size), randwrite where its rw= writes at random,
 // drawn by fio (fioDraws). [global] values apply to the sections after
@@ -507,7 +507,7 @@ func kernelJobWorkloads(text string) ([]Workload, error) {
 			cur.timeBased = v != "0"
 		case "filesize":
 			cur.fileSize, err = largestFioSize(v)
-		case "bs", "blocksize", "bsrange", "blocksize_range":
+		case "bs", "blocksize", "bsrange", "blocksize_range", "bssplit":
 			cur.bs, err = largestFioSize(v)
 		case "numjobs", "nrfiles", "iodepth", "loops":
 			n, perr := strconv.ParseInt(v, 10, 64)
@@ -583,11 +583,12 @@ func kernelJobWorkloads(text string) ([]Workload, error) {
 }
 
 // largestFioSize is the largest of the sizes in a fio option that takes
-// one for each direction (bs=4k,8k) or a range (bsrange=1k-4k,
-// filesize=1m:4m).
+// one for each direction (bs=4k,8k), a range (bsrange=1k-4k,
+// filesize=1m:4m) or shares (bssplit=4k/50:64k/50).
 func largestFioSize(v string) (int64, error) {
 	var most int64
 	for _, part := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == '-' || r == ':' }) {
+		part, _, _ = strings.Cut(part, "/") // bssplit=4k/50:64k/50: a size's share
 		n, err := parseFioSize(strings.TrimSpace(part))
 		if err != nil {
 			return 0, err
