@@ -245,3 +245,16 @@ func TestH46hKernelJobBSSplit(t *testing.T) {
 		t.Errorf("%+v, %v; want one workload of 64 KiB writes", ws, err)
 	}
 }
+
+// TestH46hKernelJobSharedFileDepth: numjobs= jobs on one filename= write
+// the same file, so its writes in flight are each job's iodepth= added
+// up; and an error in [global] names it.
+func TestH46hKernelJobSharedFileDepth(t *testing.T) {
+	ws, err := kernelJobWorkloads("[a]\nfilename=f\nnumjobs=4\niodepth=8\nrw=randwrite\nbs=4k\nsize=8m\n")
+	if err != nil || len(ws) != 1 || ws[0].Files != 1 || ws[0].IODepth != 32 {
+		t.Errorf("%+v, %v; want 1 file with 32 writes in flight", ws, err)
+	}
+	if _, err := kernelJobWorkloads("[global]\nnumjobs=x\n[a]\nsize=8m\n"); err == nil || !strings.HasPrefix(err.Error(), "[global] numjobs=x") {
+		t.Errorf("%v; want [global] named", err)
+	}
+}

@@ -477,7 +477,7 @@ func kernelJobWorkloads(text string) ([]Workload, error) {
 		rw, filename                                  string
 		timeBased                                     bool
 	}
-	global := section{jobs: 1, files: 1, bs: 4096, depth: 1, n: 1, rw: "write"}
+	global := section{name: "[global]", jobs: 1, files: 1, bs: 4096, depth: 1, n: 1, rw: "write"}
 	cur := &global
 	var all []section
 	for _, l := range strings.Split(text, "\n") {
@@ -536,6 +536,11 @@ func kernelJobWorkloads(text string) ([]Workload, error) {
 			return nil, fmt.Errorf("%s: numjobs= x nrfiles= of %d files: bench kernel counts up to %d", sec.name, files, 1<<20)
 		}
 		w := Workload{Files: int(files), BS: int(sec.bs), IODepth: int(sec.depth), RW: "write", Loops: int(sec.n), fioDraws: true}
+		if sec.filename != "" {
+			// Its numjobs= jobs write the same files: their writes in
+			// flight on each add up.
+			w.IODepth *= int(sec.jobs)
+		}
 		w.Size = sec.fileSize
 		if w.Size == 0 {
 			w.Size = sec.size / perJob
