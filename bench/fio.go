@@ -63,6 +63,7 @@ func Fio(ctx context.Context, out io.Writer, device string, o FioOptions) (err e
 	if err != nil {
 		return fmt.Errorf("bench fio needs fio (make fio-engine installs it): %w", err)
 	}
+	w.fioDraws = true // the daemon's rounds are fio's draws
 	var inproc, daemon fioBenchResult
 	for round := range o.Rounds {
 		r, err := inProcessRound(ctx, device, cfg, w)

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"fmt"
+	"math"
+	"strings"
 
 	"github.com/zonefold/zonefold/engine"
 	"github.com/zonefold/zonefold/internal/report"
@@ -9,62 +11,132 @@ import (
 )
 
 // checkDeviceFits is checkFits for dev as FormatAndOpen would leave it
-// with cfg (engine.FreshRoom): it writes nothing, so a bench refuses a
+// with cfg (engine.FreshLayout): it writes nothing, so a bench refuses a
 // workload the device cannot hold before its format erases the device.
 func checkDeviceFits(dev zns.Device, cfg engine.Config, w Workload) error {
-	capacity, room, err := engine.FreshRoom(dev, cfg)
+	l, err := engine.FreshLayout(dev, cfg)
 	if err != nil {
 		return err
 	}
 	f, ok := dev.(zns.Forgetful)
-	return checkFits(w, capacity, room, ok && f.KeepsNoData())
+	return checkFits(w, l, ok && f.KeepsNoData())
 }
 
 // checkFits refuses, as an OptionError, a workload whose files cannot
-// fit a freshly formatted device whose data zones hold capacity bytes,
-// room of them outside GC's reserve: bench run wrote until the device
-// was full and failed there, exit 1, with the engine's admission
-// internals. null says the device is a null: one, which a larger size
-// in its string makes room on.
+// fit a freshly formatted device of layout l, whose data zones hold
+// l.Capacity bytes, l.Room of them outside GC's reserve: bench run wrote
+// until the device was full and failed there, exit 1, with the engine's
+// admission internals. null says the device is a null: one, which a
+// larger size in its string makes room on.
 //
-// What fits is what the engine's admission lets in (roomFor): the
-// writes admitted, the dirty data and the data on the device together
-// stay within the room appends can take outside GC's reserve, which on a
-// fresh device is Available (the data zones less GC's reserve zones).
-// Overwrites take no more of it once GC reclaims what they replace, so
-// what counts is the file data the workload leaves, not the bytes it
-// writes: each file's blocks that any of its writes (or a read run's
-// layout) touches, in the engine's blocks. For --rw write, read and
-// randread that is all of the file; randwrite draws its offsets with
+// What fits is what the engine's admission lets in (roomFor, which
+// l.Need counts): the writes admitted, the dirty data and what is on the
+// device together, with the record headers that carry them and a pad
+// block for each zone that may be open, stay within the room appends can
+// take outside GC's reserve (on a fresh device, Room). Overwrites take
+// no more of it once GC reclaims what they replace, so what counts is
+// the file data the workload leaves, not the bytes it writes: each
+// file's blocks that any of its writes (or a read run's layout)
+// touches, in the engine's blocks. For --rw write, read and randread
+// that is all of the file; randwrite draws its offsets with
 // replacement, so it is the blocks the draws hit (the same seeded draws
-// RunWorkload makes), which may be well under the file's size.
-//
-// The refusal is exact for the data alone: record headers (a block per
-// record) and pads take a little more, so a workload just under the
-// room may still meet ENOSPC as it runs; none refused here could run.
-func checkFits(w Workload, capacity, room int64, null bool) error {
-	need, all := w.blocksHeld(room / engine.BlockSize)
-	if need*engine.BlockSize <= room {
-		return nil
-	}
-	what, verb, them := fmt.Sprintf("%d files x %s (%s)", w.Files, report.Exact(w.Size), report.Exact(int64(w.Files)*w.Size)), "need", "them"
-	if w.Files == 1 {
-		what, verb, them = "1 file of "+report.Exact(w.Size), "needs", "it"
-	}
-	switch {
-	case !all:
-		what += fmt.Sprintf(", whose random writes land on more than %s of %s,", report.Exact(room), them)
-	case int64(w.Files)*w.Size <= room:
-		// A --bs that is not a whole number of blocks: the files'
-		// last blocks are whole blocks on the device.
-		what += fmt.Sprintf(", %s in the engine's %s blocks,", report.Exact(need*engine.BlockSize), report.Human(engine.BlockSize))
-	}
+// RunWorkload makes), which may be well under the file's size, or, for
+// writes whose draws are not RunWorkload's (fioDraws: fio's), the most
+// they can hit. Counting the data alone let a workload within 1-4% of the
+// room through to meet ENOSPC near its end, the device formatted.
+func checkFits(w Workload, l engine.Layout, null bool) error {
 	fix := "lower --size, --files or --scale"
 	if null {
 		fix += ", or give the null: device a larger size"
 	}
+	return checkFitsOr(w, l, fix)
+}
+
+// checkFitsOr is checkFits whose refusal names fix as what to change.
+func checkFitsOr(w Workload, l engine.Layout, fix string) error {
+	held, all := w.blocksHeld(l.Room / engine.BlockSize)
+	data := held * engine.BlockSize
+	need := data
+	if data <= l.Room {
+		need = l.Need(int64(w.Files), data) + w.overwriteBlocks()*engine.BlockSize
+	}
+	if need <= l.Room {
+		return nil
+	}
+	total := "more than 8 EiB" // int64(w.Files)*w.Size wrapped: "(-8 EiB)"
+	if w.Size <= math.MaxInt64/int64(w.Files) {
+		total = report.Exact(int64(w.Files) * w.Size)
+	}
+	what, verb, them := fmt.Sprintf("%d files x %s (%s)", w.Files, report.Exact(w.Size), total), "need", "them"
+	if w.Files == 1 {
+		what, verb, them = "1 file of "+report.Exact(w.Size), "needs", "it"
+	}
+	switch {
+	case !all && data > l.Room && w.fioDraws:
+		what += fmt.Sprintf(", whose random writes (fio draws their offsets) may land on more than %s of %s,", report.Exact(l.Room), them)
+	case !all && data > l.Room:
+		what += fmt.Sprintf(", whose random writes land on more than %s of %s,", report.Exact(l.Room), them)
+	case !all:
+		what += fmt.Sprintf(", whose random writes land on %s of %s,", report.Exact(data), them)
+	case w.Size <= l.Room/int64(w.Files) && data > l.Room:
+		// A --bs that is not a whole number of blocks: the files'
+		// last blocks are whole blocks on the device.
+		what += fmt.Sprintf(", %s in the engine's %s blocks,", report.Exact(data), report.Human(engine.BlockSize))
+	}
+	if data <= l.Room {
+		verb += " " + report.Exact(need) + " with the engine's record headers and pads,"
+		if w.overwriteBlocks() > 0 {
+			// need counts them too: the number was more than the
+			// headers and pads explain.
+			verb = strings.TrimSuffix(verb, ",") + " and the writes in flight over blocks already written,"
+		}
+	}
 	return badOption(fmt.Errorf("%s %s more than the %s the device holds for files (%s of data zones less GC's reserve): %s",
-		what, verb, report.Exact(room), report.Exact(capacity), fix))
+		what, verb, report.Exact(l.Room), report.Exact(l.Capacity), fix))
+}
+
+// checkAllFit is checkFitsOr for the files of several workloads on one
+// device (a fio job file's sections, kernelJobWorkloads): their blocks
+// held, record headers, pads and overwrites' margins added up.
+func checkAllFit(ws []Workload, l engine.Layout, fix string) error {
+	if len(ws) == 1 {
+		return checkFitsOr(ws[0], l, fix)
+	}
+	var files, data, over int64
+	for _, w := range ws {
+		held, _ := w.blocksHeld(l.Room / engine.BlockSize)
+		files, data, over = files+int64(w.Files), data+held*engine.BlockSize, over+w.overwriteBlocks()*engine.BlockSize
+		if data > l.Room {
+			return badOption(fmt.Errorf("the %d files of its %d job sections hold more than the %s the device holds for files (%s of data zones less GC's reserve): %s",
+				files, len(ws), report.Exact(l.Room), report.Exact(l.Capacity), fix))
+		}
+	}
+	if need := l.Need(files, data) + over; need > l.Room {
+		with := "the engine's record headers and pads"
+		if over > 0 {
+			with += " and the writes in flight over blocks already written"
+		}
+		return badOption(fmt.Errorf("the %d files of its %d job sections hold %s, %s with %s, more than the %s the device holds for files (%s of data zones less GC's reserve): %s",
+			files, len(ws), report.Exact(data), report.Exact(need), with, report.Exact(l.Room), report.Exact(l.Capacity), fix))
+	}
+	return nil
+}
+
+// overwriteBlocks is the room a workload that writes blocks already on
+// the device takes beside the blocks its files hold: admission takes
+// such a write's blocks (a block more where --bs is not a whole number
+// of them) while the blocks it replaces are still valid, so each write
+// in flight (IODepth per file) may hold its blocks twice. Overwrites are
+// randwrite's, --loops' (or --ops past the file), and those of a --bs
+// that shares its blocks with the next write. Without it, 1 file of
+// 12096 KiB written twice met ENOSPC on its first overwrite where one
+// pass fit (TestH46cFitsLimitRunsAndABlockMoreDoesNot).
+func (w Workload) overwriteBlocks() int64 {
+	blocks := w.Size / int64(w.BS)
+	if w.RW != "randwrite" && int64(w.BS)%engine.BlockSize == 0 && (w.RW != "write" || w.opsPerFile() <= blocks) {
+		return 0
+	}
+	return int64(w.Files) * int64(w.IODepth) * (ceilDiv(int64(w.BS), engine.BlockSize) + 1)
 }
 
 // maxReplayBytes bounds the memory randwrite's replay (blocksHeld) takes
@@ -95,10 +167,15 @@ func (w Workload) blocksHeld(limit int64) (n int64, all bool) {
 		if w.RW == "write" {
 			written = min(perFile, blocks) * int64(w.BS)
 		}
-		return int64(w.Files) * ceilDiv(written, engine.BlockSize), true
+		if per := ceilDiv(written, engine.BlockSize); per <= limit/int64(w.Files) {
+			return int64(w.Files) * per, true
+		}
+		// Past limit, where the product may pass int64's range: 16384
+		// files of 1 PiB held 2^64 bytes, 0 once wrapped, and fit.
+		return limit + 1, true
 	}
 	fileBlocks := ceilDiv(w.Size, engine.BlockSize)
-	if int64(w.Files)*fileBlocks <= limit {
+	if fileBlocks <= limit/int64(w.Files) {
 		return int64(w.Files) * fileBlocks, false // whatever the draws hit fits
 	}
 	// An operation touches at most this many blocks: the draws cannot
@@ -106,6 +183,11 @@ func (w Workload) blocksHeld(limit int64) (n int64, all bool) {
 	perOp := ceilDiv(int64(w.BS), engine.BlockSize) + 1
 	if perFile <= limit/(int64(w.Files)*perOp) {
 		return int64(w.Files) * perFile * perOp, false
+	}
+	if w.fioDraws {
+		// fio's draws (norandommap, a seed of its own each run) may
+		// hit any of the blocks RunWorkload's missed: more than fit.
+		return limit + 1, false
 	}
 	var hits blockSet
 	bitmap, words := ceilDiv(fileBlocks, 64)*8, min(limit+1, maxReplayBytes)*replayEntryBytes
@@ -173,4 +255,11 @@ func (s wordSet) add(b int64) bool {
 
 func (s wordSet) clear() { clear(s) }
 
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+// ceilDiv is a/b rounded up, for a >= 0 and b > 0 (a+b-1 overflowed for
+// an a within b of math.MaxInt64: a size= of 8 EiB held no blocks).
+func ceilDiv(a, b int64) int64 {
+	if a%b != 0 {
+		return a/b + 1
+	}
+	return a / b
+}

@@ -223,12 +223,17 @@ func Kernel(ctx context.Context, out io.Writer, o KernelOptions) error {
 	if err != nil {
 		return fmt.Errorf("bench kernel needs fio (make fio-engine installs it): %w", err)
 	}
-	dev := kernelDevice{spec: "null:?size=16G&zone_size=256M"}
-	if mode == KernelEmu {
-		dev.file = filepath.Join(dir, "zonefold-bench-kernel.dev")
-		dev.spec = "emu:" + dev.file + "?zone_size=64M&zones=64"
-		dev.sparse = tmpfs
+	dev := kernelDeviceFor(mode, dir, tmpfs)
+	if dev.file != "" {
 		defer os.Remove(dev.file)
+	}
+	// Before any round: a job the device cannot hold met ENOSPC in its
+	// first zonefold round, after earlier jobs' rounds had run. Before
+	// the cache is sized from the jobs, too: a job too large for the
+	// device made a cache too large for memory, and the engine's check
+	// of that was all --scale 1000 said (exit 1).
+	if err := checkKernelJobsFit(dev, o.Config, jobs); err != nil {
+		return err
 	}
 	if o.Config.CacheBytes <= 0 {
 		o.Config.CacheBytes = kernelCache(jobs)
@@ -392,7 +397,12 @@ func scaleJob(text string, scale float64) (string, error) {
 			return "", err
 		}
 		const mib = 1 << 20
-		scaled := max((int64(float64(n)*scale)+mib-1)/mib, 1)
+		f := float64(n) * scale
+		if f > math.MaxInt64-mib {
+			// int64 of it wrapped: --scale 1e12 ran size=1m.
+			return "", badOption(fmt.Errorf("--scale %g makes size=%s %.3g bytes, more than fio sizes go to (8 EiB): lower --scale", scale, strings.TrimSpace(v), f))
+		}
+		scaled := max((int64(f)+mib-1)/mib, 1)
 		lines[i] = "size=" + strconv.FormatInt(scaled, 10) + "m"
 	}
 	return strings.Join(lines, "\n"), nil
@@ -415,6 +425,185 @@ func parseFioSize(s string) (int64, error) {
 		return 0, fmt.Errorf("size=%q: not a size bench kernel can scale", s)
 	}
 	return n * mult, nil
+}
+
+// checkKernelJobsFit refuses, as checkFits does (an OptionError), a job
+// whose files the zonefold side's device cannot hold (its fio job's
+// workloads, kernelJobWorkloads), before anything is formatted. An emu
+// device's file is made for the look and removed.
+func checkKernelJobsFit(dev kernelDevice, cfg engine.Config, jobs []kernelJob) error {
+	z, err := zns.Open(dev.spec, zns.Options{})
+	if err != nil {
+		return fmt.Errorf("device %s: %w", dev.spec, err)
+	}
+	l, err := engine.FreshLayout(z, cfg)
+	z.Close()
+	if dev.file != "" {
+		os.Remove(dev.file)
+	}
+	if err != nil {
+		return fmt.Errorf("device %s: %w", dev.spec, err)
+	}
+	for _, j := range jobs {
+		ws, err := kernelJobWorkloads(j.text)
+		if err != nil {
+			return fmt.Errorf("job %s: %w", j.name, err)
+		}
+		if err := checkAllFit(ws, l, "lower --scale, or leave the job out (--job)"); err != nil {
+			return fmt.Errorf("job %s on %s: %w", j.name, dev.spec, err)
+		}
+	}
+	return nil
+}
+
+// kernelJobWorkloads is what a job file's fio leaves on the device, for
+// the fits check: a workload for each job section's files, numjobs= x
+// nrfiles= of them (or the names in its filename=, which its jobs
+// share), each of filesize= (the largest of a range) or its share of
+// size=, in the largest of its bs= values (bs=4k,8k; bsrange=; bssplit=) at its
+// iodepth=, loops= times (more where io_size= or time_based writes on
+// past the files' size), randwrite where its rw= writes at random,
+// drawn by fio (fioDraws). [global] values apply to the sections after
+// it. Sections naming the same filename= share the file: it counts
+// once, at the largest of them, its writes' passes added up (a second
+// pass overwrites). Counting every section as files of the largest
+// section's size (and leaving nrfiles= and filesize= out) refused a job
+// of a large section and a small one that fit, and let many small files
+// through whose record headers did not.
+func kernelJobWorkloads(text string) ([]Workload, error) {
+	type section struct {
+		name                                          string
+		size, fileSize, jobs, files, bs, depth, n, io int64
+		rw, filename                                  string
+		timeBased                                     bool
+	}
+	global := section{name: "[global]", jobs: 1, files: 1, bs: 4096, depth: 1, n: 1, rw: "write"}
+	cur := &global
+	var all []section
+	for _, l := range strings.Split(text, "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "[") && strings.HasSuffix(l, "]") {
+			if l == "[global]" {
+				cur = &global
+				continue
+			}
+			all = append(all, global)
+			cur = &all[len(all)-1]
+			cur.name = l
+			continue
+		}
+		k, v, ok := strings.Cut(l, "=")
+		if !ok && l != "time_based" {
+			continue
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		var err error
+		switch k {
+		case "size":
+			cur.size, err = parseFioSize(v)
+		case "io_size", "io_limit":
+			cur.io, err = parseFioSize(v)
+		case "time_based":
+			cur.timeBased = v != "0"
+		case "filesize":
+			cur.fileSize, err = largestFioSize(v)
+		case "bs", "blocksize", "bsrange", "blocksize_range", "bssplit":
+			cur.bs, err = largestFioSize(v)
+		case "numjobs", "nrfiles", "iodepth", "loops":
+			n, perr := strconv.ParseInt(v, 10, 64)
+			if perr != nil || n < 1 || n > 1<<20 {
+				err = fmt.Errorf("%s=%s: not a count of 1 to %d", k, v, 1<<20)
+			}
+			*map[string]*int64{"numjobs": &cur.jobs, "nrfiles": &cur.files, "iodepth": &cur.depth, "loops": &cur.n}[k] = n
+		case "rw", "readwrite":
+			cur.rw, _, _ = strings.Cut(v, ":")
+		case "filename":
+			cur.filename = v
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s %w", cur.name, err)
+		}
+	}
+	var ws []Workload
+	shared := map[string]int{} // a filename='s workload in ws
+	for _, sec := range all {
+		perJob, files := sec.files, sec.jobs*sec.files // a job's size= spreads over its files
+		if sec.filename != "" {
+			perJob = int64(strings.Count(sec.filename, ":") + 1)
+			files = perJob
+		}
+		if files > 1<<20 {
+			return nil, fmt.Errorf("%s: numjobs= x nrfiles= of %d files: bench kernel counts up to %d", sec.name, files, 1<<20)
+		}
+		w := Workload{Files: int(files), BS: int(sec.bs), IODepth: int(sec.depth), RW: "write", Loops: int(sec.n), fioDraws: true}
+		if sec.filename != "" {
+			// Its numjobs= jobs write the same files: their writes in
+			// flight on each add up.
+			w.IODepth *= int(sec.jobs)
+		}
+		w.Size = sec.fileSize
+		if w.Size == 0 {
+			w.Size = sec.size / perJob
+		}
+		if w.Size < int64(w.BS) {
+			return nil, fmt.Errorf("%s: its files are of %d bytes (size= or filesize=), less than a bs= of %d: fio needs one of a bs or more", sec.name, w.Size, w.BS)
+		}
+		if sec.rw == "randwrite" || sec.rw == "randrw" {
+			w.RW = "randwrite"
+		}
+		// Writing on past the files' size (io_size=, time_based)
+		// overwrites them, as further loops= do.
+		if per := w.Size * perJob; w.Size <= math.MaxInt64/perJob && sec.io > per {
+			// At most 2^20 passes: past 2 they only say it overwrites.
+			w.Loops = int(min(ceilDiv(sec.io, per), 1<<20/int64(w.Loops)) * int64(w.Loops))
+		}
+		if sec.timeBased {
+			w.Loops = max(w.Loops, 2)
+		}
+		if sec.rw == "read" || sec.rw == "randread" {
+			w.Loops = 0 // lays the files out, does not write them again
+		}
+		i, ok := shared[sec.filename]
+		if sec.filename == "" || !ok {
+			if sec.filename != "" {
+				shared[sec.filename] = len(ws)
+			}
+			ws = append(ws, w)
+			continue
+		}
+		o := &ws[i]
+		o.Size, o.BS, o.IODepth = max(o.Size, w.Size), max(o.BS, w.BS), max(o.IODepth, w.IODepth)
+		o.Loops += w.Loops
+		if w.RW == "randwrite" {
+			o.RW = w.RW
+		}
+	}
+	if len(ws) == 0 {
+		return nil, errors.New("no job section")
+	}
+	for i := range ws {
+		ws[i].Loops = max(ws[i].Loops, 1)
+	}
+	return ws, nil
+}
+
+// largestFioSize is the largest of the sizes in a fio option that takes
+// one for each direction (bs=4k,8k), a range (bsrange=1k-4k,
+// filesize=1m:4m) or shares (bssplit=4k/50:64k/50).
+func largestFioSize(v string) (int64, error) {
+	var most int64
+	for _, part := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == '-' || r == ':' }) {
+		part, _, _ = strings.Cut(part, "/") // bssplit=4k/50:64k/50: a size's share
+		n, err := parseFioSize(strings.TrimSpace(part))
+		if err != nil {
+			return 0, err
+		}
+		most = max(most, n)
+	}
+	if most == 0 {
+		return 0, fmt.Errorf("%q: no size", v)
+	}
+	return most, nil
 }
 
 // kernelJobText turns a seed job into the kernel side's: fio's io_uring
@@ -442,6 +631,16 @@ type kernelDevice struct {
 	spec   string
 	file   string // "": null, no file
 	sparse bool   // leave the file sparse (tmpfs: fallocate would pin its size in memory)
+}
+
+// kernelDeviceFor is the zonefold side's device in mode (KernelNull or
+// KernelEmu, whose file is in dir, sparse on a tmpfs).
+func kernelDeviceFor(mode, dir string, tmpfs bool) kernelDevice {
+	if mode != KernelEmu {
+		return kernelDevice{spec: "null:?size=16G&zone_size=256M"}
+	}
+	file := filepath.Join(dir, "zonefold-bench-kernel.dev")
+	return kernelDevice{spec: "emu:" + file + "?zone_size=64M&zones=64", file: file, sparse: tmpfs}
 }
 
 // fresh gives an emu device a new file for one run, as fio gives the

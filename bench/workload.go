@@ -47,6 +47,10 @@ type Workload struct {
 	// far (for throughput and WAF over time).
 	Sample      func(done int64)
 	SampleEvery time.Duration
+	// fioDraws says fio runs the workload too, drawing randwrite's
+	// offsets itself (bench fio): the fits check counts every block its
+	// draws may hit, not those RunWorkload's seeded draws hit.
+	fioDraws bool
 }
 
 // WorkloadResult is what a workload did.

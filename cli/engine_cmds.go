@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"sort"
@@ -382,6 +383,10 @@ func (o runOpts) resolve(cmd *cobra.Command) (runOpts, bench.Workload, engine.Co
 		return o, w, cfg, usagef("--scale %v: want > 0", o.scale)
 	}
 	asked := size
+	if float64(size)*o.scale >= math.MaxInt64 {
+		// int64 of it wraps: --size 4E --scale 4 was "less than --bs".
+		return o, w, cfg, usagef("--size %s times --scale %v is more than 8 EiB", o.size, o.scale)
+	}
 	size = int64(float64(size)*o.scale) / bs * bs
 	// The workload's own checks (bench.Workload) named no flag, exited
 	// 1, and came after the device was opened, and formatted under

@@ -1,9 +1,6 @@
 package cli
 
 import (
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -19,36 +16,14 @@ import (
 // writes whose draws land within the room though the files' size is
 // beyond it, still run.
 func TestH45dBenchRunRefusesWhatTheDeviceCannotHoldUpFront(t *testing.T) {
-	geometry := "?zone_size=1M&zones=16"
-	for _, tc := range []struct {
-		args []string
-		says string
-	}{
+	benchRunRefusesAndRuns(t, []benchRefusal{
 		// 12 MiB + 8 KiB: between the room and the 14 MiB of data
 		// zones, which the former check let through.
 		{[]string{"--files", "2", "--size", "6148K", "--bs", "4K"}, "2 files x 6148 KiB (12296 KiB) need more than the 12 MiB the device holds for files (14 MiB of data zones"},
 		{[]string{"--preset", "4k-qd128"}, "1 file of 256 MiB, whose random writes land on more than 12 MiB of it, needs more than the 12 MiB"},
 		{[]string{"--rw", "read", "--size", "13M"}, "1 file of 13 MiB needs"},
-	} {
-		path := filepath.Join(t.TempDir(), "dev")
-		args := append([]string{"bench", "run", "emu:" + path + geometry}, tc.args...)
-		r := runBinary(t, args...)
-		if r.status != 2 || !strings.Contains(r.stderr, tc.says) || !strings.Contains(r.stderr, "lower --size, --files or --scale") || r.stdout != "" {
-			t.Errorf("%v: %+v; want status 2 saying %q and the flags to lower", args, r, tc.says)
-			continue
-		}
-		checkErrorLine(t, args, r.stderr)
-		if _, err := os.Stat(path); !os.IsNotExist(err) {
-			t.Errorf("%v: the emu file it created is there: %v", args, err)
-		}
-	}
-	for _, extra := range [][]string{
+	}, [][]string{
 		{"--size", "4M", "--loops", "4"},                     // 16 MiB written over 4 MiB held
 		{"--rw", "randwrite", "--size", "16M", "--bs", "8K"}, // the draws hit ~63% of 16 MiB
-	} {
-		args := append([]string{"bench", "run", "emu:" + filepath.Join(t.TempDir(), "dev") + geometry, "--json"}, extra...)
-		if r := runBinary(t, args...); r.status != 0 {
-			t.Errorf("%v: %+v; want it to run", args, r)
-		}
-	}
+	})
 }

@@ -654,18 +654,19 @@ func OpenDevice(dev zns.Device, cfg Config) (*Engine, error) {
 // device before it opens the engine checks first: serve --format --force
 // erased the device, then failed on a --cache or --open-zones typo.
 func CheckConfig(dev zns.Device, cfg Config, format *FormatOptions) error {
-	_, _, err := checkConfig(dev, cfg, format)
+	_, _, _, err := checkConfig(dev, cfg, format)
 	return err
 }
 
 // checkConfig is CheckConfig, which also returns the data zones as dev
-// reports them and GC's configuration as the engine would run it (its
-// reserve grown for its streams).
-func checkConfig(dev zns.Device, cfg Config, format *FormatOptions) ([]zns.Zone, GCConfig, error) {
+// reports them, GC's configuration as the engine would run it (its
+// reserve grown for its streams) and the data zones open at once (the
+// placer's budget).
+func checkConfig(dev zns.Device, cfg Config, format *FormatOptions) ([]zns.Zone, GCConfig, int, error) {
 	cfg.fill()
 	geo := dev.Geometry()
 	if err := checkGeometry(geo); err != nil {
-		return nil, GCConfig{}, err
+		return nil, GCConfig{}, 0, err
 	}
 	var sb Superblock
 	var err error
@@ -675,15 +676,15 @@ func checkConfig(dev zns.Device, cfg Config, format *FormatOptions) ([]zns.Zone,
 		sb, err = readSuperblock(dev)
 	}
 	if err != nil {
-		return nil, GCConfig{}, err
+		return nil, GCConfig{}, 0, err
 	}
 	if err := sb.checkGeometry(geo); err != nil {
-		return nil, GCConfig{}, err
+		return nil, GCConfig{}, 0, err
 	}
 	report := make([]zns.Zone, geo.Zones)
 	n, err := dev.Report(0, report)
 	if err != nil {
-		return nil, GCConfig{}, fmt.Errorf("engine: report zones: %w", err)
+		return nil, GCConfig{}, 0, fmt.Errorf("engine: report zones: %w", err)
 	}
 	var data []zns.Zone
 	for i, z := range report[:n] {
@@ -691,13 +692,14 @@ func checkConfig(dev zns.Device, cfg Config, format *FormatOptions) ([]zns.Zone,
 			data = append(data, z)
 		}
 	}
-	if _, _, err := planOpenZones(&cfg, geo, len(data)); err != nil {
-		return nil, GCConfig{}, err
+	budget, _, err := planOpenZones(&cfg, geo, len(data))
+	if err != nil {
+		return nil, GCConfig{}, 0, err
 	}
 	if err := cache.CheckSize(cfg.CacheBytes); err != nil {
-		return nil, GCConfig{}, fmt.Errorf("engine: %w", err)
+		return nil, GCConfig{}, 0, fmt.Errorf("engine: %w", err)
 	}
-	return data, cfg.GC, nil
+	return data, cfg.GC, budget, nil
 }
 
 // FreshRoom is what Capacity and Available say of dev once FormatAndOpen
@@ -706,18 +708,63 @@ func checkConfig(dev zns.Device, cfg Config, format *FormatOptions) ([]zns.Zone,
 // hold, and the room file data can take outside GC's reserve (nothing
 // valid, dirty or admitted yet, no zone taken offline). It refuses what
 // CheckConfig refuses with format. A caller that refuses a workload the
-// device cannot hold does it before the format erases the device.
+// device cannot hold does it before the format erases the device (with
+// FreshLayout, which also counts what the engine writes beside the
+// files' data).
 func FreshRoom(dev zns.Device, cfg Config) (capacity, room int64, err error) {
-	data, gc, err := checkConfig(dev, cfg, &FormatOptions{Force: true})
+	l, err := FreshLayout(dev, cfg)
+	return l.Capacity, l.Room, err
+}
+
+// Layout is how the engine lays files' data out in a device's data zones,
+// as its admission (roomFor) counts it: what a workload's files take of
+// the room there beside their data.
+type Layout struct {
+	// Capacity and Room are FreshRoom's: the bytes of the data zones,
+	// and those outside GC's reserve, which file data and the records
+	// that carry it take.
+	Capacity, Room int64
+	// perHeader is the data blocks one record header carries at most:
+	// a record carries up to maxRecordData and up to MaxRecordExtents
+	// of the cache's extents, each a block or more.
+	perHeader int64
+	zoneCap   int64 // a data zone's bytes: a record never spans two
+	pads      int64 // the zones that may each end in a pad block while open (placer.pads)
+}
+
+// FreshLayout is the Layout of dev once FormatAndOpen has formatted it
+// with cfg, worked out without writing anything (see FreshRoom).
+func FreshLayout(dev zns.Device, cfg Config) (Layout, error) {
+	data, gc, budget, err := checkConfig(dev, cfg, &FormatOptions{Force: true})
 	if err != nil {
-		return 0, 0, err
+		return Layout{}, err
 	}
+	l := Layout{perHeader: perHeader(dev.Geometry()), zoneCap: max(data[0].Cap, BlockSize),
+		pads: placerPads(budget, len(data), gc.Reserve)}
 	for _, z := range data {
-		capacity += z.Cap
+		l.Capacity += z.Cap
 	}
 	// As usableBytes counts GC's reserve: zones of the first data
 	// zone's capacity (placer.zoneCap).
-	return capacity, max(0, capacity-int64(gc.Reserve)*max(data[0].Cap, BlockSize)), nil
+	l.Room = max(0, l.Capacity-int64(gc.Reserve)*l.zoneCap)
+	return l, nil
+}
+
+// Need is the room files files holding data bytes between them (whole
+// blocks) take as admission counts it: their data; a record header
+// (a block) for each file, for each further record's worth of data
+// (perHeader blocks) and for each zone the data splits across; and a
+// pad block for each zone that may be open, which admission keeps free.
+// A workload whose files need more than Room is refused a write before
+// its end (ENOSPC), even where their data alone fits.
+func (l Layout) Need(files, data int64) int64 {
+	headers := files + data/BlockSize/l.perHeader + data/l.zoneCap + l.pads
+	return data + headers*BlockSize
+}
+
+// perHeader is Layout.perHeader for a device of geometry geo.
+func perHeader(geo zns.Geometry) int64 {
+	return max(1, min(maxRecordData(geo)/BlockSize, MaxRecordExtents))
 }
 
 // KeepsNoData says whether the engine runs on a device that keeps no

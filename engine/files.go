@@ -2147,11 +2147,25 @@ func (e *Engine) spaceReport() string {
 // once, a write admitted into that room left a failed flush's retry
 // with ENOSPC (TestH38dFailedFlushFindsRoomForItsRewrite). Counting
 // them once needs a failed flush to leave dirty only what did not land.
+//
+// What it counts is Layout.Need, which FreshLayout gives a caller that
+// sizes a workload before the format.
 func (e *Engine) roomFor(n int64) bool {
-	need := e.cache.DirtyBytes() + e.admitted.Load() + n
-	perHeader := min(e.maxRecordData()/BlockSize, MaxRecordExtents)
-	headers := e.cache.DirtyFileCount() + need/BlockSize/perHeader + need/e.placer.zoneCap() + e.placer.pads()
-	return e.placer.space() >= need+headers*BlockSize
+	return e.placer.space() >= e.layout().Need(e.cache.DirtyFileCount(), e.cache.DirtyBytes()+e.admitted.Load()+n)
+}
+
+// layout is Layout without Capacity and Room, which roomFor does not
+// need (Available sums every zone's valid bytes).
+func (e *Engine) layout() Layout {
+	return Layout{perHeader: perHeader(e.geo), zoneCap: e.placer.zoneCap(), pads: e.placer.pads()}
+}
+
+// Layout is how the engine lays files out (see FreshLayout), its Room
+// what Available says now.
+func (e *Engine) Layout() Layout {
+	l := e.layout()
+	l.Capacity, l.Room = e.Capacity(), e.Available()
+	return l
 }
 
 // ReadBacking implements cache.Backing: it fills p with the file's bytes

@@ -29,6 +29,8 @@ func TestH45gFreshRoomIsWhatTheFormattedEngineSays(t *testing.T) {
 		{"emu:%s?zone_size=256K&zones=80", Config{}},
 		{"emu:%s?zone_size=256K&zones=80&max_open=6&max_active=6", Config{}},
 		{"emu:%s?zone_size=256K&zones=80", Config{GC: GCConfig{Reserve: 5, Streams: 2}}},
+		{"emu:%s?zone_size=256K&zones=80", Config{OpenZones: 3}},
+		{"emu:%s?zone_size=1M&zones=8&max_append=12K", Config{}},
 		{"null:?size=64M&zone_size=4M&zone_cap=3M", Config{}},
 	} {
 		spec := tc.spec
@@ -44,6 +46,10 @@ func TestH45gFreshRoomIsWhatTheFormattedEngineSays(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: FreshRoom: %v", spec, err)
 		}
+		fresh, err := FreshLayout(dev, tc.cfg)
+		if err != nil {
+			t.Fatalf("%s: FreshLayout: %v", spec, err)
+		}
 		e, err := FormatAndOpen(dev, tc.cfg)
 		if err != nil {
 			t.Fatalf("%s: %v", spec, err)
@@ -51,6 +57,13 @@ func TestH45gFreshRoomIsWhatTheFormattedEngineSays(t *testing.T) {
 		if capacity != e.Capacity() || room != e.Available() {
 			t.Errorf("%s: FreshRoom says capacity %d, room %d; the formatted engine %d and %d (GC reserve %d)",
 				spec, capacity, room, e.Capacity(), e.Available(), e.GCConfig().Reserve)
+		}
+		// The bench fits check sizes a workload with FreshLayout before
+		// the format (h46h): a part of it (data per record header, zone
+		// capacity, pads) not the formatted engine's admission's would let
+		// through a workload admission refuses midway.
+		if got := e.Layout(); got != fresh || got.Room != e.placer.space() {
+			t.Errorf("%s: FreshLayout %+v; the formatted engine's %+v (placer space %d)", spec, fresh, got, e.placer.space())
 		}
 		if err := e.Close(); err != nil {
 			t.Fatal(err)

@@ -957,8 +957,12 @@ func (p *placer) reserveTaken() (taken int, room int64) {
 // zones that cannot exist: on a device whose open zones had a record's
 // room left each, every write was refused, the zones never filled, and GC
 // (which collects full zones) could not reclaim the garbage in them.
-func (p *placer) pads() int64 {
-	return int64(max(min(p.budget, len(p.zones)-p.gcReserve), 0))
+func (p *placer) pads() int64 { return placerPads(p.budget, len(p.zones), p.gcReserve) }
+
+// placerPads is placer.pads for a budget of open zones, data zones and
+// GC's reserve.
+func placerPads(budget, zones, gcReserve int) int64 {
+	return int64(max(min(budget, zones-gcReserve), 0))
 }
 
 // zoneCap is the writable bytes of a data zone (at least one block).

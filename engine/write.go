@@ -75,8 +75,13 @@ var testHookNumbered func(e *Engine, f *file)
 var testHookMapRecord func(e *Engine, op *recordOp, mapped bool)
 
 // maxRecordData is the most data one record carries on this device.
-func (e *Engine) maxRecordData() int64 {
-	return min(int64(e.geo.MaxAppend)/BlockSize*BlockSize-BlockSize, MaxRecordBlocks*BlockSize)
+func (e *Engine) maxRecordData() int64 { return maxRecordData(e.geo) }
+
+// maxRecordData is the most data one record carries on a device of
+// geometry geo: its largest append less the header, at most a
+// checksum's worth of blocks for each of the header's sums.
+func maxRecordData(geo zns.Geometry) int64 {
+	return min(int64(geo.MaxAppend)/BlockSize*BlockSize-BlockSize, MaxRecordBlocks*BlockSize)
 }
 
 // WriteExtents implements writeback.Store: it packs the extents into
