@@ -248,6 +248,9 @@ type Cache struct {
 	memMu    sync.Mutex
 	memQ     []*memWaiter
 	memWaitN atomic.Int64
+	// memSleeping counts the reclaims asleep until writeback makes a
+	// folio clean (nothing free, nothing clean): ShortOfMemory.
+	memSleeping atomic.Int64
 	// shut is closed by Shut, with shutErr set first: waits for memory
 	// and for dirty data to drain return shutErr from then on.
 	shut     chan struct{}
@@ -455,6 +458,15 @@ func (c *Cache) Throttling() bool { return c.dirty.Load() > c.limit || c.throttl
 // DirtyFileCount is the number of files with dirty data: the engine
 // counts a record header for each when it admits writes.
 func (c *Cache) DirtyFileCount() int64 { return c.dirtyFiles.Load() }
+
+// ShortOfMemory reports whether an access is waiting for memory that
+// only writeback can give: nothing is free and every folio is dirty,
+// under writeback or in use. The flusher then writes back even below
+// the background threshold and before expiry (Config.OnPressure): dirty
+// data far below the threshold can be spread over every folio (random
+// small writes into a large file's folios), and waiting for its expiry
+// held every miss for seconds.
+func (c *Cache) ShortOfMemory() bool { return c.memSleeping.Load() > 0 }
 
 // BackgroundBytes is the dirty level above which writeback should run.
 func (c *Cache) BackgroundBytes() int64 { return c.background }

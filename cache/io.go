@@ -992,8 +992,13 @@ func (c *Cache) reclaimTurn(ctx context.Context, order int, res *reserve) error 
 		c.counters.allocWaits.Add(1)
 		c.memWaitHookCall()
 		since := c.wbGen.Load()
+		// Counted before the kick, so that the flusher it wakes sees
+		// that memory is short (ShortOfMemory).
+		c.memSleeping.Add(1)
 		c.kick()
-		if err := c.waitFor(ctx, ch, &c.counters.allocWaitNs); err != nil {
+		err := c.waitFor(ctx, ch, &c.counters.allocWaitNs)
+		c.memSleeping.Add(-1)
+		if err != nil {
 			return fmt.Errorf("cache: wait for memory: %w", err)
 		}
 		if err := c.stuckSince(since); err != nil {

@@ -27,6 +27,12 @@ func TestServeNullWarnsAndSaysWhyFull(t *testing.T) {
 	if !strings.Contains(logs.String(), "keeps no data") || !strings.Contains(logs.String(), "one fill") {
 		t.Fatalf("serve null: starts without warning that it keeps no data:\n%s", logs.String())
 	}
+	// Reads of what the cache no longer holds fail (fio randread on a
+	// file larger than --cache: EIO, logged as a checksum failure): the
+	// warning says so, for the user who then sees EIO.
+	if !strings.Contains(logs.String(), "not in the cache fail with EIO") {
+		t.Fatalf("serve null: does not warn that reads of data the cache evicted fail with EIO:\n%s", logs.String())
+	}
 	ctx := context.Background()
 	c, err := Dial(ctx, d.socket, 1<<20)
 	if err != nil {

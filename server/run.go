@@ -209,7 +209,7 @@ func openEngine(cfg RunConfig, log *slog.Logger) (*engine.Engine, error) {
 		// and the engine runs on it only freshly formatted.
 		e, err := engine.FormatAndOpen(dev, cfg.Engine)
 		if err == nil {
-			log.Warn("server: the null: device keeps no data: GC cannot read back the zones it would reclaim, so its capacity is one fill; overwrites past it get ENOSPC (use emu: or a zoned device to keep data)",
+			log.Warn("server: the null: device keeps no data: GC cannot read back the zones it would reclaim, so its capacity is one fill; overwrites past it get ENOSPC; reads of data not in the cache fail with EIO (the log says a data block fails its checksum) (use emu: or a zoned device to keep data)",
 				"device", cfg.Device, "capacity", e.Capacity())
 		}
 		return e, err

@@ -738,7 +738,10 @@ func (w *Writeback) fill(p *pipe, files []uint64) ([]uint64, error) {
 			return files, nil
 		}
 		started := false
-		over := w.cache.DirtyBytes() > w.background()
+		// Short of memory: a reclaim sleeps until a folio is clean,
+		// which dirty data below the threshold and not yet expired
+		// would not be for up to Expire (TestH46dReadShortOfMemoryGetsWritebackBelowBackground).
+		over := w.cache.DirtyBytes() > w.background() || w.cache.ShortOfMemory()
 		w.ring.Plug()
 		for _, file := range files {
 			if p.full() {

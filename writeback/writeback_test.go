@@ -48,7 +48,13 @@ func (s *holdStore) release() {
 
 func newTestWriteback(t *testing.T, store Store, cfg Config) (*Writeback, *cache.Cache) {
 	t.Helper()
-	c, err := cache.New(cache.Config{Bytes: 8 << 20, DirtyLimit: 6 << 20, BackgroundDirty: 6 << 20})
+	return newTestWritebackOf(t, store, cfg, cache.Config{Bytes: 8 << 20, DirtyLimit: 6 << 20, BackgroundDirty: 6 << 20})
+}
+
+// newTestWritebackOf is newTestWriteback over a cache of ccfg.
+func newTestWritebackOf(t *testing.T, store Store, cfg Config, ccfg cache.Config) (*Writeback, *cache.Cache) {
+	t.Helper()
+	c, err := cache.New(ccfg)
 	if err != nil {
 		t.Fatal(err)
 	}
