@@ -76,6 +76,9 @@ func (e *Engine) recover() error {
 	}
 	report = report[:n]
 	e.reportRollbacks()
+	if err := e.checkSlotFallback(); err != nil {
+		return err
+	}
 
 	// 1. The metadata zones: checkpoints and operations.
 	var ckpt *checkpointState
@@ -1130,6 +1133,52 @@ func (e *Engine) reportRollbacks() {
 		e.damage = append(e.damage, d)
 		slog.Error("engine: recover: " + d)
 	}
+}
+
+// checkSlotFallback reports, as damage, a device that opened from the
+// older copy of its zone table (zns.SlotFallbackReporter: the emulator,
+// whose newest header slot failed its checksum). A power cut tearing
+// that slot's write leaves it, and loses nothing acknowledged; damage at
+// rest to the slot after its flush returned leaves it too, and then
+// what that flush made durable lies past the older table's write
+// pointers: the records there are not replayed (an acknowledged rename
+// is undone, an fsynced file is back as before), and Open's own writes
+// land on them, losing them for good. No byte tells the two apart (see
+// zns.SlotFallback), nor can a write pointer be safely moved over that
+// data: the lost slot's checksums of it are gone, so nothing says it
+// reached the media whole (docs/zns.md). So fsck reports it, and Open
+// refuses while zones hold data past those pointers, unless the user
+// accepts losing it (Config.AcceptDamagedRecords), after salvaging
+// what they can; a fallback with nothing past them is logged and
+// noted (fsck), and opens.
+func (e *Engine) checkSlotFallback() error {
+	sr, ok := e.dev.(zns.SlotFallbackReporter)
+	if !ok {
+		return nil
+	}
+	f, ok := sr.SlotFallback()
+	if !ok {
+		return nil
+	}
+	d := "device: " + f.String()
+	if len(f.DataPast) == 0 {
+		// Nothing a newer table claimed is lost: the older copy was
+		// damaged, or a torn slot recorded no writes (see
+		// zns.SlotFallback); the next flush repairs the copy.
+		e.deviceNotes = append(e.deviceNotes, d)
+		slog.Warn("engine: recover: " + d)
+		return nil
+	}
+	if !e.readOnly && !e.cfg.AcceptDamagedRecords {
+		return fmt.Errorf("engine: recover: %s: refusing to open, which would write over it (fsck reads the device without writing; fsck --copy-to DIR copies the files as the older table has them). "+
+			"If a power cut interrupted the device, or once you have copied what you need, give --accept-damaged-records to zonefold serve (Config.AcceptDamagedRecords) to open it as the older table has it", d)
+	}
+	if !e.readOnly {
+		d = "accepted: " + d
+	}
+	e.damage = append(e.damage, d)
+	slog.Error("engine: recover: " + d)
+	return nil
 }
 
 // damagedHeader decides what a data zone's scan ending at off, below
