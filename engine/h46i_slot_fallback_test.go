@@ -106,7 +106,7 @@ func h46iWithFile(t *testing.T) (devName, path string, e *Engine) {
 
 func h46iFallbackReported(problems []string) bool {
 	for _, p := range problems {
-		if strings.Contains(p, "the damaged copy was the newer") {
+		if strings.Contains(p, "the damaged copy may have been the newer") {
 			return true
 		}
 	}

@@ -1173,7 +1173,9 @@ func (e *Engine) checkSlotFallback() error {
 		return fmt.Errorf("engine: recover: %s: refusing to open, which would write over it (fsck reads the device without writing; fsck --copy-to DIR copies the files as the older table has them). "+
 			"If a power cut interrupted the device, or once you have copied what you need, give --accept-damaged-records to zonefold serve (Config.AcceptDamagedRecords) to open it as the older table has it", d)
 	}
-	if !e.readOnly {
+	if e.readOnly {
+		d += ". zonefold serve refuses the device, whose writes would destroy that data; fsck --copy-to DIR copies the files as the older copy has them (a file written or renamed by that flush may be missing, or under its old or a temporary name); once you have what you need, or if a power cut is what interrupted the device, zonefold serve --accept-damaged-records opens it as the older copy has it"
+	} else {
 		d = "accepted: " + d
 	}
 	e.damage = append(e.damage, d)

@@ -244,7 +244,7 @@ func (f SlotFallback) String() string {
 	if len(f.DataPast) == 0 {
 		return s + "; no zone holds data past its write pointers, so no write a newer table claimed is lost (at most a zone reset or finish it recorded)"
 	}
-	return s + fmt.Sprintf("; zones %v hold data past its write pointers: the damaged copy was the newer, and it claimed that data. "+
+	return s + fmt.Sprintf("; zones %v hold data past its write pointers: the damaged copy may have been the newer, claiming that data (else it is writes no flush made durable). "+
 		"A power cut during the flush that wrote it (which never returned) loses nothing acknowledged; damage to it after that flush returned loses what the flush made durable there (fsynced file data, logged operations such as renames), and the next write to those zones destroys it for good", f.DataPast)
 }
 
