@@ -236,6 +236,14 @@ type SlotFallback struct {
 	// left them in the file). Empty, no write past the opened table
 	// is lost (at most a zone reset or finish it recorded).
 	DataPast []int
+	// Overwritten: the damaged slot does not start with the emu magic.
+	// A crash tearing the slot's write leaves its first block (the
+	// magic, the sequence number) old or new, both with the magic: a
+	// kill -9 tears a write between pages, written in order, and a
+	// drive's 4 KiB block is written whole. So a slot without it was
+	// written over at rest (zeroed, dd), not torn, and its Flush had
+	// returned (a new device's table is written to both slots).
+	Overwritten bool
 }
 
 func (f SlotFallback) String() string {

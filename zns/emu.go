@@ -261,7 +261,10 @@ type emuHeader struct {
 	// otherDamaged: the other slot is not valid (the next Flush
 	// repairs it).
 	otherDamaged bool
-	raw          []byte // the whole slot, zone entries included
+	// otherOverwritten: the damaged other slot does not even start with
+	// the emu magic.
+	otherOverwritten bool
+	raw              []byte // the whole slot, zone entries included
 	// sums is the records of the data checksum block after the entries,
 	// if the slot has one (emuFlagSums).
 	sums []byte
@@ -497,7 +500,7 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 				e.ring.Close()
 				return nil, fmt.Errorf("zns: emu %s: header slot %d is damaged: %w", sp.path, 1-hdr.slot, err)
 			}
-			e.fallback = &SlotFallback{DamagedSlot: 1 - hdr.slot, OpenedSlot: hdr.slot, Seq: hdr.seq, DataPast: past}
+			e.fallback = &SlotFallback{DamagedSlot: 1 - hdr.slot, OpenedSlot: hdr.slot, Seq: hdr.seq, DataPast: past, Overwritten: hdr.otherOverwritten}
 			log := slog.Warn
 			if len(past) > 0 {
 				log = slog.Error
@@ -655,6 +658,19 @@ func readEmuHeader(f *os.File, size int64, sp spec) (emuHeader, bool, error) {
 	case best != nil:
 		// newEmu warns of the damaged one once the device opens.
 		best.otherDamaged = slots[1-best.slot] == nil
+		if best.otherDamaged {
+			// A write of a slot that a crash tears leaves its first
+			// block, which starts with the magic, old or new: without
+			// the magic, the slot was written over (SlotFallback).
+			other := first
+			if best.slot == 0 {
+				other = make([]byte, len(emuMagic))
+				if _, err := f.ReadAt(other, slotLen); err != nil && !errors.Is(err, io.EOF) {
+					return emuHeader{}, false, fmt.Errorf("zns: emu %s: read header slot 1: %w", sp.path, err)
+				}
+			}
+			best.otherOverwritten = !bytes.HasPrefix(other, []byte(emuMagic))
+		}
 		return *best, true, nil
 	case bytes.Count(first, []byte{0}) == len(first):
 		return emuHeader{magic: magic}, false, nil
