@@ -74,6 +74,10 @@ type Config struct {
 	// given is logged, and fsck with the option names where the damage
 	// was. Recovery's checkpoint makes the choice durable: later Opens
 	// need no option. `zonefold serve --accept-damaged-records`.
+	// It also opens an emu device that opened from the older copy of its
+	// zone table with data past that table's write pointers
+	// (zns.SlotFallback: what a lost newer table may have made durable,
+	// which the first write there destroys; see checkSlotFallback).
 	AcceptDamagedRecords bool
 	// SumCacheBytes is the memory that keeps the block checksums of
 	// records read lately, so that reads of them need not read their
@@ -311,6 +315,9 @@ type Engine struct {
 	// checkpoint extent no record can hold, an operation that does not
 	// decode); fsck reports it.
 	damage []string
+	// deviceNotes are what the device said at Open that loses nothing
+	// (checkSlotFallback): fsck notes them.
+	deviceNotes []string
 	// offlineAccepted is the offline data zones recovery opened past
 	// though records newer than its checkpoint may lie there
 	// (Config.AcceptOfflineZones): fsck notes them.

@@ -166,6 +166,7 @@ func (st *fsckState) check(rep *FsckReport) error {
 	for _, d := range e.damage {
 		rep.problem("recovery: %s", d)
 	}
+	rep.Notes = append(rep.Notes, e.deviceNotes...)
 	for _, z := range e.offlineAccepted {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("zone %d is offline and may have held records newer than checkpoint %d (accepted): what they wrote is absent, their ranges read as the checkpoint has them", z, e.ckptSeq))
 	}

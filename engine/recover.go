@@ -76,6 +76,9 @@ func (e *Engine) recover() error {
 	}
 	report = report[:n]
 	e.reportRollbacks()
+	if err := e.checkSlotFallback(); err != nil {
+		return err
+	}
 
 	// 1. The metadata zones: checkpoints and operations.
 	var ckpt *checkpointState
@@ -1130,6 +1133,69 @@ func (e *Engine) reportRollbacks() {
 		e.damage = append(e.damage, d)
 		slog.Error("engine: recover: " + d)
 	}
+}
+
+// checkSlotFallback reports, as damage, a device that opened from the
+// older copy of its zone table (zns.SlotFallbackReporter: the emulator,
+// whose newest header slot failed its checksum). A power cut tearing
+// that slot's write leaves it, and loses nothing acknowledged; damage at
+// rest to the slot after its flush returned leaves it too, and then
+// what that flush made durable lies past the older table's write
+// pointers: the records there are not replayed (an acknowledged rename
+// is undone, an fsynced file is back as before), and Open's own writes
+// land on them, losing them for good. No byte tells the two apart (see
+// zns.SlotFallback), nor can a write pointer be safely moved over that
+// data: the lost slot's checksums of it are gone, so nothing says it
+// reached the media whole (docs/zns.md). So fsck reports it, and Open
+// refuses while zones hold data past those pointers, unless the user
+// accepts losing it (Config.AcceptDamagedRecords), after salvaging
+// what they can; a fallback with nothing past them is logged and
+// noted (fsck), and opens. Open refuses only a slot written over
+// (zns.SlotFallback.Overwritten: not what a crash tearing its write
+// leaves); one that keeps the emu magic is reported and opens, since a
+// torn slot write after a crash, which loses nothing, looks just so.
+func (e *Engine) checkSlotFallback() error {
+	sr, ok := e.dev.(zns.SlotFallbackReporter)
+	if !ok {
+		return nil
+	}
+	f, ok := sr.SlotFallback()
+	if !ok {
+		return nil
+	}
+	d := "device: " + f.String()
+	if len(f.DataPast) == 0 {
+		// Nothing a newer table claimed is lost: the older copy was
+		// damaged, or a torn slot recorded no writes (see
+		// zns.SlotFallback); the next flush repairs the copy.
+		e.deviceNotes = append(e.deviceNotes, d)
+		slog.Warn("engine: recover: " + d)
+		return nil
+	}
+	if !f.Overwritten {
+		// The slot still starts with the magic: a write of it that a
+		// crash (kill -9, power cut) tore, which loses nothing
+		// acknowledged, or damage at rest, which loses the last
+		// flush's writes; no byte tells them apart. A crash is by far
+		// the likelier, and refusing every start after one is no
+		// trust: Open goes on, and says so (fsck reports it).
+		d += ". The slot still starts with the emu magic, as a slot write a crash tore leaves it: zonefold serve opens the device as the older copy has it, the likely case that loses nothing"
+		e.damage = append(e.damage, d)
+		slog.Error("engine: recover: " + d)
+		return nil
+	}
+	if !e.readOnly && !e.cfg.AcceptDamagedRecords {
+		return fmt.Errorf("engine: recover: %s: refusing to open, which would write over it (fsck reads the device without writing; fsck --copy-to DIR copies the files as the older table has them). "+
+			"If a power cut interrupted the device, or once you have copied what you need, give --accept-damaged-records to zonefold serve (Config.AcceptDamagedRecords) to open it as the older table has it", d)
+	}
+	if e.readOnly {
+		d += ". zonefold serve refuses the device, whose writes would destroy that data; fsck --copy-to DIR copies the files as the older copy has them (a file written or renamed by that flush may be missing, or under its old or a temporary name); once you have what you need, or if a power cut is what interrupted the device, zonefold serve --accept-damaged-records opens it as the older copy has it"
+	} else {
+		d = "accepted: " + d
+	}
+	e.damage = append(e.damage, d)
+	slog.Error("engine: recover: " + d)
+	return nil
 }
 
 // damagedHeader decides what a data zone's scan ending at off, below

@@ -209,6 +209,60 @@ type RollbackReporter interface {
 	Rollbacks() []Rollback
 }
 
+// SlotFallback is a device (the emulator) that opened from one of its
+// two zone table copies (header slots) because the other failed its
+// checksum. Which of the two was the newer, the damaged slot no longer
+// says. Damage to the older copy loses nothing; a power cut tearing the
+// slot write of a Flush or reset loses nothing acknowledged either (it
+// never returned); but damage at rest to the newest copy, after the
+// Flush that wrote it returned, leaves the writes that Flush made
+// durable past the opened table's write pointers, unreadable, and the
+// next write to such a zone destroys them for good (an acknowledged
+// file rename, say, back to what the older table had). No byte tells
+// the torn slot from the damaged one: the lost slot's checksums of the
+// data it claimed are gone with it. What tells a lost table that
+// claimed writes is DataPast: a Flush's slot claims only writes past
+// the slot before's write pointers (a reset writes its own slot), and
+// what it claimed reached the media before the slot could, so a zone
+// whose block at the opened table's write pointer reads as zeros got
+// nothing durable there (nor, for an engine, whose every write starts
+// with a record header, anything at all).
+type SlotFallback struct {
+	DamagedSlot, OpenedSlot int
+	Seq                     uint64 // the opened slot's sequence number
+	// DataPast lists the zones (neither full nor finished) whose block
+	// at the opened table's write pointer is not zeros: data a lost
+	// newer table claimed, or writes no Flush made durable (a crash
+	// left them in the file). Empty, no write past the opened table
+	// is lost (at most a zone reset or finish it recorded).
+	DataPast []int
+	// Overwritten: the damaged slot does not start with the emu magic.
+	// A crash tearing the slot's write leaves its first block (the
+	// magic, the sequence number) old or new, both with the magic: a
+	// kill -9 tears a write between pages, written in order, and a
+	// drive's 4 KiB block is written whole. So a slot without it was
+	// written over at rest (zeroed, dd), not torn, and its Flush had
+	// returned (a new device's table is written to both slots).
+	Overwritten bool
+}
+
+func (f SlotFallback) String() string {
+	s := fmt.Sprintf("one copy of the zone table (header slot %d) is damaged, and the device opened from the other (slot %d, sequence number %d)",
+		f.DamagedSlot, f.OpenedSlot, f.Seq)
+	if len(f.DataPast) == 0 {
+		return s + "; no zone holds data past its write pointers, so no write a newer table claimed is lost (at most a zone reset or finish it recorded)"
+	}
+	return s + fmt.Sprintf("; zones %v hold data past its write pointers: the damaged copy may have been the newer, claiming that data (else it is writes no flush made durable). "+
+		"A power cut during the flush that wrote it (which never returned) loses nothing acknowledged; damage to it after that flush returned loses what the flush made durable there (fsynced file data, logged operations such as renames), and the next write to those zones destroys it for good", f.DataPast)
+}
+
+// SlotFallbackReporter is a Device that can open from an older copy of
+// its zone table (see SlotFallback), and says so until it writes its
+// table again (which repairs the damaged copy).
+type SlotFallbackReporter interface {
+	SlotFallback() (SlotFallback, bool)
+}
+
 // CutFlusher is a Device whose Flush covers every write that completed
 // before a point inside it, its cut, rather than only those before the
 // call: the emulator's Flush copies its zone table, waits for the writes

@@ -164,6 +164,49 @@ type Emu struct {
 	// inferred: the zone table was lost and Open inferred it from the
 	// data, read-only (Options.InferLostTable, inferZones).
 	inferred bool
+	// fallback: Open took the older header slot, the newest being
+	// damaged (SlotFallback), until a table is written (persist).
+	// Under flushMu.
+	fallback *SlotFallback
+}
+
+// SlotFallback implements SlotFallbackReporter: whether this Open took
+// the older header slot because the other one was damaged, and what it
+// found past the older table's write pointers (see SlotFallback). None
+// once a Flush, a reset or a cut has written the table since: that
+// write repaired the damaged slot, and whatever the lost table held is
+// no longer anywhere.
+func (e *Emu) SlotFallback() (SlotFallback, bool) {
+	e.flushMu.Lock()
+	defer e.flushMu.Unlock()
+	if e.fallback == nil {
+		return SlotFallback{}, false
+	}
+	f := *e.fallback
+	f.DataPast = slices.Clone(f.DataPast)
+	return f, true
+}
+
+// dataPast lists the sequential zones, neither full nor finished, whose
+// block at the write pointer holds anything but zeros in the file: data
+// a table newer than the one loaded claimed, or writes no Flush made
+// durable (see SlotFallback). One block read per such zone.
+func (e *Emu) dataPast() ([]int, error) {
+	bs := e.geo.BlockSize
+	b := make([]byte, bs)
+	var past []int
+	for i, z := range e.zones {
+		if z.typ == TypeConventional || finishedCond(z.cond) || z.wp-e.start(i) >= e.geo.ZoneCap {
+			continue
+		}
+		if _, err := e.f.ReadAt(b, e.dataOff+z.wp); err != nil {
+			return nil, fmt.Errorf("read zone %d at its write pointer: %w", i, err)
+		}
+		if bytes.Count(b, []byte{0}) != bs {
+			past = append(past, i)
+		}
+	}
+	return past, nil
 }
 
 // Rollbacks implements RollbackReporter: the zones this Open took back
@@ -218,7 +261,10 @@ type emuHeader struct {
 	// otherDamaged: the other slot is not valid (the next Flush
 	// repairs it).
 	otherDamaged bool
-	raw          []byte // the whole slot, zone entries included
+	// otherOverwritten: the damaged other slot does not even start with
+	// the emu magic.
+	otherOverwritten bool
+	raw              []byte // the whole slot, zone entries included
 	// sums is the records of the data checksum block after the entries,
 	// if the slot has one (emuFlagSums).
 	sums []byte
@@ -449,7 +495,17 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 		if hdr.otherDamaged {
 			// Only now that the slot is known good and the file holds its
 			// geometry: a truncated file is one error, not a warning too.
-			slog.Warn("zns: emu header slot is damaged; opened from the other one, which the next flush copies over it",
+			past, err := e.dataPast()
+			if err != nil {
+				e.ring.Close()
+				return nil, fmt.Errorf("zns: emu %s: header slot %d is damaged: %w", sp.path, 1-hdr.slot, err)
+			}
+			e.fallback = &SlotFallback{DamagedSlot: 1 - hdr.slot, OpenedSlot: hdr.slot, Seq: hdr.seq, DataPast: past, Overwritten: hdr.otherOverwritten}
+			log := slog.Warn
+			if len(past) > 0 {
+				log = slog.Error
+			}
+			log("zns: emu header slot is damaged; opened from the other one, which the next flush copies over it: "+e.fallback.String(),
 				"path", sp.path, "damaged_slot", 1-hdr.slot, "opened_slot", hdr.slot, "seq", hdr.seq)
 		}
 	} else if inferred {
@@ -602,6 +658,19 @@ func readEmuHeader(f *os.File, size int64, sp spec) (emuHeader, bool, error) {
 	case best != nil:
 		// newEmu warns of the damaged one once the device opens.
 		best.otherDamaged = slots[1-best.slot] == nil
+		if best.otherDamaged {
+			// A write of a slot that a crash tears leaves its first
+			// block, which starts with the magic, old or new: without
+			// the magic, the slot was written over (SlotFallback).
+			other := first
+			if best.slot == 0 {
+				other = make([]byte, len(emuMagic))
+				if _, err := f.ReadAt(other, slotLen); err != nil && !errors.Is(err, io.EOF) {
+					return emuHeader{}, false, fmt.Errorf("zns: emu %s: read header slot 1: %w", sp.path, err)
+				}
+			}
+			best.otherOverwritten = !bytes.HasPrefix(other, []byte(emuMagic))
+		}
 		return *best, true, nil
 	case bytes.Count(first, []byte{0}) == len(first):
 		return emuHeader{magic: magic}, false, nil
@@ -985,6 +1054,7 @@ func (e *Emu) persist(zones []zoneState, syncData, oneSync bool) error {
 	// user who opens on this device after now (a format's, whose
 	// flush erased it: TestH40eRollbackNotReportedAfterFormat).
 	e.rollbacks = nil
+	e.fallback = nil
 	return nil
 }
 

@@ -100,8 +100,17 @@ func TestEmuTornHeaderFallsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	_, c2 := openEmuT(t, path, "")
+	e2, c2 := openEmuT(t, path, "")
 	c2.expectZone(0, CondImpOpen, c.bs)
+	// The lost slot claimed a block past the one opened: the device
+	// says so (the engine reports it, and refuses to write over it).
+	if fb, ok := e2.SlotFallback(); !ok || !slices.Equal(fb.DataPast, []int{0}) || fb.DamagedSlot != int(slot/e.slotLen) {
+		t.Fatalf("SlotFallback = %+v, %v; want slot %d damaged, data past zone 0's write pointer", fb, ok, slot/e.slotLen)
+	}
+	c2.ok("Flush", e2.Flush())
+	if fb, ok := e2.SlotFallback(); ok {
+		t.Fatalf("after a Flush repaired the slot, SlotFallback = %+v", fb)
+	}
 }
 
 func TestEmuPowerCut(t *testing.T) {
@@ -345,6 +354,12 @@ func TestEmuOpensFromEitherIntactSlot(t *testing.T) {
 				wp = 0
 			}
 			c2.expectZone(0, map[bool]Cond{true: CondEmpty, false: CondImpOpen}[wp == 0], wp)
+			// Slot 1 lost: the block it claimed is past the write
+			// pointer; slot 0 lost (the older): nothing is.
+			fb, ok := e2.SlotFallback()
+			if want := map[bool][]int{true: {0}, false: nil}[damaged == 1]; !ok || !slices.Equal(fb.DataPast, want) {
+				t.Fatalf("SlotFallback = %+v, %v; want data past in zones %v", fb, ok, want)
+			}
 			c2.ok("Flush", e2.Flush())
 			c2.ok("Close", e2.Close())
 			log.Reset()
