@@ -97,13 +97,14 @@ because the header of a data record written since the last checkpoint
 is damaged (media that returns wrong bytes): nothing says whose bytes
 that record held, so some file reads older bytes there, or is shorter.
 Every other record is served; the first start makes that final. It also
-opens an emulated device whose newest copy of its zone table was written
-over (zeroed: it does not start with the emu magic) while its zones hold
-data past the older copy's write pointers: a power
-cut during the flush that wrote it loses nothing acknowledged, damage
-after that flush returned loses what it made durable (zonefold fsck
-reports it; fsck --copy-to DIR first copies the files as the older copy
-has them), and the start writes over that data.`,
+opens an emulated device one of whose two copies of its zone table was
+written over (zeroed: it does not start with the emu magic, which no
+crash leaves) while its zones hold data past the other copy's write
+pointers. Which copy was the newer nothing tells: if the lost one, that
+data is what its flush made durable (zonefold fsck reports it; fsck
+--copy-to DIR first copies the files as the other copy has them), and
+the start writes over it; it may also be writes no flush made durable,
+or what a zone held before its last reset, which loses nothing.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := ef.config()

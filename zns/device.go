@@ -233,8 +233,12 @@ type SlotFallback struct {
 	// DataPast lists the zones (neither full nor finished) whose block
 	// at the opened table's write pointer is not zeros: data a lost
 	// newer table claimed, or writes no Flush made durable (a crash
-	// left them in the file). Empty, no write past the opened table
-	// is lost (at most a zone reset or finish it recorded).
+	// left them in the file), or what the zone held before its last
+	// reset (a reset punches nothing: reads past the write pointer
+	// return zeros), so on a device whose zones were reset and written
+	// short of where they were it is seldom empty, whichever slot was
+	// lost. Empty, no write past the opened table is lost (at most a
+	// zone reset or finish it recorded).
 	DataPast []int
 	// Overwritten: the damaged slot does not start with the emu magic.
 	// A crash tearing the slot's write leaves its first block (the
@@ -252,7 +256,7 @@ func (f SlotFallback) String() string {
 	if len(f.DataPast) == 0 {
 		return s + "; no zone holds data past its write pointers, so no write a newer table claimed is lost (at most a zone reset or finish it recorded)"
 	}
-	return s + fmt.Sprintf("; zones %v hold data past its write pointers: the damaged copy may have been the newer, claiming that data (else it is writes no flush made durable). "+
+	return s + fmt.Sprintf("; zones %v hold data past its write pointers: the damaged copy may have been the newer, claiming that data (else it is writes no flush made durable, or what the zone held before its last reset, which erases nothing). "+
 		"A power cut during the flush that wrote it (which never returned) loses nothing acknowledged; damage to it after that flush returned loses what the flush made durable there (fsynced file data, logged operations such as renames), and the next write to those zones destroys it for good", f.DataPast)
 }
 
