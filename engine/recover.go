@@ -1150,10 +1150,10 @@ func (e *Engine) reportRollbacks() {
 // refuses while zones hold data past those pointers, unless the user
 // accepts losing it (Config.AcceptDamagedRecords), after salvaging
 // what they can; a fallback with nothing past them is logged and
-// noted (fsck), and opens. Open refuses only a slot written over
-// (zns.SlotFallback.Overwritten: not what a crash tearing its write
-// leaves); one that keeps the emu magic is reported and opens, since a
-// torn slot write after a crash, which loses nothing, looks just so.
+// noted (fsck), and opens. Only a slot written over (zns.SlotFallback.
+// Overwritten: not what a crash tearing its write leaves) is damage and
+// refused; one that keeps the emu magic is noted (fsck) and opens, since
+// a slot write a crash tore, which loses nothing, looks just so.
 func (e *Engine) checkSlotFallback() error {
 	sr, ok := e.dev.(zns.SlotFallbackReporter)
 	if !ok {
@@ -1177,11 +1177,13 @@ func (e *Engine) checkSlotFallback() error {
 		// crash (kill -9, power cut) tore, which loses nothing
 		// acknowledged, or damage at rest, which loses the last
 		// flush's writes; no byte tells them apart. A crash is by far
-		// the likelier, and refusing every start after one is no
-		// trust: Open goes on, and says so (fsck reports it).
-		d += ". The slot still starts with the emu magic, as a slot write a crash tore leaves it: zonefold serve opens the device as the older copy has it, the likely case that loses nothing"
-		e.damage = append(e.damage, d)
-		slog.Error("engine: recover: " + d)
+		// the likelier (a kill -9 tears a large slot's write between
+		// pages), and neither refusing every start after one nor
+		// calling it damage (fsck's exit 1 after a crash that lost
+		// nothing) is right: Open goes on, and fsck notes it.
+		d += ". The slot still starts with the emu magic, as a slot write a crash tore leaves it (which loses nothing acknowledged): the device opens as the older copy has it"
+		e.deviceNotes = append(e.deviceNotes, d)
+		slog.Warn("engine: recover: " + d)
 		return nil
 	}
 	if !e.readOnly && !e.cfg.AcceptDamagedRecords {

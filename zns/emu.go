@@ -502,7 +502,10 @@ func newEmu(f *os.File, sp spec, opts Options) (*Emu, error) {
 			}
 			e.fallback = &SlotFallback{DamagedSlot: 1 - hdr.slot, OpenedSlot: hdr.slot, Seq: hdr.seq, DataPast: past, Overwritten: hdr.otherOverwritten}
 			log := slog.Warn
-			if len(past) > 0 {
+			if len(past) > 0 && hdr.otherOverwritten {
+				// Written over at rest, not torn by a crash
+				// (SlotFallback.Overwritten): what a flush made
+				// durable may be lost.
 				log = slog.Error
 			}
 			log("zns: emu header slot is damaged; opened from the other one, which the next flush copies over it: "+e.fallback.String(),
