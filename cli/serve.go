@@ -406,7 +406,7 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 	if local == "-" {
 		// stdin, as Unix tools take "-" (a file named - is ./-).
 		src, err = stdio(0, "stdin")
-	} else {
+	} else if err = closedStdPath(local, local); err == nil {
 		src, err = openInterruptible(ctx, local, os.O_RDONLY)
 	}
 	if err != nil {
@@ -560,6 +560,10 @@ func runGet(ctx context.Context, s *session, args []string) (err error) {
 	// A symbolic link is written through, to its target, as cp does:
 	// replaced, it would no longer point where its owner meant.
 	local = throughLinks(local)
+	if err := closedStdPath(local, args[1]); err != nil {
+		s.CloseFile(ctx, h)
+		return err
+	}
 	if dst := ownDescriptor(local, args[1]); dst != nil {
 		// /dev/stdout, /dev/fd/N: this process's own open file (a
 		// pipe, a socket, a file the shell opened with > or >>),
@@ -712,18 +716,8 @@ func onProcFS(dir string) bool {
 // shell opened for appending (>>), which open(2) would start at offset
 // 0, are written as they are.
 func ownDescriptor(local, as string) *os.File {
-	n, err := strconv.Atoi(filepath.Base(local))
-	if err != nil || n < 0 || !onProcFS(filepath.Dir(local)) {
-		return nil
-	}
-	dir, err := filepath.EvalSymlinks(filepath.Dir(local))
-	if err != nil {
-		return nil
-	}
-	own := "/proc/" + strconv.Itoa(os.Getpid())
-	// /proc/thread-self/fd is /proc/<pid>/task/<tid>/fd: the threads
-	// share the process's descriptors.
-	if dir != own+"/fd" && (!strings.HasPrefix(dir, own+"/task/") || filepath.Base(dir) != "fd") {
+	n, ok := ownFD(local)
+	if !ok {
 		return nil
 	}
 	fd, err := unix.FcntlInt(uintptr(n), unix.F_DUPFD_CLOEXEC, 0)
@@ -733,15 +727,71 @@ func ownDescriptor(local, as string) *os.File {
 	return os.NewFile(uintptr(fd), as)
 }
 
+// ownFD is the number of the descriptor local names if local is one of
+// this process's own on procfs (/proc/self/fd/N, /dev/fd/N,
+// /proc/<its pid>/fd/N).
+func ownFD(local string) (int, bool) {
+	n, err := strconv.Atoi(filepath.Base(local))
+	if err != nil || n < 0 || !onProcFS(filepath.Dir(local)) {
+		return 0, false
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(local))
+	if err != nil {
+		return 0, false
+	}
+	own := "/proc/" + strconv.Itoa(os.Getpid())
+	// /proc/thread-self/fd is /proc/<pid>/task/<tid>/fd: the threads
+	// share the process's descriptors.
+	if dir != own+"/fd" && (!strings.HasPrefix(dir, own+"/task/") || filepath.Base(dir) != "fd") {
+		return 0, false
+	}
+	return n, true
+}
+
+// closedStdPath is stdio's error for a LOCAL that names, through procfs
+// (/dev/stdin, /dev/stdout, /proc/self/fd/1), a standard descriptor
+// closed when the process started; nil for any other.
+func closedStdPath(local, as string) error {
+	if n, ok := ownFD(throughLinks(local)); ok && n <= 2 && closedAtStart(n) {
+		return fmt.Errorf("%s: %w (descriptor %d was closed when zonefold started)", as, syscall.EBADF, n)
+	}
+	return nil
+}
+
 // stdio is a descriptor of its own on this process's fd (0: stdin, 1:
 // stdout), named as, for put and get to read or write "-" and close
-// when done without closing the process's own.
+// when done without closing the process's own. A descriptor that was
+// closed when the process started is an error (EBADF), as cat reports
+// it: the Go runtime puts /dev/null there, which made put - NAME <&-
+// replace NAME with an empty file and get NAME - >&- discard the copy,
+// both exiting 0.
 func stdio(fd int, as string) (*os.File, error) {
+	if closedAtStart(fd) {
+		return nil, fmt.Errorf("%s: %w (it was closed when zonefold started; '-' reads stdin and writes stdout)", as, syscall.EBADF)
+	}
 	n, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", as, err)
 	}
 	return os.NewFile(uintptr(n), as), nil
+}
+
+// closedAtStart says whether standard descriptor fd (0, 1 or 2) is what
+// the Go runtime opens on one closed when the process starts: /dev/null,
+// open for reading and writing (runtime.checkfds). A shell opens
+// /dev/null for < /dev/null read-only and for > /dev/null write-only,
+// so those are read and written as usual; only <>/dev/null is taken
+// for a closed descriptor too.
+func closedAtStart(fd int) bool {
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil || fl&unix.O_ACCMODE != unix.O_RDWR {
+		return false
+	}
+	var st, null unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || unix.Stat(os.DevNull, &null) != nil {
+		return false
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == null.Rdev
 }
 
 // shortBase is local's base name, cut so that get's temporary name
