@@ -539,6 +539,9 @@ func removeTemp(s *session, tmp string) error {
 // as it was and nothing else behind.
 func runGet(ctx context.Context, s *session, args []string) (err error) {
 	name, local := args[0], args[1]
+	if err := engine.CheckName(name); err != nil {
+		return usagef("get: %w", err)
+	}
 	// Open first: a missing NAME fails before anything local is made.
 	h, size, err := s.Open(ctx, name, 0)
 	if err != nil {
@@ -976,6 +979,12 @@ func checkTarget(cmd, name string) error {
 func runRm(ctx context.Context, s *session, args []string) error {
 	var errs []error
 	for _, name := range args {
+		// A name no file can have is said so, with its first bytes:
+		// the daemon's ENAMETOOLONG quoted all of it (a screenful).
+		if err := engine.CheckName(name); err != nil {
+			errs = append(errs, fmt.Errorf("rm: %w", err))
+			continue
+		}
 		errs = append(errs, s.Remove(ctx, name))
 	}
 	return errors.Join(errs...)
