@@ -360,8 +360,12 @@ func newLsCmd() *cobra.Command {
 				}{files})
 			}
 			if !long {
+				// A failed write (a full disk, > /dev/full) fails ls,
+				// as it does ls -l: an empty list is no listing.
 				for _, e := range list {
-					fmt.Fprintln(s.out, listedName(e.Name))
+					if _, err := fmt.Fprintln(s.out, listedName(e.Name)); err != nil {
+						return err
+					}
 				}
 				return nil
 			}
