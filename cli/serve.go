@@ -579,6 +579,12 @@ func runGet(ctx context.Context, s *session, args []string) (err error) {
 	}
 	mode := 0o666 &^ umask() // a new file, as the shell's > makes one
 	st, serr := os.Stat(local)
+	if errors.Is(serr, syscall.ELOOP) {
+		// Links in a loop (a -> b -> a): refused, as cp does, rather
+		// than replaced by a file.
+		s.CloseFile(ctx, h)
+		return serr
+	}
 	proc := onProcFS(filepath.Dir(local))
 	if serr == nil && (!st.Mode().IsRegular() || proc) {
 		// A FIFO, a device, an open file reached through procfs:
