@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/zonefold/zonefold/server"
 )
 
 // TestH46lGetThroughALinkLoopFails: get NAME LOCAL with LOCAL a symbolic
@@ -16,13 +14,7 @@ import (
 // links. get does too now.
 func TestH46lGetThroughALinkLoopFails(t *testing.T) {
 	sock, c, _ := newDaemon(t)
-	h, _, err := c.Open(t.Context(), "f", server.OpenCreate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.CloseFile(t.Context(), h); err != nil {
-		t.Fatal(err)
-	}
+	createEmpty(t, c, "f")
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 	if err := os.Symlink("b", a); err != nil {

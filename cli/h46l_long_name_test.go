@@ -23,18 +23,24 @@ func TestH46lLongNameErrorIsShort(t *testing.T) {
 			t.Errorf("zonefold %s <5000 bytes>: exit %d, stderr of %d bytes: %.300q; want an error that says the name is 5000 bytes, in a line", args[0], code, errb.Len(), errb.String())
 		}
 	}
-	h, _, err := c.Open(t.Context(), "kept", server.OpenCreate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.CloseFile(t.Context(), h); err != nil {
-		t.Fatal(err)
-	}
+	createEmpty(t, c, "kept")
 	var out, errb bytes.Buffer
 	if code := Main([]string{"rm", long, "kept", "--socket", sock}, &out, &errb); code != 1 {
 		t.Errorf("rm <long> kept: exit %d, want 1: %s", code, errb.String())
 	}
 	if _, err := c.Stat(t.Context(), "kept"); err == nil {
 		t.Errorf("rm <long> kept left kept: the valid name must still be removed")
+	}
+}
+
+// createEmpty creates the empty file name through c.
+func createEmpty(t *testing.T, c *server.Client, name string) {
+	t.Helper()
+	h, _, err := c.Open(t.Context(), name, server.OpenCreate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CloseFile(t.Context(), h); err != nil {
+		t.Fatal(err)
 	}
 }

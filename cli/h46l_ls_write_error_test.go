@@ -5,8 +5,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-
-	"github.com/zonefold/zonefold/server"
 )
 
 // TestH46lLsReportsAFailedWrite: `zonefold ls > /dev/full` (a full disk,
@@ -15,13 +13,7 @@ import (
 // ls -l, ls --json and stat already exited 1. Plain ls does too now.
 func TestH46lLsReportsAFailedWrite(t *testing.T) {
 	sock, c, _ := newDaemon(t)
-	h, _, err := c.Open(t.Context(), "f", server.OpenCreate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.CloseFile(t.Context(), h); err != nil {
-		t.Fatal(err)
-	}
+	createEmpty(t, c, "f")
 	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
