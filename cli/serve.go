@@ -611,6 +611,12 @@ func runGet(ctx context.Context, s *session, args []string) (err error) {
 	}
 	if serr == nil {
 		mode = st.Mode().Perm() // replacing a file keeps its permissions
+		if flockedByOther(local) {
+			// A running daemon's emu device or PATH.lock: replaced, the
+			// daemon's next start would find no file system.
+			s.CloseFile(ctx, h)
+			return fmt.Errorf("get: %s is in use: another process holds a lock on it (a zonefold daemon's device or lock file?); not replaced", local)
+		}
 	}
 	dst, err := os.CreateTemp(filepath.Dir(local), "."+shortBase(local)+".zonefold-get-*")
 	if err != nil {
@@ -787,6 +793,19 @@ func stdio(fd int, as string) (*os.File, error) {
 		return nil, fmt.Errorf("%s: %w", as, err)
 	}
 	return os.NewFile(uintptr(n), as), nil
+}
+
+// flockedByOther says whether another open file holds an exclusive
+// flock(2) on the regular file path, as a zonefold daemon does on its
+// emu device and its socket's PATH.lock while it runs. A file get
+// cannot open to ask is not taken for locked.
+func flockedByOther(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close() // drops the shared lock taken below
+	return unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB) == unix.EWOULDBLOCK
 }
 
 // closedAtStart says whether standard descriptor fd (0, 1 or 2) is what
