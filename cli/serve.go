@@ -478,6 +478,11 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 		return err
 	}
 	if err := s.Rename(ctx, tmp, name); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			// Another client removed the temporary (rm .zonefold-tmp.*).
+			return fmt.Errorf("put %q: its temporary file %s was removed by another client before put renamed it: %w; %q is as it was",
+				name, tmp, err, name)
+		}
 		return namesFullError("put", name, err)
 	}
 	if s.json {
