@@ -302,9 +302,6 @@ type statJSON struct {
 }
 
 func runStat(ctx context.Context, s *session, _ []string) error {
-	if err := answerOut(s); err != nil {
-		return err
-	}
 	st, err := s.Stats(ctx)
 	if err != nil {
 		return err
@@ -349,9 +346,6 @@ func newLsCmd() *cobra.Command {
 	var long bool
 	cmd := clientCmd("ls", "List the daemon's files (-l: with their sizes)", cobra.NoArgs, true,
 		func(ctx context.Context, s *session, _ []string) error {
-			if err := answerOut(s); err != nil {
-				return err
-			}
 			list, err := s.List(ctx)
 			if err != nil {
 				return err
@@ -817,16 +811,6 @@ func flockedByOther(path string) bool {
 	}
 	defer f.Close() // drops the shared lock taken below
 	return unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB) == unix.EWOULDBLOCK
-}
-
-// answerOut is an error if the output of a command whose output is its
-// answer (ls, stat) is a stdout closed when the process started, which
-// would take the answer and say nothing (ls >&- exited 0).
-func answerOut(s *session) error {
-	if f, ok := s.out.(*os.File); ok && f.Fd() == 1 && closedAtStart(1) {
-		return fmt.Errorf("stdout: %w (it was closed when zonefold started)", syscall.EBADF)
-	}
-	return nil
 }
 
 // closedAtStart says whether standard descriptor fd (0, 1 or 2) is what
