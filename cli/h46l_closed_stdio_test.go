@@ -30,11 +30,11 @@ func runWithClosed(t *testing.T, fd int, args ...string) (stderr string, status 
 
 // TestH46lClosedStdioIsAnError: the Go runtime opens /dev/null (read and
 // write) on a standard descriptor closed at start, so `put - NAME <&-`
-// replaced NAME with an empty file and said it was durable (exit 0), and
-// `get NAME - >&-` exited 0 with the copy thrown away. A closed stdin or
-// stdout is an error now, as cat says "Bad file descriptor", and NAME is
-// left as it was. /dev/null given by the shell (< /dev/null, > /dev/null)
-// is still read or written as before.
+// replaced NAME with an empty file and said it was durable (exit 0). A
+// closed stdin is an error now, as cat says "Bad file descriptor", and
+// NAME is left as it was. A stdout is not checked (see stdio).
+// /dev/null given by the shell (< /dev/null, > /dev/null) is still read
+// or written as before.
 func TestH46lClosedStdioIsAnError(t *testing.T) {
 	sock, _, _ := newDaemon(t)
 	dir := t.TempDir()
@@ -57,10 +57,14 @@ func TestH46lClosedStdioIsAnError(t *testing.T) {
 		}
 	}
 
-	for _, local := range []string{"-", "/dev/stdout", "/dev/fd/1"} {
-		stderr, status := runWithClosed(t, 1, "get", "keep", local, "--socket", sock)
-		if status != 1 || !strings.Contains(stderr, "closed") {
-			t.Errorf("get keep %s >&-: exit %d, stderr %q; want exit 1 and an error saying stdout is closed", local, status, stderr)
+	// A stdout of /dev/null open for reading and writing, as Python's
+	// subprocess.DEVNULL gives it, is indistinguishable from a closed
+	// one the runtime filled: get writes there (a sink loses nothing
+	// stored), and so do ls and stat.
+	for _, args := range [][]string{{"get", "keep", "-"}, {"get", "keep", "/dev/stdout"}, {"ls"}, {"stat"}} {
+		cmd := exec.Command("/bin/sh", append([]string{"-c", `exec "$0" "$@" --socket "` + sock + `" 1<>/dev/null`, zonefoldBinary(t)}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%v 1<>/dev/null: %v: %s", args, err, out)
 		}
 	}
 

@@ -572,10 +572,6 @@ func runGet(ctx context.Context, s *session, args []string) (err error) {
 	// A symbolic link is written through, to its target, as cp does:
 	// replaced, it would no longer point where its owner meant.
 	local = throughLinks(local)
-	if err := closedStdPath(local, args[1]); err != nil {
-		s.CloseFile(ctx, h)
-		return err
-	}
 	if dst := ownDescriptor(local, args[1]); dst != nil {
 		// /dev/stdout, /dev/fd/N: this process's own open file (a
 		// pipe, a socket, a file the shell opened with > or >>),
@@ -772,11 +768,11 @@ func ownFD(local string) (int, bool) {
 	return n, true
 }
 
-// closedStdPath is stdio's error for a LOCAL that names, through procfs
-// (/dev/stdin, /dev/stdout, /proc/self/fd/1), a standard descriptor
-// closed when the process started; nil for any other.
+// closedStdPath is stdio's error for a put's LOCAL that names, through
+// procfs (/dev/stdin, /proc/self/fd/0), a stdin closed when the process
+// started; nil for any other.
 func closedStdPath(local, as string) error {
-	if n, ok := ownFD(throughLinks(local)); ok && n <= 2 && closedAtStart(n) {
+	if n, ok := ownFD(throughLinks(local)); ok && n == 0 && closedAtStart(n) {
 		return fmt.Errorf("%s: %w (descriptor %d was closed when zonefold started)", as, syscall.EBADF, n)
 	}
 	return nil
@@ -784,13 +780,17 @@ func closedStdPath(local, as string) error {
 
 // stdio is a descriptor of its own on this process's fd (0: stdin, 1:
 // stdout), named as, for put and get to read or write "-" and close
-// when done without closing the process's own. A descriptor that was
-// closed when the process started is an error (EBADF), as cat reports
-// it: the Go runtime puts /dev/null there, which made put - NAME <&-
-// replace NAME with an empty file and get NAME - >&- discard the copy,
-// both exiting 0.
+// when done without closing the process's own. A stdin that was closed
+// when the process started is an error (EBADF), as cat reports it: the
+// Go runtime puts /dev/null there, which made put - NAME <&- replace
+// NAME with an empty file, exiting 0. Only stdin: what the runtime opens
+// (/dev/null, read and write) is also what Python's subprocess.DEVNULL
+// gives, and a script sending get NAME -, ls or stat to it to throw the
+// output away must not fail; such a stdout loses no stored data, while
+// such a stdin replaces a file with nothing (put - NAME <>/dev/null is
+// refused with it: an empty file is made with truncate).
 func stdio(fd int, as string) (*os.File, error) {
-	if closedAtStart(fd) {
+	if fd == 0 && closedAtStart(fd) {
 		return nil, fmt.Errorf("%s: %w (it was closed when zonefold started; '-' reads stdin and writes stdout)", as, syscall.EBADF)
 	}
 	n, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
