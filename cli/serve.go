@@ -361,8 +361,12 @@ func newLsCmd() *cobra.Command {
 				}{files})
 			}
 			if !long {
+				// A failed write (a full disk, > /dev/full) fails ls,
+				// as it does ls -l: an empty list is no listing.
 				for _, e := range list {
-					fmt.Fprintln(s.out, listedName(e.Name))
+					if _, err := fmt.Fprintln(s.out, listedName(e.Name)); err != nil {
+						return err
+					}
 				}
 				return nil
 			}
@@ -407,7 +411,7 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 	if local == "-" {
 		// stdin, as Unix tools take "-" (a file named - is ./-).
 		src, err = stdio(0, "stdin")
-	} else {
+	} else if err = closedStdPath(local, local); err == nil {
 		src, err = openInterruptible(ctx, local, os.O_RDONLY)
 	}
 	if err != nil {
@@ -475,6 +479,11 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 		return err
 	}
 	if err := s.Rename(ctx, tmp, name); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			// Another client removed the temporary (rm .zonefold-tmp.*).
+			return fmt.Errorf("put %q: its temporary file %s was removed by another client before put renamed it: %w; %q is as it was",
+				name, tmp, err, name)
+		}
 		return namesFullError("put", name, err)
 	}
 	if s.json {
@@ -540,6 +549,9 @@ func removeTemp(s *session, tmp string) error {
 // as it was and nothing else behind.
 func runGet(ctx context.Context, s *session, args []string) (err error) {
 	name, local := args[0], args[1]
+	if err := engine.CheckName(name); err != nil {
+		return usagef("get: %w", err)
+	}
 	// Open first: a missing NAME fails before anything local is made.
 	h, size, err := s.Open(ctx, name, 0)
 	if err != nil {
@@ -569,6 +581,12 @@ func runGet(ctx context.Context, s *session, args []string) (err error) {
 	}
 	mode := 0o666 &^ umask() // a new file, as the shell's > makes one
 	st, serr := os.Stat(local)
+	if errors.Is(serr, syscall.ELOOP) {
+		// Links in a loop (a -> b -> a): refused, as cp does, rather
+		// than replaced by a file.
+		s.CloseFile(ctx, h)
+		return serr
+	}
 	proc := onProcFS(filepath.Dir(local))
 	if serr == nil && (!st.Mode().IsRegular() || proc) {
 		// A FIFO, a device, an open file reached through procfs:
@@ -595,6 +613,12 @@ func runGet(ctx context.Context, s *session, args []string) (err error) {
 	}
 	if serr == nil {
 		mode = st.Mode().Perm() // replacing a file keeps its permissions
+		if flockedByOther(local) {
+			// A running daemon's emu device or PATH.lock: replaced, the
+			// daemon's next start would find no file system.
+			s.CloseFile(ctx, h)
+			return fmt.Errorf("get: %s is in use: another process holds a lock on it (a zonefold daemon's device or lock file?); not replaced", local)
+		}
 	}
 	dst, err := os.CreateTemp(filepath.Dir(local), "."+shortBase(local)+".zonefold-get-*")
 	if err != nil {
@@ -713,18 +737,8 @@ func onProcFS(dir string) bool {
 // shell opened for appending (>>), which open(2) would start at offset
 // 0, are written as they are.
 func ownDescriptor(local, as string) *os.File {
-	n, err := strconv.Atoi(filepath.Base(local))
-	if err != nil || n < 0 || !onProcFS(filepath.Dir(local)) {
-		return nil
-	}
-	dir, err := filepath.EvalSymlinks(filepath.Dir(local))
-	if err != nil {
-		return nil
-	}
-	own := "/proc/" + strconv.Itoa(os.Getpid())
-	// /proc/thread-self/fd is /proc/<pid>/task/<tid>/fd: the threads
-	// share the process's descriptors.
-	if dir != own+"/fd" && (!strings.HasPrefix(dir, own+"/task/") || filepath.Base(dir) != "fd") {
+	n, ok := ownFD(local)
+	if !ok {
 		return nil
 	}
 	fd, err := unix.FcntlInt(uintptr(n), unix.F_DUPFD_CLOEXEC, 0)
@@ -734,15 +748,88 @@ func ownDescriptor(local, as string) *os.File {
 	return os.NewFile(uintptr(fd), as)
 }
 
+// ownFD is the number of the descriptor local names if local is one of
+// this process's own on procfs (/proc/self/fd/N, /dev/fd/N,
+// /proc/<its pid>/fd/N).
+func ownFD(local string) (int, bool) {
+	n, err := strconv.Atoi(filepath.Base(local))
+	if err != nil || n < 0 || !onProcFS(filepath.Dir(local)) {
+		return 0, false
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(local))
+	if err != nil {
+		return 0, false
+	}
+	own := "/proc/" + strconv.Itoa(os.Getpid())
+	// /proc/thread-self/fd is /proc/<pid>/task/<tid>/fd: the threads
+	// share the process's descriptors.
+	if dir != own+"/fd" && (!strings.HasPrefix(dir, own+"/task/") || filepath.Base(dir) != "fd") {
+		return 0, false
+	}
+	return n, true
+}
+
+// closedStdPath is stdio's error for a put's LOCAL that names, through
+// procfs (/dev/stdin, /proc/self/fd/0), a stdin closed when the process
+// started; nil for any other.
+func closedStdPath(local, as string) error {
+	if n, ok := ownFD(throughLinks(local)); ok && n == 0 && closedAtStart(n) {
+		return fmt.Errorf("%s: %w (descriptor %d was closed when zonefold started)", as, syscall.EBADF, n)
+	}
+	return nil
+}
+
 // stdio is a descriptor of its own on this process's fd (0: stdin, 1:
 // stdout), named as, for put and get to read or write "-" and close
-// when done without closing the process's own.
+// when done without closing the process's own. A stdin that was closed
+// when the process started is an error (EBADF), as cat reports it: the
+// Go runtime puts /dev/null there, which made put - NAME <&- replace
+// NAME with an empty file, exiting 0. Only stdin: what the runtime opens
+// (/dev/null, read and write) is also what Python's subprocess.DEVNULL
+// gives, and a script sending get NAME -, ls or stat to it to throw the
+// output away must not fail; such a stdout loses no stored data, while
+// such a stdin replaces a file with nothing (put - NAME <>/dev/null is
+// refused with it: an empty file is made with truncate).
 func stdio(fd int, as string) (*os.File, error) {
+	if fd == 0 && closedAtStart(fd) {
+		return nil, fmt.Errorf("%s: %w (it was closed when zonefold started; '-' reads stdin and writes stdout)", as, syscall.EBADF)
+	}
 	n, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", as, err)
 	}
 	return os.NewFile(uintptr(n), as), nil
+}
+
+// flockedByOther says whether another open file holds an exclusive
+// flock(2) on the regular file path, as a zonefold daemon does on its
+// emu device and its socket's PATH.lock while it runs. A file get
+// cannot open to ask is not taken for locked.
+func flockedByOther(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close() // drops the shared lock taken below
+	return unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB) == unix.EWOULDBLOCK
+}
+
+// closedAtStart says whether standard descriptor fd (0, 1 or 2) is what
+// the Go runtime opens on one closed when the process starts: /dev/null,
+// open for reading and writing (runtime.checkfds). A shell opens
+// /dev/null for < /dev/null read-only and for > /dev/null write-only,
+// so those are read and written as usual; only <>/dev/null is taken
+// for a closed descriptor too.
+func closedAtStart(fd int) bool {
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil || fl&unix.O_ACCMODE != unix.O_RDWR {
+		return false
+	}
+	var st, null unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || unix.Stat(os.DevNull, &null) != nil {
+		return false
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == null.Rdev
 }
 
 // shortBase is local's base name, cut so that get's temporary name
@@ -927,6 +1014,12 @@ func checkTarget(cmd, name string) error {
 func runRm(ctx context.Context, s *session, args []string) error {
 	var errs []error
 	for _, name := range args {
+		// A name no file can have is said so, with its first bytes:
+		// the daemon's ENAMETOOLONG quoted all of it (a screenful).
+		if err := engine.CheckName(name); err != nil {
+			errs = append(errs, fmt.Errorf("rm: %w", err))
+			continue
+		}
 		errs = append(errs, s.Remove(ctx, name))
 	}
 	return errors.Join(errs...)
