@@ -1135,25 +1135,26 @@ func (e *Engine) reportRollbacks() {
 	}
 }
 
-// checkSlotFallback reports, as damage, a device that opened from the
-// older copy of its zone table (zns.SlotFallbackReporter: the emulator,
-// whose newest header slot failed its checksum). A power cut tearing
-// that slot's write leaves it, and loses nothing acknowledged; damage at
+// checkSlotFallback handles a device that opened from the older copy
+// of its zone table (zns.SlotFallbackReporter: the emulator, whose
+// newest header slot failed its checksum). A power cut tearing that
+// slot's write leaves it, and loses nothing acknowledged; damage at
 // rest to the slot after its flush returned leaves it too, and then
 // what that flush made durable lies past the older table's write
 // pointers: the records there are not replayed (an acknowledged rename
 // is undone, an fsynced file is back as before), and Open's own writes
-// land on them, losing them for good. No byte tells the two apart (see
-// zns.SlotFallback), nor can a write pointer be safely moved over that
-// data: the lost slot's checksums of it are gone, so nothing says it
-// reached the media whole (docs/zns.md). So fsck reports it, and Open
-// refuses while zones hold data past those pointers, unless the user
-// accepts losing it (Config.AcceptDamagedRecords), after salvaging
-// what they can; a fallback with nothing past them is logged and
-// noted (fsck), and opens. Only a slot written over (zns.SlotFallback.
-// Overwritten: not what a crash tearing its write leaves) is damage and
-// refused; one that keeps the emu magic is noted (fsck) and opens, since
-// a slot write a crash tore, which loses nothing, looks just so.
+// land on them, losing them for good. Nor can a write pointer be safely
+// moved over that data: the lost slot's checksums of it are gone, so
+// nothing says it reached the media whole (docs/zns.md). So:
+//   - no zone holds data past those pointers (SlotFallback.DataPast
+//     empty): nothing is lost; noted (fsck) and logged, Open goes on;
+//   - data past them, the damaged slot keeping the emu magic: a slot
+//     write a crash tore looks just so (as does bit rot inside the
+//     slot), so it is noted and logged too, and Open goes on;
+//   - data past them, the slot written over (SlotFallback.Overwritten:
+//     no crash leaves that): damage (fsck exit 1), and a read-write
+//     Open refuses unless the user accepts losing it
+//     (Config.AcceptDamagedRecords), after salvaging what they can.
 func (e *Engine) checkSlotFallback() error {
 	sr, ok := e.dev.(zns.SlotFallbackReporter)
 	if !ok {
