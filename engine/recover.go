@@ -1165,24 +1165,23 @@ func (e *Engine) checkSlotFallback() error {
 		return nil
 	}
 	d := "device: " + f.String()
-	if len(f.DataPast) == 0 {
-		// Nothing a newer table claimed is lost: the older copy was
-		// damaged, or a torn slot recorded no writes (see
-		// zns.SlotFallback); the next flush repairs the copy.
-		e.deviceNotes = append(e.deviceNotes, d)
-		slog.Warn("engine: recover: " + d)
-		return nil
-	}
-	if !f.Overwritten {
-		// The slot still starts with the magic: a write of it that a
-		// crash (kill -9, power cut) tore, which loses nothing
-		// acknowledged, or damage at rest, which loses the last
-		// flush's writes; no byte tells them apart. A crash is by far
-		// the likelier (a kill -9 tears a large slot's write between
-		// pages), and neither refusing every start after one nor
-		// calling it damage (fsck's exit 1 after a crash that lost
-		// nothing) is right: Open goes on, and fsck notes it.
-		d += ". The slot still starts with the emu magic, as a slot write a crash tore leaves it (which loses nothing acknowledged): the device opens as the older copy has it"
+	if len(f.DataPast) == 0 || !f.Overwritten {
+		// With no data past the pointers nothing a newer table claimed
+		// is lost: the older copy was damaged, or a torn slot recorded
+		// no writes (see zns.SlotFallback); the next flush repairs the
+		// copy.
+		if len(f.DataPast) > 0 {
+			// The slot still starts with the magic: a write of it
+			// that a crash (kill -9, power cut) tore, which loses
+			// nothing acknowledged, or damage at rest, which loses
+			// the last flush's writes; no byte tells them apart. A
+			// crash is by far the likelier (a kill -9 tears a large
+			// slot's write between pages), and neither refusing
+			// every start after one nor calling it damage (fsck's
+			// exit 1 after a crash that lost nothing) is right: Open
+			// goes on, and fsck notes it.
+			d += ". The slot still starts with the emu magic, as a slot write a crash tore leaves it (which loses nothing acknowledged): the device opens as the older copy has it"
+		}
 		e.deviceNotes = append(e.deviceNotes, d)
 		slog.Warn("engine: recover: " + d)
 		return nil
