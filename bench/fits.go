@@ -91,8 +91,14 @@ func checkFitsOr(w Workload, l engine.Layout, fix string) error {
 			verb = strings.TrimSuffix(verb, ",") + " and the writes in flight over blocks already written,"
 		}
 	}
-	return badOption(fmt.Errorf("%s %s more than the %s the device holds for files (%s of data zones less GC's reserve): %s",
-		what, verb, report.Exact(l.Room), report.Exact(l.Capacity), fix))
+	return badOption(fmt.Errorf("%s %s %s", what, verb, moreThanRoom(l, fix)))
+}
+
+// moreThanRoom ends a refusal of files the device of layout l cannot
+// hold, naming fix as what to change.
+func moreThanRoom(l engine.Layout, fix string) string {
+	return fmt.Sprintf("more than the %s the device holds for files (%s of data zones less GC's reserve): %s",
+		report.Exact(l.Room), report.Exact(l.Capacity), fix)
 }
 
 // checkAllFit is checkFitsOr for the files of several workloads on one
@@ -107,8 +113,7 @@ func checkAllFit(ws []Workload, l engine.Layout, fix string) error {
 		held, _ := w.blocksHeld(l.Room / engine.BlockSize)
 		files, data, over = files+int64(w.Files), data+held*engine.BlockSize, over+w.overwriteBlocks()*engine.BlockSize
 		if data > l.Room {
-			return badOption(fmt.Errorf("the %d files of its %d job sections hold more than the %s the device holds for files (%s of data zones less GC's reserve): %s",
-				files, len(ws), report.Exact(l.Room), report.Exact(l.Capacity), fix))
+			return badOption(fmt.Errorf("the %d files of its %d job sections hold %s", files, len(ws), moreThanRoom(l, fix)))
 		}
 	}
 	if need := l.Need(files, data) + over; need > l.Room {
@@ -116,8 +121,8 @@ func checkAllFit(ws []Workload, l engine.Layout, fix string) error {
 		if over > 0 {
 			with += " and the writes in flight over blocks already written"
 		}
-		return badOption(fmt.Errorf("the %d files of its %d job sections hold %s, %s with %s, more than the %s the device holds for files (%s of data zones less GC's reserve): %s",
-			files, len(ws), report.Exact(data), report.Exact(need), with, report.Exact(l.Room), report.Exact(l.Capacity), fix))
+		return badOption(fmt.Errorf("the %d files of its %d job sections hold %s, %s with %s, %s",
+			files, len(ws), report.Exact(data), report.Exact(need), with, moreThanRoom(l, fix)))
 	}
 	return nil
 }

@@ -509,12 +509,14 @@ func kernelJobWorkloads(text string) ([]Workload, error) {
 			cur.fileSize, err = largestFioSize(v)
 		case "bs", "blocksize", "bsrange", "blocksize_range", "bssplit":
 			cur.bs, err = largestFioSize(v)
-		case "numjobs", "nrfiles", "iodepth", "loops":
-			n, perr := strconv.ParseInt(v, 10, 64)
-			if perr != nil || n < 1 || n > 1<<20 {
-				err = fmt.Errorf("%s=%s: not a count of 1 to %d", k, v, 1<<20)
-			}
-			*map[string]*int64{"numjobs": &cur.jobs, "nrfiles": &cur.files, "iodepth": &cur.depth, "loops": &cur.n}[k] = n
+		case "numjobs":
+			cur.jobs, err = fioCount(k, v)
+		case "nrfiles":
+			cur.files, err = fioCount(k, v)
+		case "iodepth":
+			cur.depth, err = fioCount(k, v)
+		case "loops":
+			cur.n, err = fioCount(k, v)
 		case "rw", "readwrite":
 			cur.rw, _, _ = strings.Cut(v, ":")
 		case "filename":
@@ -585,6 +587,16 @@ func kernelJobWorkloads(text string) ([]Workload, error) {
 		ws[i].Loops = max(ws[i].Loops, 1)
 	}
 	return ws, nil
+}
+
+// fioCount is the value v of fio option k that counts something
+// (numjobs=, nrfiles=, iodepth=, loops=): 1 to 2^20.
+func fioCount(k, v string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 || n > 1<<20 {
+		return n, fmt.Errorf("%s=%s: not a count of 1 to %d", k, v, 1<<20)
+	}
+	return n, nil
 }
 
 // largestFioSize is the largest of the sizes in a fio option that takes

@@ -173,12 +173,11 @@ func (d copyDirs) sync(root *os.Root) error {
 var syncParentDir = func(dir string) error {
 	parent := filepath.Dir(filepath.Clean(dir))
 	f, err := os.Open(parent)
-	if err != nil {
-		return fmt.Errorf("sync %s, the directory holding the copy's %s: %w", parent, dir, err)
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if err == nil {
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("sync %s, the directory holding the copy's %s: %w", parent, dir, err)

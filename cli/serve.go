@@ -411,7 +411,7 @@ func runPut(ctx context.Context, s *session, args []string) (err error) {
 	if local == "-" {
 		// stdin, as Unix tools take "-" (a file named - is ./-).
 		src, err = stdio(0, "stdin")
-	} else if err = closedStdPath(local, local); err == nil {
+	} else if err = closedStdPath(local); err == nil {
 		src, err = openInterruptible(ctx, local, os.O_RDONLY)
 	}
 	if err != nil {
@@ -772,9 +772,9 @@ func ownFD(local string) (int, bool) {
 // closedStdPath is stdio's error for a put's LOCAL that names, through
 // procfs (/dev/stdin, /proc/self/fd/0), a stdin closed when the process
 // started; nil for any other.
-func closedStdPath(local, as string) error {
+func closedStdPath(local string) error {
 	if n, ok := ownFD(throughLinks(local)); ok && n == 0 && closedAtStart(n) {
-		return fmt.Errorf("%s: %w (descriptor %d was closed when zonefold started)", as, syscall.EBADF, n)
+		return fmt.Errorf("%s: %w (descriptor %d was closed when zonefold started)", local, syscall.EBADF, n)
 	}
 	return nil
 }

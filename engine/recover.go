@@ -1135,25 +1135,26 @@ func (e *Engine) reportRollbacks() {
 	}
 }
 
-// checkSlotFallback reports, as damage, a device that opened from the
-// older copy of its zone table (zns.SlotFallbackReporter: the emulator,
-// whose newest header slot failed its checksum). A power cut tearing
-// that slot's write leaves it, and loses nothing acknowledged; damage at
+// checkSlotFallback handles a device that opened from the older copy
+// of its zone table (zns.SlotFallbackReporter: the emulator, whose
+// newest header slot failed its checksum). A power cut tearing that
+// slot's write leaves it, and loses nothing acknowledged; damage at
 // rest to the slot after its flush returned leaves it too, and then
 // what that flush made durable lies past the older table's write
 // pointers: the records there are not replayed (an acknowledged rename
 // is undone, an fsynced file is back as before), and Open's own writes
-// land on them, losing them for good. No byte tells the two apart (see
-// zns.SlotFallback), nor can a write pointer be safely moved over that
-// data: the lost slot's checksums of it are gone, so nothing says it
-// reached the media whole (docs/zns.md). So fsck reports it, and Open
-// refuses while zones hold data past those pointers, unless the user
-// accepts losing it (Config.AcceptDamagedRecords), after salvaging
-// what they can; a fallback with nothing past them is logged and
-// noted (fsck), and opens. Only a slot written over (zns.SlotFallback.
-// Overwritten: not what a crash tearing its write leaves) is damage and
-// refused; one that keeps the emu magic is noted (fsck) and opens, since
-// a slot write a crash tore, which loses nothing, looks just so.
+// land on them, losing them for good. Nor can a write pointer be safely
+// moved over that data: the lost slot's checksums of it are gone, so
+// nothing says it reached the media whole (docs/zns.md). So:
+//   - no zone holds data past those pointers (SlotFallback.DataPast
+//     empty): nothing is lost; noted (fsck) and logged, Open goes on;
+//   - data past them, the damaged slot keeping the emu magic: a slot
+//     write a crash tore looks just so (as does bit rot inside the
+//     slot), so it is noted and logged too, and Open goes on;
+//   - data past them, the slot written over (SlotFallback.Overwritten:
+//     no crash leaves that): damage (fsck exit 1), and a read-write
+//     Open refuses unless the user accepts losing it
+//     (Config.AcceptDamagedRecords), after salvaging what they can.
 func (e *Engine) checkSlotFallback() error {
 	sr, ok := e.dev.(zns.SlotFallbackReporter)
 	if !ok {
@@ -1164,24 +1165,23 @@ func (e *Engine) checkSlotFallback() error {
 		return nil
 	}
 	d := "device: " + f.String()
-	if len(f.DataPast) == 0 {
-		// Nothing a newer table claimed is lost: the older copy was
-		// damaged, or a torn slot recorded no writes (see
-		// zns.SlotFallback); the next flush repairs the copy.
-		e.deviceNotes = append(e.deviceNotes, d)
-		slog.Warn("engine: recover: " + d)
-		return nil
-	}
-	if !f.Overwritten {
-		// The slot still starts with the magic: a write of it that a
-		// crash (kill -9, power cut) tore, which loses nothing
-		// acknowledged, or damage at rest, which loses the last
-		// flush's writes; no byte tells them apart. A crash is by far
-		// the likelier (a kill -9 tears a large slot's write between
-		// pages), and neither refusing every start after one nor
-		// calling it damage (fsck's exit 1 after a crash that lost
-		// nothing) is right: Open goes on, and fsck notes it.
-		d += ". The slot still starts with the emu magic, as a slot write a crash tore leaves it (which loses nothing acknowledged): the device opens as the older copy has it"
+	if len(f.DataPast) == 0 || !f.Overwritten {
+		// With no data past the pointers nothing a newer table claimed
+		// is lost: the older copy was damaged, or a torn slot recorded
+		// no writes (see zns.SlotFallback); the next flush repairs the
+		// copy.
+		if len(f.DataPast) > 0 {
+			// The slot still starts with the magic: a write of it
+			// that a crash (kill -9, power cut) tore, which loses
+			// nothing acknowledged, or damage at rest, which loses
+			// the last flush's writes; no byte tells them apart. A
+			// crash is by far the likelier (a kill -9 tears a large
+			// slot's write between pages), and neither refusing
+			// every start after one nor calling it damage (fsck's
+			// exit 1 after a crash that lost nothing) is right: Open
+			// goes on, and fsck notes it.
+			d += ". The slot still starts with the emu magic, as a slot write a crash tore leaves it (which loses nothing acknowledged): the device opens as the older copy has it"
+		}
 		e.deviceNotes = append(e.deviceNotes, d)
 		slog.Warn("engine: recover: " + d)
 		return nil

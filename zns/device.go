@@ -218,9 +218,11 @@ type RollbackReporter interface {
 // Flush that wrote it returned, leaves the writes that Flush made
 // durable past the opened table's write pointers, unreadable, and the
 // next write to such a zone destroys them for good (an acknowledged
-// file rename, say, back to what the older table had). No byte tells
-// the torn slot from the damaged one: the lost slot's checksums of the
-// data it claimed are gone with it. What tells a lost table that
+// file rename, say, back to what the older table had). Only a slot
+// that lost even the emu magic (Overwritten) is surely not torn; for
+// one that keeps it, no byte tells the torn slot from the damaged one,
+// and the lost slot's checksums of the data it claimed are gone with
+// it. What tells a lost table that
 // claimed writes is DataPast: a Flush's slot claims only writes past
 // the slot before's write pointers (a reset writes its own slot), and
 // what it claimed reached the media before the slot could, so a zone

@@ -202,7 +202,7 @@ func (e *Emu) dataPast() ([]int, error) {
 		if _, err := e.f.ReadAt(b, e.dataOff+z.wp); err != nil {
 			return nil, fmt.Errorf("read zone %d at its write pointer: %w", i, err)
 		}
-		if bytes.Count(b, []byte{0}) != bs {
+		if indexNonZero(b) >= 0 {
 			past = append(past, i)
 		}
 	}
