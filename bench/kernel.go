@@ -432,6 +432,14 @@ func parseFioSize(s string) (int64, error) {
 // workloads, kernelJobWorkloads), before anything is formatted. An emu
 // device's file is made for the look and removed.
 func checkKernelJobsFit(dev kernelDevice, cfg engine.Config, jobs []kernelJob) error {
+	if dev.file != "" {
+		// bench kernel's own scratch, as fresh removes it before each
+		// round: one a killed run left, of another geometry, would fail
+		// the open.
+		if err := os.Remove(dev.file); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("device %s: %w", dev.spec, err)
+		}
+	}
 	z, err := zns.Open(dev.spec, zns.Options{})
 	if err != nil {
 		return fmt.Errorf("device %s: %w", dev.spec, err)
