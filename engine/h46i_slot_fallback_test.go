@@ -18,19 +18,7 @@ import (
 // what the lost table made durable. Now fsck reports it as damage, and
 // Open refuses unless told to accept the loss (AcceptDamagedRecords).
 func TestH46iNewestSlotLostIsReported(t *testing.T) {
-	devName, path, e := h46iWithFile(t)
-	if err := e.checkpoint(); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Rename("a", "b"); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Sync(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	emu := emuOf(t, e)
-	e.crashForTest()
-	emu.Close() // kill -9: the file keeps what was written
+	devName, path := h46iRenamedThenKilled(t)
 
 	// Zero the slot with the higher sequence number.
 	h46iZeroNewestSlot(t, path)
@@ -91,6 +79,28 @@ func TestH46iOlderSlotLostOpens(t *testing.T) {
 		t.Fatal(err)
 	}
 	e2.Close()
+}
+
+// h46iRenamedThenKilled is h46iWithFile's device after a checkpoint,
+// "a" renamed to "b" and the rename synced (acknowledged durable), and
+// the engine then stopped as a kill -9 stops it: the file keeps what was
+// written.
+func h46iRenamedThenKilled(t *testing.T) (devName, path string) {
+	t.Helper()
+	devName, path, e := h46iWithFile(t)
+	if err := e.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Rename("a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	emu := emuOf(t, e)
+	e.crashForTest()
+	emu.Close()
+	return devName, path
 }
 
 // h46iWithFile formats an emu device of 16 zones (one-page header
@@ -156,19 +166,7 @@ func h46iZeroNewestSlot(t *testing.T, path string) {
 // option), and fsck notes it, but does not call it damage (exit 1 after
 // a crash that lost nothing; the kill -9 loop wants fsck clean).
 func TestH46iTornNewestSlotOpensAndIsNoted(t *testing.T) {
-	devName, path, e := h46iWithFile(t)
-	if err := e.checkpoint(); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Rename("a", "b"); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Sync(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	emu := emuOf(t, e)
-	e.crashForTest()
-	emu.Close()
+	devName, path := h46iRenamedThenKilled(t)
 
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
